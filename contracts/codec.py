@@ -1,0 +1,136 @@
+"""Encoding and decoding of events and commands, with upcasting of old schema versions.
+
+Encoders and decoders are built once at import; a message is decoded in one pass when its
+version is current and through the upcasters otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, get_args
+
+import msgspec
+
+from contracts.commands import AnyCommand, Command, CommandEnvelope
+from contracts.envelope import Envelope, WireEnvelope
+from contracts.errors import DecodeError, UnknownCommandType, UnknownEventType, UpcastError
+from contracts.events import AnyEvent, Event
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in get_args(AnyEvent)
+}
+COMMAND_TYPES: dict[str, type[Command]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in get_args(AnyCommand)
+}
+
+# (event type, from version) → function turning a payload of that version into the next.
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+_encoder = msgspec.json.Encoder()
+_envelope_decoder = msgspec.json.Decoder(Envelope)
+_wire_decoder = msgspec.json.Decoder(WireEnvelope)
+_payload_decoder = msgspec.json.Decoder(AnyEvent)
+_command_decoder = msgspec.json.Decoder(CommandEnvelope)
+_raw_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    def register(fn: Upcaster) -> Upcaster:
+        _UPCASTERS[(event_type, from_version)] = fn
+        return fn
+
+    return register
+
+
+def event_type_of(payload: Event) -> str:
+    return payload.__struct_config__.tag  # type: ignore[return-value]
+
+
+def current_version(event_type: str) -> int:
+    cls = EVENT_TYPES.get(event_type)
+    if cls is None:
+        raise UnknownEventType(event_type)
+    return cls.schema_version
+
+
+def encode(value: Envelope | CommandEnvelope | msgspec.Struct) -> bytes:
+    return _encoder.encode(value)
+
+
+def decode_event(data: bytes) -> Envelope:
+    """Decode a stored event, upcasting its payload to the current schema if it is older."""
+    try:
+        envelope = _envelope_decoder.decode(data)
+    except msgspec.DecodeError:
+        envelope = None
+    if envelope is not None and envelope.version == type(envelope.payload).schema_version:
+        if envelope.type != event_type_of(envelope.payload):
+            raise DecodeError("event", f"type {envelope.type!r} does not match its payload")
+        return envelope
+    return _decode_with_upcast(data)
+
+
+def _decode_with_upcast(data: bytes) -> Envelope:
+    try:
+        wire = _wire_decoder.decode(data)
+    except msgspec.DecodeError as e:
+        raise DecodeError("event envelope", str(e)) from e
+    target = current_version(wire.type)
+    try:
+        fields = _raw_decoder.decode(wire.payload)
+    except msgspec.DecodeError as e:
+        raise DecodeError(f"{wire.type} payload", str(e)) from e
+    version = wire.version
+    while version < target:
+        step = _UPCASTERS.get((wire.type, version))
+        if step is None:
+            raise UpcastError(wire.type, version, target)
+        fields = step(fields)
+        version += 1
+    if version != target:
+        raise UpcastError(wire.type, wire.version, target)
+    fields["type"] = wire.type
+    try:
+        payload = msgspec.convert(fields, AnyEvent)
+    except msgspec.ValidationError as e:
+        raise DecodeError(f"{wire.type} payload", str(e)) from e
+    return Envelope(
+        event_id=wire.event_id,
+        tenant_id=wire.tenant_id,
+        aggregate=wire.aggregate,
+        aggregate_id=wire.aggregate_id,
+        seq=wire.seq,
+        ts=wire.ts,
+        type=wire.type,
+        version=target,
+        agency_id=wire.agency_id,
+        thread_id=wire.thread_id,
+        run_id=wire.run_id,
+        causation_id=wire.causation_id,
+        correlation_id=wire.correlation_id,
+        idempotency_key=wire.idempotency_key,
+        trace=wire.trace,
+        payload=payload,
+    )
+
+
+def decode_command(data: bytes) -> CommandEnvelope:
+    try:
+        envelope = _command_decoder.decode(data)
+    except msgspec.DecodeError as e:
+        raise DecodeError("command", str(e)) from e
+    tag = envelope.payload.__struct_config__.tag
+    if envelope.type != tag:
+        raise DecodeError("command", f"type {envelope.type!r} does not match its payload")
+    return envelope
+
+
+def command_type_of(payload: Command) -> str:
+    tag = payload.__struct_config__.tag
+    if tag not in COMMAND_TYPES:
+        raise UnknownCommandType(str(tag))
+    return str(tag)

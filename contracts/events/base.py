@@ -1,0 +1,57 @@
+"""The base of every event payload and the value types events share."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import msgspec
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """A fact. The tag (`type` on the wire) is the event type, e.g. `tool.started`.
+
+    `schema_version` is the version this code writes; older stored versions are upcast on
+    read (see `contracts.codec`). New fields get defaults; a field never changes type.
+    """
+
+    schema_version: ClassVar[int] = 1
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A call the model proposed. `arguments` is the JSON text the model produced."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ChatMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+TodoStatus = Literal["pending", "in_progress", "completed"]
+
+
+class Todo(msgspec.Struct, frozen=True, kw_only=True):
+    content: str
+    status: TodoStatus = "pending"
+
+
+class ParentRef(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a child thread reports to: the parent thread and the call that spawned it."""
+
+    thread_id: str
+    token: str
+    tool_call_id: str | None = None

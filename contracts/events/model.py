@@ -1,0 +1,47 @@
+"""Model calls. The model's output is recorded so a replay never calls a model again."""
+
+from __future__ import annotations
+
+from contracts.events.base import ChatMessage, Event, Usage
+
+
+class ModelStarted(Event, frozen=True, kw_only=True, tag="model.started"):
+    run_id: str
+    step: int
+    model: str
+    message_count: int = 0
+
+
+class ModelDelta(Event, frozen=True, kw_only=True, tag="model.delta"):
+    """Streamed text, coalesced: one event carries every token of a short time window."""
+
+    run_id: str
+    step: int
+    delta: str
+
+
+class ModelCompleted(Event, frozen=True, kw_only=True, tag="model.completed"):
+    run_id: str
+    step: int
+    model: str
+    message: ChatMessage
+    usage: Usage = Usage()
+    finish_reason: str = "stop"
+    cost_usd: float = 0.0
+
+
+class MiddlewareBeforeModel(Event, frozen=True, kw_only=True, tag="middleware.before_model"):
+    run_id: str
+    step: int
+    middleware_name: str
+
+
+class MiddlewareAfterModel(Event, frozen=True, kw_only=True, tag="middleware.after_model"):
+    run_id: str
+    step: int
+    middleware_name: str
+
+
+ModelEvent = (
+    ModelStarted | ModelDelta | ModelCompleted | MiddlewareBeforeModel | MiddlewareAfterModel
+)

@@ -1,0 +1,80 @@
+"""The run state machine. A run ends in exactly one of completed, error or canceled."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from contracts.events.base import Event
+
+PauseReason = Literal["hitl", "error", "exhausted", "subagent"]
+
+
+class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
+    run_id: str
+    agent_type: str
+    max_steps: int
+
+
+class RunTick(Event, frozen=True, kw_only=True, tag="run.tick"):
+    run_id: str
+    step: int
+
+
+class RunPaused(Event, frozen=True, kw_only=True, tag="run.paused"):
+    run_id: str
+    reason: PauseReason
+
+
+class RunResumed(Event, frozen=True, kw_only=True, tag="run.resumed"):
+    run_id: str
+
+
+class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
+    run_id: str
+    result: str = ""
+
+
+class RunError(Event, frozen=True, kw_only=True, tag="run.error"):
+    run_id: str
+    error: str
+    kind: str = "error"
+
+
+class RunCanceled(Event, frozen=True, kw_only=True, tag="run.canceled"):
+    run_id: str
+    reason: str = ""
+
+
+class AgentStarted(Event, frozen=True, kw_only=True, tag="agent.started"):
+    run_id: str
+    agent_type: str
+    model: str
+
+
+class AgentCompleted(Event, frozen=True, kw_only=True, tag="agent.completed"):
+    run_id: str
+    result: str = ""
+
+
+class AgentError(Event, frozen=True, kw_only=True, tag="agent.error"):
+    """An error inside a step. Whether the run goes on is told by the run events."""
+
+    run_id: str
+    error: str
+    retryable: bool = False
+
+
+RUN_TERMINAL_TYPES: frozenset[str] = frozenset({"run.completed", "run.error", "run.canceled"})
+
+RunEvent = (
+    RunStarted
+    | RunTick
+    | RunPaused
+    | RunResumed
+    | RunCompleted
+    | RunError
+    | RunCanceled
+    | AgentStarted
+    | AgentCompleted
+    | AgentError
+)

@@ -1,0 +1,86 @@
+"""Thread lifecycle and conversation content: what the loop folds its state from."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from contracts.events.base import ChatMessage, Event, ParentRef, Todo
+
+ConcurrencyStrategy = Literal["queue", "reject", "interrupt"]
+
+
+class ThreadCreated(Event, frozen=True, kw_only=True, tag="thread.created"):
+    agency_id: str
+    agent_type: str
+    parent: ParentRef | None = None
+    request: dict[str, str] = {}
+
+
+class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
+    """An invoke was accepted; the run it starts (now or when queued runs finish)."""
+
+    run_id: str
+    idempotency_key: str
+    strategy: ConcurrencyStrategy = "queue"
+
+
+class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):
+    idempotency_key: str
+    reason: str
+
+
+class MessageAppended(Event, frozen=True, kw_only=True, tag="message.appended"):
+    run_id: str | None = None
+    message: ChatMessage
+
+
+class FileWritten(Event, frozen=True, kw_only=True, tag="file.written"):
+    """A file of the thread's virtual filesystem; files never touch the host."""
+
+    run_id: str | None = None
+    path: str
+    content: str
+
+
+class TodosWritten(Event, frozen=True, kw_only=True, tag="todos.written"):
+    run_id: str | None = None
+    todos: tuple[Todo, ...]
+
+
+class ContextTrimmed(Event, frozen=True, kw_only=True, tag="context.trimmed"):
+    """History assembly dropped the oldest turns to stay within the token budget."""
+
+    run_id: str
+    step: int
+    dropped_messages: int
+    tokens_before: int
+    tokens_after: int
+    budget: int
+
+
+class BlueprintSwitched(Event, frozen=True, kw_only=True, tag="thread.blueprint_switched"):
+    """Control of the thread moved to another blueprint (handoff); history is kept."""
+
+    run_id: str | None = None
+    from_agent_type: str
+    to_agent_type: str
+    reason: str = ""
+
+
+class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
+    state_hash: str
+    size: int
+    upto_seq: int
+
+
+ThreadEvent = (
+    ThreadCreated
+    | RequestAccepted
+    | RequestRejected
+    | MessageAppended
+    | FileWritten
+    | TodosWritten
+    | ContextTrimmed
+    | BlueprintSwitched
+    | CheckpointSaved
+)

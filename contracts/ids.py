@@ -1,0 +1,47 @@
+"""Identifiers and the validation of every value that becomes a subject token."""
+
+from __future__ import annotations
+
+import re
+
+from ulid import ULID
+
+from contracts.errors import InvalidToken
+
+MAX_TOKEN_LENGTH = 64
+
+# NATS subject tokens are split on "." and "*" / ">" are wildcards; whitespace ends a subject.
+# The allowed set is deliberately narrower than NATS permits so a token is also safe in
+# file names, URLs and log lines.
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def new_id() -> str:
+    """A ULID: sortable by creation time, unique without coordination."""
+    return str(ULID())
+
+
+def validate_token(kind: str, value: str) -> str:
+    """Return `value` unchanged if it is a safe subject token, else raise `InvalidToken`."""
+    if not isinstance(value, str):
+        raise InvalidToken(kind, repr(value), "must be a string")
+    if not value:
+        raise InvalidToken(kind, value, "must not be empty")
+    if len(value) > MAX_TOKEN_LENGTH:
+        raise InvalidToken(kind, value, f"longer than {MAX_TOKEN_LENGTH} characters")
+    if not _TOKEN.match(value):
+        raise InvalidToken(
+            kind,
+            value,
+            "only letters, digits, '-' and '_' are allowed "
+            "(no '.', '*', '>', whitespace or other characters)",
+        )
+    return value
+
+
+def is_valid_token(value: str) -> bool:
+    try:
+        validate_token("token", value)
+    except InvalidToken:
+        return False
+    return True

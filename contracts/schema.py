@@ -1,0 +1,435 @@
+"""Machine-readable wire contracts: JSON Schema per message type and an AsyncAPI 3.0 document.
+
+Another team integrates over NATS from these files alone, without our code.
+
+Each JSON Schema (`events/<type>.json`, `commands/<type>.json`) describes one whole message as
+it travels: the envelope with `type` and `version` fixed to that message type and `payload`
+narrowed to its one payload struct. Nested structs live in `$defs`, so every file stands alone.
+A schema describes the *current* schema version; events stored under an older version keep
+their old payload on the wire (our readers upcast them, raw consumers see them as stored).
+
+Everything is derived from the msgspec structs, and the output is deterministic: the same
+contracts give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+import inspect
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from contracts.codec import COMMAND_TYPES, EVENT_TYPES
+from contracts.commands import Command, CommandEnvelope
+from contracts.envelope import Envelope
+from contracts.events import Event
+from contracts.ids import MAX_TOKEN_LENGTH
+from contracts.subjects import AGGREGATES, COMMANDS_STREAM, EVENTS_STREAM, event_token
+
+JsonObject = dict[str, Any]
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+ASYNCAPI_VERSION = "3.0.0"
+TITLE = "Agency"
+_FALLBACK_VERSION = "0.1.0"
+
+_DEFS_REF = "#/$defs/{name}"
+_COMPONENTS_REF = "#/components/schemas/{name}"
+
+TOKEN_PATTERN = f"^[A-Za-z0-9_-]{{1,{MAX_TOKEN_LENGTH}}}$"
+_TOKEN_RULE = (
+    f"A subject token: 1 to {MAX_TOKEN_LENGTH} characters of letters, digits, '-' and '_' "
+    f"(pattern {TOKEN_PATTERN}); no '.', '*', '>' or whitespace."
+)
+
+# Kept in step with infra/jetstream/deadletter.py by a test: contracts must not import infra,
+# which pulls in the NATS client.
+DEAD_LETTER_HEADERS: dict[str, str] = {
+    "Agency-Dlq-Reason": "Why the message was dead-lettered; the same as the {reason} token.",
+    "Agency-Dlq-Detail": "Human-readable detail, at most 2000 characters, newlines as spaces.",
+    "Agency-Dlq-Subject": "The subject the message was originally published on.",
+    "Agency-Dlq-Stream": "The stream the message came from; the same as the {stream} token.",
+    "Agency-Dlq-Stream-Seq": "The message's sequence in that stream (decimal).",
+    "Agency-Dlq-Consumer": "The durable consumer that gave up on it.",
+    "Agency-Dlq-Deliveries": "How many times it was delivered before giving up (decimal).",
+    "Nats-Msg-Id": (
+        "`<stream>:<stream seq>:<consumer>`, so one source message is dead-lettered once."
+    ),
+}
+
+_GUARANTEES = f"""\
+Every subject starts with `tenant.<tenantId>.`, so NATS credentials can confine a tenant to
+`tenant.<tenantId>.>`. Bodies are JSON; each message type has a JSON Schema of its own.
+
+Events (stream `{EVENTS_STREAM}`) are facts and are never deleted. An aggregate instance is the
+subject family `tenant.<tenantId>.evt.<aggregate>.<aggregateId>.>`; its events are stored in
+strict order, and the envelope's `seq` counts them 1, 2, 3, ... with no gaps and no duplicates.
+Appends carry `Nats-Expected-Last-Subject-Sequence` on that family, so exactly one writer wins
+each position; several events of one decision are appended atomically (all or none). There is
+no ordering promise between aggregates. Delivery to consumers is at least once: deduplicate on
+`event_id`, or on (`aggregate`, `aggregate_id`, `seq`). `version` is the payload's schema
+version at the time it was written; stored events are never rewritten.
+
+Commands (stream `{COMMANDS_STREAM}`, work-queue retention) are intents that the owning service
+may reject. `Nats-Msg-Id` carries `<tenantId>:<type>:<idempotency_key>`, so the broker stores
+a repeated command once within its duplicate window (2 minutes by default); beyond the window
+the service recognises the repeat from the `idempotency_key` recorded on the events it
+produced. A command is delivered at least once and applied once; one that is rejected, or
+still fails after its retries, goes to the dead-letter stream with its reason.
+"""
+
+
+def event_schemas() -> dict[str, JsonObject]:
+    """One self-contained JSON Schema per event type, keyed by type (sorted)."""
+    envelope, defs = _envelope_and_defs(Envelope)
+    return {
+        tag: _standalone(
+            _narrowed(envelope, tag, cls.schema_version, cls.__name__, _DEFS_REF, "event"), defs
+        )
+        for tag, cls in sorted(EVENT_TYPES.items())
+    }
+
+
+def command_schemas() -> dict[str, JsonObject]:
+    """One self-contained JSON Schema per command type, keyed by type (sorted)."""
+    envelope, defs = _envelope_and_defs(CommandEnvelope)
+    return {
+        tag: _standalone(
+            _narrowed(envelope, tag, cls.schema_version, cls.__name__, _DEFS_REF, "command"),
+            defs,
+        )
+        for tag, cls in sorted(COMMAND_TYPES.items())
+    }
+
+
+def _envelope_and_defs(envelope_type: type[msgspec.Struct]) -> tuple[JsonObject, JsonObject]:
+    (_,), defs = msgspec.json.schema_components([envelope_type], ref_template=_DEFS_REF)
+    return defs[envelope_type.__name__], defs
+
+
+def _narrowed(
+    envelope: JsonObject, tag: str, version: int, payload: str, ref_template: str, kind: str
+) -> JsonObject:
+    """The envelope with `type`, `version` and `payload` fixed to one message type."""
+    schema = copy.deepcopy(envelope)
+    props = schema["properties"]
+    props["type"] = {**props["type"], "const": tag}
+    props["version"] = {**props["version"], "const": version}
+    props["payload"] = {"$ref": ref_template.format(name=payload)}
+    # msgspec leaves datetimes as a bare string; ours are always RFC 3339 with an offset.
+    props["ts"] = {**props["ts"], "format": "date-time"}
+    schema["title"] = tag
+    schema["description"] = (
+        f"A `{tag}` {kind} (schema version {version}): the envelope, whose `payload` is a "
+        f"{payload}.\n\n{inspect.cleandoc(schema.get('description', ''))}"
+    ).strip()
+    return schema
+
+
+def _standalone(root: JsonObject, defs: Mapping[str, JsonObject]) -> JsonObject:
+    return {"$schema": JSON_SCHEMA_DIALECT, **root, "$defs": _reachable(root, defs)}
+
+
+def _reachable(root: JsonObject, defs: Mapping[str, JsonObject]) -> JsonObject:
+    """The definitions `root` refers to, directly or through each other, sorted by name."""
+    prefix = _DEFS_REF.format(name="")
+    seen: set[str] = set()
+    pending = [ref.removeprefix(prefix) for ref in _refs(root)]
+    while pending:
+        name = pending.pop()
+        if name not in seen:
+            seen.add(name)
+            pending.extend(ref.removeprefix(prefix) for ref in _refs(defs[name]))
+    return {name: defs[name] for name in sorted(seen)}
+
+
+def _refs(node: Any) -> Iterator[str]:
+    """Every `$ref` value anywhere in a JSON document."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+def asyncapi_document() -> JsonObject:
+    """The AsyncAPI 3.0.0 description of every subject we publish or accept."""
+    channels: JsonObject = {}
+    operations: JsonObject = {}
+    messages: JsonObject = {}
+    for tag, cls in sorted(EVENT_TYPES.items()):
+        channel_id = f"event_{event_token(tag)}"
+        channels[channel_id] = _event_channel(tag, cls.__name__)
+        messages[cls.__name__] = _message(tag, cls.__name__, "EventHeaders", cls.__doc__)
+        operations[f"receive_{channel_id}"] = _operation("receive", channel_id, cls.__name__)
+    for tag, cmd in sorted(COMMAND_TYPES.items()):
+        channel_id = f"command_{cmd.service}_{cmd.verb}"
+        channels[channel_id] = _command_channel(tag, cmd.service, cmd.verb, cmd.__name__)
+        messages[cmd.__name__] = _message(tag, cmd.__name__, "CommandHeaders", cmd.__doc__)
+        operations[f"send_{channel_id}"] = _operation("send", channel_id, cmd.__name__)
+    channels["dead_letters"] = _dead_letter_channel()
+    messages["DeadLetter"] = _dead_letter_message()
+    operations["receive_dead_letters"] = _operation("receive", "dead_letters", "DeadLetter")
+    return {
+        "asyncapi": ASYNCAPI_VERSION,
+        "info": {"title": TITLE, "version": _package_version(), "description": _GUARANTEES},
+        "defaultContentType": "application/json",
+        "servers": {"nats": _server()},
+        "channels": channels,
+        "operations": operations,
+        "components": {
+            "schemas": _asyncapi_schemas(),
+            "messages": messages,
+            "parameters": _parameters(),
+        },
+    }
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("agency")
+    except importlib.metadata.PackageNotFoundError:
+        return _FALLBACK_VERSION
+
+
+def _server() -> JsonObject:
+    return {
+        "host": "{host}",
+        "protocol": "nats",
+        "description": "A NATS server with JetStream; the streams are provisioned by Agency.",
+        "variables": {
+            "host": {"default": "localhost:4222", "description": "host:port of the server"}
+        },
+    }
+
+
+def _parameters() -> JsonObject:
+    def token(what: str) -> JsonObject:
+        return {"description": f"{what}. {_TOKEN_RULE}", "x-pattern": TOKEN_PATTERN}
+
+    return {
+        "tenantId": token("The tenant that owns the message"),
+        "aggregate": {
+            "enum": sorted(AGGREGATES),
+            "description": "The kind of aggregate the event belongs to.",
+        },
+        "aggregateId": token("The aggregate instance (for a thread, its thread id)"),
+        "stream": {
+            "enum": sorted([COMMANDS_STREAM, EVENTS_STREAM]),
+            "description": "The stream the dead-lettered message came from.",
+        },
+        "reason": token(
+            "Why it was dead-lettered: `exhausted` (retries used up), `undecodable`, "
+            "`projection_failed`, or the reason code of a rejected command"
+        ),
+    }
+
+
+def _param_refs(*names: str) -> JsonObject:
+    return {name: {"$ref": f"#/components/parameters/{name}"} for name in names}
+
+
+def _event_channel(tag: str, message: str) -> JsonObject:
+    return {
+        "address": f"tenant.{{tenantId}}.evt.{{aggregate}}.{{aggregateId}}.{event_token(tag)}",
+        "title": tag,
+        "description": (
+            f"`{tag}` events of one aggregate instance, in stream `{EVENTS_STREAM}`. "
+            "Subscribe to `tenant.<tenantId>.evt.<aggregate>.<aggregateId>.>` to read every "
+            "event of the aggregate in order."
+        ),
+        "parameters": _param_refs("tenantId", "aggregate", "aggregateId"),
+        "messages": {message: {"$ref": f"#/components/messages/{message}"}},
+    }
+
+
+def _command_channel(tag: str, service: str, verb: str, message: str) -> JsonObject:
+    return {
+        "address": f"tenant.{{tenantId}}.cmd.{service}.{verb}",
+        "title": tag,
+        "description": (
+            f"`{tag}` commands to the `{service}` service, in the work-queue stream "
+            f"`{COMMANDS_STREAM}`. Publish with JetStream and wait for the ack; resending with "
+            "the same idempotency key is safe."
+        ),
+        "parameters": _param_refs("tenantId"),
+        "messages": {message: {"$ref": f"#/components/messages/{message}"}},
+    }
+
+
+def _dead_letter_channel() -> JsonObject:
+    return {
+        "address": "dlq.{stream}.{reason}",
+        "title": "dead letters",
+        "description": (
+            "Messages that could not be processed, with why in the headers. Nothing is lost: "
+            "the original body is kept unchanged."
+        ),
+        "parameters": _param_refs("stream", "reason"),
+        "messages": {"DeadLetter": {"$ref": "#/components/messages/DeadLetter"}},
+    }
+
+
+def _message(tag: str, name: str, headers: str, doc: str | None) -> JsonObject:
+    message: JsonObject = {
+        "name": tag,
+        "title": name,
+        "contentType": "application/json",
+        "headers": {"$ref": _COMPONENTS_REF.format(name=headers)},
+        "payload": {"$ref": _COMPONENTS_REF.format(name=_envelope_name(name))},
+    }
+    if doc:
+        message["summary"] = doc.strip().splitlines()[0]
+    return message
+
+
+def _dead_letter_message() -> JsonObject:
+    return {
+        "name": "dead_letter",
+        "title": "DeadLetter",
+        "summary": "A message that could not be processed, as it was received.",
+        "contentType": "application/octet-stream",
+        "headers": {"$ref": _COMPONENTS_REF.format(name="DeadLetterHeaders")},
+        "payload": {
+            "description": (
+                "The original message body, byte for byte: usually an event or command "
+                "envelope, but possibly not JSON at all (often the reason it is here)."
+            )
+        },
+    }
+
+
+def _operation(action: str, channel_id: str, message: str) -> JsonObject:
+    return {
+        "action": action,
+        "channel": {"$ref": f"#/channels/{channel_id}"},
+        "messages": [{"$ref": f"#/channels/{channel_id}/messages/{message}"}],
+    }
+
+
+def _envelope_name(payload: str) -> str:
+    return f"{payload}Envelope"
+
+
+def _asyncapi_schemas() -> JsonObject:
+    (_, _), schemas = msgspec.json.schema_components(
+        [Envelope, CommandEnvelope], ref_template=_COMPONENTS_REF
+    )
+    narrowed = {
+        **_narrowed_envelopes(schemas["Envelope"], EVENT_TYPES, "event"),
+        **_narrowed_envelopes(schemas["CommandEnvelope"], COMMAND_TYPES, "command"),
+    }
+    if taken := set(narrowed) & set(schemas):
+        raise ValueError(f"schema names {sorted(taken)} are taken twice; rename the structs")
+    schemas |= narrowed | _header_schemas()
+    return {name: _asyncapi_compatible(schemas[name]) for name in sorted(schemas)}
+
+
+def _narrowed_envelopes(
+    envelope: JsonObject, types: Mapping[str, type[Event] | type[Command]], kind: str
+) -> JsonObject:
+    return {
+        _envelope_name(cls.__name__): _narrowed(
+            envelope, tag, cls.schema_version, cls.__name__, _COMPONENTS_REF, kind
+        )
+        for tag, cls in types.items()
+    }
+
+
+def _asyncapi_compatible(node: Any) -> Any:
+    """`node` without msgspec's OpenAPI-style discriminator objects.
+
+    AsyncAPI's `discriminator` is a bare property name that must be defined and required on the
+    schema carrying it, which an `anyOf` of tagged structs is not; each variant's `type` enum
+    already tells them apart.
+    """
+    if isinstance(node, dict):
+        return {
+            key: _asyncapi_compatible(value)
+            for key, value in node.items()
+            if not (key == "discriminator" and isinstance(value, dict))
+        }
+    if isinstance(node, list):
+        return [_asyncapi_compatible(item) for item in node]
+    return node
+
+
+def _headers(properties: Mapping[str, str], required: list[str]) -> JsonObject:
+    return {
+        "type": "object",
+        "properties": {
+            name: {"type": "string", "description": text} for name, text in properties.items()
+        },
+        "required": required,
+    }
+
+
+def _header_schemas() -> JsonObject:
+    trace = {
+        "traceparent": "W3C trace context of the sender, when it traces.",
+        "tracestate": "W3C trace state that goes with traceparent.",
+    }
+    events = {
+        "Nats-Msg-Id": (
+            "Idempotency of the append: the event_id, or "
+            "`<aggregateId>:<idempotency_key>:<index>` when a command produced the event, "
+            "so a retried append is stored once within the duplicate window."
+        ),
+        "Nats-Expected-Last-Subject-Sequence": (
+            "On appends: the stream sequence of the aggregate's last event (0 for none); the "
+            "server rejects the append (error 10071) if another writer got there first."
+        ),
+        "Nats-Expected-Last-Subject-Sequence-Subject": (
+            "On appends: the aggregate's subject family "
+            "`tenant.<tenantId>.evt.<aggregate>.<aggregateId>.>` the check above applies to."
+        ),
+        "Nats-Batch-Id": "On atomic appends of several events: the batch they belong to.",
+        "Nats-Batch-Sequence": "On atomic appends: position in the batch, from 1.",
+        "Nats-Batch-Commit": "On atomic appends: `1` on the batch's last message.",
+    }
+    commands = {
+        "Nats-Msg-Id": (
+            "`<tenantId>:<type>:<idempotency_key>`: the broker stores a repeated command "
+            "once within its duplicate window."
+        ),
+        **trace,
+    }
+    return {
+        "EventHeaders": {
+            **_headers(events, ["Nats-Msg-Id"]),
+            "description": (
+                "Headers of an event. Trace context travels in the envelope's `trace` field."
+            ),
+        },
+        "CommandHeaders": _headers(commands, ["Nats-Msg-Id"]),
+        "DeadLetterHeaders": _headers(DEAD_LETTER_HEADERS, list(DEAD_LETTER_HEADERS)),
+    }
+
+
+def render(document: JsonObject) -> bytes:
+    """Sorted keys, two-space indent, UTF-8, trailing newline: diff-friendly and stable."""
+    return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def write_schemas(out: Path) -> list[Path]:
+    """Write `events/<type>.json`, `commands/<type>.json` and `asyncapi.json` under `out`.
+
+    Files of types that no longer exist are left alone; regenerate into a fresh directory to
+    drop them. Returns the paths written, sorted.
+    """
+    documents: dict[Path, JsonObject] = {out / "asyncapi.json": asyncapi_document()}
+    for folder, schemas in (("events", event_schemas()), ("commands", command_schemas())):
+        documents.update({out / folder / f"{tag}.json": s for tag, s in schemas.items()})
+    for path, document in documents.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(render(document))
+    return sorted(documents)

@@ -1,0 +1,1 @@
+"""The JetStream layer: streams, the event store, commands and dead letters."""

@@ -1,0 +1,227 @@
+"""Commands on a work-queue stream: sent once per idempotency key, handled by one worker.
+
+A worker acknowledges a command once its handler returns. A handler that rejects a command
+for good raises `CommandRejected`; any other failure is retried with backoff, and after
+`max_deliver` attempts the command goes to the dead-letter stream with the last error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import Error as JetStreamError
+from opentelemetry import trace
+
+from contracts.codec import command_type_of, decode_command, encode
+from contracts.commands import Command, CommandEnvelope
+from contracts.envelope import utc_now
+from contracts.errors import ContractError
+from contracts.ids import new_id, validate_token
+from contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
+from infra.jetstream.deadletter import DeadLetter, DeadLetters
+from infra.jetstream.errors import StoreTimeout
+from infra.jetstream.tracing import context_from, current_carrier
+
+log = structlog.get_logger(__name__)
+tracer = trace.get_tracer(__name__)
+
+
+class CommandRejected(Exception):
+    """The command can never succeed (unknown thread, invalid state); do not retry it."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    command_id: str
+    stream_seq: int
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What a handler knows of the message beyond the command itself."""
+
+    subject: str
+    stream_seq: int
+    attempt: int
+
+
+CommandHandler = Callable[[CommandEnvelope, Delivery], Awaitable[None]]
+
+
+class CommandBus:
+    def __init__(self, nc: NATS, js: JetStreamContext, *, timeout: float = 6.0) -> None:
+        self._nc = nc
+        self._js = js
+        self._timeout = timeout
+
+    async def send(
+        self,
+        tenant_id: str,
+        command: Command,
+        *,
+        idempotency_key: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> SendResult:
+        command_type = command_type_of(command)
+        key = idempotency_key or new_id()
+        envelope = CommandEnvelope(
+            command_id=new_id(),
+            tenant_id=validate_token("tenant id", tenant_id),
+            idempotency_key=key,
+            ts=utc_now(),
+            type=command_type,
+            version=type(command).schema_version,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+            trace=current_carrier(),
+            payload=command,
+        )
+        subject = command_subject(tenant_id, command.service, command.verb)
+        headers = {"Nats-Msg-Id": f"{tenant_id}:{command_type}:{key}", **envelope.trace}
+        with tracer.start_as_current_span(f"send {command_type}", kind=trace.SpanKind.PRODUCER):
+            try:
+                ack = await self._js.publish(
+                    subject, encode(envelope), timeout=self._timeout, headers=headers
+                )
+            except (TimeoutError, NatsTimeoutError) as e:
+                raise StoreTimeout(f"send of {command_type}", self._timeout) from e
+        return SendResult(envelope.command_id, ack.seq, bool(ack.duplicate))
+
+
+class CommandWorker:
+    """Consumes one service's commands. Several workers may share the durable consumer."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        service: str,
+        handler: CommandHandler,
+        *,
+        dead_letters: DeadLetters,
+        max_deliver: int = 5,
+        ack_wait: float = 30.0,
+        batch: int = 16,
+        backoff: tuple[float, ...] = (0.2, 1.0, 3.0, 10.0),
+    ) -> None:
+        self._js = js
+        self._service = validate_token("service", service)
+        self._handler = handler
+        self._dead_letters = dead_letters
+        self._max_deliver = max_deliver
+        self._ack_wait = ack_wait
+        self._batch = batch
+        self._backoff = backoff
+        self.durable = f"{service}-commands"
+
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+        config = ConsumerConfig(
+            durable_name=self.durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subject=service_commands_filter(self._service),
+            # One more than ours so the worker, not the server, dead-letters the last attempt.
+            max_deliver=self._max_deliver + 1,
+            ack_wait=self._ack_wait,
+        )
+        return await self._js.pull_subscribe(
+            service_commands_filter(self._service),
+            durable=self.durable,
+            stream=COMMANDS_STREAM,
+            config=config,
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        sub = await self._subscribe()
+        log.info("command worker started", service=self._service)
+        try:
+            while not stop.is_set():
+                try:
+                    msgs = await sub.fetch(self._batch, timeout=1.0)
+                except (TimeoutError, NatsTimeoutError):
+                    continue
+                except JetStreamError as e:
+                    log.warning("command fetch failed, resubscribing", error=str(e))
+                    await asyncio.sleep(0.5)
+                    sub = await self._subscribe()
+                    continue
+                for msg in msgs:
+                    await self._process(msg)
+        finally:
+            with contextlib.suppress(asyncio.TimeoutError, JetStreamError, NatsTimeoutError):
+                await asyncio.wait_for(sub.unsubscribe(), timeout=2.0)
+
+    async def _process(self, msg: Msg) -> None:
+        meta = msg.metadata
+        attempt = meta.num_delivered
+        try:
+            envelope = decode_command(msg.data)
+        except ContractError as e:
+            await self._dead_letter(msg, "undecodable", str(e))
+            await msg.term()
+            return
+        delivery = Delivery(msg.subject, meta.sequence.stream, attempt)
+        with (
+            structlog.contextvars.bound_contextvars(
+                tenant_id=envelope.tenant_id,
+                command=envelope.type,
+                command_id=envelope.command_id,
+            ),
+            tracer.start_as_current_span(
+                f"handle {envelope.type}",
+                context=context_from(envelope.trace),
+                kind=trace.SpanKind.CONSUMER,
+            ) as span,
+        ):
+            try:
+                await self._handler(envelope, delivery)
+            except CommandRejected as e:
+                span.set_status(trace.StatusCode.ERROR, str(e))
+                await self._dead_letter(msg, e.reason, e.detail)
+                await msg.ack()
+                return
+            except asyncio.CancelledError:
+                await msg.nak()
+                raise
+            except Exception as e:  # any other failure is retried, then dead-lettered
+                span.set_status(trace.StatusCode.ERROR, str(e))
+                if attempt >= self._max_deliver:
+                    await self._dead_letter(msg, "exhausted", f"{type(e).__name__}: {e}")
+                    await msg.term()
+                    return
+                delay = self._backoff[min(attempt - 1, len(self._backoff) - 1)]
+                log.warning(
+                    "command failed, will retry", attempt=attempt, delay=delay, error=str(e)
+                )
+                await msg.nak(delay=delay)
+                return
+        await msg.ack()
+
+    async def _dead_letter(self, msg: Msg, reason: str, detail: str) -> None:
+        await self._dead_letters.put(
+            DeadLetter(
+                source_stream=COMMANDS_STREAM,
+                subject=msg.subject,
+                stream_seq=msg.metadata.sequence.stream,
+                reason=reason,
+                detail=detail,
+                data=msg.data,
+                consumer=self.durable,
+                deliveries=msg.metadata.num_delivered,
+            )
+        )

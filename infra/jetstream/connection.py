@@ -1,0 +1,79 @@
+"""One NATS connection per process, with the event store, command bus and dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+import nats
+import structlog
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from infra.jetstream.commandbus import CommandBus
+from infra.jetstream.deadletter import DeadLetters
+from infra.jetstream.eventstore import EventStore
+from infra.jetstream.headerparse import install as install_header_parser
+
+log = structlog.get_logger(__name__)
+
+
+class Bus:
+    """Async context manager owning the connection; `close()` drains within a bound."""
+
+    def __init__(self, url: str, *, name: str = "agency", drain_timeout: float = 5.0) -> None:
+        self._url = url
+        self._name = name
+        self._drain_timeout = drain_timeout
+        self._nc: NATS | None = None
+        self._js: JetStreamContext | None = None
+        self.store: EventStore
+        self.commands: CommandBus
+        self.dead_letters: DeadLetters
+
+    @property
+    def nc(self) -> NATS:
+        assert self._nc is not None, "Bus is not connected"
+        return self._nc
+
+    @property
+    def js(self) -> JetStreamContext:
+        assert self._js is not None, "Bus is not connected"
+        return self._js
+
+    async def connect(self) -> Bus:
+        install_header_parser()
+        servers = [u.strip() for u in self._url.split(",") if u.strip()]
+        self._nc = await nats.connect(
+            servers=servers,
+            name=self._name,
+            connect_timeout=5,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+        )
+        self._js = self._nc.jetstream(timeout=6.0)
+        self.store = EventStore(self._nc, self._js)
+        self.commands = CommandBus(self._nc, self._js)
+        self.dead_letters = DeadLetters(self._js)
+        return self
+
+    async def close(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is None or nc.is_closed:
+            return
+        try:
+            await asyncio.wait_for(nc.drain(), timeout=self._drain_timeout)
+        except (TimeoutError, nats.errors.Error):
+            log.warning("drain did not finish in time, closing", timeout=self._drain_timeout)
+            await nc.close()
+
+    async def __aenter__(self) -> Bus:
+        return await self.connect()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.shield(self.close())

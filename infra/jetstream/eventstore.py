@@ -1,0 +1,419 @@
+"""The event store: append-only aggregates on one JetStream stream.
+
+An aggregate instance (a thread, an agency, a tenant) is the subject family
+`tenant.<t>.evt.<aggregate>.<id>.>`. Appends carry `Nats-Expected-Last-Subject-Sequence`
+on that family, so exactly one writer wins each position; a decision of several events is
+one atomic batch (a single event is a plain publish: the server handles atomic batches
+about ten times slower). The server checks the expected sequence before the message id of
+a plain publish, so a conflict is settled by looking at what won: our own earlier attempt,
+or an append with the same idempotency key, is a duplicate rather than a conflict. Reads
+use batch direct gets, which the server answers from its per-subject index without
+creating a consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import structlog
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+
+from contracts.codec import decode_event, encode, event_type_of
+from contracts.envelope import Envelope, utc_now
+from contracts.errors import ContractError
+from contracts.events import Event
+from contracts.ids import new_id
+from contracts.subjects import EVENTS_STREAM, Aggregate, aggregate_filter, event_subject
+from infra.jetstream.errors import (
+    AppendError,
+    BatchTooLarge,
+    ConcurrencyError,
+    StoreError,
+    StoreTimeout,
+)
+from infra.jetstream.records import (
+    AppendResult,
+    EventContext,
+    Position,
+    RecordedEvent,
+    UndecodableEvent,
+)
+from infra.jetstream.streams import ATOMIC_BATCH_LIMIT
+from infra.jetstream.tracing import current_carrier
+
+log = structlog.get_logger(__name__)
+
+WRONG_LAST_SEQUENCE = 10071
+BATCH_INFLIGHT_CONFLICT = 10164
+BATCH_DUPLICATE_MSG_ID = 10201
+_ACTUAL_SEQ = re.compile(r"wrong last sequence: (\d+)")
+
+_READ_BATCH = 1000
+
+
+class EventStore:
+    """Appends to and reads aggregates. One instance per connection; safe for many tasks."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        js: JetStreamContext,
+        *,
+        stream: str = EVENTS_STREAM,
+        timeout: float = 2.0,
+        retry_budget: float = 8.0,
+    ) -> None:
+        self._nc = nc
+        self._js = js
+        self._stream = stream
+        self._timeout = timeout
+        # A stream leader election stalls writes for about 5 s; a retry with the same message
+        # ids inside this budget is stored once.
+        self._retry_budget = retry_budget
+        # One append in flight per aggregate: a second expected-sequence append racing the
+        # first is refused by a replicated stream even when it would have been valid.
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    async def append(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        payloads: Sequence[Event],
+        *,
+        expected: Position,
+        context: EventContext | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        """Append the events of one decision after `expected`, atomically.
+
+        Raises `ConcurrencyError` when the aggregate has moved past `expected`. With an
+        `idempotency_key`, a repeat of the same append is stored once and answered with
+        `duplicate=True`.
+        """
+        if not payloads:
+            return AppendResult(position=expected, events=())
+        if len(payloads) > ATOMIC_BATCH_LIMIT:
+            raise BatchTooLarge(len(payloads), ATOMIC_BATCH_LIMIT)
+        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+        envelopes = self._envelopes(
+            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key
+        )
+        subjects = [event_subject(tenant_id, aggregate, aggregate_id, e.type) for e in envelopes]
+        # Without a key no message id is stored: a retried publish that had landed is
+        # recognised by its event ids when it conflicts (`_settle_conflict`), and every
+        # consumer is spared parsing one more header per event.
+        msg_ids = [
+            f"{aggregate_id}:{idempotency_key}:{i}" if idempotency_key else None
+            for i in range(len(envelopes))
+        ]
+        bodies = [encode(e) for e in envelopes]
+        lock = self._locks.setdefault(family, asyncio.Lock())
+        async with lock:
+            try:
+                if len(envelopes) == 1:
+                    last_seq, duplicate = await self._publish_single(
+                        subjects[0], bodies[0], msg_ids[0], family, expected
+                    )
+                else:
+                    last_seq, duplicate = await self._publish_batch(
+                        subjects, bodies, msg_ids, family, expected
+                    )
+            except ConcurrencyError:
+                settled = await self._settle_conflict(
+                    tenant_id, aggregate, aggregate_id, envelopes, expected, idempotency_key
+                )
+                if settled is None:
+                    raise
+                return settled
+        if duplicate:
+            return AppendResult(position=expected, events=(), duplicate=True)
+        first = last_seq - len(envelopes) + 1
+        recorded = tuple(
+            RecordedEvent(envelope=e, stream_seq=first + i, subject=s, raw=b)
+            for i, (e, s, b) in enumerate(zip(envelopes, subjects, bodies, strict=True))
+        )
+        return AppendResult(position=recorded[-1].position, events=recorded)
+
+    def _envelopes(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        payloads: Sequence[Event],
+        expected: Position,
+        context: EventContext | None,
+        idempotency_key: str | None,
+    ) -> list[Envelope]:
+        ctx = context or EventContext()
+        ts = utc_now()
+        trace = current_carrier()
+        return [
+            Envelope(
+                event_id=new_id(),
+                tenant_id=tenant_id,
+                aggregate=aggregate,
+                aggregate_id=aggregate_id,
+                seq=expected.seq + i + 1,
+                ts=ts,
+                type=event_type_of(payload),
+                version=type(payload).schema_version,
+                agency_id=ctx.agency_id,
+                thread_id=ctx.thread_id
+                if ctx.thread_id is not None
+                else (aggregate_id if aggregate == "thread" else None),
+                run_id=getattr(payload, "run_id", None) or ctx.run_id,
+                causation_id=ctx.causation_id,
+                correlation_id=ctx.correlation_id,
+                idempotency_key=idempotency_key,
+                trace=trace,
+                payload=payload,
+            )
+            for i, payload in enumerate(payloads)
+        ]
+
+    async def _publish_single(
+        self, subject: str, body: bytes, msg_id: str | None, family: str, expected: Position
+    ) -> tuple[int, bool]:
+        headers = {
+            "Nats-Expected-Last-Subject-Sequence": str(expected.stream_seq),
+            "Nats-Expected-Last-Subject-Sequence-Subject": family,
+        }
+        if msg_id is not None:
+            headers["Nats-Msg-Id"] = msg_id
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._retry_budget
+        while True:
+            try:
+                reply = await self._nc.request(
+                    subject, body, headers=headers, timeout=self._timeout
+                )
+            except (TimeoutError, NatsTimeoutError, NoRespondersError):
+                # The same message id and bytes make the retry safe: stored once at most.
+                if loop.time() >= deadline:
+                    raise StoreTimeout(f"append to {family}", self._retry_budget) from None
+                await asyncio.sleep(0.25)
+                continue
+            return self._accept(_json(reply.data), subject, family, expected)
+
+    async def _settle_conflict(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        envelopes: list[Envelope],
+        expected: Position,
+        idempotency_key: str | None,
+    ) -> AppendResult | None:
+        """After a conflict: was the winner this very append (a retried publish) or a repeat
+        of it (same idempotency key)? Then the append is done; otherwise it is a conflict."""
+        newer = await self.read(tenant_id, aggregate, aggregate_id, after=expected)
+        ours = [e for e in newer if e.envelope.event_id == envelopes[0].event_id]
+        if ours:
+            mine = newer[newer.index(ours[0]) : newer.index(ours[0]) + len(envelopes)]
+            return AppendResult(position=mine[-1].position, events=tuple(mine))
+        if idempotency_key and any(e.envelope.idempotency_key == idempotency_key for e in newer):
+            return AppendResult(position=expected, events=(), duplicate=True)
+        return None
+
+    async def _publish_batch(
+        self,
+        subjects: list[str],
+        bodies: list[bytes],
+        msg_ids: list[str | None],
+        family: str,
+        expected: Position,
+    ) -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._retry_budget
+        while True:
+            batch_id = new_id()
+            last = len(bodies)
+            for i, (subject, body, msg_id) in enumerate(
+                zip(subjects, bodies, msg_ids, strict=True), start=1
+            ):
+                headers = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)}
+                if msg_id is not None:
+                    headers["Nats-Msg-Id"] = msg_id
+                if i == 1:
+                    # One expectation per aggregate per batch: a second one is refused.
+                    headers["Nats-Expected-Last-Subject-Sequence"] = str(expected.stream_seq)
+                    headers["Nats-Expected-Last-Subject-Sequence-Subject"] = family
+                if i < last:
+                    await self._nc.publish(subject, body, headers=headers)
+                    continue
+                headers["Nats-Batch-Commit"] = "1"
+                try:
+                    reply = await self._nc.request(
+                        subject, body, headers=headers, timeout=self._timeout
+                    )
+                except (TimeoutError, NatsTimeoutError, NoRespondersError):
+                    if loop.time() >= deadline:
+                        raise StoreTimeout(
+                            f"atomic append to {family}", self._retry_budget
+                        ) from None
+                    await asyncio.sleep(0.25)
+                    break
+                return self._accept(_json(reply.data), subject, family, expected)
+
+    def _accept(
+        self, reply: dict[str, Any], subject: str, family: str, expected: Position
+    ) -> tuple[int, bool]:
+        error = reply.get("error")
+        if error is None:
+            return int(reply["seq"]), bool(reply.get("duplicate", False))
+        code = error.get("err_code")
+        description = str(error.get("description", ""))
+        if code == WRONG_LAST_SEQUENCE:
+            match = _ACTUAL_SEQ.search(description)
+            actual = int(match.group(1)) if match else None
+            raise ConcurrencyError(family, expected.stream_seq, actual)
+        if code == BATCH_INFLIGHT_CONFLICT:
+            raise ConcurrencyError(family, expected.stream_seq, None)
+        if code == BATCH_DUPLICATE_MSG_ID:
+            return 0, True
+        raise AppendError(subject, code, description)
+
+    async def read(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> list[RecordedEvent]:
+        """Every event of one aggregate after `after` (default: from the start), in order."""
+        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+        start = (after.stream_seq if after else 0) + 1
+        events: list[RecordedEvent] = []
+        async for msg in self._direct_scan(family, start):
+            recorded = _record(msg)
+            if isinstance(recorded, UndecodableEvent):
+                log.warning(
+                    "undecodable event skipped",
+                    subject=recorded.subject,
+                    stream_seq=recorded.stream_seq,
+                    reason=recorded.reason,
+                )
+                continue
+            events.append(recorded)
+        return events
+
+    async def last_position(
+        self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
+    ) -> Position:
+        """The aggregate's current position, without reading its history."""
+        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+        # Subjects end in the event type, so "last per subject" answers one message per type
+        # the aggregate has seen; the newest of those is the aggregate's last event.
+        request = {"multi_last": [family], "batch": ATOMIC_BATCH_LIMIT}
+        best = Position()
+        async for msg in self._direct_batch(request):
+            recorded = _record(msg)
+            if isinstance(recorded, RecordedEvent) and recorded.stream_seq > best.stream_seq:
+                best = recorded.position
+        return best
+
+    async def _direct_scan(self, family: str, start: int) -> Any:
+        while True:
+            request = {"seq": start, "next_by_subj": family, "batch": _READ_BATCH}
+            last_seq = 0
+            count = 0
+            async for msg in self._direct_batch(request):
+                last_seq = int(msg.headers["Nats-Sequence"]) if msg.headers else last_seq
+                count += 1
+                yield msg
+            if count < _READ_BATCH:
+                return
+            start = last_seq + 1
+
+    async def _direct_batch(self, request: dict[str, Any]) -> Any:
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        try:
+            await self._nc.publish(
+                f"$JS.API.DIRECT.GET.{self._stream}", json.dumps(request).encode(), reply=inbox
+            )
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=self._timeout)
+                except NatsTimeoutError:
+                    raise StoreTimeout(f"read of {request}", self._timeout) from None
+                status = msg.headers.get("Status") if msg.headers else None
+                if status is None:
+                    yield msg
+                    continue
+                if status in ("204", "404"):
+                    return
+                raise StoreError(
+                    f"direct get on {self._stream} failed: {status} "
+                    f"{msg.headers.get('Description', '') if msg.headers else ''}"
+                )
+        finally:
+            await sub.unsubscribe()
+
+
+def _json(data: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError as e:
+        raise StoreError(f"unreadable answer from the server: {data[:200]!r}") from e
+    if not isinstance(value, dict):
+        raise StoreError(f"unexpected answer from the server: {data[:200]!r}")
+    return value
+
+
+def _record(msg: Msg) -> RecordedEvent | UndecodableEvent:
+    headers = msg.headers or {}
+    stream_seq = int(headers.get("Nats-Sequence", "0"))
+    subject = headers.get("Nats-Subject", msg.subject)
+    try:
+        envelope = decode_event(msg.data)
+    except (ContractError, msgspec.DecodeError) as e:
+        return UndecodableEvent(
+            stream_seq=stream_seq, subject=subject, data=msg.data, reason=str(e)
+        )
+    return RecordedEvent(envelope=envelope, stream_seq=stream_seq, subject=subject, raw=msg.data)
+
+
+def stream_seq_of(msg: Msg) -> int:
+    """The stream sequence of a consumer-delivered message, read from its ack subject.
+
+    Cheaper than `msg.metadata`, which builds a full object per message on a hot path.
+    Ack subjects are `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.…` (9 tokens)
+    or, with a domain and account hash, 12 tokens with the stream sequence at index 7.
+    """
+    tokens = (msg.reply or "").split(".")
+    if len(tokens) == 9:
+        return int(tokens[5])
+    if len(tokens) >= 12:
+        return int(tokens[7])
+    return int(msg.metadata.sequence.stream)
+
+
+def record_from_js_msg(msg: Msg, stream_seq: int | None = None) -> RecordedEvent | UndecodableEvent:
+    """A consumer-delivered message as a recorded event."""
+    if stream_seq is None:
+        stream_seq = stream_seq_of(msg)
+    try:
+        envelope = decode_event(msg.data)
+    except (ContractError, msgspec.DecodeError) as e:
+        return UndecodableEvent(
+            stream_seq=stream_seq, subject=msg.subject, data=msg.data, reason=str(e)
+        )
+    return RecordedEvent(
+        envelope=envelope, stream_seq=stream_seq, subject=msg.subject, raw=msg.data
+    )

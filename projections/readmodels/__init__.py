@@ -1,0 +1,1 @@
+"""The read models the query API serves."""

@@ -1,0 +1,114 @@
+"""One human-readable line per event: what a person debugging a run wants to see."""
+
+from __future__ import annotations
+
+from contracts.events import (
+    AgencyCreated,
+    AgentError,
+    BlueprintSaved,
+    ChatMessage,
+    Event,
+    FileWritten,
+    HitlInterrupt,
+    HitlResume,
+    MessageAppended,
+    ModelCompleted,
+    ModelDelta,
+    ModelStarted,
+    RequestAccepted,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    RunPaused,
+    RunStarted,
+    RunTick,
+    SubagentCompleted,
+    SubagentSpawned,
+    ThreadCreated,
+    TodosWritten,
+    ToolError,
+    ToolOutput,
+    ToolRequested,
+    ToolStarted,
+)
+from infra.jetstream.records import RecordedEvent
+
+_WIDTH = 100
+
+
+def clip(text: str, width: int = _WIDTH) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _message(m: ChatMessage) -> str:
+    if m.tool_calls:
+        calls = ", ".join(f"{c.name}({clip(c.arguments, 40)})" for c in m.tool_calls)
+        return f"{m.role}: {clip(m.content, 40) + ' ' if m.content else ''}→ {calls}"
+    if m.role == "tool":
+        return f"tool[{m.tool_call_id}]: {clip(m.content)}"
+    return f"{m.role}: {clip(m.content)}"
+
+
+def summarize(payload: Event) -> str:
+    match payload:
+        case ThreadCreated(agent_type=agent_type, parent=parent):
+            return f"agent {agent_type}" + (f", child of {parent.thread_id}" if parent else "")
+        case RequestAccepted(run_id=run_id, strategy=strategy):
+            return f"run {run_id} ({strategy})"
+        case MessageAppended(message=message):
+            return _message(message)
+        case RunStarted(run_id=run_id, agent_type=agent_type):
+            return f"run {run_id} agent {agent_type}"
+        case RunTick(step=step):
+            return f"step {step}"
+        case RunPaused(reason=reason):
+            return f"paused: {reason}"
+        case RunCompleted(result=result):
+            return f"completed: {clip(result)}"
+        case RunError(error=error):
+            return f"error: {clip(error)}"
+        case RunCanceled(reason=reason):
+            return f"canceled{': ' + reason if reason else ''}"
+        case AgentError(error=error):
+            return clip(error)
+        case ModelStarted(model=model, step=step):
+            return f"{model} step {step}"
+        case ModelDelta(delta=delta):
+            return clip(delta)
+        case ModelCompleted(message=message, usage=usage):
+            return f"{_message(message)} [{usage.input_tokens}→{usage.output_tokens} tokens]"
+        case ToolRequested(call=call):
+            return f"{call.name}({clip(call.arguments, 60)}) id={call.id}"
+        case ToolStarted(tool_name=name, attempt=attempt):
+            return f"{name} attempt {attempt}"
+        case ToolOutput(tool_name=name, output=output):
+            return f"{name} → {clip(output)}"
+        case ToolError(tool_name=name, error=error):
+            return f"{name} failed: {clip(error)}"
+        case HitlInterrupt(proposed_tool_calls=calls):
+            return "approval needed for " + ", ".join(c.name for c in calls)
+        case HitlResume(approved=approved, modified_tool_calls=modified):
+            verdict = "approved" if approved else "rejected"
+            return verdict + (" with modified calls" if modified else "")
+        case SubagentSpawned(child_thread_id=child, subagent_type=kind):
+            return f"{kind} → thread {child}"
+        case SubagentCompleted(child_thread_id=child, outcome=outcome, report=report):
+            return f"thread {child} {outcome}: {clip(report)}"
+        case FileWritten(path=path, content=content):
+            return f"{path} ({len(content)} chars)"
+        case TodosWritten(todos=todos):
+            return ", ".join(f"[{t.status}] {t.content}" for t in todos)
+        case AgencyCreated(name=name):
+            return name
+        case BlueprintSaved(blueprint=bp, revision=revision):
+            return f"{bp.name} rev {revision}"
+    return ""
+
+
+def format_line(event: RecordedEvent) -> str:
+    env = event.envelope
+    ts = env.ts.strftime("%H:%M:%S.%f")[:-3]
+    where = f"{env.aggregate}/{env.aggregate_id}#{env.seq}"
+    summary = summarize(env.payload)
+    return f"{event.stream_seq:>8} {ts} {where:<40} {env.type:<22} {summary}".rstrip()

@@ -1,0 +1,54 @@
+"""`agency events tail`: a tenant's events as they arrive."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from contracts.ids import validate_token
+from contracts.subjects import tenant_events_filter
+from infra.jetstream.connection import Bus
+from infra.jetstream.reader import OrderedReader
+from infra.jetstream.records import RecordedEvent
+from projections.rebuild import last_stream_seq
+from services.cli.common import add_data_dir, running_endpoints
+from services.cli.eventformat import format_line
+from services.cli.signals import stop_on_signals
+
+
+def register(groups: Any) -> None:
+    events = groups.add_parser("events", help="read the event log")
+    sub = events.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    tail = sub.add_parser("tail", help="print a tenant's events as they arrive")
+    tail.add_argument("--tenant", required=True, help="tenant id")
+    tail.add_argument(
+        "--from-seq",
+        type=int,
+        default=None,
+        help="start at this stream sequence (default: only events from now on)",
+    )
+    tail.add_argument(
+        "--limit", type=int, default=None, help="stop after printing this many events"
+    )
+    add_data_dir(tail)
+    tail.set_defaults(handler=events_tail)
+
+
+async def events_tail(args: argparse.Namespace) -> int:
+    tenant = validate_token("tenant id", args.tenant)
+    endpoints = running_endpoints(args)
+    stop = stop_on_signals()
+    printed = 0
+    async with Bus(endpoints.nats_url, name="agency-events-tail") as bus:
+        start = args.from_seq if args.from_seq is not None else await last_stream_seq(bus.js) + 1
+        async with OrderedReader(bus.js, tenant_events_filter(tenant), start_seq=start) as reader:
+            while not stop.is_set():
+                for item in await reader.next_batch(timeout=0.5):
+                    if isinstance(item, RecordedEvent):
+                        print(format_line(item), flush=True)
+                    else:
+                        print(f"{item.stream_seq:>8} undecodable on {item.subject}: {item.reason}")
+                    printed += 1
+                    if args.limit is not None and printed >= args.limit:
+                        return 0
+    return 0

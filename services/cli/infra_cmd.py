@@ -1,0 +1,104 @@
+"""`agency infra up|status`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import asyncpg
+import nats
+
+from infra.endpoints import Endpoints, EndpointsNotFound, remove_endpoints, write_endpoints
+from infra.settings import InfraSettings
+from infra.system import Infrastructure
+from services.cli.common import add_data_dir, data_dir, running_endpoints
+from services.cli.signals import stop_on_signals
+
+
+def register(groups: Any) -> None:
+    infra = groups.add_parser("infra", help="embedded NATS and PostgreSQL")
+    sub = infra.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    up = sub.add_parser(
+        "up",
+        help="start NATS and PostgreSQL in the data directory and stay in the foreground",
+    )
+    add_data_dir(up)
+    up.set_defaults(handler=infra_up)
+    status = sub.add_parser("status", help="say whether the system in the data directory runs")
+    add_data_dir(status)
+    status.set_defaults(handler=infra_status)
+
+
+async def infra_up(args: argparse.Namespace) -> int:
+    directory = data_dir(args)
+    stop = stop_on_signals()
+    async with Infrastructure(directory, InfraSettings.from_env()) as urls:
+        endpoints = Endpoints(
+            pid=os.getpid(), nats_url=urls.nats_url, database_url=urls.database_url
+        )
+        path = write_endpoints(directory, endpoints)
+        try:
+            print(f"nats:     {urls.nats_url}", flush=True)
+            print(f"postgres: {urls.database_url}", flush=True)
+            print(f"endpoints: {path}", flush=True)
+            print("ready; Ctrl-C to stop", flush=True)
+            await stop.wait()
+        finally:
+            remove_endpoints(directory, endpoints.pid)
+    print("stopped", flush=True)
+    return 0
+
+
+async def infra_status(args: argparse.Namespace) -> int:
+    try:
+        endpoints = running_endpoints(args)
+    except EndpointsNotFound as e:
+        print(f"not running: {e}")
+        return 1
+    nats_ok = await _nats_answers(endpoints.nats_url)
+    pg_ok = await _postgres_answers(endpoints.database_url)
+    alive = _pid_alive(endpoints.pid)
+    print(f"pid {endpoints.pid}: {'running' if alive else 'gone (stale endpoints.json)'}")
+    print(f"nats:     {endpoints.nats_url} {'ok' if nats_ok else 'unreachable'}")
+    print(f"postgres: {endpoints.database_url} {'ok' if pg_ok else 'unreachable'}")
+    if endpoints.api_url:
+        print(f"api:      {endpoints.api_url}")
+    return 0 if (alive and nats_ok and pg_ok) else 1
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _nats_answers(url: str) -> bool:
+    try:
+        nc = await nats.connect(
+            url, connect_timeout=2, max_reconnect_attempts=0, allow_reconnect=False
+        )
+    except (OSError, nats.errors.Error, TimeoutError):
+        return False
+    try:
+        await nc.jetstream().account_info()
+        return True
+    except (nats.errors.Error, TimeoutError):
+        return False
+    finally:
+        await nc.close()
+
+
+async def _postgres_answers(url: str) -> bool:
+    try:
+        conn = await asyncpg.connect(url, timeout=3)
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return False
+    try:
+        return bool(await conn.fetchval("SELECT 1") == 1)
+    finally:
+        await conn.close(timeout=3)

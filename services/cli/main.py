@@ -1,0 +1,48 @@
+"""`agency`: bring the system up, look at it, and talk to it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+from contracts.errors import ContractError
+from infra.endpoints import EndpointsNotFound
+from infra.settings import InfraSettings
+from services.cli import contracts_cmd, events_cmd, infra_cmd, projections_cmd, serve_cmd
+from services.observability.logging import configure_logging
+
+Handler = Callable[[argparse.Namespace], Awaitable[int]]
+
+
+class CliError(Exception):
+    """A failure to report in one line, without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agency", description="Run LLM agents on an event-sourced backend."
+    )
+    groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
+    for module in (infra_cmd, serve_cmd, events_cmd, projections_cmd, contracts_cmd):
+        module.register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(InfraSettings.from_env().log_format)
+    handler: Handler = args.handler
+    try:
+        return asyncio.run(handler(args))
+    except KeyboardInterrupt:
+        return 130
+    except (EndpointsNotFound, ContractError, CliError) as e:
+        print(f"agency: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The projector: keeps every read model up to date with the log."""

@@ -1,0 +1,77 @@
+"""Session-wide real servers: one NATS and one PostgreSQL, each test on its own tenant.
+
+`AGENCY_TEST_BACKEND=testcontainers` uses containers where a Docker engine answers; the
+embedded binaries are used otherwise (and always where no engine runs).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.streams import provision
+from infra.launch import NatsServer, PostgresServer
+from infra.launch.testcontainers_backend import docker_available
+
+
+def _use_containers() -> bool:
+    return os.environ.get("AGENCY_TEST_BACKEND") == "testcontainers" and docker_available()
+
+
+@pytest.fixture(scope="session")
+def session_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="agency-test-") as d:
+        yield Path(d)
+
+
+@pytest.fixture(scope="session")
+async def nats_url(session_dir: Path) -> AsyncIterator[str]:
+    if _use_containers():
+        from infra.launch.testcontainers_backend import nats_container
+
+        with nats_container() as url:
+            yield url
+        return
+    async with NatsServer(session_dir / "nats", sync_interval="default") as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+async def database_url(session_dir: Path) -> AsyncIterator[str]:
+    if _use_containers():
+        from infra.launch.testcontainers_backend import postgres_container
+
+        with postgres_container() as url:
+            yield url
+        return
+    async with PostgresServer(session_dir / "pg", fsync=False) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+async def bus(nats_url: str) -> AsyncIterator[Bus]:
+    async with Bus(nats_url, name="tests") as connected:
+        await provision(connected.js)
+        yield connected
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A fresh tenant per test: tests share servers, never data."""
+    return "t" + new_id().lower()
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(database_url, timeout=10)
+    try:
+        yield conn
+    finally:
+        await conn.close(timeout=5)

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import asyncpg
+import pytest
+
+from contracts.ids import new_id
+from infra.db import create_pool, migrate
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import RecordedEvent
+from projections.engine import ProjectionRunner
+from projections.projection import Projection
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    """A database of the test's own, so projections of different tests never meet."""
+    name = "p" + new_id().lower()
+    admin = await asyncpg.connect(database_url, timeout=10)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = database_url.rsplit("/", 1)[0] + "/" + name
+    created = await create_pool(url, max_size=4)
+    async with created.acquire() as conn:
+        await migrate(conn)
+    try:
+        yield created
+    finally:
+        await asyncio.wait_for(created.close(), timeout=10)
+
+
+RunProjection = Callable[[Projection], Awaitable[ProjectionRunner]]
+
+
+@pytest.fixture
+async def run_projection(pool: asyncpg.Pool, bus: Bus) -> AsyncIterator[RunProjection]:
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(projection: Projection) -> ProjectionRunner:
+        runner = ProjectionRunner(pool, bus.js, projection, dead_letters=bus.dead_letters)
+        tasks.append(asyncio.create_task(runner.run(stop)))
+        return runner
+
+    yield start
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+
+
+def counting_projection(name: str, tenant: str) -> Projection:
+    """Counts one tenant's events per type: small, deterministic, order-sensitive rows."""
+
+    async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+        mine = [e for e in events if e.envelope.tenant_id == tenant]
+        for e in mine:
+            await conn.execute(
+                "INSERT INTO counts (type, n, last_seq) VALUES ($1, 1, $2) "
+                "ON CONFLICT (type) DO UPDATE SET n = counts.n + 1, last_seq = EXCLUDED.last_seq",
+                e.type,
+                e.stream_seq,
+            )
+
+    return Projection(
+        name=name,
+        tables=("counts",),
+        ddl="CREATE TABLE IF NOT EXISTS counts (type text PRIMARY KEY, n int NOT NULL, last_seq bigint NOT NULL)",
+        apply=apply,
+    )

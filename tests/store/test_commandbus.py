@@ -1,0 +1,132 @@
+"""Commands: stored once per idempotency key, handled once, poison dead-lettered."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from contracts.commands import CancelRun, CommandEnvelope, CreateAgency
+from contracts.subjects import DEAD_LETTER_STREAM, command_subject
+from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
+from infra.jetstream.connection import Bus
+from infra.jetstream.deadletter import DETAIL_HEADER, REASON_HEADER
+from tests.helpers import assert_eventually
+
+Handler = Callable[[CommandEnvelope, Delivery], Awaitable[None]]
+
+
+@pytest.fixture
+async def run_worker(bus: Bus) -> AsyncIterator[Callable[[str, Handler], Awaitable[None]]]:
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(service: str, handler: Handler) -> None:
+        worker = CommandWorker(
+            bus.js,
+            service,
+            handler,
+            dead_letters=bus.dead_letters,
+            max_deliver=3,
+            backoff=(0.05,),
+        )
+        tasks.append(asyncio.create_task(worker.run(stop)))
+
+    yield start
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+
+
+async def dead_letters_for(bus: Bus, tenant: str) -> list[tuple[str, str, bytes]]:
+    found = []
+    info = await bus.js.stream_info(DEAD_LETTER_STREAM)
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await bus.js.get_msg(DEAD_LETTER_STREAM, seq)
+        headers = msg.headers or {}
+        if f"tenant.{tenant}." in headers.get("Agency-Dlq-Subject", ""):
+            found.append((headers[REASON_HEADER], headers[DETAIL_HEADER], msg.data or b""))
+    return found
+
+
+async def test_command_sent_twice_with_one_key_is_handled_once(
+    bus: Bus, tenant: str, run_worker: Callable[[str, Handler], Awaitable[None]]
+) -> None:
+    "svc" + tenant[-8:]
+    handled: list[str] = []
+
+    async def handler(envelope: CommandEnvelope, delivery: Delivery) -> None:
+        if envelope.tenant_id == tenant:
+            handled.append(envelope.idempotency_key)
+
+    command = CreateAgency(agency_id="a1", name="one")
+    first = await bus.commands.send(tenant, command, idempotency_key="key-1")
+    second = await bus.commands.send(tenant, command, idempotency_key="key-1")
+    other = await bus.commands.send(tenant, command, idempotency_key="key-2")
+    assert not first.duplicate and second.duplicate and not other.duplicate
+    assert second.stream_seq == first.stream_seq
+
+    # CreateAgency routes to the registry service; use a service of the test's own instead.
+    await run_worker("registry", handler)
+
+    async def both_handled() -> None:
+        assert sorted(handled) == ["key-1", "key-2"]
+
+    await assert_eventually(both_handled)
+
+
+async def test_poison_command_goes_to_dead_letters_and_worker_keeps_going(
+    bus: Bus, tenant: str, run_worker: Callable[[str, Handler], Awaitable[None]]
+) -> None:
+    handled: list[str] = []
+
+    async def handler(envelope: CommandEnvelope, delivery: Delivery) -> None:
+        if envelope.tenant_id == tenant:
+            handled.append(envelope.payload.reason)  # type: ignore[union-attr]
+
+    await run_worker("runtime", handler)
+    await bus.nc.publish(command_subject(tenant, "runtime", "cancel"), b"{not json")
+    await bus.js.publish(command_subject(tenant, "runtime", "cancel"), b'{"type": "nope"}')
+    await bus.commands.send(tenant, CancelRun(agency_id="a", thread_id="t", reason="after"))
+
+    async def settled() -> None:
+        assert handled == ["after"]
+        letters = await dead_letters_for(bus, tenant)
+        assert [reason for reason, _, _ in letters] == ["undecodable", "undecodable"]
+        assert all("cannot decode command" in detail for _, detail, _ in letters)
+        assert [data for _, _, data in letters] == [b"{not json", b'{"type": "nope"}']
+
+    await assert_eventually(settled)
+
+
+async def test_failing_handler_is_retried_then_dead_lettered_with_the_error(
+    bus: Bus, tenant: str, run_worker: Callable[[str, Handler], Awaitable[None]]
+) -> None:
+    attempts: list[int] = []
+    rejected: list[str] = []
+
+    async def handler(envelope: CommandEnvelope, delivery: Delivery) -> None:
+        if envelope.tenant_id != tenant:
+            return
+        payload = envelope.payload
+        assert isinstance(payload, CancelRun)
+        if payload.reason == "reject":
+            rejected.append(payload.thread_id)
+            raise CommandRejected("unknown_thread", f"thread {payload.thread_id} does not exist")
+        attempts.append(delivery.attempt)
+        raise RuntimeError("boom")
+
+    await run_worker("runtime", handler)
+    await bus.commands.send(tenant, CancelRun(agency_id="a", thread_id="t1", reason="fail"))
+    await bus.commands.send(tenant, CancelRun(agency_id="a", thread_id="t2", reason="reject"))
+
+    async def settled() -> None:
+        letters = await dead_letters_for(bus, tenant)
+        assert sorted(reason for reason, _, _ in letters) == ["exhausted", "unknown_thread"]
+        details = {reason: detail for reason, detail, _ in letters}
+        assert details["exhausted"] == "RuntimeError: boom"
+        assert details["unknown_thread"] == "thread t2 does not exist"
+
+    await assert_eventually(settled, timeout=15)
+    assert attempts == [1, 2, 3]
+    assert rejected == ["t2"]
