@@ -19,11 +19,11 @@ from contracts.events import AnyEvent, Event
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    cls.__struct_config__.tag: cls
     for cls in get_args(AnyEvent)
 }
 COMMAND_TYPES: dict[str, type[Command]] = {
-    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    cls.__struct_config__.tag: cls
     for cls in get_args(AnyCommand)
 }
 

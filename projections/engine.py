@@ -78,7 +78,7 @@ async def _advance_positions(
     gaps: list[ProjectionGap] = []
     for e in events:
         env = e.envelope
-        key = (env.tenant_id, env.aggregate, env.aggregate_id)
+        key: tuple[str, str, str] = (env.tenant_id, env.aggregate, env.aggregate_id)
         previous = last.get(key)
         if previous is None:
             first[key] = env.seq

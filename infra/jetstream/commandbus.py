@@ -22,7 +22,7 @@ from nats.js.errors import Error as JetStreamError
 from opentelemetry import trace
 
 from contracts.codec import command_type_of, decode_command, encode
-from contracts.commands import Command, CommandEnvelope
+from contracts.commands import AnyCommand, CommandEnvelope
 from contracts.envelope import utc_now
 from contracts.errors import ContractError
 from contracts.ids import new_id, validate_token
@@ -72,7 +72,7 @@ class CommandBus:
     async def send(
         self,
         tenant_id: str,
-        command: Command,
+        command: AnyCommand,
         *,
         idempotency_key: str | None = None,
         causation_id: str | None = None,

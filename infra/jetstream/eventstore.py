@@ -30,7 +30,7 @@ from nats.js import JetStreamContext
 from contracts.codec import decode_event, encode, event_type_of
 from contracts.envelope import Envelope, utc_now
 from contracts.errors import ContractError
-from contracts.events import Event
+from contracts.events import AnyEvent
 from contracts.ids import new_id
 from contracts.subjects import EVENTS_STREAM, Aggregate, aggregate_filter, event_subject
 from infra.jetstream.errors import (
@@ -92,7 +92,7 @@ class EventStore:
         tenant_id: str,
         aggregate: Aggregate,
         aggregate_id: str,
-        payloads: Sequence[Event],
+        payloads: Sequence[AnyEvent],
         *,
         expected: Position,
         context: EventContext | None = None,
@@ -153,7 +153,7 @@ class EventStore:
         tenant_id: str,
         aggregate: Aggregate,
         aggregate_id: str,
-        payloads: Sequence[Event],
+        payloads: Sequence[AnyEvent],
         expected: Position,
         context: EventContext | None,
         idempotency_key: str | None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from contracts.errors import ContractError
 from infra.endpoints import EndpointsNotFound
@@ -13,7 +14,7 @@ from infra.settings import InfraSettings
 from services.cli import contracts_cmd, events_cmd, infra_cmd, projections_cmd, serve_cmd
 from services.observability.logging import configure_logging
 
-Handler = Callable[[argparse.Namespace], Awaitable[int]]
+Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 class CliError(Exception):
