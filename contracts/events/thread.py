@@ -22,9 +22,12 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     run_id: str
     idempotency_key: str
     strategy: ConcurrencyStrategy = "queue"
+    messages: tuple[ChatMessage, ...] = ()
+    files: dict[str, str] = {}
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):
+    run_id: str
     idempotency_key: str
     reason: str
 

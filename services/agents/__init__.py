@@ -1,0 +1,1 @@
+"""The extension API: tools, middleware, blueprints and the `AgentSystem` builder."""

@@ -1,0 +1,120 @@
+"""`AgentSystem`: the builder every service loads, so users extend without forking.
+
+    system = (
+        AgentSystem(default_model="openai:gpt-4.1-mini")
+        .defaults()
+        .add_tool(lookup_weather, ["weather"])
+        .use(MyMiddleware(), ["audit"])
+        .add_agent(BlueprintSpec(name="forecaster", prompt="...", tags=["default", "weather"]))
+    )
+
+Services load it from a module path: `agency up --app pkg.module:system`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Generic, Self, TypeVar
+
+from contracts.events import BlueprintSpec
+from services.agents.middleware import Middleware
+from services.agents.tools import StateTool, Tool
+
+DEFAULT_MODEL = "openai:gpt-4.1-mini"
+DEFAULT_APP = "services.agents.default:system"
+
+
+class SystemLoadError(Exception):
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"cannot load agent system {path!r}: {problem}")
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Tagged(Generic[T]):
+    item: T
+    tags: frozenset[str]
+
+
+class AgentSystem:
+    def __init__(self, default_model: str = DEFAULT_MODEL) -> None:
+        self.default_model = default_model
+        self._tools: list[_Tagged[Tool]] = []
+        self._middleware: list[_Tagged[Middleware]] = []
+        self._blueprints: dict[str, BlueprintSpec] = {}
+
+    def defaults(self) -> Self:
+        """planning, filesystem and subagents under `default`; hitl under `hitl`."""
+        from services.agents.builtin import default_middleware
+
+        for middleware, tags in default_middleware():
+            self.use(middleware, tags)
+        return self
+
+    def add_tool(self, tool: Tool, tags: Iterable[str] = ()) -> Self:
+        self._tools.append(_Tagged(tool, frozenset(tags)))
+        return self
+
+    def use(self, middleware: Middleware, tags: Iterable[str] = ()) -> Self:
+        self._middleware.append(_Tagged(middleware, frozenset(tags) | set(middleware.tags)))
+        return self
+
+    def add_agent(self, blueprint: BlueprintSpec) -> Self:
+        self._blueprints[blueprint.name] = blueprint
+        return self
+
+    @property
+    def blueprints(self) -> dict[str, BlueprintSpec]:
+        return dict(self._blueprints)
+
+    def middleware_for(self, blueprint: BlueprintSpec) -> list[Middleware]:
+        tags = set(blueprint.tags)
+        return [m.item for m in self._middleware if m.tags & tags]
+
+    def tools_for(self, blueprint: BlueprintSpec) -> dict[str, Tool | StateTool]:
+        """Tools whose tags meet the blueprint's, plus those its middleware brings."""
+        tags = set(blueprint.tags)
+        chosen: dict[str, Tool | StateTool] = {t.item.name: t.item for t in self._tools if t.tags & tags}
+        for middleware in self.middleware_for(blueprint):
+            for tool in (*middleware.tools(), *middleware.state_tools()):
+                chosen[tool.name] = tool
+        return chosen
+
+    def external_tool(self, name: str) -> Tool | None:
+        """Any external tool by name, for the tools service (the runtime checks selection)."""
+        for tagged in self._tools:
+            if tagged.item.name == name:
+                return tagged.item
+        for tagged_mw in self._middleware:
+            for tool in tagged_mw.item.tools():
+                if tool.name == name:
+                    return tool
+        return None
+
+    def model_for(self, blueprint: BlueprintSpec) -> str:
+        return blueprint.model or self.default_model
+
+
+def load_system(path: str | None = None) -> AgentSystem:
+    """Import `package.module:attribute`; the attribute is an AgentSystem or a factory."""
+    path = path or DEFAULT_APP
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise SystemLoadError(path, "expected 'package.module:attribute'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise SystemLoadError(path, f"import failed: {e}") from e
+    value = getattr(module, attribute, None)
+    if value is None:
+        raise SystemLoadError(path, f"module {module_name} has no attribute {attribute!r}")
+    if callable(value) and not isinstance(value, AgentSystem):
+        value = value()
+    if not isinstance(value, AgentSystem):
+        raise SystemLoadError(path, f"{attribute} is a {type(value).__name__}, not an AgentSystem")
+    return value

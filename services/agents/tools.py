@@ -1,0 +1,140 @@
+"""Tools: Python callables with a JSON-schema description, selected per blueprint by tags.
+
+Two kinds:
+- external tools (`define_tool`) run in the tools service, with a timeout and bounded
+  retries; their side effects are theirs, their result is one `tool.output` or `tool.error`
+  event per call id.
+- state tools belong to middleware (todos, files): pure functions of the thread's state run
+  by the runtime itself, returning events (files written, todos written) with the result.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from contracts.events import AnyEvent
+
+if TYPE_CHECKING:
+    from services.runtime.state import ThreadState
+
+JsonSchema = Mapping[str, Any]
+EMPTY_PARAMETERS: JsonSchema = {"type": "object", "properties": {}}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is told about a tool (OpenAI function-calling shape)."""
+
+    name: str
+    description: str = ""
+    parameters: JsonSchema = field(default_factory=lambda: dict(EMPTY_PARAMETERS))
+
+    def as_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    tenant_id: str
+    agency_id: str
+    thread_id: str
+    run_id: str
+    call_id: str
+    attempt: int = 1
+
+
+ToolResult = str | Mapping[str, Any] | list[Any] | None
+ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult] | ToolResult]
+
+
+class ToolFailed(Exception):
+    """Raised by a tool to fail without retry; the message is what the model sees."""
+
+
+class ToolRetryable(Exception):
+    """Raised by a tool for a transient failure worth another attempt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    spec: ToolSpec
+    fn: ToolFn
+    timeout: float = 30.0
+    max_attempts: int = 3
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = self.fn(args, ctx)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+
+def define_tool(
+    fn: ToolFn | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: JsonSchema | None = None,
+    timeout: float = 30.0,
+    max_attempts: int = 3,
+) -> Any:
+    """Make a `Tool` of a function `(args, ctx) -> result`; usable bare or with arguments.
+
+    The name defaults to the function's, the description to its docstring.
+    """
+
+    def wrap(f: ToolFn) -> Tool:
+        spec = ToolSpec(
+            name=name or f.__name__,
+            description=description if description is not None else inspect.getdoc(f) or "",
+            parameters=dict(parameters) if parameters is not None else dict(EMPTY_PARAMETERS),
+        )
+        return Tool(spec=spec, fn=f, timeout=timeout, max_attempts=max_attempts)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def result_text(result: ToolResult) -> str:
+    """What the model sees of a tool's return value."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class StateToolOutcome:
+    output: str
+    events: tuple[AnyEvent, ...] = ()
+    error: bool = False
+
+
+StateToolFn = Callable[[dict[str, Any], "ThreadState", str], StateToolOutcome]
+
+
+@dataclass(frozen=True, slots=True)
+class StateTool:
+    """A tool over the thread's own state, run by the runtime: (args, state, run_id)."""
+
+    spec: ToolSpec
+    fn: StateToolFn
+
+    @property
+    def name(self) -> str:
+        return self.spec.name

@@ -1,0 +1,283 @@
+"""A thread's state as a fold of its events: the runtime keeps no other state.
+
+`ThreadState.apply` takes one recorded event and returns the next state; nothing here does
+I/O, so a replay of the log rebuilds exactly what the runtime saw.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal
+
+from contracts.events import (
+    AgentStarted,
+    AnyEvent,
+    BlueprintSwitched,
+    ChatMessage,
+    FileWritten,
+    HitlInterrupt,
+    HitlResume,
+    MessageAppended,
+    ParentRef,
+    RequestAccepted,
+    RequestRejected,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    RunTick,
+    ThreadCreated,
+    Todo,
+    TodosWritten,
+    ToolCall,
+    ToolError,
+    ToolOutput,
+    ToolRequested,
+)
+from infra.jetstream.records import Position, RecordedEvent
+
+RunStatus = Literal["registered", "running", "paused", "completed", "canceled", "error"]
+TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    run_id: str
+    status: RunStatus = "registered"
+    step: int = 0
+    reason: str | None = None
+    agent_type: str = ""
+    max_steps: int = 0
+    result: str = ""
+    error: str = ""
+    # Tool calls a person must decide on, and what they decided (id → call to run).
+    hitl_pending: tuple[ToolCall, ...] = ()
+    hitl_overrides: tuple[tuple[str, ToolCall], ...] = ()
+    hitl_rejected: frozenset[str] = frozenset()
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRequest:
+    run_id: str
+    idempotency_key: str
+    messages: tuple[ChatMessage, ...]
+    files: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    output: str
+    error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadState:
+    tenant_id: str
+    thread_id: str
+    exists: bool = False
+    agency_id: str = ""
+    agent_type: str = ""
+    parent: ParentRef | None = None
+    correlation_id: str | None = None
+    created_at: datetime | None = None
+    position: Position = field(default_factory=Position)
+    messages: tuple[ChatMessage, ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
+    read_paths: frozenset[str] = frozenset()
+    todos: tuple[Todo, ...] = ()
+    runs: tuple[RunView, ...] = ()
+    active_run_id: str | None = None
+    queue: tuple[QueuedRequest, ...] = ()
+    keys: tuple[tuple[str, str], ...] = ()
+    requested: frozenset[str] = frozenset()
+    outcomes: tuple[tuple[str, ToolOutcome], ...] = ()
+    model: str = ""
+
+    # --- queries ------------------------------------------------------------------
+
+    @property
+    def active_run(self) -> RunView | None:
+        return self.run(self.active_run_id) if self.active_run_id else None
+
+    @property
+    def last_run(self) -> RunView | None:
+        return self.runs[-1] if self.runs else None
+
+    def run(self, run_id: str) -> RunView | None:
+        for view in reversed(self.runs):
+            if view.run_id == run_id:
+                return view
+        return None
+
+    def run_for_key(self, key: str) -> str | None:
+        for k, run_id in self.keys:
+            if k == key:
+                return run_id
+        return None
+
+    def file(self, path: str) -> str | None:
+        for p, content in self.files:
+            if p == path:
+                return content
+        return None
+
+    @property
+    def file_map(self) -> dict[str, str]:
+        return dict(self.files)
+
+    def outcome(self, call_id: str) -> ToolOutcome | None:
+        for cid, outcome in self.outcomes:
+            if cid == call_id:
+                return outcome
+        return None
+
+    def answered_call_ids(self) -> frozenset[str]:
+        return frozenset(m.tool_call_id for m in self.messages if m.role == "tool" and m.tool_call_id)
+
+    def open_tool_calls(self) -> tuple[ToolCall, ...]:
+        """Calls of the last assistant message that have no tool message yet."""
+        for message in reversed(self.messages):
+            if message.role == "assistant":
+                answered = self.answered_call_ids()
+                return tuple(c for c in message.tool_calls if c.id not in answered)
+        return ()
+
+    def last_assistant(self) -> ChatMessage | None:
+        for message in reversed(self.messages):
+            if message.role == "assistant":
+                return message
+        return None
+
+    # --- the fold -----------------------------------------------------------------
+
+    def apply(self, event: RecordedEvent) -> ThreadState:
+        env = event.envelope
+        state = replace(self, position=event.position)
+        return state._apply_payload(env.payload, event)
+
+    def _with_run(self, run_id: str, **changes: object) -> ThreadState:
+        runs = tuple(replace(r, **changes) if r.run_id == run_id else r for r in self.runs)  # type: ignore[arg-type]
+        return replace(self, runs=runs)
+
+    def _apply_payload(self, payload: AnyEvent, event: RecordedEvent) -> ThreadState:  # noqa: C901, PLR0911, PLR0912
+        match payload:
+            case ThreadCreated(agency_id=agency_id, agent_type=agent_type, parent=parent):
+                return replace(
+                    self,
+                    exists=True,
+                    agency_id=agency_id,
+                    agent_type=agent_type,
+                    parent=parent,
+                    correlation_id=event.envelope.correlation_id or self.thread_id,
+                    created_at=event.envelope.ts,
+                )
+            case RequestAccepted(run_id=run_id, idempotency_key=key, messages=msgs, files=files):
+                return replace(
+                    self,
+                    keys=(*self.keys, (key, run_id)),
+                    queue=(*self.queue, QueuedRequest(run_id, key, msgs, tuple(files.items()))),
+                    runs=(*self.runs, RunView(run_id=run_id)),
+                )
+            case RequestRejected(run_id=run_id, idempotency_key=key, reason=reason):
+                return replace(
+                    self,
+                    keys=(*self.keys, (key, run_id)),
+                    runs=(*self.runs, RunView(run_id=run_id, status="error", error=reason)),
+                )
+            case RunStarted(run_id=run_id, agent_type=agent_type, max_steps=max_steps):
+                state = replace(
+                    self,
+                    active_run_id=run_id,
+                    queue=tuple(q for q in self.queue if q.run_id != run_id),
+                )
+                if state.run(run_id) is None:
+                    state = replace(state, runs=(*state.runs, RunView(run_id=run_id)))
+                return state._with_run(
+                    run_id, status="running", agent_type=agent_type, max_steps=max_steps
+                )
+            case AgentStarted(model=model):
+                return replace(self, model=model)
+            case RunTick(run_id=run_id, step=step):
+                return self._with_run(run_id, step=step)
+            case RunPaused(run_id=run_id, reason=reason):
+                return self._with_run(run_id, status="paused", reason=reason)
+            case RunResumed(run_id=run_id):
+                return self._with_run(run_id, status="running", reason=None)
+            case RunCompleted(run_id=run_id, result=result):
+                return self._finish(run_id, status="completed", result=result)
+            case RunError(run_id=run_id, error=error, kind=kind):
+                return self._finish(run_id, status="error", error=error, reason=kind)
+            case RunCanceled(run_id=run_id, reason=reason):
+                return self._finish(run_id, status="canceled", reason=reason or "canceled")
+            case MessageAppended(message=message):
+                return replace(self, messages=(*self.messages, message))
+            case FileWritten(path=path, content=content):
+                files = tuple((p, c) for p, c in self.files if p != path) + ((path, content),)
+                return replace(self, files=files)
+            case TodosWritten(todos=todos):
+                return replace(self, todos=todos)
+            case ToolRequested(call=call):
+                return replace(self, requested=self.requested | {call.id})
+            case ToolOutput(tool_call_id=call_id, tool_name=name, output=output):
+                state = replace(
+                    self, outcomes=(*self.outcomes, (call_id, ToolOutcome(output, error=False)))
+                )
+                if name == "read_file":
+                    path = _path_argument(self, call_id)
+                    if path is not None:
+                        state = replace(state, read_paths=state.read_paths | {path})
+                return state
+            case ToolError(tool_call_id=call_id, error=error):
+                return replace(
+                    self, outcomes=(*self.outcomes, (call_id, ToolOutcome(error, error=True)))
+                )
+            case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
+                return self._with_run(run_id, hitl_pending=calls)
+            case HitlResume(run_id=run_id, approved=approved, modified_tool_calls=modified):
+                view = self.run(run_id)
+                pending = view.hitl_pending if view else ()
+                if not approved:
+                    return self._with_run(
+                        run_id,
+                        hitl_pending=(),
+                        hitl_rejected=frozenset(c.id for c in pending),
+                    )
+                overrides = tuple((c.id, c) for c in modified or ())
+                return self._with_run(run_id, hitl_pending=(), hitl_overrides=overrides)
+            case BlueprintSwitched(to_agent_type=to_agent_type):
+                return replace(self, agent_type=to_agent_type)
+        return self
+
+    def _finish(self, run_id: str, **changes: object) -> ThreadState:
+        state = self._with_run(run_id, hitl_pending=(), **changes)
+        if state.active_run_id == run_id:
+            state = replace(state, active_run_id=None)
+        return replace(state, queue=tuple(q for q in state.queue if q.run_id != run_id))
+
+
+def _path_argument(state: ThreadState, call_id: str) -> str | None:
+    for message in reversed(state.messages):
+        for call in message.tool_calls:
+            if call.id == call_id:
+                try:
+                    args = json.loads(call.arguments or "{}")
+                except ValueError:
+                    return None
+                path = args.get("path") if isinstance(args, dict) else None
+                return path if isinstance(path, str) else None
+    return None
+
+
+def fold(tenant_id: str, thread_id: str, events: list[RecordedEvent]) -> ThreadState:
+    state = ThreadState(tenant_id=tenant_id, thread_id=thread_id)
+    for event in events:
+        state = state.apply(event)
+    return state
