@@ -79,9 +79,12 @@ class AgentSystem:
     def tools_for(self, blueprint: BlueprintSpec) -> dict[str, Tool | StateTool]:
         """Tools whose tags meet the blueprint's, plus those its middleware brings."""
         tags = set(blueprint.tags)
-        chosen: dict[str, Tool | StateTool] = {t.item.name: t.item for t in self._tools if t.tags & tags}
+        chosen: dict[str, Tool | StateTool] = {
+            t.item.name: t.item for t in self._tools if t.tags & tags
+        }
         for middleware in self.middleware_for(blueprint):
-            for tool in (*middleware.tools(), *middleware.state_tools()):
+            brought: tuple[Tool | StateTool, ...] = (*middleware.tools(), *middleware.state_tools())
+            for tool in brought:
                 chosen[tool.name] = tool
         return chosen
 

@@ -23,3 +23,12 @@ def data_dir(args: argparse.Namespace) -> Path:
 
 def running_endpoints(args: argparse.Namespace) -> Endpoints:
     return read_endpoints(data_dir(args))
+
+
+def add_app(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--app",
+        default=None,
+        help="the agent system to load, as package.module:attribute "
+        "(default: services.agents.default:system)",
+    )

@@ -11,7 +11,14 @@ from typing import Any
 from contracts.errors import ContractError
 from infra.endpoints import EndpointsNotFound
 from infra.settings import InfraSettings
-from services.cli import contracts_cmd, events_cmd, infra_cmd, projections_cmd, serve_cmd
+from services.cli import (
+    contracts_cmd,
+    events_cmd,
+    infra_cmd,
+    projections_cmd,
+    serve_cmd,
+    up_cmd,
+)
 from services.observability.logging import configure_logging
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
@@ -26,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agency", description="Run LLM agents on an event-sourced backend."
     )
     groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
-    for module in (infra_cmd, serve_cmd, events_cmd, projections_cmd, contracts_cmd):
+    for module in (up_cmd, infra_cmd, serve_cmd, events_cmd, projections_cmd, contracts_cmd):
         module.register(groups)
     return parser
 

@@ -140,7 +140,9 @@ class ThreadState:
         return None
 
     def answered_call_ids(self) -> frozenset[str]:
-        return frozenset(m.tool_call_id for m in self.messages if m.role == "tool" and m.tool_call_id)
+        return frozenset(
+            m.tool_call_id for m in self.messages if m.role == "tool" and m.tool_call_id
+        )
 
     def open_tool_calls(self) -> tuple[ToolCall, ...]:
         """Calls of the last assistant message that have no tool message yet."""
@@ -167,7 +169,7 @@ class ThreadState:
         runs = tuple(replace(r, **changes) if r.run_id == run_id else r for r in self.runs)  # type: ignore[arg-type]
         return replace(self, runs=runs)
 
-    def _apply_payload(self, payload: AnyEvent, event: RecordedEvent) -> ThreadState:  # noqa: C901, PLR0911, PLR0912
+    def _apply_payload(self, payload: AnyEvent, event: RecordedEvent) -> ThreadState:
         match payload:
             case ThreadCreated(agency_id=agency_id, agent_type=agent_type, parent=parent):
                 return replace(
@@ -220,8 +222,8 @@ class ThreadState:
             case MessageAppended(message=message):
                 return replace(self, messages=(*self.messages, message))
             case FileWritten(path=path, content=content):
-                files = tuple((p, c) for p, c in self.files if p != path) + ((path, content),)
-                return replace(self, files=files)
+                kept = (*((p, c) for p, c in self.files if p != path), (path, content))
+                return replace(self, files=kept)
             case TodosWritten(todos=todos):
                 return replace(self, todos=todos)
             case ToolRequested(call=call):
@@ -231,9 +233,9 @@ class ThreadState:
                     self, outcomes=(*self.outcomes, (call_id, ToolOutcome(output, error=False)))
                 )
                 if name == "read_file":
-                    path = _path_argument(self, call_id)
-                    if path is not None:
-                        state = replace(state, read_paths=state.read_paths | {path})
+                    read = _path_argument(self, call_id)
+                    if read is not None:
+                        state = replace(state, read_paths=state.read_paths | {read})
                 return state
             case ToolError(tool_call_id=call_id, error=error):
                 return replace(

@@ -1,0 +1,149 @@
+"""A virtual filesystem per thread: files live in `file.written` events, never on the host.
+
+`edit_file` requires the file to have been read first in the thread (the seed's
+read-before-edit rule), so the model edits what it has seen.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from contracts.events import FileWritten
+from services.agents.middleware import Middleware, MiddlewareContext
+from services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+
+if TYPE_CHECKING:
+    from services.runtime.state import ThreadState
+
+FILESYSTEM_PROMPT = """You have a virtual filesystem: `ls`, `read_file`, `write_file` and
+`edit_file`. Read a file before you edit it."""
+
+MAX_PATH = 512
+
+
+def _path(args: dict[str, Any]) -> str | None:
+    path = args.get("path")
+    if not isinstance(path, str) or not path.strip() or len(path) > MAX_PATH:
+        return None
+    return path.strip()
+
+
+def ls(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+    paths = sorted(p for p, _ in state.files)
+    return StateToolOutcome(output="\n".join(paths) if paths else "(no files)")
+
+
+def read_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+    path = _path(args)
+    if path is None:
+        return StateToolOutcome(output="read_file needs a non-empty string `path`", error=True)
+    content = state.file(path)
+    if content is None:
+        return StateToolOutcome(output=f"no such file: {path}", error=True)
+    lines = content.splitlines()
+    offset = args.get("offset", 0)
+    limit = args.get("limit", 2000)
+    if not isinstance(offset, int) or not isinstance(limit, int) or offset < 0 or limit < 1:
+        return StateToolOutcome(output="offset must be >= 0 and limit >= 1 (integers)", error=True)
+    chosen = lines[offset : offset + limit]
+    numbered = "\n".join(f"{offset + i + 1:>6}\t{line}" for i, line in enumerate(chosen))
+    return StateToolOutcome(output=numbered or "(empty file)")
+
+
+def write_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+    path = _path(args)
+    content = args.get("content")
+    if path is None or not isinstance(content, str):
+        return StateToolOutcome(output="write_file needs string `path` and `content`", error=True)
+    return StateToolOutcome(
+        output=f"wrote {len(content)} characters to {path}",
+        events=(FileWritten(run_id=run_id, path=path, content=content),),
+    )
+
+
+def edit_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+    path = _path(args)
+    old, new = args.get("oldString"), args.get("newString")
+    replace_all = bool(args.get("replaceAll", False))
+    if path is None or not isinstance(old, str) or not isinstance(new, str) or not old:
+        return StateToolOutcome(
+            output="edit_file needs `path`, a non-empty `oldString` and `newString`", error=True
+        )
+    content = state.file(path)
+    if content is None:
+        return StateToolOutcome(output=f"no such file: {path}", error=True)
+    if path not in state.read_paths:
+        return StateToolOutcome(output=f"read {path} with read_file before editing it", error=True)
+    count = content.count(old)
+    if count == 0:
+        return StateToolOutcome(output=f"oldString not found in {path}", error=True)
+    if count > 1 and not replace_all:
+        return StateToolOutcome(
+            output=f"oldString occurs {count} times in {path}; pass replaceAll or a longer string",
+            error=True,
+        )
+    updated = content.replace(old, new) if replace_all else content.replace(old, new, 1)
+    return StateToolOutcome(
+        output=f"edited {path} ({count if replace_all else 1} replacement(s))",
+        events=(FileWritten(run_id=run_id, path=path, content=updated),),
+    )
+
+
+def _spec(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description=description,
+        parameters={"type": "object", "properties": properties, "required": required},
+    )
+
+
+STRING = {"type": "string"}
+TOOLS = (
+    StateTool(_spec("ls", "List the files of the virtual filesystem.", {}, []), ls),
+    StateTool(
+        _spec(
+            "read_file",
+            "Read a file, with line numbers. Optional offset (0-based line) and limit.",
+            {"path": STRING, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
+            ["path"],
+        ),
+        read_file,
+    ),
+    StateTool(
+        _spec(
+            "write_file",
+            "Create or overwrite a file.",
+            {"path": STRING, "content": STRING},
+            ["path", "content"],
+        ),
+        write_file,
+    ),
+    StateTool(
+        _spec(
+            "edit_file",
+            "Replace oldString with newString in a file you have read.",
+            {
+                "path": STRING,
+                "oldString": STRING,
+                "newString": STRING,
+                "replaceAll": {"type": "boolean"},
+            },
+            ["path", "oldString", "newString"],
+        ),
+        edit_file,
+    ),
+)
+
+
+class FilesystemMiddleware(Middleware):
+    name = "filesystem"
+    tags = ("fs",)
+
+    def system_prompt(self, ctx: MiddlewareContext) -> str | None:
+        return FILESYSTEM_PROMPT
+
+    def state_tools(self) -> tuple[StateTool, ...]:
+        return TOOLS
+
+    def state(self, state: ThreadState) -> dict[str, Any]:
+        return {"files": dict(state.files)}

@@ -1,0 +1,35 @@
+"""Human in the loop: calls to the tools a blueprint lists wait for a person's decision.
+
+Blueprint config: `{"hitl": {"tools": ["send_email", ...]}}`. The run pauses with reason
+`hitl`; approve runs the calls (or the person's modified versions), reject answers each
+call with a tool message saying so, so no tool call is left without a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from contracts.events import ChatMessage
+from services.agents.middleware import Middleware, MiddlewareContext
+
+
+def guarded_tools(config: Mapping[str, Any]) -> frozenset[str]:
+    hitl = config.get("hitl")
+    if not isinstance(hitl, Mapping):
+        return frozenset()
+    tools = hitl.get("tools")
+    if not isinstance(tools, list):
+        return frozenset()
+    return frozenset(t for t in tools if isinstance(t, str))
+
+
+class HitlMiddleware(Middleware):
+    name = "hitl"
+    tags = ("hitl",)
+
+    async def on_model_result(self, ctx: MiddlewareContext, message: ChatMessage) -> None:
+        guarded = guarded_tools(ctx.config)
+        held = [c for c in message.tool_calls if c.name in guarded]
+        if held:
+            ctx.hold_for_approval(held)

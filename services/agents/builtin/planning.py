@@ -1,0 +1,70 @@
+"""Planning: the `write_todos` tool and its prompt; todos live in `todos.written` events."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from contracts.events import Todo, TodosWritten
+from services.agents.middleware import Middleware, MiddlewareContext
+from services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+
+if TYPE_CHECKING:
+    from services.runtime.state import ThreadState
+
+WRITE_TODOS_PROMPT = """You have a `write_todos` tool to plan and track multi-step work.
+Write the plan before starting, mark an item in_progress while you work on it and
+completed when done. Each call replaces the whole list."""
+
+WRITE_TODOS = ToolSpec(
+    name="write_todos",
+    description="Replace the todo list. Each todo has content and a status: "
+    "pending, in_progress or completed.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "todos": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string"},
+                        "status": {
+                            "type": "string",
+                            "enum": ["pending", "in_progress", "completed"],
+                        },
+                    },
+                    "required": ["content", "status"],
+                },
+            }
+        },
+        "required": ["todos"],
+    },
+)
+
+
+def write_todos(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+    try:
+        todos = msgspec.convert(args.get("todos"), tuple[Todo, ...])
+    except msgspec.ValidationError as e:
+        return StateToolOutcome(output=f"invalid todos: {e}", error=True)
+    summary = "\n".join(f"- [{t.status}] {t.content}" for t in todos) or "(empty)"
+    return StateToolOutcome(
+        output=f"Todo list updated:\n{summary}",
+        events=(TodosWritten(run_id=run_id, todos=todos),),
+    )
+
+
+class PlanningMiddleware(Middleware):
+    name = "planning"
+    tags = ("planning",)
+
+    def system_prompt(self, ctx: MiddlewareContext) -> str | None:
+        return WRITE_TODOS_PROMPT
+
+    def state_tools(self) -> tuple[StateTool, ...]:
+        return (StateTool(spec=WRITE_TODOS, fn=write_todos),)
+
+    def state(self, state: ThreadState) -> dict[str, Any]:
+        return {"todos": [msgspec.to_builtins(t) for t in state.todos]}

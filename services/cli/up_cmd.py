@@ -1,0 +1,95 @@
+"""`agency up`: NATS, PostgreSQL, every service, the API and the fake model, in one process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from contextlib import AsyncExitStack
+from typing import Any
+
+from infra.db import create_pool
+from infra.endpoints import Endpoints, remove_endpoints, write_endpoints
+from infra.jetstream.connection import Bus
+from infra.settings import InfraSettings
+from infra.system import Infrastructure
+from services.agents.system import load_system
+from services.api.deps import ApiDeps, ApiSettings
+from services.cli.bootstrap import ensure_default_tenant, load_credentials, save_credentials
+from services.cli.common import add_app, add_data_dir, data_dir
+from services.cli.signals import stop_on_signals
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import provider_from_env
+from services.stack import StackConfig, run_stack
+
+
+def register(groups: Any) -> None:
+    up = groups.add_parser(
+        "up", help="bring up NATS, PostgreSQL, every service and the API, in the foreground"
+    )
+    add_data_dir(up)
+    add_app(up)
+    up.add_argument("--host", default="127.0.0.1", help="API host (default 127.0.0.1)")
+    up.add_argument("--port", type=int, default=8080, help="API port (default 8080; 0 = free)")
+    up.set_defaults(handler=agency_up)
+
+
+async def agency_up(args: argparse.Namespace) -> int:
+    from services.api.server import run_api
+
+    directory = data_dir(args)
+    stop = stop_on_signals()
+    system = load_system(args.app)
+    use_fake = not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+    async with AsyncExitStack() as stack:
+        urls = await stack.enter_async_context(Infrastructure(directory, InfraSettings.from_env()))
+        fake = await stack.enter_async_context(FakeLLMServer()) if use_fake else None
+        provider = provider_from_env(fake.base_url if fake else None)
+        pool = await create_pool(urls.database_url, max_size=10)
+        stack.push_async_callback(pool.close)
+        bus = await stack.enter_async_context(Bus(urls.nats_url, name="agency-api"))
+        credentials = load_credentials(directory)
+        config = StackConfig(
+            nats_url=urls.nats_url, database_url=urls.database_url, system=system, provider=provider
+        )
+        deps = ApiDeps(
+            pool=pool,
+            bus=bus,
+            system=system,
+            settings=ApiSettings(admin_secret=credentials.admin_secret),
+        )
+        api_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(run_stack(config, stop))
+            tg.create_task(run_api(deps, args.host, args.port, stop, ready=api_ready.set_result))
+            api_url = await asyncio.wait_for(api_ready, timeout=30)
+            credentials = await ensure_default_tenant(deps, credentials)
+            save_credentials(directory, credentials)
+            endpoints = Endpoints(
+                pid=os.getpid(),
+                nats_url=urls.nats_url,
+                database_url=urls.database_url,
+                api_url=api_url,
+                tenant_id=credentials.tenant_id,
+                api_key=credentials.api_key,
+                admin_secret=credentials.admin_secret,
+                services=(*config.services, "api"),
+                extra={"fake_llm_url": fake.base_url} if fake else {},
+            )
+            write_endpoints(directory, endpoints)
+            print(f"api:      {api_url}  (docs: {api_url}/schema)", flush=True)
+            print(f"tenant:   {credentials.tenant_id}", flush=True)
+            print(f"api key:  {credentials.api_key}", flush=True)
+            print(
+                f"model:    {'fake (offline)' if fake else 'OpenAI-compatible provider'}",
+                flush=True,
+            )
+            print(f"nats:     {urls.nats_url}", flush=True)
+            print(f"postgres: {urls.database_url}", flush=True)
+            print("ready; try `agency demo`; Ctrl-C to stop", flush=True)
+            try:
+                await stop.wait()
+            finally:
+                remove_endpoints(directory, os.getpid())
+    print("stopped", flush=True)
+    return 0

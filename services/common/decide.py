@@ -1,0 +1,59 @@
+"""Load an aggregate, decide, append; on a conflict, load again and decide again.
+
+Decisions are pure functions of the aggregate's events; the loop makes them safe with any
+number of concurrent writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from contracts.events import AnyEvent
+from contracts.subjects import Aggregate
+from infra.jetstream.errors import ConcurrencyError
+from infra.jetstream.eventstore import EventStore
+from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+
+Decision = Callable[[list[RecordedEvent]], Sequence[AnyEvent]]
+
+
+class DecisionConflict(Exception):
+    def __init__(self, subject: str, attempts: int) -> None:
+        super().__init__(f"{subject}: still conflicting after {attempts} attempts")
+
+
+async def decide_and_append(
+    store: EventStore,
+    tenant_id: str,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    decide: Decision,
+    *,
+    context: EventContext | None = None,
+    idempotency_key: str | None = None,
+    attempts: int = 8,
+) -> AppendResult:
+    for _ in range(attempts):
+        history = await store.read(tenant_id, aggregate, aggregate_id)
+        events = decide(history)
+        position = history[-1].position if history else Position()
+        if not events:
+            return AppendResult(position=position, events=())
+        try:
+            return await store.append(
+                tenant_id,
+                aggregate,
+                aggregate_id,
+                events,
+                expected=position,
+                context=context,
+                idempotency_key=idempotency_key,
+            )
+        except ConcurrencyError:
+            continue
+    raise DecisionConflict(f"{aggregate}/{aggregate_id}", attempts)
+
+
+def applied(history: list[RecordedEvent], idempotency_key: str) -> bool:
+    """Whether a command with this key already left its events in the aggregate."""
+    return any(e.envelope.idempotency_key == idempotency_key for e in history)

@@ -1,0 +1,1 @@
+"""The registry: tenants and their API keys, agencies, blueprints, the thread registry."""

@@ -1,0 +1,71 @@
+"""Folded thread state and agency blueprints, cached by position.
+
+A thread is read from the log once; later loads fetch only the events after the cached
+position (a direct get from the per-subject index), so a step costs one small read instead
+of a full reload.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
+from infra.jetstream.eventstore import EventStore
+from infra.jetstream.records import Position, RecordedEvent
+from services.runtime.state import ThreadState
+
+
+class ThreadCache:
+    def __init__(self, store: EventStore, capacity: int = 10_000) -> None:
+        self._store = store
+        self._capacity = capacity
+        self._states: OrderedDict[tuple[str, str], ThreadState] = OrderedDict()
+
+    async def load(self, tenant_id: str, thread_id: str) -> ThreadState:
+        key = (tenant_id, thread_id)
+        state = self._states.get(key) or ThreadState(tenant_id=tenant_id, thread_id=thread_id)
+        newer = await self._store.read(tenant_id, "thread", thread_id, after=state.position)
+        for event in newer:
+            state = state.apply(event)
+        self.put(state)
+        return state
+
+    def advance(self, state: ThreadState, events: tuple[RecordedEvent, ...]) -> ThreadState:
+        """Apply events this process just appended, without reading them back."""
+        for event in events:
+            state = state.apply(event)
+        self.put(state)
+        return state
+
+    def put(self, state: ThreadState) -> None:
+        key = (state.tenant_id, state.thread_id)
+        self._states[key] = state
+        self._states.move_to_end(key)
+        while len(self._states) > self._capacity:
+            self._states.popitem(last=False)
+
+    def forget(self, tenant_id: str, thread_id: str) -> None:
+        self._states.pop((tenant_id, thread_id), None)
+
+
+class BlueprintCache:
+    """An agency's dynamic blueprints, from its `blueprint.saved` / `.deleted` events."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+        self._agencies: dict[tuple[str, str], tuple[Position, dict[str, BlueprintSpec]]] = {}
+
+    async def dynamic(self, tenant_id: str, agency_id: str) -> dict[str, BlueprintSpec]:
+        key = (tenant_id, agency_id)
+        position, blueprints = self._agencies.get(key, (Position(), {}))
+        newer = await self._store.read(tenant_id, "agency", agency_id, after=position)
+        if newer:
+            blueprints = dict(blueprints)
+            for event in newer:
+                match event.payload:
+                    case BlueprintSaved(blueprint=spec):
+                        blueprints[spec.name] = spec
+                    case BlueprintDeleted(name=name):
+                        blueprints.pop(name, None)
+            self._agencies[key] = (newer[-1].position, blueprints)
+        return blueprints

@@ -1,0 +1,83 @@
+"""Pure decisions on runtime commands: invoke, approve, cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contracts.commands import ApproveToolCalls, CancelRun, InvokeThread
+from contracts.events import (
+    AnyEvent,
+    HitlResume,
+    MessageAppended,
+    RequestAccepted,
+    RequestRejected,
+    RunCanceled,
+    RunResumed,
+)
+from infra.jetstream.commandbus import CommandRejected
+from services.runtime.actions import tool_message
+from services.runtime.state import ThreadState
+
+
+def invoke(state: ThreadState, command: InvokeThread, key: str) -> Sequence[AnyEvent]:
+    """Accept the request; the loop starts it now or after the active run (queue)."""
+    if state.run_for_key(key) is not None:
+        return ()  # the same key never starts a second run
+    active = state.active_run
+    if active is not None and command.strategy == "reject":
+        return (
+            RequestRejected(
+                run_id=command.run_id,
+                idempotency_key=key,
+                reason=f"run {active.run_id} is active and the request asked to be rejected",
+            ),
+        )
+    accepted = RequestAccepted(
+        run_id=command.run_id,
+        idempotency_key=key,
+        strategy=command.strategy,
+        messages=command.messages,
+        files=command.files,
+    )
+    if active is not None and command.strategy == "interrupt":
+        return (*canceled(state, active.run_id, "interrupted by a new request"), accepted)
+    return (accepted,)
+
+
+def approve(state: ThreadState, command: ApproveToolCalls) -> Sequence[AnyEvent]:
+    run = state.active_run
+    if run is None or run.status != "paused" or not run.hitl_pending:
+        raise CommandRejected("not_awaiting_approval", "no run of this thread awaits approval")
+    if command.modified_tool_calls:
+        pending = {c.id for c in run.hitl_pending}
+        unknown = [c.id for c in command.modified_tool_calls if c.id not in pending]
+        if unknown:
+            raise CommandRejected(
+                "unknown_tool_call",
+                f"modified tool calls {unknown} are not among the pending calls {sorted(pending)}",
+            )
+    return (
+        HitlResume(
+            run_id=run.run_id,
+            approved=command.approved,
+            modified_tool_calls=command.modified_tool_calls,
+            reason=command.reason,
+        ),
+        RunResumed(run_id=run.run_id),
+    )
+
+
+def cancel(state: ThreadState, command: CancelRun) -> Sequence[AnyEvent]:
+    run = state.active_run
+    if run is None:
+        return ()  # nothing runs: cancel is a no-op, not an error
+    return canceled(state, run.run_id, command.reason or "canceled by request")
+
+
+def canceled(state: ThreadState, run_id: str, reason: str) -> tuple[AnyEvent, ...]:
+    """End a run; its unanswered tool calls get an answer so the history stays valid."""
+    answers = tuple(
+        MessageAppended(run_id=run_id, message=tool_message(call, f"Not run: {reason}."))
+        for call in state.open_tool_calls()
+    )
+    return (*answers, RunCanceled(run_id=run_id, reason=reason))

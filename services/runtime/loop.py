@@ -1,0 +1,261 @@
+"""Driving a thread: apply `next_action` until the thread waits for something else.
+
+The loop is the only place the runtime performs I/O for a run: appends, and model calls
+through the provider. Every append names the position it decided from; when another
+writer got there first (the tools service, a cancel, a second runtime worker) the loop
+reloads and decides again, so a thread's events stay one gap-free sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from contracts.events import (
+    AgentError,
+    AgentStarted,
+    AnyEvent,
+    BlueprintSpec,
+    ChatMessage,
+    ContextTrimmed,
+    HitlInterrupt,
+    MessageAppended,
+    MiddlewareAfterModel,
+    MiddlewareBeforeModel,
+    ModelCompleted,
+    ModelDelta,
+    ModelStarted,
+    RunError,
+    RunPaused,
+    RunTick,
+)
+from infra.jetstream.errors import ConcurrencyError
+from infra.jetstream.eventstore import EventStore
+from infra.jetstream.records import EventContext
+from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from services.agents.system import AgentSystem
+from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
+from services.runtime.actions import Append, CallModel, Wait, next_action
+from services.runtime.budget import trim_to_budget
+from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime.state import ThreadState
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_TOKEN_BUDGET = 100_000
+_MAX_ITERATIONS = 500
+
+
+class UnknownThread(Exception):
+    """The thread has no `thread.created` yet (its create command may still be in flight)."""
+
+    def __init__(self, tenant_id: str, thread_id: str) -> None:
+        super().__init__(f"thread {thread_id} of tenant {tenant_id} is not registered (yet)")
+
+
+class ModelAborted(Exception):
+    """The model call was abandoned because the run was canceled meanwhile."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    blueprint: BlueprintSpec
+    middleware: list[Middleware]
+
+
+class ThreadDriver:
+    def __init__(
+        self,
+        store: EventStore,
+        system: AgentSystem,
+        provider: Provider,
+        threads: ThreadCache,
+        blueprints: BlueprintCache,
+    ) -> None:
+        self._store = store
+        self._system = system
+        self._provider = provider
+        self._threads = threads
+        self._blueprints = blueprints
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # The model call in flight per thread, so a cancel can abort it.
+        self.inflight: dict[tuple[str, str], asyncio.Task[ModelResponse]] = {}
+
+    def lock(self, tenant_id: str, thread_id: str) -> asyncio.Lock:
+        return self._locks.setdefault((tenant_id, thread_id), asyncio.Lock())
+
+    async def resolve(self, state: ThreadState) -> Resolved:
+        dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
+        blueprint = dynamic.get(state.agent_type) or self._system.blueprints.get(state.agent_type)
+        if blueprint is None:
+            blueprint = BlueprintSpec(name=state.agent_type)
+        return Resolved(blueprint, self._system.middleware_for(blueprint))
+
+    async def drive(self, tenant_id: str, thread_id: str) -> ThreadState:
+        async with self.lock(tenant_id, thread_id):
+            state = await self._threads.load(tenant_id, thread_id)
+            if not state.exists:
+                raise UnknownThread(tenant_id, thread_id)
+            for _ in range(_MAX_ITERATIONS):
+                resolved = await self.resolve(state)
+                tools = self._system.tools_for(resolved.blueprint)
+                action = next_action(state, resolved.blueprint, tools)
+                match action:
+                    case Wait():
+                        return state
+                    case Append(events=events):
+                        state = await self.append(state, events)
+                    case CallModel(run_id=run_id, step=step):
+                        state = await self._model_step(state, resolved, run_id, step)
+            log.error("thread loop did not settle", thread_id=thread_id)
+            return state
+
+    async def append(self, state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
+        """Append after the state's position; on a conflict, return the reloaded state."""
+        try:
+            result = await self._store.append(
+                state.tenant_id,
+                "thread",
+                state.thread_id,
+                list(events),
+                expected=state.position,
+                context=EventContext(
+                    agency_id=state.agency_id,
+                    thread_id=state.thread_id,
+                    correlation_id=state.correlation_id,
+                ),
+            )
+        except ConcurrencyError:
+            return await self._threads.load(state.tenant_id, state.thread_id)
+        if result.duplicate:
+            return await self._threads.load(state.tenant_id, state.thread_id)
+        return self._threads.advance(state, result.events)
+
+    async def _model_step(
+        self, state: ThreadState, resolved: Resolved, run_id: str, step: int
+    ) -> ThreadState:
+        blueprint = resolved.blueprint
+        ctx = MiddlewareContext(state=state, blueprint=blueprint, run_id=run_id, step=step)
+        model = self._system.model_for(blueprint)
+        tools = self._system.tools_for(blueprint)
+        prompts = [blueprint.prompt] if blueprint.prompt else []
+        for middleware in resolved.middleware:
+            extra = middleware.system_prompt(ctx)
+            if extra:
+                prompts.append(extra)
+        budget = blueprint.config.get("tokenBudget", DEFAULT_TOKEN_BUDGET)
+        plan = ModelPlan(
+            model=model,
+            system_prompts=prompts,
+            messages=list(state.messages),
+            tools=[t.spec for t in tools.values()],
+            token_budget=budget if isinstance(budget, int) else DEFAULT_TOKEN_BUDGET,
+        )
+        prelude: list[AnyEvent] = [RunTick(run_id=run_id, step=step)]
+        if step == 1:
+            prelude.append(AgentStarted(run_id=run_id, agent_type=state.agent_type, model=model))
+        for middleware in resolved.middleware:
+            await middleware.before_model(ctx, plan)
+            prelude.append(
+                MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
+            )
+        system_messages = [ChatMessage(role="system", content="\n\n".join(plan.system_prompts))]
+        system_messages = system_messages if plan.system_prompts else []
+        trimmed = trim_to_budget(
+            system_messages, plan.messages, plan.token_budget or DEFAULT_TOKEN_BUDGET
+        )
+        if trimmed.dropped:
+            prelude.append(
+                ContextTrimmed(
+                    run_id=run_id,
+                    step=step,
+                    dropped_messages=trimmed.dropped,
+                    tokens_before=trimmed.tokens_before,
+                    tokens_after=trimmed.tokens_after,
+                    budget=plan.token_budget or DEFAULT_TOKEN_BUDGET,
+                )
+            )
+        prelude.append(
+            ModelStarted(run_id=run_id, step=step, model=model, message_count=len(trimmed.messages))
+        )
+        prelude.extend(ctx.emitted)
+        ctx.emitted.clear()
+        before = state
+        state = await self.append(state, prelude)
+        if state.position.seq != before.position.seq + len(prelude):
+            return state  # someone else moved the thread; decide again from there
+        request = ModelRequest(
+            model=model, messages=(*system_messages, *trimmed.messages), tools=tuple(plan.tools)
+        )
+        try:
+            response, state = await self._call_model(state, request, run_id, step)
+        except ModelAborted:
+            return await self._threads.load(state.tenant_id, state.thread_id)
+        except ModelError as e:
+            log.warning("model call failed", run_id=run_id, error=str(e))
+            return await self.append(
+                state,
+                [
+                    AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
+                    RunError(run_id=run_id, error=f"model call failed: {e}", kind="model_error"),
+                ],
+            )
+        ctx.state = state
+        after: list[AnyEvent] = [
+            ModelCompleted(
+                run_id=run_id,
+                step=step,
+                model=response.model or model,
+                message=response.message,
+                usage=response.usage,
+                finish_reason=response.finish_reason,
+            )
+        ]
+        for middleware in resolved.middleware:
+            await middleware.on_model_result(ctx, response.message)
+            after.append(
+                MiddlewareAfterModel(run_id=run_id, step=step, middleware_name=middleware.name)
+            )
+        after.append(MessageAppended(run_id=run_id, message=response.message))
+        after.extend(ctx.emitted)
+        if ctx.held_calls:
+            after.append(HitlInterrupt(run_id=run_id, proposed_tool_calls=tuple(ctx.held_calls)))
+            after.append(RunPaused(run_id=run_id, reason="hitl"))
+        return await self.append(state, after)
+
+    async def _call_model(
+        self, state: ThreadState, request: ModelRequest, run_id: str, step: int
+    ) -> tuple[ModelResponse, ThreadState]:
+        holder = {"state": state}
+
+        async def on_delta(text: str) -> None:
+            current = holder["state"]
+            updated = await self.append(current, [ModelDelta(run_id=run_id, step=step, delta=text)])
+            run = updated.run(run_id)
+            if run is None or run.status != "running":
+                raise ModelAborted()
+            holder["state"] = updated
+
+        key = (state.tenant_id, state.thread_id)
+        task = asyncio.ensure_future(self._provider.complete(request, on_delta))
+        self.inflight[key] = task
+        try:
+            response = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            raise ModelAborted() from None
+        finally:
+            self.inflight.pop(key, None)
+        return response, holder["state"]
+
+    def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:
+        task = self.inflight.get((tenant_id, thread_id))
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
