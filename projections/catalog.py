@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from projections.errors import UnknownProjection
 from projections.projection import Projection
-from projections.readmodels import events
+from projections.readmodels import conversation, events, registry, threads, usage
 
-ALL: tuple[Projection, ...] = (events.PROJECTION,)
+ALL: tuple[Projection, ...] = (
+    events.PROJECTION,
+    registry.TENANTS,
+    registry.AGENCIES,
+    registry.BLUEPRINTS,
+    threads.PROJECTION,
+    conversation.MESSAGES,
+    conversation.TODOS,
+    conversation.FILES,
+    conversation.PENDING_TOOL_CALLS,
+    conversation.SUBAGENT_LINKS,
+    usage.PROJECTION,
+)
 
 
 def by_name(name: str) -> Projection:

@@ -24,7 +24,9 @@ class StackConfig:
     system: AgentSystem
     provider: Provider
     services: tuple[str, ...] = ("registry", "runtime", "tools", "projector")
+    # Seconds before work a killed worker held is redelivered to another.
     runtime_ack_wait: float = 30.0
+    tools_ack_wait: float = 30.0
     extra: dict[str, ServiceRunner] = field(default_factory=dict)
 
 
@@ -35,7 +37,9 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
         "runtime": lambda stop: run_runtime(
             c.nats_url, c.database_url, stop, c.system, c.provider, ack_wait=c.runtime_ack_wait
         ),
-        "tools": lambda stop: run_tools_service(c.nats_url, c.database_url, stop, c.system),
+        "tools": lambda stop: run_tools_service(
+            c.nats_url, c.database_url, stop, c.system, ack_wait=c.tools_ack_wait
+        ),
         "projector": lambda stop: run_projector(c.nats_url, c.database_url, stop),
     }
     runners.update(c.extra)

@@ -32,7 +32,13 @@ from contracts.envelope import Envelope, utc_now
 from contracts.errors import ContractError
 from contracts.events import AnyEvent
 from contracts.ids import new_id
-from contracts.subjects import EVENTS_STREAM, Aggregate, aggregate_filter, event_subject
+from contracts.subjects import (
+    EVENTS_STREAM,
+    Aggregate,
+    aggregate_filter,
+    event_subject,
+    event_token,
+)
 from infra.jetstream.errors import (
     AppendError,
     BatchTooLarge,
@@ -380,13 +386,28 @@ def _record(msg: Msg) -> RecordedEvent | UndecodableEvent:
     headers = msg.headers or {}
     stream_seq = int(headers.get("Nats-Sequence", "0"))
     subject = headers.get("Nats-Subject", msg.subject)
+    return _decode(msg.data, stream_seq, subject)
+
+
+def _decode(data: bytes, stream_seq: int, subject: str) -> RecordedEvent | UndecodableEvent:
     try:
-        envelope = decode_event(msg.data)
+        envelope = decode_event(data)
     except (ContractError, msgspec.DecodeError) as e:
+        return UndecodableEvent(stream_seq=stream_seq, subject=subject, data=data, reason=str(e))
+    # The subject is what the broker's permissions confine to a tenant; an envelope that
+    # names another tenant or aggregate than its subject is forged and never believed.
+    expected = (
+        f"tenant.{envelope.tenant_id}.evt.{envelope.aggregate}.{envelope.aggregate_id}."
+        f"{event_token(envelope.type)}"
+    )
+    if subject != expected:
         return UndecodableEvent(
-            stream_seq=stream_seq, subject=subject, data=msg.data, reason=str(e)
+            stream_seq=stream_seq,
+            subject=subject,
+            data=data,
+            reason=f"envelope does not match its subject (it names {expected})",
         )
-    return RecordedEvent(envelope=envelope, stream_seq=stream_seq, subject=subject, raw=msg.data)
+    return RecordedEvent(envelope=envelope, stream_seq=stream_seq, subject=subject, raw=data)
 
 
 def stream_seq_of(msg: Msg) -> int:
@@ -404,16 +425,10 @@ def stream_seq_of(msg: Msg) -> int:
     return int(msg.metadata.sequence.stream)
 
 
-def record_from_js_msg(msg: Msg, stream_seq: int | None = None) -> RecordedEvent | UndecodableEvent:
+def record_from_js_msg(
+    msg: Msg, stream_seq: int | None = None
+) -> RecordedEvent | UndecodableEvent:
     """A consumer-delivered message as a recorded event."""
     if stream_seq is None:
         stream_seq = stream_seq_of(msg)
-    try:
-        envelope = decode_event(msg.data)
-    except (ContractError, msgspec.DecodeError) as e:
-        return UndecodableEvent(
-            stream_seq=stream_seq, subject=msg.subject, data=msg.data, reason=str(e)
-        )
-    return RecordedEvent(
-        envelope=envelope, stream_seq=stream_seq, subject=msg.subject, raw=msg.data
-    )
+    return _decode(msg.data, stream_seq, msg.subject)

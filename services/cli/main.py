@@ -13,6 +13,7 @@ from infra.endpoints import EndpointsNotFound
 from infra.settings import InfraSettings
 from services.cli import (
     contracts_cmd,
+    demo_cmd,
     events_cmd,
     infra_cmd,
     projections_cmd,
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agency", description="Run LLM agents on an event-sourced backend."
     )
     groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
-    for module in (up_cmd, infra_cmd, serve_cmd, events_cmd, projections_cmd, contracts_cmd):
+    for module in (up_cmd, demo_cmd, infra_cmd, serve_cmd, events_cmd, projections_cmd, contracts_cmd):
         module.register(groups)
     return parser
 

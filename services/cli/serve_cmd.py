@@ -23,7 +23,7 @@ def register(groups: Any) -> None:
         "--ack-wait",
         type=float,
         default=30.0,
-        help="runtime: seconds before an unacknowledged trigger is redelivered to another worker",
+        help="runtime and tools: seconds before work a killed worker held is redelivered",
     )
     serve.set_defaults(handler=serve_service)
 
@@ -39,6 +39,7 @@ async def serve_service(args: argparse.Namespace) -> int:
         system=system,
         provider=provider_from_env(fake_url if isinstance(fake_url, str) else None),
         runtime_ack_wait=args.ack_wait,
+        tools_ack_wait=args.ack_wait,
     )
     await service_runners(config)[args.service](stop)
     return 0

@@ -138,29 +138,36 @@ class RuntimeService:
             ack_wait=self._ack_wait,
             max_ack_pending=self._concurrency * 4,
         )
-        # Binds to the durable when it exists: every runtime worker shares it.
-        return await self._bus.js.pull_subscribe(
-            "", durable=self._consumer, stream=EVENTS_STREAM, config=config
+        # Create or update: every runtime worker shares the durable, and the newest
+        # worker's settings (ack wait) apply to all.
+        await self._bus.js.add_consumer(EVENTS_STREAM, config=config)
+        return await self._bus.js.pull_subscribe_bind(
+            durable=self._consumer, stream=EVENTS_STREAM
         )
 
     async def run_triggers(self, stop: asyncio.Event) -> None:
         sub = await self._subscribe()
         slots = asyncio.Semaphore(self._concurrency)
-        async with asyncio.TaskGroup() as tg:
-            while not stop.is_set():
-                try:
-                    msgs = await sub.fetch(min(self._concurrency, 64), timeout=1.0)
-                except (NatsTimeoutError, TimeoutError):
-                    continue
-                except JetStreamError as e:
-                    log.warning("trigger fetch failed, resubscribing", error=str(e))
-                    await asyncio.sleep(0.5)
-                    sub = await self._subscribe()
-                    continue
-                for msg in msgs:
-                    await slots.acquire()
-                    task = tg.create_task(self._on_trigger(msg))
-                    task.add_done_callback(lambda _: slots.release())
+        try:
+            async with asyncio.TaskGroup() as tg:
+                while not stop.is_set():
+                    try:
+                        msgs = await sub.fetch(min(self._concurrency, 64), timeout=1.0)
+                    except (NatsTimeoutError, TimeoutError):
+                        continue
+                    except JetStreamError as e:
+                        log.warning("trigger fetch failed, resubscribing", error=str(e))
+                        await asyncio.sleep(0.5)
+                        sub = await self._subscribe()
+                        continue
+                    for msg in msgs:
+                        await slots.acquire()
+                        task = tg.create_task(self._on_trigger(msg))
+                        task.add_done_callback(lambda _: slots.release())
+        finally:
+            # A pull subscription left to the connection's drain would wait on its queue.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(sub.unsubscribe(), timeout=2.0)
 
     async def _on_trigger(self, msg: Msg) -> None:
         try:

@@ -41,6 +41,8 @@ async def run_worker(bus: Bus) -> AsyncIterator[Callable[[str, Handler], Awaitab
 async def dead_letters_for(bus: Bus, tenant: str) -> list[tuple[str, str, bytes]]:
     found = []
     info = await bus.js.stream_info(DEAD_LETTER_STREAM)
+    if info.state.messages == 0:
+        return found
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         msg = await bus.js.get_msg(DEAD_LETTER_STREAM, seq)
         headers = msg.headers or {}

@@ -1,0 +1,350 @@
+"""What a thread holds: its messages, todos, files, calls awaiting approval, and children.
+
+Each is a projection of its own so each can be rebuilt alone. Statements run in stream
+order, consecutive ones of a kind batched (`execute_in_order`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import asyncpg
+import msgspec
+
+from contracts.events import (
+    ChatMessage,
+    FileWritten,
+    HitlInterrupt,
+    HitlResume,
+    MessageAppended,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    SubagentCompleted,
+    SubagentSpawned,
+    TodosWritten,
+)
+from infra.jetstream.records import RecordedEvent
+from projections.projection import Projection
+from projections.readmodels.registry import Statement, execute_in_order
+
+
+def _thread_events(events: Sequence[RecordedEvent]) -> Iterable[RecordedEvent]:
+    return (e for e in events if e.envelope.aggregate == "thread")
+
+
+# --- messages --------------------------------------------------------------------------
+
+MESSAGES_DDL = """
+CREATE TABLE IF NOT EXISTS messages (
+    tenant_id    text        NOT NULL,
+    thread_id    text        NOT NULL,
+    seq          bigint      NOT NULL,
+    run_id       text,
+    role         text        NOT NULL,
+    content      text        NOT NULL,
+    tool_calls   jsonb,
+    tool_call_id text,
+    name         text,
+    created_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, thread_id, seq)
+);
+"""
+
+_MESSAGE = (
+    "INSERT INTO messages (tenant_id, thread_id, seq, run_id, role, content, tool_calls, "
+    "tool_call_id, name, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+)
+
+
+def _message_row(e: RecordedEvent, message: ChatMessage) -> tuple[object, ...]:
+    env = e.envelope
+    calls = msgspec.json.encode(message.tool_calls).decode() if message.tool_calls else None
+    return (
+        env.tenant_id,
+        env.aggregate_id,
+        env.seq,
+        env.run_id,
+        message.role,
+        message.content,
+        calls,
+        message.tool_call_id,
+        message.name,
+        env.ts,
+    )
+
+
+async def apply_messages(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    rows = [
+        _message_row(e, e.envelope.payload.message)
+        for e in _thread_events(events)
+        if isinstance(e.envelope.payload, MessageAppended)
+    ]
+    if rows:
+        await conn.executemany(_MESSAGE, rows)
+
+
+MESSAGES = Projection(
+    name="messages",
+    tables=("messages",),
+    ddl=MESSAGES_DDL,
+    apply=apply_messages,
+    handles=frozenset({"message.appended"}),
+)
+
+# --- todos -----------------------------------------------------------------------------
+
+TODOS_DDL = """
+CREATE TABLE IF NOT EXISTS todos (
+    tenant_id  text        NOT NULL,
+    thread_id  text        NOT NULL,
+    pos        integer     NOT NULL,
+    content    text        NOT NULL,
+    status     text        NOT NULL,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, thread_id, pos)
+);
+"""
+
+_TODOS_CLEAR = "DELETE FROM todos WHERE tenant_id = $1 AND thread_id = $2"
+_TODOS_INSERT = (
+    "INSERT INTO todos (tenant_id, thread_id, pos, content, status, updated_at) "
+    "SELECT $1, $2, t.pos, t.content, t.status, $6 "
+    "FROM unnest($3::int[], $4::text[], $5::text[]) AS t(pos, content, status)"
+)
+
+
+def _todo_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+    # Each write replaces the whole list, so only a thread's last write of the batch counts.
+    last: dict[tuple[str, str], RecordedEvent] = {}
+    for e in _thread_events(events):
+        if isinstance(e.envelope.payload, TodosWritten):
+            last[(e.envelope.tenant_id, e.envelope.aggregate_id)] = e
+    for (tenant, thread), e in sorted(last.items()):
+        yield _TODOS_CLEAR, (tenant, thread)
+        payload = e.envelope.payload
+        assert isinstance(payload, TodosWritten)
+        if payload.todos:
+            yield (
+                _TODOS_INSERT,
+                (
+                    tenant,
+                    thread,
+                    list(range(len(payload.todos))),
+                    [t.content for t in payload.todos],
+                    [t.status for t in payload.todos],
+                    e.envelope.ts,
+                ),
+            )
+
+
+async def apply_todos(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    await execute_in_order(conn, _todo_statements(events))
+
+
+TODOS = Projection(
+    name="todos",
+    tables=("todos",),
+    ddl=TODOS_DDL,
+    apply=apply_todos,
+    handles=frozenset({"todos.written"}),
+)
+
+# --- files -----------------------------------------------------------------------------
+
+FILES_DDL = """
+CREATE TABLE IF NOT EXISTS files (
+    tenant_id  text        NOT NULL,
+    thread_id  text        NOT NULL,
+    path       text        NOT NULL,
+    content    text        NOT NULL,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, thread_id, path)
+);
+"""
+
+_FILE = (
+    "INSERT INTO files (tenant_id, thread_id, path, content, updated_at) "
+    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, thread_id, path) DO UPDATE "
+    "SET content = EXCLUDED.content, updated_at = EXCLUDED.updated_at"
+)
+
+
+async def apply_files(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    # The latest write of a path wins: keep only it, so no row is written twice.
+    latest: dict[tuple[str, str, str], tuple[object, ...]] = {}
+    for e in _thread_events(events):
+        env = e.envelope
+        if isinstance(env.payload, FileWritten):
+            key = (env.tenant_id, env.aggregate_id, env.payload.path)
+            latest[key] = (*key, env.payload.content, env.ts)
+    if latest:
+        await conn.executemany(_FILE, [latest[k] for k in sorted(latest)])
+
+
+FILES = Projection(
+    name="files",
+    tables=("files",),
+    ddl=FILES_DDL,
+    apply=apply_files,
+    handles=frozenset({"file.written"}),
+)
+
+# --- tool calls awaiting a person ------------------------------------------------------
+
+PENDING_DDL = """
+CREATE TABLE IF NOT EXISTS pending_tool_calls (
+    tenant_id    text        NOT NULL,
+    thread_id    text        NOT NULL,
+    run_id       text        NOT NULL,
+    pos          integer     NOT NULL,
+    tool_call_id text        NOT NULL,
+    name         text        NOT NULL,
+    arguments    text        NOT NULL,
+    requested_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, thread_id, run_id, pos)
+);
+"""
+
+_PENDING_CLEAR = (
+    "DELETE FROM pending_tool_calls WHERE tenant_id = $1 AND thread_id = $2 AND run_id = $3"
+)
+_PENDING_INSERT = (
+    "INSERT INTO pending_tool_calls (tenant_id, thread_id, run_id, pos, tool_call_id, name, "
+    "arguments, requested_at) SELECT $1, $2, $3, c.pos, c.id, c.name, c.arguments, $7 "
+    "FROM unnest($4::text[], $5::text[], $6::text[]) WITH ORDINALITY "
+    "AS c(id, name, arguments, pos)"
+)
+
+
+def _pending_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+    # Mirrors the runtime: an interrupt sets the run's pending calls; a resume or the end of
+    # the run clears them.
+    for e in _thread_events(events):
+        env = e.envelope
+        run = (env.tenant_id, env.aggregate_id)
+        match env.payload:
+            case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
+                yield _PENDING_CLEAR, (*run, run_id)
+                if calls:
+                    yield (
+                        _PENDING_INSERT,
+                        (
+                            *run,
+                            run_id,
+                            [c.id for c in calls],
+                            [c.name for c in calls],
+                            [c.arguments for c in calls],
+                            env.ts,
+                        ),
+                    )
+            case (
+                HitlResume(run_id=run_id)
+                | RunCompleted(run_id=run_id)
+                | RunError(run_id=run_id)
+                | RunCanceled(run_id=run_id)
+            ):
+                yield _PENDING_CLEAR, (*run, run_id)
+
+
+async def apply_pending(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    await execute_in_order(conn, _pending_statements(events))
+
+
+PENDING_TOOL_CALLS = Projection(
+    name="pending_tool_calls",
+    tables=("pending_tool_calls",),
+    ddl=PENDING_DDL,
+    apply=apply_pending,
+    handles=frozenset(
+        {"hitl.interrupt", "hitl.resume", "run.completed", "run.error", "run.canceled"}
+    ),
+)
+
+# --- subagent links --------------------------------------------------------------------
+
+SUBAGENTS_DDL = """
+CREATE TABLE IF NOT EXISTS subagent_links (
+    tenant_id       text        NOT NULL,
+    thread_id       text        NOT NULL,
+    child_thread_id text        NOT NULL,
+    run_id          text        NOT NULL,
+    tool_call_id    text        NOT NULL,
+    token           text        NOT NULL,
+    subagent_type   text        NOT NULL,
+    status          text        NOT NULL,
+    outcome         text,
+    report          text,
+    created_at      timestamptz NOT NULL,
+    completed_at    timestamptz,
+    PRIMARY KEY (tenant_id, thread_id, child_thread_id)
+);
+"""
+
+# A respawn (a resumed child) waits again; its link keeps the first spawn's time.
+_SPAWNED = (
+    "INSERT INTO subagent_links (tenant_id, thread_id, child_thread_id, run_id, tool_call_id, "
+    "token, subagent_type, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting', $8) "
+    "ON CONFLICT (tenant_id, thread_id, child_thread_id) DO UPDATE SET run_id = EXCLUDED.run_id, "
+    "tool_call_id = EXCLUDED.tool_call_id, token = EXCLUDED.token, "
+    "subagent_type = EXCLUDED.subagent_type, status = 'waiting', outcome = NULL, report = NULL, "
+    "completed_at = NULL"
+)
+_COMPLETED = (
+    "INSERT INTO subagent_links (tenant_id, thread_id, child_thread_id, run_id, tool_call_id, "
+    "token, subagent_type, status, outcome, report, created_at, completed_at) "
+    "VALUES ($1, $2, $3, $4, $5, '', '', $6, $7, $8, $9, $9) "
+    "ON CONFLICT (tenant_id, thread_id, child_thread_id) DO UPDATE SET status = EXCLUDED.status, "
+    "outcome = EXCLUDED.outcome, report = EXCLUDED.report, completed_at = EXCLUDED.completed_at"
+)
+
+# The seed's link states are waiting, completed and canceled; the exact outcome is kept too.
+LINK_STATUS = {"completed": "completed", "error": "completed", "canceled": "canceled"}
+
+
+def _subagent_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+    for e in _thread_events(events):
+        env = e.envelope
+        parent = (env.tenant_id, env.aggregate_id)
+        match env.payload:
+            case SubagentSpawned() as s:
+                yield (
+                    _SPAWNED,
+                    (
+                        *parent,
+                        s.child_thread_id,
+                        s.run_id,
+                        s.tool_call_id,
+                        s.token,
+                        s.subagent_type,
+                        env.ts,
+                    ),
+                )
+            case SubagentCompleted() as c:
+                status = LINK_STATUS.get(c.outcome, "canceled")
+                yield (
+                    _COMPLETED,
+                    (
+                        *parent,
+                        c.child_thread_id,
+                        c.run_id,
+                        c.tool_call_id,
+                        status,
+                        c.outcome,
+                        c.report,
+                        env.ts,
+                    ),
+                )
+
+
+async def apply_subagents(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    await execute_in_order(conn, _subagent_statements(events))
+
+
+SUBAGENT_LINKS = Projection(
+    name="subagent_links",
+    tables=("subagent_links",),
+    ddl=SUBAGENTS_DDL,
+    apply=apply_subagents,
+    handles=frozenset({"subagent.spawned", "subagent.completed"}),
+)

@@ -1,0 +1,191 @@
+"""Tenants and their API keys, agencies, and the agencies' dynamic blueprints.
+
+Also home of `execute_in_order`, the statement runner the small read models share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import asyncpg
+import msgspec
+
+from contracts.events import (
+    AgencyCreated,
+    ApiKeyIssued,
+    ApiKeyRevoked,
+    BlueprintDeleted,
+    BlueprintSaved,
+    TenantCreated,
+)
+from infra.jetstream.records import RecordedEvent
+from projections.projection import Projection
+
+Statement = tuple[str, tuple[object, ...]]
+
+
+async def execute_in_order(conn: asyncpg.Connection, statements: Iterable[Statement]) -> None:
+    """Run statements in order; consecutive runs of the same SQL go as one executemany."""
+    sql: str | None = None
+    group: list[tuple[object, ...]] = []
+    for next_sql, args in statements:
+        if next_sql != sql and group:
+            await conn.executemany(sql, group)
+            group = []
+        sql = next_sql
+        group.append(args)
+    if group:
+        await conn.executemany(sql, group)
+
+
+# --- tenants ---------------------------------------------------------------------------
+
+TENANTS_DDL = """
+CREATE TABLE IF NOT EXISTS tenants (
+    tenant_id  text        PRIMARY KEY,
+    name       text        NOT NULL,
+    created_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    tenant_id  text        NOT NULL,
+    key_id     text        NOT NULL,
+    key_hash   text        NOT NULL,
+    issued_at  timestamptz NOT NULL,
+    revoked_at timestamptz,
+    PRIMARY KEY (tenant_id, key_id)
+);
+-- Authentication knows the key, not yet the tenant.
+CREATE INDEX IF NOT EXISTS api_keys_by_key ON api_keys (key_id);
+"""
+
+_TENANT = (
+    "INSERT INTO tenants (tenant_id, name, created_at) VALUES ($1, $2, $3) "
+    "ON CONFLICT (tenant_id) DO UPDATE SET name = EXCLUDED.name"
+)
+_KEY_ISSUED = (
+    "INSERT INTO api_keys (tenant_id, key_id, key_hash, issued_at) VALUES ($1, $2, $3, $4) "
+    "ON CONFLICT (tenant_id, key_id) DO UPDATE SET key_hash = EXCLUDED.key_hash, "
+    "issued_at = EXCLUDED.issued_at, revoked_at = NULL"
+)
+_KEY_REVOKED = (
+    "UPDATE api_keys SET revoked_at = $3 "
+    "WHERE tenant_id = $1 AND key_id = $2 AND revoked_at IS NULL"
+)
+
+
+def _tenant_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+    for e in events:
+        env = e.envelope
+        match env.payload:
+            case TenantCreated(name=name):
+                yield _TENANT, (env.tenant_id, name, env.ts)
+            case ApiKeyIssued(key_id=key_id, key_hash=key_hash):
+                yield _KEY_ISSUED, (env.tenant_id, key_id, key_hash, env.ts)
+            case ApiKeyRevoked(key_id=key_id):
+                yield _KEY_REVOKED, (env.tenant_id, key_id, env.ts)
+
+
+async def apply_tenants(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    await execute_in_order(conn, _tenant_statements(events))
+
+
+TENANTS = Projection(
+    name="tenants",
+    tables=("tenants", "api_keys"),
+    ddl=TENANTS_DDL,
+    apply=apply_tenants,
+    handles=frozenset({"tenant.created", "tenant.api_key_issued", "tenant.api_key_revoked"}),
+)
+
+# --- agencies --------------------------------------------------------------------------
+
+AGENCIES_DDL = """
+CREATE TABLE IF NOT EXISTS agencies (
+    tenant_id  text        NOT NULL,
+    agency_id  text        NOT NULL,
+    name       text        NOT NULL,
+    metadata   jsonb       NOT NULL,
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, agency_id)
+);
+CREATE INDEX IF NOT EXISTS agencies_by_created ON agencies (tenant_id, created_at, agency_id);
+"""
+
+_AGENCY = (
+    "INSERT INTO agencies (tenant_id, agency_id, name, metadata, created_at) "
+    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, agency_id) DO UPDATE "
+    "SET name = EXCLUDED.name, metadata = EXCLUDED.metadata"
+)
+
+
+async def apply_agencies(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    rows = [
+        (
+            e.envelope.tenant_id,
+            e.envelope.aggregate_id,
+            e.envelope.payload.name,
+            msgspec.json.encode(e.envelope.payload.metadata).decode(),
+            e.envelope.ts,
+        )
+        for e in events
+        if isinstance(e.envelope.payload, AgencyCreated) and e.envelope.aggregate == "agency"
+    ]
+    if rows:
+        await conn.executemany(_AGENCY, rows)
+
+
+AGENCIES = Projection(
+    name="agencies",
+    tables=("agencies",),
+    ddl=AGENCIES_DDL,
+    apply=apply_agencies,
+    handles=frozenset({"agency.created"}),
+)
+
+# --- blueprints ------------------------------------------------------------------------
+
+BLUEPRINTS_DDL = """
+CREATE TABLE IF NOT EXISTS blueprints (
+    tenant_id  text        NOT NULL,
+    agency_id  text        NOT NULL,
+    name       text        NOT NULL,
+    spec       jsonb       NOT NULL,
+    revision   integer     NOT NULL,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, agency_id, name)
+);
+"""
+
+_BLUEPRINT_SAVED = (
+    "INSERT INTO blueprints (tenant_id, agency_id, name, spec, revision, updated_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id, agency_id, name) DO UPDATE "
+    "SET spec = EXCLUDED.spec, revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at"
+)
+_BLUEPRINT_DELETED = "DELETE FROM blueprints WHERE tenant_id = $1 AND agency_id = $2 AND name = $3"
+
+
+def _blueprint_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+    for e in events:
+        env = e.envelope
+        if env.aggregate != "agency":
+            continue
+        match env.payload:
+            case BlueprintSaved(blueprint=spec, revision=revision):
+                spec_json = msgspec.json.encode(spec).decode()
+                args = (env.tenant_id, env.aggregate_id, spec.name, spec_json, revision, env.ts)
+                yield _BLUEPRINT_SAVED, args
+            case BlueprintDeleted(name=name):
+                yield _BLUEPRINT_DELETED, (env.tenant_id, env.aggregate_id, name)
+
+
+async def apply_blueprints(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    await execute_in_order(conn, _blueprint_statements(events))
+
+
+BLUEPRINTS = Projection(
+    name="blueprints",
+    tables=("blueprints",),
+    ddl=BLUEPRINTS_DDL,
+    apply=apply_blueprints,
+    handles=frozenset({"blueprint.saved", "blueprint.deleted"}),
+)

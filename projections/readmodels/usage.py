@@ -1,0 +1,98 @@
+"""Model usage per tenant, agency, blueprint and model: calls, tokens and cost.
+
+Self-contained, as every projection is rebuilt alone: it keeps its own small map of each
+thread's agency and current blueprint (`usage_threads`), so a call is counted against the
+blueprint in control of the thread when it was made. Cost is `numeric`, summed exactly,
+so totals are the same however the events were batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+
+import asyncpg
+
+from contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
+from infra.jetstream.records import RecordedEvent
+from projections.projection import Projection
+from projections.readmodels.registry import Statement, execute_in_order
+
+DDL = """
+CREATE TABLE IF NOT EXISTS usage_threads (
+    tenant_id  text NOT NULL,
+    thread_id  text NOT NULL,
+    agency_id  text NOT NULL,
+    agent_type text NOT NULL,
+    PRIMARY KEY (tenant_id, thread_id)
+);
+CREATE TABLE IF NOT EXISTS usage_totals (
+    tenant_id     text    NOT NULL,
+    agency_id     text    NOT NULL,
+    blueprint     text    NOT NULL,
+    model         text    NOT NULL,
+    calls         bigint  NOT NULL,
+    input_tokens  bigint  NOT NULL,
+    output_tokens bigint  NOT NULL,
+    cost_usd      numeric NOT NULL,
+    PRIMARY KEY (tenant_id, agency_id, blueprint, model)
+);
+"""
+
+_THREAD = (
+    "INSERT INTO usage_threads (tenant_id, thread_id, agency_id, agent_type) "
+    "VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, thread_id) DO UPDATE "
+    "SET agency_id = EXCLUDED.agency_id, agent_type = EXCLUDED.agent_type"
+)
+_SWITCHED = "UPDATE usage_threads SET agent_type = $3 WHERE tenant_id = $1 AND thread_id = $2"
+# A call on a thread never seen is still counted: under the envelope's agency, no blueprint.
+_CALL = """
+INSERT INTO usage_totals AS u
+    (tenant_id, agency_id, blueprint, model, calls, input_tokens, output_tokens, cost_usd)
+SELECT $1, coalesce(t.agency_id, $3, ''), coalesce(t.agent_type, ''), $4, 1, $5, $6, $7
+FROM (SELECT 1) AS one
+LEFT JOIN usage_threads AS t ON t.tenant_id = $1 AND t.thread_id = $2
+ON CONFLICT (tenant_id, agency_id, blueprint, model) DO UPDATE SET
+    calls = u.calls + 1,
+    input_tokens = u.input_tokens + EXCLUDED.input_tokens,
+    output_tokens = u.output_tokens + EXCLUDED.output_tokens,
+    cost_usd = u.cost_usd + EXCLUDED.cost_usd
+"""
+
+
+def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+    for e in events:
+        env = e.envelope
+        if env.aggregate != "thread":
+            continue
+        thread = (env.tenant_id, env.aggregate_id)
+        match env.payload:
+            case ThreadCreated(agency_id=agency_id, agent_type=agent_type):
+                yield _THREAD, (*thread, agency_id, agent_type)
+            case BlueprintSwitched(to_agent_type=agent_type):
+                yield _SWITCHED, (*thread, agent_type)
+            case ModelCompleted(model=model, usage=usage, cost_usd=cost):
+                yield (
+                    _CALL,
+                    (
+                        *thread,
+                        env.agency_id,
+                        model,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        Decimal(repr(cost)),
+                    ),
+                )
+
+
+async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+    await execute_in_order(conn, _statements(events))
+
+
+PROJECTION = Projection(
+    name="usage",
+    tables=("usage_threads", "usage_totals"),
+    ddl=DDL,
+    apply=apply,
+    handles=frozenset({"thread.created", "thread.blueprint_switched", "model.completed"}),
+)

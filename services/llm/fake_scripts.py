@@ -1,0 +1,347 @@
+"""What the fake LLM answers: scripted steps, or the offline demo agent.
+
+Every answer is a pure function of the request (plus, for scripted failures, a count of
+failures per script step), so concurrent threads, retries and re-executions of a step get
+the same answer, including the same tool call ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from contracts.events.base import ToolCall, Usage
+
+# --- the request as the fake reads it (unknown fields ignored) ---------------------------
+
+
+class WireFunctionCall(msgspec.Struct, frozen=True):
+    name: str = ""
+    arguments: str = ""
+
+
+class WireToolCall(msgspec.Struct, frozen=True):
+    id: str = ""
+    type: str = "function"
+    function: WireFunctionCall = WireFunctionCall()
+
+
+class WireContentPart(msgspec.Struct, frozen=True):
+    type: str = "text"
+    text: str = ""
+
+
+class WireMessage(msgspec.Struct, frozen=True):
+    role: str
+    content: str | list[WireContentPart] | None = None
+    tool_calls: list[WireToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.text for part in self.content if part.type == "text")
+        return self.content or ""
+
+
+class WireFunctionDef(msgspec.Struct, frozen=True):
+    name: str
+
+
+class WireTool(msgspec.Struct, frozen=True):
+    type: str = "function"
+    function: WireFunctionDef | None = None
+
+
+class WireStreamOptions(msgspec.Struct, frozen=True):
+    include_usage: bool = False
+
+
+class ChatRequest(msgspec.Struct, frozen=True):
+    model: str
+    messages: list[WireMessage]
+    tools: list[WireTool] | None = None
+    stream: bool = False
+    stream_options: WireStreamOptions | None = None
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        return frozenset(t.function.name for t in self.tools or () if t.function is not None)
+
+    @property
+    def step(self) -> int:
+        """Which model step of the conversation this is: the assistant messages so far."""
+        return sum(1 for m in self.messages if m.role == "assistant")
+
+    def called(self) -> set[str]:
+        return {c.function.name for m in self.messages for c in m.tool_calls or ()}
+
+
+def validate(request: ChatRequest) -> str | None:
+    """The reason OpenAI would refuse this conversation, or None if it would accept it."""
+    if not request.messages:
+        return "messages must not be empty"
+    open_calls: set[str] = set()
+    for i, message in enumerate(request.messages):
+        if message.role not in ("system", "developer", "user", "assistant", "tool"):
+            return f"messages[{i}].role {message.role!r} is not a valid role"
+        if message.role == "tool":
+            if message.tool_call_id not in open_calls:
+                return (
+                    f"messages[{i}] is a tool message answering {message.tool_call_id!r}, "
+                    "which no preceding assistant message called"
+                )
+            open_calls.discard(message.tool_call_id)
+            continue
+        if open_calls:
+            return (
+                "an assistant message with tool_calls must be followed by tool messages "
+                f"answering each call; unanswered: {sorted(open_calls)}"
+            )
+        if message.role == "assistant":
+            open_calls = {c.id for c in message.tool_calls or ()}
+    return None
+
+
+# --- scripts -----------------------------------------------------------------------------
+
+
+class ScriptToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    arguments: dict[str, Any] | str = "{}"
+
+    def arguments_json(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+class ScriptStep(msgspec.Struct, frozen=True, kw_only=True):
+    """One scripted model answer.
+
+    `status` makes the first `times` attempts at this step answer that HTTP error (with
+    `retry_after_ms` as a `retry-after-ms` header when set); `stream_error_after` instead
+    breaks the first `times` streamed attempts with an error event after that many chunks.
+    Later attempts answer normally. `delay_ms` waits before answering, `stream_delay_ms`
+    between streamed chunks. `usage` overrides the chars/4 token estimate.
+    """
+
+    content: str = ""
+    tool_calls: tuple[ScriptToolCall, ...] = ()
+    delay_ms: int = 0
+    stream_delay_ms: int = 0
+    status: int | None = None
+    stream_error_after: int | None = None
+    times: int = 1
+    retry_after_ms: int | None = None
+    usage: Usage | None = None
+
+
+class Script(msgspec.Struct, frozen=True, kw_only=True):
+    """The body of `POST /_scripts`."""
+
+    key: str
+    steps: tuple[ScriptStep, ...]
+
+
+# --- replies -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    status: int
+    message: str
+    retry_after_ms: int | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    id: str
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+    delay: float = 0.0
+    stream_delay: float | None = None  # None: the server's default pacing
+    stream_error_after: int | None = None
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
+
+
+def _conversation(request: ChatRequest) -> Iterable[str]:
+    """The text that identifies a conversation: its system and user messages."""
+    return (m.text for m in request.messages if m.role in ("system", "user", "developer"))
+
+
+def _input_tokens(request: ChatRequest) -> int:
+    chars = 0
+    for m in request.messages:
+        chars += len(m.text)
+        chars += sum(len(c.function.name) + len(c.function.arguments) for c in m.tool_calls or ())
+    return math.ceil(chars / 4)
+
+
+def _reply(
+    request: ChatRequest,
+    key: str,
+    content: str,
+    calls: Sequence[tuple[str, str]],
+    usage: Usage | None = None,
+    **timing: Any,
+) -> Reply:
+    step = request.step
+    # Same key, step and conversation give the same ids; other threads get other ids.
+    digest = _digest(key, str(step), *_conversation(request))
+    tool_calls = tuple(
+        ToolCall(id=f"call_{step}_{i}_{digest[:8]}", name=name, arguments=args)
+        for i, (name, args) in enumerate(calls)
+    )
+    if usage is None:
+        output = content + "".join(c.name + c.arguments for c in tool_calls)
+        usage = Usage(input_tokens=_input_tokens(request), output_tokens=estimate_tokens(output))
+    return Reply(
+        id=f"chatcmpl-{digest}",
+        content=content,
+        tool_calls=tool_calls,
+        usage=usage,
+        **timing,
+    )
+
+
+class ScriptBook:
+    """Scripts by key, and how often each scripted failure has been served."""
+
+    def __init__(self) -> None:
+        self._scripts: dict[str, tuple[ScriptStep, ...]] = {}
+        self._failures: Counter[tuple[str, int]] = Counter()
+
+    def add(self, key: str, steps: Sequence[ScriptStep | Mapping[str, Any]]) -> None:
+        if not key:
+            raise ValueError("a script key must not be empty: it would match every request")
+        # Steps built in Python may hold plain dicts (`tool_calls=[{"name": ...}]`), which a
+        # Struct does not check on init: a round trip through builtins validates every step.
+        self._scripts[key] = tuple(
+            msgspec.convert(msgspec.to_builtins(s), ScriptStep) for s in steps
+        )
+        self._failures = Counter({k: n for k, n in self._failures.items() if k[0] != key})
+
+    def clear(self, key: str | None = None) -> None:
+        if key is None:
+            self._scripts.clear()
+            self._failures.clear()
+            return
+        self._scripts.pop(key, None)
+        self._failures = Counter({k: n for k, n in self._failures.items() if k[0] != key})
+
+    def match(self, request: ChatRequest) -> str | None:
+        """The script whose key occurs in a system or user message; the longest key wins."""
+        texts = list(_conversation(request))
+        found = [k for k in self._scripts if any(k in t for t in texts)]
+        return max(found, key=lambda k: (len(k), k)) if found else None
+
+    def answer(self, request: ChatRequest) -> Reply | Failure:
+        key = self.match(request)
+        if key is None:
+            return demo_reply(request)
+        steps = self._scripts[key]
+        step_index = request.step
+        if step_index >= len(steps):
+            return _reply(request, key, "done", ())
+        step = steps[step_index]
+        delay = step.delay_ms / 1000
+        failing = self._failures[(key, step_index)] < step.times
+        if step.status is not None and failing:
+            self._failures[(key, step_index)] += 1
+            return Failure(
+                status=step.status,
+                message=f"scripted failure {self._failures[(key, step_index)]}/{step.times} "
+                f"of step {step_index} of script {key!r}",
+                retry_after_ms=step.retry_after_ms,
+                delay=delay,
+            )
+        stream_error_after = None
+        if step.stream_error_after is not None and failing and request.stream:
+            self._failures[(key, step_index)] += 1
+            stream_error_after = step.stream_error_after
+        return _reply(
+            request,
+            key,
+            step.content,
+            [(c.name, c.arguments_json()) for c in step.tool_calls],
+            step.usage,
+            delay=delay,
+            stream_delay=step.stream_delay_ms / 1000 if step.stream_delay_ms else None,
+            stream_error_after=stream_error_after,
+        )
+
+
+# --- the offline demo agent --------------------------------------------------------------
+
+
+def _shorten(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def demo_reply(request: ChatRequest) -> Reply:
+    """Plan with write_todos, write notes.md with write_file, then answer; each if offered."""
+    asks = [m.text for m in request.messages if m.role == "user" and m.text.strip()]
+    ask = asks[-1] if asks else "your request"
+    short = _shorten(ask, 80)
+    offered = request.tool_names
+    called = request.called()
+    if "write_todos" in offered and "write_todos" not in called:
+        todos = [{"content": f"Understand the request: {short}", "status": "in_progress"}]
+        if "write_file" in offered:
+            todos.append({"content": "Write notes.md with a short summary", "status": "pending"})
+        todos.append({"content": "Report back with the result", "status": "pending"})
+        args = json.dumps({"todos": todos}, ensure_ascii=False)
+        return _reply(request, "", "Let me plan this first.", [("write_todos", args)])
+    if "write_file" in offered and "write_file" not in called:
+        notes = f"# Notes\n\n## Request\n\n{_shorten(ask, 400)}\n\n## Summary\n\n- {short}\n"
+        args = json.dumps({"path": "notes.md", "content": notes}, ensure_ascii=False)
+        return _reply(request, "", "Writing my notes to notes.md.", [("write_file", args)])
+    done = []
+    if "write_todos" in called:
+        done.append("planned the work")
+    if "write_file" in called:
+        done.append("wrote notes.md")
+    did = f"I {' and '.join(done)}" if done else "I looked at your request"
+    return _reply(request, "", f"Done. {did}: {short}", ())
+
+
+# --- chunking ----------------------------------------------------------------------------
+
+_WORDS = re.compile(r"\s*\S+|\s+$")
+
+
+def text_chunks(text: str) -> list[str]:
+    """Word-sized pieces whose concatenation is `text`."""
+    return _WORDS.findall(text)
+
+
+def argument_fragments(arguments: str) -> list[str]:
+    """At least two pieces, as OpenAI streams arguments in fragments."""
+    size = max(1, math.ceil(len(arguments) / 3))
+    pieces = [arguments[i : i + size] for i in range(0, len(arguments), size)]
+    while len(pieces) < 2:
+        pieces.append("")
+    return pieces

@@ -1,0 +1,186 @@
+"""A running agent system in the test process: registry, runtime and tools services over the
+session's real NATS, with the fake model over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from contracts.commands import (
+    ApproveToolCalls,
+    CancelRun,
+    CreateAgency,
+    CreateThread,
+    InvokeThread,
+)
+from contracts.events import BlueprintSpec, ChatMessage, ToolCall
+from contracts.events.run import RUN_TERMINAL_TYPES
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import RecordedEvent
+from services.agents.system import AgentSystem
+from services.agents.tools import ToolContext, define_tool
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.stack import StackConfig, run_stack
+from tests.helpers import assert_eventually
+
+LOOKUP_CALLS: list[dict[str, Any]] = []
+
+
+async def lookup(args: dict[str, Any], ctx: ToolContext) -> str:
+    """Look a word up."""
+    LOOKUP_CALLS.append(args)
+    return f"definition of {args.get('word')}"
+
+
+def make_system() -> AgentSystem:
+    tool = define_tool(
+        lookup,
+        parameters={"type": "object", "properties": {"word": {"type": "string"}}},
+    )
+    return (
+        AgentSystem()
+        .defaults()
+        .add_tool(tool, ["lookup"])
+        .add_agent(
+            BlueprintSpec(
+                name="worker",
+                prompt="You are a test worker.",
+                tags=("default", "lookup", "hitl"),
+                config={"hitl": {"tools": ["lookup_guarded"]}, "maxSteps": 8},
+            )
+        )
+        .add_agent(
+            BlueprintSpec(
+                name="approver",
+                prompt="You need approval.",
+                tags=("default", "lookup", "hitl"),
+                config={"hitl": {"tools": ["lookup"]}},
+            )
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+async def llm() -> AsyncIterator[FakeLLMServer]:
+    async with FakeLLMServer(instant=True) as server:
+        yield server
+
+
+@dataclass
+class Agents:
+    bus: Bus
+    tenant: str
+    agency: str
+    llm: FakeLLMServer
+
+    async def thread(self, agent_type: str = "worker") -> str:
+        thread = new_id()
+        await self.bus.commands.send(
+            self.tenant, CreateThread(agency_id=self.agency, thread_id=thread, agent_type=agent_type)
+        )
+
+        async def created() -> None:
+            assert await self.bus.store.read(self.tenant, "thread", thread)
+
+        await assert_eventually(created)
+        return thread
+
+    async def invoke(
+        self, thread: str, text: str, *, key: str | None = None, strategy: str = "queue"
+    ) -> str:
+        run_id = "run_" + new_id()
+        await self.bus.commands.send(
+            self.tenant,
+            InvokeThread(
+                agency_id=self.agency,
+                thread_id=thread,
+                run_id=run_id,
+                messages=(ChatMessage(role="user", content=text),),
+                strategy=strategy,  # type: ignore[arg-type]
+            ),
+            idempotency_key=key,
+        )
+        return run_id
+
+    async def approve(
+        self, thread: str, approved: bool, modified: tuple[ToolCall, ...] | None = None
+    ) -> None:
+        await self.bus.commands.send(
+            self.tenant,
+            ApproveToolCalls(
+                agency_id=self.agency, thread_id=thread, approved=approved, modified_tool_calls=modified
+            ),
+        )
+
+    async def cancel(self, thread: str) -> None:
+        await self.bus.commands.send(
+            self.tenant, CancelRun(agency_id=self.agency, thread_id=thread, reason="test")
+        )
+
+    async def events(self, thread: str) -> list[RecordedEvent]:
+        return await self.bus.store.read(self.tenant, "thread", thread)
+
+    async def wait_for(
+        self, thread: str, check: Callable[[list[RecordedEvent]], bool], timeout: float = 20
+    ) -> list[RecordedEvent]:
+        async def ready() -> list[RecordedEvent]:
+            events = await self.events(thread)
+            assert check(events), [e.type for e in events]
+            return events
+
+        return await assert_eventually(ready, timeout=timeout)
+
+    async def wait_terminal(self, thread: str, count: int = 1, timeout: float = 20) -> list[RecordedEvent]:
+        return await self.wait_for(
+            thread, lambda es: sum(e.type in RUN_TERMINAL_TYPES for e in es) >= count, timeout
+        )
+
+
+@asynccontextmanager
+async def running_agents(
+    bus: Bus,
+    nats_url: str,
+    tenant: str,
+    llm: FakeLLMServer,
+    *,
+    services: tuple[str, ...] = ("registry", "runtime", "tools"),
+    system: AgentSystem | None = None,
+    runtime_ack_wait: float = 30.0,
+) -> AsyncIterator[Agents]:
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    stop = asyncio.Event()
+    config = StackConfig(
+        nats_url=nats_url,
+        database_url="unused",
+        system=system or make_system(),
+        provider=provider,
+        services=services,
+        runtime_ack_wait=runtime_ack_wait,
+    )
+    task = asyncio.create_task(run_stack(config, stop))
+    agency = new_id()
+    await bus.commands.send(tenant, CreateAgency(agency_id=agency, name="test agency"))
+
+    async def agency_exists() -> None:
+        assert await bus.store.read(tenant, "agency", agency)
+
+    try:
+        await assert_eventually(agency_exists)
+        yield Agents(bus=bus, tenant=tenant, agency=agency, llm=llm)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=15)
+        await provider.close()
+
+
+@pytest.fixture
+async def agents(bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer) -> AsyncIterator[Agents]:
+    async with running_agents(bus, nats_url, tenant, llm) as running:
+        yield running

@@ -1,0 +1,152 @@
+"""A service SIGKILLed mid-run and restarted: the run still ends in exactly one terminal
+event, with no duplicate tool result and no gap in the thread's sequence."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from contracts.events.run import RUN_TERMINAL_TYPES
+from infra.endpoints import Endpoints, write_endpoints
+from infra.jetstream.connection import Bus
+from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
+from tests.runtime.apps import build as build_app
+from tests.runtime.conftest import Agents, running_agents
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.runtime.apps:system"
+
+
+class ServiceProcess:
+    """`agency serve NAME` as a child process that a test can SIGKILL."""
+
+    def __init__(self, name: str, data_dir: Path, *extra: str) -> None:
+        self._argv = [
+            sys.executable, "-m", "services.cli.main", "serve", name,
+            "--data-dir", str(data_dir), "--app", APP, *extra,
+        ]  # fmt: skip
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        self.proc = await asyncio.create_subprocess_exec(
+            *self._argv, cwd=REPO, env=env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+
+    async def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(self.proc.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), timeout=15)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, nats_url: str, database_url: str, llm: FakeLLMServer) -> Path:
+    write_endpoints(
+        tmp_path,
+        Endpoints(
+            pid=os.getpid(),
+            nats_url=nats_url,
+            database_url=database_url,
+            extra={"fake_llm_url": llm.base_url},
+        ),
+    )
+    return tmp_path
+
+
+@pytest.fixture
+async def process_cleanup() -> AsyncIterator[list[ServiceProcess]]:
+    started: list[ServiceProcess] = []
+    yield started
+    for process in started:
+        await process.stop()
+
+
+def assert_settled(events: list, call_ids: set[str]) -> None:  # type: ignore[type-arg]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+    results = Counter(
+        e.payload.tool_call_id for e in events if e.type in ("tool.output", "tool.error")
+    )
+    assert set(results) == call_ids
+    assert all(n == 1 for n in results.values()), results
+
+
+async def test_runtime_killed_mid_run_resumes_on_restart(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, data_dir: Path,
+    process_cleanup: list[ServiceProcess],
+) -> None:  # fmt: skip
+    key = "kill-runtime-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "one"}}]),
+        ScriptStep(content="thinking slowly", delay_ms=2500),
+        ScriptStep(content="finished after the crash"),
+    ])  # fmt: skip
+    runtime = ServiceProcess("runtime", data_dir, "--ack-wait", "2")
+    process_cleanup.append(runtime)
+    await runtime.start()
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "tools"), system=build_app()
+    ) as agents:
+        thread = await agents.thread()
+        await agents.invoke(thread, key)
+        # The second model call is in flight (the tool result has come back): kill now.
+        await agents.wait_for(
+            thread, lambda es: [e.type for e in es].count("model.started") == 2, timeout=30
+        )
+        await runtime.kill()
+        await runtime.start()
+        events = await agents.wait_terminal(thread, timeout=40)
+        await asyncio.sleep(1.0)  # anything a duplicate worker would add arrives by now
+        events = await agents.events(thread)
+    tool_calls = {e.payload.call.id for e in events if e.type == "tool.requested"}
+    assert_settled(events, tool_calls)
+    kinds = [e.type for e in events]
+    # The call cut short by the kill was made again by the restarted worker.
+    assert kinds.count("model.started") == 3 and kinds.count("model.completed") == 2
+
+
+async def test_tools_service_killed_mid_call_gives_one_result(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, data_dir: Path,
+    process_cleanup: list[ServiceProcess],
+) -> None:  # fmt: skip
+    key = "kill-tools-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "slow_lookup", "arguments": {"word": "two", "seconds": 3}}]),
+        ScriptStep(content="done"),
+    ])  # fmt: skip
+    tools = ServiceProcess("tools", data_dir, "--ack-wait", "2")
+    process_cleanup.append(tools)
+    await tools.start()
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "runtime"), system=build_app()
+    ) as agents:
+        thread = await agents.thread()
+        await agents.invoke(thread, key)
+        await agents.wait_for(thread, lambda es: "tool.started" in [e.type for e in es], timeout=30)
+        await tools.kill()
+        await tools.start()
+        events = await agents.wait_terminal(thread, timeout=60)
+        await asyncio.sleep(1.0)
+        events = await agents.events(thread)
+    tool_calls = {e.payload.call.id for e in events if e.type == "tool.requested"}
+    assert_settled(events, tool_calls)
+    # The first attempt died with the service; the restarted one ran the call again.
+    assert [e.type for e in events].count("tool.started") == 2

@@ -1,0 +1,189 @@
+"""The agent loop end to end: real NATS, real services, the fake model over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+from contracts.events import (
+    HitlInterrupt,
+    MessageAppended,
+    RunCompleted,
+    ToolCall,
+    ToolOutput,
+)
+from contracts.events.run import RUN_TERMINAL_TYPES
+from infra.jetstream.records import RecordedEvent
+from services.llm.fake_scripts import ScriptStep
+from tests.runtime.conftest import Agents
+
+
+def types(events: list[RecordedEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+def assert_gapless(events: list[RecordedEvent]) -> None:
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def terminals(events: list[RecordedEvent]) -> list[str]:
+    return [e.type for e in events if e.type in RUN_TERMINAL_TYPES]
+
+
+async def test_run_with_state_and_external_tools_completes(agents: Agents) -> None:
+    key = "script-" + agents.tenant
+    agents.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[{"name": "write_todos", "arguments": {"todos": [{"content": "look up", "status": "in_progress"}]}}]),
+            ScriptStep(tool_calls=[
+                {"name": "lookup", "arguments": {"word": "agent"}},
+                {"name": "write_file", "arguments": {"path": "notes.md", "content": "# notes"}},
+            ]),
+            ScriptStep(content="All done."),
+        ],
+    )  # fmt: skip
+    thread = await agents.thread()
+    await agents.invoke(thread, f"please work {key}")
+    events = await agents.wait_terminal(thread)
+
+    assert_gapless(events)
+    assert terminals(events) == ["run.completed"]
+    completed = next(e.payload for e in events if isinstance(e.payload, RunCompleted))
+    assert completed.result == "All done."
+    outputs = {e.payload.tool_name: e.payload.output for e in events if isinstance(e.payload, ToolOutput)}
+    assert outputs["lookup"] == "definition of agent"
+    assert "notes.md" in outputs["write_file"]
+    assert types(events).count("tool.requested") == 1  # only the external tool leaves the runtime
+    assert "todos.written" in types(events) and "file.written" in types(events)
+    roles = [e.payload.message.role for e in events if isinstance(e.payload, MessageAppended)]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+
+
+async def test_same_idempotency_key_starts_one_run(agents: Agents) -> None:
+    agents.llm.script("idem-" + agents.tenant, [ScriptStep(content="hello")])
+    thread = await agents.thread()
+    await agents.invoke(thread, "idem-" + agents.tenant, key="k1")
+    await agents.invoke(thread, "idem-" + agents.tenant, key="k1")
+    events = await agents.wait_terminal(thread)
+    await agents.invoke(thread, "idem-" + agents.tenant, key="k1")
+    again = await agents.wait_for(thread, lambda es: len(es) >= len(events))
+    assert types(again).count("request.accepted") == 1
+    assert terminals(again) == ["run.completed"]
+
+
+async def test_second_invoke_is_queued_and_runs_after_the_first(agents: Agents) -> None:
+    key = "queue-" + agents.tenant
+    agents.llm.script(key, [ScriptStep(content="first answer", delay_ms=300), ScriptStep(content="second answer")])
+    thread = await agents.thread()
+    first = await agents.invoke(thread, key)
+    second = await agents.invoke(thread, key)
+    events = await agents.wait_terminal(thread, count=2)
+    assert_gapless(events)
+    started = [e.payload.run_id for e in events if e.type == "run.started"]  # type: ignore[attr-defined]
+    completed = [e.payload.run_id for e in events if e.type == "run.completed"]  # type: ignore[attr-defined]
+    assert started == [first, second] and completed == [first, second]
+    # The second run started only after the first completed.
+    seq = {(e.type, getattr(e.payload, "run_id", None)): e.seq for e in events}
+    assert seq[("run.started", second)] > seq[("run.completed", first)]
+
+
+async def test_reject_strategy_refuses_while_a_run_is_active(agents: Agents) -> None:
+    key = "reject-" + agents.tenant
+    agents.llm.script(key, [ScriptStep(content="slow", delay_ms=500)])
+    thread = await agents.thread()
+    await agents.invoke(thread, key)
+    await agents.wait_for(thread, lambda es: "run.started" in types(es))
+    await agents.invoke(thread, key, strategy="reject")
+    events = await agents.wait_for(
+        thread, lambda es: {"request.rejected", "run.completed"} <= set(types(es))
+    )
+    assert "request.rejected" in types(events)
+    assert terminals(events) == ["run.completed"]
+
+
+async def test_hitl_approve_runs_the_call(agents: Agents) -> None:
+    key = "hitl-ok-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "approved"}}]),
+        ScriptStep(content="finished"),
+    ])  # fmt: skip
+    thread = await agents.thread("approver")
+    await agents.invoke(thread, key)
+    paused = await agents.wait_for(thread, lambda es: "run.paused" in types(es))
+    assert "tool.requested" not in types(paused)
+    await agents.approve(thread, approved=True)
+    events = await agents.wait_terminal(thread)
+    outputs = [e.payload.output for e in events if isinstance(e.payload, ToolOutput)]
+    assert outputs == ["definition of approved"]
+    assert terminals(events) == ["run.completed"]
+    assert_gapless(events)
+
+
+async def test_hitl_modified_call_runs_with_the_new_arguments(agents: Agents) -> None:
+    key = "hitl-mod-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "original"}}]),
+        ScriptStep(content="finished"),
+    ])  # fmt: skip
+    thread = await agents.thread("approver")
+    await agents.invoke(thread, key)
+    paused = await agents.wait_for(thread, lambda es: "run.paused" in types(es))
+    proposed = next(e.payload for e in paused if isinstance(e.payload, HitlInterrupt))
+    call = proposed.proposed_tool_calls[0]
+    await agents.approve(
+        thread, approved=True, modified=(ToolCall(id=call.id, name="lookup", arguments='{"word": "edited"}'),)
+    )
+    events = await agents.wait_terminal(thread)
+    outputs = [e.payload.output for e in events if isinstance(e.payload, ToolOutput)]
+    assert outputs == ["definition of edited"]
+
+
+async def test_hitl_reject_answers_the_call_without_running_it(agents: Agents) -> None:
+    key = "hitl-no-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "never"}}]),
+        ScriptStep(content="understood"),
+    ])  # fmt: skip
+    thread = await agents.thread("approver")
+    await agents.invoke(thread, key)
+    await agents.wait_for(thread, lambda es: "run.paused" in types(es))
+    await agents.approve(thread, approved=False)
+    events = await agents.wait_terminal(thread)
+    assert "tool.requested" not in types(events)
+    tool_messages = [
+        e.payload.message for e in events
+        if isinstance(e.payload, MessageAppended) and e.payload.message.role == "tool"
+    ]  # fmt: skip
+    assert len(tool_messages) == 1 and "rejected" in tool_messages[0].content
+    assert terminals(events) == ["run.completed"]
+
+
+async def test_cancel_mid_model_call_stops_the_run(agents: Agents) -> None:
+    key = "cancel-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(content="never seen", delay_ms=3000),
+        ScriptStep(content="also never"),
+    ])  # fmt: skip
+    thread = await agents.thread()
+    await agents.invoke(thread, key)
+    await agents.wait_for(thread, lambda es: "model.started" in types(es))
+    await agents.cancel(thread)
+    events = await agents.wait_terminal(thread)
+    assert terminals(events) == ["run.canceled"]
+    canceled_at = next(e.seq for e in events if e.type == "run.canceled")
+    # Past the scripted delay, the aborted call must still not have reached the log.
+    await asyncio.sleep(3.5)
+    later = await agents.events(thread)
+    assert not [e for e in later if e.seq > canceled_at and e.type.startswith(("model.", "tool."))]
+    assert "model.completed" not in types(later)
+    assert_gapless(later)
+
+
+async def test_step_limit_ends_the_run_with_an_error(agents: Agents) -> None:
+    key = "loop-" + agents.tenant
+    agents.llm.script(key, [ScriptStep(tool_calls=[{"name": "ls", "arguments": {}}])] * 20)
+    thread = await agents.thread()
+    await agents.invoke(thread, key)
+    events = await agents.wait_terminal(thread)
+    assert terminals(events) == ["run.error"]
+    assert types(events).count("model.completed") == 8

@@ -1,0 +1,489 @@
+"""The tools service against a real NATS: one result per call id, timeouts, retries, poison.
+
+The durable consumer is shared by every test of the session, so a service may also meet
+other tests' requests; tools record calls per tenant and assertions look at one tenant only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from contracts.codec import encode
+from contracts.envelope import Envelope, utc_now
+from contracts.events import (
+    ToolCall,
+    ToolError,
+    ToolOutput,
+    ToolRequested,
+    ToolStarted,
+)
+from contracts.ids import new_id
+from contracts.subjects import DEAD_LETTER_STREAM, event_subject
+from infra.jetstream.connection import Bus
+from infra.jetstream.deadletter import DETAIL_HEADER, REASON_HEADER, SUBJECT_HEADER
+from infra.jetstream.errors import ConcurrencyError
+from infra.jetstream.records import RecordedEvent
+from services.agents.system import AgentSystem
+from services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, define_tool
+from services.tools import ToolsService, run_tools_service
+from tests.helpers import assert_eventually
+
+Start = Callable[..., Awaitable[None]]
+Calls = list[tuple[str, str, int]]  # (tenant, call id, attempt)
+
+
+@pytest.fixture
+async def start(bus: Bus) -> AsyncIterator[Start]:
+    """Start a tools service for the test; it is stopped, within a bound, at the end."""
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(system: AgentSystem, **options: Any) -> None:
+        service = ToolsService(
+            bus,
+            system,
+            redelivery_backoff=(0.05,),
+            tool_backoff=(0.01,),
+            shutdown_grace=1.0,
+            poll_interval=0.1,
+            **options,
+        )
+        tasks.append(asyncio.create_task(service.run(stop)))
+
+    yield start
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+
+
+def recording(calls: Calls, fn: Callable[[dict[str, Any], ToolContext], Any]) -> Any:
+    async def tool(args: dict[str, Any], ctx: ToolContext) -> Any:
+        calls.append((ctx.tenant_id, ctx.call_id, ctx.attempt))
+        return await fn(args, ctx)
+
+    return tool
+
+
+def system_of(*tools: Tool) -> AgentSystem:
+    system = AgentSystem()
+    for tool in tools:
+        system.add_tool(tool, ["t"])
+    return system
+
+
+async def append(bus: Bus, tenant: str, thread: str, *payloads: Any) -> None:
+    """Append after whatever the thread holds; the service may be writing to it too."""
+    for _ in range(20):
+        position = await bus.store.last_position(tenant, "thread", thread)
+        try:
+            await bus.store.append(tenant, "thread", thread, list(payloads), expected=position)
+        except ConcurrencyError:
+            continue
+        return
+    raise AssertionError(f"could not append to thread {thread}")
+
+
+def requested(call_id: str, name: str, arguments: str = "{}", **options: Any) -> ToolRequested:
+    return ToolRequested(
+        run_id="run-1",
+        step=1,
+        call=ToolCall(id=call_id, name=name, arguments=arguments),
+        **options,
+    )
+
+
+async def call_events(bus: Bus, tenant: str, thread: str, call_id: str) -> list[RecordedEvent]:
+    events = await bus.store.read(tenant, "thread", thread)
+    return [e for e in events if getattr(e.payload, "tool_call_id", None) == call_id]
+
+
+async def result_of(bus: Bus, tenant: str, thread: str, call_id: str) -> ToolOutput | ToolError:
+    """The call's one result, once there is one; fails on a second."""
+    events = await call_events(bus, tenant, thread, call_id)
+    results = [e.payload for e in events if isinstance(e.payload, ToolOutput | ToolError)]
+    assert len(results) == 1, f"results of {call_id}: {results}"
+    result = results[0]
+    assert isinstance(result, ToolOutput | ToolError)
+    return result
+
+
+async def started_attempts(bus: Bus, tenant: str, thread: str, call_id: str) -> list[int]:
+    events = await call_events(bus, tenant, thread, call_id)
+    return [e.payload.attempt for e in events if isinstance(e.payload, ToolStarted)]
+
+
+async def dead_letters_for(bus: Bus, tenant: str) -> list[tuple[str, str, bytes]]:
+    found = []
+    info = await bus.js.stream_info(DEAD_LETTER_STREAM)
+    if info.state.messages == 0:
+        return found
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await bus.js.get_msg(DEAD_LETTER_STREAM, seq)
+        headers = msg.headers or {}
+        if f"tenant.{tenant}." in headers.get(SUBJECT_HEADER, ""):
+            found.append((headers[REASON_HEADER], headers[DETAIL_HEADER], msg.data or b""))
+    return found
+
+
+async def test_requested_call_is_started_and_answered_once(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    """A sync tool's result becomes one tool.output, after one tool.started."""
+    calls: Calls = []
+
+    def echo(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        calls.append((ctx.tenant_id, ctx.call_id, ctx.attempt))
+        return {"echo": args["text"], "thread": ctx.thread_id}
+
+    await start(system_of(define_tool(echo, name="echo")))
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "echo", '{"text": "héllo"}'))
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolOutput)
+    assert result.output == f'{{"echo": "héllo", "thread": "{thread}"}}'
+    assert (result.run_id, result.tool_name) == ("run-1", "echo")
+    assert await started_attempts(bus, tenant, thread, "c1") == [1]
+    assert [c for c in calls if c[0] == tenant] == [(tenant, "c1", 1)]
+    events = await call_events(bus, tenant, thread, "c1")
+    request_id = (await bus.store.read(tenant, "thread", thread))[0].envelope.event_id
+    assert all(e.envelope.causation_id == request_id for e in events)
+    assert events[-1].envelope.idempotency_key == "tool-result:c1"
+
+
+async def test_request_delivered_three_times_yields_one_result(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    calls: Calls = []
+
+    async def slow_echo(args: dict[str, Any], ctx: ToolContext) -> str:
+        await asyncio.sleep(0.05)
+        return "done"
+
+    await start(system_of(define_tool(recording(calls, slow_echo), name="slow_echo")))
+    thread = new_id()
+    # Three copies at once, then one more after the first has been answered.
+    await append(bus, tenant, thread, *[requested("c1", "slow_echo")] * 3)
+    await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    await append(bus, tenant, thread, requested("c1", "slow_echo"), requested("c2", "slow_echo"))
+
+    await assert_eventually(lambda: result_of(bus, tenant, thread, "c2"))
+    result = await result_of(bus, tenant, thread, "c1")
+    assert isinstance(result, ToolOutput) and result.output == "done"
+    assert sorted(c[1] for c in calls if c[0] == tenant) == ["c1", "c2"]
+
+
+async def test_call_answered_before_the_service_starts_is_not_run_again(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    calls: Calls = []
+
+    async def count(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "ran"
+
+    thread = new_id()
+    await append(bus, tenant, thread, requested("old", "count"))
+    await bus.store.append(
+        tenant,
+        "thread",
+        thread,
+        [ToolOutput(run_id="run-1", tool_call_id="old", tool_name="count", output="earlier")],
+        expected=await bus.store.last_position(tenant, "thread", thread),
+        idempotency_key="tool-result:old",
+    )
+    await append(bus, tenant, thread, requested("new", "count"))
+    # One call at a time: "new" is answered only after "old" has been looked at.
+    await start(system_of(define_tool(recording(calls, count), name="count")), concurrency=1)
+
+    await assert_eventually(lambda: result_of(bus, tenant, thread, "new"))
+    old = await result_of(bus, tenant, thread, "old")
+    assert isinstance(old, ToolOutput) and old.output == "earlier"
+    assert await started_attempts(bus, tenant, thread, "old") == []
+    assert [c[1] for c in calls if c[0] == tenant] == ["new"]
+
+
+async def test_tool_exceeding_its_timeout_is_retried_then_fails(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    calls: Calls = []
+
+    async def hang(args: dict[str, Any], ctx: ToolContext) -> str:
+        await asyncio.sleep(30)
+        return "never"
+
+    tool = define_tool(recording(calls, hang), name="hang", timeout=0.2, max_attempts=2)
+    await start(system_of(tool))
+    thread = new_id()
+    begun = time.monotonic()
+    await append(bus, tenant, thread, requested("c1", "hang", max_attempts=5))
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolError)
+    assert (
+        result.error == "TimeoutError: tool 'hang' timed out after 0.2 s (gave up after 2 attempts)"
+    )
+    assert result.attempts == 2
+    assert await started_attempts(bus, tenant, thread, "c1") == [1, 2]
+    assert [c[2] for c in calls if c[0] == tenant] == [1, 2]
+    assert time.monotonic() - begun < 5
+
+
+async def test_request_timeout_is_stricter_than_the_tools(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    async def hang(args: dict[str, Any], ctx: ToolContext) -> str:
+        await asyncio.sleep(30)
+        return "never"
+
+    await start(system_of(define_tool(hang, name="hang")))
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "hang", timeout_ms=100, max_attempts=1))
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolError) and "timed out after 0.1 s" in result.error
+    assert result.attempts == 1
+
+
+async def test_retryable_failures_then_success_give_one_output(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    calls: Calls = []
+
+    async def flaky(args: dict[str, Any], ctx: ToolContext) -> dict[str, bool]:
+        if ctx.attempt < 3:
+            raise ToolRetryable("busy, try again")
+        return {"ok": True}
+
+    await start(system_of(define_tool(recording(calls, flaky), name="flaky", max_attempts=3)))
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "flaky"))
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolOutput) and result.output == '{"ok": true}'
+    assert await started_attempts(bus, tenant, thread, "c1") == [1, 2, 3]
+    assert [c[2] for c in calls if c[0] == tenant] == [1, 2, 3]
+
+
+async def test_failing_tool_answers_with_its_error_and_the_service_goes_on(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    calls: Calls = []
+
+    async def boom(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise ValueError(f"no weather for {args['city']}")
+
+    async def refuse(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise ToolFailed("permission denied for this folder")
+
+    async def ping(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "pong"
+
+    system = system_of(
+        define_tool(recording(calls, boom), name="boom"),
+        define_tool(recording(calls, refuse), name="refuse"),
+        define_tool(ping, name="ping"),
+    )
+    await start(system)
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "boom", '{"city": "Oslo"}'))
+    await append(bus, tenant, thread, requested("c2", "refuse"), requested("c3", "ping"))
+
+    boom_result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(boom_result, ToolError)
+    assert (boom_result.error, boom_result.attempts) == ("ValueError: no weather for Oslo", 1)
+    refused = await assert_eventually(lambda: result_of(bus, tenant, thread, "c2"))
+    assert isinstance(refused, ToolError) and refused.error == "permission denied for this folder"
+    pong = await assert_eventually(lambda: result_of(bus, tenant, thread, "c3"))
+    assert isinstance(pong, ToolOutput) and pong.output == "pong"
+    # Not transient: no second attempt.
+    assert sorted(c[1:] for c in calls if c[0] == tenant) == [("c1", 1), ("c2", 1)]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "error"),
+    [
+        ("nope", "{}", "unknown tool 'nope'"),
+        ("ping", "{not json", "invalid arguments for tool 'ping': arguments are not valid JSON"),
+        (
+            "ping",
+            "[1, 2]",
+            "invalid arguments for tool 'ping': arguments must be a JSON object, not an array",
+        ),
+    ],
+    ids=["unknown-tool", "invalid-json", "not-an-object"],
+)
+async def test_request_that_cannot_run_is_answered_with_an_error(
+    bus: Bus, tenant: str, start: Start, name: str, arguments: str, error: str
+) -> None:
+    calls: Calls = []
+
+    async def ping(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "pong"
+
+    await start(system_of(define_tool(recording(calls, ping), name="ping")))
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", name, arguments))
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolError) and result.error.startswith(error)
+    assert result.attempts == 0
+    assert await started_attempts(bus, tenant, thread, "c1") == []
+    assert [c for c in calls if c[0] == tenant] == []
+
+
+async def test_garbage_on_the_request_subject_is_dead_lettered_and_service_continues(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    async def ping(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "pong"
+
+    await start(system_of(define_tool(ping, name="ping")))
+    # The garbage goes to a thread of its own: the event store cannot append after an event it
+    # cannot decode (it skips it when reading the thread's position).
+    poisoned, thread = new_id(), new_id()
+    await bus.js.publish(event_subject(tenant, "thread", poisoned, "tool.requested"), b"{garbage")
+    await append(bus, tenant, thread, requested("c1", "ping"))
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolOutput) and result.output == "pong"
+
+    async def dead_lettered() -> list[tuple[str, str, bytes]]:
+        letters = await dead_letters_for(bus, tenant)
+        assert len(letters) == 1
+        return letters
+
+    [(reason, detail, data)] = await assert_eventually(dead_lettered)
+    assert reason == "undecodable" and "cannot decode" in detail
+    assert data == b"{garbage"
+
+
+async def test_request_naming_another_tenant_than_its_subject_is_refused(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    """The envelope cannot steer the service into another tenant's thread."""
+    calls: Calls = []
+
+    async def ping(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "pong"
+
+    await start(system_of(define_tool(recording(calls, ping), name="ping")))
+    victim = "t" + new_id().lower()
+    thread = new_id()
+    forged = Envelope(
+        event_id=new_id(),
+        tenant_id=victim,
+        aggregate="thread",
+        aggregate_id=thread,
+        seq=1,
+        ts=utc_now(),
+        type="tool.requested",
+        version=1,
+        payload=requested("c1", "ping"),
+    )
+    await bus.js.publish(event_subject(tenant, "thread", thread, "tool.requested"), encode(forged))
+
+    async def dead_lettered() -> list[tuple[str, str, bytes]]:
+        letters = await dead_letters_for(bus, tenant)
+        assert len(letters) == 1
+        return letters
+
+    [(reason, detail, _)] = await assert_eventually(dead_lettered)
+    assert reason == "undecodable" and "does not match its subject" in detail
+    assert await bus.store.read(victim, "thread", thread) == []
+    assert [c for c in calls if c[0] in (tenant, victim)] == []
+
+
+class _BrokenLookup(AgentSystem):
+    """A system whose tool lookup fails: a failure of the service, not of a tool."""
+
+    def external_tool(self, name: str) -> Tool | None:
+        if name == "explode":
+            raise RuntimeError("tool registry unavailable")
+        return super().external_tool(name)
+
+
+async def test_service_failure_is_retried_then_dead_lettered_and_answered(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    async def ping(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "pong"
+
+    system = _BrokenLookup().add_tool(define_tool(ping, name="ping"), ["t"])
+    await start(system)
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "explode"), requested("c2", "ping"))
+
+    pong = await assert_eventually(lambda: result_of(bus, tenant, thread, "c2"))
+    assert isinstance(pong, ToolOutput)
+
+    async def dead_lettered() -> list[tuple[str, str, bytes]]:
+        letters = await dead_letters_for(bus, tenant)
+        assert len(letters) == 1
+        return letters
+
+    [(reason, detail, _)] = await assert_eventually(dead_lettered)
+    assert (reason, detail) == ("exhausted", "RuntimeError: tool registry unavailable")
+    failed = await result_of(bus, tenant, thread, "c1")
+    assert isinstance(failed, ToolError)
+    assert failed.error == (
+        "the tools service could not run this call (RuntimeError: tool registry unavailable)"
+    )
+
+
+async def test_call_interrupted_by_a_stop_is_resumed_by_the_next_service(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    """Cancelled at shutdown, the request goes back to the broker; the attempt count goes on."""
+    calls: Calls = []
+
+    async def slow_first(args: dict[str, Any], ctx: ToolContext) -> str:
+        if ctx.attempt == 1:
+            await asyncio.sleep(30)
+        return f"done on attempt {ctx.attempt}"
+
+    system = system_of(define_tool(recording(calls, slow_first), name="slow_first"))
+    first_stop = asyncio.Event()
+    first = asyncio.create_task(
+        ToolsService(bus, system, shutdown_grace=0.1, poll_interval=0.1).run(first_stop)
+    )
+    thread = new_id()
+
+    async def running() -> None:
+        assert await started_attempts(bus, tenant, thread, "c1") == [1]
+
+    try:
+        await append(bus, tenant, thread, requested("c1", "slow_first"))
+        await assert_eventually(running)
+    finally:
+        first_stop.set()
+        await asyncio.wait_for(first, timeout=5)
+    await start(system)
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolOutput) and result.output == "done on attempt 2"
+    assert await started_attempts(bus, tenant, thread, "c1") == [1, 2]
+    assert [c[2] for c in calls if c[0] == tenant] == [1, 2]
+
+
+async def test_run_tools_service_owns_its_connection(bus: Bus, tenant: str, nats_url: str) -> None:
+    async def ping(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "pong"
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_tools_service(
+            nats_url, "postgresql://unused", stop, system_of(define_tool(ping, name="ping"))
+        )
+    )
+    thread = new_id()
+    try:
+        await append(bus, tenant, thread, requested("c1", "ping"))
+        result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+        assert isinstance(result, ToolOutput) and result.output == "pong"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
