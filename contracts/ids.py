@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 
 from ulid import ULID
@@ -19,6 +21,13 @@ _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 def new_id() -> str:
     """A ULID: sortable by creation time, unique without coordination."""
     return str(ULID())
+
+
+def derived_id(prefix: str, *parts: str) -> str:
+    """A deterministic id from the parts: the same inputs name the same thing, so a redelivered
+    message re-creates nothing (a child thread spawned by a tool call, its first run)."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return prefix + base64.b32encode(digest).decode().rstrip("=").lower()[:26]
 
 
 def validate_token(kind: str, value: str) -> str:

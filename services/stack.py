@@ -12,6 +12,7 @@ from services.llm.provider import Provider
 from services.projector.service import run_projector
 from services.registry.service import run_registry
 from services.runtime.service import run_runtime
+from services.subagents.service import run_coordinator
 from services.tools.service import run_tools_service
 
 ServiceRunner = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
@@ -23,7 +24,7 @@ class StackConfig:
     database_url: str
     system: AgentSystem
     provider: Provider
-    services: tuple[str, ...] = ("registry", "runtime", "tools", "projector")
+    services: tuple[str, ...] = ("registry", "runtime", "tools", "subagents", "projector")
     # Seconds before work a killed worker held is redelivered to another.
     runtime_ack_wait: float = 30.0
     tools_ack_wait: float = 30.0
@@ -39,6 +40,9 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
         ),
         "tools": lambda stop: run_tools_service(
             c.nats_url, c.database_url, stop, c.system, ack_wait=c.tools_ack_wait
+        ),
+        "subagents": lambda stop: run_coordinator(
+            c.nats_url, c.database_url, stop, c.system, ack_wait=c.runtime_ack_wait
         ),
         "projector": lambda stop: run_projector(c.nats_url, c.database_url, stop),
     }

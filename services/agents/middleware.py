@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall
-from services.agents.tools import StateTool, Tool, ToolSpec
+from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
 
 if TYPE_CHECKING:
     from services.runtime.state import ThreadState
@@ -68,6 +68,9 @@ class Middleware:
         return ()
 
     def tools(self) -> tuple[Tool, ...]:
+        return ()
+
+    def subagent_tools(self) -> tuple[SubagentTool, ...]:
         return ()
 
     def state(self, state: ThreadState) -> dict[str, Any]:

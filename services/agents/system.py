@@ -20,7 +20,7 @@ from typing import Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec
 from services.agents.middleware import Middleware
-from services.agents.tools import StateTool, Tool
+from services.agents.tools import StateTool, SubagentTool, Tool
 
 DEFAULT_MODEL = "openai:gpt-4.1-mini"
 DEFAULT_APP = "services.agents.default:system"
@@ -33,6 +33,7 @@ class SystemLoadError(Exception):
 
 
 T = TypeVar("T")
+AnyTool = Tool | StateTool | SubagentTool
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +77,16 @@ class AgentSystem:
         tags = set(blueprint.tags)
         return [m.item for m in self._middleware if m.tags & tags]
 
-    def tools_for(self, blueprint: BlueprintSpec) -> dict[str, Tool | StateTool]:
+    def tools_for(self, blueprint: BlueprintSpec) -> dict[str, AnyTool]:
         """Tools whose tags meet the blueprint's, plus those its middleware brings."""
         tags = set(blueprint.tags)
-        chosen: dict[str, Tool | StateTool] = {
-            t.item.name: t.item for t in self._tools if t.tags & tags
-        }
+        chosen: dict[str, AnyTool] = {t.item.name: t.item for t in self._tools if t.tags & tags}
         for middleware in self.middleware_for(blueprint):
-            brought: tuple[Tool | StateTool, ...] = (*middleware.tools(), *middleware.state_tools())
+            brought: tuple[AnyTool, ...] = (
+                *middleware.tools(),
+                *middleware.state_tools(),
+                *middleware.subagent_tools(),
+            )
             for tool in brought:
                 chosen[tool.name] = tool
         return chosen

@@ -138,3 +138,14 @@ class StateTool:
     @property
     def name(self) -> str:
         return self.spec.name
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentTool:
+    """A tool whose call spawns a child thread; the subagent coordinator runs it."""
+
+    spec: ToolSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name

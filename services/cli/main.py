@@ -18,6 +18,7 @@ from services.cli import (
     infra_cmd,
     projections_cmd,
     serve_cmd,
+    threads_cmd,
     up_cmd,
 )
 from services.observability.logging import configure_logging
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agency", description="Run LLM agents on an event-sourced backend."
     )
     groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
-    for module in (up_cmd, demo_cmd, infra_cmd, serve_cmd, events_cmd, projections_cmd, contracts_cmd):
+    for module in (up_cmd, demo_cmd, infra_cmd, serve_cmd, threads_cmd, events_cmd, projections_cmd, contracts_cmd):
         module.register(groups)
     return parser
 

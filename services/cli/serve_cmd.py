@@ -11,7 +11,7 @@ from services.cli.signals import stop_on_signals
 from services.llm.provider import provider_from_env
 from services.stack import StackConfig, service_runners
 
-SERVICES = ("registry", "runtime", "tools", "projector")
+SERVICES = ("registry", "runtime", "tools", "subagents", "projector")
 
 
 def register(groups: Any) -> None:
@@ -23,7 +23,7 @@ def register(groups: Any) -> None:
         "--ack-wait",
         type=float,
         default=30.0,
-        help="runtime and tools: seconds before work a killed worker held is redelivered",
+        help="seconds before work a killed worker held is redelivered to another",
     )
     serve.set_defaults(handler=serve_service)
 

@@ -22,15 +22,20 @@ from contracts.events import (
     MessageAppended,
     RunCompleted,
     RunError,
+    RunPaused,
+    RunResumed,
     RunStarted,
+    SubagentRequested,
     ToolCall,
     ToolError,
     ToolOutput,
     ToolRequested,
     ToolStarted,
 )
-from services.agents.tools import StateTool, Tool
+from services.agents.builtin.subagents import subagent_types
+from services.agents.tools import StateTool, SubagentTool, Tool
 from services.runtime.state import RunView, ThreadState
+from services.subagents.naming import child_thread_id
 
 DEFAULT_MAX_STEPS = 25
 REJECTED_BY_HUMAN = "The user rejected this tool call; it was not run."
@@ -54,7 +59,7 @@ class Wait:
 
 Action = Append | CallModel | Wait
 
-AnyTool = Tool | StateTool
+AnyTool = Tool | StateTool | SubagentTool
 
 
 def max_steps_of(blueprint: BlueprintSpec) -> int:
@@ -70,11 +75,15 @@ def next_action(
         if state.queue:
             return Append(_start(state, blueprint))
         return Wait()
+    if run.status == "paused" and run.reason == "subagent":
+        # Resume once every child of the step has reported (its report is the call's outcome).
+        waiting = [c for c in state.open_tool_calls() if state.outcome(c.id) is None]
+        return Append((RunResumed(run_id=run.run_id),)) if not waiting else Wait()
     if run.status != "running":
         return Wait()
     calls = state.open_tool_calls()
     if calls:
-        return _resolve_calls(state, run, calls, tools)
+        return _resolve_calls(state, run, calls, offered_tools(blueprint, tools), blueprint)
     last = state.messages[-1] if state.messages else None
     if run.step > 0 and last is not None and last.role == "assistant" and not last.tool_calls:
         return Append(
@@ -112,11 +121,22 @@ def tool_message(call: ToolCall, content: str) -> ChatMessage:
     return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
 
+def offered_tools(blueprint: BlueprintSpec, tools: Mapping[str, AnyTool]) -> dict[str, AnyTool]:
+    """The tools the model is told about: `task` only when the blueprint names subagents."""
+    has_types = bool(subagent_types(blueprint.config))
+    return {n: t for n, t in tools.items() if has_types or not isinstance(t, SubagentTool)}
+
+
 def _resolve_calls(
-    state: ThreadState, run: RunView, calls: tuple[ToolCall, ...], tools: Mapping[str, AnyTool]
+    state: ThreadState,
+    run: RunView,
+    calls: tuple[ToolCall, ...],
+    tools: Mapping[str, AnyTool],
+    blueprint: BlueprintSpec,
 ) -> Action:
     overrides = dict(run.hitl_overrides)
     events: list[AnyEvent] = []
+    blocking_spawned = False
     for call in calls:
         if call.id in run.hitl_rejected:
             events.append(
@@ -137,6 +157,11 @@ def _resolve_calls(
             if events:
                 break  # append what is decided first; the state tool then sees it
             return Append(_run_state_tool(state, run, effective, tool))
+        if isinstance(tool, SubagentTool):
+            spawn = _spawn(state, run, effective, blueprint)
+            events.extend(spawn)
+            blocking_spawned |= any(isinstance(e, SubagentRequested) and e.blocking for e in spawn)
+            continue
         if tool is None:
             error = (
                 f"unknown tool {effective.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
@@ -156,7 +181,55 @@ def _resolve_calls(
                 max_attempts=tool.max_attempts,
             )
         )
+    if blocking_spawned:
+        events.append(RunPaused(run_id=run.run_id, reason="subagent"))
     return Append(tuple(events)) if events else Wait()
+
+
+def _spawn(
+    state: ThreadState, run: RunView, call: ToolCall, blueprint: BlueprintSpec
+) -> tuple[AnyEvent, ...]:
+    """A `task` call: ask the coordinator for a child, or answer why not."""
+    types = subagent_types(blueprint.config)
+    try:
+        args: Any = json.loads(call.arguments or "{}")
+    except ValueError:
+        args = None
+    description = args.get("description") if isinstance(args, dict) else None
+    kind = args.get("subagentType") if isinstance(args, dict) else None
+    timeout = args.get("timeoutMs") if isinstance(args, dict) else None
+    problem = None
+    if not isinstance(description, str) or not description.strip():
+        problem = "task needs a non-empty `description`"
+    elif not isinstance(kind, str) or kind not in types:
+        problem = f"unknown subagentType {kind!r}; available: {', '.join(sorted(types)) or 'none'}"
+    elif timeout is not None and (not isinstance(timeout, int) or timeout <= 0):
+        problem = "timeoutMs must be a positive integer"
+    if problem is not None:
+        return (
+            ToolError(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, error=problem),
+        )
+    assert isinstance(kind, str) and isinstance(description, str)
+    blocking = types[kind].blocking
+    requested = SubagentRequested(
+        run_id=run.run_id,
+        tool_call_id=call.id,
+        subagent_type=kind,
+        description=description,
+        timeout_ms=timeout,
+        blocking=blocking,
+    )
+    if blocking:
+        return (requested,)
+    child = child_thread_id(state.tenant_id, state.thread_id, call.id)
+    answer = (
+        f"Subagent started (reference: {child}). Continue; its result will arrive as a "
+        "message when it is done."
+    )
+    return (
+        requested,
+        ToolOutput(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, output=answer),
+    )
 
 
 def _run_state_tool(

@@ -38,7 +38,7 @@ from infra.jetstream.records import EventContext
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.system import AgentSystem
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
-from services.runtime.actions import Append, CallModel, Wait, next_action
+from services.runtime.actions import Append, CallModel, Wait, next_action, offered_tools
 from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.state import ThreadState
@@ -140,7 +140,7 @@ class ThreadDriver:
         blueprint = resolved.blueprint
         ctx = MiddlewareContext(state=state, blueprint=blueprint, run_id=run_id, step=step)
         model = self._system.model_for(blueprint)
-        tools = self._system.tools_for(blueprint)
+        tools = offered_tools(blueprint, self._system.tools_for(blueprint))
         prompts = [blueprint.prompt] if blueprint.prompt else []
         for middleware in resolved.middleware:
             extra = middleware.system_prompt(ctx)

@@ -141,9 +141,7 @@ class RuntimeService:
         # Create or update: every runtime worker shares the durable, and the newest
         # worker's settings (ack wait) apply to all.
         await self._bus.js.add_consumer(EVENTS_STREAM, config=config)
-        return await self._bus.js.pull_subscribe_bind(
-            durable=self._consumer, stream=EVENTS_STREAM
-        )
+        return await self._bus.js.pull_subscribe_bind(durable=self._consumer, stream=EVENTS_STREAM)
 
     async def run_triggers(self, stop: asyncio.Event) -> None:
         sub = await self._subscribe()

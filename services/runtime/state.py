@@ -30,6 +30,8 @@ from contracts.events import (
     RunResumed,
     RunStarted,
     RunTick,
+    SubagentCompleted,
+    SubagentRequested,
     ThreadCreated,
     Todo,
     TodosWritten,
@@ -228,6 +230,19 @@ class ThreadState:
                 return replace(self, todos=todos)
             case ToolRequested(call=call):
                 return replace(self, requested=self.requested | {call.id})
+            case SubagentRequested(tool_call_id=call_id):
+                return replace(self, requested=self.requested | {call_id})
+            case SubagentCompleted(tool_call_id=call_id, outcome=outcome, report=report):
+                if self.outcome(call_id) is not None:
+                    return self
+                text = report if outcome == "completed" else f"Subagent {outcome}: {report}"
+                return replace(
+                    self,
+                    outcomes=(
+                        *self.outcomes,
+                        (call_id, ToolOutcome(text, error=outcome != "completed")),
+                    ),
+                )
             case ToolOutput(tool_call_id=call_id, tool_name=name, output=output):
                 state = replace(
                     self, outcomes=(*self.outcomes, (call_id, ToolOutcome(output, error=False)))

@@ -58,6 +58,21 @@ def make_system() -> AgentSystem:
         )
         .add_agent(
             BlueprintSpec(
+                name="manager",
+                prompt="You delegate.",
+                tags=("default", "lookup"),
+                config={
+                    "subagents": {
+                        "subagents": ["worker", "manager", {"name": "background", "blocking": False}]
+                    }
+                },
+            )
+        )
+        .add_agent(
+            BlueprintSpec(name="background", prompt="You work in the background.", tags=("default",))
+        )
+        .add_agent(
+            BlueprintSpec(
                 name="approver",
                 prompt="You need approval.",
                 tags=("default", "lookup", "hitl"),
@@ -150,7 +165,7 @@ async def running_agents(
     tenant: str,
     llm: FakeLLMServer,
     *,
-    services: tuple[str, ...] = ("registry", "runtime", "tools"),
+    services: tuple[str, ...] = ("registry", "runtime", "tools", "subagents"),
     system: AgentSystem | None = None,
     runtime_ack_wait: float = 30.0,
 ) -> AsyncIterator[Agents]:

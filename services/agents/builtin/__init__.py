@@ -5,6 +5,7 @@ from __future__ import annotations
 from services.agents.builtin.filesystem import FilesystemMiddleware
 from services.agents.builtin.hitl import HitlMiddleware
 from services.agents.builtin.planning import PlanningMiddleware
+from services.agents.builtin.subagents import SubagentsMiddleware
 from services.agents.middleware import Middleware
 
 
@@ -13,8 +14,15 @@ def default_middleware() -> list[tuple[Middleware, tuple[str, ...]]]:
     return [
         (PlanningMiddleware(), ("default",)),
         (FilesystemMiddleware(), ("default",)),
+        (SubagentsMiddleware(), ("default",)),
         (HitlMiddleware(), ("hitl",)),
     ]
 
 
-__all__ = ["FilesystemMiddleware", "HitlMiddleware", "PlanningMiddleware", "default_middleware"]
+__all__ = [
+    "FilesystemMiddleware",
+    "HitlMiddleware",
+    "PlanningMiddleware",
+    "SubagentsMiddleware",
+    "default_middleware",
+]

@@ -1,0 +1,130 @@
+"""A durable consumer of chosen event types, shared by every process of a service.
+
+Each event is handled once by one worker (explicit acks); a failing handler is retried
+with backoff through redelivery and dead-lettered after `max_deliver` attempts; an event
+that does not decode is dead-lettered at once. The service never stops on bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import structlog
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import Error as JetStreamError
+
+from contracts.subjects import EVENTS_STREAM, events_of_type_filter
+from infra.jetstream.connection import Bus
+from infra.jetstream.deadletter import DeadLetter
+from infra.jetstream.eventstore import record_from_js_msg
+from infra.jetstream.records import RecordedEvent, UndecodableEvent
+
+log = structlog.get_logger(__name__)
+
+EventHandler = Callable[[RecordedEvent], Awaitable[None]]
+
+
+class EventWorker:
+    def __init__(
+        self,
+        bus: Bus,
+        durable: str,
+        event_types: tuple[str, ...],
+        handler: EventHandler,
+        *,
+        concurrency: int = 16,
+        ack_wait: float = 30.0,
+        max_deliver: int = 10,
+    ) -> None:
+        self._bus = bus
+        self._durable = durable
+        self._types = event_types
+        self._handler = handler
+        self._concurrency = concurrency
+        self._ack_wait = ack_wait
+        self._max_deliver = max_deliver
+
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+        config = ConsumerConfig(
+            durable_name=self._durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.NEW,
+            filter_subjects=[events_of_type_filter(t) for t in self._types],
+            max_deliver=self._max_deliver + 1,
+            ack_wait=self._ack_wait,
+            max_ack_pending=self._concurrency * 4,
+        )
+        # Create or update: the newest process's settings apply to every worker.
+        await self._bus.js.add_consumer(EVENTS_STREAM, config=config)
+        return await self._bus.js.pull_subscribe_bind(durable=self._durable, stream=EVENTS_STREAM)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        sub = await self._subscribe()
+        slots = asyncio.Semaphore(self._concurrency)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                while not stop.is_set():
+                    try:
+                        msgs = await sub.fetch(self._concurrency, timeout=1.0)
+                    except (NatsTimeoutError, TimeoutError):
+                        continue
+                    except JetStreamError as e:
+                        log.warning(
+                            "event fetch failed, resubscribing", durable=self._durable, error=str(e)
+                        )
+                        await asyncio.sleep(0.5)
+                        sub = await self._subscribe()
+                        continue
+                    for msg in msgs:
+                        await slots.acquire()
+                        task = tg.create_task(self._process(msg))
+                        task.add_done_callback(lambda _: slots.release())
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(sub.unsubscribe(), timeout=2.0)
+
+    async def _process(self, msg: Msg) -> None:
+        recorded = record_from_js_msg(msg)
+        if isinstance(recorded, UndecodableEvent):
+            await self._dead_letter(msg, "undecodable", recorded.reason)
+            await msg.term()
+            return
+        env = recorded.envelope
+        attempt = msg.metadata.num_delivered
+        try:
+            with structlog.contextvars.bound_contextvars(
+                tenant_id=env.tenant_id, thread_id=env.aggregate_id, event=env.type
+            ):
+                await self._handler(recorded)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await msg.nak()
+            raise
+        except Exception as e:  # retried through redelivery, then dead-lettered
+            log.exception("event handler failed", durable=self._durable, attempt=attempt)
+            if attempt >= self._max_deliver:
+                await self._dead_letter(msg, "exhausted", f"{type(e).__name__}: {e}")
+                await msg.term()
+            else:
+                await msg.nak(delay=min(0.2 * 2**attempt, 10.0))
+            return
+        await msg.ack()
+
+    async def _dead_letter(self, msg: Msg, reason: str, detail: str) -> None:
+        await self._bus.dead_letters.put(
+            DeadLetter(
+                source_stream=EVENTS_STREAM,
+                subject=msg.subject,
+                stream_seq=msg.metadata.sequence.stream,
+                reason=reason,
+                detail=detail,
+                data=msg.data,
+                consumer=self._durable,
+                deliveries=msg.metadata.num_delivered,
+            )
+        )

@@ -1,0 +1,1 @@
+"""Subagent coordination: child threads spawned by tool calls, reporting back to parents."""
