@@ -425,9 +425,7 @@ def stream_seq_of(msg: Msg) -> int:
     return int(msg.metadata.sequence.stream)
 
 
-def record_from_js_msg(
-    msg: Msg, stream_seq: int | None = None
-) -> RecordedEvent | UndecodableEvent:
+def record_from_js_msg(msg: Msg, stream_seq: int | None = None) -> RecordedEvent | UndecodableEvent:
     """A consumer-delivered message as a recorded event."""
     if stream_seq is None:
         stream_seq = stream_seq_of(msg)

@@ -15,11 +15,11 @@ import structlog
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import Error as JetStreamError
 
-from contracts.subjects import EVENTS_STREAM, events_of_type_filter
+from contracts.subjects import EVENTS_STREAM
 from infra.jetstream.connection import Bus
+from infra.jetstream.consumers import DurableSpec, ensure_consumer
 from infra.jetstream.deadletter import DeadLetter
 from infra.jetstream.eventstore import record_from_js_msg
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
@@ -33,8 +33,7 @@ class EventWorker:
     def __init__(
         self,
         bus: Bus,
-        durable: str,
-        event_types: tuple[str, ...],
+        spec: DurableSpec,
         handler: EventHandler,
         *,
         concurrency: int = 16,
@@ -42,26 +41,21 @@ class EventWorker:
         max_deliver: int = 10,
     ) -> None:
         self._bus = bus
-        self._durable = durable
-        self._types = event_types
+        self._spec = spec
+        self._durable = spec.name
         self._handler = handler
         self._concurrency = concurrency
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
-        config = ConsumerConfig(
-            durable_name=self._durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.NEW,
-            filter_subjects=[events_of_type_filter(t) for t in self._types],
-            max_deliver=self._max_deliver + 1,
+        config = self._spec.config(
             ack_wait=self._ack_wait,
+            # One more than ours so the worker, not the server, dead-letters the last attempt.
+            max_deliver=self._max_deliver + 1,
             max_ack_pending=self._concurrency * 4,
         )
-        # Create or update: the newest process's settings apply to every worker.
-        await self._bus.js.add_consumer(EVENTS_STREAM, config=config)
-        return await self._bus.js.pull_subscribe_bind(durable=self._durable, stream=EVENTS_STREAM)
+        return await ensure_consumer(self._bus.js, config)
 
     async def run(self, stop: asyncio.Event) -> None:
         sub = await self._subscribe()

@@ -17,6 +17,7 @@ from contracts.subjects import (
     DEAD_LETTER_STREAM,
     EVENTS_STREAM,
 )
+from infra.jetstream.consumers import provision_consumers
 
 log = structlog.get_logger(__name__)
 
@@ -88,3 +89,4 @@ async def provision(js: JetStreamContext, settings: StreamSettings | None = None
             log.info("stream created", stream=config.name, replicas=settings.replicas)
         else:
             await js.update_stream(config)
+    await provision_consumers(js)

@@ -19,13 +19,13 @@ import structlog
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import Error as JetStreamError
 
 from contracts.commands import ApproveToolCalls, CancelRun, CommandEnvelope, InvokeThread
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
+from infra.jetstream.consumers import RUNTIME_TRIGGERS, ensure_consumer
 from infra.jetstream.deadletter import DeadLetter
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.records import EventContext
@@ -37,15 +37,7 @@ from services.runtime.loop import ThreadDriver, UnknownThread
 
 log = structlog.get_logger(__name__)
 
-TRIGGER_TYPES = (
-    "request.accepted",
-    "hitl.resume",
-    "tool.output",
-    "tool.error",
-    "run.canceled",
-    "subagent.completed",
-)
-TRIGGER_CONSUMER = "runtime-triggers"
+TRIGGER_CONSUMER = RUNTIME_TRIGGERS.name
 
 
 def thread_of(subject: str) -> str:
@@ -129,19 +121,13 @@ class RuntimeService:
     # --- triggers -----------------------------------------------------------------
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
-        config = ConsumerConfig(
-            durable_name=self._consumer,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.NEW,
-            filter_subjects=[events_of_type_filter(t) for t in TRIGGER_TYPES],
-            max_deliver=self._max_deliver,
+        config = RUNTIME_TRIGGERS.config(
             ack_wait=self._ack_wait,
+            max_deliver=self._max_deliver,
             max_ack_pending=self._concurrency * 4,
         )
-        # Create or update: every runtime worker shares the durable, and the newest
-        # worker's settings (ack wait) apply to all.
-        await self._bus.js.add_consumer(EVENTS_STREAM, config=config)
-        return await self._bus.js.pull_subscribe_bind(durable=self._consumer, stream=EVENTS_STREAM)
+        config.durable_name = self._consumer
+        return await ensure_consumer(self._bus.js, config)
 
     async def run_triggers(self, stop: asyncio.Event) -> None:
         sub = await self._subscribe()

@@ -35,6 +35,7 @@ from contracts.events import (
 from contracts.events.subagent import ChildOutcome
 from contracts.ids import derived_id
 from infra.jetstream.connection import Bus
+from infra.jetstream.consumers import SUBAGENT_EVENTS
 from infra.jetstream.eventworker import EventWorker
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
@@ -43,9 +44,6 @@ from services.runtime.cache import BlueprintCache
 from services.subagents.naming import child_run_id, child_thread_id, child_token, report_message
 
 log = structlog.get_logger(__name__)
-
-DURABLE = "subagents"
-WATCHED = ("subagent.requested", "run.completed", "run.error", "run.canceled")
 
 
 class Coordinator:
@@ -293,7 +291,7 @@ async def run_coordinator(
 ) -> None:
     async with Bus(nats_url, name="agency-subagents") as bus:
         coordinator = Coordinator(bus, system)
-        worker = EventWorker(bus, DURABLE, WATCHED, coordinator.handle, ack_wait=ack_wait)
+        worker = EventWorker(bus, SUBAGENT_EVENTS, coordinator.handle, ack_wait=ack_wait)
         try:
             await worker.run(stop)
         finally:

@@ -20,12 +20,12 @@ import nats.errors
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import trace
 
 from contracts.events import TOOL_RESULT_TYPES, AnyEvent, ToolError, ToolRequested, ToolStarted
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter
 from infra.jetstream.connection import Bus
+from infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
 from infra.jetstream.deadletter import DeadLetter
 from infra.jetstream.errors import ConcurrencyError, StoreError
 from infra.jetstream.eventstore import EventStore, record_from_js_msg
@@ -38,7 +38,7 @@ from services.tools.executor import DEFAULT_BACKOFF, ToolResultEvent, describe, 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
-DURABLE = "tools"
+DURABLE = TOOL_REQUESTS.name
 REQUESTS = events_of_type_filter("tool.requested")
 
 # Appends lose to the runtime writing the same thread (model deltas, other calls' results);
@@ -125,19 +125,12 @@ class ToolsService:
             log.info("tools service stopped")
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
-        config = ConsumerConfig(
-            durable_name=DURABLE,
-            ack_policy=AckPolicy.EXPLICIT,
-            # From the start of the log: a request nobody answered yet is still owed a result.
-            deliver_policy=DeliverPolicy.ALL,
-            filter_subject=REQUESTS,
+        config = TOOL_REQUESTS.config(
+            ack_wait=self._ack_wait,
             # One more than ours so the service, not the server, dead-letters the last attempt.
             max_deliver=self._max_deliver + 1,
-            ack_wait=self._ack_wait,
         )
-        # Create or update, so the newest process's settings (ack wait) apply to all.
-        await self._bus.js.add_consumer(EVENTS_STREAM, config=config)
-        return await self._bus.js.pull_subscribe_bind(durable=DURABLE, stream=EVENTS_STREAM)
+        return await ensure_consumer(self._bus.js, config)
 
     async def _resubscribe(
         self, old: JetStreamContext.PullSubscription, stop: asyncio.Event

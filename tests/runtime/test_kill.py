@@ -150,3 +150,40 @@ async def test_tools_service_killed_mid_call_gives_one_result(
     assert_settled(events, tool_calls)
     # The first attempt died with the service; the restarted one ran the call again.
     assert [e.type for e in events].count("tool.started") == 2
+
+
+async def test_coordinator_killed_while_children_run_reports_each_child_once(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, data_dir: Path,
+    process_cleanup: list[ServiceProcess],
+) -> None:  # fmt: skip
+    key = "kill-coord-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[
+            {"name": "task", "arguments": {"description": f"first {key}", "subagentType": "worker"}},
+            {"name": "task", "arguments": {"description": f"second {key}", "subagentType": "worker"}},
+        ]),
+        ScriptStep(content="both reported"),
+    ])  # fmt: skip
+    llm.script(f"first {key}", [ScriptStep(content="first report", delay_ms=2500)])
+    llm.script(f"second {key}", [ScriptStep(content="second report", delay_ms=2500)])
+    coordinator = ServiceProcess("subagents", data_dir, "--ack-wait", "2")
+    process_cleanup.append(coordinator)
+    await coordinator.start()
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "runtime", "tools"), system=build_app()
+    ) as agents:
+        parent = await agents.thread("manager")
+        await agents.invoke(parent, key)
+        await agents.wait_for(
+            parent, lambda es: [e.type for e in es].count("subagent.spawned") == 2, timeout=30
+        )
+        await coordinator.kill()
+        await asyncio.sleep(3.0)  # the children finish while nobody coordinates
+        await coordinator.start()
+        events = await agents.wait_terminal(parent, timeout=40)
+        await asyncio.sleep(1.0)
+        events = await agents.events(parent)
+    reports = Counter(e.payload.child_thread_id for e in events if e.type == "subagent.completed")
+    assert len(reports) == 2 and set(reports.values()) == {1}
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))

@@ -1,0 +1,71 @@
+"""The durable consumers services share, defined in one place.
+
+They are created when the streams are provisioned, while the log is still empty, and
+deliver from the start: a service that comes up after the first events were written still
+sees them (a consumer created on first use with "new events only" would miss whatever was
+written before its first start). Services update their consumer's timing when they start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from contracts.subjects import EVENTS_STREAM, events_of_type_filter
+
+
+@dataclass(frozen=True, slots=True)
+class DurableSpec:
+    name: str
+    event_types: tuple[str, ...]
+
+    def config(
+        self, *, ack_wait: float = 30.0, max_deliver: int = 10, max_ack_pending: int = 1024
+    ) -> ConsumerConfig:
+        subjects = [events_of_type_filter(t) for t in self.event_types]
+        return ConsumerConfig(
+            durable_name=self.name,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subjects=subjects if len(subjects) > 1 else None,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            max_deliver=max_deliver,
+            ack_wait=ack_wait,
+            max_ack_pending=max_ack_pending,
+        )
+
+
+RUNTIME_TRIGGERS = DurableSpec(
+    "runtime-triggers",
+    (
+        "request.accepted",
+        "hitl.resume",
+        "tool.output",
+        "tool.error",
+        "run.canceled",
+        "subagent.completed",
+    ),
+)
+TOOL_REQUESTS = DurableSpec("tools", ("tool.requested",))
+SUBAGENT_EVENTS = DurableSpec(
+    "subagents", ("subagent.requested", "run.completed", "run.error", "run.canceled")
+)
+ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS)
+
+
+async def ensure_consumer(
+    js: JetStreamContext, config: ConsumerConfig
+) -> JetStreamContext.PullSubscription:
+    """Create or update the durable, then bind to it."""
+    await js.add_consumer(EVENTS_STREAM, config=config)
+    assert config.durable_name is not None
+    return await js.pull_subscribe_bind(durable=config.durable_name, stream=EVENTS_STREAM)
+
+
+async def provision_consumers(js: JetStreamContext) -> None:
+    existing = {c.name for c in await js.consumers_info(EVENTS_STREAM)}
+    for spec in ALL_DURABLES:
+        if spec.name not in existing:
+            await js.add_consumer(EVENTS_STREAM, config=spec.config())
