@@ -18,13 +18,9 @@ from contracts.events import AnyEvent, Event
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls
-    for cls in get_args(AnyEvent)
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in get_args(AnyEvent)}
 COMMAND_TYPES: dict[str, type[Command]] = {
-    cls.__struct_config__.tag: cls
-    for cls in get_args(AnyCommand)
+    cls.__struct_config__.tag: cls for cls in get_args(AnyCommand)
 }
 
 # (event type, from version) → function turning a payload of that version into the next.

@@ -18,6 +18,8 @@ from contracts.events.registry import (
     BlueprintSaved,
     BlueprintSpec,
     RegistryEvent,
+    SessionToolBinding,
+    SideConfig,
     TenantCreated,
 )
 from contracts.events.run import (
@@ -37,8 +39,10 @@ from contracts.events.run import (
 from contracts.events.subagent import (
     SubagentCompleted,
     SubagentEvent,
+    SubagentMessaged,
     SubagentRequested,
     SubagentSpawned,
+    SubagentStatus,
 )
 from contracts.events.thread import (
     BlueprintSwitched,
@@ -48,6 +52,8 @@ from contracts.events.thread import (
     MessageAppended,
     RequestAccepted,
     RequestRejected,
+    SessionStatusSet,
+    SessionTurn,
     ThreadCreated,
     ThreadEvent,
     TodosWritten,
@@ -106,10 +112,16 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "RunTick",
+    "SessionStatusSet",
+    "SessionToolBinding",
+    "SessionTurn",
+    "SideConfig",
     "SubagentCompleted",
     "SubagentEvent",
+    "SubagentMessaged",
     "SubagentRequested",
     "SubagentSpawned",
+    "SubagentStatus",
     "TenantCreated",
     "ThreadCreated",
     "ThreadEvent",

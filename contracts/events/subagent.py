@@ -10,12 +10,36 @@ ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
 
 
 class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requested"):
+    """A tool call asks for a child thread. A resumable child has a `name` and can be
+    messaged again later; `attachments` are paths of the parent's files to copy over."""
+
     run_id: str
     tool_call_id: str
     subagent_type: str
     description: str
     timeout_ms: int | None = None
     blocking: bool = True
+    name: str | None = None
+    resumable: bool = False
+    attachments: tuple[str, ...] = ()
+
+
+class SubagentMessaged(Event, frozen=True, kw_only=True, tag="subagent.messaged"):
+    """A tool call sends a resumable child another message (it starts a run there)."""
+
+    run_id: str
+    tool_call_id: str
+    child_thread_id: str
+    message: str
+    blocking: bool = True
+    attachments: tuple[str, ...] = ()
+
+
+class SubagentStatus(Event, frozen=True, kw_only=True, tag="subagent.status"):
+    """A child's progress note (its session status tool), shown in the parent's registry."""
+
+    child_thread_id: str
+    status: str
 
 
 class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
@@ -27,11 +51,16 @@ class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
 
 
 class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.completed"):
+    """A child's run ended; `attachments` are the parent-local paths of returned files."""
+
     run_id: str
     tool_call_id: str
     child_thread_id: str
     outcome: ChildOutcome
     report: str = ""
+    attachments: tuple[str, ...] = ()
 
 
-SubagentEvent = SubagentRequested | SubagentSpawned | SubagentCompleted
+SubagentEvent = (
+    SubagentRequested | SubagentMessaged | SubagentSpawned | SubagentCompleted | SubagentStatus
+)

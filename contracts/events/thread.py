@@ -37,12 +37,17 @@ class MessageAppended(Event, frozen=True, kw_only=True, tag="message.appended"):
     message: ChatMessage
 
 
+FileOrigin = Literal["tool", "attachment"]
+
+
 class FileWritten(Event, frozen=True, kw_only=True, tag="file.written"):
-    """A file of the thread's virtual filesystem; files never touch the host."""
+    """A file of the thread's virtual filesystem; files never touch the host. `origin` says
+    whether the agent wrote it or it was attached (by a request, a parent or a child)."""
 
     run_id: str | None = None
     path: str
     content: str
+    origin: FileOrigin = "tool"
 
 
 class TodosWritten(Event, frozen=True, kw_only=True, tag="todos.written"):
@@ -70,6 +75,22 @@ class BlueprintSwitched(Event, frozen=True, kw_only=True, tag="thread.blueprint_
     reason: str = ""
 
 
+class SessionTurn(Event, frozen=True, kw_only=True, tag="session.turn"):
+    """A dual-AI session hands the floor to a side (`A` or `B`) for turn number `turn`."""
+
+    run_id: str
+    side: Literal["A", "B"]
+    turn: int
+
+
+class SessionStatusSet(Event, frozen=True, kw_only=True, tag="session.status"):
+    """A dual-AI side published a progress note (its session status tool)."""
+
+    run_id: str
+    side: Literal["A", "B"]
+    status: str
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     state_hash: str
     size: int
@@ -85,5 +106,7 @@ ThreadEvent = (
     | TodosWritten
     | ContextTrimmed
     | BlueprintSwitched
+    | SessionTurn
+    | SessionStatusSet
     | CheckpointSaved
 )

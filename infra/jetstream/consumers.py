@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter
 
@@ -50,7 +51,15 @@ RUNTIME_TRIGGERS = DurableSpec(
 )
 TOOL_REQUESTS = DurableSpec("tools", ("tool.requested",))
 SUBAGENT_EVENTS = DurableSpec(
-    "subagents", ("subagent.requested", "run.completed", "run.error", "run.canceled")
+    "subagents",
+    (
+        "subagent.requested",
+        "subagent.messaged",
+        "session.status",
+        "run.completed",
+        "run.error",
+        "run.canceled",
+    ),
 )
 ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS)
 
@@ -58,9 +67,21 @@ ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS)
 async def ensure_consumer(
     js: JetStreamContext, config: ConsumerConfig
 ) -> JetStreamContext.PullSubscription:
-    """Create or update the durable, then bind to it."""
-    await js.add_consumer(EVENTS_STREAM, config=config)
+    """Create or update the durable, then bind to it.
+
+    Where to start delivering can only be chosen when a consumer is created, so an existing
+    durable keeps its own; only timing and limits are updated.
+    """
     assert config.durable_name is not None
+    try:
+        current = await js.consumer_info(EVENTS_STREAM, config.durable_name)
+    except NotFoundError:
+        pass
+    else:
+        config.deliver_policy = current.config.deliver_policy
+        config.opt_start_seq = current.config.opt_start_seq
+        config.opt_start_time = current.config.opt_start_time
+    await js.add_consumer(EVENTS_STREAM, config=config)
     return await js.pull_subscribe_bind(durable=config.durable_name, stream=EVENTS_STREAM)
 
 

@@ -14,7 +14,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from contracts.events import AnyEvent
 
@@ -145,6 +145,37 @@ class SubagentTool:
     """A tool whose call spawns a child thread; the subagent coordinator runs it."""
 
     spec: ToolSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTool:
+    """Another blueprint exposed as a tool: a handoff to it on this thread (ai_human) or a
+    dual-AI session of it in a child thread (dual_ai)."""
+
+    spec: ToolSpec
+    target: str
+    handoff: bool
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+SessionAction = Literal["stop", "fail", "status", "end_turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTool:
+    """A dual-AI lifecycle tool of the side holding the floor."""
+
+    spec: ToolSpec
+    action: SessionAction
+    message_property: str = "message"
+    attachments_property: str | None = None
 
     @property
     def name(self) -> str:

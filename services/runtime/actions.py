@@ -1,9 +1,9 @@
 """What the loop does next for a thread: a pure function of its state.
 
 `next_action` never performs I/O. It answers with events to append (starting a queued run,
-resolving tool calls, finishing a run), a model call to make, or nothing to do until
-another event arrives. Each call resolves at most one state tool, so a later state tool
-sees the files and todos an earlier one wrote.
+resolving tool calls, handing a dual-AI turn over, finishing a run), a model call to make,
+or nothing to do until another event arrives. Each call resolves at most one tool that
+changes the thread's own state, so a later one sees what an earlier one wrote.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from contracts.events import (
     RunPaused,
     RunResumed,
     RunStarted,
+    SessionTurn,
+    SubagentMessaged,
     SubagentRequested,
     ToolCall,
     ToolError,
@@ -32,10 +34,11 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from services.agents.builtin.subagents import subagent_types
-from services.agents.tools import StateTool, SubagentTool, Tool
+from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
+from services.runtime.session import end_turn, session_call, turn_over
+from services.runtime.spawn import agent_call, subagent_call
 from services.runtime.state import RunView, ThreadState
-from services.subagents.naming import child_thread_id
+from services.runtime.toolset import AnyTool
 
 DEFAULT_MAX_STEPS = 25
 REJECTED_BY_HUMAN = "The user rejected this tool call; it was not run."
@@ -59,8 +62,6 @@ class Wait:
 
 Action = Append | CallModel | Wait
 
-AnyTool = Tool | StateTool | SubagentTool
-
 
 def max_steps_of(blueprint: BlueprintSpec) -> int:
     value = blueprint.config.get("maxSteps", DEFAULT_MAX_STEPS)
@@ -81,17 +82,24 @@ def next_action(
         return Append((RunResumed(run_id=run.run_id),)) if not waiting else Wait()
     if run.status != "running":
         return Wait()
+    dual = blueprint.type == "dual_ai"
+    if dual and state.side is None:
+        return Append((SessionTurn(run_id=run.run_id, side="A", turn=1),))
     calls = state.open_tool_calls()
     if calls:
-        return _resolve_calls(state, run, calls, offered_tools(blueprint, tools), blueprint)
-    last = state.messages[-1] if state.messages else None
-    if run.step > 0 and last is not None and last.role == "assistant" and not last.tool_calls:
-        return Append(
-            (
-                AgentCompleted(run_id=run.run_id, result=last.content),
-                RunCompleted(run_id=run.run_id, result=last.content),
+        return _resolve_calls(state, run, calls, tools, blueprint)
+    if dual:
+        if turn_over(state, blueprint):
+            return Append(end_turn(state, run, blueprint))
+    else:
+        last = state.messages[-1] if state.messages else None
+        if run.step > 0 and last is not None and last.role == "assistant" and not last.tool_calls:
+            return Append(
+                (
+                    AgentCompleted(run_id=run.run_id, result=last.content),
+                    RunCompleted(run_id=run.run_id, result=last.content),
+                )
             )
-        )
     if run.step >= run.max_steps:
         return Append(
             (
@@ -112,19 +120,16 @@ def _start(state: ThreadState, blueprint: BlueprintSpec) -> tuple[AnyEvent, ...]
             run_id=head.run_id, agent_type=state.agent_type, max_steps=max_steps_of(blueprint)
         )
     ]
-    events.extend(FileWritten(run_id=head.run_id, path=p, content=c) for p, c in head.files)
+    events.extend(
+        FileWritten(run_id=head.run_id, path=p, content=c, origin="attachment")
+        for p, c in head.files
+    )
     events.extend(MessageAppended(run_id=head.run_id, message=m) for m in head.messages)
     return tuple(events)
 
 
 def tool_message(call: ToolCall, content: str) -> ChatMessage:
     return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
-
-
-def offered_tools(blueprint: BlueprintSpec, tools: Mapping[str, AnyTool]) -> dict[str, AnyTool]:
-    """The tools the model is told about: `task` only when the blueprint names subagents."""
-    has_types = bool(subagent_types(blueprint.config))
-    return {n: t for n, t in tools.items() if has_types or not isinstance(t, SubagentTool)}
 
 
 def _resolve_calls(
@@ -136,7 +141,6 @@ def _resolve_calls(
 ) -> Action:
     overrides = dict(run.hitl_overrides)
     events: list[AnyEvent] = []
-    blocking_spawned = False
     for call in calls:
         if call.id in run.hitl_rejected:
             events.append(
@@ -153,19 +157,20 @@ def _resolve_calls(
             continue
         effective = overrides.get(call.id, call)
         tool = tools.get(effective.name)
-        if isinstance(tool, StateTool):
+        local = _local_call(state, run, effective, tool, blueprint)
+        if local is not None:
             if events:
-                break  # append what is decided first; the state tool then sees it
-            return Append(_run_state_tool(state, run, effective, tool))
+                break  # append what is decided first; this call then sees it
+            return Append(local)
         if isinstance(tool, SubagentTool):
-            spawn = _spawn(state, run, effective, blueprint)
-            events.extend(spawn)
-            blocking_spawned |= any(isinstance(e, SubagentRequested) and e.blocking for e in spawn)
+            events.extend(subagent_call(state, run, effective, blueprint))
             continue
-        if tool is None:
-            error = (
-                f"unknown tool {effective.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
-            )
+        if isinstance(tool, AgentTool) and not tool.handoff:
+            events.extend(agent_call(state, run, effective, tool))
+            continue
+        if not isinstance(tool, Tool):
+            available = ", ".join(sorted(tools)) or "none"
+            error = f"unknown tool {effective.name!r}; available: {available}"
             events.append(
                 ToolError(
                     run_id=run.run_id, tool_call_id=call.id, tool_name=effective.name, error=error
@@ -181,55 +186,26 @@ def _resolve_calls(
                 max_attempts=tool.max_attempts,
             )
         )
-    if blocking_spawned:
+    if any(isinstance(e, SubagentRequested | SubagentMessaged) and e.blocking for e in events):
         events.append(RunPaused(run_id=run.run_id, reason="subagent"))
     return Append(tuple(events)) if events else Wait()
 
 
-def _spawn(
-    state: ThreadState, run: RunView, call: ToolCall, blueprint: BlueprintSpec
-) -> tuple[AnyEvent, ...]:
-    """A `task` call: ask the coordinator for a child, or answer why not."""
-    types = subagent_types(blueprint.config)
-    try:
-        args: Any = json.loads(call.arguments or "{}")
-    except ValueError:
-        args = None
-    description = args.get("description") if isinstance(args, dict) else None
-    kind = args.get("subagentType") if isinstance(args, dict) else None
-    timeout = args.get("timeoutMs") if isinstance(args, dict) else None
-    problem = None
-    if not isinstance(description, str) or not description.strip():
-        problem = "task needs a non-empty `description`"
-    elif not isinstance(kind, str) or kind not in types:
-        problem = f"unknown subagentType {kind!r}; available: {', '.join(sorted(types)) or 'none'}"
-    elif timeout is not None and (not isinstance(timeout, int) or timeout <= 0):
-        problem = "timeoutMs must be a positive integer"
-    if problem is not None:
-        return (
-            ToolError(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, error=problem),
-        )
-    assert isinstance(kind, str) and isinstance(description, str)
-    blocking = types[kind].blocking
-    requested = SubagentRequested(
-        run_id=run.run_id,
-        tool_call_id=call.id,
-        subagent_type=kind,
-        description=description,
-        timeout_ms=timeout,
-        blocking=blocking,
-    )
-    if blocking:
-        return (requested,)
-    child = child_thread_id(state.tenant_id, state.thread_id, call.id)
-    answer = (
-        f"Subagent started (reference: {child}). Continue; its result will arrive as a "
-        "message when it is done."
-    )
-    return (
-        requested,
-        ToolOutput(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, output=answer),
-    )
+def _local_call(
+    state: ThreadState,
+    run: RunView,
+    call: ToolCall,
+    tool: AnyTool | None,
+    blueprint: BlueprintSpec,
+) -> tuple[AnyEvent, ...] | None:
+    """Calls the runtime answers itself, one at a time: state tools, session tools, handoffs."""
+    if isinstance(tool, StateTool):
+        return _run_state_tool(state, run, call, tool)
+    if isinstance(tool, SessionTool):
+        return session_call(state, run, call, tool, blueprint)
+    if isinstance(tool, AgentTool) and tool.handoff:
+        return agent_call(state, run, call, tool)
+    return None
 
 
 def _run_state_tool(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import msgspec
 import structlog
 
 from contracts.events import (
@@ -38,10 +39,12 @@ from infra.jetstream.records import EventContext
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.system import AgentSystem
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
-from services.runtime.actions import Append, CallModel, Wait, next_action, offered_tools
+from services.runtime.actions import Append, CallModel, Wait, next_action
 from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
+from services.runtime.toolset import side_config, tools_now
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +67,8 @@ class ModelAborted(Exception):
 class Resolved:
     blueprint: BlueprintSpec
     middleware: list[Middleware]
+    # Every blueprint the thread's agency knows (static, overridden by dynamic ones).
+    blueprints: dict[str, BlueprintSpec]
 
 
 class ThreadDriver:
@@ -89,10 +94,9 @@ class ThreadDriver:
 
     async def resolve(self, state: ThreadState) -> Resolved:
         dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
-        blueprint = dynamic.get(state.agent_type) or self._system.blueprints.get(state.agent_type)
-        if blueprint is None:
-            blueprint = BlueprintSpec(name=state.agent_type)
-        return Resolved(blueprint, self._system.middleware_for(blueprint))
+        merged = {**self._system.blueprints, **dynamic}
+        blueprint = merged.get(state.agent_type) or BlueprintSpec(name=state.agent_type)
+        return Resolved(blueprint, self._system.middleware_for(blueprint), merged)
 
     async def drive(self, tenant_id: str, thread_id: str) -> ThreadState:
         async with self.lock(tenant_id, thread_id):
@@ -101,7 +105,7 @@ class ThreadDriver:
                 raise UnknownThread(tenant_id, thread_id)
             for _ in range(_MAX_ITERATIONS):
                 resolved = await self.resolve(state)
-                tools = self._system.tools_for(resolved.blueprint)
+                tools = tools_now(self._system, resolved.blueprint, state, resolved.blueprints)
                 action = next_action(state, resolved.blueprint, tools)
                 match action:
                     case Wait():
@@ -140,8 +144,10 @@ class ThreadDriver:
         blueprint = resolved.blueprint
         ctx = MiddlewareContext(state=state, blueprint=blueprint, run_id=run_id, step=step)
         model = self._system.model_for(blueprint)
-        tools = offered_tools(blueprint, self._system.tools_for(blueprint))
-        prompts = [blueprint.prompt] if blueprint.prompt else []
+        tools = tools_now(self._system, blueprint, state, resolved.blueprints)
+        side = side_config(blueprint, state.side)
+        own_prompt = side.prompt if side is not None else blueprint.prompt
+        prompts = [own_prompt] if own_prompt else []
         for middleware in resolved.middleware:
             extra = middleware.system_prompt(ctx)
             if extra:
@@ -150,7 +156,9 @@ class ThreadDriver:
         plan = ModelPlan(
             model=model,
             system_prompts=prompts,
-            messages=list(state.messages),
+            messages=side_messages(state, state.side)
+            if side and state.side
+            else list(state.messages),
             tools=[t.spec for t in tools.values()],
             token_budget=budget if isinstance(budget, int) else DEFAULT_TOKEN_BUDGET,
         )
@@ -204,6 +212,11 @@ class ThreadDriver:
                 ],
             )
         ctx.state = state
+        if side is not None:
+            # Whose turn it was: each side later sees its own words as the assistant's.
+            response = replace(
+                response, message=msgspec.structs.replace(response.message, name=state.side)
+            )
         after: list[AnyEvent] = [
             ModelCompleted(
                 run_id=run_id,

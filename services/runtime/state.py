@@ -30,8 +30,12 @@ from contracts.events import (
     RunResumed,
     RunStarted,
     RunTick,
+    SessionTurn,
     SubagentCompleted,
+    SubagentMessaged,
     SubagentRequested,
+    SubagentSpawned,
+    SubagentStatus,
     ThreadCreated,
     Todo,
     TodosWritten,
@@ -75,6 +79,20 @@ class QueuedRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ChildEntry:
+    """A child thread in the parent's registry (the seed's SubagentRegistryEntry)."""
+
+    reference: str
+    subagent_type: str
+    tool_call_id: str
+    name: str | None = None
+    resumable: bool = False
+    blocking: bool = True
+    status: str = "running"
+    status_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolOutcome:
     output: str
     error: bool
@@ -102,6 +120,13 @@ class ThreadState:
     requested: frozenset[str] = frozenset()
     outcomes: tuple[tuple[str, ToolOutcome], ...] = ()
     model: str = ""
+    # Subagents: what this thread asked for, and the children it has.
+    spawn_requests: tuple[SubagentRequested, ...] = ()
+    children: tuple[ChildEntry, ...] = ()
+    # A dual-AI session: the side holding the floor, the turn number, its model calls so far.
+    side: Literal["A", "B"] | None = None
+    session_turn: int = 0
+    side_steps: int = 0
 
     # --- queries ------------------------------------------------------------------
 
@@ -154,6 +179,19 @@ class ThreadState:
                 return tuple(c for c in message.tool_calls if c.id not in answered)
         return ()
 
+    def child(self, reference: str) -> ChildEntry | None:
+        for entry in self.children:
+            if entry.reference == reference:
+                return entry
+        return None
+
+    def _with_child(self, reference: str, **changes: object) -> ThreadState:
+        children = tuple(
+            replace(c, **changes) if c.reference == reference else c  # type: ignore[arg-type]
+            for c in self.children
+        )
+        return replace(self, children=children)
+
     def last_assistant(self) -> ChatMessage | None:
         for message in reversed(self.messages):
             if message.role == "assistant":
@@ -201,6 +239,9 @@ class ThreadState:
                     self,
                     active_run_id=run_id,
                     queue=tuple(q for q in self.queue if q.run_id != run_id),
+                    side=None,
+                    session_turn=0,
+                    side_steps=0,
                 )
                 if state.run(run_id) is None:
                     state = replace(state, runs=(*state.runs, RunView(run_id=run_id)))
@@ -210,7 +251,10 @@ class ThreadState:
             case AgentStarted(model=model):
                 return replace(self, model=model)
             case RunTick(run_id=run_id, step=step):
-                return self._with_run(run_id, step=step)
+                state = self._with_run(run_id, step=step)
+                return replace(state, side_steps=state.side_steps + 1) if state.side else state
+            case SessionTurn(side=side, turn=turn):
+                return replace(self, side=side, session_turn=turn, side_steps=0)
             case RunPaused(run_id=run_id, reason=reason):
                 return self._with_run(run_id, status="paused", reason=reason)
             case RunResumed(run_id=run_id):
@@ -231,10 +275,33 @@ class ThreadState:
             case ToolRequested(call=call):
                 return replace(self, requested=self.requested | {call.id})
             case SubagentRequested(tool_call_id=call_id):
-                return replace(self, requested=self.requested | {call_id})
-            case SubagentCompleted(tool_call_id=call_id, outcome=outcome, report=report):
-                if self.outcome(call_id) is not None:
-                    return self
+                return replace(
+                    self,
+                    requested=self.requested | {call_id},
+                    spawn_requests=(*self.spawn_requests, payload),
+                )
+            case SubagentMessaged(tool_call_id=call_id, child_thread_id=child):
+                state = replace(self, requested=self.requested | {call_id})
+                return state._with_child(child, status="running")
+            case SubagentSpawned(tool_call_id=call_id, child_thread_id=child, subagent_type=kind):
+                request = next((r for r in self.spawn_requests if r.tool_call_id == call_id), None)
+                entry = ChildEntry(
+                    reference=child,
+                    subagent_type=kind,
+                    tool_call_id=call_id,
+                    name=request.name if request else None,
+                    resumable=request.resumable if request else False,
+                    blocking=request.blocking if request else True,
+                )
+                return replace(self, children=(*self.children, entry))
+            case SubagentStatus(child_thread_id=child, status=status):
+                return self._with_child(child, status_text=status)
+            case SubagentCompleted(
+                tool_call_id=call_id, child_thread_id=child, outcome=outcome, report=report
+            ):
+                state = self._with_child(child, status=outcome)
+                if state.outcome(call_id) is not None:
+                    return state
                 text = report if outcome == "completed" else f"Subagent {outcome}: {report}"
                 return replace(
                     self,

@@ -17,7 +17,28 @@ def child_run_id(child_thread: str) -> str:
     return derived_id("run_", "first-run", child_thread)
 
 
-def report_message(child_thread: str, outcome: str, report: str) -> str:
+def message_run_id(child_thread: str, tool_call_id: str) -> str:
+    """The child's run started by a `subagent_message` call."""
+    return derived_id("run_", "message", child_thread, tool_call_id)
+
+
+def returned_path(child_thread: str, path: str) -> str:
+    """Where a child's returned file lands in the parent: under the child's reference, so
+    files of different children never overwrite each other or the parent's own."""
+    return f"subagents/{child_thread}/{path.lstrip('/')}"
+
+
+def report_message(
+    child_thread: str, outcome: str, report: str, attachments: tuple[str, ...] = ()
+) -> str:
     if outcome == "completed":
-        return f"Subagent (reference: {child_thread}) has returned the following result: {report}"
-    return f"Subagent (reference: {child_thread}) ended with {outcome}: {report}"
+        text = (
+            f"Subagent (reference: {child_thread}) has returned the following result:\n\n{report}"
+        )
+    else:
+        text = (
+            f"Subagent (reference: {child_thread}) has reported a failure ({outcome}):\n\n{report}"
+        )
+    if attachments:
+        text += "\n\nReturned attachments: " + ", ".join(attachments)
+    return text

@@ -1,12 +1,15 @@
 """The subagent coordinator.
 
 - `subagent.requested` on a parent: create the child thread (a registry command), record
-  `subagent.spawned` on the parent, start the child with the task as its user message, and
-  arm the call's timeout.
-- A child's run ends (`run.completed` / `.error` / `.canceled`): record
-  `subagent.completed` on the parent once (the runtime turns it into the call's tool result
-  and resumes the parent); for a non-blocking child, also queue the report to the parent as
-  a message.
+  `subagent.spawned` on the parent, start the child with the task as its user message (and
+  the parent's attached files copied into its filesystem), and arm the call's timeout.
+- `subagent.messaged`: start another run of a resumable child with the message.
+- A child's run ends (`run.completed` / `.error` / `.canceled`): record `subagent.completed`
+  on the parent for the call that started that run, once, with the files the run wrote
+  copied back under `subagents/<child>/`; the runtime turns it into the call's tool result
+  and resumes the parent. For a non-blocking call the report is also queued to the parent
+  as a message.
+- A child's `session.status`: recorded on the parent as `subagent.status`.
 - A run is canceled: cancel every child still working for it, which cascades down the tree.
 
 Everything it creates has a deterministic id and an idempotency key, so a redelivered
@@ -17,19 +20,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 
 import structlog
 
 from contracts.commands import CancelRun, CreateThread, InvokeThread
 from contracts.events import (
+    AnyEvent,
     ChatMessage,
+    FileWritten,
     ParentRef,
     RunCanceled,
     RunCompleted,
     RunError,
+    SessionStatusSet,
     SubagentCompleted,
+    SubagentMessaged,
     SubagentRequested,
     SubagentSpawned,
+    SubagentStatus,
     ThreadCreated,
 )
 from contracts.events.subagent import ChildOutcome
@@ -41,9 +50,36 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
 from services.common.decide import decide_and_append
 from services.runtime.cache import BlueprintCache
-from services.subagents.naming import child_run_id, child_thread_id, child_token, report_message
+from services.subagents.naming import (
+    child_run_id,
+    child_thread_id,
+    child_token,
+    message_run_id,
+    report_message,
+    returned_path,
+)
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The parent call that started a child's run."""
+
+    run_id: str
+    tool_call_id: str
+    blocking: bool
+
+
+def files_of(history: list[RecordedEvent], run_id: str | None = None) -> dict[str, str]:
+    """Latest content per path; with `run_id`, only files the agent wrote in that run."""
+    files: dict[str, str] = {}
+    for e in history:
+        if isinstance(e.payload, FileWritten) and (
+            run_id is None or (e.payload.run_id == run_id and e.payload.origin == "tool")
+        ):
+            files[e.payload.path] = e.payload.content
+    return files
 
 
 class Coordinator:
@@ -58,29 +94,38 @@ class Coordinator:
         match event.payload:
             case SubagentRequested() as request:
                 await self._spawn(event, request)
+            case SubagentMessaged() as messaged:
+                await self._message(event, messaged)
+            case SessionStatusSet(status=status):
+                await self._status(event, status)
             case RunCompleted() | RunError() | RunCanceled():
                 if isinstance(event.payload, RunCanceled):
                     await self._cascade(event)
                 await self._report(event)
 
-    # --- spawning -----------------------------------------------------------------
+    def _context(self, event: RecordedEvent) -> EventContext:
+        env = event.envelope
+        return EventContext(
+            agency_id=env.agency_id, thread_id=env.aggregate_id, correlation_id=env.correlation_id
+        )
+
+    # --- spawning and messaging ------------------------------------------------------
 
     async def _spawn(self, event: RecordedEvent, request: SubagentRequested) -> None:
         env = event.envelope
         tenant, parent = env.tenant_id, env.aggregate_id
         agency = env.agency_id or ""
+        context = self._context(event)
         child = child_thread_id(tenant, parent, request.tool_call_id)
-        context = EventContext(
-            agency_id=agency, thread_id=parent, correlation_id=env.correlation_id
-        )
         dynamic = await self._blueprints.dynamic(tenant, agency)
         if (
             request.subagent_type not in dynamic
             and request.subagent_type not in self._system.blueprints
         ):
             await self._complete(
-                tenant, parent, request.run_id, request.tool_call_id, child, "error",
-                f"no blueprint named {request.subagent_type!r} in this agency", context,
+                tenant, parent, Origin(request.run_id, request.tool_call_id, request.blocking),
+                child, "error", f"no blueprint named {request.subagent_type!r} in this agency",
+                context, key=f"report:{child}:unknown",
             )  # fmt: skip
             return
         token = child_token(tenant, parent, request.tool_call_id)
@@ -107,33 +152,62 @@ class Coordinator:
             context=context,
             idempotency_key=f"spawned:{child}",
         )  # fmt: skip
+        files = await self._attached(tenant, parent, request.attachments)
         await self._bus.commands.send(
             tenant,
             InvokeThread(
                 agency_id=agency,
                 thread_id=child,
                 run_id=child_run_id(child),
-                messages=(ChatMessage(role="user", content=request.description),),
+                messages=(
+                    ChatMessage(role="user", content=_with_attachments(request.description, files)),
+                ),
+                files=files,
             ),
             idempotency_key=f"spawn-invoke:{child}",
         )
         if request.timeout_ms:
-            self._arm_timer(tenant, context, request, child)
+            origin = Origin(request.run_id, request.tool_call_id, request.blocking)
+            self._arm_timer(tenant, context, origin, child, request.timeout_ms)
         log.info("subagent spawned", child_thread_id=child, subagent_type=request.subagent_type)
 
+    async def _message(self, event: RecordedEvent, messaged: SubagentMessaged) -> None:
+        env = event.envelope
+        tenant, parent, child = env.tenant_id, env.aggregate_id, messaged.child_thread_id
+        files = await self._attached(tenant, parent, messaged.attachments)
+        await self._bus.commands.send(
+            tenant,
+            InvokeThread(
+                agency_id=env.agency_id or "",
+                thread_id=child,
+                run_id=message_run_id(child, messaged.tool_call_id),
+                messages=(
+                    ChatMessage(role="user", content=_with_attachments(messaged.message, files)),
+                ),
+                files=files,
+            ),
+            idempotency_key=f"message:{child}:{messaged.tool_call_id}",
+        )
+
+    async def _attached(self, tenant: str, parent: str, paths: tuple[str, ...]) -> dict[str, str]:
+        if not paths:
+            return {}
+        files = files_of(await self._bus.store.read(tenant, "thread", parent))
+        # The child gets each file at the same path: its filesystem is its own.
+        return {p: files[p] for p in paths if p in files}
+
     def _arm_timer(
-        self, tenant: str, context: EventContext, request: SubagentRequested, child: str
+        self, tenant: str, context: EventContext, origin: Origin, child: str, timeout_ms: int
     ) -> None:
         if child in self._timers:
             return
         parent, agency = context.thread_id or "", context.agency_id or ""
-        seconds = (request.timeout_ms or 0) / 1000
 
         async def expire() -> None:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(timeout_ms / 1000)
             reported = await self._complete(
-                tenant, parent, request.run_id, request.tool_call_id, child, "timeout",
-                f"no answer within {request.timeout_ms} ms", context,
+                tenant, parent, origin, child, "timeout", f"no answer within {timeout_ms} ms",
+                context, key=f"report:{child}:{child_run_id(child)}",
             )  # fmt: skip
             if reported:
                 await self._bus.commands.send(
@@ -158,11 +232,25 @@ class Coordinator:
             self._parents[key] = created.parent if created else None
         return self._parents[key]
 
+    async def _status(self, event: RecordedEvent, status: str) -> None:
+        env = event.envelope
+        parent = await self._parent_of(env.tenant_id, env.aggregate_id)
+        if parent is None:
+            return
+        update = SubagentStatus(child_thread_id=env.aggregate_id, status=status)
+        await decide_and_append(
+            self._bus.store, env.tenant_id, "thread", parent.thread_id,
+            lambda history: (update,),
+            context=EventContext(agency_id=env.agency_id, thread_id=parent.thread_id,
+                                 correlation_id=env.correlation_id),
+            idempotency_key=f"status:{env.event_id}",
+        )  # fmt: skip
+
     async def _report(self, event: RecordedEvent) -> None:
         env = event.envelope
-        tenant, child = env.tenant_id, env.aggregate_id
+        tenant, child, child_run = env.tenant_id, env.aggregate_id, env.run_id or ""
         parent = await self._parent_of(tenant, child)
-        if parent is None or parent.tool_call_id is None:
+        if parent is None:
             return
         outcome: ChildOutcome
         match event.payload:
@@ -175,17 +263,13 @@ class Coordinator:
             case _:
                 return
         history = await self._bus.store.read(tenant, "thread", parent.thread_id)
-        request = next(
-            (
-                e.payload
-                for e in history
-                if isinstance(e.payload, SubagentRequested)
-                and e.payload.tool_call_id == parent.tool_call_id
-            ),
-            None,
-        )
-        if request is None:
+        origin = _origin(history, child, child_run)
+        if origin is None:
             return
+        child_history = await self._bus.store.read(tenant, "thread", child)
+        returned = {
+            returned_path(child, p): c for p, c in files_of(child_history, child_run).items()
+        }
         first = history[0].envelope
         context = EventContext(
             agency_id=first.agency_id,
@@ -193,21 +277,20 @@ class Coordinator:
             correlation_id=first.correlation_id,
         )
         reported = await self._complete(
-            tenant, parent.thread_id, request.run_id, parent.tool_call_id, child, outcome, report,
-            context,
+            tenant, parent.thread_id, origin, child, outcome, report, context,
+            key=f"report:{child}:{child_run}", files=returned,
         )  # fmt: skip
-        if reported and not request.blocking:
+        if reported and not origin.blocking:
+            text = report_message(child, outcome, report, tuple(returned))
             await self._bus.commands.send(
                 tenant,
                 InvokeThread(
                     agency_id=env.agency_id or "",
                     thread_id=parent.thread_id,
-                    run_id=derived_id("run_", "report", child),
-                    messages=(
-                        ChatMessage(role="user", content=report_message(child, outcome, report)),
-                    ),
+                    run_id=derived_id("run_", "report", child, child_run),
+                    messages=(ChatMessage(role="user", content=text),),
                 ),
-                idempotency_key=f"report-invoke:{child}",
+                idempotency_key=f"report-invoke:{child}:{child_run}",
             )
         timer = self._timers.pop(child, None)
         if timer is not None:
@@ -217,26 +300,37 @@ class Coordinator:
         self,
         tenant: str,
         parent: str,
-        run_id: str,
-        tool_call_id: str,
+        origin: Origin,
         child: str,
         outcome: ChildOutcome,
         report: str,
         context: EventContext,
+        *,
+        key: str,
+        files: dict[str, str] | None = None,
     ) -> bool:
-        """Record the child's outcome on the parent once; False when it already was."""
-        completed = SubagentCompleted(
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            child_thread_id=child,
-            outcome=outcome,
-            report=report,
+        """Record the outcome of the call `origin` on the parent once; False if it was."""
+        returned = files or {}
+        text = report_message(child, outcome, report, tuple(returned)) if returned else report
+        events: tuple[AnyEvent, ...] = (
+            *(
+                FileWritten(run_id=origin.run_id, path=p, content=c, origin="attachment")
+                for p, c in returned.items()
+            ),
+            SubagentCompleted(
+                run_id=origin.run_id,
+                tool_call_id=origin.tool_call_id,
+                child_thread_id=child,
+                outcome=outcome,
+                report=text,
+                attachments=tuple(returned),
+            ),
         )
         result = await decide_and_append(
             self._bus.store, tenant, "thread", parent,
-            lambda history: () if _has_report(history, child) else (completed,),
+            lambda history: () if _has_report(history, origin.tool_call_id) else events,
             context=context,
-            idempotency_key=f"report:{child}",
+            idempotency_key=key,
         )  # fmt: skip
         return bool(result.events)
 
@@ -246,18 +340,18 @@ class Coordinator:
         env = event.envelope
         tenant, thread = env.tenant_id, env.aggregate_id
         history = await self._bus.store.read(tenant, "thread", thread)
-        reported = {
+        done = {
             e.payload.child_thread_id for e in history if isinstance(e.payload, SubagentCompleted)
         }
         for e in history:
-            if isinstance(e.payload, SubagentSpawned) and e.payload.child_thread_id not in reported:
+            if isinstance(e.payload, SubagentSpawned) and e.payload.child_thread_id not in done:
                 child = e.payload.child_thread_id
                 await self._bus.commands.send(
                     tenant,
                     CancelRun(
                         agency_id=env.agency_id or "", thread_id=child, reason="parent canceled"
                     ),
-                    idempotency_key=f"cascade:{child}:{event.envelope.event_id}",
+                    idempotency_key=f"cascade:{child}:{env.event_id}",
                 )
 
     async def close(self) -> None:
@@ -267,6 +361,31 @@ class Coordinator:
                 await timer
 
 
+def _origin(history: list[RecordedEvent], child: str, child_run: str) -> Origin | None:
+    """Which of the parent's calls started the child's run `child_run`."""
+    for e in history:
+        match e.payload:
+            case SubagentRequested(run_id=run_id, tool_call_id=call_id, blocking=blocking):
+                if (
+                    child_run == child_run_id(child)
+                    and child_thread_id(e.envelope.tenant_id, e.envelope.aggregate_id, call_id)
+                    == child
+                ):
+                    return Origin(run_id, call_id, blocking)
+            case SubagentMessaged(
+                run_id=run_id, tool_call_id=call_id, child_thread_id=target, blocking=blocking
+            ):
+                if target == child and message_run_id(child, call_id) == child_run:
+                    return Origin(run_id, call_id, blocking)
+    return None
+
+
+def _with_attachments(text: str, files: dict[str, str]) -> str:
+    if not files:
+        return text
+    return f"{text}\n\nAttached files: {', '.join(files)}"
+
+
 def _has_link(history: list[RecordedEvent], child: str) -> bool:
     return any(
         isinstance(e.payload, SubagentSpawned) and e.payload.child_thread_id == child
@@ -274,9 +393,9 @@ def _has_link(history: list[RecordedEvent], child: str) -> bool:
     )
 
 
-def _has_report(history: list[RecordedEvent], child: str) -> bool:
+def _has_report(history: list[RecordedEvent], tool_call_id: str) -> bool:
     return any(
-        isinstance(e.payload, SubagentCompleted) and e.payload.child_thread_id == child
+        isinstance(e.payload, SubagentCompleted) and e.payload.tool_call_id == tool_call_id
         for e in history
     )
 

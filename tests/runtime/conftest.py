@@ -17,8 +17,9 @@ from contracts.commands import (
     CreateAgency,
     CreateThread,
     InvokeThread,
+    SaveBlueprint,
 )
-from contracts.events import BlueprintSpec, ChatMessage, ToolCall
+from contracts.events import BlueprintSaved, BlueprintSpec, ChatMessage, ToolCall
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
@@ -63,13 +64,28 @@ def make_system() -> AgentSystem:
                 tags=("default", "lookup"),
                 config={
                     "subagents": {
-                        "subagents": ["worker", "manager", {"name": "background", "blocking": False}]
+                        "subagents": [
+                            "worker",
+                            "manager",
+                            {"name": "background", "blocking": False},
+                            {
+                                "name": "helper",
+                                "resumable": True,
+                                "blocking": True,
+                                "maxInstances": 1,
+                            },
+                        ]
                     }
                 },
             )
         )
         .add_agent(
-            BlueprintSpec(name="background", prompt="You work in the background.", tags=("default",))
+            BlueprintSpec(
+                name="background", prompt="You work in the background.", tags=("default",)
+            )
+        )
+        .add_agent(
+            BlueprintSpec(name="helper", prompt="You are a persistent helper.", tags=("default",))
         )
         .add_agent(
             BlueprintSpec(
@@ -98,7 +114,8 @@ class Agents:
     async def thread(self, agent_type: str = "worker") -> str:
         thread = new_id()
         await self.bus.commands.send(
-            self.tenant, CreateThread(agency_id=self.agency, thread_id=thread, agent_type=agent_type)
+            self.tenant,
+            CreateThread(agency_id=self.agency, thread_id=thread, agent_type=agent_type),
         )
 
         async def created() -> None:
@@ -106,6 +123,20 @@ class Agents:
 
         await assert_eventually(created)
         return thread
+
+    async def save_blueprint(self, blueprint: BlueprintSpec) -> None:
+        await self.bus.commands.send(
+            self.tenant, SaveBlueprint(agency_id=self.agency, blueprint=blueprint)
+        )
+
+        async def saved() -> None:
+            events = await self.bus.store.read(self.tenant, "agency", self.agency)
+            assert any(
+                isinstance(e.payload, BlueprintSaved) and e.payload.blueprint == blueprint
+                for e in events
+            )
+
+        await assert_eventually(saved)
 
     async def invoke(
         self, thread: str, text: str, *, key: str | None = None, strategy: str = "queue"
@@ -130,7 +161,10 @@ class Agents:
         await self.bus.commands.send(
             self.tenant,
             ApproveToolCalls(
-                agency_id=self.agency, thread_id=thread, approved=approved, modified_tool_calls=modified
+                agency_id=self.agency,
+                thread_id=thread,
+                approved=approved,
+                modified_tool_calls=modified,
             ),
         )
 
@@ -152,7 +186,9 @@ class Agents:
 
         return await assert_eventually(ready, timeout=timeout)
 
-    async def wait_terminal(self, thread: str, count: int = 1, timeout: float = 20) -> list[RecordedEvent]:
+    async def wait_terminal(
+        self, thread: str, count: int = 1, timeout: float = 20
+    ) -> list[RecordedEvent]:
         return await self.wait_for(
             thread, lambda es: sum(e.type in RUN_TERMINAL_TYPES for e in es) >= count, timeout
         )

@@ -19,7 +19,7 @@ from infra.jetstream.connection import Bus
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from tests.runtime.apps import build as build_app
-from tests.runtime.conftest import Agents, running_agents
+from tests.runtime.conftest import running_agents
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.runtime.apps:system"

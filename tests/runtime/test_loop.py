@@ -50,7 +50,9 @@ async def test_run_with_state_and_external_tools_completes(agents: Agents) -> No
     assert terminals(events) == ["run.completed"]
     completed = next(e.payload for e in events if isinstance(e.payload, RunCompleted))
     assert completed.result == "All done."
-    outputs = {e.payload.tool_name: e.payload.output for e in events if isinstance(e.payload, ToolOutput)}
+    outputs = {
+        e.payload.tool_name: e.payload.output for e in events if isinstance(e.payload, ToolOutput)
+    }
     assert outputs["lookup"] == "definition of agent"
     assert "notes.md" in outputs["write_file"]
     assert types(events).count("tool.requested") == 1  # only the external tool leaves the runtime
@@ -73,7 +75,9 @@ async def test_same_idempotency_key_starts_one_run(agents: Agents) -> None:
 
 async def test_second_invoke_is_queued_and_runs_after_the_first(agents: Agents) -> None:
     key = "queue-" + agents.tenant
-    agents.llm.script(key, [ScriptStep(content="first answer", delay_ms=300), ScriptStep(content="second answer")])
+    agents.llm.script(
+        key, [ScriptStep(content="first answer", delay_ms=300), ScriptStep(content="second answer")]
+    )
     thread = await agents.thread()
     first = await agents.invoke(thread, key)
     second = await agents.invoke(thread, key)
@@ -131,7 +135,9 @@ async def test_hitl_modified_call_runs_with_the_new_arguments(agents: Agents) ->
     proposed = next(e.payload for e in paused if isinstance(e.payload, HitlInterrupt))
     call = proposed.proposed_tool_calls[0]
     await agents.approve(
-        thread, approved=True, modified=(ToolCall(id=call.id, name="lookup", arguments='{"word": "edited"}'),)
+        thread,
+        approved=True,
+        modified=(ToolCall(id=call.id, name="lookup", arguments='{"word": "edited"}'),),
     )
     events = await agents.wait_terminal(thread)
     outputs = [e.payload.output for e in events if isinstance(e.payload, ToolOutput)]

@@ -12,7 +12,10 @@ from tests.runtime.conftest import Agents
 
 
 def task(description: str, kind: str = "worker", **extra: object) -> dict[str, object]:
-    return {"name": "task", "arguments": {"description": description, "subagentType": kind, **extra}}
+    return {
+        "name": "task",
+        "arguments": {"description": description, "subagentType": kind, **extra},
+    }
 
 
 def kinds(events: list[RecordedEvent]) -> list[str]:
@@ -59,9 +62,17 @@ async def test_parallel_blocking_children_report_into_their_own_calls(agents: Ag
 
 async def test_nested_children_three_levels_deep(agents: Agents) -> None:
     key = "nest-" + agents.tenant
-    agents.llm.script(f"L1 {key}", [ScriptStep(tool_calls=[task(f"L2 {key}", "manager")]), ScriptStep(content="L1 done")])
-    agents.llm.script(f"L2 {key}", [ScriptStep(tool_calls=[task(f"L3 {key}", "manager")]), ScriptStep(content="L2 done")])
-    agents.llm.script(f"L3 {key}", [ScriptStep(tool_calls=[task(f"L4 {key}")]), ScriptStep(content="L3 done")])
+    agents.llm.script(
+        f"L1 {key}",
+        [ScriptStep(tool_calls=[task(f"L2 {key}", "manager")]), ScriptStep(content="L1 done")],
+    )
+    agents.llm.script(
+        f"L2 {key}",
+        [ScriptStep(tool_calls=[task(f"L3 {key}", "manager")]), ScriptStep(content="L2 done")],
+    )
+    agents.llm.script(
+        f"L3 {key}", [ScriptStep(tool_calls=[task(f"L4 {key}")]), ScriptStep(content="L3 done")]
+    )
     agents.llm.script(f"L4 {key}", [ScriptStep(content="leaf done")])
     root = await agents.thread("manager")
     await agents.invoke(root, f"L1 {key}")
@@ -131,7 +142,9 @@ async def test_non_blocking_child_result_arrives_as_a_queued_message(agents: Age
         ScriptStep(content="started it, carrying on"),
         ScriptStep(content="got the background result"),
     ])  # fmt: skip
-    agents.llm.script(f"background job {key}", [ScriptStep(content="background result", delay_ms=300)])
+    agents.llm.script(
+        f"background job {key}", [ScriptStep(content="background result", delay_ms=300)]
+    )
     parent = await agents.thread("manager")
     await agents.invoke(parent, key)
     events = await agents.wait_terminal(parent, count=2, timeout=30)
@@ -141,5 +154,8 @@ async def test_non_blocking_child_result_arrives_as_a_queued_message(agents: Age
         e.payload.message.content for e in events
         if e.type == "message.appended" and e.payload.message.role == "user" and e.seq > first_done  # type: ignore[attr-defined]
     ]  # fmt: skip
-    assert len(messages) == 1 and "has returned the following result: background result" in messages[0]
+    assert (
+        len(messages) == 1
+        and "has returned the following result:\n\nbackground result" in messages[0]
+    )
     assert terminal(events) == ["run.completed", "run.completed"]

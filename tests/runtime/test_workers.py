@@ -28,9 +28,7 @@ async def test_two_runtime_workers_keep_every_thread_sequential(
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
     stop = asyncio.Event()
     # A second worker beside the one `running_agents` starts.
-    second = asyncio.create_task(
-        run_runtime(nats_url, "unused", stop, make_system(), provider)
-    )
+    second = asyncio.create_task(run_runtime(nats_url, "unused", stop, make_system(), provider))
     try:
         async with running_agents(bus, nats_url, tenant, llm) as agents:
             threads = [await agents.thread() for _ in range(12)]
@@ -51,5 +49,7 @@ async def test_two_runtime_workers_keep_every_thread_sequential(
             "run.completed",
             "run.completed",
         ]
-        results = [e.payload.tool_call_id for e in events if e.type in ("tool.output", "tool.error")]
+        results = [
+            e.payload.tool_call_id for e in events if e.type in ("tool.output", "tool.error")
+        ]
         assert len(results) == len(set(results))

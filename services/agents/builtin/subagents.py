@@ -1,10 +1,13 @@
 """Subagents: the `task` tool delegates work to a child thread and reports its answer back.
 
 Blueprint config: `{"subagents": {"subagents": ["researcher", {"name": "writer",
-"blocking": false}]}}` lists the blueprints this agent may spawn (a name also resolves to
-the agency's dynamic blueprint of that name). A blocking call pauses the parent's run
-(reason `subagent`) until every child of the step has reported; a non-blocking one answers
-at once with the child's reference, and the child's result arrives later as a message.
+"blocking": false}, {"name": "helper", "resumable": true, "maxInstances": 2}]}}` lists the
+blueprints this agent may spawn (a name also resolves to the agency's dynamic blueprint of
+that name). A blocking call pauses the parent's run (reason `subagent`) until every child
+of the step has reported; a non-blocking one answers at once with the child's reference,
+and the child's result arrives later as a queued message. Resumable types are created with
+`subagent_create` (a named, persistent child) and addressed again with `subagent_message`;
+while children exist, the parent's model sees them listed in a system message.
 """
 
 from __future__ import annotations
@@ -13,11 +16,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.agents.middleware import Middleware, MiddlewareContext
+from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.tools import SubagentTool, ToolSpec
 
+TASK_TOOL = "task"
+CREATE_TOOL = "subagent_create"
+MESSAGE_TOOL = "subagent_message"
+RESUMABLE_TOOLS = (CREATE_TOOL, MESSAGE_TOOL)
+
+_ATTACHMENTS = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "paths of your files to copy to the subagent",
+}
+
 TASK = ToolSpec(
-    name="task",
+    name=TASK_TOOL,
     description="Delegate a self-contained task to a subagent. It works in its own thread "
     "and answers with a report. Calls in one step run in parallel.",
     parameters={
@@ -26,8 +40,37 @@ TASK = ToolSpec(
             "description": {"type": "string", "description": "the task, with all context needed"},
             "subagentType": {"type": "string", "description": "which subagent to use"},
             "timeoutMs": {"type": "integer", "description": "give up after this many ms"},
+            "attachments": _ATTACHMENTS,
         },
         "required": ["description", "subagentType"],
+    },
+)
+CREATE = ToolSpec(
+    name=CREATE_TOOL,
+    description="Create a named, persistent subagent and give it its first task. "
+    "Message it again later with subagent_message.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "a name for this instance"},
+            "subagentType": {"type": "string"},
+            "message": {"type": "string", "description": "its first task"},
+            "attachments": _ATTACHMENTS,
+        },
+        "required": ["name", "subagentType", "message"],
+    },
+)
+MESSAGE = ToolSpec(
+    name=MESSAGE_TOOL,
+    description="Send a persistent subagent another message, by its reference.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "reference": {"type": "string"},
+            "message": {"type": "string"},
+            "attachments": _ATTACHMENTS,
+        },
+        "required": ["reference", "message"],
     },
 )
 
@@ -36,6 +79,8 @@ TASK = ToolSpec(
 class SubagentType:
     name: str
     blocking: bool = True
+    resumable: bool = False
+    max_instances: int | None = None
 
 
 def subagent_types(config: Mapping[str, Any]) -> dict[str, SubagentType]:
@@ -46,7 +91,15 @@ def subagent_types(config: Mapping[str, Any]) -> dict[str, SubagentType]:
         if isinstance(entry, str):
             types[entry] = SubagentType(entry)
         elif isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-            types[entry["name"]] = SubagentType(entry["name"], bool(entry.get("blocking", True)))
+            cap = entry.get("maxInstances")
+            resumable = bool(entry.get("resumable", False))
+            types[entry["name"]] = SubagentType(
+                entry["name"],
+                # A resumable child answers later unless the blueprint says to wait.
+                blocking=bool(entry.get("blocking", not resumable)),
+                resumable=resumable,
+                max_instances=cap if isinstance(cap, int) and cap > 0 else None,
+            )
     return types
 
 
@@ -64,5 +117,18 @@ class SubagentsMiddleware(Middleware):
             f"{listed}. Give each a complete description; it sees nothing else."
         )
 
+    async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:
+        children = ctx.state.children
+        if not children:
+            return
+        lines = ["Your subagents (reference, name, type, status):"]
+        for child in children:
+            note = f" — {child.status_text}" if child.status_text else ""
+            lines.append(
+                f"- {child.reference} {child.name or '-'} {child.subagent_type} "
+                f"{child.status}{note}"
+            )
+        plan.system_prompts.append("\n".join(lines))
+
     def subagent_tools(self) -> tuple[SubagentTool, ...]:
-        return (SubagentTool(spec=TASK),)
+        return (SubagentTool(spec=TASK), SubagentTool(spec=CREATE), SubagentTool(spec=MESSAGE))

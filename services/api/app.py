@@ -1,0 +1,160 @@
+"""The HTTP API: `create_app(deps)` builds it; nothing happens at import.
+
+Every error a client can cause answers 4xx with `{"error": "<what is wrong>", "status": N}`;
+a failure of ours answers 500 (503 when NATS does not answer in time) without details.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import msgspec
+import structlog
+from litestar import Litestar, Request, Response, Router, get
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.exceptions import HTTPException, SerializationException, ValidationException
+from litestar.openapi import OpenAPIConfig
+from nats.errors import Error as NatsError
+
+from contracts.errors import InvalidToken
+from infra.jetstream.errors import StoreError, StoreTimeout
+from services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
+from services.api.dashboard import dashboard
+from services.api.deps import ApiDeps
+from services.api.routes_commands import COMMAND_ROUTES
+from services.api.routes_queries import QUERY_ROUTES
+from services.api.streaming import CLOSING, STREAM_ROUTES
+
+log = structlog.get_logger(__name__)
+
+
+class Health(msgspec.Struct, frozen=True):
+    status: str
+
+
+@get("/healthz", opt={PUBLIC_OPT: True}, summary="Liveness: the process answers")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@get("/readyz", opt={PUBLIC_OPT: True}, summary="Readiness: NATS connected, database answers")
+async def readyz(deps: Deps) -> Response[Any]:
+    problems: list[str] = []
+    try:
+        connected = deps.bus.nc.is_connected
+    except AssertionError:  # the Bus asserts it was connected at all
+        connected = False
+    if not connected:
+        problems.append("NATS is not connected")
+    try:
+        async with asyncio.timeout(2.0):
+            await deps.pool.fetchval("SELECT 1")
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        problems.append(f"database does not answer: {type(e).__name__}: {e}")
+    if problems:
+        return _error(503, "; ".join(problems))
+    return Response(Health(status="ready"))
+
+
+def create_app(deps: ApiDeps) -> Litestar:
+    def provide_deps() -> ApiDeps:
+        return deps
+
+    return Litestar(
+        route_handlers=[
+            *QUERY_ROUTES,
+            *COMMAND_ROUTES,
+            *STREAM_ROUTES,
+            dashboard,
+            healthz,
+            readyz,
+        ],
+        dependencies={
+            "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
+            "principal": Provide(provide_principal, sync_to_thread=False),
+        },
+        middleware=[AuthMiddleware(deps)],
+        exception_handlers={Exception: _handle_error},
+        request_max_body_size=deps.settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="Agency API",
+            version="0.1.0",
+            description=(
+                "Agents for many tenants. Authenticate with `Authorization: Bearer <api key>` "
+                "(or `X-SECRET` in a single-tenant set-up)."
+            ),
+            # The docs are public: the router's opt reaches its handlers.
+            openapi_router=Router(
+                "/schema", route_handlers=[], opt={PUBLIC_OPT: True}, include_in_schema=False
+            ),
+        ),
+        state=State({CLOSING: asyncio.Event()}),
+    )
+
+
+_DATABASE_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.InterfaceError,
+)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response({"error": message, "status": status}, status_code=status, headers=headers)
+
+
+def _handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    # Our own 503s say what is missing; other 5xx details stay in the log.
+    if isinstance(exc, HTTPException) and (exc.status_code < 500 or exc.status_code == 503):
+        return _error(exc.status_code, _client_message(request, exc), exc.headers)
+    if isinstance(exc, InvalidToken):
+        return _error(400, str(exc))
+    if isinstance(exc, StoreTimeout | NatsError | TimeoutError):
+        log.warning("event store did not answer", path=request.url.path, error=str(exc))
+        return _error(503, "the event store did not answer in time; retry the request")
+    if isinstance(exc, _DATABASE_UNAVAILABLE):
+        log.warning("database unavailable", path=request.url.path, error=str(exc))
+        return _error(503, "the database is unavailable; retry the request")
+    if isinstance(exc, StoreError):
+        log.error("event store error", path=request.url.path, error=str(exc))
+    else:
+        log.exception("unhandled error", path=request.url.path, exc_info=exc)
+    return _error(500, "internal server error")
+
+
+def _client_message(request: Request[Any, Any, Any], exc: HTTPException) -> str:
+    if exc.status_code == 413:
+        limit = request.route_handler.resolve_request_max_body_size()
+        return f"request body too large: the limit is {limit} bytes"
+    if exc.status_code == 404 and exc.detail == "Not Found":
+        return f"no route {request.method} {request.url.path}"
+    if exc.status_code == 405:
+        return f"method {request.method} is not allowed on {request.url.path}"
+    if isinstance(exc.__cause__, SerializationException):
+        return f"request body is not valid JSON: {exc.detail}"
+    if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
+        return "; ".join(_problem(item) for item in exc.extra)
+    return exc.detail
+
+
+def _problem(item: Any) -> str:
+    """One validation problem as a sentence naming where it is."""
+    if not isinstance(item, dict):
+        return str(item)
+    message = str(item.get("message", "invalid value"))
+    key = item.get("key")
+    source = getattr(item.get("source"), "value", item.get("source"))
+    if source == "body":
+        if message == "'data'":
+            return "a JSON request body is required"
+        # litestar names the whole body after the handler's `data` parameter.
+        where = "request body" if key in (None, "", "data") else f"request body field {key!r}"
+    elif key:
+        where = f"{source} parameter {key!r}"
+    else:
+        return message
+    return f"{where}: {message}"

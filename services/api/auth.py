@@ -1,0 +1,256 @@
+"""Who is calling, and may they touch this agency or thread.
+
+Credentials, checked in this order:
+- `Authorization: Bearer <admin secret>`: the admin (`Principal(admin=True)`), for admin
+  routes such as `POST /tenants`;
+- `Authorization: Bearer ak_<key_id>_<secret>`: a tenant's API key. Only its sha256 hex is
+  stored (the tenants read model, `projections.queries.tenant_for_key`). The hash is
+  compared by the database: a caller controls the key, not its hash, so the timing of
+  that compare tells nothing. The admin and shared secrets are compared in constant time;
+- `X-SECRET: <shared secret>`: the seed's single-tenant set-up, mapped to one tenant;
+- `?access_token=<key>` on the stream route only, because a browser's `EventSource` cannot
+  send headers. A query string ends up in access logs, so nothing else accepts it.
+
+A missing and a wrong credential get the same 401, so a caller learns nothing about keys.
+Ownership is checked against the log: subjects are tenant-scoped, so another tenant's
+agency or thread is simply not found (404), and a resource created a moment ago is found
+even while the read models catch up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from typing import Annotated, Any
+
+import asyncpg
+import msgspec
+from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
+from litestar.enums import ScopeType
+from litestar.exceptions import (
+    HTTPException,
+    NotAuthorizedException,
+    NotFoundException,
+    PermissionDeniedException,
+    ServiceUnavailableException,
+    ValidationException,
+)
+from litestar.middleware import ASGIMiddleware
+from litestar.params import PathParameter
+from litestar.types import ASGIApp, Receive, Scope, Send
+from nats.js.errors import NotFoundError
+
+from contracts.codec import decode_event
+from contracts.errors import ContractError, InvalidToken
+from contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec, ThreadCreated
+from contracts.ids import new_id, validate_token
+from contracts.subjects import EVENTS_STREAM, event_subject
+from infra.jetstream.records import RecordedEvent
+from projections.queries import tenant_for_key
+from services.api.deps import ApiDeps, Principal
+
+KEY_PREFIX = "ak_"
+UNAUTHORIZED = "missing or invalid credentials: send 'Authorization: Bearer <api key>'"
+ADMIN_TENANT = ""  # the admin acts for no tenant
+ADMIN_ON_TENANT_ROUTE = (
+    "the admin credential acts for no tenant: call tenant routes with a tenant's API key"
+)
+# Route handlers with this opt key accept `?access_token=` (EventSource cannot send headers).
+QUERY_TOKEN_OPT = "query_token"
+# Route handlers with this opt key need no credential.
+PUBLIC_OPT = "public"
+# Route handlers with this opt key are for the admin; every other route refuses the admin.
+ADMIN_OPT = "admin"
+
+# How handlers declare the two dependencies `create_app` registers, and the path ids.
+Caller = NamedDependency[Principal]
+Deps = NamedDependency[ApiDeps]
+AgencyId = Annotated[str, PathParameter(name="agencyId", description="The agency's id.")]
+ThreadId = Annotated[str, PathParameter(name="threadId", description="The thread's id.")]
+
+
+def mint_api_key() -> tuple[str, str, str]:
+    """A new key as `(key, key_id, key_hash)`; the key is shown once and never stored."""
+    key_id = new_id().lower()
+    key = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(24)}"
+    return key, key_id, hash_key(key)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def key_id_of(key: str) -> str | None:
+    """The key id of a well-formed key; the secret may itself contain `_`, the id never."""
+    if not key.startswith(KEY_PREFIX):
+        return None
+    key_id, sep, secret = key[len(KEY_PREFIX) :].partition("_")
+    if not sep or not secret or len(key) > 200:
+        return None
+    try:
+        return validate_token("key id", key_id)
+    except InvalidToken:
+        return None
+
+
+async def principal_for(deps: ApiDeps, token: str | None, shared: str | None) -> Principal | None:
+    """The principal a bearer token or `X-SECRET` value stands for, or None."""
+    settings = deps.settings
+    if token:
+        if settings.admin_secret and _same(token, settings.admin_secret):
+            return Principal(tenant_id=ADMIN_TENANT, admin=True)
+        key_id = key_id_of(token)
+        if key_id is not None:
+            tenant = await tenant_of_key(deps, key_id, hash_key(token))
+            if tenant is not None:
+                return Principal(tenant_id=tenant)
+    tenant = settings.shared_secret_tenant
+    if shared and settings.shared_secret and tenant and _same(shared, settings.shared_secret):
+        return Principal(tenant_id=tenant)
+    return None
+
+
+async def tenant_of_key(deps: ApiDeps, key_id: str, key_hash: str) -> str | None:
+    try:
+        async with deps.pool.acquire() as conn:
+            return await tenant_for_key(conn, key_id, key_hash)
+    except asyncpg.UndefinedTableError as e:
+        raise ServiceUnavailableException(
+            "the tenants read model does not exist yet: is the projector running?"
+        ) from e
+
+
+def _same(given: str, expected: str) -> bool:
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    header = connection.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+class AuthMiddleware(ASGIMiddleware):
+    """Puts the caller's `Principal` in `scope["user"]` or refuses the connection."""
+
+    exclude_opt_key = PUBLIC_OPT
+
+    def __init__(self, deps: ApiDeps) -> None:
+        self._deps = deps
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        connection: ASGIConnection[Any, Any, Any, Any] = ASGIConnection(scope)
+        token = _bearer(connection)
+        route_handler = scope.get("route_handler")
+        if token is None and route_handler is not None and route_handler.opt.get(QUERY_TOKEN_OPT):
+            token = connection.query_params.get("access_token") or None
+        principal = await principal_for(self._deps, token, connection.headers.get("x-secret"))
+        admin_route = route_handler is not None and bool(route_handler.opt.get(ADMIN_OPT))
+        refusal: HTTPException | None = None
+        if principal is None:
+            refusal = NotAuthorizedException(UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+        elif principal.admin and not admin_route:
+            refusal = PermissionDeniedException(ADMIN_ON_TENANT_ROUTE)
+        elif admin_route and not principal.admin:
+            refusal = PermissionDeniedException("this route needs the admin credential")
+        if refusal is None:
+            scope["user"] = principal
+            await next_app(scope, receive, send)
+        elif scope["type"] == ScopeType.WEBSOCKET:
+            await deny_websocket(scope, send, refusal.status_code, refusal.detail)
+        else:
+            raise refusal
+
+
+def provide_principal(scope: Scope) -> Principal:
+    principal = scope.get("user")
+    if not isinstance(principal, Principal):
+        # A handler asked for a principal on a public route: a wiring mistake, still a 401.
+        raise NotAuthorizedException(UNAUTHORIZED)
+    return principal
+
+
+async def deny_websocket(scope: Scope, send: Send, status: int, message: str) -> None:
+    """Refuse a WebSocket handshake with an HTTP status where the server can say one
+    (the ASGI `websocket.http.response` extension), else close with 4000 + status."""
+    body = msgspec.json.encode({"error": message, "status": status})
+    if "websocket.http.response" in (scope.get("extensions") or {}):
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
+        return
+    await send({"type": "websocket.close", "code": 4000 + status, "reason": message[:120]})
+
+
+def tenant_of(principal: Principal) -> str:
+    """The tenant a tenant route acts for; the admin has none."""
+    if principal.admin:
+        raise PermissionDeniedException(ADMIN_ON_TENANT_ROUTE)
+    return principal.tenant_id
+
+
+def require_admin(principal: Principal) -> None:
+    if not principal.admin:
+        raise PermissionDeniedException("this route needs the admin credential")
+
+
+def path_id(kind: str, value: str) -> str:
+    """A path parameter that will become a subject token, or 400 naming the problem."""
+    try:
+        return validate_token(kind, value)
+    except InvalidToken as e:
+        raise ValidationException(str(e)) from e
+
+
+async def agency_events(deps: ApiDeps, tenant: str, agency_id: str) -> list[RecordedEvent]:
+    """The agency's events, or 404 when this tenant has no such agency."""
+    path_id("agency id", agency_id)
+    events = await deps.bus.store.read(tenant, "agency", agency_id)
+    if not any(e.type == "agency.created" for e in events):
+        raise NotFoundException(f"agency {agency_id} not found")
+    return events
+
+
+def agent_types(deps: ApiDeps, events: list[RecordedEvent]) -> dict[str, BlueprintSpec]:
+    """Blueprints a thread of this agency may use: static ones, overridden by the agency's."""
+    static = deps.system.blueprints
+    types = dict(static)
+    for e in events:
+        match e.payload:
+            case BlueprintSaved(blueprint=spec):
+                types[spec.name] = spec
+            case BlueprintDeleted(name=name) if name in static:
+                types[name] = static[name]
+            case BlueprintDeleted(name=name):
+                types.pop(name, None)
+    return types
+
+
+async def thread_created(
+    deps: ApiDeps, tenant: str, agency_id: str, thread_id: str
+) -> ThreadCreated:
+    """The thread's creation event, or 404 unless the thread is this tenant's, in this agency.
+
+    One direct get of the last message on the thread's `thread_created` subject: a thread
+    has exactly one, and it names the agency.
+    """
+    path_id("agency id", agency_id)
+    path_id("thread id", thread_id)
+    subject = event_subject(tenant, "thread", thread_id, "thread.created")
+    not_found = NotFoundException(f"thread {thread_id} not found in agency {agency_id}")
+    try:
+        msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
+    except NotFoundError:
+        raise not_found from None
+    try:
+        envelope = decode_event(msg.data or b"")
+    except (ContractError, msgspec.DecodeError):
+        raise not_found from None
+    payload = envelope.payload
+    if not isinstance(payload, ThreadCreated) or payload.agency_id != agency_id:
+        raise not_found
+    return payload

@@ -1,0 +1,221 @@
+"""Query routes: answers from the read models, always scoped to the caller's tenant.
+
+An agency or thread of another tenant is answered exactly like one that does not exist
+(404), so a tenant cannot even learn that another's ids exist.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, cast
+
+import asyncpg
+import msgspec
+from litestar import get
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException, ValidationException
+from litestar.handlers import HTTPRouteHandler
+from litestar.params import PathParameter, QueryParameter
+
+from contracts.codec import EVENT_TYPES
+from contracts.errors import InvalidToken
+from contracts.events import BlueprintSpec
+from contracts.ids import validate_token
+from projections import queries
+from services.api.deps import ApiDeps, Principal
+
+DEFAULT_EVENTS_PAGE = 100
+MAX_EVENTS_PAGE = 1000
+MAX_SEQ = 2**62
+_INTEGER = re.compile(r"^[+-]?[0-9]{1,19}$")
+
+AgencyId = Annotated[str, PathParameter(name="agencyId")]
+ThreadId = Annotated[str, PathParameter(name="threadId")]
+
+
+class EventsResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    events: list[dict[str, Any]]
+    has_more: bool
+
+
+class UsageResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    group_by: str
+    rows: list[queries.UsageRow]
+
+
+def path_token(kind: str, value: str) -> str:
+    try:
+        return validate_token(kind, value)
+    except InvalidToken as e:
+        raise ValidationException(detail=str(e)) from e
+
+
+def int_param(name: str, raw: str | None, default: int, low: int, high: int) -> int:
+    if raw is None or raw == "":
+        return default
+    if not _INTEGER.match(raw):
+        raise ValidationException(detail=f"{name} must be an integer, got {raw[:40]!r}")
+    value = int(raw)
+    if not low <= value <= high:
+        raise ValidationException(detail=f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def event_types(raw: list[str] | None) -> list[str] | None:
+    """`type` may repeat and may hold a comma-separated list; unknown types are refused."""
+    if not raw:
+        return None
+    wanted = sorted({t.strip() for item in raw for t in item.split(",") if t.strip()})
+    unknown = [t for t in wanted if t not in EVENT_TYPES]
+    if unknown:
+        raise ValidationException(
+            detail=f"unknown event type {unknown[0][:60]!r}; known types: "
+            + ", ".join(sorted(EVENT_TYPES))
+        )
+    return wanted or None
+
+
+async def _agency_or_404(conn: asyncpg.Connection, tenant: str, agency_id: str) -> None:
+    if await queries.get_agency(conn, tenant, agency_id) is None:
+        raise NotFoundException(detail=f"no agency {agency_id!r}")
+
+
+async def _thread_or_404(
+    conn: asyncpg.Connection, tenant: str, agency_id: str, thread_id: str
+) -> queries.ThreadView:
+    thread = await queries.get_thread(conn, tenant, agency_id, thread_id)
+    if thread is None:
+        raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
+    return thread
+
+
+async def resolve_blueprint(
+    conn: asyncpg.Connection, deps: ApiDeps, tenant: str, agency_id: str, name: str
+) -> BlueprintSpec | None:
+    """The agency's dynamic blueprint of that name, else the static one, else None."""
+    stored = await queries.get_blueprint(conn, tenant, agency_id, name)
+    if stored is not None:
+        return stored.spec
+    return deps.system.blueprints.get(name)
+
+
+def tool_metas(deps: ApiDeps, blueprint: BlueprintSpec | None) -> list[queries.ToolMeta]:
+    if blueprint is None:
+        return []
+    return [
+        queries.ToolMeta(
+            name=tool.spec.name,
+            description=tool.spec.description,
+            parameters=dict(tool.spec.parameters),
+        )
+        for tool in deps.system.tools_for(blueprint).values()
+    ]
+
+
+@get("/agencies")
+async def list_agencies(
+    principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+) -> list[queries.AgencyView]:
+    async with deps.pool.acquire() as conn:
+        return await queries.list_agencies(conn, principal.tenant_id)
+
+
+@get("/agency/{agencyId:str}/blueprints")
+async def list_blueprints(
+    agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+) -> list[queries.BlueprintView]:
+    """Static blueprints, overridden by the agency's dynamic ones of the same name."""
+    agency_id = path_token("agency id", agency_id)
+    async with deps.pool.acquire() as conn:
+        await _agency_or_404(conn, principal.tenant_id, agency_id)
+        dynamic = await queries.list_blueprints(conn, principal.tenant_id, agency_id)
+    return queries.merge_blueprints(deps.system.blueprints, dynamic)
+
+
+@get("/agency/{agencyId:str}/agents")
+async def list_agents(
+    agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+) -> list[queries.ThreadView]:
+    agency_id = path_token("agency id", agency_id)
+    async with deps.pool.acquire() as conn:
+        await _agency_or_404(conn, principal.tenant_id, agency_id)
+        return await queries.list_threads(conn, principal.tenant_id, agency_id)
+
+
+@get("/agency/{agencyId:str}/agent/{threadId:str}/state")
+async def agent_state(
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    principal: NamedDependency[Principal],
+    deps: NamedDependency[ApiDeps],
+) -> queries.ThreadStateView:
+    agency_id = path_token("agency id", agency_id)
+    thread_id = path_token("thread id", thread_id)
+    tenant = principal.tenant_id
+    async with deps.pool.acquire() as conn:
+        view = await queries.thread_state(conn, tenant, agency_id, thread_id)
+        if view is None:
+            raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
+        blueprint = await resolve_blueprint(conn, deps, tenant, agency_id, view.state.agent_type)
+    state = msgspec.structs.replace(view.state, tools=tool_metas(deps, blueprint))
+    return msgspec.structs.replace(view, state=state)
+
+
+@get("/agency/{agencyId:str}/agent/{threadId:str}/events")
+async def agent_events(
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    principal: NamedDependency[Principal],
+    deps: NamedDependency[ApiDeps],
+    from_seq: Annotated[str | None, QueryParameter(name="fromSeq")] = None,
+    limit: Annotated[str | None, QueryParameter(name="limit")] = None,
+    types: Annotated[list[str] | None, QueryParameter(name="type")] = None,
+    correlation_id: Annotated[str | None, QueryParameter(name="correlationId")] = None,
+) -> EventsResponse:
+    """The thread's events from `fromSeq`; with `correlationId`, its whole subagent tree
+    in stream order (`fromSeq` then counts stream sequence, given as `stream_seq`)."""
+    agency_id = path_token("agency id", agency_id)
+    thread_id = path_token("thread id", thread_id)
+    start = int_param("fromSeq", from_seq, 1, 1, MAX_SEQ)
+    size = int_param("limit", limit, DEFAULT_EVENTS_PAGE, 1, MAX_EVENTS_PAGE)
+    wanted = event_types(types)
+    tree = path_token("correlationId", correlation_id) if correlation_id else None
+    tenant = principal.tenant_id
+    async with deps.pool.acquire() as conn:
+        thread = await _thread_or_404(conn, tenant, agency_id, thread_id)
+        if tree is not None and tree != thread.correlation_id:
+            raise ValidationException(
+                detail=f"correlationId {tree!r} is not the tree of thread {thread_id!r} "
+                f"(its root is {thread.correlation_id!r})"
+            )
+        events, has_more = await queries.events_page(
+            conn, tenant, thread_id, start, size, wanted, tree
+        )
+    return EventsResponse(events=events, has_more=has_more)
+
+
+@get("/usage")
+async def usage(
+    principal: NamedDependency[Principal],
+    deps: NamedDependency[ApiDeps],
+    group_by: Annotated[str | None, QueryParameter(name="groupBy")] = None,
+) -> UsageResponse:
+    """Model calls, tokens and cost of the caller's tenant, grouped."""
+    group = group_by or "tenant"
+    if group not in queries.USAGE_GROUPS:
+        raise ValidationException(
+            detail=f"groupBy must be one of {', '.join(queries.USAGE_GROUPS)}, got {group[:40]!r}"
+        )
+    async with deps.pool.acquire() as conn:
+        rows = await queries.usage(conn, principal.tenant_id, cast(queries.UsageGroup, group))
+    return UsageResponse(group_by=group, rows=rows)
+
+
+QUERY_ROUTES: list[HTTPRouteHandler] = [
+    list_agencies,
+    list_blueprints,
+    list_agents,
+    agent_state,
+    agent_events,
+    usage,
+]

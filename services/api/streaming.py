@@ -1,0 +1,296 @@
+"""A thread's events as they happen: Server-Sent Events and WebSocket.
+
+Both read the log itself, not a read model, so they work while projections lag: first the
+thread's stored events from the requested sequence (batch direct gets), then live ones
+from an ordered consumer on the thread's subject family that starts right after the last
+stored event read. Nothing can fall between the two, and anything delivered twice (a
+consumer reset) is dropped by the thread's own sequence, so a client sees each event once,
+in order. Reconnecting with `Last-Event-ID` (SSE) or `fromSeq` gets exactly the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Annotated, Any
+
+import anyio
+import msgspec
+import structlog
+from litestar import Request, WebSocket, get, websocket
+from litestar.background_tasks import BackgroundTask
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException, ValidationException, WebSocketDisconnect
+from litestar.params import HeaderParameter, QueryParameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+from nats.errors import Error as NatsError
+
+from contracts.subjects import EVENTS_STREAM, aggregate_filter
+from infra.jetstream.errors import StoreError
+from infra.jetstream.reader import Delivered, OrderedReader
+from infra.jetstream.records import RecordedEvent
+from services.api.auth import (
+    QUERY_TOKEN_OPT,
+    AgencyId,
+    Caller,
+    Deps,
+    ThreadId,
+    deny_websocket,
+    tenant_of,
+    thread_created,
+)
+from services.api.deps import ApiDeps
+
+log = structlog.get_logger(__name__)
+
+KEEPALIVE_SECONDS = 15.0
+# How often a quiet stream looks at the clock and at the server shutting down.
+_TICK_SECONDS = 0.5
+# The app state entry the server sets when it stops, so open streams end and let it.
+CLOSING = "streams_closing"
+
+
+def closing_event(state: State) -> asyncio.Event:
+    event = state.get(CLOSING)
+    assert isinstance(event, asyncio.Event), "create_app puts the closing event in the state"
+    return event
+
+
+class ThreadFeed:
+    """One thread's events after `after_seq`: `backfill()` once, then `live()`."""
+
+    def __init__(
+        self,
+        deps: ApiDeps,
+        tenant: str,
+        thread_id: str,
+        after_seq: int,
+        closing: asyncio.Event,
+        *,
+        keepalive: float = KEEPALIVE_SECONDS,
+    ) -> None:
+        self._deps = deps
+        self._tenant = tenant
+        self._thread_id = thread_id
+        self._last_seq = after_seq
+        self._closing = closing
+        self._keepalive = keepalive
+        self._live_from = 0
+        self._reader: OrderedReader | None = None
+        self._closed = False
+
+    async def backfill(self) -> list[RecordedEvent]:
+        """The stored events after `after_seq`; live events start after the last one read."""
+        stream = await self._deps.bus.js.stream_info(EVENTS_STREAM)
+        events = await self._deps.bus.store.read(self._tenant, "thread", self._thread_id)
+        # With nothing stored yet, start at the stream's end as it was before the read.
+        self._live_from = (events[-1].stream_seq if events else stream.state.last_seq) + 1
+        return self._fresh(events)
+
+    async def live(self) -> AsyncGenerator[list[RecordedEvent], None]:
+        """Batches of new events; an empty batch when the stream was quiet for `keepalive`."""
+        assert self._live_from, "backfill() first"
+        reader = OrderedReader(
+            self._deps.bus.js,
+            aggregate_filter(self._tenant, "thread", self._thread_id),
+            start_seq=self._live_from,
+            batch=200,
+        )
+        self._reader = reader
+        loop = asyncio.get_running_loop()
+        try:
+            await reader.open()
+            quiet_since = loop.time()
+            while not self._closed and not self._closing.is_set():
+                fresh = self._fresh(await reader.next_batch(timeout=_TICK_SECONDS))
+                now = loop.time()
+                if fresh:
+                    quiet_since = now
+                    yield fresh
+                elif now - quiet_since >= self._keepalive:
+                    quiet_since = now
+                    yield []
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the live reader; idempotent, and finishes even while being cancelled."""
+        self._closed = True
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with anyio.CancelScope(shield=True):
+                await reader.close()
+
+    def _fresh(self, delivered: Sequence[Delivered | RecordedEvent]) -> list[RecordedEvent]:
+        out: list[RecordedEvent] = []
+        for item in delivered:
+            if not isinstance(item, RecordedEvent):
+                log.warning("undecodable event not streamed", stream_seq=item.stream_seq)
+                continue
+            if item.seq > self._last_seq:
+                self._last_seq = item.seq
+                out.append(item)
+        return out
+
+
+FromSeq = Annotated[
+    str | None,
+    QueryParameter(
+        name="fromSeq",
+        required=False,
+        description="The first event seq to send (the thread's own sequence, from 1).",
+    ),
+]
+
+
+@get(
+    "/agency/{agencyId:str}/agent/{threadId:str}/stream",
+    opt={QUERY_TOKEN_OPT: True},
+    summary="Stream the thread's events (Server-Sent Events)",
+    description=(
+        "Stored events from `fromSeq` (or after the `Last-Event-ID` header, which wins), "
+        "then live ones. Each message has `id: <seq>`, `event: <type>` and the envelope "
+        "as `data`; a `: keep-alive` comment is sent every 15 s. Browsers' EventSource "
+        "cannot send headers, so this route also accepts the API key as `?access_token=`."
+    ),
+)
+async def stream(
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, State],
+    from_seq: FromSeq = None,
+    last_event_id: Annotated[
+        str | None,
+        HeaderParameter(
+            name="Last-Event-ID",
+            required=False,
+            description="The last event seq received; wins over fromSeq (EventSource sends it).",
+        ),
+    ] = None,
+    # Declared for the OpenAPI document only: the auth middleware reads it.
+    access_token: Annotated[
+        str | None,
+        QueryParameter(
+            name="access_token",
+            required=False,
+            description="The API key, for clients that cannot send an Authorization header.",
+        ),
+    ] = None,
+) -> ServerSentEvent:
+    after = _after_seq(from_seq, last_event_id)
+    tenant = tenant_of(principal)
+    await thread_created(deps, tenant, agency_id, thread_id)
+    feed = ThreadFeed(deps, tenant, thread_id, after, closing_event(request.app.state))
+    backlog = await feed.backfill()
+    # The response does not close its iterator when the client goes away; this does.
+    return ServerSentEvent(_sse(feed, backlog), background=BackgroundTask(feed.aclose))
+
+
+async def _sse(
+    feed: ThreadFeed, backlog: list[RecordedEvent]
+) -> AsyncIterator[ServerSentEventMessage]:
+    try:
+        for event in backlog:
+            yield _sse_message(event)
+        async for batch in feed.live():
+            if not batch:
+                yield ServerSentEventMessage(comment="keep-alive", data=None)
+            for event in batch:
+                yield _sse_message(event)
+    except (NatsError, StoreError, TimeoutError) as e:
+        # The response has started: end the stream; the client resumes with Last-Event-ID.
+        log.warning("event stream ended by a NATS error", error=str(e))
+    finally:
+        await feed.aclose()
+
+
+def _sse_message(event: RecordedEvent) -> ServerSentEventMessage:
+    return ServerSentEventMessage(id=event.seq, event=event.type, data=event.raw.decode())
+
+
+_ws_encoder = msgspec.json.Encoder()
+
+
+def ws_message(event: RecordedEvent) -> str:
+    frame = {"seq": event.seq, "type": event.type, "event": msgspec.Raw(event.raw)}
+    return _ws_encoder.encode(frame).decode()
+
+
+@websocket("/agency/{agencyId:str}/agent/{threadId:str}/ws")
+async def stream_ws(
+    socket: WebSocket[Any, Any, State],
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    principal: Caller,
+    deps: Deps,
+    from_seq: FromSeq = None,
+) -> None:
+    """The thread's events as JSON text messages `{"seq", "type", "event"}`, like `/stream`."""
+    try:
+        after = _after_seq(from_seq, None)
+        tenant = tenant_of(principal)
+        await thread_created(deps, tenant, agency_id, thread_id)
+    except HTTPException as e:
+        # Refuse the handshake with the status a plain request would have got.
+        await deny_websocket(socket.scope, socket.send, e.status_code, e.detail)
+        return
+    feed = ThreadFeed(deps, tenant, thread_id, after, closing_event(socket.app.state))
+    await socket.accept()
+    pump = asyncio.create_task(_pump(socket, feed), name="ws-pump")
+    watch = asyncio.create_task(_until_disconnect(socket), name="ws-watch")
+    try:
+        done, _ = await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if pump in done and socket.connection_state != "disconnect":
+            await socket.close(code=_close_code(pump, socket))
+    finally:
+        for task in (pump, watch):
+            task.cancel()
+        await asyncio.gather(pump, watch, return_exceptions=True)
+        await feed.aclose()
+
+
+def _close_code(pump: asyncio.Task[None], socket: WebSocket[Any, Any, State]) -> int:
+    if pump.exception() is not None:
+        log.error("websocket stream failed", error=str(pump.exception()))
+        return 1011  # internal error
+    return 1001 if closing_event(socket.app.state).is_set() else 1000  # going away / done
+
+
+async def _pump(socket: WebSocket[Any, Any, State], feed: ThreadFeed) -> None:
+    try:
+        for event in await feed.backfill():
+            await socket.send_text(ws_message(event))
+        async for batch in feed.live():
+            for event in batch:
+                await socket.send_text(ws_message(event))
+    except (WebSocketDisconnect, OSError):
+        return
+
+
+async def _until_disconnect(socket: WebSocket[Any, Any, State]) -> None:
+    """Read (and ignore) what the client sends until it goes away."""
+    while True:
+        message = await socket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+
+
+def _after_seq(from_seq: str | None, last_event_id: str | None) -> int:
+    """The seq after which to send: `Last-Event-ID` wins over `fromSeq`; 400 if not a count."""
+    if last_event_id is not None:
+        return _count("Last-Event-ID", last_event_id)
+    if from_seq is None or from_seq == "":
+        return 0
+    return max(_count("fromSeq", from_seq) - 1, 0)
+
+
+def _count(name: str, value: str) -> int:
+    text = value.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise ValidationException(f"{name} must be a non-negative integer, got {value[:40]!r}")
+    return int(text)
+
+
+STREAM_ROUTES = [stream, stream_ws]

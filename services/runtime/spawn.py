@@ -1,0 +1,195 @@
+"""Tool calls that involve other agents: subagents (`task`, `subagent_create`,
+`subagent_message`, exposed dual-AI agents) and handoffs to exposed ai_human agents."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from contracts.events import (
+    AnyEvent,
+    BlueprintSpec,
+    BlueprintSwitched,
+    SubagentMessaged,
+    SubagentRequested,
+    ToolCall,
+    ToolError,
+    ToolOutput,
+)
+from services.agents.builtin.subagents import CREATE_TOOL, MESSAGE_TOOL, subagent_types
+from services.agents.tools import AgentTool
+from services.runtime.state import RunView, ThreadState
+from services.subagents.naming import child_thread_id
+
+
+def _args(call: ToolCall) -> dict[str, Any]:
+    try:
+        value = json.loads(call.arguments or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _attachments(args: dict[str, Any]) -> tuple[str, ...] | str:
+    value = args.get("attachments", [])
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        return "attachments must be a list of file paths"
+    return tuple(value)
+
+
+def _error(run: RunView, call: ToolCall, problem: str) -> tuple[AnyEvent, ...]:
+    return (ToolError(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, error=problem),)
+
+
+def _missing_files(state: ThreadState, paths: tuple[str, ...]) -> list[str]:
+    return [p for p in paths if state.file(p) is None]
+
+
+def _started_answer(state: ThreadState, run: RunView, call: ToolCall) -> ToolOutput:
+    child = child_thread_id(state.tenant_id, state.thread_id, call.id)
+    return ToolOutput(
+        run_id=run.run_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        output=f"Subagent started (reference: {child}). Continue; its result will arrive as a "
+        "message when it is done.",
+    )
+
+
+def subagent_call(
+    state: ThreadState, run: RunView, call: ToolCall, blueprint: BlueprintSpec
+) -> tuple[AnyEvent, ...]:
+    """`task`, `subagent_create` or `subagent_message`: ask the coordinator, or say why not."""
+    if call.name == MESSAGE_TOOL:
+        return _message(state, run, call, blueprint)
+    types = subagent_types(blueprint.config)
+    args = _args(call)
+    creating = call.name == CREATE_TOOL
+    text = args.get("message" if creating else "description")
+    kind = args.get("subagentType")
+    timeout = args.get("timeoutMs")
+    name = args.get("name")
+    attachments = _attachments(args)
+    if isinstance(attachments, str):
+        return _error(run, call, attachments)
+    if not isinstance(text, str) or not text.strip():
+        return _error(
+            run, call, f"{call.name} needs a non-empty `{'message' if creating else 'description'}`"
+        )
+    if not isinstance(kind, str) or kind not in types:
+        return _error(
+            run,
+            call,
+            f"unknown subagentType {kind!r}; available: {', '.join(sorted(types)) or 'none'}",
+        )
+    chosen = types[kind]
+    if creating and (not isinstance(name, str) or not name.strip()):
+        return _error(run, call, "subagent_create needs a non-empty `name`")
+    if creating and not chosen.resumable:
+        return _error(run, call, f"{kind} is not resumable; use `task` for it")
+    if not creating and chosen.resumable:
+        return _error(run, call, f"{kind} is resumable; create it with subagent_create")
+    if timeout is not None and (not isinstance(timeout, int) or timeout <= 0):
+        return _error(run, call, "timeoutMs must be a positive integer")
+    if missing := _missing_files(state, attachments):
+        return _error(run, call, f"no such files to attach: {', '.join(missing)}")
+    if creating and chosen.max_instances is not None:
+        existing = [c for c in state.children if c.subagent_type == kind and c.resumable]
+        if len(existing) >= chosen.max_instances:
+            refs = ", ".join(f"{c.reference} ({c.name})" for c in existing)
+            return _error(
+                run,
+                call,
+                f"maxInstances of {chosen.max_instances} reached for {kind}; message an existing "
+                f"instance with subagent_message instead: {refs}",
+            )
+    requested = SubagentRequested(
+        run_id=run.run_id,
+        tool_call_id=call.id,
+        subagent_type=kind,
+        description=text,
+        timeout_ms=timeout,
+        blocking=chosen.blocking,
+        name=name if creating else None,
+        resumable=chosen.resumable,
+        attachments=attachments,
+    )
+    if chosen.blocking:
+        return (requested,)
+    return (requested, _started_answer(state, run, call))
+
+
+def _message(
+    state: ThreadState, run: RunView, call: ToolCall, blueprint: BlueprintSpec
+) -> tuple[AnyEvent, ...]:
+    args = _args(call)
+    reference, text = args.get("reference"), args.get("message")
+    attachments = _attachments(args)
+    if isinstance(attachments, str):
+        return _error(run, call, attachments)
+    child = state.child(reference) if isinstance(reference, str) else None
+    if child is None or not child.resumable:
+        known = ", ".join(f"{c.reference} ({c.name})" for c in state.children if c.resumable)
+        return _error(run, call, f"no resumable subagent {reference!r}; known: {known or 'none'}")
+    if not isinstance(text, str) or not text.strip():
+        return _error(run, call, "subagent_message needs a non-empty `message`")
+    if missing := _missing_files(state, attachments):
+        return _error(run, call, f"no such files to attach: {', '.join(missing)}")
+    messaged = SubagentMessaged(
+        run_id=run.run_id,
+        tool_call_id=call.id,
+        child_thread_id=child.reference,
+        message=text,
+        blocking=child.blocking,
+        attachments=attachments,
+    )
+    if child.blocking:
+        return (messaged,)
+    answer = ToolOutput(
+        run_id=run.run_id,
+        tool_call_id=call.id,
+        tool_name=call.name,
+        output=f"Message sent to {child.reference}; its answer will arrive as a message.",
+    )
+    return (messaged, answer)
+
+
+def agent_call(
+    state: ThreadState, run: RunView, call: ToolCall, tool: AgentTool
+) -> tuple[AnyEvent, ...]:
+    """An exposed agent: a handoff on this thread, or a dual-AI session in a child."""
+    args = _args(call)
+    text = args.get("message", "")
+    attachments = _attachments(args)
+    if isinstance(attachments, str):
+        return _error(run, call, attachments)
+    if tool.handoff:
+        reason = text if isinstance(text, str) else ""
+        return (
+            BlueprintSwitched(
+                run_id=run.run_id,
+                from_agent_type=state.agent_type,
+                to_agent_type=tool.target,
+                reason=reason,
+            ),
+            ToolOutput(
+                run_id=run.run_id,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                output=f"Handed off to {tool.target}; it continues this conversation.",
+            ),
+        )
+    if not isinstance(text, str) or not text.strip():
+        return _error(run, call, f"{call.name} needs a non-empty `message`")
+    if missing := _missing_files(state, attachments):
+        return _error(run, call, f"no such files to attach: {', '.join(missing)}")
+    return (
+        SubagentRequested(
+            run_id=run.run_id,
+            tool_call_id=call.id,
+            subagent_type=tool.target,
+            description=text,
+            blocking=True,
+            attachments=attachments,
+        ),
+    )

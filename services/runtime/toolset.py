@@ -1,0 +1,119 @@
+"""The tools a thread's model is offered at this moment, and what each name runs.
+
+Beyond the blueprint's tools (by tags) and its middleware's: `task` and the resumable
+lifecycle tools only when the blueprint names subagent types; a tool per exposed agent the
+blueprint lists in `callableAgents`; and, in a dual-AI session, the lifecycle tools of the
+side holding the floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
+from services.agents.builtin.subagents import (
+    RESUMABLE_TOOLS,
+    TASK_TOOL,
+    subagent_types,
+)
+from services.agents.system import AgentSystem
+from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool, ToolSpec
+from services.runtime.state import ThreadState
+
+AnyTool = Tool | StateTool | SubagentTool | AgentTool | SessionTool
+
+
+def side_config(blueprint: BlueprintSpec, side: str | None) -> SideConfig | None:
+    if blueprint.type != "dual_ai" or side is None:
+        return None
+    return blueprint.side_a if side == "A" else blueprint.side_b
+
+
+def _binding(binding: str | SessionToolBinding) -> SessionToolBinding:
+    return SessionToolBinding(name=binding) if isinstance(binding, str) else binding
+
+
+def _session_tool(binding: str | SessionToolBinding, action: str, what: str) -> SessionTool:
+    b = _binding(binding)
+    properties: dict[str, object] = {b.message_property: {"type": "string", "description": what}}
+    if b.attachments_property:
+        properties[b.attachments_property] = {"type": "array", "items": {"type": "string"}}
+    spec = ToolSpec(
+        name=b.name,
+        description=what,
+        parameters={"type": "object", "properties": properties, "required": [b.message_property]},
+    )
+    return SessionTool(
+        spec=spec,
+        action=action,  # type: ignore[arg-type]
+        message_property=b.message_property,
+        attachments_property=b.attachments_property,
+    )
+
+
+def session_tools(side: SideConfig) -> dict[str, SessionTool]:
+    tools: dict[str, SessionTool] = {}
+    if side.session_stop:
+        tool = _session_tool(
+            side.session_stop, "stop", "End the session successfully with a result."
+        )
+        tools[tool.name] = tool
+    if side.session_fail:
+        tool = _session_tool(side.session_fail, "fail", "End the session as failed, saying why.")
+        tools[tool.name] = tool
+    if side.session_status:
+        tool = _session_tool(side.session_status, "status", "Publish a short progress status.")
+        tools[tool.name] = tool
+    if side.stop_tool:
+        prop = side.stop_tool_response_property or "message"
+        binding = SessionToolBinding(name=side.stop_tool, message_property=prop)
+        tool = _session_tool(binding, "end_turn", "End your turn and hand over to the other side.")
+        tools[tool.name] = tool
+    return tools
+
+
+def agent_tools(
+    blueprint: BlueprintSpec, blueprints: Mapping[str, BlueprintSpec]
+) -> dict[str, AgentTool]:
+    names = blueprint.config.get("callableAgents")
+    tools: dict[str, AgentTool] = {}
+    for name in names if isinstance(names, list) else []:
+        target = blueprints.get(name) if isinstance(name, str) else None
+        if target is None or not target.expose_as_tool or target.name == blueprint.name:
+            continue
+        handoff = target.type == "ai_human"
+        verb = "Hand the conversation over to" if handoff else "Run a session of"
+        spec = ToolSpec(
+            name=target.name,
+            description=target.tool_description or f"{verb} {target.name}: {target.description}",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string", "description": "what the agent should do"},
+                    "attachments": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": [] if handoff else ["message"],
+            },
+        )
+        tools[target.name] = AgentTool(spec=spec, target=target.name, handoff=handoff)
+    return tools
+
+
+def tools_now(
+    system: AgentSystem,
+    blueprint: BlueprintSpec,
+    state: ThreadState,
+    blueprints: Mapping[str, BlueprintSpec],
+) -> dict[str, AnyTool]:
+    tools: dict[str, AnyTool] = dict(system.tools_for(blueprint))
+    types = subagent_types(blueprint.config)
+    if not types:
+        tools.pop(TASK_TOOL, None)
+    if not any(t.resumable for t in types.values()):
+        for name in RESUMABLE_TOOLS:
+            tools.pop(name, None)
+    tools.update(agent_tools(blueprint, blueprints))
+    side = side_config(blueprint, state.side)
+    if side is not None:
+        tools.update(session_tools(side))
+    return tools

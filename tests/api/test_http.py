@@ -1,0 +1,475 @@
+"""The HTTP API over real HTTP: auth, commands, bad input, tenant isolation, docs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from contracts.codec import decode_command
+from contracts.commands import ApproveToolCalls, CancelRun, CommandEnvelope, InvokeThread
+from contracts.ids import is_valid_token
+from contracts.subjects import COMMANDS_STREAM
+from infra.jetstream.connection import Bus
+from services.api.auth import UNAUTHORIZED
+from tests.api.conftest import (
+    MAX_BODY,
+    STATIC_AGENT,
+    Api,
+    Tenant,
+    Thread,
+    create_agency,
+    create_thread,
+    running_api,
+)
+from tests.helpers import assert_eventually
+
+PUBLIC = {"/healthz", "/readyz"}
+ROUTES = {
+    "/agencies": {"get", "post"},
+    "/agency/{agencyId}/blueprints": {"get", "post"},
+    "/agency/{agencyId}/agents": {"get", "post"},
+    "/agency/{agencyId}/agent/{threadId}/invoke": {"post"},
+    "/agency/{agencyId}/agent/{threadId}/state": {"get"},
+    "/agency/{agencyId}/agent/{threadId}/events": {"get"},
+    "/agency/{agencyId}/agent/{threadId}/stream": {"get"},
+    "/agency/{agencyId}/agent/{threadId}/approve": {"post"},
+    "/agency/{agencyId}/agent/{threadId}/cancel": {"post"},
+    "/tenants": {"post"},
+    "/usage": {"get"},
+}
+
+
+async def last_command(bus: Bus, tenant: str, verb: str) -> CommandEnvelope:
+    msg = await bus.js.get_msg(COMMANDS_STREAM, subject=f"tenant.{tenant}.cmd.runtime.{verb}")
+    assert msg.data is not None
+    return decode_command(msg.data)
+
+
+async def commands_stored(bus: Bus, tenant: str, verb: str) -> int:
+    subject = f"tenant.{tenant}.cmd.runtime.{verb}"
+    info = await bus.js.stream_info(COMMANDS_STREAM, subjects_filter=subject)
+    return (info.state.subjects or {}).get(subject, 0)
+
+
+# --- auth -------------------------------------------------------------------------------
+
+
+async def test_every_protected_route_answers_401_without_or_with_a_wrong_credential(
+    client: httpx.AsyncClient, thread_a: Thread
+) -> None:
+    schema = (await client.get("/schema/openapi.json")).json()
+    wrong_secret = thread_a.tenant.key[:-1] + ("A" if thread_a.tenant.key[-1] != "A" else "B")
+    credentials = [
+        {},
+        {"Authorization": "Bearer nope"},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer ak_01abc_notakey"},
+        {"Authorization": f"Bearer {wrong_secret}"},
+        {"X-SECRET": "nope"},
+    ]
+    checked = 0
+    for template, item in schema["paths"].items():
+        if template in PUBLIC:
+            continue
+        path = template.replace("{agencyId}", thread_a.agency_id)
+        path = path.replace("{threadId}", thread_a.thread_id)
+        for method in item:
+            for headers in credentials:
+                r = await client.request(method.upper(), path, headers=headers, json={})
+                assert r.status_code == 401, (method, path, headers, r.text)
+                assert r.json() == {"error": UNAUTHORIZED, "status": 401}
+                checked += 1
+    assert checked >= sum(len(m) for m in ROUTES.values()) * len(credentials)
+
+
+async def test_openapi_lists_every_route_and_the_docs_page_is_public(
+    client: httpx.AsyncClient,
+) -> None:
+    schema = (await client.get("/schema/openapi.json")).json()
+    listed = {path: set(item) for path, item in schema["paths"].items()}
+    for path, methods in ROUTES.items():
+        assert methods <= listed.get(path, set()), path
+    docs = await client.get("/schema", follow_redirects=True)
+    assert docs.status_code == 200 and "html" in docs.headers["content-type"]
+
+
+async def test_admin_creates_a_tenant_whose_key_works_at_once(
+    client: httpx.AsyncClient, api: Api
+) -> None:
+    r = await client.post("/tenants", json={"name": "acme"}, headers=api.admin)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    api.tenants.append(body["tenantId"])
+    assert body["apiKey"].startswith("ak_") and is_valid_token(body["tenantId"])
+    listed = await client.get("/agencies", headers={"Authorization": f"Bearer {body['apiKey']}"})
+    assert listed.status_code == 200 and listed.json() == []
+
+
+async def test_admin_and_tenant_credentials_stay_on_their_own_routes(
+    client: httpx.AsyncClient, api: Api, tenant_a: Tenant
+) -> None:
+    as_admin = await client.get("/agencies", headers=api.admin)
+    assert as_admin.status_code == 403 and "admin" in as_admin.json()["error"]
+    as_tenant = await client.post("/tenants", json={"name": "x"}, headers=tenant_a.auth)
+    assert as_tenant.status_code == 403 and as_tenant.json()["status"] == 403
+
+
+async def test_shared_secret_acts_for_the_configured_tenant(
+    client: httpx.AsyncClient, api: Api
+) -> None:
+    assert api.settings.shared_secret and api.settings.shared_secret_tenant
+    api.tenants.append(api.settings.shared_secret_tenant)
+    secret = {"X-SECRET": api.settings.shared_secret}
+    created = await client.post("/agencies", json={"name": "solo"}, headers=secret)
+    assert created.status_code == 201, created.text
+    listed = await client.get("/agencies", headers=secret)
+    assert created.json()["id"] in [a["id"] for a in listed.json()]
+
+
+async def test_access_token_query_is_accepted_by_the_stream_route_only(
+    client: httpx.AsyncClient, thread_a: Thread
+) -> None:
+    token = {"access_token": thread_a.tenant.key}
+    refused = await client.get("/agencies", params=token)
+    assert refused.status_code == 401
+    async with client.stream("GET", thread_a.path + "/stream", params=token) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+
+
+# --- creating things ----------------------------------------------------------------------
+
+
+async def test_created_agency_is_listed(client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+    r = await client.post(
+        "/agencies", json={"name": "ops", "metadata": {"team": "blue"}}, headers=tenant_a.auth
+    )
+    assert r.status_code == 201, r.text
+    agency = r.json()
+    assert agency["name"] == "ops" and agency["metadata"] == {"team": "blue"}
+    listed = (await client.get("/agencies", headers=tenant_a.auth)).json()
+    assert [(a["id"], a["name"]) for a in listed] == [(agency["id"], "ops")]
+
+
+async def test_created_thread_is_listed(client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    r = await client.post(
+        f"/agency/{agency_id}/agents", json={"agentType": STATIC_AGENT}, headers=tenant_a.auth
+    )
+    assert r.status_code == 201, r.text
+    thread = r.json()
+    assert thread["agentType"] == STATIC_AGENT and thread["agencyId"] == agency_id
+    assert thread["createdAt"]
+    listed = (await client.get(f"/agency/{agency_id}/agents", headers=tenant_a.auth)).json()
+    assert [t["id"] for t in listed] == [thread["id"]]
+
+
+async def test_saved_blueprint_is_listed_and_can_start_threads(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    spec = {"name": "researcher", "prompt": "Dig.", "tags": ["default"], "config": {"x": 1}}
+    first = await client.post(f"/agency/{agency_id}/blueprints", json=spec, headers=tenant_a.auth)
+    assert first.status_code == 201, first.text
+    assert first.json()["revision"] == 1 and first.json()["config"] == {"x": 1}
+    again = await client.post(f"/agency/{agency_id}/blueprints", json=spec, headers=tenant_a.auth)
+    assert again.json()["revision"] == 2
+    names = [
+        b["name"]
+        for b in (await client.get(f"/agency/{agency_id}/blueprints", headers=tenant_a.auth)).json()
+    ]
+    assert {"researcher", STATIC_AGENT} <= set(names)
+    thread = await client.post(
+        f"/agency/{agency_id}/agents", json={"agentType": "researcher"}, headers=tenant_a.auth
+    )
+    assert thread.status_code == 201, thread.text
+
+
+async def test_blueprint_with_an_unknown_type_is_refused(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    spec = {"name": "odd", "type": "triple_ai"}
+    r = await client.post(f"/agency/{agency_id}/blueprints", json=spec, headers=tenant_a.auth)
+    assert r.status_code == 400 and "type" in r.json()["error"]
+
+
+async def test_create_answers_202_with_the_same_body_when_read_models_lag(
+    api: Api, tenant_a: Tenant
+) -> None:
+    impatient = replace(api.deps, settings=replace(api.settings, read_your_writes_timeout=0.0))
+    async with running_api(impatient) as url, httpx.AsyncClient(base_url=url) as client:
+        r = await client.post("/agencies", json={"name": "later"}, headers=tenant_a.auth)
+        assert r.status_code == 202, r.text
+        assert r.json()["name"] == "later" and is_valid_token(r.json()["id"])
+        agency_id = r.json()["id"]
+
+        async def listed() -> None:
+            agencies = (await client.get("/agencies", headers=tenant_a.auth)).json()
+            assert agency_id in [a["id"] for a in agencies]
+
+        await assert_eventually(listed)
+
+
+async def test_unknown_agent_type_is_refused(client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    r = await client.post(
+        f"/agency/{agency_id}/agents", json={"agentType": "ghost"}, headers=tenant_a.auth
+    )
+    assert r.status_code == 400
+    assert "unknown agentType 'ghost'" in r.json()["error"] and STATIC_AGENT in r.json()["error"]
+
+
+# --- invoke, approve, cancel --------------------------------------------------------------
+
+
+async def test_invoke_answers_the_same_run_for_the_same_key(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    auth, url = thread_a.tenant.auth, thread_a.path + "/invoke"
+    message = {"messages": [{"role": "user", "content": "hello"}]}
+
+    async def run_id(body: Mapping[str, object], **headers: str) -> str:
+        r = await client.post(url, json=body, headers={**auth, **headers})
+        assert r.status_code == 202, r.text
+        assert r.json()["status"] == "accepted"
+        return str(r.json()["runId"])
+
+    first = await run_id({**message, "idempotencyKey": "k-1"})
+    assert first.startswith("run_") and is_valid_token(first)
+    assert await run_id({**message, "idempotencyKey": "k-1"}) == first
+    assert await run_id(message, **{"Idempotency-Key": "k-1"}) == first
+    # The body's key wins over the header's.
+    assert await run_id({**message, "idempotencyKey": "k-1"}, **{"Idempotency-Key": "k-2"}) == first
+    second = await run_id(message, **{"Idempotency-Key": "k-2"})
+    fresh = {await run_id(message), await run_id(message)}
+    assert len({first, second, *fresh}) == 4
+    # One command per key reached the bus.
+    assert await commands_stored(bus, thread_a.tenant.id, "invoke") == 4
+    command = (await last_command(bus, thread_a.tenant.id, "invoke")).payload
+    assert isinstance(command, InvokeThread)
+    assert command.thread_id == thread_a.thread_id and command.messages[0].content == "hello"
+
+
+async def test_the_same_key_on_another_thread_is_another_run(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    other = await create_thread(client, thread_a.tenant)
+    body = {"idempotencyKey": "same"}
+    a = await client.post(thread_a.path + "/invoke", json=body, headers=thread_a.tenant.auth)
+    b = await client.post(other.path + "/invoke", json=body, headers=thread_a.tenant.auth)
+    assert a.json()["runId"] != b.json()["runId"]
+    assert await commands_stored(bus, thread_a.tenant.id, "invoke") == 2
+
+
+async def test_approve_sends_modified_calls_with_their_arguments_as_json(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    body = {
+        "approved": True,
+        "modifiedToolCalls": [{"id": "call-1", "name": "lookup", "args": {"q": "x", "n": 2}}],
+    }
+    r = await client.post(thread_a.path + "/approve", json=body, headers=thread_a.tenant.auth)
+    assert r.status_code == 202 and r.json() == {"status": "accepted"}
+    command = (await last_command(bus, thread_a.tenant.id, "approve")).payload
+    assert isinstance(command, ApproveToolCalls) and command.approved
+    assert command.modified_tool_calls is not None
+    call = command.modified_tool_calls[0]
+    assert (call.id, call.name, json.loads(call.arguments)) == (
+        "call-1",
+        "lookup",
+        {"q": "x", "n": 2},
+    )
+
+
+async def test_cancel_takes_an_optional_reason(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    bare = await client.post(thread_a.path + "/cancel", headers=thread_a.tenant.auth)
+    assert bare.status_code == 202, bare.text
+    r = await client.post(
+        thread_a.path + "/cancel", json={"reason": "enough"}, headers=thread_a.tenant.auth
+    )
+    assert r.status_code == 202
+    command = (await last_command(bus, thread_a.tenant.id, "cancel")).payload
+    assert isinstance(command, CancelRun) and command.reason == "enough"
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(b'{"name": x}', "not valid JSON: JSON is malformed", id="malformed-json"),
+        pytest.param(b'{"name": "x"', "not valid JSON", id="truncated-json"),
+        pytest.param(b"", "a JSON request body is required", id="empty-body"),
+        pytest.param(b'{"name": "x", "colour": 1}', "unknown field `colour`", id="unknown-field"),
+        pytest.param(b'{"name": 3}', "Expected `str`, got `int`", id="wrong-type"),
+        pytest.param(b"{}", "missing required field `name`", id="missing-field"),
+        pytest.param(b"[1]", "Expected `object`", id="not-an-object"),
+        pytest.param(b'{"name": ""}', "length >= 1", id="empty-name"),
+    ],
+)
+async def test_bad_bodies_get_400_saying_what_is_wrong(
+    client: httpx.AsyncClient, tenant_a: Tenant, body: bytes, expected: str
+) -> None:
+    headers = {**tenant_a.auth, "Content-Type": "application/json"}
+    r = await client.post("/agencies", content=body, headers=headers)
+    assert r.status_code == 400, r.text
+    assert expected in r.json()["error"] and r.json()["status"] == 400
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param({"messages": [{"role": "robot", "content": "x"}]}, "role", id="bad-role"),
+        pytest.param({"messages": [{"role": "user"}]}, "`content`", id="message-without-content"),
+        pytest.param({"strategy": "shout"}, "strategy", id="bad-strategy"),
+        pytest.param({"files": {"a.txt": 1}}, "Expected `str`", id="bad-file"),
+        pytest.param({"idempotencyKey": "has space"}, "idempotencyKey", id="bad-key"),
+        pytest.param({"threadId": "x"}, "unknown field `threadId`", id="unknown-field"),
+    ],
+)
+async def test_bad_invoke_bodies_get_400(
+    client: httpx.AsyncClient, thread_a: Thread, body: dict[str, object], expected: str
+) -> None:
+    r = await client.post(thread_a.path + "/invoke", json=body, headers=thread_a.tenant.auth)
+    assert r.status_code == 400, r.text
+    assert expected in r.json()["error"]
+
+
+async def test_oversized_body_gets_413(client: httpx.AsyncClient, thread_a: Thread) -> None:
+    huge = {"messages": [{"role": "user", "content": "x" * MAX_BODY}]}
+    r = await client.post(thread_a.path + "/invoke", json=huge, headers=thread_a.tenant.auth)
+    assert r.status_code == 413
+    assert r.json() == {
+        "error": f"request body too large: the limit is {MAX_BODY} bytes",
+        "status": 413,
+    }
+
+
+@pytest.mark.parametrize(
+    "bad", ["a.b", "*", ">", "a b", "x" * 65], ids=["dot", "star", "gt", "space", "long"]
+)
+async def test_invalid_ids_in_paths_get_400(
+    client: httpx.AsyncClient, thread_a: Thread, bad: str
+) -> None:
+    auth, agency = thread_a.tenant.auth, thread_a.agency_id
+    requests = [
+        ("GET", f"/agency/{bad}/agents", None),
+        ("POST", f"/agency/{bad}/agents", {"agentType": STATIC_AGENT}),
+        ("POST", f"/agency/{bad}/blueprints", {"name": "x"}),
+        ("POST", f"/agency/{agency}/agent/{bad}/invoke", {}),
+        ("POST", f"/agency/{agency}/agent/{bad}/approve", {"approved": True}),
+        ("POST", f"/agency/{agency}/agent/{bad}/cancel", {}),
+        ("GET", f"/agency/{agency}/agent/{bad}/stream", None),
+        ("GET", f"/agency/{agency}/agent/{bad}/state", None),
+    ]
+    for method, path, body in requests:
+        r = await client.request(method, path, json=body, headers=auth)
+        assert r.status_code == 400, (method, path, r.text)
+        assert "invalid" in r.json()["error"] and "id" in r.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("params", "headers", "expected"),
+    [
+        pytest.param({"fromSeq": "x"}, {}, "fromSeq must be a non-negative integer", id="text"),
+        pytest.param(
+            {"fromSeq": "-1"}, {}, "fromSeq must be a non-negative integer", id="negative"
+        ),
+        pytest.param({"fromSeq": "1e3"}, {}, "fromSeq", id="float"),
+        pytest.param({}, {"Last-Event-ID": "abc"}, "Last-Event-ID must be", id="last-event-id"),
+    ],
+)
+async def test_bad_stream_positions_get_400(
+    client: httpx.AsyncClient,
+    thread_a: Thread,
+    params: dict[str, str],
+    headers: dict[str, str],
+    expected: str,
+) -> None:
+    r = await client.get(
+        thread_a.path + "/stream", params=params, headers={**thread_a.tenant.auth, **headers}
+    )
+    assert r.status_code == 400, r.text
+    assert expected in r.json()["error"]
+
+
+async def test_bad_idempotency_header_gets_400(client: httpx.AsyncClient, thread_a: Thread) -> None:
+    headers = {**thread_a.tenant.auth, "Idempotency-Key": "two words"}
+    r = await client.post(thread_a.path + "/invoke", json={}, headers=headers)
+    assert r.status_code == 400 and "Idempotency-Key" in r.json()["error"]
+
+
+async def test_unknown_routes_and_methods_get_json_errors(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    missing = await client.get("/nowhere", headers=tenant_a.auth)
+    assert missing.status_code == 404 and missing.json()["status"] == 404
+    wrong = await client.delete("/agencies", headers=tenant_a.auth)
+    assert wrong.status_code == 405 and "DELETE" in wrong.json()["error"]
+
+
+# --- tenant isolation ---------------------------------------------------------------------------
+
+
+async def test_another_tenants_agency_and_thread_are_not_found_on_every_route(
+    client: httpx.AsyncClient, thread_a: Thread, tenant_b: Tenant
+) -> None:
+    agency, path = thread_a.agency_id, thread_a.path
+    own_agency = await create_agency(client, tenant_b)
+    requests = [
+        ("GET", f"/agency/{agency}/blueprints", None),
+        ("POST", f"/agency/{agency}/blueprints", {"name": "spy"}),
+        ("GET", f"/agency/{agency}/agents", None),
+        ("POST", f"/agency/{agency}/agents", {"agentType": STATIC_AGENT}),
+        ("GET", path + "/state", None),
+        ("GET", path + "/events", None),
+        ("GET", path + "/stream", None),
+        ("POST", path + "/invoke", {"messages": [{"role": "user", "content": "hi"}]}),
+        ("POST", path + "/approve", {"approved": True}),
+        ("POST", path + "/cancel", {}),
+        # A's thread addressed through B's own agency is not found either.
+        ("POST", f"/agency/{own_agency}/agent/{thread_a.thread_id}/invoke", {}),
+        ("GET", f"/agency/{own_agency}/agent/{thread_a.thread_id}/stream", None),
+    ]
+    for method, url, body in requests:
+        r = await client.request(method, url, json=body, headers=tenant_b.auth)
+        assert r.status_code == 404, (method, url, r.text)
+        assert r.json()["status"] == 404
+    listed = (await client.get("/agencies", headers=tenant_b.auth)).json()
+    assert [a["id"] for a in listed] == [own_agency]
+
+
+async def test_a_thread_is_not_found_under_another_agency_of_its_tenant(
+    client: httpx.AsyncClient, thread_a: Thread
+) -> None:
+    other_agency = await create_agency(client, thread_a.tenant)
+    path = f"/agency/{other_agency}/agent/{thread_a.thread_id}"
+    for method, suffix in [("POST", "/invoke"), ("POST", "/cancel"), ("GET", "/stream")]:
+        r = await client.request(method, path + suffix, headers=thread_a.tenant.auth)
+        assert r.status_code == 404, (suffix, r.text)
+
+
+# --- public pages -----------------------------------------------------------------------------
+
+
+async def test_health_routes_need_no_credential(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+
+
+async def test_dashboard_is_one_self_contained_html_page(client: httpx.AsyncClient) -> None:
+    r = await client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    page = r.text
+    assert page.lower().startswith("<!doctype html>")
+    assert "http://" not in page and "https://" not in page and "//cdn" not in page
+    assert "access_token" in page and "/approve" in page and "message.appended" in page
