@@ -162,6 +162,9 @@ class ChildProcess:
                 env=self._env,
                 cwd=self._cwd,
                 preexec_fn=preexec,
+                # Its own process group: a Ctrl-C in the terminal reaches only our process,
+                # which stops the servers after the services that use them.
+                process_group=0,
             )
         log.debug("child_started", name=self.name, pid=self._proc.pid, argv=self.argv)
 

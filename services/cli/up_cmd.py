@@ -17,6 +17,7 @@ from services.agents.system import load_system
 from services.api.deps import ApiDeps, ApiSettings
 from services.cli.bootstrap import ensure_default_tenant, load_credentials, save_credentials
 from services.cli.common import add_app, add_data_dir, data_dir
+from projections.setup import prepare_read_models
 from services.cli.signals import stop_on_signals
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import provider_from_env
@@ -47,6 +48,7 @@ async def agency_up(args: argparse.Namespace) -> int:
         provider = provider_from_env(fake.base_url if fake else None)
         pool = await create_pool(urls.database_url, max_size=10)
         stack.push_async_callback(pool.close)
+        await prepare_read_models(pool)
         bus = await stack.enter_async_context(Bus(urls.nats_url, name="agency-api"))
         credentials = load_credentials(directory)
         config = StackConfig(
@@ -62,34 +64,36 @@ async def agency_up(args: argparse.Namespace) -> int:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(run_stack(config, stop))
             tg.create_task(run_api(deps, args.host, args.port, stop, ready=api_ready.set_result))
-            api_url = await asyncio.wait_for(api_ready, timeout=30)
-            credentials = await ensure_default_tenant(deps, credentials)
-            save_credentials(directory, credentials)
-            endpoints = Endpoints(
-                pid=os.getpid(),
-                nats_url=urls.nats_url,
-                database_url=urls.database_url,
-                api_url=api_url,
-                tenant_id=credentials.tenant_id,
-                api_key=credentials.api_key,
-                admin_secret=credentials.admin_secret,
-                services=(*config.services, "api"),
-                extra={"fake_llm_url": fake.base_url} if fake else {},
-            )
-            write_endpoints(directory, endpoints)
-            print(f"api:      {api_url}  (docs: {api_url}/schema)", flush=True)
-            print(f"tenant:   {credentials.tenant_id}", flush=True)
-            print(f"api key:  {credentials.api_key}", flush=True)
-            print(
-                f"model:    {'fake (offline)' if fake else 'OpenAI-compatible provider'}",
-                flush=True,
-            )
-            print(f"nats:     {urls.nats_url}", flush=True)
-            print(f"postgres: {urls.database_url}", flush=True)
-            print("ready; try `agency demo`; Ctrl-C to stop", flush=True)
             try:
+                api_url = await asyncio.wait_for(api_ready, timeout=30)
+                credentials = await ensure_default_tenant(deps, credentials)
+                save_credentials(directory, credentials)
+                endpoints = Endpoints(
+                    pid=os.getpid(),
+                    nats_url=urls.nats_url,
+                    database_url=urls.database_url,
+                    api_url=api_url,
+                    tenant_id=credentials.tenant_id,
+                    api_key=credentials.api_key,
+                    admin_secret=credentials.admin_secret,
+                    services=(*config.services, "api"),
+                    extra={"fake_llm_url": fake.base_url} if fake else {},
+                )
+                write_endpoints(directory, endpoints)
+                print(f"api:      {api_url}  (docs: {api_url}/schema)", flush=True)
+                print(f"tenant:   {credentials.tenant_id}", flush=True)
+                print(f"api key:  {credentials.api_key}", flush=True)
+                print(
+                    f"model:    {'fake (offline)' if fake else 'OpenAI-compatible provider'}",
+                    flush=True,
+                )
+                print(f"nats:     {urls.nats_url}", flush=True)
+                print(f"postgres: {urls.database_url}", flush=True)
+                print("ready; try `agency demo`; Ctrl-C to stop", flush=True)
                 await stop.wait()
             finally:
+                # Whatever ended the wait (a signal, a failed start), services stop cleanly.
+                stop.set()
                 remove_endpoints(directory, os.getpid())
     print("stopped", flush=True)
     return 0
