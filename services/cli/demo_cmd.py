@@ -20,6 +20,21 @@ DEMO_BLUEPRINT = {
     "tags": ["default"],
 }
 DEFAULT_TASK = "Plan a three-day trip to Lisbon and keep notes in a file."
+MULTI_BLUEPRINTS = (
+    {
+        "name": "demo-researcher",
+        "description": "Researches one part of a question.",
+        "prompt": "You research the part you are given and report briefly.",
+        "tags": ["default"],
+    },
+    {
+        "name": "demo-lead",
+        "description": "Splits work between researchers and merges their reports.",
+        "prompt": "You split the work between researchers with `task`, then merge their reports.",
+        "tags": ["default"],
+        "config": {"subagents": {"subagents": ["demo-researcher"]}},
+    },
+)
 TERMINAL = {"run.completed", "run.error", "run.canceled"}
 
 
@@ -27,6 +42,9 @@ def register(groups: Any) -> None:
     demo = groups.add_parser("demo", help="run a demo agent against `agency up` and watch it live")
     demo.add_argument("task", nargs="?", default=DEFAULT_TASK, help="what to ask the agent")
     demo.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the run")
+    demo.add_argument(
+        "--multi", action="store_true", help="a lead delegating to two subagents, shown as a tree"
+    )
     add_data_dir(demo)
     demo.set_defaults(handler=agency_demo)
 
@@ -56,16 +74,47 @@ async def _sse(client: httpx.AsyncClient, path: str) -> AsyncIterator[dict[str, 
                 data = []
 
 
-def show(event: dict[str, Any]) -> str | None:
+class Printer:
+    """Prints events as they come; model text streams in place, word by word."""
+
+    def __init__(self, *, stream: bool = True) -> None:
+        # Several threads talking at once would interleave their words: a tree shows
+        # each answer whole, when it is complete.
+        self._stream = stream
+        self._streaming: dict[str, bool] = {}
+
+    def __call__(self, event: dict[str, Any], indent: str = "", *, final: bool = True) -> None:
+        thread = str(event.get("aggregate_id", ""))
+        payload = event.get("payload", {})
+        if event.get("type") == "model.delta":
+            if not self._stream:
+                return
+            if not self._streaming.get(thread):
+                print(f"{indent}  🤖 ", end="", flush=True)
+                self._streaming[thread] = True
+            print(payload.get("delta", ""), end="", flush=True)
+            return
+        if event.get("type") == "model.completed" and self._streaming.pop(thread, False):
+            print(flush=True)
+            text = ""
+        else:
+            text = (
+                payload.get("message", {}).get("content", "")
+                if event.get("type") == "model.completed"
+                else ""
+            )
+        line = show(event, text, final=final)
+        if line:
+            print("\n".join(indent + part for part in line.split("\n")), flush=True)
+
+
+def show(event: dict[str, Any], text: str = "", *, final: bool = True) -> str | None:
     kind, payload = event.get("type", ""), event.get("payload", {})
     match kind:
         case "run.started":
             return f"▶ run {payload.get('run_id')} started"
-        case "model.delta":
-            return None
         case "model.completed":
             message = payload.get("message", {})
-            text = message.get("content", "")
             calls = ", ".join(
                 f"{c['name']}({c.get('arguments', '')[:60]})" for c in message.get("tool_calls", [])
             )
@@ -73,6 +122,12 @@ def show(event: dict[str, Any]) -> str | None:
             if calls:
                 lines.append(f"  🔧 calls {calls}")
             return "\n".join(lines) or None
+        case "subagent.spawned":
+            kind, child = payload.get("subagent_type"), payload.get("child_thread_id")
+            return f"  ↳ spawned {kind} → thread {child}"
+        case "subagent.completed":
+            report = " ".join(str(payload.get("report", "")).split())[:80]
+            return f"  ↲ {payload.get('child_thread_id')} {payload.get('outcome')}: {report}"
         case "todos.written":
             todos = payload.get("todos", [])
             return "  📋 todos:\n" + "\n".join(
@@ -81,16 +136,56 @@ def show(event: dict[str, Any]) -> str | None:
         case "file.written":
             return f"  📄 wrote {payload.get('path')} ({len(payload.get('content', ''))} chars)"
         case "tool.output":
-            return f"  ✓ {payload.get('tool_name')}: {str(payload.get('output', ''))[:80]}"
+            output = " ".join(str(payload.get("output", "")).split())[:80]
+            return f"  ✓ {payload.get('tool_name')}: {output}"
         case "tool.error":
             return f"  ✗ {payload.get('tool_name')}: {payload.get('error')}"
         case "run.completed":
+            if not final:
+                return "■ completed"
             return f"■ completed\n\nFinal answer:\n{payload.get('result', '')}"
         case "run.error":
             return f"■ error: {payload.get('error')}"
         case "run.canceled":
             return "■ canceled"
     return None
+
+
+async def _watch_tree(client: httpx.AsyncClient, base: str, root: str, run_id: str) -> None:
+    """The root's whole subagent tree, in stream order, indented by depth."""
+    depth = {root: 0}
+    labels: dict[str, str] = {}
+    printer = Printer(stream=False)
+    next_seq = 1
+    while True:
+        response = await client.get(
+            f"{base}/events", params={"correlationId": root, "fromSeq": next_seq, "limit": 500}
+        )
+        if response.status_code >= 400:
+            raise DemoError(f"GET {base}/events answered {response.status_code}: {response.text}")
+        page = response.json()
+        for event in page["events"]:
+            next_seq = int(event["stream_seq"]) + 1
+            thread = str(event.get("aggregate_id"))
+            payload = event.get("payload", {})
+            parent = (
+                (payload.get("parent") or {}).get("thread_id")
+                if event["type"] == "thread.created"
+                else None
+            )
+            if parent is not None:
+                depth[thread] = depth.get(parent, 0) + 1
+                labels[thread] = chr(ord("A") + len(labels) % 26)
+            indent = "    │ " * depth.get(thread, 0) + (
+                f"{labels[thread]} " if thread in labels else ""
+            )
+            if event["type"] == "thread.created" and parent is not None:
+                print(f"{indent}┌ thread {thread} ({payload.get('agent_type')})", flush=True)
+            printer(event, indent, final=thread == root)
+            if thread == root and event["type"] in TERMINAL and payload.get("run_id") == run_id:
+                return
+        if not page["hasMore"]:
+            await asyncio.sleep(0.3)
 
 
 async def agency_demo(args: argparse.Namespace) -> int:
@@ -103,8 +198,11 @@ async def agency_demo(args: argparse.Namespace) -> int:
         try:
             agency = await _post(client, "/agencies", {"name": "demo"})
             agency_id = agency["id"]
-            await _post(client, f"/agency/{agency_id}/blueprints", DEMO_BLUEPRINT)
-            thread = await _post(client, f"/agency/{agency_id}/agents", {"agentType": "demo-planner"})
+            blueprints = MULTI_BLUEPRINTS if args.multi else (DEMO_BLUEPRINT,)
+            for blueprint in blueprints:
+                await _post(client, f"/agency/{agency_id}/blueprints", dict(blueprint))
+            agent_type = "demo-lead" if args.multi else "demo-planner"
+            thread = await _post(client, f"/agency/{agency_id}/agents", {"agentType": agent_type})
             thread_id = thread["id"]
             print(f"agency {agency_id}, thread {thread_id}")
             print(f"task: {args.task}\n")
@@ -113,13 +211,18 @@ async def agency_demo(args: argparse.Namespace) -> int:
                 client, f"{base}/invoke", {"messages": [{"role": "user", "content": args.task}]}
             )
             async with asyncio.timeout(args.timeout):
-                async for event in _sse(client, f"{base}/stream?fromSeq=1"):
-                    line = show(event)
-                    if line:
-                        print(line, flush=True)
-                    payload = event.get("payload", {})
-                    if event.get("type") in TERMINAL and payload.get("run_id") == invoked["runId"]:
-                        break
+                if args.multi:
+                    await _watch_tree(client, base, thread_id, invoked["runId"])
+                else:
+                    printer = Printer()
+                    async for event in _sse(client, f"{base}/stream?fromSeq=1"):
+                        printer(event)
+                        payload = event.get("payload", {})
+                        if (
+                            event.get("type") in TERMINAL
+                            and payload.get("run_id") == invoked["runId"]
+                        ):
+                            break
         except DemoError as e:
             print(f"agency: {e}", file=sys.stderr)
             return 1

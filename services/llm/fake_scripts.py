@@ -54,6 +54,13 @@ class WireMessage(msgspec.Struct, frozen=True):
 
 class WireFunctionDef(msgspec.Struct, frozen=True):
     name: str
+    parameters: dict[str, Any] | None = None
+
+    def enum_of(self, prop: str) -> list[str]:
+        """The allowed values the schema lists for one argument."""
+        spec = ((self.parameters or {}).get("properties") or {}).get(prop) or {}
+        values = spec.get("enum") if isinstance(spec, dict) else None
+        return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
 
 
 class WireTool(msgspec.Struct, frozen=True):
@@ -80,6 +87,12 @@ class ChatRequest(msgspec.Struct, frozen=True):
     def step(self) -> int:
         """Which model step of the conversation this is: the assistant messages so far."""
         return sum(1 for m in self.messages if m.role == "assistant")
+
+    def tool(self, name: str) -> WireFunctionDef | None:
+        for t in self.tools or ():
+            if t.function is not None and t.function.name == name:
+                return t.function
+        return None
 
     def called(self) -> set[str]:
         return {c.function.name for m in self.messages for c in m.tool_calls or ()}
@@ -308,6 +321,18 @@ def demo_reply(request: ChatRequest) -> Reply:
     short = _shorten(ask, 80)
     offered = request.tool_names
     called = request.called()
+    task = request.tool("task")
+    kinds = task.enum_of("subagentType") if task is not None else []
+    if kinds and "task" not in called:
+        calls = [
+            ("task", json.dumps({"description": f"{part} of: {short}", "subagentType": kinds[0]}))
+            for part in ("Research the first half", "Research the second half")
+        ]
+        return _reply(request, "", "I will split this between two subagents.", calls)
+    if "task" in called:
+        reports = [m.text for m in request.messages if m.role == "tool" and m.text.strip()]
+        summary = " | ".join(_shorten(r, 60) for r in reports[-2:])
+        return _reply(request, "", f"Done. Both subagents reported: {summary}", ())
     if "write_todos" in offered and "write_todos" not in called:
         todos = [{"content": f"Understand the request: {short}", "status": "in_progress"}]
         if "write_file" in offered:

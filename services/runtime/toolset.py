@@ -99,6 +99,14 @@ def agent_tools(
     return tools
 
 
+def _with_enum(spec: ToolSpec, prop: str, values: list[str]) -> ToolSpec:
+    parameters = dict(spec.parameters)
+    properties = dict(parameters.get("properties", {}))
+    properties[prop] = {**properties.get(prop, {}), "enum": values}
+    parameters["properties"] = properties
+    return ToolSpec(name=spec.name, description=spec.description, parameters=parameters)
+
+
 def tools_now(
     system: AgentSystem,
     blueprint: BlueprintSpec,
@@ -109,6 +117,12 @@ def tools_now(
     types = subagent_types(blueprint.config)
     if not types:
         tools.pop(TASK_TOOL, None)
+    else:
+        task = tools.get(TASK_TOOL)
+        if isinstance(task, SubagentTool):
+            # Name the allowed types in the schema: models choose from an enum reliably.
+            one_shot = sorted(n for n, t in types.items() if not t.resumable)
+            tools[TASK_TOOL] = SubagentTool(spec=_with_enum(task.spec, "subagentType", one_shot))
     if not any(t.resumable for t in types.values()):
         for name in RESUMABLE_TOOLS:
             tools.pop(name, None)
