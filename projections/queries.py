@@ -269,6 +269,49 @@ async def _thread_row(
     )
 
 
+class TreeNode(View, frozen=True, kw_only=True):
+    id: str
+    agent_type: str
+    status: ThreadStatus
+    current_run_id: str | None
+    created_at: datetime
+    parent: ParentInfo | None
+    children: list[TreeNode]
+
+
+async def thread_tree(
+    conn: asyncpg.Connection, tenant: str, agency_id: str, thread_id: str
+) -> TreeNode | None:
+    """The thread and every thread below it (its subagents, theirs, …), with statuses."""
+    top = await _thread_row(conn, tenant, agency_id, thread_id)
+    if top is None:
+        return None
+    rows = await conn.fetch(
+        "SELECT * FROM threads WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY created_at",
+        tenant,
+        top["correlation_id"],
+    )
+    views = [_thread(r) for r in rows]
+    below: dict[str, list[ThreadView]] = {}
+    for view in views:
+        if view.parent is not None:
+            below.setdefault(view.parent.thread_id, []).append(view)
+
+    def node(view: ThreadView, seen: frozenset[str]) -> TreeNode:
+        kids = [k for k in below.get(view.id, []) if k.id not in seen]
+        return TreeNode(
+            id=view.id,
+            agent_type=view.agent_type,
+            status=view.status,
+            current_run_id=view.current_run_id,
+            created_at=view.created_at,
+            parent=view.parent,
+            children=[node(k, seen | {k.id}) for k in kids],
+        )
+
+    return node(_thread(top), frozenset({thread_id}))
+
+
 async def get_thread(
     conn: asyncpg.Connection, tenant: str, agency_id: str, thread_id: str
 ) -> ThreadView | None:

@@ -25,6 +25,7 @@ from services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principa
 from services.api.dashboard import dashboard
 from services.api.deps import ApiDeps
 from services.api.routes_commands import COMMAND_ROUTES
+from services.api.routes_fork import FORK_ROUTES
 from services.api.routes_queries import QUERY_ROUTES
 from services.api.streaming import CLOSING, STREAM_ROUTES
 
@@ -67,6 +68,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         route_handlers=[
             *QUERY_ROUTES,
             *COMMAND_ROUTES,
+            *FORK_ROUTES,
             *STREAM_ROUTES,
             dashboard,
             healthz,

@@ -194,6 +194,23 @@ async def agent_events(
     return EventsResponse(events=events, has_more=has_more)
 
 
+@get("/agency/{agencyId:str}/agent/{threadId:str}/tree")
+async def agent_tree(
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    principal: NamedDependency[Principal],
+    deps: NamedDependency[ApiDeps],
+) -> queries.TreeNode:
+    """The thread's subagent tree: every descendant thread with its status."""
+    agency_id = path_token("agency id", agency_id)
+    thread_id = path_token("thread id", thread_id)
+    async with deps.pool.acquire() as conn:
+        tree = await queries.thread_tree(conn, principal.tenant_id, agency_id, thread_id)
+    if tree is None:
+        raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
+    return tree
+
+
 @get("/usage")
 async def usage(
     principal: NamedDependency[Principal],
@@ -217,5 +234,6 @@ QUERY_ROUTES: list[HTTPRouteHandler] = [
     list_agents,
     agent_state,
     agent_events,
+    agent_tree,
     usage,
 ]

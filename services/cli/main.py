@@ -17,6 +17,7 @@ from services.cli import (
     events_cmd,
     infra_cmd,
     projections_cmd,
+    replay_cmd,
     serve_cmd,
     threads_cmd,
     up_cmd,
@@ -35,7 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agency", description="Run LLM agents on an event-sourced backend."
     )
     groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
-    for module in (up_cmd, demo_cmd, infra_cmd, serve_cmd, threads_cmd, events_cmd, projections_cmd, contracts_cmd):
+    for module in (
+        up_cmd,
+        demo_cmd,
+        infra_cmd,
+        serve_cmd,
+        threads_cmd,
+        events_cmd,
+        projections_cmd,
+        replay_cmd,
+        contracts_cmd,
+    ):
         module.register(groups)
     return parser
 

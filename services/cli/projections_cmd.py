@@ -1,17 +1,26 @@
-"""`agency projections rebuild|status`."""
+"""`agency projections rebuild|status`.
+
+`rebuild --until-seq N` / `--until-time T` builds the read models as they were at that
+moment into a scratch schema (`asof_<N>` / `asof_<time>`), never touching the live tables.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from datetime import UTC, datetime
 from typing import Any
+
+import asyncpg
 
 from infra.db import create_pool
 from infra.jetstream.connection import Bus
 from projections.catalog import ALL, by_name
+from projections.engine import quote_ident
 from projections.errors import ProjectionError
-from projections.rebuild import rebuild
+from projections.projection import Projection
+from projections.rebuild import build_scratch, rebuild
 from projections.status import projection_statuses
 from services.cli.common import add_data_dir, running_endpoints
 
@@ -21,6 +30,21 @@ def register(groups: Any) -> None:
     sub = group.add_subparsers(dest="command", required=True, metavar="COMMAND")
     rb = sub.add_parser("rebuild", help="drop and rebuild read models from sequence 1")
     rb.add_argument("name", nargs="?", default=None, help="one projection (default: all)")
+    moment = rb.add_mutually_exclusive_group()
+    moment.add_argument(
+        "--until-seq",
+        type=int,
+        default=None,
+        help="build the read models as of this stream sequence, into schema asof_<seq> "
+        "(the live tables are not touched)",
+    )
+    moment.add_argument(
+        "--until-time",
+        type=_timestamp,
+        default=None,
+        help="build the read models as of this ISO 8601 time (UTC unless it names a zone), "
+        "into schema asof_<time>",
+    )
     add_data_dir(rb)
     rb.set_defaults(handler=projections_rebuild)
     st = sub.add_parser("status", help="each projection's position and lag")
@@ -58,9 +82,15 @@ async def projections_rebuild(args: argparse.Namespace) -> int:
         print(f"agency: {e}", file=sys.stderr)
         return 2
     endpoints = running_endpoints(args)
+    if args.until_seq is not None and args.until_seq < 0:
+        print("agency: --until-seq must be 0 or more", file=sys.stderr)
+        return 2
     pool = await create_pool(endpoints.database_url)
     try:
         async with Bus(endpoints.nats_url, name="agency-rebuild") as bus:
+            if args.until_seq is not None or args.until_time is not None:
+                await _rebuild_as_of(pool, bus, chosen, args.until_seq, args.until_time)
+                return 0
             for projection in chosen:
                 started = time.monotonic()
                 result = await rebuild(
@@ -73,6 +103,65 @@ async def projections_rebuild(args: argparse.Namespace) -> int:
     finally:
         await pool.close()
     return 0
+
+
+def _timestamp(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z)"
+        ) from e
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def scratch_schema(until_seq: int | None, until_time: datetime | None) -> str:
+    """`asof_<seq>` or `asof_<UTC time, to the microsecond>`: one schema per moment."""
+    if until_seq is not None:
+        return f"asof_{until_seq}"
+    assert until_time is not None
+    return "asof_" + until_time.astimezone(UTC).strftime("%Y%m%dt%H%M%S%fz")
+
+
+async def _rebuild_as_of(
+    pool: asyncpg.Pool,
+    bus: Bus,
+    chosen: list[Projection],
+    until_seq: int | None,
+    until_time: datetime | None,
+) -> None:
+    schema = scratch_schema(until_seq, until_time)
+    async with pool.acquire() as conn:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(schema)} CASCADE")
+        await conn.execute(f"CREATE SCHEMA {quote_ident(schema)}")
+    for projection in chosen:
+        started = time.monotonic()
+        # build_scratch starts by dropping its schema: each projection is built in a
+        # schema of its own, then its tables move into the shared one.
+        staging = f"{schema}__{projection.name}"
+        result = await build_scratch(
+            pool,
+            bus.js,
+            projection,
+            staging,
+            until_seq=until_seq,
+            until_time=until_time,
+            progress=ProgressBar(projection.name),
+        )
+        async with pool.acquire() as conn, conn.transaction():
+            for table in projection.all_tables:
+                await conn.execute(
+                    f"ALTER TABLE {quote_ident(staging)}.{quote_ident(table)} "
+                    f"SET SCHEMA {quote_ident(schema)}"
+                )
+            await conn.execute(f"DROP SCHEMA {quote_ident(staging)} CASCADE")
+        print(
+            f"{projection.name}: built up to stream seq {result.applied_upto} "
+            f"in {time.monotonic() - started:.1f} s"
+        )
+    moment = f"stream seq {until_seq}" if until_seq is not None else f"{until_time}"
+    print(f"read models as of {moment} are in schema {schema}; query them with:")
+    print(f"  SET search_path TO {schema};")
 
 
 async def projections_status(args: argparse.Namespace) -> int:

@@ -1,0 +1,361 @@
+"""Forking a thread: a new thread whose history is the original's up to one event.
+
+The copy is new events on a new thread, each pointing back at its original
+(`causation_id`), behind a `thread.created` of its own (same agency and agent type, a new
+id, no parent: a fork reports to nobody). A fork taken inside a run ends with that run
+canceled ("forked mid-run") and every open call answered, so the new thread is idle and can
+be invoked. With `agent_type` the copy ends with a `thread.blueprint_switched`.
+
+Children fork with their parent: every thread of the subtree created before the cut is
+forked at its last event before the cut (the cut is a stream sequence, one moment for the
+whole tree); forked children name the forked parent (and are written before it), and every
+mention of a forked thread in the copies (subagent events, texts the model saw, idempotency
+keys) names its fork.
+
+The services react to the copied events as to any others, so the copy is made to leave
+them nothing to do: a requested tool call unanswered at the cut gets a `tool.error` (the
+tools service runs only unanswered calls), a running child's call gets a canceled
+`subagent.completed`, children of the subagents coordinator keep the id it would derive for
+the forked parent (so a copied request finds its child and its first run already there),
+and each thread is appended in atomic batches of at most 1,000 events split where the
+thread was quiet, so nobody sees a half-copied run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from contracts.envelope import Envelope
+from contracts.events import (
+    AnyEvent,
+    BlueprintSwitched,
+    ParentRef,
+    RunCanceled,
+    SubagentCompleted,
+    SubagentSpawned,
+    ThreadCreated,
+    ToolError,
+    ToolRequested,
+)
+from contracts.ids import new_id
+from contracts.subjects import Aggregate
+from infra.jetstream.connection import Bus
+from infra.jetstream.eventstore import EventStore
+from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+from infra.jetstream.streams import ATOMIC_BATCH_LIMIT
+from services.replay.source import Creation, read_thread, thread_creations
+from services.replay.tree import descendants
+from services.runtime.commands import canceled
+from services.runtime.state import ThreadState, fold
+from services.subagents.naming import child_thread_id
+
+FORKED_MID_RUN = "forked mid-run"
+
+_encoder = msgspec.json.Encoder()
+_payload_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+
+
+class ForkError(Exception):
+    """A fork that cannot be made as asked; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    thread_id: str
+    source_thread_id: str
+    at_seq: int
+    # Original child thread id → its fork, for every descendant forked along.
+    children: dict[str, str]
+    # Runs the fork ended (mid-run at the cut), by forked thread id.
+    canceled_runs: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    payload: AnyEvent
+    causation_id: str
+    idempotency_key: str | None = None
+
+
+class _CopyStore(EventStore):
+    """The event store with envelope fields per event: each copy names its original."""
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus.nc, bus.js, stream=bus.store.stream)
+        self._copies: Sequence[_Copy] = ()
+
+    async def append_copies(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        copies: Sequence[_Copy],
+        *,
+        expected: Position,
+        context: EventContext,
+    ) -> AppendResult:
+        # `append` builds its envelopes before its first await, and this store serves one
+        # fork, so nothing can interleave between setting the copies and their use.
+        self._copies = copies
+        payloads = [c.payload for c in copies]
+        return await self.append(
+            tenant_id, "thread", thread_id, payloads, expected=expected, context=context
+        )
+
+    def _envelopes(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        payloads: Sequence[AnyEvent],
+        expected: Position,
+        context: EventContext | None,
+        idempotency_key: str | None,
+    ) -> list[Envelope]:
+        envelopes = super()._envelopes(
+            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key
+        )
+        # Only the envelope carries the copied key: the broker's message ids stay unset,
+        # so the copy is never mistaken for a retry of the original's appends.
+        return [
+            msgspec.structs.replace(
+                e, causation_id=c.causation_id, idempotency_key=c.idempotency_key
+            )
+            for e, c in zip(envelopes, self._copies, strict=True)
+        ]
+
+
+async def fork_thread(
+    bus: Bus,
+    tenant_id: str,
+    thread_id: str,
+    at_seq: int,
+    *,
+    agent_type: str | None = None,
+    known_agent_types: Collection[str] | None = None,
+) -> ForkResult:
+    """Fork `thread_id` (and its subtree) at its event `at_seq`; see the module docstring."""
+    source = await read_thread(bus.store, tenant_id, thread_id)
+    if not 1 <= at_seq <= source[-1].seq:
+        raise ForkError(
+            f"atSeq {at_seq} is outside thread {thread_id}'s history (1..{source[-1].seq})"
+        )
+    known = known_agent_types
+    if agent_type is not None and known is not None and agent_type not in known:
+        raise ForkError(
+            f"unknown agentType {agent_type!r}; the agency has "
+            f"{', '.join(sorted(known)) or 'no blueprints'}"
+        )
+    cut = next(e.stream_seq for e in source if e.seq == at_seq)
+    creations = await thread_creations(
+        bus.nc, tenant_id, start_seq=source[0].stream_seq, until_seq=cut
+    )
+    subtree = descendants(creations, thread_id, created_until=cut)
+    ids = _fork_ids(tenant_id, thread_id, subtree, {c.thread_id: c for c in creations})
+    store = _CopyStore(bus)
+    canceled_runs: dict[str, tuple[str, ...]] = {}
+    # Children before their parent: the coordinator, reacting to the parent's copied
+    # subagent requests, must find each forked child already complete.
+    plans: list[tuple[str, str | None]] = [(thread_id, None)]
+    plans.extend((child, parent) for child, parent, _ in subtree)
+    for original, parent in reversed(plans):
+        events = (
+            source if original == thread_id else await bus.store.read(tenant_id, "thread", original)
+        )
+        prefix = [e for e in events if e.stream_seq <= cut]
+        if not prefix or not isinstance(prefix[0].payload, ThreadCreated):
+            raise ForkError(f"thread {original} does not start with thread.created")
+        copies, closing, runs = _plan(
+            tenant_id,
+            prefix,
+            ids,
+            new_parent=ids[parent] if parent is not None else None,
+            agent_type=agent_type if original == thread_id else None,
+        )
+        canceled_runs[ids[original]] = runs
+        context = EventContext(
+            agency_id=prefix[0].envelope.agency_id,
+            thread_id=ids[original],
+            correlation_id=ids[thread_id],
+        )
+        position = Position()
+        for chunk in _chunks(tenant_id, prefix, copies, closing):
+            result = await store.append_copies(
+                tenant_id, ids[original], chunk, expected=position, context=context
+            )
+            position = result.position
+    return ForkResult(
+        thread_id=ids[thread_id],
+        source_thread_id=thread_id,
+        at_seq=at_seq,
+        children={child: ids[child] for child, _, _ in subtree},
+        canceled_runs={t: runs for t, runs in canceled_runs.items() if runs},
+    )
+
+
+def _fork_ids(
+    tenant_id: str,
+    root: str,
+    subtree: Sequence[tuple[str, str, int]],
+    creations: dict[str, Creation],
+) -> dict[str, str]:
+    """A new id per forked thread. A child the subagents coordinator spawned keeps the id it
+    derives from (parent, call), computed for the forked parent: a copied request then finds
+    its child (and the child its first run) already in place, and nothing is spawned twice."""
+    ids = {root: new_id()}
+    for child, parent, _ in subtree:
+        created = creations[child].event.payload
+        ref = created.parent if isinstance(created, ThreadCreated) else None
+        call = ref.tool_call_id if ref is not None else None
+        derived = call is not None and child == child_thread_id(tenant_id, parent, call)
+        ids[child] = child_thread_id(tenant_id, ids[parent], call) if derived and call else new_id()
+    return ids
+
+
+def _plan(
+    tenant_id: str,
+    prefix: Sequence[RecordedEvent],
+    ids: dict[str, str],
+    *,
+    new_parent: str | None,
+    agent_type: str | None,
+) -> tuple[list[_Copy], list[_Copy], tuple[str, ...]]:
+    """The copies of `prefix`, and the events that close it at a consistent point."""
+    first = prefix[0]
+    created = first.payload
+    assert isinstance(created, ThreadCreated)
+    parent = created.parent
+    request = {
+        **created.request,
+        "forkedFrom": first.envelope.aggregate_id,
+        "forkedAtSeq": str(prefix[-1].seq),
+    }
+    fresh = ThreadCreated(
+        agency_id=created.agency_id,
+        agent_type=created.agent_type,
+        parent=ParentRef(thread_id=new_parent, token=parent.token, tool_call_id=parent.tool_call_id)
+        if parent is not None and new_parent is not None
+        else None,
+        request=request,
+    )
+    copies = [
+        _Copy(fresh, first.envelope.event_id, _relink_text(first.envelope.idempotency_key, ids))
+    ]
+    copies.extend(
+        _Copy(
+            _relink(e.envelope.payload, ids),
+            e.envelope.event_id,
+            _relink_text(e.envelope.idempotency_key, ids),
+        )
+        for e in prefix[1:]
+    )
+    state = fold(tenant_id, first.envelope.aggregate_id, list(prefix))
+    closing_events, runs = _closing(state, prefix, ids)
+    if agent_type is not None and agent_type != state.agent_type:
+        closing_events.append(
+            BlueprintSwitched(
+                from_agent_type=state.agent_type, to_agent_type=agent_type, reason="fork"
+            )
+        )
+    cause = prefix[-1].envelope.event_id
+    return copies, [_Copy(p, cause) for p in closing_events], runs
+
+
+def _relink(payload: AnyEvent, ids: dict[str, str]) -> AnyEvent:
+    """The payload with every forked thread's id replaced by its fork's id.
+
+    Subagent events name the forked children, and so do texts the model saw ("Subagent
+    started (reference: <child>)"), so a later call naming a child by that reference
+    reaches the fork's child, never the original. Thread ids are unique tokens, so the
+    replacement touches nothing else.
+    """
+    data = _encoder.encode(payload)
+    if not any(old.encode() in data for old in ids):
+        return payload
+    for old, new in ids.items():
+        data = data.replace(old.encode(), new.encode())
+    relinked: AnyEvent = _payload_decoder.decode(data)
+    return relinked
+
+
+def _relink_text(text: str | None, ids: dict[str, str]) -> str | None:
+    if text is None:
+        return None
+    for old, new in ids.items():
+        text = text.replace(old, new)
+    return text
+
+
+def _closing(
+    state: ThreadState, prefix: Sequence[RecordedEvent], ids: dict[str, str]
+) -> tuple[list[AnyEvent], tuple[str, ...]]:
+    requests = {
+        e.payload.call.id: e.payload for e in prefix if isinstance(e.payload, ToolRequested)
+    }
+    events: list[AnyEvent] = [
+        ToolError(
+            run_id=request.run_id,
+            tool_call_id=call_id,
+            tool_name=request.call.name,
+            error=f"not run: {FORKED_MID_RUN}",
+        )
+        for call_id, request in requests.items()
+        if state.outcome(call_id) is None
+    ]
+    # A child still working at the cut is forked canceled; its call is answered so.
+    events.extend(
+        SubagentCompleted(
+            run_id=e.payload.run_id,
+            tool_call_id=e.payload.tool_call_id,
+            child_thread_id=ids.get(e.payload.child_thread_id, e.payload.child_thread_id),
+            outcome="canceled",
+            report=FORKED_MID_RUN,
+        )
+        for e in prefix
+        if isinstance(e.payload, SubagentSpawned) and state.outcome(e.payload.tool_call_id) is None
+    )
+    runs: list[str] = []
+    active = state.active_run
+    if active is not None:
+        events.extend(canceled(state, active.run_id, FORKED_MID_RUN))
+        runs.append(active.run_id)
+    # Accepted requests not started yet would start on their own in the fork.
+    for queued in state.queue:
+        if queued.run_id not in runs:
+            events.append(RunCanceled(run_id=queued.run_id, reason=FORKED_MID_RUN))
+            runs.append(queued.run_id)
+    return events, tuple(runs)
+
+
+def _quiet(state: ThreadState) -> bool:
+    """Nothing would happen on its own here: no run, no queue, no call awaiting a result."""
+    return (
+        state.active_run is None
+        and not state.queue
+        and all(state.outcome(call_id) is not None for call_id in state.requested)
+    )
+
+
+def _chunks(
+    tenant_id: str, prefix: Sequence[RecordedEvent], copies: list[_Copy], closing: list[_Copy]
+) -> list[list[_Copy]]:
+    everything = copies + closing
+    if len(everything) <= ATOMIC_BATCH_LIMIT:
+        return [everything]
+    # quiet[i]: the thread was quiet after its first i events.
+    state = ThreadState(tenant_id=tenant_id, thread_id=prefix[0].envelope.aggregate_id)
+    quiet = [False]
+    for event in prefix:
+        state = state.apply(event)
+        quiet.append(_quiet(state))
+    chunks: list[list[_Copy]] = []
+    start = 0
+    while len(everything) - start > ATOMIC_BATCH_LIMIT:
+        limit = start + ATOMIC_BATCH_LIMIT
+        cut = next((i for i in range(min(limit, len(copies)), start, -1) if quiet[i]), limit)
+        chunks.append(everything[start:cut])
+        start = cut
+    chunks.append(everything[start:])
+    return chunks
