@@ -1,0 +1,130 @@
+"""The whole system in the test process, driven over HTTP like a client would: every
+service, the API, the projector, real NATS and PostgreSQL, the fake model over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from contracts.ids import new_id
+from infra.db import create_pool, migrate
+from infra.jetstream.connection import Bus
+from projections.setup import prepare_read_models
+from services.api.deps import ApiDeps, ApiSettings
+from services.api.server import run_api
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.stack import StackConfig, run_stack
+from tests.runtime.conftest import make_system
+
+ADMIN = "admin-" + secrets.token_urlsafe(12)
+
+
+@dataclass
+class Client:
+    http: httpx.AsyncClient
+    llm: FakeLLMServer
+    agency: str
+
+    async def thread(self, agent_type: str = "worker") -> str:
+        r = await self.http.post(f"/agency/{self.agency}/agents", json={"agentType": agent_type})
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+    def path(self, thread: str) -> str:
+        return f"/agency/{self.agency}/agent/{thread}"
+
+    async def invoke(self, thread: str, text: str, **extra: Any) -> str:
+        body = {"messages": [{"role": "user", "content": text}], **extra}
+        r = await self.http.post(f"{self.path(thread)}/invoke", json=body)
+        assert r.status_code == 202, r.text
+        return str(r.json()["runId"])
+
+    async def state(self, thread: str) -> dict[str, Any]:
+        r = await self.http.get(f"{self.path(thread)}/state")
+        assert r.status_code == 200, r.text
+        result: dict[str, Any] = r.json()
+        return result
+
+    async def until(
+        self,
+        thread: str,
+        check: Callable[[dict[str, Any]], bool],
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
+        """Poll `/state` (a read model: it follows the log) until `check` holds."""
+        async with asyncio.timeout(timeout):
+            while True:
+                state = await self.state(thread)
+                if check(state):
+                    return state
+                await asyncio.sleep(0.1)
+
+
+async def _database(database_url: str) -> str:
+    name = "e" + new_id().lower()
+    admin = await asyncpg.connect(database_url, timeout=10)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return database_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="package")
+async def system_api(
+    nats_url: str, database_url: str, bus: Bus
+) -> AsyncIterator[tuple[str, FakeLLMServer]]:
+    db_url = await _database(database_url)
+    pool = await create_pool(db_url, max_size=10)
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    await prepare_read_models(pool)
+    stop = asyncio.Event()
+    async with FakeLLMServer(instant=True) as llm:
+        provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+        system = make_system()
+        api_bus = await Bus(nats_url, name="e2e-api").connect()
+        deps = ApiDeps(
+            pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN)
+        )
+        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        config = StackConfig(
+            nats_url=nats_url, database_url=db_url, system=system, provider=provider
+        )
+        tasks = [
+            asyncio.create_task(run_stack(config, stop)),
+            asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
+        ]
+        try:
+            url = await asyncio.wait_for(asyncio.shield(started), timeout=20)
+            yield url, llm
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+            await provider.close()
+            await api_bus.close()
+            await asyncio.wait_for(pool.close(), timeout=10)
+
+
+@pytest.fixture
+async def client(system_api: tuple[str, FakeLLMServer]) -> AsyncIterator[Client]:
+    url, llm = system_api
+    async with httpx.AsyncClient(base_url=url, timeout=20) as admin:
+        r = await admin.post(
+            "/tenants", json={"name": "e2e"}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert r.status_code == 201, r.text
+        key = r.json()["apiKey"]
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=url, timeout=20, headers=headers) as http:
+        r = await http.post("/agencies", json={"name": "e2e"})
+        assert r.status_code == 201, r.text
+        yield Client(http=http, llm=llm, agency=r.json()["id"])
