@@ -76,6 +76,9 @@ def next_action(
         if state.queue:
             return Append(_start(state, blueprint))
         return Wait()
+    if run.status == "paused" and run.reason == "hitl" and not run.hitl_pending:
+        # A person has decided: resume here, where middleware sees the resume.
+        return Append((RunResumed(run_id=run.run_id),))
     if run.status == "paused" and run.reason == "subagent":
         # Resume once every child of the step has reported (its report is the call's outcome).
         waiting = [c for c in state.open_tool_calls() if state.outcome(c.id) is None]

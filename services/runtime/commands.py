@@ -12,7 +12,6 @@ from contracts.events import (
     RequestAccepted,
     RequestRejected,
     RunCanceled,
-    RunResumed,
 )
 from infra.jetstream.commandbus import CommandRejected
 from services.runtime.actions import tool_message
@@ -63,7 +62,6 @@ def approve(state: ThreadState, command: ApproveToolCalls) -> Sequence[AnyEvent]
             modified_tool_calls=command.modified_tool_calls,
             reason=command.reason,
         ),
-        RunResumed(run_id=run.run_id),
     )
 
 

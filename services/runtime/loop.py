@@ -31,7 +31,11 @@ from contracts.events import (
     ModelStarted,
     RunError,
     RunPaused,
+    RunResumed,
     RunTick,
+    ToolError,
+    ToolRequested,
+    ToolStarted,
 )
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.eventstore import EventStore
@@ -111,11 +115,46 @@ class ThreadDriver:
                     case Wait():
                         return state
                     case Append(events=events):
-                        state = await self.append(state, events)
+                        hooked = await self._tool_hooks(state, resolved, events)
+                        state = await self.append(state, hooked)
                     case CallModel(run_id=run_id, step=step):
                         state = await self._model_step(state, resolved, run_id, step)
             log.error("thread loop did not settle", thread_id=thread_id)
             return state
+
+    async def _tool_hooks(
+        self, state: ThreadState, resolved: Resolved, events: Sequence[AnyEvent]
+    ) -> list[AnyEvent]:
+        """Let middleware see tool starts, results, errors and resumes before they are
+        appended; what a hook emits joins the same atomic append."""
+        run = state.active_run
+        if not resolved.middleware or run is None:
+            return list(events)
+        ctx = MiddlewareContext(
+            state=state, blueprint=resolved.blueprint, run_id=run.run_id, step=run.step
+        )
+        calls = {c.id: c for m in state.messages for c in m.tool_calls}
+        failed_now = {e.tool_call_id for e in events if isinstance(e, ToolError)}
+        for event in events:
+            for middleware in resolved.middleware:
+                match event:
+                    case ToolRequested(call=call):
+                        await middleware.on_tool_start(ctx, call)
+                    case ToolStarted(tool_call_id=call_id) if call_id in calls:
+                        await middleware.on_tool_start(ctx, calls[call_id])
+                    case MessageAppended(message=message) if message.role == "tool":
+                        answered = calls.get(message.tool_call_id or "")
+                        outcome = state.outcome(message.tool_call_id or "")
+                        failed = answered is not None and (
+                            answered.id in failed_now or (outcome is not None and outcome.error)
+                        )
+                        if answered is not None and failed:
+                            await middleware.on_tool_error(ctx, answered, message.content)
+                        elif answered is not None:
+                            await middleware.on_tool_result(ctx, answered, message.content)
+                    case RunResumed():
+                        await middleware.on_resume(ctx, run.reason or "resume", None)
+        return [*events, *ctx.emitted]
 
     async def append(self, state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
         """Append after the state's position; on a conflict, return the reloaded state."""

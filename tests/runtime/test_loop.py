@@ -193,3 +193,19 @@ async def test_step_limit_ends_the_run_with_an_error(agents: Agents) -> None:
     events = await agents.wait_terminal(thread)
     assert terminals(events) == ["run.error"]
     assert types(events).count("model.completed") == 8
+
+
+async def test_interrupt_strategy_cancels_the_active_run_and_starts_the_new_one(
+    agents: Agents,
+) -> None:
+    key = "interrupt-" + agents.tenant
+    agents.llm.script(key, [ScriptStep(content="slow first", delay_ms=4000)])
+    agents.llm.script("urgent-" + key, [ScriptStep(content="urgent answer")])
+    thread = await agents.thread()
+    first = await agents.invoke(thread, key)
+    await agents.wait_for(thread, lambda es: "model.started" in types(es))
+    second = await agents.invoke(thread, "urgent-" + key, strategy="interrupt")
+    events = await agents.wait_terminal(thread, count=2)
+    ends = [(e.type, e.payload.run_id) for e in events if e.type in RUN_TERMINAL_TYPES]  # type: ignore[attr-defined]
+    assert ends == [("run.canceled", first), ("run.completed", second)]
+    assert_gapless(events)
