@@ -51,9 +51,7 @@ def render(document: dict[str, Any]) -> str:
     for message in state.get("messages", []):
         text = " ".join(str(message.get("content", "")).split())
         calls = ", ".join(c["name"] for c in message.get("toolCalls", []) or [])
-        lines.append(
-            f"  {message.get('role'):<9} {text[:100]}" + (f"  → {calls}" if calls else "")
-        )
+        lines.append(f"  {message.get('role'):<9} {text[:100]}" + (f"  → {calls}" if calls else ""))
     if state.get("todos"):
         lines += ["", "todos:"]
         lines += [f"  [{t.get('status'):<11}] {t.get('content')}" for t in state["todos"]]
@@ -62,7 +60,9 @@ def render(document: dict[str, Any]) -> str:
         lines += [f"  {path} ({len(content)} chars)" for path, content in state["files"].items()]
     if state.get("pendingToolCalls"):
         lines += ["", "awaiting approval:"]
-        lines += [f"  {c.get('name')} {json.dumps(c.get('args'))}" for c in state["pendingToolCalls"]]
+        lines += [
+            f"  {c.get('name')} {json.dumps(c.get('args'))}" for c in state["pendingToolCalls"]
+        ]
     if state.get("subagents"):
         lines += ["", "subagents:"]
         lines += [

@@ -13,11 +13,11 @@ from infra.endpoints import Endpoints, remove_endpoints, write_endpoints
 from infra.jetstream.connection import Bus
 from infra.settings import InfraSettings
 from infra.system import Infrastructure
+from projections.setup import prepare_read_models
 from services.agents.system import load_system
 from services.api.deps import ApiDeps, ApiSettings
 from services.cli.bootstrap import ensure_default_tenant, load_credentials, save_credentials
 from services.cli.common import add_app, add_data_dir, data_dir
-from projections.setup import prepare_read_models
 from services.cli.signals import stop_on_signals
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import provider_from_env

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.events import BlueprintSpec, ChatMessage, ToolCall, TodosWritten, Todo
+from contracts.events import BlueprintSpec, ChatMessage, Todo, TodosWritten, ToolCall
 from infra.jetstream.connection import Bus
 from services.agents.middleware import Middleware, MiddlewareContext
 from services.llm.fake_scripts import ScriptStep
