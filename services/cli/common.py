@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from infra.endpoints import Endpoints, read_endpoints, resolve_data_dir
+from services.agents.blueprint_file import load_blueprint_file
+from services.agents.system import AgentSystem, load_system
 
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:
@@ -32,3 +35,17 @@ def add_app(parser: argparse.ArgumentParser) -> None:
         help="the agent system to load, as package.module:attribute "
         "(default: services.agents.default:system)",
     )
+    parser.add_argument(
+        "--blueprints",
+        default=os.environ.get("AGENCY_BLUEPRINTS"),
+        help="a JSON file of static blueprints to add (default: $AGENCY_BLUEPRINTS)",
+    )
+
+
+def agent_system(args: argparse.Namespace) -> AgentSystem:
+    """The `--app` system, with the `--blueprints` file's blueprints added."""
+    system = load_system(args.app)
+    if args.blueprints:
+        for blueprint in load_blueprint_file(Path(args.blueprints)):
+            system.add_agent(blueprint)
+    return system

@@ -11,6 +11,8 @@ from typing import Any
 from contracts.errors import ContractError
 from infra.endpoints import EndpointsNotFound
 from infra.settings import InfraSettings
+from services.agents.blueprint_file import BlueprintFileError
+from services.agents.system import SystemLoadError
 from services.cli import (
     contracts_cmd,
     demo_cmd,
@@ -60,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(handler(args))
     except KeyboardInterrupt:
         return 130
-    except (EndpointsNotFound, ContractError, CliError) as e:
+    except (EndpointsNotFound, ContractError, CliError, BlueprintFileError, SystemLoadError) as e:
         print(f"agency: {e}", file=sys.stderr)
         return 2
 

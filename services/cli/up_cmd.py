@@ -14,10 +14,9 @@ from infra.jetstream.connection import Bus
 from infra.settings import InfraSettings
 from infra.system import Infrastructure
 from projections.setup import prepare_read_models
-from services.agents.system import load_system
 from services.api.deps import ApiDeps, ApiSettings
 from services.cli.bootstrap import ensure_default_tenant, load_credentials, save_credentials
-from services.cli.common import add_app, add_data_dir, data_dir
+from services.cli.common import add_app, add_data_dir, agent_system, data_dir
 from services.cli.signals import stop_on_signals
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import provider_from_env
@@ -40,7 +39,7 @@ async def agency_up(args: argparse.Namespace) -> int:
 
     directory = data_dir(args)
     stop = stop_on_signals()
-    system = load_system(args.app)
+    system = agent_system(args)
     use_fake = not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
     async with AsyncExitStack() as stack:
         urls = await stack.enter_async_context(Infrastructure(directory, InfraSettings.from_env()))
