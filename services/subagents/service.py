@@ -117,6 +117,11 @@ class Coordinator:
         agency = env.agency_id or ""
         context = self._context(event)
         child = child_thread_id(tenant, parent, request.tool_call_id)
+        history = await self._bus.store.read(tenant, "thread", parent)
+        if _run_ended(history, request.run_id) and not _has_link(history, child):
+            # The run ended (canceled, or a fork cut it) before its child was spawned.
+            log.info("subagent request of an ended run ignored", child_thread_id=child)
+            return
         dynamic = await self._blueprints.dynamic(tenant, agency)
         if (
             request.subagent_type not in dynamic
@@ -378,6 +383,13 @@ def _origin(history: list[RecordedEvent], child: str, child_run: str) -> Origin 
                 if target == child and message_run_id(child, call_id) == child_run:
                     return Origin(run_id, call_id, blocking)
     return None
+
+
+def _run_ended(history: list[RecordedEvent], run_id: str) -> bool:
+    return any(
+        isinstance(e.payload, RunCompleted | RunError | RunCanceled) and e.payload.run_id == run_id
+        for e in history
+    )
 
 
 def _with_attachments(text: str, files: dict[str, str]) -> str:
