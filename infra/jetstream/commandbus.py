@@ -104,6 +104,15 @@ class CommandBus:
         return SendResult(envelope.command_id, ack.seq, bool(ack.duplicate))
 
 
+def _ordering_key(envelope: CommandEnvelope) -> tuple[str, str]:
+    payload = envelope.payload
+    for field in ("thread_id", "agency_id"):
+        value = getattr(payload, field, None)
+        if isinstance(value, str):
+            return envelope.tenant_id, value
+    return envelope.tenant_id, ""
+
+
 class CommandWorker:
     """Consumes one service's commands. Several workers may share the durable consumer."""
 
@@ -116,7 +125,7 @@ class CommandWorker:
         dead_letters: DeadLetters,
         max_deliver: int = 5,
         ack_wait: float = 30.0,
-        batch: int = 16,
+        batch: int = 64,
         backoff: tuple[float, ...] = (0.2, 1.0, 3.0, 10.0),
     ) -> None:
         self._js = js
@@ -128,6 +137,7 @@ class CommandWorker:
         self._batch = batch
         self._backoff = backoff
         self.durable = f"{service}-commands"
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         config = ConsumerConfig(
@@ -160,8 +170,9 @@ class CommandWorker:
                     await asyncio.sleep(0.5)
                     sub = await self._subscribe()
                     continue
-                for msg in msgs:
-                    await self._process(msg)
+                async with asyncio.TaskGroup() as tg:
+                    for msg in msgs:
+                        tg.create_task(self._process(msg))
         finally:
             with contextlib.suppress(asyncio.TimeoutError, JetStreamError, NatsTimeoutError):
                 await asyncio.wait_for(sub.unsubscribe(), timeout=2.0)
@@ -176,6 +187,19 @@ class CommandWorker:
             await msg.term()
             return
         delivery = Delivery(msg.subject, meta.sequence.stream, attempt)
+        # Commands of one aggregate are handled one at a time, in the order fetched;
+        # different aggregates' commands run side by side.
+        key = _ordering_key(envelope)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                await self._handle(msg, envelope, delivery)
+        finally:
+            if not lock.locked():
+                self._locks.pop(key, None)
+
+    async def _handle(self, msg: Msg, envelope: CommandEnvelope, delivery: Delivery) -> None:
+        attempt = delivery.attempt
         with (
             structlog.contextvars.bound_contextvars(
                 tenant_id=envelope.tenant_id,

@@ -276,7 +276,13 @@ class _Assembly:
 
 
 class _Coalescer:
-    """Hands streamed text to `on_delta` at most once per interval, in order."""
+    """Hands streamed text to `on_delta` at most once per interval, in order.
+
+    The first window opens with the first text, so an answer that is complete within one
+    window produces no delta at all: `model.completed` carries its text, and the log is
+    spared two appends per fast model call. Once a delta went out, the rest follows, so
+    the deltas of a call always add up to its whole text.
+    """
 
     def __init__(self, on_delta: OnDelta | None, interval: float) -> None:
         self._on_delta = on_delta
@@ -287,7 +293,14 @@ class _Coalescer:
 
     def add(self, text: str) -> None:
         if self._on_delta is not None and text:
+            if self._last == -math.inf:
+                self._last = time.monotonic()
             self._buffer.append(text)
+
+    async def finish(self) -> None:
+        if self.delivered:
+            await self.flush()
+        self._buffer.clear()
 
     def wait_budget(self) -> float | None:
         """How long the next read may block before buffered text is due (None: no limit)."""
@@ -463,7 +476,7 @@ class OpenAIProvider:
             except openai.APIError as e:
                 raise self._translate(e) from e
         response = assembly.response()
-        await coalescer.flush()
+        await coalescer.finish()
         return response
 
     async def _read(

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 import msgspec
 import structlog
 
+from contracts.codec import event_type_of
+from contracts.envelope import Envelope, utc_now
 from contracts.events import (
     AgentError,
     AgentStarted,
@@ -39,7 +41,7 @@ from contracts.events import (
 )
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import EventContext
+from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.system import AgentSystem
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
@@ -54,6 +56,30 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_TOKEN_BUDGET = 100_000
 _MAX_ITERATIONS = 500
+
+
+def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
+    """The state as it will be once `events` are appended, before they are: the loop
+    decides ahead on it. Its position stays the stored one, where the append goes."""
+    if not events:
+        return state
+    ts = utc_now()
+    virtual = state
+    for i, payload in enumerate(events):
+        envelope = Envelope(
+            event_id="",
+            tenant_id=state.tenant_id,
+            aggregate="thread",
+            aggregate_id=state.thread_id,
+            seq=state.position.seq + i + 1,
+            ts=ts,
+            type=event_type_of(payload),
+            version=1,
+            correlation_id=state.correlation_id,
+            payload=payload,
+        )
+        virtual = virtual.apply(RecordedEvent(envelope=envelope, stream_seq=0, subject=""))
+    return replace(virtual, position=state.position)
 
 
 class UnknownThread(Exception):
@@ -103,22 +129,31 @@ class ThreadDriver:
         return Resolved(blueprint, self._system.middleware_for(blueprint), merged)
 
     async def drive(self, tenant_id: str, thread_id: str) -> ThreadState:
+        """Act on the thread until it waits. Decisions that need no I/O are gathered and
+        appended together with the next thing that does (a model call, or waiting), so a
+        step costs one append, not one per decision."""
         async with self.lock(tenant_id, thread_id):
             state = await self._threads.load(tenant_id, thread_id)
             if not state.exists:
                 raise UnknownThread(tenant_id, thread_id)
+            pending: list[AnyEvent] = []
             for _ in range(_MAX_ITERATIONS):
-                resolved = await self.resolve(state)
-                tools = tools_now(self._system, resolved.blueprint, state, resolved.blueprints)
-                action = next_action(state, resolved.blueprint, tools)
+                virtual = simulate(state, pending)
+                resolved = await self.resolve(virtual)
+                tools = tools_now(self._system, resolved.blueprint, virtual, resolved.blueprints)
+                action = next_action(virtual, resolved.blueprint, tools)
                 match action:
-                    case Wait():
-                        return state
                     case Append(events=events):
-                        hooked = await self._tool_hooks(state, resolved, events)
-                        state = await self.append(state, hooked)
+                        pending += await self._tool_hooks(virtual, resolved, events)
+                    case Wait():
+                        if not pending:
+                            return state
+                        state, _ = await self.append(state, pending)
+                        pending = []
                     case CallModel(run_id=run_id, step=step):
-                        state = await self._model_step(state, resolved, run_id, step)
+                        state, pending = await self._model_step(
+                            state, pending, resolved, run_id, step
+                        )
             log.error("thread loop did not settle", thread_id=thread_id)
             return state
 
@@ -156,8 +191,11 @@ class ThreadDriver:
                         await middleware.on_resume(ctx, run.reason or "resume", None)
         return [*events, *ctx.emitted]
 
-    async def append(self, state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
-        """Append after the state's position; on a conflict, return the reloaded state."""
+    async def append(
+        self, state: ThreadState, events: Sequence[AnyEvent]
+    ) -> tuple[ThreadState, bool]:
+        """Append after the state's position. On a conflict, the reloaded state and False:
+        the caller decides again from what the other writer left."""
         try:
             result = await self._store.append(
                 state.tenant_id,
@@ -172,15 +210,24 @@ class ThreadDriver:
                 ),
             )
         except ConcurrencyError:
-            return await self._threads.load(state.tenant_id, state.thread_id)
+            return await self._threads.load(state.tenant_id, state.thread_id), False
         if result.duplicate:
-            return await self._threads.load(state.tenant_id, state.thread_id)
-        return self._threads.advance(state, result.events)
+            return await self._threads.load(state.tenant_id, state.thread_id), False
+        return self._threads.advance(state, result.events), True
 
     async def _model_step(
-        self, state: ThreadState, resolved: Resolved, run_id: str, step: int
-    ) -> ThreadState:
+        self,
+        state: ThreadState,
+        pending: list[AnyEvent],
+        resolved: Resolved,
+        run_id: str,
+        step: int,
+    ) -> tuple[ThreadState, list[AnyEvent]]:
+        """Append `pending` with the step's opening events, call the model, and return what
+        it answered as the new pending events (appended with the decisions that follow)."""
         blueprint = resolved.blueprint
+        state_before = state
+        state = simulate(state, pending)
         ctx = MiddlewareContext(state=state, blueprint=blueprint, run_id=run_id, step=step)
         model = self._system.model_for(blueprint)
         tools = tools_now(self._system, blueprint, state, resolved.blueprints)
@@ -230,26 +277,22 @@ class ThreadDriver:
         )
         prelude.extend(ctx.emitted)
         ctx.emitted.clear()
-        before = state
-        state = await self.append(state, prelude)
-        if state.position.seq != before.position.seq + len(prelude):
-            return state  # someone else moved the thread; decide again from there
+        state, appended = await self.append(state_before, [*pending, *prelude])
+        if not appended:
+            return state, []  # someone else moved the thread; decide again from there
         request = ModelRequest(
             model=model, messages=(*system_messages, *trimmed.messages), tools=tuple(plan.tools)
         )
         try:
             response, state = await self._call_model(state, request, run_id, step)
         except ModelAborted:
-            return await self._threads.load(state.tenant_id, state.thread_id)
+            return await self._threads.load(state.tenant_id, state.thread_id), []
         except ModelError as e:
             log.warning("model call failed", run_id=run_id, error=str(e))
-            return await self.append(
-                state,
-                [
-                    AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
-                    RunError(run_id=run_id, error=f"model call failed: {e}", kind="model_error"),
-                ],
-            )
+            return state, [
+                AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
+                RunError(run_id=run_id, error=f"model call failed: {e}", kind="model_error"),
+            ]
         ctx.state = state
         if side is not None:
             # Whose turn it was: each side later sees its own words as the assistant's.
@@ -276,7 +319,7 @@ class ThreadDriver:
         if ctx.held_calls:
             after.append(HitlInterrupt(run_id=run_id, proposed_tool_calls=tuple(ctx.held_calls)))
             after.append(RunPaused(run_id=run_id, reason="hitl"))
-        return await self.append(state, after)
+        return state, after
 
     async def _call_model(
         self, state: ThreadState, request: ModelRequest, run_id: str, step: int
@@ -285,7 +328,9 @@ class ThreadDriver:
 
         async def on_delta(text: str) -> None:
             current = holder["state"]
-            updated = await self.append(current, [ModelDelta(run_id=run_id, step=step, delta=text)])
+            updated, _ = await self.append(
+                current, [ModelDelta(run_id=run_id, step=step, delta=text)]
+            )
             run = updated.run(run_id)
             if run is None or run.status != "running":
                 raise ModelAborted()

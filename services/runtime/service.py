@@ -60,12 +60,17 @@ class RuntimeService:
         self._bus = bus
         self._consumer = consumer
         self._threads = ThreadCache(bus.store)
-        self.driver = ThreadDriver(
-            bus.store, system, provider, self._threads, BlueprintCache(bus.store)
-        )
+        self.blueprints = BlueprintCache(bus.store)
+        self.driver = ThreadDriver(bus.store, system, provider, self._threads, self.blueprints)
         self._concurrency = concurrency
+        self._background: asyncio.TaskGroup | None = None
+        self._eager: set[asyncio.Task[None]] = set()
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
+
+    def attach(self, background: asyncio.TaskGroup) -> None:
+        """The task group that eager drives run in (and end with)."""
+        self._background = background
 
     # --- commands -----------------------------------------------------------------
 
@@ -115,8 +120,25 @@ class RuntimeService:
                 )
             except ConcurrencyError:
                 continue
+            self._drive_soon(tenant, thread_id)
             return
         raise RuntimeError(f"thread {thread_id}: too many concurrent writers")
+
+    def _drive_soon(self, tenant: str, thread_id: str) -> None:
+        """Start driving the thread now, without waiting for the trigger event to come back
+        through the consumer: it still comes, and is a no-op or a retry if this fails."""
+        if self._background is None:
+            return
+        task = self._background.create_task(self._eager_drive(tenant, thread_id))
+        task.add_done_callback(self._eager.discard)
+        self._eager.add(task)
+
+    async def _eager_drive(self, tenant: str, thread_id: str) -> None:
+        try:
+            with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
+                await self.driver.drive(tenant, thread_id)
+        except Exception:  # the trigger's delivery retries and dead-letters properly
+            log.warning("eager drive failed; the trigger will retry", exc_info=True)
 
     # --- triggers -----------------------------------------------------------------
 
@@ -232,10 +254,12 @@ async def run_runtime(
 ) -> None:
     async with Bus(nats_url, name="agency-runtime") as bus:
         service = RuntimeService(bus, system, provider, ack_wait=ack_wait)
+        await service.blueprints.watch(bus.nc)
         worker = CommandWorker(
             bus.js, "runtime", service.handle_command, dead_letters=bus.dead_letters
         )
         async with asyncio.TaskGroup() as tg:
+            service.attach(tg)
             tg.create_task(worker.run(stop))
             tg.create_task(service.run_triggers(stop))
             tg.create_task(service.run_cancel_listener(stop))

@@ -86,7 +86,7 @@ class Coordinator:
     def __init__(self, bus: Bus, system: AgentSystem) -> None:
         self._bus = bus
         self._system = system
-        self._blueprints = BlueprintCache(bus.store)
+        self.blueprints = BlueprintCache(bus.store)
         self._parents: dict[tuple[str, str], ParentRef | None] = {}
         self._timers: dict[str, asyncio.Task[None]] = {}
 
@@ -122,7 +122,7 @@ class Coordinator:
             # The run ended (canceled, or a fork cut it) before its child was spawned.
             log.info("subagent request of an ended run ignored", child_thread_id=child)
             return
-        dynamic = await self._blueprints.dynamic(tenant, agency)
+        dynamic = await self.blueprints.dynamic(tenant, agency)
         if (
             request.subagent_type not in dynamic
             and request.subagent_type not in self._system.blueprints
@@ -422,6 +422,7 @@ async def run_coordinator(
 ) -> None:
     async with Bus(nats_url, name="agency-subagents") as bus:
         coordinator = Coordinator(bus, system)
+        await coordinator.blueprints.watch(bus.nc)
         worker = EventWorker(bus, SUBAGENT_EVENTS, coordinator.handle, ack_wait=ack_wait)
         try:
             await worker.run(stop)

@@ -108,8 +108,18 @@ async def test_buffered_text_is_flushed_while_the_model_pauses(
     async with OpenAIProvider(base_url=llm.base_url, api_key="fake", coalesce_ms=500) as provider:
         await provider.complete(ask(f"pause {key}"), deltas)
 
-    # a at 0 ms (first text goes at once); b, c buffered until 500 ms; d, e until the end.
-    assert deltas.calls == ["a", " b c", " d e"]
+    # The first window opens with a (0 ms): a, b, c go at 500 ms; d, e at the end.
+    assert deltas.calls == ["a b c", " d e"]
+
+
+async def test_an_answer_complete_within_one_window_produces_no_delta(
+    llm: FakeLLMServer, provider: OpenAIProvider, key: str
+) -> None:
+    """Its text is in the response; the log is spared deltas that add nothing."""
+    llm.script(key, [ScriptStep(content="quick answer")])
+    deltas = Deltas()
+    response = await provider.complete(ask(f"quick {key}"), deltas)
+    assert deltas.calls == [] and response.message.content == "quick answer"
 
 
 async def test_on_delta_errors_propagate_and_close_the_stream(
@@ -260,7 +270,9 @@ async def test_stream_broken_after_delivered_text_is_raised_not_retried(
     llm: FakeLLMServer, provider: OpenAIProvider, key: str
 ) -> None:
     """Retrying would report the delivered text twice, so the caller re-runs the step."""
-    llm.script(key, [ScriptStep(content="one two three four", stream_error_after=3)])
+    llm.script(
+        key, [ScriptStep(content="one two three four", stream_error_after=3, stream_delay_ms=100)]
+    )
     deltas = Deltas()
 
     with pytest.raises(ModelStreamError) as raised:
