@@ -43,6 +43,8 @@ REQUESTS = events_of_type_filter("tool.requested")
 
 # Appends lose to the runtime writing the same thread (model deltas, other calls' results);
 # each retry re-reads first, so this only bounds a pathological storm.
+# A call answering within this many seconds appends its start with its result.
+START_GRACE = 0.1
 _MAX_CONFLICTS = 50
 _SETTLE_TIMEOUT = 2.0
 
@@ -235,6 +237,8 @@ class ToolsService:
         except AlreadyAnswered:
             log.info("tool call already answered, not run again")
             return
+        finally:
+            await call_log.close()
         outcome = result.__struct_config__.tag
         trace.get_current_span().set_attribute("agency.tool.outcome", str(outcome))
         log.info("tool call answered", outcome=outcome, attempts=call_log.attempts)
@@ -340,7 +344,12 @@ class _CallSlot:
 
 class _CallLog:
     """One call's events in its thread: appended at the thread's current position, and never
-    once the thread holds a result for the call."""
+    once the thread holds a result for the call.
+
+    A `tool.started` is held back for `START_GRACE` seconds: a call that answers sooner
+    appends its start and its result together, one append instead of two. A longer call
+    has its start recorded while it runs, so a crash mid-call still counts the attempt.
+    """
 
     def __init__(self, store: EventStore, recorded: RecordedEvent, request: ToolRequested) -> None:
         env = recorded.envelope
@@ -357,6 +366,9 @@ class _CallLog:
         )
         self._position = Position()
         self._started = 0
+        self._held: ToolStarted | None = None
+        self._flush: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
 
     async def load(self) -> int:
         """Read the thread; the number of attempts already started for the call.
@@ -372,27 +384,55 @@ class _CallLog:
         return self._started
 
     async def started(self, event: ToolStarted) -> None:
-        await self._append(event, f"tool-started:{self._call_id}:{event.attempt}")
-        self._started = max(self._started, event.attempt)
+        async with self._lock:
+            await self._release_held()
+            self._held = event
+            self._started = max(self._started, event.attempt)
+        self._flush = asyncio.create_task(self._flush_later(), name="tool-started-flush")
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(START_GRACE)
+        async with self._lock:
+            try:
+                await self._release_held()
+            except (AlreadyAnswered, StoreError, *_TRANSIENT) as e:
+                # The result's append settles the call; the start is only bookkeeping.
+                log.warning("could not record a tool start", error=describe(e))
+
+    async def close(self) -> None:
+        """Stop a pending start flush (the call ended, whichever way)."""
+        flush, self._flush = self._flush, None
+        if flush is not None:
+            flush.cancel()
+            await asyncio.wait([flush])
+
+    async def _release_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            await self._append([held], f"tool-started:{self._call_id}:{held.attempt}")
 
     async def answer(self, result: ToolResultEvent) -> None:
-        await self._append(result, f"tool-result:{self._call_id}")
+        await self.close()
+        async with self._lock:
+            held, self._held = self._held, None
+            events: list[AnyEvent] = [held, result] if held is not None else [result]
+            await self._append(events, f"tool-result:{self._call_id}")
 
-    async def _append(self, payload: AnyEvent, key: str) -> None:
+    async def _append(self, payloads: list[AnyEvent], key: str) -> None:
         for conflicts in range(_MAX_CONFLICTS):
-            await self._catch_up()
             try:
                 appended = await self._store.append(
                     self._tenant,
                     "thread",
                     self._thread,
-                    [payload],
+                    payloads,
                     expected=self._position,
                     context=self._context,
                     idempotency_key=key,
                 )
             except ConcurrencyError:
                 # Another writer got there first: re-read (it may be this call's result).
+                await self._catch_up()
                 await asyncio.sleep(min(0.05, 0.002 * conflicts))
                 continue
             if appended.events:
