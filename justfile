@@ -9,9 +9,17 @@ default:
 
 # --- run -------------------------------------------------------------------
 
-# bring NATS and PostgreSQL up on their embedded defaults, in the foreground
+# bring the whole system up on its embedded defaults, in the foreground
 up *ARGS:
+    agency up {{ARGS}}
+
+# only NATS and PostgreSQL, in the foreground
+infra *ARGS:
     agency infra up {{ARGS}}
+
+# a demo run against `just up` (--multi: a lead with two subagents)
+demo *ARGS:
+    agency demo {{ARGS}}
 
 # is the system in the data directory running?
 status *ARGS:
