@@ -84,6 +84,20 @@ class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):
     reason: str = ""
 
 
+class SubagentDeadline(Command, frozen=True, kw_only=True, tag="subagents.deadline"):
+    """A subagent call's timeout, kept by the broker: delivered again until `deadline`."""
+
+    service = "subagents"
+    verb = "deadline"
+    agency_id: str
+    parent_thread_id: str
+    run_id: str
+    tool_call_id: str
+    child_thread_id: str
+    deadline: datetime
+    timeout_ms: int
+
+
 AnyCommand = (
     CreateTenant
     | CreateAgency
@@ -92,6 +106,7 @@ AnyCommand = (
     | InvokeThread
     | ApproveToolCalls
     | CancelRun
+    | SubagentDeadline
 )
 
 

@@ -44,6 +44,14 @@ class CommandRejected(Exception):
         super().__init__(f"{reason}: {detail}")
 
 
+class Defer(Exception):
+    """Not yet: deliver the command again in `seconds` (a durable timer on the broker)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"deferred by {seconds:.3f} s")
+
+
 @dataclass(frozen=True, slots=True)
 class SendResult:
     command_id: str
@@ -218,6 +226,9 @@ class CommandWorker:
                 span.set_status(trace.StatusCode.ERROR, str(e))
                 await self._dead_letter(msg, e.reason, e.detail)
                 await msg.ack()
+                return
+            except Defer as e:
+                await msg.nak(delay=max(e.seconds, 0.01))
                 return
             except asyncio.CancelledError:
                 await msg.nak()

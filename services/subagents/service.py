@@ -2,7 +2,8 @@
 
 - `subagent.requested` on a parent: create the child thread (a registry command), record
   `subagent.spawned` on the parent, start the child with the task as its user message (and
-  the parent's attached files copied into its filesystem), and arm the call's timeout.
+  the parent's attached files copied into its filesystem), and arm the call's timeout (a
+  `subagents.deadline` command the broker redelivers until it is due).
 - `subagent.messaged`: start another run of a resumable child with the message.
 - A child's run ends (`run.completed` / `.error` / `.canceled`): record `subagent.completed`
   on the parent for the call that started that run, once, with the files the run wrote
@@ -19,12 +20,19 @@ event, or the coordinator killed and restarted, creates and reports nothing twic
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
+from datetime import timedelta
 
 import structlog
 
-from contracts.commands import CancelRun, CreateThread, InvokeThread
+from contracts.commands import (
+    CancelRun,
+    CommandEnvelope,
+    CreateThread,
+    InvokeThread,
+    SubagentDeadline,
+)
+from contracts.envelope import utc_now
 from contracts.events import (
     AnyEvent,
     ChatMessage,
@@ -43,6 +51,7 @@ from contracts.events import (
 )
 from contracts.events.subagent import ChildOutcome
 from contracts.ids import derived_id
+from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import SUBAGENT_EVENTS
 from infra.jetstream.eventworker import EventWorker
@@ -88,7 +97,6 @@ class Coordinator:
         self._system = system
         self.blueprints = BlueprintCache(bus.store)
         self._parents: dict[tuple[str, str], ParentRef | None] = {}
-        self._timers: dict[str, asyncio.Task[None]] = {}
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
@@ -173,7 +181,7 @@ class Coordinator:
         )
         if request.timeout_ms:
             origin = Origin(request.run_id, request.tool_call_id, request.blocking)
-            self._arm_timer(tenant, context, origin, child, request.timeout_ms)
+            await self._arm_deadline(tenant, context, origin, child, request.timeout_ms)
         log.info("subagent spawned", child_thread_id=child, subagent_type=request.subagent_type)
 
     async def _message(self, event: RecordedEvent, messaged: SubagentMessaged) -> None:
@@ -201,29 +209,58 @@ class Coordinator:
         # The child gets each file at the same path: its filesystem is its own.
         return {p: files[p] for p in paths if p in files}
 
-    def _arm_timer(
+    async def _arm_deadline(
         self, tenant: str, context: EventContext, origin: Origin, child: str, timeout_ms: int
     ) -> None:
-        if child in self._timers:
+        """The timeout is a command the broker redelivers until it is due: it survives a
+        restart of every coordinator, so a parent never waits past it."""
+        deadline = utc_now() + timedelta(milliseconds=timeout_ms)
+        await self._bus.commands.send(
+            tenant,
+            SubagentDeadline(
+                agency_id=context.agency_id or "",
+                parent_thread_id=context.thread_id or "",
+                run_id=origin.run_id,
+                tool_call_id=origin.tool_call_id,
+                child_thread_id=child,
+                deadline=deadline,
+                timeout_ms=timeout_ms,
+            ),
+            idempotency_key=f"deadline:{child}",
+        )
+
+    async def handle_command(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
+        payload = envelope.payload
+        if not isinstance(payload, SubagentDeadline):
+            raise CommandRejected("wrong_service", f"{envelope.type} is not a subagents command")
+        remaining = (payload.deadline - utc_now()).total_seconds()
+        if remaining > 0:
+            raise Defer(remaining)
+        tenant = envelope.tenant_id
+        history = await self._bus.store.read(tenant, "thread", payload.parent_thread_id)
+        if not history:
             return
-        parent, agency = context.thread_id or "", context.agency_id or ""
-
-        async def expire() -> None:
-            await asyncio.sleep(timeout_ms / 1000)
-            reported = await self._complete(
-                tenant, parent, origin, child, "timeout", f"no answer within {timeout_ms} ms",
-                context, key=f"report:{child}:{child_run_id(child)}",
-            )  # fmt: skip
-            if reported:
-                await self._bus.commands.send(
-                    tenant,
-                    CancelRun(agency_id=agency, thread_id=child, reason="subagent timed out"),
-                    idempotency_key=f"timeout-cancel:{child}",
-                )
-
-        task = asyncio.create_task(expire(), name=f"subagent-timeout-{child}")
-        self._timers[child] = task
-        task.add_done_callback(lambda _: self._timers.pop(child, None))
+        first = history[0].envelope
+        context = EventContext(
+            agency_id=first.agency_id,
+            thread_id=payload.parent_thread_id,
+            correlation_id=first.correlation_id,
+        )
+        origin = Origin(payload.run_id, payload.tool_call_id, blocking=True)
+        child = payload.child_thread_id
+        reported = await self._complete(
+            tenant, payload.parent_thread_id, origin, child, "timeout",
+            f"no answer within {payload.timeout_ms} ms", context,
+            key=f"report:{child}:{child_run_id(child)}",
+        )  # fmt: skip
+        if reported:
+            await self._bus.commands.send(
+                tenant,
+                CancelRun(
+                    agency_id=payload.agency_id, thread_id=child, reason="subagent timed out"
+                ),
+                idempotency_key=f"timeout-cancel:{child}",
+            )
 
     # --- reporting ----------------------------------------------------------------
 
@@ -297,9 +334,6 @@ class Coordinator:
                 ),
                 idempotency_key=f"report-invoke:{child}:{child_run}",
             )
-        timer = self._timers.pop(child, None)
-        if timer is not None:
-            timer.cancel()
 
     async def _complete(
         self,
@@ -359,12 +393,6 @@ class Coordinator:
                     idempotency_key=f"cascade:{child}:{env.event_id}",
                 )
 
-    async def close(self) -> None:
-        for timer in list(self._timers.values()):
-            timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await timer
-
 
 def _origin(history: list[RecordedEvent], child: str, child_run: str) -> Origin | None:
     """Which of the parent's calls started the child's run `child_run`."""
@@ -423,8 +451,10 @@ async def run_coordinator(
     async with Bus(nats_url, name="agency-subagents") as bus:
         coordinator = Coordinator(bus, system)
         await coordinator.blueprints.watch(bus.nc)
-        worker = EventWorker(bus, SUBAGENT_EVENTS, coordinator.handle, ack_wait=ack_wait)
-        try:
-            await worker.run(stop)
-        finally:
-            await coordinator.close()
+        events = EventWorker(bus, SUBAGENT_EVENTS, coordinator.handle, ack_wait=ack_wait)
+        deadlines = CommandWorker(
+            bus.js, "subagents", coordinator.handle_command, dead_letters=bus.dead_letters
+        )
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(events.run(stop))
+            tg.create_task(deadlines.run(stop))

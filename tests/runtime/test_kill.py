@@ -187,3 +187,38 @@ async def test_coordinator_killed_while_children_run_reports_each_child_once(
     assert len(reports) == 2 and set(reports.values()) == {1}
     assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_subagent_timeout_survives_a_coordinator_restart(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, data_dir: Path,
+    process_cleanup: list[ServiceProcess],
+) -> None:  # fmt: skip
+    """The deadline is kept by the broker: it fires even though the coordinator that armed
+    it died, and fires once."""
+    key = "kill-deadline-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "task", "arguments": {
+            "description": f"slow {key}", "subagentType": "worker", "timeoutMs": 1500}}]),
+        ScriptStep(content="gave up on the child"),
+    ])  # fmt: skip
+    llm.script(f"slow {key}", [ScriptStep(content="far too late", delay_ms=20_000)])
+    coordinator = ServiceProcess("subagents", data_dir, "--ack-wait", "2")
+    process_cleanup.append(coordinator)
+    await coordinator.start()
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "runtime", "tools"), system=build_app()
+    ) as agents:
+        parent = await agents.thread("manager")
+        await agents.invoke(parent, key)
+        await agents.wait_for(
+            parent, lambda es: "subagent.spawned" in [e.type for e in es], timeout=30
+        )
+        await coordinator.kill()
+        await asyncio.sleep(2.0)  # the deadline passes while no coordinator runs
+        await coordinator.start()
+        events = await agents.wait_terminal(parent, timeout=40)
+        await asyncio.sleep(1.0)
+        events = await agents.events(parent)
+    outcomes = [e.payload.outcome for e in events if e.type == "subagent.completed"]
+    assert outcomes == ["timeout"]
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
