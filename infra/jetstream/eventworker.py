@@ -29,6 +29,15 @@ log = structlog.get_logger(__name__)
 EventHandler = Callable[[RecordedEvent], Awaitable[None]]
 
 
+class PermanentFailure(Exception):
+    """The event can never be handled (e.g. its thread does not exist): dead-letter it now."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
 class EventWorker:
     def __init__(
         self,
@@ -36,13 +45,14 @@ class EventWorker:
         spec: DurableSpec,
         handler: EventHandler,
         *,
+        durable: str | None = None,
         concurrency: int = 16,
         ack_wait: float = 30.0,
         max_deliver: int = 10,
     ) -> None:
         self._bus = bus
         self._spec = spec
-        self._durable = spec.name
+        self._durable = durable or spec.name
         self._handler = handler
         self._concurrency = concurrency
         self._ack_wait = ack_wait
@@ -55,6 +65,7 @@ class EventWorker:
             max_deliver=self._max_deliver + 1,
             max_ack_pending=self._concurrency * 4,
         )
+        config.durable_name = self._durable
         return await ensure_consumer(self._bus.js, config)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -90,11 +101,16 @@ class EventWorker:
             return
         env = recorded.envelope
         attempt = msg.metadata.num_delivered
+        heartbeat = asyncio.create_task(self._keep_alive(msg))
         try:
             with structlog.contextvars.bound_contextvars(
                 tenant_id=env.tenant_id, thread_id=env.aggregate_id, event=env.type
             ):
                 await self._handler(recorded)
+        except PermanentFailure as e:
+            await self._dead_letter(msg, e.reason, e.detail)
+            await msg.term()
+            return
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await msg.nak()
@@ -107,7 +123,17 @@ class EventWorker:
             else:
                 await msg.nak(delay=min(0.2 * 2**attempt, 10.0))
             return
+        finally:
+            heartbeat.cancel()
+            await asyncio.wait([heartbeat])
         await msg.ack()
+
+    async def _keep_alive(self, msg: Msg) -> None:
+        """A long handler (a run's model calls) is not redelivered while it works."""
+        while True:
+            await asyncio.sleep(self._ack_wait / 3)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
 
     async def _dead_letter(self, msg: Msg, reason: str, detail: str) -> None:
         await self._bus.dead_letters.put(

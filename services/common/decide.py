@@ -6,6 +6,8 @@ number of concurrent writers.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Callable, Sequence
 
 from contracts.events import AnyEvent
@@ -15,6 +17,13 @@ from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 
 Decision = Callable[[list[RecordedEvent]], Sequence[AnyEvent]]
+
+CONFLICT_ATTEMPTS = 50
+
+
+def conflict_pause(attempt: int) -> float:
+    """A short, growing, jittered pause before deciding again after losing an append."""
+    return min(0.05, 0.002 * (attempt + 1)) * (0.5 + random.random())
 
 
 class DecisionConflict(Exception):
@@ -31,9 +40,9 @@ async def decide_and_append(
     *,
     context: EventContext | None = None,
     idempotency_key: str | None = None,
-    attempts: int = 8,
+    attempts: int = CONFLICT_ATTEMPTS,
 ) -> AppendResult:
-    for _ in range(attempts):
+    for attempt in range(attempts):
         history = await store.read(tenant_id, aggregate, aggregate_id)
         events = decide(history)
         position = history[-1].position if history else Position()
@@ -50,6 +59,7 @@ async def decide_and_append(
                 idempotency_key=idempotency_key,
             )
         except ConcurrencyError:
+            await asyncio.sleep(conflict_pause(attempt))
             continue
     raise DecisionConflict(f"{aggregate}/{aggregate_id}", attempts)
 

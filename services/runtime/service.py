@@ -17,19 +17,17 @@ import contextlib
 
 import structlog
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
-from nats.js.errors import Error as JetStreamError
 
 from contracts.commands import ApproveToolCalls, CancelRun, CommandEnvelope, InvokeThread
-from contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
+from contracts.subjects import events_of_type_filter, tenant_of
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import RUNTIME_TRIGGERS, ensure_consumer
-from infra.jetstream.deadletter import DeadLetter
+from infra.jetstream.consumers import RUNTIME_TRIGGERS
 from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.records import EventContext
+from infra.jetstream.eventworker import EventWorker, PermanentFailure
+from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
+from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
 from services.llm.provider import Provider
 from services.runtime import commands
 from services.runtime.cache import BlueprintCache, ThreadCache
@@ -84,7 +82,7 @@ class RuntimeService:
                     "wrong_service", f"{type(other).__name__} is not a runtime command"
                 )
         tenant = envelope.tenant_id
-        for _ in range(8):
+        for attempt in range(CONFLICT_ATTEMPTS):
             state = await self._threads.load(tenant, thread_id)
             if not state.exists:
                 # The create command may not be applied yet: retried with backoff, then
@@ -119,6 +117,9 @@ class RuntimeService:
                     idempotency_key=envelope.idempotency_key,
                 )
             except ConcurrencyError:
+                # A busy thread (a streaming model call appends every 50 ms) can win a few
+                # times in a row: back off a little, with jitter, and decide again.
+                await asyncio.sleep(conflict_pause(attempt))
                 continue
             self._drive_soon(tenant, thread_id)
             return
@@ -142,90 +143,25 @@ class RuntimeService:
 
     # --- triggers -----------------------------------------------------------------
 
-    async def _subscribe(self) -> JetStreamContext.PullSubscription:
-        config = RUNTIME_TRIGGERS.config(
+    async def run_triggers(self, stop: asyncio.Event) -> None:
+        worker = EventWorker(
+            self._bus,
+            RUNTIME_TRIGGERS,
+            self._on_trigger,
+            durable=self._consumer,
+            concurrency=self._concurrency,
             ack_wait=self._ack_wait,
             max_deliver=self._max_deliver,
-            max_ack_pending=self._concurrency * 4,
         )
-        config.durable_name = self._consumer
-        return await ensure_consumer(self._bus.js, config)
+        await worker.run(stop)
 
-    async def run_triggers(self, stop: asyncio.Event) -> None:
-        sub = await self._subscribe()
-        slots = asyncio.Semaphore(self._concurrency)
+    async def _on_trigger(self, event: RecordedEvent) -> None:
+        """Any trigger means: drive its thread until it waits again."""
+        env = event.envelope
         try:
-            async with asyncio.TaskGroup() as tg:
-                while not stop.is_set():
-                    try:
-                        msgs = await sub.fetch(min(self._concurrency, 64), timeout=1.0)
-                    except (NatsTimeoutError, TimeoutError):
-                        continue
-                    except JetStreamError as e:
-                        log.warning("trigger fetch failed, resubscribing", error=str(e))
-                        await asyncio.sleep(0.5)
-                        sub = await self._subscribe()
-                        continue
-                    for msg in msgs:
-                        await slots.acquire()
-                        task = tg.create_task(self._on_trigger(msg))
-                        task.add_done_callback(lambda _: slots.release())
-        finally:
-            # A pull subscription left to the connection's drain would wait on its queue.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(sub.unsubscribe(), timeout=2.0)
-
-    async def _on_trigger(self, msg: Msg) -> None:
-        try:
-            tenant, thread = tenant_of(msg.subject), thread_of(msg.subject)
-        except (ValueError, IndexError):
-            await msg.term()
-            return
-        heartbeat = asyncio.create_task(self._keep_alive(msg))
-        try:
-            with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread):
-                await self.driver.drive(tenant, thread)
+            await self.driver.drive(env.tenant_id, env.aggregate_id)
         except UnknownThread as e:
-            await self._dead_letter(msg, "unknown_thread", str(e))
-            await msg.term()
-            return
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await msg.nak()
-            raise
-        except Exception as e:  # retried through redelivery, then dead-lettered
-            log.exception("drive failed", tenant_id=tenant, thread_id=thread)
-            if msg.metadata.num_delivered >= self._max_deliver:
-                await self._dead_letter(msg, "exhausted", f"{type(e).__name__}: {e}")
-                await msg.term()
-            else:
-                await msg.nak(delay=min(2**msg.metadata.num_delivered * 0.2, 10))
-            return
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
-        await msg.ack()
-
-    async def _keep_alive(self, msg: Msg) -> None:
-        while True:
-            await asyncio.sleep(self._ack_wait / 3)
-            with contextlib.suppress(Exception):
-                await msg.in_progress()
-
-    async def _dead_letter(self, msg: Msg, reason: str, detail: str) -> None:
-        await self._bus.dead_letters.put(
-            DeadLetter(
-                source_stream=EVENTS_STREAM,
-                subject=msg.subject,
-                stream_seq=msg.metadata.sequence.stream,
-                reason=reason,
-                detail=detail,
-                data=msg.data,
-                consumer=self._consumer,
-                deliveries=msg.metadata.num_delivered,
-            )
-        )
+            raise PermanentFailure("unknown_thread", str(e)) from e
 
     # --- cancel of in-flight model calls ---------------------------------------------
 
