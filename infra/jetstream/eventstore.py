@@ -302,10 +302,27 @@ class EventStore:
         after: Position | None = None,
     ) -> list[RecordedEvent]:
         """Every event of one aggregate after `after` (default: from the start), in order."""
+        events, _ = await self.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
+        return events
+
+    async def read_positioned(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]:
+        """The events after `after`, and the position to append at next.
+
+        A message on the aggregate's subjects that is no event (garbage, or a forged
+        envelope) is skipped, but the position passes it: the stream holds it, so an
+        append expecting an earlier position would be refused forever.
+        """
         family = aggregate_filter(tenant_id, aggregate, aggregate_id)
-        start = (after.stream_seq if after else 0) + 1
+        position = after or Position()
         events: list[RecordedEvent] = []
-        async for msg in self._direct_scan(family, start):
+        async for msg in self._direct_scan(family, position.stream_seq + 1):
             recorded = _record(msg)
             if isinstance(recorded, UndecodableEvent):
                 log.warning(
@@ -314,9 +331,11 @@ class EventStore:
                     stream_seq=recorded.stream_seq,
                     reason=recorded.reason,
                 )
+                position = Position(position.seq, recorded.stream_seq)
                 continue
             events.append(recorded)
-        return events
+            position = recorded.position
+        return events, position
 
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from contracts.events import AnyEvent
 from contracts.subjects import Aggregate
 from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+from infra.jetstream.ports import AggregateStore
+from infra.jetstream.records import AppendResult, EventContext, RecordedEvent
 
 Decision = Callable[[list[RecordedEvent]], Sequence[AnyEvent]]
 
@@ -32,7 +32,7 @@ class DecisionConflict(Exception):
 
 
 async def decide_and_append(
-    store: EventStore,
+    store: AggregateStore,
     tenant_id: str,
     aggregate: Aggregate,
     aggregate_id: str,
@@ -43,9 +43,8 @@ async def decide_and_append(
     attempts: int = CONFLICT_ATTEMPTS,
 ) -> AppendResult:
     for attempt in range(attempts):
-        history = await store.read(tenant_id, aggregate, aggregate_id)
+        history, position = await store.read_positioned(tenant_id, aggregate, aggregate_id)
         events = decide(history)
-        position = history[-1].position if history else Position()
         if not events:
             return AppendResult(position=position, events=())
         try:

@@ -134,6 +134,17 @@ class MemoryEventStore:
     ) -> list[RecordedEvent]:
         return self.since(tenant_id, aggregate, aggregate_id, after or Position())
 
+    async def read_positioned(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]:
+        events = self.since(tenant_id, aggregate, aggregate_id, after or Position())
+        return events, events[-1].position if events else (after or Position())
+
     def since(
         self, tenant_id: str, aggregate: str, aggregate_id: str, after: Position
     ) -> list[RecordedEvent]:

@@ -18,7 +18,6 @@ from typing import cast
 import structlog
 
 from contracts.events import ModelStarted
-from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import Position, RecordedEvent
 from services.agents.system import AgentSystem
 from services.replay.compare import Comparison, compare
@@ -65,11 +64,8 @@ class _ThreadRun:
         self._model_run = ""
         self.stopped: str | None = None
         self.failed: str | None = None
-        # The driver's types name the live store; the memory store has the same methods
-        # with the same semantics (see memstore.py).
-        port = cast(EventStore, store)
         self.driver = ThreadDriver(
-            port, system, RecordedProvider(record, self), ThreadCache(port), BlueprintCache(port)
+            store, system, RecordedProvider(record, self), ThreadCache(store), BlueprintCache(store)
         )
 
     @property

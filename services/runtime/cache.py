@@ -10,19 +10,20 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
+from dataclasses import replace
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
-from infra.jetstream.eventstore import EventStore
+from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import Position, RecordedEvent
 from services.runtime.state import ThreadState
 
 
 class ThreadCache:
-    def __init__(self, store: EventStore, capacity: int = 10_000) -> None:
+    def __init__(self, store: AggregateStore, capacity: int = 10_000) -> None:
         self._store = store
         self._capacity = capacity
         self._states: OrderedDict[tuple[str, str], ThreadState] = OrderedDict()
@@ -30,9 +31,13 @@ class ThreadCache:
     async def load(self, tenant_id: str, thread_id: str) -> ThreadState:
         key = (tenant_id, thread_id)
         state = self._states.get(key) or ThreadState(tenant_id=tenant_id, thread_id=thread_id)
-        newer = await self._store.read(tenant_id, "thread", thread_id, after=state.position)
+        newer, position = await self._store.read_positioned(
+            tenant_id, "thread", thread_id, after=state.position
+        )
         for event in newer:
             state = state.apply(event)
+        if position != state.position:
+            state = replace(state, position=position)  # past a message that is no event
         self.put(state)
         return state
 
@@ -63,7 +68,7 @@ class BlueprintCache:
     past them on every step was a large share of a run's cost.
     """
 
-    def __init__(self, store: EventStore, *, ttl: float = 5.0) -> None:
+    def __init__(self, store: AggregateStore, *, ttl: float = 5.0) -> None:
         self._store = store
         self._ttl = ttl
         self._watching = False

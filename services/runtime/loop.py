@@ -40,7 +40,7 @@ from contracts.events import (
     ToolStarted,
 )
 from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.eventstore import EventStore
+from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.system import AgentSystem
@@ -104,7 +104,7 @@ class Resolved:
 class ThreadDriver:
     def __init__(
         self,
-        store: EventStore,
+        store: AggregateStore,
         system: AgentSystem,
         provider: Provider,
         threads: ThreadCache,

@@ -444,7 +444,9 @@ class _CallLog:
         )
 
     async def _catch_up(self) -> None:
-        newer = await self._store.read(self._tenant, "thread", self._thread, after=self._position)
+        newer, position = await self._store.read_positioned(
+            self._tenant, "thread", self._thread, after=self._position
+        )
         for event in newer:
             if event.type in TOOL_RESULT_TYPES and _call_id_of(event) == self._call_id:
                 raise AlreadyAnswered(self._call_id)
@@ -452,8 +454,7 @@ class _CallLog:
                 self._call_id
             ):
                 self._started = max(self._started, event.payload.attempt)
-        if newer:
-            self._position = newer[-1].position
+        self._position = position
 
 
 def _call_id_of(event: RecordedEvent) -> str | None:

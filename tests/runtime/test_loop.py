@@ -209,3 +209,18 @@ async def test_interrupt_strategy_cancels_the_active_run_and_starts_the_new_one(
     ends = [(e.type, e.payload.run_id) for e in events if e.type in RUN_TERMINAL_TYPES]  # type: ignore[attr-defined]
     assert ends == [("run.canceled", first), ("run.completed", second)]
     assert_gapless(events)
+
+
+async def test_garbage_on_a_threads_subject_does_not_stop_the_thread(agents: Agents) -> None:
+    """A message that is no event is passed over (and dead-lettered by consumers); the
+    thread keeps working and nothing stored is lost."""
+    key = "poison-" + agents.tenant
+    agents.llm.script(key, [ScriptStep(content="still working")])
+    thread = await agents.thread()
+    subject = f"tenant.{agents.tenant}.evt.thread.{thread}.message_appended"
+    await agents.bus.js.publish(subject, b"{not an event")
+    await agents.invoke(thread, key)
+    events = await agents.wait_terminal(thread)
+    assert terminals(events) == ["run.completed"]
+    assert events[0].type == "thread.created"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))

@@ -1,0 +1,50 @@
+"""What code that decides on aggregates needs of an event store.
+
+`EventStore` is the JetStream one; the replay's in-memory store is another, so the same
+runtime code runs live and in re-execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from contracts.events import AnyEvent
+from contracts.subjects import Aggregate
+from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+
+
+class AggregateStore(Protocol):
+    async def append(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        payloads: Sequence[AnyEvent],
+        *,
+        expected: Position,
+        context: EventContext | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult: ...
+
+    async def read(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> list[RecordedEvent]: ...
+
+    async def read_positioned(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]: ...
+
+    async def last_position(
+        self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
+    ) -> Position: ...
