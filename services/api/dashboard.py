@@ -169,9 +169,19 @@ $("send").onclick = async () => {
   if (!thread || !content) return;
   await api("POST", `${base()}/invoke`, {messages: [{role: "user", content}]});
   $("input").value = ""; };
+// `agency up` prints a link carrying the key in the fragment, which never reaches a server.
+const fragment = new URLSearchParams(location.hash.slice(1));
+if (fragment.get("key")) {
+  localStorage.setItem("agency.key", fragment.get("key"));
+  history.replaceState(null, "", location.pathname + location.search);
+}
+const params = new URLSearchParams(location.search);
 if (localStorage.getItem("agency.key")) {
   $("key").value = localStorage.getItem("agency.key");
-  loadAgencies();
+  loadAgencies().then(async () => {
+    if (params.get("agency")) { agency = params.get("agency"); await loadAgencies(); }
+    if (params.get("thread")) await openThread(params.get("thread"));
+  });
 }
 </script></body></html>
 """

@@ -80,6 +80,7 @@ async def agency_up(args: argparse.Namespace) -> int:
                 )
                 write_endpoints(directory, endpoints)
                 print(f"api:      {api_url}  (docs: {api_url}/schema)", flush=True)
+                print(f"dashboard: {api_url}/#key={credentials.api_key}", flush=True)
                 print(f"tenant:   {credentials.tenant_id}", flush=True)
                 print(f"api key:  {credentials.api_key}", flush=True)
                 print(
