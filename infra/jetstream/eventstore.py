@@ -27,8 +27,8 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 
-from contracts.codec import decode_event, encode, event_type_of
-from contracts.envelope import Envelope, utc_now
+from contracts.codec import decode_event, encode
+from contracts.envelope import Envelope
 from contracts.errors import ContractError
 from contracts.events import AnyEvent
 from contracts.ids import new_id
@@ -39,6 +39,7 @@ from contracts.subjects import (
     event_subject,
     event_token,
 )
+from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import (
     AppendError,
     BatchTooLarge,
@@ -164,32 +165,16 @@ class EventStore:
         context: EventContext | None,
         idempotency_key: str | None,
     ) -> list[Envelope]:
-        ctx = context or EventContext()
-        ts = utc_now()
-        trace = current_carrier()
-        return [
-            Envelope(
-                event_id=new_id(),
-                tenant_id=tenant_id,
-                aggregate=aggregate,
-                aggregate_id=aggregate_id,
-                seq=expected.seq + i + 1,
-                ts=ts,
-                type=event_type_of(payload),
-                version=type(payload).schema_version,
-                agency_id=ctx.agency_id,
-                thread_id=ctx.thread_id
-                if ctx.thread_id is not None
-                else (aggregate_id if aggregate == "thread" else None),
-                run_id=getattr(payload, "run_id", None) or ctx.run_id,
-                causation_id=ctx.causation_id,
-                correlation_id=ctx.correlation_id,
-                idempotency_key=idempotency_key,
-                trace=trace,
-                payload=payload,
-            )
-            for i, payload in enumerate(payloads)
-        ]
+        return new_envelopes(
+            tenant_id,
+            aggregate,
+            aggregate_id,
+            payloads,
+            expected,
+            context,
+            idempotency_key,
+            trace=current_carrier(),
+        )
 
     async def _publish_single(
         self, subject: str, body: bytes, msg_id: str | None, family: str, expected: Position

@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from contracts.codec import event_type_of
-from contracts.envelope import Envelope, utc_now
+from contracts.envelope import Envelope
 from contracts.events import AnyEvent
-from contracts.ids import new_id
 from contracts.subjects import Aggregate, aggregate_filter, event_subject
+from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 
@@ -71,30 +70,9 @@ class MemoryEventStore:
         if current.stream_seq != expected.stream_seq:
             family = aggregate_filter(tenant_id, aggregate, aggregate_id)
             raise ConcurrencyError(family, expected.stream_seq, current.stream_seq)
-        ctx = context or EventContext()
-        ts = utc_now()
-        envelopes = [
-            Envelope(
-                event_id=new_id(),
-                tenant_id=tenant_id,
-                aggregate=aggregate,
-                aggregate_id=aggregate_id,
-                seq=current.seq + i + 1,
-                ts=ts,
-                type=event_type_of(payload),
-                version=type(payload).schema_version,
-                agency_id=ctx.agency_id,
-                thread_id=ctx.thread_id
-                if ctx.thread_id is not None
-                else (aggregate_id if aggregate == "thread" else None),
-                run_id=getattr(payload, "run_id", None) or ctx.run_id,
-                causation_id=ctx.causation_id,
-                correlation_id=ctx.correlation_id,
-                idempotency_key=idempotency_key,
-                payload=payload,
-            )
-            for i, payload in enumerate(payloads)
-        ]
+        envelopes = new_envelopes(
+            tenant_id, aggregate, aggregate_id, payloads, current, context, idempotency_key
+        )
         recorded = self._store(key, envelopes)
         return AppendResult(position=recorded[-1].position, events=recorded)
 

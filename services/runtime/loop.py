@@ -15,8 +15,6 @@ from dataclasses import dataclass, replace
 import msgspec
 import structlog
 
-from contracts.codec import event_type_of
-from contracts.envelope import Envelope, utc_now
 from contracts.events import (
     AgentError,
     AgentStarted,
@@ -39,6 +37,7 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
+from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
@@ -63,21 +62,11 @@ def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
     decides ahead on it. Its position stays the stored one, where the append goes."""
     if not events:
         return state
-    ts = utc_now()
+    context = EventContext(correlation_id=state.correlation_id)
     virtual = state
-    for i, payload in enumerate(events):
-        envelope = Envelope(
-            event_id="",
-            tenant_id=state.tenant_id,
-            aggregate="thread",
-            aggregate_id=state.thread_id,
-            seq=state.position.seq + i + 1,
-            ts=ts,
-            type=event_type_of(payload),
-            version=1,
-            correlation_id=state.correlation_id,
-            payload=payload,
-        )
+    for envelope in new_envelopes(
+        state.tenant_id, "thread", state.thread_id, events, state.position, context
+    ):
         virtual = virtual.apply(RecordedEvent(envelope=envelope, stream_seq=0, subject=""))
     return replace(virtual, position=state.position)
 

@@ -44,8 +44,11 @@ async def test_resumable_child_is_created_then_messaged_twice(agents: Agents) ->
         ScriptStep(tool_calls=[call("subagent_message", reference="REF", message="second message")]),
         ScriptStep(content="done with the helper"),
     ])  # fmt: skip
+    # The first answer takes a while: the test learns the child's reference meanwhile and
+    # scripts the parent's later steps with it.
     agents.llm.script(f"{key}-child", [
-        ScriptStep(content="answer one"), ScriptStep(content="answer two"), ScriptStep(content="answer three"),
+        ScriptStep(content="answer one", delay_ms=1000), ScriptStep(content="answer two"),
+        ScriptStep(content="answer three"),
     ])  # fmt: skip
     parent = await agents.thread("manager")
     await agents.invoke(parent, key)
