@@ -16,6 +16,7 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import Error as JetStreamError
+from opentelemetry import trace
 
 from contracts.subjects import EVENTS_STREAM
 from infra.jetstream.connection import Bus
@@ -23,8 +24,10 @@ from infra.jetstream.consumers import DurableSpec, ensure_consumer
 from infra.jetstream.deadletter import DeadLetter
 from infra.jetstream.eventstore import record_from_js_msg
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
+from infra.jetstream.tracing import context_from
 
 log = structlog.get_logger(__name__)
+tracer = trace.get_tracer(__name__)
 
 EventHandler = Callable[[RecordedEvent], Awaitable[None]]
 
@@ -103,8 +106,16 @@ class EventWorker:
         attempt = msg.metadata.num_delivered
         heartbeat = asyncio.create_task(self._keep_alive(msg))
         try:
-            with structlog.contextvars.bound_contextvars(
-                tenant_id=env.tenant_id, thread_id=env.aggregate_id, event=env.type
+            with (
+                structlog.contextvars.bound_contextvars(
+                    tenant_id=env.tenant_id, thread_id=env.aggregate_id, event=env.type
+                ),
+                # The producer's trace goes on: one trace follows a run across services.
+                tracer.start_as_current_span(
+                    f"{self._durable} {env.type}",
+                    context=context_from(env.trace),
+                    kind=trace.SpanKind.CONSUMER,
+                ),
             ):
                 await self._handler(recorded)
         except PermanentFailure as e:

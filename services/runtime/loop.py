@@ -9,11 +9,12 @@ reloads and decides again, so a thread's events stay one gap-free sequence.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 import msgspec
 import structlog
+from opentelemetry import trace
 
 from contracts.events import (
     AgentError,
@@ -52,6 +53,7 @@ from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
 
 log = structlog.get_logger(__name__)
+tracer = trace.get_tracer(__name__)
 
 DEFAULT_TOKEN_BUDGET = 100_000
 _MAX_ITERATIONS = 500
@@ -326,6 +328,23 @@ class ThreadDriver:
             holder["state"] = updated
 
         key = (state.tenant_id, state.thread_id)
+        with (
+            structlog.contextvars.bound_contextvars(run_id=run_id, step=step),
+            tracer.start_as_current_span(
+                f"model {request.model}", kind=trace.SpanKind.CLIENT
+            ) as span,
+        ):
+            span.set_attribute("agency.run_id", run_id)
+            span.set_attribute("agency.step", step)
+            return await self._await_model(key, request, on_delta, holder)
+
+    async def _await_model(
+        self,
+        key: tuple[str, str],
+        request: ModelRequest,
+        on_delta: Callable[[str], Awaitable[None]],
+        holder: dict[str, ThreadState],
+    ) -> tuple[ModelResponse, ThreadState]:
         task = asyncio.ensure_future(self._provider.complete(request, on_delta))
         self.inflight[key] = task
         try:

@@ -1,0 +1,3 @@
+"""The running-agents fixtures of the runtime tests."""
+
+from tests.runtime.conftest import llm  # noqa: F401

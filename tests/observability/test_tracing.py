@@ -1,0 +1,70 @@
+"""One trace follows a run across services: the context travels in envelopes and headers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from infra.jetstream.connection import Bus
+from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
+from tests.runtime.conftest import running_agents
+
+
+class _Switch(SimpleSpanProcessor):
+    """Exports only while a test listens: the global provider outlives the test."""
+
+    listening = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.listening:
+            super().on_end(span)
+
+
+_exporter = InMemorySpanExporter()
+_switch = _Switch(_exporter)
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    # A process has one global tracer provider, set once; the switch scopes it to the test.
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(_switch)
+        trace.set_tracer_provider(provider)
+    _exporter.clear()
+    _switch.listening = True
+    yield _exporter
+    _switch.listening = False
+    _exporter.clear()
+
+
+async def test_a_runs_spans_share_the_trace_of_the_command_that_started_it(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, spans: InMemorySpanExporter
+) -> None:
+    key = "trace-" + tenant
+    llm.script(key, [ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "t"}}]),
+                     ScriptStep(content="traced")])  # fmt: skip
+    tracer = trace.get_tracer("tests")
+    async with running_agents(bus, nats_url, tenant, llm) as agents:
+        thread = await agents.thread()
+        with tracer.start_as_current_span("client request") as root:
+            trace_id = root.get_span_context().trace_id
+            await agents.invoke(thread, key)
+        await agents.wait_terminal(thread)
+        await asyncio.sleep(0.2)  # the last consumer spans end after their handler returns
+    names = {s.name for s in spans.get_finished_spans() if s.context.trace_id == trace_id}
+    assert {
+        "send runtime.invoke",  # the producer
+        "handle runtime.invoke",  # the runtime's command worker
+        "runtime-triggers request.accepted",  # the loop, woken by the accepted request
+        "model openai:gpt-4.1-mini",  # the run's model calls
+        "handle tool.requested",  # the tools service
+        "runtime-triggers tool.output",  # the loop again, woken by the tool's result
+    } <= names
