@@ -15,6 +15,7 @@ from contracts.commands import AnyCommand, Command, CommandEnvelope
 from contracts.envelope import Envelope, WireEnvelope
 from contracts.errors import DecodeError, UnknownCommandType, UnknownEventType, UpcastError
 from contracts.events import AnyEvent, Event
+from contracts.upcasters import blueprint_saved_v1
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -24,7 +25,9 @@ COMMAND_TYPES: dict[str, type[Command]] = {
 }
 
 # (event type, from version) → function turning a payload of that version into the next.
-_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("blueprint.saved", 1): blueprint_saved_v1,
+}
 
 _encoder = msgspec.json.Encoder()
 _envelope_decoder = msgspec.json.Decoder(Envelope)

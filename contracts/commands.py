@@ -14,6 +14,7 @@ import msgspec
 from contracts.events.base import ChatMessage, ParentRef, ToolCall
 from contracts.events.registry import BlueprintSpec
 from contracts.events.thread import ConcurrencyStrategy
+from contracts.events.workflow import ScheduleTarget, WorkflowLimits
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -28,6 +29,24 @@ class CreateTenant(Command, frozen=True, kw_only=True, tag="registry.create_tena
     name: str
     key_id: str
     key_hash: str
+
+
+class IssueApiKey(Command, frozen=True, kw_only=True, tag="registry.issue_api_key"):
+    """A new key of the tenant; with `replaces`, the old key is revoked in the same append
+    (a rotation: there is no moment with neither or, after it, both)."""
+
+    service = "registry"
+    verb = "issue_api_key"
+    key_id: str
+    key_hash: str
+    name: str = ""
+    replaces: str | None = None
+
+
+class RevokeApiKey(Command, frozen=True, kw_only=True, tag="registry.revoke_api_key"):
+    service = "registry"
+    verb = "revoke_api_key"
+    key_id: str
 
 
 class CreateAgency(Command, frozen=True, kw_only=True, tag="registry.create_agency"):
@@ -55,6 +74,20 @@ class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thre
     request: dict[str, str] = {}
 
 
+class ForkThread(Command, frozen=True, kw_only=True, tag="registry.fork_thread"):
+    """Fork `thread_id` at its event `at_seq` into the new thread `fork_thread_id` (chosen
+    by the sender, so a redelivery finishes the same fork); `agent_type` switches its
+    blueprint. Children of the thread running at the cut are forked along."""
+
+    service = "registry"
+    verb = "fork_thread"
+    agency_id: str
+    thread_id: str
+    at_seq: int
+    fork_thread_id: str
+    agent_type: str | None = None
+
+
 class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     service = "runtime"
     verb = "invoke"
@@ -67,6 +100,9 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):
+    """Decide on the calls a run paused for. With `run_id`, it applies to that run only:
+    once another run is active (or none), it does nothing."""
+
     service = "runtime"
     verb = "approve"
     agency_id: str
@@ -74,14 +110,34 @@ class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"
     approved: bool
     modified_tool_calls: tuple[ToolCall, ...] | None = None
     reason: str = ""
+    run_id: str | None = None
 
 
 class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):
+    """Cancel the thread's active run. With `run_id`, that run only: a cancel delivered
+    again after it ended never cancels the next run. A command whose idempotency key the
+    thread has already decided does nothing, however late it comes."""
+
     service = "runtime"
     verb = "cancel"
     agency_id: str
     thread_id: str
     reason: str = ""
+    run_id: str | None = None
+
+
+class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
+    """The runtime's watchdog over one run, kept by the broker: delivered again and again
+    (deferred) until the run has ended; a run without progress and without a worker holding
+    its thread is resumed, and ended as `stalled` if that does not help. `generation`
+    counts the times the watch was sent afresh to stay within the delivery limit."""
+
+    service = "runtime"
+    verb = "watch"
+    agency_id: str
+    thread_id: str
+    run_id: str
+    generation: int = 0
 
 
 class SubagentDeadline(Command, frozen=True, kw_only=True, tag="subagents.deadline"):
@@ -98,15 +154,101 @@ class SubagentDeadline(Command, frozen=True, kw_only=True, tag="subagents.deadli
     timeout_ms: int
 
 
+class WorkflowMemberSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A member to add: its name in the channel and the blueprint it runs (a saved or
+    static one, resolved by the API, or one defined inline in the workflow)."""
+
+    name: str
+    blueprint: BlueprintSpec
+
+
+class CreateWorkflow(Command, frozen=True, kw_only=True, tag="workflows.create"):
+    """Create the workflow if it does not exist, and add the members it lacks."""
+
+    service = "workflows"
+    verb = "create"
+    agency_id: str
+    workflow_id: str
+    name: str
+    tag: str = ""
+    members: tuple[WorkflowMemberSpec, ...] = ()
+    limits: WorkflowLimits = WorkflowLimits()
+    source: str = ""
+
+
+class PostChannelMessage(Command, frozen=True, kw_only=True, tag="workflows.post"):
+    """A message from outside (a person, a schedule) onto the channel; it starts a run of
+    the workflow when none is going."""
+
+    service = "workflows"
+    verb = "post"
+    agency_id: str
+    workflow_id: str
+    message_id: str
+    sender: str = "user"
+    content: str
+    to: tuple[str, ...] = ()
+
+
+class StopWorkflow(Command, frozen=True, kw_only=True, tag="workflows.stop"):
+    service = "workflows"
+    verb = "stop"
+    agency_id: str
+    workflow_id: str
+    reason: str = ""
+
+
+class RetryMember(Command, frozen=True, kw_only=True, tag="workflows.retry"):
+    """A failed member run tried again once `not_before` has passed (kept by the broker)."""
+
+    service = "workflows"
+    verb = "retry"
+    agency_id: str
+    workflow_id: str
+    member: str
+    failed_run_id: str
+    not_before: datetime
+
+
+class SetSchedule(Command, frozen=True, kw_only=True, tag="workflows.set_schedule"):
+    service = "workflows"
+    verb = "set_schedule"
+    agency_id: str
+    schedule_id: str
+    name: str
+    cron: str
+    target: ScheduleTarget
+    workflow_id: str | None = None
+    agent: str | None = None
+    message: str = ""
+
+
+class RemoveSchedule(Command, frozen=True, kw_only=True, tag="workflows.remove_schedule"):
+    service = "workflows"
+    verb = "remove_schedule"
+    agency_id: str
+    schedule_id: str
+
+
 AnyCommand = (
     CreateTenant
+    | IssueApiKey
+    | RevokeApiKey
     | CreateAgency
     | SaveBlueprint
     | CreateThread
+    | ForkThread
     | InvokeThread
     | ApproveToolCalls
     | CancelRun
+    | WatchRun
     | SubagentDeadline
+    | CreateWorkflow
+    | PostChannelMessage
+    | StopWorkflow
+    | RetryMember
+    | SetSchedule
+    | RemoveSchedule
 )
 
 

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 from contracts.errors import InvalidToken
 from contracts.ids import validate_token
 
-Aggregate = Literal["tenant", "agency", "thread"]
+Aggregate = Literal["tenant", "agency", "thread", "workflow", "schedule"]
 AGGREGATES: frozenset[str] = frozenset(get_args(Aggregate))
 
 EVENTS_STREAM = "AGENCY_EVENTS"

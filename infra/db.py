@@ -1,21 +1,66 @@
-"""PostgreSQL: the connection pool and the migrations shipped in infra/migrations."""
+"""PostgreSQL: the connection pool, the migrations shipped in infra/migrations, the one
+lock every schema change takes, and which errors are worth retrying."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib.resources import files
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import structlog
 
+from infra.retry import RetryPolicy
+
 log = structlog.get_logger(__name__)
 
-# Any constant; it makes concurrent starts apply migrations one at a time.
-_MIGRATION_LOCK = 0x4147454E
+# Any constant: every schema change (migrations, read-model tables) holds this transaction
+# lock, so services started at the same instant change the schema one at a time
+# (concurrent `CREATE TABLE IF NOT EXISTS` of one table can fail on PostgreSQL's catalog).
+SCHEMA_LOCK = 0x4147454E
+
+# Errors of the server's or the connection's state, not of the statement: a restart
+# (admin shutdown, crash recovery, "cannot connect now"), a lost connection, a deadlock or
+# serialization failure, a full disk, too many connections, a read-only standby after a
+# failover, a statement timeout. The same statement later may succeed.
+_TRANSIENT_PG = (
+    asyncpg.PostgresConnectionError,  # class 08
+    asyncpg.TransactionRollbackError,  # class 40: deadlock_detected, serialization_failure
+    asyncpg.InsufficientResourcesError,  # class 53: disk_full, out_of_memory, too_many_connections
+    asyncpg.OperatorInterventionError,  # class 57: admin_shutdown, cannot_connect_now, ...
+    asyncpg.ReadOnlySQLTransactionError,
+    asyncpg.LockNotAvailableError,
+    asyncpg.InterfaceError,  # "connection is closed"
+    OSError,
+    TimeoutError,
+)
 
 
-async def create_pool(database_url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same PostgreSQL operation may succeed later; never an event's fault."""
+    return isinstance(exc, _TRANSIENT_PG)
+
+
+async def lock_schema(conn: asyncpg.Connection) -> None:
+    """Hold the schema lock until the current transaction ends."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+
+
+async def create_pool(
+    database_url: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    setup: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
+) -> asyncpg.Pool:
+    """`setup` runs on every acquire (the pool resets the session on release)."""
     pool = await asyncpg.create_pool(
-        database_url, min_size=min_size, max_size=max_size, timeout=10, command_timeout=60
+        database_url,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=10,
+        command_timeout=60,
+        setup=setup,
     )
     assert pool is not None
     return pool
@@ -34,7 +79,7 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
     """Apply the migrations not applied yet, in name order; returns the names applied."""
     applied: list[str] = []
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+        await lock_schema(conn)
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS agency_schema_migrations ("
             " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
@@ -49,3 +94,47 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
     if applied:
         log.info("migrations applied", names=applied)
     return applied
+
+
+# Connecting and migrating while a server starts or restarts ("cannot connect now").
+MIGRATE_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.2, wait_max=5.0)
+
+
+class DatabaseRefused(Exception):
+    """PostgreSQL refused us for a reason no retry fixes: who we are or what we may do."""
+
+    def __init__(self, shown_url: str, problem: str, hint: str) -> None:
+        self.url = shown_url
+        self.problem = problem
+        self.hint = hint
+        super().__init__(f"PostgreSQL at {shown_url} refused: {problem}; {hint}")
+
+
+def shown_url(url: str) -> str:
+    """A database URL as it may be shown: the user, never the password."""
+    parts = urlsplit(url)
+    who = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit((parts.scheme, f"{who}{parts.hostname or ''}{port}", parts.path, "", ""))
+
+
+async def migrate_database(database_url: str, *, retry: RetryPolicy = MIGRATE_RETRY) -> list[str]:
+    """Connect and `migrate`, retrying transient failures; returns the names applied.
+    A refused login or privilege is `DatabaseRefused`, saying what to fix."""
+
+    async def once() -> list[str]:
+        conn = await asyncpg.connect(database_url, timeout=10)
+        try:
+            return await migrate(conn)
+        finally:
+            await conn.close(timeout=5)
+
+    try:
+        return await retry.call(is_transient, once)
+    except asyncpg.InvalidAuthorizationSpecificationError as e:  # class 28: who we are
+        raise DatabaseRefused(
+            shown_url(database_url), str(e), "check the user and password of DATABASE_URL"
+        ) from e
+    except (asyncpg.InsufficientPrivilegeError, asyncpg.RaiseError) as e:
+        hint = getattr(e, "hint", None) or "the role of DATABASE_URL needs more privileges"
+        raise DatabaseRefused(shown_url(database_url), str(e.args[0]), hint) from e

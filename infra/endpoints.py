@@ -23,6 +23,9 @@ class Endpoints(msgspec.Struct, kw_only=True, omit_defaults=True):
     api_key: str | None = None
     admin_secret: str | None = None
     services: tuple[str, ...] = ()
+    # Where the embedded NATS keeps its users (`infra/nats_auth.py`); `nats_url` then
+    # carries the admin's credentials, and each service connects as its own user.
+    nats_auth_dir: str | None = None
     extra: dict[str, Any] = {}
 
 

@@ -1,7 +1,9 @@
 """The infrastructure a running system needs: NATS and PostgreSQL, embedded or external.
 
 `Infrastructure` starts what is not given as a URL, provisions the streams and applies the
-migrations, and stops what it started, in reverse order, on exit.
+migrations, and stops what it started, in reverse order, on exit. Provisioning and
+migrations are idempotent and safe under concurrent starts, and a start cut short at any
+point leaves nothing that stops the next one.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-import asyncpg
 import structlog
 
-from infra.db import migrate
+from infra.db import migrate_database
 from infra.jetstream.connection import Bus
 from infra.jetstream.streams import StreamSettings, provision
 from infra.launch import NatsServer, PostgresServer
+from infra.nats_auth import NatsAuth, without_credentials
 from infra.settings import InfraSettings
 
 log = structlog.get_logger(__name__)
@@ -29,6 +31,14 @@ class InfraUrls:
     database_url: str
     embedded_nats: bool
     embedded_postgres: bool
+    # The users of the embedded NATS; None for an external server (its own credentials).
+    nats_auth: NatsAuth | None = None
+
+    def nats_url_for(self, role: str) -> str:
+        """The URL a service of `role` connects with (its own user on the embedded server)."""
+        if self.nats_auth is None:
+            return self.nats_url
+        return self.nats_auth.url(without_credentials(self.nats_url), role)
 
 
 class Infrastructure:
@@ -49,13 +59,17 @@ class Infrastructure:
         s = self._settings
         self._data_dir.mkdir(parents=True, exist_ok=True)
         nats_url = s.nats_url
+        nats_auth: NatsAuth | None = None
         if nats_url is None:
             nats = await self._stack.enter_async_context(
                 NatsServer(
-                    self._data_dir / "nats", port=s.nats_port, sync_interval=s.nats_sync_interval
+                    self._data_dir / "nats",
+                    port=s.nats_port,
+                    sync_interval=s.nats_sync_interval,
+                    auth=True,
                 )
             )
-            nats_url = nats.url
+            nats_url, nats_auth = nats.admin_url, nats.auth
         database_url = s.database_url
         if database_url is None:
             pg = await self._stack.enter_async_context(
@@ -64,16 +78,13 @@ class Infrastructure:
             database_url = pg.url
         async with Bus(nats_url, name="agency-provision") as bus:
             await provision(bus.js, StreamSettings(replicas=s.stream_replicas))
-        conn = await asyncpg.connect(database_url, timeout=10)
-        try:
-            await migrate(conn)
-        finally:
-            await conn.close(timeout=5)
+        await migrate_database(database_url)
         self.urls = InfraUrls(
             nats_url=nats_url,
             database_url=database_url,
             embedded_nats=s.nats_url is None,
             embedded_postgres=s.database_url is None,
+            nats_auth=nats_auth,
         )
         return self.urls
 

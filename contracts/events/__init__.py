@@ -17,6 +17,7 @@ from contracts.events.registry import (
     BlueprintDeleted,
     BlueprintSaved,
     BlueprintSpec,
+    McpServer,
     RegistryEvent,
     SessionToolBinding,
     SideConfig,
@@ -51,6 +52,7 @@ from contracts.events.thread import (
     FileWritten,
     MessageAppended,
     RequestAccepted,
+    RequestInjected,
     RequestRejected,
     SessionStatusSet,
     SessionTurn,
@@ -60,15 +62,45 @@ from contracts.events.thread import (
 )
 from contracts.events.tool import (
     TOOL_RESULT_TYPES,
+    McpToolRef,
     ToolError,
     ToolEvent,
     ToolOutput,
     ToolRequested,
     ToolStarted,
 )
+from contracts.events.workflow import (
+    ChannelMessagePosted,
+    DocumentWritten,
+    MemberAdded,
+    MemberAnswered,
+    MemberInvoked,
+    MemberSkipped,
+    ProposalClosed,
+    ProposalOpened,
+    ProposalVoted,
+    ResourceStored,
+    ScheduleEvent,
+    ScheduleFired,
+    ScheduleRemoved,
+    ScheduleSet,
+    WorkflowCreated,
+    WorkflowEvent,
+    WorkflowLimits,
+    WorkflowStarted,
+    WorkflowStopped,
+)
 
 AnyEvent = (
-    ThreadEvent | RunEvent | ModelEvent | ToolEvent | HitlEvent | SubagentEvent | RegistryEvent
+    ThreadEvent
+    | RunEvent
+    | ModelEvent
+    | ToolEvent
+    | HitlEvent
+    | SubagentEvent
+    | RegistryEvent
+    | WorkflowEvent
+    | ScheduleEvent
 )
 
 __all__ = [
@@ -85,14 +117,22 @@ __all__ = [
     "BlueprintSaved",
     "BlueprintSpec",
     "BlueprintSwitched",
+    "ChannelMessagePosted",
     "ChatMessage",
     "CheckpointSaved",
     "ContextTrimmed",
+    "DocumentWritten",
     "Event",
     "FileWritten",
     "HitlEvent",
     "HitlInterrupt",
     "HitlResume",
+    "McpServer",
+    "McpToolRef",
+    "MemberAdded",
+    "MemberAnswered",
+    "MemberInvoked",
+    "MemberSkipped",
     "MessageAppended",
     "MiddlewareAfterModel",
     "MiddlewareBeforeModel",
@@ -101,9 +141,14 @@ __all__ = [
     "ModelEvent",
     "ModelStarted",
     "ParentRef",
+    "ProposalClosed",
+    "ProposalOpened",
+    "ProposalVoted",
     "RegistryEvent",
     "RequestAccepted",
+    "RequestInjected",
     "RequestRejected",
+    "ResourceStored",
     "RunCanceled",
     "RunCompleted",
     "RunError",
@@ -112,6 +157,10 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "RunTick",
+    "ScheduleEvent",
+    "ScheduleFired",
+    "ScheduleRemoved",
+    "ScheduleSet",
     "SessionStatusSet",
     "SessionToolBinding",
     "SessionTurn",
@@ -134,4 +183,9 @@ __all__ = [
     "ToolRequested",
     "ToolStarted",
     "Usage",
+    "WorkflowCreated",
+    "WorkflowEvent",
+    "WorkflowLimits",
+    "WorkflowStarted",
+    "WorkflowStopped",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -18,6 +18,7 @@ class ApiKeyIssued(Event, frozen=True, kw_only=True, tag="tenant.api_key_issued"
 
     key_id: str
     key_hash: str
+    name: str = ""
 
 
 class ApiKeyRevoked(Event, frozen=True, kw_only=True, tag="tenant.api_key_revoked"):
@@ -58,16 +59,122 @@ class SideConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 AgentKind = Literal["ai_human", "dual_ai"]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class Config(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):
+    """Base of blueprint config sections: an unknown key is an error, not silently dropped."""
+
+
+class HitlConfig(Config, frozen=True, kw_only=True):
+    """Calls to these tools wait for a person's decision."""
+
+    tools: tuple[str, ...] = ()
+
+
+EnvName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+]
+
+
+class SubagentEntry(Config, frozen=True, kw_only=True):
+    """A blueprint this agent may spawn. `blocking` defaults to the opposite of `resumable`
+    (a resumable child answers later unless the blueprint says to wait). With `optional`,
+    the branch exists only while that environment variable of the runtime is `true`, `1`
+    or `yes` (any case): otherwise it can be neither created nor messaged."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    blocking: bool | None = None
+    resumable: bool = False
+    max_instances: Positive | None = None
+    optional: EnvName | None = None
+
+
+class SubagentsConfig(Config, frozen=True, kw_only=True):
+    subagents: tuple[str | SubagentEntry, ...] = ()
+
+
+McpServerName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9-]{1,32}$")]
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
+# One object, shared by every shape of a server: msgspec leaves a float default out of an
+# encoding only when it is this very object.
+DEFAULT_MCP_TIMEOUT = 30.0
+
+
+class McpServer(Config, frozen=True, kw_only=True):
+    """An MCP server whose tools the agent gets, each named `<name>__<tool>`.
+
+    Exactly one transport: `url`, a streamable HTTP endpoint sent `headers`, or `command`,
+    the argv of a stdio server started with `env` added to its environment. A header or env
+    value may be a reference `${ENV:NAME}`, read from the environment of the service that
+    connects, so the secret is never written to the log. References and `command` are the
+    operator's: they are refused in blueprints saved over HTTP or NATS (`docs/mcp.md`).
+    `tools` keeps only those tools of the server (all when empty); `timeout` bounds one call.
+    """
+
+    name: McpServerName
+    url: str = ""
+    headers: dict[str, str] = {}
+    command: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    tools: tuple[str, ...] = ()
+    timeout: Seconds = DEFAULT_MCP_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if bool(self.url) == bool(self.command):
+            raise ValueError(
+                f"MCP server {self.name!r} needs exactly one of `url` (streamable HTTP) "
+                "or `command` (stdio)"
+            )
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"MCP server {self.name!r}: url {self.url[:200]!r} is not http(s)")
+        if self.url and self.env:
+            raise ValueError(f"MCP server {self.name!r}: `env` applies to stdio servers only")
+        if self.command and self.headers:
+            raise ValueError(f"MCP server {self.name!r}: `headers` apply to HTTP servers only")
+
+    def operator_only(self) -> str | None:
+        """Why a tenant may not name this server in a blueprint of its own, or None."""
+        if self.command:
+            return f"MCP server {self.name!r}: stdio servers (`command`) are the operator's"
+        for key, value in self.headers.items():
+            if "${ENV:" in value:
+                return (
+                    f"MCP server {self.name!r}: header {key!r} references the environment "
+                    "(`${ENV:NAME}`), which only the operator's servers may"
+                )
+        return None
+
+
+class BlueprintConfig(Config, frozen=True, kw_only=True):
+    """What built-in middleware and the runtime read of a blueprint, typed.
+
+    `max_steps` bounds a run's model calls (default 25), `token_budget` the history sent to
+    the model (default 100k), `hitl` the tools that need approval, `subagents` the
+    blueprints `task` may spawn, `callable_agents` the agents exposed as tools,
+    `mcp_servers` the MCP servers whose tools the agent gets. `extra` is the open part:
+    settings of middleware added by users, keyed by their own names.
+    """
+
+    max_steps: Positive | None = None
+    token_budget: Positive | None = None
+    hitl: HitlConfig | None = None
+    subagents: SubagentsConfig | None = None
+    callable_agents: tuple[str, ...] = ()
+    mcp_servers: tuple[McpServer, ...] = ()
+    extra: dict[str, Any] = {}
 
 
 class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """An agent definition: prompt, model and the tags that pick tools and middleware.
 
-    `config` holds middleware settings (hitl tool lists, subagent types, budgets); it is
-    JSON by nature since middleware added by users defines its own keys. A `dual_ai`
+    `config` holds runtime and middleware settings (budgets, hitl tool lists, subagent
+    types), typed; settings of middleware added by users go in `config.extra`. A `dual_ai`
     blueprint has two AI sides (`side_a`, `side_b`) talking to each other, bounded by
     `max_session_turns`. With `expose_as_tool`, other agents that list it in
-    `config.callableAgents` get a tool of its name: a handoff to it (ai_human) or a
+    `config.callable_agents` get a tool of its name: a handoff to it (ai_human) or a
     subagent session of it (dual_ai).
     """
 
@@ -76,7 +183,7 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     prompt: str = ""
     model: str = ""
     tags: tuple[str, ...] = ()
-    config: dict[str, Any] = {}
+    config: BlueprintConfig = msgspec.field(default_factory=BlueprintConfig)
     type: AgentKind = "ai_human"
     side_a: SideConfig | None = None
     side_b: SideConfig | None = None
@@ -86,6 +193,10 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
 
 class BlueprintSaved(Event, frozen=True, kw_only=True, tag="blueprint.saved"):
+    """Version 2: `blueprint.config` typed (version 1 held a free dict with camelCase keys;
+    see `contracts.upcasters`)."""
+
+    schema_version = 2
     blueprint: BlueprintSpec
     revision: int
 

@@ -26,7 +26,11 @@ class RunPaused(Event, frozen=True, kw_only=True, tag="run.paused"):
 
 
 class RunResumed(Event, frozen=True, kw_only=True, tag="run.resumed"):
+    """The run goes on. Resuming from `exhausted` raises its step limit to `max_steps`
+    (another blueprint's worth of steps); 0 keeps the limit it had."""
+
     run_id: str
+    max_steps: int = 0
 
 
 class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):

@@ -6,7 +6,10 @@ from typing import Literal
 
 from contracts.events.base import ChatMessage, Event, ParentRef, Todo
 
-ConcurrencyStrategy = Literal["queue", "reject", "interrupt"]
+# What an invoke does while another run of the thread is active: `queue` joins it before
+# its next model step (or starts a run of its own when it ends without one), `after` waits
+# for it to end and starts a run of its own, `reject` is refused, `interrupt` cancels it.
+ConcurrencyStrategy = Literal["queue", "after", "reject", "interrupt"]
 
 
 class ThreadCreated(Event, frozen=True, kw_only=True, tag="thread.created"):
@@ -30,6 +33,17 @@ class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):
     run_id: str
     idempotency_key: str
     reason: str
+
+
+class RequestInjected(Event, frozen=True, kw_only=True, tag="request.injected"):
+    """A queued request joined the thread's active run instead of starting one of its own:
+    its files and messages follow, appended to `run_id` before that run's next model step
+    (or as it resumes from `exhausted`). The request's own run id (`request_run_id`) ends
+    here; what the client asked for is answered by `run_id`."""
+
+    run_id: str
+    request_run_id: str
+    idempotency_key: str
 
 
 class MessageAppended(Event, frozen=True, kw_only=True, tag="message.appended"):
@@ -101,6 +115,7 @@ ThreadEvent = (
     ThreadCreated
     | RequestAccepted
     | RequestRejected
+    | RequestInjected
     | MessageAppended
     | FileWritten
     | TodosWritten

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from contracts.events.base import Event, ToolCall
+from contracts.events.registry import McpServer
+
+
+class McpToolRef(msgspec.Struct, frozen=True, kw_only=True):
+    """The MCP tool a call runs: the server as configured (references, never resolved
+    secrets) and the tool's own name there."""
+
+    server: McpServer
+    tool: str
 
 
 class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
+    """`mcp` is set when the call runs a tool of an MCP server."""
+
     run_id: str
     step: int
     call: ToolCall
     timeout_ms: int = 30_000
     max_attempts: int = 3
+    mcp: McpToolRef | None = None
 
 
 class ToolStarted(Event, frozen=True, kw_only=True, tag="tool.started"):

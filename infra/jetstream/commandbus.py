@@ -1,14 +1,14 @@
 """Commands on a work-queue stream: sent once per idempotency key, handled by one worker.
 
 A worker acknowledges a command once its handler returns. A handler that rejects a command
-for good raises `CommandRejected`; any other failure is retried with backoff, and after
-`max_deliver` attempts the command goes to the dead-letter stream with the last error.
+for good raises `CommandRejected`; `Defer` hands it back to be delivered again later; any
+other failure is retried with backoff, and after `max_deliver` attempts the command goes to
+the dead-letter stream with the last error. The loop is `infra/jetstream/worker.py`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -18,7 +18,6 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import Error as JetStreamError
 from opentelemetry import trace
 
 from contracts.codec import command_type_of, decode_command, encode
@@ -27,9 +26,18 @@ from contracts.envelope import utc_now
 from contracts.errors import ContractError
 from contracts.ids import new_id, validate_token
 from contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
-from infra.jetstream.deadletter import DeadLetter, DeadLetters
+from infra.jetstream.deadletter import DeadLetters
 from infra.jetstream.errors import StoreTimeout
 from infra.jetstream.tracing import context_from, current_carrier
+from infra.jetstream.worker import (
+    Ack,
+    ConsumerWorker,
+    Outcome,
+    Reject,
+    Retry,
+    Undecodable,
+    WorkerRetry,
+)
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -121,7 +129,7 @@ def _ordering_key(envelope: CommandEnvelope) -> tuple[str, str]:
     return envelope.tenant_id, ""
 
 
-class CommandWorker:
+class CommandWorker(ConsumerWorker[CommandEnvelope]):
     """Consumes one service's commands. Several workers may share the durable consumer."""
 
     def __init__(
@@ -135,16 +143,26 @@ class CommandWorker:
         ack_wait: float = 30.0,
         batch: int = 64,
         backoff: tuple[float, ...] = (0.2, 1.0, 3.0, 10.0),
+        shutdown_grace: float = 5.0,
+        poll_interval: float = 1.0,
+        retry: WorkerRetry | None = None,
     ) -> None:
+        service = validate_token("service", service)
+        super().__init__(
+            dead_letters=dead_letters,
+            source_stream=COMMANDS_STREAM,
+            durable=f"{service}-commands",
+            concurrency=batch,
+            ack_wait=ack_wait,
+            max_deliver=max_deliver,
+            backoff=backoff,
+            shutdown_grace=shutdown_grace,
+            poll_interval=poll_interval,
+            retry=retry,
+        )
         self._js = js
-        self._service = validate_token("service", service)
+        self._service = service
         self._handler = handler
-        self._dead_letters = dead_letters
-        self._max_deliver = max_deliver
-        self._ack_wait = ack_wait
-        self._batch = batch
-        self._backoff = backoff
-        self.durable = f"{service}-commands"
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
@@ -164,50 +182,36 @@ class CommandWorker:
             config=config,
         )
 
-    async def run(self, stop: asyncio.Event) -> None:
-        sub = await self._subscribe()
-        log.info("command worker started", service=self._service)
-        try:
-            while not stop.is_set():
-                try:
-                    msgs = await sub.fetch(self._batch, timeout=1.0)
-                except (TimeoutError, NatsTimeoutError):
-                    continue
-                except JetStreamError as e:
-                    log.warning("command fetch failed, resubscribing", error=str(e))
-                    await asyncio.sleep(0.5)
-                    sub = await self._subscribe()
-                    continue
-                async with asyncio.TaskGroup() as tg:
-                    for msg in msgs:
-                        tg.create_task(self._process(msg))
-        finally:
-            with contextlib.suppress(asyncio.TimeoutError, JetStreamError, NatsTimeoutError):
-                await asyncio.wait_for(sub.unsubscribe(), timeout=2.0)
-
-    async def _process(self, msg: Msg) -> None:
-        meta = msg.metadata
-        attempt = meta.num_delivered
+    def _decode(self, msg: Msg) -> CommandEnvelope:
         try:
             envelope = decode_command(msg.data)
         except ContractError as e:
-            await self._dead_letter(msg, "undecodable", str(e))
-            await msg.term()
-            return
-        delivery = Delivery(msg.subject, meta.sequence.stream, attempt)
+            raise Undecodable(str(e)) from e
+        # A tenant's credentials reach only its own subjects: the subject, not the body,
+        # says whose command it is.
+        if msg.subject.split(".")[1:2] != [envelope.tenant_id]:
+            raise Undecodable(
+                f"the envelope names tenant {envelope.tenant_id!r}, not the subject's"
+            )
+        return envelope
+
+    async def _handle(self, item: CommandEnvelope, msg: Msg) -> Outcome[CommandEnvelope]:
+        meta = msg.metadata
+        delivery = Delivery(msg.subject, meta.sequence.stream, meta.num_delivered)
         # Commands of one aggregate are handled one at a time, in the order fetched;
         # different aggregates' commands run side by side.
-        key = _ordering_key(envelope)
+        key = _ordering_key(item)
         lock = self._locks.setdefault(key, asyncio.Lock())
         try:
             async with lock:
-                await self._handle(msg, envelope, delivery)
+                return await self._handle_in_order(item, delivery)
         finally:
             if not lock.locked():
                 self._locks.pop(key, None)
 
-    async def _handle(self, msg: Msg, envelope: CommandEnvelope, delivery: Delivery) -> None:
-        attempt = delivery.attempt
+    async def _handle_in_order(
+        self, envelope: CommandEnvelope, delivery: Delivery
+    ) -> Outcome[CommandEnvelope]:
         with (
             structlog.contextvars.bound_contextvars(
                 tenant_id=envelope.tenant_id,
@@ -224,39 +228,7 @@ class CommandWorker:
                 await self._handler(envelope, delivery)
             except CommandRejected as e:
                 span.set_status(trace.StatusCode.ERROR, str(e))
-                await self._dead_letter(msg, e.reason, e.detail)
-                await msg.ack()
-                return
+                return Reject(e.reason, e.detail, envelope, settle="ack")
             except Defer as e:
-                await msg.nak(delay=max(e.seconds, 0.01))
-                return
-            except asyncio.CancelledError:
-                await msg.nak()
-                raise
-            except Exception as e:  # any other failure is retried, then dead-lettered
-                span.set_status(trace.StatusCode.ERROR, str(e))
-                if attempt >= self._max_deliver:
-                    await self._dead_letter(msg, "exhausted", f"{type(e).__name__}: {e}")
-                    await msg.term()
-                    return
-                delay = self._backoff[min(attempt - 1, len(self._backoff) - 1)]
-                log.warning(
-                    "command failed, will retry", attempt=attempt, delay=delay, error=str(e)
-                )
-                await msg.nak(delay=delay)
-                return
-        await msg.ack()
-
-    async def _dead_letter(self, msg: Msg, reason: str, detail: str) -> None:
-        await self._dead_letters.put(
-            DeadLetter(
-                source_stream=COMMANDS_STREAM,
-                subject=msg.subject,
-                stream_seq=msg.metadata.sequence.stream,
-                reason=reason,
-                detail=detail,
-                data=msg.data,
-                consumer=self.durable,
-                deliveries=msg.metadata.num_delivered,
-            )
-        )
+                return Retry(e.seconds)
+        return Ack()

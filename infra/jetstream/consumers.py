@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from nats.js.errors import BadRequestError, NotFoundError
 
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter
+
+STREAM_NOT_FOUND = 10059
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ SUBAGENT_EVENTS = DurableSpec(
     (
         "subagent.requested",
         "subagent.messaged",
+        "thread.created",
         "session.status",
         "run.completed",
         "run.error",
@@ -64,29 +67,56 @@ SUBAGENT_EVENTS = DurableSpec(
 ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS)
 
 
+# "consumer name already in use", "consumer already exists (and is active)": a concurrent
+# start created it first, which is as good as creating it ourselves.
+CONSUMER_EXISTS = frozenset({10013, 10105, 10148})
+
+
+async def _info(js: JetStreamContext, name: str) -> ConsumerInfo | None:
+    try:
+        info: ConsumerInfo = await js.consumer_info(EVENTS_STREAM, name)
+    except NotFoundError as e:
+        if e.err_code == STREAM_NOT_FOUND:
+            raise
+        return None
+    return info
+
+
 async def ensure_consumer(
     js: JetStreamContext, config: ConsumerConfig
 ) -> JetStreamContext.PullSubscription:
     """Create or update the durable, then bind to it.
 
     Where to start delivering can only be chosen when a consumer is created, so an existing
-    durable keeps its own; only timing and limits are updated.
+    durable keeps its own; only timing and limits are updated. Workers starting together
+    may race to create it: the one that loses looks again and updates what the winner made.
     """
-    assert config.durable_name is not None
-    try:
-        current = await js.consumer_info(EVENTS_STREAM, config.durable_name)
-    except NotFoundError:
-        pass
-    else:
-        config.deliver_policy = current.config.deliver_policy
-        config.opt_start_seq = current.config.opt_start_seq
-        config.opt_start_time = current.config.opt_start_time
-    await js.add_consumer(EVENTS_STREAM, config=config)
-    return await js.pull_subscribe_bind(durable=config.durable_name, stream=EVENTS_STREAM)
+    name = config.durable_name
+    assert name is not None
+    for attempt in range(2):
+        current = await _info(js, name)
+        if current is not None:
+            config.deliver_policy = current.config.deliver_policy
+            config.opt_start_seq = current.config.opt_start_seq
+            config.opt_start_time = current.config.opt_start_time
+        try:
+            await js.add_consumer(EVENTS_STREAM, config=config)
+            break
+        except BadRequestError:
+            if current is not None or attempt == 1:
+                raise  # a configuration the server refuses, not a race
+    return await js.pull_subscribe_bind(durable=name, stream=EVENTS_STREAM)
 
 
 async def provision_consumers(js: JetStreamContext) -> None:
+    """Create the shared durables that do not exist; an existing one is left as it is (its
+    workers set their own timing)."""
     existing = {c.name for c in await js.consumers_info(EVENTS_STREAM)}
     for spec in ALL_DURABLES:
-        if spec.name not in existing:
+        if spec.name in existing:
+            continue
+        try:
             await js.add_consumer(EVENTS_STREAM, config=spec.config())
+        except BadRequestError as e:
+            if e.err_code not in CONSUMER_EXISTS:
+                raise

@@ -1,15 +1,27 @@
-"""Wrapping the events of one decision in their envelopes."""
+"""Wrapping the events of one decision in their envelopes, and checking them before they go.
+
+`encode_checked` is the gate of every append: an event is encoded, then decoded strictly
+with the same decoder readers use, so nothing a reader would refuse reaches the log (a
+struct holds whatever Python gave it: a `bool` in an `int` field encodes as `true`).
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from contracts.codec import event_type_of
+import msgspec
+
+from contracts.codec import encode, event_type_of
 from contracts.envelope import Envelope, utc_now
 from contracts.events import AnyEvent
 from contracts.ids import new_id
 from contracts.subjects import Aggregate
+from infra.jetstream.errors import InvalidEvent
 from infra.jetstream.records import EventContext, Position
+
+_strict_decoder = msgspec.json.Decoder(Envelope)
+_AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?:\.payload)?\.?(?P<field>[^`]*)`)?$", re.S)
 
 
 def new_envelopes(
@@ -49,3 +61,23 @@ def new_envelopes(
         )
         for i, payload in enumerate(payloads)
     ]
+
+
+def encode_checked(envelopes: Sequence[Envelope]) -> list[bytes]:
+    """Each envelope's bytes; `InvalidEvent` names the first event that would not read back."""
+    bodies: list[bytes] = []
+    for envelope in envelopes:
+        try:
+            body = encode(envelope)
+            _strict_decoder.decode(body)
+        except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
+            raise _invalid(envelope.type, str(e)) from None
+        bodies.append(body)
+    return bodies
+
+
+def _invalid(event_type: str, message: str) -> InvalidEvent:
+    match = _AT.match(message)
+    if match is None:
+        return InvalidEvent(event_type, "", message)
+    return InvalidEvent(event_type, match.group("field") or "", match.group("problem"))

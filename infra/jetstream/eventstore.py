@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import nats.js.errors
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -27,7 +28,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 
-from contracts.codec import decode_event, encode
+from contracts.codec import decode_event
 from contracts.envelope import Envelope
 from contracts.errors import ContractError
 from contracts.events import AnyEvent
@@ -39,11 +40,12 @@ from contracts.subjects import (
     event_subject,
     event_token,
 )
-from infra.jetstream.envelopes import new_envelopes
+from infra.jetstream.envelopes import encode_checked, new_envelopes
 from infra.jetstream.errors import (
     AppendError,
     BatchTooLarge,
     ConcurrencyError,
+    EventTooLarge,
     StoreError,
     StoreTimeout,
 )
@@ -54,7 +56,7 @@ from infra.jetstream.records import (
     RecordedEvent,
     UndecodableEvent,
 )
-from infra.jetstream.streams import ATOMIC_BATCH_LIMIT
+from infra.jetstream.streams import ATOMIC_BATCH_LIMIT, MAX_EVENT_BYTES
 from infra.jetstream.tracing import current_carrier
 
 log = structlog.get_logger(__name__)
@@ -65,6 +67,10 @@ BATCH_DUPLICATE_MSG_ID = 10201
 _ACTUAL_SEQ = re.compile(r"wrong last sequence: (\d+)")
 
 _READ_BATCH = 1000
+# Room left in a message for the headers an append sends (expected sequence, message id,
+# batch ids, trace context).
+_HEADER_ROOM = 4096
+MAX_EVENT_BODY = MAX_EVENT_BYTES - _HEADER_ROOM
 
 
 class EventStore:
@@ -107,7 +113,8 @@ class EventStore:
     ) -> AppendResult:
         """Append the events of one decision after `expected`, atomically.
 
-        Raises `ConcurrencyError` when the aggregate has moved past `expected`. With an
+        Raises `InvalidEvent` (nothing appended) when an event would not decode back under
+        its contract, `ConcurrencyError` when the aggregate has moved past `expected`. With an
         `idempotency_key`, a repeat of the same append is stored once and answered with
         `duplicate=True`.
         """
@@ -127,7 +134,10 @@ class EventStore:
             f"{aggregate_id}:{idempotency_key}:{i}" if idempotency_key else None
             for i in range(len(envelopes))
         ]
-        bodies = [encode(e) for e in envelopes]
+        bodies = encode_checked(envelopes)
+        for envelope, body in zip(envelopes, bodies, strict=True):
+            if len(body) > MAX_EVENT_BODY:
+                raise EventTooLarge(envelope.type, len(body), MAX_EVENT_BODY)
         lock = self._locks.setdefault(family, asyncio.Lock())
         async with lock:
             try:
@@ -321,6 +331,37 @@ class EventStore:
             events.append(recorded)
             position = recorded.position
         return events, position
+
+    async def read_from_leader(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]:
+        """As `read_positioned`, but answered by the stream's leader, one message at a time.
+
+        A direct get may be answered by any replica of a replicated stream, and a replica
+        that is catching up (after a restart) answers with what it has: reads are not
+        read-your-writes. A decision that must not rest on a stale read, such as refusing a
+        command for good, is checked again with this slower read first."""
+        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+        position = after or Position()
+        events: list[RecordedEvent] = []
+        while True:
+            try:
+                msg = await self._js.get_msg(
+                    self._stream, seq=position.stream_seq + 1, subject=family, next=True
+                )
+            except nats.js.errors.NotFoundError:
+                return events, position
+            recorded = _decode(msg.data or b"", msg.seq or 0, msg.subject or "")
+            if isinstance(recorded, UndecodableEvent):
+                position = Position(position.seq, recorded.stream_seq)
+                continue
+            events.append(recorded)
+            position = recorded.position
 
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str

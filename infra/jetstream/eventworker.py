@@ -2,34 +2,42 @@
 
 Each event is handled once by one worker (explicit acks); a failing handler is retried
 with backoff through redelivery and dead-lettered after `max_deliver` attempts; an event
-that does not decode is dead-lettered at once. The service never stops on bad input.
+that does not decode is dead-lettered at once. The service never stops on bad input, nor
+on a broker that is briefly away (see `infra/jetstream/worker.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 import structlog
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.errors import Error as JetStreamError
 from opentelemetry import trace
 
 from contracts.subjects import EVENTS_STREAM
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import DurableSpec, ensure_consumer
-from infra.jetstream.deadletter import DeadLetter
 from infra.jetstream.eventstore import record_from_js_msg
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
 from infra.jetstream.tracing import context_from
+from infra.jetstream.worker import (
+    Ack,
+    ConsumerWorker,
+    DeadLetterHook,
+    Outcome,
+    Reject,
+    Undecodable,
+    WorkerRetry,
+)
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
 EventHandler = Callable[[RecordedEvent], Awaitable[None]]
+
+# Redelivery delays after the 1st, 2nd, … failed attempt.
+EVENT_BACKOFF = (0.4, 0.8, 1.6, 3.2, 6.4, 10.0)
 
 
 class PermanentFailure(Exception):
@@ -41,7 +49,11 @@ class PermanentFailure(Exception):
         super().__init__(f"{reason}: {detail}")
 
 
-class EventWorker:
+class EventWorker(ConsumerWorker[RecordedEvent]):
+    """`on_dead_letter(event, reason, detail)` is awaited before an event is dead-lettered
+    because its handler failed for good (`exhausted`) or raised `PermanentFailure`; its own
+    failures are retried, logged, and the event is dead-lettered anyway."""
+
     def __init__(
         self,
         bus: Bus,
@@ -52,14 +64,27 @@ class EventWorker:
         concurrency: int = 16,
         ack_wait: float = 30.0,
         max_deliver: int = 10,
+        on_dead_letter: DeadLetterHook[RecordedEvent] | None = None,
+        shutdown_grace: float = 5.0,
+        poll_interval: float = 1.0,
+        retry: WorkerRetry | None = None,
     ) -> None:
+        super().__init__(
+            dead_letters=bus.dead_letters,
+            source_stream=EVENTS_STREAM,
+            durable=durable or spec.name,
+            concurrency=concurrency,
+            ack_wait=ack_wait,
+            max_deliver=max_deliver,
+            backoff=EVENT_BACKOFF,
+            on_dead_letter=on_dead_letter,
+            shutdown_grace=shutdown_grace,
+            poll_interval=poll_interval,
+            retry=retry,
+        )
         self._bus = bus
         self._spec = spec
-        self._durable = durable or spec.name
         self._handler = handler
-        self._concurrency = concurrency
-        self._ack_wait = ack_wait
-        self._max_deliver = max_deliver
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         config = self._spec.config(
@@ -68,94 +93,31 @@ class EventWorker:
             max_deliver=self._max_deliver + 1,
             max_ack_pending=self._concurrency * 4,
         )
-        config.durable_name = self._durable
+        config.durable_name = self.durable
         return await ensure_consumer(self._bus.js, config)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        sub = await self._subscribe()
-        slots = asyncio.Semaphore(self._concurrency)
-        try:
-            async with asyncio.TaskGroup() as tg:
-                while not stop.is_set():
-                    try:
-                        msgs = await sub.fetch(self._concurrency, timeout=1.0)
-                    except (NatsTimeoutError, TimeoutError):
-                        continue
-                    except JetStreamError as e:
-                        log.warning(
-                            "event fetch failed, resubscribing", durable=self._durable, error=str(e)
-                        )
-                        await asyncio.sleep(0.5)
-                        sub = await self._subscribe()
-                        continue
-                    for msg in msgs:
-                        await slots.acquire()
-                        task = tg.create_task(self._process(msg))
-                        task.add_done_callback(lambda _: slots.release())
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(sub.unsubscribe(), timeout=2.0)
-
-    async def _process(self, msg: Msg) -> None:
+    def _decode(self, msg: Msg) -> RecordedEvent:
         recorded = record_from_js_msg(msg)
         if isinstance(recorded, UndecodableEvent):
-            await self._dead_letter(msg, "undecodable", recorded.reason)
-            await msg.term()
-            return
-        env = recorded.envelope
-        attempt = msg.metadata.num_delivered
-        heartbeat = asyncio.create_task(self._keep_alive(msg))
-        try:
-            with (
-                structlog.contextvars.bound_contextvars(
-                    tenant_id=env.tenant_id, thread_id=env.aggregate_id, event=env.type
-                ),
-                # The producer's trace goes on: one trace follows a run across services.
-                tracer.start_as_current_span(
-                    f"{self._durable} {env.type}",
-                    context=context_from(env.trace),
-                    kind=trace.SpanKind.CONSUMER,
-                ),
-            ):
-                await self._handler(recorded)
-        except PermanentFailure as e:
-            await self._dead_letter(msg, e.reason, e.detail)
-            await msg.term()
-            return
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await msg.nak()
-            raise
-        except Exception as e:  # retried through redelivery, then dead-lettered
-            log.exception("event handler failed", durable=self._durable, attempt=attempt)
-            if attempt >= self._max_deliver:
-                await self._dead_letter(msg, "exhausted", f"{type(e).__name__}: {e}")
-                await msg.term()
-            else:
-                await msg.nak(delay=min(0.2 * 2**attempt, 10.0))
-            return
-        finally:
-            heartbeat.cancel()
-            await asyncio.wait([heartbeat])
-        await msg.ack()
+            raise Undecodable(recorded.reason)
+        return recorded
 
-    async def _keep_alive(self, msg: Msg) -> None:
-        """A long handler (a run's model calls) is not redelivered while it works."""
-        while True:
-            await asyncio.sleep(self._ack_wait / 3)
-            with contextlib.suppress(Exception):
-                await msg.in_progress()
-
-    async def _dead_letter(self, msg: Msg, reason: str, detail: str) -> None:
-        await self._bus.dead_letters.put(
-            DeadLetter(
-                source_stream=EVENTS_STREAM,
-                subject=msg.subject,
-                stream_seq=msg.metadata.sequence.stream,
-                reason=reason,
-                detail=detail,
-                data=msg.data,
-                consumer=self._durable,
-                deliveries=msg.metadata.num_delivered,
-            )
-        )
+    async def _handle(self, item: RecordedEvent, msg: Msg) -> Outcome[RecordedEvent]:
+        env = item.envelope
+        with (
+            structlog.contextvars.bound_contextvars(
+                tenant_id=env.tenant_id, thread_id=env.aggregate_id, event=env.type
+            ),
+            # The producer's trace goes on: one trace follows a run across services.
+            tracer.start_as_current_span(
+                f"{self.durable} {env.type}",
+                context=context_from(env.trace),
+                kind=trace.SpanKind.CONSUMER,
+            ),
+        ):
+            try:
+                await self._handler(item)
+            except PermanentFailure as e:
+                trace.get_current_span().set_status(trace.StatusCode.ERROR, str(e))
+                return Reject(e.reason, e.detail, item)
+        return Ack()

@@ -45,6 +45,15 @@ class AggregateStore(Protocol):
         after: Position | None = None,
     ) -> tuple[list[RecordedEvent], Position]: ...
 
+    async def read_from_leader(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]: ...
+
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
     ) -> Position: ...

@@ -1,4 +1,5 @@
-"""Stream definitions as code. Provisioning is idempotent and runs at every start."""
+"""Stream definitions as code. Provisioning is idempotent, safe under concurrent starts,
+and runs at every start."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 import structlog
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 
 from contracts.subjects import (
     ALL_COMMANDS,
@@ -18,12 +19,16 @@ from contracts.subjects import (
     EVENTS_STREAM,
 )
 from infra.jetstream.consumers import provision_consumers
+from infra.jetstream.errors import is_transient
+from infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
 
 DUPLICATE_WINDOW_SECONDS = 120.0
 ATOMIC_BATCH_LIMIT = 1000
 MAX_EVENT_BYTES = 1024 * 1024
+# "stream name already in use with a different configuration"
+STREAM_NAME_IN_USE = 10058
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +83,36 @@ def dead_letter_stream(settings: StreamSettings) -> StreamConfig:
     )
 
 
-async def provision(js: JetStreamContext, settings: StreamSettings | None = None) -> None:
-    """Create the streams, or update them in place to the definitions above."""
+# One round of provisioning retries: a cluster electing its leaders answers with timeouts
+# and "unavailable" for a few seconds.
+PROVISION_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.5, wait_max=5.0)
+
+
+async def provision(
+    js: JetStreamContext,
+    settings: StreamSettings | None = None,
+    *,
+    retry: RetryPolicy = PROVISION_RETRY,
+) -> None:
+    """Create the streams, or update them in place to the definitions above, then the shared
+    durable consumers. Safe to run from any number of processes at once."""
     settings = settings or StreamSettings()
     for config in (event_stream(settings), command_stream(settings), dead_letter_stream(settings)):
+        await retry.call(is_transient, _ensure_stream, js, config, settings.replicas)
+    await retry.call(is_transient, provision_consumers, js)
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig, replicas: int) -> None:
+    try:
+        await js.stream_info(str(config.name))
+    except NotFoundError:
         try:
-            await js.stream_info(str(config.name))
-        except NotFoundError:
             await js.add_stream(config)
-            log.info("stream created", stream=config.name, replicas=settings.replicas)
+        except BadRequestError as e:
+            # Created by a concurrent start since we looked; bring it to our definition.
+            if e.err_code != STREAM_NAME_IN_USE:
+                raise
         else:
-            await js.update_stream(config)
-    await provision_consumers(js)
+            log.info("stream created", stream=config.name, replicas=replicas)
+            return
+    await js.update_stream(config)

@@ -17,6 +17,7 @@ import structlog
 
 from infra.launch.errors import BinaryNotFound, LaunchError, PortInUse, ProcessExited, StartTimeout
 from infra.launch.process import ChildProcess, free_port, poll_until
+from infra.nats_auth import AUTH_CONF, PID_FILE, NatsAuth
 
 log = structlog.get_logger(__name__)
 
@@ -75,6 +76,7 @@ class NatsServer:
         cluster: ClusterConfig | None = None,
         server_name: str | None = None,
         binary: Path | None = None,
+        auth: bool = False,
     ) -> None:
         if cluster is not None and cluster.port == 0:
             raise ValueError("a cluster node needs a fixed cluster port: its peers dial it")
@@ -84,6 +86,9 @@ class NatsServer:
         self.cluster = cluster
         self.server_name = server_name
         self._binary = binary
+        # Users and permissions in the store directory (infra/nats_auth.py); without them
+        # any client may do anything.
+        self.auth = NatsAuth(self.store_dir) if auth else None
         self._port = port
         self._monitor_port = monitor_port
         self._pick_ports = port == 0 or monitor_port == 0
@@ -105,6 +110,11 @@ class NatsServer:
     @property
     def url(self) -> str:
         return f"nats://{self.host}:{self._port}"
+
+    @property
+    def admin_url(self) -> str:
+        """The URL with the admin's credentials (the plain URL when auth is off)."""
+        return self.auth.url(self.url) if self.auth is not None else self.url
 
     @property
     def monitor_url(self) -> str:
@@ -204,6 +214,12 @@ class NatsServer:
         lines += [
             f"listen: {_quoted(f'{self.host}:{self._port}')}",
             f"http: {_quoted(f'{self.host}:{self._monitor_port}')}",
+            f"pid_file: {_quoted(str(self.store_dir / PID_FILE))}",
+        ]
+        if self.auth is not None:
+            self.auth.ensure()
+            lines.append(f"include {_quoted(AUTH_CONF)}")
+        lines += [
             "jetstream {",
             f"  store_dir: {_quoted(str(self.store_dir))}",
         ]

@@ -12,6 +12,7 @@ import grp
 import importlib.util
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import time
@@ -143,8 +144,12 @@ class PostgresServer:
         bin_dir: Path | None = None,
         user: str = "postgres",
         settings: Mapping[str, str] | None = None,
+        password_auth: bool = True,
     ) -> None:
         self.data_dir = data_dir.absolute()
+        # A new cluster gets SCRAM password auth with a generated password kept in
+        # `data_dir/postgres-password` (0600); one made earlier with trust keeps trust.
+        self.password_auth = password_auth
         self.host = host
         self.fsync = fsync
         self.user = user
@@ -167,11 +172,31 @@ class PostgresServer:
         return self._port
 
     @property
+    def password_path(self) -> Path:
+        return self.data_dir / "postgres-password"
+
+    @property
+    def password(self) -> str | None:
+        try:
+            return self.password_path.read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    @property
     def url(self) -> str:
         return self.database_url("postgres")
 
+    @property
+    def shown_url(self) -> str:
+        """The URL without the password, for logs and terminals."""
+        return f"postgresql://{self.user}@{self.host}:{self._port}/postgres"
+
     def database_url(self, name: str) -> str:
-        return f"postgresql://{self.user}@{self.host}:{self._port}/{quote(name, safe='')}"
+        password = self.password
+        who = quote(self.user, safe="")
+        if password is not None:
+            who += ":" + quote(password, safe="")
+        return f"postgresql://{who}@{self.host}:{self._port}/{quote(name, safe='')}"
 
     @property
     def pid(self) -> int | None:
@@ -192,9 +217,11 @@ class PostgresServer:
         deadline = loop.time() + timeout
         bin_dir = pg_bin_dir(self._bin_dir)
         account = _Account.nobody() if os.geteuid() == 0 else None
-        self._prepare_pgdata(account)
+        self._prepare_dir(self.pgdata, account)
         await _stop_leftover(self.pgdata, timeout=max(deadline - loop.time(), 0.1))
         if not (self.pgdata / "PG_VERSION").exists():
+            if self.password_auth and self.password is None:
+                _write_secret(self.password_path, secrets.token_urlsafe(24))
             await self._initdb(bin_dir, account, max(deadline - loop.time(), 0.1))
         attempts = _PORT_ATTEMPTS if self._pick_port else 1
         for attempt in range(1, attempts + 1):
@@ -245,15 +272,15 @@ class PostgresServer:
     ) -> None:
         await asyncio.shield(self.stop())
 
-    def _prepare_pgdata(self, account: _Account | None) -> None:
+    def _prepare_dir(self, path: Path, account: _Account | None) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        created = not self.pgdata.exists()
-        self.pgdata.mkdir(mode=0o700, exist_ok=True)
+        created = not path.exists()
+        path.mkdir(mode=0o700, exist_ok=True)
         if created:
             # mkdir's mode is filtered by the umask; PostgreSQL insists on 0700 or 0750.
-            self.pgdata.chmod(0o700)
-        if account is not None and self.pgdata.stat().st_uid != account.uid:
-            os.chown(self.pgdata, account.uid, account.gid)
+            path.chmod(0o700)
+        if account is not None and path.stat().st_uid != account.uid:
+            os.chown(path, account.uid, account.gid)
 
     def _command(
         self, argv: list[str], account: _Account | None, death: signal.Signals
@@ -261,11 +288,17 @@ class PostgresServer:
         return account.setpriv(death) + argv if account is not None else argv
 
     async def _initdb(self, bin_dir: Path, account: _Account | None, timeout: float) -> None:
+        """Create the cluster in a directory of its own, renamed to `pgdata` once complete:
+        an initdb cut short (a crash during the very first start) leaves no half-made
+        cluster, and the next start runs initdb again."""
+        staging = self.data_dir / "pgdata.initdb"
+        shutil.rmtree(staging, ignore_errors=True)
+        self._prepare_dir(staging, account)
         argv = [
             str(bin_dir / "initdb"),
-            "-D", str(self.pgdata),
+            "-D", str(staging),
             "-U", self.user,
-            "--auth=trust",
+            *self._auth_args(),
             "-E", "UTF8",
             "--locale=C",
             "--no-instructions",
@@ -277,7 +310,7 @@ class PostgresServer:
             self._command(argv, account, signal.SIGKILL),
             log_path=self.data_dir / "initdb.log",
             death_signal=None if account is not None else signal.SIGKILL,
-            cwd=self.pgdata,
+            cwd=staging,
         )
         started = time.monotonic()
         await proc.start()
@@ -288,8 +321,21 @@ class PostgresServer:
             await asyncio.shield(proc.kill())
         if returncode != 0:
             raise CommandFailed("initdb", argv, returncode, proc.log_tail())
+        # `pgdata` holds no cluster (no PG_VERSION): it is empty, or what an older, cut short
+        # initdb left there, kept aside rather than deleted.
+        if any(self.pgdata.iterdir()):
+            self.pgdata.rename(self.data_dir / f"pgdata.incomplete-{int(time.time())}")
+        else:
+            self.pgdata.rmdir()
+        staging.rename(self.pgdata)
         log.info("postgres_initdb_done", pgdata=str(self.pgdata),
                  seconds=round(time.monotonic() - started, 3))  # fmt: skip
+
+    def _auth_args(self) -> list[str]:
+        if self.password is None:
+            return ["--auth=trust"]
+        # The server reads the root-owned file through CAP_DAC_READ_SEARCH when we are root.
+        return ["--auth=scram-sha-256", f"--pwfile={self.password_path}"]
 
     def _postgres_argv(self, bin_dir: Path) -> list[str]:
         socket_path = self.pgdata / f".s.PGSQL.{self._port}"
@@ -336,7 +382,7 @@ class PostgresServer:
             tail = proc.log_tail()
             await asyncio.shield(self.kill())
             raise StartTimeout("postgres", timeout, tail)
-        log.info("postgres_ready", url=self.url, pid=proc.pid,
+        log.info("postgres_ready", url=self.shown_url, pid=proc.pid,
                  seconds=round(time.monotonic() - started, 3))  # fmt: skip
 
     async def _ready_check(self) -> bool | None:
@@ -418,3 +464,10 @@ async def _stop_leftover(pgdata: Path, timeout: float) -> None:
             f"a postgres (pid {pid}) of another user still serves {pgdata}; stop it first"
         ) from e
     await _reap_orphans(children)
+
+
+def _write_secret(path: Path, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+    os.chmod(path, 0o600)

@@ -116,6 +116,9 @@ def _start_postgres_container(image: str, fsync: bool) -> PostgresContainer:
     container = PostgresContainer(
         image, username="postgres", password="postgres", dbname="postgres", driver=None
     )
+    # Every TCP client gives a SCRAM password, as with the embedded server (the image's
+    # own default trusts loopback inside the container); its wait uses the local socket.
+    container.with_env("POSTGRES_INITDB_ARGS", "--auth-host=scram-sha-256")
     on_off = "on" if fsync else "off"
     container.with_command(
         f"postgres -c fsync={on_off} -c synchronous_commit={on_off} "

@@ -1,0 +1,200 @@
+"""Leases in a JetStream key-value bucket: one owner per key across every process.
+
+A lease is a key created with `create` (which fails while the key exists), renewed by an
+`update` that names the revision the owner last wrote, and released by a delete that names
+it too. The bucket's `max_age` is the lease's time to live: an owner that dies (or loses
+the broker) stops renewing, and its key expires within `ttl` seconds, so another process
+can take over. An owner that cannot renew within `ttl` minus a margin treats the lease as
+lost and stops its work before anyone else can have taken it.
+
+The runtime holds one lease per thread while it drives the thread, so one worker at a time
+makes the thread's model calls, however many workers share the trigger consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import (
+    BadRequestError,
+    BucketNotFoundError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NotFoundError,
+)
+from nats.js.errors import Error as JetStreamError
+from nats.js.kv import KeyValue
+
+from infra.tasks import cancel_and_wait, cancel_requested
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+LEASES_BUCKET = "AGENCY_LEASES"
+DEFAULT_TTL = 10.0
+
+# Transient failures of a lease operation: the broker did not answer in time, or the
+# connection is being re-established. Anything else is a bug or a refusal.
+_TRANSIENT = (NatsTimeoutError, TimeoutError, NatsError)
+
+
+class LeaseLost(Exception):
+    """The lease could not be renewed in time: another owner may take over."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"lease {key!r} was lost (not renewed within its time to live)")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    ttl: float = DEFAULT_TTL
+    replicas: int = 1
+    # A single operation's wait; an owner retries renewals until `ttl - margin` has passed
+    # since the last success, which rides out a cluster leader election (about 5 s).
+    op_timeout: float = 2.0
+
+    @property
+    def renew_every(self) -> float:
+        return self.ttl / 4
+
+    @property
+    def margin(self) -> float:
+        return max(self.ttl / 5, self.op_timeout)
+
+
+class Lease:
+    """A held lease. `keep()` renews it until cancelled, raising `LeaseLost` if it fails."""
+
+    def __init__(self, leases: Leases, key: str, revision: int) -> None:
+        self._leases = leases
+        self.key = key
+        self.revision = revision
+
+    async def keep(self) -> None:
+        settings = self._leases.settings
+        loop = asyncio.get_running_loop()
+        last_success = loop.time()
+        while True:
+            await asyncio.sleep(settings.renew_every)
+            while True:
+                if cancel_requested():
+                    raise asyncio.CancelledError  # a cancellation a request swallowed
+                try:
+                    self.revision = await self._leases.renew(self.key, self.revision)
+                except KeyWrongLastSequenceError as e:
+                    raise LeaseLost(self.key) from e
+                except _TRANSIENT:
+                    if loop.time() - last_success > settings.ttl - settings.margin:
+                        raise LeaseLost(self.key) from None
+                    await asyncio.sleep(0.25)
+                    continue
+                last_success = loop.time()
+                break
+
+    async def release(self) -> None:
+        await self._leases.release(self.key, self.revision)
+
+
+class Leases:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        owner: str,
+        settings: LeaseSettings | None = None,
+        *,
+        bucket: str = LEASES_BUCKET,
+    ) -> None:
+        self._js = js
+        self.owner = owner.encode()
+        self.settings = settings or LeaseSettings()
+        self._bucket = bucket
+        self._kv: KeyValue | None = None
+
+    async def open(self) -> Leases:
+        """Bind the bucket, creating it on first use (races with other processes are fine:
+        the same configuration created twice is accepted by the server)."""
+        try:
+            self._kv = await self._js.key_value(self._bucket)
+        except (BucketNotFoundError, NotFoundError):
+            config = KeyValueConfig(
+                bucket=self._bucket,
+                description="Who drives what, right now; entries expire when not renewed.",
+                history=1,
+                ttl=self.settings.ttl,
+                storage=StorageType.MEMORY,
+                replicas=self.settings.replicas,
+            )
+            try:
+                self._kv = await self._js.create_key_value(config)
+            except BadRequestError:
+                self._kv = await self._js.key_value(self._bucket)
+        return self
+
+    @property
+    def kv(self) -> KeyValue:
+        assert self._kv is not None, "Leases.open() was not awaited"
+        return self._kv
+
+    async def try_acquire(self, key: str) -> Lease | None:
+        """The lease, or None while another owner holds it."""
+        try:
+            revision = await asyncio.wait_for(
+                self.kv.create(key, self.owner), timeout=self.settings.op_timeout
+            )
+        except (KeyWrongLastSequenceError, KeyNotFoundError):
+            # Held; or held a moment ago and expired while `create` looked it up.
+            return None
+        return Lease(self, key, revision)
+
+    async def renew(self, key: str, revision: int) -> int:
+        return await asyncio.wait_for(
+            self.kv.update(key, self.owner, last=revision), timeout=self.settings.op_timeout
+        )
+
+    async def release(self, key: str, revision: int) -> None:
+        """Give the lease up; if that fails it simply expires."""
+        with contextlib.suppress(*_TRANSIENT, JetStreamError, KeyNotFoundError):
+            await asyncio.wait_for(
+                self.kv.delete(key, last=revision), timeout=self.settings.op_timeout
+            )
+
+    async def holder(self, key: str) -> bytes | None:
+        try:
+            entry = await asyncio.wait_for(self.kv.get(key), timeout=self.settings.op_timeout)
+        except (KeyNotFoundError, KeyDeletedError):
+            return None
+        return entry.value
+
+    async def run_owned(self, key: str, work: Callable[[], Awaitable[T]]) -> T | None:
+        """Run `work` while holding the lease of `key`; None (without running it) if another
+        owner holds it. If the lease is lost meanwhile, `work` is cancelled and `LeaseLost`
+        raised: another owner may already be doing the same work."""
+        lease = await self.try_acquire(key)
+        if lease is None:
+            return None
+        task = asyncio.ensure_future(work())
+        keeper = asyncio.create_task(lease.keep())
+        try:
+            done, _ = await asyncio.wait({task, keeper}, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                return task.result()
+            # The keeper ended first: the lease is lost (keep() only ends by raising).
+            await cancel_and_wait([task])
+            keeper.result()
+            raise LeaseLost(key)
+        finally:
+            # Bounded: on Python 3.11 a cancel can be swallowed by a request in flight.
+            await cancel_and_wait([task, keeper])
+            await asyncio.shield(lease.release())

@@ -1,0 +1,384 @@
+"""The one consumer loop of every durable pull consumer: events, commands, tool requests.
+
+- It fetches only as many messages as it has free slots, so nothing waits unheeded in the
+  client while its ack wait runs out, and a fetch is never cancelled (an abandoned pull
+  request would take messages nobody reads): `poll_interval` bounds how soon `stop` is seen.
+- A message being worked on is heartbeated (`in_progress`), so a long handler is not
+  redelivered.
+- `_process` never raises but `CancelledError`: a handler's failure is retried through
+  redelivery (a nak with the backoff's delay) and dead-lettered after `max_deliver`
+  attempts (a failure of the broker or the database is first retried in place); ack, nak,
+  term, in_progress and the dead-letter publish are retried under the shared retry policy
+  and logged when they still fail (the broker then redelivers).
+- A failed fetch or subscribe is retried under the policy, round after round, until it
+  works or `stop` is set: nothing but cancellation escapes `run()`. A cluster that lost a
+  node answers `nats: timeout` for a few seconds; the worker waits it out.
+- On `stop`, messages in flight get `shutdown_grace` seconds; the rest are cancelled and
+  handed back (nak), so another worker takes them at once.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+import nats.errors
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from infra import db
+from infra.jetstream.deadletter import DeadLetter, DeadLetters
+from infra.jetstream.errors import is_transient
+from infra.retry import RetryPolicy, until_stopped
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+DeadLetterHook = Callable[[T, str, str], Awaitable[None]]
+
+_SETTLE_TIMEOUT = 2.0
+
+
+# ack, nak, term, in_progress and the dead-letter publish.
+SETTLE_RETRY = RetryPolicy(attempts=6, timeout=15.0, wait_initial=0.1, wait_max=2.0)
+# One round of creating and binding the durable; rounds repeat until `stop`.
+SUBSCRIBE_RETRY = RetryPolicy(
+    attempts=8, timeout=60.0, wait_initial=0.5, wait_max=5.0, wait_jitter=0.5
+)
+# The owner's hook run before a message is dead-lettered.
+HOOK_RETRY = RetryPolicy(attempts=5, timeout=30.0, wait_initial=0.2, wait_max=3.0)
+# A handler that failed because the broker or the database was away, before the delivery
+# counts as failed: an outage does not use up a message's deliveries as fast.
+HANDLER_RETRY = RetryPolicy(attempts=3, timeout=20.0, wait_initial=0.5, wait_max=5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRetry:
+    """The retry policies of a worker's own NATS operations (and of its dead-letter hook)."""
+
+    settle: RetryPolicy = SETTLE_RETRY
+    subscribe: RetryPolicy = SUBSCRIBE_RETRY
+    hook: RetryPolicy = HOOK_RETRY
+    handler: RetryPolicy = HANDLER_RETRY
+
+
+class Undecodable(Exception):
+    """The message is not what this consumer reads: dead-letter it at once."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Handled: acknowledge."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Not now: hand it back, to be delivered again in `delay` seconds."""
+
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reject(Generic[T]):
+    """Never: dead-letter it with `reason`, then settle it with `settle`. `item` (what the
+    message decoded to) is handed to the dead-letter hook; None skips the hook."""
+
+    reason: str
+    detail: str
+    item: T | None = None
+    settle: Literal["term", "ack"] = "term"
+
+
+Outcome = Ack | Retry | Reject[T]
+
+
+def describe(error: BaseException) -> str:
+    """`ExcType: message`, as a log line or a dead letter's detail names an error."""
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def _subscribe_failure(exc: Exception) -> bool:
+    """Creating or binding a durable is worth retrying on any broker error: right after a
+    node is lost, even "stream not found" can be the cluster still electing a leader."""
+    return isinstance(exc, nats.errors.Error | OSError | TimeoutError)
+
+
+def _settle_failure(exc: Exception) -> bool:
+    return is_transient(exc)
+
+
+def _any_failure(exc: Exception) -> bool:
+    return True
+
+
+def _outage(exc: Exception) -> bool:
+    """The handler's broker or database did not answer: not the message's fault."""
+    return is_transient(exc) or db.is_transient(exc)
+
+
+class ConsumerWorker(abc.ABC, Generic[T]):
+    """Runs a durable pull consumer; subclasses say how to subscribe, decode and handle."""
+
+    def __init__(
+        self,
+        *,
+        dead_letters: DeadLetters,
+        source_stream: str,
+        durable: str,
+        concurrency: int,
+        ack_wait: float,
+        max_deliver: int,
+        backoff: tuple[float, ...],
+        on_dead_letter: DeadLetterHook[T] | None = None,
+        shutdown_grace: float = 5.0,
+        poll_interval: float = 1.0,
+        retry: WorkerRetry | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if not backoff:
+            raise ValueError("backoff needs at least one delay")
+        self._dead_letters = dead_letters
+        self._source_stream = source_stream
+        self.durable = durable
+        self._concurrency = concurrency
+        self._ack_wait = ack_wait
+        self._max_deliver = max_deliver
+        self._backoff = backoff
+        self._on_dead_letter = on_dead_letter
+        self._shutdown_grace = shutdown_grace
+        self._poll_interval = poll_interval
+        self._retry = retry or WorkerRetry()
+
+    # --- what a subclass provides -------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+        """Create or update the durable and bind to it."""
+
+    @abc.abstractmethod
+    def _decode(self, msg: Msg) -> T:
+        """What the message carries; raises `Undecodable`."""
+
+    @abc.abstractmethod
+    async def _handle(self, item: T, msg: Msg) -> Outcome[T]:
+        """Act on one message. Raising means a failure: retried, then dead-lettered."""
+
+    # --- the loop -----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Process messages until `stop` is set, then let those in flight finish within
+        `shutdown_grace` seconds; the rest are cancelled and handed back to the broker."""
+        sub = await self._subscribe_until_stopped(stop)
+        if sub is None:
+            return
+        log.info("consumer started", durable=self.durable, concurrency=self._concurrency)
+        in_flight: set[asyncio.Task[None]] = set()
+        failures = 0
+        try:
+            async with asyncio.TaskGroup() as tg:
+                try:
+                    while not stop.is_set():
+                        free = self._concurrency - len(in_flight)
+                        if free <= 0:
+                            await asyncio.wait(
+                                set(in_flight),
+                                timeout=self._poll_interval,
+                                return_when=asyncio.FIRST_COMPLETED,
+                            )
+                            continue
+                        try:
+                            msgs = await sub.fetch(free, timeout=self._poll_interval)
+                        except TimeoutError:  # nothing to fetch (nats.errors.TimeoutError too)
+                            failures = 0
+                            continue
+                        except (nats.errors.Error, OSError) as e:
+                            failures += 1
+                            log.warning(
+                                "fetch failed, resubscribing",
+                                durable=self.durable,
+                                error=describe(e),
+                                failures=failures,
+                            )
+                            await self._unsubscribe(sub)
+                            await until_stopped(
+                                stop, asyncio.sleep(self._retry.subscribe.delay(failures))
+                            )
+                            renewed = await self._subscribe_until_stopped(stop)
+                            if renewed is None:
+                                return
+                            sub = renewed
+                            continue
+                        failures = 0
+                        for msg in msgs:
+                            task = tg.create_task(self._process(msg))
+                            in_flight.add(task)
+                            task.add_done_callback(in_flight.discard)
+                finally:
+                    await self._wind_down(in_flight)
+        finally:
+            await self._unsubscribe(sub)
+            log.info("consumer stopped", durable=self.durable)
+
+    async def _subscribe_until_stopped(
+        self, stop: asyncio.Event
+    ) -> JetStreamContext.PullSubscription | None:
+        """A subscription, or None once `stop` is set. Each round of the retry policy that
+        fails is logged, and another begins."""
+        while not stop.is_set():
+            try:
+                return await until_stopped(
+                    stop, self._retry.subscribe.call(_subscribe_failure, self._subscribe)
+                )
+            except (nats.errors.Error, OSError, TimeoutError) as e:
+                log.error(
+                    "consumer unavailable, still retrying",
+                    durable=self.durable,
+                    error=describe(e),
+                )
+        return None
+
+    async def _unsubscribe(self, sub: JetStreamContext.PullSubscription) -> None:
+        with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
+            await asyncio.wait_for(sub.unsubscribe(), timeout=_SETTLE_TIMEOUT)
+
+    async def _wind_down(self, in_flight: set[asyncio.Task[None]]) -> None:
+        if not in_flight:
+            return
+        _, pending = await asyncio.wait(set(in_flight), timeout=self._shutdown_grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.info(
+                "work cancelled at shutdown, handed back for redelivery",
+                durable=self.durable,
+                count=len(pending),
+            )
+
+    # --- one message ----------------------------------------------------------------------
+
+    async def _process(self, msg: Msg) -> None:
+        """Never raises but `CancelledError`: no message and no failure stops the worker."""
+        try:
+            async with self._heartbeat(msg):
+                await self._settle(msg, await self._outcome(msg))
+        except asyncio.CancelledError:
+            with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
+                await asyncio.wait_for(msg.nak(), timeout=_SETTLE_TIMEOUT)
+            raise
+        except Exception:  # a bug of ours: unsettled, the message comes back after ack_wait
+            log.exception("message processing failed", durable=self.durable)
+
+    async def _outcome(self, msg: Msg) -> Outcome[T]:
+        try:
+            item = self._decode(msg)
+        except Undecodable as e:
+            return Reject("undecodable", e.reason)
+        attempt = msg.metadata.num_delivered
+        try:
+            return await self._retry.handler.call(_outage, self._handle, item, msg)
+        except Exception as e:  # retried through redelivery, then dead-lettered
+            detail = describe(e)
+            if attempt >= self._max_deliver:
+                log.error(
+                    "handler failed for good", durable=self.durable, attempt=attempt, exc_info=e
+                )
+                return Reject("exhausted", detail, item)
+            delay = self._backoff[min(attempt - 1, len(self._backoff) - 1)]
+            log.warning(
+                "handler failed, will retry",
+                durable=self.durable,
+                attempt=attempt,
+                delay=delay,
+                exc_info=e,
+            )
+            return Retry(delay)
+
+    async def _settle(self, msg: Msg, outcome: Outcome[T]) -> None:
+        match outcome:
+            case Ack():
+                await self._signal("ack", msg.ack)
+            case Retry(delay=delay):
+                await self._signal("nak", lambda: msg.nak(delay=max(delay, 0.01)))
+            case Reject() as reject:
+                await self._reject(msg, reject)
+
+    async def _reject(self, msg: Msg, reject: Reject[T]) -> None:
+        if reject.item is not None and self._on_dead_letter is not None:
+            await self._run_hook(reject.item, reject.reason, reject.detail)
+        meta = msg.metadata
+        letter = DeadLetter(
+            source_stream=self._source_stream,
+            subject=msg.subject,
+            stream_seq=meta.sequence.stream,
+            reason=reject.reason,
+            detail=reject.detail,
+            data=msg.data,
+            consumer=self.durable,
+            deliveries=meta.num_delivered,
+        )
+        try:
+            await self._retry.settle.call(_settle_failure, self._dead_letters.put, letter)
+        except Exception as e:
+            # Not stored: the message must not be settled. Handed back, it is dead-lettered
+            # on its next delivery (the broker allows one more than `max_deliver`).
+            log.error(
+                "could not dead-letter, handing the message back",
+                durable=self.durable,
+                reason=reject.reason,
+                error=describe(e),
+            )
+            await self._signal("nak", lambda: msg.nak(delay=self._backoff[-1]))
+            return
+        await self._signal(reject.settle, msg.term if reject.settle == "term" else msg.ack)
+
+    async def _run_hook(self, item: T, reason: str, detail: str) -> None:
+        hook = self._on_dead_letter
+        assert hook is not None
+        try:
+            await self._retry.hook.call(_any_failure, hook, item, reason, detail)
+        except Exception as e:  # the message is dead-lettered anyway: it says what failed
+            log.error(
+                "dead-letter hook failed",
+                durable=self.durable,
+                reason=reason,
+                error=describe(e),
+            )
+
+    async def _signal(self, what: str, operation: Callable[[], Awaitable[None]]) -> None:
+        """Ack, nak, term or in_progress, retried; a failure is logged and left to the
+        broker, which redelivers an unsettled message after the ack wait."""
+        try:
+            await self._retry.settle.call(_settle_failure, operation)
+        except Exception as e:
+            error = describe(e)
+            log.error(f"could not {what} a message", durable=self.durable, error=error)
+
+    @contextlib.asynccontextmanager
+    async def _heartbeat(self, msg: Msg) -> AsyncIterator[None]:
+        """Tell the broker the message is being worked on, so a long handler is not
+        redelivered meanwhile."""
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(self._ack_wait / 3)
+                await self._signal("heartbeat", msg.in_progress)
+
+        task = asyncio.create_task(beat(), name=f"{self.durable}-heartbeat")
+        try:
+            yield
+        finally:
+            task.cancel()
+            # `wait`, not `await task`: a cancellation of our own caller must still propagate.
+            await asyncio.wait([task])
