@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from projections.errors import UnknownProjection
 from projections.projection import Projection
-from projections.readmodels import conversation, events, registry, threads, usage
+from projections.readmodels import conversation, events, registry, threads, usage, workflows
 
 ALL: tuple[Projection, ...] = (
     events.PROJECTION,
@@ -18,6 +18,7 @@ ALL: tuple[Projection, ...] = (
     conversation.PENDING_TOOL_CALLS,
     conversation.SUBAGENT_LINKS,
     usage.PROJECTION,
+    workflows.PROJECTION,
 )
 
 

@@ -8,30 +8,35 @@ runners, or a rebuild swapping tables underneath.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 import structlog
 from nats.js import JetStreamContext
 
 from contracts.subjects import ALL_EVENTS, EVENTS_STREAM
+from infra import db
+from infra.db import lock_schema
+from infra.jetstream import errors as bus_errors
 from infra.jetstream.deadletter import DeadLetter, DeadLetters
 from infra.jetstream.reader import Delivered, OrderedReader
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
+from infra.retry import RetryPolicy, until_stopped
 from projections.errors import ProjectionGap
 from projections.projection import Projection
+from projections.storable import storable
+from projections.tenancy import confine
 
 log = structlog.get_logger(__name__)
 
 LIVE_SCHEMA = "public"
-TRANSIENT_DB_ERRORS = (
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    OSError,
-)
 CHECKPOINTS = "public.agency_projection_checkpoints"
+# One round of retries; a projection starts another round (logged) while the failure lasts.
+PROJECTION_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.2, wait_max=5.0)
+
+
+def _transient(exc: BaseException) -> bool:
+    return db.is_transient(exc) or bus_errors.is_transient(exc)
 
 
 def quote_ident(name: str) -> str:
@@ -45,6 +50,7 @@ async def use_schema(conn: asyncpg.Connection, schema: str) -> None:
 
 async def ensure_tables(conn: asyncpg.Connection, projection: Projection, schema: str) -> None:
     async with conn.transaction():
+        await lock_schema(conn)
         await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
         await use_schema(conn, schema)
         await conn.execute(projection.ddl)
@@ -53,6 +59,8 @@ async def ensure_tables(conn: asyncpg.Connection, projection: Projection, schema
             " tenant_id text NOT NULL, aggregate text NOT NULL, aggregate_id text NOT NULL,"
             " seq bigint NOT NULL, PRIMARY KEY (tenant_id, aggregate, aggregate_id))"
         )
+        # Tenant requests read these tables confined to their tenant (projections/tenancy.py).
+        await confine(conn, schema, (*projection.tables, projection.positions_table))
 
 
 async def apply_batch(
@@ -64,7 +72,7 @@ async def apply_batch(
     and the read model is still the best view of the log there is.
     """
     gaps = await _advance_positions(conn, projection, events)
-    handled = [e for e in events if projection.wants(e.type)]
+    handled = [storable(e) for e in events if projection.wants(e.type)]
     if handled:
         await projection.apply(conn, handled)
     return gaps
@@ -131,6 +139,7 @@ class ProjectionRunner:
         dead_letters: DeadLetters,
         batch: int = 1000,
         filter_subject: str = ALL_EVENTS,
+        retry: RetryPolicy = PROJECTION_RETRY,
     ) -> None:
         self._pool = pool
         self._js = js
@@ -138,6 +147,7 @@ class ProjectionRunner:
         self._dead_letters = dead_letters
         self._batch = batch
         self._filter = filter_subject
+        self._retry = retry
         self.position = 0
         self.caught_up = asyncio.Event()
         self._advanced = asyncio.Event()
@@ -154,70 +164,103 @@ class ProjectionRunner:
         self._advanced.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        async with self._pool.acquire() as conn:
-            await ensure_tables(conn, self.projection, LIVE_SCHEMA)
-            self.position = await ensure_checkpoint(conn, self.projection.name)
+        if not await self._until(stop, self._prepare):
+            return
         log.info("projection started", projection=self.projection.name, from_seq=self.position + 1)
-        async with OrderedReader(
+        reader = OrderedReader(
             self._js, self._filter, start_seq=self.position + 1, batch=self._batch
-        ) as reader:
+        )
+        if not await self._until(stop, reader.open):
+            return
+        try:
             while not stop.is_set():
                 batch = await reader.next_batch(timeout=0.5)
                 if not batch:
                     self.caught_up.set()
                     continue
                 self.caught_up.clear()
-                await self._commit_resilient(batch)
+                if not await self._commit_resilient(batch, stop):
+                    return
+        finally:
+            await reader.close()
 
-    async def _commit_resilient(self, batch: Sequence[Delivered]) -> None:
+    async def _prepare(self) -> None:
+        async with self._pool.acquire() as conn:
+            await ensure_tables(conn, self.projection, LIVE_SCHEMA)
+            self.position = await ensure_checkpoint(conn, self.projection.name)
+
+    async def _until(self, stop: asyncio.Event, operation: Callable[[], Awaitable[None]]) -> bool:
+        """Run `operation`, retrying transient database and broker failures round after
+        round of the retry policy; False when `stop` came first.
+
+        A projection never passes an event because the database or the broker was away:
+        only an error of the event's own (a handler's SQL failing on it) makes it poison.
+        """
+        while not stop.is_set():
+            try:
+                done = await until_stopped(stop, self._retried(operation))
+            except Exception as e:
+                if not _transient(e):
+                    raise
+                log.error(
+                    "projection waits for the database or the broker",
+                    projection=self.projection.name,
+                    error=f"{type(e).__name__}: {e}",
+                )
+                continue
+            return done is not None
+        return False
+
+    async def _retried(self, operation: Callable[[], Awaitable[None]]) -> bool:
+        await self._retry.call(_transient, operation)
+        return True
+
+    async def _commit_resilient(self, batch: Sequence[Delivered], stop: asyncio.Event) -> bool:
         """Commit a batch; an event its handler cannot apply is dead-lettered and passed.
 
-        Lost connections are retried (the same batch again is harmless: the checkpoint
+        Transient failures are retried (the same batch again is harmless: the checkpoint
         filters it); a handler error is pinned to its event by committing one at a time.
+        False when `stop` came first.
         """
-        delay = 0.2
-        while True:
-            try:
-                await self.commit(batch)
-                return
-            except TRANSIENT_DB_ERRORS as e:
-                log.warning("projection commit failed, retrying", error=str(e), delay=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            except asyncpg.PostgresError:
-                if len(batch) > 1:
-                    for item in batch:
-                        await self._commit_resilient([item])
-                    return
-                await self._skip_poison(batch[0])
-                return
+        try:
+            return await self._until(stop, lambda: self.commit(batch))
+        except asyncpg.PostgresError as e:
+            if len(batch) > 1:
+                for item in batch:
+                    if not await self._commit_resilient([item], stop):
+                        return False
+                return True
+            return await self._skip_poison(batch[0], e, stop)
 
-    async def _skip_poison(self, item: Delivered) -> None:
+    async def _skip_poison(self, item: Delivered, error: Exception, stop: asyncio.Event) -> bool:
         name = self.projection.name
         assert isinstance(item, RecordedEvent)
-        try:
-            await self.commit([item])
-        except asyncpg.PostgresError as e:
-            await self._dead_letters.put(
-                DeadLetter(
-                    source_stream=EVENTS_STREAM,
-                    subject=item.subject,
-                    stream_seq=item.stream_seq,
-                    reason="projection_failed",
-                    detail=f"{name}: {type(e).__name__}: {e}",
-                    data=item.raw,
-                    consumer=f"projection-{name}",
-                )
-            )
+        letter = DeadLetter(
+            source_stream=EVENTS_STREAM,
+            subject=item.subject,
+            stream_seq=item.stream_seq,
+            reason="projection_failed",
+            detail=f"{name}: {type(error).__name__}: {error}",
+            data=item.raw,
+            consumer=f"projection-{name}",
+        )
+
+        async def mark_skipped() -> None:
             async with self._pool.acquire() as conn:
                 await conn.execute(
                     f"UPDATE {CHECKPOINTS} SET stream_seq = GREATEST(stream_seq, $2), "
                     "updated_at = now(), status = 'skipped', error = $3 WHERE name = $1",
                     name,
                     item.stream_seq,
-                    f"event at stream seq {item.stream_seq} dead-lettered: {e}",
+                    f"event at stream seq {item.stream_seq} dead-lettered: {error}",
                 )
-            self._moved_to(item.stream_seq)
+
+        if not await self._until(stop, lambda: self._dead_letters.put(letter)):
+            return False
+        if not await self._until(stop, mark_skipped):
+            return False
+        self._moved_to(item.stream_seq)
+        return True
 
     async def commit(self, batch: Sequence[Delivered]) -> None:
         """Apply one delivered batch and move the checkpoint, in one transaction."""

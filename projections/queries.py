@@ -16,6 +16,8 @@ import asyncpg
 import msgspec
 
 from contracts.events import BlueprintSpec, ToolCall
+from contracts.events.registry import BlueprintConfig
+from contracts.upcasters import stored_blueprint_spec
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -47,7 +49,7 @@ class BlueprintView(View, frozen=True, kw_only=True):
     prompt: str
     model: str
     tags: tuple[str, ...]
-    config: dict[str, Any]
+    config: BlueprintConfig
     type: str
     source: BlueprintSource
     revision: int | None = None
@@ -94,12 +96,9 @@ async def get_agency(conn: asyncpg.Connection, tenant: str, agency_id: str) -> A
     return _agency(row) if row is not None else None
 
 
-_spec_decoder = msgspec.json.Decoder(BlueprintSpec)
-
-
 def _stored_blueprint(r: asyncpg.Record) -> StoredBlueprint:
     return StoredBlueprint(
-        spec=_spec_decoder.decode(r["spec"]), revision=r["revision"], updated_at=r["updated_at"]
+        spec=stored_blueprint_spec(r["spec"]), revision=r["revision"], updated_at=r["updated_at"]
     )
 
 
@@ -559,7 +558,7 @@ async def _thread_state(
 _event_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
-async def events_page(
+async def event_rows(
     conn: asyncpg.Connection,
     tenant: str,
     thread_id: str,
@@ -567,8 +566,9 @@ async def events_page(
     limit: int,
     types: list[str] | None = None,
     correlation_id: str | None = None,
-) -> tuple[list[dict[str, Any]], bool]:
-    """A page of stored envelopes (each with its `stream_seq` added) and whether more follow.
+) -> tuple[list[tuple[bytes, int]], bool]:
+    """A page of stored envelopes as stored, each with its stream sequence, and whether more
+    follow.
 
     Without `correlation_id`: the thread's events from its own `seq` `from_seq` on. With it:
     every event of that subagent tree (root and children), in stream order from stream
@@ -589,12 +589,29 @@ async def events_page(
         f"WHERE tenant_id = $1 AND {scope} {type_filter} ORDER BY {position} LIMIT $4",
         *args,
     )
-    page = []
-    for r in rows[:limit]:
-        event = _event_decoder.decode(r["envelope"])
-        event["stream_seq"] = r["stream_seq"]
-        page.append(event)
+    page = [(r["envelope"].encode(), int(r["stream_seq"])) for r in rows[:limit]]
     return page, len(rows) > limit
+
+
+async def events_page(
+    conn: asyncpg.Connection,
+    tenant: str,
+    thread_id: str,
+    from_seq: int,
+    limit: int,
+    types: list[str] | None = None,
+    correlation_id: str | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """`event_rows` decoded: each envelope a dict with its `stream_seq` added."""
+    rows, has_more = await event_rows(
+        conn, tenant, thread_id, from_seq, limit, types, correlation_id
+    )
+    page = []
+    for raw, stream_seq in rows:
+        event = _event_decoder.decode(raw)
+        event["stream_seq"] = stream_seq
+        page.append(event)
+    return page, has_more
 
 
 # --- usage ---------------------------------------------------------------------------

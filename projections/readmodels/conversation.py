@@ -27,6 +27,7 @@ from contracts.events import (
 from infra.jetstream.records import RecordedEvent
 from projections.projection import Projection
 from projections.readmodels.registry import Statement, execute_in_order
+from projections.storable import storable_key
 
 
 def _thread_events(events: Sequence[RecordedEvent]) -> Iterable[RecordedEvent]:
@@ -176,7 +177,7 @@ async def apply_files(conn: asyncpg.Connection, events: Sequence[RecordedEvent])
     for e in _thread_events(events):
         env = e.envelope
         if isinstance(env.payload, FileWritten):
-            key = (env.tenant_id, env.aggregate_id, env.payload.path)
+            key = (env.tenant_id, env.aggregate_id, storable_key(env.payload.path))
             latest[key] = (*key, env.payload.content, env.ts)
     if latest:
         await conn.executemany(_FILE, [latest[k] for k in sorted(latest)])

@@ -52,8 +52,10 @@ CREATE TABLE IF NOT EXISTS api_keys (
     key_hash   text        NOT NULL,
     issued_at  timestamptz NOT NULL,
     revoked_at timestamptz,
+    name       text        NOT NULL DEFAULT '',
     PRIMARY KEY (tenant_id, key_id)
 );
+ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS name text NOT NULL DEFAULT '';
 -- Authentication knows the key, not yet the tenant.
 CREATE INDEX IF NOT EXISTS api_keys_by_key ON api_keys (key_id);
 """
@@ -63,9 +65,10 @@ _TENANT = (
     "ON CONFLICT (tenant_id) DO UPDATE SET name = EXCLUDED.name"
 )
 _KEY_ISSUED = (
-    "INSERT INTO api_keys (tenant_id, key_id, key_hash, issued_at) VALUES ($1, $2, $3, $4) "
+    "INSERT INTO api_keys (tenant_id, key_id, key_hash, issued_at, name) "
+    "VALUES ($1, $2, $3, $4, $5) "
     "ON CONFLICT (tenant_id, key_id) DO UPDATE SET key_hash = EXCLUDED.key_hash, "
-    "issued_at = EXCLUDED.issued_at, revoked_at = NULL"
+    "issued_at = EXCLUDED.issued_at, name = EXCLUDED.name, revoked_at = NULL"
 )
 _KEY_REVOKED = (
     "UPDATE api_keys SET revoked_at = $3 "
@@ -79,8 +82,8 @@ def _tenant_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
         match env.payload:
             case TenantCreated(name=name):
                 yield _TENANT, (env.tenant_id, name, env.ts)
-            case ApiKeyIssued(key_id=key_id, key_hash=key_hash):
-                yield _KEY_ISSUED, (env.tenant_id, key_id, key_hash, env.ts)
+            case ApiKeyIssued(key_id=key_id, key_hash=key_hash, name=name):
+                yield _KEY_ISSUED, (env.tenant_id, key_id, key_hash, env.ts, name)
             case ApiKeyRevoked(key_id=key_id):
                 yield _KEY_REVOKED, (env.tenant_id, key_id, env.ts)
 

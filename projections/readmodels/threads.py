@@ -27,6 +27,7 @@ from contracts.events import (
     MessageAppended,
     ModelCompleted,
     RequestAccepted,
+    RequestInjected,
     RequestRejected,
     RunCanceled,
     RunCompleted,
@@ -197,6 +198,10 @@ class _Fold:
                 run = self._register(thread, run_id, env)
                 run.idempotency_key = key
                 run.status, run.error, run.ended_at = "error", reason, env.ts
+            case RequestInjected(run_id=host, request_run_id=request_run_id):
+                # The request joined the active run: its answer is that run's.
+                if run := self._run(thread, request_run_id):
+                    run.status, run.reason, run.ended_at = "injected", host, env.ts
             case RunStarted(run_id=run_id, agent_type=agent_type, max_steps=max_steps):
                 run = self._run(thread, run_id) or self._register(thread, run_id, env)
                 run.status, run.agent_type, run.max_steps = "running", agent_type, max_steps
@@ -212,9 +217,10 @@ class _Fold:
             case RunPaused(run_id=run_id, reason=reason):
                 if run := self._run(thread, run_id):
                     run.status, run.reason = "paused", reason
-            case RunResumed(run_id=run_id):
+            case RunResumed(run_id=run_id, max_steps=max_steps):
                 if run := self._run(thread, run_id):
                     run.status, run.reason = "running", None
+                    run.max_steps = max_steps or run.max_steps
             case RunCompleted(run_id=run_id, result=result):
                 if run := self._finish(thread, run_id, "completed", env):
                     run.result = result

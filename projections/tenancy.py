@@ -1,0 +1,92 @@
+"""Row-level security: a role that sees only the rows of the tenant its session names.
+
+The projector (and every owner of the tables) writes and reads everything; the API's tenant
+requests read as `agency_reader`, whose policy on every read-model table is
+`tenant_id = current_setting('app.tenant_id')`. A session that names no tenant sees no row
+at all, so a query that forgot its tenant filter returns nothing instead of everyone's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import asyncpg
+
+READER = "agency_reader"
+SETTING = "app.tenant_id"
+
+# The role exists and the session's own role may SET ROLE to it (the same as migration
+# 003): created and granted where the role may do so, otherwise an error with the hint.
+_CREATE_ROLE = """
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agency_reader') THEN
+        BEGIN
+            CREATE ROLE agency_reader NOLOGIN;
+        EXCEPTION
+            WHEN duplicate_object OR unique_violation THEN NULL;
+            WHEN insufficient_privilege THEN
+                RAISE EXCEPTION 'role % may not create the role agency_reader', current_user
+                    USING HINT = 'as a superuser: CREATE ROLE agency_reader NOLOGIN; GRANT '
+                        'agency_reader TO ' || current_user || ' (docs/operations.md)';
+        END;
+    END IF;
+    IF NOT pg_has_role(current_user, 'agency_reader', 'MEMBER') THEN
+        BEGIN
+            GRANT agency_reader TO CURRENT_USER;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'role % may not read as agency_reader', current_user
+                USING HINT = 'as a superuser: GRANT agency_reader TO ' || current_user
+                    || ' (docs/operations.md)';
+        END;
+    END IF;
+END $$;
+"""
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+async def ensure_reader(conn: asyncpg.Connection) -> None:
+    """The reader role exists (roles belong to the cluster, shared by its databases) and
+    the session's role is a member of it."""
+    await conn.execute(_CREATE_ROLE)
+
+
+async def confine(conn: asyncpg.Connection, schema: str, tables: Iterable[str]) -> None:
+    """Tenant rows only, read-only, for the reader on these tables (idempotent)."""
+    tables = tuple(tables)
+    await ensure_reader(conn)
+    await conn.execute(f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {READER}")
+    # Only tables that say whose rows they hold; the reader gets nothing of any other.
+    tenanted = {
+        r["table_name"]
+        for r in await conn.fetch(
+            "SELECT table_name FROM information_schema.columns "
+            "WHERE table_schema = $1 AND table_name = ANY($2) AND column_name = 'tenant_id'",
+            schema,
+            list(tables),
+        )
+    }
+    for table in tables:
+        if table not in tenanted:
+            continue
+        name = f"{_ident(schema)}.{_ident(table)}"
+        await conn.execute(
+            f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY;"
+            f"DROP POLICY IF EXISTS tenant_rows ON {name};"
+            f"CREATE POLICY tenant_rows ON {name} FOR SELECT TO {READER} "
+            f"USING (tenant_id = current_setting('{SETTING}', true));"
+            f"GRANT SELECT ON {name} TO {READER}"
+        )
+
+
+async def act_for_tenant(conn: asyncpg.Connection, tenant: str) -> None:
+    """From now on (until the connection is reset) this session reads as the tenant."""
+    await conn.execute(f"SET ROLE {READER}")
+    await conn.execute(f"SELECT set_config('{SETTING}', $1, false)", tenant)
+
+
+async def act_as_owner(conn: asyncpg.Connection) -> None:
+    """Back to the session's own role, no tenant named."""
+    await conn.execute(f"RESET ROLE; SELECT set_config('{SETTING}', '', false)")

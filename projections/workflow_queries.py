@@ -1,0 +1,247 @@
+"""Typed reads of the workflow read models: workflows, members, the channel (paged),
+inboxes, documents, proposals and schedules. Every query filters on the caller's tenant."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from projections.queries import View
+
+
+class MemberView(View, frozen=True, kw_only=True):
+    name: str
+    blueprint: str
+    agent_type: str
+    thread_id: str
+    status: str
+    run_id: str | None
+    runs: int
+
+
+class WorkflowView(View, frozen=True, kw_only=True):
+    id: str
+    agency_id: str
+    name: str
+    tag: str
+    status: str
+    run_id: str | None
+    stop_reason: str
+    message_count: int
+    limits: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    members: list[MemberView] = msgspec.field(default_factory=list)
+
+
+class ChannelMessageView(View, frozen=True, kw_only=True):
+    seq: int
+    message_id: str
+    sender: str
+    content: str
+    mentions: list[str]
+    hop: int
+    run_id: str | None
+    posted_at: datetime
+
+
+class ChannelPage(View, frozen=True, kw_only=True):
+    messages: list[ChannelMessageView]
+    has_more: bool
+
+
+class DocumentView(View, frozen=True, kw_only=True):
+    path: str
+    content: str
+    author: str
+    updated_at: datetime
+
+
+class ProposalView(View, frozen=True, kw_only=True):
+    id: str
+    title: str
+    description: str
+    author: str
+    options: list[str]
+    voters: list[str]
+    votes: dict[str, str]
+    status: str
+    outcome: str
+    tally: dict[str, int]
+    opened_at: datetime
+
+
+class ScheduleView(View, frozen=True, kw_only=True):
+    id: str
+    name: str
+    cron: str
+    target: str
+    workflow_id: str | None
+    agent: str | None
+    message: str
+    active: bool
+    last_tick: datetime | None
+    fired: int
+    updated_at: datetime
+
+
+def _workflow(r: asyncpg.Record, members: list[MemberView]) -> WorkflowView:
+    return WorkflowView(
+        id=r["workflow_id"], agency_id=r["agency_id"], name=r["name"], tag=r["tag"],
+        status=r["status"], run_id=r["run_id"], stop_reason=r["stop_reason"],
+        message_count=r["message_count"], limits=json.loads(r["limits"]),
+        created_at=r["created_at"], updated_at=r["updated_at"], members=members,
+    )  # fmt: skip
+
+
+async def _members(
+    conn: asyncpg.Connection, tenant: str, workflow_ids: list[str]
+) -> dict[str, list[MemberView]]:
+    rows = await conn.fetch(
+        "SELECT * FROM workflow_members WHERE tenant_id = $1 AND workflow_id = ANY($2) "
+        "ORDER BY member",
+        tenant,
+        workflow_ids,
+    )
+    found: dict[str, list[MemberView]] = {}
+    for r in rows:
+        found.setdefault(r["workflow_id"], []).append(
+            MemberView(
+                name=r["member"],
+                blueprint=r["blueprint"],
+                agent_type=r["agent_type"],
+                thread_id=r["thread_id"],
+                status=r["status"],
+                run_id=r["run_id"],
+                runs=r["runs"],
+            )
+        )
+    return found
+
+
+async def list_workflows(
+    conn: asyncpg.Connection, tenant: str, agency_id: str
+) -> list[WorkflowView]:
+    rows = await conn.fetch(
+        "SELECT * FROM workflows WHERE tenant_id = $1 AND agency_id = $2 "
+        "ORDER BY created_at, workflow_id",
+        tenant,
+        agency_id,
+    )
+    members = await _members(conn, tenant, [r["workflow_id"] for r in rows])
+    return [_workflow(r, members.get(r["workflow_id"], [])) for r in rows]
+
+
+async def get_workflow(
+    conn: asyncpg.Connection, tenant: str, agency_id: str, workflow_id: str
+) -> WorkflowView | None:
+    row = await conn.fetchrow(
+        "SELECT * FROM workflows WHERE tenant_id = $1 AND agency_id = $2 AND workflow_id = $3",
+        tenant,
+        agency_id,
+        workflow_id,
+    )
+    if row is None:
+        return None
+    members = await _members(conn, tenant, [workflow_id])
+    return _workflow(row, members.get(workflow_id, []))
+
+
+async def channel_page(
+    conn: asyncpg.Connection,
+    tenant: str,
+    workflow_id: str,
+    *,
+    after_seq: int = 0,
+    limit: int = 100,
+    mention: str | None = None,
+) -> ChannelPage:
+    """Messages after `after_seq` in order; with `mention`, only that member's inbox."""
+    rows = await conn.fetch(
+        "SELECT * FROM channel_messages WHERE tenant_id = $1 AND workflow_id = $2 "
+        "AND seq > $3 AND ($4::text IS NULL OR ($4 = ANY(mentions) AND sender <> $4)) "
+        "ORDER BY seq LIMIT $5",
+        tenant, workflow_id, after_seq, mention, limit + 1,
+    )  # fmt: skip
+    messages = [
+        ChannelMessageView(
+            seq=r["seq"],
+            message_id=r["message_id"],
+            sender=r["sender"],
+            content=r["content"],
+            mentions=list(r["mentions"]),
+            hop=r["hop"],
+            run_id=r["run_id"],
+            posted_at=r["posted_at"],
+        )
+        for r in rows[:limit]
+    ]
+    return ChannelPage(messages=messages, has_more=len(rows) > limit)
+
+
+async def documents(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> list[DocumentView]:
+    rows = await conn.fetch(
+        "SELECT * FROM workflow_documents WHERE tenant_id = $1 AND workflow_id = $2 ORDER BY path",
+        tenant,
+        workflow_id,
+    )
+    return [
+        DocumentView(
+            path=r["path"], content=r["content"], author=r["author"], updated_at=r["updated_at"]
+        )
+        for r in rows
+    ]
+
+
+async def proposals(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> list[ProposalView]:
+    rows = await conn.fetch(
+        "SELECT * FROM workflow_proposals WHERE tenant_id = $1 AND workflow_id = $2 "
+        "ORDER BY opened_at, proposal_id",
+        tenant,
+        workflow_id,
+    )
+    return [
+        ProposalView(
+            id=r["proposal_id"],
+            title=r["title"],
+            description=r["description"],
+            author=r["author"],
+            options=list(r["options"]),
+            voters=list(r["voters"]),
+            votes=json.loads(r["votes"]),
+            status=r["status"],
+            outcome=r["outcome"],
+            tally=json.loads(r["tally"]),
+            opened_at=r["opened_at"],
+        )
+        for r in rows
+    ]
+
+
+async def schedules(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ScheduleView]:
+    rows = await conn.fetch(
+        "SELECT * FROM schedules WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name, "
+        "schedule_id",
+        tenant,
+        agency_id,
+    )
+    return [
+        ScheduleView(
+            id=r["schedule_id"],
+            name=r["name"],
+            cron=r["cron"],
+            target=r["target"],
+            workflow_id=r["workflow_id"],
+            agent=r["agent"],
+            message=r["message"],
+            active=r["active"],
+            last_tick=r["last_tick"],
+            fired=r["fired"],
+            updated_at=r["updated_at"],
+        )
+        for r in rows
+    ]
