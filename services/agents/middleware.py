@@ -8,11 +8,11 @@ tools, external tools and entries of the thread state shown by `/state`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall
+from contracts.events.registry import BlueprintConfig
 from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class MiddlewareContext:
     held_calls: list[ToolCall] = field(default_factory=list)
 
     @property
-    def config(self) -> Mapping[str, Any]:
+    def config(self) -> BlueprintConfig:
         return self.blueprint.config
 
     def emit(self, event: AnyEvent) -> None:

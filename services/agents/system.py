@@ -5,6 +5,7 @@
         .defaults()
         .add_tool(lookup_weather, ["weather"])
         .use(MyMiddleware(), ["audit"])
+        .add_mcp_server(McpServer(name="github", url="https://…/mcp"), ["code"])
         .add_agent(BlueprintSpec(name="forecaster", prompt="...", tags=["default", "weather"]))
     )
 
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Generic, Self, TypeVar
 
-from contracts.events import BlueprintSpec
+from contracts.events import BlueprintSpec, McpServer
 from services.agents.middleware import Middleware
 from services.agents.tools import StateTool, SubagentTool, Tool
 
@@ -48,9 +49,11 @@ class AgentSystem:
         self._tools: list[_Tagged[Tool]] = []
         self._middleware: list[_Tagged[Middleware]] = []
         self._blueprints: dict[str, BlueprintSpec] = {}
+        self._mcp_servers: list[_Tagged[McpServer]] = []
 
     def defaults(self) -> Self:
-        """planning, filesystem and subagents under `default`; hitl under `hitl`."""
+        """planning, filesystem and subagents under `default`; hitl under `hitl`; the
+        workflow context tools under `workflow`."""
         from services.agents.builtin import default_middleware
 
         for middleware, tags in default_middleware():
@@ -59,6 +62,11 @@ class AgentSystem:
 
     def add_tool(self, tool: Tool, tags: Iterable[str] = ()) -> Self:
         self._tools.append(_Tagged(tool, frozenset(tags)))
+        return self
+
+    def add_mcp_server(self, server: McpServer, tags: Iterable[str] = ()) -> Self:
+        """Give blueprints with one of `tags` the tools of an MCP server (`docs/mcp.md`)."""
+        self._mcp_servers.append(_Tagged(server, frozenset(tags)))
         return self
 
     def use(self, middleware: Middleware, tags: Iterable[str] = ()) -> Self:
@@ -90,6 +98,14 @@ class AgentSystem:
             for tool in brought:
                 chosen[tool.name] = tool
         return chosen
+
+    def mcp_servers_for(self, blueprint: BlueprintSpec) -> list[McpServer]:
+        """The system's MCP servers whose tags meet the blueprint's, then the blueprint's own
+        (`config.mcp_servers`); a blueprint's server replaces a system one of its name."""
+        tags = set(blueprint.tags)
+        chosen = {s.item.name: s.item for s in self._mcp_servers if s.tags & tags}
+        chosen.update((s.name, s) for s in blueprint.config.mcp_servers)
+        return list(chosen.values())
 
     def external_tool(self, name: str) -> Tool | None:
         """Any external tool by name, for the tools service (the runtime checks selection)."""

@@ -16,9 +16,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from contracts.events import AnyEvent
+from contracts.events import AnyEvent, McpToolRef
 
 if TYPE_CHECKING:
+    from infra.jetstream.ports import AggregateStore
     from services.runtime.state import ThreadState
 
 JsonSchema = Mapping[str, Any]
@@ -52,6 +53,8 @@ class ToolContext:
     run_id: str
     call_id: str
     attempt: int = 1
+    # The event store, for tools that act on the log (the workflow context tools).
+    store: AggregateStore | None = None
 
 
 ToolResult = str | Mapping[str, Any] | list[Any] | None
@@ -72,6 +75,8 @@ class Tool:
     fn: ToolFn
     timeout: float = 30.0
     max_attempts: int = 3
+    # Set for a tool of an MCP server: what `tool.requested` names for the tools service.
+    mcp: McpToolRef | None = None
 
     @property
     def name(self) -> str:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import msgspec
 
@@ -137,25 +138,55 @@ class ScriptToolCall(msgspec.Struct, frozen=True, kw_only=True):
         return json.dumps(self.arguments, ensure_ascii=False)
 
 
+# How a scripted answer misbehaves (see `ScriptStep.fault`).
+Fault = Literal[
+    "malformed_chunk",  # one chunk of the stream is not JSON; the rest follows normally
+    "html",  # HTTP 200 with an HTML page (a proxy's error page)
+    "not_openai_json",  # HTTP 200 with JSON that is no chat completion
+    "hang",  # never answers: no status, no headers
+    "stall",  # streams `fault_after` chunks, then goes silent
+    "truncated",  # streams `fault_after` chunks, then ends the body without [DONE]
+    "disconnect",  # streams `fault_after` chunks, then drops the connection
+    "duplicate_tool_call_ids",  # every tool call carries the first call's id
+    "missing_tool_call_ids",  # tool calls carry no id
+    "unstreamed",  # a whole completion, though the request asked for a stream
+]
+STREAM_FAULTS: frozenset[Fault] = frozenset({"malformed_chunk", "stall", "truncated", "disconnect"})
+
+
 class ScriptStep(msgspec.Struct, frozen=True, kw_only=True):
     """One scripted model answer.
 
     `status` makes the first `times` attempts at this step answer that HTTP error (with
     `retry_after_ms` as a `retry-after-ms` header when set); `stream_error_after` instead
-    breaks the first `times` streamed attempts with an error event after that many chunks.
-    Later attempts answer normally. `delay_ms` waits before answering, `stream_delay_ms`
-    between streamed chunks. `usage` overrides the chars/4 token estimate.
+    breaks the first `times` streamed attempts with an error event after that many chunks;
+    `fault` makes the first `times` attempts misbehave that way (the stream faults act after
+    `fault_after` chunks). Later attempts answer normally. `delay_ms` (plus a random
+    0..`jitter_ms`) waits before answering, `stream_delay_ms` between streamed chunks.
+    `repeat` repeats `content` (a huge answer without a huge script). `usage` overrides the
+    chars/4 token estimate. Invalid tool arguments need no fault: give `arguments` as a
+    string that is not JSON.
     """
 
     content: str = ""
     tool_calls: tuple[ScriptToolCall, ...] = ()
     delay_ms: int = 0
+    jitter_ms: int = 0
     stream_delay_ms: int = 0
     status: int | None = None
     stream_error_after: int | None = None
+    fault: Fault | None = None
+    fault_after: int = 1
     times: int = 1
     retry_after_ms: int | None = None
+    repeat: int = 1
     usage: Usage | None = None
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1 or self.times < 0 or self.fault_after < 0:
+            raise ValueError("repeat must be at least 1, times and fault_after at least 0")
+        if min(self.delay_ms, self.jitter_ms, self.stream_delay_ms) < 0:
+            raise ValueError("delays must not be negative")
 
 
 class Script(msgspec.Struct, frozen=True, kw_only=True):
@@ -185,6 +216,8 @@ class Reply:
     delay: float = 0.0
     stream_delay: float | None = None  # None: the server's default pacing
     stream_error_after: int | None = None
+    fault: Fault | None = None
+    fault_after: int = 1
 
     @property
     def finish_reason(self) -> str:
@@ -279,7 +312,7 @@ class ScriptBook:
         if step_index >= len(steps):
             return _reply(request, key, "done", ())
         step = steps[step_index]
-        delay = step.delay_ms / 1000
+        delay = (step.delay_ms + random.uniform(0, step.jitter_ms)) / 1000
         failing = self._failures[(key, step_index)] < step.times
         if step.status is not None and failing:
             self._failures[(key, step_index)] += 1
@@ -294,16 +327,41 @@ class ScriptBook:
         if step.stream_error_after is not None and failing and request.stream:
             self._failures[(key, step_index)] += 1
             stream_error_after = step.stream_error_after
-        return _reply(
+        fault = None
+        if (
+            step.fault is not None
+            and failing
+            and (request.stream or step.fault not in STREAM_FAULTS)
+        ):
+            self._failures[(key, step_index)] += 1
+            fault = step.fault
+        reply = _reply(
             request,
             key,
-            step.content,
+            step.content * step.repeat,
             [(c.name, c.arguments_json()) for c in step.tool_calls],
             step.usage,
             delay=delay,
             stream_delay=step.stream_delay_ms / 1000 if step.stream_delay_ms else None,
             stream_error_after=stream_error_after,
+            fault=fault,
+            fault_after=step.fault_after,
         )
+        return _with_id_fault(reply)
+
+
+def _with_id_fault(reply: Reply) -> Reply:
+    """The reply's tool calls as a faulty server would number them."""
+    if not reply.tool_calls:
+        return reply
+    if reply.fault == "duplicate_tool_call_ids":
+        first = reply.tool_calls[0].id
+        calls = tuple(msgspec.structs.replace(c, id=first) for c in reply.tool_calls)
+    elif reply.fault == "missing_tool_call_ids":
+        calls = tuple(msgspec.structs.replace(c, id="") for c in reply.tool_calls)
+    else:
+        return reply
+    return replace(reply, tool_calls=calls)
 
 
 # --- the offline demo agent --------------------------------------------------------------
@@ -344,13 +402,36 @@ def demo_reply(request: ChatRequest) -> Reply:
         notes = f"# Notes\n\n## Request\n\n{_shorten(ask, 400)}\n\n## Summary\n\n- {short}\n"
         args = json.dumps({"path": "notes.md", "content": notes}, ensure_ascii=False)
         return _reply(request, "", "Writing my notes to notes.md.", [("write_file", args)])
+    handoff = _handoff(request)
+    if handoff is not None:
+        return _reply(request, "", f"My part is done. {handoff}, over to you.", ())
     done = []
     if "write_todos" in called:
         done.append("planned the work")
     if "write_file" in called:
         done.append("wrote notes.md")
     did = f"I {' and '.join(done)}" if done else "I looked at your request"
-    return _reply(request, "", f"Done. {did}: {short}", ())
+    return _reply(request, "", f"Done. {did}: {_quoted(ask)}", ())
+
+
+_HANDOFF = re.compile(r"\b(?:hand|pass)(?: it)? (?:over|on|off) to (@[A-Za-z0-9_-]+)", re.I)
+
+
+def _quoted(ask: str) -> str:
+    """The ask, short, for an answer: in a workflow the last message of the inbox, and
+    without `@`, since quoting a mention would address that member again."""
+    lines = [line for line in ask.splitlines() if line.startswith("[@")]
+    text = lines[-1].split("] ", 1)[-1] if lines else ask
+    return _shorten(text.replace("@", ""), 80).rstrip(".")
+
+
+def _handoff(request: ChatRequest) -> str | None:
+    """In a workflow, the member its instructions say to hand over to (`hand over to
+    @name`), so an offline workflow moves along its chain of mentions."""
+    for m in request.messages:
+        if m.role == "system" and (found := _HANDOFF.search(m.text)):
+            return found.group(1)
+    return None
 
 
 # --- chunking ----------------------------------------------------------------------------

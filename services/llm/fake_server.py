@@ -6,16 +6,21 @@
 
 Routes: `POST /v1/chat/completions` (streamed or not), `GET /v1/models`, and `POST` /
 `DELETE /_scripts` to script answers from another process. What it answers is decided in
-`fake_scripts`.
+`fake_scripts` (including the faults of a misbehaving server), how it is written in
+`fake_wire`. Every request is recorded (`FakeLLMServer.calls`) with its script key, its step
+and whether its whole answer was sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import random
 import socket
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -25,7 +30,6 @@ from litestar import Litestar, Request, Response, delete, get, post
 from litestar.params import FromQuery
 from litestar.response import Stream
 
-from contracts.events.base import Usage
 from services.llm.fake_scripts import (
     ChatRequest,
     Failure,
@@ -33,186 +37,100 @@ from services.llm.fake_scripts import (
     Script,
     ScriptBook,
     ScriptStep,
-    argument_fragments,
-    text_chunks,
     validate,
 )
+from services.llm.fake_wire import (
+    FOREIGN_JSON,
+    HTML_PAGE,
+    MALFORMED_CHUNK,
+    OutError,
+    OutErrorBody,
+    OutModel,
+    OutModelList,
+    completion,
+    encode,
+    error_response,
+    sse,
+    stream_chunks,
+)
 
-CREATED = 1_700_000_000  # a fixed timestamp keeps answers byte-for-byte deterministic
 MODELS = ("fake-model", "gpt-4.1-mini", "gpt-4o-mini")
 # Pacing outside `instant` mode, so the demo streams visibly.
 FIRST_TOKEN_DELAY = 0.15
 CHUNK_DELAY = 0.02
-
-# --- wire output -------------------------------------------------------------------------
-
-
-class OutFunction(msgspec.Struct, omit_defaults=True):
-    name: str | None = None
-    arguments: str = ""
-
-
-class OutToolCall(msgspec.Struct, omit_defaults=True):
-    function: OutFunction
-    index: int | None = None
-    id: str | None = None
-    type: str | None = None
-
-
-class OutDelta(msgspec.Struct, omit_defaults=True):
-    role: str | None = None
-    content: str | None = None
-    tool_calls: list[OutToolCall] | None = None
-
-
-class OutChunkChoice(msgspec.Struct):
-    index: int
-    delta: OutDelta
-    finish_reason: str | None = None
-
-
-class OutUsage(msgspec.Struct):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-    @classmethod
-    def of(cls, usage: Usage) -> OutUsage:
-        total = usage.input_tokens + usage.output_tokens
-        return cls(usage.input_tokens, usage.output_tokens, total)
-
-
-class OutChunk(msgspec.Struct, omit_defaults=True):
-    id: str
-    model: str
-    choices: list[OutChunkChoice]
-    object: str = "chat.completion.chunk"
-    created: int = CREATED
-    usage: OutUsage | None = None
-
-
-class OutMessage(msgspec.Struct):
-    role: str
-    content: str | None
-    tool_calls: list[OutToolCall] | None = None
-
-
-class OutChoice(msgspec.Struct):
-    index: int
-    message: OutMessage
-    finish_reason: str
-
-
-class OutCompletion(msgspec.Struct):
-    id: str
-    model: str
-    choices: list[OutChoice]
-    usage: OutUsage
-    object: str = "chat.completion"
-    created: int = CREATED
-
-
-class OutModel(msgspec.Struct):
-    id: str
-    object: str = "model"
-    created: int = CREATED
-    owned_by: str = "fake"
-
-
-class OutModelList(msgspec.Struct):
-    data: list[OutModel]
-    object: str = "list"
-
-
-class OutErrorBody(msgspec.Struct):
-    message: str
-    type: str
-    code: str | None = None
-
-
-class OutError(msgspec.Struct):
-    error: OutErrorBody
-
+# How long a hanging or stalled answer waits: past any client's timeout.
+HANG_SECONDS = 3600.0
 
 # Sleeps for the given seconds; true if the client went away meanwhile.
 Pause = Callable[[float], Awaitable[bool]]
 
-_encode = msgspec.json.Encoder().encode
 _decode_request = msgspec.json.Decoder(ChatRequest).decode
 _decode_script = msgspec.json.Decoder(Script).decode
 
 
-def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response[bytes]:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = OutError(OutErrorBody(message=message, type=kind, code=str(status)))
-    return Response(
-        _encode(body), status_code=status, media_type="application/json", headers=headers
-    )
+class DroppedConnection(Exception):
+    """Raised inside a streamed answer so the server drops the connection mid-body."""
 
 
-def _sse(value: msgspec.Struct) -> bytes:
-    return b"data: " + _encode(value) + b"\n\n"
+class _QuietDrops(logging.Filter):
+    """Keeps the server's error log free of the tracebacks of connections dropped on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        seen: set[int] = set()
+        while error is not None and id(error) not in seen:
+            seen.add(id(error))
+            if isinstance(error, DroppedConnection):
+                return False
+            if isinstance(error, BaseExceptionGroup) and any(
+                isinstance(e, DroppedConnection) for e in error.exceptions
+            ):
+                return False
+            error = error.__cause__ or error.__context__
+        return True
 
 
-def completion(reply: Reply, model: str) -> OutCompletion:
-    calls = [
-        OutToolCall(
-            id=c.id, type="function", function=OutFunction(name=c.name, arguments=c.arguments)
-        )
-        for c in reply.tool_calls
-    ]
-    message = OutMessage(
-        role="assistant",
-        content=reply.content if reply.content or not calls else None,
-        tool_calls=calls or None,
-    )
-    return OutCompletion(
-        id=reply.id,
-        model=model,
-        choices=[OutChoice(index=0, message=message, finish_reason=reply.finish_reason)],
-        usage=OutUsage.of(reply.usage),
-    )
+_QUIET_DROPS = _QuietDrops()
 
 
-def stream_chunks(reply: Reply, model: str, include_usage: bool) -> tuple[list[bytes], list[bytes]]:
-    """The SSE events of a streamed answer, as OpenAI sends them: (tokens, closing)."""
+@dataclass(slots=True)
+class Call:
+    """One chat completion request as the fake saw it: the script it matched (None for the
+    demo agent), its step (assistant messages so far), and whether its whole answer went out
+    (false for a call whose client went away, or that a fault cut short)."""
 
-    def chunk(delta: OutDelta, finish_reason: str | None = None) -> bytes:
-        choice = OutChunkChoice(index=0, delta=delta, finish_reason=finish_reason)
-        return _sse(OutChunk(id=reply.id, model=model, choices=[choice]))
-
-    events = [chunk(OutDelta(role="assistant", content=""))]
-    events.extend(chunk(OutDelta(content=piece)) for piece in text_chunks(reply.content))
-    for index, call in enumerate(reply.tool_calls):
-        head = OutToolCall(
-            index=index, id=call.id, type="function", function=OutFunction(name=call.name)
-        )
-        events.append(chunk(OutDelta(tool_calls=[head])))
-        events.extend(
-            chunk(
-                OutDelta(tool_calls=[OutToolCall(index=index, function=OutFunction(arguments=a))])
-            )
-            for a in argument_fragments(call.arguments)
-        )
-    closing = [chunk(OutDelta(), reply.finish_reason)]
-    if include_usage:
-        closing.append(
-            _sse(OutChunk(id=reply.id, model=model, choices=[], usage=OutUsage.of(reply.usage)))
-        )
-    closing.append(b"data: [DONE]\n\n")
-    return events, closing
+    key: str | None
+    step: int
+    finished: bool = False
 
 
 # --- the app -----------------------------------------------------------------------------
 
 
 class FakeLLM:
-    """The server's state: scripts, failure counts, and the requests it received."""
+    """The server's state: scripts, failure counts, and the requests it received.
 
-    def __init__(self, *, instant: bool = False, keep_requests: int = 10_000) -> None:
+    `latency_ms=(low, high)` adds a random delay in that range before every answer.
+    """
+
+    def __init__(
+        self,
+        *,
+        instant: bool = False,
+        keep_requests: int = 10_000,
+        latency_ms: tuple[int, int] | None = None,
+    ) -> None:
         self.instant = instant
+        self.latency_ms = latency_ms
         self.book = ScriptBook()
         self.received: deque[Any] = deque(maxlen=keep_requests)
+        self.calls: deque[Call] = deque(maxlen=keep_requests)
+
+    def _latency(self) -> float:
+        if self.latency_ms is None:
+            return 0.0
+        low, high = self.latency_ms
+        return random.uniform(low, high) / 1000
 
     def _delays(self, reply: Reply) -> tuple[float, float]:
         if self.instant:
@@ -224,52 +142,78 @@ class FakeLLM:
         try:
             request = _decode_request(body)
         except msgspec.ValidationError as e:
-            return _error(400, f"invalid chat completion request: {e}")
+            return error_response(400, f"invalid chat completion request: {e}")
         except msgspec.DecodeError as e:
-            return _error(400, f"request body is not JSON: {e}")
+            return error_response(400, f"request body is not JSON: {e}")
         self.received.append(msgspec.json.decode(body))
+        call = Call(key=self.book.match(request), step=request.step)
+        self.calls.append(call)
         problem = validate(request)
         if problem is not None:
-            return _error(400, problem)
+            return error_response(400, problem)
         answer = self.book.answer(request)
+        latency = self._latency()
         if isinstance(answer, Failure):
-            if await pause(answer.delay):
-                return _error(499, "client closed the request")
+            if await pause(answer.delay + latency):
+                return error_response(499, "client closed the request")
             headers = {}
             if answer.retry_after_ms is not None:
                 headers["retry-after-ms"] = str(answer.retry_after_ms)
-            return _error(answer.status, answer.message, headers)
+            call.finished = True
+            return error_response(answer.status, answer.message, headers)
+        if answer.fault == "hang":
+            await pause(HANG_SECONDS)
+            return error_response(499, "client closed the request")
         first, between = self._delays(answer)
-        if await pause(first):
-            return _error(499, "client closed the request")
-        if not request.stream:
+        if await pause(first + latency):
+            return error_response(499, "client closed the request")
+        if answer.fault == "html":
+            call.finished = True
+            return Response(HTML_PAGE, media_type="text/html")
+        if answer.fault == "not_openai_json":
+            call.finished = True
+            return Response(FOREIGN_JSON, media_type="application/json")
+        if not request.stream or answer.fault == "unstreamed":
+            call.finished = True
             return Response(
-                _encode(completion(answer, request.model)), media_type="application/json"
+                encode(completion(answer, request.model)), media_type="application/json"
             )
         include_usage = request.stream_options is not None and request.stream_options.include_usage
         tokens, closing = stream_chunks(answer, request.model, include_usage)
         return Stream(
-            _paced(tokens, closing, between, answer.stream_error_after),
+            _paced(call, answer, tokens, closing, between),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},
         )
 
 
 async def _paced(
-    tokens: list[bytes], closing: list[bytes], between: float, error_after: int | None
+    call: Call, reply: Reply, tokens: list[bytes], closing: list[bytes], between: float
 ) -> AsyncIterator[bytes]:
-    for i, event in enumerate(tokens):
+    # A stream fault strikes before the finishing chunk at the latest.
+    fault_at = min(reply.fault_after, len(tokens))
+    for i, event in enumerate([*tokens, *closing]):
         # The opening role chunk and the first token go out together: the reply's `delay` is
         # the time to first token, `between` the time between tokens.
-        if i > 1 and between:
+        if 1 < i < len(tokens) and between:
             await asyncio.sleep(between)
-        if error_after is not None and i == error_after:
+        if reply.stream_error_after == i and i < len(tokens):
             failure = OutError(OutErrorBody(message="scripted stream failure", type="server_error"))
-            yield _sse(failure)
+            yield sse(failure)
             return
+        if reply.fault is not None and i == fault_at:
+            match reply.fault:
+                case "malformed_chunk":
+                    yield MALFORMED_CHUNK
+                case "truncated":
+                    return
+                case "disconnect":
+                    raise DroppedConnection(f"dropped the connection after {i} chunks")
+                case "stall":
+                    await asyncio.sleep(HANG_SECONDS)
+                    return
         yield event
-    for event in closing:
-        yield event
+    call.finished = True
 
 
 async def _pause(request: Request[Any, Any, Any], seconds: float) -> bool:
@@ -307,7 +251,7 @@ def create_app(llm: FakeLLM) -> Litestar:
             script = _decode_script(await request.body())
             llm.book.add(script.key, script.steps)
         except (msgspec.DecodeError, ValueError) as e:
-            return _error(400, f"invalid script: {e}")
+            return error_response(400, f"invalid script: {e}")
         return Response(b"", status_code=204)
 
     @delete("/_scripts", status_code=204)
@@ -336,6 +280,7 @@ class FakeLLMServer:
     """The fake LLM served on 127.0.0.1 (port 0: a free port). An async context manager.
 
     `instant=True` drops the pacing meant for the demo; scripted delays still apply.
+    `latency_ms=(low, high)` adds a random delay in that range before every answer.
     """
 
     def __init__(
@@ -344,6 +289,7 @@ class FakeLLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         instant: bool = False,
+        latency_ms: tuple[int, int] | None = None,
         start_timeout: float = 10.0,
         stop_timeout: float = 5.0,
     ) -> None:
@@ -351,7 +297,7 @@ class FakeLLMServer:
         self._port = port
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
-        self._llm = FakeLLM(instant=instant)
+        self._llm = FakeLLM(instant=instant, latency_ms=latency_ms)
         self._socket: socket.socket | None = None
         self._bound_port: int | None = None
         self._server: uvicorn.Server | None = None
@@ -371,6 +317,11 @@ class FakeLLMServer:
     def requests(self) -> list[Any]:
         """Bodies of the chat completion requests received, oldest first."""
         return list(self._llm.received)
+
+    @property
+    def calls(self) -> list[Call]:
+        """Every chat completion request received, oldest first (see `Call`)."""
+        return list(self._llm.calls)
 
     def script(self, key: str, steps: Sequence[ScriptStep | Mapping[str, Any]]) -> None:
         """Answer requests mentioning `key` with `steps`, by step index; replaces a script."""
@@ -411,6 +362,7 @@ class FakeLLMServer:
                 timeout_graceful_shutdown=max(1, int(self._stop_timeout / 2)),
             )
             self._server = _EmbeddedServer(config)
+            logging.getLogger("uvicorn.error").addFilter(_QUIET_DROPS)  # idempotent
             self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="fake-llm")
             await self._until_started()
         except BaseException:

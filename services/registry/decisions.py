@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts.commands import CreateAgency, CreateTenant, CreateThread, SaveBlueprint
+from contracts.commands import (
+    CreateAgency,
+    CreateTenant,
+    CreateThread,
+    IssueApiKey,
+    RevokeApiKey,
+    SaveBlueprint,
+)
 from contracts.events import (
     AgencyCreated,
     AnyEvent,
     ApiKeyIssued,
+    ApiKeyRevoked,
     BlueprintSaved,
     TenantCreated,
     ThreadCreated,
 )
+from contracts.ids import is_valid_token
+from contracts.limits import has_nul
 from infra.jetstream.commandbus import CommandRejected
 from infra.jetstream.records import RecordedEvent
 from services.common.decide import applied
@@ -27,8 +37,50 @@ def create_tenant(
         raise CommandRejected("tenant_exists", "the tenant already exists")
     return (
         TenantCreated(name=command.name),
-        ApiKeyIssued(key_id=command.key_id, key_hash=command.key_hash),
+        ApiKeyIssued(key_id=command.key_id, key_hash=command.key_hash, name="default"),
     )
+
+
+def live_keys(history: list[RecordedEvent]) -> dict[str, str]:
+    """The tenant's unrevoked keys: key id → name."""
+    keys: dict[str, str] = {}
+    for e in history:
+        match e.payload:
+            case ApiKeyIssued(key_id=key_id, name=name):
+                keys[key_id] = name
+            case ApiKeyRevoked(key_id=key_id):
+                keys.pop(key_id, None)
+    return keys
+
+
+def issue_api_key(
+    command: IssueApiKey, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    if applied(history, key):
+        return ()
+    if not any(e.type == "tenant.created" for e in history):
+        raise CommandRejected("unknown_tenant", "the tenant does not exist")
+    live = live_keys(history)
+    if command.key_id in live or any(
+        isinstance(e.payload, ApiKeyIssued) and e.payload.key_id == command.key_id for e in history
+    ):
+        raise CommandRejected("key_exists", f"API key {command.key_id} already exists")
+    issued = ApiKeyIssued(key_id=command.key_id, key_hash=command.key_hash, name=command.name)
+    if command.replaces is None:
+        return (issued,)
+    if command.replaces not in live:
+        raise CommandRejected("unknown_key", f"no live API key {command.replaces}")
+    return (issued, ApiKeyRevoked(key_id=command.replaces))
+
+
+def revoke_api_key(
+    command: RevokeApiKey, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    if applied(history, key):
+        return ()
+    if command.key_id not in live_keys(history):
+        raise CommandRejected("unknown_key", f"no live API key {command.key_id}")
+    return (ApiKeyRevoked(key_id=command.key_id),)
 
 
 def create_agency(
@@ -48,6 +100,20 @@ def save_blueprint(
         return ()
     if not any(e.type == "agency.created" for e in history):
         raise CommandRejected("unknown_agency", f"agency {command.agency_id} does not exist")
+    if not is_valid_token(command.blueprint.name):
+        raise CommandRejected(
+            "invalid_blueprint",
+            f"blueprint name {command.blueprint.name[:80]!r} must be 1 to 64 letters, digits, "
+            "`-` or `_`",
+        )
+    if has_nul(command.blueprint):
+        raise CommandRejected("invalid_blueprint", "the blueprint contains a NUL character")
+    for server in command.blueprint.config.mcp_servers:
+        # A saved blueprint is a tenant's: it may not start processes on our hosts or read
+        # our services' environment (docs/mcp.md).
+        problem = server.operator_only()
+        if problem is not None:
+            raise CommandRejected("invalid_blueprint", problem)
     revision = 1 + sum(
         1
         for e in history

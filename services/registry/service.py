@@ -11,15 +11,22 @@ from contracts.commands import (
     CreateAgency,
     CreateTenant,
     CreateThread,
+    ForkThread,
+    IssueApiKey,
+    RevokeApiKey,
     SaveBlueprint,
 )
+from contracts.events import BlueprintDeleted, BlueprintSaved
+from contracts.ids import is_valid_token
 from contracts.subjects import Aggregate
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
+from infra.jetstream.errors import InvalidEvent
 from infra.jetstream.records import EventContext
 from services.agents.system import AgentSystem
 from services.common.decide import Decision, decide_and_append
 from services.registry import decisions
+from services.replay.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
 
@@ -30,6 +37,14 @@ class RegistryService:
         self._system = system
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
+        """Decide and append; a command whose events would break their contract is
+        rejected (dead-lettered with the reason), never retried."""
+        try:
+            await self._handle(envelope)
+        except InvalidEvent as e:
+            raise CommandRejected("invalid_event", str(e)) from e
+
+    async def _handle(self, envelope: CommandEnvelope) -> None:
         tenant = envelope.tenant_id
         key = envelope.idempotency_key
         match envelope.payload:
@@ -37,6 +52,16 @@ class RegistryService:
                 await self._append(
                     tenant, "tenant", tenant, key, None,
                     lambda h: decisions.create_tenant(create_tenant, h, key),
+                )  # fmt: skip
+            case IssueApiKey() as issue:
+                await self._append(
+                    tenant, "tenant", tenant, key, None,
+                    lambda h: decisions.issue_api_key(issue, h, key),
+                )  # fmt: skip
+            case RevokeApiKey() as revoke:
+                await self._append(
+                    tenant, "tenant", tenant, key, None,
+                    lambda h: decisions.revoke_api_key(revoke, h, key),
                 )  # fmt: skip
             case CreateAgency() as create_agency:
                 await self._append(
@@ -50,6 +75,8 @@ class RegistryService:
                 )  # fmt: skip
             case CreateThread() as command:
                 await self._create_thread(tenant, command, key)
+            case ForkThread() as fork:
+                await self._fork(tenant, fork)
             case other:
                 raise CommandRejected(
                     "wrong_service", f"{type(other).__name__} is not a registry command"
@@ -94,6 +121,37 @@ class RegistryService:
             ),
             idempotency_key=key,
         )  # fmt: skip
+
+    async def _fork(self, tenant: str, command: ForkThread) -> None:
+        """Fork through `services.replay.fork`; a redelivery finishes the same fork (its id
+        is the command's), and a fork that cannot be made is rejected with the reason."""
+        if not is_valid_token(command.fork_thread_id):
+            raise CommandRejected(
+                "invalid_id", f"fork thread id {command.fork_thread_id[:80]!r} is no valid id"
+            )
+        source = await self._bus.store.read(tenant, "thread", command.thread_id)
+        if not source or source[0].envelope.agency_id != command.agency_id:
+            raise CommandRejected(
+                "unknown_thread",
+                f"thread {command.thread_id} is not in agency {command.agency_id}",
+            )
+        known = None
+        if command.agent_type is not None:
+            known = set(self._system.blueprints)
+            for event in await self._bus.store.read(tenant, "agency", command.agency_id):
+                match event.payload:
+                    case BlueprintSaved(blueprint=spec):
+                        known.add(spec.name)
+                    case BlueprintDeleted(name=name) if name not in self._system.blueprints:
+                        known.discard(name)
+        try:
+            await fork_thread(
+                self._bus, tenant, command.thread_id, command.at_seq,
+                agent_type=command.agent_type, known_agent_types=known,
+                fork_id=command.fork_thread_id,
+            )  # fmt: skip
+        except ForkError as e:
+            raise CommandRejected("fork_refused", str(e)) from e
 
 
 async def run_registry(

@@ -75,6 +75,9 @@ class Comparison:
     # Why the re-execution ended early: the record ran out (a note), or the code raised.
     stopped: str | None = None
     failed: str | None = None
+    # Both sides in full, for views that show them side by side.
+    recorded: tuple[RecordedEvent, ...] = ()
+    reexecuted: tuple[RecordedEvent, ...] = ()
 
     @property
     def same(self) -> bool:
@@ -88,13 +91,14 @@ def compare(
     stopped: str | None = None,
     failed: str | None = None,
 ) -> Comparison:
+    left_all, right_all = tuple(recorded), tuple(reexecuted)
     for i in range(max(len(recorded), len(reexecuted))):
         left = recorded[i] if i < len(recorded) else None
         right = reexecuted[i] if i < len(reexecuted) else None
         if left is None or right is None:
             missing = "the record ends here" if left is None else "the re-execution ends here"
             divergence = Divergence(i, left, right, (missing,))
-            return Comparison(thread_id, i, divergence, stopped, failed)
+            return Comparison(thread_id, i, divergence, stopped, failed, left_all, right_all)
         if left.type != right.type:
             # Other fields of two different event types are noise beside the type.
             found = [f"type: {left.type} ≠ {right.type}"]
@@ -102,8 +106,8 @@ def compare(
             found = differences(signature(left), signature(right))
         if found:
             divergence = Divergence(i, left, right, tuple(found))
-            return Comparison(thread_id, i, divergence, stopped, failed)
-    return Comparison(thread_id, len(recorded), None, stopped, failed)
+            return Comparison(thread_id, i, divergence, stopped, failed, left_all, right_all)
+    return Comparison(thread_id, len(recorded), None, stopped, failed, left_all, right_all)
 
 
 def _cell(event: RecordedEvent | None) -> list[str]:

@@ -40,7 +40,7 @@ from contracts.events import (
     ToolError,
     ToolRequested,
 )
-from contracts.ids import new_id
+from contracts.ids import derived_id, new_id
 from contracts.subjects import Aggregate
 from infra.jetstream.connection import Bus
 from infra.jetstream.eventstore import EventStore
@@ -127,6 +127,27 @@ class _CopyStore(EventStore):
         ]
 
 
+@dataclass(frozen=True, slots=True)
+class _ThreadWrite:
+    thread_id: str
+    chunks: list[list[_Copy]]
+    context: EventContext
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """What a fork will write, computed from the log alone: the same source, cut and fork
+    id always give the same plan, so a fork interrupted halfway is finished, not redone."""
+
+    result: ForkResult
+    writes: tuple[_ThreadWrite, ...]
+
+    def events_of(self, thread_id: str) -> int:
+        """How many events the fork writes to one of its threads."""
+        write = next(w for w in self.writes if w.thread_id == thread_id)
+        return sum(len(c) for c in write.chunks)
+
+
 async def fork_thread(
     bus: Bus,
     tenant_id: str,
@@ -135,8 +156,30 @@ async def fork_thread(
     *,
     agent_type: str | None = None,
     known_agent_types: Collection[str] | None = None,
+    fork_id: str | None = None,
 ) -> ForkResult:
-    """Fork `thread_id` (and its subtree) at its event `at_seq`; see the module docstring."""
+    """Fork `thread_id` (and its subtree) at its event `at_seq`; see the module docstring.
+
+    With `fork_id` (the new thread's id) a repeat finishes what an interrupted fork left."""
+    plan = await plan_fork(
+        bus, tenant_id, thread_id, at_seq,
+        agent_type=agent_type, known_agent_types=known_agent_types, fork_id=fork_id,
+    )  # fmt: skip
+    await write_fork(bus, tenant_id, plan)
+    return plan.result
+
+
+async def plan_fork(
+    bus: Bus,
+    tenant_id: str,
+    thread_id: str,
+    at_seq: int,
+    *,
+    agent_type: str | None = None,
+    known_agent_types: Collection[str] | None = None,
+    fork_id: str | None = None,
+) -> ForkPlan:
+    """The fork's plan, without writing anything; `ForkError` when it cannot be made."""
     source = await read_thread(bus.store, tenant_id, thread_id)
     if not 1 <= at_seq <= source[-1].seq:
         raise ForkError(
@@ -153,9 +196,11 @@ async def fork_thread(
         bus.nc, tenant_id, start_seq=source[0].stream_seq, until_seq=cut
     )
     subtree = descendants(creations, thread_id, created_until=cut)
-    ids = _fork_ids(tenant_id, thread_id, subtree, {c.thread_id: c for c in creations})
-    store = _CopyStore(bus)
+    ids = _fork_ids(
+        tenant_id, thread_id, subtree, {c.thread_id: c for c in creations}, fork_id or new_id()
+    )
     canceled_runs: dict[str, tuple[str, ...]] = {}
+    writes: list[_ThreadWrite] = []
     # Children before their parent: the coordinator, reacting to the parent's copied
     # subagent requests, must find each forked child already complete.
     plans: list[tuple[str, str | None]] = [(thread_id, None)]
@@ -180,19 +225,38 @@ async def fork_thread(
             thread_id=ids[original],
             correlation_id=ids[thread_id],
         )
-        position = Position()
-        for chunk in _chunks(tenant_id, prefix, copies, closing):
-            result = await store.append_copies(
-                tenant_id, ids[original], chunk, expected=position, context=context
-            )
-            position = result.position
-    return ForkResult(
+        writes.append(
+            _ThreadWrite(ids[original], _chunks(tenant_id, prefix, copies, closing), context)
+        )
+    result = ForkResult(
         thread_id=ids[thread_id],
         source_thread_id=thread_id,
         at_seq=at_seq,
         children={child: ids[child] for child, _, _ in subtree},
         canceled_runs={t: runs for t, runs in canceled_runs.items() if runs},
     )
+    return ForkPlan(result=result, writes=tuple(writes))
+
+
+async def write_fork(bus: Bus, tenant_id: str, plan: ForkPlan) -> None:
+    """Write a plan; chunks a thread already holds (an interrupted fork's) are skipped."""
+    store = _CopyStore(bus)
+    for write in plan.writes:
+        existing, position = await bus.store.read_positioned(tenant_id, "thread", write.thread_id)
+        written = len(existing)
+        for chunk in write.chunks:
+            if written >= len(chunk):
+                written -= len(chunk)
+                continue
+            if written:
+                raise ForkError(
+                    f"thread {write.thread_id} holds events that are not this fork's; "
+                    "choose another fork id"
+                )
+            result = await store.append_copies(
+                tenant_id, write.thread_id, chunk, expected=position, context=write.context
+            )
+            position = result.position
 
 
 def _fork_ids(
@@ -200,17 +264,22 @@ def _fork_ids(
     root: str,
     subtree: Sequence[tuple[str, str, int]],
     creations: dict[str, Creation],
+    fork_id: str,
 ) -> dict[str, str]:
     """A new id per forked thread. A child the subagents coordinator spawned keeps the id it
     derives from (parent, call), computed for the forked parent: a copied request then finds
     its child (and the child its first run) already in place, and nothing is spawned twice."""
-    ids = {root: new_id()}
+    ids = {root: fork_id}
     for child, parent, _ in subtree:
         created = creations[child].event.payload
         ref = created.parent if isinstance(created, ThreadCreated) else None
         call = ref.tool_call_id if ref is not None else None
         derived = call is not None and child == child_thread_id(tenant_id, parent, call)
-        ids[child] = child_thread_id(tenant_id, ids[parent], call) if derived and call else new_id()
+        ids[child] = (
+            child_thread_id(tenant_id, ids[parent], call)
+            if derived and call
+            else derived_id("th", "fork", fork_id, child)
+        )
     return ids
 
 

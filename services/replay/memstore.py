@@ -18,7 +18,7 @@ import msgspec
 from contracts.envelope import Envelope
 from contracts.events import AnyEvent
 from contracts.subjects import Aggregate, aggregate_filter, event_subject
-from infra.jetstream.envelopes import new_envelopes
+from infra.jetstream.envelopes import encode_checked, new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 
@@ -73,7 +73,8 @@ class MemoryEventStore:
         envelopes = new_envelopes(
             tenant_id, aggregate, aggregate_id, payloads, current, context, idempotency_key
         )
-        recorded = self._store(key, envelopes)
+        bodies = encode_checked(envelopes)
+        recorded = self._store(key, envelopes, bodies)
         return AppendResult(position=recorded[-1].position, events=recorded)
 
     def copy(self, envelopes: Sequence[Envelope]) -> tuple[RecordedEvent, ...]:
@@ -87,15 +88,20 @@ class MemoryEventStore:
             self._copies.add(envelope.event_id)
         return tuple(stored)
 
-    def _store(self, key: Key, envelopes: Sequence[Envelope]) -> tuple[RecordedEvent, ...]:
+    def _store(
+        self, key: Key, envelopes: Sequence[Envelope], bodies: Sequence[bytes] = ()
+    ) -> tuple[RecordedEvent, ...]:
         events = self._aggregates.setdefault(key, [])
         seqs = self._stream_seqs.setdefault(key, [])
         recorded: list[RecordedEvent] = []
-        for envelope in envelopes:
+        for i, envelope in enumerate(envelopes):
             self._last_stream_seq += 1
             subject = event_subject(key[0], key[1], key[2], envelope.type)
             event = RecordedEvent(
-                envelope=envelope, stream_seq=self._last_stream_seq, subject=subject
+                envelope=envelope,
+                stream_seq=self._last_stream_seq,
+                subject=subject,
+                raw=bodies[i] if bodies else b"",
             )
             events.append(event)
             seqs.append(event.stream_seq)
@@ -122,6 +128,17 @@ class MemoryEventStore:
     ) -> tuple[list[RecordedEvent], Position]:
         events = self.since(tenant_id, aggregate, aggregate_id, after or Position())
         return events, events[-1].position if events else (after or Position())
+
+    async def read_from_leader(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]:
+        """One process, one copy: the same as `read_positioned`."""
+        return await self.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
 
     def since(
         self, tenant_id: str, aggregate: str, aggregate_id: str, after: Position

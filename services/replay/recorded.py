@@ -21,16 +21,18 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, get_args
 
 from contracts.events import (
     TOOL_RESULT_TYPES,
     AgentError,
     ModelCompleted,
     ModelStarted,
+    RunError,
     ToolRequested,
 )
 from infra.jetstream.records import RecordedEvent
+from services.llm.errors import ModelErrorKind
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, OnDelta
 
 DELTA = "model.delta"
@@ -211,7 +213,22 @@ class RecordedProvider:
             # if the run stopped meanwhile).
             await on_delta(call.completed.message.content if call.completed else "")
         if call.error is not None:
-            raise ModelError(call.error.error, retryable=call.error.retryable)
+            # The recorded run.error of this run keeps the failure's kind.
+            kind = next(
+                (
+                    e.payload.kind
+                    for e in self._record.events
+                    if e.stream_seq > call.started.stream_seq
+                    and isinstance(e.payload, RunError)
+                    and e.payload.run_id == run_id
+                ),
+                "model_error",
+            )
+            raise ModelError(
+                call.error.error,
+                retryable=call.error.retryable,
+                kind=kind if kind in get_args(ModelErrorKind) else "model_error",  # type: ignore[arg-type]
+            )
         assert call.completed is not None
         done = call.completed
         return ModelResponse(
@@ -219,4 +236,5 @@ class RecordedProvider:
             usage=done.usage,
             finish_reason=done.finish_reason,
             model=done.model,
+            cost_usd=done.cost_usd,
         )

@@ -21,6 +21,7 @@ from contracts.events import ModelStarted
 from infra.jetstream.records import Position, RecordedEvent
 from services.agents.system import AgentSystem
 from services.replay.compare import Comparison, compare
+from services.replay.mcp_tools import RecordedMcpTools
 from services.replay.memstore import MemoryEventStore
 from services.replay.recorded import (
     DELTA,
@@ -65,7 +66,13 @@ class _ThreadRun:
         self.stopped: str | None = None
         self.failed: str | None = None
         self.driver = ThreadDriver(
-            store, system, RecordedProvider(record, self), ThreadCache(store), BlueprintCache(store)
+            store,
+            system,
+            RecordedProvider(record, self),
+            ThreadCache(store),
+            BlueprintCache(store),
+            end_runs_on_failure=False,
+            mcp=RecordedMcpTools(record.events),
         )
 
     @property

@@ -20,8 +20,8 @@ from contracts.events import (
     ChatMessage,
     FileWritten,
     MessageAppended,
+    RequestInjected,
     RunCompleted,
-    RunError,
     RunPaused,
     RunResumed,
     RunStarted,
@@ -34,10 +34,11 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
+from contracts.limits import limits, truncate_text
 from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
 from services.runtime.session import end_turn, session_call, turn_over
 from services.runtime.spawn import agent_call, subagent_call
-from services.runtime.state import RunView, ThreadState
+from services.runtime.state import QueuedRequest, RunView, ThreadState
 from services.runtime.toolset import AnyTool
 
 DEFAULT_MAX_STEPS = 25
@@ -64,8 +65,7 @@ Action = Append | CallModel | Wait
 
 
 def max_steps_of(blueprint: BlueprintSpec) -> int:
-    value = blueprint.config.get("maxSteps", DEFAULT_MAX_STEPS)
-    return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_STEPS
+    return blueprint.config.max_steps or DEFAULT_MAX_STEPS
 
 
 def next_action(
@@ -76,6 +76,14 @@ def next_action(
         if state.queue:
             return Append(_start(state, blueprint))
         return Wait()
+    if run.status == "paused" and run.reason == "exhausted":
+        # Out of steps: the next request (whatever its strategy) continues the run, with
+        # another blueprint's worth of steps.
+        joining = state.queue
+        if not joining:
+            return Wait()
+        resumed = RunResumed(run_id=run.run_id, max_steps=run.step + max_steps_of(blueprint))
+        return Append((*inject(run.run_id, joining), resumed))
     if run.status == "paused" and run.reason == "hitl" and not run.hitl_pending:
         # A person has decided: resume here, where middleware sees the resume.
         return Append((RunResumed(run_id=run.run_id),))
@@ -104,16 +112,43 @@ def next_action(
                 )
             )
     if run.step >= run.max_steps:
-        return Append(
-            (
-                RunError(
-                    run_id=run.run_id,
-                    error=f"the run reached its step limit of {run.max_steps} without finishing",
-                    kind="step_limit",
-                ),
+        return Append((RunPaused(run_id=run.run_id, reason="exhausted"),))
+    joining = injectable(state) if run.step > 0 else ()
+    if joining:
+        # Messages queued while the run executes join it before its next model step.
+        return Append(inject(run.run_id, joining))
+    return CallModel(run_id=run.run_id, step=run.step + 1)
+
+
+def injectable(state: ThreadState) -> tuple[QueuedRequest, ...]:
+    """The queued requests (strategy `queue`) at the head of the queue, in order: those an
+    executing run (one that has made a model call) takes up before its next model step. A
+    request queued before the run's first call, or behind an `after` one, waits its turn."""
+    taken: list[QueuedRequest] = []
+    for queued in state.queue:
+        if queued.strategy != "queue":
+            break
+        taken.append(queued)
+    return tuple(taken)
+
+
+def inject(run_id: str, requests: tuple[QueuedRequest, ...]) -> tuple[AnyEvent, ...]:
+    """Each request joins `run_id`: `request.injected`, then its files and messages."""
+    events: list[AnyEvent] = []
+    for request in requests:
+        events.append(
+            RequestInjected(
+                run_id=run_id,
+                request_run_id=request.run_id,
+                idempotency_key=request.idempotency_key,
             )
         )
-    return CallModel(run_id=run.run_id, step=run.step + 1)
+        events.extend(
+            FileWritten(run_id=run_id, path=p, content=c, origin="attachment")
+            for p, c in request.files
+        )
+        events.extend(MessageAppended(run_id=run_id, message=m) for m in request.messages)
+    return tuple(events)
 
 
 def _start(state: ThreadState, blueprint: BlueprintSpec) -> tuple[AnyEvent, ...]:
@@ -187,6 +222,7 @@ def _resolve_calls(
                 call=effective,
                 timeout_ms=int(tool.timeout * 1000),
                 max_attempts=tool.max_attempts,
+                mcp=tool.mcp,
             )
         )
     if any(isinstance(e, SubagentRequested | SubagentMessaged) and e.blocking for e in events):
@@ -230,6 +266,7 @@ def _run_state_tool(
     else:
         outcome = tool.fn(args, state, run.run_id)
         outcome_events, output, failed = outcome.events, outcome.output, outcome.error
+    output = truncate_text(output, limits().max_tool_output_bytes)
     result: AnyEvent = (
         ToolError(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, error=output)
         if failed

@@ -28,12 +28,15 @@ class ThreadCache:
         self._capacity = capacity
         self._states: OrderedDict[tuple[str, str], ThreadState] = OrderedDict()
 
-    async def load(self, tenant_id: str, thread_id: str) -> ThreadState:
+    async def load(
+        self, tenant_id: str, thread_id: str, *, from_leader: bool = False
+    ) -> ThreadState:
+        """The thread as the log has it; `from_leader` reads what is new from the stream's
+        leader, never from a replica that may lag (see `EventStore.read_from_leader`)."""
         key = (tenant_id, thread_id)
         state = self._states.get(key) or ThreadState(tenant_id=tenant_id, thread_id=thread_id)
-        newer, position = await self._store.read_positioned(
-            tenant_id, "thread", thread_id, after=state.position
-        )
+        read = self._store.read_from_leader if from_leader else self._store.read_positioned
+        newer, position = await read(tenant_id, "thread", thread_id, after=state.position)
         for event in newer:
             state = state.apply(event)
         if position != state.position:

@@ -14,16 +14,34 @@ from contracts.events import (
     RunCanceled,
 )
 from infra.jetstream.commandbus import CommandRejected
+from services.runtime import fairness
 from services.runtime.actions import tool_message
 from services.runtime.state import ThreadState
 
 
-def invoke(state: ThreadState, command: InvokeThread, key: str) -> Sequence[AnyEvent]:
-    """Accept the request; the loop starts it now or after the active run (queue)."""
+def invoke(
+    state: ThreadState,
+    command: InvokeThread,
+    key: str,
+    *,
+    active_runs: int = 0,
+    limits: fairness.FairnessLimits | None = None,
+) -> Sequence[AnyEvent]:
+    """Accept the request; the loop starts it now, joins it to the active run, or starts it
+    after that run (see `actions.injectable`). `active_runs` is the tenant's admitted runs,
+    for its fairness `limits`."""
     if state.run_for_key(key) is not None:
         return ()  # the same key never starts a second run
+    if state.run(command.run_id) is not None:
+        return ()  # nor does the same run id, sent again under another key
+    # --- per-tenant fairness: the one place it decides (services/runtime/fairness.py) ---
+    refusal = fairness.refuse_invoke(active_runs, limits) if limits is not None else None
+    if refusal is not None:
+        return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refusal),)
+    # -------------------------------------------------------------------------------------
     active = state.active_run
-    if active is not None and command.strategy == "reject":
+    exhausted = active is not None and active.status == "paused" and active.reason == "exhausted"
+    if active is not None and command.strategy == "reject" and not exhausted:
         return (
             RequestRejected(
                 run_id=command.run_id,
@@ -43,8 +61,15 @@ def invoke(state: ThreadState, command: InvokeThread, key: str) -> Sequence[AnyE
     return (accepted,)
 
 
-def approve(state: ThreadState, command: ApproveToolCalls) -> Sequence[AnyEvent]:
+def approve(
+    state: ThreadState, command: ApproveToolCalls, key: str | None = None
+) -> Sequence[AnyEvent]:
+    """`key` is the command's idempotency key: a key already decided decides nothing."""
+    if key is not None and key in state.command_keys:
+        return ()
     run = state.active_run
+    if command.run_id is not None and (run is None or run.run_id != command.run_id):
+        return ()  # bound to a run that is over: nothing to approve any more
     if run is None or run.status != "paused" or not run.hitl_pending:
         raise CommandRejected("not_awaiting_approval", "no run of this thread awaits approval")
     if command.modified_tool_calls:
@@ -65,10 +90,15 @@ def approve(state: ThreadState, command: ApproveToolCalls) -> Sequence[AnyEvent]
     )
 
 
-def cancel(state: ThreadState, command: CancelRun) -> Sequence[AnyEvent]:
+def cancel(state: ThreadState, command: CancelRun, key: str | None = None) -> Sequence[AnyEvent]:
+    """`key` is the command's idempotency key: a key already decided cancels nothing."""
+    if key is not None and key in state.command_keys:
+        return ()
     run = state.active_run
     if run is None:
         return ()  # nothing runs: cancel is a no-op, not an error
+    if command.run_id is not None and command.run_id != run.run_id:
+        return ()  # bound to a run that is over: the active one is another's
     return canceled(state, run.run_id, command.reason or "canceled by request")
 
 

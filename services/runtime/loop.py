@@ -9,8 +9,10 @@ reloads and decides again, so a thread's events stay one gap-free sequence.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import msgspec
 import structlog
@@ -24,6 +26,7 @@ from contracts.events import (
     ChatMessage,
     ContextTrimmed,
     HitlInterrupt,
+    McpServer,
     MessageAppended,
     MiddlewareAfterModel,
     MiddlewareBeforeModel,
@@ -38,16 +41,28 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
+from contracts.limits import limits
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.system import AgentSystem
+from services.agents.tools import Tool
+from services.common.decide import CONFLICT_ATTEMPTS
+from services.llm.errors import ModelStreamError
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
 from services.runtime.actions import Append, CallModel, Wait, next_action
 from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime.failures import (
+    LoopDidNotSettle,
+    describe,
+    failure_kind,
+    fit_message,
+    is_transient,
+    run_failed,
+)
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
@@ -73,6 +88,24 @@ def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
     return replace(virtual, position=state.position)
 
 
+def still_ours(before: ThreadState, after: ThreadState, pending: list[AnyEvent]) -> list[AnyEvent]:
+    """After a conflict, the decisions in `pending` that still stand. When the active run is
+    running at the same step with the same messages, another writer only added what does
+    not touch it (a request queued, say): the model's answer and the tool results in
+    `pending` go again, on top, and are not lost (nor the tools run twice). Otherwise (the
+    run was canceled, or these very events were stored after all) nothing stands."""
+    was, now = before.active_run, after.active_run
+    same = (
+        was is not None
+        and now is not None
+        and was.run_id == now.run_id
+        and was.status == now.status == "running"
+        and was.step == now.step
+        and len(before.messages) == len(after.messages)
+    )
+    return pending if same else []
+
+
 class UnknownThread(Exception):
     """The thread has no `thread.created` yet (its create command may still be in flight)."""
 
@@ -90,6 +123,19 @@ class Resolved:
     middleware: list[Middleware]
     # Every blueprint the thread's agency knows (static, overridden by dynamic ones).
     blueprints: dict[str, BlueprintSpec]
+    # The tools of the MCP servers the blueprint names, by the name the model calls.
+    mcp_tools: dict[str, Tool] = field(default_factory=dict)
+
+
+class McpTools(Protocol):
+    """Where the runtime gets MCP servers' tools (`services.mcpclient.McpCatalog`)."""
+
+    async def tools(self, servers: Iterable[McpServer]) -> dict[str, Tool]: ...
+
+
+# A step whose answer stream is cut mid-way (after text was shown) is made again this
+# many times in all before the run ends with the error.
+_STREAM_RERUNS = 3
 
 
 class ThreadDriver:
@@ -100,7 +146,13 @@ class ThreadDriver:
         provider: Provider,
         threads: ThreadCache,
         blueprints: BlueprintCache,
+        *,
+        end_runs_on_failure: bool = True,
+        mcp: McpTools | None = None,
     ) -> None:
+        self._mcp = mcp
+        # Re-execution turns this off: there, code that raises is a finding to report.
+        self._end_runs_on_failure = end_runs_on_failure
         self._store = store
         self._system = system
         self._provider = provider
@@ -109,6 +161,18 @@ class ThreadDriver:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         # The model call in flight per thread, so a cancel can abort it.
         self.inflight: dict[tuple[str, str], asyncio.Task[ModelResponse]] = {}
+        # Appends made by the drives being watched (`watched`), per thread.
+        self._appends: dict[tuple[str, str], int] = {}
+
+    @contextlib.contextmanager
+    def watched(self, tenant_id: str, thread_id: str) -> Iterator[Callable[[], int]]:
+        """Count this thread's appends while the block runs; yields how many so far."""
+        key = (tenant_id, thread_id)
+        self._appends[key] = 0
+        try:
+            yield lambda: self._appends.get(key, 0)
+        finally:
+            self._appends.pop(key, None)
 
     def lock(self, tenant_id: str, thread_id: str) -> asyncio.Lock:
         return self._locks.setdefault((tenant_id, thread_id), asyncio.Lock())
@@ -117,36 +181,77 @@ class ThreadDriver:
         dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
         merged = {**self._system.blueprints, **dynamic}
         blueprint = merged.get(state.agent_type) or BlueprintSpec(name=state.agent_type)
-        return Resolved(blueprint, self._system.middleware_for(blueprint), merged)
+        servers = self._system.mcp_servers_for(blueprint)
+        mcp_tools = await self._mcp.tools(servers) if servers and self._mcp is not None else {}
+        return Resolved(blueprint, self._system.middleware_for(blueprint), merged, mcp_tools)
 
     async def drive(self, tenant_id: str, thread_id: str) -> ThreadState:
-        """Act on the thread until it waits. Decisions that need no I/O are gathered and
-        appended together with the next thing that does (a model call, or waiting), so a
-        step costs one append, not one per decision."""
+        """Act on the thread until it waits (see `drive_locked`), one task per thread in
+        this process."""
         async with self.lock(tenant_id, thread_id):
+            return await self.drive_locked(tenant_id, thread_id)
+
+    async def drive_locked(self, tenant_id: str, thread_id: str, *, seen: int = 0) -> ThreadState:
+        """Act on the thread until it waits. The caller holds the thread's lock (and, across
+        processes, its lease). A failure that a retry cannot fix ends the active run with
+        `run.error` naming it; a transient one (the broker did not answer) is raised, so the
+        trigger is delivered again."""
+        state = await self._threads.load(tenant_id, thread_id)
+        if state.position.stream_seq < seen:
+            # `seen` is the stream sequence of the event that woke us; a replica that has
+            # not caught up with it answered the read: ask the stream's leader instead.
+            state = await self._threads.load(tenant_id, thread_id, from_leader=True)
+        if not state.exists:
+            raise UnknownThread(tenant_id, thread_id)
+        try:
+            return await self._settle(state)
+        except Exception as e:
+            if is_transient(e) or not self._end_runs_on_failure:
+                raise
+            log.exception("run failed", thread_id=thread_id)
+            return await self.end_run(tenant_id, thread_id, failure_kind(e), describe(e))
+
+    async def _settle(self, state: ThreadState) -> ThreadState:
+        """Decisions that need no I/O are gathered and appended together with the next thing
+        that does (a model call, or waiting), so a step costs one append, not one per
+        decision."""
+        pending: list[AnyEvent] = []
+        for _ in range(_MAX_ITERATIONS):
+            virtual = simulate(state, pending)
+            resolved = await self.resolve(virtual)
+            tools = tools_now(
+                self._system, resolved.blueprint, virtual, resolved.blueprints, resolved.mcp_tools
+            )
+            action = next_action(virtual, resolved.blueprint, tools)
+            match action:
+                case Append(events=events):
+                    pending += await self._tool_hooks(virtual, resolved, events)
+                case Wait():
+                    if not pending:
+                        return state
+                    stored, appended = await self.append(state, pending)
+                    pending = [] if appended else still_ours(state, stored, pending)
+                    state = stored
+                case CallModel(run_id=run_id, step=step):
+                    state, pending = await self._model_step(state, pending, resolved, run_id, step)
+        raise LoopDidNotSettle(state.thread_id, _MAX_ITERATIONS)
+
+    async def end_run(
+        self, tenant_id: str, thread_id: str, kind: str, error: str, *, run_id: str | None = None
+    ) -> ThreadState:
+        """End the thread's active run (or the queued request it failed to start) with
+        `run.error`, from the log as it is now; a run that ended meanwhile stays as it is.
+        With `run_id`, only if that is the run to end."""
+        for _ in range(CONFLICT_ATTEMPTS):
             state = await self._threads.load(tenant_id, thread_id)
-            if not state.exists:
-                raise UnknownThread(tenant_id, thread_id)
-            pending: list[AnyEvent] = []
-            for _ in range(_MAX_ITERATIONS):
-                virtual = simulate(state, pending)
-                resolved = await self.resolve(virtual)
-                tools = tools_now(self._system, resolved.blueprint, virtual, resolved.blueprints)
-                action = next_action(virtual, resolved.blueprint, tools)
-                match action:
-                    case Append(events=events):
-                        pending += await self._tool_hooks(virtual, resolved, events)
-                    case Wait():
-                        if not pending:
-                            return state
-                        state, _ = await self.append(state, pending)
-                        pending = []
-                    case CallModel(run_id=run_id, step=step):
-                        state, pending = await self._model_step(
-                            state, pending, resolved, run_id, step
-                        )
-            log.error("thread loop did not settle", thread_id=thread_id)
-            return state
+            events = run_failed(state, kind, error, run_id=run_id)
+            if not events:
+                return state
+            state, appended = await self.append(state, events)
+            if appended:
+                log.warning("run ended with an error", thread_id=thread_id, kind=kind)
+                return state
+        raise RuntimeError(f"thread {thread_id}: could not record the run's failure")
 
     async def _tool_hooks(
         self, state: ThreadState, resolved: Resolved, events: Sequence[AnyEvent]
@@ -186,7 +291,8 @@ class ThreadDriver:
         self, state: ThreadState, events: Sequence[AnyEvent]
     ) -> tuple[ThreadState, bool]:
         """Append after the state's position. On a conflict, the reloaded state and False:
-        the caller decides again from what the other writer left."""
+        the caller decides again from what the other writer left. An append the broker had
+        already stored (a retried publish) is in the log: the reloaded state and True."""
         try:
             result = await self._store.append(
                 state.tenant_id,
@@ -203,7 +309,10 @@ class ThreadDriver:
         except ConcurrencyError:
             return await self._threads.load(state.tenant_id, state.thread_id), False
         if result.duplicate:
-            return await self._threads.load(state.tenant_id, state.thread_id), False
+            return await self._threads.load(state.tenant_id, state.thread_id), True
+        key = (state.tenant_id, state.thread_id)
+        if key in self._appends:
+            self._appends[key] += 1
         return self._threads.advance(state, result.events), True
 
     async def _model_step(
@@ -221,7 +330,7 @@ class ThreadDriver:
         state = simulate(state, pending)
         ctx = MiddlewareContext(state=state, blueprint=blueprint, run_id=run_id, step=step)
         model = self._system.model_for(blueprint)
-        tools = tools_now(self._system, blueprint, state, resolved.blueprints)
+        tools = tools_now(self._system, blueprint, state, resolved.blueprints, resolved.mcp_tools)
         side = side_config(blueprint, state.side)
         own_prompt = side.prompt if side is not None else blueprint.prompt
         prompts = [own_prompt] if own_prompt else []
@@ -229,7 +338,7 @@ class ThreadDriver:
             extra = middleware.system_prompt(ctx)
             if extra:
                 prompts.append(extra)
-        budget = blueprint.config.get("tokenBudget", DEFAULT_TOKEN_BUDGET)
+        budget = blueprint.config.token_budget or DEFAULT_TOKEN_BUDGET
         plan = ModelPlan(
             model=model,
             system_prompts=prompts,
@@ -237,7 +346,7 @@ class ThreadDriver:
             if side and state.side
             else list(state.messages),
             tools=[t.spec for t in tools.values()],
-            token_budget=budget if isinstance(budget, int) else DEFAULT_TOKEN_BUDGET,
+            token_budget=budget,
         )
         prelude: list[AnyEvent] = [RunTick(run_id=run_id, step=step)]
         if step == 1:
@@ -270,20 +379,24 @@ class ThreadDriver:
         ctx.emitted.clear()
         state, appended = await self.append(state_before, [*pending, *prelude])
         if not appended:
-            return state, []  # someone else moved the thread; decide again from there
+            # Someone else moved the thread: decide again from there (keeping what the
+            # last model call answered, if the run goes on where it was).
+            return state, still_ours(state_before, state, pending)
         request = ModelRequest(
             model=model, messages=(*system_messages, *trimmed.messages), tools=tuple(plan.tools)
         )
         try:
-            response, state = await self._call_model(state, request, run_id, step)
+            response, state = await self._call_model_rerun(state, request, run_id, step)
         except ModelAborted:
             return await self._threads.load(state.tenant_id, state.thread_id), []
         except ModelError as e:
             log.warning("model call failed", run_id=run_id, error=str(e))
+            kind = e.kind or "model_error"
             return state, [
                 AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
-                RunError(run_id=run_id, error=f"model call failed: {e}", kind="model_error"),
+                RunError(run_id=run_id, error=f"model call failed: {e}", kind=kind),
             ]
+        response = replace(response, message=fit_message(response.message))
         ctx.state = state
         if side is not None:
             # Whose turn it was: each side later sees its own words as the assistant's.
@@ -298,6 +411,7 @@ class ThreadDriver:
                 message=response.message,
                 usage=response.usage,
                 finish_reason=response.finish_reason,
+                cost_usd=response.cost_usd,
             )
         ]
         for middleware in resolved.middleware:
@@ -312,12 +426,33 @@ class ThreadDriver:
             after.append(RunPaused(run_id=run_id, reason="hitl"))
         return state, after
 
+    async def _call_model_rerun(
+        self, state: ThreadState, request: ModelRequest, run_id: str, step: int
+    ) -> tuple[ModelResponse, ThreadState]:
+        """`_call_model`, made again when a retryable failure cut an answer already being
+        streamed (the provider cannot retry it: part of it was shown). The deltas shown
+        are superseded by the new call's; only the completed answer is recorded."""
+        for rerun in range(1, _STREAM_RERUNS + 1):
+            try:
+                return await self._call_model(state, request, run_id, step)
+            except ModelStreamError as e:
+                if not (e.partial and e.retryable) or rerun == _STREAM_RERUNS:
+                    raise
+                log.warning("model stream cut mid-answer; the step is made again", error=str(e))
+        raise AssertionError("unreachable")
+
     async def _call_model(
         self, state: ThreadState, request: ModelRequest, run_id: str, step: int
     ) -> tuple[ModelResponse, ThreadState]:
         holder = {"state": state}
+        # Text past the answer limit is not streamed either (characters: at most as many).
+        room = [limits().max_message_bytes]
 
         async def on_delta(text: str) -> None:
+            text = text[: room[0]]
+            if not text:
+                return
+            room[0] -= len(text)
             current = holder["state"]
             updated, _ = await self.append(
                 current, [ModelDelta(run_id=run_id, step=step, delta=text)]
@@ -356,6 +491,8 @@ class ThreadDriver:
             raise ModelAborted() from None
         finally:
             self.inflight.pop(key, None)
+            if not task.done():  # this drive was cancelled (shutdown, or its lease lost)
+                task.cancel()
         return response, holder["state"]
 
     def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:

@@ -14,28 +14,76 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import random
+from collections.abc import Sequence
 
+import msgspec
 import structlog
 from nats.aio.msg import Msg
 
-from contracts.commands import ApproveToolCalls, CancelRun, CommandEnvelope, InvokeThread
+from contracts.commands import (
+    ApproveToolCalls,
+    CancelRun,
+    CommandEnvelope,
+    InvokeThread,
+    WatchRun,
+)
+from contracts.envelope import utc_now
+from contracts.events import AnyEvent, RequestAccepted
+from contracts.ids import new_id
 from contracts.subjects import events_of_type_filter, tenant_of
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
+from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import RUNTIME_TRIGGERS
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.eventworker import EventWorker, PermanentFailure
+from infra.jetstream.leases import Leases, LeaseSettings
 from infra.jetstream.records import EventContext, RecordedEvent
+from infra.tasks import cancel_and_wait
 from services.agents.system import AgentSystem
 from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
 from services.llm.provider import Provider
-from services.runtime import commands
+from services.runtime import commands, fairness, watchdog
 from services.runtime.cache import BlueprintCache, ThreadCache
-from services.runtime.loop import ThreadDriver, UnknownThread
+from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
+from services.runtime.state import ThreadState
 
 log = structlog.get_logger(__name__)
 
 TRIGGER_CONSUMER = RUNTIME_TRIGGERS.name
+
+
+# How long a trigger waits for a busy thread's lease before it is redelivered instead;
+# the holder lets go whenever the thread waits, so this is rarely reached.
+_BUSY_WAIT = 300.0
+_BUSY_PAUSE = 0.05
+_BUSY_PAUSE_MAX = 1.0
+_BUSY_WARN = 30.0
+# A watch is re-sent before the broker's delivery limit for the runtime's commands.
+_WATCH_RENEW_AT = 4
+
+
+class ThreadBusy(Exception):
+    def __init__(self, tenant: str, thread_id: str, seconds: float) -> None:
+        super().__init__(
+            f"thread {thread_id} of tenant {tenant} stayed leased to another worker for "
+            f"{seconds:g} s"
+        )
+
+
+class DriveStalled(Exception):
+    """A drive appended nothing for the watchdog's `end_after`: it waits on something that
+    will not answer, and must not hold the thread's lease (and its run) any longer."""
+
+    def __init__(self, thread_id: str, seconds: float) -> None:
+        super().__init__(
+            f"driving thread {thread_id} made no progress for {seconds:g} s; it was stopped"
+        )
+
+
+def lease_key(tenant: str, thread_id: str) -> str:
+    return f"thread.{tenant}.{thread_id}"
 
 
 def thread_of(subject: str) -> str:
@@ -54,17 +102,29 @@ class RuntimeService:
         ack_wait: float = 30.0,
         max_deliver: int = 10,
         consumer: str = TRIGGER_CONSUMER,
+        leases: Leases,
+        busy_wait: float = _BUSY_WAIT,
+        watch: watchdog.WatchSettings | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
+        self._watch_settings = watch or watchdog.WatchSettings.from_env()
         self._bus = bus
+        self.leases = leases
+        self._busy_wait = busy_wait
         self._consumer = consumer
         self._threads = ThreadCache(bus.store)
         self.blueprints = BlueprintCache(bus.store)
-        self.driver = ThreadDriver(bus.store, system, provider, self._threads, self.blueprints)
+        self.driver = ThreadDriver(
+            bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
+        )
         self._concurrency = concurrency
         self._background: asyncio.TaskGroup | None = None
         self._eager: set[asyncio.Task[None]] = set()
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
+        # Per-tenant fairness (services/runtime/fairness.py): limits, and the load they need.
+        self.fairness = fairness.FairnessLimits.from_env()
+        self.load = fairness.TenantLoad()
 
     def attach(self, background: asyncio.TaskGroup) -> None:
         """The task group that eager drives run in (and end with)."""
@@ -75,6 +135,9 @@ class RuntimeService:
     async def handle_command(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         payload = envelope.payload
         match payload:
+            case WatchRun():
+                await self._watch(envelope.tenant_id, payload, delivery)
+                return
             case InvokeThread() | ApproveToolCalls() | CancelRun():
                 thread_id = payload.thread_id
             case other:
@@ -82,8 +145,9 @@ class RuntimeService:
                     "wrong_service", f"{type(other).__name__} is not a runtime command"
                 )
         tenant = envelope.tenant_id
+        from_leader = False
         for attempt in range(CONFLICT_ATTEMPTS):
-            state = await self._threads.load(tenant, thread_id)
+            state = await self._threads.load(tenant, thread_id, from_leader=from_leader)
             if not state.exists:
                 # The create command may not be applied yet: retried with backoff, then
                 # dead-lettered as exhausted.
@@ -92,16 +156,28 @@ class RuntimeService:
                 raise CommandRejected(
                     "unknown_thread", f"thread {thread_id} is not in agency {payload.agency_id}"
                 )
-            match payload:
-                case InvokeThread():
-                    events = commands.invoke(state, payload, envelope.idempotency_key)
-                case ApproveToolCalls():
-                    events = commands.approve(state, payload)
-                case CancelRun():
-                    events = commands.cancel(state, payload)
-            if not events:
-                return
             try:
+                events = self._decide(state, envelope, payload)
+            except CommandRejected:
+                if from_leader:
+                    raise
+                # Refused for good only on what the stream's leader says: a replica that is
+                # catching up may not have the event that makes the command valid yet.
+                from_leader = True
+                continue
+            # Counted for the tenant's fairness in the step that decided it (no await since):
+            # concurrent invokes of one tenant never all take its last free slot.
+            accepted = [e.run_id for e in events if isinstance(e, RequestAccepted)]
+            for run_id in accepted:
+                self.load.reserve(tenant, run_id)
+            stored = False
+            try:
+                if isinstance(payload, InvokeThread):
+                    # Armed before the request is stored, and again on a redelivery (a no-op
+                    # inside the broker's duplicate window): no accepted run goes unwatched.
+                    await self._arm_watch(tenant, payload)
+                if not events:
+                    return
                 await self._bus.store.append(
                     tenant,
                     "thread",
@@ -116,14 +192,43 @@ class RuntimeService:
                     ),
                     idempotency_key=envelope.idempotency_key,
                 )
+                stored = True
             except ConcurrencyError:
                 # A busy thread (a streaming model call appends every 50 ms) can win a few
                 # times in a row: back off a little, with jitter, and decide again.
                 await asyncio.sleep(conflict_pause(attempt))
                 continue
+            finally:
+                # Stored: admitted (the log says so a moment later too). Not stored: a
+                # conflict decides again, a failure is retried; either way released.
+                for run_id in accepted:
+                    if stored:
+                        self.load.admitted(tenant, run_id)
+                    else:
+                        self.load.release(tenant, run_id)
             self._drive_soon(tenant, thread_id)
             return
         raise RuntimeError(f"thread {thread_id}: too many concurrent writers")
+
+    def _decide(
+        self,
+        state: ThreadState,
+        envelope: CommandEnvelope,
+        payload: InvokeThread | ApproveToolCalls | CancelRun,
+    ) -> Sequence[AnyEvent]:
+        match payload:
+            case InvokeThread():
+                return commands.invoke(
+                    state,
+                    payload,
+                    envelope.idempotency_key,
+                    active_runs=self.load.active(envelope.tenant_id),
+                    limits=self.fairness,
+                )
+            case ApproveToolCalls():
+                return commands.approve(state, payload, envelope.idempotency_key)
+            case CancelRun():
+                return commands.cancel(state, payload, envelope.idempotency_key)
 
     def _drive_soon(self, tenant: str, thread_id: str) -> None:
         """Start driving the thread now, without waiting for the trigger event to come back
@@ -135,11 +240,124 @@ class RuntimeService:
         self._eager.add(task)
 
     async def _eager_drive(self, tenant: str, thread_id: str) -> None:
+        if self.driver.lock(tenant, thread_id).locked():
+            return  # this process drives it already; the trigger makes sure nothing is missed
         try:
             with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
-                await self.driver.drive(tenant, thread_id)
+                await self.drive_owned(tenant, thread_id)
         except Exception:  # the trigger's delivery retries and dead-letters properly
             log.warning("eager drive failed; the trigger will retry", exc_info=True)
+
+    async def drive_owned(self, tenant: str, thread_id: str, seen: int = 0) -> bool:
+        """Drive the thread while holding its lease: False (having done nothing) while
+        another worker holds it. Only the lease holder makes the thread's model calls."""
+        async with self.driver.lock(tenant, thread_id):
+            outcome = await self.leases.run_owned(
+                lease_key(tenant, thread_id),
+                lambda: self._drive_bounded(tenant, thread_id, seen),
+            )
+        return outcome is not None
+
+    async def _drive_bounded(self, tenant: str, thread_id: str, seen: int) -> bool:
+        """`drive_locked`, stopped when it appends nothing for `end_after` seconds. Every
+        wait inside is bounded on its own; this bounds what a bug or an unforeseen hang
+        would otherwise hold forever (the lease renews for as long as the process lives)."""
+        idle = self._watch_settings.end_after
+        with self.driver.watched(tenant, thread_id) as appends:
+            task = asyncio.ensure_future(self.driver.drive_locked(tenant, thread_id, seen=seen))
+            try:
+                while True:
+                    before = appends()
+                    done, _ = await asyncio.wait({task}, timeout=idle)
+                    if done:
+                        task.result()
+                        return True
+                    if appends() == before:
+                        log.error("drive stalled; stopping it", thread_id=thread_id, idle=idle)
+                        raise DriveStalled(thread_id, idle)
+            finally:
+                await cancel_and_wait([task])
+
+    async def drive_when_free(self, tenant: str, thread_id: str, seen: int = 0) -> None:
+        """Drive the thread once whoever holds its lease lets go (or its lease expires, if
+        that worker died). The event that woke us may have come after the holder's last
+        look at the thread, so waiting, not skipping, is what keeps it from being missed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._busy_wait
+        pause = _BUSY_PAUSE
+        started = loop.time()
+        warned = False
+        while not await self.drive_owned(tenant, thread_id, seen):
+            if loop.time() >= deadline:
+                raise ThreadBusy(tenant, thread_id, self._busy_wait)
+            if not warned and loop.time() - started > _BUSY_WARN:
+                warned = True
+                holder = await self.leases.holder(lease_key(tenant, thread_id))
+                log.warning(
+                    "thread stays leased to another worker",
+                    thread_id=thread_id,
+                    holder=(holder or b"").decode(errors="replace"),
+                    waited=round(loop.time() - started, 1),
+                )
+            await asyncio.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, _BUSY_PAUSE_MAX)
+
+    # --- the watchdog -------------------------------------------------------------
+
+    async def _arm_watch(self, tenant: str, invoke: InvokeThread, generation: int = 0) -> None:
+        watch = WatchRun(
+            agency_id=invoke.agency_id,
+            thread_id=invoke.thread_id,
+            run_id=invoke.run_id,
+            generation=generation,
+        )
+        await self._send_watch(tenant, watch)
+
+    async def _send_watch(self, tenant: str, watch: WatchRun) -> None:
+        await self._bus.commands.send(
+            tenant, watch, idempotency_key=f"watch:{watch.run_id}:{watch.generation}"
+        )
+
+    async def _watch(self, tenant: str, watch: WatchRun, delivery: Delivery) -> None:
+        state = await self._threads.load(tenant, watch.thread_id)
+        key = lease_key(tenant, watch.thread_id)
+        leased = await self.leases.holder(key) is not None
+        judged = watchdog.verdict(state, watch.run_id, utc_now(), leased, self._watch_settings)
+        match judged:
+            case watchdog.Done():
+                return
+            case watchdog.Later(seconds=seconds):
+                pass
+            case watchdog.Resume(seconds=seconds):
+                log.info("watchdog resumes a run", thread_id=watch.thread_id, run=watch.run_id)
+                self._drive_soon(tenant, watch.thread_id)
+            case watchdog.End(reason=reason):
+                ended = await self.leases.run_owned(
+                    key, lambda: self._end_watched(tenant, watch, reason)
+                )
+                if ended:
+                    return
+                # Someone drives it after all, or the run is not the one to end yet.
+                seconds = self._watch_settings.stall_after
+        if delivery.attempt >= _WATCH_RENEW_AT:
+            # The broker delivers a message a bounded number of times: carry on afresh.
+            await self._send_watch(
+                tenant, msgspec.structs.replace(watch, generation=watch.generation + 1)
+            )
+            return
+        raise Defer(seconds)
+
+    async def _end_watched(self, tenant: str, watch: WatchRun, reason: str) -> bool:
+        state = await self._threads.load(tenant, watch.thread_id)
+        run = state.run(watch.run_id)
+        if run is None or run.terminal:
+            return True
+        head = state.queue[0].run_id if state.queue else None
+        if state.active_run_id != watch.run_id and head != watch.run_id:
+            return False
+        log.warning("watchdog ends a stalled run", thread_id=watch.thread_id, run=watch.run_id)
+        await self.driver.end_run(tenant, watch.thread_id, "stalled", reason)
+        return True
 
     # --- triggers -----------------------------------------------------------------
 
@@ -152,14 +370,29 @@ class RuntimeService:
             concurrency=self._concurrency,
             ack_wait=self._ack_wait,
             max_deliver=self._max_deliver,
+            on_dead_letter=self._on_trigger_dead_letter,
         )
         await worker.run(stop)
+
+    async def _on_trigger_dead_letter(self, event: RecordedEvent, reason: str, detail: str) -> None:
+        """A trigger that could not be handled however often it was delivered: its run
+        ends with `run.error` rather than stay running with nobody to drive it."""
+        env = event.envelope
+        if reason == "unknown_thread" or env.run_id is None:
+            return
+        await self.driver.end_run(
+            env.tenant_id,
+            env.aggregate_id,
+            "trigger_exhausted",
+            f"the run could not be driven after repeated attempts ({reason}): {detail}",
+            run_id=env.run_id,
+        )
 
     async def _on_trigger(self, event: RecordedEvent) -> None:
         """Any trigger means: drive its thread until it waits again."""
         env = event.envelope
         try:
-            await self.driver.drive(env.tenant_id, env.aggregate_id)
+            await self.drive_when_free(env.tenant_id, env.aggregate_id, event.stream_seq)
         except UnknownThread as e:
             raise PermanentFailure("unknown_thread", str(e)) from e
 
@@ -187,14 +420,33 @@ async def run_runtime(
     provider: Provider,
     *,
     ack_wait: float = 30.0,
+    lease_ttl: float | None = None,
 ) -> None:
-    async with Bus(nats_url, name="agency-runtime") as bus:
-        service = RuntimeService(bus, system, provider, ack_wait=ack_wait)
+    # Here, not at the top: the MCP SDK takes a second to import, which the CLI never needs.
+    from services.mcpclient import McpCatalog, McpSessions
+
+    async with (
+        Bus(nats_url, name="agency-runtime") as bus,
+        McpSessions() as mcp_sessions,  # for listing MCP servers' tools; calls run in tools
+    ):
+        settings = LeaseSettings(
+            ttl=lease_ttl or float(os.environ.get("AGENCY_LEASE_TTL", "10")),
+            replicas=int(os.environ.get("AGENCY_STREAM_REPLICAS", "1")),
+        )
+        leases = await Leases(bus.js, owner=f"runtime-{new_id()}", settings=settings).open()
+        service = RuntimeService(
+            bus,
+            system,
+            provider,
+            ack_wait=ack_wait,
+            leases=leases,
+            mcp=McpCatalog.from_env(mcp_sessions),
+        )
         await service.blueprints.watch(bus.nc)
         worker = CommandWorker(
             bus.js, "runtime", service.handle_command, dead_letters=bus.dead_letters
         )
-        async with asyncio.TaskGroup() as tg:
+        async with service.load.watching(bus.nc), asyncio.TaskGroup() as tg:
             service.attach(tg)
             tg.create_task(worker.run(stop))
             tg.create_task(service.run_triggers(stop))

@@ -16,7 +16,12 @@ from contracts.events import (
     ToolError,
     ToolOutput,
 )
-from services.agents.builtin.subagents import CREATE_TOOL, MESSAGE_TOOL, subagent_types
+from services.agents.builtin.subagents import (
+    CREATE_TOOL,
+    MESSAGE_TOOL,
+    disabled_types,
+    subagent_types,
+)
 from services.agents.tools import AgentTool
 from services.runtime.state import RunView, ThreadState
 from services.subagents.naming import child_thread_id
@@ -56,6 +61,13 @@ def _started_answer(state: ThreadState, run: RunView, call: ToolCall) -> ToolOut
     )
 
 
+def switched_off(kind: str, flag: str) -> str:
+    return (
+        f"the subagent branch {kind} is optional and switched off: its flag {flag} is not "
+        "`true`, `1` or `yes`"
+    )
+
+
 def subagent_call(
     state: ThreadState, run: RunView, call: ToolCall, blueprint: BlueprintSpec
 ) -> tuple[AnyEvent, ...]:
@@ -76,6 +88,9 @@ def subagent_call(
         return _error(
             run, call, f"{call.name} needs a non-empty `{'message' if creating else 'description'}`"
         )
+    off = disabled_types(blueprint.config)
+    if isinstance(kind, str) and kind in off:
+        return _error(run, call, switched_off(kind, off[kind]))
     if not isinstance(kind, str) or kind not in types:
         return _error(
             run,
@@ -133,6 +148,9 @@ def _message(
         return _error(run, call, f"no resumable subagent {reference!r}; known: {known or 'none'}")
     if not isinstance(text, str) or not text.strip():
         return _error(run, call, "subagent_message needs a non-empty `message`")
+    off = disabled_types(blueprint.config)
+    if child.subagent_type in off:
+        return _error(run, call, switched_off(child.subagent_type, off[child.subagent_type]))
     if missing := _missing_files(state, attachments):
         return _error(run, call, f"no such files to attach: {', '.join(missing)}")
     messaged = SubagentMessaged(

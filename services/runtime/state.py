@@ -22,6 +22,7 @@ from contracts.events import (
     MessageAppended,
     ParentRef,
     RequestAccepted,
+    RequestInjected,
     RequestRejected,
     RunCanceled,
     RunCompleted,
@@ -46,8 +47,9 @@ from contracts.events import (
 )
 from infra.jetstream.records import Position, RecordedEvent
 
-RunStatus = Literal["registered", "running", "paused", "completed", "canceled", "error"]
-TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error"})
+# `injected`: a queued request that joined the active run (`reason` names that run).
+RunStatus = Literal["registered", "running", "paused", "completed", "canceled", "error", "injected"]
+TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "injected"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,7 @@ class QueuedRequest:
     idempotency_key: str
     messages: tuple[ChatMessage, ...]
     files: tuple[tuple[str, str], ...]
+    strategy: str = "queue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,8 @@ class ThreadState:
     parent: ParentRef | None = None
     correlation_id: str | None = None
     created_at: datetime | None = None
+    # When the thread last changed: the watchdog's measure of progress.
+    last_event_at: datetime | None = None
     position: Position = field(default_factory=Position)
     messages: tuple[ChatMessage, ...] = ()
     files: tuple[tuple[str, str], ...] = ()
@@ -117,6 +122,8 @@ class ThreadState:
     active_run_id: str | None = None
     queue: tuple[QueuedRequest, ...] = ()
     keys: tuple[tuple[str, str], ...] = ()
+    # Idempotency keys of the approve and cancel commands decided (their events carry them).
+    command_keys: frozenset[str] = frozenset()
     requested: frozenset[str] = frozenset()
     outcomes: tuple[tuple[str, ToolOutcome], ...] = ()
     model: str = ""
@@ -202,7 +209,9 @@ class ThreadState:
 
     def apply(self, event: RecordedEvent) -> ThreadState:
         env = event.envelope
-        state = replace(self, position=event.position)
+        state = replace(self, position=event.position, last_event_at=env.ts)
+        if env.idempotency_key and isinstance(env.payload, RunCanceled | HitlResume):
+            state = replace(state, command_keys=state.command_keys | {env.idempotency_key})
         return state._apply_payload(env.payload, event)
 
     def _with_run(self, run_id: str, **changes: object) -> ThreadState:
@@ -221,12 +230,20 @@ class ThreadState:
                     correlation_id=event.envelope.correlation_id or self.thread_id,
                     created_at=event.envelope.ts,
                 )
-            case RequestAccepted(run_id=run_id, idempotency_key=key, messages=msgs, files=files):
+            case RequestAccepted(
+                run_id=run_id, idempotency_key=key, messages=msgs, files=files, strategy=strategy
+            ):
+                queued = QueuedRequest(run_id, key, msgs, tuple(files.items()), strategy)
                 return replace(
                     self,
                     keys=(*self.keys, (key, run_id)),
-                    queue=(*self.queue, QueuedRequest(run_id, key, msgs, tuple(files.items()))),
+                    queue=(*self.queue, queued),
                     runs=(*self.runs, RunView(run_id=run_id)),
+                )
+            case RequestInjected(run_id=host, request_run_id=request_run_id):
+                state = self._with_run(request_run_id, status="injected", reason=host)
+                return replace(
+                    state, queue=tuple(q for q in state.queue if q.run_id != request_run_id)
                 )
             case RequestRejected(run_id=run_id, idempotency_key=key, reason=reason):
                 return replace(
@@ -257,7 +274,11 @@ class ThreadState:
                 return replace(self, side=side, session_turn=turn, side_steps=0)
             case RunPaused(run_id=run_id, reason=reason):
                 return self._with_run(run_id, status="paused", reason=reason)
-            case RunResumed(run_id=run_id):
+            case RunResumed(run_id=run_id, max_steps=max_steps):
+                if max_steps:
+                    return self._with_run(
+                        run_id, status="running", reason=None, max_steps=max_steps
+                    )
                 return self._with_run(run_id, status="running", reason=None)
             case RunCompleted(run_id=run_id, result=result):
                 return self._finish(run_id, status="completed", result=result)

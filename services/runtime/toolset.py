@@ -2,8 +2,9 @@
 
 Beyond the blueprint's tools (by tags) and its middleware's: `task` and the resumable
 lifecycle tools only when the blueprint names subagent types; a tool per exposed agent the
-blueprint lists in `callableAgents`; and, in a dual-AI session, the lifecycle tools of the
-side holding the floor.
+blueprint lists in `callableAgents`; the tools of the MCP servers it names (listed by the
+runtime's `McpCatalog`, `services/mcpclient/`); and, in a dual-AI session, the lifecycle
+tools of the side holding the floor.
 """
 
 from __future__ import annotations
@@ -75,10 +76,9 @@ def session_tools(side: SideConfig) -> dict[str, SessionTool]:
 def agent_tools(
     blueprint: BlueprintSpec, blueprints: Mapping[str, BlueprintSpec]
 ) -> dict[str, AgentTool]:
-    names = blueprint.config.get("callableAgents")
     tools: dict[str, AgentTool] = {}
-    for name in names if isinstance(names, list) else []:
-        target = blueprints.get(name) if isinstance(name, str) else None
+    for name in blueprint.config.callable_agents:
+        target = blueprints.get(name)
         if target is None or not target.expose_as_tool or target.name == blueprint.name:
             continue
         handoff = target.type == "ai_human"
@@ -112,8 +112,10 @@ def tools_now(
     blueprint: BlueprintSpec,
     state: ThreadState,
     blueprints: Mapping[str, BlueprintSpec],
+    mcp_tools: Mapping[str, Tool] | None = None,
 ) -> dict[str, AnyTool]:
-    tools: dict[str, AnyTool] = dict(system.tools_for(blueprint))
+    # MCP tools first: a tool of the system or its middleware keeps its name.
+    tools: dict[str, AnyTool] = {**(mcp_tools or {}), **system.tools_for(blueprint)}
     types = subagent_types(blueprint.config)
     if not types:
         tools.pop(TASK_TOOL, None)

@@ -12,6 +12,10 @@
   as a message.
 - A child's `session.status`: recorded on the parent as `subagent.status`.
 - A run is canceled: cancel every child still working for it, which cascades down the tree.
+- A child thread is created (`thread.created` with a parent call): if its first run was
+  never requested (the coordinator died between creating and invoking it, or the invoke
+  was dead-lettered while the thread did not exist yet), finish the spawn. The log, not the
+  coordinator's memory, says what is left to do, so no child is lost to a crash.
 
 Everything it creates has a deterministic id and an idempotency key, so a redelivered
 event, or the coordinator killed and restarted, creates and reports nothing twice.
@@ -38,6 +42,8 @@ from contracts.events import (
     ChatMessage,
     FileWritten,
     ParentRef,
+    RequestAccepted,
+    RequestRejected,
     RunCanceled,
     RunCompleted,
     RunError,
@@ -106,6 +112,8 @@ class Coordinator:
                 await self._message(event, messaged)
             case SessionStatusSet(status=status):
                 await self._status(event, status)
+            case ThreadCreated(parent=ParentRef(tool_call_id=str() as call_id) as ref):
+                await self._adopt(event, ref.thread_id, call_id)
             case RunCompleted() | RunError() | RunCanceled():
                 if isinstance(event.payload, RunCanceled):
                     await self._cascade(event)
@@ -152,6 +160,48 @@ class Coordinator:
             ),
             idempotency_key=f"spawn:{child}",
         )
+        await self._finish_spawn(event, request, child, invoke_key=f"spawn-invoke:{child}")
+
+    async def _adopt(self, created: RecordedEvent, parent: str, call_id: str) -> None:
+        """A child thread exists: make sure its first run was asked for."""
+        tenant, child = created.envelope.tenant_id, created.envelope.aggregate_id
+        if child != child_thread_id(tenant, parent, call_id):
+            return  # not a `task` child (a fork's copy, say): not ours to start
+        history = await self._bus.store.read(tenant, "thread", parent)
+        requested = next(
+            (
+                e
+                for e in history
+                if isinstance(e.payload, SubagentRequested) and e.payload.tool_call_id == call_id
+            ),
+            None,
+        )
+        if requested is None or not isinstance(requested.payload, SubagentRequested):
+            return
+        request = requested.payload
+        if _run_ended(history, request.run_id) and not _has_link(history, child):
+            return
+        created_payload = created.payload
+        if isinstance(created_payload, ThreadCreated) and "forkedFrom" in created_payload.request:
+            return  # a fork's copy of a child: its history came with it
+        if await self._has_request(tenant, child):
+            return  # invoked: the usual case
+        log.warning("child created but never invoked; starting it", child_thread_id=child)
+        # A key of its own: the first invoke's key may still be in the broker's duplicate
+        # window although that command was dead-lettered. The runtime accepts one request
+        # per run id, so both arriving start one run.
+        await self._finish_spawn(requested, request, child, invoke_key=f"adopt-invoke:{child}")
+
+    async def _finish_spawn(
+        self, event: RecordedEvent, request: SubagentRequested, child: str, *, invoke_key: str
+    ) -> None:
+        """Link the child to the parent, start its first run, arm its timeout: each step
+        idempotent, so running this again after a crash anywhere in it is harmless."""
+        env = event.envelope
+        tenant, parent = env.tenant_id, env.aggregate_id
+        agency = env.agency_id or ""
+        context = self._context(event)
+        token = child_token(tenant, parent, request.tool_call_id)
         spawned = SubagentSpawned(
             run_id=request.run_id,
             tool_call_id=request.tool_call_id,
@@ -165,6 +215,24 @@ class Coordinator:
             context=context,
             idempotency_key=f"spawned:{child}",
         )  # fmt: skip
+        # Started already (by another path of this spawn, or a fork copied its run): no
+        # second invoke, whatever key it would carry.
+        if not await self._has_request(tenant, child):
+            await self._invoke_first_run(tenant, agency, parent, request, child, invoke_key)
+        if request.timeout_ms:
+            origin = Origin(request.run_id, request.tool_call_id, request.blocking)
+            await self._arm_deadline(tenant, context, origin, child, request.timeout_ms)
+        log.info("subagent spawned", child_thread_id=child, subagent_type=request.subagent_type)
+
+    async def _invoke_first_run(
+        self,
+        tenant: str,
+        agency: str,
+        parent: str,
+        request: SubagentRequested,
+        child: str,
+        invoke_key: str,
+    ) -> None:
         files = await self._attached(tenant, parent, request.attachments)
         await self._bus.commands.send(
             tenant,
@@ -177,12 +245,12 @@ class Coordinator:
                 ),
                 files=files,
             ),
-            idempotency_key=f"spawn-invoke:{child}",
+            idempotency_key=invoke_key,
         )
-        if request.timeout_ms:
-            origin = Origin(request.run_id, request.tool_call_id, request.blocking)
-            await self._arm_deadline(tenant, context, origin, child, request.timeout_ms)
-        log.info("subagent spawned", child_thread_id=child, subagent_type=request.subagent_type)
+
+    async def _has_request(self, tenant: str, child: str) -> bool:
+        history = await self._bus.store.read(tenant, "thread", child)
+        return any(isinstance(e.payload, RequestAccepted | RequestRejected) for e in history)
 
     async def _message(self, event: RecordedEvent, messaged: SubagentMessaged) -> None:
         env = event.envelope
@@ -257,7 +325,10 @@ class Coordinator:
             await self._bus.commands.send(
                 tenant,
                 CancelRun(
-                    agency_id=payload.agency_id, thread_id=child, reason="subagent timed out"
+                    agency_id=payload.agency_id,
+                    thread_id=child,
+                    reason="subagent timed out",
+                    run_id=child_run_id(child),
                 ),
                 idempotency_key=f"timeout-cancel:{child}",
             )

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from contracts.events import ToolError, ToolOutput, ToolRequested, ToolStarted
+from contracts.limits import limits, truncate_text
 from services.agents.tools import (
     Tool,
     ToolContext,
@@ -120,6 +121,9 @@ async def execute(
         except Exception as e:  # the tool's own failure is the model's answer, not ours
             return _error(request, describe(e), attempts=attempt)
         else:
+            # Output over the limit is cut with a visible marker: an event holds at most
+            # `max_event_bytes`, and the model reads the head of a huge output anyway.
+            output = truncate_text(output, limits().max_tool_output_bytes)
             return ToolOutput(
                 run_id=request.run_id, tool_call_id=call.id, tool_name=call.name, output=output
             )
@@ -154,7 +158,7 @@ def _error(request: ToolRequested, error: str, *, attempts: int) -> ToolError:
         run_id=request.run_id,
         tool_call_id=request.call.id,
         tool_name=request.call.name,
-        error=error,
+        error=truncate_text(error, limits().max_tool_output_bytes),
         attempts=attempts,
     )
 

@@ -7,6 +7,14 @@ duplicate window, is what keeps one result per call id however often a request a
 Results are appended at the thread's current position with the idempotency key
 `tool-result:<call id>`, after checking the thread once more, so two deliveries racing each
 other still store one result.
+
+A call whose run has ended (canceled, or ended any other way) is not run: the runtime
+answered it when the run ended (if it did not, the service answers it with an error). A
+call running when its run is canceled is stopped (`services/tools/cancels.py`) and its
+result is never appended after the cancel.
+
+A request naming an MCP tool (`tool.requested.mcp`) is run through the process's MCP
+sessions (`services/mcpclient/`), under the same timeout, retries and one result per call.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import nats.errors
 import structlog
@@ -22,18 +31,38 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry import trace
 
-from contracts.events import TOOL_RESULT_TYPES, AnyEvent, ToolError, ToolRequested, ToolStarted
+from contracts.events import (
+    TOOL_RESULT_TYPES,
+    AnyEvent,
+    McpToolRef,
+    MessageAppended,
+    ToolError,
+    ToolRequested,
+    ToolStarted,
+)
+from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
-from infra.jetstream.deadletter import DeadLetter
 from infra.jetstream.errors import ConcurrencyError, StoreError
 from infra.jetstream.eventstore import EventStore, record_from_js_msg
 from infra.jetstream.records import EventContext, Position, RecordedEvent, UndecodableEvent
 from infra.jetstream.tracing import context_from
+from infra.jetstream.worker import (
+    Ack,
+    ConsumerWorker,
+    Outcome,
+    Reject,
+    Undecodable,
+    WorkerRetry,
+)
 from services.agents.system import AgentSystem
-from services.agents.tools import ToolContext
+from services.agents.tools import Tool, ToolContext
+from services.tools.cancels import RunCanceledWhileRunning, RunCancels
 from services.tools.executor import DEFAULT_BACKOFF, ToolResultEvent, describe, execute
+
+if TYPE_CHECKING:
+    from services.mcpclient import McpSessions
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -56,8 +85,23 @@ class AlreadyAnswered(Exception):
     """The call has a result in its thread: nothing more to run or append."""
 
 
-class ToolsService:
-    """Consumes `tool.requested` events; several instances may share the durable consumer."""
+class RunEnded(AlreadyAnswered):
+    """The call's run has ended: the call is not run, and no result of it is appended."""
+
+    def __init__(self, run_id: str, how: str, answered: bool) -> None:
+        self.run_id = run_id
+        self.how = how
+        self.answered = answered  # the runtime gave the call a tool message when it ended
+        super().__init__(f"run {run_id} ended ({how})")
+
+
+class ToolsService(ConsumerWorker[RecordedEvent]):
+    """Consumes `tool.requested` events; several instances may share the durable consumer.
+
+    The loop (free-slot fetches, heartbeats, retries, graceful shutdown) is the one every
+    consumer shares (`infra/jetstream/worker.py`). A request that fails for good is
+    answered with a `tool.error` before it is dead-lettered, so its run does not wait on it.
+    """
 
     def __init__(
         self,
@@ -71,60 +115,40 @@ class ToolsService:
         tool_backoff: tuple[float, ...] = DEFAULT_BACKOFF,
         shutdown_grace: float = 5.0,
         poll_interval: float = 1.0,
+        retry: WorkerRetry | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        super().__init__(
+            dead_letters=bus.dead_letters,
+            source_stream=EVENTS_STREAM,
+            durable=DURABLE,
+            concurrency=concurrency,
+            ack_wait=ack_wait,
+            max_deliver=max_deliver,
+            backoff=redelivery_backoff,
+            on_dead_letter=self._answer_for_good,
+            shutdown_grace=shutdown_grace,
+            poll_interval=poll_interval,
+            retry=retry,
+        )
         self._bus = bus
         self._system = system
-        self._concurrency = concurrency
-        self._ack_wait = ack_wait
-        self._max_deliver = max_deliver
-        self._redelivery_backoff = redelivery_backoff
         self._tool_backoff = tool_backoff
-        self._shutdown_grace = shutdown_grace
-        # How long one fetch waits for requests, so also how soon `stop` is noticed: a fetch
-        # is never cancelled, as an abandoned pull request would take messages nobody reads.
-        self._poll_interval = poll_interval
         # Copies of one request delivered together run one at a time in this process, so the
         # later ones find the first one's result instead of running the tool again.
         self._calls: dict[tuple[str, str, str], _CallSlot] = {}
+        self._cancels = RunCancels(bus)
+        # MCP sessions of this process, made by the first MCP call (`_mcp_tool`).
+        self._mcp: McpSessions | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Process requests until `stop` is set, then let calls in flight finish within
-        `shutdown_grace` seconds; the rest are cancelled and handed back to the broker."""
-        sub = await self._subscribe()
-        log.info("tools service started", concurrency=self._concurrency)
-        in_flight: set[asyncio.Task[None]] = set()
+        """The shared consumer loop, with the `run.canceled` listener alongside."""
+        await self._cancels.start()
         try:
-            async with asyncio.TaskGroup() as tg:
-                try:
-                    while not stop.is_set():
-                        free = self._concurrency - len(in_flight)
-                        if free <= 0:
-                            await asyncio.wait(
-                                set(in_flight),
-                                timeout=self._poll_interval,
-                                return_when=asyncio.FIRST_COMPLETED,
-                            )
-                            continue
-                        try:
-                            msgs = await sub.fetch(free, timeout=self._poll_interval)
-                        except TimeoutError:  # nats.errors.TimeoutError included
-                            continue
-                        except nats.errors.Error as e:
-                            log.warning("tool request fetch failed, resubscribing", error=str(e))
-                            sub = await self._resubscribe(sub, stop)
-                            continue
-                        for msg in msgs:
-                            task = tg.create_task(self._process(msg))
-                            in_flight.add(task)
-                            task.add_done_callback(in_flight.discard)
-                finally:
-                    await self._wind_down(in_flight)
+            await super().run(stop)
         finally:
-            with contextlib.suppress(*_TRANSIENT):
-                await asyncio.wait_for(sub.unsubscribe(), timeout=_SETTLE_TIMEOUT)
-            log.info("tools service stopped")
+            await self._cancels.stop()
+            if self._mcp is not None:
+                await self._mcp.aclose()  # stops stdio servers' processes too
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         config = TOOL_REQUESTS.config(
@@ -134,56 +158,21 @@ class ToolsService:
         )
         return await ensure_consumer(self._bus.js, config)
 
-    async def _resubscribe(
-        self, old: JetStreamContext.PullSubscription, stop: asyncio.Event
-    ) -> JetStreamContext.PullSubscription:
-        """A new subscription, retried until it works or `stop` is set: creating a consumer
-        right after a cluster node is lost can fail for a few seconds."""
-        with contextlib.suppress(*_TRANSIENT):
-            await asyncio.wait_for(old.unsubscribe(), timeout=_SETTLE_TIMEOUT)
-        delay = 0.5
-        while not stop.is_set():
-            await asyncio.sleep(delay)
-            try:
-                return await self._subscribe()
-            except _TRANSIENT as e:
-                log.warning("resubscribe failed, will retry", error=describe(e), delay=delay)
-                delay = min(delay * 2, 5.0)
-        return old
-
-    async def _wind_down(self, in_flight: set[asyncio.Task[None]]) -> None:
-        if not in_flight:
-            return
-        _, pending = await asyncio.wait(set(in_flight), timeout=self._shutdown_grace)
-        for task in pending:
-            task.cancel()
-        if pending:
-            log.info("calls cancelled at shutdown, handed back for redelivery", count=len(pending))
-
     # --- one message ------------------------------------------------------------------
 
-    async def _process(self, msg: Msg) -> None:
-        """Never raises but `CancelledError`: no message and no failure stops the service."""
-        try:
-            await self._process_one(msg)
-        except asyncio.CancelledError:
-            with contextlib.suppress(*_TRANSIENT):
-                await asyncio.wait_for(msg.nak(), timeout=_SETTLE_TIMEOUT)
-            raise
-        except Exception as e:  # our own failure (NATS, the store, a bug): retry the message
-            await self._failed(msg, e)
-
-    async def _process_one(self, msg: Msg) -> None:
+    def _decode(self, msg: Msg) -> RecordedEvent:
         recorded = record_from_js_msg(msg)
         if isinstance(recorded, UndecodableEvent):
-            await self._reject(msg, "undecodable", recorded.reason)
-            return
-        problem = _misfit(recorded)
+            raise Undecodable(recorded.reason)
+        return recorded
+
+    async def _handle(self, item: RecordedEvent, msg: Msg) -> Outcome[RecordedEvent]:
+        problem = _misfit(item)
         if problem is not None:
-            await self._reject(msg, "unexpected", problem)
-            return
-        env = recorded.envelope
-        request = recorded.payload
+            # No hook: a request that is not one has no run to answer.
+            return Reject("unexpected", problem)
+        env = item.envelope
+        request = item.payload
         assert isinstance(request, ToolRequested)  # checked by _misfit
         with (
             structlog.contextvars.bound_contextvars(
@@ -205,35 +194,48 @@ class ToolsService:
                 },
             ),
         ):
-            async with (
-                self._heartbeat(msg),
-                self._exclusive((env.tenant_id, env.aggregate_id, request.call.id)),
-            ):
-                await self._handle(recorded, request)
-        await msg.ack()
+            async with self._exclusive((env.tenant_id, env.aggregate_id, request.call.id)):
+                await self._run_call(item, request)
+        return Ack()
 
-    async def _handle(self, recorded: RecordedEvent, request: ToolRequested) -> None:
+    async def _run_call(self, recorded: RecordedEvent, request: ToolRequested) -> None:
         env = recorded.envelope
         call_log = _CallLog(self._bus.store, recorded, request)
         try:
             prior_attempts = await call_log.load()
-            tool = self._system.external_tool(request.call.name)
+            tool = (
+                self._mcp_tool(request.mcp)
+                if request.mcp is not None
+                else self._system.external_tool(request.call.name)
+            )
             context = ToolContext(
                 tenant_id=env.tenant_id,
                 agency_id=env.agency_id or "",
                 thread_id=env.aggregate_id,
                 run_id=request.run_id,
                 call_id=request.call.id,
+                store=self._bus.store,
             )
-            result = await execute(
-                request,
-                tool,
-                context,
-                on_attempt=call_log.started,
-                prior_attempts=prior_attempts,
-                backoff=self._tool_backoff,
+            result = await self._cancels.run(
+                (env.tenant_id, env.aggregate_id, request.run_id),
+                execute(
+                    request,
+                    tool,
+                    context,
+                    on_attempt=call_log.started,
+                    prior_attempts=prior_attempts,
+                    backoff=self._tool_backoff,
+                ),
             )
             await call_log.answer(result)
+        except RunCanceledWhileRunning:
+            log.info("tool call stopped: its run was canceled")
+            return
+        except RunEnded as e:
+            if not e.answered:
+                await call_log.answer_unrun(f"Not run: run {e.run_id} ended ({e.how}) first.")
+            log.info("tool call not run: its run has ended", run_end=e.how)
+            return
         except AlreadyAnswered:
             log.info("tool call already answered, not run again")
             return
@@ -243,25 +245,14 @@ class ToolsService:
         trace.get_current_span().set_attribute("agency.tool.outcome", str(outcome))
         log.info("tool call answered", outcome=outcome, attempts=call_log.attempts)
 
-    @contextlib.asynccontextmanager
-    async def _heartbeat(self, msg: Msg) -> AsyncIterator[None]:
-        """Tell the broker the message is being worked on, so a long call is not redelivered."""
+    def _mcp_tool(self, ref: McpToolRef) -> Tool:
+        # Imported on first use: the MCP SDK takes a second to import, which the CLI and a
+        # system without MCP servers never need.
+        from services.mcpclient import McpSessions, mcp_tool
 
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(self._ack_wait / 3)
-                try:
-                    await msg.in_progress()
-                except nats.errors.Error as e:
-                    log.warning("progress heartbeat failed", error=str(e))
-
-        task = asyncio.create_task(beat(), name="tools-heartbeat")
-        try:
-            yield
-        finally:
-            task.cancel()
-            # `wait`, not `await task`: a cancellation of our own caller must still propagate.
-            await asyncio.wait([task])
+        if self._mcp is None:
+            self._mcp = McpSessions()
+        return mcp_tool(self._mcp, ref)
 
     @contextlib.asynccontextmanager
     async def _exclusive(self, key: tuple[str, str, str]) -> AsyncIterator[None]:
@@ -277,29 +268,9 @@ class ToolsService:
 
     # --- failures ---------------------------------------------------------------------
 
-    async def _failed(self, msg: Msg, error: Exception) -> None:
-        attempt = msg.metadata.num_delivered
-        detail = describe(error)
-        try:
-            if attempt < self._max_deliver:
-                delay = self._redelivery_backoff[
-                    min(attempt - 1, len(self._redelivery_backoff) - 1)
-                ]
-                log.warning(
-                    "tool request failed, will retry", attempt=attempt, delay=delay, error=detail
-                )
-                await msg.nak(delay=delay)
-                return
-            log.error("tool request failed for good", attempt=attempt, error=detail)
-            await self._answer_for_good(msg, detail)
-            await self._reject(msg, "exhausted", detail)
-        except Exception as e:  # unsettled, it is redelivered after ack_wait: nothing is lost
-            log.error("could not settle tool request", error=describe(e))
-
-    async def _answer_for_good(self, msg: Msg, detail: str) -> None:
-        """Best effort: a run waiting on this call gets an answer rather than waiting forever."""
-        recorded = record_from_js_msg(msg)
-        if isinstance(recorded, UndecodableEvent) or _misfit(recorded) is not None:
+    async def _answer_for_good(self, recorded: RecordedEvent, reason: str, detail: str) -> None:
+        """A run waiting on this call gets an answer rather than waiting forever."""
+        if _misfit(recorded) is not None:
             return
         request = recorded.payload
         assert isinstance(request, ToolRequested)  # checked by _misfit
@@ -316,24 +287,6 @@ class ToolsService:
             await call_log.answer(error)
         except AlreadyAnswered:
             return
-        except _TRANSIENT as e:
-            log.error("could not record the failed call", error=describe(e))
-
-    async def _reject(self, msg: Msg, reason: str, detail: str) -> None:
-        meta = msg.metadata
-        await self._bus.dead_letters.put(
-            DeadLetter(
-                source_stream=EVENTS_STREAM,
-                subject=msg.subject,
-                stream_seq=meta.sequence.stream,
-                reason=reason,
-                detail=detail,
-                data=msg.data,
-                consumer=DURABLE,
-                deliveries=meta.num_delivered,
-            )
-        )
-        await msg.term()
 
 
 @dataclass(slots=True)
@@ -357,6 +310,9 @@ class _CallLog:
         self._tenant = env.tenant_id
         self._thread = env.aggregate_id
         self._call_id = request.call.id
+        self._run_id = request.run_id
+        self._request = request
+        self._answered_by_message = False
         self._context = EventContext(
             agency_id=env.agency_id,
             thread_id=env.aggregate_id,
@@ -418,7 +374,24 @@ class _CallLog:
             events: list[AnyEvent] = [held, result] if held is not None else [result]
             await self._append(events, f"tool-result:{self._call_id}")
 
-    async def _append(self, payloads: list[AnyEvent], key: str) -> None:
+    async def answer_unrun(self, reason: str) -> None:
+        """Answer a call never run because its run ended, unless anything answered it."""
+        await self.close()
+        error = ToolError(
+            run_id=self._run_id,
+            tool_call_id=self._call_id,
+            tool_name=self._request.call.name,
+            error=reason,
+            attempts=0,
+        )
+        async with self._lock:
+            self._held = None
+            with contextlib.suppress(AlreadyAnswered):
+                await self._append([error], f"tool-result:{self._call_id}", run_may_end=True)
+
+    async def _append(
+        self, payloads: list[AnyEvent], key: str, *, run_may_end: bool = False
+    ) -> None:
         for conflicts in range(_MAX_CONFLICTS):
             try:
                 appended = await self._store.append(
@@ -431,8 +404,13 @@ class _CallLog:
                     idempotency_key=key,
                 )
             except ConcurrencyError:
-                # Another writer got there first: re-read (it may be this call's result).
-                await self._catch_up()
+                # Another writer got there first: re-read (it may be this call's result, or
+                # the end of its run).
+                try:
+                    await self._catch_up()
+                except RunEnded:
+                    if not run_may_end:
+                        raise
                 await asyncio.sleep(min(0.05, 0.002 * conflicts))
                 continue
             if appended.events:
@@ -450,6 +428,14 @@ class _CallLog:
         for event in newer:
             if event.type in TOOL_RESULT_TYPES and _call_id_of(event) == self._call_id:
                 raise AlreadyAnswered(self._call_id)
+            payload = event.payload
+            if isinstance(payload, MessageAppended) and payload.message.tool_call_id == (
+                self._call_id
+            ):
+                self._answered_by_message = True
+            if event.type in RUN_TERMINAL_TYPES and event.envelope.run_id == self._run_id:
+                self._position = position
+                raise RunEnded(self._run_id, event.type, self._answered_by_message)
             if isinstance(event.payload, ToolStarted) and event.payload.tool_call_id == (
                 self._call_id
             ):

@@ -1,4 +1,4 @@
-"""The built-in middleware: planning, filesystem and hitl."""
+"""The built-in middleware: planning, filesystem, subagents, hitl and workflow context."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from services.agents.builtin.filesystem import FilesystemMiddleware
 from services.agents.builtin.hitl import HitlMiddleware
 from services.agents.builtin.planning import PlanningMiddleware
 from services.agents.builtin.subagents import SubagentsMiddleware
+from services.agents.builtin.workflow import WorkflowMiddleware
 from services.agents.middleware import Middleware
 
 
@@ -16,6 +17,7 @@ def default_middleware() -> list[tuple[Middleware, tuple[str, ...]]]:
         (FilesystemMiddleware(), ("default",)),
         (SubagentsMiddleware(), ("default",)),
         (HitlMiddleware(), ("hitl",)),
+        (WorkflowMiddleware(), ("workflow",)),
     ]
 
 
@@ -24,5 +26,6 @@ __all__ = [
     "HitlMiddleware",
     "PlanningMiddleware",
     "SubagentsMiddleware",
+    "WorkflowMiddleware",
     "default_middleware",
 ]

@@ -1,7 +1,9 @@
 """A virtual filesystem per thread: files live in `file.written` events, never on the host.
 
 `edit_file` requires the file to have been read first in the thread (the seed's
-read-before-edit rule), so the model edits what it has seen.
+read-before-edit rule), so the model edits what it has seen. A path is at most
+`max_path_chars` long without NUL; content over `max_file_bytes` is cut with a visible
+marker, and the tool's answer says so (`contracts.limits`).
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from contracts.events import FileWritten
+from contracts.limits import limits, path_problem, truncate_text
 from services.agents.middleware import Middleware, MiddlewareContext
-from services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+from services.agents.tools import StateTool, StateToolFn, StateToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
     from services.runtime.state import ThreadState
@@ -18,14 +21,43 @@ if TYPE_CHECKING:
 FILESYSTEM_PROMPT = """You have a virtual filesystem: `ls`, `read_file`, `write_file` and
 `edit_file`. Read a file before you edit it."""
 
-MAX_PATH = 512
+
+class _BadPath(Exception):
+    pass
 
 
 def _path(args: dict[str, Any]) -> str | None:
+    """The stripped path, None when there is no string path, `_BadPath` saying why not."""
     path = args.get("path")
-    if not isinstance(path, str) or not path.strip() or len(path) > MAX_PATH:
+    if not isinstance(path, str):
         return None
+    problem = path_problem(path, limits().max_path_chars)
+    if problem is not None:
+        raise _BadPath(problem)
     return path.strip()
+
+
+def _bad_path(fn: StateToolFn) -> StateToolFn:
+    def checked(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+        try:
+            return fn(args, state, run_id)
+        except _BadPath as e:
+            return StateToolOutcome(output=str(e), error=True)
+
+    return checked
+
+
+def _written(run_id: str, path: str, content: str, verb: str) -> StateToolOutcome:
+    stored = truncate_text(content, limits().max_file_bytes)
+    note = (
+        ""
+        if stored == content
+        else (f"; the content exceeded {limits().max_file_bytes} bytes and was truncated")
+    )
+    return StateToolOutcome(
+        output=f"{verb}{note}",
+        events=(FileWritten(run_id=run_id, path=path, content=stored),),
+    )
 
 
 def ls(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
@@ -55,10 +87,7 @@ def write_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateTo
     content = args.get("content")
     if path is None or not isinstance(content, str):
         return StateToolOutcome(output="write_file needs string `path` and `content`", error=True)
-    return StateToolOutcome(
-        output=f"wrote {len(content)} characters to {path}",
-        events=(FileWritten(run_id=run_id, path=path, content=content),),
-    )
+    return _written(run_id, path, content, f"wrote {len(content)} characters to {path}")
 
 
 def edit_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
@@ -83,9 +112,8 @@ def edit_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToo
             error=True,
         )
     updated = content.replace(old, new) if replace_all else content.replace(old, new, 1)
-    return StateToolOutcome(
-        output=f"edited {path} ({count if replace_all else 1} replacement(s))",
-        events=(FileWritten(run_id=run_id, path=path, content=updated),),
+    return _written(
+        run_id, path, updated, f"edited {path} ({count if replace_all else 1} replacement(s))"
     )
 
 
@@ -107,7 +135,7 @@ TOOLS = (
             {"path": STRING, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
             ["path"],
         ),
-        read_file,
+        _bad_path(read_file),
     ),
     StateTool(
         _spec(
@@ -116,7 +144,7 @@ TOOLS = (
             {"path": STRING, "content": STRING},
             ["path", "content"],
         ),
-        write_file,
+        _bad_path(write_file),
     ),
     StateTool(
         _spec(
@@ -130,7 +158,7 @@ TOOLS = (
             },
             ["path", "oldString", "newString"],
         ),
-        edit_file,
+        _bad_path(edit_file),
     ),
 )
 

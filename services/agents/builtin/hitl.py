@@ -7,21 +7,13 @@ call with a tool message saying so, so no tool call is left without a result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from contracts.events import ChatMessage
+from contracts.events.registry import BlueprintConfig
 from services.agents.middleware import Middleware, MiddlewareContext
 
 
-def guarded_tools(config: Mapping[str, Any]) -> frozenset[str]:
-    hitl = config.get("hitl")
-    if not isinstance(hitl, Mapping):
-        return frozenset()
-    tools = hitl.get("tools")
-    if not isinstance(tools, list):
-        return frozenset()
-    return frozenset(t for t in tools if isinstance(t, str))
+def guarded_tools(config: BlueprintConfig) -> frozenset[str]:
+    return frozenset(config.hitl.tools) if config.hitl else frozenset()
 
 
 class HitlMiddleware(Middleware):

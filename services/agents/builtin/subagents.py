@@ -1,21 +1,24 @@
 """Subagents: the `task` tool delegates work to a child thread and reports its answer back.
 
 Blueprint config: `{"subagents": {"subagents": ["researcher", {"name": "writer",
-"blocking": false}, {"name": "helper", "resumable": true, "maxInstances": 2}]}}` lists the
+"blocking": false}, {"name": "helper", "resumable": true, "max_instances": 2}]}}` lists the
 blueprints this agent may spawn (a name also resolves to the agency's dynamic blueprint of
 that name). A blocking call pauses the parent's run (reason `subagent`) until every child
 of the step has reported; a non-blocking one answers at once with the child's reference,
 and the child's result arrives later as a queued message. Resumable types are created with
 `subagent_create` (a named, persistent child) and addressed again with `subagent_message`;
-while children exist, the parent's model sees them listed in a system message.
+while children exist, the parent's model sees them listed in a system message. An entry
+with `"optional": "SOME_FLAG"` is a branch that exists only while the runtime's environment
+variable `SOME_FLAG` is `true`, `1` or `yes`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from contracts.events.registry import BlueprintConfig
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.tools import SubagentTool, ToolSpec
 
@@ -83,23 +86,47 @@ class SubagentType:
     max_instances: int | None = None
 
 
-def subagent_types(config: Mapping[str, Any]) -> dict[str, SubagentType]:
-    section = config.get("subagents")
-    entries = section.get("subagents") if isinstance(section, Mapping) else None
+ENABLED = frozenset({"true", "1", "yes"})
+
+
+def branch_enabled(flag: str | None, env: Mapping[str, str]) -> bool:
+    """An `optional` branch is on while its variable is `true`, `1` or `yes` (any case)."""
+    return flag is None or env.get(flag, "").strip().lower() in ENABLED
+
+
+def disabled_types(config: BlueprintConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The listed subagent types whose `optional` flag is off in `env` (the process's), each
+    with the name of its flag."""
+    env = os.environ if env is None else env
+    return {
+        entry.name: entry.optional
+        for entry in (config.subagents.subagents if config.subagents else ())
+        if not isinstance(entry, str)
+        and entry.optional is not None
+        and not branch_enabled(entry.optional, env)
+    }
+
+
+def subagent_types(
+    config: BlueprintConfig, env: Mapping[str, str] | None = None
+) -> dict[str, SubagentType]:
+    """The subagent types this agent may use now: an `optional` branch whose flag is off in
+    `env` (the process's environment by default) is left out."""
+    off = disabled_types(config, env)
     types: dict[str, SubagentType] = {}
-    for entry in entries if isinstance(entries, list) else []:
+    for entry in config.subagents.subagents if config.subagents else ():
         if isinstance(entry, str):
             types[entry] = SubagentType(entry)
-        elif isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-            cap = entry.get("maxInstances")
-            resumable = bool(entry.get("resumable", False))
-            types[entry["name"]] = SubagentType(
-                entry["name"],
-                # A resumable child answers later unless the blueprint says to wait.
-                blocking=bool(entry.get("blocking", not resumable)),
-                resumable=resumable,
-                max_instances=cap if isinstance(cap, int) and cap > 0 else None,
-            )
+            continue
+        if entry.name in off:
+            continue
+        types[entry.name] = SubagentType(
+            entry.name,
+            # A resumable child answers later unless the blueprint says to wait.
+            blocking=not entry.resumable if entry.blocking is None else entry.blocking,
+            resumable=entry.resumable,
+            max_instances=entry.max_instances,
+        )
     return types
 
 

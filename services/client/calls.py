@@ -1,0 +1,184 @@
+"""What each API call sends and what its answer decodes to, shared by the async and the
+sync client. The answer types are the server's own structs, so the two cannot drift."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from contracts.events.thread import ConcurrencyStrategy
+from projections import queries
+from services.api.eventview import EventView
+from services.api.routes_commands import AgencyOut, RunAccepted, ThreadOut
+from services.api.routes_control import RunCommandAccepted
+from services.api.routes_queries import EventsPage
+
+T = TypeVar("T")
+Strategy = ConcurrencyStrategy
+
+
+class ApiError(Exception):
+    """The API answered an error: its status and its message."""
+
+    def __init__(self, status: int, message: str, method: str, path: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"{method} {path} answered {status}: {message}")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    answer: type[T]
+    params: dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def decode(self, status: int, content: bytes) -> T:
+        if status >= 400:
+            raise ApiError(status, _message(content), self.method, self.path)
+        return msgspec.json.decode(content, type=self.answer)
+
+
+def _message(content: bytes) -> str:
+    try:
+        body = msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        return content.decode(errors="replace")[:500]
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, str):
+        return error
+    return str(body)[:500]
+
+
+def thread_path(agency_id: str, thread_id: str) -> str:
+    return f"/agency/{agency_id}/agent/{thread_id}"
+
+
+def list_agencies() -> Call[list[queries.AgencyView]]:
+    return Call("GET", "/agencies", list[queries.AgencyView])
+
+
+def create_agency(name: str, metadata: dict[str, str] | None = None) -> Call[AgencyOut]:
+    return Call("POST", "/agencies", AgencyOut, json={"name": name, "metadata": metadata or {}})
+
+
+class BlueprintInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A blueprint as listed; its `config` is left as JSON (its schema is the server's)."""
+
+    name: str
+    description: str = ""
+    prompt: str = ""
+    model: str = ""
+    tags: list[str] = []
+    type: str = "ai_human"
+    config: dict[str, Any] = {}
+
+
+def list_blueprints(agency_id: str) -> Call[list[BlueprintInfo]]:
+    return Call("GET", f"/agency/{agency_id}/blueprints", list[BlueprintInfo])
+
+
+def list_threads(agency_id: str) -> Call[list[queries.ThreadView]]:
+    return Call("GET", f"/agency/{agency_id}/agents", list[queries.ThreadView])
+
+
+def create_thread(
+    agency_id: str, agent_type: str, metadata: dict[str, str] | None = None
+) -> Call[ThreadOut]:
+    body = {"agentType": agent_type, "metadata": metadata or {}}
+    return Call("POST", f"/agency/{agency_id}/agents", ThreadOut, json=body)
+
+
+def invoke(
+    agency_id: str,
+    thread_id: str,
+    text: str | None = None,
+    *,
+    files: dict[str, str] | None = None,
+    idempotency_key: str | None = None,
+    strategy: Strategy = "queue",
+) -> Call[RunAccepted]:
+    body: dict[str, Any] = {"strategy": strategy}
+    if text is not None:
+        body["messages"] = [{"role": "user", "content": text}]
+    if files:
+        body["files"] = files
+    if idempotency_key is not None:
+        body["idempotencyKey"] = idempotency_key
+    return Call("POST", thread_path(agency_id, thread_id) + "/invoke", RunAccepted, json=body)
+
+
+def approve(
+    agency_id: str,
+    thread_id: str,
+    approved: bool,
+    *,
+    modified_tool_calls: list[dict[str, Any]] | None = None,
+    reason: str = "",
+    run_id: str | None = None,
+) -> Call[RunCommandAccepted]:
+    body: dict[str, Any] = {"approved": approved, "reason": reason}
+    if modified_tool_calls is not None:
+        body["modifiedToolCalls"] = modified_tool_calls
+    if run_id is not None:
+        body["runId"] = run_id
+    path = thread_path(agency_id, thread_id) + "/approve"
+    return Call("POST", path, RunCommandAccepted, json=body)
+
+
+def cancel(
+    agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
+) -> Call[RunCommandAccepted]:
+    body: dict[str, Any] = {"reason": reason}
+    if run_id is not None:
+        body["runId"] = run_id
+    path = thread_path(agency_id, thread_id) + "/cancel"
+    return Call("POST", path, RunCommandAccepted, json=body)
+
+
+def state(agency_id: str, thread_id: str) -> Call[queries.ThreadStateView]:
+    return Call("GET", thread_path(agency_id, thread_id) + "/state", queries.ThreadStateView)
+
+
+def events(
+    agency_id: str,
+    thread_id: str,
+    from_seq: int = 0,
+    limit: int = 100,
+    types: list[str] | None = None,
+) -> Call[EventsPage]:
+    params: dict[str, Any] = {"fromSeq": from_seq, "limit": limit}
+    if types:
+        params["type"] = types
+    return Call("GET", thread_path(agency_id, thread_id) + "/events", EventsPage, params=params)
+
+
+_view = msgspec.json.Decoder(EventView)
+
+
+def decode_event(data: str) -> EventView:
+    return _view.decode(data)
+
+
+# The run's status each event type leaves it in; a follow ends at the ones that end a wait.
+RUN_STATUS_OF = {
+    "run.started": "running",
+    "run.resumed": "running",
+    "run.paused": "paused",
+    "run.completed": "completed",
+    "run.canceled": "canceled",
+    "run.error": "error",
+    "request.rejected": "rejected",
+}
+RUN_STOPS = frozenset(
+    {"run.paused", "run.completed", "run.canceled", "run.error", "request.rejected"}
+)
+
+
+def ends_follow(event: EventView, run_id: str) -> bool:
+    """The event stops `run_id` from going on by itself: it ended, or it waits for a person."""
+    return event.type in RUN_STOPS and event.data.get("runId") == run_id

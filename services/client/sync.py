@@ -1,0 +1,193 @@
+"""The sync client of the HTTP API, the async one's twin for scripts and notebooks: typed
+answers, errors as `ApiError`, runs followed live over Server-Sent Events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Mapping
+from contextlib import closing
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from httpx_sse import connect_sse
+
+from projections import queries
+from services.api.eventview import EventView
+from services.api.routes_commands import AgencyOut, RunAccepted, ThreadOut
+from services.api.routes_control import RunCommandAccepted
+from services.api.routes_queries import EventsPage
+from services.client import calls
+from services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
+
+T = TypeVar("T")
+STREAM_READ_TIMEOUT = 60.0
+
+
+class AgencyClient:
+    """`with AgencyClient(url, api_key) as client: ...`"""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """`headers` are sent with every request besides the key (`X-Secret`, `User-Agent`)."""
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers={**(headers or {}), "Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: Call[T]) -> T:
+        response = self._http.request(
+            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+        )
+        return call.decode(response.status_code, response.content)
+
+    def list_agencies(self) -> list[queries.AgencyView]:
+        return self._send(calls.list_agencies())
+
+    def create_agency(self, name: str, metadata: dict[str, str] | None = None) -> AgencyOut:
+        return self._send(calls.create_agency(name, metadata))
+
+    def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:
+        return self._send(calls.list_blueprints(agency_id))
+
+    def list_threads(self, agency_id: str) -> list[queries.ThreadView]:
+        return self._send(calls.list_threads(agency_id))
+
+    def create_thread(
+        self, agency_id: str, agent_type: str, metadata: dict[str, str] | None = None
+    ) -> ThreadOut:
+        return self._send(calls.create_thread(agency_id, agent_type, metadata))
+
+    def find_thread(self, thread_id: str) -> queries.ThreadView | None:
+        """The thread with this id in any of the caller's agencies."""
+        for agency in self.list_agencies():
+            for thread in self.list_threads(agency.id):
+                if thread.id == thread_id:
+                    return thread
+        return None
+
+    def invoke(
+        self,
+        agency_id: str,
+        thread_id: str,
+        text: str | None = None,
+        *,
+        files: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+        strategy: Strategy = "queue",
+    ) -> RunAccepted:
+        call = calls.invoke(
+            agency_id,
+            thread_id,
+            text,
+            files=files,
+            idempotency_key=idempotency_key,
+            strategy=strategy,
+        )
+        return self._send(call)
+
+    def approve(
+        self,
+        agency_id: str,
+        thread_id: str,
+        approved: bool = True,
+        *,
+        modified_tool_calls: list[dict[str, Any]] | None = None,
+        reason: str = "",
+        run_id: str | None = None,
+    ) -> RunCommandAccepted:
+        call = calls.approve(
+            agency_id,
+            thread_id,
+            approved,
+            modified_tool_calls=modified_tool_calls,
+            reason=reason,
+            run_id=run_id,
+        )
+        return self._send(call)
+
+    def cancel(
+        self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
+    ) -> RunCommandAccepted:
+        return self._send(calls.cancel(agency_id, thread_id, reason, run_id))
+
+    def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
+        return self._send(calls.state(agency_id, thread_id))
+
+    def events(
+        self,
+        agency_id: str,
+        thread_id: str,
+        from_seq: int = 0,
+        limit: int = 100,
+        types: list[str] | None = None,
+    ) -> EventsPage:
+        return self._send(calls.events(agency_id, thread_id, from_seq, limit, types))
+
+    def stream(
+        self, agency_id: str, thread_id: str, from_seq: int = 0
+    ) -> Generator[EventView, None, None]:
+        """The thread's events from `from_seq` (0: the start), stored then live, until the
+        caller stops iterating or the server ends the stream."""
+        path = thread_path(agency_id, thread_id) + "/stream"
+        # Keep-alives come every 15 s: a minute without a byte is a dead connection.
+        timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)
+        with connect_sse(
+            self._http, "GET", path, params={"fromSeq": from_seq}, timeout=timeout
+        ) as source:
+            if source.response.status_code >= 400:
+                source.response.read()
+                Call("GET", path, dict).decode(source.response.status_code, source.response.content)
+            for message in source.iter_sse():
+                if message.event == "message":  # the unnamed frame; the named one repeats it
+                    yield decode_event(message.data)
+
+    def follow(
+        self, agency_id: str, thread_id: str, run_id: str, from_seq: int = 0
+    ) -> Generator[EventView, None, None]:
+        """The run's events, live, ending with the one that ends it or pauses it."""
+        with closing(self.stream(agency_id, thread_id, from_seq)) as events:
+            for event in events:
+                if event.run_id != run_id and event.data.get("runId") != run_id:
+                    continue
+                yield event
+                if ends_follow(event, run_id):
+                    return
+
+    def wait(
+        self, agency_id: str, thread_id: str, run_id: str, timeout: float, from_seq: int = 0
+    ) -> str:
+        """The run's status once it ends or pauses (`completed`, `paused`, `error`, …), from
+        the thread's events from `from_seq` (after an approval: past the pause).
+        The stream's keep-alives (every 15 s) bound how late a timeout is noticed."""
+        status = "pending"
+        deadline = time.monotonic() + timeout
+        with closing(self.follow(agency_id, thread_id, run_id, from_seq)) as events:
+            for event in events:
+                status = calls.RUN_STATUS_OF.get(event.type, status)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"run {run_id} did not end within {timeout} s")
+        return status

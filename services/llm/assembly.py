@@ -1,0 +1,294 @@
+"""From what a provider sent to one assistant message: stream chunks folded together (or a
+whole completion from a server that does not stream), checked on the way, and streamed text
+handed on in coalesced pieces.
+
+What is checked, and what becomes of it:
+- a chunk that is not JSON: `malformed_response`; JSON that is no chat completion chunk:
+  `not_openai_json` (neither is retried: the provider is answering something else);
+- a stream that ends without a finish_reason: `truncated_stream` (retried);
+- more than `max_answer_bytes` of text and arguments: `answer_too_large`;
+- tool calls: a call without a name, or two calls with one id, is `invalid_tool_call` (the
+  results could not be told apart, and a repeated call may be a repeated side effect); a
+  call without an id gets a fresh unique one (some OpenAI-compatible servers send none).
+  Arguments are passed on as the model wrote them: arguments that are not a JSON object are
+  answered by the runtime or the tools service with a tool error the model sees, so it can
+  correct itself.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+import openai
+import pydantic
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from contracts.events.base import ChatMessage, ToolCall, Usage
+from contracts.ids import new_id
+from services.llm.errors import ModelResponseError, ModelStreamError
+
+OnDelta = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    message: ChatMessage
+    usage: Usage
+    finish_reason: str
+    model: str
+    # USD, from the provider's price table; recorded in `model.completed`.
+    cost_usd: float = 0.0
+
+
+class CallerError(Exception):
+    """An exception raised by the caller's `on_delta`, carried through the adapter untouched
+    (the adapter translates everything else into `ModelError`)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Assembly:
+    """Folds stream chunks into one assistant message."""
+
+    model: str
+    max_bytes: int
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    size: int = 0
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        """Fold one chunk in; return its new text."""
+        try:
+            return self._add(chunk)
+        except (AttributeError, TypeError, ValueError, KeyError) as e:
+            raise ModelResponseError(
+                f"the model stream sent a chunk that is not an OpenAI chat completion chunk "
+                f"({type(e).__name__}: {e}): {snippet(repr(chunk))}",
+                kind="not_openai_json",
+            ) from e
+
+    def _add(self, chunk: ChatCompletionChunk) -> str:
+        if chunk.model:
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.usage = Usage(
+                input_tokens=int(chunk.usage.prompt_tokens),
+                output_tokens=int(chunk.usage.completion_tokens),
+            )
+        new_text = ""
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta.content:
+                new_text += delta.content
+                self._grow(delta.content)
+            for fragment in delta.tool_calls or ():
+                call = self.calls.setdefault(fragment.index, _PartialCall())
+                # Servers differ in whether they repeat id/name on later fragments: first wins.
+                if fragment.id and not call.id:
+                    call.id = fragment.id
+                if fragment.function is not None:
+                    if fragment.function.name and not call.name:
+                        call.name = fragment.function.name
+                    if fragment.function.arguments:
+                        call.arguments.append(fragment.function.arguments)
+                        self._grow(fragment.function.arguments)
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+        if new_text:
+            self.text.append(new_text)
+        return new_text
+
+    def _grow(self, piece: str) -> None:
+        self.size += len(piece.encode())
+        if self.size > self.max_bytes:
+            raise ModelResponseError(
+                f"the model's answer exceeds {self.max_bytes} bytes of text and tool arguments "
+                "(AGENCY_MODEL_MAX_ANSWER_BYTES); it was abandoned",
+                kind="answer_too_large",
+            )
+
+    def response(self) -> ModelResponse:
+        if self.finish_reason is None:
+            raise ModelStreamError(
+                "the model stream ended without a finish_reason: the answer was cut off "
+                f"after {self.size} bytes",
+                kind="truncated_stream",
+            )
+        calls = checked_calls(
+            (p.id, p.name, "".join(p.arguments) or "{}") for _, p in sorted(self.calls.items())
+        )
+        message = ChatMessage(role="assistant", content="".join(self.text), tool_calls=calls)
+        return ModelResponse(
+            message=message, usage=self.usage, finish_reason=self.finish_reason, model=self.model
+        )
+
+
+def checked_calls(calls: Iterable[tuple[str, str, str]]) -> tuple[ToolCall, ...]:
+    """(id, name, arguments) as tool calls: ids filled in, duplicates and nameless refused."""
+    listed = list(calls)
+    for index, (_, name, _) in enumerate(listed):
+        if not name:
+            raise ModelResponseError(
+                f"the model's tool call {index} has no function name", kind="invalid_tool_call"
+            )
+    repeated = sorted(i for i, n in Counter(i for i, _, _ in listed if i).items() if n > 1)
+    if repeated:
+        raise ModelResponseError(
+            f"the model gave several tool calls the same id ({', '.join(repeated)}): their "
+            "results could not be told apart",
+            kind="invalid_tool_call",
+        )
+    return tuple(
+        ToolCall(id=call_id or f"call_{new_id().lower()}", name=name, arguments=arguments)
+        for call_id, name, arguments in listed
+    )
+
+
+def parse_completion(body: bytes, model: str, max_bytes: int) -> ModelResponse:
+    """A whole chat completion (a server that ignored `stream`), or the reason it is none."""
+    if len(body) > max_bytes:
+        raise ModelResponseError(
+            f"the model's answer exceeds {max_bytes} bytes (AGENCY_MODEL_MAX_ANSWER_BYTES)",
+            kind="answer_too_large",
+        )
+    try:
+        completion = ChatCompletion.model_validate_json(body)
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        if first["type"] == "json_invalid":
+            raise ModelResponseError(
+                f"the model provider answered HTTP 200 with a body that is not JSON: "
+                f"{snippet(body.decode(errors='replace'))}",
+                kind="malformed_response",
+            ) from e
+        where = ".".join(str(p) for p in first["loc"]) or "the body"
+        raise ModelResponseError(
+            f"the model provider answered HTTP 200 with JSON that is not a chat completion "
+            f"({where}: {first['msg']}): {snippet(body.decode(errors='replace'))}",
+            kind="not_openai_json",
+        ) from e
+    if not completion.choices:
+        raise ModelResponseError(
+            "the model provider answered a chat completion without choices",
+            kind="not_openai_json",
+        )
+    choice = completion.choices[0]
+    message = choice.message
+    calls = checked_calls(
+        (c.id, c.function.name, c.function.arguments or "{}")
+        for c in message.tool_calls or ()
+        if c.type == "function"
+    )
+    usage = Usage()
+    if completion.usage is not None:
+        usage = Usage(
+            input_tokens=completion.usage.prompt_tokens,
+            output_tokens=completion.usage.completion_tokens,
+        )
+    return ModelResponse(
+        message=ChatMessage(role="assistant", content=message.content or "", tool_calls=calls),
+        usage=usage,
+        finish_reason=choice.finish_reason or "stop",
+        model=completion.model or model,
+    )
+
+
+def stream_error(error: openai.APIError) -> ModelStreamError:
+    return ModelStreamError(
+        f"the model stream reported an error: {error.message}", kind="stream_error"
+    )
+
+
+def snippet(text: str, limit: int = 200) -> str:
+    """The start of a body, on one line, for an error message."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def split_utf8(text: str, limit: int) -> list[str]:
+    """Pieces of `text` of at most `limit` bytes of UTF-8 each, never cutting a character."""
+    data = text.encode()
+    if len(data) <= limit:
+        return [text]
+    pieces = []
+    start = 0
+    while start < len(data):
+        end = min(start + limit, len(data))
+        while end < len(data) and end > start + 1 and (data[end] & 0xC0) == 0x80:
+            end -= 1  # a continuation byte: the character starts earlier
+        pieces.append(data[start:end].decode())
+        start = end
+    return pieces
+
+
+class Coalescer:
+    """Hands streamed text to `on_delta` at most once per interval, in order, in pieces of at
+    most `max_bytes`.
+
+    The first window opens with the first text, so an answer that is complete within one
+    window produces no delta at all: `model.completed` carries its text, and the log is
+    spared two appends per fast model call. Once a delta went out, the rest follows, so
+    the deltas of a call always add up to its whole text.
+    """
+
+    def __init__(self, on_delta: OnDelta | None, interval: float, max_bytes: int) -> None:
+        self._on_delta = on_delta
+        self._interval = interval
+        self._max_bytes = max_bytes
+        self._buffer: list[str] = []
+        self._buffered = 0
+        self._last = -math.inf
+        self.delivered = False
+
+    def add(self, text: str) -> None:
+        if self._on_delta is not None and text:
+            if self._last == -math.inf:
+                self._last = time.monotonic()
+            self._buffer.append(text)
+            self._buffered += len(text)
+
+    async def finish(self) -> None:
+        if self.delivered:
+            await self.flush()
+        self._buffer.clear()
+        self._buffered = 0
+
+    def wait_budget(self) -> float | None:
+        """How long the next read may block before buffered text is due (None: no limit)."""
+        if not self._buffer:
+            return None
+        if self._buffered >= self._max_bytes:
+            return 0.0  # a full piece waits for no window
+        return max(0.0, self._last + self._interval - time.monotonic())
+
+    async def flush(self) -> None:
+        if not self._buffer or self._on_delta is None:
+            return
+        text = "".join(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        self._last = time.monotonic()
+        self.delivered = True
+        for piece in split_utf8(text, self._max_bytes):
+            try:
+                await self._on_delta(piece)
+            except Exception as e:
+                raise CallerError(e) from e

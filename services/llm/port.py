@@ -1,0 +1,92 @@
+"""The model port: what the runtime asks (`ModelRequest`), what it gets (`ModelResponse`),
+the `Provider` protocol, and how a request is written in OpenAI's wire format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from openai.types.chat import ChatCompletionMessageParam
+
+from contracts.events.base import ChatMessage
+from services.agents.tools import ToolSpec
+from services.llm.assembly import ModelResponse, OnDelta
+from services.llm.errors import ModelRequestError
+
+# Prefixes naming an OpenAI-compatible provider; the adapter strips them.
+KNOWN_PROVIDERS = frozenset({"openai"})
+# Prefixes that belong to the model name itself (OpenAI fine-tuned models: "ft:gpt-4o:org::id").
+NAME_PREFIXES = frozenset({"ft"})
+
+
+def split_model(model: str) -> tuple[str, str]:
+    """("openai", "gpt-4.1-mini") for "openai:gpt-4.1-mini" or "gpt-4.1-mini".
+
+    Raises `ModelRequestError` for an unknown provider prefix.
+    """
+    prefix, sep, rest = model.partition(":")
+    if not sep or prefix in NAME_PREFIXES:
+        name, provider = model, "openai"
+    elif prefix in KNOWN_PROVIDERS:
+        name, provider = rest, prefix
+    else:
+        known = ", ".join(sorted(KNOWN_PROVIDERS))
+        raise ModelRequestError(
+            f"unknown model provider {prefix!r} in model {model!r}: use one of {known} "
+            f"(e.g. 'openai:gpt-4.1-mini') or a bare model name"
+        )
+    if not name:
+        raise ModelRequestError(f"model {model!r} names no model after the provider prefix")
+    return provider, name
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One chat completion request. `model` may carry a provider prefix ("openai:…")."""
+
+    model: str
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+
+
+class Provider(Protocol):
+    async def complete(
+        self, request: ModelRequest, on_delta: OnDelta | None = None
+    ) -> ModelResponse: ...
+
+
+def message_param(message: ChatMessage) -> ChatCompletionMessageParam:
+    match message.role:
+        case "system" | "user":
+            plain: dict[str, Any] = {"role": message.role, "content": message.content}
+            if message.name:
+                plain["name"] = message.name
+            return cast(ChatCompletionMessageParam, plain)
+        case "assistant":
+            assistant: dict[str, Any] = {"role": "assistant"}
+            # OpenAI accepts null content beside tool calls, but not an absent message body.
+            if message.content or not message.tool_calls:
+                assistant["content"] = message.content
+            if message.tool_calls:
+                assistant["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in message.tool_calls
+                ]
+            if message.name:
+                assistant["name"] = message.name
+            return cast(ChatCompletionMessageParam, assistant)
+        case "tool":
+            if not message.tool_call_id:
+                raise ModelRequestError(
+                    "a tool message has no tool_call_id: every tool result must name the "
+                    "call it answers"
+                )
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": message.content,
+            }

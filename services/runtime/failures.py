@@ -1,0 +1,107 @@
+"""What the runtime does when driving a thread fails: retry, or end the run with a reason.
+
+A failure is transient when the same work may succeed on a later delivery: the broker did
+not answer in time, the connection is being re-established, or this worker lost its lease
+on the thread. Everything else (a middleware or tool hook raising, an event that breaks
+its contract or does not fit in a message, a decision of too many events, a loop that
+never settles) would fail the same way again: the run ends with `run.error`, its kind and
+message saying what happened, and its open tool calls are answered so the history stays
+a valid conversation for the next run.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from contracts.events import (
+    AgentError,
+    AnyEvent,
+    ChatMessage,
+    MessageAppended,
+    RunError,
+    RunStarted,
+)
+from contracts.limits import limits, truncate_text
+from infra.jetstream.errors import BatchTooLarge, EventTooLarge, InvalidEvent
+from infra.jetstream.errors import is_transient as broker_transient
+from infra.jetstream.leases import LeaseLost
+from services.runtime.actions import DEFAULT_MAX_STEPS, tool_message
+from services.runtime.state import ThreadState
+
+_MAX_ERROR_CHARS = 2000
+
+
+class LoopDidNotSettle(Exception):
+    def __init__(self, thread_id: str, iterations: int) -> None:
+        super().__init__(
+            f"thread {thread_id}: the loop took {iterations} decisions without waiting; "
+            "a middleware or tool keeps producing work"
+        )
+
+
+def is_transient(error: BaseException) -> bool:
+    """The broker's or the connection's failure, or a lease lost: later may succeed."""
+    return isinstance(error, LeaseLost) or broker_transient(error)
+
+
+def failure_kind(error: BaseException) -> str:
+    """A stable, machine-readable name for what went wrong."""
+    match error:
+        case EventTooLarge():
+            return "event_too_large"
+        case BatchTooLarge():
+            return "too_many_events"
+        case InvalidEvent():
+            return "invalid_event"
+        case LoopDidNotSettle():
+            return "loop_did_not_settle"
+        case _:
+            return "internal_error"
+
+
+def describe(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "…"
+
+
+def run_failed(
+    state: ThreadState, kind: str, error: str, *, run_id: str | None = None
+) -> tuple[AnyEvent, ...]:
+    """The events that end the thread's run with `error`: the active run, or else the
+    queued request at the head (which failed to start, so would fail again). Nothing when
+    the thread has no run to end, or when `run_id` is given and is not that run."""
+    run = state.active_run
+    if run is not None and not run.terminal:
+        if run_id is not None and run.run_id != run_id:
+            return ()
+        answers = tuple(
+            MessageAppended(run_id=run.run_id, message=tool_message(call, f"Not run: {error}"))
+            for call in state.open_tool_calls()
+        )
+        return (
+            *answers,
+            AgentError(run_id=run.run_id, error=error, retryable=False),
+            RunError(run_id=run.run_id, error=error, kind=kind),
+        )
+    if state.queue:
+        head = state.queue[0]
+        if run_id is not None and head.run_id != run_id:
+            return ()
+        return (
+            RunStarted(
+                run_id=head.run_id, agent_type=state.agent_type, max_steps=DEFAULT_MAX_STEPS
+            ),
+            RunError(run_id=head.run_id, error=error, kind=kind),
+        )
+    return ()
+
+
+def fit_message(message: ChatMessage) -> ChatMessage:
+    """A model answer whose text is longer than an event should carry (`max_message_bytes`;
+    it is stored twice in one append, in `model.completed` and the assistant's message),
+    cut with a visible marker. Tool call arguments are left whole (a cut would break their
+    JSON): an answer that still does not fit ends the run as `event_too_large`."""
+    limit = limits().max_message_bytes
+    if len(message.content) * 4 <= limit or len(message.content.encode()) <= limit:
+        return message
+    return msgspec.structs.replace(message, content=truncate_text(message.content, limit))

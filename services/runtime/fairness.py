@@ -1,0 +1,171 @@
+"""Per-tenant fairness: how many runs a tenant may have at once, how fast it may invoke.
+
+One tenant's flood must not starve another's runs. Two limits, per tenant:
+
+- active runs (`max_active_runs`): an invoke beyond it is refused, over NATS as
+  `request.rejected` with the reason (the runtime decides, `commands.invoke`), over HTTP
+  as 429 with `Retry-After`. A refused invoke costs one small event, never a run, so a
+  flood drains in moments and the runtime's capacity stays free for everyone else.
+- invokes per second (`invokes_per_second`, `invoke_burst`): a token bucket per tenant
+  in each API process; beyond it, 429 with the seconds until a token is free.
+
+The decisions are pure; `TenantLoad` keeps the count they need from the log: every
+runtime process follows every tenant's `request.accepted` and run terminals (plain NATS),
+so all of them agree on each tenant's admitted runs within milliseconds, whichever
+process drives which run. A process never admits beyond the limit: an accepted request
+is reserved in the same step that decided it (no await between), before its append, and
+released if the append fails, so concurrent invokes cannot all see the last free slot (a
+reservation whose append lost a race holds its slot for that moment, so a burst may be
+admitted a little under the limit). Across processes two may still take one slot at
+once, and a process started while runs are active undercounts them until they end: the
+limit is a fairness bound, not an accounting one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import msgspec
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+
+from contracts.codec import decode_event
+from contracts.errors import ContractError
+from contracts.events import (
+    RequestAccepted,
+    RequestInjected,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+)
+
+ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
+_WATCHED = ("request_accepted", "request_injected", "run_completed", "run_error", "run_canceled")
+
+
+class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """0 switches a limit off."""
+
+    max_active_runs: int = 100
+    invokes_per_second: float = 50.0
+    invoke_burst: int = 100
+
+    @classmethod
+    def from_env(cls) -> FairnessLimits:
+        default = cls()
+        return cls(
+            max_active_runs=int(
+                os.environ.get("AGENCY_TENANT_MAX_ACTIVE_RUNS", default.max_active_runs)
+            ),
+            invokes_per_second=float(
+                os.environ.get("AGENCY_TENANT_INVOKES_PER_SECOND", default.invokes_per_second)
+            ),
+            invoke_burst=int(os.environ.get("AGENCY_TENANT_INVOKE_BURST", default.invoke_burst)),
+        )
+
+
+def refuse_invoke(active_runs: int, limits: FairnessLimits) -> str | None:
+    """Why a tenant with `active_runs` admitted runs may not start another, or None."""
+    if limits.max_active_runs and active_runs >= limits.max_active_runs:
+        return (
+            f"{ACTIVE_RUN_LIMIT}: the tenant has {active_runs} active runs, the limit is "
+            f"{limits.max_active_runs}; invoke again when one has ended"
+        )
+    return None
+
+
+@dataclass
+class TokenBuckets:
+    """Invokes per second per tenant; `take` answers None (go) or the seconds to wait."""
+
+    limits: FairnessLimits
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def take(self, tenant: str, now: float) -> float | None:
+        rate, burst = self.limits.invokes_per_second, max(self.limits.invoke_burst, 1)
+        if rate <= 0:
+            return None
+        tokens, last = self._buckets.get(tenant, (float(burst), now))
+        tokens = min(float(burst), tokens + (now - last) * rate)
+        if tokens >= 1.0:
+            self._buckets[tenant] = (tokens - 1.0, now)
+            return None
+        self._buckets[tenant] = (tokens, now)
+        return (1.0 - tokens) / rate
+
+
+def retry_after_header(seconds: float) -> str:
+    """`Retry-After` in whole seconds, at least 1."""
+    return str(max(1, math.ceil(seconds)))
+
+
+@dataclass
+class TenantLoad:
+    """Admitted, not yet ended runs per tenant, as the log tells them."""
+
+    _runs: dict[str, set[str]] = field(default_factory=dict)
+    # Accepted by this process, not yet stored (or not yet seen back from the log).
+    _reserved: dict[str, set[str]] = field(default_factory=dict)
+
+    def active(self, tenant: str) -> int:
+        runs, reserved = self._runs.get(tenant, set()), self._reserved.get(tenant, set())
+        return len(runs | reserved)
+
+    def reserve(self, tenant: str, run_id: str) -> None:
+        """Count a run this process has just decided to accept, before it is stored."""
+        self._reserved.setdefault(tenant, set()).add(run_id)
+
+    def release(self, tenant: str, run_id: str) -> None:
+        """A reservation whose append did not happen (or is now counted as admitted)."""
+        _discard(self._reserved, tenant, run_id)
+
+    def admitted(self, tenant: str, run_id: str) -> None:
+        self._runs.setdefault(tenant, set()).add(run_id)
+        self.release(tenant, run_id)
+
+    def ended(self, tenant: str, run_id: str) -> None:
+        _discard(self._runs, tenant, run_id)
+        self.release(tenant, run_id)
+
+    def observe(self, data: bytes) -> None:
+        try:
+            env = decode_event(data)
+        except (ContractError, msgspec.DecodeError):
+            return
+        match env.payload:
+            case RequestAccepted(run_id=run_id):
+                self.admitted(env.tenant_id, run_id)
+            case RunCompleted(run_id=run_id) | RunError(run_id=run_id) | RunCanceled(run_id=run_id):
+                self.ended(env.tenant_id, run_id)
+            case RequestInjected(request_run_id=run_id):
+                # The request joined the active run: its own run id ends here.
+                self.ended(env.tenant_id, run_id)
+
+    async def _on_message(self, msg: Msg) -> None:
+        self.observe(msg.data)
+
+    @contextlib.asynccontextmanager
+    async def watching(self, nc: NATS) -> AsyncIterator[None]:
+        subs = [
+            await nc.subscribe(f"tenant.*.evt.thread.*.{token}", cb=self._on_message)
+            for token in _WATCHED
+        ]
+        try:
+            yield
+        finally:
+            for sub in subs:
+                with contextlib.suppress(NatsError):
+                    await sub.unsubscribe()
+
+
+def _discard(runs: dict[str, set[str]], tenant: str, run_id: str) -> None:
+    found = runs.get(tenant)
+    if found is not None:
+        found.discard(run_id)
+        if not found:
+            del runs[tenant]

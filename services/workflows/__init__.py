@@ -1,0 +1,1 @@
+"""Workflows: agents working together on a shared channel."""

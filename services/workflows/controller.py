@@ -1,0 +1,232 @@
+"""The workflows controller: mentions become runs of the members' threads, answers become
+channel messages.
+
+It reacts, on one durable consumer shared by every copy of the service, to:
+- a workflow's `channel.message_posted`, `workflow.started`, `member.answered`: every idle
+  member with unread mentions gets a run (`member.invoked`, then a `runtime.invoke` of its
+  thread with a prompt built from its inbox);
+- `workflow.stopped`: the runs of its members still going are canceled;
+- the run terminals of member threads: the answer is posted to the channel
+  (`member.answered` + `channel.message_posted`), a failure is retried with backoff
+  (a `workflows.retry` command the broker holds until it is due);
+- `schedule.fired`: the schedule's message is posted.
+
+Every step is a decision appended with an expected sequence and an idempotency key, and
+every command it sends has a key derived from what it acts on: a redelivered event, or a
+controller killed between an append and a send, repeats nothing and loses nothing (the
+invokes of runs under way are sent again on every pass, and the runtime keeps one run per
+key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import structlog
+
+from contracts.commands import CancelRun, InvokeThread, RetryMember
+from contracts.envelope import utc_now
+from contracts.events import (
+    AnyEvent,
+    ChannelMessagePosted,
+    ChatMessage,
+    MemberAnswered,
+    MemberSkipped,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    ScheduleFired,
+    ScheduleSet,
+    ThreadCreated,
+    WorkflowStarted,
+    WorkflowStopped,
+)
+from contracts.events.workflow import MemberOutcome
+from contracts.ids import derived_id, new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import EventContext, RecordedEvent
+from services.common.decide import decide_and_append
+from services.workflows import decisions
+from services.workflows.state import WorkflowState, fold
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLink:
+    workflow_id: str
+    member: str
+
+
+class WorkflowController:
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._links: dict[tuple[str, str], MemberLink | None] = {}
+
+    async def handle(self, event: RecordedEvent) -> None:
+        env = event.envelope
+        match event.payload:
+            case ChannelMessagePosted() | WorkflowStarted() | MemberAnswered() | MemberSkipped():
+                await self.pump(env.tenant_id, env.aggregate_id)
+            case WorkflowStopped():
+                await self._cancel_members(event)
+                await self.pump(env.tenant_id, env.aggregate_id)
+            case RunCompleted() | RunError() | RunCanceled():
+                if env.aggregate == "thread" and decisions.is_member_thread(env.aggregate_id):
+                    await self._answered(event)
+            case ScheduleFired():
+                await self._fired(event)
+
+    # --- dispatch -----------------------------------------------------------------------
+
+    async def read(self, tenant: str, workflow_id: str) -> WorkflowState:
+        return fold(await self._bus.store.read(tenant, "workflow", workflow_id), workflow_id)
+
+    async def pump(self, tenant: str, workflow_id: str) -> WorkflowState:
+        """Start the runs the inboxes call for, then (re)send the invoke of every run under
+        way: the runtime keeps one run per key, so a repeat costs nothing."""
+        await decide_and_append(
+            self._bus.store, tenant, "workflow", workflow_id,
+            lambda history: decisions.dispatch(fold(history, workflow_id)),
+            context=EventContext(),
+            # Marks the events of one pass as one decision (see `replay.py`).
+            idempotency_key=f"dispatch:{new_id()}",
+        )  # fmt: skip
+        state = await self.read(tenant, workflow_id)
+        for invocation in state.active.values():
+            if invocation.run_id in state.answered:
+                continue
+            member = state.members[invocation.member]
+            await self._bus.commands.send(
+                tenant,
+                InvokeThread(
+                    agency_id=state.agency_id,
+                    thread_id=member.thread_id,
+                    run_id=invocation.run_id,
+                    messages=(ChatMessage(role="user", content=invocation.prompt),),
+                ),
+                idempotency_key=f"wf-invoke:{invocation.run_id}",
+            )
+        return state
+
+    # --- answers ------------------------------------------------------------------------
+
+    async def _link(self, tenant: str, thread_id: str) -> MemberLink | None:
+        key = (tenant, thread_id)
+        if key not in self._links:
+            history = await self._bus.store.read(tenant, "thread", thread_id)
+            created = next(
+                (e.payload for e in history if isinstance(e.payload, ThreadCreated)), None
+            )
+            request = created.request if created else {}
+            workflow_id, member = request.get("workflow_id"), request.get("member")
+            self._links[key] = MemberLink(workflow_id, member) if workflow_id and member else None
+        return self._links[key]
+
+    async def _answered(self, event: RecordedEvent) -> None:
+        env = event.envelope
+        link = await self._link(env.tenant_id, env.aggregate_id)
+        if link is None:
+            return
+        outcome: MemberOutcome
+        match event.payload:
+            case RunCompleted(run_id=run_id, result=text):
+                outcome = "completed"
+            case RunError(run_id=run_id, error=text):
+                outcome = "error"
+            case RunCanceled(run_id=run_id, reason=text):
+                outcome = "canceled"
+            case _:
+                return
+        tenant, workflow_id = env.tenant_id, link.workflow_id
+        await decide_and_append(
+            self._bus.store, tenant, "workflow", workflow_id,
+            lambda history: decisions.answer(
+                fold(history, workflow_id), run_id=run_id, outcome=outcome, text=text
+            ),
+            context=EventContext(agency_id=env.agency_id),
+            idempotency_key=f"answer:{run_id}",
+        )  # fmt: skip
+        state = await self.read(tenant, workflow_id)
+        current = state.active.get(link.member)
+        if current is not None and current.run_id == run_id and link.member in state.retrying:
+            delay = decisions.retry_delay(current.attempt)
+            await self._bus.commands.send(
+                tenant,
+                RetryMember(
+                    agency_id=state.agency_id,
+                    workflow_id=workflow_id,
+                    member=link.member,
+                    failed_run_id=run_id,
+                    not_before=utc_now() + timedelta(seconds=delay),
+                ),
+                idempotency_key=f"wf-retry:{run_id}",
+            )
+            log.info("member run failed, retrying", member=link.member, delay=delay)
+
+    async def retry(self, tenant: str, command: RetryMember) -> None:
+        workflow_id = command.workflow_id
+        await decide_and_append(
+            self._bus.store, tenant, "workflow", workflow_id,
+            lambda history: decisions.retry(
+                fold(history, workflow_id), command.member, command.failed_run_id
+            ),
+            context=EventContext(agency_id=command.agency_id),
+            idempotency_key=f"retried:{command.failed_run_id}",
+        )  # fmt: skip
+        await self.pump(tenant, workflow_id)
+
+    async def _cancel_members(self, event: RecordedEvent) -> None:
+        env = event.envelope
+        state = await self.read(env.tenant_id, env.aggregate_id)
+        for invocation in state.active.values():
+            if invocation.run_id in state.answered:
+                continue
+            await self._bus.commands.send(
+                env.tenant_id,
+                CancelRun(
+                    agency_id=state.agency_id,
+                    thread_id=state.members[invocation.member].thread_id,
+                    reason="workflow stopped",
+                ),
+                idempotency_key=f"wf-cancel:{env.event_id}:{invocation.run_id}",
+            )
+
+    # --- schedules ----------------------------------------------------------------------
+
+    async def _fired(self, event: RecordedEvent) -> None:
+        env = event.envelope
+        history = await self._bus.store.read(env.tenant_id, "schedule", env.aggregate_id)
+        spec = next(
+            (
+                e.payload
+                for e in reversed(history)
+                if isinstance(e.payload, ScheduleSet) and e.seq < env.seq
+            ),
+            None,
+        )
+        if spec is None or spec.workflow_id is None:
+            return
+        workflow_id = spec.workflow_id
+        to = (spec.agent,) if spec.agent else ()
+        message_id = derived_id("msg_", "schedule", env.event_id)
+
+        def decide(history: list[RecordedEvent]) -> list[AnyEvent]:
+            state = fold(history, workflow_id)
+            if state.status == "absent":
+                return []
+            return decisions.post(
+                state,
+                message_id=message_id,
+                sender=f"schedule:{spec.name}",
+                content=spec.message,
+                to=[n for n in to if n in state.members],
+            )
+
+        await decide_and_append(
+            self._bus.store, env.tenant_id, "workflow", workflow_id,
+            decide,
+            context=EventContext(agency_id=spec.agency_id),
+            idempotency_key=f"fired:{env.event_id}",
+        )  # fmt: skip

@@ -1,0 +1,141 @@
+"""Cron schedules: each is an aggregate (`schedule.set`, `schedule.removed`,
+`schedule.fired`), so schedules survive any restart and their firings are in the log.
+
+Every copy of the service runs a scheduler. Each reads all schedules from the log (an
+ordered reader from the start, then live) and, when a tick is due, appends
+`schedule.fired(tick)` to the schedule with the expected sequence it read and the key
+`fire:<tick>`: of several schedulers seeing the same tick one append wins, the others
+reload, find the tick fired and do nothing. The controller then acts on the fired event
+once (its durable consumer). Ticks missed while no scheduler ran are not replayed one by
+one: the latest due tick fires once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import structlog
+from croniter import croniter
+from nats.errors import Error as NatsError
+
+from contracts.envelope import utc_now
+from contracts.events import AnyEvent, ScheduleFired, ScheduleRemoved, ScheduleSet
+from infra.jetstream.connection import Bus
+from infra.jetstream.errors import StoreError
+from infra.jetstream.reader import OrderedReader
+from infra.jetstream.records import EventContext, RecordedEvent
+from services.common.decide import Decision, DecisionConflict, decide_and_append
+
+log = structlog.get_logger(__name__)
+
+ALL_SCHEDULES = "tenant.*.evt.schedule.>"
+# A schedule idle for longer than this catches up from this far back only.
+_CATCH_UP = timedelta(days=1)
+
+
+def cron_problem(expression: str) -> str | None:
+    """Why `expression` is not a cron expression we accept, or None. Five fields (minute
+    precision) or six (the sixth is seconds), evaluated in UTC."""
+    fields = expression.split()
+    if len(fields) not in (5, 6):
+        return f"cron {expression!r} must have 5 fields (or 6, the last being seconds)"
+    if not croniter.is_valid(expression):
+        return f"cron {expression!r} is not a valid cron expression"
+    return None
+
+
+def due_tick(cron: str, since: datetime, now: datetime) -> datetime | None:
+    """The latest tick in (since, now], or None."""
+    since = max(since, now - _CATCH_UP)
+    ticks = croniter(cron, since)
+    latest: datetime | None = None
+    while True:
+        tick: datetime = ticks.get_next(datetime)
+        if tick > now:
+            return latest
+        latest = tick
+
+
+def next_tick(cron: str, after: datetime) -> datetime:
+    result: datetime = croniter(cron, after).get_next(datetime)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    tenant_id: str
+    schedule_id: str
+    spec: ScheduleSet
+    since: datetime
+
+
+def fired_decision(tick: datetime) -> Decision:
+    def decide(history: list[RecordedEvent]) -> list[AnyEvent]:
+        if not history or any(isinstance(e.payload, ScheduleRemoved) for e in history):
+            return []
+        fired = [e.payload.tick for e in history if isinstance(e.payload, ScheduleFired)]
+        if fired and max(fired) >= tick:
+            return []
+        return [ScheduleFired(tick=tick)]
+
+    return decide
+
+
+class Scheduler:
+    def __init__(self, bus: Bus, *, interval: float = 1.0) -> None:
+        self._bus = bus
+        self._interval = interval
+        self._entries: dict[tuple[str, str], Entry] = {}
+
+    @property
+    def schedules(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def apply(self, event: RecordedEvent) -> None:
+        env = event.envelope
+        key = (env.tenant_id, env.aggregate_id)
+        match event.payload:
+            case ScheduleSet() as spec:
+                entry = self._entries.get(key)
+                since = entry.since if entry else env.ts
+                self._entries[key] = Entry(env.tenant_id, env.aggregate_id, spec, since)
+            case ScheduleRemoved():
+                self._entries.pop(key, None)
+            case ScheduleFired(tick=tick):
+                entry = self._entries.get(key)
+                if entry is not None and tick > entry.since:
+                    self._entries[key] = replace(entry, since=tick)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with OrderedReader(self._bus.js, ALL_SCHEDULES) as reader:
+            while not stop.is_set():
+                for delivered in await reader.next_batch(timeout=self._interval):
+                    if isinstance(delivered, RecordedEvent):
+                        self.apply(delivered)
+                await self.fire_due(utc_now())
+
+    async def fire_due(self, now: datetime) -> None:
+        for entry in list(self._entries.values()):
+            tick = due_tick(entry.spec.cron, entry.since, now)
+            if tick is None:
+                continue
+            try:
+                await self._fire(entry, tick)
+            except (StoreError, NatsError, TimeoutError, DecisionConflict) as e:
+                # Tried again on the next pass; another replica may fire it meanwhile.
+                log.warning("schedule firing failed", schedule=entry.schedule_id, error=str(e))
+
+    async def _fire(self, entry: Entry, tick: datetime) -> None:
+        result = await decide_and_append(
+            self._bus.store, entry.tenant_id, "schedule", entry.schedule_id,
+            fired_decision(tick),
+            context=EventContext(agency_id=entry.spec.agency_id),
+            idempotency_key=f"fire:{tick.isoformat()}",
+        )  # fmt: skip
+        if result.events:
+            log.info("schedule fired", schedule=entry.schedule_id, tick=tick.isoformat())
+        key = (entry.tenant_id, entry.schedule_id)
+        if key in self._entries:
+            self._entries[key] = replace(self._entries[key], since=tick)

@@ -1,0 +1,238 @@
+"""`agency serve workflows`: the workflows controller, its commands and the scheduler.
+
+A service of its own rather than part of the subagent coordinator: a workflow is a group
+of peers on a channel, not a tree of children, its load follows the channels' traffic and
+the schedules, and a system without workflows runs nothing of it. Any number of copies may
+run: they share the durable consumer and the command consumer, and each schedule tick
+fires once whoever sees it first (see `scheduler.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import structlog
+
+from contracts.commands import (
+    CommandEnvelope,
+    CreateThread,
+    CreateWorkflow,
+    PostChannelMessage,
+    RemoveSchedule,
+    RetryMember,
+    SaveBlueprint,
+    SetSchedule,
+    StopWorkflow,
+)
+from contracts.envelope import utc_now
+from contracts.events import (
+    AnyEvent,
+    BlueprintSaved,
+    MemberAdded,
+    ScheduleRemoved,
+    ScheduleSet,
+    WorkflowCreated,
+)
+from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from infra.jetstream.connection import Bus
+from infra.jetstream.eventworker import EventWorker
+from infra.jetstream.records import EventContext, RecordedEvent
+from services.common.decide import applied, decide_and_append
+from services.workflows import decisions
+from services.workflows.controller import WorkflowController
+from services.workflows.members import member_blueprint, workflow_request
+from services.workflows.scheduler import Scheduler, cron_problem
+from services.workflows.state import fold
+from services.workflows.subjects import WORKFLOW_EVENTS
+
+log = structlog.get_logger(__name__)
+
+# How long creating a workflow waits for the registry to have its member threads.
+_REGISTRY_WAIT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSettings:
+    ack_wait: float = 30.0
+    scheduler_interval: float = 1.0
+    schedules: bool = True
+
+
+class WorkflowCommands:
+    def __init__(self, bus: Bus, controller: WorkflowController) -> None:
+        self._bus = bus
+        self._controller = controller
+
+    async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
+        tenant, key = envelope.tenant_id, envelope.idempotency_key
+        try:
+            match envelope.payload:
+                case CreateWorkflow() as create:
+                    await self._create(tenant, create, key)
+                case PostChannelMessage() as p:
+                    await self._on_workflow(
+                        tenant, p.workflow_id, p.agency_id, key,
+                        lambda s: decisions.post(
+                            s, message_id=p.message_id, sender=p.sender,
+                            content=p.content, to=p.to,
+                        ),
+                    )  # fmt: skip
+                case StopWorkflow() as halt:
+                    await self._on_workflow(
+                        tenant, halt.workflow_id, halt.agency_id, key,
+                        lambda state: decisions.stop(state, halt.reason),
+                    )  # fmt: skip
+                case RetryMember() as r:
+                    remaining = (r.not_before - utc_now()).total_seconds()
+                    if remaining > 0:
+                        raise Defer(remaining)
+                    await self._controller.retry(tenant, r)
+                case SetSchedule() as schedule:
+                    await self._set_schedule(tenant, schedule, key)
+                case RemoveSchedule() as r:
+                    await decide_and_append(
+                        self._bus.store, tenant, "schedule", r.schedule_id,
+                        lambda h: [] if not h or applied(h, key) else [ScheduleRemoved()],
+                        context=EventContext(agency_id=r.agency_id),
+                        idempotency_key=key,
+                    )  # fmt: skip
+                case other:
+                    raise CommandRejected(
+                        "wrong_service", f"{type(other).__name__} is not a workflows command"
+                    )
+        except decisions.WorkflowRejected as e:
+            raise CommandRejected("rejected", str(e)) from e
+
+    async def _on_workflow(
+        self,
+        tenant: str,
+        workflow_id: str,
+        agency_id: str,
+        key: str,
+        decide: decisions.Decide,
+    ) -> None:
+        await decide_and_append(
+            self._bus.store, tenant, "workflow", workflow_id,
+            lambda h: [] if applied(h, key) else decide(fold(h, workflow_id)),
+            context=EventContext(agency_id=agency_id),
+            idempotency_key=key,
+        )  # fmt: skip
+
+    async def _create(self, tenant: str, command: CreateWorkflow, key: str) -> None:
+        """Save each member's blueprint, create its thread, wait until the registry has
+        both, then record the workflow and the members it did not have."""
+        wf = command.workflow_id
+        added: list[MemberAdded] = []
+        for spec in command.members:
+            blueprint = member_blueprint(command.name, spec.name, spec.blueprint)
+            thread = decisions.member_thread_id(tenant, wf, spec.name)
+            await self._bus.commands.send(
+                tenant,
+                SaveBlueprint(agency_id=command.agency_id, blueprint=blueprint),
+                idempotency_key=f"wf-blueprint:{command.agency_id}:{blueprint.name}",
+            )
+            await self._bus.commands.send(
+                tenant,
+                CreateThread(
+                    agency_id=command.agency_id,
+                    thread_id=thread,
+                    agent_type=blueprint.name,
+                    request=workflow_request(wf, spec.name),
+                ),
+                idempotency_key=f"wf-thread:{thread}",
+            )
+            added.append(
+                MemberAdded(
+                    member=spec.name,
+                    blueprint=spec.blueprint.name,
+                    agent_type=blueprint.name,
+                    thread_id=thread,
+                )
+            )
+        await self._registry_has(tenant, command.agency_id, added)
+
+        def decide(history: list[RecordedEvent]) -> list[AnyEvent]:
+            state = fold(history, wf)
+            events: list[AnyEvent] = []
+            if state.status == "absent":
+                events.append(
+                    WorkflowCreated(
+                        agency_id=command.agency_id,
+                        name=command.name,
+                        tag=command.tag,
+                        limits=command.limits,
+                        source=command.source,
+                    )
+                )
+            events += [m for m in added if m.member not in state.members]
+            return events
+
+        await decide_and_append(
+            self._bus.store, tenant, "workflow", wf, decide,
+            context=EventContext(agency_id=command.agency_id),
+            idempotency_key=key,
+        )  # fmt: skip
+
+    async def _registry_has(self, tenant: str, agency_id: str, members: list[MemberAdded]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _REGISTRY_WAIT
+        while True:
+            agency = await self._bus.store.read(tenant, "agency", agency_id)
+            if not agency:
+                raise CommandRejected("unknown_agency", f"agency {agency_id} does not exist")
+            saved = {
+                e.payload.blueprint.name for e in agency if isinstance(e.payload, BlueprintSaved)
+            }
+            missing = [m.member for m in members if m.agent_type not in saved]
+            for m in members:
+                if m.member not in missing and not await self._bus.store.read(
+                    tenant, "thread", m.thread_id
+                ):
+                    missing.append(m.member)
+            if not missing:
+                return
+            if loop.time() > deadline:
+                # Retried by the command worker with backoff.
+                raise TimeoutError(f"the registry has not created members {missing} yet")
+            await asyncio.sleep(0.05)
+
+    async def _set_schedule(self, tenant: str, command: SetSchedule, key: str) -> None:
+        problem = cron_problem(command.cron)
+        if problem:
+            raise CommandRejected("invalid_cron", problem)
+        event = ScheduleSet(
+            agency_id=command.agency_id,
+            name=command.name,
+            cron=command.cron,
+            target=command.target,
+            workflow_id=command.workflow_id,
+            agent=command.agent,
+            message=command.message,
+        )
+        await decide_and_append(
+            self._bus.store, tenant, "schedule", command.schedule_id,
+            lambda h: [] if applied(h, key) else [event],
+            context=EventContext(agency_id=command.agency_id),
+            idempotency_key=key,
+        )  # fmt: skip
+
+
+async def run_workflows(
+    nats_url: str,
+    database_url: str,
+    stop: asyncio.Event,
+    settings: WorkflowSettings | None = None,
+) -> None:
+    settings = settings or WorkflowSettings()
+    async with Bus(nats_url, name="agency-workflows") as bus:
+        controller = WorkflowController(bus)
+        commands = WorkflowCommands(bus, controller)
+        events = EventWorker(bus, WORKFLOW_EVENTS, controller.handle, ack_wait=settings.ack_wait)
+        worker = CommandWorker(bus.js, "workflows", commands.handle, dead_letters=bus.dead_letters)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(events.run(stop))
+            tg.create_task(worker.run(stop))
+            if settings.schedules:
+                scheduler = Scheduler(bus, interval=settings.scheduler_interval)
+                tg.create_task(scheduler.run(stop))
