@@ -7,6 +7,8 @@ a failure of ours answers 500 (503 when NATS does not answer in time) without de
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -20,13 +22,31 @@ from litestar.openapi import OpenAPIConfig
 from nats.errors import Error as NatsError
 
 from contracts.errors import InvalidToken
+from infra import db
 from infra.jetstream.errors import StoreError, StoreTimeout
 from services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
-from services.api.dashboard import dashboard
+from services.api.bodies import strict_body
+from services.api.console.pages import CONSOLE_PAGES
 from services.api.deps import ApiDeps
+from services.api.langgraph import langgraph_router
+from services.api.mcp_server import AgencyMcp
+from services.api.openapi import (
+    SECURITY_COMPONENTS,
+    document_errors,
+    error_response,
+    tell_the_truth,
+)
+from services.api.options import AllowMiddleware
 from services.api.routes_commands import COMMAND_ROUTES
+from services.api.routes_console import CONSOLE_ROUTES
+from services.api.routes_control import CONTROL_ROUTES
 from services.api.routes_fork import FORK_ROUTES
+from services.api.routes_keys import KEY_ROUTES
+from services.api.routes_ops import OPS_ROUTES
 from services.api.routes_queries import QUERY_ROUTES
+from services.api.routes_run import RUN_ROUTES
+from services.api.routes_usage import USAGE_ROUTES
+from services.api.routes_workflows import WORKFLOW_ROUTES
 from services.api.streaming import CLOSING, STREAM_ROUTES
 
 log = structlog.get_logger(__name__)
@@ -41,7 +61,17 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@get("/readyz", opt={PUBLIC_OPT: True}, summary="Readiness: NATS connected, database answers")
+class Readiness(msgspec.Struct, frozen=True, omit_defaults=True):
+    status: str
+    services: dict[str, str] | None = None
+
+
+@get(
+    "/readyz",
+    opt={PUBLIC_OPT: True},
+    summary="Readiness: NATS connected, database answers, every supervised service running",
+    responses={503: error_response(503, "Not ready: what is missing.")},
+)
 async def readyz(deps: Deps) -> Response[Any]:
     problems: list[str] = []
     try:
@@ -55,30 +85,60 @@ async def readyz(deps: Deps) -> Response[Any]:
             await deps.pool.fetchval("SELECT 1")
     except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
         problems.append(f"database does not answer: {type(e).__name__}: {e}")
+    services = dict(deps.services()) if deps.services is not None else None
+    for name, state in (services or {}).items():
+        if state != "running":
+            problems.append(f"service {name} is {state}")
     if problems:
-        return _error(503, "; ".join(problems))
-    return Response(Health(status="ready"))
+        body: dict[str, Any] = {"error": "; ".join(problems), "status": 503}
+        if services is not None:
+            body["services"] = services
+        return Response(body, status_code=503)
+    return Response(Readiness(status="ready", services=services))
 
 
 def create_app(deps: ApiDeps) -> Litestar:
     def provide_deps() -> ApiDeps:
         return deps
 
-    return Litestar(
-        route_handlers=[
-            *QUERY_ROUTES,
-            *COMMAND_ROUTES,
-            *FORK_ROUTES,
-            *STREAM_ROUTES,
-            dashboard,
-            healthz,
-            readyz,
-        ],
+    mcp = AgencyMcp(deps)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        async with (
+            deps.keys.watching(deps.bus.nc, deps.pool),
+            deps.metrics.watching(deps.bus.nc),
+            mcp.running(app),
+        ):
+            yield
+
+    handlers = [
+        *QUERY_ROUTES,
+        *COMMAND_ROUTES,
+        *CONTROL_ROUTES,
+        *FORK_ROUTES,
+        *KEY_ROUTES,
+        *USAGE_ROUTES,
+        *OPS_ROUTES,
+        *STREAM_ROUTES,
+        *WORKFLOW_ROUTES,
+        *RUN_ROUTES,
+        *CONSOLE_ROUTES,
+        *CONSOLE_PAGES,
+        healthz,
+        readyz,
+    ]
+    document_errors(handlers)
+    app = Litestar(
+        # `/mcp` speaks MCP, not the API's JSON, and the LangGraph-compatible routes follow
+        # LangGraph's own API reference: both stay out of the OpenAPI document.
+        route_handlers=[*handlers, mcp.route(), langgraph_router()],
         dependencies={
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),
         },
-        middleware=[AuthMiddleware(deps)],
+        middleware=[AllowMiddleware(), AuthMiddleware(deps)],
+        before_request=strict_body,
         exception_handlers={Exception: _handle_error},
         request_max_body_size=deps.settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
@@ -86,23 +146,21 @@ def create_app(deps: ApiDeps) -> Litestar:
             version="0.1.0",
             description=(
                 "Agents for many tenants. Authenticate with `Authorization: Bearer <api key>` "
-                "(or `X-SECRET` in a single-tenant set-up)."
+                "(or `X-SECRET` in a single-tenant set-up). Every error answers "
+                "`{error, status}`. Request bodies are checked strictly against their schemas; "
+                "text in them must not contain NUL (`\\u0000`). Events: see `docs/api.md`."
             ),
+            components=SECURITY_COMPONENTS,
             # The docs are public: the router's opt reaches its handlers.
             openapi_router=Router(
                 "/schema", route_handlers=[], opt={PUBLIC_OPT: True}, include_in_schema=False
             ),
         ),
         state=State({CLOSING: asyncio.Event()}),
+        lifespan=[lifespan],
     )
-
-
-_DATABASE_UNAVAILABLE = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    asyncpg.InterfaceError,
-)
+    tell_the_truth(app, handlers)
+    return app
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
@@ -110,15 +168,15 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 
 
 def _handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    # Our own 503s say what is missing; other 5xx details stay in the log.
-    if isinstance(exc, HTTPException) and (exc.status_code < 500 or exc.status_code == 503):
+    # Our own 501s and 503s say what is missing; other 5xx details stay in the log.
+    if isinstance(exc, HTTPException) and (exc.status_code < 500 or exc.status_code in (501, 503)):
         return _error(exc.status_code, _client_message(request, exc), exc.headers)
     if isinstance(exc, InvalidToken):
         return _error(400, str(exc))
     if isinstance(exc, StoreTimeout | NatsError | TimeoutError):
         log.warning("event store did not answer", path=request.url.path, error=str(exc))
         return _error(503, "the event store did not answer in time; retry the request")
-    if isinstance(exc, _DATABASE_UNAVAILABLE):
+    if db.is_transient(exc):
         log.warning("database unavailable", path=request.url.path, error=str(exc))
         return _error(503, "the database is unavailable; retry the request")
     if isinstance(exc, StoreError):
@@ -139,11 +197,22 @@ def _client_message(request: Request[Any, Any, Any], exc: HTTPException) -> str:
     if isinstance(exc.__cause__, SerializationException):
         return f"request body is not valid JSON: {exc.detail}"
     if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
-        return "; ".join(_problem(item) for item in exc.extra)
+        names = _http_names(request)
+        return "; ".join(_problem(item, names) for item in exc.extra)
     return exc.detail
 
 
-def _problem(item: Any) -> str:
+def _http_names(request: Request[Any, Any, Any]) -> dict[str, str]:
+    """The handler's parameters by their Python names (`from_seq`) → their HTTP names."""
+    names: dict[str, str] = {}
+    for name, parameter in request.route_handler.parsed_fn_signature.parameters.items():
+        alias = getattr(parameter.kwarg_definition, "name", None)
+        if isinstance(alias, str) and alias:
+            names[name] = alias
+    return names
+
+
+def _problem(item: Any, names: dict[str, str]) -> str:
     """One validation problem as a sentence naming where it is."""
     if not isinstance(item, dict):
         return str(item)
@@ -156,7 +225,8 @@ def _problem(item: Any) -> str:
         # litestar names the whole body after the handler's `data` parameter.
         where = "request body" if key in (None, "", "data") else f"request body field {key!r}"
     elif key:
-        where = f"{source} parameter {key!r}"
+        # litestar names it as the handler does (`from_seq`); say the name HTTP uses.
+        where = f"{source} parameter {names.get(str(key), key)!r}"
     else:
         return message
     return f"{where}: {message}"

@@ -9,7 +9,9 @@ Credentials, checked in this order:
   that compare tells nothing. The admin and shared secrets are compared in constant time;
 - `X-SECRET: <shared secret>`: the seed's single-tenant set-up, mapped to one tenant;
 - `?access_token=<key>` on the stream route only, because a browser's `EventSource` cannot
-  send headers. A query string ends up in access logs, so nothing else accepts it.
+  send headers. A query string ends up in access logs, so nothing else accepts it;
+- `x-api-key: <key>` on the LangGraph-compatible routes only (`/langgraph/…`), the header
+  the `langgraph-sdk` client sends.
 
 A missing and a wrong credential get the same 401, so a caller learns nothing about keys.
 Ownership is checked against the log: subjects are tenant-scoped, so another tenant's
@@ -50,6 +52,7 @@ from contracts.subjects import EVENTS_STREAM, event_subject
 from infra.jetstream.records import RecordedEvent
 from projections.queries import tenant_for_key
 from services.api.deps import ApiDeps, Principal
+from services.api.tenant_scope import current_tenant
 
 KEY_PREFIX = "ak_"
 UNAUTHORIZED = "missing or invalid credentials: send 'Authorization: Bearer <api key>'"
@@ -59,6 +62,8 @@ ADMIN_ON_TENANT_ROUTE = (
 )
 # Route handlers with this opt key accept `?access_token=` (EventSource cannot send headers).
 QUERY_TOKEN_OPT = "query_token"
+# Route handlers with this opt key also accept the key as `x-api-key` (the LangGraph SDK's).
+API_KEY_HEADER_OPT = "api_key_header"
 # Route handlers with this opt key need no credential.
 PUBLIC_OPT = "public"
 # Route handlers with this opt key are for the admin; every other route refuses the admin.
@@ -113,6 +118,11 @@ async def principal_for(deps: ApiDeps, token: str | None, shared: str | None) ->
 
 
 async def tenant_of_key(deps: ApiDeps, key_id: str, key_hash: str) -> str | None:
+    """The tenant of a live key: cached for a few seconds, refused the moment it is revoked."""
+    return await deps.keys.tenant_of(key_id, key_hash, lambda i, h: lookup_key(deps, i, h))
+
+
+async def lookup_key(deps: ApiDeps, key_id: str, key_hash: str) -> str | None:
     try:
         async with deps.pool.acquire() as conn:
             return await tenant_for_key(conn, key_id, key_hash)
@@ -148,6 +158,12 @@ class AuthMiddleware(ASGIMiddleware):
         route_handler = scope.get("route_handler")
         if token is None and route_handler is not None and route_handler.opt.get(QUERY_TOKEN_OPT):
             token = connection.query_params.get("access_token") or None
+        if (
+            token is None
+            and route_handler is not None
+            and route_handler.opt.get(API_KEY_HEADER_OPT)
+        ):
+            token = connection.headers.get("x-api-key") or None
         principal = await principal_for(self._deps, token, connection.headers.get("x-secret"))
         admin_route = route_handler is not None and bool(route_handler.opt.get(ADMIN_OPT))
         refusal: HTTPException | None = None
@@ -158,8 +174,14 @@ class AuthMiddleware(ASGIMiddleware):
         elif admin_route and not principal.admin:
             refusal = PermissionDeniedException("this route needs the admin credential")
         if refusal is None:
+            assert principal is not None
             scope["user"] = principal
-            await next_app(scope, receive, send)
+            # The request's database sessions read as its tenant (row-level security).
+            scoped = current_tenant.set(None if principal.admin else principal.tenant_id)
+            try:
+                await next_app(scope, receive, send)
+            finally:
+                current_tenant.reset(scoped)
         elif scope["type"] == ScopeType.WEBSOCKET:
             await deny_websocket(scope, send, refusal.status_code, refusal.detail)
         else:

@@ -6,12 +6,17 @@ The app registers two litestar dependencies under these names; handlers declare
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import asyncpg
 
 from infra.jetstream.connection import Bus
+from infra.nats_auth import CredentialIssuer
 from services.agents.system import AgentSystem
+from services.api.keys import KeyCache
+from services.api.limits import InvokeLimiter
+from services.observability.metrics import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,8 @@ class ApiSettings:
     max_body_bytes: int = 1024 * 1024
     # How long a create waits for its read model, so the caller can read what it wrote.
     read_your_writes_timeout: float = 5.0
+    # How long an invoke waits for the runtime to take the run up, to answer its status.
+    invoke_status_timeout: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +46,11 @@ class ApiDeps:
     bus: Bus
     system: AgentSystem
     settings: ApiSettings
+    # The state of each service supervised beside the API (`agency up`), for `/readyz`.
+    services: Callable[[], Mapping[str, str]] | None = None
+    keys: KeyCache = field(default_factory=KeyCache)
+    metrics: Metrics = field(default_factory=Metrics)
+    # Issues tenants' NATS credentials where Agency manages the server's users (embedded).
+    nats_credentials: CredentialIssuer | None = None
+    # Per-tenant invoke limits (`AGENCY_TENANT_*`); 429 with Retry-After beyond them.
+    limiter: InvokeLimiter = field(default_factory=InvokeLimiter)

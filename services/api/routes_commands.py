@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import json
 import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -19,12 +18,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, post
-from litestar.exceptions import ValidationException
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import HeaderParameter, JSONBody
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 from contracts.commands import (
-    ApproveToolCalls,
-    CancelRun,
     CreateAgency,
     CreateTenant,
     CreateThread,
@@ -32,10 +31,10 @@ from contracts.commands import (
     SaveBlueprint,
 )
 from contracts.envelope import utc_now
-from contracts.events import BlueprintSaved, BlueprintSpec, ChatMessage, ToolCall
-from contracts.events.registry import AgentKind, SideConfig
+from contracts.events import BlueprintSaved, ChatMessage
 from contracts.events.thread import ConcurrencyStrategy
 from contracts.ids import new_id
+from contracts.limits import limits, path_problem
 from contracts.subjects import Aggregate
 from infra.jetstream.records import RecordedEvent
 from projections import catalog
@@ -48,25 +47,35 @@ from services.api.auth import (
     ThreadId,
     agency_events,
     agent_types,
+    lookup_key,
     mint_api_key,
     path_id,
     require_admin,
     tenant_of,
-    tenant_of_key,
     thread_created,
 )
+from services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
 from services.api.deps import ApiDeps, Principal
+from services.api.openapi import error_response
+from services.api.runstatus import RunStatus, taken_up, wait_for_status
+from services.api.text import refuse_nul
+
+_tracer = trace.get_tracer(__name__)
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 IdempotencyKey = Annotated[
     str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
 ]
+# A file path: not blank, within the default limit (`AGENCY_MAX_PATH_CHARS` may lower it).
+FilePath = Annotated[str, msgspec.Meta(min_length=1, max_length=512, pattern=r"\S")]
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 
 class Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
-    """Request bodies: camelCase on the wire, unknown fields refused."""
+    """Request bodies: camelCase on the wire, unknown fields refused, no NUL in any text."""
+
+    def __post_init__(self) -> None:
+        refuse_nul(self)
 
 
 class Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -95,55 +104,6 @@ class AgencyOut(Out, frozen=True, kw_only=True):
     created_at: datetime
 
 
-class SaveBlueprintBody(Body, frozen=True, kw_only=True):
-    """A `BlueprintSpec` in camelCase; the dual-AI sides keep the contract's own names."""
-
-    name: Token
-    description: str = ""
-    prompt: str = ""
-    model: str = ""
-    tags: list[str] = []
-    config: dict[str, Any] = {}
-    type: AgentKind = "ai_human"
-    side_a: SideConfig | None = None
-    side_b: SideConfig | None = None
-    max_session_turns: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    expose_as_tool: bool = False
-    tool_description: str = ""
-
-    def spec(self) -> BlueprintSpec:
-        return BlueprintSpec(
-            name=self.name,
-            description=self.description,
-            prompt=self.prompt,
-            model=self.model,
-            tags=tuple(self.tags),
-            config=self.config,
-            type=self.type,
-            side_a=self.side_a,
-            side_b=self.side_b,
-            max_session_turns=self.max_session_turns,
-            expose_as_tool=self.expose_as_tool,
-            tool_description=self.tool_description,
-        )
-
-
-class BlueprintOut(Out, frozen=True, kw_only=True):
-    name: str
-    description: str
-    prompt: str
-    model: str
-    tags: list[str]
-    config: dict[str, Any]
-    type: AgentKind
-    side_a: SideConfig | None
-    side_b: SideConfig | None
-    max_session_turns: int | None
-    expose_as_tool: bool
-    tool_description: str
-    revision: int | None
-
-
 class CreateThreadBody(Body, frozen=True, kw_only=True):
     agent_type: NonEmpty
     metadata: dict[str, str] = {}
@@ -163,10 +123,30 @@ class MessageIn(Body, frozen=True, kw_only=True):
 
 
 class InvokeBody(Body, frozen=True, kw_only=True):
+    """Seed 000's InvokeBody: `threadId` and `agentType`, when given, must name this thread
+    and its agent type."""
+
+    thread_id: str | None = None
+    agent_type: str | None = None
     messages: list[MessageIn] = []
-    files: dict[str, str] = {}
+    files: dict[FilePath, str] = {}
     idempotency_key: IdempotencyKey | None = None
     strategy: ConcurrencyStrategy = "queue"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for path in self.files:
+            problem = path_problem(path, limits().max_path_chars)
+            if problem is not None:
+                raise ValueError(f"`files`: {problem}")
+        size = sum(len(m.content.encode()) for m in self.messages) + sum(
+            len(p.encode()) + len(c.encode()) for p, c in self.files.items()
+        )
+        if size > limits().max_request_bytes:
+            raise ValueError(
+                f"messages and files of {size} bytes exceed the {limits().max_request_bytes} "
+                "bytes one request can carry; write large content in parts"
+            )
 
 
 class Accepted(Out, frozen=True, kw_only=True):
@@ -174,24 +154,10 @@ class Accepted(Out, frozen=True, kw_only=True):
 
 
 class RunAccepted(Out, frozen=True, kw_only=True):
+    """The run the invoke starts and its status when the answer was given."""
+
     run_id: str
-    status: Literal["accepted"] = "accepted"
-
-
-class ToolCallIn(Body, frozen=True, kw_only=True):
-    id: NonEmpty
-    name: NonEmpty
-    args: dict[str, Any] = {}
-
-
-class ApproveBody(Body, frozen=True, kw_only=True):
-    approved: bool
-    modified_tool_calls: list[ToolCallIn] | None = None
-    reason: str = ""
-
-
-class CancelBody(Body, frozen=True, kw_only=True):
-    reason: str = ""
+    status: RunStatus
 
 
 def run_id_for(tenant: str, thread_id: str, key: str) -> str:
@@ -218,7 +184,7 @@ async def create_tenant(
     await deps.bus.commands.send(tenant, command, idempotency_key=tenant)
 
     async def key_works() -> bool:
-        return await tenant_of_key(deps, key_id, key_hash) == tenant
+        return await lookup_key(deps, key_id, key_hash) == tenant
 
     works = await _poll(key_works, deps.settings.read_your_writes_timeout)
     body = TenantOut(tenant_id=tenant, api_key=key, name=data.name)
@@ -233,7 +199,7 @@ async def create_agency(
     agency_id, key = new_id(), new_id()
     command = CreateAgency(agency_id=agency_id, name=data.name, metadata=data.metadata)
     await deps.bus.commands.send(tenant, command, idempotency_key=key)
-    event, readable = await _read_your_write(deps, tenant, "agency", agency_id, key)
+    event, readable = await read_your_write(deps, tenant, "agency", agency_id, key)
     created_at = event.envelope.ts if event else utc_now()
     body = AgencyOut(id=agency_id, name=data.name, metadata=data.metadata, created_at=created_at)
     return Response(body, status_code=201 if readable else 202)
@@ -254,23 +220,9 @@ async def save_blueprint(
     key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
     await deps.bus.commands.send(tenant, command, idempotency_key=key)
-    event, readable = await _read_your_write(deps, tenant, "agency", agency_id, key)
+    event, readable = await read_your_write(deps, tenant, "agency", agency_id, key)
     saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
-    body = BlueprintOut(
-        name=spec.name,
-        description=spec.description,
-        prompt=spec.prompt,
-        model=spec.model,
-        tags=list(spec.tags),
-        config=spec.config,
-        type=spec.type,
-        side_a=spec.side_a,
-        side_b=spec.side_b,
-        max_session_turns=spec.max_session_turns,
-        expose_as_tool=spec.expose_as_tool,
-        tool_description=spec.tool_description,
-        revision=saved.revision if saved else None,
-    )
+    body = blueprint_out(spec, saved.revision if saved else None)
     return Response(body, status_code=201 if readable else 202)
 
 
@@ -286,7 +238,8 @@ async def create_thread(
     agency_id = path_id("agency id", agency_id)
     known = agent_types(deps, await agency_events(deps, tenant, agency_id))
     if data.agent_type not in known:
-        raise ValidationException(
+        # A well-formed request naming a blueprint that is not there: not found.
+        raise NotFoundException(
             f"unknown agentType {data.agent_type!r}: agency {agency_id} has "
             f"{', '.join(sorted(known)) or 'no blueprints'}; save a blueprint first"
         )
@@ -299,7 +252,7 @@ async def create_thread(
         request={**data.metadata, **_request_context(request)},
     )
     await deps.bus.commands.send(tenant, command, idempotency_key=key)
-    event, readable = await _read_your_write(deps, tenant, "thread", thread_id, key)
+    event, readable = await read_your_write(deps, tenant, "thread", thread_id, key)
     body = ThreadOut(
         id=thread_id,
         agent_type=data.agent_type,
@@ -316,8 +269,16 @@ async def create_thread(
     summary="Start a run with new messages and files",
     description=(
         "The idempotency key comes from the body or the `Idempotency-Key` header (the body "
-        "wins). The same key always answers the same runId and starts at most one run."
+        "wins). The same key always answers the same runId and starts at most one run. "
+        "The answer waits (briefly, bounded) for the runtime to take the run up and gives "
+        "its status: `running`, `queued` (behind the thread's active run), `rejected` "
+        "(strategy `reject` while a run is active), `paused`, `completed`, `canceled`, "
+        "`error`; `pending` when the runtime has not answered yet."
     ),
+    responses={
+        409: error_response(409, "The body's threadId or agentType is not this thread's."),
+        429: error_response(429),
+    },
 )
 async def invoke(
     agency_id: AgencyId,
@@ -334,68 +295,68 @@ async def invoke(
         ),
     ] = None,
 ) -> RunAccepted:
-    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
+    tenant = tenant_of(principal)
+    created = await thread_created(deps, tenant, agency_id, thread_id)
+    await deps.limiter.admit(deps.pool, tenant)
     data = data or InvokeBody()
+    if data.thread_id is not None and data.thread_id != thread_id:
+        raise ClientException(
+            status_code=409,
+            detail=f"body threadId {data.thread_id[:64]!r} is not the thread of the path "
+            f"{thread_id!r}",
+        )
+    if data.agent_type is not None and data.agent_type != created.agent_type:
+        raise ClientException(
+            status_code=409,
+            detail=f"body agentType {data.agent_type[:64]!r} is not the thread's agent type "
+            f"{created.agent_type!r}",
+        )
     key = data.idempotency_key or _header_key(idempotency_header) or new_id()
+    messages = tuple(ChatMessage(role=m.role, content=m.content) for m in data.messages)
+    return await start_run(
+        deps, tenant, agency_id, thread_id, key, messages, data.files, data.strategy
+    )
+
+
+async def start_run(
+    deps: ApiDeps,
+    tenant: str,
+    agency_id: str,
+    thread_id: str,
+    key: str,
+    messages: tuple[ChatMessage, ...],
+    files: dict[str, str],
+    strategy: ConcurrencyStrategy,
+) -> RunAccepted:
+    """Send the invoke and answer the run's status once the runtime took it up (bounded).
+    The thread is the caller's and the limiter admitted the request."""
     run_id = run_id_for(tenant, thread_id, key)
     command = InvokeThread(
         agency_id=agency_id,
         thread_id=thread_id,
         run_id=run_id,
-        messages=tuple(ChatMessage(role=m.role, content=m.content) for m in data.messages),
-        files=data.files,
-        strategy=data.strategy,
+        messages=messages,
+        files=files,
+        strategy=strategy,
     )
-    # The broker dedupes command ids per tenant, not per thread: the same key sent to two
-    # threads is two requests, so the thread is part of the key on the bus.
-    await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
-    return RunAccepted(run_id=run_id)
-
-
-@post(
-    "/agency/{agencyId:str}/agent/{threadId:str}/approve",
-    status_code=202,
-    summary="Approve or reject the tool calls a paused run proposed",
-)
-async def approve(
-    agency_id: AgencyId,
-    thread_id: ThreadId,
-    data: JSONBody[ApproveBody],
-    principal: Caller,
-    deps: Deps,
-) -> Accepted:
-    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
-    calls = data.modified_tool_calls
-    command = ApproveToolCalls(
-        agency_id=agency_id,
-        thread_id=thread_id,
-        approved=data.approved,
-        modified_tool_calls=None
-        if calls is None
-        else tuple(ToolCall(id=c.id, name=c.name, arguments=json.dumps(c.args)) for c in calls),
-        reason=data.reason,
+    # One root span per run: the run's work in every service continues its trace (the
+    # command carries it). A span current here (an instrumented server's) is linked.
+    current = trace.get_current_span().get_span_context()
+    with _tracer.start_as_current_span(
+        f"run {run_id}",
+        context=otel_context.Context(),
+        kind=trace.SpanKind.SERVER,
+        links=[trace.Link(current)] if current.is_valid else None,
+        attributes={"agency.tenant_id": tenant, "agency.thread_id": thread_id,
+                    "agency.run_id": run_id},
+    ):  # fmt: skip
+        # The broker dedupes command ids per tenant, not per thread: the same key sent to
+        # two threads is two requests, so the thread is part of the key on the bus.
+        await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
+    status = await wait_for_status(
+        deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout, taken_up(run_id)
     )
-    await deps.bus.commands.send(tenant, command)
-    return Accepted()
-
-
-@post(
-    "/agency/{agencyId:str}/agent/{threadId:str}/cancel",
-    status_code=202,
-    summary="Cancel the thread's active run (and its subagents)",
-)
-async def cancel(
-    agency_id: AgencyId,
-    thread_id: ThreadId,
-    principal: Caller,
-    deps: Deps,
-    data: JSONBody[CancelBody | None] = None,
-) -> Accepted:
-    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
-    reason = data.reason if data else ""
-    command = CancelRun(agency_id=agency_id, thread_id=thread_id, reason=reason)
-    await deps.bus.commands.send(tenant, command)
-    return Accepted()
+    return RunAccepted(run_id=run_id, status=status)
 
 
 COMMAND_ROUTES = [
@@ -404,8 +365,6 @@ COMMAND_ROUTES = [
     save_blueprint,
     create_thread,
     invoke,
-    approve,
-    cancel,
 ]
 
 
@@ -439,7 +398,7 @@ async def _thread(
     return tenant, agency_id, thread_id
 
 
-async def _read_your_write(
+async def read_your_write(
     deps: ApiDeps, tenant: str, aggregate: Aggregate, aggregate_id: str, key: str
 ) -> tuple[RecordedEvent | None, bool]:
     """Wait for the event our command produced (the registry stores the command's key on

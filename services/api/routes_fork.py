@@ -1,8 +1,10 @@
 """`POST /agency/{agencyId}/agent/{threadId}/fork`: a new thread from a thread's history.
 
-The fork is appended to the log before the answer (201), so the new thread can be invoked
-at once (the invoke route checks threads against the log); the read models show it as soon
-as the projector has applied it.
+The API writes nothing itself: it checks the request against the log (planning the fork
+without writing it, so a fork that cannot be made is a 400), sends `registry.fork_thread`
+with the new thread's id, and waits (bounded) until the registry has written the fork: 201,
+and the new thread can be invoked at once. Past the bound, 202 with the same body; the
+registry finishes the fork (a redelivered command completes the same fork).
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from litestar import post
+from litestar import Response, post
 from litestar.exceptions import ValidationException
 from litestar.params import JSONBody
 
+from contracts.commands import ForkThread
+from contracts.ids import new_id
 from services.api.auth import (
     AgencyId,
     Caller,
@@ -25,7 +29,8 @@ from services.api.auth import (
     tenant_of,
     thread_created,
 )
-from services.replay.fork import ForkError, fork_thread
+from services.api.routes_commands import _poll
+from services.replay.fork import ForkError, plan_fork
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
@@ -63,7 +68,7 @@ async def fork(
     data: JSONBody[ForkBody],
     principal: Caller,
     deps: Deps,
-) -> ForkOut:
+) -> Response[ForkOut]:
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
     thread_id = path_id("thread id", thread_id)
@@ -71,24 +76,35 @@ async def fork(
     known = None
     if data.agent_type is not None:
         known = agent_types(deps, await agency_events(deps, tenant, agency_id))
+    fork_id = new_id()
     try:
-        result = await fork_thread(
-            deps.bus,
-            tenant,
-            thread_id,
-            data.at_seq,
-            agent_type=data.agent_type,
-            known_agent_types=known,
-        )
+        plan = await plan_fork(
+            deps.bus, tenant, thread_id, data.at_seq,
+            agent_type=data.agent_type, known_agent_types=known, fork_id=fork_id,
+        )  # fmt: skip
     except ForkError as e:
         raise ValidationException(str(e)) from e
-    return ForkOut(
+    command = ForkThread(
+        agency_id=agency_id, thread_id=thread_id, at_seq=data.at_seq,
+        fork_thread_id=fork_id, agent_type=data.agent_type,
+    )  # fmt: skip
+    await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
+    expected = plan.events_of(fork_id)
+
+    async def written() -> bool:
+        position = await deps.bus.store.last_position(tenant, "thread", fork_id)
+        return position.seq >= expected
+
+    done = await _poll(written, deps.settings.read_your_writes_timeout)
+    result = plan.result
+    body = ForkOut(
         thread_id=result.thread_id,
         forked_from=thread_id,
         at_seq=result.at_seq,
         children=result.children,
         canceled_runs=[run for runs in result.canceled_runs.values() for run in runs],
     )
+    return Response(body, status_code=201 if done else 202)
 
 
 FORK_ROUTES = [fork]

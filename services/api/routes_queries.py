@@ -7,7 +7,7 @@ An agency or thread of another tenant is answered exactly like one that does not
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, cast
+from typing import Annotated, Literal
 
 import asyncpg
 import msgspec
@@ -17,25 +17,53 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter, QueryParameter
 
-from contracts.codec import EVENT_TYPES
+from contracts.codec import EVENT_TYPES, decode_event
 from contracts.errors import InvalidToken
 from contracts.events import BlueprintSpec
 from contracts.ids import validate_token
 from projections import queries
+from services.api.blueprint_body import BlueprintListItem
 from services.api.deps import ApiDeps, Principal
+from services.api.eventview import (
+    EventFormat,
+    EventView,
+    StoredEnvelope,
+    event_view,
+    stored_envelope,
+)
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000
-MAX_SEQ = 2**62
-_INTEGER = re.compile(r"^[+-]?[0-9]{1,19}$")
+MAX_SEQ = 10**18 - 1
+_COUNT = re.compile(r"^[0-9]{1,18}$")
 
 AgencyId = Annotated[str, PathParameter(name="agencyId")]
 ThreadId = Annotated[str, PathParameter(name="threadId")]
 
 
-class EventsResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    events: list[dict[str, Any]]
+class EventsPage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A page of events as `EventView`s (the default, `format=view`)."""
+
+    format: Literal["view"] = "view"
+    events: list[EventView]
     has_more: bool
+
+
+class EnvelopesPage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A page of events as stored envelopes (`format=envelope`)."""
+
+    format: Literal["envelope"] = "envelope"
+    events: list[StoredEnvelope]
+    has_more: bool
+
+
+FormatParam = Annotated[
+    EventFormat,
+    QueryParameter(
+        name="format",
+        description="`view` (default): camelCase EventViews; `envelope`: the stored envelopes.",
+    ),
+]
 
 
 class UsageResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -51,13 +79,14 @@ def path_token(kind: str, value: str) -> str:
 
 
 def int_param(name: str, raw: str | None, default: int, low: int, high: int) -> int:
-    if raw is None or raw == "":
+    """A count from the query: digits only, within [low, high]; absent means `default`."""
+    if raw is None:
         return default
-    if not _INTEGER.match(raw):
-        raise ValidationException(detail=f"{name} must be an integer, got {raw[:40]!r}")
-    value = int(raw)
-    if not low <= value <= high:
-        raise ValidationException(detail=f"{name} must be between {low} and {high}, got {value}")
+    value = int(raw) if _COUNT.match(raw) else None
+    if value is None or not low <= value <= high:
+        raise ValidationException(
+            detail=f"{name} must be an integer from {low} to {high}, got {raw[:40]!r}"
+        )
     return value
 
 
@@ -123,13 +152,14 @@ async def list_agencies(
 @get("/agency/{agencyId:str}/blueprints")
 async def list_blueprints(
     agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
-) -> list[queries.BlueprintView]:
+) -> list[BlueprintListItem]:
     """Static blueprints, overridden by the agency's dynamic ones of the same name."""
     agency_id = path_token("agency id", agency_id)
     async with deps.pool.acquire() as conn:
         await _agency_or_404(conn, principal.tenant_id, agency_id)
         dynamic = await queries.list_blueprints(conn, principal.tenant_id, agency_id)
-    return queries.merge_blueprints(deps.system.blueprints, dynamic)
+    views = queries.merge_blueprints(deps.system.blueprints, dynamic)
+    return [msgspec.convert(v, BlueprintListItem, from_attributes=True) for v in views]
 
 
 @get("/agency/{agencyId:str}/agents")
@@ -167,16 +197,23 @@ async def agent_events(
     thread_id: ThreadId,
     principal: NamedDependency[Principal],
     deps: NamedDependency[ApiDeps],
-    from_seq: Annotated[str | None, QueryParameter(name="fromSeq")] = None,
+    from_seq: Annotated[
+        str | None,
+        QueryParameter(
+            name="fromSeq",
+            description="The first seq to return; 0 or absent: from the start.",
+        ),
+    ] = None,
     limit: Annotated[str | None, QueryParameter(name="limit")] = None,
     types: Annotated[list[str] | None, QueryParameter(name="type")] = None,
     correlation_id: Annotated[str | None, QueryParameter(name="correlationId")] = None,
-) -> EventsResponse:
+    format: FormatParam = "view",
+) -> EventsPage | EnvelopesPage:
     """The thread's events from `fromSeq`; with `correlationId`, its whole subagent tree
-    in stream order (`fromSeq` then counts stream sequence, given as `stream_seq`)."""
+    in stream order (`fromSeq` then counts the stream sequence, given as `streamSeq`)."""
     agency_id = path_token("agency id", agency_id)
     thread_id = path_token("thread id", thread_id)
-    start = int_param("fromSeq", from_seq, 1, 1, MAX_SEQ)
+    start = int_param("fromSeq", from_seq, 0, 0, MAX_SEQ)
     size = int_param("limit", limit, DEFAULT_EVENTS_PAGE, 1, MAX_EVENTS_PAGE)
     wanted = event_types(types)
     tree = path_token("correlationId", correlation_id) if correlation_id else None
@@ -184,14 +221,18 @@ async def agent_events(
     async with deps.pool.acquire() as conn:
         thread = await _thread_or_404(conn, tenant, agency_id, thread_id)
         if tree is not None and tree != thread.correlation_id:
-            raise ValidationException(
+            raise NotFoundException(
                 detail=f"correlationId {tree!r} is not the tree of thread {thread_id!r} "
                 f"(its root is {thread.correlation_id!r})"
             )
-        events, has_more = await queries.events_page(
+        rows, has_more = await queries.event_rows(
             conn, tenant, thread_id, start, size, wanted, tree
         )
-    return EventsResponse(events=events, has_more=has_more)
+    if format == "envelope":
+        stored = [stored_envelope(raw, stream_seq) for raw, stream_seq in rows]
+        return EnvelopesPage(events=stored, has_more=has_more)
+    views = [event_view(decode_event(raw), stream_seq) for raw, stream_seq in rows]
+    return EventsPage(events=views, has_more=has_more)
 
 
 @get("/agency/{agencyId:str}/agent/{threadId:str}/tree")
@@ -215,16 +256,12 @@ async def agent_tree(
 async def usage(
     principal: NamedDependency[Principal],
     deps: NamedDependency[ApiDeps],
-    group_by: Annotated[str | None, QueryParameter(name="groupBy")] = None,
+    group_by: Annotated[queries.UsageGroup, QueryParameter(name="groupBy")] = "tenant",
 ) -> UsageResponse:
     """Model calls, tokens and cost of the caller's tenant, grouped."""
-    group = group_by or "tenant"
-    if group not in queries.USAGE_GROUPS:
-        raise ValidationException(
-            detail=f"groupBy must be one of {', '.join(queries.USAGE_GROUPS)}, got {group[:40]!r}"
-        )
+    group = group_by
     async with deps.pool.acquire() as conn:
-        rows = await queries.usage(conn, principal.tenant_id, cast(queries.UsageGroup, group))
+        rows = await queries.usage(conn, principal.tenant_id, group)
     return UsageResponse(group_by=group, rows=rows)
 
 

@@ -15,14 +15,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import anyio
-import msgspec
 import structlog
 from litestar import Request, WebSocket, get, websocket
 from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
-from litestar.exceptions import HTTPException, ValidationException, WebSocketDisconnect
+from litestar.exceptions import HTTPException, WebSocketDisconnect
 from litestar.params import HeaderParameter, QueryParameter
-from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.response import Stream
 from nats.errors import Error as NatsError
 
 from contracts.subjects import EVENTS_STREAM, aggregate_filter
@@ -40,6 +39,8 @@ from services.api.auth import (
     thread_created,
 )
 from services.api.deps import ApiDeps
+from services.api.eventview import EventFormat, encode_envelope, encode_view
+from services.api.routes_queries import MAX_SEQ, int_param
 
 log = structlog.get_logger(__name__)
 
@@ -138,7 +139,18 @@ FromSeq = Annotated[
     QueryParameter(
         name="fromSeq",
         required=False,
-        description="The first event seq to send (the thread's own sequence, from 1).",
+        description="The first event seq to send (the thread's own sequence, from 1); "
+        "0 or absent: from the start.",
+    ),
+]
+
+
+FormatParam = Annotated[
+    EventFormat,
+    QueryParameter(
+        name="format",
+        required=False,
+        description="`view` (default): camelCase EventViews; `envelope`: the stored envelopes.",
     ),
 ]
 
@@ -148,11 +160,16 @@ FromSeq = Annotated[
     opt={QUERY_TOKEN_OPT: True},
     summary="Stream the thread's events (Server-Sent Events)",
     description=(
-        "Stored events from `fromSeq` (or after the `Last-Event-ID` header, which wins), "
-        "then live ones. Each message has `id: <seq>`, `event: <type>` and the envelope "
-        "as `data`; a `: keep-alive` comment is sent every 15 s. Browsers' EventSource "
-        "cannot send headers, so this route also accepts the API key as `?access_token=`."
+        "Stored events from `fromSeq` (0 or absent: from the start; the `Last-Event-ID` "
+        "header, the last seq received, wins), then live ones. Every event is sent as two "
+        "frames in one write, both with `id: <seq>` and the same `data` (an EventView, its "
+        "`type` inside; the stored envelope with `format=envelope`): first one named "
+        "`event: <type>` for per-type listeners (`addEventListener('tool.output', …)`), then "
+        "one without a name for `EventSource.onmessage`. Listen to one kind only. A "
+        "`: keep-alive` comment is sent every 15 s. Browsers' EventSource cannot send "
+        "headers, so this route also accepts the API key as `?access_token=`."
     ),
+    media_type="text/event-stream",
 )
 async def stream(
     agency_id: AgencyId,
@@ -178,27 +195,36 @@ async def stream(
             description="The API key, for clients that cannot send an Authorization header.",
         ),
     ] = None,
-) -> ServerSentEvent:
+    event_format: FormatParam = "view",
+) -> Stream:
     after = _after_seq(from_seq, last_event_id)
     tenant = tenant_of(principal)
     await thread_created(deps, tenant, agency_id, thread_id)
     feed = ThreadFeed(deps, tenant, thread_id, after, closing_event(request.app.state))
     backlog = await feed.backfill()
     # The response does not close its iterator when the client goes away; this does.
-    return ServerSentEvent(_sse(feed, backlog), background=BackgroundTask(feed.aclose))
+    return Stream(
+        _sse(feed, backlog, event_format),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(feed.aclose),
+    )
+
+
+_KEEPALIVE_FRAME = b": keep-alive\n\n"
 
 
 async def _sse(
-    feed: ThreadFeed, backlog: list[RecordedEvent]
-) -> AsyncIterator[ServerSentEventMessage]:
+    feed: ThreadFeed, backlog: list[RecordedEvent], event_format: EventFormat
+) -> AsyncIterator[bytes]:
     try:
         for event in backlog:
-            yield _sse_message(event)
+            yield sse_frames(event, event_format)
         async for batch in feed.live():
             if not batch:
-                yield ServerSentEventMessage(comment="keep-alive", data=None)
+                yield _KEEPALIVE_FRAME
             for event in batch:
-                yield _sse_message(event)
+                yield sse_frames(event, event_format)
     except (NatsError, StoreError, TimeoutError) as e:
         # The response has started: end the stream; the client resumes with Last-Event-ID.
         log.warning("event stream ended by a NATS error", error=str(e))
@@ -206,16 +232,18 @@ async def _sse(
         await feed.aclose()
 
 
-def _sse_message(event: RecordedEvent) -> ServerSentEventMessage:
-    return ServerSentEventMessage(id=event.seq, event=event.type, data=event.raw.decode())
+def event_json(event: RecordedEvent, event_format: EventFormat) -> bytes:
+    """The event as HTTP clients get it: the view, or the stored envelope."""
+    if event_format == "envelope":
+        return encode_envelope(event.raw, event.stream_seq)
+    return encode_view(event.envelope, event.stream_seq)
 
 
-_ws_encoder = msgspec.json.Encoder()
-
-
-def ws_message(event: RecordedEvent) -> str:
-    frame = {"seq": event.seq, "type": event.type, "event": msgspec.Raw(event.raw)}
-    return _ws_encoder.encode(frame).decode()
+def sse_frames(event: RecordedEvent, event_format: EventFormat) -> bytes:
+    """A named frame for per-type listeners, then an unnamed one for `onmessage`."""
+    data = event_json(event, event_format)  # compact JSON: never a line break
+    head = b"id: %d\ndata: " % event.seq
+    return b"event: " + event.type.encode() + b"\n" + head + data + b"\n\n" + head + data + b"\n\n"
 
 
 @websocket("/agency/{agencyId:str}/agent/{threadId:str}/ws")
@@ -226,8 +254,10 @@ async def stream_ws(
     principal: Caller,
     deps: Deps,
     from_seq: FromSeq = None,
+    event_format: FormatParam = "view",
 ) -> None:
-    """The thread's events as JSON text messages `{"seq", "type", "event"}`, like `/stream`."""
+    """The thread's events as JSON text messages, one EventView each (the stored envelope
+    with `format=envelope`), like `/stream`."""
     try:
         after = _after_seq(from_seq, None)
         tenant = tenant_of(principal)
@@ -238,7 +268,7 @@ async def stream_ws(
         return
     feed = ThreadFeed(deps, tenant, thread_id, after, closing_event(socket.app.state))
     await socket.accept()
-    pump = asyncio.create_task(_pump(socket, feed), name="ws-pump")
+    pump = asyncio.create_task(_pump(socket, feed, event_format), name="ws-pump")
     watch = asyncio.create_task(_until_disconnect(socket), name="ws-watch")
     try:
         done, _ = await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -258,13 +288,15 @@ def _close_code(pump: asyncio.Task[None], socket: WebSocket[Any, Any, State]) ->
     return 1001 if closing_event(socket.app.state).is_set() else 1000  # going away / done
 
 
-async def _pump(socket: WebSocket[Any, Any, State], feed: ThreadFeed) -> None:
+async def _pump(
+    socket: WebSocket[Any, Any, State], feed: ThreadFeed, event_format: EventFormat
+) -> None:
     try:
         for event in await feed.backfill():
-            await socket.send_text(ws_message(event))
+            await socket.send_text(event_json(event, event_format).decode())
         async for batch in feed.live():
             for event in batch:
-                await socket.send_text(ws_message(event))
+                await socket.send_text(event_json(event, event_format).decode())
     except (WebSocketDisconnect, OSError):
         return
 
@@ -278,19 +310,12 @@ async def _until_disconnect(socket: WebSocket[Any, Any, State]) -> None:
 
 
 def _after_seq(from_seq: str | None, last_event_id: str | None) -> int:
-    """The seq after which to send: `Last-Event-ID` wins over `fromSeq`; 400 if not a count."""
+    """The seq after which to send: `Last-Event-ID` wins over `fromSeq`; 400 if either is not
+    a count (a malformed `fromSeq` is refused even when `Last-Event-ID` wins)."""
+    start = int_param("fromSeq", from_seq, 0, 0, MAX_SEQ)
     if last_event_id is not None:
-        return _count("Last-Event-ID", last_event_id)
-    if from_seq is None or from_seq == "":
-        return 0
-    return max(_count("fromSeq", from_seq) - 1, 0)
-
-
-def _count(name: str, value: str) -> int:
-    text = value.strip()
-    if not text.isascii() or not text.isdigit() or len(text) > 18:
-        raise ValidationException(f"{name} must be a non-negative integer, got {value[:40]!r}")
-    return int(text)
+        return int_param("Last-Event-ID", last_event_id, 0, 0, MAX_SEQ)
+    return max(start - 1, 0)
 
 
 STREAM_ROUTES = [stream, stream_ws]

@@ -1,0 +1,42 @@
+"""`GET /` (the console's page) and `/console/…` (its static files). Both need no
+credential: the page asks for an API key and sends it with each API call."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from litestar import MediaType, Router, get
+from litestar.handlers import HTTPRouteHandler
+from litestar.response import Response
+from litestar.static_files import create_static_files_router
+
+from contracts.codec import EVENT_TYPES
+from services.api.auth import PUBLIC_OPT
+
+STATIC = Path(__file__).parent / "static"
+
+
+@functools.cache
+def page() -> str:
+    """The page, with the event types the streams may send (for per-type SSE listeners)."""
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+    return html.replace("__EVENT_TYPES__", json.dumps(sorted(EVENT_TYPES)))
+
+
+@get("/", opt={PUBLIC_OPT: True}, include_in_schema=False, media_type=MediaType.HTML)
+async def console_page() -> Response[str]:
+    # The page is small and names its assets; it must never be served stale.
+    return Response(page(), media_type=MediaType.HTML, headers={"Cache-Control": "no-cache"})
+
+
+console_files = create_static_files_router(
+    path="/console",
+    directories=[STATIC],
+    opt={PUBLIC_OPT: True},
+    include_in_schema=False,
+    name="console",
+)
+
+CONSOLE_PAGES: list[HTTPRouteHandler | Router] = [console_page, console_files]

@@ -1,0 +1,147 @@
+"""API keys as the API process sees them: a short-lived cache of good keys, the revocations
+heard from the log, and when each key was last used.
+
+A request's key is looked up in the tenants read model once, then served from the cache for
+`ttl` seconds. Revocation must not wait for that: every API process subscribes (plain NATS)
+to the `tenant.api_key_revoked` events of every tenant and forgets a revoked key the moment
+the event is appended, before the projector has applied it. Key ids are never issued twice,
+so a revoked id stays refused for the life of the process.
+
+A key whose creation was answered 202 (accepted, not yet recorded) is remembered for a while
+with its command's idempotency key, so that revoking it at once waits for that creation
+instead of answering "no such key".
+
+Last-used times are noted in memory and written to `agency_api_key_usage` every few seconds
+(and at shutdown), never on the request path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+import msgspec
+import structlog
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+
+from contracts.codec import decode_event
+from contracts.errors import ContractError
+from contracts.events import ApiKeyRevoked
+
+log = structlog.get_logger(__name__)
+
+# Every tenant's key revocations, and nothing else.
+REVOCATIONS = "tenant.*.evt.tenant.*.tenant_api_key_revoked"
+
+_MAX_PENDING = 10_000
+
+Lookup = Callable[[str, str], Awaitable[str | None]]
+
+_USAGE = (
+    "INSERT INTO agency_api_key_usage (key_id, tenant_id, last_used_at) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) "
+    "ON CONFLICT (key_id) DO UPDATE SET last_used_at = "
+    "GREATEST(agency_api_key_usage.last_used_at, EXCLUDED.last_used_at)"
+)
+
+
+@dataclass(slots=True)
+class _Cached:
+    tenant: str
+    key_hash: str
+    expires: float
+
+
+@dataclass
+class KeyCache:
+    """Good keys for `ttl` seconds; revoked key ids for good."""
+
+    ttl: float = 30.0
+    flush_interval: float = 5.0
+    _good: dict[str, _Cached] = field(default_factory=dict)
+    _revoked: set[str] = field(default_factory=set)
+    _used: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    # key id → (tenant, idempotency key) of creations answered before they were recorded.
+    _pending: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    async def tenant_of(self, key_id: str, key_hash: str, lookup: Lookup) -> str | None:
+        if key_id in self._revoked:
+            return None
+        now = time.monotonic()
+        cached = self._good.get(key_id)
+        if cached is not None and cached.expires > now and cached.key_hash == key_hash:
+            tenant: str | None = cached.tenant
+        else:
+            tenant = await lookup(key_id, key_hash)
+            if tenant is not None and key_id not in self._revoked:
+                self._good[key_id] = _Cached(tenant, key_hash, now + self.ttl)
+        if tenant is not None:
+            self._used[key_id] = (tenant, datetime.now(UTC))
+        return tenant
+
+    def revoke(self, key_id: str) -> None:
+        self._revoked.add(key_id)
+        self._good.pop(key_id, None)
+
+    def is_revoked(self, key_id: str) -> bool:
+        return key_id in self._revoked
+
+    def note_pending(self, tenant: str, key_id: str, idempotency_key: str) -> None:
+        """A creation answered before the registry recorded it (the oldest are forgotten)."""
+        if len(self._pending) >= _MAX_PENDING:
+            self._pending.pop(next(iter(self._pending)))
+        self._pending[key_id] = (tenant, idempotency_key)
+
+    def pending(self, tenant: str, key_id: str) -> str | None:
+        """The idempotency key of the tenant's not-yet-recorded creation of `key_id`."""
+        entry = self._pending.get(key_id)
+        return entry[1] if entry is not None and entry[0] == tenant else None
+
+    async def flush(self, pool: asyncpg.Pool) -> None:
+        """Write the last-used times noted since the previous flush."""
+        used, self._used = self._used, {}
+        if not used:
+            return
+        ids = list(used)
+        try:
+            await pool.execute(
+                _USAGE, ids, [used[k][0] for k in ids], [used[k][1] for k in ids], timeout=5
+            )
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            log.warning("could not record API key use", keys=len(ids), error=str(e))
+
+    async def _on_revoked(self, msg: Msg) -> None:
+        try:
+            envelope = decode_event(msg.data)
+        except (ContractError, msgspec.DecodeError):
+            return
+        if isinstance(envelope.payload, ApiKeyRevoked):
+            self.revoke(envelope.payload.key_id)
+            log.info("api key revoked", tenant=envelope.tenant_id, key_id=envelope.payload.key_id)
+
+    @contextlib.asynccontextmanager
+    async def watching(self, nc: NATS, pool: asyncpg.Pool) -> AsyncIterator[None]:
+        """Follow revocations and flush last-used times while the app runs."""
+        sub: Subscription = await nc.subscribe(REVOCATIONS, cb=self._on_revoked)
+        flusher = asyncio.create_task(self._flush_every(pool), name="api-key-usage")
+        try:
+            yield
+        finally:
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
+            with contextlib.suppress(NatsError):
+                await sub.unsubscribe()
+            await asyncio.shield(self.flush(pool))
+
+    async def _flush_every(self, pool: asyncpg.Pool) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            await self.flush(pool)

@@ -1,0 +1,90 @@
+"""Following one LangGraph run (a stretch of our run) through the thread's log: to its end
+(`wait`, `join`) or as Server-Sent Events (`stream`, with `Last-Event-ID`).
+
+Both read the log like the thread's own SSE route (`services.api.streaming.ThreadFeed`):
+stored events, then live ones, each once and in order, so a stream resumed after the seq
+in `Last-Event-ID` misses nothing and repeats nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import structlog
+from nats.errors import Error as NatsError
+
+from infra.jetstream.errors import StoreError
+from infra.jetstream.records import RecordedEvent
+from services.api.deps import ApiDeps
+from services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
+from services.api.langgraph.parts import Parts, frame
+from services.api.streaming import ThreadFeed
+
+log = structlog.get_logger(__name__)
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def _belongs(event: RecordedEvent, ref: RunRef) -> bool:
+    run_id = getattr(event.payload, "run_id", None) or event.envelope.run_id
+    return event.seq > ref.after_seq and run_id == ref.run_id
+
+
+async def wait_for_end(
+    deps: ApiDeps,
+    tenant: str,
+    thread_id: str,
+    ref: RunRef,
+    closing: asyncio.Event,
+    timeout: float,
+) -> GraphView | None:
+    """The thread folded up to where the run's stretch ended, or None after `timeout`."""
+    view = GraphView(tenant_id=tenant, thread_id=thread_id)
+    feed = ThreadFeed(deps, tenant, thread_id, 0, closing)
+    try:
+        async with asyncio.timeout(timeout):
+            for event in await feed.backfill():
+                view.apply(event)
+                if ends_stretch(event, ref):
+                    return view
+            async for batch in feed.live():
+                for event in batch:
+                    view.apply(event)
+                    if ends_stretch(event, ref):
+                        return view
+    except TimeoutError:
+        return None
+    finally:
+        await feed.aclose()
+    return None  # the server is closing
+
+
+async def sse(
+    feed: ThreadFeed, view: GraphView, ref: RunRef, modes: tuple[str, ...], after_seq: int
+) -> AsyncIterator[bytes]:
+    """The run's stretch as LangGraph SSE frames: `metadata` first, then the frames of each
+    of its events after `after_seq`, until the stretch ends."""
+    parts = Parts(modes, ref.id)
+    yield frame("metadata", {"run_id": ref.id, "attempt": 1}, None)
+    try:
+        for event in await feed.backfill():
+            view.apply(event)
+            if _belongs(event, ref) and event.seq > after_seq:
+                yield parts.after(event, view)
+            if ends_stretch(event, ref):
+                return
+        async for batch in feed.live():
+            if not batch:
+                yield KEEPALIVE
+            for event in batch:
+                view.apply(event)
+                if _belongs(event, ref) and event.seq > after_seq:
+                    yield parts.after(event, view)
+                if ends_stretch(event, ref):
+                    return
+    except (NatsError, StoreError, TimeoutError) as e:
+        # The response has started: end it; the client resumes with Last-Event-ID.
+        log.warning("langgraph run stream ended by a NATS error", error=str(e))
+    finally:
+        await feed.aclose()

@@ -1,0 +1,281 @@
+"""A thread as LangGraph sees it, folded from the thread's events (the log, never a read model).
+
+The runtime's own fold (`services.runtime.state`) gives runs, approvals and files; this adds
+what LangGraph clients read: messages as LangChain message dicts with stable ids, the state
+`values` (`messages`, `todos`, `files`), the pending interrupt, and the thread's status.
+
+A LangGraph run is one stretch of one of our runs: ours from its start (LangGraph run id =
+our run id) or from a resume (`<run id>~<seq>`: what follows the thread's event `seq`). A
+stretch ends when the run ends or pauses for approval; a resume starts the next stretch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from contracts.events import (
+    ChatMessage,
+    HitlInterrupt,
+    MessageAppended,
+    ModelCompleted,
+    RequestAccepted,
+    RequestRejected,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    RunPaused,
+    ThreadCreated,
+    ToolCall,
+)
+from infra.jetstream.records import RecordedEvent
+from services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
+from services.runtime.state import ThreadState
+
+RESUME_MARK = "~"
+# Events that change `values`; with interrupts, each is a checkpoint of the thread's history.
+VALUE_EVENTS = frozenset({"message.appended", "file.written", "todos.written"})
+CHECKPOINT_EVENTS = VALUE_EVENTS | {"hitl.interrupt"}
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """A LangGraph run: our run `run_id`, from after the thread's event `after_seq`."""
+
+    run_id: str
+    after_seq: int = 0
+
+    @property
+    def id(self) -> str:
+        return f"{self.run_id}{RESUME_MARK}{self.after_seq}" if self.after_seq else self.run_id
+
+    @classmethod
+    def parse(cls, lg_run_id: str) -> RunRef | None:
+        run_id, mark, seq = lg_run_id.partition(RESUME_MARK)
+        if not mark:
+            return cls(run_id)
+        return cls(run_id, int(seq)) if seq.isdigit() and 0 < len(seq) <= 18 else None
+
+
+def ends_stretch(event: RecordedEvent, ref: RunRef) -> bool:
+    """The event ends the stretch `ref`: the run ended, was refused, or awaits approval."""
+    if event.seq <= ref.after_seq or getattr(event.payload, "run_id", None) != ref.run_id:
+        return False
+    match event.payload:
+        case RunPaused(reason="hitl") | RunCompleted() | RunError() | RunCanceled():
+            return True
+        case RequestRejected():
+            return True
+    return False
+
+
+def _args(arguments: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def tool_call_dict(call: ToolCall) -> dict[str, Any]:
+    return {
+        "name": call.name,
+        "args": _args(call.arguments) or {},
+        "id": call.id,
+        "type": "tool_call",
+    }
+
+
+def message_dict(message: ChatMessage, message_id: str) -> dict[str, Any]:
+    """A ChatMessage as LangChain serialises a message (`type`: human, ai, tool, system)."""
+    out: dict[str, Any] = {
+        "content": message.content,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "id": message_id,
+        "name": message.name,
+    }
+    match message.role:
+        case "user":
+            out["type"] = "human"
+        case "system":
+            out["type"] = "system"
+        case "tool":
+            out.update(type="tool", tool_call_id=message.tool_call_id or "", status="success")
+        case "assistant":
+            valid = [c for c in message.tool_calls if _args(c.arguments) is not None]
+            invalid = [c for c in message.tool_calls if _args(c.arguments) is None]
+            out.update(
+                type="ai",
+                tool_calls=[tool_call_dict(c) for c in valid],
+                invalid_tool_calls=[
+                    {
+                        "name": c.name,
+                        "args": c.arguments,
+                        "id": c.id,
+                        "error": "invalid JSON",
+                        "type": "invalid_tool_call",
+                    }
+                    for c in invalid
+                ],
+                usage_metadata=None,
+            )
+    return out
+
+
+def ai_message_id(run_id: str, step: int) -> str:
+    """The id of the model's message of one step: its streamed chunks carry it too."""
+    return f"{run_id}-{step}"
+
+
+def interrupt_value(calls: tuple[ToolCall, ...]) -> dict[str, Any]:
+    """Pending approvals in the shape of LangChain's human-in-the-loop middleware."""
+    return {
+        "action_requests": [
+            {
+                "name": c.name,
+                "args": _args(c.arguments) or {},
+                "id": c.id,
+                "description": f"Tool execution pending approval: {c.name}",
+            }
+            for c in calls
+        ],
+        "review_configs": [
+            {"action_name": c.name, "allowed_decisions": ["approve", "edit", "reject"]}
+            for c in calls
+        ],
+    }
+
+
+@dataclass
+class GraphView:
+    """Fold events in order with `apply`; read `values()`, `interrupts()`, `status()`."""
+
+    tenant_id: str
+    thread_id: str
+    state: ThreadState = field(init=False)
+    created: ThreadCreated | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    last_seq: int = 0
+    # The latest checkpoint (the seq of the last event that changed the values or raised an
+    # interrupt) and the one before it.
+    checkpoint_seq: int = 0
+    parent_seq: int | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    # The event id of each run's latest hitl.interrupt (the LangGraph interrupt id), and the
+    # seqs at which each run paused for approval.
+    interrupt_ids: dict[str, str] = field(default_factory=dict)
+    hitl_pauses: dict[str, list[int]] = field(default_factory=dict)
+    # Per run: when it was asked for, when it last changed, and its invoke strategy.
+    run_times: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
+    strategies: dict[str, str] = field(default_factory=dict)
+    _model_step: tuple[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        self.state = ThreadState(tenant_id=self.tenant_id, thread_id=self.thread_id)
+
+    def apply(self, event: RecordedEvent) -> None:
+        self.state = self.state.apply(event)
+        self.last_seq = event.seq
+        if event.type in CHECKPOINT_EVENTS:
+            self.parent_seq = self.checkpoint_seq or None
+            self.checkpoint_seq = event.seq
+        self.updated_at = event.envelope.ts
+        payload = event.payload
+        run_of = getattr(payload, "run_id", None) or event.envelope.run_id
+        if isinstance(run_of, str):
+            ts = event.envelope.ts
+            self.run_times[run_of] = (self.run_times.get(run_of, (ts, ts))[0], ts)
+        match payload:
+            case RequestAccepted(run_id=run_id, strategy=strategy):
+                self.strategies[run_id] = strategy
+            case ThreadCreated():
+                self.created, self.created_at = payload, event.envelope.ts
+            case ModelCompleted(run_id=run_id, step=step):
+                self._model_step = (run_id, step)
+            case MessageAppended(message=message, run_id=appended_by):
+                message_id = f"msg-{event.seq}"
+                last = self._model_step
+                if message.role == "assistant" and last is not None and last[0] == appended_by:
+                    message_id, self._model_step = ai_message_id(*last), None
+                self.messages.append(message_dict(message, message_id))
+            case HitlInterrupt(run_id=run_id):
+                self.interrupt_ids[run_id] = event.envelope.event_id
+            case RunPaused(run_id=run_id, reason="hitl"):
+                self.hitl_pauses.setdefault(run_id, []).append(event.seq)
+
+    def values(self) -> dict[str, Any]:
+        return {
+            "messages": list(self.messages),
+            "todos": [{"content": t.content, "status": t.status} for t in self.state.todos],
+            "files": dict(self.state.files),
+        }
+
+    def interrupts(self) -> list[Interrupt]:
+        """The interrupt pending now: the active run's tool calls awaiting approval."""
+        run = self.state.active_run
+        if run is None or not run.hitl_pending:
+            return []
+        interrupt_id = self.interrupt_ids.get(run.run_id, run.run_id)
+        return [Interrupt(value=interrupt_value(run.hitl_pending), id=interrupt_id)]
+
+    def values_with_interrupts(self) -> dict[str, Any]:
+        values = self.values()
+        pending = self.interrupts()
+        if pending:
+            values["__interrupt__"] = [{"value": i.value, "id": i.id} for i in pending]
+        return values
+
+    def status(self) -> ThreadStatus:
+        run = self.state.active_run
+        if run is not None:
+            return "interrupted" if run.hitl_pending else "busy"
+        if self.state.queue:
+            return "busy"
+        last = self.state.last_run
+        return "error" if last is not None and last.status == "error" else "idle"
+
+    def run_status(self, ref: RunRef) -> RunStatus:
+        """The LangGraph status of the stretch `ref` of our run."""
+        run = self.state.run(ref.run_id)
+        if run is None or run.status == "registered":
+            return "pending"
+        if any(seq > ref.after_seq for seq in self.hitl_pauses.get(ref.run_id, ())):
+            return "success"  # the stretch ended at an interrupt: the thread is interrupted
+        match run.status:
+            case "completed":
+                return "success"
+            case "error":
+                return "error"
+            case "canceled":
+                return "interrupted"
+        return "running"
+
+    def run_error(self, ref: RunRef) -> str | None:
+        run = self.state.run(ref.run_id)
+        return run.error or run.reason or "error" if run and run.status == "error" else None
+
+    def metadata(self) -> dict[str, Any]:
+        created = self.created
+        if created is None:
+            return {}
+        return {
+            **created.request,
+            "graph_id": created.agent_type,
+            "assistant_id": created.agent_type,
+            "agency_id": created.agency_id,
+        }
+
+
+def fold_view(
+    tenant: str, thread_id: str, events: list[RecordedEvent], upto_seq: int | None = None
+) -> GraphView:
+    view = GraphView(tenant_id=tenant, thread_id=thread_id)
+    for event in events:
+        if upto_seq is not None and event.seq > upto_seq:
+            break
+        view.apply(event)
+    return view

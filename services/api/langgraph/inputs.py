@@ -1,0 +1,176 @@
+"""What a LangGraph run request asks for, in our terms: messages and files to invoke with,
+the invoke strategy, or the approval a `command: {resume}` stands for. Pure functions;
+each refusal says what does not map."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from litestar.exceptions import ValidationException
+
+from contracts.events import ChatMessage, ToolCall
+from contracts.events.thread import ConcurrencyStrategy
+from services.api.langgraph.wire import MultitaskStrategy, RunCreate
+
+# LangGraph's default strategy is `reject`; ours (`/invoke`) is `queue`.
+STRATEGIES: dict[MultitaskStrategy, ConcurrencyStrategy] = {
+    "enqueue": "queue",
+    "reject": "reject",
+    "interrupt": "interrupt",
+}
+MULTITASK_OF: dict[str, MultitaskStrategy] = {v: k for k, v in STRATEGIES.items()}
+_ROLES = {
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+}
+
+
+def refuse_unmapped(data: RunCreate) -> None:
+    """Options of a LangGraph run that Agency has no counterpart for: a clear 400."""
+    unmapped = {
+        "interrupt_before": data.interrupt_before,
+        "interrupt_after": data.interrupt_after,
+        "checkpoint": data.checkpoint,
+        "checkpoint_id": data.checkpoint_id,
+        "webhook": data.webhook,
+        "after_seconds": data.after_seconds,
+        "on_completion='delete'": data.on_completion == "delete",
+    }
+    named = [k for k, v in unmapped.items() if v]
+    if data.command is not None and (data.command.goto or data.command.update):
+        named.append("command.goto/command.update")
+    if data.multitask_strategy == "rollback":
+        named.append("multitask_strategy 'rollback' (the log is append-only: use 'interrupt')")
+    if named:
+        raise ValidationException(
+            f"not mapped onto Agency runs: {', '.join(named)}; see docs/langgraph.md"
+        )
+
+
+def strategy_of(data: RunCreate) -> ConcurrencyStrategy:
+    return STRATEGIES[data.multitask_strategy or "reject"]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, dict) else p for p in content]
+        if all(isinstance(p, str) for p in parts):
+            return "".join(parts)
+    raise ValidationException("message content must be text or a list of text blocks")
+
+
+def _message(item: Any) -> ChatMessage:
+    if isinstance(item, list | tuple) and len(item) == 2:
+        role, content = item
+    elif isinstance(item, dict):
+        role, content = item.get("role") or item.get("type"), item.get("content", "")
+    elif isinstance(item, str):
+        role, content = "user", item
+    else:
+        raise ValidationException("input messages are {role|type, content} objects")
+    mapped = _ROLES.get(str(role))
+    if mapped is None:
+        raise ValidationException(
+            f"input message role {str(role)[:40]!r} does not map: use human, ai or system"
+        )
+    return ChatMessage(role=mapped, content=_text(content))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    messages: tuple[ChatMessage, ...]
+    files: dict[str, str]
+
+
+def invocation(data: dict[str, Any] | None) -> Invocation:
+    """`input`: `messages` (LangChain message dicts, `[role, content]` pairs or strings)
+    and `files` (path → text); nothing else is in an Agency thread's input."""
+    data = data or {}
+    extra = sorted(set(data) - {"messages", "files"})
+    if extra:
+        raise ValidationException(
+            f"input key {extra[0][:40]!r} does not map: an Agency run takes `messages` and `files`"
+        )
+    raw = data.get("messages") or []
+    files = data.get("files") or {}
+    if not isinstance(raw, list) or not isinstance(files, dict):
+        raise ValidationException("input `messages` must be a list and `files` an object")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ValidationException("input `files` maps paths to text")
+    return Invocation(messages=tuple(_message(m) for m in raw), files=dict(files))
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    approved: bool
+    modified: tuple[ToolCall, ...] | None
+    reason: str
+
+
+def _decision(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else value
+    match kind:
+        case True | "approve" | "accept":
+            return "approve"
+        case False | "reject" | "ignore":
+            return "reject"
+        case "edit":
+            return "edit"
+    raise ValidationException(
+        f"resume decision {str(kind)[:40]!r} does not map: use approve, edit or reject"
+    )
+
+
+def _edited(value: dict[str, Any], call: ToolCall) -> ToolCall:
+    action = value.get("edited_action") or value.get("args") or {}
+    if not isinstance(action, dict):
+        raise ValidationException("an edit decision carries `edited_action: {name, args}`")
+    name = action.get("name") or action.get("action") or call.name
+    args = action.get("args", {})
+    if not isinstance(name, str) or not isinstance(args, dict):
+        raise ValidationException("an edit decision's action has a `name` and `args` object")
+    return ToolCall(id=call.id, name=name, arguments=json.dumps(args))
+
+
+def approval(resume: Any, pending: tuple[ToolCall, ...], interrupt_id: str) -> Approval:
+    """`command.resume` as an approval of the pending tool calls.
+
+    Accepted: `true`/`false`, `"approve"`/`"reject"`, `{"approved": bool, "reason"?}`,
+    LangChain's `{"decisions": [{"type": "approve"|"edit"|"reject", …}, …]}` (one per
+    pending call, in order, or a bare list of them), or any of these keyed by the interrupt
+    id. Our approval is all-or-nothing: a mix of approvals and rejections is refused.
+    """
+    if isinstance(resume, dict) and interrupt_id in resume:
+        resume = resume[interrupt_id]
+    if isinstance(resume, dict) and isinstance(resume.get("approved"), bool):
+        reason = resume.get("reason", "")
+        return Approval(resume["approved"], None, reason if isinstance(reason, str) else "")
+    decisions = resume.get("decisions") if isinstance(resume, dict) else resume
+    if not isinstance(decisions, list):
+        decisions = [decisions] * len(pending)
+    if len(decisions) != len(pending):
+        raise ValidationException(
+            f"resume has {len(decisions)} decisions for {len(pending)} pending tool calls"
+        )
+    kinds = [_decision(d) for d in decisions]
+    if all(k == "reject" for k in kinds):
+        messages = [d.get("message", "") for d in decisions if isinstance(d, dict)]
+        return Approval(False, None, "; ".join(m for m in messages if isinstance(m, str) and m))
+    if "reject" in kinds:
+        raise ValidationException(
+            "rejecting some pending tool calls and approving others does not map: "
+            "Agency approves or rejects a step's calls together"
+        )
+    edits = tuple(
+        _edited(d, call)
+        for d, k, call in zip(decisions, kinds, pending, strict=True)
+        if k == "edit" and isinstance(d, dict)
+    )
+    return Approval(True, edits or None, "")

@@ -1,0 +1,185 @@
+"""Our events as LangGraph stream parts, per stream mode.
+
+Each event of a run becomes zero or more SSE frames, all with `id: <the event's seq>`, in
+one write: `values` (the whole state after a change), `updates` (what a node returned:
+`model` for the model's message, `tools` for tool results, files and todos), `messages`
+(for `messages-tuple`: `[message chunk, metadata]`), `events` (LangChain's
+`astream_events` v2 shape). An approval pause is `__interrupt__` in `values` and `updates`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from contracts.events import (
+    FileWritten,
+    HitlInterrupt,
+    MessageAppended,
+    ModelCompleted,
+    ModelDelta,
+    ModelStarted,
+    RunCompleted,
+    RunError,
+    RunStarted,
+    TodosWritten,
+    ToolError,
+    ToolOutput,
+    ToolStarted,
+)
+from infra.jetstream.records import RecordedEvent
+from services.api.langgraph.graphstate import GraphView, ai_message_id, message_dict
+
+MODES = ("values", "updates", "messages-tuple", "events")
+_encoder = msgspec.json.Encoder()
+
+
+def frame(event: str, data: Any, seq: int | None) -> bytes:
+    head = b"event: " + event.encode() + b"\n"
+    tail = b"\nid: %d\n\n" % seq if seq is not None else b"\n\n"
+    return head + b"data: " + _encoder.encode(data) + tail
+
+
+class Parts:
+    """Frames for one stream; `after(event, view)` once the view has applied the event."""
+
+    def __init__(self, modes: tuple[str, ...], lg_run_id: str) -> None:
+        self._modes = modes
+        self._run = lg_run_id
+        self._streamed: set[tuple[str, int]] = set()
+
+    def after(self, event: RecordedEvent, view: GraphView) -> bytes:
+        out: list[bytes] = []
+        for mode in self._modes:
+            for name, data in self._parts(mode, event, view):
+                out.append(frame(name, data, event.seq))
+        if isinstance(event.payload, RunError):
+            error = {"error": event.payload.kind, "message": event.payload.error}
+            out.append(frame("error", error, event.seq))
+        return b"".join(out)
+
+    def _parts(self, mode: str, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
+        match mode:
+            case "values":
+                return self._values(event, view)
+            case "updates":
+                return self._updates(event, view)
+            case "messages-tuple":
+                return self._messages(event, view)
+            case "events":
+                return self._events(event, view)
+        return []
+
+    def _values(self, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
+        match event.payload:
+            case HitlInterrupt():
+                return [("values", view.values_with_interrupts())]
+            case MessageAppended() | FileWritten() | TodosWritten():
+                return [("values", view.values())]
+        return []
+
+    def _updates(self, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
+        match event.payload:
+            case HitlInterrupt():
+                pending = view.values_with_interrupts().get("__interrupt__", [])
+                return [("updates", {"__interrupt__": pending})]
+            case MessageAppended(message=message) if message.role in ("assistant", "tool"):
+                node = "model" if message.role == "assistant" else "tools"
+                return [("updates", {node: {"messages": [view.messages[-1]]}})]
+            case FileWritten(path=path, content=content):
+                return [("updates", {"tools": {"files": {path: content}}})]
+            case TodosWritten():
+                return [("updates", {"tools": {"todos": view.values()["todos"]}})]
+        return []
+
+    def _meta(self, view: GraphView, node: str, step: int) -> dict[str, Any]:
+        return {
+            "run_id": self._run,
+            "thread_id": view.thread_id,
+            "langgraph_node": node,
+            "langgraph_step": step,
+            "graph_id": view.metadata().get("graph_id"),
+        }
+
+    def _messages(self, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
+        match event.payload:
+            case ModelDelta(run_id=run_id, step=step, delta=delta):
+                self._streamed.add((run_id, step))
+                chunk = _chunk(ai_message_id(run_id, step), delta, [])
+                return [("messages", [chunk, self._meta(view, "model", step)])]
+            case ModelCompleted(run_id=run_id, step=step, message=message):
+                calls = message_dict(message, "")["tool_calls"]
+                streamed = (run_id, step) in self._streamed
+                if streamed and not calls:
+                    return []
+                content = "" if streamed else message.content
+                chunk = _chunk(ai_message_id(run_id, step), content, calls)
+                return [("messages", [chunk, self._meta(view, "model", step)])]
+            case MessageAppended(message=message) if message.role == "tool":
+                step = view.state.active_run.step if view.state.active_run else 0
+                return [("messages", [view.messages[-1], self._meta(view, "tools", step)])]
+        return []
+
+    def _events(self, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
+        payload = event.payload
+        graph = str(view.metadata().get("graph_id", ""))
+        match payload:
+            case RunStarted():
+                data: dict[str, Any] = {"input": None}
+                return [("events", self._event("on_chain_start", graph, data, view, 0))]
+            case RunCompleted():
+                data = {"output": view.values()}
+                return [("events", self._event("on_chain_end", graph, data, view, 0))]
+            case ModelStarted(step=step, model=model):
+                return [("events", self._event("on_chat_model_start", model, {}, view, step))]
+            case ModelDelta(run_id=run_id, step=step, delta=delta):
+                data = {"chunk": _chunk(ai_message_id(run_id, step), delta, [])}
+                return [
+                    (
+                        "events",
+                        self._event("on_chat_model_stream", view.state.model, data, view, step),
+                    )
+                ]
+            case ModelCompleted(run_id=run_id, step=step, message=message, model=model):
+                data = {"output": message_dict(message, ai_message_id(run_id, step))}
+                return [("events", self._event("on_chat_model_end", model, data, view, step))]
+            case ToolStarted(tool_name=name, arguments=arguments):
+                data = {"input": arguments}
+                return [("events", self._event("on_tool_start", name, data, view, 0))]
+            case ToolOutput(tool_name=name, output=output):
+                data = {"output": output}
+                return [("events", self._event("on_tool_end", name, data, view, 0))]
+            case ToolError(tool_name=name, error=error):
+                data = {"error": error}
+                return [("events", self._event("on_tool_error", name, data, view, 0))]
+        return []
+
+    def _event(
+        self, kind: str, name: str, data: dict[str, Any], view: GraphView, step: int
+    ) -> dict[str, Any]:
+        node = "model" if "chat_model" in kind else "tools" if "tool" in kind else ""
+        return {
+            "event": kind,
+            "name": name,
+            "run_id": self._run,
+            "tags": [],
+            "metadata": self._meta(view, node, step),
+            "data": data,
+            "parent_ids": [],
+        }
+
+
+def _chunk(message_id: str, content: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "type": "AIMessageChunk",
+        "id": message_id,
+        "content": content,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "name": None,
+        "tool_calls": calls,
+        "invalid_tool_calls": [],
+        "tool_call_chunks": [],
+        "usage_metadata": None,
+    }

@@ -1,0 +1,332 @@
+"""Runs of the LangGraph Agent Server API, on our invoke, approve and cancel.
+
+A run with `input` is an invoke of the thread (`multitask_strategy` → our strategy); a run
+with `command: {resume}` approves or rejects the calls the thread's paused run awaits and
+names the stretch of that run that follows (`<run id>~<seq>`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from litestar import Request, Response, get, post
+from litestar.background_tasks import BackgroundTask
+from litestar.datastructures import State
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
+from litestar.params import HeaderParameter, JSONBody, QueryParameter
+from litestar.response import Stream
+
+from contracts.commands import CancelRun
+from contracts.ids import new_id
+from services.api.auth import Caller, Deps, tenant_of
+from services.api.deps import ApiDeps
+from services.api.langgraph.follow import sse, wait_for_end
+from services.api.langgraph.graphstate import GraphView, RunRef
+from services.api.langgraph.inputs import (
+    MULTITASK_OF,
+)
+from services.api.langgraph.parts import MODES
+from services.api.langgraph.scope import (
+    RunIdPath,
+    ThreadIdPath,
+    load_thread,
+)
+from services.api.langgraph.start import begin_run
+from services.api.langgraph.wire import Run, RunCreate
+from services.api.routes_queries import MAX_SEQ, int_param
+from services.api.streaming import ThreadFeed, closing_event
+
+PREFIX = "/langgraph"
+CancelAction = Literal["interrupt", "rollback"]
+# How long `wait`, `join` and `cancel?wait=1` hold the request (the SDK reads for 300 s).
+WAIT_SECONDS = 270.0
+
+
+def _ref(lg_run_id: str) -> RunRef:
+    ref = RunRef.parse(lg_run_id)
+    if ref is None:
+        raise ValidationException(f"run id {lg_run_id[:80]!r} is not one of ours")
+    return ref
+
+
+def run_out(view: GraphView, ref: RunRef) -> Run:
+    times = view.run_times.get(ref.run_id)
+    if times is None:
+        raise NotFoundException(f"run {ref.id} not found in thread {view.thread_id}")
+    strategy = view.strategies.get(ref.run_id, "queue")
+    return Run(
+        run_id=ref.id,
+        thread_id=view.thread_id,
+        assistant_id=view.state.agent_type,
+        created_at=times[0],
+        updated_at=times[1],
+        status=view.run_status(ref),
+        metadata={},
+        multitask_strategy=MULTITASK_OF.get(strategy, "enqueue"),
+    )
+
+
+def stream_modes(raw: str | list[str] | None) -> tuple[str, ...]:
+    given = [raw] if isinstance(raw, str) else list(raw or [])
+    modes = tuple(dict.fromkeys(m for m in given if m)) or ("values",)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValidationException(
+            f"stream_mode {unknown[0][:40]!r} does not map; Agency streams " + ", ".join(MODES)
+        )
+    return modes
+
+
+def _locations(request: Request[Any, Any, Any], thread_id: str, ref: RunRef) -> dict[str, str]:
+    """`Content-Location` names the run (the SDK's `on_run_created`); `Location` is where a
+    cut stream resumes (the SDK reconnects there with `Last-Event-ID`)."""
+    base = f"{request.url.scheme}://{request.url.netloc}{PREFIX}/threads/{thread_id}/runs/{ref.id}"
+    return {"Content-Location": base, "Location": f"{base}/stream"}
+
+
+@post("/threads/{thread_id:str}/runs", status_code=200, summary="LangGraph: start a run")
+async def create_run(
+    thread_id: ThreadIdPath,
+    data: JSONBody[RunCreate],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, Any],
+) -> Response[Run]:
+    return await run_in_background(deps, tenant_of(principal), thread_id, data, request)
+
+
+async def run_in_background(
+    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, Any]
+) -> Response[Run]:
+    _, ref = await begin_run(deps, tenant, thread_id, data, request)
+    view = await load_thread(deps, tenant, thread_id)
+    headers = _locations(request, view.thread_id, ref)
+    headers.pop("Location")
+    if view.run_times.get(ref.run_id) is None:  # the invoke answered `pending`: not stored yet
+        view.run_times[ref.run_id] = (view.updated_at, view.updated_at)  # type: ignore[assignment]
+    return Response(run_out(view, ref), headers=headers)
+
+
+async def _final(
+    deps: ApiDeps,
+    tenant: str,
+    thread_id: str,
+    ref: RunRef,
+    request: Request[Any, Any, State],
+) -> dict[str, Any]:
+    view = await wait_for_end(
+        deps, tenant, thread_id, ref, closing_event(request.app.state), WAIT_SECONDS
+    )
+    if view is None:
+        raise ClientException(
+            status_code=408,
+            detail=f"run {ref.id} has not ended after {WAIT_SECONDS:.0f} s; join it again",
+        )
+    error = view.run_error(ref)
+    if error is not None:
+        return {"__error__": {"error": "RunError", "message": error}}
+    return view.values_with_interrupts()
+
+
+@post(
+    "/threads/{thread_id:str}/runs/wait",
+    status_code=200,
+    summary="LangGraph: start a run and answer its final state",
+)
+async def wait_run(
+    thread_id: ThreadIdPath,
+    data: JSONBody[RunCreate],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, State],
+) -> Response[dict[str, Any]]:
+    return await run_and_wait(deps, tenant_of(principal), thread_id, data, request)
+
+
+async def run_and_wait(
+    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, State]
+) -> Response[dict[str, Any]]:
+    view, ref = await begin_run(deps, tenant, thread_id, data, request)
+    headers = _locations(request, view.thread_id, ref)
+    headers.pop("Location")
+    body = await _final(deps, tenant, view.thread_id, ref, request)
+    return Response(body, headers=headers)
+
+
+@get(
+    "/threads/{thread_id:str}/runs/{run_id:str}/join",
+    summary="LangGraph: wait for a run to end; its final state",
+)
+async def join_run(
+    thread_id: ThreadIdPath,
+    run_id: RunIdPath,
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, State],
+) -> dict[str, Any]:
+    tenant = tenant_of(principal)
+    ref = _ref(run_id)
+    run_out(await load_thread(deps, tenant, thread_id), ref)  # 404 for an unknown run
+    return await _final(deps, tenant, thread_id, ref, request)
+
+
+def _stream(
+    deps: ApiDeps,
+    tenant: str,
+    view: GraphView,
+    ref: RunRef,
+    modes: tuple[str, ...],
+    after_seq: int,
+    request: Request[Any, Any, State],
+) -> Stream:
+    feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing_event(request.app.state))
+    fresh = GraphView(tenant_id=tenant, thread_id=view.thread_id)
+    return Stream(
+        sse(feed, fresh, ref, modes, after_seq),
+        media_type="text/event-stream",
+        headers={
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            **_locations(request, view.thread_id, ref),
+        },
+        background=BackgroundTask(feed.aclose),
+    )
+
+
+@post(
+    "/threads/{thread_id:str}/runs/stream",
+    status_code=200,
+    summary="LangGraph: start a run and stream it (SSE)",
+    media_type="text/event-stream",
+)
+async def stream_run(
+    thread_id: ThreadIdPath,
+    data: JSONBody[RunCreate],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, State],
+) -> Stream:
+    return await run_and_stream(deps, tenant_of(principal), thread_id, data, request)
+
+
+async def run_and_stream(
+    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, State]
+) -> Stream:
+    modes = stream_modes(data.stream_mode)
+    view, ref = await begin_run(deps, tenant, thread_id, data, request)
+    return _stream(deps, tenant, view, ref, modes, 0, request)
+
+
+LastEventId = Annotated[
+    str | None,
+    HeaderParameter(
+        name="Last-Event-ID",
+        required=False,
+        description="The last event seq received: the stream resumes after it.",
+    ),
+]
+
+
+@get(
+    "/threads/{thread_id:str}/runs/{run_id:str}/stream",
+    summary="LangGraph: join a run's stream (SSE; Last-Event-ID resumes)",
+    media_type="text/event-stream",
+)
+async def join_stream(
+    thread_id: ThreadIdPath,
+    run_id: RunIdPath,
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, State],
+    stream_mode: Annotated[list[str] | None, QueryParameter(name="stream_mode")] = None,
+    last_event_id: LastEventId = None,
+    cancel_on_disconnect: Annotated[str | None, QueryParameter(name="cancel_on_disconnect")] = None,
+) -> Stream:
+    tenant = tenant_of(principal)
+    ref = _ref(run_id)
+    view = await load_thread(deps, tenant, thread_id)
+    run_out(view, ref)
+    if cancel_on_disconnect in ("true", "1"):
+        raise ValidationException("cancel_on_disconnect does not map: a run outlives its streams")
+    after = int_param("Last-Event-ID", last_event_id, 0, 0, MAX_SEQ) if last_event_id else 0
+    return _stream(deps, tenant, view, ref, stream_modes(stream_mode), after, request)
+
+
+@get("/threads/{thread_id:str}/runs/{run_id:str}", summary="LangGraph: a run")
+async def get_run(thread_id: ThreadIdPath, run_id: RunIdPath, principal: Caller, deps: Deps) -> Run:
+    return run_out(await load_thread(deps, tenant_of(principal), thread_id), _ref(run_id))
+
+
+@get("/threads/{thread_id:str}/runs", summary="LangGraph: a thread's runs, newest first")
+async def list_runs(
+    thread_id: ThreadIdPath,
+    principal: Caller,
+    deps: Deps,
+    limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000)] = 10,
+    offset: Annotated[int, QueryParameter(name="offset", ge=0)] = 0,
+    status: Annotated[str | None, QueryParameter(name="status")] = None,
+) -> list[Run]:
+    view = await load_thread(deps, tenant_of(principal), thread_id)
+    runs = [run_out(view, RunRef(r.run_id)) for r in reversed(view.state.runs)]
+    runs = [r for r in runs if status is None or r.status == status]
+    return runs[offset : offset + limit]
+
+
+@post(
+    "/threads/{thread_id:str}/runs/{run_id:str}/cancel",
+    status_code=202,
+    summary="LangGraph: cancel a run (our cancel of the thread's active run)",
+)
+async def cancel_run(
+    thread_id: ThreadIdPath,
+    run_id: RunIdPath,
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, State],
+    wait: Annotated[str | None, QueryParameter(name="wait")] = None,
+    action: Annotated[CancelAction, QueryParameter(name="action")] = "interrupt",
+) -> Response[None]:
+    tenant = tenant_of(principal)
+    if action == "rollback":
+        raise ValidationException("cancel action 'rollback' does not map: the log is append-only")
+    ref = _ref(run_id)
+    view = await load_thread(deps, tenant, thread_id)
+    run_out(view, ref)
+    active = view.state.active_run
+    if active is None or active.run_id != ref.run_id:
+        status = view.run_status(ref)
+        raise ClientException(
+            status_code=409,
+            detail=f"run {ref.id} is {status}: only the thread's active run can be canceled",
+        )
+    assert view.created is not None
+    command = CancelRun(
+        agency_id=view.created.agency_id,
+        thread_id=view.thread_id,
+        reason="canceled by request",
+        run_id=ref.run_id,
+    )
+    await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
+    if wait in ("1", "true"):
+        await wait_for_end(
+            deps,
+            tenant,
+            view.thread_id,
+            RunRef(ref.run_id, view.last_seq),
+            closing_event(request.app.state),
+            WAIT_SECONDS,
+        )
+        return Response(None, status_code=204)
+    return Response(None, status_code=202)
+
+
+RUN_ROUTES = [
+    create_run,
+    wait_run,
+    join_run,
+    stream_run,
+    join_stream,
+    get_run,
+    list_runs,
+    cancel_run,
+]

@@ -1,0 +1,75 @@
+"""Stateless runs (`thread_id=None` in the SDK): LangGraph runs them on a temporary thread;
+Agency creates a thread of the assistant in the agency (`scope.agency_for`) and runs there.
+The thread stays (the log is append-only); `Content-Location` names it and the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, post
+from litestar.datastructures import State
+from litestar.exceptions import ValidationException
+from litestar.params import JSONBody
+from litestar.response import Stream
+
+from services.api.auth import Caller, Deps, tenant_of
+from services.api.deps import ApiDeps
+from services.api.langgraph.inputs import invocation, refuse_unmapped
+from services.api.langgraph.routes_runs import (
+    run_and_stream,
+    run_and_wait,
+    run_in_background,
+    stream_modes,
+)
+from services.api.langgraph.scope import agency_for, assistant_named, new_thread
+from services.api.langgraph.wire import Run, RunCreate
+
+
+async def _thread_for(
+    deps: ApiDeps, tenant: str, data: RunCreate, request: Request[Any, Any, Any]
+) -> str:
+    """A new thread of the run's assistant, once the request is known to be one we run."""
+    refuse_unmapped(data)
+    if data.command is not None:
+        raise ValidationException("a stateless run has no interrupt to resume: name the thread")
+    invocation(data.input)
+    stream_modes(data.stream_mode)
+    agency_id = await agency_for(deps, tenant, request)
+    assistant = await assistant_named(deps, tenant, agency_id, data.assistant_id)
+    view = await new_thread(deps, tenant, agency_id, assistant.assistant_id, {})
+    return view.thread_id
+
+
+@post("/runs", status_code=200, summary="LangGraph: start a run on a new thread")
+async def create_stateless(
+    data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> Response[Run]:
+    tenant = tenant_of(principal)
+    thread_id = await _thread_for(deps, tenant, data, request)
+    return await run_in_background(deps, tenant, thread_id, data, request)
+
+
+@post("/runs/wait", status_code=200, summary="LangGraph: run on a new thread; its final state")
+async def wait_stateless(
+    data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, State]
+) -> Response[dict[str, Any]]:
+    tenant = tenant_of(principal)
+    thread_id = await _thread_for(deps, tenant, data, request)
+    return await run_and_wait(deps, tenant, thread_id, data, request)
+
+
+@post(
+    "/runs/stream",
+    status_code=200,
+    summary="LangGraph: run on a new thread, streamed (SSE)",
+    media_type="text/event-stream",
+)
+async def stream_stateless(
+    data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, State]
+) -> Stream:
+    tenant = tenant_of(principal)
+    thread_id = await _thread_for(deps, tenant, data, request)
+    return await run_and_stream(deps, tenant, thread_id, data, request)
+
+
+STATELESS_ROUTES = [create_stateless, wait_stateless, stream_stateless]

@@ -1,0 +1,325 @@
+"""Assistants and threads of the LangGraph Agent Server API, on our blueprints and threads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from litestar import Request, get, post
+from litestar.exceptions import (
+    ClientException,
+    NotFoundException,
+    ValidationException,
+)
+from litestar.params import JSONBody
+
+from contracts.ids import new_id
+from services.api.auth import Caller, Deps, tenant_of
+from services.api.deps import ApiDeps
+from services.api.langgraph.graphstate import CHECKPOINT_EVENTS, GraphView
+from services.api.langgraph.scope import (
+    AssistantIdPath,
+    CheckpointIdPath,
+    ThreadIdPath,
+    agency_for,
+    assistant_named,
+    assistants,
+    deferred_thread_id,
+    deferred_view,
+    load_thread,
+    new_thread,
+    thread_id_of,
+)
+from services.api.langgraph.wire import (
+    Assistant,
+    AssistantSearch,
+    Checkpoint,
+    HistoryBody,
+    Thread,
+    ThreadCreate,
+    ThreadSearch,
+    ThreadState,
+    ThreadTask,
+)
+
+MAX_PAGE = 1000
+# Keys of thread metadata that name the assistant a new thread is bound to.
+ASSISTANT_KEYS = ("graph_id", "assistant_id")
+
+
+def _page(limit: int, offset: int) -> tuple[int, int]:
+    if not 1 <= limit <= MAX_PAGE or offset < 0:
+        raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
+    return limit, offset
+
+
+def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
+    return all(metadata.get(k) == v for k, v in (wanted or {}).items())
+
+
+@post("/assistants/search", status_code=200, summary="LangGraph: search assistants (blueprints)")
+async def search_assistants(
+    data: JSONBody[AssistantSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> list[Assistant]:
+    tenant = tenant_of(principal)
+    limit, offset = _page(data.limit, data.offset)
+    found = [
+        a
+        for a in await assistants(deps, tenant, await agency_for(deps, tenant, request))
+        if (data.graph_id is None or a.graph_id == data.graph_id)
+        and (data.name is None or a.name == data.name)
+        and _matches(a.metadata, data.metadata)
+    ]
+    key = data.sort_by if data.sort_by in ("assistant_id", "graph_id", "name") else "created_at"
+    found.sort(key=lambda a: (str(getattr(a, key)), a.name), reverse=data.sort_order == "desc")
+    return found[offset : offset + limit]
+
+
+@get("/assistants/{assistant_id:str}", summary="LangGraph: an assistant (a blueprint, by name)")
+async def get_assistant(
+    assistant_id: AssistantIdPath, principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> Assistant:
+    tenant = tenant_of(principal)
+    return await assistant_named(
+        deps, tenant, await agency_for(deps, tenant, request), assistant_id
+    )
+
+
+def thread_out(view: GraphView) -> Thread:
+    pending = view.interrupts()
+    assert view.created_at is not None and view.updated_at is not None
+    return Thread(
+        thread_id=view.thread_id,
+        created_at=view.created_at,
+        updated_at=view.updated_at,
+        metadata=view.metadata(),
+        status=view.status(),
+        values=view.values(),
+        interrupts={i.id: [i] for i in pending},
+    )
+
+
+def state_out(view: GraphView) -> ThreadState:
+    pending = view.interrupts()
+    checkpoint = Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.checkpoint_seq))
+    parent = (
+        Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.parent_seq))
+        if view.parent_seq
+        else None
+    )
+    return ThreadState(
+        values=view.values(),
+        next=["tools"] if pending else [],
+        checkpoint=checkpoint,
+        metadata={**view.metadata(), "step": view.checkpoint_seq},
+        created_at=view.updated_at,
+        parent_checkpoint=parent,
+        tasks=[ThreadTask(id=i.id, name="tools", interrupts=[i]) for i in pending],
+        interrupts=pending,
+    )
+
+
+async def _agent_type(deps: ApiDeps, tenant: str, agency_id: str, metadata: dict[str, Any]) -> str:
+    named = next((metadata[k] for k in ASSISTANT_KEYS if metadata.get(k)), None)
+    if isinstance(named, str):
+        return (await assistant_named(deps, tenant, agency_id, named)).assistant_id
+    known = await assistants(deps, tenant, agency_id)
+    if len(known) == 1:
+        return known[0].assistant_id
+    raise ValidationException(
+        "an Agency thread belongs to one assistant: create it with "
+        "`threads.create(graph_id=…)` (one of " + ", ".join(a.assistant_id for a in known) + ")"
+    )
+
+
+def _string_metadata(metadata: dict[str, Any]) -> dict[str, str]:
+    wrong = [k for k, v in metadata.items() if not isinstance(v, str)]
+    if wrong:
+        raise ValidationException(
+            f"thread metadata values must be strings; {wrong[0][:60]!r} is "
+            f"{type(metadata[wrong[0]]).__name__}"
+        )
+    return dict(metadata)
+
+
+@post("/threads", status_code=200, summary="LangGraph: create a thread")
+async def create_thread(
+    data: JSONBody[ThreadCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> Thread:
+    tenant = tenant_of(principal)
+    if data.supersteps or data.ttl:
+        raise ValidationException("`supersteps` and `ttl` do not map onto Agency threads")
+    metadata = _string_metadata(data.metadata or {})
+    if data.thread_id is not None:
+        thread_id = thread_id_of(data.thread_id)
+        try:
+            existing = await load_thread(deps, tenant, thread_id)
+        except NotFoundException:
+            pass
+        else:
+            if data.if_exists == "do_nothing":
+                return thread_out(existing)
+            raise ClientException(status_code=409, detail=f"thread {thread_id} already exists")
+    elif not metadata:
+        # No assistant named and nothing to keep: the thread is bound by its first run.
+        pending = deferred_view(tenant, deferred_thread_id())
+        assert pending is not None
+        return thread_out(pending)
+    else:
+        thread_id = new_id()
+    agency_id = await agency_for(deps, tenant, request)
+    agent_type = await _agent_type(deps, tenant, agency_id, metadata)
+    request_metadata = {k: v for k, v in metadata.items() if k not in ASSISTANT_KEYS}
+    return thread_out(
+        await new_thread(deps, tenant, agency_id, agent_type, request_metadata, thread_id)
+    )
+
+
+@get("/threads/{thread_id:str}", summary="LangGraph: a thread")
+async def get_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> Thread:
+    return thread_out(await load_thread(deps, tenant_of(principal), thread_id, deferred=True))
+
+
+@post("/threads/search", status_code=200, summary="LangGraph: search the agency's threads")
+async def search_threads(
+    data: JSONBody[ThreadSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> list[Thread]:
+    """Root threads of the agency (subagents' child threads are not listed), newest first;
+    `metadata` and `status` filter, `values` does not map."""
+    tenant = tenant_of(principal)
+    limit, offset = _page(data.limit, data.offset)
+    if data.values:
+        raise ValidationException("searching threads by `values` does not map onto Agency")
+    agency_id = await agency_for(deps, tenant, request)
+    wanted = {
+        k: v for k, v in (data.metadata or {}).items() if k not in ("graph_id", "assistant_id")
+    }
+    graph = next(
+        ((data.metadata or {})[k] for k in ASSISTANT_KEYS if (data.metadata or {}).get(k)), None
+    )
+    order = "ASC" if data.sort_order == "asc" else "DESC"
+    column = {"thread_id": "thread_id", "status": "status", "updated_at": "updated_at"}.get(
+        data.sort_by or "", "created_at"
+    )
+    async with deps.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT thread_id FROM threads WHERE tenant_id = $1 AND agency_id = $2 "
+            "AND parent_thread_id IS NULL AND request @> $3::jsonb "
+            "AND ($4::text IS NULL OR agent_type = $4) "
+            "AND ($5::text[] IS NULL OR thread_id = ANY($5)) "
+            f"ORDER BY {column} {order}, thread_id {order} LIMIT $6",
+            tenant,
+            agency_id,
+            json.dumps(wanted),
+            graph if isinstance(graph, str) else None,
+            data.ids,
+            # With a status filter, statuses come from the log: read until the page is full.
+            None if data.status else offset + limit,
+        )
+    found: list[Thread] = []
+    skipped = 0
+    for row in rows:
+        thread = thread_out(await load_thread(deps, tenant, row["thread_id"]))
+        if data.status is not None and thread.status != data.status:
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        found.append(thread)
+        if len(found) == limit:
+            break
+    return found
+
+
+@get("/threads/{thread_id:str}/state", summary="LangGraph: a thread's current state")
+async def get_state(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> ThreadState:
+    tenant = tenant_of(principal)
+    return await _state_at(deps, tenant, thread_id, None)
+
+
+@get(
+    "/threads/{thread_id:str}/state/{checkpoint_id:str}",
+    summary="LangGraph: a thread's state at a checkpoint (an event seq)",
+)
+async def get_state_at(
+    thread_id: ThreadIdPath, checkpoint_id: CheckpointIdPath, principal: Caller, deps: Deps
+) -> ThreadState:
+    return await _state_at(deps, tenant_of(principal), thread_id, _seq(checkpoint_id))
+
+
+class CheckpointBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    checkpoint: dict[str, Any]
+    subgraphs: bool = False
+    select: list[str] | None = None
+
+
+@post(
+    "/threads/{thread_id:str}/state/checkpoint",
+    status_code=200,
+    summary="LangGraph: a thread's state at a checkpoint",
+)
+async def post_state_at(
+    thread_id: ThreadIdPath, data: JSONBody[CheckpointBody], principal: Caller, deps: Deps
+) -> ThreadState:
+    seq = data.checkpoint.get("checkpoint_id")
+    upto = _seq(seq) if isinstance(seq, str) else None
+    return await _state_at(deps, tenant_of(principal), thread_id, upto)
+
+
+def _seq(checkpoint_id: str) -> int:
+    if not checkpoint_id.isdigit() or len(checkpoint_id) > 18:
+        raise ValidationException(
+            f"checkpoint_id {checkpoint_id[:40]!r} is not one of ours: an event seq (digits)"
+        )
+    return int(checkpoint_id)
+
+
+async def _state_at(deps: ApiDeps, tenant: str, thread_id: str, upto: int | None) -> ThreadState:
+    return state_out(await load_thread(deps, tenant, thread_id, upto, deferred=True))
+
+
+@post(
+    "/threads/{thread_id:str}/history",
+    status_code=200,
+    summary="LangGraph: a thread's past states, newest first",
+)
+async def get_history(
+    thread_id: ThreadIdPath, data: JSONBody[HistoryBody], principal: Caller, deps: Deps
+) -> list[ThreadState]:
+    """A checkpoint is the state after each event that changed the values (a message, a
+    file, the todos) or raised an interrupt; its id is that event's seq."""
+    tenant = tenant_of(principal)
+    if not 1 <= data.limit <= MAX_PAGE:
+        raise ValidationException(f"limit must be 1 to {MAX_PAGE}")
+    before = data.before.get("checkpoint_id") if isinstance(data.before, dict) else data.before
+    bound = _seq(before) if isinstance(before, str) else None
+    thread_id = thread_id_of(thread_id)
+    events = await deps.bus.store.read(tenant, "thread", thread_id)
+    seqs = [e.seq for e in events if e.type in CHECKPOINT_EVENTS]
+    chosen = set([s for s in seqs if bound is None or s < bound][-data.limit :])
+    view = GraphView(tenant_id=tenant, thread_id=thread_id)
+    states: list[ThreadState] = []
+    for event in events:
+        view.apply(event)
+        if event.seq in chosen:
+            states.append(state_out(view))
+    if view.created is None:
+        if deferred_view(tenant, thread_id) is not None:
+            return []  # a thread awaiting its first run has no past
+        raise NotFoundException(f"thread {thread_id} not found")
+    metadata = data.metadata or {}
+    return [s for s in reversed(states) if _matches(s.metadata, metadata)]
+
+
+THREAD_ROUTES = [
+    search_assistants,
+    get_assistant,
+    create_thread,
+    get_thread,
+    search_threads,
+    get_state,
+    get_state_at,
+    post_state_at,
+    get_history,
+]

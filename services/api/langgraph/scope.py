@@ -1,0 +1,172 @@
+"""Which agency, thread and assistant a LangGraph request is about.
+
+LangGraph has no agencies. The agency is, in this order: the one named by the
+`x-agency-id` header (`get_client(headers={"x-agency-id": …})`); else the tenant's agency
+named `default` (the one `agency threads create` uses); else the tenant's only agency.
+A thread names its own agency, so thread and run routes need no rule.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from litestar import Request
+from litestar.exceptions import (
+    NotFoundException,
+    ServiceUnavailableException,
+    ValidationException,
+)
+from litestar.params import PathParameter
+from ulid import ULID
+
+from contracts.commands import CreateThread
+from contracts.errors import InvalidToken
+from contracts.ids import new_id, validate_token
+from projections import queries
+from services.api.auth import agency_events, path_id
+from services.api.deps import ApiDeps
+from services.api.langgraph.graphstate import GraphView, fold_view
+from services.api.langgraph.wire import Assistant
+from services.api.routes_commands import read_your_write
+
+AGENCY_HEADER = "x-agency-id"
+# Threads created without an assistant get an id with this prefix and exist in the log from
+# their first run, which binds them to its assistant.
+DEFERRED_PREFIX = "lgt_"
+AssistantIdPath = Annotated[str, PathParameter(name="assistant_id")]
+ThreadIdPath = Annotated[str, PathParameter(name="thread_id")]
+RunIdPath = Annotated[str, PathParameter(name="run_id")]
+CheckpointIdPath = Annotated[str, PathParameter(name="checkpoint_id")]
+DEFAULT_AGENCY = "default"
+
+
+async def agency_for(deps: ApiDeps, tenant: str, request: Request[Any, Any, Any]) -> str:
+    named = request.headers.get(AGENCY_HEADER)
+    if named:
+        agency_id = path_id("agency id", named)
+        await agency_events(deps, tenant, agency_id)
+        return agency_id
+    async with deps.pool.acquire() as conn:
+        agencies = await queries.list_agencies(conn, tenant)
+    defaults = [a for a in agencies if a.name == DEFAULT_AGENCY]
+    if defaults:
+        return defaults[0].id
+    if len(agencies) == 1:
+        return agencies[0].id
+    raise ValidationException(
+        f"this tenant has {len(agencies)} agencies and none named {DEFAULT_AGENCY!r}: "
+        f"send the `{AGENCY_HEADER}` header to name one"
+    )
+
+
+def thread_id_of(value: str) -> str:
+    try:
+        return validate_token("thread id", value)
+    except InvalidToken as e:
+        raise ValidationException(str(e)) from e
+
+
+def deferred_thread_id() -> str:
+    return DEFERRED_PREFIX + new_id()
+
+
+def deferred_view(tenant: str, thread_id: str) -> GraphView | None:
+    """A thread created without an assistant, before its first run: idle and empty."""
+    if not thread_id.startswith(DEFERRED_PREFIX):
+        return None
+    try:
+        since = ULID.from_str(thread_id.removeprefix(DEFERRED_PREFIX)).datetime
+    except ValueError:
+        return None
+    view = GraphView(tenant_id=tenant, thread_id=thread_id)
+    view.created_at = view.updated_at = since
+    return view
+
+
+async def load_thread(
+    deps: ApiDeps,
+    tenant: str,
+    thread_id: str,
+    upto_seq: int | None = None,
+    *,
+    deferred: bool = False,
+) -> GraphView:
+    """The thread folded from its log (up to `upto_seq`), or 404 if the tenant has none.
+    With `deferred`, a thread awaiting its first run reads as idle and empty (its
+    `created` is None)."""
+    thread_id = thread_id_of(thread_id)
+    view = fold_view(
+        tenant, thread_id, await deps.bus.store.read(tenant, "thread", thread_id), upto_seq
+    )
+    if view.created is None:
+        pending = deferred_view(tenant, thread_id) if deferred else None
+        if pending is not None:
+            return pending
+        raise NotFoundException(f"thread {thread_id} not found")
+    return view
+
+
+async def assistants(deps: ApiDeps, tenant: str, agency_id: str) -> list[Assistant]:
+    """The agency's blueprints as assistants: static ones, overridden by the agency's own."""
+    async with deps.pool.acquire() as conn:
+        agency = await queries.get_agency(conn, tenant, agency_id)
+        dynamic = await queries.list_blueprints(conn, tenant, agency_id)
+    if agency is None:
+        raise NotFoundException(f"agency {agency_id} not found")
+    return [
+        assistant(view, agency_id, agency.created_at)
+        for view in queries.merge_blueprints(deps.system.blueprints, dynamic)
+    ]
+
+
+def assistant(view: queries.BlueprintView, agency_id: str, since: datetime) -> Assistant:
+    return Assistant(
+        assistant_id=view.name,
+        graph_id=view.name,
+        config={},
+        context={},
+        created_at=since,
+        updated_at=view.updated_at or since,
+        metadata={
+            "agency_id": agency_id,
+            "source": view.source,
+            "model": view.model,
+            "tags": list(view.tags),
+            "type": view.type,
+        },
+        version=view.revision or 1,
+        name=view.name,
+        description=view.description or None,
+    )
+
+
+async def assistant_named(deps: ApiDeps, tenant: str, agency_id: str, name: str) -> Assistant:
+    for found in await assistants(deps, tenant, agency_id):
+        if found.assistant_id == name:
+            return found
+    raise NotFoundException(
+        f"assistant {name[:80]!r} not found in agency {agency_id}: assistants are the "
+        "agency's blueprints, by name"
+    )
+
+
+async def new_thread(
+    deps: ApiDeps,
+    tenant: str,
+    agency_id: str,
+    agent_type: str,
+    metadata: dict[str, str],
+    thread_id: str | None = None,
+) -> GraphView:
+    """Create a thread of `agent_type` and wait (bounded) until it can be read and listed."""
+    thread_id = thread_id or new_id()
+    key = new_id()
+    command = CreateThread(
+        agency_id=agency_id, thread_id=thread_id, agent_type=agent_type, request=metadata
+    )
+    await deps.bus.commands.send(tenant, command, idempotency_key=key)
+    event, _ = await read_your_write(deps, tenant, "thread", thread_id, key)
+    if event is None:
+        raise ServiceUnavailableException("the thread was not created in time; retry")
+    return await load_thread(deps, tenant, thread_id)

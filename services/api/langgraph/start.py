@@ -1,0 +1,88 @@
+"""Starting a LangGraph run: an invoke of the thread (`multitask_strategy` → our strategy),
+or, with `command: {resume}`, an approval of the calls its paused run awaits, which names
+the stretch of that run that follows (`<run id>~<seq>`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request
+from litestar.exceptions import ClientException, ValidationException
+
+from contracts.commands import ApproveToolCalls
+from contracts.ids import new_id
+from services.api.deps import ApiDeps
+from services.api.langgraph.graphstate import GraphView, RunRef
+from services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
+from services.api.langgraph.scope import agency_for, assistant_named, load_thread, new_thread
+from services.api.langgraph.wire import RunCreate
+from services.api.routes_commands import start_run
+
+
+async def begin_run(
+    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, Any]
+) -> tuple[GraphView, RunRef]:
+    """Start the run the request asks for; the thread as it was when it started. A thread
+    created without an assistant is created now, of the run's assistant."""
+    refuse_unmapped(data)
+    view = await load_thread(deps, tenant, thread_id, deferred=True)
+    if view.created is None:
+        if data.command is not None:
+            raise ClientException(
+                status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
+            )
+        invocation(data.input)  # refused before the thread exists
+        agency_id = await agency_for(deps, tenant, request)
+        assistant = await assistant_named(deps, tenant, agency_id, data.assistant_id)
+        view = await new_thread(deps, tenant, agency_id, assistant.assistant_id, {}, view.thread_id)
+    assert view.created is not None
+    if data.assistant_id not in (view.created.agent_type, view.state.agent_type):
+        raise ClientException(
+            status_code=409,
+            detail=f"thread {view.thread_id} belongs to assistant "
+            f"{view.state.agent_type!r}, not {data.assistant_id[:80]!r}",
+        )
+    if data.command is not None and data.command.resume is not None:
+        if data.input:
+            raise ValidationException("send `input` or `command.resume`, not both")
+        return view, await resume_run(deps, tenant, view, data.command.resume)
+    await deps.limiter.admit(deps.pool, tenant)
+    asked = invocation(data.input)
+    started = await start_run(
+        deps,
+        tenant,
+        view.created.agency_id,
+        view.thread_id,
+        new_id(),
+        asked.messages,
+        asked.files,
+        strategy_of(data),
+    )
+    if started.status == "rejected":
+        raise ClientException(
+            status_code=409,
+            detail=f"thread {view.thread_id} is busy and multitask_strategy is "
+            f"{data.multitask_strategy or 'reject'!r}: the run was rejected",
+        )
+    return view, RunRef(started.run_id)
+
+
+async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -> RunRef:
+    run = view.state.active_run
+    if run is None or run.status != "paused" or not run.hitl_pending:
+        raise ClientException(
+            status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
+        )
+    interrupt_id = view.interrupt_ids.get(run.run_id, run.run_id)
+    decided = approval(resume, run.hitl_pending, interrupt_id)
+    assert view.created is not None
+    command = ApproveToolCalls(
+        agency_id=view.created.agency_id,
+        thread_id=view.thread_id,
+        approved=decided.approved,
+        modified_tool_calls=decided.modified,
+        reason=decided.reason,
+        run_id=run.run_id,
+    )
+    await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
+    return RunRef(run.run_id, view.last_seq)

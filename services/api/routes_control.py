@@ -1,0 +1,164 @@
+"""Routes that steer a thread's run: approve and cancel, each bound to one run.
+
+The run is the one named by `runId` or, without it, the run active when the request
+arrives; it is checked against the log up front, and one that is not active (or, for
+approve, not awaiting approval) is a 409 saying so. The command carries the run id, so
+however late or often it is delivered it acts on that run only, never on the next one.
+The idempotency key (`idempotencyKey` in the body or the `Idempotency-Key` header) makes a
+retried request one decision, even after the broker's duplicate window.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import msgspec
+from litestar import post
+from litestar.exceptions import HTTPException
+from litestar.params import HeaderParameter, JSONBody
+
+from contracts.commands import ApproveToolCalls, CancelRun
+from contracts.events import ToolCall
+from contracts.ids import new_id
+from services.api.auth import AgencyId, Caller, Deps, ThreadId
+from services.api.deps import ApiDeps
+from services.api.openapi import error_response
+from services.api.routes_commands import (
+    Body,
+    IdempotencyKey,
+    NonEmpty,
+    Out,
+    _header_key,
+    _thread,
+)
+from services.runtime.state import RunView, fold
+
+KeyHeader = Annotated[
+    str | None,
+    HeaderParameter(
+        name="Idempotency-Key",
+        required=False,
+        description="The request's idempotency key, when the body has none.",
+    ),
+]
+
+
+class ToolCallIn(Body, frozen=True, kw_only=True):
+    id: NonEmpty
+    name: NonEmpty
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ApproveBody(Body, frozen=True, kw_only=True):
+    approved: bool
+    modified_tool_calls: list[ToolCallIn] | None = None
+    reason: str = ""
+    run_id: NonEmpty | None = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class CancelBody(Body, frozen=True, kw_only=True):
+    reason: str = ""
+    run_id: NonEmpty | None = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class RunCommandAccepted(Out, frozen=True, kw_only=True):
+    run_id: str
+    status: str = "accepted"
+
+
+class RunNotActive(HTTPException):
+    status_code = 409
+
+
+@post(
+    "/agency/{agencyId:str}/agent/{threadId:str}/approve",
+    status_code=202,
+    summary="Approve or reject the tool calls a paused run proposed",
+    description="Bound to `runId` (default: the run awaiting approval now); 409 when that "
+    "run does not await approval.",
+    responses={409: error_response(409, "The run is not active or awaits no approval.")},
+)
+async def approve(
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    data: JSONBody[ApproveBody],
+    principal: Caller,
+    deps: Deps,
+    idempotency_header: KeyHeader = None,
+) -> RunCommandAccepted:
+    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
+    run = await _bound_run(deps, tenant, thread_id, data.run_id)
+    if run.status != "paused" or not run.hitl_pending:
+        raise RunNotActive(detail=f"run {run.run_id} is {run.status} and awaits no approval")
+    calls = data.modified_tool_calls
+    command = ApproveToolCalls(
+        agency_id=agency_id,
+        thread_id=thread_id,
+        approved=data.approved,
+        modified_tool_calls=None
+        if calls is None
+        else tuple(ToolCall(id=c.id, name=c.name, arguments=json.dumps(c.args)) for c in calls),
+        reason=data.reason,
+        run_id=run.run_id,
+    )
+    key = data.idempotency_key or _header_key(idempotency_header)
+    await deps.bus.commands.send(
+        tenant, command, idempotency_key=_bus_key(thread_id, "approve", key)
+    )
+    return RunCommandAccepted(run_id=run.run_id)
+
+
+@post(
+    "/agency/{agencyId:str}/agent/{threadId:str}/cancel",
+    status_code=202,
+    summary="Cancel the thread's active run (and its subagents)",
+    description="Bound to `runId` (default: the run active now); 409 when that run is not "
+    "active. A retried cancel never cancels a later run.",
+    responses={409: error_response(409, "The thread has no active run, or not that one.")},
+)
+async def cancel(
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    principal: Caller,
+    deps: Deps,
+    data: JSONBody[CancelBody | None] = None,
+    idempotency_header: KeyHeader = None,
+) -> RunCommandAccepted:
+    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
+    data = data or CancelBody()
+    run = await _bound_run(deps, tenant, thread_id, data.run_id)
+    command = CancelRun(
+        agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run.run_id
+    )
+    key = data.idempotency_key or _header_key(idempotency_header)
+    await deps.bus.commands.send(
+        tenant, command, idempotency_key=_bus_key(thread_id, "cancel", key)
+    )
+    return RunCommandAccepted(run_id=run.run_id)
+
+
+CONTROL_ROUTES = [approve, cancel]
+
+
+async def _bound_run(deps: ApiDeps, tenant: str, thread_id: str, run_id: str | None) -> RunView:
+    """The run a command will be bound to: `run_id`, or the active one; 409 if not active."""
+    state = fold(tenant, thread_id, await deps.bus.store.read(tenant, "thread", thread_id))
+    active = state.active_run
+    if run_id is None:
+        if active is None:
+            raise RunNotActive(detail=f"thread {thread_id} has no active run")
+        return active
+    named = state.run(run_id)
+    if named is None:
+        raise RunNotActive(detail=f"thread {thread_id} has no run {run_id}")
+    if active is None or active.run_id != run_id:
+        raise RunNotActive(detail=f"run {run_id} is not active (it is {named.status})")
+    return named
+
+
+def _bus_key(thread_id: str, verb: str, key: str | None) -> str:
+    """The command's key on the bus: the broker dedupes per tenant, so the thread is in it."""
+    return f"{thread_id}:{verb}:{key}" if key else new_id()

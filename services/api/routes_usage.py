@@ -1,0 +1,29 @@
+"""Tokens and cost of a thread and of each of its runs (the tenant's totals are `/usage`)."""
+
+from __future__ import annotations
+
+from litestar import get
+from litestar.exceptions import NotFoundException
+
+from projections.costs import ThreadCost, thread_cost
+from services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of
+
+
+@get(
+    "/agency/{agencyId:str}/agent/{threadId:str}/usage",
+    summary="Tokens and cost of a thread, run by run",
+)
+async def thread_usage(
+    agency_id: AgencyId, thread_id: ThreadId, principal: Caller, deps: Deps
+) -> ThreadCost:
+    tenant = tenant_of(principal)
+    agency_id = path_id("agency id", agency_id)
+    thread_id = path_id("thread id", thread_id)
+    async with deps.pool.acquire() as conn:
+        cost = await thread_cost(conn, tenant, agency_id, thread_id)
+    if cost is None:
+        raise NotFoundException(f"thread {thread_id} not found in agency {agency_id}")
+    return cost
+
+
+USAGE_ROUTES = [thread_usage]

@@ -1,0 +1,326 @@
+"""Workflow routes: create from a definition, list, look at the channel, inboxes, documents
+and proposals, post, stop; schedules.
+
+`{workflow}` is a workflow's id or its `name` / `name:tag` (so `@review:pr-1` needs no
+lookup); every agency has `global`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+import msgspec
+from litestar import Response, get, post
+from litestar.exceptions import NotFoundException, ValidationException
+from litestar.openapi.spec import Schema
+from litestar.openapi.spec.enums import OpenAPIType
+from litestar.params import JSONBody, PathParameter, QueryParameter
+
+from contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
+from contracts.ids import new_id
+from projections import workflow_queries as q
+from services.api.auth import AgencyId, Caller, Deps, agency_events, path_id, tenant_of
+from services.api.routes_commands import Accepted, Body, Out
+from services.api.workflow_ops import (
+    WORKFLOW_REF,
+    create_workflow,
+    definition_error,
+    ensure_global_member,
+    find_workflow,
+    post_message,
+)
+from services.workflows import definition as definitions
+from services.workflows.members import GLOBAL, parse_target
+from services.workflows.scheduler import cron_problem
+
+WorkflowRef = Annotated[
+    str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")
+]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+Tag = Annotated[str, msgspec.Meta(max_length=64, pattern=r"^[A-Za-z0-9_-]*$")]
+
+
+PromptPath = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+PromptText = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
+
+
+class CreateWorkflowBody(Body, frozen=True, kw_only=True):
+    definition: Annotated[str, msgspec.Meta(min_length=1, max_length=256 * 1024)]
+    name: Name | None = None
+    tag: Tag = ""
+    inputs: dict[str, str] = msgspec.field(default_factory=dict)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    # The content of each `system_prompt_file` the definition names, by the path as written.
+    files: Annotated[
+        dict[PromptPath, PromptText], msgspec.Meta(max_length=definitions.MAX_MEMBERS)
+    ] = msgspec.field(default_factory=dict)
+
+
+class WorkflowCreatedOut(Out, frozen=True, kw_only=True):
+    id: str
+    name: str
+    tag: str
+    members: list[str]
+    kickoff: str
+    schedules: int
+
+
+class PostBody(Body, frozen=True, kw_only=True):
+    # Not blank: something must be said.
+    content: Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024, pattern=r"\S")]
+    to: tuple[str, ...] = ()
+
+
+class PostedOut(Out, frozen=True, kw_only=True):
+    message_id: str
+    workflow_id: str
+    status: Literal["accepted"] = "accepted"
+
+
+class StopBody(Body, frozen=True, kw_only=True):
+    reason: str = ""
+
+
+class ScheduleBody(Body, frozen=True, kw_only=True):
+    """A cron trigger (UTC) of a workflow (`workflow`: id or name:tag) or of an agent of the
+    agency (`agent`, run in `@global`)."""
+
+    name: Name
+    cron: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    message: Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
+    workflow: Annotated[str, msgspec.Meta(pattern=WORKFLOW_REF)] | None = None
+    agent: Name | None = None
+
+    __exactly_one__: ClassVar[dict[str, Schema]] = {
+        "workflow": Schema(type=OpenAPIType.STRING),
+        "agent": Schema(type=OpenAPIType.STRING),
+    }
+
+
+class ScheduleOut(Out, frozen=True, kw_only=True):
+    id: str
+    status: Literal["accepted"] = "accepted"
+
+
+@post(
+    "/agency/{agencyId:str}/workflows",
+    status_code=201,
+    summary="Create (or extend) a workflow from a YAML definition",
+    description="Answers 201 once its members exist, 202 when that takes longer.",
+)
+async def create(
+    agency_id: AgencyId, data: JSONBody[CreateWorkflowBody], principal: Caller, deps: Deps
+) -> Response[WorkflowCreatedOut]:
+    tenant = tenant_of(principal)
+    agency_id = path_id("agency id", agency_id)
+    try:
+        parsed = definitions.parse(
+            data.definition, default_name=data.name or "", tag=data.tag,
+            inputs=data.inputs, env=data.env, files=data.files,
+        )  # fmt: skip
+    except definitions.DefinitionError as e:
+        raise definition_error(e) from e
+    wf, state = await create_workflow(deps, tenant, agency_id, parsed)
+    body = WorkflowCreatedOut(
+        id=wf, name=parsed.name, tag=parsed.tag, members=[a.name for a in parsed.agents],
+        kickoff=parsed.kickoff, schedules=len(parsed.triggers),
+    )  # fmt: skip
+    return Response(body, status_code=201 if state is not None else 202)
+
+
+@get("/agency/{agencyId:str}/workflows", summary="The agency's workflows and their members")
+async def list_workflows(
+    agency_id: AgencyId, principal: Caller, deps: Deps
+) -> list[q.WorkflowView]:
+    tenant = tenant_of(principal)
+    await agency_events(deps, tenant, agency_id)
+    async with deps.pool.acquire() as conn:
+        return await q.list_workflows(conn, tenant, agency_id)
+
+
+@get("/agency/{agencyId:str}/workflows/{workflow:str}", summary="One workflow and its members")
+async def get_workflow(
+    agency_id: AgencyId, workflow: WorkflowRef, principal: Caller, deps: Deps
+) -> q.WorkflowView:
+    tenant = tenant_of(principal)
+    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    async with deps.pool.acquire() as conn:
+        view = await q.get_workflow(conn, tenant, agency_id, state.workflow_id)
+    if view is None:
+        raise NotFoundException(f"workflow {workflow} is not in the read model yet")
+    return view
+
+
+@get(
+    "/agency/{agencyId:str}/workflows/{workflow:str}/channel",
+    summary="The channel, in order, a page at a time",
+)
+async def channel(
+    agency_id: AgencyId,
+    workflow: WorkflowRef,
+    principal: Caller,
+    deps: Deps,
+    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+) -> q.ChannelPage:
+    tenant = tenant_of(principal)
+    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    async with deps.pool.acquire() as conn:
+        return await q.channel_page(
+            conn, tenant, state.workflow_id, after_seq=after_seq, limit=limit
+        )
+
+
+@get(
+    "/agency/{agencyId:str}/workflows/{workflow:str}/inbox/{member:str}",
+    summary="A member's inbox: the messages mentioning it",
+)
+async def inbox(
+    agency_id: AgencyId,
+    workflow: WorkflowRef,
+    member: Annotated[str, PathParameter(name="member", description="A member's name.")],
+    principal: Caller,
+    deps: Deps,
+    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+) -> q.ChannelPage:
+    tenant = tenant_of(principal)
+    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    if member not in state.members:
+        raise NotFoundException(f"no member {member!r} in {state.display_name}")
+    async with deps.pool.acquire() as conn:
+        return await q.channel_page(
+            conn, tenant, state.workflow_id, after_seq=after_seq, limit=limit, mention=member
+        )
+
+
+@get("/agency/{agencyId:str}/workflows/{workflow:str}/documents", summary="Team documents")
+async def documents(
+    agency_id: AgencyId, workflow: WorkflowRef, principal: Caller, deps: Deps
+) -> list[q.DocumentView]:
+    tenant = tenant_of(principal)
+    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    async with deps.pool.acquire() as conn:
+        return await q.documents(conn, tenant, state.workflow_id)
+
+
+@get("/agency/{agencyId:str}/workflows/{workflow:str}/proposals", summary="Proposals and votes")
+async def proposals(
+    agency_id: AgencyId, workflow: WorkflowRef, principal: Caller, deps: Deps
+) -> list[q.ProposalView]:
+    tenant = tenant_of(principal)
+    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    async with deps.pool.acquire() as conn:
+        return await q.proposals(conn, tenant, state.workflow_id)
+
+
+@post(
+    "/agency/{agencyId:str}/workflows/{workflow:str}/messages",
+    status_code=202,
+    summary="Post a message to the channel; @mentions (and `to`) ask members to act",
+    description="Posting to `global` with a `to` naming an agent of the agency adds it.",
+)
+async def send(
+    agency_id: AgencyId, workflow: WorkflowRef, data: JSONBody[PostBody], principal: Caller,
+    deps: Deps,
+) -> PostedOut:  # fmt: skip
+    tenant = tenant_of(principal)
+    agency_id = path_id("agency id", agency_id)
+    state = await find_workflow(deps, tenant, agency_id, workflow)
+    to = tuple(n.lstrip("@") for n in data.to)
+    if parse_target(workflow)[0] == GLOBAL or state.name == GLOBAL:
+        for agent in to:
+            state = await ensure_global_member(deps, tenant, agency_id, agent)
+    message_id = await post_message(deps, tenant, state, data.content, to=to)
+    return PostedOut(message_id=message_id, workflow_id=state.workflow_id)
+
+
+@post(
+    "/agency/{agencyId:str}/workflows/{workflow:str}/stop",
+    status_code=202,
+    summary="Stop the workflow's run; its members' runs are canceled",
+)
+async def stop(
+    agency_id: AgencyId,
+    workflow: WorkflowRef,
+    principal: Caller,
+    deps: Deps,
+    data: JSONBody[StopBody | None] = None,
+) -> Accepted:
+    tenant = tenant_of(principal)
+    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    command = StopWorkflow(
+        agency_id=agency_id, workflow_id=state.workflow_id, reason=data.reason if data else ""
+    )
+    await deps.bus.commands.send(tenant, command)
+    return Accepted()
+
+
+@get("/agency/{agencyId:str}/schedules", summary="The agency's cron schedules")
+async def list_schedules(
+    agency_id: AgencyId, principal: Caller, deps: Deps
+) -> list[q.ScheduleView]:
+    tenant = tenant_of(principal)
+    await agency_events(deps, tenant, agency_id)
+    async with deps.pool.acquire() as conn:
+        return await q.schedules(conn, tenant, agency_id)
+
+
+@post("/agency/{agencyId:str}/schedules", status_code=202, summary="Add a cron schedule")
+async def add_schedule(
+    agency_id: AgencyId, data: JSONBody[ScheduleBody], principal: Caller, deps: Deps
+) -> ScheduleOut:
+    tenant = tenant_of(principal)
+    agency_id = path_id("agency id", agency_id)
+    problem = cron_problem(data.cron)
+    if problem:
+        raise ValidationException(problem)
+    if (data.workflow is None) == (data.agent is None):
+        raise ValidationException("name exactly one of `workflow` and `agent`")
+    if data.agent is not None:
+        state = await ensure_global_member(deps, tenant, agency_id, data.agent)
+    else:
+        state = await find_workflow(deps, tenant, agency_id, data.workflow or "")
+    schedule = "sch_" + new_id()
+    command = SetSchedule(
+        agency_id=agency_id, schedule_id=schedule, name=data.name, cron=data.cron,
+        target="agent" if data.agent else "workflow", workflow_id=state.workflow_id,
+        agent=data.agent, message=data.message,
+    )  # fmt: skip
+    await deps.bus.commands.send(tenant, command, idempotency_key=schedule)
+    return ScheduleOut(id=schedule)
+
+
+@post(
+    "/agency/{agencyId:str}/schedules/{scheduleId:str}/remove",
+    status_code=202,
+    summary="Remove a schedule",
+)
+async def remove_schedule(
+    agency_id: AgencyId,
+    schedule_id: Annotated[str, PathParameter(name="scheduleId")],
+    principal: Caller,
+    deps: Deps,
+) -> Accepted:
+    tenant = tenant_of(principal)
+    agency_id = path_id("agency id", agency_id)
+    await agency_events(deps, tenant, agency_id)
+    command = RemoveSchedule(agency_id=agency_id, schedule_id=path_id("schedule id", schedule_id))
+    await deps.bus.commands.send(tenant, command)
+    return Accepted()
+
+
+WORKFLOW_ROUTES = [
+    create,
+    list_workflows,
+    get_workflow,
+    channel,
+    inbox,
+    documents,
+    proposals,
+    send,
+    stop,
+    list_schedules,
+    add_schedule,
+    remove_schedule,
+]

@@ -1,0 +1,113 @@
+"""A run's status read from its thread's log, and a bounded wait for it to change.
+
+The log is the truth and is readable the moment the runtime appends, so an invoke can answer
+the run's status without waiting for a read model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from contracts.events import RequestInjected
+from infra.jetstream.records import Position, RecordedEvent
+from services.api.deps import ApiDeps
+
+# `pending`: the invoke is stored, the runtime has not answered yet; `queued`: accepted,
+# waiting for the thread's active run; `rejected`: refused by the `reject` strategy.
+RunStatus = Literal[
+    "pending", "queued", "running", "paused", "completed", "canceled", "error", "rejected"
+]
+TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "rejected"})
+
+_STATUS_OF: dict[str, RunStatus] = {
+    "request.accepted": "queued",
+    "request.rejected": "rejected",
+    "run.started": "running",
+    "run.resumed": "running",
+    "run.paused": "paused",
+    "run.completed": "completed",
+    "run.canceled": "canceled",
+    "run.error": "error",
+}
+
+
+class RunStatuses:
+    """Every run's status in one thread, folded from its events."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, RunStatus] = {}
+        # A request injected into the active run follows that run from then on.
+        self.joined: dict[str, str] = {}
+
+    def fold(self, events: Iterable[RecordedEvent]) -> None:
+        for event in events:
+            if isinstance(event.payload, RequestInjected):
+                host, request = event.payload.run_id, event.payload.request_run_id
+                self.joined[request] = host
+                self.of[request] = self.of.get(host, "running")
+                continue
+            changed = _STATUS_OF.get(event.type)
+            run_id = getattr(event.payload, "run_id", None)
+            if changed is None or not isinstance(run_id, str):
+                continue
+            status = self.of.get(run_id)
+            if status in TERMINAL:
+                continue
+            if changed == "queued" and status is not None:
+                continue  # a repeat's acceptance does not move a started run back
+            self.of[run_id] = changed
+            for request, host in self.joined.items():
+                if host == run_id:
+                    self.of[request] = changed
+
+    def waits_behind(self, run_id: str) -> bool:
+        """Another run of the thread is active (running or paused), so `run_id` queues."""
+        return any(
+            other != run_id and status in ("running", "paused") for other, status in self.of.items()
+        )
+
+
+async def wait_for_status(
+    deps: ApiDeps,
+    tenant: str,
+    thread_id: str,
+    run_id: str,
+    timeout: float,
+    done: Callable[[RunStatus | None, RunStatuses], bool],
+) -> RunStatus:
+    """The run's status once `done` holds, or as it is when `timeout` runs out."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout, 0.0)
+    after: Position | None = None
+    runs = RunStatuses()
+    delay = 0.01
+    while True:
+        events, position = await deps.bus.store.read_positioned(
+            tenant, "thread", thread_id, after=after
+        )
+        after = position
+        runs.fold(events)
+        status = runs.of.get(run_id)
+        remaining = deadline - loop.time()
+        if done(status, runs) or remaining <= 0:
+            return status or "pending"
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.2)
+
+
+def taken_up(run_id: str) -> Callable[[RunStatus | None, RunStatuses], bool]:
+    """Started, refused, or accepted behind another active run."""
+
+    def check(status: RunStatus | None, runs: RunStatuses) -> bool:
+        if status == "queued":
+            return runs.waits_behind(run_id)
+        return status is not None
+
+    return check
+
+
+def finished(status: RunStatus | None, runs: RunStatuses) -> bool:
+    """The run ended or waits for a person."""
+    return status in TERMINAL or status == "paused"
