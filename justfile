@@ -57,3 +57,10 @@ fmt:
 # write JSON Schemas and the AsyncAPI document of every subject
 schema OUT="schema":
     agency contracts schema --out {{OUT}}
+
+# --- faults ----------------------------------------------------------------
+
+# random SIGKILLs of services, nats-server and PostgreSQL under load, then every promise
+# checked: just chaos --threads 50 --kills 30 --latency 500-2000 --workers runtime=3 [--cluster]
+chaos *ARGS:
+    python -m tests.faults.chaos {{ARGS}}

@@ -50,6 +50,7 @@ import cProfile
 import gc
 import importlib
 import importlib.metadata
+import os
 import pstats
 import socket
 import statistics
@@ -348,6 +349,8 @@ async def wait_for_consumers(bus: Bus, names: dict[str, str], timeout: float = 1
 async def our_side(nats_url: str, database_url: str, model_url: str) -> AsyncIterator[Ours]:
     provider = OpenAIProvider(base_url=model_url, api_key="fake")
     stop = asyncio.Event()
+    # One tenant runs every thread of the benchmark: no per-tenant limit on active runs.
+    os.environ.setdefault("AGENCY_TENANT_MAX_ACTIVE_RUNS", "0")
     config = StackConfig(
         nats_url=nats_url,
         database_url=database_url,

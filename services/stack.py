@@ -1,11 +1,13 @@
-"""Every service in one process, as `agency up` runs them; each can also run alone."""
+"""Every service in one process, as `agency up` runs them; each can also run alone.
+
+Each service is supervised (`services/supervisor.py`): one that fails is restarted with
+backoff while the others go on.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.agents.system import AgentSystem
 from services.llm.provider import Provider
@@ -13,9 +15,9 @@ from services.projector.service import run_projector
 from services.registry.service import run_registry
 from services.runtime.service import run_runtime
 from services.subagents.service import run_coordinator
+from services.supervisor import ServiceRunner, Supervisor
 from services.tools.service import run_tools_service
-
-ServiceRunner = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+from services.workflows.service import WorkflowSettings, run_workflows
 
 
 @dataclass
@@ -24,34 +26,61 @@ class StackConfig:
     database_url: str
     system: AgentSystem
     provider: Provider
-    services: tuple[str, ...] = ("registry", "runtime", "tools", "subagents", "projector")
+    services: tuple[str, ...] = (
+        "registry",
+        "runtime",
+        "tools",
+        "subagents",
+        "workflows",
+        "projector",
+    )
     # Seconds before work a killed worker held is redelivered to another.
     runtime_ack_wait: float = 30.0
     tools_ack_wait: float = 30.0
     extra: dict[str, ServiceRunner] = field(default_factory=dict)
+    # Each service's own NATS URL (its user and permissions); `nats_url` for any not named.
+    nats_urls: dict[str, str] = field(default_factory=dict)
+
+    def nats_for(self, service: str) -> str:
+        return self.nats_urls.get(service, self.nats_url)
 
 
 def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
     c = config
     runners: dict[str, ServiceRunner] = {
-        "registry": lambda stop: run_registry(c.nats_url, c.database_url, stop, c.system),
+        "registry": lambda stop: run_registry(
+            c.nats_for("registry"), c.database_url, stop, c.system
+        ),
         "runtime": lambda stop: run_runtime(
-            c.nats_url, c.database_url, stop, c.system, c.provider, ack_wait=c.runtime_ack_wait
+            c.nats_for("runtime"),
+            c.database_url,
+            stop,
+            c.system,
+            c.provider,
+            ack_wait=c.runtime_ack_wait,
         ),
         "tools": lambda stop: run_tools_service(
-            c.nats_url, c.database_url, stop, c.system, ack_wait=c.tools_ack_wait
+            c.nats_for("tools"), c.database_url, stop, c.system, ack_wait=c.tools_ack_wait
         ),
         "subagents": lambda stop: run_coordinator(
-            c.nats_url, c.database_url, stop, c.system, ack_wait=c.runtime_ack_wait
+            c.nats_for("subagents"), c.database_url, stop, c.system, ack_wait=c.runtime_ack_wait
         ),
-        "projector": lambda stop: run_projector(c.nats_url, c.database_url, stop),
+        "workflows": lambda stop: run_workflows(
+            c.nats_for("workflows"),
+            c.database_url,
+            stop,
+            WorkflowSettings(ack_wait=c.runtime_ack_wait),
+        ),
+        "projector": lambda stop: run_projector(c.nats_for("projector"), c.database_url, stop),
     }
     runners.update(c.extra)
     return runners
 
 
-async def run_stack(config: StackConfig, stop: asyncio.Event) -> None:
+def stack_supervisor(config: StackConfig) -> Supervisor:
     runners = service_runners(config)
-    async with asyncio.TaskGroup() as tg:
-        for name in config.services:
-            tg.create_task(runners[name](stop), name=name)
+    return Supervisor({name: runners[name] for name in config.services})
+
+
+async def run_stack(config: StackConfig, stop: asyncio.Event) -> None:
+    await stack_supervisor(config).run(stop)

@@ -8,11 +8,10 @@ import secrets
 from pathlib import Path
 
 import msgspec
-from projections.queries import tenant_for_key
 
 from contracts.commands import CreateTenant
-from contracts.ids import new_id
-from services.api.auth import mint_api_key
+from projections.queries import tenant_for_key
+from services.api.auth import hash_key, key_id_of, mint_api_key
 from services.api.deps import ApiDeps
 
 
@@ -34,19 +33,43 @@ def load_credentials(directory: Path) -> Credentials:
 
 def save_credentials(directory: Path, credentials: Credentials) -> None:
     path = directory / "credentials.json"
-    path.write_bytes(msgspec.json.encode(credentials))
-    path.chmod(0o600)
+    # Written aside and renamed: a crash mid-write never leaves a file the next start can't read.
+    staging = path.with_suffix(".tmp")
+    staging.write_bytes(msgspec.json.encode(credentials))
+    staging.chmod(0o600)
+    staging.replace(path)
 
 
-async def ensure_default_tenant(deps: ApiDeps, credentials: Credentials) -> Credentials:
+async def ensure_default_tenant(
+    deps: ApiDeps, credentials: Credentials, directory: Path
+) -> Credentials:
+    """The default tenant and its key, created once.
+
+    The key is saved before the tenant is created, and the create command's idempotency key
+    is derived from it: a first start cut short anywhere sends the same command again on the
+    next start, which the registry recognises, instead of minting a key it would refuse.
+    """
     if credentials.tenant_id and credentials.api_key:
-        return credentials
-    tenant_id = "default"
-    key, key_id, key_hash = mint_api_key()
+        key = credentials.api_key
+        key_id = key_id_of(key)
+        if key_id is None:
+            raise ValueError(f"{directory / 'credentials.json'} holds a malformed api key")
+        key_hash = hash_key(key)
+        async with deps.pool.acquire() as conn:
+            if await tenant_for_key(conn, key_id, key_hash) == credentials.tenant_id:
+                return credentials
+    else:
+        key, key_id, key_hash = mint_api_key()
+        credentials = Credentials(
+            admin_secret=credentials.admin_secret, tenant_id="default", api_key=key
+        )
+        save_credentials(directory, credentials)
+    tenant_id = credentials.tenant_id
+    assert tenant_id is not None
     await deps.bus.commands.send(
         tenant_id,
         CreateTenant(name="default", key_id=key_id, key_hash=key_hash),
-        idempotency_key=f"bootstrap-{new_id()}",
+        idempotency_key=f"bootstrap-{key_id}",
     )
     async with asyncio.timeout(30):
         while True:
@@ -54,4 +77,4 @@ async def ensure_default_tenant(deps: ApiDeps, credentials: Credentials) -> Cred
                 if await tenant_for_key(conn, key_id, key_hash) == tenant_id:
                     break
             await asyncio.sleep(0.1)
-    return Credentials(admin_secret=credentials.admin_secret, tenant_id=tenant_id, api_key=key)
+    return credentials

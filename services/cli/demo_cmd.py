@@ -65,13 +65,18 @@ async def _sse(client: httpx.AsyncClient, path: str) -> AsyncIterator[dict[str, 
     async with client.stream("GET", path, timeout=httpx.Timeout(10.0, read=None)) as response:
         if response.status_code >= 400:
             raise DemoError(f"GET {path} answered {response.status_code}")
+        # Each event comes twice: named (for per-type listeners), then unnamed; keep the latter.
         data: list[str] = []
+        named = False
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 data.append(line[5:].strip())
-            elif not line and data:
-                yield json.loads("\n".join(data))
-                data = []
+            elif line.startswith("event:"):
+                named = True
+            elif not line:
+                if data and not named:
+                    yield json.loads("\n".join(data))
+                data, named = [], False
 
 
 class Printer:
@@ -159,7 +164,13 @@ async def _watch_tree(client: httpx.AsyncClient, base: str, root: str, run_id: s
     next_seq = 1
     while True:
         response = await client.get(
-            f"{base}/events", params={"correlationId": root, "fromSeq": next_seq, "limit": 500}
+            f"{base}/events",
+            params={
+                "correlationId": root,
+                "fromSeq": next_seq,
+                "limit": 500,
+                "format": "envelope",
+            },
         )
         if response.status_code >= 400:
             raise DemoError(f"GET {base}/events answered {response.status_code}: {response.text}")
@@ -215,7 +226,7 @@ async def agency_demo(args: argparse.Namespace) -> int:
                     await _watch_tree(client, base, thread_id, invoked["runId"])
                 else:
                     printer = Printer()
-                    async for event in _sse(client, f"{base}/stream?fromSeq=1"):
+                    async for event in _sse(client, f"{base}/stream?format=envelope"):
                         printer(event)
                         payload = event.get("payload", {})
                         if (

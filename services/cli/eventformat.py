@@ -31,6 +31,21 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
+from contracts.events.workflow import (
+    ChannelMessagePosted,
+    DocumentWritten,
+    MemberAdded,
+    MemberAnswered,
+    MemberInvoked,
+    MemberSkipped,
+    ProposalClosed,
+    ProposalOpened,
+    ProposalVoted,
+    ResourceStored,
+    WorkflowCreated,
+    WorkflowStarted,
+    WorkflowStopped,
+)
 from infra.jetstream.records import RecordedEvent
 
 _WIDTH = 100
@@ -103,6 +118,38 @@ def summarize(payload: Event) -> str:
             return name
         case BlueprintSaved(blueprint=bp, revision=revision):
             return f"{bp.name} rev {revision}"
+    return _workflow(payload)
+
+
+def _workflow(payload: Event) -> str:
+    match payload:
+        case WorkflowCreated(name=name, tag=tag):
+            return f"@{name}" + (f":{tag}" if tag else "")
+        case MemberAdded(member=member, agent_type=agent_type, thread_id=thread):
+            return f"@{member} agent {agent_type} thread {thread}"
+        case WorkflowStarted(run_id=run_id):
+            return f"run {run_id}"
+        case WorkflowStopped(reason=reason):
+            return f"stopped{': ' + clip(reason) if reason else ''}"
+        case ChannelMessagePosted(sender=sender, content=content, hop=hop):
+            return f"hop {hop} [@{sender}] {clip(content)}"
+        case MemberInvoked(member=member, run_id=run_id, attempt=attempt):
+            return f"@{member} run {run_id}" + (f" attempt {attempt}" if attempt > 1 else "")
+        case MemberAnswered(member=member, outcome=outcome, error=error, retrying=retrying):
+            retry = ", retrying" if retrying else ""
+            return f"@{member} {outcome}{': ' + clip(error) if error else ''}{retry}"
+        case MemberSkipped(member=member, reason=reason):
+            return f"@{member}: {clip(reason)}"
+        case DocumentWritten(path=path, content=content, author=author):
+            return f"{path} ({len(content)} chars) by @{author}"
+        case ResourceStored(resource_id=resource, size=size, author=author):
+            return f"{resource} ({size} bytes) by @{author}"
+        case ProposalOpened(proposal_id=proposal, title=title, options=options):
+            return f"{proposal} {clip(title, 40)}: {' / '.join(options)}"
+        case ProposalVoted(proposal_id=proposal, voter=voter, choice=choice):
+            return f"{proposal} @{voter} → {choice}"
+        case ProposalClosed(proposal_id=proposal, outcome=outcome):
+            return f"{proposal} → {outcome}"
     return ""
 
 

@@ -10,6 +10,7 @@ import asyncpg
 import nats
 
 from infra.endpoints import Endpoints, EndpointsNotFound, remove_endpoints, write_endpoints
+from infra.nats_auth import without_credentials
 from infra.settings import InfraSettings
 from infra.system import Infrastructure
 from services.cli.common import add_data_dir, data_dir, running_endpoints
@@ -35,12 +36,15 @@ async def infra_up(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     async with Infrastructure(directory, InfraSettings.from_env()) as urls:
         endpoints = Endpoints(
-            pid=os.getpid(), nats_url=urls.nats_url, database_url=urls.database_url
+            pid=os.getpid(),
+            nats_url=urls.nats_url,
+            database_url=urls.database_url,
+            nats_auth_dir=str(urls.nats_auth.directory) if urls.nats_auth else None,
         )
         path = write_endpoints(directory, endpoints)
         try:
-            print(f"nats:     {urls.nats_url}", flush=True)
-            print(f"postgres: {urls.database_url}", flush=True)
+            print(f"nats:     {without_credentials(urls.nats_url)}", flush=True)
+            print(f"postgres: {without_credentials(urls.database_url)}", flush=True)
             print(f"endpoints: {path}", flush=True)
             print("ready; Ctrl-C to stop", flush=True)
             await stop.wait()
@@ -60,8 +64,10 @@ async def infra_status(args: argparse.Namespace) -> int:
     pg_ok = await _postgres_answers(endpoints.database_url)
     alive = _pid_alive(endpoints.pid)
     print(f"pid {endpoints.pid}: {'running' if alive else 'gone (stale endpoints.json)'}")
-    print(f"nats:     {endpoints.nats_url} {'ok' if nats_ok else 'unreachable'}")
-    print(f"postgres: {endpoints.database_url} {'ok' if pg_ok else 'unreachable'}")
+    shown = without_credentials(endpoints.nats_url)
+    print(f"nats:     {shown} {'ok' if nats_ok else 'unreachable'}")
+    shown = without_credentials(endpoints.database_url)
+    print(f"postgres: {shown} {'ok' if pg_ok else 'unreachable'}")
     if endpoints.api_url:
         print(f"api:      {endpoints.api_url}")
     return 0 if (alive and nats_ok and pg_ok) else 1

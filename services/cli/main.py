@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from contracts.errors import ContractError
+from infra.db import DatabaseRefused
 from infra.endpoints import EndpointsNotFound
 from infra.settings import InfraSettings
 from services.agents.blueprint_file import BlueprintFileError
@@ -16,15 +17,20 @@ from services.agents.system import SystemLoadError
 from services.cli import (
     contracts_cmd,
     demo_cmd,
+    dlq_cmd,
     events_cmd,
     infra_cmd,
     projections_cmd,
     replay_cmd,
     serve_cmd,
+    tenants_cmd,
     threads_cmd,
     up_cmd,
+    workflow_cmd,
 )
+from services.cli.workflow_cmd import WorkflowCliError
 from services.observability.logging import configure_logging
+from services.observability.tracing import configure_tracing, shutdown_tracing
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
@@ -44,10 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
         infra_cmd,
         serve_cmd,
         threads_cmd,
+        tenants_cmd,
         events_cmd,
+        dlq_cmd,
         projections_cmd,
         replay_cmd,
         contracts_cmd,
+        workflow_cmd,
     ):
         module.register(groups)
     return parser
@@ -57,14 +66,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(InfraSettings.from_env().log_format)
+    tracing = configure_tracing(f"agency-{getattr(args, 'service', None) or args.group}")
     handler: Handler = args.handler
     try:
         return asyncio.run(handler(args))
     except KeyboardInterrupt:
         return 130
-    except (EndpointsNotFound, ContractError, CliError, BlueprintFileError, SystemLoadError) as e:
+    except (
+        EndpointsNotFound,
+        ContractError,
+        CliError,
+        BlueprintFileError,
+        SystemLoadError,
+        WorkflowCliError,
+        DatabaseRefused,
+    ) as e:
         print(f"agency: {e}", file=sys.stderr)
         return 2
+    finally:
+        shutdown_tracing(tracing)
 
 
 if __name__ == "__main__":

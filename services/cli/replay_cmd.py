@@ -144,7 +144,7 @@ async def replay_thread(args: argparse.Namespace) -> int:
     except (_Refused, ThreadNotFound, SystemLoadError) as e:
         return _fail(e)
     if args.json:
-        _write([json.dumps(_report_json(report.comparisons))])
+        _write([json.dumps(report_json(report.comparisons))])
     else:
         lines = [line for c in report.comparisons for line in format_comparison(c)]
         if report.same:
@@ -187,7 +187,7 @@ def _header(tree: ThreadTree, as_tree: bool) -> list[str]:
     return lines
 
 
-def _report_json(comparisons: Sequence[Any]) -> dict[str, Any]:
+def report_json(comparisons: Sequence[Any]) -> dict[str, Any]:
     threads = []
     for c in comparisons:
         entry: dict[str, Any] = {"threadId": c.thread_id, "compared": c.compared, "same": c.same}
@@ -318,7 +318,7 @@ async def fork_over_http(
             response = await client.post(path, json=body, headers=sent)
         except httpx.HTTPError as e:
             raise _Refused(f"the API at {api_url} did not answer: {e}") from e
-    if response.status_code != 201:
+    if response.status_code not in (201, 202):  # 202: the registry is still writing it
         try:
             payload = response.json()
             problem = payload.get("error") or payload.get("detail") or response.text

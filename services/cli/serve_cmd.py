@@ -1,7 +1,8 @@
 """`agency serve NAME`: run one service in the foreground against a running system.
 
 Several copies of a service may run at once (against one NATS): they share its durable
-consumers, so each command and event is handled by one of them.
+consumers, so each command and event is handled by one of them. The service is supervised:
+when it fails it is logged and restarted with backoff, the process goes on.
 """
 
 from __future__ import annotations
@@ -9,20 +10,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from pathlib import Path
 from typing import Any
 
 from infra.db import create_pool, migrate
+from infra.endpoints import Endpoints
 from infra.jetstream.connection import Bus
+from infra.nats_auth import CredentialIssuer, NatsAuth, role_url
 from projections.setup import prepare_read_models
 from services.agents.system import AgentSystem
 from services.api.deps import ApiDeps, ApiSettings
 from services.api.server import run_api
+from services.api.tenant_scope import scope_session
 from services.cli.common import add_app, add_data_dir, agent_system, running_endpoints
 from services.cli.signals import stop_on_signals
 from services.llm.provider import Provider, provider_from_env
 from services.stack import StackConfig, service_runners
+from services.supervisor import ServiceRunner, Supervisor
 
-SERVICES = ("registry", "runtime", "tools", "subagents", "projector", "api")
+SERVICES = ("registry", "runtime", "tools", "subagents", "workflows", "projector", "api")
 
 
 def register(groups: Any) -> None:
@@ -49,48 +55,79 @@ class _NoModel:
 
 
 async def serve_service(args: argparse.Namespace) -> int:
+    """Run the service until SIGINT / SIGTERM; it is restarted with backoff when it fails."""
     endpoints = running_endpoints(args)
     stop = stop_on_signals()
     system = agent_system(args)
+    runner: ServiceRunner
     if args.service == "api":
         secret = os.environ.get("AGENCY_ADMIN_SECRET") or endpoints.admin_secret
-        await _serve_api(endpoints.nats_url, endpoints.database_url, system, secret, args, stop)
-        return 0
-    provider: Provider = _NoModel()
-    if args.service == "runtime":
-        fake_url = endpoints.extra.get("fake_llm_url") if endpoints.extra else None
-        provider = provider_from_env(fake_url if isinstance(fake_url, str) else None)
-    config = StackConfig(
-        nats_url=endpoints.nats_url,
-        database_url=endpoints.database_url,
-        system=system,
-        provider=provider,
-        runtime_ack_wait=args.ack_wait,
-        tools_ack_wait=args.ack_wait,
-    )
-    await service_runners(config)[args.service](stop)
+        nats_url = role_url(endpoints.nats_url, endpoints.nats_auth_dir, "api")
+        api = _Api(nats_url, endpoints.database_url, system, secret, args.host, args.port)
+        api.issuer = _issuer(endpoints)
+        runner = api.serve
+    else:
+        provider: Provider = _NoModel()
+        if args.service == "runtime":
+            fake_url = endpoints.extra.get("fake_llm_url") if endpoints.extra else None
+            provider = provider_from_env(fake_url if isinstance(fake_url, str) else None)
+        config = StackConfig(
+            nats_url=role_url(endpoints.nats_url, endpoints.nats_auth_dir, args.service),
+            database_url=endpoints.database_url,
+            system=system,
+            provider=provider,
+            runtime_ack_wait=args.ack_wait,
+            tools_ack_wait=args.ack_wait,
+        )
+        runner = service_runners(config)[args.service]
+    await Supervisor({args.service: runner}).run(stop)
     return 0
 
 
-async def _serve_api(
-    nats_url: str,
-    database_url: str,
-    system: AgentSystem,
-    admin_secret: str | None,
-    args: argparse.Namespace,
-    stop: asyncio.Event,
-) -> None:
-    pool = await create_pool(database_url)
-    try:
-        async with pool.acquire() as conn:
-            await migrate(conn)
-        await prepare_read_models(pool)
-        async with Bus(nats_url, name="agency-api") as bus:
-            deps = ApiDeps(
-                pool=pool, bus=bus, system=system, settings=ApiSettings(admin_secret=admin_secret)
-            )
-            await run_api(
-                deps, args.host, args.port, stop, ready=lambda url: print(f"api: {url}", flush=True)
-            )
-    finally:
-        await asyncio.wait_for(pool.close(), timeout=10)
+def _issuer(endpoints: Endpoints) -> CredentialIssuer | None:
+    if not endpoints.nats_auth_dir:
+        return None
+    return CredentialIssuer(NatsAuth(Path(endpoints.nats_auth_dir)), endpoints.nats_url)
+
+
+class _Api:
+    """The API on its own; a restart keeps the port the first start got."""
+
+    def __init__(
+        self,
+        nats_url: str,
+        database_url: str,
+        system: AgentSystem,
+        admin_secret: str | None,
+        host: str,
+        port: int,
+    ) -> None:
+        self._nats_url = nats_url
+        self._database_url = database_url
+        self._system = system
+        self._admin_secret = admin_secret
+        self._host = host
+        self._port = port
+        self.issuer: CredentialIssuer | None = None
+
+    def _ready(self, url: str) -> None:
+        self._port = int(url.rsplit(":", 1)[1])
+        print(f"api: {url}", flush=True)
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        pool = await create_pool(self._database_url, setup=scope_session)
+        try:
+            async with pool.acquire() as conn:
+                await migrate(conn)
+            await prepare_read_models(pool)
+            async with Bus(self._nats_url, name="agency-api") as bus:
+                deps = ApiDeps(
+                    pool=pool,
+                    bus=bus,
+                    system=self._system,
+                    settings=ApiSettings(admin_secret=self._admin_secret),
+                    nats_credentials=self.issuer,
+                )
+                await run_api(deps, self._host, self._port, stop, ready=self._ready)
+        finally:
+            await asyncio.wait_for(pool.close(), timeout=10)

@@ -11,11 +11,12 @@ import asyncpg
 import httpx
 
 from contracts.ids import validate_token
+from services.cli import threads_client_cmd
 from services.cli.common import add_data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:
-    threads = groups.add_parser("threads", help="look at threads")
+    threads = groups.add_parser("threads", help="look at threads, create and run them")
     sub = threads.add_subparsers(dest="command", required=True, metavar="COMMAND")
     show = sub.add_parser("show", help="print a thread's state")
     show.add_argument("thread", help="thread id")
@@ -23,6 +24,7 @@ def register(groups: Any) -> None:
     show.add_argument("--json", action="store_true", help="print the /state document as JSON")
     add_data_dir(show)
     show.set_defaults(handler=threads_show)
+    threads_client_cmd.register(sub)
 
 
 async def _agency_of(database_url: str, tenant: str, thread: str) -> str | None:

@@ -1,26 +1,34 @@
-"""`agency up`: NATS, PostgreSQL, every service, the API and the fake model, in one process."""
+"""`agency up`: NATS, PostgreSQL, every service, the API and the fake model, in one process.
+
+Each service and the API are supervised: one that fails is restarted with backoff, the
+others go on, and `/readyz` shows which is `restarting`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import sys
 from contextlib import AsyncExitStack
 from typing import Any
 
 from infra.db import create_pool
 from infra.endpoints import Endpoints, remove_endpoints, write_endpoints
 from infra.jetstream.connection import Bus
+from infra.nats_auth import SERVICE_ROLES, CredentialIssuer, without_credentials
 from infra.settings import InfraSettings
 from infra.system import Infrastructure
 from projections.setup import prepare_read_models
 from services.api.deps import ApiDeps, ApiSettings
-from services.cli.bootstrap import ensure_default_tenant, load_credentials, save_credentials
+from services.api.tenant_scope import scope_session
+from services.cli.bootstrap import ensure_default_tenant, load_credentials
 from services.cli.common import add_app, add_data_dir, agent_system, data_dir
 from services.cli.signals import stop_on_signals
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import provider_from_env
-from services.stack import StackConfig, run_stack
+from services.stack import StackConfig, service_runners
+from services.supervisor import Supervisor
 
 
 def register(groups: Any) -> None:
@@ -45,28 +53,55 @@ async def agency_up(args: argparse.Namespace) -> int:
         urls = await stack.enter_async_context(Infrastructure(directory, InfraSettings.from_env()))
         fake = await stack.enter_async_context(FakeLLMServer()) if use_fake else None
         provider = provider_from_env(fake.base_url if fake else None)
-        pool = await create_pool(urls.database_url, max_size=10)
+        pool = await create_pool(urls.database_url, max_size=10, setup=scope_session)
         stack.push_async_callback(pool.close)
         await prepare_read_models(pool)
-        bus = await stack.enter_async_context(Bus(urls.nats_url, name="agency-api"))
+        bus = await stack.enter_async_context(Bus(urls.nats_url_for("api"), name="agency-api"))
         credentials = load_credentials(directory)
         config = StackConfig(
-            nats_url=urls.nats_url, database_url=urls.database_url, system=system, provider=provider
+            nats_url=urls.nats_url,
+            database_url=urls.database_url,
+            system=system,
+            provider=provider,
+            nats_urls={name: urls.nats_url_for(name) for name in SERVICE_ROLES},
+        )
+        runners = service_runners(config)
+        api_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        port = args.port
+
+        async def serve_api(stop: asyncio.Event) -> None:
+            def ready(url: str) -> None:
+                # A restarted API comes back on the same port: clients keep their URL.
+                nonlocal port
+                port = int(url.rsplit(":", 1)[1])
+                if not api_ready.done():
+                    api_ready.set_result(url)
+
+            await run_api(deps, args.host, port, stop, ready=ready)
+
+        supervisor = Supervisor(
+            {**{name: runners[name] for name in config.services}, "api": serve_api}
         )
         deps = ApiDeps(
             pool=pool,
             bus=bus,
             system=system,
             settings=ApiSettings(admin_secret=credentials.admin_secret),
+            services=supervisor.states,
+            nats_credentials=(
+                CredentialIssuer(urls.nats_auth, urls.nats_url) if urls.nats_auth else None
+            ),
         )
-        api_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(run_stack(config, stop))
-            tg.create_task(run_api(deps, args.host, args.port, stop, ready=api_ready.set_result))
+            tg.create_task(supervisor.run(stop))
             try:
-                api_url = await asyncio.wait_for(api_ready, timeout=30)
-                credentials = await ensure_default_tenant(deps, credentials)
-                save_credentials(directory, credentials)
+                try:
+                    api_url = await asyncio.wait_for(api_ready, timeout=30)
+                except TimeoutError:
+                    error = supervisor.statuses()["api"].last_error
+                    print(f"the API did not start within 30 s: {error}", file=sys.stderr)
+                    return 1
+                credentials = await ensure_default_tenant(deps, credentials, directory)
                 endpoints = Endpoints(
                     pid=os.getpid(),
                     nats_url=urls.nats_url,
@@ -77,6 +112,7 @@ async def agency_up(args: argparse.Namespace) -> int:
                     admin_secret=credentials.admin_secret,
                     services=(*config.services, "api"),
                     extra={"fake_llm_url": fake.base_url} if fake else {},
+                    nats_auth_dir=str(urls.nats_auth.directory) if urls.nats_auth else None,
                 )
                 write_endpoints(directory, endpoints)
                 print(f"api:      {api_url}  (docs: {api_url}/schema)", flush=True)
@@ -87,8 +123,8 @@ async def agency_up(args: argparse.Namespace) -> int:
                     f"model:    {'fake (offline)' if fake else 'OpenAI-compatible provider'}",
                     flush=True,
                 )
-                print(f"nats:     {urls.nats_url}", flush=True)
-                print(f"postgres: {urls.database_url}", flush=True)
+                print(f"nats:     {without_credentials(urls.nats_url)}", flush=True)
+                print(f"postgres: {without_credentials(urls.database_url)}", flush=True)
                 print("ready; try `agency demo`; Ctrl-C to stop", flush=True)
                 await stop.wait()
             finally:

@@ -1,0 +1,142 @@
+"""`agency tenants …`: create tenants and manage their API keys, through the admin routes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import httpx
+
+from infra.endpoints import Endpoints
+from services.cli.common import add_data_dir, running_endpoints
+
+
+def register(groups: Any) -> None:
+    tenants = groups.add_parser("tenants", help="tenants and their API keys (admin)")
+    sub = tenants.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    create = sub.add_parser("create", help="create a tenant; prints its id and first key")
+    create.add_argument("name")
+    add_data_dir(create)
+    create.set_defaults(handler=tenants_create)
+
+    creds = sub.add_parser(
+        "credentials", help="NATS credentials for a tenant's own services (shown once)"
+    )
+    creds.add_argument("tenant")
+    add_data_dir(creds)
+    creds.set_defaults(handler=tenants_credentials)
+
+    keys = sub.add_parser("keys", help="a tenant's API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
+    ls = keys_sub.add_parser("ls", help="list keys: id, name, issued, last used, revoked")
+    ls.add_argument("tenant")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(handler=keys_ls)
+    new = keys_sub.add_parser("create", help="a new key (shown once)")
+    new.add_argument("tenant")
+    new.add_argument("--name", default="")
+    new.set_defaults(handler=keys_create)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key: refused at once everywhere")
+    revoke.add_argument("tenant")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(handler=keys_revoke)
+    rotate = keys_sub.add_parser("rotate", help="a new key replacing an old one (shown once)")
+    rotate.add_argument("tenant")
+    rotate.add_argument("key_id")
+    rotate.set_defaults(handler=keys_rotate)
+    for parser in (ls, new, revoke, rotate):
+        add_data_dir(parser)
+
+
+class AdminError(Exception):
+    pass
+
+
+async def _admin(
+    endpoints: Endpoints, method: str, path: str, body: dict[str, Any] | None = None
+) -> httpx.Response:
+    if not endpoints.api_url or not endpoints.admin_secret:
+        raise AdminError("the running system has no API (start it with `agency up`)")
+    headers = {"Authorization": f"Bearer {endpoints.admin_secret}"}
+    async with httpx.AsyncClient(base_url=endpoints.api_url, timeout=30) as client:
+        response = await client.request(method, path, json=body, headers=headers)
+    if response.status_code >= 400:
+        try:
+            message = response.json().get("error", response.text)
+        except ValueError:
+            message = response.text
+        raise AdminError(f"{method} {path}: {response.status_code} {message}")
+    return response
+
+
+async def _run(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    try:
+        response = await _admin(running_endpoints(args), method, path, body)
+    except AdminError as e:
+        print(f"agency: {e}", file=sys.stderr)
+        return None
+    return response.json() if response.content else {}
+
+
+async def tenants_create(args: argparse.Namespace) -> int:
+    body = await _run(args, "POST", "/tenants", {"name": args.name})
+    if body is None:
+        return 1
+    print(f"tenant   {body['tenantId']}\napi key  {body['apiKey']}  (shown once)")
+    return 0
+
+
+async def tenants_credentials(args: argparse.Namespace) -> int:
+    body = await _run(args, "POST", f"/tenants/{args.tenant}/nats-credentials")
+    if body is None:
+        return 1
+    print(json.dumps(body, indent=2))
+    return 0
+
+
+async def keys_ls(args: argparse.Namespace) -> int:
+    keys = await _run(args, "GET", f"/tenants/{args.tenant}/keys")
+    if keys is None:
+        return 1
+    if args.json:
+        print(json.dumps(keys, indent=2))
+        return 0
+    print(f"{'key id':<28} {'name':<16} {'issued':<20} {'last used':<20} revoked")
+    for k in keys:
+        print(
+            f"{k['keyId']:<28} {k['name'] or '-':<16} {_short(k['issuedAt']):<20} "
+            f"{_short(k['lastUsedAt']):<20} {_short(k['revokedAt'])}"
+        )
+    return 0
+
+
+async def keys_create(args: argparse.Namespace) -> int:
+    body = await _run(args, "POST", f"/tenants/{args.tenant}/keys", {"name": args.name})
+    if body is None:
+        return 1
+    print(f"key id   {body['keyId']}\napi key  {body['apiKey']}  (shown once)")
+    return 0
+
+
+async def keys_rotate(args: argparse.Namespace) -> int:
+    body = await _run(args, "POST", f"/tenants/{args.tenant}/keys/{args.key_id}/rotate")
+    if body is None:
+        return 1
+    print(
+        f"key id   {body['keyId']} (replaces {body['replaces']}, now revoked)\n"
+        f"api key  {body['apiKey']}  (shown once)"
+    )
+    return 0
+
+
+async def keys_revoke(args: argparse.Namespace) -> int:
+    if await _run(args, "DELETE", f"/tenants/{args.tenant}/keys/{args.key_id}") is None:
+        return 1
+    print(f"revoked {args.key_id}")
+    return 0
+
+
+def _short(value: str | None) -> str:
+    return value[:19].replace("T", " ") if value else "-"

@@ -1,0 +1,239 @@
+"""`agency threads ls|create|invoke|approve|cancel`: threads over the HTTP API, through the
+Python client (`services.client`), against the running system's API and key."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import aclosing
+from typing import Any
+
+import msgspec
+
+from services.api.eventview import EventView
+from services.cli.common import add_data_dir, running_endpoints
+from services.client import ApiError, AsyncAgencyClient
+
+DEFAULT_AGENCY = "default"
+# Exit codes of `invoke --follow` by how the run ended: done or waiting for a person is a
+# success; an error, a cancel or a refusal is not.
+_EXIT = {"completed": 0, "paused": 0, "error": 1, "canceled": 1, "rejected": 1}
+
+
+def register(threads: Any) -> None:
+    """Add the client commands to the `threads` group's subparsers."""
+    ls = threads.add_parser("ls", help="list threads")
+    ls.add_argument("--agency", default=None, help="only this agency's threads")
+    ls.set_defaults(handler=threads_ls)
+
+    create = threads.add_parser("create", help="create a thread")
+    create.add_argument("agent_type", help="the blueprint the thread runs")
+    create.add_argument("--agency", default=None, help=f"agency id (default: {DEFAULT_AGENCY!r})")
+    create.set_defaults(handler=threads_create)
+
+    invoke = threads.add_parser("invoke", help="start a run with a message")
+    invoke.add_argument("thread", help="thread id")
+    invoke.add_argument("message", help="the user message")
+    invoke.add_argument("--follow", action="store_true", help="show the run live until it ends")
+    invoke.add_argument("--key", default=None, help="idempotency key")
+    invoke.add_argument(
+        "--strategy", choices=("queue", "reject", "interrupt"), default="queue",
+        help="when the thread already runs: wait, refuse, or cancel the running one",
+    )  # fmt: skip
+    invoke.set_defaults(handler=threads_invoke)
+
+    approve = threads.add_parser("approve", help="approve (or --reject) the calls a run awaits")
+    approve.add_argument("thread", help="thread id")
+    approve.add_argument("--reject", action="store_true", help="reject the calls instead")
+    approve.add_argument("--reason", default="", help="why, for the model")
+    approve.set_defaults(handler=threads_approve)
+
+    cancel = threads.add_parser("cancel", help="cancel the thread's run")
+    cancel.add_argument("thread", help="thread id")
+    cancel.add_argument("--reason", default="", help="why")
+    cancel.set_defaults(handler=threads_cancel)
+
+    for command in (ls, create, invoke, approve, cancel):
+        command.add_argument("--json", action="store_true", help="print answers as JSON")
+        add_data_dir(command)
+
+
+def _client(args: argparse.Namespace) -> AsyncAgencyClient:
+    endpoints = running_endpoints(args)
+    if not endpoints.api_url or not endpoints.api_key:
+        raise ApiUnavailable("the running system has no API; start it with `agency up`")
+    return AsyncAgencyClient(endpoints.api_url, endpoints.api_key)
+
+
+class ApiUnavailable(Exception):
+    pass
+
+
+async def _run(args: argparse.Namespace, body: Any) -> int:
+    try:
+        async with _client(args) as client:
+            code: int = await body(client)
+            return code
+    except (ApiError, ApiUnavailable) as e:
+        print(f"agency: {e}", file=sys.stderr)
+        return 1
+
+
+async def _thread_agency(client: AsyncAgencyClient, thread_id: str) -> str:
+    thread = await client.find_thread(thread_id)
+    if thread is None:
+        raise ApiUnavailable(f"no thread {thread_id} in any agency of this tenant")
+    return thread.agency_id
+
+
+def _print(args: argparse.Namespace, value: Any, text: str) -> None:
+    print(json.dumps(_builtins(value), indent=2) if args.json else text)
+
+
+def _builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+async def threads_ls(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        agencies = [args.agency] if args.agency else [a.id for a in await client.list_agencies()]
+        threads = [t for agency in agencies for t in await client.list_threads(agency)]
+        lines = [
+            f"{t.id}  {t.agency_id}  {t.agent_type:<16} {t.status:<10} runs {t.run_count}"
+            for t in threads
+        ]
+        _print(args, threads, "\n".join(lines) or "no threads")
+        return 0
+
+    return await _run(args, body)
+
+
+async def threads_create(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        agency = args.agency or await _default_agency(client)
+        thread = await client.create_thread(agency, args.agent_type)
+        _print(args, thread, thread.id)
+        return 0
+
+    return await _run(args, body)
+
+
+async def _default_agency(client: AsyncAgencyClient) -> str:
+    """The tenant's agency named `default`, created on first use."""
+    for agency in await client.list_agencies():
+        if agency.name == DEFAULT_AGENCY:
+            return agency.id
+    return (await client.create_agency(DEFAULT_AGENCY)).id
+
+
+async def threads_invoke(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        agency = await _thread_agency(client, args.thread)
+        run = await client.invoke(
+            agency, args.thread, args.message, idempotency_key=args.key, strategy=args.strategy
+        )
+        if not args.follow:
+            _print(args, run, f"{run.run_id} {run.status}")
+            return 0
+        status: str = run.status
+        printer = EventPrinter(as_json=args.json)
+        async with aclosing(client.follow(agency, args.thread, run.run_id)) as events:
+            async for event in events:
+                printer(event)
+                status = _STATUS_OF.get(event.type, status)
+        return _EXIT.get(status, 0)
+
+    return await _run(args, body)
+
+
+async def threads_approve(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        agency = await _thread_agency(client, args.thread)
+        answer = await client.approve(agency, args.thread, not args.reject, reason=args.reason)
+        _print(args, answer, "rejected" if args.reject else "approved")
+        return 0
+
+    return await _run(args, body)
+
+
+async def threads_cancel(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        agency = await _thread_agency(client, args.thread)
+        answer = await client.cancel(agency, args.thread, args.reason)
+        _print(args, answer, "cancel requested")
+        return 0
+
+    return await _run(args, body)
+
+
+_STATUS_OF = {
+    "run.paused": "paused",
+    "run.completed": "completed",
+    "run.canceled": "canceled",
+    "run.error": "error",
+    "request.rejected": "rejected",
+}
+
+
+class EventPrinter:
+    """A run's events as lines; model text streams in place."""
+
+    def __init__(self, *, as_json: bool = False) -> None:
+        self._json = as_json
+        self._streaming = False
+
+    def __call__(self, event: EventView) -> None:
+        if self._json:
+            print(json.dumps(_builtins(event)), flush=True)
+            return
+        data = event.data
+        if event.type == "model.delta":
+            if not self._streaming:
+                print("  🤖 ", end="", flush=True)
+                self._streaming = True
+            print(data.get("delta", ""), end="", flush=True)
+            return
+        if self._streaming and event.type == "model.completed":
+            self._streaming = False
+            print(flush=True)
+            data = {**data, "message": {**data.get("message", {}), "content": ""}}
+        line = describe(event.type, data)
+        if line:
+            print(line, flush=True)
+
+
+def describe(kind: str, data: dict[str, Any]) -> str | None:
+    match kind:
+        case "run.started":
+            return f"▶ run {data.get('runId')} started ({data.get('agentType')})"
+        case "model.completed":
+            message = data.get("message", {})
+            calls = ", ".join(
+                f"{c.get('name')}({str(c.get('arguments', ''))[:60]})"
+                for c in message.get("toolCalls", [])
+            )
+            parts = [f"  🤖 {message['content']}"] if message.get("content") else []
+            if calls:
+                parts.append(f"  🔧 {calls}")
+            return "\n".join(parts) or None
+        case "tool.output":
+            return f"  ✓ {data.get('toolName')}: {' '.join(str(data.get('output')).split())[:100]}"
+        case "tool.error":
+            return f"  ✗ {data.get('toolName')}: {data.get('error')}"
+        case "hitl.interrupt":
+            calls = ", ".join(
+                f"{c.get('name')}({c.get('arguments')})" for c in data.get("proposedToolCalls", [])
+            )
+            return f"  ✋ awaiting approval: {calls}"
+        case "run.paused":
+            return f"⏸ paused ({data.get('reason')}); `agency threads approve` resumes it"
+        case "run.completed":
+            return f"■ completed: {data.get('result', '')}"
+        case "run.error":
+            return f"■ error: {data.get('error')}"
+        case "run.canceled":
+            return f"■ canceled: {data.get('reason', '')}"
+        case "request.rejected":
+            return f"■ rejected: {data.get('reason')}"
+    return None
