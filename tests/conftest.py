@@ -32,15 +32,25 @@ def session_dir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-async def nats_url(session_dir: Path) -> AsyncIterator[str]:
+async def nats_server(session_dir: Path) -> AsyncIterator[NatsServer | None]:
+    """The embedded server, with authorization as `agency up` runs it; None in containers."""
     if _use_containers():
-        from infra.launch.testcontainers_backend import nats_container
-
-        with nats_container() as url:
-            yield url
+        yield None
         return
-    async with NatsServer(session_dir / "nats", sync_interval="default") as server:
-        yield server.url
+    async with NatsServer(session_dir / "nats", sync_interval="default", auth=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+async def nats_url(nats_server: NatsServer | None) -> AsyncIterator[str]:
+    """The URL with the admin's credentials: tests act as operators and as every service."""
+    if nats_server is not None:
+        yield nats_server.admin_url
+        return
+    from infra.launch.testcontainers_backend import nats_container
+
+    with nats_container() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +61,9 @@ async def database_url(session_dir: Path) -> AsyncIterator[str]:
         with postgres_container() as url:
             yield url
         return
-    async with PostgresServer(session_dir / "pg", fsync=False) as server:
+    # As `agency up` runs it: SCRAM password auth for every client, the password in the URL
+    # (tests/tenancy/test_postgres_auth.py checks the server asks for it).
+    async with PostgresServer(session_dir / "pg", fsync=False, password_auth=True) as server:
         yield server.url
 
 

@@ -18,7 +18,16 @@ import httpx
 import pytest
 from nats.errors import Error as NatsError
 
-from contracts.events import BlueprintSpec, ChatMessage, MessageAppended
+from contracts.events import (
+    BlueprintSpec,
+    ChatMessage,
+    HitlInterrupt,
+    MessageAppended,
+    RequestAccepted,
+    RunPaused,
+    RunStarted,
+    ToolCall,
+)
 from contracts.ids import new_id
 from contracts.subjects import COMMANDS_STREAM
 from infra.db import create_pool, migrate
@@ -27,7 +36,9 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from projections.catalog import ALL
 from services.agents.system import AgentSystem
 from services.api.deps import ApiDeps, ApiSettings
+from services.api.keys import KeyCache
 from services.api.server import run_api
+from services.api.tenant_scope import scope_session
 from services.projector.service import run_projector
 from services.registry.service import run_registry
 from tests.helpers import assert_eventually
@@ -41,6 +52,8 @@ class Api:
     url: str
     settings: ApiSettings
     deps: ApiDeps
+    # The server's own database (services beside it, e.g. workflows, use it too).
+    database_url: str = ""
     tenants: list[str] = field(default_factory=list)
 
     @property
@@ -100,7 +113,7 @@ async def _projections_started(pool: asyncpg.Pool) -> None:
 @pytest.fixture(scope="package")
 async def api(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Api]:
     db_url = await _database(database_url)
-    pool = await create_pool(db_url, max_size=8)
+    pool = await create_pool(db_url, max_size=8, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)
     system = AgentSystem().add_agent(BlueprintSpec(name=STATIC_AGENT, prompt="You help."))
@@ -110,18 +123,21 @@ async def api(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Api]:
         shared_secret_tenant="t" + new_id().lower(),
         max_body_bytes=MAX_BODY,
         read_your_writes_timeout=10.0,
+        # No runtime runs here: an invoke's status stays `pending`; do not wait for it.
+        invoke_status_timeout=0.05,
     )
     stop = asyncio.Event()
     started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     api_bus = await Bus(nats_url, name="api-tests").connect()
-    deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=settings)
+    keys = KeyCache(flush_interval=0.2)
+    deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=settings, keys=keys)
     server = asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result))
     tasks = [
         asyncio.create_task(run_registry(nats_url, db_url, stop, system)),
         asyncio.create_task(run_projector(nats_url, db_url, stop, ALL)),
         server,
     ]
-    api = Api(url="", settings=settings, deps=deps)
+    api = Api(url="", settings=settings, deps=deps, database_url=db_url)
     try:
         await _projections_started(pool)
         # Fail at once, with the server's own error, if it dies while starting.
@@ -219,3 +235,18 @@ async def append_messages(bus: Bus, thread: Thread, *texts: str) -> list[Recorde
         )
         recorded.extend(result.events)
     return recorded
+
+
+async def paused_for_approval(bus: Bus, thread: Thread, run_id: str, call_id: str) -> None:
+    """Write, as the runtime would, a run of `thread` paused on one call for approval (no
+    runtime runs in these tests)."""
+    call = ToolCall(id=call_id, name="lookup", arguments="{}")
+    tenant, thread_id = thread.tenant.id, thread.thread_id
+    position = await bus.store.last_position(tenant, "thread", thread_id)
+    await bus.store.append(tenant, "thread", thread_id, [
+        RequestAccepted(run_id=run_id, idempotency_key=run_id),
+        RunStarted(run_id=run_id, agent_type=STATIC_AGENT, max_steps=5),
+        MessageAppended(run_id=run_id, message=ChatMessage(role="assistant", tool_calls=(call,))),
+        HitlInterrupt(run_id=run_id, proposed_tool_calls=(call,)),
+        RunPaused(run_id=run_id, reason="hitl"),
+    ], expected=position, context=EventContext(agency_id=thread.agency_id))  # fmt: skip

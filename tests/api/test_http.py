@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -23,6 +25,7 @@ from tests.api.conftest import (
     Thread,
     create_agency,
     create_thread,
+    paused_for_approval,
     running_api,
 )
 from tests.helpers import assert_eventually
@@ -40,6 +43,12 @@ ROUTES = {
     "/agency/{agencyId}/agent/{threadId}/cancel": {"post"},
     "/tenants": {"post"},
     "/usage": {"get"},
+    "/keys": {"get", "post"},
+    "/keys/{keyId}": {"delete"},
+    "/keys/{keyId}/rotate": {"post"},
+    "/tenants/{tenantId}/keys": {"get", "post"},
+    "/tenants/{tenantId}/keys/{keyId}": {"delete"},
+    "/tenants/{tenantId}/keys/{keyId}/rotate": {"post"},
 }
 
 
@@ -77,6 +86,7 @@ async def test_every_protected_route_answers_401_without_or_with_a_wrong_credent
             continue
         path = template.replace("{agencyId}", thread_a.agency_id)
         path = path.replace("{threadId}", thread_a.thread_id)
+        path = path.replace("{seq}", "1")
         for method in item:
             for headers in credentials:
                 r = await client.request(method.upper(), path, headers=headers, json={})
@@ -172,10 +182,11 @@ async def test_saved_blueprint_is_listed_and_can_start_threads(
     client: httpx.AsyncClient, tenant_a: Tenant
 ) -> None:
     agency_id = await create_agency(client, tenant_a)
-    spec = {"name": "researcher", "prompt": "Dig.", "tags": ["default"], "config": {"x": 1}}
+    config = {"maxSteps": 3, "extra": {"x": 1}}
+    spec = {"name": "researcher", "prompt": "Dig.", "tags": ["default"], "config": config}
     first = await client.post(f"/agency/{agency_id}/blueprints", json=spec, headers=tenant_a.auth)
     assert first.status_code == 201, first.text
-    assert first.json()["revision"] == 1 and first.json()["config"] == {"x": 1}
+    assert first.json()["revision"] == 1 and first.json()["config"] == config
     again = await client.post(f"/agency/{agency_id}/blueprints", json=spec, headers=tenant_a.auth)
     assert again.json()["revision"] == 2
     names = [
@@ -220,7 +231,7 @@ async def test_unknown_agent_type_is_refused(client: httpx.AsyncClient, tenant_a
     r = await client.post(
         f"/agency/{agency_id}/agents", json={"agentType": "ghost"}, headers=tenant_a.auth
     )
-    assert r.status_code == 400
+    assert r.status_code == 404
     assert "unknown agentType 'ghost'" in r.json()["error"] and STATIC_AGENT in r.json()["error"]
 
 
@@ -236,7 +247,8 @@ async def test_invoke_answers_the_same_run_for_the_same_key(
     async def run_id(body: Mapping[str, object], **headers: str) -> str:
         r = await client.post(url, json=body, headers={**auth, **headers})
         assert r.status_code == 202, r.text
-        assert r.json()["status"] == "accepted"
+        # No runtime runs in this package: nothing takes the run up.
+        assert r.json()["status"] == "pending"
         return str(r.json()["runId"])
 
     first = await run_id({**message, "idempotencyKey": "k-1"})
@@ -255,6 +267,38 @@ async def test_invoke_answers_the_same_run_for_the_same_key(
     assert command.thread_id == thread_a.thread_id and command.messages[0].content == "hello"
 
 
+async def test_invoke_takes_the_seeds_thread_id_and_agent_type(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    body = {"threadId": thread_a.thread_id, "agentType": STATIC_AGENT, "messages": []}
+    r = await client.post(thread_a.path + "/invoke", json=body, headers=thread_a.tenant.auth)
+    assert r.status_code == 202, r.text
+    assert await commands_stored(bus, thread_a.tenant.id, "invoke") == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param({"threadId": "x"}, "is not the thread of the path", id="other-thread"),
+        pytest.param({"agentType": "nope"}, "is not the thread's agent type", id="other-type"),
+    ],
+)
+async def test_invoke_body_naming_another_thread_or_type_is_a_conflict(
+    client: httpx.AsyncClient, thread_a: Thread, body: dict[str, object], expected: str
+) -> None:
+    r = await client.post(thread_a.path + "/invoke", json=body, headers=thread_a.tenant.auth)
+    assert r.status_code == 409, r.text
+    assert expected in r.json()["error"]
+
+
+async def test_bodies_are_checked_strictly(client: httpx.AsyncClient, thread_a: Thread) -> None:
+    auth = thread_a.tenant.auth
+    r = await client.post(thread_a.path + "/approve", json={"approved": 0}, headers=auth)
+    assert r.status_code == 400 and "Expected `bool`, got `int`" in r.json()["error"]
+    r = await client.post(thread_a.path + "/approve", json={"approved": "true"}, headers=auth)
+    assert r.status_code == 400 and "Expected `bool`, got `str`" in r.json()["error"]
+
+
 async def test_the_same_key_on_another_thread_is_another_run(
     client: httpx.AsyncClient, bus: Bus, thread_a: Thread
 ) -> None:
@@ -269,14 +313,16 @@ async def test_the_same_key_on_another_thread_is_another_run(
 async def test_approve_sends_modified_calls_with_their_arguments_as_json(
     client: httpx.AsyncClient, bus: Bus, thread_a: Thread
 ) -> None:
+    await paused_for_approval(bus, thread_a, "run-1", "call-1")
     body = {
         "approved": True,
         "modifiedToolCalls": [{"id": "call-1", "name": "lookup", "args": {"q": "x", "n": 2}}],
     }
     r = await client.post(thread_a.path + "/approve", json=body, headers=thread_a.tenant.auth)
-    assert r.status_code == 202 and r.json() == {"status": "accepted"}
+    assert r.status_code == 202 and r.json() == {"status": "accepted", "runId": "run-1"}
     command = (await last_command(bus, thread_a.tenant.id, "approve")).payload
     assert isinstance(command, ApproveToolCalls) and command.approved
+    assert command.run_id == "run-1"
     assert command.modified_tool_calls is not None
     call = command.modified_tool_calls[0]
     assert (call.id, call.name, json.loads(call.arguments)) == (
@@ -286,17 +332,19 @@ async def test_approve_sends_modified_calls_with_their_arguments_as_json(
     )
 
 
-async def test_cancel_takes_an_optional_reason(
+async def test_cancel_takes_an_optional_reason_and_is_bound_to_the_active_run(
     client: httpx.AsyncClient, bus: Bus, thread_a: Thread
 ) -> None:
+    await paused_for_approval(bus, thread_a, "run-1", "call-1")
     bare = await client.post(thread_a.path + "/cancel", headers=thread_a.tenant.auth)
     assert bare.status_code == 202, bare.text
     r = await client.post(
         thread_a.path + "/cancel", json={"reason": "enough"}, headers=thread_a.tenant.auth
     )
-    assert r.status_code == 202
+    assert r.status_code == 202 and r.json()["runId"] == "run-1"
     command = (await last_command(bus, thread_a.tenant.id, "cancel")).payload
     assert isinstance(command, CancelRun) and command.reason == "enough"
+    assert command.run_id == "run-1"
 
 
 # --- bad input ------------------------------------------------------------------------------
@@ -332,7 +380,7 @@ async def test_bad_bodies_get_400_saying_what_is_wrong(
         pytest.param({"strategy": "shout"}, "strategy", id="bad-strategy"),
         pytest.param({"files": {"a.txt": 1}}, "Expected `str`", id="bad-file"),
         pytest.param({"idempotencyKey": "has space"}, "idempotencyKey", id="bad-key"),
-        pytest.param({"threadId": "x"}, "unknown field `threadId`", id="unknown-field"),
+        pytest.param({"thread": "x"}, "unknown field `thread`", id="unknown-field"),
     ],
 )
 async def test_bad_invoke_bodies_get_400(
@@ -379,10 +427,9 @@ async def test_invalid_ids_in_paths_get_400(
 @pytest.mark.parametrize(
     ("params", "headers", "expected"),
     [
-        pytest.param({"fromSeq": "x"}, {}, "fromSeq must be a non-negative integer", id="text"),
-        pytest.param(
-            {"fromSeq": "-1"}, {}, "fromSeq must be a non-negative integer", id="negative"
-        ),
+        pytest.param({"fromSeq": "x"}, {}, "fromSeq must be an integer from 0", id="text"),
+        pytest.param({"fromSeq": "-1"}, {}, "fromSeq must be an integer from 0", id="negative"),
+        pytest.param({"fromSeq": ""}, {}, "fromSeq must be an integer from 0", id="empty"),
         pytest.param({"fromSeq": "1e3"}, {}, "fromSeq", id="float"),
         pytest.param({}, {"Last-Event-ID": "abc"}, "Last-Event-ID must be", id="last-event-id"),
     ],
@@ -466,10 +513,36 @@ async def test_health_routes_need_no_credential(client: httpx.AsyncClient) -> No
     assert ready.status_code == 200 and ready.json() == {"status": "ready"}
 
 
-async def test_dashboard_is_one_self_contained_html_page(client: httpx.AsyncClient) -> None:
+async def test_console_is_served_whole_by_the_app(client: httpx.AsyncClient) -> None:
+    """The page, every module it imports (transitively) and every stylesheet come from the
+    app itself, with their media types; each vendored library ships its licence."""
     r = await client.get("/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     page = r.text
-    assert page.lower().startswith("<!doctype html>")
-    assert "http://" not in page and "https://" not in page and "//cdn" not in page
-    assert "access_token" in page and "/approve" in page and "message.appended" in page
+    assert page.lower().startswith("<!doctype html>") and "message.appended" in page
+    wanted = re.findall(r'(?:src|href)="(/console/[^"]+)"', page)
+    assert any(w.endswith(".js") for w in wanted) and any(w.endswith(".css") for w in wanted)
+    seen: set[str] = set()
+    while wanted:
+        path = wanted.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        asset = await client.get(path)
+        assert asset.status_code == 200, path
+        kind = asset.headers["content-type"]
+        if path.endswith(".js"):
+            assert "javascript" in kind, (path, kind)
+            ours = path.startswith("/console/js/")
+            for spec in re.findall(
+                r'^import .*?from "([^"]+)";$', asset.text if ours else "", re.M
+            ):
+                assert spec.startswith("."), f"{path} imports {spec!r} from outside the app"
+                wanted.append(posixpath.normpath(posixpath.join(posixpath.dirname(path), spec)))
+        elif path.endswith(".css"):
+            assert kind.startswith("text/css"), (path, kind)
+    vendored = {p.split("/")[3] for p in seen if p.startswith("/console/vendor/")}
+    assert vendored == {"cytoscape", "dompurify", "highlight", "marked"}
+    for library in vendored:
+        licence = await client.get(f"/console/vendor/{library}/LICENSE")
+        assert licence.status_code == 200 and len(licence.text) > 500, library

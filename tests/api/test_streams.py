@@ -22,8 +22,11 @@ from tests.helpers import assert_eventually
 WAIT = 10.0
 
 
-async def read_sse(lines: AsyncIterator[str], count: int) -> list[dict[str, str]]:
-    """The next `count` SSE events (comments skipped), within a bounded wait."""
+async def read_sse(
+    lines: AsyncIterator[str], count: int, *, named: bool = False
+) -> list[dict[str, str]]:
+    """The next `count` SSE messages `EventSource.onmessage` gets (the unnamed frames;
+    with `named`, every frame), comments skipped, within a bounded wait."""
     events: list[dict[str, str]] = []
     current: dict[str, str] = {}
     async with asyncio.timeout(WAIT):
@@ -33,7 +36,7 @@ async def read_sse(lines: AsyncIterator[str], count: int) -> list[dict[str, str]
                 if name:  # an empty name is a comment
                     current[name] = value.removeprefix(" ")
                 continue
-            if "id" in current:
+            if "id" in current and (named or "event" not in current):
                 events.append(current)
             current = {}
             if len(events) == count:
@@ -61,11 +64,49 @@ async def test_sse_backfills_from_seq_then_streams_live(
         lines = r.aiter_lines()
         backfill = await read_sse(lines, 2)
         assert ids(backfill) == [2, 3]
-        assert {e["event"] for e in backfill} == {"message.appended"}
-        envelope = json.loads(backfill[0]["data"])
-        assert envelope["seq"] == 2 and envelope["payload"]["message"]["content"] == "one"
+        view = json.loads(backfill[0]["data"])
+        assert view["seq"] == 2 and view["type"] == "message.appended"
+        assert (
+            view["threadId"] == thread_a.thread_id and view["data"]["message"]["content"] == "one"
+        )
         await append_messages(bus, thread_a, "three", "four")
         assert ids(await read_sse(lines, 2)) == [4, 5]
+
+
+async def test_sse_sends_each_event_named_then_unnamed_with_the_same_data(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    await append_messages(bus, thread_a, "one")
+    url, auth = thread_a.path + "/stream", thread_a.tenant.auth
+    async with client.stream("GET", url, params={"fromSeq": 0}, headers=auth) as r:
+        frames = await read_sse(r.aiter_lines(), 4, named=True)
+    # Per-type listeners get the named frame, EventSource.onmessage the unnamed one.
+    assert [(f.get("event"), int(f["id"])) for f in frames] == [
+        ("thread.created", 1),
+        (None, 1),
+        ("message.appended", 2),
+        (None, 2),
+    ]
+    assert frames[2]["data"] == frames[3]["data"]
+    assert json.loads(frames[3]["data"])["type"] == "message.appended"
+
+
+async def test_sse_and_ws_send_the_stored_envelope_on_request(
+    api: Api, client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    (stored,) = await append_messages(bus, thread_a, "one")
+    url, auth = thread_a.path + "/stream", thread_a.tenant.auth
+    params = {"fromSeq": 2, "format": "envelope"}
+    async with client.stream("GET", url, params=params, headers=auth) as r:
+        (frame,) = await read_sse(r.aiter_lines(), 1)
+    envelope = json.loads(frame["data"])
+    assert envelope["event_id"] == stored.envelope.event_id
+    assert envelope["payload"]["message"]["content"] == "one"
+    assert envelope["stream_seq"] == stored.stream_seq
+    ws_url = api.ws_url + thread_a.path + "/ws?fromSeq=2&format=envelope"
+    async with connect(ws_url, additional_headers=auth) as ws:
+        (frame_ws,) = await read_ws(ws, 1)
+    assert frame_ws == envelope
 
 
 async def test_sse_reconnect_with_last_event_id_gets_exactly_the_rest(
@@ -135,7 +176,10 @@ async def test_ws_backfills_then_streams_live_and_resumes_from_seq(
     async with connect(url + "?fromSeq=2", additional_headers=thread_a.tenant.auth) as ws:
         frames = await read_ws(ws, 2)
         assert [f["seq"] for f in frames] == [2, 3]
-        assert frames[0]["type"] == "message.appended" and frames[0]["event"]["seq"] == 2
+        assert (
+            frames[0]["type"] == "message.appended" and frames[0]["threadId"] == thread_a.thread_id
+        )
+        assert frames[0]["data"]["message"]["content"] == "one" and "payload" not in frames[0]
         await append_messages(bus, thread_a, "three")
         assert [f["seq"] for f in await read_ws(ws, 1)] == [4]
     async with connect(url + "?fromSeq=4", additional_headers=thread_a.tenant.auth) as ws:

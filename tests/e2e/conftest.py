@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,13 +17,17 @@ import pytest
 from contracts.ids import new_id
 from infra.db import create_pool, migrate
 from infra.jetstream.connection import Bus
+from infra.launch import NatsServer
+from infra.nats_auth import SERVICE_ROLES
 from projections.setup import prepare_read_models
 from services.api.deps import ApiDeps, ApiSettings
 from services.api.server import run_api
+from services.api.tenant_scope import scope_session
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.stack import StackConfig, run_stack
 from tests.runtime.conftest import make_system
+from tests.spans import spans  # noqa: F401
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
 
@@ -32,6 +37,7 @@ class Client:
     http: httpx.AsyncClient
     llm: FakeLLMServer
     agency: str
+    tenant: str = ""
 
     async def thread(self, agent_type: str = "worker") -> str:
         r = await self.http.post(f"/agency/{self.agency}/agents", json={"agentType": agent_type})
@@ -78,40 +84,55 @@ async def _database(database_url: str) -> str:
     return database_url.rsplit("/", 1)[0] + "/" + name
 
 
-@pytest.fixture(scope="package")
-async def system_api(
-    nats_url: str, database_url: str, bus: Bus
-) -> AsyncIterator[tuple[str, FakeLLMServer]]:
+@asynccontextmanager
+async def running_system(
+    nats_url: str, database_url: str, nats_server: NatsServer | None, llm: FakeLLMServer
+) -> AsyncIterator[str]:
+    """Every service and the API, on a database of their own; yields the API's URL."""
     db_url = await _database(database_url)
-    pool = await create_pool(db_url, max_size=10)
+    pool = await create_pool(db_url, max_size=10, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)
     await prepare_read_models(pool)
     stop = asyncio.Event()
-    async with FakeLLMServer(instant=True) as llm:
-        provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
-        system = make_system()
-        api_bus = await Bus(nats_url, name="e2e-api").connect()
-        deps = ApiDeps(
-            pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN)
-        )
-        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        config = StackConfig(
-            nats_url=nats_url, database_url=db_url, system=system, provider=provider
-        )
-        tasks = [
-            asyncio.create_task(run_stack(config, stop)),
-            asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
-        ]
-        try:
-            url = await asyncio.wait_for(asyncio.shield(started), timeout=20)
-            yield url, llm
-        finally:
-            stop.set()
-            await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
-            await provider.close()
-            await api_bus.close()
-            await asyncio.wait_for(pool.close(), timeout=10)
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    system = make_system()
+    # Each service connects as its own user, with the permissions `agency up` gives it.
+    auth = nats_server.auth if nats_server is not None else None
+    urls = {r: auth.url(nats_server.url, r) for r in SERVICE_ROLES} if auth and nats_server else {}
+    api_bus = await Bus(urls.get("api", nats_url), name="e2e-api").connect()
+    deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN))
+    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    config = StackConfig(
+        nats_url=nats_url,
+        database_url=db_url,
+        system=system,
+        provider=provider,
+        nats_urls=urls,
+    )
+    tasks = [
+        asyncio.create_task(run_stack(config, stop)),
+        asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
+    ]
+    try:
+        yield await asyncio.wait_for(asyncio.shield(started), timeout=20)
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+        await provider.close()
+        await api_bus.close()
+        await asyncio.wait_for(pool.close(), timeout=10)
+
+
+@pytest.fixture(scope="package")
+async def system_api(
+    nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
+) -> AsyncIterator[tuple[str, FakeLLMServer]]:
+    async with (
+        FakeLLMServer(instant=True) as llm,
+        running_system(nats_url, database_url, nats_server, llm) as url,
+    ):
+        yield url, llm
 
 
 @pytest.fixture
@@ -122,9 +143,9 @@ async def client(system_api: tuple[str, FakeLLMServer]) -> AsyncIterator[Client]
             "/tenants", json={"name": "e2e"}, headers={"Authorization": f"Bearer {ADMIN}"}
         )
         assert r.status_code == 201, r.text
-        key = r.json()["apiKey"]
+        key, tenant = r.json()["apiKey"], r.json()["tenantId"]
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, timeout=20, headers=headers) as http:
         r = await http.post("/agencies", json={"name": "e2e"})
         assert r.status_code == 201, r.text
-        yield Client(http=http, llm=llm, agency=r.json()["id"])
+        yield Client(http=http, llm=llm, agency=r.json()["id"], tenant=tenant)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from contracts.events.base import Usage
 from services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
+from tests.helpers import assert_eventually
 
 
 def done(state: dict[str, Any]) -> bool:
@@ -41,7 +45,7 @@ async def test_whole_run_with_tools_over_http(client: Client) -> None:
     page = r.json()
     assert [e["seq"] for e in page["events"]] == [1, 2, 3, 4, 5] and page["hasMore"] is True
     r = await client.http.get(f"{client.path(thread)}/events", params={"type": "tool.output"})
-    outputs = [e["payload"]["output"] for e in r.json()["events"]]
+    outputs = [e["data"]["output"] for e in r.json()["events"]]
     assert "definition of agent" in outputs
 
 
@@ -119,7 +123,7 @@ async def test_idempotent_and_queued_invokes_over_http(client: Client) -> None:
     state = await client.until(thread, lambda s: s["run"]["runId"] == second and done(s))
     assert state["run"]["status"] == "completed"
     r = await client.http.get(f"{client.path(thread)}/events", params={"type": "run.completed"})
-    completed = [e["payload"]["run_id"] for e in r.json()["events"]]
+    completed = [e["data"]["runId"] for e in r.json()["events"]]
     assert completed == [r1.json()["runId"], second]
 
 
@@ -144,3 +148,55 @@ async def test_subagent_tree_over_http(client: Client) -> None:
     tree = r.json()
     assert tree["id"] == thread and len(tree["children"]) == 2
     assert {c["id"] for c in tree["children"]} == {link["childThreadId"] for link in links}
+
+
+async def test_cost_of_a_run_from_the_price_table_shows_per_run_thread_and_tenant(
+    client: Client,
+) -> None:
+    blueprint = {"name": "priced", "prompt": "You answer.", "model": "openai:gpt-4.1-mini"}
+    r = await client.http.post(f"/agency/{client.agency}/blueprints", json=blueprint)
+    assert r.status_code == 201, r.text
+    key = "http-cost-" + client.agency
+    usage = Usage(input_tokens=1_000_000, output_tokens=500_000)  # $0.40 + $0.80
+    client.llm.script(key, [ScriptStep(content="priced answer", usage=usage)])
+    thread = await client.thread("priced")
+    run_id = await client.invoke(thread, key)
+    state = await client.until(thread, done)
+    assert state["run"]["runId"] == run_id and state["run"]["status"] == "completed"
+
+    r = await client.http.get(f"{client.path(thread)}/usage")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["costUsd"] == pytest.approx(1.20) and body["inputTokens"] == 1_000_000
+    assert [(x["runId"], x["costUsd"]) for x in body["runs"]] == [(run_id, pytest.approx(1.20))]
+
+    async def tenant_total() -> None:
+        rows = (await client.http.get("/usage", params={"groupBy": "model"})).json()["rows"]
+        priced = [row for row in rows if "gpt-4.1-mini" in row["model"]]
+        assert priced and priced[0]["costUsd"] == pytest.approx(1.20)
+
+    await assert_eventually(tenant_total, timeout=10)
+    missing = await client.http.get(f"/agency/{client.agency}/agent/nosuchthread/usage")
+    assert missing.status_code == 404
+
+
+async def test_invoke_answers_the_runs_status(client: Client) -> None:
+    key = "http-status-" + client.agency
+    client.llm.script(key, [ScriptStep(content="slow", delay_ms=3000), ScriptStep(content="next")])
+    thread = await client.thread()
+    url = f"{client.path(thread)}/invoke"
+    message = {"messages": [{"role": "user", "content": key}]}
+
+    async def status(body: dict[str, object]) -> tuple[str, str]:
+        r = await client.http.post(url, json=body)
+        assert r.status_code == 202, r.text
+        return str(r.json()["runId"]), str(r.json()["status"])
+
+    first, started = await status({**message, "idempotencyKey": "first"})
+    assert started == "running"
+    second, queued = await status({**message, "idempotencyKey": "second"})
+    assert queued == "queued" and second != first
+    assert (await status({**message, "strategy": "reject"}))[1] == "rejected"
+    assert await status({**message, "idempotencyKey": "first"}) == (first, "running")
+    r = await client.http.post(f"{client.path(thread)}/cancel", json={})
+    assert r.status_code == 202

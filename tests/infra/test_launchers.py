@@ -203,6 +203,29 @@ async def test_postgres_restart_on_existing_data_dir_keeps_data(tmp_path: Path) 
             await conn.close(timeout=5)
 
 
+async def test_postgres_first_start_cut_short_during_initdb_starts_next_time(
+    tmp_path: Path,
+) -> None:
+    server = PostgresServer(tmp_path / "pg", fsync=False)
+    first = asyncio.create_task(server.start())
+    staging = tmp_path / "pg" / "pgdata.initdb"
+
+    async def initdb_writing() -> bool | None:
+        return True if (staging / "PG_VERSION").exists() else None
+
+    await assert_eventually(initdb_writing, timeout=30, what="initdb writes the cluster")
+    first.cancel()  # the process dies while initdb writes the cluster
+    await asyncio.gather(first, return_exceptions=True)
+    assert first.cancelled() and not (server.pgdata / "PG_VERSION").exists()
+
+    async with PostgresServer(tmp_path / "pg", fsync=False) as pg:
+        conn = await asyncpg.connect(pg.url, timeout=5)
+        try:
+            assert await conn.fetchval("SELECT 1") == 1
+        finally:
+            await conn.close(timeout=5)
+
+
 async def test_postgres_start_stops_a_leftover_server_of_the_same_data_dir(
     tmp_path: Path,
 ) -> None:
@@ -344,3 +367,17 @@ async def test_cluster_keeps_accepting_r3_writes_through_a_node_loss_and_rejoins
             await assert_eventually(rejoined, timeout=20, what=f"{leader} rejoins R3")
             info = await retry_transient(lambda: js.stream_info("R3"), budget=8)
             assert info.state.messages == 10
+
+
+async def test_a_new_embedded_postgres_asks_for_its_generated_password(tmp_path: Path) -> None:
+    async with PostgresServer(tmp_path / "pg", fsync=False) as pg:
+        password_file = tmp_path / "pg" / "postgres-password"
+        assert password_file.stat().st_mode & 0o777 == 0o600
+        assert pg.password and pg.password in pg.url and pg.password not in pg.shown_url
+        conn = await asyncpg.connect(pg.url, timeout=10)
+        await conn.close()
+        without = pg.url.replace(":" + pg.password, "")
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await asyncpg.connect(without, timeout=10)
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await asyncpg.connect(without.replace("postgres@", "postgres:wrong@"), timeout=10)

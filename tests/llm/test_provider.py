@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import httpx
+import msgspec
 import pytest
 
 from contracts.events.base import ChatMessage, ToolCall, Usage
@@ -21,6 +22,7 @@ from services.llm.provider import (
     ModelConnectionError,
     ModelRequest,
     ModelRequestError,
+    ModelSettings,
     ModelStatusError,
     ModelStreamError,
     OpenAIProvider,
@@ -40,6 +42,10 @@ WRITE_FILE = ToolSpec(
 )
 
 
+# Fast retries: the tests count attempts, not wait for them.
+FAST = ModelSettings(timeout=10, backoff_initial=0.001, backoff_max=1.0)
+
+
 @pytest.fixture(scope="module")
 async def llm() -> AsyncIterator[FakeLLMServer]:
     async with FakeLLMServer(instant=True) as server:
@@ -48,9 +54,7 @@ async def llm() -> AsyncIterator[FakeLLMServer]:
 
 @pytest.fixture
 async def provider(llm: FakeLLMServer) -> AsyncIterator[OpenAIProvider]:
-    async with OpenAIProvider(
-        base_url=llm.base_url, api_key="fake", timeout=10, backoff_base=0.001
-    ) as p:
+    async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=FAST) as p:
         yield p
 
 
@@ -105,7 +109,8 @@ async def test_buffered_text_is_flushed_while_the_model_pauses(
     """Text waits at most one coalescing interval, not until the next chunk arrives."""
     llm.script(key, [ScriptStep(content="a b c d e", stream_delay_ms=200)])
     deltas = Deltas()
-    async with OpenAIProvider(base_url=llm.base_url, api_key="fake", coalesce_ms=500) as provider:
+    settings = ModelSettings(coalesce_ms=500)
+    async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=settings) as provider:
         await provider.complete(ask(f"pause {key}"), deltas)
 
     # The first window opens with a (0 ms): a, b, c go at 500 ms; d, e at the end.
@@ -217,9 +222,8 @@ async def test_retry_after_header_is_honoured(
 
 async def test_retries_are_bounded(llm: FakeLLMServer, key: str) -> None:
     llm.script(key, [ScriptStep(status=503, times=100)])
-    async with OpenAIProvider(
-        base_url=llm.base_url, api_key="fake", max_attempts=3, backoff_base=0.001
-    ) as provider:
+    settings = msgspec.structs.replace(FAST, max_attempts=3)
+    async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=settings) as provider:
         with pytest.raises(ModelStatusError) as raised:
             await provider.complete(ask(f"down {key}"))
 
@@ -245,8 +249,9 @@ async def test_unreachable_provider_is_a_retryable_connection_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    settings = msgspec.structs.replace(FAST, max_attempts=2)
     async with OpenAIProvider(
-        base_url=f"http://127.0.0.1:{port}/v1", api_key="fake", max_attempts=2, backoff_base=0.001
+        base_url=f"http://127.0.0.1:{port}/v1", api_key="fake", settings=settings
     ) as provider:
         with pytest.raises(ModelConnectionError) as raised:
             await provider.complete(ask("anyone?"))

@@ -3,46 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
-import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from infra.jetstream.connection import Bus
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from tests.runtime.conftest import running_agents
-
-
-class _Switch(SimpleSpanProcessor):
-    """Exports only while a test listens: the global provider outlives the test."""
-
-    listening = False
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.listening:
-            super().on_end(span)
-
-
-_exporter = InMemorySpanExporter()
-_switch = _Switch(_exporter)
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    # A process has one global tracer provider, set once; the switch scopes it to the test.
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider()
-        provider.add_span_processor(_switch)
-        trace.set_tracer_provider(provider)
-    _exporter.clear()
-    _switch.listening = True
-    yield _exporter
-    _switch.listening = False
-    _exporter.clear()
 
 
 async def test_a_runs_spans_share_the_trace_of_the_command_that_started_it(

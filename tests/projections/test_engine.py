@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import asyncpg
 
 from contracts.events import ChatMessage, MessageAppended, RunTick, ThreadCreated
 from contracts.ids import new_id
-from contracts.subjects import DEAD_LETTER_STREAM, event_subject
+from contracts.subjects import event_subject
 from infra.jetstream.connection import Bus
-from infra.jetstream.records import Position
+from infra.jetstream.records import Position, RecordedEvent
 from projections.catalog import by_name
 from projections.checksum import projection_checksum
 from projections.engine import ProjectionRunner
+from projections.projection import Projection
 from projections.rebuild import build_scratch, last_stream_seq, rebuild
 from projections.status import projection_statuses
+from tests.deadletters import dead_letters_for
 from tests.projections.conftest import RunProjection, counting_projection
 
 
@@ -157,15 +160,8 @@ async def test_poison_event_is_dead_lettered_and_projection_keeps_going(
     async with pool.acquire() as conn:
         stored = await conn.fetchval("SELECT count(*) FROM events WHERE tenant_id = $1", tenant)
     assert stored == 3
-    info = await bus.js.stream_info(DEAD_LETTER_STREAM)
-    reasons = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await bus.js.get_msg(DEAD_LETTER_STREAM, seq)
-        if msg.headers and msg.headers.get("Agency-Dlq-Subject", "").startswith(
-            f"tenant.{tenant}."
-        ):
-            reasons.append((msg.headers["Agency-Dlq-Reason"], msg.data))
-    assert reasons == [("undecodable", b"garbage")]
+    letters = await dead_letters_for(bus, tenant)
+    assert [(reason, data) for reason, _, data in letters] == [("undecodable", b"garbage")]
 
 
 async def test_lag_is_the_distance_between_log_and_checkpoint(
@@ -181,3 +177,68 @@ async def test_lag_is_the_distance_between_log_and_checkpoint(
         (live,) = await projection_statuses(conn, bus.js, ["events"])
     assert live.applied_seq == runner.position
     assert live.lag == live.last_seq - runner.position
+
+
+def flaky_projection(name: str, tenant: str, failures: list[str]) -> Projection:
+    """Counts the tenant's events; the database fails transiently on the first three tries
+    of its `thread.created` (a restart, a deadlock, a full disk), and its `poison` message
+    fails in the handler's own SQL every time."""
+    transient = [
+        asyncpg.AdminShutdownError("terminating connection due to administrator command"),
+        asyncpg.DeadlockDetectedError("deadlock detected"),
+        asyncpg.DiskFullError("could not extend file: No space left on device"),
+    ]
+
+    async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+        for e in events:
+            if e.envelope.tenant_id != tenant:
+                continue
+            if e.type == "thread.created" and len(failures) < len(transient):
+                error = transient[len(failures)]
+                failures.append(type(error).__name__)
+                raise error
+            if isinstance(e.payload, MessageAppended) and e.payload.message.content == "poison":
+                await conn.execute("SELECT 1 / 0")
+            await conn.execute(
+                "INSERT INTO counts (type, n, last_seq) VALUES ($1, 1, $2) "
+                "ON CONFLICT (type) DO UPDATE SET n = counts.n + 1",
+                e.type,
+                e.stream_seq,
+            )
+
+    return Projection(
+        name=name,
+        tables=("counts",),
+        ddl="CREATE TABLE IF NOT EXISTS counts (type text PRIMARY KEY, n int NOT NULL, last_seq bigint NOT NULL)",
+        apply=apply,
+    )
+
+
+async def test_transient_database_errors_are_retried_and_a_poison_event_still_dead_lettered(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, run_projection: RunProjection
+) -> None:
+    thread = new_id()
+    await bus.store.append(
+        tenant,
+        "thread",
+        thread,
+        [
+            ThreadCreated(agency_id="a", agent_type="x"),
+            MessageAppended(message=ChatMessage(role="user", content="poison")),
+            MessageAppended(message=ChatMessage(role="user", content="fine")),
+        ],
+        expected=Position(),
+    )
+    failures: list[str] = []
+    runner = await run_projection(flaky_projection("flaky", tenant, failures))
+    await caught_up(runner, bus)
+
+    assert failures == ["AdminShutdownError", "DeadlockDetectedError", "DiskFullError"]
+    async with pool.acquire() as conn:
+        rows = await conn.fetch("SELECT type, n FROM counts ORDER BY type")
+    # Applied once each, after the retries; the poison message alone is missing.
+    assert [(r["type"], r["n"]) for r in rows] == [("message.appended", 1), ("thread.created", 1)]
+    letters = await dead_letters_for(bus, tenant)
+    assert len(letters) == 1
+    reason, detail, _ = letters[0]
+    assert reason == "projection_failed" and "DivisionByZeroError" in detail

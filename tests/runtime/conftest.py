@@ -20,6 +20,7 @@ from contracts.commands import (
     SaveBlueprint,
 )
 from contracts.events import BlueprintSaved, BlueprintSpec, ChatMessage, ToolCall
+from contracts.events.registry import BlueprintConfig, HitlConfig, SubagentEntry, SubagentsConfig
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
@@ -54,7 +55,7 @@ def make_system() -> AgentSystem:
                 name="worker",
                 prompt="You are a test worker.",
                 tags=("default", "lookup", "hitl"),
-                config={"hitl": {"tools": ["lookup_guarded"]}, "maxSteps": 8},
+                config=BlueprintConfig(hitl=HitlConfig(tools=("lookup_guarded",)), max_steps=8),
             )
         )
         .add_agent(
@@ -62,21 +63,18 @@ def make_system() -> AgentSystem:
                 name="manager",
                 prompt="You delegate.",
                 tags=("default", "lookup"),
-                config={
-                    "subagents": {
-                        "subagents": [
+                config=BlueprintConfig(
+                    subagents=SubagentsConfig(
+                        subagents=(
                             "worker",
                             "manager",
-                            {"name": "background", "blocking": False},
-                            {
-                                "name": "helper",
-                                "resumable": True,
-                                "blocking": True,
-                                "maxInstances": 1,
-                            },
-                        ]
-                    }
-                },
+                            SubagentEntry(name="background", blocking=False),
+                            SubagentEntry(
+                                name="helper", resumable=True, blocking=True, max_instances=1
+                            ),
+                        )
+                    )
+                ),
             )
         )
         .add_agent(
@@ -92,7 +90,7 @@ def make_system() -> AgentSystem:
                 name="approver",
                 prompt="You need approval.",
                 tags=("default", "lookup", "hitl"),
-                config={"hitl": {"tools": ["lookup"]}},
+                config=BlueprintConfig(hitl=HitlConfig(tools=("lookup",))),
             )
         )
     )
@@ -204,6 +202,7 @@ async def running_agents(
     services: tuple[str, ...] = ("registry", "runtime", "tools", "subagents"),
     system: AgentSystem | None = None,
     runtime_ack_wait: float = 30.0,
+    nats_urls: dict[str, str] | None = None,
 ) -> AsyncIterator[Agents]:
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
     stop = asyncio.Event()
@@ -214,6 +213,7 @@ async def running_agents(
         provider=provider,
         services=services,
         runtime_ack_wait=runtime_ack_wait,
+        nats_urls=nats_urls or {},
     )
     task = asyncio.create_task(run_stack(config, stop))
     agency = new_id()

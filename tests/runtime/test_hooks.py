@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.events import BlueprintSpec, ChatMessage, Todo, TodosWritten, ToolCall
+from contracts.events.registry import BlueprintConfig, HitlConfig
 from infra.jetstream.connection import Bus
 from services.agents.middleware import Middleware, MiddlewareContext
 from services.llm.fake_scripts import ScriptStep
@@ -49,7 +50,7 @@ async def test_tool_and_resume_hooks_run_and_their_events_are_appended(
                 name="recorded",
                 prompt="recorded agent",
                 tags=("default", "lookup", "hitl", "recorded"),
-                config={"hitl": {"tools": ["lookup"]}},
+                config=BlueprintConfig(hitl=HitlConfig(tools=("lookup",))),
             )
         )
     )

@@ -201,7 +201,7 @@ async def test_subagent_timeout_survives_a_coordinator_restart(
             "description": f"slow {key}", "subagentType": "worker", "timeoutMs": 1500}}]),
         ScriptStep(content="gave up on the child"),
     ])  # fmt: skip
-    llm.script(f"slow {key}", [ScriptStep(content="far too late", delay_ms=20_000)])
+    llm.script(f"slow {key}", [ScriptStep(content="far too late", delay_ms=90_000)])
     coordinator = ServiceProcess("subagents", data_dir, "--ack-wait", "2")
     process_cleanup.append(coordinator)
     await coordinator.start()

@@ -7,13 +7,18 @@ import asyncio
 from contracts.events import (
     HitlInterrupt,
     MessageAppended,
+    RequestInjected,
     RunCompleted,
+    RunPaused,
+    RunResumed,
     ToolCall,
     ToolOutput,
 )
 from contracts.events.run import RUN_TERMINAL_TYPES
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep
+from services.runtime.fairness import TenantLoad
+from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents
 
 
@@ -185,14 +190,97 @@ async def test_cancel_mid_model_call_stops_the_run(agents: Agents) -> None:
     assert_gapless(later)
 
 
-async def test_step_limit_ends_the_run_with_an_error(agents: Agents) -> None:
+async def test_step_limit_pauses_the_run_and_a_new_invoke_continues_it(agents: Agents) -> None:
     key = "loop-" + agents.tenant
-    agents.llm.script(key, [ScriptStep(tool_calls=[{"name": "ls", "arguments": {}}])] * 20)
+    ls = ScriptStep(tool_calls=[{"name": "ls", "arguments": {}}])
+    agents.llm.script(key, [*[ls] * 8, ScriptStep(content="finished after all")])
     thread = await agents.thread()
-    await agents.invoke(thread, key)
+    run = await agents.invoke(thread, key)
+    paused = await agents.wait_for(thread, lambda es: "run.paused" in types(es))
+    pause = next(e.payload for e in paused if isinstance(e.payload, RunPaused))
+    assert (pause.run_id, pause.reason) == (run, "exhausted")
+    assert types(paused).count("model.completed") == 8  # the worker blueprint's maxSteps
+    assert terminals(paused) == []
+
+    more = await agents.invoke(thread, f"go on {key}")
     events = await agents.wait_terminal(thread)
-    assert terminals(events) == ["run.error"]
-    assert types(events).count("model.completed") == 8
+    assert_gapless(events)
+    ends = [(e.type, e.payload.run_id) for e in events if e.type in RUN_TERMINAL_TYPES]  # type: ignore[attr-defined]
+    assert ends == [("run.completed", run)]  # the same run went on; no second run started
+    assert types(events).count("run.started") == 1
+    injected = next(e.payload for e in events if isinstance(e.payload, RequestInjected))
+    assert (injected.run_id, injected.request_run_id) == (run, more)
+    resumed = next(e.payload for e in events if isinstance(e.payload, RunResumed))
+    assert resumed.max_steps == 16  # another blueprint's worth of steps
+    after = [e for e in events if e.seq > pause_seq(events)]
+    assert [e.type for e in after[:4]] == [
+        "request.accepted",
+        "request.injected",
+        "message.appended",
+        "run.resumed",
+    ]
+    assert types(events).count("model.completed") == 9
+
+
+def pause_seq(events: list[RecordedEvent]) -> int:
+    return next(e.seq for e in events if e.type == "run.paused")
+
+
+async def test_a_message_queued_while_the_run_executes_joins_it_before_the_next_step(
+    agents: Agents,
+) -> None:
+    key = "inject-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "ls", "arguments": {}}], delay_ms=1500),
+        ScriptStep(content="answered both"),
+    ])  # fmt: skip
+    thread = await agents.thread()
+    load = TenantLoad()
+    async with load.watching(agents.bus.nc):
+        first = await agents.invoke(thread, key)
+        await agents.wait_for(thread, lambda es: "model.started" in types(es))
+        second = await agents.invoke(thread, f"also this {key}")
+        events = await agents.wait_terminal(thread)
+
+        async def no_admitted_runs_left() -> None:
+            # The joined request's own run ends with its injection: fairness does not
+            # count it as an active run of the tenant for ever.
+            assert load.active(agents.tenant) == 0
+
+        await assert_eventually(no_admitted_runs_left)
+    assert_gapless(events)
+    ends = [(e.type, e.payload.run_id) for e in events if e.type in RUN_TERMINAL_TYPES]  # type: ignore[attr-defined]
+    assert ends == [("run.completed", first)]
+    seq = {e.type: e.seq for e in reversed(events)}  # first occurrence of each type
+    injected = next(e for e in events if isinstance(e.payload, RequestInjected))
+    assert injected.payload.request_run_id == second  # type: ignore[attr-defined]
+    model_calls = [e.seq for e in events if e.type == "model.started"]
+    assert seq["model.completed"] < injected.seq < model_calls[1], types(events)
+    joined = events[injected.seq]  # the request's message, right after, in the first run
+    assert isinstance(joined.payload, MessageAppended)
+    assert joined.payload.run_id == first
+    assert joined.payload.message.content == f"also this {key}"
+    # The second model call saw the injected message, after the first call's tool result.
+    last = [r for r in agents.llm.requests if key in str(r["messages"])][-1]
+    assert [m["role"] for m in last["messages"]][-2:] == ["tool", "user"]
+    assert last["messages"][-1]["content"] == f"also this {key}"
+
+
+async def test_an_after_request_waits_for_its_own_run(agents: Agents) -> None:
+    key = "after-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "ls", "arguments": {}}], delay_ms=1000),
+        ScriptStep(content="first done"),
+        ScriptStep(content="second done"),
+    ])  # fmt: skip
+    thread = await agents.thread()
+    first = await agents.invoke(thread, key)
+    await agents.wait_for(thread, lambda es: "model.started" in types(es))
+    second = await agents.invoke(thread, f"later {key}", strategy="after")
+    events = await agents.wait_terminal(thread, count=2)
+    ends = [(e.type, e.payload.run_id) for e in events if e.type in RUN_TERMINAL_TYPES]  # type: ignore[attr-defined]
+    assert ends == [("run.completed", first), ("run.completed", second)]
+    assert "request.injected" not in types(events)
 
 
 async def test_interrupt_strategy_cancels_the_active_run_and_starts_the_new_one(

@@ -10,6 +10,7 @@ from contracts.events import (
     SubagentSpawned,
     ToolError,
 )
+from contracts.events.registry import BlueprintConfig
 from contracts.events.run import RUN_TERMINAL_TYPES
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep
@@ -219,7 +220,7 @@ async def test_exposed_dual_ai_agent_runs_as_a_subagent_and_publishes_status(
     session = pair(f"review-{key}", key, a, b)
     await agents.save_blueprint(session)
     boss = BlueprintSpec(name=f"boss-{key}", prompt=f"boss-{key}", tags=("default",),
-                         config={"callableAgents": [session.name]})  # fmt: skip
+                         config=BlueprintConfig(callable_agents=(session.name,)))  # fmt: skip
     await agents.save_blueprint(boss)
     agents.llm.script(f"boss-{key}", [
         ScriptStep(tool_calls=[call(session.name, message="produce and review")]),
@@ -246,7 +247,7 @@ async def test_handoff_moves_control_to_the_target_on_the_same_thread(agents: Ag
     support = BlueprintSpec(name=f"support-{key}", prompt=f"support-{key} prompt", tags=("default",),
                             expose_as_tool=True, tool_description="Hand over to support.")  # fmt: skip
     front = BlueprintSpec(name=f"front-{key}", prompt=f"front-{key} prompt", tags=("default",),
-                          config={"callableAgents": [support.name]})  # fmt: skip
+                          config=BlueprintConfig(callable_agents=(support.name,)))  # fmt: skip
     await agents.save_blueprint(support)
     await agents.save_blueprint(front)
     agents.llm.script(

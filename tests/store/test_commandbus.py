@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from contracts.commands import CancelRun, CommandEnvelope, CreateAgency
-from contracts.subjects import DEAD_LETTER_STREAM, command_subject
+from contracts.subjects import command_subject
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
-from infra.jetstream.deadletter import DETAIL_HEADER, REASON_HEADER
+from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 
 Handler = Callable[[CommandEnvelope, Delivery], Awaitable[None]]
@@ -36,19 +36,6 @@ async def run_worker(bus: Bus) -> AsyncIterator[Callable[[str, Handler], Awaitab
     yield start
     stop.set()
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
-
-
-async def dead_letters_for(bus: Bus, tenant: str) -> list[tuple[str, str, bytes]]:
-    found = []
-    info = await bus.js.stream_info(DEAD_LETTER_STREAM)
-    if info.state.messages == 0:
-        return found
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await bus.js.get_msg(DEAD_LETTER_STREAM, seq)
-        headers = msg.headers or {}
-        if f"tenant.{tenant}." in headers.get("Agency-Dlq-Subject", ""):
-            found.append((headers[REASON_HEADER], headers[DETAIL_HEADER], msg.data or b""))
-    return found
 
 
 async def test_command_sent_twice_with_one_key_is_handled_once(

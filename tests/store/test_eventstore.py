@@ -174,6 +174,24 @@ async def test_read_after_position_returns_only_newer_events(bus: Bus, tenant: s
     assert [e.seq for e in newer] == [3]
 
 
+async def test_a_read_from_the_leader_sees_what_a_direct_read_sees_past_garbage(
+    bus: Bus, tenant: str
+) -> None:
+    thread = new_id()
+    first = await bus.store.append(tenant, "thread", thread, [user("1")], expected=Position())
+    await bus.js.publish(f"tenant.{tenant}.evt.thread.{thread}.message_appended", b"garbage")
+    _, past_garbage = await bus.store.read_positioned(tenant, "thread", thread)
+    await bus.store.append(tenant, "thread", thread, [user("2"), user("3")], expected=past_garbage)
+    other = new_id()  # another thread's events are not read
+    await bus.store.append(tenant, "thread", other, [user("x")], expected=Position())
+
+    direct = await bus.store.read_positioned(tenant, "thread", thread, after=first.position)
+    leader = await bus.store.read_from_leader(tenant, "thread", thread, after=first.position)
+    assert [e.seq for e in leader[0]] == [e.seq for e in direct[0]] == [2, 3]
+    assert leader[1] == direct[1]
+    assert [e.envelope.event_id for e in leader[0]] == [e.envelope.event_id for e in direct[0]]
+
+
 async def test_read_spans_more_than_one_direct_get_batch(bus: Bus, tenant: str) -> None:
     thread = new_id()
     position = Position()

@@ -16,6 +16,9 @@ import pytest
 from contracts.codec import encode
 from contracts.envelope import Envelope, utc_now
 from contracts.events import (
+    ChatMessage,
+    MessageAppended,
+    RunCanceled,
     ToolCall,
     ToolError,
     ToolOutput,
@@ -23,14 +26,16 @@ from contracts.events import (
     ToolStarted,
 )
 from contracts.ids import new_id
-from contracts.subjects import DEAD_LETTER_STREAM, event_subject
+from contracts.limits import limits
+from contracts.subjects import EVENTS_STREAM, event_subject
 from infra.jetstream.connection import Bus
-from infra.jetstream.deadletter import DETAIL_HEADER, REASON_HEADER, SUBJECT_HEADER
+from infra.jetstream.consumers import TOOL_REQUESTS
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.records import RecordedEvent
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, define_tool
 from services.tools import ToolsService, run_tools_service
+from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 
 Start = Callable[..., Awaitable[None]]
@@ -114,19 +119,6 @@ async def result_of(bus: Bus, tenant: str, thread: str, call_id: str) -> ToolOut
 async def started_attempts(bus: Bus, tenant: str, thread: str, call_id: str) -> list[int]:
     events = await call_events(bus, tenant, thread, call_id)
     return [e.payload.attempt for e in events if isinstance(e.payload, ToolStarted)]
-
-
-async def dead_letters_for(bus: Bus, tenant: str) -> list[tuple[str, str, bytes]]:
-    found = []
-    info = await bus.js.stream_info(DEAD_LETTER_STREAM)
-    if info.state.messages == 0:
-        return found
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await bus.js.get_msg(DEAD_LETTER_STREAM, seq)
-        headers = msg.headers or {}
-        if f"tenant.{tenant}." in headers.get(SUBJECT_HEADER, ""):
-            found.append((headers[REASON_HEADER], headers[DETAIL_HEADER], msg.data or b""))
-    return found
 
 
 async def test_requested_call_is_started_and_answered_once(
@@ -487,3 +479,95 @@ async def test_run_tools_service_owns_its_connection(bus: Bus, tenant: str, nats
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=10)
+
+
+async def test_an_output_larger_than_the_limit_is_cut_with_a_marker(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    """3 MB would not fit in an event: the model gets the head and how much was left out."""
+
+    def huge(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "x" * 3_000_000
+
+    await start(system_of(define_tool(huge, name="huge")))
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "huge"))
+
+    result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"), timeout=15)
+    assert isinstance(result, ToolOutput)
+    assert len(result.output.encode()) <= limits().max_tool_output_bytes
+    omitted = 3_000_000 - result.output.index("…")
+    assert result.output.endswith(f"… [truncated: {omitted} bytes omitted]")
+
+
+def canceled_run(call_id: str, *, answered: bool) -> list[Any]:
+    """What the runtime appends when it cancels run-1 (answering the open call, or not)."""
+    answer = MessageAppended(
+        run_id="run-1",
+        message=ChatMessage(role="tool", content="Not run: canceled.", tool_call_id=call_id),
+    )
+    return [*([answer] if answered else []), RunCanceled(run_id="run-1", reason="canceled")]
+
+
+@pytest.mark.parametrize("answered", [True, False], ids=["runtime-answered", "unanswered"])
+async def test_a_call_of_a_canceled_run_is_not_run(
+    bus: Bus, tenant: str, start: Start, answered: bool
+) -> None:
+    calls: Calls = []
+
+    async def never(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "ran"
+
+    await start(system_of(define_tool(recording(calls, never), name="never")))
+    thread = new_id()
+    await append(
+        bus, tenant, thread, requested("c1", "never"), *canceled_run("c1", answered=answered)
+    )
+
+    async def settled() -> list[str]:
+        info = await bus.js.consumer_info(EVENTS_STREAM, TOOL_REQUESTS.name)
+        assert info.num_ack_pending == 0 and info.num_pending == 0
+        return [e.type for e in await bus.store.read(tenant, "thread", thread)]
+
+    types = await assert_eventually(settled, timeout=10)
+    if answered:
+        assert types == ["tool.requested", "message.appended", "run.canceled"]
+    else:
+        result = await result_of(bus, tenant, thread, "c1")
+        assert (
+            isinstance(result, ToolError)
+            and "Not run: run run-1 ended (run.canceled)" in result.error
+        )
+    assert [c for c in calls if c[0] == tenant] == []
+
+
+async def test_a_running_call_is_stopped_by_the_cancel_of_its_run_and_never_answered(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    stopped = asyncio.Event()
+    running = asyncio.Event()
+
+    async def slow(args: dict[str, Any], ctx: ToolContext) -> str:
+        running.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return "too late"
+
+    await start(system_of(define_tool(slow, name="slow", timeout=60)))
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "slow"))
+    await asyncio.wait_for(running.wait(), timeout=10)
+    await append(bus, tenant, thread, *canceled_run("c1", answered=True))
+    await asyncio.wait_for(stopped.wait(), timeout=10)
+
+    async def acked() -> None:
+        info = await bus.js.consumer_info(EVENTS_STREAM, TOOL_REQUESTS.name)
+        assert info.num_ack_pending == 0
+
+    await assert_eventually(acked, timeout=10)
+    types = [e.type for e in await bus.store.read(tenant, "thread", thread)]
+    assert "tool.output" not in types and "tool.error" not in types
+    assert types[-1] == "run.canceled"

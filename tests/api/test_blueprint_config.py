@@ -1,0 +1,132 @@
+"""Blueprint config is typed at the API: a wrong value is a 400 naming the field."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from contracts.commands import SaveBlueprint
+from contracts.events import BlueprintSaved, BlueprintSpec
+from contracts.events.registry import BlueprintConfig
+from infra.jetstream.connection import Bus
+from tests.api.conftest import Tenant, create_agency
+from tests.deadletters import dead_letters_for
+from tests.helpers import assert_eventually
+
+
+async def save(
+    client: httpx.AsyncClient, tenant: Tenant, agency_id: str, spec: dict[str, object]
+) -> httpx.Response:
+    return await client.post(f"/agency/{agency_id}/blueprints", json=spec, headers=tenant.auth)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        pytest.param({"maxSteps": True}, "field 'config.maxSteps': Expected `int | null`, got `bool`", id="bool-steps"),
+        pytest.param({"maxSteps": 0}, "field 'config.maxSteps': Expected `int` >= 1", id="zero-steps"),
+        pytest.param({"tokenBudget": "lots"}, "field 'config.tokenBudget': Expected `int | null`, got `str`", id="str-budget"),
+        pytest.param({"hitl": {"tools": "send"}}, "field 'config.hitl.tools': Expected `array`", id="hitl-not-a-list"),
+        pytest.param({"subagents": {"subagents": [{"name": "w", "maxInstances": True}]}},
+                     "field 'config.subagents.subagents[0].maxInstances'", id="bool-instances"),
+        pytest.param({"subagents": {"subagents": [{"name": "w", "optional": "not a name"}]}},
+                     "field 'config.subagents.subagents[0].optional'", id="optional-not-a-name"),
+        pytest.param({"callableAgents": [3]}, "field 'config.callableAgents[0]': Expected `str`", id="int-agent"),
+        pytest.param({"maxStep": 5}, "field 'config': Object contains unknown field `maxStep`", id="misspelt"),
+        pytest.param({"mcpServers": [{"name": "m"}]}, "field 'config.mcpServers[0]': Object missing required field `url`", id="mcp-no-url"),
+        pytest.param({"mcpServers": [{"name": "m", "command": ["sh"]}]}, "Object contains unknown field `command`", id="mcp-stdio"),
+        pytest.param({"mcpServers": [{"name": "m", "url": "http://h/mcp", "headers": {"A": "${ENV:HOME}"}}]},
+                     "field 'config.mcpServers[0].headers[...]': Expected `str` matching regex", id="mcp-env-reference"),
+        pytest.param({"mcpServers": [{"name": "m.x", "url": "http://h/mcp"}]}, "config.mcpServers[0].name", id="mcp-bad-name"),
+    ],
+)  # fmt: skip
+async def test_an_ill_typed_config_is_refused_naming_the_field(
+    client: httpx.AsyncClient, tenant_a: Tenant, config: dict[str, object], expected: str
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    r = await save(client, tenant_a, agency_id, {"name": "bad", "config": config})
+    assert r.status_code == 400, r.text
+    assert expected in r.json()["error"]
+
+
+async def test_config_is_camel_case_over_http_and_snake_case_in_the_log(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    config = {
+        "maxSteps": 7,
+        "tokenBudget": 5000,
+        "hitl": {"tools": ["send_email"]},
+        "subagents": {
+            "subagents": [
+                "w",
+                {"name": "h", "resumable": True, "maxInstances": 2},
+                {"name": "o", "optional": "USE_O"},
+            ]
+        },
+        "callableAgents": ["other"],
+        "mcpServers": [{"name": "calc", "url": "http://calc/mcp", "headers": {"X-Key": "k"}}],
+        "extra": {"myMiddleware": {"level": 3}},
+    }
+    r = await save(client, tenant_a, agency_id, {"name": "typed", "config": config})
+    assert r.status_code == 201, r.text
+    assert r.json()["config"] == config
+
+    (saved,) = [
+        e
+        for e in await bus.store.read(tenant_a.id, "agency", agency_id)
+        if e.type == "blueprint.saved"
+    ]
+    assert isinstance(saved.payload, BlueprintSaved)
+    stored = saved.payload.blueprint.config
+    assert (stored.max_steps, stored.token_budget, stored.callable_agents) == (7, 5000, ("other",))
+    assert b'"max_steps":7' in saved.raw and b'"max_instances":2' in saved.raw
+    assert b'"optional":"USE_O"' in saved.raw
+    assert stored.extra == {"myMiddleware": {"level": 3}}
+    assert [(m.name, m.url, m.headers) for m in stored.mcp_servers] == [
+        ("calc", "http://calc/mcp", {"X-Key": "k"})
+    ]
+
+    listed = (await client.get(f"/agency/{agency_id}/blueprints", headers=tenant_a.auth)).json()
+    assert next(b for b in listed if b["name"] == "typed")["config"] == config
+
+
+async def test_dual_ai_sides_are_camel_case_over_http(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    side_a = {"prompt": "A", "stopOnResponse": False, "stopTool": "pass_turn", "maxSteps": 3}
+    side_b = {"prompt": "B", "sessionStop": {"name": "approve", "messageProperty": "summary"}}
+    spec = {
+        "name": "pair",
+        "type": "dual_ai",
+        "sideA": side_a,
+        "sideB": side_b,
+        "maxSessionTurns": 4,
+    }
+    r = await save(client, tenant_a, agency_id, spec)
+    assert r.status_code == 201, r.text
+    assert r.json()["sideA"] == side_a and r.json()["sideB"] == side_b
+
+    old = {"name": "pair2", "type": "dual_ai", "sideA": {"prompt": "A", "stop_tool": "x"}}
+    refused = await save(client, tenant_a, agency_id, old)
+    assert refused.status_code == 400 and "unknown field `stop_tool`" in refused.json()["error"]
+
+
+async def test_a_save_command_over_nats_with_an_ill_typed_config_is_dead_lettered(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus
+) -> None:
+    """A client on the bus, not the API: the registry refuses it with the field named."""
+    agency_id = await create_agency(client, tenant_a)
+    bad = BlueprintSpec(name="bad", config=BlueprintConfig(max_steps=True))
+    await bus.commands.send(tenant_a.id, SaveBlueprint(agency_id=agency_id, blueprint=bad))
+
+    async def dead_lettered() -> None:
+        letters = await dead_letters_for(bus, tenant_a.id)
+        assert [reason for reason, _, _ in letters] == ["undecodable"]
+        assert "Expected `int | null`, got `bool`" in letters[0][1]
+        assert "$.payload.blueprint.config.max_steps" in letters[0][1]
+
+    await assert_eventually(dead_lettered, timeout=10)
+    events = await bus.store.read(tenant_a.id, "agency", agency_id)
+    assert [e.type for e in events] == ["agency.created"]

@@ -1,0 +1,59 @@
+"""Per-tenant invoke limits over HTTP: 429 with Retry-After, one tenant never another's."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import httpx
+
+from contracts.events import RunStarted
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import EventContext
+from services.api.limits import InvokeLimiter
+from services.runtime.fairness import FairnessLimits
+from tests.api.conftest import Api, Thread, create_tenant, create_thread, running_api
+from tests.helpers import assert_eventually
+
+
+async def test_invokes_beyond_the_rate_answer_429_with_retry_after_for_that_tenant_only(
+    client: httpx.AsyncClient, api: Api, thread_a: Thread
+) -> None:
+    # One token per 100 s: the third invoke is refused however slowly the three are sent.
+    limits = FairnessLimits(invokes_per_second=0.01, invoke_burst=2, max_active_runs=0)
+    deps = replace(api.deps, limiter=InvokeLimiter(limits))
+    thread_b = await create_thread(client, await create_tenant(client, api, "b"))
+    async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as other:
+        codes = [
+            (await other.post(f"{thread_a.path}/invoke", json={}, headers=thread_a.tenant.auth))
+            for _ in range(3)
+        ]
+        assert [r.status_code for r in codes] == [202, 202, 429]
+        refused = codes[2]
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert "per second per tenant" in refused.json()["error"]
+        r = await other.post(f"{thread_b.path}/invoke", json={}, headers=thread_b.tenant.auth)
+        assert r.status_code == 202
+
+
+async def test_an_invoke_beyond_the_active_run_limit_answers_429(
+    client: httpx.AsyncClient, api: Api, bus: Bus, thread_a: Thread
+) -> None:
+    tenant = thread_a.tenant.id
+    position = await bus.store.last_position(tenant, "thread", thread_a.thread_id)
+    await bus.store.append(
+        tenant, "thread", thread_a.thread_id,
+        [RunStarted(run_id="run_active1", agent_type="assistant", max_steps=5)],
+        expected=position,
+        context=EventContext(agency_id=thread_a.agency_id, thread_id=thread_a.thread_id),
+    )  # fmt: skip
+    limits = FairnessLimits(invokes_per_second=0, max_active_runs=1)
+    deps = replace(api.deps, limiter=InvokeLimiter(limits))
+    async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as other:
+
+        async def refused() -> httpx.Response:
+            r = await other.post(f"{thread_a.path}/invoke", json={}, headers=thread_a.tenant.auth)
+            assert r.status_code == 429, r.text
+            return r
+
+        r = await assert_eventually(refused, timeout=10)
+    assert r.headers["Retry-After"] == "1" and "1 active runs" in r.json()["error"]

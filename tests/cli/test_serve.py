@@ -1,0 +1,73 @@
+"""`agency serve NAME` as a process: a service that fails is restarted, the process lives on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import asyncpg
+
+from contracts.ids import new_id
+from infra.db import migrate
+from infra.endpoints import Endpoints, write_endpoints
+from infra.jetstream.connection import Bus
+from projections.catalog import ALL
+from tests.helpers import assert_eventually
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def test_serve_restarts_a_service_started_before_its_database_then_serves(
+    tmp_path: Path, bus: Bus, nats_url: str, database_url: str
+) -> None:
+    name = "serve" + new_id().lower()
+    url = database_url.rsplit("/", 1)[0] + "/" + name
+    del bus  # the streams exist: only the database is missing
+    write_endpoints(tmp_path, Endpoints(pid=os.getpid(), nats_url=nats_url, database_url=url))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "serve", "projector", "--data-dir", str(tmp_path),
+        cwd=REPO, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        # The database does not exist yet: the projector fails, and is restarted.
+        log = b""
+        async with asyncio.timeout(60):
+            while log.count(b"service failed, restarting") < 2:
+                line = await proc.stderr.readline()
+                assert line, f"agency serve exited: {log.decode()[-2000:]}"
+                log += line
+        assert proc.returncode is None
+        rest = asyncio.create_task(proc.stderr.read())
+
+        admin = await asyncpg.connect(database_url, timeout=10)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close(timeout=5)
+        conn = await asyncpg.connect(url, timeout=10)
+        try:
+            await migrate(conn)
+
+            async def projecting() -> None:
+                count = await conn.fetchval("SELECT count(*) FROM agency_projection_checkpoints")
+                assert count == len(ALL)
+
+            try:
+                await assert_eventually(projecting, timeout=60, interval=0.2)
+            except AssertionError:
+                proc.kill()
+                raise AssertionError((await rest).decode()[-3000:]) from None
+        finally:
+            await conn.close(timeout=5)
+        assert proc.returncode is None
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), timeout=30) == 0
+        await asyncio.wait_for(rest, timeout=10)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

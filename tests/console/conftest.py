@@ -1,0 +1,250 @@
+"""The console in a real browser: Debian's chromium driven by Playwright, against the whole
+system in the test process (every service, the API, real NATS and PostgreSQL, the fake
+model over HTTP).
+
+The API is given an agent system one change newer than the runtime's (the `worker`
+blueprint also holds `write_file` for approval), as if the code had changed since the runs
+were recorded: re-execution in the console then has a real divergence to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import msgspec
+import pytest
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+
+from contracts.events.registry import HitlConfig
+from contracts.ids import new_id
+from infra.db import create_pool, migrate
+from infra.jetstream.connection import Bus
+from infra.jetstream.streams import provision
+from infra.launch import NatsServer
+from projections.setup import prepare_read_models
+from services.agents.system import AgentSystem
+from services.api.deps import ApiDeps, ApiSettings
+from services.api.server import run_api
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.stack import StackConfig, run_stack
+from tests.runtime.conftest import make_system
+
+ADMIN = "admin-" + secrets.token_urlsafe(12)
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+CHROMIUM = os.environ.get("AGENCY_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def newer_system() -> AgentSystem:
+    """The test system with one change: a worker's file writes wait for approval."""
+    system = make_system()
+    worker = system.blueprints["worker"]
+    hitl = HitlConfig(tools=("lookup_guarded", "write_file"))
+    config = msgspec.structs.replace(worker.config, hitl=hitl)
+    return system.add_agent(msgspec.structs.replace(worker, config=config))
+
+
+@pytest.fixture(scope="package")
+async def nats_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    """A NATS of this package's own: the thousands of events its scale tests write stay
+    out of the stream that other packages' projectors read from the start."""
+    root = tmp_path_factory.mktemp("console") / "nats"
+    async with NatsServer(root, sync_interval="default") as server:
+        yield server.url
+
+
+@pytest.fixture(scope="package")
+async def bus(nats_url: str) -> AsyncIterator[Bus]:
+    async with Bus(nats_url, name="console-tests") as connected:
+        await provision(connected.js)
+        yield connected
+
+
+@dataclass
+class Stack:
+    url: str
+    llm: FakeLLMServer
+    bus: Bus
+
+
+async def _database(database_url: str) -> str:
+    name = "c" + new_id().lower()
+    admin = await asyncpg.connect(database_url, timeout=10)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return database_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="package")
+async def stack(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Stack]:
+    db_url = await _database(database_url)
+    pool = await create_pool(db_url, max_size=10)
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    await prepare_read_models(pool)
+    stop = asyncio.Event()
+    async with FakeLLMServer(instant=True) as llm:
+        provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+        api_bus = await Bus(nats_url, name="console-api").connect()
+        deps = ApiDeps(
+            pool=pool, bus=api_bus, system=newer_system(), settings=ApiSettings(admin_secret=ADMIN)
+        )
+        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        config = StackConfig(
+            nats_url=nats_url, database_url=db_url, system=make_system(), provider=provider
+        )
+        tasks = [
+            asyncio.create_task(run_stack(config, stop)),
+            asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
+        ]
+        try:
+            url = await asyncio.wait_for(asyncio.shield(started), timeout=20)
+            yield Stack(url=url, llm=llm, bus=bus)
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+            await provider.close()
+            await api_bus.close()
+            await asyncio.wait_for(pool.close(), timeout=10)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    id: str
+    key: str
+
+    def http(self, stack: Stack) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self.key}"}
+        return httpx.AsyncClient(base_url=stack.url, timeout=20, headers=headers)
+
+
+@pytest.fixture
+async def tenant(stack: Stack) -> Tenant:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=20) as admin:
+        r = await admin.post(
+            "/tenants", json={"name": "console"}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert r.status_code == 201, r.text
+        return Tenant(id=r.json()["tenantId"], key=r.json()["apiKey"])
+
+
+@pytest.fixture(scope="package")
+async def browser() -> AsyncIterator[Browser]:
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"no chromium at {CHROMIUM}: apt-get install -y chromium (see .ci/run)")
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000
+        )
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+@pytest.fixture
+async def page(browser: Browser, stack: Stack, tenant: Tenant) -> AsyncIterator[Page]:
+    """A signed-in page; the test fails on any script error or failed asset."""
+    context = await browser.new_context(viewport={"width": 1440, "height": 880})
+    tab = await context.new_page()
+    tab.set_default_timeout(15_000)
+    problems: list[str] = []
+    tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            problems.append(f"console error: {message.text}")
+
+    tab.on("console", on_console)
+    await tab.goto(f"{stack.url}/#key={tenant.key}")
+    try:
+        yield tab
+    finally:
+        await context.close()
+    # Refused API calls the test makes on purpose answer 4xx: the console shows them.
+    unexpected = [p for p in problems if "status of 4" not in p]
+    if id(tab) in NETWORK_ERRORS_EXPECTED:
+        NETWORK_ERRORS_EXPECTED.discard(id(tab))
+        unexpected = [p for p in unexpected if "net::ERR_" not in p]
+    assert not unexpected, unexpected
+
+
+class CuttableProxy:
+    """A TCP proxy in front of the API whose open connections a test can cut, as a network
+    failure would (EventSource then reconnects by itself, sending Last-Event-ID)."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.removeprefix("http://").split(":")
+        self._target = (host, int(port))
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._server: asyncio.Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> CuttableProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await asyncio.wait_for(self._server.wait_closed(), timeout=5)
+
+    def cut(self) -> int:
+        """Close every open connection; returns how many there were."""
+        writers, self._writers = self._writers, set()
+        for writer in writers:
+            writer.transport.abort()
+        return len(writers)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+# Pages whose test expects failed requests (it cuts connections on purpose).
+NETWORK_ERRORS_EXPECTED: set[int] = set()
+
+
+async def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SHOTS / f"{name}.png"))

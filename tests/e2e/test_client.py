@@ -1,0 +1,134 @@
+"""The Python client (async and sync) and the `agency threads` commands built on it, against
+the whole system over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from contextlib import aclosing
+from pathlib import Path
+
+import pytest
+
+from infra.endpoints import Endpoints, write_endpoints
+from services.client import AgencyClient, ApiError, AsyncAgencyClient
+from services.llm.fake_scripts import ScriptStep
+from tests.e2e.conftest import Client
+from tests.helpers import assert_eventually
+
+WAIT = 30.0
+
+
+def key_of(client: Client) -> str:
+    return client.http.headers["Authorization"].removeprefix("Bearer ")
+
+
+def call(tool: str, **arguments: object) -> dict[str, object]:
+    return {"name": tool, "arguments": arguments}
+
+
+async def test_async_client_runs_follows_and_approves(client: Client) -> None:
+    key = "client-hitl-" + client.agency
+    client.llm.script(key, [
+        ScriptStep(tool_calls=[call("lookup", word="x")]),
+        ScriptStep(content="looked it up"),
+    ])  # fmt: skip
+    async with AsyncAgencyClient(str(client.http.base_url), key_of(client)) as api:
+        blueprints = {b.name for b in await api.list_blueprints(client.agency)}
+        assert {"worker", "approver"} <= blueprints
+        thread = await api.create_thread(client.agency, "approver")
+        run = await api.invoke(client.agency, thread.id, key)
+        assert run.status in ("running", "paused")
+        async with (
+            asyncio.timeout(WAIT),
+            aclosing(api.follow(client.agency, thread.id, run.run_id)) as events,
+        ):
+            seen = [event async for event in events]
+        assert seen[-1].type == "run.paused" and seen[-1].data["reason"] == "hitl"
+        assert all(e.run_id == run.run_id for e in seen)
+        (interrupt,) = [e for e in seen if e.type == "hitl.interrupt"]
+        assert interrupt.data["proposedToolCalls"][0]["name"] == "lookup"
+
+        await api.approve(client.agency, thread.id, True)
+        after = seen[-1].seq + 1
+        assert await api.wait(client.agency, thread.id, run.run_id, WAIT, after) == "completed"
+
+        async def projected() -> None:  # read models follow the log
+            state = await api.state(client.agency, thread.id)
+            assert state.run.status == "completed"
+            assert state.state.messages[-1].content == "looked it up"
+            page = await api.events(client.agency, thread.id, types=["run.completed"])
+            assert [e.data["runId"] for e in page.events] == [run.run_id]
+
+        await assert_eventually(projected, timeout=WAIT)
+        assert [t.id for t in await api.list_threads(client.agency)] == [thread.id]
+
+        with pytest.raises(ApiError) as missing:
+            await api.state(client.agency, "nothread")
+        assert missing.value.status == 404 and "nothread" in missing.value.message
+
+
+async def test_sync_client_runs_and_cancels(client: Client) -> None:
+    key = "client-sync-" + client.agency
+    client.llm.script(key, [ScriptStep(content="slow", delay_ms=10_000)])
+    url, api_key = str(client.http.base_url), key_of(client)
+
+    def scenario() -> tuple[str, str]:
+        with AgencyClient(url, api_key) as api:
+            thread = api.create_thread(client.agency, "worker")
+            run = api.invoke(client.agency, thread.id, key)
+            api.cancel(client.agency, thread.id, "no time")
+            return run.status, api.wait(client.agency, thread.id, run.run_id, WAIT)
+
+    # The server runs on this loop: the blocking client gets a thread of its own.
+    started, ended = await asyncio.to_thread(scenario)
+    assert started == "running" and ended == "canceled"
+
+
+async def agency_cli(data_dir: Path, *args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "threads", *args, "--data-dir", str(data_dir),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "AGENCY_LOG_FORMAT": "console"},
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        output, _ = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+async def test_threads_commands_create_invoke_follow_approve_and_list(
+    client: Client, tmp_path: Path
+) -> None:
+    write_endpoints(
+        tmp_path,
+        Endpoints(
+            pid=os.getpid(),
+            nats_url="nats://unused",
+            database_url="postgresql://unused",
+            api_url=str(client.http.base_url),
+            api_key=key_of(client),
+        ),
+    )
+    key = "cli-hitl-" + client.agency
+    client.llm.script(key, [
+        ScriptStep(content="Let me look.", tool_calls=[call("lookup", word="cli")]),
+        ScriptStep(content="found it"),
+    ])  # fmt: skip
+    code, created = await agency_cli(tmp_path, "create", "approver")
+    assert code == 0, created
+    thread = created.strip().splitlines()[-1]
+
+    code, out = await agency_cli(tmp_path, "invoke", thread, key, "--follow")
+    assert code == 0, out
+    assert "▶ run" in out and "awaiting approval: lookup" in out and "⏸ paused (hitl)" in out
+
+    code, out = await agency_cli(tmp_path, "approve", thread)
+    assert code == 0 and "approved" in out, out
+    code, out = await agency_cli(tmp_path, "ls")
+    assert code == 0 and thread in out, out
+
+    code, out = await agency_cli(tmp_path, "invoke", "nosuchthread", "hi")
+    assert code == 1 and "no thread nosuchthread" in out, out

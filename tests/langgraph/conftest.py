@@ -1,0 +1,56 @@
+"""The whole system with the fake model answering after some latency, and the official
+`langgraph-sdk` client pointed at its `/langgraph` routes with a fresh tenant's key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from infra.jetstream.connection import Bus
+from infra.launch import NatsServer
+from services.llm.fake_server import FakeLLMServer
+from tests.e2e.conftest import ADMIN, running_system
+
+
+@dataclass
+class LangGraph:
+    client: LangGraphClient
+    llm: FakeLLMServer
+    agency: str
+    url: str
+    key: str
+
+
+@pytest.fixture(scope="package")
+async def lg_system(
+    nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
+) -> AsyncIterator[tuple[str, FakeLLMServer]]:
+    async with (
+        FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm,
+        running_system(nats_url, database_url, nats_server, llm) as url,
+    ):
+        yield url, llm
+
+
+@pytest.fixture
+async def lg(lg_system: tuple[str, FakeLLMServer]) -> AsyncIterator[LangGraph]:
+    """A new tenant with an agency named `default`, and the SDK client for it."""
+    url, llm = lg_system
+    async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        r = await http.post(
+            "/tenants", json={"name": "lg"}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert r.status_code == 201, r.text
+        key = r.json()["apiKey"]
+        r = await http.post(
+            "/agencies", json={"name": "default"}, headers={"Authorization": f"Bearer {key}"}
+        )
+        assert r.status_code == 201, r.text
+        agency = r.json()["id"]
+    async with get_client(url=f"{url}/langgraph", api_key=key, timeout=60) as client:
+        yield LangGraph(client=client, llm=llm, agency=agency, url=url, key=key)

@@ -1,0 +1,133 @@
+"""Assistants and threads through the official LangGraph SDK client."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    NotFoundError,
+)
+
+from services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import LangGraph
+from tests.langgraph.helpers import ask
+
+
+async def test_assistants_are_the_agencys_blueprints(lg: LangGraph) -> None:
+    found = await lg.client.assistants.search(limit=100)
+    names = {a["assistant_id"] for a in found}
+    assert {"worker", "approver", "manager"} <= names
+    (worker,) = await lg.client.assistants.search(graph_id="worker")
+    assert worker["graph_id"] == "worker" and worker["metadata"]["agency_id"] == lg.agency
+    got = await lg.client.assistants.get("approver")
+    assert got["assistant_id"] == "approver" and got["version"] == 1
+    with pytest.raises(NotFoundError, match="nosuch"):
+        await lg.client.assistants.get("nosuch")
+
+
+async def test_the_sdk_key_header_is_required(lg: LangGraph) -> None:
+    async with get_client(url=f"{lg.url}/langgraph", api_key="ak_wrong_key") as bad:
+        with pytest.raises(AuthenticationError):
+            await bad.assistants.search()
+
+
+async def test_thread_create_get_search_state_and_history(lg: LangGraph) -> None:
+    key = "lg-threads-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="hello back")])
+    thread = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
+    thread_id = thread["thread_id"]
+    assert thread["status"] == "idle" and thread["metadata"]["user"] == "ann"
+    assert thread["metadata"]["graph_id"] == "worker"
+    other = await lg.client.threads.create(graph_id="approver")
+
+    result = await lg.client.runs.wait(
+        thread_id, "worker", input={"messages": [{"role": "user", "content": key}]}
+    )
+    assert isinstance(result, dict)
+    assert [m["type"] for m in result["messages"]] == ["human", "ai"]
+    assert result["messages"][-1]["content"] == "hello back"
+
+    got = await lg.client.threads.get(thread_id)
+    assert got["status"] == "idle" and got["values"]["messages"][-1]["content"] == "hello back"
+
+    mine = await lg.client.threads.search(metadata={"user": "ann"})
+    assert [t["thread_id"] for t in mine] == [thread_id]
+    both = {t["thread_id"] for t in await lg.client.threads.search(limit=10)}
+    assert both == {thread_id, other["thread_id"]}
+    approvers = await lg.client.threads.search(metadata={"graph_id": "approver"})
+    assert [t["thread_id"] for t in approvers] == [other["thread_id"]]
+
+    state = await lg.client.threads.get_state(thread_id)
+    assert state["values"]["messages"][-1]["content"] == "hello back"
+    assert state["next"] == [] and state["interrupts"] == []
+    history = await lg.client.threads.get_history(thread_id, limit=5)
+    assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    assert [len(h["values"]["messages"]) for h in history] == [2, 1]
+    assert (
+        history[0]["parent_checkpoint"]["checkpoint_id"]
+        == (history[1]["checkpoint"]["checkpoint_id"])
+    )
+    earlier = await lg.client.threads.get_history(
+        thread_id, before=history[0]["checkpoint"]["checkpoint_id"]
+    )
+    assert [len(h["values"]["messages"]) for h in earlier] == [1]
+    past = await lg.client.threads.get_state(
+        thread_id, checkpoint_id=history[1]["checkpoint"]["checkpoint_id"]
+    )
+    assert [m["type"] for m in past["values"]["messages"]] == ["human"]
+
+
+async def test_a_thread_created_without_assistant_is_bound_by_its_first_run(
+    lg: LangGraph,
+) -> None:
+    """As UIs built on the SDK do: create a thread, then run an assistant on it."""
+    key = "lg-unbound-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="bound now")])
+    thread = await lg.client.threads.create()
+    thread_id = thread["thread_id"]
+    assert thread["status"] == "idle" and thread["values"]["messages"] == []
+    assert (await lg.client.threads.get(thread_id))["thread_id"] == thread_id
+    assert (await lg.client.threads.get_state(thread_id))["values"]["messages"] == []
+    assert await lg.client.threads.get_history(thread_id) == []
+    final = await lg.client.runs.wait(thread_id, "approver", input=ask(key))
+    assert isinstance(final, dict) and final["messages"][-1]["content"] == "bound now"
+    got = await lg.client.threads.get(thread_id)
+    assert got["metadata"]["graph_id"] == "approver"
+    with pytest.raises(ConflictError, match="assistant"):
+        await lg.client.runs.create(thread_id, "worker", input=ask("x"))
+
+
+async def test_thread_errors_say_what_does_not_map(lg: LangGraph) -> None:
+    with pytest.raises(BadRequestError, match="graph_id"):
+        await lg.client.threads.create(metadata={"user": "bob"})
+    with pytest.raises(BadRequestError, match="strings"):
+        await lg.client.threads.create(graph_id="worker", metadata={"n": 1})
+    with pytest.raises(NotFoundError):
+        await lg.client.threads.get("01JD0000000000000000000000")
+
+
+async def test_the_agency_is_the_header_s_else_the_default_one(lg: LangGraph) -> None:
+    headers = {"Authorization": f"Bearer {lg.key}"}
+    async with httpx.AsyncClient(base_url=lg.url, headers=headers, timeout=20) as http:
+        r = await http.post("/agencies", json={"name": "second"})
+        assert r.status_code == 201, r.text
+        second = r.json()["id"]
+        r = await http.post("/agencies", json={"name": "third"})
+        assert r.status_code == 201, r.text
+    (worker,) = await lg.client.assistants.search(graph_id="worker")
+    assert worker["metadata"]["agency_id"] == lg.agency, "the agency named default"
+    url = f"{lg.url}/langgraph"
+    async with get_client(url=url, api_key=lg.key, headers={"x-agency-id": second}) as there:
+        (worker,) = await there.assistants.search(graph_id="worker")
+        assert worker["metadata"]["agency_id"] == second
+        thread = await there.threads.create(graph_id="worker")
+        assert thread["metadata"]["agency_id"] == second
+        assert [t["thread_id"] for t in await there.threads.search()] == [thread["thread_id"]]
+    assert await lg.client.threads.search() == []
+    async with get_client(url=url, api_key=lg.key, headers={"x-agency-id": "nosuch"}) as bad:
+        with pytest.raises(NotFoundError, match="nosuch"):
+            await bad.assistants.search()

@@ -1,0 +1,194 @@
+"""Runs through the official LangGraph SDK client: wait, background runs and join, the four
+stream modes, cancel, and each multitask strategy."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph_sdk.errors import BadRequestError, ConflictError
+
+from services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import LangGraph
+from tests.langgraph.helpers import ask, call, collect, until_status
+
+
+async def _thread(lg: LangGraph, assistant: str = "worker") -> str:
+    return str((await lg.client.threads.create(graph_id=assistant))["thread_id"])
+
+
+async def test_stream_values_ends_with_the_answer(lg: LangGraph) -> None:
+    key = "lg-values-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="all done here")])
+    thread = await _thread(lg)
+    parts = await collect(lg.client.runs.stream(thread, "worker", input=ask(key)))
+    assert parts[0].event == "metadata" and parts[0].data["run_id"]
+    values = [p for p in parts if p.event == "values"]
+    assert [m["type"] for m in values[-1].data["messages"]] == ["human", "ai"]
+    assert values[-1].data["messages"][-1]["content"] == "all done here"
+    ids = [int(p.id) for p in parts[1:] if p.id is not None]
+    assert ids == sorted(ids) and len(ids) == len(parts) - 1
+
+
+async def test_stream_updates_name_the_model_and_the_tools(lg: LangGraph) -> None:
+    key = "lg-updates-" + lg.agency
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[call("lookup", word="x")]),
+            ScriptStep(content="found it"),
+        ],
+    )
+    thread = await _thread(lg)
+    parts = await collect(
+        lg.client.runs.stream(thread, "worker", input=ask(key), stream_mode="updates")
+    )
+    updates = [p.data for p in parts if p.event == "updates"]
+    nodes = [next(iter(u)) for u in updates]
+    assert nodes == ["model", "tools", "model"]
+    (proposed,) = updates[0]["model"]["messages"][0]["tool_calls"]
+    assert proposed["name"] == "lookup" and proposed["args"] == {"word": "x"}
+    assert updates[1]["tools"]["messages"][0]["tool_call_id"] == proposed["id"]
+    assert updates[2]["model"]["messages"][0]["content"] == "found it"
+
+
+async def test_stream_messages_tuple_streams_the_tokens(lg: LangGraph) -> None:
+    key = "lg-tokens-" + lg.agency
+    text = "one two three four five six seven eight"
+    lg.llm.script(key, [ScriptStep(content=text, stream_delay_ms=40)])
+    thread = await _thread(lg)
+    parts = await collect(
+        lg.client.runs.stream(thread, "worker", input=ask(key), stream_mode="messages-tuple")
+    )
+    chunks = [p.data for p in parts if p.event == "messages"]
+    assert len(chunks) > 1, "the tokens arrive in several chunks"
+    assert "".join(chunk["content"] for chunk, _ in chunks) == text
+    assert {chunk["id"] for chunk, _ in chunks} == {chunks[0][0]["id"]}
+    assert all(meta["langgraph_node"] == "model" for _, meta in chunks)
+    state = await lg.client.threads.get_state(thread)
+    assert state["values"]["messages"][-1]["id"] == chunks[0][0]["id"]
+
+
+async def test_stream_events_follows_the_model_and_tools(lg: LangGraph) -> None:
+    key = "lg-events-" + lg.agency
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[call("lookup", word="y")]),
+            ScriptStep(content="evented in a few words", stream_delay_ms=40),
+        ],
+    )
+    thread = await _thread(lg)
+    parts = await collect(
+        lg.client.runs.stream(thread, "worker", input=ask(key), stream_mode=["events"])
+    )
+    kinds = [p.data["event"] for p in parts if p.event == "events"]
+    assert kinds[0] == "on_chain_start" and kinds[-1] == "on_chain_end"
+    for kind in (
+        "on_chat_model_start",
+        "on_chat_model_stream",
+        "on_chat_model_end",
+        "on_tool_start",
+        "on_tool_end",
+    ):
+        assert kind in kinds
+    ends = [p.data for p in parts if p.event == "events" and p.data["event"] == "on_tool_end"]
+    assert ends[0]["name"] == "lookup"
+
+
+async def test_background_run_is_joined(lg: LangGraph) -> None:
+    key = "lg-join-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="joined", delay_ms=300)])
+    thread = await _thread(lg)
+    run = await lg.client.runs.create(thread, "worker", input=ask(key))
+    assert run["status"] in ("pending", "running") and run["thread_id"] == thread
+    final = await lg.client.runs.join(thread, run["run_id"])
+    assert final["messages"][-1]["content"] == "joined"
+    got = await lg.client.runs.get(thread, run["run_id"])
+    assert got["status"] == "success" and got["assistant_id"] == "worker"
+    assert [r["run_id"] for r in await lg.client.runs.list(thread)] == [run["run_id"]]
+
+
+async def test_cancel_ends_the_active_run(lg: LangGraph) -> None:
+    key = "lg-cancel-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="never", delay_ms=20_000)])
+    thread = await _thread(lg)
+    run = await lg.client.runs.create(thread, "worker", input=ask(key))
+    await until_status(lg.client, thread, run["run_id"], {"running"})
+    await lg.client.runs.cancel(thread, run["run_id"], wait=True)
+    assert (await lg.client.runs.get(thread, run["run_id"]))["status"] == "interrupted"
+    assert (await lg.client.threads.get(thread))["status"] == "idle"
+    with pytest.raises(ConflictError, match="only the thread's active run"):
+        await lg.client.runs.cancel(thread, run["run_id"])
+    with pytest.raises(BadRequestError, match="rollback"):
+        await lg.client.runs.cancel(thread, run["run_id"], action="rollback")
+
+
+async def _busy(lg: LangGraph, name: str, delay_ms: int) -> tuple[str, str, str]:
+    key = f"lg-{name}-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content=f"{name} first", delay_ms=delay_ms)])
+    # The longest key mentioned wins, by step: the second run answers at step 0 or 1.
+    lg.llm.script(key + "-2", [ScriptStep(content=f"{name} second")] * 2)
+    thread = await _thread(lg)
+    first = await lg.client.runs.create(thread, "worker", input=ask(key))
+    await until_status(lg.client, thread, first["run_id"], {"running"})
+    return thread, first["run_id"], key + "-2"
+
+
+async def test_multitask_reject_is_the_default(lg: LangGraph) -> None:
+    thread, first, second = await _busy(lg, "reject", 20_000)
+    with pytest.raises(ConflictError, match="busy"):
+        await lg.client.runs.create(thread, "worker", input=ask(second))
+    with pytest.raises(ConflictError, match="busy"):
+        await lg.client.runs.create(
+            thread, "worker", input=ask(second), multitask_strategy="reject"
+        )
+    assert (await lg.client.runs.get(thread, first))["status"] == "running"
+    await lg.client.runs.cancel(thread, first, wait=True)
+
+
+async def test_multitask_enqueue_runs_after_the_active_run(lg: LangGraph) -> None:
+    thread, first, second = await _busy(lg, "enqueue", 1_500)
+    queued = await lg.client.runs.create(
+        thread, "worker", input=ask(second), multitask_strategy="enqueue"
+    )
+    assert queued["status"] == "pending" and queued["multitask_strategy"] == "enqueue"
+    final = await lg.client.runs.join(thread, queued["run_id"])
+    contents = [m["content"] for m in final["messages"]]
+    assert contents[1] == "enqueue first" and contents[-1] == "enqueue second"
+    assert (await lg.client.runs.get(thread, first))["status"] == "success"
+
+
+async def test_multitask_interrupt_cancels_the_active_run(lg: LangGraph) -> None:
+    thread, first, second = await _busy(lg, "interrupt", 20_000)
+    final = await lg.client.runs.wait(
+        thread, "worker", input=ask(second), multitask_strategy="interrupt"
+    )
+    assert isinstance(final, dict)
+    assert final["messages"][-1]["content"] == "interrupt second"
+    assert (await lg.client.runs.get(thread, first))["status"] == "interrupted"
+
+
+async def test_multitask_rollback_does_not_map(lg: LangGraph) -> None:
+    thread = await _thread(lg)
+    with pytest.raises(BadRequestError, match="rollback"):
+        await lg.client.runs.create(thread, "worker", input=ask("x"), multitask_strategy="rollback")
+    with pytest.raises(ConflictError, match="assistant"):
+        await lg.client.runs.create(thread, "approver", input=ask("x"))
+    with pytest.raises(BadRequestError, match="interrupt_before"):
+        await lg.client.runs.create(thread, "worker", input=ask("x"), interrupt_before="*")
+
+
+async def test_a_stateless_run_gets_a_thread_of_its_own(lg: LangGraph) -> None:
+    key = "lg-stateless-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="no thread needed")] * 2)
+    created: list[dict[str, object]] = []
+    final = await lg.client.runs.wait(
+        None, "worker", input=ask(key), on_run_created=lambda meta: created.append(dict(meta))
+    )
+    assert isinstance(final, dict) and final["messages"][-1]["content"] == "no thread needed"
+    (meta,) = created
+    thread = await lg.client.threads.get(str(meta["thread_id"]))
+    assert thread["metadata"]["graph_id"] == "worker" and thread["status"] == "idle"
+    parts = await collect(lg.client.runs.stream(None, "worker", input=ask(key)))
+    assert parts[-1].data["messages"][-1]["content"] == "no thread needed"
+    with pytest.raises(BadRequestError, match="no interrupt"):
+        await lg.client.runs.create(None, "worker", command={"resume": True})

@@ -1,0 +1,165 @@
+"""The whole system in the test process, driven by the official MCP client at `/mcp`:
+every service, the API, real NATS and PostgreSQL, the fake model over HTTP with latency."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+import httpx2
+import mcp_types as types
+import msgspec
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+
+from contracts.ids import new_id
+from infra.db import create_pool, migrate
+from infra.jetstream.connection import Bus
+from projections.setup import prepare_read_models
+from services.api.deps import ApiDeps, ApiSettings
+from services.api.server import run_api
+from services.api.tenant_scope import scope_session
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.stack import StackConfig, run_stack
+from tests.e2e.conftest import _database
+from tests.runtime.conftest import make_system
+
+ADMIN = "admin-" + secrets.token_urlsafe(12)
+
+
+@dataclass(frozen=True)
+class System:
+    url: str
+    llm: FakeLLMServer
+    deps: ApiDeps
+
+
+@dataclass(frozen=True)
+class Tenant:
+    url: str
+    llm: FakeLLMServer
+    key: str
+    agency: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    def http(self) -> httpx.AsyncClient:
+        """The HTTP API as this tenant, to check what a tool call did."""
+        return httpx.AsyncClient(
+            base_url=self.url, timeout=20, headers={"Authorization": f"Bearer {self.key}"}
+        )
+
+
+# One system per module: its runtime and tools service share the session's durable
+# consumers, so it must not be running while another module's services are.
+@pytest.fixture(scope="module")
+async def mcp_system(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[System]:
+    db_url = await _database(database_url)
+    pool = await create_pool(db_url, max_size=10, setup=scope_session)
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    await prepare_read_models(pool)
+    stop = asyncio.Event()
+    # Every model answer comes 20 to 80 ms late, so waits really wait.
+    async with FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm:
+        provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+        system = make_system()
+        api_bus = await Bus(nats_url, name="mcp-api").connect()
+        deps = ApiDeps(
+            pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN)
+        )
+        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        config = StackConfig(
+            nats_url=nats_url, database_url=db_url, system=system, provider=provider
+        )
+        tasks = [
+            asyncio.create_task(run_stack(config, stop)),
+            asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
+        ]
+        try:
+            url = await asyncio.wait_for(asyncio.shield(started), timeout=20)
+            yield System(url=url, llm=llm, deps=deps)
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+            await provider.close()
+            await api_bus.close()
+            await asyncio.wait_for(pool.close(), timeout=10)
+
+
+async def new_tenant(system: System) -> Tenant:
+    async with httpx.AsyncClient(base_url=system.url, timeout=20) as http:
+        r = await http.post(
+            "/tenants", json={"name": "mcp"}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert r.status_code == 201, r.text
+        key = r.json()["apiKey"]
+        r = await http.post(
+            "/agencies",
+            json={"name": "mcp-" + new_id()},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert r.status_code == 201, r.text
+        return Tenant(url=system.url, llm=system.llm, key=key, agency=r.json()["id"])
+
+
+@pytest.fixture
+async def caller(mcp_system: System) -> Tenant:
+    return await new_tenant(mcp_system)
+
+
+@asynccontextmanager
+async def mcp_session(
+    url: str, headers: dict[str, str], era: Literal["initialize", "discover"] = "initialize"
+) -> AsyncIterator[ClientSession]:
+    """An initialized MCP client session with the server at `url` + `/mcp`.
+
+    `initialize` opens it as clients of the 2025 revisions do, `discover` as those of the
+    2026-07-28 revision. Entered in the test itself, not in a fixture: the SDK's task
+    groups must be left by the task that entered them."""
+    timeout = httpx2.Timeout(20.0, read=120.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        if era == "initialize":
+            await session.initialize()
+        else:
+            await session.discover()
+        yield session
+
+
+async def call(
+    session: ClientSession, tool: str, progress: ProgressFnT | None = None, **arguments: Any
+) -> dict[str, Any]:
+    """The structured answer of a tool call that must succeed."""
+    result = await session.call_tool(tool, arguments, progress_callback=progress)
+    assert isinstance(result, types.CallToolResult)
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    # The text content says the same, for clients that read only text.
+    (text,) = result.content
+    assert isinstance(text, types.TextContent)
+    assert msgspec.json.decode(text.text) == result.structured_content
+    return result.structured_content
+
+
+async def refusal(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """The message of a tool call that must fail as a tool error."""
+    result = await session.call_tool(tool, arguments)
+    assert isinstance(result, types.CallToolResult)
+    assert result.is_error, result.structured_content
+    (text,) = result.content
+    assert isinstance(text, types.TextContent)
+    return text.text

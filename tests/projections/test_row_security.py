@@ -1,0 +1,66 @@
+"""Row-level security: the reader role sees only the rows of the tenant its session names."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from contracts.ids import new_id
+from infra.db import create_pool, migrate
+from projections.setup import prepare_read_models
+from projections.tenancy import READER, act_for_tenant
+from services.api.tenant_scope import current_tenant, scope_session
+
+
+async def _database(database_url: str) -> str:
+    name = "rls" + new_id().lower()
+    admin = await asyncpg.connect(database_url, timeout=10)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close(timeout=5)
+    return database_url.rsplit("/", 1)[0] + "/" + name
+
+
+async def test_a_query_without_the_tenant_setting_sees_nothing_and_with_it_only_its_rows(
+    database_url: str,
+) -> None:
+    url = await _database(database_url)
+    pool = await create_pool(url, max_size=2, setup=scope_session)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        await prepare_read_models(pool)
+        async with pool.acquire() as owner:  # the projector's side: writes everything
+            await owner.executemany(
+                "INSERT INTO agencies (tenant_id, agency_id, name, metadata, created_at) "
+                "VALUES ($1, $2, $3, '{}', now())",
+                [("ta", "a1", "A's"), ("ta", "a2", "A's too"), ("tb", "b1", "B's")],
+            )
+            assert await owner.fetchval("SELECT count(*) FROM agencies") == 3
+        conn = await asyncpg.connect(url, timeout=10)
+        try:
+            await conn.execute(f"SET ROLE {READER}")
+            assert await conn.fetchval("SELECT count(*) FROM agencies") == 0
+            assert await conn.fetchval("SELECT count(*) FROM threads") == 0
+            await act_for_tenant(conn, "ta")
+            rows = await conn.fetch("SELECT tenant_id, agency_id FROM agencies ORDER BY 2")
+            assert [tuple(r) for r in rows] == [("ta", "a1"), ("ta", "a2")]
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(
+                    "INSERT INTO agencies (tenant_id, agency_id, name, metadata, created_at) "
+                    "VALUES ('ta', 'x', 'x', '{}', now())"
+                )
+        finally:
+            await conn.close(timeout=5)
+        # The API's pool: a tenant's request reads as the tenant; a released session is reset.
+        token = current_tenant.set("tb")
+        try:
+            async with pool.acquire() as scoped:
+                assert await scoped.fetchval("SELECT count(*) FROM agencies") == 1
+        finally:
+            current_tenant.reset(token)
+        async with pool.acquire() as unscoped:
+            assert await unscoped.fetchval("SELECT count(*) FROM agencies") == 3
+    finally:
+        await pool.close()

@@ -1,0 +1,66 @@
+"""The pure decisions on approve and cancel: bound to their run, one decision per key."""
+
+from __future__ import annotations
+
+from contracts.commands import ApproveToolCalls, CancelRun
+from contracts.events import (
+    AnyEvent,
+    ChatMessage,
+    HitlInterrupt,
+    MessageAppended,
+    RequestAccepted,
+    RunCanceled,
+    RunPaused,
+    RunStarted,
+    ThreadCreated,
+    ToolCall,
+)
+from infra.jetstream.records import Position
+from services.replay.memstore import MemoryEventStore
+from services.runtime import commands
+from services.runtime.state import ThreadState, fold
+
+CALL = ToolCall(id="c1", name="lookup")
+
+
+def started(run_id: str) -> list[AnyEvent]:
+    return [
+        RequestAccepted(run_id=run_id, idempotency_key=run_id),
+        RunStarted(run_id=run_id, agent_type="worker", max_steps=5),
+    ]
+
+
+async def thread_with_run_2_paused() -> ThreadState:
+    """Run 1 canceled by a command with key `cancel-1`; run 2 paused for approval."""
+    store, position = MemoryEventStore(), Position()
+    decisions: list[tuple[list[AnyEvent], str | None]] = [
+        ([ThreadCreated(agency_id="ag", agent_type="worker"), *started("r1")], None),
+        ([RunCanceled(run_id="r1", reason="once")], "cancel-1"),
+        ([*started("r2"),
+          MessageAppended(run_id="r2", message=ChatMessage(role="assistant", tool_calls=(CALL,))),
+          HitlInterrupt(run_id="r2", proposed_tool_calls=(CALL,)),
+          RunPaused(run_id="r2", reason="hitl")], None),
+    ]  # fmt: skip
+    for events, key in decisions:
+        result = await store.append("t", "thread", "th", events, expected=position,
+                                    idempotency_key=key)  # fmt: skip
+        position = result.position
+    return fold("t", "th", await store.read("t", "thread", "th"))
+
+
+async def test_a_cancel_whose_key_was_decided_cancels_nothing_however_late() -> None:
+    state = await thread_with_run_2_paused()
+    again = CancelRun(agency_id="ag", thread_id="th", reason="once")
+    assert commands.cancel(state, again, "cancel-1") == ()
+    fresh = commands.cancel(state, again, "cancel-2")
+    assert isinstance(fresh[-1], RunCanceled) and fresh[-1].run_id == "r2"
+
+
+async def test_commands_bound_to_an_ended_run_do_nothing() -> None:
+    state = await thread_with_run_2_paused()
+    assert commands.cancel(state, CancelRun(agency_id="ag", thread_id="th", run_id="r1"), "k") == ()
+    old = ApproveToolCalls(agency_id="ag", thread_id="th", approved=True, run_id="r1")
+    assert commands.approve(state, old, "k") == ()
+    current = ApproveToolCalls(agency_id="ag", thread_id="th", approved=True, run_id="r2")
+    (resume,) = commands.approve(state, current, "k")
+    assert resume.run_id == "r2"  # type: ignore[union-attr]

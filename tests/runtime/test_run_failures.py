@@ -1,0 +1,135 @@
+"""A failure that a retry cannot fix ends the run with `run.error` saying what happened."""
+
+from __future__ import annotations
+
+from contracts.events import BlueprintSpec, ChatMessage, ToolCall
+from contracts.events.run import RUN_TERMINAL_TYPES
+from contracts.limits import is_truncated, limits
+from infra.jetstream.connection import Bus
+from infra.jetstream.leases import Leases
+from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.runtime.service import RuntimeService
+from tests.runtime.conftest import make_system, running_agents
+
+
+class BrokenBeforeModel(Middleware):
+    name = "broken-before-model"
+    tags = ("broken-before",)
+
+    async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:
+        raise ValueError("the plan cannot be built")
+
+
+class BrokenToolResult(Middleware):
+    name = "broken-tool-result"
+    tags = ("broken-result",)
+
+    async def on_tool_result(self, ctx: MiddlewareContext, call: ToolCall, result: str) -> None:
+        raise KeyError("missing")
+
+
+async def test_a_middleware_that_raises_ends_the_run_with_its_error(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    system = (
+        make_system()
+        .use(BrokenBeforeModel())
+        .add_agent(BlueprintSpec(name="broken", prompt="b", tags=("default", "broken-before")))
+    )
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+        thread = await agents.thread("broken")
+        run_id = await agents.invoke(thread, "anything")
+        events = await agents.wait_terminal(thread)
+    terminals = [e for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert [e.type for e in terminals] == ["run.error"]
+    error = terminals[0].payload
+    assert error.run_id == run_id
+    assert error.kind == "internal_error"
+    assert "ValueError: the plan cannot be built" in error.error
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert not any(e.type == "model.started" for e in events)
+
+
+async def test_a_failing_tool_hook_ends_the_run_and_answers_its_open_calls(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    key = "broken-hook-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[
+            {"name": "lookup", "arguments": {"word": "a"}},
+            {"name": "lookup", "arguments": {"word": "b"}},
+        ]),
+        ScriptStep(content="never reached"),
+    ])  # fmt: skip
+    system = (
+        make_system()
+        .use(BrokenToolResult())
+        .add_agent(
+            BlueprintSpec(name="hooked", prompt="h", tags=("default", "lookup", "broken-result"))
+        )
+    )
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+        thread = await agents.thread("hooked")
+        await agents.invoke(thread, key)
+        events = await agents.wait_terminal(thread)
+        # The thread stays usable: a next run starts from a valid conversation.
+        llm.script(key + "-next", [ScriptStep(content="fine again")])
+        await agents.invoke(thread, key + "-next")
+        events = await agents.wait_terminal(thread, count=2)
+    terminals = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert [type(t).__name__ for t in terminals] == ["RunError", "RunCompleted"]
+    assert "KeyError" in terminals[0].error
+    messages = [e.payload.message for e in events if e.type == "message.appended"]
+    calls = [c.id for m in messages for c in m.tool_calls]
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    assert set(calls) <= answered
+
+
+async def test_a_model_answer_larger_than_an_event_is_truncated_with_a_marker(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    key = "huge-answer-" + tenant
+    word = "w" * 999 + " "
+    llm.script(key, [ScriptStep(content=word * 3000)])  # 3 MB in 3,000 streamed pieces
+    async with running_agents(bus, nats_url, tenant, llm) as agents:
+        thread = await agents.thread()
+        await agents.invoke(thread, key)
+        events = await agents.wait_terminal(thread, timeout=60)
+    terminals = [e for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert [e.type for e in terminals] == ["run.completed"]
+    answer: ChatMessage = next(
+        e.payload.message
+        for e in events
+        if e.type == "message.appended" and e.payload.message.role == "assistant"
+    )
+    assert answer.content.startswith(word * 2)
+    assert is_truncated(answer.content)
+    assert len(answer.content.encode()) <= limits().max_message_bytes
+    streamed = sum(len(e.payload.delta) for e in events if e.type == "model.delta")
+    assert streamed <= limits().max_message_bytes
+
+
+async def test_a_trigger_dead_lettered_after_its_deliveries_ends_its_run(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    """What the trigger consumer does just before it dead-letters an exhausted trigger."""
+    key = "exhausted-" + tenant
+    llm.script(key, [ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}])])
+    async with running_agents(bus, nats_url, tenant, llm) as agents:
+        thread = await agents.thread("approver")  # pauses for a person: the run stays open
+        run_id = await agents.invoke(thread, key)
+        events = await agents.wait_for(thread, lambda es: es[-1].type == "run.paused")
+        trigger = next(e for e in events if e.type == "request.accepted")
+        leases = await Leases(bus.js, owner="test").open()
+        service = RuntimeService(
+            bus, make_system(), OpenAIProvider(base_url=llm.base_url, api_key="fake"), leases=leases
+        )
+        await service._on_trigger_dead_letter(trigger, "exhausted", "RuntimeError: boom")
+        events = await agents.wait_terminal(thread)
+    terminal = next(e.payload for e in events if e.type in RUN_TERMINAL_TYPES)
+    assert terminal.run_id == run_id
+    assert terminal.kind == "trigger_exhausted"
+    assert "RuntimeError: boom" in terminal.error

@@ -1,0 +1,48 @@
+"""A child created but never invoked (a crash between the two) is found and started."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts.events import RequestAccepted
+from services.llm.fake_scripts import ScriptStep
+from services.subagents.service import Coordinator
+from tests.runtime.conftest import Agents
+from tests.runtime.test_subagents import children, task, terminal
+
+
+async def test_a_child_whose_invoke_was_lost_is_started_once_it_exists(
+    agents: Agents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crash point: the spawn stops right after `registry.create_thread`, as if the
+    coordinator died there and its delivery was settled. Only the child's `thread.created`
+    is left to bring the child to life."""
+    finish = Coordinator._finish_spawn
+    lost: list[str] = []
+
+    async def crash_after_create(self: Coordinator, *args: Any, invoke_key: str) -> None:
+        if invoke_key.startswith("spawn-invoke:"):
+            lost.append(invoke_key)
+            return
+        await finish(self, *args, invoke_key=invoke_key)
+
+    monkeypatch.setattr(Coordinator, "_finish_spawn", crash_after_create)
+    key = "lost-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[task(f"child {key}")]),
+        ScriptStep(content="the child reported"),
+    ])  # fmt: skip
+    agents.llm.script(f"child {key}", [ScriptStep(content="child report")])
+    parent = await agents.thread("manager")
+    await agents.invoke(parent, key)
+
+    events = await agents.wait_terminal(parent, timeout=30)
+
+    assert lost, "the spawn never reached the crash point"
+    assert terminal(events) == ["run.completed"]
+    (child,) = children(events)
+    child_events = await agents.events(child)
+    assert terminal(child_events) == ["run.completed"]
+    assert sum(isinstance(e.payload, RequestAccepted) for e in child_events) == 1

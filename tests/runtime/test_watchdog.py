@@ -1,0 +1,134 @@
+"""The watchdog resumes runs that stopped moving and ends those that cannot move."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from contracts.envelope import utc_now
+from contracts.events import BlueprintSpec
+from contracts.events.run import RUN_TERMINAL_TYPES
+from infra.jetstream.connection import Bus
+from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
+from services.runtime.state import RunView, ThreadState
+from services.runtime.watchdog import Done, End, Later, Resume, WatchSettings, verdict
+from tests.runtime.conftest import make_system, running_agents
+
+SETTINGS = WatchSettings(stall_after=60, end_after=900)
+
+
+def _thread(status: str, idle: float, reason: str | None = None) -> ThreadState:
+    now = utc_now()
+    run = RunView(run_id="r1", status=status, reason=reason)  # type: ignore[arg-type]
+    return ThreadState(
+        tenant_id="t",
+        thread_id="th",
+        exists=True,
+        runs=(run,),
+        active_run_id="r1" if status in ("running", "paused") else None,
+        last_event_at=now - timedelta(seconds=idle),
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "idle", "reason", "leased", "expected"),
+    [
+        ("completed", 5000, None, False, Done()),
+        ("running", 10, None, False, Later(50)),
+        ("running", 5000, None, True, Later(60)),
+        ("running", 120, None, False, Resume(60)),
+        ("paused", 5000, "hitl", False, Resume(60)),
+        ("paused", 5000, "subagent", False, Resume(60)),
+    ],
+    ids=["ended", "recent", "leased", "stalled", "waiting-for-a-person", "waiting-for-children"],
+)
+def test_verdicts(
+    status: str, idle: float, reason: str | None, leased: bool, expected: object
+) -> None:
+    judged = verdict(_thread(status, idle, reason), "r1", utc_now(), leased, SETTINGS)
+    if isinstance(expected, Later) and isinstance(judged, Later):
+        assert judged.seconds == pytest.approx(expected.seconds, abs=1)
+    else:
+        assert judged == expected
+
+
+def test_a_run_without_progress_for_end_after_is_ended() -> None:
+    judged = verdict(_thread("running", 1000, None), "r1", utc_now(), False, SETTINGS)
+    assert isinstance(judged, End)
+    assert "no progress for 1000 s" in judged.reason
+
+
+def test_a_queued_run_behind_an_active_one_is_left_to_that_run_s_watch() -> None:
+    state = _thread("running", 5000)
+    state = replace(state, runs=(*state.runs, RunView(run_id="r2")))
+    assert verdict(state, "r2", utc_now(), False, SETTINGS) == Later(60)
+
+
+async def test_a_run_waiting_on_a_tool_nobody_runs_is_ended_as_stalled(
+    bus: Bus,
+    nats_url: str,
+    tenant: str,
+    llm: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENCY_WATCHDOG_STALL", "0.5")
+    monkeypatch.setenv("AGENCY_WATCHDOG_END", "2")
+    key = "stalled-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}]),
+        ScriptStep(content="never"),
+    ])  # fmt: skip
+    # No tools service: the lookup is requested and never answered.
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "runtime")
+    ) as agents:
+        thread = await agents.thread()
+        run_id = await agents.invoke(thread, key)
+        events = await agents.wait_terminal(thread, timeout=30)
+    terminals = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert len(terminals) == 1
+    assert terminals[0].run_id == run_id
+    assert terminals[0].kind == "stalled"
+    assert "waiting for its tool results" in terminals[0].error
+    tool_answers = [
+        e.payload.message for e in events
+        if e.type == "message.appended" and e.payload.message.role == "tool"
+    ]  # fmt: skip
+    assert len(tool_answers) == 1
+
+
+class Hangs(Middleware):
+    """Middleware whose hook never returns: what no timeout of ours bounds."""
+
+    name = "hangs"
+
+    async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_drive_that_hangs_is_stopped_and_its_run_ends(
+    bus: Bus,
+    nats_url: str,
+    tenant: str,
+    llm: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lease renews while the process lives; a drive stuck inside it must not keep the
+    run open: it is stopped after `end_after` without an append, and the run ends."""
+    monkeypatch.setenv("AGENCY_WATCHDOG_STALL", "0.5")
+    monkeypatch.setenv("AGENCY_WATCHDOG_END", "2")
+    system = make_system().use(Hangs(), ["hangs"])
+    system.add_agent(BlueprintSpec(name="stuck", prompt="p", tags=("default", "hangs")))
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+        thread = await agents.thread("stuck")
+        run_id = await agents.invoke(thread, "hangs-" + tenant)
+        events = await agents.wait_terminal(thread, timeout=60)
+    ends = [e for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert [(e.payload.run_id, e.type) for e in ends] == [(run_id, "run.error")]
+    assert ends[0].payload.kind in ("stalled", "trigger_exhausted")
+    assert not [e for e in events if e.type == "model.started"]

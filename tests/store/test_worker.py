@@ -1,0 +1,341 @@
+"""The consumer loop every worker shares: dead-letter hook, retries, and a broker that goes away."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import nats.errors
+import pytest
+from nats.js.api import DeliverPolicy
+
+from contracts.commands import CommandEnvelope, CreateAgency
+from contracts.events import ThreadCreated
+from contracts.ids import new_id
+from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from infra.jetstream.commandbus import CommandWorker, Delivery
+from infra.jetstream.connection import Bus
+from infra.jetstream.consumers import DurableSpec
+from infra.jetstream.dlq_admin import LetterInfo
+from infra.jetstream.errors import is_transient
+from infra.jetstream.eventworker import EventWorker, PermanentFailure
+from infra.jetstream.records import Position, RecordedEvent
+from infra.jetstream.streams import StreamSettings, provision
+from infra.jetstream.worker import WorkerRetry
+from infra.launch import NatsCluster, NatsServer
+from infra.retry import RetryPolicy
+from tests.deadletters import dead_letters, dead_letters_for
+from tests.helpers import assert_eventually
+
+FAST = RetryPolicy(attempts=3, timeout=5.0, wait_initial=0.01, wait_max=0.05, wait_jitter=0.0)
+FAST_RETRY = WorkerRetry(
+    settle=FAST,
+    hook=FAST,
+    handler=FAST,
+    subscribe=RetryPolicy(attempts=3, timeout=5.0, wait_initial=0.05, wait_max=0.2),
+)
+
+Hook = Callable[[RecordedEvent, str, str], Awaitable[None]]
+Handler = Callable[[RecordedEvent], Awaitable[None]]
+
+
+async def new_events_consumer(bus: Bus, spec: DurableSpec) -> None:
+    """The durable, created to deliver only what is written from now on: the test's own."""
+    config = spec.config()
+    config.deliver_policy = DeliverPolicy.NEW
+    await bus.js.add_consumer(EVENTS_STREAM, config=config)
+
+
+@pytest.fixture
+async def run_event_worker(
+    bus: Bus, tenant: str
+) -> AsyncIterator[Callable[[Handler, Hook | None], Awaitable[None]]]:
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    spec = DurableSpec("test-" + tenant, ("thread.created",))
+
+    async def start(handler: Handler, hook: Hook | None) -> None:
+        await new_events_consumer(bus, spec)
+
+        async def mine(event: RecordedEvent) -> None:
+            if event.envelope.tenant_id == tenant:
+                await handler(event)
+
+        worker = EventWorker(bus, spec, mine, max_deliver=2, on_dead_letter=hook, retry=FAST_RETRY)
+        tasks.append(asyncio.create_task(worker.run(stop)))
+
+    yield start
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+    await bus.js.delete_consumer(EVENTS_STREAM, spec.name)
+
+
+async def create_thread(bus: Bus, tenant: str) -> str:
+    thread = new_id()
+    created = ThreadCreated(agency_id="a1", agent_type="helper")
+    await bus.store.append(tenant, "thread", thread, [created], expected=Position())
+    return thread
+
+
+async def test_on_dead_letter_runs_before_an_exhausted_event_is_dead_lettered(
+    bus: Bus, tenant: str, run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]]
+) -> None:
+    calls: list[tuple[str, str, str, int]] = []
+
+    async def handler(event: RecordedEvent) -> None:
+        raise RuntimeError("model unreachable")
+
+    async def hook(event: RecordedEvent, reason: str, detail: str) -> None:
+        # Where the dead-letter stream stands while the hook runs.
+        info = await bus.js.stream_info(DEAD_LETTER_STREAM)
+        calls.append((event.envelope.aggregate_id, reason, detail, info.state.last_seq))
+        if len(calls) == 1:
+            raise ConnectionError("store away")  # the hook's own failure is retried
+
+    await run_event_worker(handler, hook)
+    thread = await create_thread(bus, tenant)
+
+    async def dead_lettered() -> list[LetterInfo]:
+        letters = await dead_letters(bus, tenant)
+        assert letters
+        return letters
+
+    letters = await assert_eventually(dead_lettered, timeout=30)
+    assert [(letter.reason, letter.detail) for letter in letters] == [
+        ("exhausted", "RuntimeError: model unreachable")
+    ]
+    assert [c[:3] for c in calls] == [
+        (thread, "exhausted", "RuntimeError: model unreachable"),
+        (thread, "exhausted", "RuntimeError: model unreachable"),
+    ]
+    # The letter was stored after the hook's last run.
+    assert letters[0].seq > calls[-1][3]
+
+
+async def test_on_dead_letter_runs_for_a_permanent_failure_but_not_for_an_undecodable_event(
+    bus: Bus, tenant: str, run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]]
+) -> None:
+    calls: list[tuple[str, str]] = []
+
+    async def handler(event: RecordedEvent) -> None:
+        raise PermanentFailure("unknown_thread", "no such thread")
+
+    async def hook(event: RecordedEvent, reason: str, detail: str) -> None:
+        calls.append((reason, detail))
+
+    await run_event_worker(handler, hook)
+    await bus.js.publish(f"tenant.{tenant}.evt.thread.{new_id()}.thread_created", b"not an event")
+    await create_thread(bus, tenant)
+
+    async def both_dead_lettered() -> list[tuple[str, str, bytes]]:
+        letters = await dead_letters_for(bus, tenant)
+        assert len(letters) == 2
+        return letters
+
+    letters = await assert_eventually(both_dead_lettered, timeout=30)
+    assert sorted(reason for reason, _, _ in letters) == ["undecodable", "unknown_thread"]
+    assert calls == [("unknown_thread", "no such thread")]
+
+
+async def test_an_event_is_dead_lettered_even_when_its_hook_keeps_failing(
+    bus: Bus, tenant: str, run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]]
+) -> None:
+    attempts: list[int] = []
+
+    async def handler(event: RecordedEvent) -> None:
+        raise PermanentFailure("unknown_thread", "no such thread")
+
+    async def hook(event: RecordedEvent, reason: str, detail: str) -> None:
+        attempts.append(1)
+        raise RuntimeError("the run's terminal event could not be written")
+
+    await run_event_worker(handler, hook)
+    await create_thread(bus, tenant)
+
+    async def dead_lettered() -> None:
+        letters = await dead_letters_for(bus, tenant)
+        assert [(reason, detail) for reason, detail, _ in letters] == [
+            ("unknown_thread", "no such thread")
+        ]
+
+    await assert_eventually(dead_lettered, timeout=30)
+    assert len(attempts) == FAST.attempts
+
+
+async def test_workers_outlive_a_broker_that_is_missing_then_killed_and_restarted(
+    tmp_path: Path,
+) -> None:
+    """A worker started before the streams exist, and across a SIGKILL of the server, never
+    leaves `run()`: it resubscribes and goes on handling events and commands."""
+    tenant = "t" + new_id().lower()
+    handled: list[str] = []
+    commands: list[str] = []
+
+    async def on_event(event: RecordedEvent) -> None:
+        handled.append(event.envelope.aggregate_id)
+
+    async def on_command(envelope: CommandEnvelope, delivery: Delivery) -> None:
+        commands.append(envelope.idempotency_key)
+
+    async with NatsServer(tmp_path / "nats") as server, Bus(server.url, name="outage") as bus:
+        stop = asyncio.Event()
+        spec = DurableSpec("outage-events", ("thread.created",))
+        workers = [
+            asyncio.create_task(
+                EventWorker(bus, spec, on_event, retry=FAST_RETRY, poll_interval=0.2).run(stop)
+            ),
+            asyncio.create_task(
+                CommandWorker(
+                    bus.js, "registry", on_command, dead_letters=bus.dead_letters,
+                    retry=FAST_RETRY, poll_interval=0.2,
+                ).run(stop)
+            ),
+        ]  # fmt: skip
+        try:
+            # No stream yet: subscribing fails round after round, and the workers wait.
+            await asyncio.wait(workers, timeout=1.0)
+            assert not any(w.done() for w in workers)
+            await provision(bus.js)
+            first = await create_thread(bus, tenant)
+            await bus.commands.send(
+                tenant, CreateAgency(agency_id="a1", name="one"), idempotency_key="k1"
+            )
+
+            async def first_handled() -> None:
+                assert handled == [first] and commands == ["k1"]
+
+            await assert_eventually(first_handled, timeout=20)
+
+            await server.kill()
+            await asyncio.wait(workers, timeout=1.0)
+            assert not any(w.done() for w in workers)
+            await server.start()
+
+            async def broker_back() -> None:
+                try:
+                    await bus.js.stream_info(EVENTS_STREAM)
+                except Exception as e:
+                    raise AssertionError(f"not back yet: {e}") from e
+
+            await assert_eventually(broker_back, timeout=20)
+            second = await create_thread(bus, tenant)
+            await bus.commands.send(
+                tenant, CreateAgency(agency_id="a2", name="two"), idempotency_key="k2"
+            )
+
+            async def second_handled() -> None:
+                assert second in handled and "k2" in commands
+
+            await assert_eventually(second_handled, timeout=30)
+            assert not any(w.done() for w in workers)
+
+            # The durables themselves lost (a cluster that lost their replicas): recreated.
+            await bus.js.delete_consumer(EVENTS_STREAM, spec.name)
+            await bus.js.delete_consumer(COMMANDS_STREAM, "registry-commands")
+            third = await create_thread(bus, tenant)
+            await bus.commands.send(
+                tenant, CreateAgency(agency_id="a3", name="three"), idempotency_key="k3"
+            )
+
+            async def third_handled() -> None:
+                assert third in handled and "k3" in commands
+
+            await assert_eventually(third_handled, timeout=30)
+            assert not any(w.done() for w in workers)
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*workers), timeout=15)
+
+
+async def test_a_handler_failing_while_the_broker_is_away_is_retried_in_place(
+    bus: Bus, tenant: str, run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]]
+) -> None:
+    deliveries: list[int] = []
+    done: list[str] = []
+
+    async def handler(event: RecordedEvent) -> None:
+        deliveries.append(1)
+        if len(deliveries) < 3:
+            raise nats.errors.TimeoutError
+        done.append(event.envelope.aggregate_id)
+
+    await run_event_worker(handler, None)
+    thread = await create_thread(bus, tenant)
+
+    async def handled() -> None:
+        assert done == [thread]
+
+    await assert_eventually(handled, timeout=30)
+    assert len(deliveries) == 3
+    assert await dead_letters_for(bus, tenant) == []
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+async def test_workers_on_a_cluster_outlive_the_loss_of_their_consumers_leader(
+    tmp_path: Path,
+) -> None:
+    """R3 streams on three nodes; the node leading a worker's consumer is SIGKILLed: the
+    workers stay in `run()` and handle what is written after, while it is down."""
+    tenant = "t" + new_id().lower()
+    handled: list[str] = []
+    commands: list[str] = []
+
+    async def on_event(event: RecordedEvent) -> None:
+        handled.append(event.envelope.aggregate_id)
+
+    async def on_command(envelope: CommandEnvelope, delivery: Delivery) -> None:
+        commands.append(envelope.idempotency_key)
+
+    patient = RetryPolicy(attempts=None, timeout=60.0, wait_initial=0.2, wait_max=2.0)
+
+    async with NatsCluster(tmp_path / "cluster") as cluster, Bus(cluster.url) as bus:
+        await provision(bus.js, StreamSettings(replicas=3))
+        stop = asyncio.Event()
+        spec = DurableSpec("cluster-events", ("thread.created",))
+        workers = [
+            asyncio.create_task(
+                EventWorker(bus, spec, on_event, retry=FAST_RETRY, poll_interval=0.2).run(stop)
+            ),
+            asyncio.create_task(
+                CommandWorker(
+                    bus.js, "registry", on_command, dead_letters=bus.dead_letters,
+                    retry=FAST_RETRY, poll_interval=0.2,
+                ).run(stop)
+            ),
+        ]  # fmt: skip
+
+        async def write(key: str) -> str:
+            thread = await patient.call(is_transient, create_thread, bus, tenant)
+            await patient.call(
+                is_transient,
+                bus.commands.send,
+                tenant,
+                CreateAgency(agency_id=key, name=key),
+                idempotency_key=key,
+            )
+            return thread
+
+        try:
+            first = await write("k1")
+
+            async def first_handled() -> None:
+                assert first in handled and "k1" in commands
+
+            await assert_eventually(first_handled, timeout=30)
+            info = await patient.call(is_transient, bus.js.consumer_info, EVENTS_STREAM, spec.name)
+            leader = info.cluster.leader if info.cluster else None
+            victim = next(i for i, n in enumerate(cluster.nodes) if n.server_name == leader)
+            await cluster.kill_node(victim)
+
+            second = await write("k2")
+
+            async def second_handled() -> None:
+                assert second in handled and "k2" in commands
+
+            await assert_eventually(second_handled, timeout=60)
+            assert not any(w.done() for w in workers)
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*workers), timeout=20)

@@ -1,0 +1,117 @@
+"""One tenant's flood never keeps another tenant's run from starting and completing.
+
+Asserted as ordering and progress, never as durations: tenant A's runs are held for
+approval and never end by themselves, so if B's run had to wait for A's capacity to free
+up it would never complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contracts.commands import CreateAgency
+from contracts.events import RequestAccepted, RequestRejected, RunCompleted, RunStarted
+from contracts.events.run import RUN_TERMINAL_TYPES
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import RecordedEvent
+from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
+from services.runtime.fairness import ACTIVE_RUN_LIMIT, TenantLoad
+from tests.helpers import assert_eventually
+from tests.runtime.conftest import Agents, running_agents
+
+FLOOD_THREADS = 50
+RUNS_PER_THREAD = 10  # 500 invokes
+ACTIVE_LIMIT = 20
+# A guard against a hang, not a measured duration: B's run needs one model call.
+HANG_GUARD = 60.0
+
+
+@pytest.mark.slow
+async def test_a_flood_of_500_invokes_by_one_tenant_leaves_anothers_run_to_start_and_complete(
+    bus: Bus, nats_url: str, llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENCY_TENANT_MAX_ACTIVE_RUNS", str(ACTIVE_LIMIT))
+    tenant_a, tenant_b = "ta" + new_id().lower(), "tb" + new_id().lower()
+    flood_key, calm_key = "flood-" + tenant_a, "calm-" + tenant_b
+    # Each of A's runs asks for a tool held for approval, and nobody approves: once
+    # admitted, a run of A stays active for the rest of the test.
+    llm.script(flood_key, [ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "x"}}])])
+    llm.script(calm_key, [ScriptStep(content="calm answer")])
+    async with running_agents(bus, nats_url, tenant_a, llm) as a:
+        b = await _agents(bus, tenant_b, llm)
+        flood_threads = await asyncio.gather(*(a.thread("approver") for _ in range(FLOOD_THREADS)))
+        calm_thread = await b.thread()
+        # Every one of A's 500 invokes is on the bus (each send is acknowledged) before B's.
+        await asyncio.gather(
+            *(
+                a.invoke(t, f"{flood_key} {i}")
+                for t in flood_threads
+                for i in range(RUNS_PER_THREAD)
+            )
+        )
+        run_id = await b.invoke(calm_thread, calm_key)
+
+        calm = await b.wait_terminal(calm_thread, timeout=HANG_GUARD)
+        started = [e for e in calm if isinstance(e.payload, RunStarted)]
+        assert [e.payload.run_id for e in started] == [run_id]
+        assert [e.type for e in calm if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+        assert not any(isinstance(e.payload, RequestRejected) for e in calm)
+
+        async def every_invoke_of_a_decided() -> dict[str, list[RecordedEvent]]:
+            decided: dict[str, list[RecordedEvent]] = {}
+            for thread in flood_threads:
+                decided[thread] = [
+                    e
+                    for e in await a.events(thread)
+                    if isinstance(e.payload, RequestAccepted | RequestRejected)
+                ]
+            assert sum(len(d) for d in decided.values()) == FLOOD_THREADS * RUNS_PER_THREAD
+            return decided
+
+        decided = await assert_eventually(every_invoke_of_a_decided, timeout=HANG_GUARD)
+        a_events = {thread: await a.events(thread) for thread in flood_threads}
+
+    flat = [e for events in decided.values() for e in events]
+    accepted = [e for e in flat if isinstance(e.payload, RequestAccepted)]
+    rejected = [e.payload for e in flat if isinstance(e.payload, RequestRejected)]
+    # A got at most its share: one runtime process never admits beyond the limit (a
+    # reservation whose append lost a race may briefly hold a slot, so it can be fewer).
+    # The rest of its flood was refused at once with the reason, never left waiting.
+    assert 0 < len(accepted) <= ACTIVE_LIMIT
+    assert len(rejected) == FLOOD_THREADS * RUNS_PER_THREAD - len(accepted)
+    assert all(r.reason.startswith(ACTIVE_RUN_LIMIT) for r in rejected), rejected[0].reason
+    # Progress, not waiting: none of A's admitted runs ever ended, so B's run started and
+    # completed while A's flood held everything it was given; and A's flood was in force
+    # first (its first command was decided before B's run started).
+    assert not [e for es in a_events.values() for e in es if e.type in RUN_TERMINAL_TYPES]
+    completed = next(e for e in calm if isinstance(e.payload, RunCompleted))
+    assert min(e.stream_seq for e in accepted) < started[0].stream_seq < completed.stream_seq
+
+
+def test_a_tenants_load_counts_reserved_admitted_and_ended_runs_once() -> None:
+    load = TenantLoad()
+    load.reserve("t1", "r1")
+    load.reserve("t1", "r2")
+    assert load.active("t1") == 2 and load.active("t2") == 0
+    load.admitted("t1", "r1")  # stored: counted once, reserved or seen in the log
+    load.admitted("t1", "r1")
+    assert load.active("t1") == 2
+    load.release("t1", "r2")  # its append failed
+    assert load.active("t1") == 1
+    load.ended("t1", "r1")
+    assert load.active("t1") == 0
+
+
+async def _agents(bus: Bus, tenant: str, llm: FakeLLMServer) -> Agents:
+    agency = new_id()
+    await bus.commands.send(tenant, CreateAgency(agency_id=agency, name="calm"))
+
+    async def exists() -> None:
+        assert await bus.store.read(tenant, "agency", agency)
+
+    await assert_eventually(exists)
+    return Agents(bus=bus, tenant=tenant, agency=agency, llm=llm)

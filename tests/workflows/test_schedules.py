@@ -1,0 +1,124 @@
+"""Cron schedules: kept in the log, fired once per tick however many schedulers run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from contracts.commands import SetSchedule
+from contracts.events import BlueprintSpec, ScheduleFired, ScheduleRemoved, ScheduleSet
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import EventContext, Position
+from services.llm.fake_scripts import ScriptStep
+from services.workflows.scheduler import Scheduler, cron_problem, due_tick
+from tests.helpers import assert_eventually
+from tests.workflows.conftest import Workflows
+
+
+async def test_two_schedulers_fire_each_tick_once(workflows: Workflows, nats_url: str) -> None:
+    t = workflows.tenant
+    workflows.agents.llm.script(f"cron-{t}", [ScriptStep(content=f"tick {i}") for i in range(20)])
+    wf = await workflows.create(
+        "nightly", {"bot": BlueprintSpec(name="bot", prompt=f"Your script is cron-{t}.")}
+    )
+    schedule = "sch_" + new_id()
+    await workflows.bus.commands.send(
+        t,
+        SetSchedule(
+            agency_id=workflows.agents.agency, schedule_id=schedule, name="every-second",
+            cron="* * * * * *", target="workflow", workflow_id=wf, agent="bot",
+            message="run the nightly job",
+        ),
+    )  # fmt: skip
+    stop = asyncio.Event()
+    # A second replica beside the one the workflows service runs.
+    async with Bus(nats_url, name="second-scheduler") as second:
+        replica = asyncio.create_task(Scheduler(second, interval=0.1).run(stop))
+        try:
+
+            async def fired() -> list[ScheduleFired]:
+                history = await workflows.bus.store.read(t, "schedule", schedule)
+                ticks = [e.payload for e in history if isinstance(e.payload, ScheduleFired)]
+                assert len(ticks) >= 3
+                return ticks
+
+            await assert_eventually(fired, timeout=20)
+        finally:
+            stop.set()
+            await asyncio.wait_for(replica, timeout=10)
+    history = await workflows.bus.store.read(t, "schedule", schedule)
+    ticks = [e.payload.tick for e in history if isinstance(e.payload, ScheduleFired)]
+    assert len(ticks) == len(set(ticks)), Counter(ticks)
+    assert ticks == sorted(ticks)
+    # Each firing posted its message once.
+    state = await workflows.wait(
+        wf, lambda s: sum(m.sender == "schedule:every-second" for m in s.messages) >= len(ticks)
+    )
+    posted = [m for m in state.messages if m.sender == "schedule:every-second"]
+    assert len({m.message_id for m in posted}) == len(posted)
+    assert all(m.mentions == ("bot",) for m in posted)
+
+
+async def test_a_schedule_survives_a_restart_of_every_scheduler(bus: Bus, tenant: str) -> None:
+    """A scheduler keeps nothing of its own: a new one learns each schedule, and the ticks
+    already fired, from the log, and goes on firing the next ticks once each."""
+    schedule, agency = "sch_" + new_id(), new_id()
+    set_ = ScheduleSet(
+        agency_id=agency, name="restart", cron="* * * * * *", target="workflow",
+        workflow_id="wf_" + new_id(), message="tick",
+    )  # fmt: skip
+    context = EventContext(agency_id=agency)
+    await bus.store.append(
+        tenant, "schedule", schedule, [set_], expected=Position(), context=context
+    )
+
+    async def ticks() -> list[ScheduleFired]:
+        history = await bus.store.read(tenant, "schedule", schedule)
+        return [e.payload for e in history if isinstance(e.payload, ScheduleFired)]
+
+    async def run_until(fired: int) -> Scheduler:
+        scheduler, stop = Scheduler(bus, interval=0.1), asyncio.Event()
+        task = asyncio.create_task(scheduler.run(stop))
+        try:
+
+            async def enough() -> None:
+                assert len(await ticks()) >= fired
+
+            await assert_eventually(enough, timeout=20)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout=10)
+        return scheduler
+
+    try:
+        await run_until(2)
+        before = [t.tick for t in await ticks()]
+        # Nothing runs in between; then a scheduler that knows only the log.
+        restarted = await run_until(len(before) + 2)
+        after = [t.tick for t in await ticks()]
+        assert after[: len(before)] == before and len(after) == len(set(after))
+        assert after == sorted(after) and after[len(before)] > before[-1]
+        [entry] = [e for e in restarted.schedules if e.schedule_id == schedule]
+        assert entry.spec == set_ and entry.since >= after[-1]
+    finally:
+        position = await bus.store.last_position(tenant, "schedule", schedule)
+        await bus.store.append(
+            tenant, "schedule", schedule, [ScheduleRemoved(reason="test over")],
+            expected=position, context=context,
+        )  # fmt: skip
+
+
+def test_cron_expressions_are_checked() -> None:
+    assert cron_problem("*/5 * * * *") is None
+    assert "5 fields" in (cron_problem("* *") or "")
+    assert "not a valid" in (cron_problem("61 * * * *") or "")
+
+
+def test_a_missed_stretch_fires_its_latest_tick_only() -> None:
+    from datetime import UTC, datetime
+
+    since = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)
+    now = datetime(2026, 1, 1, 3, 30, tzinfo=UTC)
+    assert due_tick("0 * * * *", since, now) == datetime(2026, 1, 1, 3, 0, tzinfo=UTC)
+    assert due_tick("0 * * * *", now, now) is None
