@@ -2,7 +2,10 @@
 
 Every runner of a projection locks its checkpoint row, skips what the checkpoint already
 covers and applies the rest, so an event is applied once even with redelivery, several
-runners, or a rebuild swapping tables underneath.
+runners, or a rebuild swapping tables underneath. A checkpoint found behind what the runner
+itself committed means the database lost acknowledged commits (a crash without synchronous
+commit, a failover to a replica that lagged): the runner reads the log again from the
+checkpoint, so the lost events are applied, not skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from infra.jetstream.deadletter import DeadLetter, DeadLetters
 from infra.jetstream.reader import Delivered, OrderedReader
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
 from infra.retry import RetryPolicy, until_stopped
-from projections.errors import ProjectionGap
+from projections.errors import CommitsLost, ProjectionGap
 from projections.projection import Projection
 from projections.storable import storable
 from projections.tenancy import confine
@@ -167,6 +170,16 @@ class ProjectionRunner:
         if not await self._until(stop, self._prepare):
             return
         log.info("projection started", projection=self.projection.name, from_seq=self.position + 1)
+        while not stop.is_set():
+            try:
+                await self._follow(stop)
+                return
+            except CommitsLost as e:
+                log.error("projection reads the log again", projection=e.projection, error=str(e))
+                self.position = e.checkpoint
+
+    async def _follow(self, stop: asyncio.Event) -> None:
+        """Apply the log from `position` on until `stop`."""
         reader = OrderedReader(
             self._js, self._filter, start_seq=self.position + 1, batch=self._batch
         )
@@ -282,6 +295,8 @@ class ProjectionRunner:
             checkpoint = await conn.fetchval(
                 f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
             )
+            if checkpoint < self.position:
+                raise CommitsLost(name, checkpoint, self.position)
             fresh = [e for e in batch if isinstance(e, RecordedEvent) and e.stream_seq > checkpoint]
             last_seq = max(batch[-1].stream_seq, checkpoint)
             gaps: list[ProjectionGap] = []

@@ -25,3 +25,17 @@ class ProjectionGap(ProjectionError):
             f"projection {projection}: {aggregate} jumped from seq {expected_seq - 1} to "
             f"{got_seq}; events {expected_seq}..{got_seq - 1} are missing from the log"
         )
+
+
+class CommitsLost(ProjectionError):
+    """The checkpoint is behind what this runner committed: the database lost commits it
+    had acknowledged (a crash without synchronous commit, a failover to a lagging replica)."""
+
+    def __init__(self, projection: str, checkpoint: int, committed: int) -> None:
+        self.projection = projection
+        self.checkpoint = checkpoint
+        self.committed = committed
+        super().__init__(
+            f"projection {projection}: the database's checkpoint is {checkpoint}, but this "
+            f"runner had committed up to {committed}; events after {checkpoint} are applied again"
+        )

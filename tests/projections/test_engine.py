@@ -19,6 +19,7 @@ from projections.projection import Projection
 from projections.rebuild import build_scratch, last_stream_seq, rebuild
 from projections.status import projection_statuses
 from tests.deadletters import dead_letters_for
+from tests.helpers import assert_eventually
 from tests.projections.conftest import RunProjection, counting_projection
 
 
@@ -102,6 +103,43 @@ async def test_projection_resumes_from_its_checkpoint_after_restart(
     async with pool.acquire() as conn:
         counts = {r["type"]: r["n"] for r in await conn.fetch("SELECT type, n FROM counts")}
     assert counts == {"thread.created": 2, "message.appended": 4, "run.tick": 4}
+
+
+async def test_commits_the_database_lost_are_applied_again(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, run_projection: RunProjection
+) -> None:
+    projection = counting_projection("counts", tenant)
+    await write_thread(bus, tenant, 2)
+    runner = await run_projection(projection)
+    await caught_up(runner, bus)
+    async with pool.acquire() as conn:
+        checkpoint = await conn.fetchval(
+            "SELECT stream_seq FROM agency_projection_checkpoints WHERE name = 'counts'"
+        )
+        before = await conn.fetch("SELECT type, n, last_seq FROM counts")
+    await write_thread(bus, tenant, 2)
+    await caught_up(runner, bus)
+    # The database comes back without the commits since `checkpoint` (a crash without
+    # synchronous commit, a failover to a replica that lagged): rows and checkpoint as then.
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("DELETE FROM counts")
+        await conn.executemany(
+            "INSERT INTO counts (type, n, last_seq) VALUES ($1, $2, $3)",
+            [(r["type"], r["n"], r["last_seq"]) for r in before],
+        )
+        await conn.execute(
+            "UPDATE agency_projection_checkpoints SET stream_seq = $1 WHERE name = 'counts'",
+            checkpoint,
+        )
+    await write_thread(bus, tenant, 1)
+
+    async def every_event_counted() -> None:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch("SELECT type, n FROM counts")
+        counts = {r["type"]: r["n"] for r in rows}
+        assert counts == {"thread.created": 3, "message.appended": 5, "run.tick": 5}, counts
+
+    await assert_eventually(every_event_counted, timeout=20)
 
 
 async def test_rebuild_while_writing_gives_the_same_rows(
