@@ -28,7 +28,7 @@ from infra.retry import RetryPolicy, until_stopped
 from projections.errors import CommitsLost, ProjectionGap
 from projections.projection import Projection
 from projections.storable import storable
-from projections.tenancy import confine
+from projections.tenancy import PROJECTOR, act_as_projector, confine
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +64,7 @@ async def ensure_tables(conn: asyncpg.Connection, projection: Projection, schema
         )
         # Tenant requests read these tables confined to their tenant (projections/tenancy.py).
         await confine(conn, schema, (*projection.tables, projection.positions_table))
+        await conn.execute(f"GRANT SELECT, UPDATE ON {CHECKPOINTS} TO {PROJECTOR}")
 
 
 async def apply_batch(
@@ -292,6 +293,7 @@ class ProjectionRunner:
                     )
                 )
         async with self._pool.acquire() as conn, conn.transaction():
+            await act_as_projector(conn)
             checkpoint = await conn.fetchval(
                 f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
             )

@@ -1,9 +1,11 @@
 """Row-level security: a role that sees only the rows of the tenant its session names.
 
-The projector (and every owner of the tables) writes and reads everything; the API's tenant
-requests read as `agency_reader`, whose policy on every read-model table is
-`tenant_id = current_setting('app.tenant_id')`. A session that names no tenant sees no row
-at all, so a query that forgot its tenant filter returns nothing instead of everyone's.
+The projector applies events as `agency_projector`, which may read and write every row of
+the read models and their checkpoints and nothing else; the tables' owner (migrations, DDL,
+rebuilds) does the rest. The API's tenant requests read as `agency_reader`, whose policy on
+every read-model table is `tenant_id = current_setting('app.tenant_id')`. A session that
+names no tenant sees no row at all, so a query that forgot its tenant filter returns nothing
+instead of everyone's.
 """
 
 from __future__ import annotations
@@ -13,29 +15,33 @@ from collections.abc import Iterable
 import asyncpg
 
 READER = "agency_reader"
+# The role the projector applies events as: it writes the read models and their
+# checkpoints, and nothing else (no DDL, no other table).
+PROJECTOR = "agency_projector"
 SETTING = "app.tenant_id"
 
-# The role exists and the session's own role may SET ROLE to it (the same as migration
-# 003): created and granted where the role may do so, otherwise an error with the hint.
+# A role exists and the session's own role may SET ROLE to it (migration 003 does the same
+# for the reader): created and granted where the session may do so, otherwise an error
+# with the hint an operator needs.
 _CREATE_ROLE = """
 DO $$ BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agency_reader') THEN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN
         BEGIN
-            CREATE ROLE agency_reader NOLOGIN;
+            CREATE ROLE {role} NOLOGIN;
         EXCEPTION
             WHEN duplicate_object OR unique_violation THEN NULL;
             WHEN insufficient_privilege THEN
-                RAISE EXCEPTION 'role % may not create the role agency_reader', current_user
-                    USING HINT = 'as a superuser: CREATE ROLE agency_reader NOLOGIN; GRANT '
-                        'agency_reader TO ' || current_user || ' (docs/operations.md)';
+                RAISE EXCEPTION 'role % may not create the role {role}', current_user
+                    USING HINT = 'as a superuser: CREATE ROLE {role} NOLOGIN; GRANT '
+                        '{role} TO ' || current_user || ' (docs/operations.md)';
         END;
     END IF;
-    IF NOT pg_has_role(current_user, 'agency_reader', 'MEMBER') THEN
+    IF NOT pg_has_role(current_user, '{role}', 'MEMBER') THEN
         BEGIN
-            GRANT agency_reader TO CURRENT_USER;
+            GRANT {role} TO CURRENT_USER;
         EXCEPTION WHEN insufficient_privilege THEN
-            RAISE EXCEPTION 'role % may not read as agency_reader', current_user
-                USING HINT = 'as a superuser: GRANT agency_reader TO ' || current_user
+            RAISE EXCEPTION 'role % may not {verb} as {role}', current_user
+                USING HINT = 'as a superuser: GRANT {role} TO ' || current_user
                     || ' (docs/operations.md)';
         END;
     END IF;
@@ -47,17 +53,22 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-async def ensure_reader(conn: asyncpg.Connection) -> None:
-    """The reader role exists (roles belong to the cluster, shared by its databases) and
-    the session's role is a member of it."""
-    await conn.execute(_CREATE_ROLE)
+async def ensure_roles(conn: asyncpg.Connection) -> None:
+    """The reader and projector roles exist (roles belong to the cluster, shared by its
+    databases) and the session's role is a member of both."""
+    await conn.execute(_CREATE_ROLE.format(role=READER, verb="read"))
+    await conn.execute(_CREATE_ROLE.format(role=PROJECTOR, verb="project"))
 
 
 async def confine(conn: asyncpg.Connection, schema: str, tables: Iterable[str]) -> None:
-    """Tenant rows only, read-only, for the reader on these tables (idempotent)."""
+    """Tenant rows only, read-only, for the reader on these tables; every row, to write,
+    for the projector (idempotent). The caller grants the projector its checkpoint."""
     tables = tuple(tables)
-    await ensure_reader(conn)
-    await conn.execute(f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {READER}")
+    await ensure_roles(conn)
+    await conn.execute(f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {READER}, {PROJECTOR}")
+    for table in tables:
+        name = f"{_ident(schema)}.{_ident(table)}"
+        await conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {name} TO {PROJECTOR}")
     # Only tables that say whose rows they hold; the reader gets nothing of any other.
     tenanted = {
         r["table_name"]
@@ -77,8 +88,16 @@ async def confine(conn: asyncpg.Connection, schema: str, tables: Iterable[str]) 
             f"DROP POLICY IF EXISTS tenant_rows ON {name};"
             f"CREATE POLICY tenant_rows ON {name} FOR SELECT TO {READER} "
             f"USING (tenant_id = current_setting('{SETTING}', true));"
+            f"DROP POLICY IF EXISTS projector_rows ON {name};"
+            f"CREATE POLICY projector_rows ON {name} FOR ALL TO {PROJECTOR} "
+            "USING (true) WITH CHECK (true);"
             f"GRANT SELECT ON {name} TO {READER}"
         )
+
+
+async def act_as_projector(conn: asyncpg.Connection) -> None:
+    """The projector's role until the current transaction ends."""
+    await conn.execute(f"SET LOCAL ROLE {PROJECTOR}")
 
 
 async def act_for_tenant(conn: asyncpg.Connection, tenant: str) -> None:

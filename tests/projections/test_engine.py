@@ -18,6 +18,7 @@ from projections.engine import ProjectionRunner
 from projections.projection import Projection
 from projections.rebuild import build_scratch, last_stream_seq, rebuild
 from projections.status import projection_statuses
+from projections.tenancy import PROJECTOR
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.projections.conftest import RunProjection, counting_projection
@@ -140,6 +141,25 @@ async def test_commits_the_database_lost_are_applied_again(
         assert counts == {"thread.created": 3, "message.appended": 5, "run.tick": 5}, counts
 
     await assert_eventually(every_event_counted, timeout=20)
+
+
+async def test_a_runner_applies_events_as_the_projector_role(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, run_projection: RunProjection
+) -> None:
+    async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+        await conn.execute("INSERT INTO appliers SELECT current_user ON CONFLICT DO NOTHING")
+
+    projection = Projection(
+        name="appliers",
+        tables=("appliers",),
+        ddl="CREATE TABLE IF NOT EXISTS appliers (who text PRIMARY KEY)",
+        apply=apply,
+    )
+    await write_thread(bus, tenant, 1)
+    runner = await run_projection(projection)
+    await caught_up(runner, bus)
+    async with pool.acquire() as conn:
+        assert [r["who"] for r in await conn.fetch("SELECT who FROM appliers")] == [PROJECTOR]
 
 
 async def test_rebuild_while_writing_gives_the_same_rows(

@@ -8,7 +8,7 @@ import pytest
 from contracts.ids import new_id
 from infra.db import create_pool, migrate
 from projections.setup import prepare_read_models
-from projections.tenancy import READER, act_for_tenant
+from projections.tenancy import PROJECTOR, READER, act_for_tenant
 from services.api.tenant_scope import current_tenant, scope_session
 
 
@@ -62,5 +62,39 @@ async def test_a_query_without_the_tenant_setting_sees_nothing_and_with_it_only_
             current_tenant.reset(token)
         async with pool.acquire() as unscoped:
             assert await unscoped.fetchval("SELECT count(*) FROM agencies") == 3
+    finally:
+        await pool.close()
+
+
+async def test_the_projector_role_writes_every_tenants_read_models_and_nothing_else(
+    database_url: str,
+) -> None:
+    url = await _database(database_url)
+    pool = await create_pool(url, max_size=2)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        await prepare_read_models(pool)
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(f"SET LOCAL ROLE {PROJECTOR}")
+            await conn.executemany(
+                "INSERT INTO agencies (tenant_id, agency_id, name, metadata, created_at) "
+                "VALUES ($1, $2, $3, '{}', now())",
+                [("ta", "a1", "A's"), ("tb", "b1", "B's")],
+            )
+            assert await conn.fetchval("SELECT count(*) FROM agencies") == 2
+            await conn.execute("UPDATE agency_projection_checkpoints SET stream_seq = stream_seq")
+        refused = [
+            "INSERT INTO agency_api_key_usage (key_id, tenant_id, last_used_at) "
+            "VALUES ('k', 'ta', now())",
+            "DROP TABLE agencies",
+            "CREATE TABLE sneaky (x int)",
+            "ALTER TABLE agencies DISABLE ROW LEVEL SECURITY",
+        ]
+        for statement in refused:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute(f"SET LOCAL ROLE {PROJECTOR}")
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await conn.execute(statement)
     finally:
         await pool.close()

@@ -18,7 +18,7 @@ import pytest
 
 from contracts.ids import new_id
 from infra.db import DatabaseRefused, migrate_database
-from projections.tenancy import READER
+from projections.tenancy import PROJECTOR, READER
 from tests.helpers import assert_eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,14 +63,16 @@ async def test_agency_up_runs_every_service_as_a_password_role_from_database_url
     admin = await asyncpg.connect(database_url, timeout=10)
     try:
         # What an operator does once: a login role owning the database, and (docs/
-        # operations.md) membership of the reader role tenant requests read as.
+        # operations.md) membership of the roles tenant requests read as and the projector
+        # writes as.
         await admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
         await admin.execute(f"CREATE DATABASE {database} OWNER {role}")
-        await admin.execute(
-            f"DO $$ BEGIN CREATE ROLE {READER} NOLOGIN; "
-            "EXCEPTION WHEN duplicate_object THEN NULL; END $$"
-        )
-        await admin.execute(f"GRANT {READER} TO {role}")
+        for granted in (READER, PROJECTOR):
+            await admin.execute(
+                f"DO $$ BEGIN CREATE ROLE {granted} NOLOGIN; "
+                "EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+            )
+            await admin.execute(f"GRANT {granted} TO {role}")
         stored = await admin.fetchval("SELECT rolpassword FROM pg_authid WHERE rolname = $1", role)
         assert stored.startswith("SCRAM-SHA-256$")
     finally:
