@@ -16,6 +16,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import JSONBody, PathParameter
 
 from contracts.commands import IssueApiKey, RevokeApiKey
+from contracts.events import ApiKeyIssued
 from contracts.ids import new_id
 from projections.keys import KeyView, list_keys
 from services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, tenant_of
@@ -42,22 +43,45 @@ class KeyOut(Out, frozen=True, kw_only=True):
     replaces: str | None = None
 
 
-async def _live_keys(deps: ApiDeps, tenant: str) -> dict[str, str]:
-    """The tenant's live keys (id → name) from the log; 404 when there is no such tenant."""
+class _Keys(msgspec.Struct, frozen=True):
+    live: dict[str, str]  # id → name
+    revoked: frozenset[str]
+
+
+async def _keys(deps: ApiDeps, tenant: str) -> _Keys:
+    """The tenant's live and revoked keys from the log; 404 when there is no such tenant."""
     history = await deps.bus.store.read(tenant, "tenant", tenant)
     if not any(e.type == "tenant.created" for e in history):
         raise NotFoundException(f"tenant {tenant} not found")
-    return live_keys(history)
+    live = live_keys(history)
+    issued = {e.payload.key_id for e in history if isinstance(e.payload, ApiKeyIssued)}
+    return _Keys(live=live, revoked=frozenset(issued - live.keys()))
+
+
+async def _live(deps: ApiDeps, tenant: str, key_id: str) -> dict[str, str] | None:
+    """The live keys, once `key_id` is among them; None when it was revoked. 404 for a
+    key the tenant never had; a creation this process answered with 202 is waited for."""
+    keys = await _keys(deps, tenant)
+    if key_id in keys.revoked:
+        return None
+    if key_id not in keys.live:
+        await _created(deps, tenant, key_id)
+        keys = await _keys(deps, tenant)
+    return keys.live if key_id in keys.live else None
 
 
 async def _issue(
     deps: ApiDeps, tenant: str, name: str, replaces: str | None = None
 ) -> Response[KeyOut]:
-    live = await _live_keys(deps, tenant)
-    if replaces is not None and replaces not in live:
-        raise NotFoundException(f"no live API key {replaces}")
-    if replaces is not None and not name:
-        name = live[replaces]
+    if replaces is not None:
+        live = await _live(deps, tenant, replaces)
+        if live is None:
+            raise HTTPException(
+                status_code=409, detail=f"API key {replaces} is revoked: it cannot be rotated"
+            )
+        name = name or live[replaces]
+    else:
+        await _keys(deps, tenant)  # 404 unless the tenant exists
     key, key_id, key_hash = mint_api_key()
     idempotency_key = new_id()
     command = IssueApiKey(key_id=key_id, key_hash=key_hash, name=name, replaces=replaces)
@@ -73,8 +97,8 @@ async def _issue(
 
 async def _revoke(deps: ApiDeps, tenant: str, key_id: str) -> Response[None]:
     key_id = path_id("key id", key_id)
-    if key_id not in await _live_keys(deps, tenant):
-        await _created(deps, tenant, key_id)
+    if await _live(deps, tenant, key_id) is None:
+        return Response(None, status_code=204)  # revoked already: nothing more to do
     idempotency_key = new_id()
     await deps.bus.commands.send(
         tenant, RevokeApiKey(key_id=key_id), idempotency_key=idempotency_key
@@ -86,8 +110,8 @@ async def _revoke(deps: ApiDeps, tenant: str, key_id: str) -> Response[None]:
 
 
 async def _created(deps: ApiDeps, tenant: str, key_id: str) -> None:
-    """Wait for a creation this process answered with 202; 404 for a key it never issued,
-    409 while the registry has still not recorded it."""
+    """Wait for a creation this process answered with 202; 404 for a key the tenant never
+    had, 409 while the registry has still not recorded it."""
     pending = deps.keys.pending(tenant, key_id)
     if pending is None:
         raise NotFoundException(f"no live API key {key_id}")
@@ -97,19 +121,19 @@ async def _created(deps: ApiDeps, tenant: str, key_id: str) -> None:
             status_code=409,
             detail=f"API key {key_id} is accepted but not recorded yet: try again shortly",
         )
-    if key_id not in await _live_keys(deps, tenant):
-        raise NotFoundException(f"no live API key {key_id}")
 
 
 async def _list(deps: ApiDeps, tenant: str) -> list[KeyView]:
-    await _live_keys(deps, tenant)
+    await _keys(deps, tenant)
     async with deps.pool.acquire() as conn:
         return await list_keys(conn, tenant)
 
 
 # A key is revoked once its event is read back; past the wait, 202 says it is accepted.
 REVOKED = {
-    204: empty_response("Revoked: every API process refuses the key from now on."),
+    204: empty_response(
+        "Revoked (or revoked already): every API process refuses the key from now on."
+    ),
     202: empty_response("Accepted: the revocation is applied once the registry records it."),
     409: error_response(
         409, "The key's creation was accepted (202) but is not recorded yet: try again."
@@ -219,7 +243,7 @@ class NatsCredentialsOut(Out, frozen=True, kw_only=True):
 )
 async def issue_nats_credentials(tenant_id: TenantId, deps: Deps) -> NatsCredentialsOut:
     tenant = path_id("tenant id", tenant_id)
-    await _live_keys(deps, tenant)  # 404 unless the tenant exists
+    await _keys(deps, tenant)  # 404 unless the tenant exists
     if deps.nats_credentials is None:
         raise HTTPException(
             status_code=501,

@@ -126,7 +126,12 @@ async def test_rotating_a_key_issues_a_new_one_under_its_name_and_revokes_the_ol
     assert (await client.get("/agencies", headers=bearer(body["apiKey"]))).status_code == 200
     assert (await client.get("/agencies", headers=bearer(old_key))).status_code == 401
     again = await client.post(f"/keys/{old_id}/rotate", headers=tenant_a.auth)
-    assert again.status_code == 404 and old_id in again.json()["error"]
+    assert again.status_code == 409 and f"{old_id} is revoked" in again.json()["error"]
+    # Revoking a revoked key is done already; a key the tenant never had is not found.
+    assert (await client.delete(f"/keys/{old_id}", headers=tenant_a.auth)).status_code == 204
+    assert (await client.get("/agencies", headers=bearer(old_key))).status_code == 401
+    unknown = await client.post("/keys/01nosuchkey0000000000000000/rotate", headers=tenant_a.auth)
+    assert unknown.status_code == 404
 
 
 async def test_keys_of_another_tenant_cannot_be_seen_or_revoked(
