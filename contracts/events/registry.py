@@ -79,17 +79,43 @@ EnvName = Annotated[
 ]
 
 
+class ImmediateConfig(Config, frozen=True, kw_only=True):
+    """The object form of `immediate`. `name_env` and `description_env` name environment
+    variables of the runtime whose values become the child's initial name and task (the
+    model sees them in the bootstrap call); `scoped_env` names variables handed to the
+    child for its runtime only (middleware, state tools), never shown to any model."""
+
+    name_env: EnvName | None = None
+    description_env: EnvName | None = None
+    scoped_env: tuple[EnvName, ...] = ()
+
+
 class SubagentEntry(Config, frozen=True, kw_only=True):
     """A blueprint this agent may spawn. `blocking` defaults to the opposite of `resumable`
     (a resumable child answers later unless the blueprint says to wait). With `optional`,
     the branch exists only while that environment variable of the runtime is `true`, `1`
-    or `yes` (any case): otherwise it can be neither created nor messaged."""
+    or `yes` (any case): otherwise it can be neither created nor messaged. With
+    `immediate`, the child is spawned as soon as this agent's prompt becomes active (the
+    thread's first run, a handoff to it), before its first model step."""
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    immediate: bool | ImmediateConfig = False
+
+    @property
+    def immediate_config(self) -> ImmediateConfig | None:
+        """The `immediate` settings (the object form, or an empty one for `true`), or None."""
+        if isinstance(self.immediate, ImmediateConfig):
+            return self.immediate
+        return ImmediateConfig() if self.immediate else None
+
+    @property
+    def scoped_env(self) -> tuple[str, ...]:
+        """The variables every child of this branch needs in its scope."""
+        return self.immediate.scoped_env if isinstance(self.immediate, ImmediateConfig) else ()
 
 
 class SubagentsConfig(Config, frozen=True, kw_only=True):

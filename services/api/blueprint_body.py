@@ -46,15 +46,27 @@ class HitlBody(Camel, frozen=True, kw_only=True):
     tools: list[str] = []
 
 
+class ImmediateBody(Camel, frozen=True, kw_only=True):
+    """The object form of `immediate`: `nameEnv` / `descriptionEnv` name runtime variables
+    whose values become the child's initial name and task (model-visible); `scopedEnv`
+    names variables passed to the child's runtime only, never to a model."""
+
+    name_env: EnvName | None = None
+    description_env: EnvName | None = None
+    scoped_env: list[EnvName] = []
+
+
 class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     """`optional` names an environment variable of the runtime: the branch exists only
-    while it is `true`, `1` or `yes`."""
+    while it is `true`, `1` or `yes`. `immediate` (true, or the object form) spawns the
+    child as soon as the agent's prompt becomes active, before its first model step."""
 
     name: Name
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    immediate: bool | ImmediateBody = False
 
 
 class SubagentsBody(Camel, frozen=True, kw_only=True):

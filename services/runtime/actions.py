@@ -36,6 +36,7 @@ from contracts.events import (
 )
 from contracts.limits import limits, truncate_text
 from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
+from services.runtime.immediate import immediate_bootstrap
 from services.runtime.session import end_turn, session_call, turn_over
 from services.runtime.spawn import agent_call, subagent_call
 from services.runtime.state import QueuedRequest, RunView, ThreadState
@@ -99,6 +100,10 @@ def next_action(
     calls = state.open_tool_calls()
     if calls:
         return _resolve_calls(state, run, calls, tools, blueprint)
+    bootstrap = immediate_bootstrap(state, run, blueprint, frozenset(tools))
+    if bootstrap:
+        # The prompt just became active: its immediate subagents go before its first step.
+        return Append(bootstrap)
     if dual:
         if turn_over(state, blueprint):
             return Append(end_turn(state, run, blueprint))

@@ -134,6 +134,10 @@ class ThreadState:
     side: Literal["A", "B"] | None = None
     session_turn: int = 0
     side_steps: int = 0
+    # The agent's prompt became active (the thread's first run, a handoff) and has made no
+    # model step yet: its immediate subagents are due.
+    prompt_activated: bool = False
+    ever_started: bool = False
 
     # --- queries ------------------------------------------------------------------
 
@@ -259,6 +263,8 @@ class ThreadState:
                     side=None,
                     session_turn=0,
                     side_steps=0,
+                    ever_started=True,
+                    prompt_activated=self.prompt_activated or not self.ever_started,
                 )
                 if state.run(run_id) is None:
                     state = replace(state, runs=(*state.runs, RunView(run_id=run_id)))
@@ -268,7 +274,7 @@ class ThreadState:
             case AgentStarted(model=model):
                 return replace(self, model=model)
             case RunTick(run_id=run_id, step=step):
-                state = self._with_run(run_id, step=step)
+                state = replace(self._with_run(run_id, step=step), prompt_activated=False)
                 return replace(state, side_steps=state.side_steps + 1) if state.side else state
             case SessionTurn(side=side, turn=turn):
                 return replace(self, side=side, session_turn=turn, side_steps=0)
@@ -287,7 +293,8 @@ class ThreadState:
             case RunCanceled(run_id=run_id, reason=reason):
                 return self._finish(run_id, status="canceled", reason=reason or "canceled")
             case MessageAppended(message=message):
-                return replace(self, messages=(*self.messages, message))
+                activated = self.prompt_activated and message.role != "assistant"
+                return replace(self, messages=(*self.messages, message), prompt_activated=activated)
             case FileWritten(path=path, content=content):
                 kept = (*((p, c) for p, c in self.files if p != path), (path, content))
                 return replace(self, files=kept)
@@ -358,7 +365,7 @@ class ThreadState:
                 overrides = tuple((c.id, c) for c in modified or ())
                 return self._with_run(run_id, hitl_pending=(), hitl_overrides=overrides)
             case BlueprintSwitched(to_agent_type=to_agent_type):
-                return replace(self, agent_type=to_agent_type)
+                return replace(self, agent_type=to_agent_type, prompt_activated=True)
         return self
 
     def _finish(self, run_id: str, **changes: object) -> ThreadState:
