@@ -72,6 +72,8 @@ class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thre
     agent_type: str
     parent: ParentRef | None = None
     request: dict[str, str] = {}
+    # The child's scoped variables, sealed (`SubagentRequested.sealed_env`).
+    sealed_env: str = ""
 
 
 class ForkThread(Command, frozen=True, kw_only=True, tag="registry.fork_thread"):

@@ -11,7 +11,11 @@ ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
 
 class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requested"):
     """A tool call asks for a child thread. A resumable child has a `name` and can be
-    messaged again later; `attachments` are paths of the parent's files to copy over."""
+    messaged again later; `attachments` are paths of the parent's files to copy over.
+    `sealed_env` holds the child's scoped variables (`scopedEnv`), sealed
+    (`services/common/sealing.py`): runtime-only data, never shown to a model. `deferred`:
+    asked for after the call was answered (its variables were provided later), so it is
+    spawned whatever became of the run, and reports as a non-blocking child."""
 
     run_id: str
     tool_call_id: str
@@ -22,6 +26,8 @@ class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requeste
     name: str | None = None
     resumable: bool = False
     attachments: tuple[str, ...] = ()
+    sealed_env: str = ""
+    deferred: bool = False
 
 
 class SubagentMessaged(Event, frozen=True, kw_only=True, tag="subagent.messaged"):

@@ -17,6 +17,8 @@ class ThreadCreated(Event, frozen=True, kw_only=True, tag="thread.created"):
     agent_type: str
     parent: ParentRef | None = None
     request: dict[str, str] = {}
+    # A subagent's scoped variables, sealed: runtime-only data, never shown to a model.
+    sealed_env: str = ""
 
 
 class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):

@@ -136,5 +136,6 @@ def create_thread(
             agent_type=command.agent_type,
             parent=command.parent,
             request=command.request,
+            sealed_env=command.sealed_env,
         ),
     )

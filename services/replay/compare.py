@@ -19,7 +19,8 @@ from services.cli.eventformat import clip
 from services.replay.timeline import summary as event_summary
 
 IGNORED_FIELDS: frozenset[str] = frozenset(
-    {"run_id", "tool_call_id", "id", "child_thread_id", "token", "event_id"}
+    # Sealed values differ at every seal (a fresh nonce), whatever they hold.
+    {"run_id", "tool_call_id", "id", "child_thread_id", "token", "event_id", "sealed_env"}
 )
 _COLUMN = 58
 

@@ -23,6 +23,8 @@ from services.agents.builtin.subagents import (
     subagent_types,
 )
 from services.agents.tools import AgentTool
+from services.common.sealing import seal
+from services.runtime.scoped import scoped_values
 from services.runtime.state import RunView, ThreadState
 from services.subagents.naming import child_thread_id
 
@@ -58,6 +60,19 @@ def _started_answer(state: ThreadState, run: RunView, call: ToolCall) -> ToolOut
         tool_name=call.name,
         output=f"Subagent started (reference: {child}). Continue; its result will arrive as a "
         "message when it is done.",
+    )
+
+
+def env_required(
+    state: ThreadState,
+    run: RunView,
+    call: ToolCall,
+    kind: str,
+    required: tuple[str, ...],
+    missing: tuple[str, ...],
+) -> tuple[AnyEvent, ...]:
+    return _error(
+        run, call, f"subagent_env_required: {kind} needs the variables {', '.join(missing)}"
     )
 
 
@@ -118,6 +133,9 @@ def subagent_call(
                 f"maxInstances of {chosen.max_instances} reached for {kind}; message an existing "
                 f"instance with subagent_message instead: {refs}",
             )
+    scoped, missing_env = scoped_values(state, chosen.scoped_env)
+    if missing_env:
+        return env_required(state, run, call, kind, chosen.scoped_env, missing_env)
     requested = SubagentRequested(
         run_id=run.run_id,
         tool_call_id=call.id,
@@ -128,6 +146,7 @@ def subagent_call(
         name=name if creating else None,
         resumable=chosen.resumable,
         attachments=attachments,
+        sealed_env=seal(scoped),
     )
     if chosen.blocking:
         return (requested,)

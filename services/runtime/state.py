@@ -46,6 +46,7 @@ from contracts.events import (
     ToolRequested,
 )
 from infra.jetstream.records import Position, RecordedEvent
+from services.common.sealing import unseal
 
 # `injected`: a queued request that joined the active run (`reason` names that run).
 RunStatus = Literal["registered", "running", "paused", "completed", "canceled", "error", "injected"]
@@ -138,6 +139,8 @@ class ThreadState:
     # model step yet: its immediate subagents are due.
     prompt_activated: bool = False
     ever_started: bool = False
+    # A subagent's scoped variables (`scopedEnv`), sealed as its `thread.created` holds them.
+    sealed_env: str = ""
 
     # --- queries ------------------------------------------------------------------
 
@@ -203,6 +206,15 @@ class ThreadState:
         )
         return replace(self, children=children)
 
+    def provided_env(self) -> dict[str, str]:
+        """Variables provided for this thread's subagents (none yet)."""
+        return {}
+
+    def scoped_env(self) -> dict[str, str]:
+        """This thread's scoped variables: runtime-only data for middleware and state
+        tools, never shown to a model."""
+        return unseal(self.sealed_env)
+
     def last_assistant(self) -> ChatMessage | None:
         for message in reversed(self.messages):
             if message.role == "assistant":
@@ -227,6 +239,7 @@ class ThreadState:
             case ThreadCreated(agency_id=agency_id, agent_type=agent_type, parent=parent):
                 return replace(
                     self,
+                    sealed_env=payload.sealed_env,
                     exists=True,
                     agency_id=agency_id,
                     agent_type=agent_type,

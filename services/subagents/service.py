@@ -134,7 +134,11 @@ class Coordinator:
         context = self._context(event)
         child = child_thread_id(tenant, parent, request.tool_call_id)
         history = await self._bus.store.read(tenant, "thread", parent)
-        if _run_ended(history, request.run_id) and not _has_link(history, child):
+        if (
+            not request.deferred
+            and _run_ended(history, request.run_id)
+            and not _has_link(history, child)
+        ):
             # The run ended (canceled, or a fork cut it) before its child was spawned.
             log.info("subagent request of an ended run ignored", child_thread_id=child)
             return
@@ -157,6 +161,7 @@ class Coordinator:
                 thread_id=child,
                 agent_type=request.subagent_type,
                 parent=ParentRef(thread_id=parent, token=token, tool_call_id=request.tool_call_id),
+                sealed_env=request.sealed_env,
             ),
             idempotency_key=f"spawn:{child}",
         )
@@ -179,7 +184,8 @@ class Coordinator:
         if requested is None or not isinstance(requested.payload, SubagentRequested):
             return
         request = requested.payload
-        if _run_ended(history, request.run_id) and not _has_link(history, child):
+        ended = not request.deferred and _run_ended(history, request.run_id)
+        if ended and not _has_link(history, child):
             return
         created_payload = created.payload
         if isinstance(created_payload, ThreadCreated) and "forkedFrom" in created_payload.request:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
+
+import msgspec
+import pytest
 
 from contracts.events import BlueprintSpec, SubagentCompleted, SubagentSpawned
 from contracts.events.registry import (
@@ -12,10 +17,14 @@ from contracts.events.registry import (
     SubagentsConfig,
 )
 from contracts.ids import new_id
+from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
+from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
 from services.replay.reexecute import reexecute
-from tests.runtime.conftest import Agents, make_system
+from services.runtime.state import fold
+from tests.runtime.conftest import Agents, make_system, running_agents
 
 
 def unique(prefix: str) -> str:
@@ -41,9 +50,8 @@ async def agent(agents: Agents, name: str, *entries: SubagentEntry, **fields: An
         config = BlueprintConfig(
             subagents=SubagentsConfig(subagents=entries), callable_agents=config.callable_agents
         )
-    spec = BlueprintSpec(
-        name=name, prompt=f"{name} prompt", tags=("default",), config=config, **fields
-    )
+    fields.setdefault("tags", ("default",))
+    spec = BlueprintSpec(name=name, prompt=f"{name} prompt", config=config, **fields)
     await agents.save_blueprint(spec)
     return spec
 
@@ -149,3 +157,65 @@ async def test_an_immediate_child_runs_after_a_handoff_to_its_prompt(agents: Age
     assert len(ticks) == 2 and ticks[0] < switched < completed[0] < ticks[1]
     (desk_first,) = requests_with(agents, f"{desk.name} prompt")
     assert "scout findings" in [m["content"] for m in desk_first["messages"] if m["role"] == "tool"]
+
+
+SEEN_SCOPES: dict[str, dict[str, str]] = {}
+
+
+class ScopeProbe(Middleware):
+    """Records the scoped variables a thread's middleware sees."""
+
+    name = "scope-probe"
+    tags = ("scope-probe",)
+
+    async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:
+        SEEN_SCOPES[ctx.state.thread_id] = ctx.state.scoped_env()
+
+
+@pytest.fixture
+async def probed(bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer) -> AsyncIterator[Agents]:
+    system = make_system().use(ScopeProbe())
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as running:
+        yield running
+
+
+async def test_scoped_env_reaches_the_child_but_no_model_and_hints_name_it(
+    probed: Agents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = probed
+    suffix = new_id()
+    name_var, task_var, secret_var = (f"AGENCY_TEST_{k}_{suffix}" for k in ("NAME", "TASK", "KEY"))
+    secret = "sk-scoped-" + new_id()
+    monkeypatch.setenv(name_var, "scout-one")
+    monkeypatch.setenv(task_var, "map the territory")
+    monkeypatch.setenv(secret_var, secret)
+    child = await agent(agents, unique("scoped"), tags=("default", "scope-probe"))
+    immediate = ImmediateConfig(
+        name_env=name_var, description_env=task_var, scoped_env=(secret_var,)
+    )
+    entry = SubagentEntry(name=child.name, resumable=True, blocking=True, immediate=immediate)
+    parent = await agent(agents, unique("holder"), entry, tags=("default", "scope-probe"))
+    agents.llm.script(f"{child.name} prompt", [ScriptStep(content="territory mapped")])
+    agents.llm.script(
+        f"{parent.name} prompt", [ScriptStep(content="unused"), ScriptStep(content="holder done")]
+    )
+    thread = await agents.thread(parent.name)
+    await agents.invoke(thread, "begin")
+    events = await agents.wait_terminal(thread, timeout=30)
+
+    assert events[-1].type == "run.completed"
+    (link,) = spawned(events)
+    # The scoped value is in the child's scope, for its middleware...
+    assert SEEN_SCOPES[link.child_thread_id] == {secret_var: secret}
+    assert SEEN_SCOPES[thread] == {}
+    # ...never in a model's request, nor in clear in any event of the tree.
+    assert secret not in json.dumps(agents.llm.requests)
+    child_events = await agents.events(link.child_thread_id)
+    for event in (*events, *child_events):
+        assert secret not in json.dumps(msgspec.to_builtins(event.envelope.payload))
+    # The hints are model-visible: the child's name and task come from them.
+    (entry_state,) = fold(agents.tenant, thread, events).children
+    assert entry_state.name == "scout-one" and entry_state.resumable
+    (child_request,) = requests_with(agents, f"{child.name} prompt")
+    assert "map the territory" in str(child_request["messages"])
+    assert "begin" not in str(child_request["messages"])

@@ -84,6 +84,8 @@ class SubagentType:
     blocking: bool = True
     resumable: bool = False
     max_instances: int | None = None
+    # Variables every child of this type needs in its scope (`immediate.scopedEnv`).
+    scoped_env: tuple[str, ...] = ()
 
 
 ENABLED = frozenset({"true", "1", "yes"})
@@ -126,6 +128,7 @@ def subagent_types(
             blocking=not entry.resumable if entry.blocking is None else entry.blocking,
             resumable=entry.resumable,
             max_instances=entry.max_instances,
+            scoped_env=entry.scoped_env,
         )
     return types
 
