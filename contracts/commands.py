@@ -156,6 +156,19 @@ class SubagentDeadline(Command, frozen=True, kw_only=True, tag="subagents.deadli
     timeout_ms: int
 
 
+class ProvideVariables(Command, frozen=True, kw_only=True, tag="subagents.provide_variables"):
+    """Values for a parent's `subagent.env_required` request, sealed by the sender: the
+    coordinator records them and spawns the deferred child."""
+
+    service = "subagents"
+    verb = "provide_variables"
+    agency_id: str
+    parent_thread_id: str
+    request_id: str
+    names: tuple[str, ...]
+    sealed_env: str
+
+
 class WorkflowMemberSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A member to add: its name in the channel and the blueprint it runs (a saved or
     static one, resolved by the API, or one defined inline in the workflow)."""
@@ -245,6 +258,7 @@ AnyCommand = (
     | CancelRun
     | WatchRun
     | SubagentDeadline
+    | ProvideVariables
     | CreateWorkflow
     | PostChannelMessage
     | StopWorkflow

@@ -39,11 +39,13 @@ from contracts.events.run import (
 )
 from contracts.events.subagent import (
     SubagentCompleted,
+    SubagentEnvRequired,
     SubagentEvent,
     SubagentMessaged,
     SubagentRequested,
     SubagentSpawned,
     SubagentStatus,
+    SubagentVariablesProvided,
 )
 from contracts.events.thread import (
     BlueprintSwitched,
@@ -166,11 +168,13 @@ __all__ = [
     "SessionTurn",
     "SideConfig",
     "SubagentCompleted",
+    "SubagentEnvRequired",
     "SubagentEvent",
     "SubagentMessaged",
     "SubagentRequested",
     "SubagentSpawned",
     "SubagentStatus",
+    "SubagentVariablesProvided",
     "TenantCreated",
     "ThreadCreated",
     "ThreadEvent",

@@ -67,6 +67,44 @@ class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.complete
     attachments: tuple[str, ...] = ()
 
 
+class SubagentEnvRequired(Event, frozen=True, kw_only=True, tag="subagent.env_required"):
+    """A `task` / `subagent_create` call could not spawn its child: scoped variables the
+    entry requires (`scopedEnv`) are set neither in the runtime's environment nor provided.
+    The call was answered with a tool error naming `request_id`; values posted to
+    `/threads/{t}/variables/{request_id}` spawn the child with the call's own arguments
+    (kept here). `sealed_present` holds the values that were found, sealed."""
+
+    run_id: str
+    tool_call_id: str
+    request_id: str
+    subagent_type: str
+    required: tuple[str, ...]
+    missing: tuple[str, ...]
+    description: str
+    name: str | None = None
+    resumable: bool = False
+    timeout_ms: int | None = None
+    attachments: tuple[str, ...] = ()
+    sealed_present: str = ""
+
+
+class SubagentVariablesProvided(
+    Event, frozen=True, kw_only=True, tag="subagent.variables_provided"
+):
+    """Values for a `subagent.env_required` request were provided (sealed: never in
+    clear); they count for this thread's later spawns too."""
+
+    request_id: str
+    names: tuple[str, ...]
+    sealed_env: str
+
+
 SubagentEvent = (
-    SubagentRequested | SubagentMessaged | SubagentSpawned | SubagentCompleted | SubagentStatus
+    SubagentRequested
+    | SubagentMessaged
+    | SubagentSpawned
+    | SubagentCompleted
+    | SubagentStatus
+    | SubagentEnvRequired
+    | SubagentVariablesProvided
 )

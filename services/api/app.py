@@ -46,6 +46,7 @@ from services.api.routes_ops import OPS_ROUTES
 from services.api.routes_queries import QUERY_ROUTES
 from services.api.routes_run import RUN_ROUTES
 from services.api.routes_usage import USAGE_ROUTES
+from services.api.routes_variables import VARIABLE_ROUTES
 from services.api.routes_workflows import WORKFLOW_ROUTES
 from services.api.streaming import CLOSING, STREAM_ROUTES
 
@@ -116,6 +117,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *QUERY_ROUTES,
         *COMMAND_ROUTES,
         *CONTROL_ROUTES,
+        *VARIABLE_ROUTES,
         *FORK_ROUTES,
         *KEY_ROUTES,
         *USAGE_ROUTES,

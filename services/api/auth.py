@@ -253,17 +253,20 @@ def agent_types(deps: ApiDeps, events: list[RecordedEvent]) -> dict[str, Bluepri
 
 
 async def thread_created(
-    deps: ApiDeps, tenant: str, agency_id: str, thread_id: str
+    deps: ApiDeps, tenant: str, agency_id: str | None, thread_id: str
 ) -> ThreadCreated:
-    """The thread's creation event, or 404 unless the thread is this tenant's, in this agency.
+    """The thread's creation event, or 404 unless the thread is this tenant's, in this agency
+    (in any of its agencies when `agency_id` is None).
 
     One direct get of the last message on the thread's `thread_created` subject: a thread
     has exactly one, and it names the agency.
     """
-    path_id("agency id", agency_id)
+    if agency_id is not None:
+        path_id("agency id", agency_id)
     path_id("thread id", thread_id)
     subject = event_subject(tenant, "thread", thread_id, "thread.created")
-    not_found = NotFoundException(f"thread {thread_id} not found in agency {agency_id}")
+    where = f" in agency {agency_id}" if agency_id is not None else ""
+    not_found = NotFoundException(f"thread {thread_id} not found{where}")
     try:
         msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
     except NotFoundError:
@@ -273,6 +276,8 @@ async def thread_created(
     except (ContractError, msgspec.DecodeError):
         raise not_found from None
     payload = envelope.payload
-    if not isinstance(payload, ThreadCreated) or payload.agency_id != agency_id:
+    if not isinstance(payload, ThreadCreated):
+        raise not_found
+    if agency_id is not None and payload.agency_id != agency_id:
         raise not_found
     return payload

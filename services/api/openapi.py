@@ -161,6 +161,7 @@ _PARAMETERS: dict[tuple[str, str], Schema] = {
     ("path", "tenantId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "keyId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "scheduleId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
+    ("path", "requestId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "member"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "workflow"): Schema(type=OpenAPIType.STRING, pattern=WORKFLOW_PATTERN),
     # Empty means no filter, as absent.

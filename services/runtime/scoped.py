@@ -6,15 +6,89 @@ set them alike on every runtime worker) or, failing that, from the values provid
 this thread through `POST /threads/{t}/variables/{r}`. The values travel to the child
 sealed (`services/common/sealing.py`) in `subagent.requested` and its `thread.created`,
 out of every model's sight: they are neither arguments of the call nor part of any
-message. A variable unset or empty in both places is missing.
+message. A variable unset or empty in both places is missing: the call is answered with a
+structured tool error (`subagent_env_required`, with a request id and the missing names)
+and `subagent.env_required` records the call's arguments, so that values posted for that
+request spawn the child as the call asked (`services/subagents/variables.py`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from services.runtime.state import ThreadState
+from contracts.events import AnyEvent, SubagentEnvRequired, ToolCall, ToolError
+from contracts.ids import derived_id
+from services.agents.builtin.subagents import CREATE_TOOL
+from services.common.sealing import seal
+from services.runtime.state import RunView, ThreadState
+
+ENV_REQUIRED = "subagent_env_required"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRequest:
+    """A spawn held back for missing variables: what the child needs, and the call's own
+    arguments, to spawn it with once they are provided."""
+
+    subagent_type: str
+    required: tuple[str, ...]
+    missing: tuple[str, ...]
+    description: str
+    name: str | None
+    attachments: tuple[str, ...]
+
+
+def variables_request_id(tenant_id: str, thread_id: str, tool_call_id: str) -> str:
+    return derived_id("var_", tenant_id, thread_id, tool_call_id)
+
+
+def env_required(
+    state: ThreadState,
+    run: RunView,
+    call: ToolCall,
+    request: EnvRequest,
+    present: dict[str, str],
+    timeout_ms: int | None,
+) -> tuple[AnyEvent, ...]:
+    """The call's structured tool error (`subagent_env_required`, naming the request and
+    the missing variables, never a value) and the request recorded on the thread."""
+    request_id = variables_request_id(state.tenant_id, state.thread_id, call.id)
+    problem = {
+        "error": ENV_REQUIRED,
+        "requestId": request_id,
+        "subagentType": request.subagent_type,
+        "required": list(request.required),
+        "missing": list(request.missing),
+        "message": f"{request.subagent_type} needs the variables "
+        f"{', '.join(request.missing)}, which are not set. A person provides them at "
+        f"POST /threads/{state.thread_id}/variables/{request_id}; the subagent then starts "
+        "with this call's arguments and its result arrives here as a message.",
+    }
+    return (
+        SubagentEnvRequired(
+            run_id=run.run_id,
+            tool_call_id=call.id,
+            request_id=request_id,
+            subagent_type=request.subagent_type,
+            required=request.required,
+            missing=request.missing,
+            description=request.description,
+            name=request.name,
+            resumable=call.name == CREATE_TOOL,
+            timeout_ms=timeout_ms,
+            attachments=request.attachments,
+            sealed_present=seal(present),
+        ),
+        ToolError(
+            run_id=run.run_id,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            error=json.dumps(problem),
+        ),
+    )
 
 
 def scoped_values(

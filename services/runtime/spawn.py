@@ -24,7 +24,7 @@ from services.agents.builtin.subagents import (
 )
 from services.agents.tools import AgentTool
 from services.common.sealing import seal
-from services.runtime.scoped import scoped_values
+from services.runtime.scoped import EnvRequest, env_required, scoped_values
 from services.runtime.state import RunView, ThreadState
 from services.subagents.naming import child_thread_id
 
@@ -60,19 +60,6 @@ def _started_answer(state: ThreadState, run: RunView, call: ToolCall) -> ToolOut
         tool_name=call.name,
         output=f"Subagent started (reference: {child}). Continue; its result will arrive as a "
         "message when it is done.",
-    )
-
-
-def env_required(
-    state: ThreadState,
-    run: RunView,
-    call: ToolCall,
-    kind: str,
-    required: tuple[str, ...],
-    missing: tuple[str, ...],
-) -> tuple[AnyEvent, ...]:
-    return _error(
-        run, call, f"subagent_env_required: {kind} needs the variables {', '.join(missing)}"
     )
 
 
@@ -135,7 +122,10 @@ def subagent_call(
             )
     scoped, missing_env = scoped_values(state, chosen.scoped_env)
     if missing_env:
-        return env_required(state, run, call, kind, chosen.scoped_env, missing_env)
+        held = EnvRequest(
+            kind, chosen.scoped_env, missing_env, text, name if creating else None, attachments
+        )
+        return env_required(state, run, call, held, scoped, timeout)
     requested = SubagentRequested(
         run_id=run.run_id,
         tool_call_id=call.id,

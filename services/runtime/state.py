@@ -37,6 +37,7 @@ from contracts.events import (
     SubagentRequested,
     SubagentSpawned,
     SubagentStatus,
+    SubagentVariablesProvided,
     ThreadCreated,
     Todo,
     TodosWritten,
@@ -141,6 +142,8 @@ class ThreadState:
     ever_started: bool = False
     # A subagent's scoped variables (`scopedEnv`), sealed as its `thread.created` holds them.
     sealed_env: str = ""
+    # Sealed values provided for this thread's subagents, in order.
+    provided_sealed: tuple[str, ...] = ()
 
     # --- queries ------------------------------------------------------------------
 
@@ -207,8 +210,12 @@ class ThreadState:
         return replace(self, children=children)
 
     def provided_env(self) -> dict[str, str]:
-        """Variables provided for this thread's subagents (none yet)."""
-        return {}
+        """Variables provided for this thread's subagents (`subagent.variables_provided`),
+        the latest value of each name."""
+        values: dict[str, str] = {}
+        for token in self.provided_sealed:
+            values.update(unseal(token))
+        return values
 
     def scoped_env(self) -> dict[str, str]:
         """This thread's scoped variables: runtime-only data for middleware and state
@@ -335,6 +342,8 @@ class ThreadState:
                     blocking=request.blocking if request else True,
                 )
                 return replace(self, children=(*self.children, entry))
+            case SubagentVariablesProvided(sealed_env=sealed):
+                return replace(self, provided_sealed=(*self.provided_sealed, sealed))
             case SubagentStatus(child_thread_id=child, status=status):
                 return self._with_child(child, status_text=status)
             case SubagentCompleted(

@@ -11,6 +11,8 @@
   and resumes the parent. For a non-blocking call the report is also queued to the parent
   as a message.
 - A child's `session.status`: recorded on the parent as `subagent.status`.
+- `subagents.provide_variables` (values posted for a spawn held back by missing scoped
+  variables): record them on the parent and ask for the deferred child (`variables.py`).
 - A run is canceled: cancel every child still working for it, which cascades down the tree.
 - A child thread is created (`thread.created` with a parent call): if its first run was
   never requested (the coordinator died between creating and invoking it, or the invoke
@@ -34,6 +36,7 @@ from contracts.commands import (
     CommandEnvelope,
     CreateThread,
     InvokeThread,
+    ProvideVariables,
     SubagentDeadline,
 )
 from contracts.envelope import utc_now
@@ -73,6 +76,7 @@ from services.subagents.naming import (
     report_message,
     returned_path,
 )
+from services.subagents.variables import provide
 
 log = structlog.get_logger(__name__)
 
@@ -305,6 +309,9 @@ class Coordinator:
 
     async def handle_command(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         payload = envelope.payload
+        if isinstance(payload, ProvideVariables):
+            await self._provide(envelope.tenant_id, payload)
+            return
         if not isinstance(payload, SubagentDeadline):
             raise CommandRejected("wrong_service", f"{envelope.type} is not a subagents command")
         remaining = (payload.deadline - utc_now()).total_seconds()
@@ -338,6 +345,23 @@ class Coordinator:
                 ),
                 idempotency_key=f"timeout-cancel:{child}",
             )
+
+    async def _provide(self, tenant: str, command: ProvideVariables) -> None:
+        """Values for a held-back spawn: record them and ask for the child (`variables`)."""
+        parent = command.parent_thread_id
+        history = await self._bus.store.read(tenant, "thread", parent)
+        if not history:
+            raise CommandRejected("unknown_thread", f"thread {parent} does not exist")
+        first = history[0].envelope
+        context = EventContext(
+            agency_id=first.agency_id, thread_id=parent, correlation_id=first.correlation_id
+        )
+        await decide_and_append(
+            self._bus.store, tenant, "thread", parent,
+            lambda events: provide(events, command),
+            context=context,
+            idempotency_key=f"variables:{command.request_id}",
+        )  # fmt: skip
 
     # --- reporting ----------------------------------------------------------------
 

@@ -1,0 +1,123 @@
+"""Scoped-variable bootstrap over HTTP: a spawn held back for missing `scopedEnv` values
+(`subagent_env_required`), `GET` / `POST /threads/{t}/variables/{r}`, the child booted."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from contracts.events import SubagentEnvRequired, SubagentSpawned, ToolError
+from contracts.events.run import RUN_TERMINAL_TYPES
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import RecordedEvent
+from services.llm.fake_scripts import ScriptStep
+from services.runtime.state import fold
+from tests.e2e.conftest import Client
+from tests.helpers import assert_eventually
+
+
+async def save(client: Client, blueprint: dict[str, object]) -> None:
+    r = await client.http.post(f"/agency/{client.agency}/blueprints", json=blueprint)
+    assert r.status_code == 201, r.text
+
+
+async def until_log(
+    bus: Bus, client: Client, thread: str, terminals: int, timeout: float = 30
+) -> list[RecordedEvent]:
+    async def ended() -> list[RecordedEvent]:
+        events = await bus.store.read(client.tenant, "thread", thread)
+        assert sum(e.type in RUN_TERMINAL_TYPES for e in events) >= terminals
+        return events
+
+    return await assert_eventually(ended, timeout=timeout)
+
+
+async def test_missing_scoped_variables_are_asked_for_then_provided_and_the_child_boots(
+    client: Client, bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suffix = new_id()
+    present, absent = f"AGENCY_TEST_REGION_{suffix}", f"AGENCY_TEST_TOKEN_{suffix}"
+    monkeypatch.setenv(present, "eu-west")
+    secret = "tok-" + new_id()
+    child, parent = f"vchild{suffix[-8:]}".lower(), f"vparent{suffix[-8:]}".lower()
+    await save(client, {"name": child, "prompt": f"{child} prompt", "tags": ["default"]})
+    entry = {
+        "name": child,
+        "resumable": True,
+        "blocking": True,
+        "immediate": {"scopedEnv": [present, absent]},
+    }
+    await save(
+        client,
+        {
+            "name": parent,
+            "prompt": f"{parent} prompt",
+            "tags": ["default"],
+            "config": {"subagents": {"subagents": [entry]}},
+        },
+    )
+    client.llm.script(f"{child} prompt", [ScriptStep(content="child used its token")])
+    client.llm.script(
+        f"{parent} prompt",
+        [
+            ScriptStep(content="unused"),  # the bootstrap call is turn 0
+            ScriptStep(content="waiting for the token"),
+            ScriptStep(content="got the child's report"),
+        ],
+    )
+    thread = await client.thread(parent)
+    await client.invoke(thread, "set up the workspace")
+    events = await until_log(bus, client, thread, 1)
+
+    # The immediate subagent_create could not spawn: a structured tool error, a request.
+    (required,) = [e.payload for e in events if isinstance(e.payload, SubagentEnvRequired)]
+    (error,) = [e.payload for e in events if isinstance(e.payload, ToolError)]
+    problem = json.loads(error.error)
+    assert problem["error"] == "subagent_env_required"
+    assert problem["requestId"] == required.request_id and problem["missing"] == [absent]
+    assert not any(isinstance(e.payload, SubagentSpawned) for e in events)
+    url = f"/threads/{thread}/variables/{required.request_id}"
+
+    r = await client.http.get(url)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["required"] == [present, absent] and answer["missing"] == [absent]
+    assert answer["status"] == "pending" and answer["subagentType"] == child
+    assert (await client.http.get(f"/threads/{thread}/variables/var_nope")).status_code == 404
+    assert (await client.http.get(f"/threads/{new_id()}/variables/x")).status_code == 404
+    r = await client.http.post(url, json={"values": {present: "x"}})
+    assert r.status_code == 400 and absent in r.text
+    r = await client.http.post(url, json={"values": {absent: secret, "OTHER": "y"}})
+    assert r.status_code == 400 and "OTHER" in r.text
+
+    r = await client.http.post(url, json={"values": {absent: secret}})
+    assert r.status_code == 202, r.text
+    child_thread = r.json()["childThreadId"]
+    # The child ran, and its report reached the parent as a message: a second run.
+    events = await until_log(bus, client, thread, 2)
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"] * 2
+    assert events[-1].payload.result == "got the child's report"  # type: ignore[attr-defined]
+    (link,) = [e.payload for e in events if isinstance(e.payload, SubagentSpawned)]
+    assert link.child_thread_id == child_thread
+    child_events = await until_log(bus, client, child_thread, 1)
+    # The child has both variables in its scope, from the environment and as provided.
+    scope = fold(client.tenant, child_thread, child_events).scoped_env()
+    assert scope == {present: "eu-west", absent: secret}
+    last = next(
+        r for r in reversed(client.llm.requests) if f"{parent} prompt" in str(r["messages"][0])
+    )
+    assert "child used its token" in str(last["messages"])
+    # The value was never shown to a model, written in clear, or answered over HTTP.
+    assert secret not in json.dumps(client.llm.requests)
+    for event in (*events, *child_events):
+        assert secret not in json.dumps(msgspec.to_builtins(event.envelope.payload))
+    r = await client.http.get(url)
+    assert r.json()["status"] == "provided" and r.json()["missing"] == []
+    assert secret not in r.text
+    r = await client.http.get(f"{client.path(thread)}/events")
+    assert r.status_code == 200 and secret not in r.text
+    r = await client.http.post(url, json={"values": {absent: secret}})
+    assert r.status_code == 409, r.text
