@@ -23,7 +23,9 @@ from contracts.events import (
     RunStarted,
     RunTick,
     SubagentCompleted,
+    SubagentEnvRequired,
     SubagentSpawned,
+    SubagentVariablesProvided,
     ThreadCreated,
     TodosWritten,
     ToolError,
@@ -110,6 +112,10 @@ def summarize(payload: Event) -> str:
             return f"{kind} → thread {child}"
         case SubagentCompleted(child_thread_id=child, outcome=outcome, report=report):
             return f"thread {child} {outcome}: {clip(report)}"
+        case SubagentEnvRequired(subagent_type=kind, request_id=request, missing=missing):
+            return f"{kind} needs {', '.join(missing)} (request {request})"
+        case SubagentVariablesProvided(request_id=request, names=names):
+            return f"{', '.join(names)} provided (request {request})"
         case FileWritten(path=path, content=content):
             return f"{path} ({len(content)} chars)"
         case TodosWritten(todos=todos):

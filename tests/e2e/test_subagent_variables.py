@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import msgspec
 import pytest
 
@@ -14,8 +15,9 @@ from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
 from services.runtime.state import fold
-from tests.e2e.conftest import Client
+from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually
 
 
@@ -35,8 +37,21 @@ async def until_log(
     return await assert_eventually(ended, timeout=timeout)
 
 
+async def other_tenant(url: str) -> dict[str, str]:
+    """The headers of a new tenant's key."""
+    async with httpx.AsyncClient(base_url=url, timeout=20) as admin:
+        r = await admin.post(
+            "/tenants", json={"name": "other"}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert r.status_code == 201, r.text
+        return {"Authorization": f"Bearer {r.json()['apiKey']}"}
+
+
 async def test_missing_scoped_variables_are_asked_for_then_provided_and_the_child_boots(
-    client: Client, bus: Bus, monkeypatch: pytest.MonkeyPatch
+    client: Client,
+    bus: Bus,
+    monkeypatch: pytest.MonkeyPatch,
+    system_api: tuple[str, FakeLLMServer],
 ) -> None:
     suffix = new_id()
     present, absent = f"AGENCY_TEST_REGION_{suffix}", f"AGENCY_TEST_TOKEN_{suffix}"
@@ -88,6 +103,12 @@ async def test_missing_scoped_variables_are_asked_for_then_provided_and_the_chil
     assert answer["status"] == "pending" and answer["subagentType"] == child
     assert (await client.http.get(f"/threads/{thread}/variables/var_nope")).status_code == 404
     assert (await client.http.get(f"/threads/{new_id()}/variables/x")).status_code == 404
+    # Another tenant's key finds nothing there, and can provide nothing.
+    stranger = await other_tenant(system_api[0])
+    r = await client.http.get(url, headers=stranger)
+    assert r.status_code == 404, r.text
+    r = await client.http.post(url, json={"values": {absent: "stolen"}}, headers=stranger)
+    assert r.status_code == 404, r.text
     r = await client.http.post(url, json={"values": {present: "x"}})
     assert r.status_code == 400 and absent in r.text
     r = await client.http.post(url, json={"values": {absent: secret, "OTHER": "y"}})

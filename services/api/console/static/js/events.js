@@ -155,6 +155,8 @@ export function summarize(event) {
     case "subagent.requested": return `${d.subagentType}: ${clip(d.description, 100)}`;
     case "subagent.spawned": return `${d.subagentType} → ${d.childThreadId}`;
     case "subagent.completed": return `${d.outcome}: ${clip(d.report, 100)}`;
+    case "subagent.env_required": return `${d.subagentType} needs ${(d.missing || []).join(", ")} (request ${d.requestId})`;
+    case "subagent.variables_provided": return `${(d.names || []).join(", ")} provided (request ${d.requestId})`;
     case "run.tick": return `step ${d.step}`;
     case "run.started": return `${d.agentType}, at most ${d.maxSteps} steps`;
     case "run.resumed": return "";
