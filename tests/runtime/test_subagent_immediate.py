@@ -22,6 +22,7 @@ from infra.jetstream.records import RecordedEvent
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
+from services.replay.fork import fork_thread
 from services.replay.reexecute import reexecute
 from services.runtime.state import fold
 from tests.runtime.conftest import Agents, make_system, running_agents
@@ -219,3 +220,30 @@ async def test_scoped_env_reaches_the_child_but_no_model_and_hints_name_it(
     (child_request,) = requests_with(agents, f"{child.name} prompt")
     assert "map the territory" in str(child_request["messages"])
     assert "begin" not in str(child_request["messages"])
+
+
+async def test_a_fork_after_the_bootstrap_keeps_it_and_does_not_run_it_again(
+    agents: Agents,
+) -> None:
+    child = await agent(agents, unique("forkchild"))
+    parent = await agent(
+        agents, unique("forkparent"), SubagentEntry(name=child.name, immediate=True)
+    )
+    agents.llm.script(f"{child.name} prompt", [ScriptStep(content="child ran once")])
+    agents.llm.script(
+        f"{parent.name} prompt",
+        [ScriptStep(content="unused"), ScriptStep(content="first"), ScriptStep(content="again")],
+    )
+    thread = await agents.thread(parent.name)
+    await agents.invoke(thread, "first request")
+    original = await agents.wait_terminal(thread, timeout=30)
+
+    forked = await fork_thread(agents.bus, agents.tenant, thread, original[-1].seq)
+    await agents.invoke(forked.thread_id, "second request")
+    events = await agents.wait_terminal(forked.thread_id, count=2, timeout=30)
+    assert events[-1].type == "run.completed" and events[-1].payload.result == "again"  # type: ignore[attr-defined]
+    # The bootstrap came with the copy; the fork's own run spawned nothing.
+    assert len(spawned(events)) == 1
+    assert sum(e.type == "subagent.requested" for e in events) == 1
+    last = requests_with(agents, f"{parent.name} prompt")[-1]
+    assert "child ran once" in str(last["messages"]) and "second request" in str(last["messages"])

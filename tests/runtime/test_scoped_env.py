@@ -1,0 +1,74 @@
+"""Scoped variables: sealing, and where a spawn finds each value."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from contracts.events import AnyEvent, SubagentVariablesProvided, ThreadCreated
+from contracts.events.registry import ImmediateConfig, SubagentEntry
+from infra.jetstream.envelopes import new_envelopes
+from infra.jetstream.records import EventContext, Position, RecordedEvent
+from services.common.sealing import KEY_VARIABLE, UnsealError, seal, unseal
+from services.runtime.scoped import scoped_values
+from services.runtime.state import fold
+
+
+def test_values_are_sealed_not_in_clear_and_open_only_with_the_same_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(KEY_VARIABLE, "one deployment")
+    token = seal({"API_TOKEN": "s3cret-value"})
+    assert "s3cret-value" not in token and "API_TOKEN" not in token
+    assert unseal(token) == {"API_TOKEN": "s3cret-value"}
+    assert seal({}) == "" and unseal("") == {}
+    monkeypatch.setenv(KEY_VARIABLE, "another deployment")
+    with pytest.raises(UnsealError, match=KEY_VARIABLE):
+        unseal(token)
+    with pytest.raises(UnsealError):
+        unseal("garbage")
+
+
+def thread(*payloads: AnyEvent) -> list[RecordedEvent]:
+    envelopes = new_envelopes(
+        "t1",
+        "thread",
+        "th1",
+        list(payloads),
+        Position(),
+        EventContext(),
+    )
+    return [
+        RecordedEvent(envelope=e, stream_seq=i + 1, subject="") for i, e in enumerate(envelopes)
+    ]
+
+
+def test_a_value_comes_from_the_environment_else_from_what_was_provided() -> None:
+    provided = SubagentVariablesProvided(
+        request_id="var_1", names=("B",), sealed_env=seal({"B": "from post", "A": "old"})
+    )
+    state = fold("t1", "th1", thread(ThreadCreated(agency_id="a", agent_type="x"), provided))
+    assert scoped_values(state, ("A", "B", "C"), {"A": "from env", "C": ""}) == (
+        {"A": "from env", "B": "from post"},
+        ("C",),
+    )
+    assert scoped_values(state, (), {}) == ({}, ())
+
+
+def test_a_child_reads_its_scope_from_its_creation() -> None:
+    created = ThreadCreated(agency_id="a", agent_type="x", sealed_env=seal({"K": "v"}))
+    assert fold("t1", "th1", thread(created)).scoped_env() == {"K": "v"}
+
+
+def test_immediate_takes_true_or_the_object_form_only() -> None:
+    entry = msgspec.convert(
+        {"name": "w", "immediate": {"name_env": "N", "scoped_env": ["S"]}}, SubagentEntry
+    )
+    assert entry.immediate_config == ImmediateConfig(name_env="N", scoped_env=("S",))
+    assert entry.scoped_env == ("S",)
+    assert msgspec.convert({"name": "w", "immediate": True}, SubagentEntry).scoped_env == ()
+    assert msgspec.convert({"name": "w"}, SubagentEntry).immediate_config is None
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"name": "w", "immediate": {"scoped_env": ["not a name"]}}, SubagentEntry)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"name": "w", "immediate": {"bogus": 1}}, SubagentEntry)
