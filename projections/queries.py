@@ -54,6 +54,14 @@ class BlueprintView(View, frozen=True, kw_only=True):
     source: BlueprintSource
     revision: int | None = None
     updated_at: datetime | None = None
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: tuple[str, ...] = ()
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
 
 
 async def tenant_for_key(conn: asyncpg.Connection, key_id: str, key_hash: str) -> str | None:
@@ -142,7 +150,25 @@ def _blueprint_view(
         source=source,
         revision=stored.revision if stored else None,
         updated_at=stored.updated_at if stored else None,
+        title=spec.title,
+        icon=spec.icon,
+        env=dict(spec.env),
+        hooks=spec.hooks,
+        package_name=spec.package_name,
+        version=spec.version,
+        author=spec.author,
+        license=spec.license,
     )
+
+
+def blueprint_view(
+    static: Mapping[str, BlueprintSpec], stored: StoredBlueprint | None, name: str
+) -> BlueprintView | None:
+    """The agency's dynamic blueprint `name`, else the static one, else None."""
+    if stored is not None:
+        return _blueprint_view(stored.spec, "dynamic", stored)
+    spec = static.get(name)
+    return _blueprint_view(spec, "static") if spec is not None else None
 
 
 def merge_blueprints(

@@ -176,6 +176,12 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     `max_session_turns`. With `expose_as_tool`, other agents that list it in
     `config.callable_agents` get a tool of its name: a handoff to it (ai_human) or a
     subagent session of it (dual_ai).
+
+    Descriptive fields (added with defaults, so blueprints stored before them read):
+    `title` and `icon` label the agent in a UI, `env` holds the agent's default values of
+    variables, `hooks` the ids of its fallback hooks; `package_name`, `version`, `author`
+    and `license` are packaging metadata, read only when the agent is packed for
+    distribution.
     """
 
     name: str
@@ -190,6 +196,14 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     max_session_turns: int | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: tuple[str, ...] = ()
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
 
 
 class BlueprintSaved(Event, frozen=True, kw_only=True, tag="blueprint.saved"):

@@ -26,6 +26,27 @@ from services.api.text import refuse_nul
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+Label = Annotated[str, msgspec.Meta(max_length=200)]
+Icon = Annotated[str, msgspec.Meta(max_length=2000)]
+EnvValue = Annotated[str, msgspec.Meta(max_length=10_000)]
+Env = Annotated[dict[EnvName, EnvValue], msgspec.Meta(max_length=200)]
+HookId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@-]+$")]
+# npm's rule for package names: lower case, optionally scoped (`@scope/name`).
+PackageName = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=214, pattern=r"^$|^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$"
+    ),
+]
+# Semantic versioning: MAJOR.MINOR.PATCH, optionally -prerelease and +build.
+SemVer = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=100,
+        pattern=r"^$|^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+        r"(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$",
+    ),
+]
 
 
 class Camel(
@@ -114,6 +135,11 @@ class SideBody(Camel, frozen=True, kw_only=True):
 
 
 class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
+    """`BlueprintSpec`. `title` and `icon` label the agent in a UI; `env` holds default
+    values of variables (names like environment variables); `hooks` the ids of fallback
+    hooks; `packageName` (npm's rule), `version` (semantic versioning), `author` and
+    `license` are packaging metadata."""
+
     name: Token
     description: str = ""
     prompt: str = ""
@@ -126,6 +152,14 @@ class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
     max_session_turns: Positive | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
+    title: Label = ""
+    icon: Icon = ""
+    env: Env = {}
+    hooks: Annotated[list[HookId], msgspec.Meta(max_length=100)] = []
+    package_name: PackageName = ""
+    version: SemVer = ""
+    author: Label = ""
+    license: Label = ""
 
     def spec(self) -> BlueprintSpec:
         return msgspec.convert(self, BlueprintSpec, from_attributes=True)
@@ -144,6 +178,14 @@ class BlueprintOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     max_session_turns: int | None
     expose_as_tool: bool
     tool_description: str
+    title: str
+    icon: str
+    env: dict[str, str]
+    hooks: list[str]
+    package_name: str
+    version: str
+    author: str
+    license: str
     revision: int | None
 
 
@@ -160,6 +202,14 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     source: str
     revision: int | None = None
     updated_at: datetime | None = None
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: list[str] = []
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
 
 
 def config_body(spec: BlueprintSpec) -> ConfigBody:
@@ -183,5 +233,13 @@ def blueprint_out(spec: BlueprintSpec, revision: int | None) -> BlueprintOut:
         max_session_turns=spec.max_session_turns,
         expose_as_tool=spec.expose_as_tool,
         tool_description=spec.tool_description,
+        title=spec.title,
+        icon=spec.icon,
+        env=dict(spec.env),
+        hooks=list(spec.hooks),
+        package_name=spec.package_name,
+        version=spec.version,
+        author=spec.author,
+        license=spec.license,
         revision=revision,
     )
