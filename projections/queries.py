@@ -16,7 +16,7 @@ import asyncpg
 import msgspec
 
 from contracts.events import BlueprintSpec, ToolCall
-from contracts.events.registry import BlueprintConfig
+from contracts.events.registry import BlueprintConfig, SideConfig
 from contracts.upcasters import stored_blueprint_spec
 
 
@@ -62,6 +62,11 @@ class BlueprintView(View, frozen=True, kw_only=True):
     version: str = ""
     author: str = ""
     license: str = ""
+    side_a: SideConfig | None = None
+    side_b: SideConfig | None = None
+    max_session_turns: int | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
 
 
 async def tenant_for_key(conn: asyncpg.Connection, key_id: str, key_hash: str) -> str | None:
@@ -158,6 +163,12 @@ def _blueprint_view(
         version=spec.version,
         author=spec.author,
         license=spec.license,
+        # The sides are a dual-AI session's; an ai_human blueprint has none to show.
+        side_a=spec.side_a if spec.type == "dual_ai" else None,
+        side_b=spec.side_b if spec.type == "dual_ai" else None,
+        max_session_turns=spec.max_session_turns,
+        expose_as_tool=spec.expose_as_tool,
+        tool_description=spec.tool_description,
     )
 
 

@@ -190,7 +190,10 @@ class BlueprintOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A blueprint in the agency's list: static or dynamic (saved through the API)."""
+    """A blueprint in the agency's list: static or dynamic (saved through the API).
+    `sideA` and `sideB` are a dual-AI blueprint's sides, null for an ai_human one;
+    `exposeAsTool` says whether agents listing it in `callableAgents` may call it (a
+    subagent session of a dual-AI blueprint, a handoff to an ai_human one)."""
 
     name: str
     description: str
@@ -210,6 +213,11 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     version: str = ""
     author: str = ""
     license: str = ""
+    side_a: SideBody | None = None
+    side_b: SideBody | None = None
+    max_session_turns: int | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
 
 
 def config_body(spec: BlueprintSpec) -> ConfigBody:

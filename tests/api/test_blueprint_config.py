@@ -222,3 +222,45 @@ async def test_ill_typed_descriptive_fields_are_refused_naming_the_field(
     r = await save(client, tenant_a, agency_id, {"name": "bad", **fields})
     assert r.status_code == 400, r.text
     assert expected in r.json()["error"]
+
+
+async def test_the_list_answers_a_dual_ai_blueprints_sides_and_exposure_in_camel_case(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    side_a = {
+        "prompt": "asset_worker",
+        "label": "Worker",
+        "sessionFail": {"name": "fail_asset", "messageProperty": "reason",
+                        "attachmentsProperty": "attachments"},
+    }  # fmt: skip
+    side_b = {
+        "prompt": "asset_reviewer",
+        "stopOnResponse": False,
+        "sessionStop": {"name": "approve_asset", "messageProperty": "summary"},
+        "sessionStatus": "update_asset_status",
+    }
+    pair = {
+        "name": "asset_subagent",
+        "type": "dual_ai",
+        "maxSessionTurns": 40,
+        "exposeAsTool": True,
+        "toolDescription": "Generate and QA assets.",
+        "sideA": side_a,
+        "sideB": side_b,
+    }
+    assert (await save(client, tenant_a, agency_id, pair)).status_code == 201
+    assert (await save(client, tenant_a, agency_id, {"name": "chat"})).status_code == 201
+
+    listed = (await client.get(f"/agency/{agency_id}/blueprints", headers=tenant_a.auth)).json()
+    by_name = {b["name"]: b for b in listed}
+    dual = by_name["asset_subagent"]
+    assert (dual["sideA"], dual["sideB"]) == (side_a, side_b)
+    assert (dual["exposeAsTool"], dual["maxSessionTurns"]) == (True, 40)
+    assert dual["toolDescription"] == "Generate and QA assets."
+    for single in (by_name["chat"], by_name[STATIC_AGENT]):
+        assert (single["sideA"], single["sideB"], single["exposeAsTool"]) == (None, None, False)
+    one = await client.get(f"/agency/{agency_id}/blueprints/asset_subagent", headers=tenant_a.auth)
+    assert (one.json()["sideA"], one.json()["sideB"], one.json()["exposeAsTool"]) == (
+        side_a, side_b, True,
+    )  # fmt: skip
