@@ -79,17 +79,29 @@ EnvName = Annotated[
 ]
 
 
+PropertyName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+]
+
+
 class SubagentEntry(Config, frozen=True, kw_only=True):
     """A blueprint this agent may spawn. `blocking` defaults to the opposite of `resumable`
     (a resumable child answers later unless the blueprint says to wait). With `optional`,
     the branch exists only while that environment variable of the runtime is `true`, `1`
-    or `yes` (any case): otherwise it can be neither created nor messaged."""
+    or `yes` (any case): otherwise it can be neither created nor messaged.
+
+    `init_user_message_property` names the argument of the `task` / `subagent_create` call
+    whose text becomes the child's first user message (default `description` for `task`,
+    `message` for `subagent_create`); `init_attachments_property` the argument naming the
+    parent's files copied to the child (default `attachments`)."""
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
 
 
 class SubagentsConfig(Config, frozen=True, kw_only=True):
@@ -181,7 +193,10 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     `title` and `icon` label the agent in a UI, `env` holds the agent's default values of
     variables, `hooks` the ids of its fallback hooks; `package_name`, `version`, `author`
     and `license` are packaging metadata, read only when the agent is packed for
-    distribution.
+    distribution. Called as a tool (`expose_as_tool`), the tool's argument
+    `init_user_message_property` (default `message`) becomes the child's first user message
+    (a handoff's reason) and `init_attachments_property` (default `attachments`) names the
+    caller's files copied to the child.
     """
 
     name: str
@@ -204,6 +219,8 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     version: str = ""
     author: str = ""
     license: str = ""
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
 
 
 class BlueprintSaved(Event, frozen=True, kw_only=True, tag="blueprint.saved"):

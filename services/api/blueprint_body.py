@@ -19,6 +19,7 @@ from contracts.events.registry import (
     AgentKind,
     EnvName,
     McpServerName,
+    PropertyName,
     Seconds,
 )
 from services.api.text import refuse_nul
@@ -69,13 +70,17 @@ class HitlBody(Camel, frozen=True, kw_only=True):
 
 class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     """`optional` names an environment variable of the runtime: the branch exists only
-    while it is `true`, `1` or `yes`."""
+    while it is `true`, `1` or `yes`. `initUserMessageProperty` names the call's argument
+    that becomes the child's first user message, `initAttachmentsProperty` the one naming
+    the files copied to it."""
 
     name: Name
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
 
 
 class SubagentsBody(Camel, frozen=True, kw_only=True):
@@ -138,7 +143,10 @@ class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
     """`BlueprintSpec`. `title` and `icon` label the agent in a UI; `env` holds default
     values of variables (names like environment variables); `hooks` the ids of fallback
     hooks; `packageName` (npm's rule), `version` (semantic versioning), `author` and
-    `license` are packaging metadata."""
+    `license` are packaging metadata. Called as a tool (`exposeAsTool`), the tool's
+    argument `initUserMessageProperty` (default `message`) becomes the child's first user
+    message and `initAttachmentsProperty` (default `attachments`) names the files copied
+    to it."""
 
     name: Token
     description: str = ""
@@ -160,6 +168,8 @@ class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
     version: SemVer = ""
     author: Label = ""
     license: Label = ""
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
 
     def spec(self) -> BlueprintSpec:
         return msgspec.convert(self, BlueprintSpec, from_attributes=True)
@@ -186,6 +196,8 @@ class BlueprintOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     version: str
     author: str
     license: str
+    init_user_message_property: str | None
+    init_attachments_property: str | None
     revision: int | None
 
 
@@ -249,5 +261,7 @@ def blueprint_out(spec: BlueprintSpec, revision: int | None) -> BlueprintOut:
         version=spec.version,
         author=spec.author,
         license=spec.license,
+        init_user_message_property=spec.init_user_message_property,
+        init_attachments_property=spec.init_attachments_property,
         revision=revision,
     )

@@ -264,3 +264,38 @@ async def test_the_list_answers_a_dual_ai_blueprints_sides_and_exposure_in_camel
     assert (one.json()["sideA"], one.json()["sideB"], one.json()["exposeAsTool"]) == (
         side_a, side_b, True,
     )  # fmt: skip
+
+
+async def test_init_mappings_are_camel_case_over_http_and_checked(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    entry = {"name": "worker", "initUserMessageProperty": "brief",
+             "initAttachmentsProperty": "inputs"}  # fmt: skip
+    spec = {
+        "name": "mapped",
+        "initUserMessageProperty": "brief",
+        "initAttachmentsProperty": "images",
+        "config": {"subagents": {"subagents": [entry]}},
+    }
+    r = await save(client, tenant_a, agency_id, spec)
+    assert r.status_code == 201, r.text
+    assert r.json()["initUserMessageProperty"] == "brief"
+    assert r.json()["config"]["subagents"]["subagents"] == [entry]
+    (saved,) = [
+        e
+        for e in await bus.store.read(tenant_a.id, "agency", agency_id)
+        if e.type == "blueprint.saved"
+    ]
+    assert b'"init_attachments_property":"images"' in saved.raw
+    assert b'"init_user_message_property":"brief"' in saved.raw
+
+    bad = {"name": "bad", "initUserMessageProperty": "two words"}
+    refused = await save(client, tenant_a, agency_id, bad)
+    assert refused.status_code == 400
+    assert "field 'initUserMessageProperty'" in refused.json()["error"]
+    bad_entry = {"name": "bad", "config": {"subagents": {"subagents": [
+        {"name": "w", "initAttachmentsProperty": ""}]}}}  # fmt: skip
+    refused = await save(client, tenant_a, agency_id, bad_entry)
+    assert refused.status_code == 400
+    assert "config.subagents.subagents[0].initAttachmentsProperty" in refused.json()["error"]
