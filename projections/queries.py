@@ -67,6 +67,8 @@ class BlueprintView(View, frozen=True, kw_only=True):
     max_session_turns: int | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
+    init_user_message_property: str | None = None
+    init_attachments_property: str | None = None
 
 
 async def tenant_for_key(conn: asyncpg.Connection, key_id: str, key_hash: str) -> str | None:
@@ -169,6 +171,8 @@ def _blueprint_view(
         max_session_turns=spec.max_session_turns,
         expose_as_tool=spec.expose_as_tool,
         tool_description=spec.tool_description,
+        init_user_message_property=spec.init_user_message_property,
+        init_attachments_property=spec.init_attachments_property,
     )
 
 

@@ -230,6 +230,8 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     max_session_turns: int | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
+    init_user_message_property: str | None = None
+    init_attachments_property: str | None = None
 
 
 def config_body(spec: BlueprintSpec) -> ConfigBody:

@@ -289,6 +289,9 @@ async def test_init_mappings_are_camel_case_over_http_and_checked(
     ]
     assert b'"init_attachments_property":"images"' in saved.raw
     assert b'"init_user_message_property":"brief"' in saved.raw
+    one = await client.get(f"/agency/{agency_id}/blueprints/mapped", headers=tenant_a.auth)
+    mapped = {k: one.json()[k] for k in ("initUserMessageProperty", "initAttachmentsProperty")}
+    assert mapped == {"initUserMessageProperty": "brief", "initAttachmentsProperty": "images"}
 
     bad = {"name": "bad", "initUserMessageProperty": "two words"}
     refused = await save(client, tenant_a, agency_id, bad)
