@@ -16,7 +16,7 @@ import asyncpg
 import msgspec
 
 from contracts.events import BlueprintSpec, ToolCall
-from contracts.events.registry import BlueprintConfig
+from contracts.events.registry import BlueprintConfig, SideConfig
 from contracts.upcasters import stored_blueprint_spec
 
 
@@ -54,6 +54,21 @@ class BlueprintView(View, frozen=True, kw_only=True):
     source: BlueprintSource
     revision: int | None = None
     updated_at: datetime | None = None
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: tuple[str, ...] = ()
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
+    side_a: SideConfig | None = None
+    side_b: SideConfig | None = None
+    max_session_turns: int | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
+    init_user_message_property: str | None = None
+    init_attachments_property: str | None = None
 
 
 async def tenant_for_key(conn: asyncpg.Connection, key_id: str, key_hash: str) -> str | None:
@@ -142,7 +157,33 @@ def _blueprint_view(
         source=source,
         revision=stored.revision if stored else None,
         updated_at=stored.updated_at if stored else None,
+        title=spec.title,
+        icon=spec.icon,
+        env=dict(spec.env),
+        hooks=spec.hooks,
+        package_name=spec.package_name,
+        version=spec.version,
+        author=spec.author,
+        license=spec.license,
+        # The sides are a dual-AI session's; an ai_human blueprint has none to show.
+        side_a=spec.side_a if spec.type == "dual_ai" else None,
+        side_b=spec.side_b if spec.type == "dual_ai" else None,
+        max_session_turns=spec.max_session_turns,
+        expose_as_tool=spec.expose_as_tool,
+        tool_description=spec.tool_description,
+        init_user_message_property=spec.init_user_message_property,
+        init_attachments_property=spec.init_attachments_property,
     )
+
+
+def blueprint_view(
+    static: Mapping[str, BlueprintSpec], stored: StoredBlueprint | None, name: str
+) -> BlueprintView | None:
+    """The agency's dynamic blueprint `name`, else the static one, else None."""
+    if stored is not None:
+        return _blueprint_view(stored.spec, "dynamic", stored)
+    spec = static.get(name)
+    return _blueprint_view(spec, "static") if spec is not None else None
 
 
 def merge_blueprints(

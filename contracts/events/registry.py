@@ -79,6 +79,11 @@ EnvName = Annotated[
 ]
 
 
+PropertyName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+]
+
+
 class ImmediateConfig(Config, frozen=True, kw_only=True):
     """The object form of `immediate`. `name_env` and `description_env` name environment
     variables of the runtime whose values become the child's initial name and task (the
@@ -96,13 +101,20 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
     the branch exists only while that environment variable of the runtime is `true`, `1`
     or `yes` (any case): otherwise it can be neither created nor messaged. With
     `immediate`, the child is spawned as soon as this agent's prompt becomes active (the
-    thread's first run, a handoff to it), before its first model step."""
+    thread's first run, a handoff to it), before its first model step.
+
+    `init_user_message_property` names the argument of the `task` / `subagent_create` call
+    whose text becomes the child's first user message (default `description` for `task`,
+    `message` for `subagent_create`); `init_attachments_property` the argument naming the
+    parent's files copied to the child (default `attachments`)."""
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
     immediate: bool | ImmediateConfig = False
 
     @property
@@ -202,6 +214,15 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     `max_session_turns`. With `expose_as_tool`, other agents that list it in
     `config.callable_agents` get a tool of its name: a handoff to it (ai_human) or a
     subagent session of it (dual_ai).
+
+    Descriptive fields (added with defaults, so blueprints stored before them read):
+    `title` and `icon` label the agent in a UI, `env` holds the agent's default values of
+    variables, `hooks` the ids of its fallback hooks; `package_name`, `version`, `author`
+    and `license` are packaging metadata, read only when the agent is packed for
+    distribution. Called as a tool (`expose_as_tool`), the tool's argument
+    `init_user_message_property` (default `message`) becomes the child's first user message
+    (a handoff's reason) and `init_attachments_property` (default `attachments`) names the
+    caller's files copied to the child.
     """
 
     name: str
@@ -216,6 +237,16 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     max_session_turns: int | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: tuple[str, ...] = ()
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
 
 
 class BlueprintSaved(Event, frozen=True, kw_only=True, tag="blueprint.saved"):

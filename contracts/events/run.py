@@ -34,14 +34,21 @@ class RunResumed(Event, frozen=True, kw_only=True, tag="run.resumed"):
 
 
 class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
+    """`attachments`: the files a dual-AI session returns to its parent, named by its
+    `session_stop` tool; None (any other end) returns every file the run wrote."""
+
     run_id: str
     result: str = ""
+    attachments: tuple[str, ...] | None = None
 
 
 class RunError(Event, frozen=True, kw_only=True, tag="run.error"):
+    """`attachments`: as `RunCompleted`'s, named by a `session_fail` tool."""
+
     run_id: str
     error: str
     kind: str = "error"
+    attachments: tuple[str, ...] | None = None
 
 
 class RunCanceled(Event, frozen=True, kw_only=True, tag="run.canceled"):

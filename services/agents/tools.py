@@ -164,6 +164,8 @@ class AgentTool:
     spec: ToolSpec
     target: str
     handoff: bool
+    message_property: str = "message"
+    attachments_property: str = "attachments"
 
     @property
     def name(self) -> str:

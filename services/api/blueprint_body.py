@@ -19,6 +19,7 @@ from contracts.events.registry import (
     AgentKind,
     EnvName,
     McpServerName,
+    PropertyName,
     Seconds,
 )
 from services.api.text import refuse_nul
@@ -26,6 +27,27 @@ from services.api.text import refuse_nul
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+Label = Annotated[str, msgspec.Meta(max_length=200)]
+Icon = Annotated[str, msgspec.Meta(max_length=2000)]
+EnvValue = Annotated[str, msgspec.Meta(max_length=10_000)]
+Env = Annotated[dict[EnvName, EnvValue], msgspec.Meta(max_length=200)]
+HookId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@-]+$")]
+# npm's rule for package names: lower case, optionally scoped (`@scope/name`).
+PackageName = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=214, pattern=r"^$|^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$"
+    ),
+]
+# Semantic versioning: MAJOR.MINOR.PATCH, optionally -prerelease and +build.
+SemVer = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=100,
+        pattern=r"^$|^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+        r"(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$",
+    ),
+]
 
 
 class Camel(
@@ -59,13 +81,17 @@ class ImmediateBody(Camel, frozen=True, kw_only=True):
 class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     """`optional` names an environment variable of the runtime: the branch exists only
     while it is `true`, `1` or `yes`. `immediate` (true, or the object form) spawns the
-    child as soon as the agent's prompt becomes active, before its first model step."""
+    child as soon as the agent's prompt becomes active, before its first model step.
+    `initUserMessageProperty` names the call's argument that becomes the child's first user
+    message, `initAttachmentsProperty` the one naming the files copied to it."""
 
     name: Name
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
     immediate: bool | ImmediateBody = False
 
 
@@ -126,6 +152,14 @@ class SideBody(Camel, frozen=True, kw_only=True):
 
 
 class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
+    """`BlueprintSpec`. `title` and `icon` label the agent in a UI; `env` holds default
+    values of variables (names like environment variables); `hooks` the ids of fallback
+    hooks; `packageName` (npm's rule), `version` (semantic versioning), `author` and
+    `license` are packaging metadata. Called as a tool (`exposeAsTool`), the tool's
+    argument `initUserMessageProperty` (default `message`) becomes the child's first user
+    message and `initAttachmentsProperty` (default `attachments`) names the files copied
+    to it."""
+
     name: Token
     description: str = ""
     prompt: str = ""
@@ -138,6 +172,16 @@ class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
     max_session_turns: Positive | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
+    title: Label = ""
+    icon: Icon = ""
+    env: Env = {}
+    hooks: Annotated[list[HookId], msgspec.Meta(max_length=100)] = []
+    package_name: PackageName = ""
+    version: SemVer = ""
+    author: Label = ""
+    license: Label = ""
+    init_user_message_property: PropertyName | None = None
+    init_attachments_property: PropertyName | None = None
 
     def spec(self) -> BlueprintSpec:
         return msgspec.convert(self, BlueprintSpec, from_attributes=True)
@@ -156,11 +200,24 @@ class BlueprintOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     max_session_turns: int | None
     expose_as_tool: bool
     tool_description: str
+    title: str
+    icon: str
+    env: dict[str, str]
+    hooks: list[str]
+    package_name: str
+    version: str
+    author: str
+    license: str
+    init_user_message_property: str | None
+    init_attachments_property: str | None
     revision: int | None
 
 
 class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A blueprint in the agency's list: static or dynamic (saved through the API)."""
+    """A blueprint in the agency's list: static or dynamic (saved through the API).
+    `sideA` and `sideB` are a dual-AI blueprint's sides, null for an ai_human one;
+    `exposeAsTool` says whether agents listing it in `callableAgents` may call it (a
+    subagent session of a dual-AI blueprint, a handoff to an ai_human one)."""
 
     name: str
     description: str
@@ -172,6 +229,21 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     source: str
     revision: int | None = None
     updated_at: datetime | None = None
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: list[str] = []
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
+    side_a: SideBody | None = None
+    side_b: SideBody | None = None
+    max_session_turns: int | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
+    init_user_message_property: str | None = None
+    init_attachments_property: str | None = None
 
 
 def config_body(spec: BlueprintSpec) -> ConfigBody:
@@ -195,5 +267,15 @@ def blueprint_out(spec: BlueprintSpec, revision: int | None) -> BlueprintOut:
         max_session_turns=spec.max_session_turns,
         expose_as_tool=spec.expose_as_tool,
         tool_description=spec.tool_description,
+        title=spec.title,
+        icon=spec.icon,
+        env=dict(spec.env),
+        hooks=list(spec.hooks),
+        package_name=spec.package_name,
+        version=spec.version,
+        author=spec.author,
+        license=spec.license,
+        init_user_message_property=spec.init_user_message_property,
+        init_attachments_property=spec.init_attachments_property,
         revision=revision,
     )

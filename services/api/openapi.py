@@ -163,6 +163,8 @@ _PARAMETERS: dict[tuple[str, str], Schema] = {
     ("path", "scheduleId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "requestId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "member"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
+    # A blueprint's name (`GET /agency/{agencyId}/blueprints/{name}`).
+    ("path", "name"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "workflow"): Schema(type=OpenAPIType.STRING, pattern=WORKFLOW_PATTERN),
     # Empty means no filter, as absent.
     ("query", "status"): Schema(type=OpenAPIType.STRING, enum=["", *THREAD_STATUSES]),

@@ -162,6 +162,25 @@ async def list_blueprints(
     return [msgspec.convert(v, BlueprintListItem, from_attributes=True) for v in views]
 
 
+@get("/agency/{agencyId:str}/blueprints/{name:str}")
+async def get_blueprint(
+    agency_id: AgencyId,
+    name: Annotated[str, PathParameter(name="name")],
+    principal: NamedDependency[Principal],
+    deps: NamedDependency[ApiDeps],
+) -> BlueprintListItem:
+    """One blueprint, as listed: the agency's dynamic one of that name, else the static one."""
+    agency_id = path_token("agency id", agency_id)
+    name = path_token("blueprint name", name)
+    async with deps.pool.acquire() as conn:
+        await _agency_or_404(conn, principal.tenant_id, agency_id)
+        stored = await queries.get_blueprint(conn, principal.tenant_id, agency_id, name)
+    view = queries.blueprint_view(deps.system.blueprints, stored, name)
+    if view is None:
+        raise NotFoundException(detail=f"no blueprint {name!r} in agency {agency_id!r}")
+    return msgspec.convert(view, BlueprintListItem, from_attributes=True)
+
+
 @get("/agency/{agencyId:str}/agents")
 async def list_agents(
     agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
@@ -268,6 +287,7 @@ async def usage(
 QUERY_ROUTES: list[HTTPRouteHandler] = [
     list_agencies,
     list_blueprints,
+    get_blueprint,
     list_agents,
     agent_state,
     agent_events,

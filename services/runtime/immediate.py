@@ -66,11 +66,14 @@ def immediate_call(
     # One activation per position in the history: a second handoff to the same agent in
     # one run gets calls (and children) of its own.
     call_id = derived_id("call_", run.run_id, str(len(state.messages)), entry.name)
+    # The task goes in the argument the entry maps to the child's first message.
     if entry.resumable:
         name = _hint(settings.name_env, env) or entry.name
-        arguments = {"name": name, "subagentType": entry.name, "message": task}
+        text = entry.init_user_message_property or "message"
+        arguments = {"name": name, "subagentType": entry.name, text: task}
         return ToolCall(id=call_id, name=CREATE_TOOL, arguments=json.dumps(arguments))
-    arguments = {"description": task, "subagentType": entry.name}
+    text = entry.init_user_message_property or "description"
+    arguments = {text: task, "subagentType": entry.name}
     return ToolCall(id=call_id, name=TASK_TOOL, arguments=json.dumps(arguments))
 
 

@@ -123,16 +123,13 @@ def _args(call: ToolCall) -> dict[str, Any]:
 def session_call(
     state: ThreadState, run: RunView, call: ToolCall, tool: SessionTool, blueprint: BlueprintSpec
 ) -> tuple[AnyEvent, ...]:
-    message = _args(call).get(tool.message_property)
+    args = _args(call)
+    message = args.get(tool.message_property)
     if not isinstance(message, str):
-        return (
-            ToolError(
-                run_id=run.run_id,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                error=f"{call.name} needs a string `{tool.message_property}`",
-            ),
-        )
+        return _refused(run, call, f"needs a string `{tool.message_property}`")
+    returned = _returned(state, args, tool) if tool.action in ("stop", "fail") else ()
+    if isinstance(returned, str):
+        return _refused(run, call, returned)
     output = {
         "stop": "The session is over.",
         "fail": "The session ended as failed.",
@@ -161,6 +158,31 @@ def session_call(
             *answered,
             *others,
             AgentCompleted(run_id=run.run_id, result=message),
-            RunCompleted(run_id=run.run_id, result=message),
+            RunCompleted(run_id=run.run_id, result=message, attachments=returned),
         )
-    return (*answered, *others, RunError(run_id=run.run_id, error=message, kind="session_fail"))
+    return (
+        *answered,
+        *others,
+        RunError(run_id=run.run_id, error=message, kind="session_fail", attachments=returned),
+    )
+
+
+def _refused(run: RunView, call: ToolCall, problem: str) -> tuple[AnyEvent, ...]:
+    error = f"{call.name} {problem}"
+    return (ToolError(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, error=error),)
+
+
+def _returned(state: ThreadState, args: dict[str, Any], tool: SessionTool) -> tuple[str, ...] | str:
+    """The files a session's end returns to its parent: those named in the binding's
+    `attachments_property` (a list of paths, or one), none when it names no property.
+    A problem is answered as a text for the model."""
+    prop = tool.attachments_property
+    if prop is None:
+        return ()
+    value = args.get(prop, [])
+    paths = [value] if isinstance(value, str) else value
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        return f"needs `{prop}` as a list of file paths"
+    if missing := [p for p in paths if state.file(p) is None]:
+        return f"names files that do not exist in `{prop}`: {', '.join(missing)}"
+    return tuple(dict.fromkeys(paths))

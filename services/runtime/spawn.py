@@ -37,10 +37,13 @@ def _args(call: ToolCall) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _attachments(args: dict[str, Any]) -> tuple[str, ...] | str:
-    value = args.get("attachments", [])
+def _attachments(args: dict[str, Any], prop: str = "attachments") -> tuple[str, ...] | str:
+    """The paths in argument `prop`: a list of paths, or one path."""
+    value = args.get(prop, [])
+    if isinstance(value, str):
+        value = [value]
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-        return "attachments must be a list of file paths"
+        return f"{prop} must be a list of file paths"
     return tuple(value)
 
 
@@ -79,17 +82,9 @@ def subagent_call(
     types = subagent_types(blueprint.config)
     args = _args(call)
     creating = call.name == CREATE_TOOL
-    text = args.get("message" if creating else "description")
     kind = args.get("subagentType")
     timeout = args.get("timeoutMs")
     name = args.get("name")
-    attachments = _attachments(args)
-    if isinstance(attachments, str):
-        return _error(run, call, attachments)
-    if not isinstance(text, str) or not text.strip():
-        return _error(
-            run, call, f"{call.name} needs a non-empty `{'message' if creating else 'description'}`"
-        )
     off = disabled_types(blueprint.config)
     if isinstance(kind, str) and kind in off:
         return _error(run, call, switched_off(kind, off[kind]))
@@ -100,6 +95,14 @@ def subagent_call(
             f"unknown subagentType {kind!r}; available: {', '.join(sorted(types)) or 'none'}",
         )
     chosen = types[kind]
+    # The entry's initUserMessageProperty / initAttachmentsProperty, else the tool's own.
+    text_property = chosen.message_property or ("message" if creating else "description")
+    text = args.get(text_property)
+    attachments = _attachments(args, chosen.attachments_property or "attachments")
+    if isinstance(attachments, str):
+        return _error(run, call, attachments)
+    if not isinstance(text, str) or not text.strip():
+        return _error(run, call, f"{call.name} of {kind} needs a non-empty `{text_property}`")
     if creating and (not isinstance(name, str) or not name.strip()):
         return _error(run, call, "subagent_create needs a non-empty `name`")
     if creating and not chosen.resumable:
@@ -186,8 +189,10 @@ def agent_call(
 ) -> tuple[AnyEvent, ...]:
     """An exposed agent: a handoff on this thread, or a dual-AI session in a child."""
     args = _args(call)
-    text = args.get("message", "")
-    attachments = _attachments(args)
+    # The target's initUserMessageProperty / initAttachmentsProperty (`message`,
+    # `attachments` unless it names others).
+    text = args.get(tool.message_property, "")
+    attachments = _attachments(args, tool.attachments_property)
     if isinstance(attachments, str):
         return _error(run, call, attachments)
     if tool.handoff:
@@ -207,7 +212,7 @@ def agent_call(
             ),
         )
     if not isinstance(text, str) or not text.strip():
-        return _error(run, call, f"{call.name} needs a non-empty `message`")
+        return _error(run, call, f"{call.name} needs a non-empty `{tool.message_property}`")
     if missing := _missing_files(state, attachments):
         return _error(run, call, f"no such files to attach: {', '.join(missing)}")
     return (

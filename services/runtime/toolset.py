@@ -13,8 +13,10 @@ from collections.abc import Mapping
 
 from contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
 from services.agents.builtin.subagents import (
+    CREATE_TOOL,
     RESUMABLE_TOOLS,
     TASK_TOOL,
+    SubagentType,
     subagent_types,
 )
 from services.agents.system import AgentSystem
@@ -83,20 +85,57 @@ def agent_tools(
             continue
         handoff = target.type == "ai_human"
         verb = "Hand the conversation over to" if handoff else "Run a session of"
+        message = target.init_user_message_property or "message"
+        attachments = target.init_attachments_property or "attachments"
         spec = ToolSpec(
             name=target.name,
             description=target.tool_description or f"{verb} {target.name}: {target.description}",
             parameters={
                 "type": "object",
                 "properties": {
-                    "message": {"type": "string", "description": "what the agent should do"},
-                    "attachments": {"type": "array", "items": {"type": "string"}},
+                    message: {"type": "string", "description": "what the agent should do"},
+                    attachments: _FILES,
                 },
-                "required": [] if handoff else ["message"],
+                "required": [] if handoff else [message],
             },
         )
-        tools[target.name] = AgentTool(spec=spec, target=target.name, handoff=handoff)
+        tools[target.name] = AgentTool(
+            spec=spec,
+            target=target.name,
+            handoff=handoff,
+            message_property=message,
+            attachments_property=attachments,
+        )
     return tools
+
+
+_FILES = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "paths of your files to copy to the agent",
+}
+
+
+def _with_mapped_args(spec: ToolSpec, types: list[SubagentType], text: str) -> ToolSpec:
+    """Offer the arguments that subagent entries read instead of the tool's own `text` and
+    `attachments`; `text` is then required only by the check of the call, per type."""
+    parameters = dict(spec.parameters)
+    properties = dict(parameters.get("properties", {}))
+    for t in types:
+        if t.message_property and t.message_property not in properties:
+            properties[t.message_property] = {
+                "type": "string",
+                "description": f"for subagentType {t.name}: its task, instead of `{text}`",
+            }
+        if t.attachments_property and t.attachments_property not in properties:
+            properties[t.attachments_property] = {
+                **_FILES,
+                "description": f"for subagentType {t.name}: paths of your files to copy to it",
+            }
+    parameters["properties"] = properties
+    if any(t.message_property for t in types):
+        parameters["required"] = [r for r in parameters.get("required", []) if r != text]
+    return ToolSpec(name=spec.name, description=spec.description, parameters=parameters)
 
 
 def _with_enum(spec: ToolSpec, prop: str, values: list[str]) -> ToolSpec:
@@ -124,10 +163,15 @@ def tools_now(
         if isinstance(task, SubagentTool):
             # Name the allowed types in the schema: models choose from an enum reliably.
             one_shot = sorted(n for n, t in types.items() if not t.resumable)
-            tools[TASK_TOOL] = SubagentTool(spec=_with_enum(task.spec, "subagentType", one_shot))
-    if not any(t.resumable for t in types.values()):
+            spec = _with_enum(task.spec, "subagentType", one_shot)
+            mapped = [types[n] for n in one_shot]
+            tools[TASK_TOOL] = SubagentTool(spec=_with_mapped_args(spec, mapped, "description"))
+    resumable = [t for _, t in sorted(types.items()) if t.resumable]
+    if not resumable:
         for name in RESUMABLE_TOOLS:
             tools.pop(name, None)
+    elif isinstance(create := tools.get(CREATE_TOOL), SubagentTool):
+        tools[CREATE_TOOL] = SubagentTool(spec=_with_mapped_args(create.spec, resumable, "message"))
     tools.update(agent_tools(blueprint, blueprints))
     side = side_config(blueprint, state.side)
     if side is not None:

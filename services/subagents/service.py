@@ -101,6 +101,17 @@ def files_of(history: list[RecordedEvent], run_id: str | None = None) -> dict[st
     return files
 
 
+def returned_files(
+    history: list[RecordedEvent], run_id: str, named: tuple[str, ...] | None
+) -> list[tuple[str, str]]:
+    """What a child's run returns to its parent: the files its session's end named (its
+    `attachments_property`), else every file the run wrote."""
+    if named is None:
+        return list(files_of(history, run_id).items())
+    files = files_of(history)
+    return [(p, files[p]) for p in named if p in files]
+
+
 class Coordinator:
     def __init__(self, bus: Bus, system: AgentSystem) -> None:
         self._bus = bus
@@ -396,10 +407,11 @@ class Coordinator:
         if parent is None:
             return
         outcome: ChildOutcome
+        named: tuple[str, ...] | None = None
         match event.payload:
-            case RunCompleted(result=result):
+            case RunCompleted(result=result, attachments=named):
                 outcome, report = "completed", result
-            case RunError(error=error):
+            case RunError(error=error, attachments=named):
                 outcome, report = "error", error
             case RunCanceled(reason=reason):
                 outcome, report = "canceled", reason
@@ -411,7 +423,7 @@ class Coordinator:
             return
         child_history = await self._bus.store.read(tenant, "thread", child)
         returned = {
-            returned_path(child, p): c for p, c in files_of(child_history, child_run).items()
+            returned_path(child, p): c for p, c in returned_files(child_history, child_run, named)
         }
         first = history[0].envelope
         context = EventContext(

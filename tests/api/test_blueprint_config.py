@@ -9,7 +9,7 @@ from contracts.commands import SaveBlueprint
 from contracts.events import BlueprintSaved, BlueprintSpec
 from contracts.events.registry import BlueprintConfig
 from infra.jetstream.connection import Bus
-from tests.api.conftest import Tenant, create_agency
+from tests.api.conftest import STATIC_AGENT, Tenant, create_agency
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 
@@ -130,3 +130,175 @@ async def test_a_save_command_over_nats_with_an_ill_typed_config_is_dead_lettere
     await assert_eventually(dead_lettered, timeout=10)
     events = await bus.store.read(tenant_a.id, "agency", agency_id)
     assert [e.type for e in events] == ["agency.created"]
+
+
+DESCRIBED = {
+    "title": "Asset maker",
+    "icon": "🎨",
+    "env": {"STYLE": "pixel", "MAX_SIZE": "64"},
+    "hooks": ["on_error", "audit.log"],
+    "packageName": "@acme/asset-maker",
+    "version": "1.2.0-beta.1",
+    "author": "Acme Tools",
+    "license": "MIT",
+}
+
+
+async def test_title_icon_env_hooks_and_packaging_are_saved_stored_and_read_back(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    r = await save(client, tenant_a, agency_id, {"name": "described", **DESCRIBED})
+    assert r.status_code == 201, r.text
+    assert {k: r.json()[k] for k in DESCRIBED} == DESCRIBED
+
+    (saved,) = [
+        e
+        for e in await bus.store.read(tenant_a.id, "agency", agency_id)
+        if e.type == "blueprint.saved"
+    ]
+    assert isinstance(saved.payload, BlueprintSaved)
+    spec = saved.payload.blueprint
+    assert (spec.title, spec.icon, spec.env, spec.hooks) == (
+        "Asset maker", "🎨", {"STYLE": "pixel", "MAX_SIZE": "64"}, ("on_error", "audit.log"),
+    )  # fmt: skip
+    assert (spec.package_name, spec.version, spec.author, spec.license) == (
+        "@acme/asset-maker", "1.2.0-beta.1", "Acme Tools", "MIT",
+    )  # fmt: skip
+    assert b'"package_name":"@acme/asset-maker"' in saved.raw
+
+    one = await client.get(f"/agency/{agency_id}/blueprints/described", headers=tenant_a.auth)
+    assert one.status_code == 200, one.text
+    assert {k: one.json()[k] for k in DESCRIBED} == DESCRIBED
+    assert one.json()["source"] == "dynamic" and one.json()["revision"] == 1
+    listed = (await client.get(f"/agency/{agency_id}/blueprints", headers=tenant_a.auth)).json()
+    item = next(b for b in listed if b["name"] == "described")
+    assert {k: item[k] for k in DESCRIBED} == DESCRIBED
+
+
+async def test_a_blueprint_without_the_descriptive_fields_reads_with_their_defaults(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    assert (await save(client, tenant_a, agency_id, {"name": "plain"})).status_code == 201
+    one = (await client.get(f"/agency/{agency_id}/blueprints/plain", headers=tenant_a.auth)).json()
+    defaults = {"title": "", "icon": "", "env": {}, "hooks": [], "packageName": "",
+                "version": "", "author": "", "license": ""}  # fmt: skip
+    assert {k: one[k] for k in defaults} == defaults
+
+
+async def test_get_of_a_missing_blueprint_is_404_and_a_static_one_is_found(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    missing = await client.get(f"/agency/{agency_id}/blueprints/nope", headers=tenant_a.auth)
+    assert missing.status_code == 404 and "no blueprint 'nope'" in missing.json()["error"]
+    static = await client.get(
+        f"/agency/{agency_id}/blueprints/{STATIC_AGENT}", headers=tenant_a.auth
+    )
+    assert static.status_code == 200 and static.json()["source"] == "static"
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param({"title": "t" * 201}, "field 'title'", id="title-too-long"),
+        pytest.param({"icon": 3}, "field 'icon': Expected `str`, got `int`", id="icon-not-text"),
+        pytest.param({"env": {"1BAD": "x"}}, "field 'env' (a key)", id="env-bad-name"),
+        pytest.param({"env": {"GOOD": 1}}, "field 'env[...]': Expected `str`, got `int`", id="env-not-text"),
+        pytest.param({"env": ["A=1"]}, "field 'env': Expected `object`, got `array`", id="env-a-list"),
+        pytest.param({"hooks": "on_error"}, "field 'hooks': Expected `array`, got `str`", id="hooks-not-a-list"),
+        pytest.param({"hooks": [""]}, "field 'hooks[0]'", id="hook-empty"),
+        pytest.param({"packageName": "Has Spaces"}, "field 'packageName'", id="package-name"),
+        pytest.param({"version": "1.0"}, "field 'version'", id="version-not-semver"),
+        pytest.param({"license": 5}, "field 'license': Expected `str`, got `int`", id="license-not-text"),
+        pytest.param({"package_name": "x"}, "unknown field `package_name`", id="snake-case"),
+    ],
+)  # fmt: skip
+async def test_ill_typed_descriptive_fields_are_refused_naming_the_field(
+    client: httpx.AsyncClient, tenant_a: Tenant, fields: dict[str, object], expected: str
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    r = await save(client, tenant_a, agency_id, {"name": "bad", **fields})
+    assert r.status_code == 400, r.text
+    assert expected in r.json()["error"]
+
+
+async def test_the_list_answers_a_dual_ai_blueprints_sides_and_exposure_in_camel_case(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    side_a = {
+        "prompt": "asset_worker",
+        "label": "Worker",
+        "sessionFail": {"name": "fail_asset", "messageProperty": "reason",
+                        "attachmentsProperty": "attachments"},
+    }  # fmt: skip
+    side_b = {
+        "prompt": "asset_reviewer",
+        "stopOnResponse": False,
+        "sessionStop": {"name": "approve_asset", "messageProperty": "summary"},
+        "sessionStatus": "update_asset_status",
+    }
+    pair = {
+        "name": "asset_subagent",
+        "type": "dual_ai",
+        "maxSessionTurns": 40,
+        "exposeAsTool": True,
+        "toolDescription": "Generate and QA assets.",
+        "sideA": side_a,
+        "sideB": side_b,
+    }
+    assert (await save(client, tenant_a, agency_id, pair)).status_code == 201
+    assert (await save(client, tenant_a, agency_id, {"name": "chat"})).status_code == 201
+
+    listed = (await client.get(f"/agency/{agency_id}/blueprints", headers=tenant_a.auth)).json()
+    by_name = {b["name"]: b for b in listed}
+    dual = by_name["asset_subagent"]
+    assert (dual["sideA"], dual["sideB"]) == (side_a, side_b)
+    assert (dual["exposeAsTool"], dual["maxSessionTurns"]) == (True, 40)
+    assert dual["toolDescription"] == "Generate and QA assets."
+    for single in (by_name["chat"], by_name[STATIC_AGENT]):
+        assert (single["sideA"], single["sideB"], single["exposeAsTool"]) == (None, None, False)
+    one = await client.get(f"/agency/{agency_id}/blueprints/asset_subagent", headers=tenant_a.auth)
+    assert (one.json()["sideA"], one.json()["sideB"], one.json()["exposeAsTool"]) == (
+        side_a, side_b, True,
+    )  # fmt: skip
+
+
+async def test_init_mappings_are_camel_case_over_http_and_checked(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    entry = {"name": "worker", "initUserMessageProperty": "brief",
+             "initAttachmentsProperty": "inputs"}  # fmt: skip
+    spec = {
+        "name": "mapped",
+        "initUserMessageProperty": "brief",
+        "initAttachmentsProperty": "images",
+        "config": {"subagents": {"subagents": [entry]}},
+    }
+    r = await save(client, tenant_a, agency_id, spec)
+    assert r.status_code == 201, r.text
+    assert r.json()["initUserMessageProperty"] == "brief"
+    assert r.json()["config"]["subagents"]["subagents"] == [entry]
+    (saved,) = [
+        e
+        for e in await bus.store.read(tenant_a.id, "agency", agency_id)
+        if e.type == "blueprint.saved"
+    ]
+    assert b'"init_attachments_property":"images"' in saved.raw
+    assert b'"init_user_message_property":"brief"' in saved.raw
+    one = await client.get(f"/agency/{agency_id}/blueprints/mapped", headers=tenant_a.auth)
+    mapped = {k: one.json()[k] for k in ("initUserMessageProperty", "initAttachmentsProperty")}
+    assert mapped == {"initUserMessageProperty": "brief", "initAttachmentsProperty": "images"}
+
+    bad = {"name": "bad", "initUserMessageProperty": "two words"}
+    refused = await save(client, tenant_a, agency_id, bad)
+    assert refused.status_code == 400
+    assert "field 'initUserMessageProperty'" in refused.json()["error"]
+    bad_entry = {"name": "bad", "config": {"subagents": {"subagents": [
+        {"name": "w", "initAttachmentsProperty": ""}]}}}  # fmt: skip
+    refused = await save(client, tenant_a, agency_id, bad_entry)
+    assert refused.status_code == 400
+    assert "config.subagents.subagents[0].initAttachmentsProperty" in refused.json()["error"]

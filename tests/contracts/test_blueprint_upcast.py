@@ -77,3 +77,18 @@ def test_a_current_event_reads_in_one_pass_and_round_trips() -> None:
 def test_a_read_model_row_in_the_old_shape_still_reads() -> None:
     row = b'{"name":"old","config":{"maxSteps":4,"x":1}}'
     assert stored_blueprint_spec(row).config == BlueprintConfig(max_steps=4, extra={"x": 1})
+
+
+def test_a_blueprint_stored_before_the_descriptive_fields_reads_with_their_defaults() -> None:
+    """Version 1 and version 2 events and read-model rows written before `title`, `icon`,
+    `env`, `hooks` and the packaging metadata existed."""
+    v2 = msgspec.json.decode(stored_v1({"maxSteps": 3}))
+    v2["version"] = 2
+    v2["payload"]["blueprint"]["config"] = {"max_steps": 3}
+    for raw in (stored_v1({"maxSteps": 3}), msgspec.json.encode(v2)):
+        spec = decode_event(raw).payload.blueprint  # type: ignore[attr-defined]
+        assert spec.config.max_steps == 3
+        assert (spec.title, spec.icon, spec.env, spec.hooks) == ("", "", {}, ())
+        assert (spec.package_name, spec.version, spec.author, spec.license) == ("", "", "", "")
+    row = stored_blueprint_spec(b'{"name":"old","config":{"maxSteps":4}}')
+    assert row.config.max_steps == 4 and row.env == {} and row.hooks == ()

@@ -9,7 +9,9 @@ and the child's result arrives later as a queued message. Resumable types are cr
 `subagent_create` (a named, persistent child) and addressed again with `subagent_message`;
 while children exist, the parent's model sees them listed in a system message. An entry
 with `"optional": "SOME_FLAG"` is a branch that exists only while the runtime's environment
-variable `SOME_FLAG` is `true`, `1` or `yes`.
+variable `SOME_FLAG` is `true`, `1` or `yes`. `"init_user_message_property": "brief"` and
+`"init_attachments_property": "inputs"` make a call of that type read its task from `brief`
+and the files to copy from `inputs` (instead of `description` / `message`, `attachments`).
 """
 
 from __future__ import annotations
@@ -86,6 +88,10 @@ class SubagentType:
     max_instances: int | None = None
     # Variables every child of this type needs in its scope (`immediate.scopedEnv`).
     scoped_env: tuple[str, ...] = ()
+    # The call's arguments holding the first message and the files to copy, when the
+    # entry names others than the tool's own (`description` / `message`, `attachments`).
+    message_property: str | None = None
+    attachments_property: str | None = None
 
 
 ENABLED = frozenset({"true", "1", "yes"})
@@ -129,6 +135,8 @@ def subagent_types(
             resumable=entry.resumable,
             max_instances=entry.max_instances,
             scoped_env=entry.scoped_env,
+            message_property=entry.init_user_message_property,
+            attachments_property=entry.init_attachments_property,
         )
     return types
 
