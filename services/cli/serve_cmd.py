@@ -22,8 +22,15 @@ from services.agents.system import AgentSystem
 from services.api.deps import ApiDeps, ApiSettings
 from services.api.server import run_api
 from services.api.tenant_scope import scope_session
-from services.cli.common import add_app, add_data_dir, agent_system, running_endpoints
+from services.cli.common import (
+    add_app,
+    add_data_dir,
+    agent_system,
+    data_dir,
+    running_endpoints,
+)
 from services.cli.signals import stop_on_signals
+from services.common.sealing import use_key_of
 from services.llm.provider import Provider, provider_from_env
 from services.stack import StackConfig, service_runners
 from services.supervisor import ServiceRunner, Supervisor
@@ -57,6 +64,7 @@ class _NoModel:
 async def serve_service(args: argparse.Namespace) -> int:
     """Run the service until SIGINT / SIGTERM; it is restarted with backoff when it fails."""
     endpoints = running_endpoints(args)
+    use_key_of(data_dir(args))
     stop = stop_on_signals()
     system = agent_system(args)
     runner: ServiceRunner

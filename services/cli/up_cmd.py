@@ -25,6 +25,7 @@ from services.api.tenant_scope import scope_session
 from services.cli.bootstrap import ensure_default_tenant, load_credentials
 from services.cli.common import add_app, add_data_dir, agent_system, data_dir
 from services.cli.signals import stop_on_signals
+from services.common.sealing import use_key_of
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import provider_from_env
 from services.stack import StackConfig, service_runners
@@ -46,6 +47,7 @@ async def agency_up(args: argparse.Namespace) -> int:
     from services.api.server import run_api
 
     directory = data_dir(args)
+    use_key_of(directory)
     stop = stop_on_signals()
     system = agent_system(args)
     use_fake = not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))

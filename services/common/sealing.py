@@ -4,9 +4,10 @@ Scoped variables handed to a subagent (`scopedEnv`, and the values posted to
 `/threads/{t}/variables/{r}`) are facts of the log, so replay and fork keep them, but they
 may be secrets: they are stored as one Fernet token (AES-128-CBC with an HMAC-SHA256)
 holding the JSON of the name → value map. The key is derived (SHA-256) from
-`AGENCY_VARIABLES_KEY`, which every runtime, subagents and API process must share. Without
-it a built-in development key is used and a warning is logged once: the values are then
-only obscured, not protected.
+`AGENCY_VARIABLES_KEY`, which every runtime, subagents and API process must share.
+`agency up` and `agency serve` on one data directory share a key generated there
+(`variables-key`, mode 0600) unless the variable is set. A process with neither uses a
+built-in development key and logs a warning once: the values are then only obscured.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import base64
 import hashlib
 import json
 import os
+import secrets
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 
 import structlog
 from cryptography.fernet import Fernet, InvalidToken
@@ -24,6 +27,7 @@ from cryptography.fernet import Fernet, InvalidToken
 log = structlog.get_logger(__name__)
 
 KEY_VARIABLE = "AGENCY_VARIABLES_KEY"
+KEY_FILE = "variables-key"
 _DEVELOPMENT_SECRET = "agency-development-variables-key"
 
 
@@ -47,6 +51,25 @@ def _key() -> Fernet:
 @cache
 def _warn_once() -> None:
     log.warning(f"{KEY_VARIABLE} is not set: scoped variables are sealed with a development key")
+
+
+def use_key_of(directory: Path) -> None:
+    """Unless `AGENCY_VARIABLES_KEY` is set, take the data directory's key (made on first
+    use, readable by its owner only) for this process and the services it starts."""
+    if os.environ.get(KEY_VARIABLE):
+        return
+    path = directory / KEY_FILE
+    try:
+        secret = path.read_text().strip()
+    except FileNotFoundError:
+        secret = ""
+    if not secret:
+        directory.mkdir(parents=True, exist_ok=True)
+        secret = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secret + "\n")
+    os.environ[KEY_VARIABLE] = secret
 
 
 def seal(values: Mapping[str, str]) -> str:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import msgspec
 import pytest
 
@@ -9,7 +13,7 @@ from contracts.events import AnyEvent, SubagentVariablesProvided, ThreadCreated
 from contracts.events.registry import ImmediateConfig, SubagentEntry
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.records import EventContext, Position, RecordedEvent
-from services.common.sealing import KEY_VARIABLE, UnsealError, seal, unseal
+from services.common.sealing import KEY_FILE, KEY_VARIABLE, UnsealError, seal, unseal, use_key_of
 from services.runtime.scoped import scoped_values
 from services.runtime.state import fold
 
@@ -72,3 +76,25 @@ def test_immediate_takes_true_or_the_object_form_only() -> None:
         msgspec.convert({"name": "w", "immediate": {"scoped_env": ["not a name"]}}, SubagentEntry)
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"name": "w", "immediate": {"bogus": 1}}, SubagentEntry)
+
+
+def test_a_data_directory_gives_its_processes_one_private_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    use_key_of(tmp_path)
+    first = os.environ[KEY_VARIABLE]
+    assert len(first) >= 32
+    assert stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
+    token = seal({"TOKEN": "s3cret"})
+    # Another process on the same directory (`agency serve`) opens what this one sealed.
+    monkeypatch.delenv(KEY_VARIABLE)
+    use_key_of(tmp_path)
+    assert os.environ[KEY_VARIABLE] == first
+    assert unseal(token) == {"TOKEN": "s3cret"}
+    # A key set by the operator wins, and the file is left as it is.
+    monkeypatch.setenv(KEY_VARIABLE, "operator-key")
+    use_key_of(tmp_path)
+    assert os.environ[KEY_VARIABLE] == "operator-key"
+    with pytest.raises(UnsealError):
+        unseal(token)
