@@ -4,6 +4,7 @@
         AgentSystem(default_model="openai:gpt-4.1-mini")
         .defaults()
         .add_tool(lookup_weather, ["weather"])
+        .add_tool(run_snippet, ["code"], isolation=Isolation(memory_mib=512))
         .use(MyMiddleware(), ["audit"])
         .add_mcp_server(McpServer(name="github", url="https://…/mcp"), ["code"])
         .add_agent(BlueprintSpec(name="forecaster", prompt="...", tags=["default", "weather"]))
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
+from services.agents.isolation import Isolation, function_reference
 from services.agents.middleware import Middleware
 from services.agents.tools import StateTool, SubagentTool, Tool
 
@@ -60,7 +62,17 @@ class AgentSystem:
             self.use(middleware, tags)
         return self
 
-    def add_tool(self, tool: Tool, tags: Iterable[str] = ()) -> Self:
+    def add_tool(
+        self, tool: Tool, tags: Iterable[str] = (), *, isolation: Isolation | None = None
+    ) -> Self:
+        """Give blueprints with one of `tags` the tool; with `isolation` the tools service runs
+        it in a sandbox (`services/agents/isolation.py`, `docs/operations.md`).
+
+        Raises `NotIsolatable` when an isolated tool's function cannot be imported by name.
+        """
+        if isolation is not None:
+            function_reference(tool.name, tool.fn)
+            tool = replace(tool, isolation=isolation)
         self._tools.append(_Tagged(tool, frozenset(tags)))
         return self
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from contracts.events import AnyEvent, McpToolRef
+from services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
     from infra.jetstream.ports import AggregateStore
@@ -77,6 +78,9 @@ class Tool:
     max_attempts: int = 3
     # Set for a tool of an MCP server: what `tool.requested` names for the tools service.
     mcp: McpToolRef | None = None
+    # Set by the operator (`AgentSystem.add_tool(..., isolation=...)`): the tools service runs
+    # the tool in a sandboxed worker process (`services/tools/sandbox.py`).
+    isolation: Isolation | None = None
 
     @property
     def name(self) -> str:

@@ -136,6 +136,11 @@ async def execute(
 
 
 async def _invoke(tool: Tool, args: dict[str, Any], context: ToolContext) -> ToolResult:
+    if tool.isolation is not None:
+        # Imported here: only a system with isolated tools needs the sandbox's machinery.
+        from services.tools.sandbox import run_isolated
+
+        return await run_isolated(tool, args, context)
     if inspect.iscoroutinefunction(tool.fn):
         return await tool(args, context)
     # A blocking function on the event loop would stall every other call and the ack
