@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,14 @@ def scratch(args: dict[str, Any], ctx: ToolContext) -> dict[str, str]:
     }
 
 
+def fill(args: dict[str, Any], ctx: ToolContext) -> str:
+    """Write `mib` MiB in the scratch directory."""
+    with open("big.bin", "wb") as f:
+        for _ in range(args["mib"]):
+            f.write(bytes(1024 * 1024))
+    return "written"
+
+
 def hog(args: dict[str, Any], ctx: ToolContext) -> int:
     """Hold `mib` MiB, a MiB at a time."""
     held = [bytearray(1024 * 1024) for _ in range(args["mib"])]
@@ -79,3 +88,9 @@ def refuse(args: dict[str, Any], ctx: ToolContext) -> None:
 async def async_echo(args: dict[str, Any], ctx: ToolContext) -> str:
     """An async tool: echo `text`."""
     return str(args["text"])
+
+
+def crash(args: dict[str, Any], ctx: ToolContext) -> None:
+    """End the worker with exit status `status`, after a word on stderr."""
+    print("giving up", file=sys.stderr, flush=True)
+    os._exit(args["status"])

@@ -25,7 +25,7 @@ from services.tools import ToolsService
 from services.tools.sandbox import RUNNER
 from tests.helpers import assert_eventually
 from tests.tools import sandboxed
-from tests.tools.test_tools_service import append, requested, result_of
+from tests.tools.test_tools_service import append, canceled_run, requested, result_of
 
 Start = Callable[[AgentSystem], Awaitable[None]]
 Call = Callable[..., Awaitable[ToolOutput | ToolError]]
@@ -182,6 +182,27 @@ async def test_a_worker_past_its_timeout_is_killed(start: Start, call: Call) -> 
         assert not _workers(), _workers()
 
     await assert_eventually(no_worker_left)
+
+
+async def test_a_worker_whose_run_is_canceled_is_killed_and_never_answers(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    await start(isolated(sandboxed.sleep, timeout=60))
+    thread = new_id()
+    await append(bus, tenant, thread, requested("c1", "sleep", '{"seconds": 120}'))
+
+    async def worker_running() -> None:
+        assert _workers()
+
+    await assert_eventually(worker_running, timeout=30)
+    await append(bus, tenant, thread, *canceled_run("c1", answered=True))
+
+    async def no_worker_left() -> None:
+        assert not _workers(), _workers()
+
+    await assert_eventually(no_worker_left, timeout=10)
+    types = [e.type for e in await bus.store.read(tenant, "thread", thread)]
+    assert "tool.output" not in types and "tool.error" not in types
 
 
 async def test_an_isolated_tools_answers_and_failures_reach_the_model(
