@@ -2,6 +2,9 @@
 
 No I/O of its own: the caller records each attempt (`on_attempt`, a `tool.started`) and the
 returned result event, so this runs the same with or without NATS.
+
+A tool the operator marked isolated runs in a sandboxed worker process of its own
+(`services/tools/sandbox.py`) under the same timeout and retries.
 """
 
 from __future__ import annotations
