@@ -44,6 +44,7 @@ from contracts.events.subagent import (
     SubagentRequested,
     SubagentSpawned,
     SubagentStatus,
+    SubagentTerminated,
 )
 from contracts.events.thread import (
     BlueprintSwitched,
@@ -171,6 +172,7 @@ __all__ = [
     "SubagentRequested",
     "SubagentSpawned",
     "SubagentStatus",
+    "SubagentTerminated",
     "TenantCreated",
     "ThreadCreated",
     "ThreadEvent",

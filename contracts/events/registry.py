@@ -83,13 +83,28 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
     """A blueprint this agent may spawn. `blocking` defaults to the opposite of `resumable`
     (a resumable child answers later unless the blueprint says to wait). With `optional`,
     the branch exists only while that environment variable of the runtime is `true`, `1`
-    or `yes` (any case): otherwise it can be neither created nor messaged."""
+    or `yes` (any case): otherwise it can be neither created nor messaged.
+    `parent_communication` (resumable children only): `implicit` queues the child's results
+    to the parent; `explicit` does not, the child reports with `notify_parent` and
+    `set_status` when it chooses, and is never waited for (it is not blocking)."""
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    parent_communication: Literal["implicit", "explicit"] = "implicit"
+
+    def __post_init__(self) -> None:
+        if self.parent_communication == "explicit" and not self.resumable:
+            raise ValueError(
+                f"subagent {self.name!r}: parent_communication `explicit` needs `resumable`"
+            )
+        if self.parent_communication == "explicit" and self.blocking:
+            raise ValueError(
+                f"subagent {self.name!r}: an `explicit` child is never waited for; "
+                "it cannot be `blocking`"
+            )
 
 
 class SubagentsConfig(Config, frozen=True, kw_only=True):

@@ -7,6 +7,9 @@ from typing import Literal
 from contracts.events.base import Event
 
 ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
+# How a child's results reach its parent: `implicit` queues its completion and failure to
+# the parent; `explicit` leaves that to its tools and hooks (`notify_parent`, `set_status`).
+ParentCommunication = Literal["implicit", "explicit"]
 
 
 class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requested"):
@@ -22,6 +25,13 @@ class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requeste
     name: str | None = None
     resumable: bool = False
     attachments: tuple[str, ...] = ()
+    # For the parent's child registry: a short title and what the child is for (the call's
+    # `title` and, for `subagent_create`, its `description`); the children one model step
+    # spawns share `spawn_group_id`.
+    title: str | None = None
+    entry_description: str | None = None
+    spawn_group_id: str | None = None
+    parent_communication: ParentCommunication = "implicit"
 
 
 class SubagentMessaged(Event, frozen=True, kw_only=True, tag="subagent.messaged"):
@@ -43,11 +53,23 @@ class SubagentStatus(Event, frozen=True, kw_only=True, tag="subagent.status"):
 
 
 class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
+    """A child thread exists and is linked to the parent; the rest is its entry in the
+    parent's child registry (`ThreadState.children`), completed by the coordinator from
+    the request and the child's blueprint."""
+
     run_id: str
     tool_call_id: str
     child_thread_id: str
     token: str
     subagent_type: str
+    name: str | None = None
+    title: str | None = None
+    description: str = ""
+    resumable: bool = False
+    blocking: bool = True
+    thread_name: str | None = None
+    spawn_group_id: str | None = None
+    parent_communication: ParentCommunication = "implicit"
 
 
 class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.completed"):
@@ -61,6 +83,18 @@ class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.complete
     attachments: tuple[str, ...] = ()
 
 
+class SubagentTerminated(Event, frozen=True, kw_only=True, tag="subagent.terminated"):
+    """On the parent: its child was terminated; the registry entry says so from now on."""
+
+    child_thread_id: str
+    reason: str = ""
+
+
 SubagentEvent = (
-    SubagentRequested | SubagentMessaged | SubagentSpawned | SubagentCompleted | SubagentStatus
+    SubagentRequested
+    | SubagentMessaged
+    | SubagentSpawned
+    | SubagentCompleted
+    | SubagentStatus
+    | SubagentTerminated
 )

@@ -9,7 +9,7 @@ shapes differ only in their wire names.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -55,6 +55,7 @@ class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     resumable: bool = False
     max_instances: Positive | None = None
     optional: EnvName | None = None
+    parent_communication: Literal["implicit", "explicit"] = "implicit"
 
 
 class SubagentsBody(Camel, frozen=True, kw_only=True):

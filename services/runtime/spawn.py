@@ -16,6 +16,7 @@ from contracts.events import (
     ToolError,
     ToolOutput,
 )
+from contracts.ids import derived_id
 from services.agents.builtin.subagents import (
     CREATE_TOOL,
     MESSAGE_TOOL,
@@ -50,14 +51,25 @@ def _missing_files(state: ThreadState, paths: tuple[str, ...]) -> list[str]:
     return [p for p in paths if state.file(p) is None]
 
 
-def _started_answer(state: ThreadState, run: RunView, call: ToolCall) -> ToolOutput:
+def spawn_group_id(run: RunView) -> str:
+    """The children one model step spawns share a group: the run and the step name it."""
+    return derived_id("spawn_", run.run_id, str(run.step))
+
+
+def _started_answer(
+    state: ThreadState, run: RunView, call: ToolCall, communication: str = "implicit"
+) -> ToolOutput:
     child = child_thread_id(state.tenant_id, state.thread_id, call.id)
+    later = (
+        "it reports to you only when it chooses to (its messages arrive like a user's)."
+        if communication == "explicit"
+        else "its result will arrive as a message when it is done."
+    )
     return ToolOutput(
         run_id=run.run_id,
         tool_call_id=call.id,
         tool_name=call.name,
-        output=f"Subagent started (reference: {child}). Continue; its result will arrive as a "
-        "message when it is done.",
+        output=f"Subagent started (reference: {child}). Continue; {later}",
     )
 
 
@@ -81,6 +93,11 @@ def subagent_call(
     kind = args.get("subagentType")
     timeout = args.get("timeoutMs")
     name = args.get("name")
+    title, about = args.get("title"), args.get("description") if creating else None
+    if title is not None and not isinstance(title, str):
+        return _error(run, call, "title must be a string")
+    if about is not None and not isinstance(about, str):
+        return _error(run, call, "description must be a string")
     attachments = _attachments(args)
     if isinstance(attachments, str):
         return _error(run, call, attachments)
@@ -128,10 +145,14 @@ def subagent_call(
         name=name if creating else None,
         resumable=chosen.resumable,
         attachments=attachments,
+        title=title.strip() or None if title else None,
+        entry_description=about.strip() or None if about else None,
+        spawn_group_id=spawn_group_id(run),
+        parent_communication=chosen.parent_communication,
     )
     if chosen.blocking:
         return (requested,)
-    return (requested, _started_answer(state, run, call))
+    return (requested, _started_answer(state, run, call, chosen.parent_communication))
 
 
 def _message(

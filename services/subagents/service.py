@@ -72,6 +72,7 @@ from services.subagents.naming import (
     message_run_id,
     report_message,
     returned_path,
+    thread_name,
 )
 
 log = structlog.get_logger(__name__)
@@ -202,13 +203,7 @@ class Coordinator:
         agency = env.agency_id or ""
         context = self._context(event)
         token = child_token(tenant, parent, request.tool_call_id)
-        spawned = SubagentSpawned(
-            run_id=request.run_id,
-            tool_call_id=request.tool_call_id,
-            child_thread_id=child,
-            token=token,
-            subagent_type=request.subagent_type,
-        )
+        spawned = await self._registry_entry(tenant, agency, request, child, token)
         await decide_and_append(
             self._bus.store, tenant, "thread", parent,
             lambda history: () if _has_link(history, child) else (spawned,),
@@ -223,6 +218,33 @@ class Coordinator:
             origin = Origin(request.run_id, request.tool_call_id, request.blocking)
             await self._arm_deadline(tenant, context, origin, child, request.timeout_ms)
         log.info("subagent spawned", child_thread_id=child, subagent_type=request.subagent_type)
+
+    async def _registry_entry(
+        self, tenant: str, agency: str, request: SubagentRequested, child: str, token: str
+    ) -> SubagentSpawned:
+        """The link and the child's entry in the parent's registry: the call's values, the
+        subagent entry's configuration, and the child blueprint's description as the title
+        when the call gave none."""
+        dynamic = await self.blueprints.dynamic(tenant, agency)
+        blueprint = dynamic.get(request.subagent_type) or self._system.blueprints.get(
+            request.subagent_type
+        )
+        name = request.name or request.subagent_type
+        return SubagentSpawned(
+            run_id=request.run_id,
+            tool_call_id=request.tool_call_id,
+            child_thread_id=child,
+            token=token,
+            subagent_type=request.subagent_type,
+            name=name,
+            title=request.title or (blueprint.description if blueprint else "") or None,
+            description=request.entry_description or request.description,
+            resumable=request.resumable,
+            blocking=request.blocking,
+            thread_name=thread_name(request.subagent_type, request.name),
+            spawn_group_id=request.spawn_group_id,
+            parent_communication=request.parent_communication,
+        )
 
     async def _invoke_first_run(
         self,

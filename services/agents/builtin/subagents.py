@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from contracts.events.registry import BlueprintConfig
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
@@ -27,6 +28,7 @@ CREATE_TOOL = "subagent_create"
 MESSAGE_TOOL = "subagent_message"
 RESUMABLE_TOOLS = (CREATE_TOOL, MESSAGE_TOOL)
 
+_TITLE = {"type": "string", "description": "a short title for the subagent's entry"}
 _ATTACHMENTS = {
     "type": "array",
     "items": {"type": "string"},
@@ -43,6 +45,7 @@ TASK = ToolSpec(
             "description": {"type": "string", "description": "the task, with all context needed"},
             "subagentType": {"type": "string", "description": "which subagent to use"},
             "timeoutMs": {"type": "integer", "description": "give up after this many ms"},
+            "title": _TITLE,
             "attachments": _ATTACHMENTS,
         },
         "required": ["description", "subagentType"],
@@ -58,6 +61,8 @@ CREATE = ToolSpec(
             "name": {"type": "string", "description": "a name for this instance"},
             "subagentType": {"type": "string"},
             "message": {"type": "string", "description": "its first task"},
+            "title": _TITLE,
+            "description": {"type": "string", "description": "what this instance is for"},
             "attachments": _ATTACHMENTS,
         },
         "required": ["name", "subagentType", "message"],
@@ -84,6 +89,7 @@ class SubagentType:
     blocking: bool = True
     resumable: bool = False
     max_instances: int | None = None
+    parent_communication: Literal["implicit", "explicit"] = "implicit"
 
 
 ENABLED = frozenset({"true", "1", "yes"})
@@ -126,6 +132,7 @@ def subagent_types(
             blocking=not entry.resumable if entry.blocking is None else entry.blocking,
             resumable=entry.resumable,
             max_instances=entry.max_instances,
+            parent_communication=entry.parent_communication,
         )
     return types
 
@@ -151,8 +158,9 @@ class SubagentsMiddleware(Middleware):
         lines = ["Your subagents (reference, name, type, status):"]
         for child in children:
             note = f" — {child.status_text}" if child.status_text else ""
+            title = f" ({child.title})" if child.title else ""
             lines.append(
-                f"- {child.reference} {child.name or '-'} {child.subagent_type} "
+                f"- {child.reference} {child.name or '-'}{title} {child.subagent_type} "
                 f"{child.status}{note}"
             )
         plan.system_prompts.append("\n".join(lines))
