@@ -38,6 +38,8 @@ from contracts.events.run import (
     RunTick,
 )
 from contracts.events.subagent import (
+    ChildStatusSet,
+    ParentNotified,
     SubagentCompleted,
     SubagentEvent,
     SubagentMessaged,
@@ -121,6 +123,7 @@ __all__ = [
     "ChannelMessagePosted",
     "ChatMessage",
     "CheckpointSaved",
+    "ChildStatusSet",
     "ContextTrimmed",
     "DocumentWritten",
     "Event",
@@ -141,6 +144,7 @@ __all__ = [
     "ModelDelta",
     "ModelEvent",
     "ModelStarted",
+    "ParentNotified",
     "ParentRef",
     "ProposalClosed",
     "ProposalOpened",

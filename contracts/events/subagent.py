@@ -83,6 +83,22 @@ class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.complete
     attachments: tuple[str, ...] = ()
 
 
+class ParentNotified(Event, frozen=True, kw_only=True, tag="subagent.parent_notified"):
+    """On a child: it escalates `content` to its parent (`notify_parent`, by a tool or a
+    hook); the coordinator queues it to the parent as a message."""
+
+    run_id: str | None = None
+    content: str
+
+
+class ChildStatusSet(Event, frozen=True, kw_only=True, tag="subagent.status_set"):
+    """On a child: it sets its status text in the parent's registry (`set_status`) and goes
+    on; the coordinator records it on the parent as `subagent.status`."""
+
+    run_id: str | None = None
+    status: str
+
+
 class SubagentTerminated(Event, frozen=True, kw_only=True, tag="subagent.terminated"):
     """On the parent: its child was terminated; the registry entry says so from now on."""
 
@@ -97,4 +113,6 @@ SubagentEvent = (
     | SubagentCompleted
     | SubagentStatus
     | SubagentTerminated
+    | ParentNotified
+    | ChildStatusSet
 )

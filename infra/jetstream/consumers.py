@@ -59,6 +59,8 @@ SUBAGENT_EVENTS = DurableSpec(
         "subagent.messaged",
         "thread.created",
         "session.status",
+        "subagent.parent_notified",
+        "subagent.status_set",
         "run.completed",
         "run.error",
         "run.canceled",

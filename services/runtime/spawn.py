@@ -184,11 +184,16 @@ def _message(
     )
     if child.blocking:
         return (messaged,)
+    later = (
+        "it reports to you only when it chooses to."
+        if child.parent_communication == "explicit"
+        else "its answer will arrive as a message."
+    )
     answer = ToolOutput(
         run_id=run.run_id,
         tool_call_id=call.id,
         tool_name=call.name,
-        output=f"Message sent to {child.reference}; its answer will arrive as a message.",
+        output=f"Message sent to {child.reference}; {later}",
     )
     return (messaged, answer)
 

@@ -34,6 +34,11 @@ def returned_path(child_thread: str, path: str) -> str:
     return f"subagents/{child_thread}/{path.lstrip('/')}"
 
 
+def notice_message(child_thread: str, content: str) -> str:
+    """What a child's `notify_parent` puts in the parent's conversation."""
+    return f"Subagent (reference: {child_thread}) notifies you:\n\n{content}"
+
+
 def report_message(
     child_thread: str, outcome: str, report: str, attachments: tuple[str, ...] = ()
 ) -> str:

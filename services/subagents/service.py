@@ -10,7 +10,11 @@
   copied back under `subagents/<child>/`; the runtime turns it into the call's tool result
   and resumes the parent. For a non-blocking call the report is also queued to the parent
   as a message.
-- A child's `session.status`: recorded on the parent as `subagent.status`.
+- A child's `session.status` or `subagent.status_set`: recorded on the parent as
+  `subagent.status`.
+- A child's `subagent.parent_notified`: its content queued to the parent as a message. A
+  child whose parent communication is `explicit` escalates only this way: its results are
+  recorded on the parent (`subagent.completed`, for the registry) but never queued.
 - A run is canceled: cancel every child still working for it, which cascades down the tree.
 - A child thread is created (`thread.created` with a parent call): if its first run was
   never requested (the coordinator died between creating and invoking it, or the invoke
@@ -40,7 +44,9 @@ from contracts.envelope import utc_now
 from contracts.events import (
     AnyEvent,
     ChatMessage,
+    ChildStatusSet,
     FileWritten,
+    ParentNotified,
     ParentRef,
     RequestAccepted,
     RequestRejected,
@@ -70,6 +76,7 @@ from services.subagents.naming import (
     child_thread_id,
     child_token,
     message_run_id,
+    notice_message,
     report_message,
     returned_path,
     thread_name,
@@ -111,8 +118,10 @@ class Coordinator:
                 await self._spawn(event, request)
             case SubagentMessaged() as messaged:
                 await self._message(event, messaged)
-            case SessionStatusSet(status=status):
+            case SessionStatusSet(status=status) | ChildStatusSet(status=status):
                 await self._status(event, status)
+            case ParentNotified(content=content):
+                await self._notify(event, content)
             case ThreadCreated(parent=ParentRef(tool_call_id=str() as call_id) as ref):
                 await self._adopt(event, ref.thread_id, call_id)
             case RunCompleted() | RunError() | RunCanceled():
@@ -157,7 +166,12 @@ class Coordinator:
                 agency_id=agency,
                 thread_id=child,
                 agent_type=request.subagent_type,
-                parent=ParentRef(thread_id=parent, token=token, tool_call_id=request.tool_call_id),
+                parent=ParentRef(
+                    thread_id=parent,
+                    token=token,
+                    tool_call_id=request.tool_call_id,
+                    communication=request.parent_communication,
+                ),
             ),
             idempotency_key=f"spawn:{child}",
         )
@@ -381,6 +395,25 @@ class Coordinator:
             idempotency_key=f"status:{env.event_id}",
         )  # fmt: skip
 
+    async def _notify(self, event: RecordedEvent, content: str) -> None:
+        """A child escalates: queue its message to the parent, as a report is queued."""
+        env = event.envelope
+        parent = await self._parent_of(env.tenant_id, env.aggregate_id)
+        if parent is None:
+            return
+        await self._bus.commands.send(
+            env.tenant_id,
+            InvokeThread(
+                agency_id=env.agency_id or "",
+                thread_id=parent.thread_id,
+                run_id=derived_id("run_", "notify", env.event_id),
+                messages=(
+                    ChatMessage(role="user", content=notice_message(env.aggregate_id, content)),
+                ),
+            ),
+            idempotency_key=f"notify:{env.event_id}",
+        )
+
     async def _report(self, event: RecordedEvent) -> None:
         env = event.envelope
         tenant, child, child_run = env.tenant_id, env.aggregate_id, env.run_id or ""
@@ -415,7 +448,8 @@ class Coordinator:
             tenant, parent.thread_id, origin, child, outcome, report, context,
             key=f"report:{child}:{child_run}", files=returned,
         )  # fmt: skip
-        if reported and not origin.blocking:
+        # An explicit child's results are in the registry; it escalates by itself.
+        if reported and not origin.blocking and parent.communication != "explicit":
             text = report_message(child, outcome, report, tuple(returned))
             await self._bus.commands.send(
                 tenant,
