@@ -157,7 +157,10 @@ def merge_blueprints(
 
 # --- threads and runs ----------------------------------------------------------------
 
-ThreadStatus = Literal["idle", "registered", "running", "paused", "completed", "canceled", "error"]
+# A thread's status is its current run's, or `terminated` once it was shut down for good.
+ThreadStatus = Literal[
+    "idle", "registered", "running", "paused", "completed", "canceled", "error", "terminated"
+]
 
 
 class ParentInfo(View, frozen=True, kw_only=True):
@@ -391,6 +394,7 @@ class ThreadMetadata(View, frozen=True, kw_only=True):
     created_at: datetime
     request: dict[str, str]
     parent: ParentInfo | None
+    status: ThreadStatus = "idle"
 
 
 class SubagentLink(View, frozen=True, kw_only=True):
@@ -581,6 +585,7 @@ async def _thread_state(
             created_at=thread.created_at,
             request=msgspec.json.decode(row["request"], type=dict[str, str]),
             parent=thread.parent,
+            status=thread.status,
         ),
         thread_id=thread.id,
         parent=thread.parent,

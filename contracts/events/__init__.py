@@ -47,6 +47,7 @@ from contracts.events.subagent import (
     SubagentSpawned,
     SubagentStatus,
     SubagentTerminated,
+    SubagentTerminateRequested,
 )
 from contracts.events.thread import (
     BlueprintSwitched,
@@ -61,6 +62,7 @@ from contracts.events.thread import (
     SessionTurn,
     ThreadCreated,
     ThreadEvent,
+    ThreadTerminated,
     TodosWritten,
 )
 from contracts.events.tool import (
@@ -176,10 +178,12 @@ __all__ = [
     "SubagentRequested",
     "SubagentSpawned",
     "SubagentStatus",
+    "SubagentTerminateRequested",
     "SubagentTerminated",
     "TenantCreated",
     "ThreadCreated",
     "ThreadEvent",
+    "ThreadTerminated",
     "Todo",
     "TodosWritten",
     "ToolCall",

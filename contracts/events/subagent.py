@@ -99,6 +99,18 @@ class ChildStatusSet(Event, frozen=True, kw_only=True, tag="subagent.status_set"
     status: str
 
 
+class SubagentTerminateRequested(
+    Event, frozen=True, kw_only=True, tag="subagent.terminate_requested"
+):
+    """On the parent: its `subagent_terminate` call asks for a child to be terminated; the
+    coordinator sends the child's runtime `runtime.terminate`."""
+
+    run_id: str
+    tool_call_id: str
+    child_thread_id: str
+    reason: str = ""
+
+
 class SubagentTerminated(Event, frozen=True, kw_only=True, tag="subagent.terminated"):
     """On the parent: its child was terminated; the registry entry says so from now on."""
 
@@ -113,6 +125,7 @@ SubagentEvent = (
     | SubagentCompleted
     | SubagentStatus
     | SubagentTerminated
+    | SubagentTerminateRequested
     | ParentNotified
     | ChildStatusSet
 )

@@ -57,6 +57,14 @@ class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     optional: EnvName | None = None
     parent_communication: Literal["implicit", "explicit"] = "implicit"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.parent_communication == "explicit" and (not self.resumable or self.blocking):
+            raise ValueError(
+                f"subagent {self.name!r}: parentCommunication `explicit` needs `resumable` "
+                "and cannot be `blocking`"
+            )
+
 
 class SubagentsBody(Camel, frozen=True, kw_only=True):
     subagents: list[str | SubagentEntryBody] = []

@@ -1,5 +1,6 @@
 """Tool calls that involve other agents: subagents (`task`, `subagent_create`,
-`subagent_message`, exposed dual-AI agents) and handoffs to exposed ai_human agents."""
+`subagent_message`, `subagent_terminate`, exposed dual-AI agents) and handoffs to exposed
+ai_human agents."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from contracts.events import (
     BlueprintSwitched,
     SubagentMessaged,
     SubagentRequested,
+    SubagentTerminateRequested,
     ToolCall,
     ToolError,
     ToolOutput,
@@ -20,6 +22,7 @@ from contracts.ids import derived_id
 from services.agents.builtin.subagents import (
     CREATE_TOOL,
     MESSAGE_TOOL,
+    TERMINATE_TOOL,
     disabled_types,
     subagent_types,
 )
@@ -86,6 +89,8 @@ def subagent_call(
     """`task`, `subagent_create` or `subagent_message`: ask the coordinator, or say why not."""
     if call.name == MESSAGE_TOOL:
         return _message(state, run, call, blueprint)
+    if call.name == TERMINATE_TOOL:
+        return _terminate(state, run, call)
     types = subagent_types(blueprint.config)
     args = _args(call)
     creating = call.name == CREATE_TOOL
@@ -126,7 +131,11 @@ def subagent_call(
     if missing := _missing_files(state, attachments):
         return _error(run, call, f"no such files to attach: {', '.join(missing)}")
     if creating and chosen.max_instances is not None:
-        existing = [c for c in state.children if c.subagent_type == kind and c.resumable]
+        existing = [
+            c
+            for c in state.children
+            if c.subagent_type == kind and c.resumable and not c.terminated
+        ]
         if len(existing) >= chosen.max_instances:
             refs = ", ".join(f"{c.reference} ({c.name})" for c in existing)
             return _error(
@@ -167,6 +176,8 @@ def _message(
     if child is None or not child.resumable:
         known = ", ".join(f"{c.reference} ({c.name})" for c in state.children if c.resumable)
         return _error(run, call, f"no resumable subagent {reference!r}; known: {known or 'none'}")
+    if child.terminated:
+        return _error(run, call, f"subagent {child.reference} ({child.name}) is terminated")
     if not isinstance(text, str) or not text.strip():
         return _error(run, call, "subagent_message needs a non-empty `message`")
     off = disabled_types(blueprint.config)
@@ -196,6 +207,45 @@ def _message(
         output=f"Message sent to {child.reference}; {later}",
     )
     return (messaged, answer)
+
+
+def _terminate(state: ThreadState, run: RunView, call: ToolCall) -> tuple[AnyEvent, ...]:
+    """`subagent_terminate`: a resumable child, by reference or name, is shut down (the
+    coordinator has its runtime terminate it); the call is answered at once."""
+    args = _args(call)
+    reference, name, reason = args.get("reference"), args.get("name"), args.get("reason", "")
+    resumable = [c for c in state.children if c.resumable]
+    child = next(
+        (
+            c
+            for c in resumable
+            if (isinstance(reference, str) and c.reference == reference)
+            or (reference is None and isinstance(name, str) and c.name == name)
+        ),
+        None,
+    )
+    if child is None:
+        known = ", ".join(f"{c.reference} ({c.name})" for c in resumable)
+        asked = reference if reference is not None else name
+        return _error(run, call, f"no resumable subagent {asked!r}; known: {known or 'none'}")
+    if not isinstance(reason, str):
+        return _error(run, call, "reason must be a string")
+    if child.terminated:
+        return _error(run, call, f"subagent {child.reference} ({child.name}) is terminated already")
+    return (
+        SubagentTerminateRequested(
+            run_id=run.run_id,
+            tool_call_id=call.id,
+            child_thread_id=child.reference,
+            reason=reason,
+        ),
+        ToolOutput(
+            run_id=run.run_id,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            output=f"Subagent {child.reference} ({child.name}) is being terminated.",
+        ),
+    )
 
 
 def agent_call(

@@ -39,6 +39,7 @@ from contracts.events import (
     SubagentStatus,
     SubagentTerminated,
     ThreadCreated,
+    ThreadTerminated,
     Todo,
     TodosWritten,
     ToolCall,
@@ -155,6 +156,9 @@ class ThreadState:
     side: Literal["A", "B"] | None = None
     session_turn: int = 0
     side_steps: int = 0
+    # Shut down by `terminate`: no run starts and no message joins any more.
+    terminated: bool = False
+    terminated_reason: str = ""
 
     # --- queries ------------------------------------------------------------------
 
@@ -238,7 +242,9 @@ class ThreadState:
     def apply(self, event: RecordedEvent) -> ThreadState:
         env = event.envelope
         state = replace(self, position=event.position, last_event_at=env.ts)
-        if env.idempotency_key and isinstance(env.payload, RunCanceled | HitlResume):
+        if env.idempotency_key and isinstance(
+            env.payload, RunCanceled | HitlResume | ThreadTerminated
+        ):
             state = replace(state, command_keys=state.command_keys | {env.idempotency_key})
         return state._apply_payload(env.payload, event)
 
@@ -386,6 +392,8 @@ class ThreadState:
                 return self._with_run(run_id, hitl_pending=(), hitl_overrides=overrides)
             case BlueprintSwitched(to_agent_type=to_agent_type):
                 return replace(self, agent_type=to_agent_type)
+            case ThreadTerminated(reason=reason):
+                return replace(self, terminated=True, terminated_reason=reason, queue=())
         return self
 
     def _finish(self, run_id: str, **changes: object) -> ThreadState:

@@ -16,6 +16,10 @@
   child whose parent communication is `explicit` escalates only this way: its results are
   recorded on the parent (`subagent.completed`, for the registry) but never queued.
 - A run is canceled: cancel every child still working for it, which cascades down the tree.
+- A child refuses a run (`request.rejected`: it was terminated): the call that asked for
+  it is reported as an error with the reason.
+- A parent's `subagent.terminate_requested`: `runtime.terminate` for the child. A child's
+  `thread.terminated`: `subagent.terminated` on its parent, once (its registry entry).
 - A child thread is created (`thread.created` with a parent call): if its first run was
   never requested (the coordinator died between creating and invoking it, or the invoke
   was dead-lettered while the thread did not exist yet), finish the spawn. The log, not the
@@ -39,6 +43,7 @@ from contracts.commands import (
     CreateThread,
     InvokeThread,
     SubagentDeadline,
+    TerminateThread,
 )
 from contracts.envelope import utc_now
 from contracts.events import (
@@ -59,7 +64,10 @@ from contracts.events import (
     SubagentRequested,
     SubagentSpawned,
     SubagentStatus,
+    SubagentTerminated,
+    SubagentTerminateRequested,
     ThreadCreated,
+    ThreadTerminated,
 )
 from contracts.events.subagent import ChildOutcome
 from contracts.ids import derived_id
@@ -122,9 +130,13 @@ class Coordinator:
                 await self._status(event, status)
             case ParentNotified(content=content):
                 await self._notify(event, content)
+            case SubagentTerminateRequested() as asked:
+                await self._terminate_child(event, asked)
+            case ThreadTerminated(reason=reason):
+                await self._terminated(event, reason)
             case ThreadCreated(parent=ParentRef(tool_call_id=str() as call_id) as ref):
                 await self._adopt(event, ref.thread_id, call_id)
-            case RunCompleted() | RunError() | RunCanceled():
+            case RunCompleted() | RunError() | RunCanceled() | RequestRejected():
                 if isinstance(event.payload, RunCanceled):
                     await self._cascade(event)
                 await self._report(event)
@@ -395,6 +407,37 @@ class Coordinator:
             idempotency_key=f"status:{env.event_id}",
         )  # fmt: skip
 
+    async def _terminate_child(
+        self, event: RecordedEvent, asked: SubagentTerminateRequested
+    ) -> None:
+        """A parent's `subagent_terminate`: the child's runtime terminates it."""
+        env = event.envelope
+        await self._bus.commands.send(
+            env.tenant_id,
+            TerminateThread(
+                agency_id=env.agency_id or "",
+                thread_id=asked.child_thread_id,
+                reason=asked.reason or f"terminated by its parent {env.aggregate_id}",
+            ),
+            idempotency_key=f"terminate:{asked.child_thread_id}:{asked.tool_call_id}",
+        )
+
+    async def _terminated(self, event: RecordedEvent, reason: str) -> None:
+        """A child was terminated: its parent's registry says so, once."""
+        env = event.envelope
+        parent = await self._parent_of(env.tenant_id, env.aggregate_id)
+        if parent is None:
+            return
+        child = env.aggregate_id
+        update = SubagentTerminated(child_thread_id=child, reason=reason)
+        await decide_and_append(
+            self._bus.store, env.tenant_id, "thread", parent.thread_id,
+            lambda history: () if _was_terminated(history, child) else (update,),
+            context=EventContext(agency_id=env.agency_id, thread_id=parent.thread_id,
+                                 correlation_id=env.correlation_id),
+            idempotency_key=f"terminated:{child}",
+        )  # fmt: skip
+
     async def _notify(self, event: RecordedEvent, content: str) -> None:
         """A child escalates: queue its message to the parent, as a report is queued."""
         env = event.envelope
@@ -416,7 +459,9 @@ class Coordinator:
 
     async def _report(self, event: RecordedEvent) -> None:
         env = event.envelope
-        tenant, child, child_run = env.tenant_id, env.aggregate_id, env.run_id or ""
+        tenant, child = env.tenant_id, env.aggregate_id
+        payload = event.payload
+        child_run = payload.run_id if isinstance(payload, RequestRejected) else env.run_id or ""
         parent = await self._parent_of(tenant, child)
         if parent is None:
             return
@@ -428,6 +473,9 @@ class Coordinator:
                 outcome, report = "error", error
             case RunCanceled(reason=reason):
                 outcome, report = "canceled", reason
+            case RequestRejected(reason=reason):
+                # The child refused the run (it was terminated): the call gets the reason.
+                outcome, report = "error", reason
             case _:
                 return
         history = await self._bus.store.read(tenant, "thread", parent.thread_id)
@@ -556,6 +604,13 @@ def _with_attachments(text: str, files: dict[str, str]) -> str:
 def _has_link(history: list[RecordedEvent], child: str) -> bool:
     return any(
         isinstance(e.payload, SubagentSpawned) and e.payload.child_thread_id == child
+        for e in history
+    )
+
+
+def _was_terminated(history: list[RecordedEvent], child: str) -> bool:
+    return any(
+        isinstance(e.payload, SubagentTerminated) and e.payload.child_thread_id == child
         for e in history
     )
 

@@ -6,7 +6,8 @@ blueprints this agent may spawn (a name also resolves to the agency's dynamic bl
 that name). A blocking call pauses the parent's run (reason `subagent`) until every child
 of the step has reported; a non-blocking one answers at once with the child's reference,
 and the child's result arrives later as a queued message. Resumable types are created with
-`subagent_create` (a named, persistent child) and addressed again with `subagent_message`;
+`subagent_create` (a named, persistent child), addressed again with `subagent_message` and
+shut down with `subagent_terminate`;
 while children exist, the parent's model sees them listed in a system message. An entry
 with `"optional": "SOME_FLAG"` is a branch that exists only while the runtime's environment
 variable `SOME_FLAG` is `true`, `1` or `yes`.
@@ -26,7 +27,8 @@ from services.agents.tools import SubagentTool, ToolSpec
 TASK_TOOL = "task"
 CREATE_TOOL = "subagent_create"
 MESSAGE_TOOL = "subagent_message"
-RESUMABLE_TOOLS = (CREATE_TOOL, MESSAGE_TOOL)
+TERMINATE_TOOL = "subagent_terminate"
+RESUMABLE_TOOLS = (CREATE_TOOL, MESSAGE_TOOL, TERMINATE_TOOL)
 
 _TITLE = {"type": "string", "description": "a short title for the subagent's entry"}
 _ATTACHMENTS = {
@@ -79,6 +81,21 @@ MESSAGE = ToolSpec(
             "attachments": _ATTACHMENTS,
         },
         "required": ["reference", "message"],
+    },
+)
+
+
+TERMINATE = ToolSpec(
+    name=TERMINATE_TOOL,
+    description="Shut a persistent subagent down for good, by its reference or name: its "
+    "current work stops and it takes no more messages.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "reference": {"type": "string"},
+            "name": {"type": "string"},
+            "reason": {"type": "string", "description": "why, for the record"},
+        },
     },
 )
 
@@ -166,4 +183,9 @@ class SubagentsMiddleware(Middleware):
         plan.system_prompts.append("\n".join(lines))
 
     def subagent_tools(self) -> tuple[SubagentTool, ...]:
-        return (SubagentTool(spec=TASK), SubagentTool(spec=CREATE), SubagentTool(spec=MESSAGE))
+        return (
+            SubagentTool(spec=TASK),
+            SubagentTool(spec=CREATE),
+            SubagentTool(spec=MESSAGE),
+            SubagentTool(spec=TERMINATE),
+        )
