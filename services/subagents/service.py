@@ -32,7 +32,6 @@ event, or the coordinator killed and restarted, creates and reports nothing twic
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import timedelta
 
 import structlog
@@ -43,7 +42,6 @@ from contracts.commands import (
     CreateThread,
     InvokeThread,
     SubagentDeadline,
-    TerminateThread,
 )
 from contracts.envelope import utc_now
 from contracts.events import (
@@ -63,8 +61,6 @@ from contracts.events import (
     SubagentMessaged,
     SubagentRequested,
     SubagentSpawned,
-    SubagentStatus,
-    SubagentTerminated,
     SubagentTerminateRequested,
     ThreadCreated,
     ThreadTerminated,
@@ -79,38 +75,27 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
 from services.common.decide import decide_and_append
 from services.runtime.cache import BlueprintCache
+from services.subagents.history import (
+    Origin,
+    call_of,
+    files_of,
+    has_link,
+    has_report,
+    run_ended,
+    with_attachments,
+)
 from services.subagents.naming import (
     child_run_id,
     child_thread_id,
     child_token,
     message_run_id,
-    notice_message,
     report_message,
     returned_path,
     thread_name,
 )
+from services.subagents.relay import Relay
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """The parent call that started a child's run."""
-
-    run_id: str
-    tool_call_id: str
-    blocking: bool
-
-
-def files_of(history: list[RecordedEvent], run_id: str | None = None) -> dict[str, str]:
-    """Latest content per path; with `run_id`, only files the agent wrote in that run."""
-    files: dict[str, str] = {}
-    for e in history:
-        if isinstance(e.payload, FileWritten) and (
-            run_id is None or (e.payload.run_id == run_id and e.payload.origin == "tool")
-        ):
-            files[e.payload.path] = e.payload.content
-    return files
 
 
 class Coordinator:
@@ -118,7 +103,7 @@ class Coordinator:
         self._bus = bus
         self._system = system
         self.blueprints = BlueprintCache(bus.store)
-        self._parents: dict[tuple[str, str], ParentRef | None] = {}
+        self.relay = Relay(bus)
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
@@ -127,13 +112,13 @@ class Coordinator:
             case SubagentMessaged() as messaged:
                 await self._message(event, messaged)
             case SessionStatusSet(status=status) | ChildStatusSet(status=status):
-                await self._status(event, status)
+                await self.relay.status(event, status)
             case ParentNotified(content=content):
-                await self._notify(event, content)
+                await self.relay.notify(event, content)
             case SubagentTerminateRequested() as asked:
-                await self._terminate_child(event, asked)
+                await self.relay.terminate_child(event, asked)
             case ThreadTerminated(reason=reason):
-                await self._terminated(event, reason)
+                await self.relay.terminated(event, reason)
             case ThreadCreated(parent=ParentRef(tool_call_id=str() as call_id) as ref):
                 await self._adopt(event, ref.thread_id, call_id)
             case RunCompleted() | RunError() | RunCanceled() | RequestRejected():
@@ -156,7 +141,7 @@ class Coordinator:
         context = self._context(event)
         child = child_thread_id(tenant, parent, request.tool_call_id)
         history = await self._bus.store.read(tenant, "thread", parent)
-        if _run_ended(history, request.run_id) and not _has_link(history, child):
+        if run_ended(history, request.run_id) and not has_link(history, child):
             # The run ended (canceled, or a fork cut it) before its child was spawned.
             log.info("subagent request of an ended run ignored", child_thread_id=child)
             return
@@ -206,7 +191,7 @@ class Coordinator:
         if requested is None or not isinstance(requested.payload, SubagentRequested):
             return
         request = requested.payload
-        if _run_ended(history, request.run_id) and not _has_link(history, child):
+        if run_ended(history, request.run_id) and not has_link(history, child):
             return
         created_payload = created.payload
         if isinstance(created_payload, ThreadCreated) and "forkedFrom" in created_payload.request:
@@ -232,7 +217,7 @@ class Coordinator:
         spawned = await self._registry_entry(tenant, agency, request, child, token)
         await decide_and_append(
             self._bus.store, tenant, "thread", parent,
-            lambda history: () if _has_link(history, child) else (spawned,),
+            lambda history: () if has_link(history, child) else (spawned,),
             context=context,
             idempotency_key=f"spawned:{child}",
         )  # fmt: skip
@@ -289,7 +274,7 @@ class Coordinator:
                 thread_id=child,
                 run_id=child_run_id(child),
                 messages=(
-                    ChatMessage(role="user", content=_with_attachments(request.description, files)),
+                    ChatMessage(role="user", content=with_attachments(request.description, files)),
                 ),
                 files=files,
             ),
@@ -311,7 +296,7 @@ class Coordinator:
                 thread_id=child,
                 run_id=message_run_id(child, messaged.tool_call_id),
                 messages=(
-                    ChatMessage(role="user", content=_with_attachments(messaged.message, files)),
+                    ChatMessage(role="user", content=with_attachments(messaged.message, files)),
                 ),
                 files=files,
             ),
@@ -383,86 +368,12 @@ class Coordinator:
 
     # --- reporting ----------------------------------------------------------------
 
-    async def _parent_of(self, tenant: str, thread: str) -> ParentRef | None:
-        key = (tenant, thread)
-        if key not in self._parents:
-            history = await self._bus.store.read(tenant, "thread", thread)
-            created = next(
-                (e.payload for e in history if isinstance(e.payload, ThreadCreated)), None
-            )
-            self._parents[key] = created.parent if created else None
-        return self._parents[key]
-
-    async def _status(self, event: RecordedEvent, status: str) -> None:
-        env = event.envelope
-        parent = await self._parent_of(env.tenant_id, env.aggregate_id)
-        if parent is None:
-            return
-        update = SubagentStatus(child_thread_id=env.aggregate_id, status=status)
-        await decide_and_append(
-            self._bus.store, env.tenant_id, "thread", parent.thread_id,
-            lambda history: (update,),
-            context=EventContext(agency_id=env.agency_id, thread_id=parent.thread_id,
-                                 correlation_id=env.correlation_id),
-            idempotency_key=f"status:{env.event_id}",
-        )  # fmt: skip
-
-    async def _terminate_child(
-        self, event: RecordedEvent, asked: SubagentTerminateRequested
-    ) -> None:
-        """A parent's `subagent_terminate`: the child's runtime terminates it."""
-        env = event.envelope
-        await self._bus.commands.send(
-            env.tenant_id,
-            TerminateThread(
-                agency_id=env.agency_id or "",
-                thread_id=asked.child_thread_id,
-                reason=asked.reason or f"terminated by its parent {env.aggregate_id}",
-            ),
-            idempotency_key=f"terminate:{asked.child_thread_id}:{asked.tool_call_id}",
-        )
-
-    async def _terminated(self, event: RecordedEvent, reason: str) -> None:
-        """A child was terminated: its parent's registry says so, once."""
-        env = event.envelope
-        parent = await self._parent_of(env.tenant_id, env.aggregate_id)
-        if parent is None:
-            return
-        child = env.aggregate_id
-        update = SubagentTerminated(child_thread_id=child, reason=reason)
-        await decide_and_append(
-            self._bus.store, env.tenant_id, "thread", parent.thread_id,
-            lambda history: () if _was_terminated(history, child) else (update,),
-            context=EventContext(agency_id=env.agency_id, thread_id=parent.thread_id,
-                                 correlation_id=env.correlation_id),
-            idempotency_key=f"terminated:{child}",
-        )  # fmt: skip
-
-    async def _notify(self, event: RecordedEvent, content: str) -> None:
-        """A child escalates: queue its message to the parent, as a report is queued."""
-        env = event.envelope
-        parent = await self._parent_of(env.tenant_id, env.aggregate_id)
-        if parent is None:
-            return
-        await self._bus.commands.send(
-            env.tenant_id,
-            InvokeThread(
-                agency_id=env.agency_id or "",
-                thread_id=parent.thread_id,
-                run_id=derived_id("run_", "notify", env.event_id),
-                messages=(
-                    ChatMessage(role="user", content=notice_message(env.aggregate_id, content)),
-                ),
-            ),
-            idempotency_key=f"notify:{env.event_id}",
-        )
-
     async def _report(self, event: RecordedEvent) -> None:
         env = event.envelope
         tenant, child = env.tenant_id, env.aggregate_id
         payload = event.payload
         child_run = payload.run_id if isinstance(payload, RequestRejected) else env.run_id or ""
-        parent = await self._parent_of(tenant, child)
+        parent = await self.relay.parent_of(tenant, child)
         if parent is None:
             return
         outcome: ChildOutcome
@@ -479,7 +390,7 @@ class Coordinator:
             case _:
                 return
         history = await self._bus.store.read(tenant, "thread", parent.thread_id)
-        origin = _origin(history, child, child_run)
+        origin = call_of(history, child, child_run)
         if origin is None:
             return
         child_history = await self._bus.store.read(tenant, "thread", child)
@@ -542,7 +453,7 @@ class Coordinator:
         )
         result = await decide_and_append(
             self._bus.store, tenant, "thread", parent,
-            lambda history: () if _has_report(history, origin.tool_call_id) else events,
+            lambda history: () if has_report(history, origin.tool_call_id) else events,
             context=context,
             idempotency_key=key,
         )  # fmt: skip
@@ -567,59 +478,6 @@ class Coordinator:
                     ),
                     idempotency_key=f"cascade:{child}:{env.event_id}",
                 )
-
-
-def _origin(history: list[RecordedEvent], child: str, child_run: str) -> Origin | None:
-    """Which of the parent's calls started the child's run `child_run`."""
-    for e in history:
-        match e.payload:
-            case SubagentRequested(run_id=run_id, tool_call_id=call_id, blocking=blocking):
-                if (
-                    child_run == child_run_id(child)
-                    and child_thread_id(e.envelope.tenant_id, e.envelope.aggregate_id, call_id)
-                    == child
-                ):
-                    return Origin(run_id, call_id, blocking)
-            case SubagentMessaged(
-                run_id=run_id, tool_call_id=call_id, child_thread_id=target, blocking=blocking
-            ):
-                if target == child and message_run_id(child, call_id) == child_run:
-                    return Origin(run_id, call_id, blocking)
-    return None
-
-
-def _run_ended(history: list[RecordedEvent], run_id: str) -> bool:
-    return any(
-        isinstance(e.payload, RunCompleted | RunError | RunCanceled) and e.payload.run_id == run_id
-        for e in history
-    )
-
-
-def _with_attachments(text: str, files: dict[str, str]) -> str:
-    if not files:
-        return text
-    return f"{text}\n\nAttached files: {', '.join(files)}"
-
-
-def _has_link(history: list[RecordedEvent], child: str) -> bool:
-    return any(
-        isinstance(e.payload, SubagentSpawned) and e.payload.child_thread_id == child
-        for e in history
-    )
-
-
-def _was_terminated(history: list[RecordedEvent], child: str) -> bool:
-    return any(
-        isinstance(e.payload, SubagentTerminated) and e.payload.child_thread_id == child
-        for e in history
-    )
-
-
-def _has_report(history: list[RecordedEvent], tool_call_id: str) -> bool:
-    return any(
-        isinstance(e.payload, SubagentCompleted) and e.payload.tool_call_id == tool_call_id
-        for e in history
-    )
 
 
 async def run_coordinator(
