@@ -14,18 +14,22 @@ from contracts.events import (
     RequestRejected,
     RunCanceled,
     RunStarted,
+    SubagentRequested,
     SubagentSpawned,
+    SubagentTerminated,
     ThreadCreated,
     ThreadTerminated,
     ToolCall,
+    ToolError,
 )
 from infra.jetstream.records import Position
 from services.llm.fake_scripts import ScriptStep
 from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
 from services.runtime.actions import Wait, next_action
+from services.runtime.spawn import subagent_call
 from services.runtime.state import ThreadState, fold
-from tests.runtime.conftest import Agents
+from tests.runtime.conftest import Agents, make_system
 
 CALL = ToolCall(id="c1", name="lookup")
 TERMINATE = TerminateThread(agency_id="ag", thread_id="th", reason="no longer needed")
@@ -114,3 +118,29 @@ async def test_parent_terminates_a_child_mid_step(agents: Agents) -> None:
     assert refusal.run_id == refused_run
     assert refusal.reason.startswith(f"thread {child} is terminated (plans changed)")
     assert "run.started" not in [e.type for e in child_events if e.envelope.run_id == refused_run]
+
+
+async def test_a_terminated_child_is_not_messaged_and_frees_its_instance() -> None:
+    manager = make_system().blueprints["manager"]
+    spawned = SubagentSpawned(run_id="r1", tool_call_id="c0", child_thread_id="child-1",
+                              token="tk", subagent_type="helper", name="scribe", resumable=True)  # fmt: skip
+    state = await folded(
+        [ThreadCreated(agency_id="ag", agent_type="manager")],
+        [RequestAccepted(run_id="r1", idempotency_key="k1"),
+         RunStarted(run_id="r1", agent_type="manager", max_steps=5), spawned],
+        [SubagentTerminated(child_thread_id="child-1", reason="done")],
+    )  # fmt: skip
+    run = state.active_run
+    assert run is not None and state.child("child-1").terminated  # type: ignore[union-attr]
+    message = ToolCall(id="c1", name="subagent_message",
+                       arguments='{"reference": "child-1", "message": "more"}')  # fmt: skip
+    (error,) = subagent_call(state, run, message, manager)
+    assert isinstance(error, ToolError) and error.error == "subagent child-1 (scribe) is terminated"
+    again = ToolCall(id="c2", name="subagent_terminate", arguments='{"name": "scribe"}')
+    (error,) = subagent_call(state, run, again, manager)
+    assert isinstance(error, ToolError) and "terminated already" in error.error
+    # helper allows one instance: the terminated one no longer counts.
+    create = ToolCall(id="c3", name="subagent_create",
+                      arguments='{"name": "second", "subagentType": "helper", "message": "go"}')  # fmt: skip
+    (requested,) = subagent_call(state, run, create, manager)
+    assert isinstance(requested, SubagentRequested) and requested.name == "second"
