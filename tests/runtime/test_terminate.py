@@ -4,6 +4,8 @@ and a terminated child shows `terminated` in its parent's registry."""
 
 from __future__ import annotations
 
+import pytest
+
 from contracts.commands import InvokeThread, TerminateThread
 from contracts.events import (
     AnyEvent,
@@ -14,6 +16,7 @@ from contracts.events import (
     RequestRejected,
     RunCanceled,
     RunStarted,
+    SubagentCompleted,
     SubagentRequested,
     SubagentSpawned,
     SubagentTerminated,
@@ -29,6 +32,7 @@ from services.runtime import commands
 from services.runtime.actions import Wait, next_action
 from services.runtime.spawn import subagent_call
 from services.runtime.state import ThreadState, fold
+from services.subagents.relay import Relay
 from tests.runtime.conftest import Agents, make_system
 
 CALL = ToolCall(id="c1", name="lookup")
@@ -144,3 +148,45 @@ async def test_a_terminated_child_is_not_messaged_and_frees_its_instance() -> No
                       arguments='{"name": "second", "subagentType": "helper", "message": "go"}')  # fmt: skip
     (requested,) = subagent_call(state, run, create, manager)
     assert isinstance(requested, SubagentRequested) and requested.name == "second"
+
+
+async def test_a_run_a_terminated_child_refuses_is_reported_to_its_parent(
+    agents: Agents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race: the parent messages a child whose termination its registry does not show
+    yet. The child refuses the run; the parent's call gets the refusal, never a hang."""
+
+    async def not_relayed(self: Relay, event: object, reason: str) -> None:
+        return None
+
+    monkeypatch.setattr(Relay, "terminated", not_relayed)
+    key = "refused-" + agents.tenant
+    first = [
+        ScriptStep(tool_calls=[call("subagent_create", name="scribe", subagentType="helper",
+                                    message=f"note {key}-child")]),
+        ScriptStep(content="created"),
+    ]  # fmt: skip
+    agents.llm.script(key, first)
+    agents.llm.script(f"{key}-child", [ScriptStep(content="noted")])
+    parent = await agents.thread("manager")
+    await agents.invoke(parent, key)
+    events = await agents.wait_terminal(parent)
+    (child,) = [e.payload.child_thread_id for e in events if isinstance(e.payload, SubagentSpawned)]
+    agents.llm.script(key, [
+        *first,
+        ScriptStep(tool_calls=[call("subagent_message", reference=child, message="more")]),
+        ScriptStep(content="the scribe is gone"),
+    ])  # fmt: skip
+    await agents.bus.commands.send(
+        agents.tenant, TerminateThread(agency_id=agents.agency, thread_id=child, reason="gone")
+    )
+    await agents.wait_for(child, lambda es: "thread.terminated" in [e.type for e in es])
+
+    await agents.invoke(parent, "message the scribe again")
+    events = await agents.wait_terminal(parent, count=2, timeout=30)
+    reports = [e.payload for e in events if isinstance(e.payload, SubagentCompleted)]
+    assert [r.outcome for r in reports] == ["completed", "error"]
+    assert reports[-1].report.startswith(f"thread {child} is terminated (gone)")
+    assert [e.type for e in events if e.type.startswith("run.") and e.type != "run.tick"][-1] == (
+        "run.completed"
+    )
