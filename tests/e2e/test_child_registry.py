@@ -68,3 +68,38 @@ async def test_state_lists_each_child_with_its_registry_entry(client: Client) ->
     references = [c["reference"] for c in state["state"]["children"]]
     links = [link["childThreadId"] for link in state["state"]["subagents"]]
     assert sorted(references) == sorted(links)
+
+
+async def test_state_shows_a_childs_status_text_then_terminated(client: Client) -> None:
+    key = "registry-status-" + client.agency
+    client.llm.script(key, [
+        ScriptStep(tool_calls=[call("subagent_create", name="envoy", subagentType="liaison",
+                                    message=f"go {key}-l")]),
+        ScriptStep(content="delegated"),
+    ])  # fmt: skip
+    client.llm.script(f"{key}-l", [
+        ScriptStep(tool_calls=[call("set_status", status="drafting the plan")]),
+        ScriptStep(content="never finished", delay_ms=30_000),
+    ])  # fmt: skip
+    parent = await client.thread("manager")
+    await client.invoke(parent, key)
+
+    def entry(state: dict[str, Any]) -> dict[str, Any] | None:
+        children = state["state"]["children"]
+        return children[0] if children else None
+
+    state = await client.until(
+        parent, lambda s: (e := entry(s)) is not None and e["status"] == "drafting the plan"
+    )
+    child = entry(state)
+    assert child is not None and child["state"] == "running"
+    r = await client.http.post(f"{client.path(child['reference'])}/terminate")
+    assert r.status_code == 202, r.text
+    state = await client.until(
+        parent, lambda s: (e := entry(s)) is not None and e["status"] == "terminated"
+    )
+    assert entry(state)["state"] == "terminated"  # type: ignore[index]
+    child_state = await client.state(child["reference"])
+    assert child_state["state"]["thread"]["status"] == "terminated"
+    assert child_state["run"]["status"] == "canceled"
+    assert child_state["run"]["reason"] == "terminated"
