@@ -128,6 +128,18 @@ class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):
     run_id: str | None = None
 
 
+class TerminateThread(Command, frozen=True, kw_only=True, tag="runtime.terminate"):
+    """Shut the thread down softly: its active run ends (`run.canceled`, reason
+    `terminated`), its queued requests with it, and it refuses every later invoke. A
+    thread terminated already is left as it is."""
+
+    service = "runtime"
+    verb = "terminate"
+    agency_id: str
+    thread_id: str
+    reason: str = ""
+
+
 class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
     """The runtime's watchdog over one run, kept by the broker: delivered again and again
     (deferred) until the run has ended; a run without progress and without a worker holding
@@ -256,6 +268,7 @@ AnyCommand = (
     | InvokeThread
     | ApproveToolCalls
     | CancelRun
+    | TerminateThread
     | WatchRun
     | SubagentDeadline
     | ProvideVariables

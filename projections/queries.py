@@ -198,7 +198,10 @@ def merge_blueprints(
 
 # --- threads and runs ----------------------------------------------------------------
 
-ThreadStatus = Literal["idle", "registered", "running", "paused", "completed", "canceled", "error"]
+# A thread's status is its current run's, or `terminated` once it was shut down for good.
+ThreadStatus = Literal[
+    "idle", "registered", "running", "paused", "completed", "canceled", "error", "terminated"
+]
 
 
 class ParentInfo(View, frozen=True, kw_only=True):
@@ -432,6 +435,7 @@ class ThreadMetadata(View, frozen=True, kw_only=True):
     created_at: datetime
     request: dict[str, str]
     parent: ParentInfo | None
+    status: ThreadStatus = "idle"
 
 
 class SubagentLink(View, frozen=True, kw_only=True):
@@ -448,6 +452,44 @@ class SubagentLink(View, frozen=True, kw_only=True):
     outcome: str | None
 
 
+class ChildRegistryEntry(View, frozen=True, kw_only=True):
+    """The seed's SubagentRegistryEntry: a child in its parent's registry. `createdAt` is
+    epoch milliseconds; `status` is the child's last status text while it has one, else
+    its `state` (`running`, `completed`, `error`, `canceled`, `timeout`, `terminated`)."""
+
+    reference: str
+    name: str
+    title: str | None
+    description: str
+    resumable: bool
+    blocking: bool
+    thread_name: str | None
+    spawn_group_id: str | None
+    created_at: int
+    status: str
+    parent_communication: Literal["implicit", "explicit"]
+    subagent_type: str
+    state: str
+
+
+def _child(r: asyncpg.Record) -> ChildRegistryEntry:
+    return ChildRegistryEntry(
+        reference=r["reference"],
+        name=r["name"],
+        title=r["title"],
+        description=r["description"],
+        resumable=r["resumable"],
+        blocking=r["blocking"],
+        thread_name=r["thread_name"],
+        spawn_group_id=r["spawn_group_id"],
+        created_at=round(r["created_at"].timestamp() * 1000),
+        status=r["status_text"] or r["state"],
+        parent_communication=r["parent_communication"],
+        subagent_type=r["subagent_type"],
+        state=r["state"],
+    )
+
+
 class AgentState(View, frozen=True, kw_only=True):
     messages: list[MessageView]
     tools: list[ToolMeta]
@@ -460,6 +502,8 @@ class AgentState(View, frozen=True, kw_only=True):
     files: dict[str, str]
     pending_tool_calls: list[ToolCallView]
     subagents: list[SubagentLink]
+    # The child registry (the seed's ThreadState.children), in the order children came.
+    children: list[ChildRegistryEntry] = []
 
 
 class ThreadStateView(View, frozen=True, kw_only=True):
@@ -568,6 +612,9 @@ async def _thread_state(
     links = await conn.fetch(
         f"SELECT * FROM subagent_links {where} ORDER BY created_at, child_thread_id", *key
     )
+    registry = await conn.fetch(
+        f"SELECT * FROM child_registry {where} ORDER BY created_at, reference", *key
+    )
     thread = _thread(row)
     state = AgentState(
         messages=[_message(m) for m in messages],
@@ -579,6 +626,7 @@ async def _thread_state(
             created_at=thread.created_at,
             request=msgspec.json.decode(row["request"], type=dict[str, str]),
             parent=thread.parent,
+            status=thread.status,
         ),
         thread_id=thread.id,
         parent=thread.parent,
@@ -590,6 +638,7 @@ async def _thread_state(
             _call_view(p["tool_call_id"], p["name"], p["arguments"]) for p in pending
         ],
         subagents=[_link(r) for r in links],
+        children=[_child(r) for r in registry],
     )
     return ThreadStateView(state=state, run=await _run_state(conn, tenant, row))
 

@@ -38,6 +38,8 @@ from contracts.events.run import (
     RunTick,
 )
 from contracts.events.subagent import (
+    ChildStatusSet,
+    ParentNotified,
     SubagentCompleted,
     SubagentEnvRequired,
     SubagentEvent,
@@ -45,6 +47,8 @@ from contracts.events.subagent import (
     SubagentRequested,
     SubagentSpawned,
     SubagentStatus,
+    SubagentTerminated,
+    SubagentTerminateRequested,
     SubagentVariablesProvided,
 )
 from contracts.events.thread import (
@@ -60,6 +64,7 @@ from contracts.events.thread import (
     SessionTurn,
     ThreadCreated,
     ThreadEvent,
+    ThreadTerminated,
     TodosWritten,
 )
 from contracts.events.tool import (
@@ -122,6 +127,7 @@ __all__ = [
     "ChannelMessagePosted",
     "ChatMessage",
     "CheckpointSaved",
+    "ChildStatusSet",
     "ContextTrimmed",
     "DocumentWritten",
     "Event",
@@ -142,6 +148,7 @@ __all__ = [
     "ModelDelta",
     "ModelEvent",
     "ModelStarted",
+    "ParentNotified",
     "ParentRef",
     "ProposalClosed",
     "ProposalOpened",
@@ -174,10 +181,13 @@ __all__ = [
     "SubagentRequested",
     "SubagentSpawned",
     "SubagentStatus",
+    "SubagentTerminateRequested",
+    "SubagentTerminated",
     "SubagentVariablesProvided",
     "TenantCreated",
     "ThreadCreated",
     "ThreadEvent",
+    "ThreadTerminated",
     "Todo",
     "TodosWritten",
     "ToolCall",

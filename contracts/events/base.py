@@ -50,8 +50,11 @@ class Todo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ParentRef(msgspec.Struct, frozen=True, kw_only=True):
-    """Where a child thread reports to: the parent thread and the call that spawned it."""
+    """Where a child thread reports to: the parent thread and the call that spawned it.
+    With `communication` `explicit`, nothing is reported by itself: the child escalates
+    with `notify_parent` and `set_status`."""
 
     thread_id: str
     token: str
     tool_call_id: str | None = None
+    communication: Literal["implicit", "explicit"] = "implicit"

@@ -106,7 +106,11 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
     `init_user_message_property` names the argument of the `task` / `subagent_create` call
     whose text becomes the child's first user message (default `description` for `task`,
     `message` for `subagent_create`); `init_attachments_property` the argument naming the
-    parent's files copied to the child (default `attachments`)."""
+    parent's files copied to the child (default `attachments`).
+
+    `parent_communication` (resumable children only): `implicit` queues the child's results
+    to the parent; `explicit` does not, the child reports with `notify_parent` and
+    `set_status` when it chooses, and is never waited for (it is not blocking)."""
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     blocking: bool | None = None
@@ -128,6 +132,19 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
     def scoped_env(self) -> tuple[str, ...]:
         """The variables every child of this branch needs in its scope."""
         return self.immediate.scoped_env if isinstance(self.immediate, ImmediateConfig) else ()
+
+    parent_communication: Literal["implicit", "explicit"] = "implicit"
+
+    def __post_init__(self) -> None:
+        if self.parent_communication == "explicit" and not self.resumable:
+            raise ValueError(
+                f"subagent {self.name!r}: parent_communication `explicit` needs `resumable`"
+            )
+        if self.parent_communication == "explicit" and self.blocking:
+            raise ValueError(
+                f"subagent {self.name!r}: an `explicit` child is never waited for; "
+                "it cannot be `blocking`"
+            )
 
 
 class SubagentsConfig(Config, frozen=True, kw_only=True):

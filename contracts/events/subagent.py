@@ -7,6 +7,9 @@ from typing import Literal
 from contracts.events.base import Event
 
 ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
+# How a child's results reach its parent: `implicit` queues its completion and failure to
+# the parent; `explicit` leaves that to its tools and hooks (`notify_parent`, `set_status`).
+ParentCommunication = Literal["implicit", "explicit"]
 
 
 class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requested"):
@@ -28,6 +31,13 @@ class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requeste
     attachments: tuple[str, ...] = ()
     sealed_env: str = ""
     deferred: bool = False
+    # For the parent's child registry: a short title and what the child is for (the call's
+    # `title` and, for `subagent_create`, its `description`); the children one model step
+    # spawns share `spawn_group_id`.
+    title: str | None = None
+    entry_description: str | None = None
+    spawn_group_id: str | None = None
+    parent_communication: ParentCommunication = "implicit"
 
 
 class SubagentMessaged(Event, frozen=True, kw_only=True, tag="subagent.messaged"):
@@ -49,11 +59,23 @@ class SubagentStatus(Event, frozen=True, kw_only=True, tag="subagent.status"):
 
 
 class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
+    """A child thread exists and is linked to the parent; the rest is its entry in the
+    parent's child registry (`ThreadState.children`), completed by the coordinator from
+    the request and the child's blueprint."""
+
     run_id: str
     tool_call_id: str
     child_thread_id: str
     token: str
     subagent_type: str
+    name: str | None = None
+    title: str | None = None
+    description: str = ""
+    resumable: bool = False
+    blocking: bool = True
+    thread_name: str | None = None
+    spawn_group_id: str | None = None
+    parent_communication: ParentCommunication = "implicit"
 
 
 class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.completed"):
@@ -99,6 +121,41 @@ class SubagentVariablesProvided(
     sealed_env: str
 
 
+class ParentNotified(Event, frozen=True, kw_only=True, tag="subagent.parent_notified"):
+    """On a child: it escalates `content` to its parent (`notify_parent`, by a tool or a
+    hook); the coordinator queues it to the parent as a message."""
+
+    run_id: str | None = None
+    content: str
+
+
+class ChildStatusSet(Event, frozen=True, kw_only=True, tag="subagent.status_set"):
+    """On a child: it sets its status text in the parent's registry (`set_status`) and goes
+    on; the coordinator records it on the parent as `subagent.status`."""
+
+    run_id: str | None = None
+    status: str
+
+
+class SubagentTerminateRequested(
+    Event, frozen=True, kw_only=True, tag="subagent.terminate_requested"
+):
+    """On the parent: its `subagent_terminate` call asks for a child to be terminated; the
+    coordinator sends the child's runtime `runtime.terminate`."""
+
+    run_id: str
+    tool_call_id: str
+    child_thread_id: str
+    reason: str = ""
+
+
+class SubagentTerminated(Event, frozen=True, kw_only=True, tag="subagent.terminated"):
+    """On the parent: its child was terminated; the registry entry says so from now on."""
+
+    child_thread_id: str
+    reason: str = ""
+
+
 SubagentEvent = (
     SubagentRequested
     | SubagentMessaged
@@ -107,4 +164,8 @@ SubagentEvent = (
     | SubagentStatus
     | SubagentEnvRequired
     | SubagentVariablesProvided
+    | SubagentTerminated
+    | SubagentTerminateRequested
+    | ParentNotified
+    | ChildStatusSet
 )

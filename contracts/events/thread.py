@@ -107,6 +107,13 @@ class SessionStatusSet(Event, frozen=True, kw_only=True, tag="session.status"):
     status: str
 
 
+class ThreadTerminated(Event, frozen=True, kw_only=True, tag="thread.terminated"):
+    """The thread was shut down (`terminate`): no run starts on it and no message joins it
+    any more; a child's parent shows it `terminated` in its registry."""
+
+    reason: str = ""
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     state_hash: str
     size: int
@@ -125,5 +132,6 @@ ThreadEvent = (
     | BlueprintSwitched
     | SessionTurn
     | SessionStatusSet
+    | ThreadTerminated
     | CheckpointSaved
 )

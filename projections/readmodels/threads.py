@@ -7,7 +7,7 @@ changed rows are written back with one executemany per table.
 A thread's `status` is the status of its current run: the active one (started and not
 ended, so running or paused) while there is one, else the latest registered; `idle` when
 the thread has had no run. A run queued behind an active one therefore shows once the
-active run ends.
+active run ends. A terminated thread (`thread.terminated`) is `terminated` for good.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from contracts.events import (
     RunStarted,
     RunTick,
     ThreadCreated,
+    ThreadTerminated,
 )
 from infra.jetstream.records import RecordedEvent
 from projections.projection import Projection
@@ -92,6 +93,7 @@ CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (tenant_id, thread_id, ordinal
 """
 
 ACTIVE = frozenset({"running", "paused"})
+TERMINATED = "terminated"
 
 
 @dataclass(slots=True)
@@ -240,6 +242,8 @@ class _Fold:
                 thread.message_count += 1
             case BlueprintSwitched(to_agent_type=agent_type):
                 thread.agent_type = agent_type
+            case ThreadTerminated():
+                thread.status = TERMINATED
 
     def _run(self, thread: ThreadRow, run_id: str) -> RunRow | None:
         key = (thread.tenant_id, thread.thread_id, run_id)
@@ -293,6 +297,8 @@ class _Fold:
             thread = self.threads[key]
             current = thread.active_run_id or thread.latest_run_id
             thread.current_run_id = current
+            if thread.status == TERMINATED:
+                continue  # for good: no run of it changes that
             if current is None:
                 thread.status = "idle"
             elif run := self.runs.get((thread.tenant_id, thread.thread_id, current)):

@@ -3,7 +3,9 @@
 Hooks, as in the seed's agent system: `before_model` (shape the request), `on_model_result`
 (react to the answer, e.g. ask for approval), `on_tool_start`, `on_tool_result`,
 `on_tool_error` and `on_resume`. A middleware may also contribute a system prompt, state
-tools, external tools and entries of the thread state shown by `/state`.
+tools, external tools and entries of the thread state shown by `/state`. In a child thread
+a hook may escalate to the parent with `ctx.notify_parent(content)` and
+`ctx.set_status(status)`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall
 from contracts.events.registry import BlueprintConfig
+from services.agents.escalation import notify_event, status_event
 from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
 
 if TYPE_CHECKING:
@@ -48,6 +51,16 @@ class MiddlewareContext:
 
     def emit(self, event: AnyEvent) -> None:
         self.emitted.append(event)
+
+    def notify_parent(self, content: str) -> None:
+        """Escalate `content` to the parent thread: it is queued there as a message (the
+        seed's `state.notifyParent`). Raises `NotAChild` on a thread without a parent."""
+        self.emit(notify_event(self.state, self.run_id, content))
+
+    def set_status(self, status: str) -> None:
+        """Set this child's status text in the parent's registry without ending anything
+        (the seed's `state.setStatus`). Raises `NotAChild` on a thread without a parent."""
+        self.emit(status_event(self.state, self.run_id, status))
 
     def hold_for_approval(self, calls: list[ToolCall]) -> None:
         """Pause the run on these calls until a person approves, edits or rejects them."""

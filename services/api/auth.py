@@ -46,7 +46,13 @@ from nats.js.errors import NotFoundError
 
 from contracts.codec import decode_event
 from contracts.errors import ContractError, InvalidToken
-from contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec, ThreadCreated
+from contracts.events import (
+    BlueprintDeleted,
+    BlueprintSaved,
+    BlueprintSpec,
+    ThreadCreated,
+    ThreadTerminated,
+)
 from contracts.ids import new_id, validate_token
 from contracts.subjects import EVENTS_STREAM, event_subject
 from infra.jetstream.records import RecordedEvent
@@ -281,3 +287,18 @@ async def thread_created(
     if agency_id is not None and payload.agency_id != agency_id:
         raise not_found
     return payload
+
+
+async def thread_terminated(deps: ApiDeps, tenant: str, thread_id: str) -> ThreadTerminated | None:
+    """The thread's `thread.terminated`, if it was terminated: one direct get, like
+    `thread_created` (a thread is terminated at most once)."""
+    subject = event_subject(tenant, "thread", thread_id, "thread.terminated")
+    try:
+        msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
+    except NotFoundError:
+        return None
+    try:
+        payload = decode_event(msg.data or b"").payload
+    except (ContractError, msgspec.DecodeError):
+        return None
+    return payload if isinstance(payload, ThreadTerminated) else None

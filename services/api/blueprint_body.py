@@ -9,7 +9,7 @@ shapes differ only in their wire names.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -93,6 +93,15 @@ class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
     immediate: bool | ImmediateBody = False
+    parent_communication: Literal["implicit", "explicit"] = "implicit"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.parent_communication == "explicit" and (not self.resumable or self.blocking):
+            raise ValueError(
+                f"subagent {self.name!r}: parentCommunication `explicit` needs `resumable` "
+                "and cannot be `blocking`"
+            )
 
 
 class SubagentsBody(Camel, frozen=True, kw_only=True):

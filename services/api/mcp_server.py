@@ -52,7 +52,8 @@ INSTRUCTIONS = (
     "Agency runs LLM agents in threads. Find your agency with list_agencies, the agent "
     "types with list_blueprints, start a thread with create_thread, talk to it with "
     "invoke_and_wait. A run that needs a person's approval answers status `paused` with "
-    "`pendingApproval`: decide with approve. cancel stops a run."
+    "`pendingApproval`: decide with approve. cancel stops a run; terminate shuts a thread "
+    "down for good."
 )
 
 

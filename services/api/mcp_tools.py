@@ -21,6 +21,7 @@ from contracts.ids import validate_token
 from projections import queries
 from services.api.deps import ApiDeps
 from services.api.routes_commands import IdempotencyKey, ThreadOut
+from services.api.routes_control import TerminateAccepted
 from services.api.run_outcome import Progress, RunOutcome, log_position, wait_for_outcome
 from services.client import AsyncAgencyClient
 from services.client.calls import BlueprintInfo
@@ -83,6 +84,10 @@ class CancelInput(ThreadInput, frozen=True, kw_only=True):
     reason: str = ""
     run_id: Id | None = None
     wait_seconds: WaitSeconds = 10.0
+
+
+class TerminateInput(ThreadInput, frozen=True, kw_only=True):
+    reason: Annotated[str, msgspec.Meta(max_length=2000)] = ""
 
 
 class Agencies(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -151,6 +156,9 @@ class Operations:
             args.agency_id, args.thread_id, args.reason, run_id=args.run_id
         )
         return await self._wait(args.thread_id, answer.run_id, args.wait_seconds, since)
+
+    async def terminate(self, args: TerminateInput) -> TerminateAccepted:
+        return await self._client.terminate(args.agency_id, args.thread_id, args.reason)
 
     async def _wait(self, thread_id: str, run_id: str, timeout: float, since: int) -> RunOutcome:
         return await wait_for_outcome(
@@ -264,5 +272,15 @@ TOOLS: tuple[AgencyTool[Any, Any], ...] = (
         CancelInput,
         RunOutcome,
         Operations.cancel,
+    ),
+    AgencyTool(
+        "terminate",
+        "Terminate the thread",
+        "Shut the thread down for good: its active run ends canceled (reason `terminated`) "
+        "with its subagents, and every later invoke is refused. Answers `terminating`, or "
+        "`terminated` when it already was.",
+        TerminateInput,
+        TerminateAccepted,
+        Operations.terminate,
     ),
 )

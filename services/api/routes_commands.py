@@ -53,6 +53,7 @@ from services.api.auth import (
     require_admin,
     tenant_of,
     thread_created,
+    thread_terminated,
 )
 from services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
 from services.api.deps import ApiDeps, Principal
@@ -273,10 +274,13 @@ async def create_thread(
         "The answer waits (briefly, bounded) for the runtime to take the run up and gives "
         "its status: `running`, `queued` (behind the thread's active run), `rejected` "
         "(strategy `reject` while a run is active), `paused`, `completed`, `canceled`, "
-        "`error`; `pending` when the runtime has not answered yet."
+        "`error`; `pending` when the runtime has not answered yet. A terminated thread "
+        "answers 409."
     ),
     responses={
-        409: error_response(409, "The body's threadId or agentType is not this thread's."),
+        409: error_response(
+            409, "The thread is terminated, or the body's threadId or agentType is not its."
+        ),
         429: error_response(429),
     },
 )
@@ -297,6 +301,12 @@ async def invoke(
 ) -> RunAccepted:
     tenant = tenant_of(principal)
     created = await thread_created(deps, tenant, agency_id, thread_id)
+    if (ended := await thread_terminated(deps, tenant, thread_id)) is not None:
+        why = f" ({ended.reason[:200]})" if ended.reason else ""
+        raise ClientException(
+            status_code=409,
+            detail=f"thread {thread_id} is terminated{why}: it takes no new runs or messages",
+        )
     await deps.limiter.admit(deps.pool, tenant)
     data = data or InvokeBody()
     if data.thread_id is not None and data.thread_id != thread_id:

@@ -30,7 +30,16 @@ from services.replay.tree import ThreadTree, TreeNode, load_tree
 
 REEXECUTE_TIMEOUT = 60.0
 # The statuses `status` selects (stated in the OpenAPI document by services/api/openapi.py).
-THREAD_STATUSES = ("idle", "registered", "running", "paused", "completed", "canceled", "error")
+THREAD_STATUSES = (
+    "idle",
+    "registered",
+    "running",
+    "paused",
+    "completed",
+    "canceled",
+    "error",
+    "terminated",
+)
 
 
 def _query(name: str) -> Any:

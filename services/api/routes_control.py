@@ -1,4 +1,5 @@
-"""Routes that steer a thread's run: approve and cancel, each bound to one run.
+"""Routes that steer a thread's run: approve and cancel, each bound to one run; and
+terminate, which shuts the thread itself down.
 
 The run is the one named by `runId` or, without it, the run active when the request
 arrives; it is checked against the log up front, and one that is not active (or, for
@@ -6,22 +7,26 @@ approve, not awaiting approval) is a 409 saying so. The command carries the run 
 however late or often it is delivered it acts on that run only, never on the next one.
 The idempotency key (`idempotencyKey` in the body or the `Idempotency-Key` header) makes a
 retried request one decision, even after the broker's duplicate window.
+
+Terminate needs no active run: whatever the thread is doing ends (`run.canceled`, reason
+`terminated`, for the active run and every queued request) and it refuses later invokes
+(409 here; `request.rejected` over NATS). Terminating a terminated thread changes nothing.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import post
 from litestar.exceptions import HTTPException
 from litestar.params import HeaderParameter, JSONBody
 
-from contracts.commands import ApproveToolCalls, CancelRun
+from contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
 from contracts.events import ToolCall
 from contracts.ids import new_id
-from services.api.auth import AgencyId, Caller, Deps, ThreadId
+from services.api.auth import AgencyId, Caller, Deps, ThreadId, thread_terminated
 from services.api.deps import ApiDeps
 from services.api.openapi import error_response
 from services.api.routes_commands import (
@@ -62,6 +67,19 @@ class CancelBody(Body, frozen=True, kw_only=True):
     reason: str = ""
     run_id: NonEmpty | None = None
     idempotency_key: IdempotencyKey | None = None
+
+
+class TerminateBody(Body, frozen=True, kw_only=True):
+    reason: Annotated[str, msgspec.Meta(max_length=2000)] = ""
+    idempotency_key: IdempotencyKey | None = None
+
+
+class TerminateAccepted(Out, frozen=True, kw_only=True):
+    """`terminating` (sent; the thread's state follows the log) or `terminated` (it was
+    already: nothing sent)."""
+
+    thread_id: str
+    status: Literal["terminating", "terminated"]
 
 
 class RunCommandAccepted(Out, frozen=True, kw_only=True):
@@ -140,7 +158,36 @@ async def cancel(
     return RunCommandAccepted(run_id=run.run_id)
 
 
-CONTROL_ROUTES = [approve, cancel]
+@post(
+    "/agency/{agencyId:str}/agent/{threadId:str}/terminate",
+    status_code=202,
+    summary="Shut the thread down for good",
+    description="A soft shutdown: the active run ends (`run.canceled`, reason `terminated`, "
+    "its open tool calls answered) with its subagents, queued requests are canceled, and "
+    "every later invoke is refused (409). A child's parent shows it `terminated` in its "
+    "registry. Terminating a terminated thread answers `terminated` and sends nothing.",
+)
+async def terminate(
+    agency_id: AgencyId,
+    thread_id: ThreadId,
+    principal: Caller,
+    deps: Deps,
+    data: JSONBody[TerminateBody | None] = None,
+    idempotency_header: KeyHeader = None,
+) -> TerminateAccepted:
+    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
+    if await thread_terminated(deps, tenant, thread_id) is not None:
+        return TerminateAccepted(thread_id=thread_id, status="terminated")
+    data = data or TerminateBody()
+    command = TerminateThread(agency_id=agency_id, thread_id=thread_id, reason=data.reason)
+    key = data.idempotency_key or _header_key(idempotency_header)
+    await deps.bus.commands.send(
+        tenant, command, idempotency_key=_bus_key(thread_id, "terminate", key)
+    )
+    return TerminateAccepted(thread_id=thread_id, status="terminating")
+
+
+CONTROL_ROUTES = [approve, cancel, terminate]
 
 
 async def _bound_run(deps: ApiDeps, tenant: str, thread_id: str, run_id: str | None) -> RunView:

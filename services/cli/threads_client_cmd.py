@@ -1,5 +1,5 @@
-"""`agency threads ls|create|invoke|approve|cancel`: threads over the HTTP API, through the
-Python client (`services.client`), against the running system's API and key."""
+"""`agency threads ls|create|invoke|approve|cancel|terminate`: threads over the HTTP API,
+through the Python client (`services.client`), against the running system's API and key."""
 
 from __future__ import annotations
 
@@ -53,8 +53,12 @@ def register(threads: Any) -> None:
     cancel.add_argument("thread", help="thread id")
     cancel.add_argument("--reason", default="", help="why")
     cancel.set_defaults(handler=threads_cancel)
+    terminate = threads.add_parser("terminate", help="shut the thread down for good")
+    terminate.add_argument("thread", help="thread id")
+    terminate.add_argument("--reason", default="", help="why")
+    terminate.set_defaults(handler=threads_terminate)
 
-    for command in (ls, create, invoke, approve, cancel):
+    for command in (ls, create, invoke, approve, cancel, terminate):
         command.add_argument("--json", action="store_true", help="print answers as JSON")
         add_data_dir(command)
 
@@ -162,6 +166,17 @@ async def threads_cancel(args: argparse.Namespace) -> int:
         agency = await _thread_agency(client, args.thread)
         answer = await client.cancel(agency, args.thread, args.reason)
         _print(args, answer, "cancel requested")
+        return 0
+
+    return await _run(args, body)
+
+
+async def threads_terminate(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        agency = await _thread_agency(client, args.thread)
+        answer = await client.terminate(agency, args.thread, args.reason)
+        _print(args, answer, "terminated already" if answer.status == "terminated" else
+               "terminate requested")  # fmt: skip
         return 0
 
     return await _run(args, body)

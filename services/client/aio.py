@@ -15,7 +15,7 @@ from httpx_sse import aconnect_sse
 from projections import queries
 from services.api.eventview import EventView
 from services.api.routes_commands import AgencyOut, RunAccepted, ThreadOut
-from services.api.routes_control import RunCommandAccepted
+from services.api.routes_control import RunCommandAccepted, TerminateAccepted
 from services.api.routes_queries import EventsPage
 from services.client import calls
 from services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
@@ -133,6 +133,12 @@ class AsyncAgencyClient:
         self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
     ) -> RunCommandAccepted:
         return await self._send(calls.cancel(agency_id, thread_id, reason, run_id))
+
+    async def terminate(
+        self, agency_id: str, thread_id: str, reason: str = ""
+    ) -> TerminateAccepted:
+        """Shut the thread down for good: its run ends canceled, later invokes are refused."""
+        return await self._send(calls.terminate(agency_id, thread_id, reason))
 
     async def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
         return await self._send(calls.state(agency_id, thread_id))

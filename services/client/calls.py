@@ -12,7 +12,7 @@ from contracts.events.thread import ConcurrencyStrategy
 from projections import queries
 from services.api.eventview import EventView
 from services.api.routes_commands import AgencyOut, RunAccepted, ThreadOut
-from services.api.routes_control import RunCommandAccepted
+from services.api.routes_control import RunCommandAccepted, TerminateAccepted
 from services.api.routes_queries import EventsPage
 
 T = TypeVar("T")
@@ -138,6 +138,11 @@ def cancel(
         body["runId"] = run_id
     path = thread_path(agency_id, thread_id) + "/cancel"
     return Call("POST", path, RunCommandAccepted, json=body)
+
+
+def terminate(agency_id: str, thread_id: str, reason: str = "") -> Call[TerminateAccepted]:
+    path = thread_path(agency_id, thread_id) + "/terminate"
+    return Call("POST", path, TerminateAccepted, json={"reason": reason})
 
 
 def state(agency_id: str, thread_id: str) -> Call[queries.ThreadStateView]:

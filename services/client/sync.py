@@ -15,7 +15,7 @@ from httpx_sse import connect_sse
 from projections import queries
 from services.api.eventview import EventView
 from services.api.routes_commands import AgencyOut, RunAccepted, ThreadOut
-from services.api.routes_control import RunCommandAccepted
+from services.api.routes_control import RunCommandAccepted, TerminateAccepted
 from services.api.routes_queries import EventsPage
 from services.client import calls
 from services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
@@ -133,6 +133,10 @@ class AgencyClient:
         self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
     ) -> RunCommandAccepted:
         return self._send(calls.cancel(agency_id, thread_id, reason, run_id))
+
+    def terminate(self, agency_id: str, thread_id: str, reason: str = "") -> TerminateAccepted:
+        """Shut the thread down for good: its run ends canceled, later invokes are refused."""
+        return self._send(calls.terminate(agency_id, thread_id, reason))
 
     def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
         return self._send(calls.state(agency_id, thread_id))

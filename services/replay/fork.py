@@ -304,7 +304,12 @@ def _plan(
     fresh = ThreadCreated(
         agency_id=created.agency_id,
         agent_type=created.agent_type,
-        parent=ParentRef(thread_id=new_parent, token=parent.token, tool_call_id=parent.tool_call_id)
+        parent=ParentRef(
+            thread_id=new_parent,
+            token=parent.token,
+            tool_call_id=parent.tool_call_id,
+            communication=parent.communication,
+        )
         if parent is not None and new_parent is not None
         else None,
         request=request,

@@ -74,7 +74,7 @@ def next_action(
 ) -> Action:
     run = state.active_run
     if run is None:
-        if state.queue:
+        if state.queue and not state.terminated:
             return Append(_start(state, blueprint))
         return Wait()
     if run.status == "paused" and run.reason == "exhausted":

@@ -1,10 +1,10 @@
-"""Pure decisions on runtime commands: invoke, approve, cancel."""
+"""Pure decisions on runtime commands: invoke, approve, cancel, terminate."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts.commands import ApproveToolCalls, CancelRun, InvokeThread
+from contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, TerminateThread
 from contracts.events import (
     AnyEvent,
     HitlResume,
@@ -12,6 +12,7 @@ from contracts.events import (
     RequestAccepted,
     RequestRejected,
     RunCanceled,
+    ThreadTerminated,
 )
 from infra.jetstream.commandbus import CommandRejected
 from services.runtime import fairness
@@ -34,6 +35,8 @@ def invoke(
         return ()  # the same key never starts a second run
     if state.run(command.run_id) is not None:
         return ()  # nor does the same run id, sent again under another key
+    if state.terminated:
+        return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refused(state)),)
     # --- per-tenant fairness: the one place it decides (services/runtime/fairness.py) ---
     refusal = fairness.refuse_invoke(active_runs, limits) if limits is not None else None
     if refusal is not None:
@@ -100,6 +103,36 @@ def cancel(state: ThreadState, command: CancelRun, key: str | None = None) -> Se
     if command.run_id is not None and command.run_id != run.run_id:
         return ()  # bound to a run that is over: the active one is another's
     return canceled(state, run.run_id, command.reason or "canceled by request")
+
+
+TERMINATED = "terminated"
+
+
+def refused(state: ThreadState) -> str:
+    """Why a terminated thread takes no request."""
+    why = f" ({state.terminated_reason})" if state.terminated_reason else ""
+    return f"thread {state.thread_id} is terminated{why}: it takes no new runs or messages"
+
+
+def terminate(
+    state: ThreadState, command: TerminateThread, key: str | None = None
+) -> Sequence[AnyEvent]:
+    """End the active run (`run.canceled`, reason `terminated`, its open calls answered) and
+    every queued request, then mark the thread terminated. Once is enough: a terminated
+    thread decides nothing."""
+    if state.terminated or (key is not None and key in state.command_keys):
+        return ()
+    events: list[AnyEvent] = []
+    active = state.active_run
+    if active is not None:
+        events.extend(canceled(state, active.run_id, TERMINATED))
+    events.extend(
+        RunCanceled(run_id=q.run_id, reason=TERMINATED)
+        for q in state.queue
+        if active is None or q.run_id != active.run_id
+    )
+    events.append(ThreadTerminated(reason=command.reason))
+    return tuple(events)
 
 
 def canceled(state: ThreadState, run_id: str, reason: str) -> tuple[AnyEvent, ...]:

@@ -1,7 +1,7 @@
 """The runtime service: runtime commands in, thread loops driven by events.
 
-- Commands (`invoke`, `approve`, `cancel`) are decided against the thread's folded state
-  and appended; they never wait for a model.
+- Commands (`invoke`, `approve`, `cancel`, `terminate`) are decided against the thread's
+  folded state and appended; they never wait for a model.
 - Trigger events (`request.accepted`, `hitl.resume`, tool results, `run.canceled`) are
   consumed from a durable consumer shared by every runtime worker; each drives its thread
   until it waits again, and is acknowledged only then. A worker killed mid-run leaves its
@@ -27,6 +27,7 @@ from contracts.commands import (
     CancelRun,
     CommandEnvelope,
     InvokeThread,
+    TerminateThread,
     WatchRun,
 )
 from contracts.envelope import utc_now
@@ -138,7 +139,7 @@ class RuntimeService:
             case WatchRun():
                 await self._watch(envelope.tenant_id, payload, delivery)
                 return
-            case InvokeThread() | ApproveToolCalls() | CancelRun():
+            case InvokeThread() | ApproveToolCalls() | CancelRun() | TerminateThread():
                 thread_id = payload.thread_id
             case other:
                 raise CommandRejected(
@@ -214,7 +215,7 @@ class RuntimeService:
         self,
         state: ThreadState,
         envelope: CommandEnvelope,
-        payload: InvokeThread | ApproveToolCalls | CancelRun,
+        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread,
     ) -> Sequence[AnyEvent]:
         match payload:
             case InvokeThread():
@@ -229,6 +230,8 @@ class RuntimeService:
                 return commands.approve(state, payload, envelope.idempotency_key)
             case CancelRun():
                 return commands.cancel(state, payload, envelope.idempotency_key)
+            case TerminateThread():
+                return commands.terminate(state, payload, envelope.idempotency_key)
 
     def _drive_soon(self, tenant: str, thread_id: str) -> None:
         """Start driving the thread now, without waiting for the trigger event to come back

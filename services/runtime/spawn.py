@@ -1,5 +1,6 @@
 """Tool calls that involve other agents: subagents (`task`, `subagent_create`,
-`subagent_message`, exposed dual-AI agents) and handoffs to exposed ai_human agents."""
+`subagent_message`, `subagent_terminate`, exposed dual-AI agents) and handoffs to exposed
+ai_human agents."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from contracts.events import (
     BlueprintSwitched,
     SubagentMessaged,
     SubagentRequested,
+    SubagentTerminateRequested,
     ToolCall,
     ToolError,
     ToolOutput,
 )
+from contracts.ids import derived_id
 from services.agents.builtin.subagents import (
     CREATE_TOOL,
     MESSAGE_TOOL,
+    TERMINATE_TOOL,
     disabled_types,
     subagent_types,
 )
@@ -55,14 +59,25 @@ def _missing_files(state: ThreadState, paths: tuple[str, ...]) -> list[str]:
     return [p for p in paths if state.file(p) is None]
 
 
-def _started_answer(state: ThreadState, run: RunView, call: ToolCall) -> ToolOutput:
+def spawn_group_id(run: RunView) -> str:
+    """The children one model step spawns share a group: the run and the step name it."""
+    return derived_id("spawn_", run.run_id, str(run.step))
+
+
+def _started_answer(
+    state: ThreadState, run: RunView, call: ToolCall, communication: str = "implicit"
+) -> ToolOutput:
     child = child_thread_id(state.tenant_id, state.thread_id, call.id)
+    later = (
+        "it reports to you only when it chooses to (its messages arrive like a user's)."
+        if communication == "explicit"
+        else "its result will arrive as a message when it is done."
+    )
     return ToolOutput(
         run_id=run.run_id,
         tool_call_id=call.id,
         tool_name=call.name,
-        output=f"Subagent started (reference: {child}). Continue; its result will arrive as a "
-        "message when it is done.",
+        output=f"Subagent started (reference: {child}). Continue; {later}",
     )
 
 
@@ -79,12 +94,19 @@ def subagent_call(
     """`task`, `subagent_create` or `subagent_message`: ask the coordinator, or say why not."""
     if call.name == MESSAGE_TOOL:
         return _message(state, run, call, blueprint)
+    if call.name == TERMINATE_TOOL:
+        return _terminate(state, run, call)
     types = subagent_types(blueprint.config)
     args = _args(call)
     creating = call.name == CREATE_TOOL
     kind = args.get("subagentType")
     timeout = args.get("timeoutMs")
     name = args.get("name")
+    title, about = args.get("title"), args.get("description") if creating else None
+    if title is not None and not isinstance(title, str):
+        return _error(run, call, "title must be a string")
+    if about is not None and not isinstance(about, str):
+        return _error(run, call, "description must be a string")
     off = disabled_types(blueprint.config)
     if isinstance(kind, str) and kind in off:
         return _error(run, call, switched_off(kind, off[kind]))
@@ -114,7 +136,11 @@ def subagent_call(
     if missing := _missing_files(state, attachments):
         return _error(run, call, f"no such files to attach: {', '.join(missing)}")
     if creating and chosen.max_instances is not None:
-        existing = [c for c in state.children if c.subagent_type == kind and c.resumable]
+        existing = [
+            c
+            for c in state.children
+            if c.subagent_type == kind and c.resumable and not c.terminated
+        ]
         if len(existing) >= chosen.max_instances:
             refs = ", ".join(f"{c.reference} ({c.name})" for c in existing)
             return _error(
@@ -140,10 +166,14 @@ def subagent_call(
         resumable=chosen.resumable,
         attachments=attachments,
         sealed_env=seal(scoped),
+        title=title.strip() or None if title else None,
+        entry_description=about.strip() or None if about else None,
+        spawn_group_id=spawn_group_id(run),
+        parent_communication=chosen.parent_communication,
     )
     if chosen.blocking:
         return (requested,)
-    return (requested, _started_answer(state, run, call))
+    return (requested, _started_answer(state, run, call, chosen.parent_communication))
 
 
 def _message(
@@ -158,6 +188,8 @@ def _message(
     if child is None or not child.resumable:
         known = ", ".join(f"{c.reference} ({c.name})" for c in state.children if c.resumable)
         return _error(run, call, f"no resumable subagent {reference!r}; known: {known or 'none'}")
+    if child.terminated:
+        return _error(run, call, f"subagent {child.reference} ({child.name}) is terminated")
     if not isinstance(text, str) or not text.strip():
         return _error(run, call, "subagent_message needs a non-empty `message`")
     off = disabled_types(blueprint.config)
@@ -175,13 +207,57 @@ def _message(
     )
     if child.blocking:
         return (messaged,)
+    later = (
+        "it reports to you only when it chooses to."
+        if child.parent_communication == "explicit"
+        else "its answer will arrive as a message."
+    )
     answer = ToolOutput(
         run_id=run.run_id,
         tool_call_id=call.id,
         tool_name=call.name,
-        output=f"Message sent to {child.reference}; its answer will arrive as a message.",
+        output=f"Message sent to {child.reference}; {later}",
     )
     return (messaged, answer)
+
+
+def _terminate(state: ThreadState, run: RunView, call: ToolCall) -> tuple[AnyEvent, ...]:
+    """`subagent_terminate`: a resumable child, by reference or name, is shut down (the
+    coordinator has its runtime terminate it); the call is answered at once."""
+    args = _args(call)
+    reference, name, reason = args.get("reference"), args.get("name"), args.get("reason", "")
+    resumable = [c for c in state.children if c.resumable]
+    child = next(
+        (
+            c
+            for c in resumable
+            if (isinstance(reference, str) and c.reference == reference)
+            or (reference is None and isinstance(name, str) and c.name == name)
+        ),
+        None,
+    )
+    if child is None:
+        known = ", ".join(f"{c.reference} ({c.name})" for c in resumable)
+        asked = reference if reference is not None else name
+        return _error(run, call, f"no resumable subagent {asked!r}; known: {known or 'none'}")
+    if not isinstance(reason, str):
+        return _error(run, call, "reason must be a string")
+    if child.terminated:
+        return _error(run, call, f"subagent {child.reference} ({child.name}) is terminated already")
+    return (
+        SubagentTerminateRequested(
+            run_id=run.run_id,
+            tool_call_id=call.id,
+            child_thread_id=child.reference,
+            reason=reason,
+        ),
+        ToolOutput(
+            run_id=run.run_id,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            output=f"Subagent {child.reference} ({child.name}) is being terminated.",
+        ),
+    )
 
 
 def agent_call(

@@ -37,8 +37,10 @@ from contracts.events import (
     SubagentRequested,
     SubagentSpawned,
     SubagentStatus,
+    SubagentTerminated,
     SubagentVariablesProvided,
     ThreadCreated,
+    ThreadTerminated,
     Todo,
     TodosWritten,
     ToolCall,
@@ -46,6 +48,7 @@ from contracts.events import (
     ToolOutput,
     ToolRequested,
 )
+from contracts.events.subagent import ParentCommunication
 from infra.jetstream.records import Position, RecordedEvent
 from services.common.sealing import unseal
 
@@ -85,7 +88,12 @@ class QueuedRequest:
 
 @dataclass(frozen=True, slots=True)
 class ChildEntry:
-    """A child thread in the parent's registry (the seed's SubagentRegistryEntry)."""
+    """A child thread in the parent's registry (the seed's SubagentRegistryEntry).
+
+    `status` is where the child is (`running`, its last outcome, or `terminated`, which
+    stays); `status_text` is what it last said about itself (a session status tool or
+    `set_status`), cleared when its status changes. The registry shows the text while there
+    is one (`shown_status`)."""
 
     reference: str
     subagent_type: str
@@ -95,6 +103,20 @@ class ChildEntry:
     blocking: bool = True
     status: str = "running"
     status_text: str = ""
+    title: str | None = None
+    description: str = ""
+    thread_name: str | None = None
+    spawn_group_id: str | None = None
+    created_at: datetime | None = None
+    parent_communication: ParentCommunication = "implicit"
+
+    @property
+    def terminated(self) -> bool:
+        return self.status == "terminated"
+
+    @property
+    def shown_status(self) -> str:
+        return self.status_text or self.status
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +166,9 @@ class ThreadState:
     sealed_env: str = ""
     # Sealed values provided for this thread's subagents, in order.
     provided_sealed: tuple[str, ...] = ()
+    # Shut down by `terminate`: no run starts and no message joins any more.
+    terminated: bool = False
+    terminated_reason: str = ""
 
     # --- queries ------------------------------------------------------------------
 
@@ -222,6 +247,13 @@ class ThreadState:
         tools, never shown to a model."""
         return unseal(self.sealed_env)
 
+    def _child_status(self, reference: str, status: str) -> ThreadState:
+        """A child's status changes, unless it was terminated (that stays)."""
+        known = self.child(reference)
+        if known is None or known.terminated:
+            return self
+        return self._with_child(reference, status=status, status_text="")
+
     def last_assistant(self) -> ChatMessage | None:
         for message in reversed(self.messages):
             if message.role == "assistant":
@@ -233,7 +265,9 @@ class ThreadState:
     def apply(self, event: RecordedEvent) -> ThreadState:
         env = event.envelope
         state = replace(self, position=event.position, last_event_at=env.ts)
-        if env.idempotency_key and isinstance(env.payload, RunCanceled | HitlResume):
+        if env.idempotency_key and isinstance(
+            env.payload, RunCanceled | HitlResume | ThreadTerminated
+        ):
             state = replace(state, command_keys=state.command_keys | {env.idempotency_key})
         return state._apply_payload(env.payload, event)
 
@@ -330,26 +364,25 @@ class ThreadState:
                 )
             case SubagentMessaged(tool_call_id=call_id, child_thread_id=child):
                 state = replace(self, requested=self.requested | {call_id})
-                return state._with_child(child, status="running")
-            case SubagentSpawned(tool_call_id=call_id, child_thread_id=child, subagent_type=kind):
-                request = next((r for r in self.spawn_requests if r.tool_call_id == call_id), None)
-                entry = ChildEntry(
-                    reference=child,
-                    subagent_type=kind,
-                    tool_call_id=call_id,
-                    name=request.name if request else None,
-                    resumable=request.resumable if request else False,
-                    blocking=request.blocking if request else True,
-                )
+                return state._child_status(child, "running")
+            case SubagentSpawned(child_thread_id=child):
+                if self.child(child) is not None:
+                    return self  # a respawn of a known child (a fork's copy) keeps its entry
+                entry = _entry(payload, self.spawn_requests, event.envelope.ts)
                 return replace(self, children=(*self.children, entry))
             case SubagentVariablesProvided(sealed_env=sealed):
                 return replace(self, provided_sealed=(*self.provided_sealed, sealed))
             case SubagentStatus(child_thread_id=child, status=status):
+                known = self.child(child)
+                if known is None or known.terminated:
+                    return self
                 return self._with_child(child, status_text=status)
+            case SubagentTerminated(child_thread_id=child):
+                return self._with_child(child, status="terminated", status_text="")
             case SubagentCompleted(
                 tool_call_id=call_id, child_thread_id=child, outcome=outcome, report=report
             ):
-                state = self._with_child(child, status=outcome)
+                state = self._child_status(child, outcome)
                 if state.outcome(call_id) is not None:
                     return state
                 text = report if outcome == "completed" else f"Subagent {outcome}: {report}"
@@ -388,6 +421,8 @@ class ThreadState:
                 return self._with_run(run_id, hitl_pending=(), hitl_overrides=overrides)
             case BlueprintSwitched(to_agent_type=to_agent_type):
                 return replace(self, agent_type=to_agent_type, prompt_activated=True)
+            case ThreadTerminated(reason=reason):
+                return replace(self, terminated=True, terminated_reason=reason, queue=())
         return self
 
     def _finish(self, run_id: str, **changes: object) -> ThreadState:
@@ -395,6 +430,29 @@ class ThreadState:
         if state.active_run_id == run_id:
             state = replace(state, active_run_id=None)
         return replace(state, queue=tuple(q for q in state.queue if q.run_id != run_id))
+
+
+def _entry(
+    spawned: SubagentSpawned, requests: tuple[SubagentRequested, ...], at: datetime
+) -> ChildEntry:
+    """The registry entry of a new child: the spawn's values (an older spawn without them
+    takes what its request said)."""
+    request = next((r for r in requests if r.tool_call_id == spawned.tool_call_id), None)
+    old = spawned.name is None and request is not None
+    return ChildEntry(
+        reference=spawned.child_thread_id,
+        subagent_type=spawned.subagent_type,
+        tool_call_id=spawned.tool_call_id,
+        name=request.name if old and request else spawned.name,
+        resumable=request.resumable if old and request else spawned.resumable,
+        blocking=request.blocking if old and request else spawned.blocking,
+        title=spawned.title,
+        description=request.description if old and request else spawned.description,
+        thread_name=spawned.thread_name,
+        spawn_group_id=spawned.spawn_group_id,
+        created_at=at,
+        parent_communication=spawned.parent_communication,
+    )
 
 
 def _path_argument(state: ThreadState, call_id: str) -> str | None:

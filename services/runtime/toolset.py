@@ -3,7 +3,8 @@
 Beyond the blueprint's tools (by tags) and its middleware's: `task` and the resumable
 lifecycle tools only when the blueprint names subagent types; a tool per exposed agent the
 blueprint lists in `callableAgents`; the tools of the MCP servers it names (listed by the
-runtime's `McpCatalog`, `services/mcpclient/`); and, in a dual-AI session, the lifecycle
+runtime's `McpCatalog`, `services/mcpclient/`); `notify_parent` and `set_status` for a
+child whose parent communication is explicit; and, in a dual-AI session, the lifecycle
 tools of the side holding the floor.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
+from services.agents.builtin.parent import escalation_tools
 from services.agents.builtin.subagents import (
     CREATE_TOOL,
     RESUMABLE_TOOLS,
@@ -173,6 +175,8 @@ def tools_now(
     elif isinstance(create := tools.get(CREATE_TOOL), SubagentTool):
         tools[CREATE_TOOL] = SubagentTool(spec=_with_mapped_args(create.spec, resumable, "message"))
     tools.update(agent_tools(blueprint, blueprints))
+    # An explicit child escalates by itself (services/agents/builtin/parent.py).
+    tools.update(escalation_tools(state))
     side = side_config(blueprint, state.side)
     if side is not None:
         tools.update(session_tools(side))

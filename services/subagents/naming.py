@@ -22,10 +22,21 @@ def message_run_id(child_thread: str, tool_call_id: str) -> str:
     return derived_id("run_", "message", child_thread, tool_call_id)
 
 
+def thread_name(subagent_type: str, name: str | None) -> str:
+    """How the child's thread is named in its parent's registry: its blueprint, and the
+    instance's name for a resumable child (`helper/scribe`)."""
+    return f"{subagent_type}/{name}" if name else subagent_type
+
+
 def returned_path(child_thread: str, path: str) -> str:
     """Where a child's returned file lands in the parent: under the child's reference, so
     files of different children never overwrite each other or the parent's own."""
     return f"subagents/{child_thread}/{path.lstrip('/')}"
+
+
+def notice_message(child_thread: str, content: str) -> str:
+    """What a child's `notify_parent` puts in the parent's conversation."""
+    return f"Subagent (reference: {child_thread}) notifies you:\n\n{content}"
 
 
 def report_message(

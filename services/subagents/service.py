@@ -13,7 +13,16 @@
 - A child's `session.status`: recorded on the parent as `subagent.status`.
 - `subagents.provide_variables` (values posted for a spawn held back by missing scoped
   variables): record them on the parent and ask for the deferred child (`variables.py`).
+- A child's `session.status` or `subagent.status_set`: recorded on the parent as
+  `subagent.status`.
+- A child's `subagent.parent_notified`: its content queued to the parent as a message. A
+  child whose parent communication is `explicit` escalates only this way: its results are
+  recorded on the parent (`subagent.completed`, for the registry) but never queued.
 - A run is canceled: cancel every child still working for it, which cascades down the tree.
+- A child refuses a run (`request.rejected`: it was terminated): the call that asked for
+  it is reported as an error with the reason.
+- A parent's `subagent.terminate_requested`: `runtime.terminate` for the child. A child's
+  `thread.terminated`: `subagent.terminated` on its parent, once (its registry entry).
 - A child thread is created (`thread.created` with a parent call): if its first run was
   never requested (the coordinator died between creating and invoking it, or the invoke
   was dead-lettered while the thread did not exist yet), finish the spawn. The log, not the
@@ -26,7 +35,6 @@ event, or the coordinator killed and restarted, creates and reports nothing twic
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import timedelta
 
 import structlog
@@ -43,7 +51,9 @@ from contracts.envelope import utc_now
 from contracts.events import (
     AnyEvent,
     ChatMessage,
+    ChildStatusSet,
     FileWritten,
+    ParentNotified,
     ParentRef,
     RequestAccepted,
     RequestRejected,
@@ -55,8 +65,9 @@ from contracts.events import (
     SubagentMessaged,
     SubagentRequested,
     SubagentSpawned,
-    SubagentStatus,
+    SubagentTerminateRequested,
     ThreadCreated,
+    ThreadTerminated,
 )
 from contracts.events.subagent import ChildOutcome
 from contracts.ids import derived_id
@@ -68,6 +79,15 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
 from services.common.decide import decide_and_append
 from services.runtime.cache import BlueprintCache
+from services.subagents.history import (
+    Origin,
+    call_of,
+    files_of,
+    has_link,
+    has_report,
+    run_ended,
+    with_attachments,
+)
 from services.subagents.naming import (
     child_run_id,
     child_thread_id,
@@ -75,30 +95,12 @@ from services.subagents.naming import (
     message_run_id,
     report_message,
     returned_path,
+    thread_name,
 )
+from services.subagents.relay import Relay
 from services.subagents.variables import provide
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """The parent call that started a child's run."""
-
-    run_id: str
-    tool_call_id: str
-    blocking: bool
-
-
-def files_of(history: list[RecordedEvent], run_id: str | None = None) -> dict[str, str]:
-    """Latest content per path; with `run_id`, only files the agent wrote in that run."""
-    files: dict[str, str] = {}
-    for e in history:
-        if isinstance(e.payload, FileWritten) and (
-            run_id is None or (e.payload.run_id == run_id and e.payload.origin == "tool")
-        ):
-            files[e.payload.path] = e.payload.content
-    return files
 
 
 def returned_files(
@@ -117,7 +119,7 @@ class Coordinator:
         self._bus = bus
         self._system = system
         self.blueprints = BlueprintCache(bus.store)
-        self._parents: dict[tuple[str, str], ParentRef | None] = {}
+        self.relay = Relay(bus)
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
@@ -125,11 +127,17 @@ class Coordinator:
                 await self._spawn(event, request)
             case SubagentMessaged() as messaged:
                 await self._message(event, messaged)
-            case SessionStatusSet(status=status):
-                await self._status(event, status)
+            case SessionStatusSet(status=status) | ChildStatusSet(status=status):
+                await self.relay.status(event, status)
+            case ParentNotified(content=content):
+                await self.relay.notify(event, content)
+            case SubagentTerminateRequested() as asked:
+                await self.relay.terminate_child(event, asked)
+            case ThreadTerminated(reason=reason):
+                await self.relay.terminated(event, reason)
             case ThreadCreated(parent=ParentRef(tool_call_id=str() as call_id) as ref):
                 await self._adopt(event, ref.thread_id, call_id)
-            case RunCompleted() | RunError() | RunCanceled():
+            case RunCompleted() | RunError() | RunCanceled() | RequestRejected():
                 if isinstance(event.payload, RunCanceled):
                     await self._cascade(event)
                 await self._report(event)
@@ -151,8 +159,8 @@ class Coordinator:
         history = await self._bus.store.read(tenant, "thread", parent)
         if (
             not request.deferred
-            and _run_ended(history, request.run_id)
-            and not _has_link(history, child)
+            and run_ended(history, request.run_id)
+            and not has_link(history, child)
         ):
             # The run ended (canceled, or a fork cut it) before its child was spawned.
             log.info("subagent request of an ended run ignored", child_thread_id=child)
@@ -175,7 +183,12 @@ class Coordinator:
                 agency_id=agency,
                 thread_id=child,
                 agent_type=request.subagent_type,
-                parent=ParentRef(thread_id=parent, token=token, tool_call_id=request.tool_call_id),
+                parent=ParentRef(
+                    thread_id=parent,
+                    token=token,
+                    tool_call_id=request.tool_call_id,
+                    communication=request.parent_communication,
+                ),
                 sealed_env=request.sealed_env,
             ),
             idempotency_key=f"spawn:{child}",
@@ -199,8 +212,8 @@ class Coordinator:
         if requested is None or not isinstance(requested.payload, SubagentRequested):
             return
         request = requested.payload
-        ended = not request.deferred and _run_ended(history, request.run_id)
-        if ended and not _has_link(history, child):
+        ended = not request.deferred and run_ended(history, request.run_id)
+        if ended and not has_link(history, child):
             return
         created_payload = created.payload
         if isinstance(created_payload, ThreadCreated) and "forkedFrom" in created_payload.request:
@@ -223,16 +236,10 @@ class Coordinator:
         agency = env.agency_id or ""
         context = self._context(event)
         token = child_token(tenant, parent, request.tool_call_id)
-        spawned = SubagentSpawned(
-            run_id=request.run_id,
-            tool_call_id=request.tool_call_id,
-            child_thread_id=child,
-            token=token,
-            subagent_type=request.subagent_type,
-        )
+        spawned = await self._registry_entry(tenant, agency, request, child, token)
         await decide_and_append(
             self._bus.store, tenant, "thread", parent,
-            lambda history: () if _has_link(history, child) else (spawned,),
+            lambda history: () if has_link(history, child) else (spawned,),
             context=context,
             idempotency_key=f"spawned:{child}",
         )  # fmt: skip
@@ -244,6 +251,33 @@ class Coordinator:
             origin = Origin(request.run_id, request.tool_call_id, request.blocking)
             await self._arm_deadline(tenant, context, origin, child, request.timeout_ms)
         log.info("subagent spawned", child_thread_id=child, subagent_type=request.subagent_type)
+
+    async def _registry_entry(
+        self, tenant: str, agency: str, request: SubagentRequested, child: str, token: str
+    ) -> SubagentSpawned:
+        """The link and the child's entry in the parent's registry: the call's values, the
+        subagent entry's configuration, and the child blueprint's description as the title
+        when the call gave none."""
+        dynamic = await self.blueprints.dynamic(tenant, agency)
+        blueprint = dynamic.get(request.subagent_type) or self._system.blueprints.get(
+            request.subagent_type
+        )
+        name = request.name or request.subagent_type
+        return SubagentSpawned(
+            run_id=request.run_id,
+            tool_call_id=request.tool_call_id,
+            child_thread_id=child,
+            token=token,
+            subagent_type=request.subagent_type,
+            name=name,
+            title=request.title or (blueprint.description if blueprint else "") or None,
+            description=request.entry_description or request.description,
+            resumable=request.resumable,
+            blocking=request.blocking,
+            thread_name=thread_name(request.subagent_type, request.name),
+            spawn_group_id=request.spawn_group_id,
+            parent_communication=request.parent_communication,
+        )
 
     async def _invoke_first_run(
         self,
@@ -262,7 +296,7 @@ class Coordinator:
                 thread_id=child,
                 run_id=child_run_id(child),
                 messages=(
-                    ChatMessage(role="user", content=_with_attachments(request.description, files)),
+                    ChatMessage(role="user", content=with_attachments(request.description, files)),
                 ),
                 files=files,
             ),
@@ -284,7 +318,7 @@ class Coordinator:
                 thread_id=child,
                 run_id=message_run_id(child, messaged.tool_call_id),
                 messages=(
-                    ChatMessage(role="user", content=_with_attachments(messaged.message, files)),
+                    ChatMessage(role="user", content=with_attachments(messaged.message, files)),
                 ),
                 files=files,
             ),
@@ -376,34 +410,12 @@ class Coordinator:
 
     # --- reporting ----------------------------------------------------------------
 
-    async def _parent_of(self, tenant: str, thread: str) -> ParentRef | None:
-        key = (tenant, thread)
-        if key not in self._parents:
-            history = await self._bus.store.read(tenant, "thread", thread)
-            created = next(
-                (e.payload for e in history if isinstance(e.payload, ThreadCreated)), None
-            )
-            self._parents[key] = created.parent if created else None
-        return self._parents[key]
-
-    async def _status(self, event: RecordedEvent, status: str) -> None:
-        env = event.envelope
-        parent = await self._parent_of(env.tenant_id, env.aggregate_id)
-        if parent is None:
-            return
-        update = SubagentStatus(child_thread_id=env.aggregate_id, status=status)
-        await decide_and_append(
-            self._bus.store, env.tenant_id, "thread", parent.thread_id,
-            lambda history: (update,),
-            context=EventContext(agency_id=env.agency_id, thread_id=parent.thread_id,
-                                 correlation_id=env.correlation_id),
-            idempotency_key=f"status:{env.event_id}",
-        )  # fmt: skip
-
     async def _report(self, event: RecordedEvent) -> None:
         env = event.envelope
-        tenant, child, child_run = env.tenant_id, env.aggregate_id, env.run_id or ""
-        parent = await self._parent_of(tenant, child)
+        tenant, child = env.tenant_id, env.aggregate_id
+        payload = event.payload
+        child_run = payload.run_id if isinstance(payload, RequestRejected) else env.run_id or ""
+        parent = await self.relay.parent_of(tenant, child)
         if parent is None:
             return
         outcome: ChildOutcome
@@ -415,10 +427,13 @@ class Coordinator:
                 outcome, report = "error", error
             case RunCanceled(reason=reason):
                 outcome, report = "canceled", reason
+            case RequestRejected(reason=reason):
+                # The child refused the run (it was terminated): the call gets the reason.
+                outcome, report = "error", reason
             case _:
                 return
         history = await self._bus.store.read(tenant, "thread", parent.thread_id)
-        origin = _origin(history, child, child_run)
+        origin = call_of(history, child, child_run)
         if origin is None:
             return
         child_history = await self._bus.store.read(tenant, "thread", child)
@@ -435,7 +450,8 @@ class Coordinator:
             tenant, parent.thread_id, origin, child, outcome, report, context,
             key=f"report:{child}:{child_run}", files=returned,
         )  # fmt: skip
-        if reported and not origin.blocking:
+        # An explicit child's results are in the registry; it escalates by itself.
+        if reported and not origin.blocking and parent.communication != "explicit":
             text = report_message(child, outcome, report, tuple(returned))
             await self._bus.commands.send(
                 tenant,
@@ -480,7 +496,7 @@ class Coordinator:
         )
         result = await decide_and_append(
             self._bus.store, tenant, "thread", parent,
-            lambda history: () if _has_report(history, origin.tool_call_id) else events,
+            lambda history: () if has_report(history, origin.tool_call_id) else events,
             context=context,
             idempotency_key=key,
         )  # fmt: skip
@@ -505,52 +521,6 @@ class Coordinator:
                     ),
                     idempotency_key=f"cascade:{child}:{env.event_id}",
                 )
-
-
-def _origin(history: list[RecordedEvent], child: str, child_run: str) -> Origin | None:
-    """Which of the parent's calls started the child's run `child_run`."""
-    for e in history:
-        match e.payload:
-            case SubagentRequested(run_id=run_id, tool_call_id=call_id, blocking=blocking):
-                if (
-                    child_run == child_run_id(child)
-                    and child_thread_id(e.envelope.tenant_id, e.envelope.aggregate_id, call_id)
-                    == child
-                ):
-                    return Origin(run_id, call_id, blocking)
-            case SubagentMessaged(
-                run_id=run_id, tool_call_id=call_id, child_thread_id=target, blocking=blocking
-            ):
-                if target == child and message_run_id(child, call_id) == child_run:
-                    return Origin(run_id, call_id, blocking)
-    return None
-
-
-def _run_ended(history: list[RecordedEvent], run_id: str) -> bool:
-    return any(
-        isinstance(e.payload, RunCompleted | RunError | RunCanceled) and e.payload.run_id == run_id
-        for e in history
-    )
-
-
-def _with_attachments(text: str, files: dict[str, str]) -> str:
-    if not files:
-        return text
-    return f"{text}\n\nAttached files: {', '.join(files)}"
-
-
-def _has_link(history: list[RecordedEvent], child: str) -> bool:
-    return any(
-        isinstance(e.payload, SubagentSpawned) and e.payload.child_thread_id == child
-        for e in history
-    )
-
-
-def _has_report(history: list[RecordedEvent], tool_call_id: str) -> bool:
-    return any(
-        isinstance(e.payload, SubagentCompleted) and e.payload.tool_call_id == tool_call_id
-        for e in history
-    )
 
 
 async def run_coordinator(

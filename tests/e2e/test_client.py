@@ -86,6 +86,26 @@ async def test_sync_client_runs_and_cancels(client: Client) -> None:
     assert started == "running" and ended == "canceled"
 
 
+async def test_sync_client_terminates_a_thread(client: Client) -> None:
+    key = "client-terminate-" + client.agency
+    client.llm.script(key, [ScriptStep(content="slow", delay_ms=10_000)])
+    url, api_key = str(client.http.base_url), key_of(client)
+
+    def scenario() -> tuple[str, str, str, ApiError]:
+        with AgencyClient(url, api_key) as api:
+            thread = api.create_thread(client.agency, "worker")
+            run = api.invoke(client.agency, thread.id, key)
+            answer = api.terminate(client.agency, thread.id, "closing")
+            ended = api.wait(client.agency, thread.id, run.run_id, WAIT)
+            with pytest.raises(ApiError) as refused:
+                api.invoke(client.agency, thread.id, "more")
+            return run.status, answer.status, ended, refused.value
+
+    started, answered, ended, refused = await asyncio.to_thread(scenario)
+    assert (started, answered, ended) == ("running", "terminating", "canceled")
+    assert refused.status == 409 and "is terminated (closing)" in refused.message
+
+
 async def agency_cli(data_dir: Path, *args: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli.main", "threads", *args, "--data-dir", str(data_dir),
@@ -132,3 +152,5 @@ async def test_threads_commands_create_invoke_follow_approve_and_list(
 
     code, out = await agency_cli(tmp_path, "invoke", "nosuchthread", "hi")
     assert code == 1 and "no thread nosuchthread" in out, out
+    code, out = await agency_cli(tmp_path, "terminate", thread, "--reason", "done")
+    assert code == 0 and "terminate requested" in out, out

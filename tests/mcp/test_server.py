@@ -23,6 +23,7 @@ TOOLS = {
     "get_state",
     "approve",
     "cancel",
+    "terminate",
 }
 
 
@@ -226,6 +227,19 @@ async def test_errors_come_back_as_tool_errors_saying_what_is_wrong(
         idle = await thread(session, caller)
         nothing_to_cancel = await refusal(session, "cancel", agencyId=caller.agency, threadId=idle)
         assert "has no active run" in nothing_to_cancel and "HTTP 409" in nothing_to_cancel
+
+        ended = await call(
+            session, "terminate", agencyId=caller.agency, threadId=idle, reason="wrapped up"
+        )
+        assert ended == {"threadId": idle, "status": "terminating"}
+
+        async def refused() -> None:
+            answer = await refusal(
+                session, "invoke_and_wait", agencyId=caller.agency, threadId=idle, message="hi"
+            )
+            assert "is terminated (wrapped up)" in answer and "HTTP 409" in answer
+
+        await assert_eventually(refused)
 
         # Another tenant's thread is not found, exactly like one that does not exist.
         other = await new_tenant(mcp_system)

@@ -72,6 +72,9 @@ def make_system() -> AgentSystem:
                             SubagentEntry(
                                 name="helper", resumable=True, blocking=True, max_instances=1
                             ),
+                            SubagentEntry(
+                                name="liaison", resumable=True, parent_communication="explicit"
+                            ),
                         )
                     )
                 ),
@@ -84,6 +87,14 @@ def make_system() -> AgentSystem:
         )
         .add_agent(
             BlueprintSpec(name="helper", prompt="You are a persistent helper.", tags=("default",))
+        )
+        .add_agent(
+            BlueprintSpec(
+                name="liaison",
+                description="Works on its own and reports when it chooses.",
+                prompt="You report to your parent yourself.",
+                tags=("default",),
+            )
         )
         .add_agent(
             BlueprintSpec(

@@ -6,7 +6,8 @@ blueprints this agent may spawn (a name also resolves to the agency's dynamic bl
 that name). A blocking call pauses the parent's run (reason `subagent`) until every child
 of the step has reported; a non-blocking one answers at once with the child's reference,
 and the child's result arrives later as a queued message. Resumable types are created with
-`subagent_create` (a named, persistent child) and addressed again with `subagent_message`;
+`subagent_create` (a named, persistent child), addressed again with `subagent_message` and
+shut down with `subagent_terminate`;
 while children exist, the parent's model sees them listed in a system message. An entry
 with `"optional": "SOME_FLAG"` is a branch that exists only while the runtime's environment
 variable `SOME_FLAG` is `true`, `1` or `yes`. `"init_user_message_property": "brief"` and
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from contracts.events.registry import BlueprintConfig
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
@@ -27,8 +29,10 @@ from services.agents.tools import SubagentTool, ToolSpec
 TASK_TOOL = "task"
 CREATE_TOOL = "subagent_create"
 MESSAGE_TOOL = "subagent_message"
-RESUMABLE_TOOLS = (CREATE_TOOL, MESSAGE_TOOL)
+TERMINATE_TOOL = "subagent_terminate"
+RESUMABLE_TOOLS = (CREATE_TOOL, MESSAGE_TOOL, TERMINATE_TOOL)
 
+_TITLE = {"type": "string", "description": "a short title for the subagent's entry"}
 _ATTACHMENTS = {
     "type": "array",
     "items": {"type": "string"},
@@ -45,6 +49,7 @@ TASK = ToolSpec(
             "description": {"type": "string", "description": "the task, with all context needed"},
             "subagentType": {"type": "string", "description": "which subagent to use"},
             "timeoutMs": {"type": "integer", "description": "give up after this many ms"},
+            "title": _TITLE,
             "attachments": _ATTACHMENTS,
         },
         "required": ["description", "subagentType"],
@@ -60,6 +65,8 @@ CREATE = ToolSpec(
             "name": {"type": "string", "description": "a name for this instance"},
             "subagentType": {"type": "string"},
             "message": {"type": "string", "description": "its first task"},
+            "title": _TITLE,
+            "description": {"type": "string", "description": "what this instance is for"},
             "attachments": _ATTACHMENTS,
         },
         "required": ["name", "subagentType", "message"],
@@ -80,6 +87,21 @@ MESSAGE = ToolSpec(
 )
 
 
+TERMINATE = ToolSpec(
+    name=TERMINATE_TOOL,
+    description="Shut a persistent subagent down for good, by its reference or name: its "
+    "current work stops and it takes no more messages.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "reference": {"type": "string"},
+            "name": {"type": "string"},
+            "reason": {"type": "string", "description": "why, for the record"},
+        },
+    },
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SubagentType:
     name: str
@@ -92,6 +114,7 @@ class SubagentType:
     # entry names others than the tool's own (`description` / `message`, `attachments`).
     message_property: str | None = None
     attachments_property: str | None = None
+    parent_communication: Literal["implicit", "explicit"] = "implicit"
 
 
 ENABLED = frozenset({"true", "1", "yes"})
@@ -137,6 +160,7 @@ def subagent_types(
             scoped_env=entry.scoped_env,
             message_property=entry.init_user_message_property,
             attachments_property=entry.init_attachments_property,
+            parent_communication=entry.parent_communication,
         )
     return types
 
@@ -162,11 +186,17 @@ class SubagentsMiddleware(Middleware):
         lines = ["Your subagents (reference, name, type, status):"]
         for child in children:
             note = f" — {child.status_text}" if child.status_text else ""
+            title = f" ({child.title})" if child.title else ""
             lines.append(
-                f"- {child.reference} {child.name or '-'} {child.subagent_type} "
+                f"- {child.reference} {child.name or '-'}{title} {child.subagent_type} "
                 f"{child.status}{note}"
             )
         plan.system_prompts.append("\n".join(lines))
 
     def subagent_tools(self) -> tuple[SubagentTool, ...]:
-        return (SubagentTool(spec=TASK), SubagentTool(spec=CREATE), SubagentTool(spec=MESSAGE))
+        return (
+            SubagentTool(spec=TASK),
+            SubagentTool(spec=CREATE),
+            SubagentTool(spec=MESSAGE),
+            SubagentTool(spec=TERMINATE),
+        )

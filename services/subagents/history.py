@@ -1,0 +1,93 @@
+"""What a parent's (or a child's) history says about its subagents: pure queries the
+coordinator decides by, so a redelivered event finds what it already did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.events import (
+    FileWritten,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    SubagentCompleted,
+    SubagentMessaged,
+    SubagentRequested,
+    SubagentSpawned,
+    SubagentTerminated,
+)
+from infra.jetstream.records import RecordedEvent
+from services.subagents.naming import child_run_id, child_thread_id, message_run_id
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The parent call that started a child's run."""
+
+    run_id: str
+    tool_call_id: str
+    blocking: bool
+
+
+def files_of(history: list[RecordedEvent], run_id: str | None = None) -> dict[str, str]:
+    """Latest content per path; with `run_id`, only files the agent wrote in that run."""
+    files: dict[str, str] = {}
+    for e in history:
+        if isinstance(e.payload, FileWritten) and (
+            run_id is None or (e.payload.run_id == run_id and e.payload.origin == "tool")
+        ):
+            files[e.payload.path] = e.payload.content
+    return files
+
+
+def call_of(history: list[RecordedEvent], child: str, child_run: str) -> Origin | None:
+    """Which of the parent's calls started the child's run `child_run`."""
+    for e in history:
+        match e.payload:
+            case SubagentRequested(run_id=run_id, tool_call_id=call_id, blocking=blocking):
+                if (
+                    child_run == child_run_id(child)
+                    and child_thread_id(e.envelope.tenant_id, e.envelope.aggregate_id, call_id)
+                    == child
+                ):
+                    return Origin(run_id, call_id, blocking)
+            case SubagentMessaged(
+                run_id=run_id, tool_call_id=call_id, child_thread_id=target, blocking=blocking
+            ):
+                if target == child and message_run_id(child, call_id) == child_run:
+                    return Origin(run_id, call_id, blocking)
+    return None
+
+
+def run_ended(history: list[RecordedEvent], run_id: str) -> bool:
+    return any(
+        isinstance(e.payload, RunCompleted | RunError | RunCanceled) and e.payload.run_id == run_id
+        for e in history
+    )
+
+
+def with_attachments(text: str, files: dict[str, str]) -> str:
+    if not files:
+        return text
+    return f"{text}\n\nAttached files: {', '.join(files)}"
+
+
+def has_link(history: list[RecordedEvent], child: str) -> bool:
+    return any(
+        isinstance(e.payload, SubagentSpawned) and e.payload.child_thread_id == child
+        for e in history
+    )
+
+
+def was_terminated(history: list[RecordedEvent], child: str) -> bool:
+    return any(
+        isinstance(e.payload, SubagentTerminated) and e.payload.child_thread_id == child
+        for e in history
+    )
+
+
+def has_report(history: list[RecordedEvent], tool_call_id: str) -> bool:
+    return any(
+        isinstance(e.payload, SubagentCompleted) and e.payload.tool_call_id == tool_call_id
+        for e in history
+    )

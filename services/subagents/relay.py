@@ -1,0 +1,105 @@
+"""What the coordinator relays between a child and its parent besides reports: status
+texts (`session.status`, `subagent.status_set` → `subagent.status`), a child's
+`notify_parent` (queued to the parent as a message), a parent's `subagent_terminate`
+(`runtime.terminate` for the child) and a child's termination (`subagent.terminated` on
+the parent, once). Every write carries an idempotency key derived from what caused it."""
+
+from __future__ import annotations
+
+from contracts.commands import InvokeThread, TerminateThread
+from contracts.events import (
+    ChatMessage,
+    ParentRef,
+    SubagentStatus,
+    SubagentTerminated,
+    SubagentTerminateRequested,
+    ThreadCreated,
+)
+from contracts.ids import derived_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import EventContext, RecordedEvent
+from services.common.decide import decide_and_append
+from services.subagents.history import was_terminated
+from services.subagents.naming import notice_message
+
+
+class Relay:
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._parents: dict[tuple[str, str], ParentRef | None] = {}
+
+    async def parent_of(self, tenant: str, thread: str) -> ParentRef | None:
+        """Where `thread` reports to (None for a root), read once per thread: a thread's
+        parent never changes."""
+        key = (tenant, thread)
+        if key not in self._parents:
+            history = await self._bus.store.read(tenant, "thread", thread)
+            created = next(
+                (e.payload for e in history if isinstance(e.payload, ThreadCreated)), None
+            )
+            self._parents[key] = created.parent if created else None
+        return self._parents[key]
+
+    async def status(self, event: RecordedEvent, status: str) -> None:
+        env = event.envelope
+        parent = await self.parent_of(env.tenant_id, env.aggregate_id)
+        if parent is None:
+            return
+        update = SubagentStatus(child_thread_id=env.aggregate_id, status=status)
+        await decide_and_append(
+            self._bus.store, env.tenant_id, "thread", parent.thread_id,
+            lambda history: (update,),
+            context=EventContext(agency_id=env.agency_id, thread_id=parent.thread_id,
+                                 correlation_id=env.correlation_id),
+            idempotency_key=f"status:{env.event_id}",
+        )  # fmt: skip
+
+    async def terminate_child(
+        self, event: RecordedEvent, asked: SubagentTerminateRequested
+    ) -> None:
+        """A parent's `subagent_terminate`: the child's runtime terminates it."""
+        env = event.envelope
+        await self._bus.commands.send(
+            env.tenant_id,
+            TerminateThread(
+                agency_id=env.agency_id or "",
+                thread_id=asked.child_thread_id,
+                reason=asked.reason or f"terminated by its parent {env.aggregate_id}",
+            ),
+            idempotency_key=f"terminate:{asked.child_thread_id}:{asked.tool_call_id}",
+        )
+
+    async def terminated(self, event: RecordedEvent, reason: str) -> None:
+        """A child was terminated: its parent's registry says so, once."""
+        env = event.envelope
+        parent = await self.parent_of(env.tenant_id, env.aggregate_id)
+        if parent is None:
+            return
+        child = env.aggregate_id
+        update = SubagentTerminated(child_thread_id=child, reason=reason)
+        await decide_and_append(
+            self._bus.store, env.tenant_id, "thread", parent.thread_id,
+            lambda history: () if was_terminated(history, child) else (update,),
+            context=EventContext(agency_id=env.agency_id, thread_id=parent.thread_id,
+                                 correlation_id=env.correlation_id),
+            idempotency_key=f"terminated:{child}",
+        )  # fmt: skip
+
+    async def notify(self, event: RecordedEvent, content: str) -> None:
+        """A child escalates: queue its message to the parent, as a report is queued."""
+        env = event.envelope
+        parent = await self.parent_of(env.tenant_id, env.aggregate_id)
+        if parent is None:
+            return
+        await self._bus.commands.send(
+            env.tenant_id,
+            InvokeThread(
+                agency_id=env.agency_id or "",
+                thread_id=parent.thread_id,
+                run_id=derived_id("run_", "notify", env.event_id),
+                messages=(
+                    ChatMessage(role="user", content=notice_message(env.aggregate_id, content)),
+                ),
+            ),
+            idempotency_key=f"notify:{env.event_id}",
+        )
