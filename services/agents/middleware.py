@@ -3,7 +3,8 @@
 Hooks, as in the seed's agent system: `before_model` (shape the request), `on_model_result`
 (react to the answer, e.g. ask for approval), `on_tool_start`, `on_tool_result`,
 `on_tool_error` and `on_resume`. A middleware may also contribute a system prompt, state
-tools, external tools and entries of the thread state shown by `/state`.
+tools, external tools and a part of the thread state shown by `/state` (`state`), computed
+from the thread's folded log alone, so a replay of the log shows the same part.
 """
 
 from __future__ import annotations
@@ -11,12 +12,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+import structlog
+
 from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall
 from contracts.events.registry import BlueprintConfig
 from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
 
 if TYPE_CHECKING:
     from services.runtime.state import ThreadState
+
+log = structlog.get_logger(__name__)
+
+# The keys `/state` has of its own (camelCase): a middleware's part cannot take one.
+RESERVED_STATE_KEYS = frozenset({
+    "messages", "tools", "thread", "threadId", "parent", "agentType", "model", "todos",
+    "files", "pendingToolCalls", "subagents",
+})  # fmt: skip
 
 
 @dataclass
@@ -73,8 +85,11 @@ class Middleware:
     def subagent_tools(self) -> tuple[SubagentTool, ...]:
         return ()
 
-    def state(self, state: ThreadState) -> dict[str, Any]:
-        return {}
+    def state(self, state: ThreadState) -> Any:
+        """This middleware's part of `/state` (JSON-able: dicts, lists, scalars, structs),
+        shown under its name in camelCase. A pure function of the thread's folded log: the
+        API computes it from the log on each request, never from a process's memory."""
+        return None
 
     async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:
         return None
@@ -93,3 +108,30 @@ class Middleware:
 
     async def on_resume(self, ctx: MiddlewareContext, reason: str, payload: Any) -> None:
         return None
+
+
+def state_key(name: str) -> str:
+    """The `/state` key of a middleware's part: its name in camelCase."""
+    head, *rest = name.replace("-", "_").split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def has_state(middleware: Middleware) -> bool:
+    """Whether the middleware contributes a part to `/state` (overrides `state`)."""
+    return type(middleware).state is not Middleware.state
+
+
+def state_parts(middleware: list[Middleware], state: ThreadState) -> dict[str, Any]:
+    """Each contributing middleware's part, keyed by `state_key`. A part that raises or is
+    not JSON-able is shown as `{"error": ...}`, so one faulty middleware never hides the
+    thread's state."""
+    parts: dict[str, Any] = {}
+    for m in middleware:
+        if not has_state(m):
+            continue
+        try:
+            parts[state_key(m.name)] = msgspec.to_builtins(m.state(state))
+        except Exception as e:
+            log.warning("middleware state failed", middleware=m.name, error=str(e))
+            parts[state_key(m.name)] = {"error": f"{type(e).__name__}: {e}"}
+    return parts

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
-from services.agents.middleware import Middleware
+from services.agents.middleware import RESERVED_STATE_KEYS, Middleware, has_state, state_key
 from services.agents.tools import StateTool, SubagentTool, Tool
 
 DEFAULT_MODEL = "openai:gpt-4.1-mini"
@@ -70,6 +70,11 @@ class AgentSystem:
         return self
 
     def use(self, middleware: Middleware, tags: Iterable[str] = ()) -> Self:
+        if has_state(middleware) and state_key(middleware.name) in RESERVED_STATE_KEYS:
+            raise ValueError(
+                f"middleware {middleware.name!r} has a state part, but /state has a key "
+                f"{state_key(middleware.name)!r} of its own: rename the middleware"
+            )
         self._middleware.append(_Tagged(middleware, frozenset(tags) | set(middleware.tags)))
         return self
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 import asyncpg
 import msgspec
-from litestar import get
+from litestar import Response, get
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
@@ -22,15 +22,18 @@ from contracts.errors import InvalidToken
 from contracts.events import BlueprintSpec
 from contracts.ids import validate_token
 from projections import queries
+from services.agents.middleware import has_state, state_parts
 from services.api.blueprint_body import BlueprintListItem
 from services.api.deps import ApiDeps, Principal
 from services.api.eventview import (
     EventFormat,
     EventView,
     StoredEnvelope,
+    camel_value,
     event_view,
     stored_envelope,
 )
+from services.runtime.state import fold
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000
@@ -178,7 +181,8 @@ async def agent_state(
     thread_id: ThreadId,
     principal: NamedDependency[Principal],
     deps: NamedDependency[ApiDeps],
-) -> queries.ThreadStateView:
+) -> Response[queries.ThreadStateView]:
+    """The thread's state; each middleware with a `state` part adds it under its name."""
     agency_id = path_token("agency id", agency_id)
     thread_id = path_token("thread id", thread_id)
     tenant = principal.tenant_id
@@ -188,7 +192,16 @@ async def agent_state(
             raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
         blueprint = await resolve_blueprint(conn, deps, tenant, agency_id, view.state.agent_type)
     state = msgspec.structs.replace(view.state, tools=tool_metas(deps, blueprint))
-    return msgspec.structs.replace(view, state=state)
+    view = msgspec.structs.replace(view, state=state)
+    middleware = deps.system.middleware_for(blueprint) if blueprint is not None else []
+    if not any(has_state(m) for m in middleware):
+        return Response(content=view)
+    # Middleware parts are folds of the thread's log, read from the log itself.
+    history = await deps.bus.store.read(tenant, "thread", thread_id)
+    parts = state_parts(middleware, fold(tenant, thread_id, history))
+    body = msgspec.to_builtins(view)
+    body["state"].update(camel_value(parts))
+    return Response(content=body)
 
 
 @get("/agency/{agencyId:str}/agent/{threadId:str}/events")
