@@ -27,6 +27,8 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     strategy: ConcurrencyStrategy = "queue"
     messages: tuple[ChatMessage, ...] = ()
     files: dict[str, str] = {}
+    # The child thread whose report the messages are (a non-blocking subagent's result).
+    reported_by: str | None = None
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):

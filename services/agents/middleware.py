@@ -2,9 +2,9 @@
 
 Hooks, as in the seed's agent system: `before_model` (shape the request), `on_model_result`
 (react to the answer, e.g. ask for approval), `on_tool_start`, `on_tool_result`,
-`on_tool_error` and `on_resume`. A middleware may also contribute a system prompt, state
-tools, external tools and a part of the thread state shown by `/state` (`state`), computed
-from the thread's folded log alone, so a replay of the log shows the same part.
+`on_tool_error`, `on_resume` and `on_child_report`. A middleware may also contribute a
+system prompt, state tools, external tools and a part of the thread state shown by `/state`
+(`state`), computed from the thread's folded log alone, so a replay shows the same part.
 """
 
 from __future__ import annotations
@@ -40,6 +40,22 @@ class ModelPlan:
     messages: list[ChatMessage]
     tools: list[ToolSpec]
     token_budget: int | None = None
+
+
+@dataclass
+class ChildReport:
+    """A child's report reaching its parent (the seed's `onChildReport` argument).
+
+    `report` is what the parent is given: the blocking call's tool message, or the message
+    queued for a non-blocking child. A hook may change it; what it emits is appended with it.
+    """
+
+    thread_id: str
+    token: str
+    tool_call_id: str
+    outcome: str
+    report: str
+    blocking: bool
 
 
 @dataclass
@@ -108,6 +124,11 @@ class Middleware:
 
     async def on_resume(self, ctx: MiddlewareContext, reason: str, payload: Any) -> None:
         return None
+
+    async def on_child_report(self, ctx: MiddlewareContext, child: ChildReport) -> None:
+        """A subagent child of this thread reported (completed or failed): change
+        `child.report` to change what the parent is given, `ctx.emit` to add events."""
+        return
 
 
 def state_key(name: str) -> str:

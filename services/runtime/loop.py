@@ -63,6 +63,7 @@ from services.runtime.failures import (
     is_transient,
     run_failed,
 )
+from services.runtime.reports import child_report_hooks
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
@@ -225,7 +226,8 @@ class ThreadDriver:
             action = next_action(virtual, resolved.blueprint, tools)
             match action:
                 case Append(events=events):
-                    pending += await self._tool_hooks(virtual, resolved, events)
+                    given = await self._report_hooks(virtual, resolved, events)
+                    pending += await self._tool_hooks(virtual, resolved, given)
                 case Wait():
                     if not pending:
                         return state
@@ -252,6 +254,19 @@ class ThreadDriver:
                 log.warning("run ended with an error", thread_id=thread_id, kind=kind)
                 return state
         raise RuntimeError(f"thread {thread_id}: could not record the run's failure")
+
+    async def _report_hooks(
+        self, state: ThreadState, resolved: Resolved, events: Sequence[AnyEvent]
+    ) -> list[AnyEvent]:
+        """Children's reports given to the parent pass `on_child_report` first."""
+        run = state.active_run
+        ctx = MiddlewareContext(
+            state=state,
+            blueprint=resolved.blueprint,
+            run_id=run.run_id if run else "",
+            step=run.step if run else 0,
+        )
+        return await child_report_hooks(state, resolved.middleware, ctx, events)
 
     async def _tool_hooks(
         self, state: ThreadState, resolved: Resolved, events: Sequence[AnyEvent]

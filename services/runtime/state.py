@@ -79,6 +79,8 @@ class QueuedRequest:
     messages: tuple[ChatMessage, ...]
     files: tuple[tuple[str, str], ...]
     strategy: str = "queue"
+    # The child whose report the messages are (a non-blocking subagent's result).
+    reported_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,7 @@ class ChildEntry:
     blocking: bool = True
     status: str = "running"
     status_text: str = ""
+    token: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,8 @@ class ThreadState:
     # Subagents: what this thread asked for, and the children it has.
     spawn_requests: tuple[SubagentRequested, ...] = ()
     children: tuple[ChildEntry, ...] = ()
+    # Every report a child made (`subagent.completed`), in order.
+    reports: tuple[SubagentCompleted, ...] = ()
     # A dual-AI session: the side holding the floor, the turn number, its model calls so far.
     side: Literal["A", "B"] | None = None
     session_turn: int = 0
@@ -199,6 +204,24 @@ class ThreadState:
         )
         return replace(self, children=children)
 
+    def report_for_call(self, call_id: str) -> SubagentCompleted | None:
+        for report in self.reports:
+            if report.tool_call_id == call_id:
+                return report
+        return None
+
+    def last_report_of(self, child: str) -> SubagentCompleted | None:
+        for report in reversed(self.reports):
+            if report.child_thread_id == child:
+                return report
+        return None
+
+    def queued(self, run_id: str) -> QueuedRequest | None:
+        for request in self.queue:
+            if request.run_id == run_id:
+                return request
+        return None
+
     def last_assistant(self) -> ChatMessage | None:
         for message in reversed(self.messages):
             if message.role == "assistant":
@@ -233,7 +256,9 @@ class ThreadState:
             case RequestAccepted(
                 run_id=run_id, idempotency_key=key, messages=msgs, files=files, strategy=strategy
             ):
-                queued = QueuedRequest(run_id, key, msgs, tuple(files.items()), strategy)
+                queued = QueuedRequest(
+                    run_id, key, msgs, tuple(files.items()), strategy, payload.reported_by
+                )
                 return replace(
                     self,
                     keys=(*self.keys, (key, run_id)),
@@ -304,7 +329,9 @@ class ThreadState:
             case SubagentMessaged(tool_call_id=call_id, child_thread_id=child):
                 state = replace(self, requested=self.requested | {call_id})
                 return state._with_child(child, status="running")
-            case SubagentSpawned(tool_call_id=call_id, child_thread_id=child, subagent_type=kind):
+            case SubagentSpawned(
+                tool_call_id=call_id, child_thread_id=child, subagent_type=kind, token=token
+            ):
                 request = next((r for r in self.spawn_requests if r.tool_call_id == call_id), None)
                 entry = ChildEntry(
                     reference=child,
@@ -313,6 +340,7 @@ class ThreadState:
                     name=request.name if request else None,
                     resumable=request.resumable if request else False,
                     blocking=request.blocking if request else True,
+                    token=token,
                 )
                 return replace(self, children=(*self.children, entry))
             case SubagentStatus(child_thread_id=child, status=status):
@@ -320,12 +348,14 @@ class ThreadState:
             case SubagentCompleted(
                 tool_call_id=call_id, child_thread_id=child, outcome=outcome, report=report
             ):
-                state = self._with_child(child, status=outcome)
+                reports = (*self.reports, payload)
+                state = replace(self._with_child(child, status=outcome), reports=reports)
                 if state.outcome(call_id) is not None:
                     return state
                 text = report if outcome == "completed" else f"Subagent {outcome}: {report}"
                 return replace(
                     self,
+                    reports=reports,
                     outcomes=(
                         *self.outcomes,
                         (call_id, ToolOutcome(text, error=outcome != "completed")),
