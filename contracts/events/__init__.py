@@ -66,6 +66,7 @@ from contracts.events.tool import (
     ToolError,
     ToolEvent,
     ToolOutput,
+    ToolRegistered,
     ToolRequested,
     ToolStarted,
 )
@@ -180,6 +181,7 @@ __all__ = [
     "ToolError",
     "ToolEvent",
     "ToolOutput",
+    "ToolRegistered",
     "ToolRequested",
     "ToolStarted",
     "Usage",

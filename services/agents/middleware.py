@@ -9,13 +9,14 @@ system prompt, state tools, external tools and a part of the thread state shown 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 import structlog
 
-from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall
+from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall, ToolRegistered
 from contracts.events.registry import BlueprintConfig
 from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from services.runtime.state import ThreadState
 
 log = structlog.get_logger(__name__)
+
+RegistrableTool = StateTool | Tool
 
 # The keys `/state` has of its own (camelCase): a middleware's part cannot take one.
 RESERVED_STATE_KEYS = frozenset({
@@ -69,6 +72,8 @@ class MiddlewareContext:
     emitted: list[AnyEvent] = field(default_factory=list)
     pause_reason: str | None = None
     held_calls: list[ToolCall] = field(default_factory=list)
+    # The tools the blueprint's middleware may register: name → (middleware name, tool).
+    registrable: Mapping[str, tuple[str, RegistrableTool]] = field(default_factory=dict)
 
     @property
     def config(self) -> BlueprintConfig:
@@ -76,6 +81,33 @@ class MiddlewareContext:
 
     def emit(self, event: AnyEvent) -> None:
         self.emitted.append(event)
+
+    def register_tool(self, tool: RegistrableTool | str) -> None:
+        """Offer the model one of the middleware's `registrable_tools` from now on. The
+        registration is a `tool.registered` event (so every process, a replay and a
+        re-execution see the same tools); registering a registered tool does nothing."""
+        name = tool if isinstance(tool, str) else tool.name
+        found = self.registrable.get(name)
+        if found is None or (not isinstance(tool, str) and found[1] is not tool):
+            raise ValueError(
+                f"cannot register tool {name!r}: no middleware of blueprint "
+                f"{self.blueprint.name!r} lists it in registrable_tools()"
+            )
+        if name in self.state.registered_tools or any(
+            isinstance(e, ToolRegistered) and e.name == name for e in self.emitted
+        ):
+            return
+        owner, implementation = found
+        self.emit(
+            ToolRegistered(
+                run_id=self.run_id or None,
+                middleware=owner,
+                name=name,
+                description=implementation.spec.description,
+                parameters=dict(implementation.spec.parameters),
+                kind="state" if isinstance(implementation, StateTool) else "external",
+            )
+        )
 
     def hold_for_approval(self, calls: list[ToolCall]) -> None:
         """Pause the run on these calls until a person approves, edits or rejects them."""
@@ -99,6 +131,11 @@ class Middleware:
         return ()
 
     def subagent_tools(self) -> tuple[SubagentTool, ...]:
+        return ()
+
+    def registrable_tools(self) -> tuple[RegistrableTool, ...]:
+        """Tools this middleware may offer at run time with `ctx.register_tool` (not
+        offered until then). Every process finds the implementation here by name."""
         return ()
 
     def state(self, state: ThreadState) -> Any:

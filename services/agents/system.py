@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
-from services.agents.middleware import RESERVED_STATE_KEYS, Middleware, has_state, state_key
+from services.agents.middleware import (
+    RESERVED_STATE_KEYS,
+    Middleware,
+    RegistrableTool,
+    has_state,
+    state_key,
+)
 from services.agents.tools import StateTool, SubagentTool, Tool
 
 DEFAULT_MODEL = "openai:gpt-4.1-mini"
@@ -104,6 +110,15 @@ class AgentSystem:
                 chosen[tool.name] = tool
         return chosen
 
+    def registrable_for(self, blueprint: BlueprintSpec) -> dict[str, tuple[str, RegistrableTool]]:
+        """The tools the blueprint's middleware may register at run time: name → (the
+        middleware's name, the tool)."""
+        return {
+            tool.name: (middleware.name, tool)
+            for middleware in self.middleware_for(blueprint)
+            for tool in middleware.registrable_tools()
+        }
+
     def mcp_servers_for(self, blueprint: BlueprintSpec) -> list[McpServer]:
         """The system's MCP servers whose tags meet the blueprint's, then the blueprint's own
         (`config.mcp_servers`); a blueprint's server replaces a system one of its name."""
@@ -121,6 +136,9 @@ class AgentSystem:
             for tool in tagged_mw.item.tools():
                 if tool.name == name:
                     return tool
+            for registrable in tagged_mw.item.registrable_tools():
+                if registrable.name == name and isinstance(registrable, Tool):
+                    return registrable
         return None
 
     def model_for(self, blueprint: BlueprintSpec) -> str:

@@ -34,6 +34,7 @@ from services.api.eventview import (
     stored_envelope,
 )
 from services.runtime.state import fold
+from services.runtime.toolset import registered_tools
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000
@@ -191,16 +192,27 @@ async def agent_state(
         if view is None:
             raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
         blueprint = await resolve_blueprint(conn, deps, tenant, agency_id, view.state.agent_type)
-    state = msgspec.structs.replace(view.state, tools=tool_metas(deps, blueprint))
-    view = msgspec.structs.replace(view, state=state)
+    metas = tool_metas(deps, blueprint)
     middleware = deps.system.middleware_for(blueprint) if blueprint is not None else []
-    if not any(has_state(m) for m in middleware):
-        return Response(content=view)
-    # Middleware parts are folds of the thread's log, read from the log itself.
+    if blueprint is None or not any(has_state(m) or m.registrable_tools() for m in middleware):
+        state = msgspec.structs.replace(view.state, tools=metas)
+        return Response(content=msgspec.structs.replace(view, state=state))
+    # Middleware parts and registered tools are folds of the thread's log, read from it.
     history = await deps.bus.store.read(tenant, "thread", thread_id)
-    parts = state_parts(middleware, fold(tenant, thread_id, history))
-    body = msgspec.to_builtins(view)
-    body["state"].update(camel_value(parts))
+    folded = fold(tenant, thread_id, history)
+    listed = {m.name for m in metas}
+    metas += [
+        queries.ToolMeta(
+            name=tool.spec.name,
+            description=tool.spec.description,
+            parameters=dict(tool.spec.parameters),
+        )
+        for tool in registered_tools(deps.system, blueprint, folded).values()
+        if tool.spec.name not in listed
+    ]
+    state = msgspec.structs.replace(view.state, tools=metas)
+    body = msgspec.to_builtins(msgspec.structs.replace(view, state=state))
+    body["state"].update(camel_value(state_parts(middleware, folded)))
     return Response(content=body)
 
 

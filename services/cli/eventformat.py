@@ -28,6 +28,7 @@ from contracts.events import (
     TodosWritten,
     ToolError,
     ToolOutput,
+    ToolRegistered,
     ToolRequested,
     ToolStarted,
 )
@@ -101,6 +102,8 @@ def summarize(payload: Event) -> str:
             return f"{name} → {clip(output)}"
         case ToolError(tool_name=name, error=error):
             return f"{name} failed: {clip(error)}"
+        case ToolRegistered(name=name, kind=kind, middleware=middleware):
+            return f"{name} ({kind}) by {middleware}"
         case HitlInterrupt(proposed_tool_calls=calls):
             return "approval needed for " + ", ".join(c.name for c in calls)
         case HitlResume(approved=approved, modified_tool_calls=modified):

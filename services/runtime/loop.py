@@ -38,6 +38,7 @@ from contracts.events import (
     RunResumed,
     RunTick,
     ToolError,
+    ToolRegistered,
     ToolRequested,
     ToolStarted,
 )
@@ -48,7 +49,7 @@ from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.system import AgentSystem
-from services.agents.tools import Tool
+from services.agents.tools import Tool, ToolSpec
 from services.common.decide import CONFLICT_ATTEMPTS
 from services.llm.errors import ModelStreamError
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
@@ -260,13 +261,19 @@ class ThreadDriver:
     ) -> list[AnyEvent]:
         """Children's reports given to the parent pass `on_child_report` first."""
         run = state.active_run
-        ctx = MiddlewareContext(
+        ctx = self._context(state, resolved, run.run_id if run else "", run.step if run else 0)
+        return await child_report_hooks(state, resolved.middleware, ctx, events)
+
+    def _context(
+        self, state: ThreadState, resolved: Resolved, run_id: str, step: int
+    ) -> MiddlewareContext:
+        return MiddlewareContext(
             state=state,
             blueprint=resolved.blueprint,
-            run_id=run.run_id if run else "",
-            step=run.step if run else 0,
+            run_id=run_id,
+            step=step,
+            registrable=self._system.registrable_for(resolved.blueprint),
         )
-        return await child_report_hooks(state, resolved.middleware, ctx, events)
 
     async def _tool_hooks(
         self, state: ThreadState, resolved: Resolved, events: Sequence[AnyEvent]
@@ -276,9 +283,7 @@ class ThreadDriver:
         run = state.active_run
         if not resolved.middleware or run is None:
             return list(events)
-        ctx = MiddlewareContext(
-            state=state, blueprint=resolved.blueprint, run_id=run.run_id, step=run.step
-        )
+        ctx = self._context(state, resolved, run.run_id, run.step)
         calls = {c.id: c for m in state.messages for c in m.tool_calls}
         failed_now = {e.tool_call_id for e in events if isinstance(e, ToolError)}
         for event in events:
@@ -343,7 +348,7 @@ class ThreadDriver:
         blueprint = resolved.blueprint
         state_before = state
         state = simulate(state, pending)
-        ctx = MiddlewareContext(state=state, blueprint=blueprint, run_id=run_id, step=step)
+        ctx = self._context(state, resolved, run_id, step)
         model = self._system.model_for(blueprint)
         tools = tools_now(self._system, blueprint, state, resolved.blueprints, resolved.mcp_tools)
         side = side_config(blueprint, state.side)
@@ -371,6 +376,13 @@ class ThreadDriver:
             prelude.append(
                 MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
             )
+        # Tools registered by these hooks are offered to this very call.
+        offered = {spec.name for spec in plan.tools}
+        plan.tools.extend(
+            ToolSpec(name=e.name, description=e.description, parameters=e.parameters)
+            for e in ctx.emitted
+            if isinstance(e, ToolRegistered) and e.name not in offered
+        )
         system_messages = [ChatMessage(role="system", content="\n\n".join(plan.system_prompts))]
         system_messages = system_messages if plan.system_prompts else []
         trimmed = trim_to_budget(

@@ -43,6 +43,7 @@ from contracts.events import (
     ToolCall,
     ToolError,
     ToolOutput,
+    ToolRegistered,
     ToolRequested,
 )
 from infra.jetstream.records import Position, RecordedEvent
@@ -135,6 +136,8 @@ class ThreadState:
     children: tuple[ChildEntry, ...] = ()
     # Every report a child made (`subagent.completed`), in order.
     reports: tuple[SubagentCompleted, ...] = ()
+    # Tools middleware registered for this thread (`tool.registered`), by name.
+    registered_tools: dict[str, ToolRegistered] = field(default_factory=dict)
     # A dual-AI session: the side holding the floor, the turn number, its model calls so far.
     side: Literal["A", "B"] | None = None
     session_turn: int = 0
@@ -318,6 +321,8 @@ class ThreadState:
                 return replace(self, files=kept)
             case TodosWritten(todos=todos):
                 return replace(self, todos=todos)
+            case ToolRegistered(name=name):
+                return replace(self, registered_tools={**self.registered_tools, name: payload})
             case ToolRequested(call=call):
                 return replace(self, requested=self.requested | {call.id})
             case SubagentRequested(tool_call_id=call_id):

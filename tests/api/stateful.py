@@ -6,7 +6,15 @@ from typing import Any
 
 from contracts.events import BlueprintSpec
 from services.agents.middleware import Middleware
+from services.agents.tools import StateTool, StateToolOutcome, Tool, ToolSpec
 from services.runtime.state import ThreadState
+
+
+def _echo(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+    return StateToolOutcome(output=str(args))
+
+
+ECHO = StateTool(spec=ToolSpec(name="echo", description="Echo the arguments."), fn=_echo)
 
 COUNTED_AGENT = "counted"
 
@@ -16,6 +24,9 @@ class MessageCounter(Middleware):
 
     name = "message_counter"
     tags = ("counted",)
+
+    def registrable_tools(self) -> tuple[Tool | StateTool, ...]:
+        return (ECHO,)
 
     def state(self, state: ThreadState) -> Any:
         users = [m.content for m in state.messages if m.role == "user"]

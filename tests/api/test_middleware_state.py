@@ -5,7 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from contracts.events import ToolRegistered
 from infra.jetstream.connection import Bus
+from infra.jetstream.records import EventContext
 from services.agents.middleware import Middleware, state_parts
 from services.agents.system import AgentSystem
 from services.runtime.state import ThreadState, fold
@@ -60,3 +62,31 @@ def test_a_state_part_cannot_take_a_key_of_the_state_itself() -> None:
     with pytest.raises(ValueError, match="'todos'"):
         AgentSystem().use(Todos())
     AgentSystem().use(BrokenState())  # other names are fine
+
+
+async def test_registered_tools_are_listed_in_the_state_as_recorded(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus
+) -> None:
+    agency = await create_agency(client, tenant_a)
+    r = await client.post(
+        f"/agency/{agency}/agents", json={"agentType": COUNTED_AGENT}, headers=tenant_a.auth
+    )
+    thread = Thread(tenant_a, agency, r.json()["id"])
+
+    async def tool_names() -> list[str]:
+        r = await client.get(thread.path + "/state", headers=tenant_a.auth)
+        assert r.status_code == 200, r.text
+        return [t["name"] for t in r.json()["state"]["tools"]]
+
+    assert "echo" not in await assert_eventually(tool_names)
+    position = await bus.store.last_position(tenant_a.id, "thread", thread.thread_id)
+    registered = ToolRegistered(
+        middleware="message_counter", name="echo", description="as recorded", kind="state"
+    )
+    await bus.store.append(
+        tenant_a.id, "thread", thread.thread_id, [registered], expected=position,
+        context=EventContext(agency_id=agency, thread_id=thread.thread_id),
+    )  # fmt: skip
+    r = await client.get(thread.path + "/state", headers=tenant_a.auth)
+    (echo,) = [t for t in r.json()["state"]["tools"] if t["name"] == "echo"]
+    assert echo["description"] == "as recorded"
