@@ -108,9 +108,14 @@ class SessionStatusSet(Event, frozen=True, kw_only=True, tag="session.status"):
 
 
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
+    """The thread's state where a run stopped: the sha256 and byte size of a canonical
+    snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
+    `run_id` is the run that paused or ended."""
+
     state_hash: str
     size: int
     upto_seq: int
+    run_id: str | None = None
 
 
 ThreadEvent = (

@@ -56,6 +56,7 @@ from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provi
 from services.runtime.actions import Append, CallModel, Wait, next_action
 from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime.checkpoint import with_checkpoint
 from services.runtime.failures import (
     LoopDidNotSettle,
     describe,
@@ -318,7 +319,7 @@ class ThreadDriver:
                 state.tenant_id,
                 "thread",
                 state.thread_id,
-                list(events),
+                with_checkpoint(state, events),
                 expected=state.position,
                 context=EventContext(
                     agency_id=state.agency_id,
