@@ -18,8 +18,9 @@ from infra.jetstream.records import RecordedEvent
 from services.cli.eventformat import clip
 from services.replay.timeline import summary as event_summary
 
+# `upto_seq` (a checkpoint's position) is a sequence number, which deltas shift.
 IGNORED_FIELDS: frozenset[str] = frozenset(
-    {"run_id", "tool_call_id", "id", "child_thread_id", "token", "event_id"}
+    {"run_id", "tool_call_id", "id", "child_thread_id", "token", "event_id", "upto_seq"}
 )
 _COLUMN = 58
 

@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Sequence
 
 import msgspec
+import structlog
 
 from contracts.events import (
     AnyEvent,
@@ -29,6 +30,8 @@ from contracts.events import (
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.runtime.state import ThreadState
+
+log = structlog.get_logger(__name__)
 
 # The events at which a run stops: a checkpoint follows them in their append.
 STOPS = (RunPaused, RunCompleted, RunError, RunCanceled)
@@ -48,9 +51,9 @@ class _Child(msgspec.Struct, frozen=True, array_like=True):
 
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     """What the thread's state is, for the fingerprint: the conversation, files, todos,
-    runs, queue, children and registered tools, without positions or times."""
+    runs, queue, children and registered tools, without the thread's id (a fork's copies
+    still match), positions or times."""
 
-    thread_id: str
     agent_type: str
     messages: tuple[ChatMessage, ...]
     files: tuple[tuple[str, str], ...]
@@ -65,7 +68,6 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
 def snapshot(state: ThreadState) -> bytes:
     return msgspec.json.encode(
         Snapshot(
-            thread_id=state.thread_id,
             agent_type=state.agent_type,
             messages=state.messages,
             files=tuple(sorted(state.files)),
@@ -107,7 +109,13 @@ def with_checkpoint(state: ThreadState, events: Sequence[AnyEvent]) -> list[AnyE
     stops = [e for e in events if isinstance(e, STOPS)]
     if not stops or any(isinstance(e, CheckpointSaved) for e in events):
         return list(events)
-    return [*events, checkpoint_of(simulate(state, events), stops[-1].run_id)]
+    try:
+        saved = checkpoint_of(simulate(state, events), stops[-1].run_id)
+    except Exception:
+        # A fingerprint never keeps a run from pausing or ending.
+        log.exception("checkpoint not computed", thread_id=state.thread_id)
+        return list(events)
+    return [*events, saved]
 
 
 def verify(events: Sequence[RecordedEvent]) -> dict[int, bool]:
