@@ -99,6 +99,8 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     messages: tuple[ChatMessage, ...] = ()
     files: dict[str, str] = {}
     strategy: ConcurrencyStrategy = "queue"
+    # Set when the messages are a non-blocking child's report (the child thread's id).
+    reported_by: str | None = None
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -22,3 +22,9 @@ async def assert_eventually(
             if loop.time() >= deadline:
                 raise
         await asyncio.sleep(interval)
+
+
+def settled(events: list[Any]) -> list[Any]:
+    """A thread's events without the runtime's `checkpoint.saved` (each follows a pause or a
+    run's end in the same append): for tests about what came last."""
+    return [e for e in events if e.type != "checkpoint.saved"]

@@ -73,6 +73,7 @@ from contracts.events.tool import (
     ToolError,
     ToolEvent,
     ToolOutput,
+    ToolRegistered,
     ToolRequested,
     ToolStarted,
 )
@@ -194,6 +195,7 @@ __all__ = [
     "ToolError",
     "ToolEvent",
     "ToolOutput",
+    "ToolRegistered",
     "ToolRequested",
     "ToolStarted",
     "Usage",

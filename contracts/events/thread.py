@@ -29,6 +29,8 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     strategy: ConcurrencyStrategy = "queue"
     messages: tuple[ChatMessage, ...] = ()
     files: dict[str, str] = {}
+    # The child thread whose report the messages are (a non-blocking subagent's result).
+    reported_by: str | None = None
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):
@@ -115,9 +117,14 @@ class ThreadTerminated(Event, frozen=True, kw_only=True, tag="thread.terminated"
 
 
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
+    """The thread's state where a run stopped: the sha256 and byte size of a canonical
+    snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
+    `run_id` is the run that paused or ended."""
+
     state_hash: str
     size: int
     upto_seq: int
+    run_id: str | None = None
 
 
 ThreadEvent = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import msgspec
 
 from contracts.events.base import Event, ToolCall
@@ -52,6 +54,20 @@ class ToolError(Event, frozen=True, kw_only=True, tag="tool.error"):
     attempts: int = 1
 
 
+class ToolRegistered(Event, frozen=True, kw_only=True, tag="tool.registered"):
+    """A middleware made a tool available to the thread's model from here on
+    (`ctx.register_tool`). The spec is what the model is shown; the tool runs as the
+    middleware's registrable tool of that name: in the runtime (`state`) or the tools
+    service (`external`)."""
+
+    run_id: str | None = None
+    middleware: str
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = {}
+    kind: Literal["state", "external"] = "external"
+
+
 TOOL_RESULT_TYPES: frozenset[str] = frozenset({"tool.output", "tool.error"})
 
-ToolEvent = ToolRequested | ToolStarted | ToolOutput | ToolError
+ToolEvent = ToolRequested | ToolStarted | ToolOutput | ToolError | ToolRegistered

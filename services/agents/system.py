@@ -22,7 +22,13 @@ from typing import Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
 from services.agents.isolation import Isolation, function_reference
-from services.agents.middleware import Middleware
+from services.agents.middleware import (
+    RESERVED_STATE_KEYS,
+    Middleware,
+    RegistrableTool,
+    has_state,
+    state_key,
+)
 from services.agents.tools import StateTool, SubagentTool, Tool
 
 DEFAULT_MODEL = "openai:gpt-4.1-mini"
@@ -82,6 +88,11 @@ class AgentSystem:
         return self
 
     def use(self, middleware: Middleware, tags: Iterable[str] = ()) -> Self:
+        if has_state(middleware) and state_key(middleware.name) in RESERVED_STATE_KEYS:
+            raise ValueError(
+                f"middleware {middleware.name!r} has a state part, but /state has a key "
+                f"{state_key(middleware.name)!r} of its own: rename the middleware"
+            )
         self._middleware.append(_Tagged(middleware, frozenset(tags) | set(middleware.tags)))
         return self
 
@@ -111,6 +122,15 @@ class AgentSystem:
                 chosen[tool.name] = tool
         return chosen
 
+    def registrable_for(self, blueprint: BlueprintSpec) -> dict[str, tuple[str, RegistrableTool]]:
+        """The tools the blueprint's middleware may register at run time: name → (the
+        middleware's name, the tool)."""
+        return {
+            tool.name: (middleware.name, tool)
+            for middleware in self.middleware_for(blueprint)
+            for tool in middleware.registrable_tools()
+        }
+
     def mcp_servers_for(self, blueprint: BlueprintSpec) -> list[McpServer]:
         """The system's MCP servers whose tags meet the blueprint's, then the blueprint's own
         (`config.mcp_servers`); a blueprint's server replaces a system one of its name."""
@@ -128,6 +148,9 @@ class AgentSystem:
             for tool in tagged_mw.item.tools():
                 if tool.name == name:
                     return tool
+            for registrable in tagged_mw.item.registrable_tools():
+                if registrable.name == name and isinstance(registrable, Tool):
+                    return registrable
         return None
 
     def model_for(self, blueprint: BlueprintSpec) -> str:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 import asyncpg
 import msgspec
-from litestar import get
+from litestar import Response, get
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
@@ -22,15 +22,19 @@ from contracts.errors import InvalidToken
 from contracts.events import BlueprintSpec
 from contracts.ids import validate_token
 from projections import queries
+from services.agents.middleware import has_state, state_parts
 from services.api.blueprint_body import BlueprintListItem
 from services.api.deps import ApiDeps, Principal
 from services.api.eventview import (
     EventFormat,
     EventView,
     StoredEnvelope,
+    camel_value,
     event_view,
     stored_envelope,
 )
+from services.runtime.state import fold
+from services.runtime.toolset import registered_tools
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000
@@ -197,7 +201,8 @@ async def agent_state(
     thread_id: ThreadId,
     principal: NamedDependency[Principal],
     deps: NamedDependency[ApiDeps],
-) -> queries.ThreadStateView:
+) -> Response[queries.ThreadStateView]:
+    """The thread's state; each middleware with a `state` part adds it under its name."""
     agency_id = path_token("agency id", agency_id)
     thread_id = path_token("thread id", thread_id)
     tenant = principal.tenant_id
@@ -206,8 +211,28 @@ async def agent_state(
         if view is None:
             raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
         blueprint = await resolve_blueprint(conn, deps, tenant, agency_id, view.state.agent_type)
-    state = msgspec.structs.replace(view.state, tools=tool_metas(deps, blueprint))
-    return msgspec.structs.replace(view, state=state)
+    metas = tool_metas(deps, blueprint)
+    middleware = deps.system.middleware_for(blueprint) if blueprint is not None else []
+    if blueprint is None or not any(has_state(m) or m.registrable_tools() for m in middleware):
+        state = msgspec.structs.replace(view.state, tools=metas)
+        return Response(content=msgspec.structs.replace(view, state=state))
+    # Middleware parts and registered tools are folds of the thread's log, read from it.
+    history = await deps.bus.store.read(tenant, "thread", thread_id)
+    folded = fold(tenant, thread_id, history)
+    listed = {m.name for m in metas}
+    metas += [
+        queries.ToolMeta(
+            name=tool.spec.name,
+            description=tool.spec.description,
+            parameters=dict(tool.spec.parameters),
+        )
+        for tool in registered_tools(deps.system, blueprint, folded).values()
+        if tool.spec.name not in listed
+    ]
+    state = msgspec.structs.replace(view.state, tools=metas)
+    body = msgspec.to_builtins(msgspec.structs.replace(view, state=state))
+    body["state"].update(camel_value(state_parts(middleware, folded)))
+    return Response(content=body)
 
 
 @get("/agency/{agencyId:str}/agent/{threadId:str}/events")

@@ -7,6 +7,7 @@ from contracts.events import (
     AgentError,
     BlueprintSaved,
     ChatMessage,
+    CheckpointSaved,
     Event,
     FileWritten,
     HitlInterrupt,
@@ -30,6 +31,7 @@ from contracts.events import (
     TodosWritten,
     ToolError,
     ToolOutput,
+    ToolRegistered,
     ToolRequested,
     ToolStarted,
 )
@@ -103,6 +105,10 @@ def summarize(payload: Event) -> str:
             return f"{name} → {clip(output)}"
         case ToolError(tool_name=name, error=error):
             return f"{name} failed: {clip(error)}"
+        case CheckpointSaved(state_hash=state_hash, size=size, upto_seq=upto_seq):
+            return f"{state_hash[:19]}… ({size} bytes) up to #{upto_seq}"
+        case ToolRegistered(name=name, kind=kind, middleware=middleware):
+            return f"{name} ({kind}) by {middleware}"
         case HitlInterrupt(proposed_tool_calls=calls):
             return "approval needed for " + ", ".join(c.name for c in calls)
         case HitlResume(approved=approved, modified_tool_calls=modified):

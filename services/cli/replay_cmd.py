@@ -27,6 +27,7 @@ from services.replay.reexecute import reexecute
 from services.replay.source import ThreadNotFound, read_thread
 from services.replay.timeline import format_row, json_row, label, rows, window_for
 from services.replay.tree import ThreadTree, TreeNode, load_tree
+from services.runtime.checkpoint import verify
 
 HTTP_TIMEOUT = 30.0
 
@@ -170,8 +171,11 @@ def _timeline(args: argparse.Namespace, tree: ThreadTree) -> None:
     if args.json:
         _write(json_row(row) for row in shown)
         return
+    checks = {
+        (node.thread_id, seq): ok for node in tree.nodes for seq, ok in verify(node.events).items()
+    }
     _write(_header(tree, args.tree))
-    _write(format_row(row, tree=args.tree) for row in shown)
+    _write(format_row(row, tree=args.tree, checks=checks) for row in shown)
 
 
 def _header(tree: ThreadTree, as_tree: bool) -> list[str]:

@@ -18,9 +18,20 @@ from infra.jetstream.records import RecordedEvent
 from services.cli.eventformat import clip
 from services.replay.timeline import summary as event_summary
 
+# `upto_seq` (a checkpoint's position) is a sequence number, which deltas shift.
 IGNORED_FIELDS: frozenset[str] = frozenset(
-    # Sealed values differ at every seal (a fresh nonce), whatever they hold.
-    {"run_id", "tool_call_id", "id", "child_thread_id", "token", "event_id", "sealed_env"}
+    # Sealed values differ at every seal (a fresh nonce), whatever they hold; re-execution
+    # makes no deltas, so a checkpoint's position differs (its hash is compared).
+    {
+        "run_id",
+        "tool_call_id",
+        "id",
+        "child_thread_id",
+        "token",
+        "event_id",
+        "sealed_env",
+        "upto_seq",
+    }
 )
 _COLUMN = 58
 

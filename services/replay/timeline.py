@@ -8,7 +8,7 @@ text, tool calls and results, approvals, children spawned.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -122,13 +122,26 @@ def label(thread_id: str) -> str:
     return thread_id[-6:]
 
 
-def format_row(row: Row, *, tree: bool = False) -> str:
+# Checkpoints verified against the log (`services.runtime.checkpoint.verify`):
+# (thread id, seq of the checkpoint) → whether the log folds to its hash.
+Checks = Mapping[tuple[str, int], bool]
+
+
+def check_note(row: Row, checks: Checks) -> str:
+    ok = checks.get((row.thread_id, row.event.envelope.seq))
+    if ok is None:
+        return ""
+    return " ✓ the log folds to it" if ok else " ✗ the log folds to another state"
+
+
+def format_row(row: Row, *, tree: bool = False, checks: Checks | None = None) -> str:
     env = row.event.envelope
     ts = env.ts.strftime("%H:%M:%S.%f")[:-3]
     step = "-" if row.step is None else str(row.step)
     where = f"{'  ' * row.depth}{label(env.aggregate_id)}" if tree else ""
     where = f"{where:<16}" if tree else ""
-    line = f"{ts} {where}#{env.seq:<5} {step:>4}  {env.type:<24} {summary(env.payload)}"
+    note = check_note(row, checks or {})
+    line = f"{ts} {where}#{env.seq:<5} {step:>4}  {env.type:<24} {summary(env.payload)}{note}"
     return line.rstrip()
 
 

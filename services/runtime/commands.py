@@ -58,6 +58,7 @@ def invoke(
         strategy=command.strategy,
         messages=command.messages,
         files=command.files,
+        reported_by=command.reported_by,
     )
     if active is not None and command.strategy == "interrupt":
         return (*canceled(state, active.run_id, "interrupted by a new request"), accepted)

@@ -38,6 +38,7 @@ from contracts.events import (
     RunResumed,
     RunTick,
     ToolError,
+    ToolRegistered,
     ToolRequested,
     ToolStarted,
 )
@@ -48,13 +49,14 @@ from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.system import AgentSystem
-from services.agents.tools import Tool
+from services.agents.tools import Tool, ToolSpec
 from services.common.decide import CONFLICT_ATTEMPTS
 from services.llm.errors import ModelStreamError
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
 from services.runtime.actions import Append, CallModel, Wait, next_action
 from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime.checkpoint import with_checkpoint
 from services.runtime.failures import (
     LoopDidNotSettle,
     describe,
@@ -63,6 +65,7 @@ from services.runtime.failures import (
     is_transient,
     run_failed,
 )
+from services.runtime.reports import child_report_hooks
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
@@ -225,7 +228,8 @@ class ThreadDriver:
             action = next_action(virtual, resolved.blueprint, tools)
             match action:
                 case Append(events=events):
-                    pending += await self._tool_hooks(virtual, resolved, events)
+                    given = await self._report_hooks(virtual, resolved, events)
+                    pending += await self._tool_hooks(virtual, resolved, given)
                 case Wait():
                     if not pending:
                         return state
@@ -253,6 +257,25 @@ class ThreadDriver:
                 return state
         raise RuntimeError(f"thread {thread_id}: could not record the run's failure")
 
+    async def _report_hooks(
+        self, state: ThreadState, resolved: Resolved, events: Sequence[AnyEvent]
+    ) -> list[AnyEvent]:
+        """Children's reports given to the parent pass `on_child_report` first."""
+        run = state.active_run
+        ctx = self._context(state, resolved, run.run_id if run else "", run.step if run else 0)
+        return await child_report_hooks(state, resolved.middleware, ctx, events)
+
+    def _context(
+        self, state: ThreadState, resolved: Resolved, run_id: str, step: int
+    ) -> MiddlewareContext:
+        return MiddlewareContext(
+            state=state,
+            blueprint=resolved.blueprint,
+            run_id=run_id,
+            step=step,
+            registrable=self._system.registrable_for(resolved.blueprint),
+        )
+
     async def _tool_hooks(
         self, state: ThreadState, resolved: Resolved, events: Sequence[AnyEvent]
     ) -> list[AnyEvent]:
@@ -261,9 +284,7 @@ class ThreadDriver:
         run = state.active_run
         if not resolved.middleware or run is None:
             return list(events)
-        ctx = MiddlewareContext(
-            state=state, blueprint=resolved.blueprint, run_id=run.run_id, step=run.step
-        )
+        ctx = self._context(state, resolved, run.run_id, run.step)
         calls = {c.id: c for m in state.messages for c in m.tool_calls}
         failed_now = {e.tool_call_id for e in events if isinstance(e, ToolError)}
         for event in events:
@@ -298,7 +319,7 @@ class ThreadDriver:
                 state.tenant_id,
                 "thread",
                 state.thread_id,
-                list(events),
+                with_checkpoint(state, events),
                 expected=state.position,
                 context=EventContext(
                     agency_id=state.agency_id,
@@ -328,7 +349,7 @@ class ThreadDriver:
         blueprint = resolved.blueprint
         state_before = state
         state = simulate(state, pending)
-        ctx = MiddlewareContext(state=state, blueprint=blueprint, run_id=run_id, step=step)
+        ctx = self._context(state, resolved, run_id, step)
         model = self._system.model_for(blueprint)
         tools = tools_now(self._system, blueprint, state, resolved.blueprints, resolved.mcp_tools)
         side = side_config(blueprint, state.side)
@@ -356,6 +377,13 @@ class ThreadDriver:
             prelude.append(
                 MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
             )
+        # Tools registered by these hooks are offered to this very call.
+        offered = {spec.name for spec in plan.tools}
+        plan.tools.extend(
+            ToolSpec(name=e.name, description=e.description, parameters=e.parameters)
+            for e in ctx.emitted
+            if isinstance(e, ToolRegistered) and e.name not in offered
+        )
         system_messages = [ChatMessage(role="system", content="\n\n".join(plan.system_prompts))]
         system_messages = system_messages if plan.system_prompts else []
         trimmed = trim_to_budget(

@@ -47,6 +47,7 @@ from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
 from services.llm.provider import Provider
 from services.runtime import commands, fairness, watchdog
 from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime.checkpoint import with_checkpoint
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from services.runtime.state import ThreadState
 
@@ -183,7 +184,7 @@ class RuntimeService:
                     tenant,
                     "thread",
                     thread_id,
-                    list(events),
+                    with_checkpoint(state, events),
                     expected=state.position,
                     context=EventContext(
                         agency_id=state.agency_id,

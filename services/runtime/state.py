@@ -46,6 +46,7 @@ from contracts.events import (
     ToolCall,
     ToolError,
     ToolOutput,
+    ToolRegistered,
     ToolRequested,
 )
 from contracts.events.subagent import ParentCommunication
@@ -84,6 +85,8 @@ class QueuedRequest:
     messages: tuple[ChatMessage, ...]
     files: tuple[tuple[str, str], ...]
     strategy: str = "queue"
+    # The child whose report the messages are (a non-blocking subagent's result).
+    reported_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ class ChildEntry:
     blocking: bool = True
     status: str = "running"
     status_text: str = ""
+    token: str = ""
     title: str | None = None
     description: str = ""
     thread_name: str | None = None
@@ -154,6 +158,10 @@ class ThreadState:
     # Subagents: what this thread asked for, and the children it has.
     spawn_requests: tuple[SubagentRequested, ...] = ()
     children: tuple[ChildEntry, ...] = ()
+    # Every report a child made (`subagent.completed`), in order.
+    reports: tuple[SubagentCompleted, ...] = ()
+    # Tools middleware registered for this thread (`tool.registered`), by name.
+    registered_tools: dict[str, ToolRegistered] = field(default_factory=dict)
     # A dual-AI session: the side holding the floor, the turn number, its model calls so far.
     side: Literal["A", "B"] | None = None
     session_turn: int = 0
@@ -254,6 +262,24 @@ class ThreadState:
             return self
         return self._with_child(reference, status=status, status_text="")
 
+    def report_for_call(self, call_id: str) -> SubagentCompleted | None:
+        for report in self.reports:
+            if report.tool_call_id == call_id:
+                return report
+        return None
+
+    def last_report_of(self, child: str) -> SubagentCompleted | None:
+        for report in reversed(self.reports):
+            if report.child_thread_id == child:
+                return report
+        return None
+
+    def queued(self, run_id: str) -> QueuedRequest | None:
+        for request in self.queue:
+            if request.run_id == run_id:
+                return request
+        return None
+
     def last_assistant(self) -> ChatMessage | None:
         for message in reversed(self.messages):
             if message.role == "assistant":
@@ -291,7 +317,9 @@ class ThreadState:
             case RequestAccepted(
                 run_id=run_id, idempotency_key=key, messages=msgs, files=files, strategy=strategy
             ):
-                queued = QueuedRequest(run_id, key, msgs, tuple(files.items()), strategy)
+                queued = QueuedRequest(
+                    run_id, key, msgs, tuple(files.items()), strategy, payload.reported_by
+                )
                 return replace(
                     self,
                     keys=(*self.keys, (key, run_id)),
@@ -354,6 +382,8 @@ class ThreadState:
                 return replace(self, files=kept)
             case TodosWritten(todos=todos):
                 return replace(self, todos=todos)
+            case ToolRegistered(name=name):
+                return replace(self, registered_tools={**self.registered_tools, name: payload})
             case ToolRequested(call=call):
                 return replace(self, requested=self.requested | {call.id})
             case SubagentRequested(tool_call_id=call_id):
@@ -382,12 +412,14 @@ class ThreadState:
             case SubagentCompleted(
                 tool_call_id=call_id, child_thread_id=child, outcome=outcome, report=report
             ):
-                state = self._child_status(child, outcome)
+                reports = (*self.reports, payload)
+                state = replace(self._child_status(child, outcome), reports=reports)
                 if state.outcome(call_id) is not None:
                     return state
                 text = report if outcome == "completed" else f"Subagent {outcome}: {report}"
                 return replace(
                     self,
+                    reports=reports,
                     outcomes=(
                         *self.outcomes,
                         (call_id, ToolOutcome(text, error=outcome != "completed")),
@@ -452,6 +484,7 @@ def _entry(
         spawn_group_id=spawned.spawn_group_id,
         created_at=at,
         parent_communication=spawned.parent_communication,
+        token=spawned.token,
     )
 
 

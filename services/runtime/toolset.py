@@ -11,6 +11,7 @@ tools of the side holding the floor.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
 from services.agents.builtin.parent import escalation_tools
@@ -148,6 +149,27 @@ def _with_enum(spec: ToolSpec, prop: str, values: list[str]) -> ToolSpec:
     return ToolSpec(name=spec.name, description=spec.description, parameters=parameters)
 
 
+def registered_tools(
+    system: AgentSystem, blueprint: BlueprintSpec, state: ThreadState
+) -> dict[str, AnyTool]:
+    """The tools middleware registered for the thread (`tool.registered`), as recorded:
+    the recorded spec, run by the middleware's registrable tool of that name. One whose
+    middleware no longer offers it (or not for this blueprint) is not offered."""
+    if not state.registered_tools:
+        return {}
+    registrable = system.registrable_for(blueprint)
+    tools: dict[str, AnyTool] = {}
+    for name, registered in state.registered_tools.items():
+        found = registrable.get(name)
+        if found is None:
+            continue
+        spec = ToolSpec(
+            name=name, description=registered.description, parameters=registered.parameters
+        )
+        tools[name] = replace(found[1], spec=spec)
+    return tools
+
+
 def tools_now(
     system: AgentSystem,
     blueprint: BlueprintSpec,
@@ -156,7 +178,11 @@ def tools_now(
     mcp_tools: Mapping[str, Tool] | None = None,
 ) -> dict[str, AnyTool]:
     # MCP tools first: a tool of the system or its middleware keeps its name.
-    tools: dict[str, AnyTool] = {**(mcp_tools or {}), **system.tools_for(blueprint)}
+    tools: dict[str, AnyTool] = {
+        **(mcp_tools or {}),
+        **registered_tools(system, blueprint, state),
+        **system.tools_for(blueprint),
+    }
     types = subagent_types(blueprint.config)
     if not types:
         tools.pop(TASK_TOOL, None)

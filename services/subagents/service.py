@@ -460,6 +460,7 @@ class Coordinator:
                     thread_id=parent.thread_id,
                     run_id=derived_id("run_", "report", child, child_run),
                     messages=(ChatMessage(role="user", content=text),),
+                    reported_by=child,
                 ),
                 idempotency_key=f"report-invoke:{child}:{child_run}",
             )

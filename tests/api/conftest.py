@@ -41,6 +41,7 @@ from services.api.server import run_api
 from services.api.tenant_scope import scope_session
 from services.projector.service import run_projector
 from services.registry.service import run_registry
+from tests.api.stateful import COUNTED, BrokenState, MessageCounter
 from tests.helpers import assert_eventually
 
 MAX_BODY = 64 * 1024
@@ -116,7 +117,13 @@ async def api(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Api]:
     pool = await create_pool(db_url, max_size=8, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)
-    system = AgentSystem().add_agent(BlueprintSpec(name=STATIC_AGENT, prompt="You help."))
+    system = (
+        AgentSystem()
+        .add_agent(BlueprintSpec(name=STATIC_AGENT, prompt="You help."))
+        .use(MessageCounter())
+        .use(BrokenState())
+        .add_agent(COUNTED)
+    )
     settings = ApiSettings(
         admin_secret="admin-" + secrets.token_urlsafe(16),
         shared_secret="shared-" + secrets.token_urlsafe(16),

@@ -118,7 +118,7 @@ async def test_reexecution_of_an_unchanged_thread_is_the_same(stack: Stack, tena
         assert report["same"] is True and report["compared"] > 5
         (one,) = report["threads"]
         assert one["divergence"] is None and len(one["recorded"]) == len(one["reexecuted"])
-        assert one["recorded"][-1]["type"] == "run.completed"
+        assert [e["type"] for e in one["recorded"]][-2:] == ["run.completed", "checkpoint.saved"]
         r = await http.post(f"/agency/{agency}/agent/{thread}/reexecute", json={"deep": True})
         assert r.status_code == 400 and "deep" in r.json()["error"]
         r = await http.post(f"/agency/{agency}/agent/nosuchthread/reexecute")

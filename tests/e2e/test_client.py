@@ -45,7 +45,8 @@ async def test_async_client_runs_follows_and_approves(client: Client) -> None:
             aclosing(api.follow(client.agency, thread.id, run.run_id)) as events,
         ):
             seen = [event async for event in events]
-        assert seen[-1].type == "run.paused" and seen[-1].data["reason"] == "hitl"
+        paused = [e for e in seen if e.type != "checkpoint.saved"][-1]
+        assert paused.type == "run.paused" and paused.data["reason"] == "hitl"
         assert all(e.run_id == run.run_id for e in seen)
         (interrupt,) = [e for e in seen if e.type == "hitl.interrupt"]
         assert interrupt.data["proposedToolCalls"][0]["name"] == "lookup"

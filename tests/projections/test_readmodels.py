@@ -25,6 +25,7 @@ from contracts.events import (
     BlueprintSpec,
     BlueprintSwitched,
     ChatMessage,
+    CheckpointSaved,
     FileWritten,
     HitlInterrupt,
     HitlResume,
@@ -47,6 +48,7 @@ from contracts.events import (
     TodosWritten,
     ToolCall,
     ToolOutput,
+    ToolRegistered,
     ToolRequested,
     Usage,
 )
@@ -204,6 +206,8 @@ async def first_half(log: Log, w: World) -> None:
         FileWritten(run_id="r1", path="other.md", content="x"),
         HitlInterrupt(run_id="r1", proposed_tool_calls=(calls[1],)),
         RunPaused(run_id="r1", reason="hitl"),
+        # Every projection takes the runtime's checkpoints (threads: its last seq).
+        CheckpointSaved(state_hash="sha256:00", size=2, upto_seq=17),
         **ctx,
     )
 
@@ -244,7 +248,9 @@ async def second_half(log: Log, w: World) -> None:
             cost_usd=0.2,
         ),
         MessageAppended(run_id="r1", message=ChatMessage(role="assistant", content="done")),
+        ToolRegistered(run_id="r1", middleware="m", name="extra", kind="state"),
         RunCompleted(run_id="r1", result="done"),
+        CheckpointSaved(state_hash="sha256:01", size=2, upto_seq=29),
         **ctx,
     )
     r, rctx = w.rejected_thread, {"agency": w.agency, "correlation": w.rejected_thread}
@@ -359,7 +365,7 @@ async def test_read_models_follow_a_whole_run(
             1,
             4,
         )
-        assert main.last_seq == 27 and main.model == MODEL
+        assert main.last_seq == 30 and main.model == MODEL
         assert child.parent == queries.ParentInfo(
             thread_id=world.thread, token="tok", tool_call_id="c9"
         )
@@ -427,7 +433,7 @@ async def test_events_page_filters_and_pages(
         assert [e["seq"] for e in page] == [1, 2, 3, 4, 5] and more
         assert page[0]["type"] == "thread.created" and page[0]["payload"]["agency_id"] == "ag1"
         rest, more = await queries.events_page(conn, world.a, world.thread, 6, 1000)
-        assert [e["seq"] for e in rest] == list(range(6, 28)) and not more
+        assert [e["seq"] for e in rest] == list(range(6, 31)) and not more
         ticks, _ = await queries.events_page(
             conn, world.a, world.thread, 1, 100, ["run.tick", "run.completed"]
         )

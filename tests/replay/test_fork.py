@@ -35,6 +35,7 @@ from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.replay.fork import FORKED_MID_RUN, fork_thread
 from services.runtime.state import fold
 from services.subagents.naming import child_thread_id
+from tests.helpers import settled
 from tests.replay.conftest import call, child_thread, cli
 from tests.runtime.conftest import Agents, make_system
 
@@ -68,7 +69,7 @@ async def test_a_fork_copies_the_history_and_takes_a_different_message(agents: A
     agents.llm.script(second, [ScriptStep(content="unused"), ScriptStep(content="second answer")])
     await agents.invoke(forked.thread_id, second)
     events = await agents.wait_terminal(forked.thread_id, count=2)
-    last = events[-1].payload
+    last = settled(events)[-1].payload
     assert isinstance(last, RunCompleted) and last.result == "second answer"
     contents = [e.payload.message.content for e in events if isinstance(e.payload, MessageAppended)]
     assert contents == [key, "first answer", second, "second answer"]
@@ -102,12 +103,12 @@ async def test_a_fork_inside_a_run_ends_it_and_stays_invokable(
 
     # The original still waits for its person; the fork takes a new request.
     await agents.approve(thread, approved=True)
-    assert (await agents.wait_terminal(thread))[-1].type == "run.completed"
+    assert settled(await agents.wait_terminal(thread))[-1].type == "run.completed"
     again = key + "-again"
     agents.llm.script(again, [ScriptStep(content="x"), ScriptStep(content="fresh start")])
     await agents.invoke(fork, again)
     events = await agents.wait_terminal(fork, count=2)
-    assert events[-1].type == "run.completed"
+    assert settled(events)[-1].type == "run.completed"
     assert "tool.started" not in types(events)
 
 
@@ -161,7 +162,7 @@ async def test_a_fork_of_a_parent_forks_its_running_children(agents: Agents) -> 
     assert isinstance(copy[-1].payload, RunCanceled) and copy[-1].payload.reason == FORKED_MID_RUN
     assert {e.envelope.correlation_id for e in copy} == {forked.thread_id}
     # The original child runs on, untouched.
-    assert (await agents.wait_terminal(child))[-1].type == "run.completed"
+    assert settled(await agents.wait_terminal(child))[-1].type == "run.completed"
 
 
 async def test_a_fork_of_a_manager_relinks_its_subagents(agents: Agents) -> None:
@@ -202,7 +203,7 @@ async def test_a_fork_of_a_manager_relinks_its_subagents(agents: Agents) -> None
     for fork_child in forked.children.values():
         child_events = await agents.events(fork_child)
         assert types(child_events).count("run.started") <= 1
-        assert child_events[-1].type in ("run.completed", "run.canceled")
+        assert settled(child_events)[-1].type in ("run.completed", "run.canceled")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.replay.recorded import split_record
 from services.replay.reexecute import reexecute
+from tests.helpers import settled
 from tests.replay.apps import with_audit, with_broken_hook
 from tests.replay.conftest import call, child_thread, cli, todos
 from tests.runtime.conftest import Agents, make_system
@@ -132,7 +133,7 @@ async def test_human_decisions_and_cancels_are_replayed_from_the_record(agents: 
     await agents.wait_for(thread, lambda es: [e.type for e in es].count("model.started") == 3)
     await agents.cancel(thread)
     events = await agents.wait_terminal(thread, count=2)
-    assert events[-1].type == "run.canceled"
+    assert settled(events)[-1].type == "run.canceled"
 
     report = await reexecute([events], make_system())
     assert report.same, report.comparisons

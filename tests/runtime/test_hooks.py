@@ -4,10 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.events import BlueprintSpec, ChatMessage, Todo, TodosWritten, ToolCall
-from contracts.events.registry import BlueprintConfig, HitlConfig
+from contracts.events import (
+    BlueprintSpec,
+    ChatMessage,
+    MessageAppended,
+    RunError,
+    Todo,
+    TodosWritten,
+    ToolCall,
+)
+from contracts.events.registry import (
+    BlueprintConfig,
+    HitlConfig,
+    SubagentEntry,
+    SubagentsConfig,
+)
+from contracts.events.run import RUN_TERMINAL_TYPES
 from infra.jetstream.connection import Bus
-from services.agents.middleware import Middleware, MiddlewareContext
+from infra.jetstream.records import RecordedEvent
+from services.agents.middleware import ChildReport, Middleware, MiddlewareContext
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from tests.runtime.conftest import make_system, running_agents
@@ -72,3 +87,104 @@ async def test_tool_and_resume_hooks_run_and_their_events_are_appended(
     assert ("error", "read_file") in recorder.seen
     todos = [e.payload.todos for e in events if isinstance(e.payload, TodosWritten)]
     assert (Todo(content="saw lookup"),) in todos
+
+
+class ReportReviewer(Middleware):
+    """Rewrites every child report the parent is given and notes it in the todos."""
+
+    name = "reviewer"
+    tags = ("reviewed",)
+
+    def __init__(self) -> None:
+        self.seen: list[ChildReport] = []
+
+    async def on_child_report(self, ctx: MiddlewareContext, child: ChildReport) -> None:
+        self.seen.append(child)
+        child.report = f"[reviewed {child.outcome}] {child.report}"
+        ctx.emit(TodosWritten(run_id=ctx.run_id, todos=(Todo(content=f"read {child.thread_id}"),)))
+
+
+class FailingReviewer(Middleware):
+    name = "failing_reviewer"
+    tags = ("failing_review",)
+
+    async def on_child_report(self, ctx: MiddlewareContext, child: ChildReport) -> None:
+        raise RuntimeError("cannot review")
+
+
+def _manager(name: str, tag: str) -> BlueprintSpec:
+    return BlueprintSpec(
+        name=name,
+        prompt="You delegate.",
+        tags=("default", tag),
+        config=BlueprintConfig(
+            subagents=SubagentsConfig(
+                subagents=("worker", SubagentEntry(name="background", blocking=False))
+            )
+        ),
+    )
+
+
+def _task(description: str, kind: str = "worker") -> dict[str, Any]:
+    return {"name": "task", "arguments": {"description": description, "subagentType": kind}}
+
+
+def _messages(events: list[RecordedEvent], role: str) -> list[str]:
+    return [
+        e.payload.message.content
+        for e in events
+        if isinstance(e.payload, MessageAppended) and e.payload.message.role == role
+    ]
+
+
+async def test_child_reports_pass_on_child_report_which_changes_them_and_adds_events(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    reviewer = ReportReviewer()
+    system = make_system().use(reviewer).add_agent(_manager("reviewing", "reviewed"))
+    key = "review-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[_task(f"ok {key}"), _task(f"broken {key}")]),
+        ScriptStep(tool_calls=[_task(f"later {key}", "background")]),
+        ScriptStep(content="carrying on"),
+        ScriptStep(content="read the background report"),
+    ])  # fmt: skip
+    llm.script(f"ok {key}", [ScriptStep(content="child result")])
+    llm.script(f"broken {key}", [ScriptStep(status=400, times=99)])
+    llm.script(f"later {key}", [ScriptStep(content="background result", delay_ms=300)])
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+        parent = await agents.thread("reviewing")
+        await agents.invoke(parent, key)
+        events = await agents.wait_terminal(parent, count=2, timeout=40)
+    tool_messages = _messages(events, "tool")
+    assert "[reviewed completed] child result" in tool_messages
+    assert any(m.startswith("[reviewed error] Subagent error: ") for m in tool_messages)
+    (queued,) = [m for m in _messages(events, "user") if "Subagent (reference" in m]
+    assert queued.startswith("[reviewed completed] Subagent (reference: ")
+    assert "background result" in queued
+    assert sorted((c.outcome, c.blocking) for c in reviewer.seen) == [
+        ("completed", False), ("completed", True), ("error", True)
+    ]  # fmt: skip
+    assert all(c.token for c in reviewer.seen)
+    noted = {
+        t.content for e in events if isinstance(e.payload, TodosWritten) for t in e.payload.todos
+    }
+    assert noted == {f"read {c.thread_id}" for c in reviewer.seen}
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == [
+        "run.completed", "run.completed"
+    ]  # fmt: skip
+
+
+async def test_a_raising_on_child_report_ends_the_run_with_an_internal_error(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    system = make_system().use(FailingReviewer()).add_agent(_manager("failing", "failing_review"))
+    key = "review-fail-" + tenant
+    llm.script(key, [ScriptStep(tool_calls=[_task(f"ok {key}")]), ScriptStep(content="never")])
+    llm.script(f"ok {key}", [ScriptStep(content="child result")])
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+        parent = await agents.thread("failing")
+        await agents.invoke(parent, key)
+        events = await agents.wait_terminal(parent, timeout=30)
+    (error,) = [e.payload for e in events if isinstance(e.payload, RunError)]
+    assert error.kind == "internal_error" and "cannot review" in error.error

@@ -213,7 +213,8 @@ async def test_step_limit_pauses_the_run_and_a_new_invoke_continues_it(agents: A
     resumed = next(e.payload for e in events if isinstance(e.payload, RunResumed))
     assert resumed.max_steps == 16  # another blueprint's worth of steps
     after = [e for e in events if e.seq > pause_seq(events)]
-    assert [e.type for e in after[:4]] == [
+    assert [e.type for e in after[:5]] == [
+        "checkpoint.saved",  # in the pause's own append
         "request.accepted",
         "request.injected",
         "message.appended",

@@ -12,6 +12,7 @@ from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.runtime.service import RuntimeService
+from tests.helpers import settled
 from tests.runtime.conftest import make_system, running_agents
 
 
@@ -121,7 +122,7 @@ async def test_a_trigger_dead_lettered_after_its_deliveries_ends_its_run(
     async with running_agents(bus, nats_url, tenant, llm) as agents:
         thread = await agents.thread("approver")  # pauses for a person: the run stays open
         run_id = await agents.invoke(thread, key)
-        events = await agents.wait_for(thread, lambda es: es[-1].type == "run.paused")
+        events = await agents.wait_for(thread, lambda es: settled(es)[-1].type == "run.paused")
         trigger = next(e for e in events if e.type == "request.accepted")
         leases = await Leases(bus.js, owner="test").open()
         service = RuntimeService(

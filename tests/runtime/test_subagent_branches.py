@@ -12,6 +12,7 @@ from contracts.events.registry import BlueprintConfig, SubagentEntry, SubagentsC
 from contracts.ids import new_id
 from services.agents.builtin.subagents import branch_enabled
 from services.llm.fake_scripts import ScriptStep
+from tests.helpers import settled
 from tests.runtime.conftest import Agents
 
 
@@ -88,7 +89,7 @@ async def test_a_branch_whose_flag_is_on_is_offered_and_spawned(
     assert task_types(first) == ["helper", "worker"]
     spawned = [e.payload for e in events if isinstance(e.payload, SubagentSpawned)]
     assert [s.subagent_type for s in spawned] == ["worker"]
-    assert [e.type for e in events][-1] == "run.completed"
+    assert [e.type for e in settled(events)][-1] == "run.completed"
 
 
 @pytest.mark.parametrize(

@@ -172,6 +172,3 @@ class FilesystemMiddleware(Middleware):
 
     def state_tools(self) -> tuple[StateTool, ...]:
         return TOOLS
-
-    def state(self, state: ThreadState) -> dict[str, Any]:
-        return {"files": dict(state.files)}

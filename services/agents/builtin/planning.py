@@ -65,6 +65,3 @@ class PlanningMiddleware(Middleware):
 
     def state_tools(self) -> tuple[StateTool, ...]:
         return (StateTool(spec=WRITE_TODOS, fn=write_todos),)
-
-    def state(self, state: ThreadState) -> dict[str, Any]:
-        return {"todos": [msgspec.to_builtins(t) for t in state.todos]}
