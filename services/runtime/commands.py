@@ -38,7 +38,12 @@ def invoke(
     if state.terminated:
         return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refused(state)),)
     # --- per-tenant fairness: the one place it decides (services/runtime/fairness.py) ---
-    refusal = fairness.refuse_invoke(active_runs, limits) if limits is not None else None
+    # A run inside an admitted tree (a subagent's, a report to its parent) is never
+    # refused: its root holds the tenant's slot, and a refused child would strand it.
+    in_tree = state.parent is not None or command.reported_by is not None
+    refusal = (
+        fairness.refuse_invoke(active_runs, limits) if limits is not None and not in_tree else None
+    )
     if refusal is not None:
         return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refusal),)
     # -------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ One tenant's flood must not starve another's runs. Two limits, per tenant:
 
 - active runs (`max_active_runs`): an invoke beyond it is refused, over NATS as
   `request.rejected` with the reason (the runtime decides, `commands.invoke`), over HTTP
-  as 429 with `Retry-After`. A refused invoke costs one small event, never a run, so a
-  flood drains in moments and the runtime's capacity stays free for everyone else.
+  as 429 with `Retry-After`. Runs inside an admitted tree (a subagent's run, a child's
+  report to its parent) count but are never refused: the tree's root holds the slot. A
+  refused invoke costs one small event, never a run, so a flood drains in moments and the
+  runtime's capacity stays free for everyone else.
 - invokes per second (`invokes_per_second`, `invoke_burst`): a token bucket per tenant
   in each API process; beyond it, 429 with the seconds until a token is free.
 

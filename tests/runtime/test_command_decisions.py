@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from contracts.commands import ApproveToolCalls, CancelRun
+from dataclasses import replace
+
+from contracts.commands import ApproveToolCalls, CancelRun, InvokeThread
 from contracts.events import (
     AnyEvent,
     ChatMessage,
     HitlInterrupt,
     MessageAppended,
+    ParentRef,
     RequestAccepted,
+    RequestRejected,
     RunCanceled,
     RunPaused,
     RunStarted,
@@ -18,6 +22,7 @@ from contracts.events import (
 from infra.jetstream.records import Position
 from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
+from services.runtime.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
 from services.runtime.state import ThreadState, fold
 
 CALL = ToolCall(id="c1", name="lookup")
@@ -64,3 +69,22 @@ async def test_commands_bound_to_an_ended_run_do_nothing() -> None:
     current = ApproveToolCalls(agency_id="ag", thread_id="th", approved=True, run_id="r2")
     (resume,) = commands.approve(state, current, "k")
     assert resume.run_id == "r2"  # type: ignore[union-attr]
+
+
+def test_the_active_run_limit_refuses_a_root_run_but_never_one_inside_an_admitted_tree() -> None:
+    limits = FairnessLimits(max_active_runs=2)
+    lead = ThreadState(tenant_id="t", thread_id="lead")
+    child = replace(
+        ThreadState(tenant_id="t", thread_id="child"),
+        parent=ParentRef(thread_id="lead", token="tk"),
+    )
+    invoke = InvokeThread(agency_id="ag", thread_id="lead", run_id="r1")
+    [refused] = commands.invoke(lead, invoke, "k1", active_runs=2, limits=limits)
+    assert isinstance(refused, RequestRejected) and ACTIVE_RUN_LIMIT in refused.reason
+    # The subagent's own run, and a child's report to its parent, are part of the tree.
+    mine = InvokeThread(agency_id="ag", thread_id="child", run_id="r2")
+    [accepted] = commands.invoke(child, mine, "k2", active_runs=2, limits=limits)
+    assert isinstance(accepted, RequestAccepted)
+    report = InvokeThread(agency_id="ag", thread_id="lead", run_id="r3", reported_by="child")
+    [accepted] = commands.invoke(lead, report, "k3", active_runs=2, limits=limits)
+    assert isinstance(accepted, RequestAccepted)
