@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ def run(call: SandboxCall) -> SandboxOutcome:
 
     os.environ.clear()
     os.environ.update(call.env)
+    tempfile.tempdir = "/scratch"  # /tmp may hold the code's read-only binds instead
     set_limits(call)
     try:
         fn = resolve(call.module, call.qualname)

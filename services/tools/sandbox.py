@@ -132,8 +132,15 @@ def sandbox_command(bwrap: str, isolation: Isolation, module: str) -> list[str]:
     etc = ("/etc/ld.so.cache", *(NETWORK_FILES if isolation.network else ()))
     for path in etc:
         command += ["--ro-bind-try", path, path]
-    for path in _outermost([*python_paths(), *code]):
+    bound = _outermost([*python_paths(), *code])
+    for path in bound:
         command += ["--ro-bind", str(path), str(path)]
+    # /tmp is the scratch directory too, unless the code itself lives under /tmp (then
+    # /tmp holds its read-only binds, and TMPDIR names the scratch directory).
+    tmp = Path("/tmp")
+    scratch_tmp = [] if any(p == tmp or tmp in p.parents for p in bound) else [
+        "--symlink", SCRATCH, "/tmp"
+    ]  # fmt: skip
     command += [
         "--proc",
         "/proc",
@@ -143,9 +150,7 @@ def sandbox_command(bwrap: str, isolation: Isolation, module: str) -> list[str]:
         str(isolation.scratch_mib * MIB),
         "--tmpfs",
         SCRATCH,
-        "--symlink",
-        SCRATCH,
-        "/tmp",
+        *scratch_tmp,
         "--chdir",
         SCRATCH,
     ]

@@ -18,7 +18,7 @@ from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.runtime.state import fold
 from tests.e2e.conftest import ADMIN, Client
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, settled
 
 
 async def save(client: Client, blueprint: dict[str, object]) -> None:
@@ -120,7 +120,7 @@ async def test_missing_scoped_variables_are_asked_for_then_provided_and_the_chil
     # The child ran, and its report reached the parent as a message: a second run.
     events = await until_log(bus, client, thread, 2)
     assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"] * 2
-    assert events[-1].payload.result == "got the child's report"  # type: ignore[attr-defined]
+    assert settled(events)[-1].payload.result == "got the child's report"  # type: ignore[attr-defined]
     (link,) = [e.payload for e in events if isinstance(e.payload, SubagentSpawned)]
     assert link.child_thread_id == child_thread
     child_events = await until_log(bus, client, child_thread, 1)

@@ -285,7 +285,9 @@ async def test_sigkill_of_launching_process_leaves_no_orphan(tmp_path: Path) -> 
         servers = await asyncio.wait_for(poll_until(reported_pids, timeout=30), 30)
         assert servers is not None, "the launcher did not report its servers"
         assert len(servers) > 2, "expected nats, the postmaster and postgres workers"
-        assert all(pid_alive(pid) for pid in servers)
+        # NATS and the postmaster are up; a postgres worker listed at start may have ended
+        # on its own since (the startup process, a finished autovacuum worker).
+        assert pid_alive(servers[0]) and pid_alive(servers[1])
     finally:
         with contextlib.suppress(ProcessLookupError):
             launcher.send_signal(signal.SIGKILL)

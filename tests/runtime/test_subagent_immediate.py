@@ -25,6 +25,7 @@ from services.llm.fake_server import FakeLLMServer
 from services.replay.fork import fork_thread
 from services.replay.reexecute import reexecute
 from services.runtime.state import fold
+from tests.helpers import settled
 from tests.runtime.conftest import Agents, make_system, running_agents
 
 
@@ -73,7 +74,7 @@ async def test_an_immediate_child_runs_at_thread_creation_before_the_first_model
     await agents.invoke(thread, "start the day")
     events = await agents.wait_terminal(thread, timeout=30)
 
-    assert events[-1].type == "run.completed"
+    assert settled(events)[-1].type == "run.completed"
     (link,) = spawned(events)
     assert link.subagent_type == child.name
     # The child reported before the parent's first model call.
@@ -106,7 +107,7 @@ async def test_immediate_execution_is_recursive(agents: Agents) -> None:
     await agents.invoke(thread, "go deep")
     events = await agents.wait_terminal(thread, timeout=45)
 
-    assert events[-1].type == "run.completed"
+    assert settled(events)[-1].type == "run.completed"
     (middle_link,) = spawned(events)
     middle_events = await agents.events(middle_link.child_thread_id)
     (leaf_link,) = spawned(middle_events)
@@ -148,7 +149,9 @@ async def test_an_immediate_child_runs_after_a_handoff_to_its_prompt(agents: Age
     await agents.invoke(thread, "a question for the desk")
     events = await agents.wait_terminal(thread, timeout=30)
 
-    assert events[-1].type == "run.completed" and events[-1].payload.result == "desk"  # type: ignore[attr-defined]
+    assert (
+        settled(events)[-1].type == "run.completed" and settled(events)[-1].payload.result == "desk"
+    )  # type: ignore[attr-defined]
     # Nothing at the front's activation (it has no immediate entries); the scout after the switch.
     (link,) = spawned(events)
     assert link.subagent_type == scout.name
@@ -204,7 +207,7 @@ async def test_scoped_env_reaches_the_child_but_no_model_and_hints_name_it(
     await agents.invoke(thread, "begin")
     events = await agents.wait_terminal(thread, timeout=30)
 
-    assert events[-1].type == "run.completed"
+    assert settled(events)[-1].type == "run.completed"
     (link,) = spawned(events)
     # The scoped value is in the child's scope, for its middleware...
     assert SEEN_SCOPES[link.child_thread_id] == {secret_var: secret}
@@ -238,10 +241,13 @@ async def test_a_fork_after_the_bootstrap_keeps_it_and_does_not_run_it_again(
     await agents.invoke(thread, "first request")
     original = await agents.wait_terminal(thread, timeout=30)
 
-    forked = await fork_thread(agents.bus, agents.tenant, thread, original[-1].seq)
+    forked = await fork_thread(agents.bus, agents.tenant, thread, settled(original)[-1].seq)
     await agents.invoke(forked.thread_id, "second request")
     events = await agents.wait_terminal(forked.thread_id, count=2, timeout=30)
-    assert events[-1].type == "run.completed" and events[-1].payload.result == "again"  # type: ignore[attr-defined]
+    assert (
+        settled(events)[-1].type == "run.completed"
+        and settled(events)[-1].payload.result == "again"
+    )  # type: ignore[attr-defined]
     # The bootstrap came with the copy; the fork's own run spawned nothing.
     assert len(spawned(events)) == 1
     assert sum(e.type == "subagent.requested" for e in events) == 1
