@@ -23,6 +23,13 @@ from contracts.events.registry import (
     SideConfig,
     TenantCreated,
 )
+from contracts.events.reply import (
+    AgentStateSet,
+    ReplyAction,
+    ReplyDelta,
+    ReplyEvent,
+    ReplyThinking,
+)
 from contracts.events.run import (
     RUN_TERMINAL_TYPES,
     AgentCompleted,
@@ -103,6 +110,7 @@ AnyEvent = (
     | RegistryEvent
     | WorkflowEvent
     | ScheduleEvent
+    | ReplyEvent
 )
 
 __all__ = [
@@ -112,6 +120,7 @@ __all__ = [
     "AgentCompleted",
     "AgentError",
     "AgentStarted",
+    "AgentStateSet",
     "AnyEvent",
     "ApiKeyIssued",
     "ApiKeyRevoked",
@@ -147,6 +156,10 @@ __all__ = [
     "ProposalOpened",
     "ProposalVoted",
     "RegistryEvent",
+    "ReplyAction",
+    "ReplyDelta",
+    "ReplyEvent",
+    "ReplyThinking",
     "RequestAccepted",
     "RequestInjected",
     "RequestRejected",

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from contracts.events import (
     AgentStarted,
+    AgentStateSet,
     AnyEvent,
     BlueprintSwitched,
     ChatMessage,
@@ -144,6 +145,8 @@ class ThreadState:
     sealed_env: str = ""
     # Sealed values provided for this thread's subagents, in order.
     provided_sealed: tuple[str, ...] = ()
+    # A code agent's state (`agent.state_set`): the last value set, None before any.
+    agent_state: Any = None
 
     # --- queries ------------------------------------------------------------------
 
@@ -320,6 +323,8 @@ class ThreadState:
                 return replace(self, files=kept)
             case TodosWritten(todos=todos):
                 return replace(self, todos=todos)
+            case AgentStateSet(value=value):
+                return replace(self, agent_state=value)
             case ToolRequested(call=call):
                 return replace(self, requested=self.requested | {call.id})
             case SubagentRequested(tool_call_id=call_id):
