@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from contracts.commands import ForkThread
 from contracts.events import (
     AgentStateSet,
     BlueprintSpec,
@@ -23,6 +24,7 @@ from contracts.events import (
 )
 from contracts.events.registry import BlueprintConfig
 from contracts.events.run import RUN_TERMINAL_TYPES
+from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.agents.code import CodeAgent, SettingsError
@@ -61,6 +63,13 @@ class Counter(CodeAgent):
         return f"count {count} ({written})"
 
 
+class Looker(CodeAgent):
+    tags = ("lookup",)
+
+    async def on_message(self, message: ChatMessage, ctx: AgentContext) -> str:
+        return await ctx.tools.call("lookup", {"word": message.content})
+
+
 class Failing(CodeAgent):
     async def on_message(self, message: ChatMessage, ctx: AgentContext) -> None:
         ctx.reply.write("partial")
@@ -82,6 +91,7 @@ def code_system() -> AgentSystem:
         .code_agent("streamer", Streamer, settings={"greeting": "Hi"})
         .code_agent("counter", Counter)
         .code_agent("failing", Failing)
+        .code_agent("looker", Looker)
         .code_agent("slow", Slow)
     )
 
@@ -206,3 +216,59 @@ async def test_cancel_mid_stream_aborts_the_handler(code_agents: Agents) -> None
         assert ABORTS == [True]
 
     await assert_eventually(aborted)
+
+
+async def test_an_external_tool_runs_in_the_tools_service(code_agents: Agents) -> None:
+    thread = await code_agents.thread("looker")
+    await code_agents.invoke(thread, "agent")
+    events = await code_agents.wait_terminal(thread)
+    assert terminals(events) == ["run.completed"]
+    assert "tool.requested" in [e.type for e in events]
+    assert payloads(events, RunCompleted)[0].result == "definition of agent"
+
+
+async def test_a_fork_of_a_code_agent_thread_keeps_its_state(code_agents: Agents) -> None:
+    thread = await code_agents.thread("counter")
+    await code_agents.invoke(thread, "first")
+    original = await code_agents.wait_terminal(thread)
+    fork_id = new_id()
+    await code_agents.bus.commands.send(
+        code_agents.tenant,
+        ForkThread(
+            agency_id=code_agents.agency,
+            thread_id=thread,
+            at_seq=len(original),
+            fork_thread_id=fork_id,
+        ),
+    )
+    await code_agents.wait_for(fork_id, lambda es: len(es) >= len(original))
+    await code_agents.invoke(fork_id, "in the fork")
+    forked = await code_agents.wait_terminal(fork_id, count=2)
+    assert terminals(forked) == ["run.completed", "run.completed"]
+    assert fold(code_agents.tenant, fork_id, forked).agent_state == {
+        "count": 2,
+        "last": "in the fork",
+    }
+    assert fold(code_agents.tenant, thread, await code_agents.events(thread)).agent_state == {
+        "count": 1,
+        "last": "first",
+    }
+
+
+async def test_the_example_code_agent_runs(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    from examples.code_agent import system
+
+    key = "code-example-" + tenant
+    llm.script(key, [ScriptStep(content="Noted.")])
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+        thread = await agents.thread("notetaker")
+        await agents.invoke(thread, f"remember {key}")
+        events = await agents.wait_terminal(thread)
+    assert payloads(events, RunCompleted)[0].result == "Noted."
+    state = fold(tenant, thread, events)
+    assert state.agent_state == {"notes": 1}
+    assert state.file("notes/1.md") == "Noted."
+    report = await reexecute([events], system)
+    assert report.same, report
