@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from projections.errors import UnknownProjection
 from projections.projection import Projection
-from projections.readmodels import conversation, events, registry, threads, usage, workflows
+from projections.readmodels import (
+    agent_state,
+    conversation,
+    events,
+    registry,
+    threads,
+    usage,
+    workflows,
+)
 
 ALL: tuple[Projection, ...] = (
     events.PROJECTION,
@@ -17,6 +25,7 @@ ALL: tuple[Projection, ...] = (
     conversation.FILES,
     conversation.PENDING_TOOL_CALLS,
     conversation.SUBAGENT_LINKS,
+    agent_state.AGENT_STATES,
     usage.PROJECTION,
     workflows.PROJECTION,
 )

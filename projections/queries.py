@@ -460,6 +460,8 @@ class AgentState(View, frozen=True, kw_only=True):
     files: dict[str, str]
     pending_tool_calls: list[ToolCallView]
     subagents: list[SubagentLink]
+    # A code agent's state (`ctx.set_state`); null for a thread that never set one.
+    agent_state: Any = None
 
 
 class ThreadStateView(View, frozen=True, kw_only=True):
@@ -568,6 +570,7 @@ async def _thread_state(
     links = await conn.fetch(
         f"SELECT * FROM subagent_links {where} ORDER BY created_at, child_thread_id", *key
     )
+    agent_state = await conn.fetchval(f"SELECT value::text FROM agent_states {where}", *key)
     thread = _thread(row)
     state = AgentState(
         messages=[_message(m) for m in messages],
@@ -590,6 +593,7 @@ async def _thread_state(
             _call_view(p["tool_call_id"], p["name"], p["arguments"]) for p in pending
         ],
         subagents=[_link(r) for r in links],
+        agent_state=msgspec.json.decode(agent_state) if agent_state is not None else None,
     )
     return ThreadStateView(state=state, run=await _run_state(conn, tenant, row))
 
