@@ -202,11 +202,13 @@ async def test_an_exception_in_the_handler_ends_the_run_with_run_error(
 
 async def test_cancel_mid_stream_aborts_the_handler(code_agents: Agents) -> None:
     key = "code-slow-" + code_agents.tenant
-    code_agents.llm.script(key, [ScriptStep(content="never shown", delay_ms=20_000)])
+    words = " ".join(f"word{i}" for i in range(200))
+    code_agents.llm.script(key, [ScriptStep(content=words, stream_delay_ms=100)])
     ABORTS.clear()
     thread = await code_agents.thread("slow")
     await code_agents.invoke(thread, key)
-    await code_agents.wait_for(thread, lambda es: "model.started" in [e.type for e in es])
+    # Cancel once the agent has shown part of the answer.
+    await code_agents.wait_for(thread, lambda es: "reply.delta" in [e.type for e in es])
     await code_agents.cancel(thread)
     events = await code_agents.wait_terminal(thread)
     assert terminals(events) == ["run.canceled"]
@@ -216,6 +218,10 @@ async def test_cancel_mid_stream_aborts_the_handler(code_agents: Agents) -> None
         assert ABORTS == [True]
 
     await assert_eventually(aborted)
+    settled = await code_agents.events(thread)
+    assert [e.type for e in settled][-1] == "run.canceled"  # nothing after the cancel
+    report = await reexecute([settled], code_system())
+    assert report.same, report
 
 
 async def test_an_external_tool_runs_in_the_tools_service(code_agents: Agents) -> None:
