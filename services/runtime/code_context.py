@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import structlog
+from opentelemetry import trace
 
 from contracts.events import (
     AgentError,
@@ -43,6 +45,8 @@ from services.runtime.state import ThreadState
 
 if TYPE_CHECKING:
     from services.runtime.loop import ThreadDriver
+
+tracer = trace.get_tracer(__name__)
 
 FLUSH_SECONDS = 0.05
 _CONFLICT_ATTEMPTS = 100
@@ -238,7 +242,12 @@ class Ai:
                 await on_delta(text)
 
         try:
-            response = await self._provider.complete(request, deltas)
+            with tracer.start_as_current_span(
+                f"model {request.model}", kind=trace.SpanKind.CLIENT
+            ) as span:
+                span.set_attribute("agency.run_id", run_id)
+                span.set_attribute("agency.step", step)
+                response = await self._provider.complete(request, deltas)
         except ModelError as e:
             await emitter.emit([AgentError(run_id=run_id, error=str(e), retryable=e.retryable)])
             raise
@@ -385,8 +394,16 @@ class AgentContext:
         await self._emitter.emit([AgentStateSet(run_id=self.run_id, value=value)])
 
     @property
+    def log(self) -> Any:
+        """A structlog logger bound to the thread and run."""
+        return structlog.get_logger("agency.code_agent").bind(
+            agent_type=self.agent_type, thread_id=self.thread_id, run_id=self.run_id
+        )
+
+    @property
     def aborted(self) -> bool:
-        """True once the run was canceled or interrupted; the agent's task is cancelled."""
+        """True once the run was canceled or its drive stopped (shutdown, a lost lease):
+        the agent's task is then cancelled."""
         return self._emitter.aborted.is_set()
 
     @property

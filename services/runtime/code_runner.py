@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _MAX_RUNS_PER_DRIVE = 200
+_HANDLER_GRACE_SECONDS = 5.0
 
 
 def split_conversation(
@@ -168,7 +169,7 @@ class CodeRuns:
         self.inflight[key] = (task, emitter)
         flusher = asyncio.ensure_future(_flush_every(emitter, task))
         try:
-            returned = await _await_handler(task)
+            returned = await _await_handler(task, emitter)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
@@ -221,13 +222,19 @@ class CodeRuns:
             return await self._driver.reload(emitter.state)
 
 
-async def _await_handler(task: asyncio.Future[Any]) -> Any:
+async def _await_handler(task: asyncio.Future[Any], emitter: Emitter) -> Any:
+    # `wait`, not `await task`: a cancel of this drive must reach the handler only after
+    # `aborted` is set, so the handler sees why it stops.
     try:
-        return await task
+        await asyncio.wait({task})
     except asyncio.CancelledError:
         if not task.done():  # this drive was cancelled (shutdown, or its lease lost)
+            emitter.aborted.set()
             task.cancel()
+            # Let it run its cleanup (bounded: a handler that ignores cancels is left).
+            await asyncio.wait({task}, timeout=_HANDLER_GRACE_SECONDS)
         raise
+    return task.result()
 
 
 async def _flush_every(emitter: Emitter, handler: asyncio.Future[Any]) -> None:

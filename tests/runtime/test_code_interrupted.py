@@ -3,6 +3,8 @@ request runs normally. In memory: no broker needed to stage a dead worker's left
 
 from __future__ import annotations
 
+import asyncio
+
 from contracts.events import (
     AgentStarted,
     AnyEvent,
@@ -15,12 +17,15 @@ from contracts.events import (
     ThreadCreated,
 )
 from infra.jetstream.records import EventContext
+from infra.tasks import cancel_and_wait
+from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.replay.memstore import MemoryEventStore
 from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.loop import ThreadDriver
-from tests.runtime.test_code_agents import code_system
+from tests.helpers import assert_eventually
+from tests.runtime.test_code_agents import ABORTS, code_system
 
 TENANT, THREAD = "t1", "th1"
 
@@ -69,3 +74,35 @@ async def test_a_begun_run_without_its_drive_ends_interrupted(llm: FakeLLMServer
     assert state.run("r1").status == "error"  # type: ignore[union-attr]
     assert state.run("r2").status == "completed"  # type: ignore[union-attr]
     assert state.agent_state == {"count": 1, "last": "two"}
+
+
+async def test_a_drive_stopped_mid_handler_aborts_it_and_the_next_drive_ends_the_run(
+    llm: FakeLLMServer,
+) -> None:
+    key = "code-stop-" + THREAD + str(id(llm))
+    llm.script(key, [ScriptStep(content="never", delay_ms=20_000)])
+    ABORTS.clear()
+    store = MemoryEventStore()
+    await add(store, ThreadCreated(agency_id="a1", agent_type="slow"))
+    await add(store, RequestAccepted(run_id="r1", idempotency_key="k1", messages=(user(key),)))
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    try:
+        driver = ThreadDriver(
+            store, code_system(), provider, ThreadCache(store), BlueprintCache(store)
+        )
+        drive = asyncio.create_task(driver.drive(TENANT, THREAD))
+
+        async def calling() -> None:
+            types = [e.type for e in store.events(TENANT, "thread", THREAD)]
+            assert "model.started" in types
+
+        await assert_eventually(calling)
+        await cancel_and_wait([drive])  # a shutdown, or the lease lost
+        assert ABORTS == [True]
+        state = await ThreadDriver(
+            store, code_system(), provider, ThreadCache(store), BlueprintCache(store)
+        ).drive(TENANT, THREAD)
+    finally:
+        await provider.close()
+    assert state.run("r1").status == "error"  # type: ignore[union-attr]
+    assert state.run("r1").reason == "interrupted"  # type: ignore[union-attr]
