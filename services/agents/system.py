@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
-from services.agents.code import CodeAgent, validate_settings
+from services.agents.code import CodeAgent, SettingsError, validate_settings
 from services.agents.middleware import Middleware
 from services.agents.tools import StateTool, SubagentTool, Tool
 
@@ -45,6 +45,17 @@ class CodeAgentSpec:
     cls: type[CodeAgent]
     settings: Any
     raw_settings: dict[str, Any]
+
+    def settings_for(self, saved: BlueprintSpec | None) -> Any:
+        """The settings of a run: the registered ones, overridden by `config.extra
+        ["settings"]` of a blueprint of the agent's name saved in the agency. A
+        `SettingsError` names the field that does not fit."""
+        override = saved.config.extra.get("settings") if saved is not None else None
+        if override is None:
+            return self.settings
+        if not isinstance(override, dict):
+            raise SettingsError(self.name, None, "config.extra.settings must be an object")
+        return validate_settings(self.name, self.cls, {**self.raw_settings, **override})
 
 
 AnyTool = Tool | StateTool | SubagentTool

@@ -29,7 +29,7 @@ from contracts.events import (
     RunTick,
 )
 from contracts.limits import limits, truncate_text
-from services.agents.code import SettingsError, validate_settings
+from services.agents.code import SettingsError
 from services.agents.system import CodeAgentSpec
 from services.agents.tools import StateTool, Tool
 from services.llm.provider import ModelError, Provider
@@ -111,16 +111,8 @@ class CodeRuns:
         return state
 
     async def _settings(self, state: ThreadState, spec: CodeAgentSpec) -> Any:
-        """The registered settings, overridden by `config.extra["settings"]` of a saved
-        blueprint of the agent's name in the thread's agency."""
         dynamic = await self._driver.dynamic_blueprints(state)
-        saved = dynamic.get(spec.name)
-        override = saved.config.extra.get("settings") if saved is not None else None
-        if override is None:
-            return spec.settings
-        if not isinstance(override, dict):
-            raise SettingsError(spec.name, None, "config.extra.settings must be an object")
-        return validate_settings(spec.name, spec.cls, {**spec.raw_settings, **override})
+        return spec.settings_for(dynamic.get(spec.name))
 
     async def _run(self, state: ThreadState, run: RunView, spec: CodeAgentSpec) -> ThreadState:
         driver = self._driver

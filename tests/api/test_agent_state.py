@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
-import httpx
+from dataclasses import replace
 
-from contracts.events import AgentStateSet
+import httpx
+import msgspec
+
+from contracts.events import AgentStateSet, ChatMessage
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext
-from tests.api.conftest import Thread
+from services.agents.code import CodeAgent
+from services.agents.system import AgentSystem
+from services.runtime.code_context import AgentContext
+from tests.api.conftest import Api, Tenant, Thread, create_agency, running_api
 from tests.helpers import assert_eventually
+
+
+class Coder(CodeAgent):
+    class Settings(msgspec.Struct, kw_only=True):
+        limit: int = 1
+
+    async def on_message(self, message: ChatMessage, ctx: AgentContext) -> None:
+        return None
 
 
 async def set_state(bus: Bus, thread: Thread, value: object) -> None:
@@ -39,3 +53,17 @@ async def test_state_answers_the_last_value_set(
         assert r.json()["state"]["agentState"] == {"count": 2, "notes": ["a\ufffdb"]}
 
     await assert_eventually(shown)
+
+
+async def test_saved_settings_of_a_code_agent_are_checked(api: Api, tenant_a: Tenant) -> None:
+    deps = replace(api.deps, system=AgentSystem().code_agent("coder", Coder))
+    async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as client:
+        agency = await create_agency(client, tenant_a)
+        path = f"/agency/{agency}/blueprints"
+        bad = {"name": "coder", "config": {"extra": {"settings": {"limit": "many"}}}}
+        r = await client.post(path, json=bad, headers=tenant_a.auth)
+        assert r.status_code == 400, r.text
+        assert "code agent 'coder': settings field 'limit'" in r.json()["error"]
+        good = {"name": "coder", "config": {"extra": {"settings": {"limit": 3}}}}
+        r = await client.post(path, json=good, headers=tenant_a.auth)
+        assert r.status_code in (201, 202), r.text
