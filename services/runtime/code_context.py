@@ -13,7 +13,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import structlog
@@ -22,7 +22,6 @@ from opentelemetry import trace
 from contracts.events import (
     AgentError,
     AgentStateSet,
-    AnyEvent,
     ChatMessage,
     ModelCompleted,
     ModelDelta,
@@ -30,69 +29,16 @@ from contracts.events import (
     ReplyAction,
     ReplyDelta,
     ReplyThinking,
-    ToolCall,
-    ToolError,
-    ToolOutput,
-    ToolRequested,
-    ToolStarted,
 )
-from contracts.limits import limits, truncate_text
-from services.agents.code import ToolCallError
-from services.agents.tools import StateTool, Tool, ToolSpec
+from contracts.limits import limits
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
+from services.runtime.code_emitter import Emitter
+from services.runtime.code_tools import Tools
 from services.runtime.failures import fit_message
-from services.runtime.state import ThreadState
-
-if TYPE_CHECKING:
-    from services.runtime.loop import ThreadDriver
 
 tracer = trace.get_tracer(__name__)
 
 FLUSH_SECONDS = 0.05
-_CONFLICT_ATTEMPTS = 100
-# How long past its own timeout and retries an external tool's result may take to arrive.
-_TOOL_MARGIN_SECONDS = 30.0
-
-
-class Emitter:
-    """Appends one code run's events in order; reply events wait in `pending` for the next
-    append (or the periodic flush)."""
-
-    def __init__(self, driver: ThreadDriver, state: ThreadState, run_id: str) -> None:
-        self._driver = driver
-        self.state = state
-        self.run_id = run_id
-        self.pending: list[AnyEvent] = []
-        self.aborted = asyncio.Event()
-        self._lock = asyncio.Lock()
-
-    def queue(self, event: AnyEvent) -> None:
-        last = self.pending[-1] if self.pending else None
-        if isinstance(event, ReplyDelta) and isinstance(last, ReplyDelta):
-            self.pending[-1] = ReplyDelta(run_id=self.run_id, text=last.text + event.text)
-        else:
-            self.pending.append(event)
-
-    async def emit(self, events: Sequence[AnyEvent] = ()) -> ThreadState:
-        """Append what is pending and `events`. Raises `CancelledError` (after setting
-        `aborted`) when the run stopped running meanwhile."""
-        async with self._lock:
-            if self.aborted.is_set():
-                raise asyncio.CancelledError
-            batch = [*self.pending, *events]
-            self.pending = []
-            if not batch:
-                return self.state
-            for _ in range(_CONFLICT_ATTEMPTS):
-                state, appended = await self._driver.append(self.state, batch)
-                self.state = state
-                if appended:
-                    return state
-                run = state.run(self.run_id)
-                if run is None or run.status != "running":
-                    self.aborted.set()
-                    raise asyncio.CancelledError
-            raise RuntimeError(f"run {self.run_id}: could not append after repeated conflicts")
 
 
 @dataclass
@@ -272,101 +218,6 @@ class Ai:
             model=response.model,
             cost_usd=response.cost_usd,
         )
-
-
-class Tools:
-    """The tools of the agent's tags: internal (state) tools run here, in the runtime;
-    external tools through the tools service. Each call makes the usual tool events."""
-
-    def __init__(
-        self, emitter: Emitter, driver: ThreadDriver, tools: Mapping[str, Tool | StateTool]
-    ) -> None:
-        self._emitter = emitter
-        self._driver = driver
-        self._tools = dict(tools)
-        self._calls = 0
-
-    @property
-    def names(self) -> list[str]:
-        return sorted(self._tools)
-
-    @property
-    def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(t.spec for t in self._tools.values())
-
-    def specs_of(self, wanted: bool | Sequence[str]) -> tuple[ToolSpec, ...]:
-        if wanted is True:
-            return self.specs
-        if not wanted:
-            return ()
-        return tuple(self._tools[n].spec for n in wanted if n in self._tools)
-
-    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> str:
-        """Run a tool; its output, or `ToolCallError` with its error."""
-        emitter = self._emitter
-        run_id = emitter.run_id
-        self._calls += 1
-        arguments = json.dumps(dict(args or {}), ensure_ascii=False, default=str)
-        call = ToolCall(id=f"call_{self._calls}_{run_id}", name=name, arguments=arguments)
-        tool = self._tools.get(name)
-        if tool is None:
-            error = f"unknown tool {name!r}; available: {', '.join(self.names) or 'none'}"
-            await emitter.emit(
-                [ToolError(run_id=run_id, tool_call_id=call.id, tool_name=name, error=error)]
-            )
-            raise ToolCallError(error)
-        if isinstance(tool, StateTool):
-            return await self._state_tool(tool, call, dict(args or {}))
-        return await self._external(tool, call)
-
-    async def _state_tool(self, tool: StateTool, call: ToolCall, args: dict[str, Any]) -> str:
-        emitter = self._emitter
-        run_id = emitter.run_id
-        state = await emitter.emit()
-        outcome = tool.fn(args, state, run_id)
-        output = truncate_text(outcome.output, limits().max_tool_output_bytes)
-        started = ToolStarted(
-            run_id=run_id, tool_call_id=call.id, tool_name=call.name, arguments=call.arguments
-        )
-        result: AnyEvent = (
-            ToolError(run_id=run_id, tool_call_id=call.id, tool_name=call.name, error=output)
-            if outcome.error
-            else ToolOutput(run_id=run_id, tool_call_id=call.id, tool_name=call.name, output=output)
-        )
-        await emitter.emit([started, *outcome.events, result])
-        if outcome.error:
-            raise ToolCallError(output)
-        return output
-
-    async def _external(self, tool: Tool, call: ToolCall) -> str:
-        emitter = self._emitter
-        requested = ToolRequested(
-            run_id=emitter.run_id,
-            step=1,
-            call=call,
-            timeout_ms=int(tool.timeout * 1000),
-            max_attempts=tool.max_attempts,
-            mcp=tool.mcp,
-        )
-        state = await emitter.emit([requested])
-        bound = tool.timeout * tool.max_attempts + _TOOL_MARGIN_SECONDS
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + bound
-        wait = 0.02
-        while (outcome := state.outcome(call.id)) is None:
-            if loop.time() > deadline:
-                raise ToolCallError(f"tool {call.name!r} gave no result within {bound:.0f} s")
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, 0.5)
-            state = await self._driver.reload(emitter.state)
-            emitter.state = state
-            run = state.run(emitter.run_id)
-            if run is None or run.status != "running":
-                emitter.aborted.set()
-                raise asyncio.CancelledError
-        if outcome.error:
-            raise ToolCallError(outcome.output)
-        return outcome.output
 
 
 @dataclass

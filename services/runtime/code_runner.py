@@ -34,14 +34,9 @@ from services.agents.system import CodeAgentSpec
 from services.agents.tools import StateTool, Tool
 from services.llm.provider import ModelError, Provider
 from services.runtime.actions import next_action
-from services.runtime.code_context import (
-    FLUSH_SECONDS,
-    AgentContext,
-    Ai,
-    Emitter,
-    Reply,
-    Tools,
-)
+from services.runtime.code_context import FLUSH_SECONDS, AgentContext, Ai, Reply
+from services.runtime.code_emitter import Emitter
+from services.runtime.code_tools import Tools
 from services.runtime.failures import describe, run_failed
 from services.runtime.state import RunView, ThreadState
 
