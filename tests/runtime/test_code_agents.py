@@ -22,7 +22,7 @@ from contracts.events import (
     RunError,
     ToolOutput,
 )
-from contracts.events.registry import BlueprintConfig
+from contracts.events.registry import BlueprintConfig, SubagentsConfig
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
@@ -92,6 +92,14 @@ def code_system() -> AgentSystem:
         .code_agent("counter", Counter)
         .code_agent("failing", Failing)
         .code_agent("looker", Looker)
+        .add_agent(
+            BlueprintSpec(
+                name="delegator",
+                prompt="You delegate counting.",
+                tags=("default",),
+                config=BlueprintConfig(subagents=SubagentsConfig(subagents=("counter",))),
+            )
+        )
         .code_agent("slow", Slow)
     )
 
@@ -278,3 +286,19 @@ async def test_the_example_code_agent_runs(
     assert state.file("notes/1.md") == "Noted."
     report = await reexecute([events], system)
     assert report.same, report
+
+
+async def test_a_blueprint_agent_delegates_to_a_code_agent(code_agents: Agents) -> None:
+    key = "code-sub-" + code_agents.tenant
+    task = {"name": "task", "arguments": {"description": "count this", "subagentType": "counter"}}
+    code_agents.llm.script(
+        key, [ScriptStep(tool_calls=[task]), ScriptStep(content="the counter answered")]
+    )
+    parent = await code_agents.thread("delegator")
+    await code_agents.invoke(parent, key)
+    events = await code_agents.wait_terminal(parent, timeout=30)
+    assert terminals(events) == ["run.completed"]
+    tool_messages = [
+        m.message.content for m in payloads(events, MessageAppended) if m.message.role == "tool"
+    ]
+    assert len(tool_messages) == 1 and "count 1 (wrote 1 characters" in tool_messages[0]
