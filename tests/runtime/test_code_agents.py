@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -70,6 +71,27 @@ class Looker(CodeAgent):
         return await ctx.tools.call("lookup", {"word": message.content})
 
 
+class ToolLoop(CodeAgent):
+    """The seed's agent with tools: the model picks tools, the agent runs them."""
+
+    tags = ("default",)
+
+    async def on_message(self, message: ChatMessage, ctx: AgentContext) -> None:
+        messages: list[ChatMessage] = [*ctx.conversation, message]
+        for _ in range(4):
+            answer = await ctx.ai.complete(messages=messages, tools=["write_todos"])
+            messages.append(answer)
+            if not answer.tool_calls:
+                ctx.reply.write(answer.content)
+                return
+            for call in answer.tool_calls:
+                ctx.reply.action(call.name, json.loads(call.arguments))
+                output = await ctx.tools.call(call.name, json.loads(call.arguments))
+                messages.append(
+                    ChatMessage(role="tool", content=output, tool_call_id=call.id, name=call.name)
+                )
+
+
 class Failing(CodeAgent):
     async def on_message(self, message: ChatMessage, ctx: AgentContext) -> None:
         ctx.reply.write("partial")
@@ -92,6 +114,7 @@ def code_system() -> AgentSystem:
         .code_agent("counter", Counter)
         .code_agent("failing", Failing)
         .code_agent("looker", Looker)
+        .code_agent("toolloop", ToolLoop)
         .add_agent(
             BlueprintSpec(
                 name="delegator",
@@ -302,3 +325,25 @@ async def test_a_blueprint_agent_delegates_to_a_code_agent(code_agents: Agents) 
         m.message.content for m in payloads(events, MessageAppended) if m.message.role == "tool"
     ]
     assert len(tool_messages) == 1 and "count 1 (wrote 1 characters" in tool_messages[0]
+
+
+async def test_a_code_agent_runs_the_tools_the_model_calls(code_agents: Agents) -> None:
+    key = "code-loop-" + code_agents.tenant
+    todos = {"todos": [{"content": "count", "status": "in_progress"}]}
+    code_agents.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[{"name": "write_todos", "arguments": todos}]),
+            ScriptStep(content="planned"),
+        ],
+    )
+    thread = await code_agents.thread("toolloop")
+    await code_agents.invoke(thread, key)
+    events = await code_agents.wait_terminal(thread)
+    assert terminals(events) == ["run.completed"]
+    assert payloads(events, RunCompleted)[0].result == "planned"
+    assert [e.type for e in events].count("model.completed") == 2
+    state = fold(code_agents.tenant, thread, events)
+    assert [t.content for t in state.todos] == ["count"]
+    report = await reexecute([events], code_system())
+    assert report.same, report
