@@ -5,8 +5,9 @@
 then create a thread of agent type `notetaker` and invoke it. Each message is streamed
 through the model, written down with the `write_file` tool, counted in the agent's state
 (`agent.state_set`, rebuilt by a replay of the thread) and answered with a reply streamed
-as `reply.*` events; `run.completed` carries the reply. `agency replay THREAD --re-execute`
-runs `on_message` again against the recorded model answers and reports `same`.
+as `reply.*` events; `run.completed` carries the reply.
+`agency replay THREAD --re-execute --app examples.code_agent:system` runs `on_message`
+again against the recorded model answers and reports `same`.
 """
 
 from __future__ import annotations
