@@ -164,6 +164,9 @@ async def test_code_agent_streams_a_model_answer_and_replies(code_agents: Agents
     report = await reexecute([events], code_system())
     assert report.same, report
     assert report.compared > 0
+    # Changed behaviour (another greeting) is a divergence.
+    changed = make_system().code_agent("streamer", Streamer, settings={"greeting": "Yo"})
+    assert not (await reexecute([events], changed)).same
 
 
 async def test_code_agent_calls_an_internal_tool_and_keeps_state(code_agents: Agents) -> None:
