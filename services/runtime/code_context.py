@@ -176,6 +176,17 @@ class Ai:
                 )
             ]
         )
+        recorded = emitter.recorded_answer(step)
+        if isinstance(recorded, AgentError):
+            raise ModelError(recorded.error, retryable=recorded.retryable)
+        if recorded is not None:  # a resumed handler: the answer the record holds
+            return ModelResponse(
+                message=recorded.message,
+                usage=recorded.usage,
+                finish_reason=recorded.finish_reason,
+                model=recorded.model,
+                cost_usd=recorded.cost_usd,
+            )
         room = [limits().max_message_bytes]
 
         async def deltas(text: str) -> None:
@@ -237,12 +248,13 @@ class AgentContext:
     @property
     def state(self) -> Any:
         """The agent's state: the last value given to `set_state` on this thread."""
-        return self._emitter.state.agent_state
+        return self._emitter.agent_state
 
     async def set_state(self, value: Any) -> None:
         """Replace the agent's state (any JSON value), recorded as `agent.state_set`."""
         value = msgspec.to_builtins(value)
         await self._emitter.emit([AgentStateSet(run_id=self.run_id, value=value)])
+        self._emitter.agent_state = value
 
     @property
     def log(self) -> Any:

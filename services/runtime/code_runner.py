@@ -5,8 +5,9 @@ A run of a code agent is `run.started` and the request's messages, then `run.tic
 state events), then the reply as the assistant's message, `agent.completed` and
 `run.completed` with the reply as the result. An exception ends the run with `run.error`
 (kind `internal_error`, or the model error's kind); a cancel cancels the handler's task. A
-run found begun by a drive that is gone (its worker died) cannot be resumed mid-handler: it
-ends with `run.error` kind `interrupted`.
+run found begun by a drive that is gone (its worker died) is resumed: its handler runs
+again from the start against the run's record (`code_emitter.py`), and a handler that does
+not repeat its record ends the run with `run.error` kind `interrupted`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from services.agents.tools import StateTool, Tool
 from services.llm.provider import ModelError, Provider
 from services.runtime.actions import next_action
 from services.runtime.code_context import FLUSH_SECONDS, AgentContext, Ai, Reply
-from services.runtime.code_emitter import Emitter
+from services.runtime.code_emitter import Diverged, Emitter, journal_of
 from services.runtime.code_tools import Tools
 from services.runtime.failures import describe, run_failed
 from services.runtime.state import RunView, ThreadState
@@ -85,6 +86,7 @@ class CodeRuns:
     async def settle(self, state: ThreadState, spec: CodeAgentSpec) -> ThreadState:
         """Start and run the thread's runs until none is waiting."""
         driver = self._driver
+        ran: set[str] = set()
         for _ in range(_MAX_RUNS_PER_DRIVE):
             run = state.active_run
             if run is None:
@@ -98,18 +100,23 @@ class CodeRuns:
                 continue
             if run.status != "running":
                 return state
-            if run.step > 0:
-                error = "the run was interrupted: the worker running its handler stopped"
+            if run.run_id in ran:
+                # Run here already and still not ended (its appends kept failing).
+                error = "the run was interrupted: its handler could not record its end"
                 state, _ = await driver.append(state, run_failed(state, "interrupted", error))
                 continue
-            state = await self._run(state, run, spec)
+            ran.add(run.run_id)
+            # A run begun by a drive that is gone (its worker died) is resumed.
+            state = await self._run(state, run, spec, resume=run.step > 0)
         return state
 
     async def _settings(self, state: ThreadState, spec: CodeAgentSpec) -> Any:
         dynamic = await self._driver.dynamic_blueprints(state)
         return spec.settings_for(dynamic.get(spec.name))
 
-    async def _run(self, state: ThreadState, run: RunView, spec: CodeAgentSpec) -> ThreadState:
+    async def _run(
+        self, state: ThreadState, run: RunView, spec: CodeAgentSpec, *, resume: bool
+    ) -> ThreadState:
         driver = self._driver
         run_id = run.run_id
         try:
@@ -120,7 +127,11 @@ class CodeRuns:
         model = spec.cls.model or driver.system.default_model
         if isinstance(getattr(settings, "model", None), str) and settings.model:
             model = settings.model
-        emitter = Emitter(driver, state, run_id)
+        if resume:
+            journal, begun_with = journal_of(await driver.read_events(state), run_id)
+            emitter = Emitter(driver, state, run_id, journal=journal, agent_state=begun_with)
+        else:
+            emitter = Emitter(driver, state, run_id, agent_state=state.agent_state)
         conversation, message = split_conversation(state.messages)
         blueprint = driver.system.blueprints[spec.name]
         chosen = {
@@ -142,14 +153,11 @@ class CodeRuns:
             reply=reply,
             _emitter=emitter,
         )
-        await emitter.emit(
-            [
-                RunTick(run_id=run_id, step=1),
-                AgentStarted(
-                    run_id=run_id, agent_type=spec.name, model=f"code:{spec.cls.__name__}"
-                ),
-            ]
-        )
+        if not resume:
+            started = AgentStarted(
+                run_id=run_id, agent_type=spec.name, model=f"code:{spec.cls.__name__}"
+            )
+            await emitter.emit([RunTick(run_id=run_id, step=1), started])
         agent = spec.cls()
         key = (state.tenant_id, state.thread_id)
         task = asyncio.ensure_future(agent.on_message(message, ctx))
@@ -162,6 +170,8 @@ class CodeRuns:
             if current is not None and current.cancelling():
                 raise
             return await driver.reload(emitter.state)
+        except Diverged as e:
+            return await self._fail(emitter, "interrupted", str(e), agent_error=True)
         except ModelError as e:
             return await self._fail(emitter, e.kind or "model_error", f"model call failed: {e}")
         except Exception as e:
@@ -186,6 +196,8 @@ class CodeRuns:
         ]
         try:
             return await emitter.emit(final)
+        except Diverged as e:
+            return await self._fail(emitter, "interrupted", str(e), agent_error=True)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
@@ -197,6 +209,7 @@ class CodeRuns:
     ) -> ThreadState:
         """End the run with `run.error` (after what the handler had written)."""
         run_id = emitter.run_id
+        emitter.journal.clear()  # the end is new, whatever the record held
         events: list[AnyEvent] = [RunError(run_id=run_id, error=error, kind=kind)]
         if agent_error:
             events = [*run_failed(emitter.state, kind, error)] or events
@@ -230,8 +243,8 @@ async def _flush_every(emitter: Emitter, handler: asyncio.Future[Any]) -> None:
     flush: Callable[[], Awaitable[ThreadState]] = emitter.emit
     while True:
         await asyncio.sleep(FLUSH_SECONDS)
-        if not emitter.pending:
-            continue
+        if not emitter.pending or emitter.journal:
+            continue  # a resumed handler's reply is matched at its next effect
         try:
             await flush()
         except asyncio.CancelledError:

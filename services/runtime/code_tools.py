@@ -70,6 +70,11 @@ class Tools:
         emitter = self._emitter
         run_id = emitter.run_id
         state = await emitter.emit()
+        recorded = emitter.recorded_tool(call.id)
+        if recorded is not None:  # a resumed handler: the record holds this call
+            if isinstance(recorded, ToolError):
+                raise ToolCallError(recorded.error)
+            return recorded.output
         outcome = tool.fn(args, state, run_id)
         output = truncate_text(outcome.output, limits().max_tool_output_bytes)
         started = ToolStarted(

@@ -173,6 +173,9 @@ class ThreadDriver:
     async def dynamic_blueprints(self, state: ThreadState) -> dict[str, BlueprintSpec]:
         return await self._blueprints.dynamic(state.tenant_id, state.agency_id)
 
+    async def read_events(self, state: ThreadState) -> list[RecordedEvent]:
+        return await self._store.read(state.tenant_id, "thread", state.thread_id)
+
     async def reload(self, state: ThreadState) -> ThreadState:
         return await self._threads.load(state.tenant_id, state.thread_id)
 
