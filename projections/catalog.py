@@ -5,6 +5,7 @@ from __future__ import annotations
 from projections.errors import UnknownProjection
 from projections.projection import Projection
 from projections.readmodels import (
+    agent_state,
     children,
     conversation,
     events,
@@ -26,6 +27,7 @@ ALL: tuple[Projection, ...] = (
     conversation.PENDING_TOOL_CALLS,
     conversation.SUBAGENT_LINKS,
     children.PROJECTION,
+    agent_state.AGENT_STATES,
     usage.PROJECTION,
     workflows.PROJECTION,
 )

@@ -504,6 +504,8 @@ class AgentState(View, frozen=True, kw_only=True):
     subagents: list[SubagentLink]
     # The child registry (the seed's ThreadState.children), in the order children came.
     children: list[ChildRegistryEntry] = []
+    # A code agent's state (`ctx.set_state`); null for a thread that never set one.
+    agent_state: Any = None
 
 
 class ThreadStateView(View, frozen=True, kw_only=True):
@@ -615,6 +617,7 @@ async def _thread_state(
     registry = await conn.fetch(
         f"SELECT * FROM child_registry {where} ORDER BY created_at, reference", *key
     )
+    agent_state = await conn.fetchval(f"SELECT value::text FROM agent_states {where}", *key)
     thread = _thread(row)
     state = AgentState(
         messages=[_message(m) for m in messages],
@@ -639,6 +642,7 @@ async def _thread_state(
         ],
         subagents=[_link(r) for r in links],
         children=[_child(r) for r in registry],
+        agent_state=msgspec.json.decode(agent_state) if agent_state is not None else None,
     )
     return ThreadStateView(state=state, run=await _run_state(conn, tenant, row))
 

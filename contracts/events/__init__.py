@@ -23,6 +23,13 @@ from contracts.events.registry import (
     SideConfig,
     TenantCreated,
 )
+from contracts.events.reply import (
+    AgentStateSet,
+    ReplyAction,
+    ReplyDelta,
+    ReplyEvent,
+    ReplyThinking,
+)
 from contracts.events.run import (
     RUN_TERMINAL_TYPES,
     AgentCompleted,
@@ -109,6 +116,7 @@ AnyEvent = (
     | RegistryEvent
     | WorkflowEvent
     | ScheduleEvent
+    | ReplyEvent
 )
 
 __all__ = [
@@ -118,6 +126,7 @@ __all__ = [
     "AgentCompleted",
     "AgentError",
     "AgentStarted",
+    "AgentStateSet",
     "AnyEvent",
     "ApiKeyIssued",
     "ApiKeyRevoked",
@@ -155,6 +164,10 @@ __all__ = [
     "ProposalOpened",
     "ProposalVoted",
     "RegistryEvent",
+    "ReplyAction",
+    "ReplyDelta",
+    "ReplyEvent",
+    "ReplyThinking",
     "RequestAccepted",
     "RequestInjected",
     "RequestRejected",

@@ -18,9 +18,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
+from services.agents.code import CodeAgent, SettingsError, validate_settings
 from services.agents.isolation import Isolation, function_reference
 from services.agents.middleware import (
     RESERVED_STATE_KEYS,
@@ -42,6 +43,29 @@ class SystemLoadError(Exception):
 
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CodeAgentSpec:
+    """A registered code agent: its class and its validated settings."""
+
+    name: str
+    cls: type[CodeAgent]
+    settings: Any
+    raw_settings: dict[str, Any]
+
+    def settings_for(self, saved: BlueprintSpec | None) -> Any:
+        """The settings of a run: the registered ones, overridden by `config.extra
+        ["settings"]` of a blueprint of the agent's name saved in the agency. A
+        `SettingsError` names the field that does not fit."""
+        override = saved.config.extra.get("settings") if saved is not None else None
+        if override is None:
+            return self.settings
+        if not isinstance(override, dict):
+            raise SettingsError(self.name, None, "config.extra.settings must be an object")
+        return validate_settings(self.name, self.cls, {**self.raw_settings, **override})
+
+
 AnyTool = Tool | StateTool | SubagentTool
 
 
@@ -58,6 +82,7 @@ class AgentSystem:
         self._middleware: list[_Tagged[Middleware]] = []
         self._blueprints: dict[str, BlueprintSpec] = {}
         self._mcp_servers: list[_Tagged[McpServer]] = []
+        self._code_agents: dict[str, CodeAgentSpec] = {}
 
     def defaults(self) -> Self:
         """planning, filesystem and subagents under `default`; hitl under `hitl`; the
@@ -99,6 +124,29 @@ class AgentSystem:
     def add_agent(self, blueprint: BlueprintSpec) -> Self:
         self._blueprints[blueprint.name] = blueprint
         return self
+
+    def code_agent(
+        self,
+        name: str,
+        cls: type[CodeAgent],
+        settings: dict[str, Any] | None = None,
+    ) -> Self:
+        """Register an agent type whose logic is `cls.on_message` (`services/agents/code.py`).
+        Its settings are validated against `cls.Settings` now (`SettingsError` naming the
+        field); an agency may override them per invoke with a saved blueprint of this name
+        whose `config.extra` holds `settings`."""
+        if not (isinstance(cls, type) and issubclass(cls, CodeAgent)):
+            raise TypeError(f"code agent {name!r}: {cls!r} is not a CodeAgent subclass")
+        raw = dict(settings or {})
+        spec = CodeAgentSpec(name, cls, validate_settings(name, cls, raw), raw)
+        self._code_agents[name] = spec
+        self._blueprints[name] = BlueprintSpec(
+            name=name, description=cls.description, model=cls.model, tags=cls.tags
+        )
+        return self
+
+    def code_agent_for(self, agent_type: str) -> CodeAgentSpec | None:
+        return self._code_agents.get(agent_type)
 
     @property
     def blueprints(self) -> dict[str, BlueprintSpec]:

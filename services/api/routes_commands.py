@@ -39,6 +39,7 @@ from contracts.subjects import Aggregate
 from infra.jetstream.records import RecordedEvent
 from projections import catalog
 from projections.engine import CHECKPOINTS
+from services.agents.code import SettingsError
 from services.api.auth import (
     ADMIN_OPT,
     AgencyId,
@@ -218,6 +219,12 @@ async def save_blueprint(
     agency_id = path_id("agency id", agency_id)
     await agency_events(deps, tenant, agency_id)
     spec = data.spec()
+    code = deps.system.code_agent_for(spec.name)
+    if code is not None:
+        try:
+            code.settings_for(spec)
+        except SettingsError as e:
+            raise ValidationException(str(e)) from e
     key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
     await deps.bus.commands.send(tenant, command, idempotency_key=key)

@@ -35,6 +35,7 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
+from contracts.events.reply import AgentStateSet, ReplyAction, ReplyDelta, ReplyThinking
 from contracts.events.workflow import (
     ChannelMessagePosted,
     DocumentWritten,
@@ -130,7 +131,18 @@ def summarize(payload: Event) -> str:
             return name
         case BlueprintSaved(blueprint=bp, revision=revision):
             return f"{bp.name} rev {revision}"
-    return _workflow(payload)
+    return _code_agent(payload) or _workflow(payload)
+
+
+def _code_agent(payload: Event) -> str:
+    match payload:
+        case ReplyDelta(text=text) | ReplyThinking(text=text):
+            return clip(text)
+        case ReplyAction(name=name, arguments=arguments):
+            return f"{name}({clip(arguments, 60)})"
+        case AgentStateSet(value=value):
+            return clip(repr(value))
+    return ""
 
 
 def _workflow(payload: Event) -> str:

@@ -36,6 +36,8 @@ from services.llm.errors import ModelErrorKind
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, OnDelta
 
 DELTA = "model.delta"
+# Streamed text, left out of comparisons: how it was cut into events depends on timing.
+STREAMED: frozenset[str] = frozenset({DELTA, "reply.delta"})
 # Types only a writer outside the runtime appends, whatever their envelope says.
 GIVEN_TYPES: frozenset[str] = frozenset(
     {
@@ -127,7 +129,7 @@ def split_record(tenant_id: str, thread_id: str, events: Sequence[RecordedEvent]
         if not is_produced(event, requested):
             pending.append(event)
             continue
-        if event.type == DELTA:
+        if event.type in STREAMED:
             continue
         if pending:
             groups.append(InputGroup(trigger=len(produced), events=tuple(pending)))

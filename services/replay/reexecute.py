@@ -24,7 +24,7 @@ from services.replay.compare import Comparison, compare
 from services.replay.mcp_tools import RecordedMcpTools
 from services.replay.memstore import MemoryEventStore
 from services.replay.recorded import (
-    DELTA,
+    STREAMED,
     InputGroup,
     RecordedProvider,
     ReplayStop,
@@ -89,7 +89,7 @@ class _ThreadRun:
         """Count what the driver produced since last time."""
         newer = self._store.since(self.record.tenant_id, "thread", self.thread_id, self._seen)
         for event in newer:
-            if not self._store.is_copy(event) and event.type != DELTA:
+            if not self._store.is_copy(event) and event.type not in STREAMED:
                 self._produced += 1
                 if isinstance(event.payload, ModelStarted):
                     self._model_run = event.payload.run_id
@@ -131,7 +131,7 @@ class _ThreadRun:
         return [
             e
             for e in self._store.events(self.record.tenant_id, "thread", self.thread_id)
-            if not self._store.is_copy(e) and e.type != DELTA
+            if not self._store.is_copy(e) and e.type not in STREAMED
         ]
 
 

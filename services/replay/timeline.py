@@ -27,6 +27,7 @@ from infra.jetstream.records import RecordedEvent
 from services.cli.eventformat import clip, summarize
 
 DELTA = "model.delta"
+_STREAMED = frozenset({DELTA, "reply.delta"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class Window:
         if self.types:
             return any(fnmatch.fnmatchcase(event.type, t) for t in self.types)
         # Streamed text is coalesced into model.completed: deltas only on request.
-        return self.deltas or event.type != DELTA
+        return self.deltas or event.type not in _STREAMED
 
 
 def window_for(

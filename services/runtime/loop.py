@@ -57,6 +57,7 @@ from services.runtime.actions import Append, CallModel, Wait, next_action
 from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.checkpoint import with_checkpoint
+from services.runtime.code_runner import CodeRuns
 from services.runtime.failures import (
     LoopDidNotSettle,
     describe,
@@ -166,6 +167,20 @@ class ThreadDriver:
         self.inflight: dict[tuple[str, str], asyncio.Task[ModelResponse]] = {}
         # Appends made by the drives being watched (`watched`), per thread.
         self._appends: dict[tuple[str, str], int] = {}
+        self.code = CodeRuns(self, provider)
+
+    @property
+    def system(self) -> AgentSystem:
+        return self._system
+
+    async def dynamic_blueprints(self, state: ThreadState) -> dict[str, BlueprintSpec]:
+        return await self._blueprints.dynamic(state.tenant_id, state.agency_id)
+
+    async def read_events(self, state: ThreadState) -> list[RecordedEvent]:
+        return await self._store.read(state.tenant_id, "thread", state.thread_id)
+
+    async def reload(self, state: ThreadState) -> ThreadState:
+        return await self._threads.load(state.tenant_id, state.thread_id)
 
     @contextlib.contextmanager
     def watched(self, tenant_id: str, thread_id: str) -> Iterator[Callable[[], int]]:
@@ -207,6 +222,9 @@ class ThreadDriver:
         if not state.exists:
             raise UnknownThread(tenant_id, thread_id)
         try:
+            code = self._system.code_agent_for(state.agent_type)
+            if code is not None:
+                return await self.code.settle(state, code)
             return await self._settle(state)
         except Exception as e:
             if is_transient(e) or not self._end_runs_on_failure:
@@ -524,6 +542,9 @@ class ThreadDriver:
         return response, holder["state"]
 
     def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:
+        """Abort the thread's model call in flight, or its code agent's handler."""
+        if self.code.abort(tenant_id, thread_id):
+            return True
         task = self.inflight.get((tenant_id, thread_id))
         if task is None or task.done():
             return False

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from contracts.events import (
     AgentStarted,
+    AgentStateSet,
     AnyEvent,
     BlueprintSwitched,
     ChatMessage,
@@ -177,6 +178,8 @@ class ThreadState:
     # Shut down by `terminate`: no run starts and no message joins any more.
     terminated: bool = False
     terminated_reason: str = ""
+    # A code agent's state (`agent.state_set`): the last value set, None before any.
+    agent_state: Any = None
 
     # --- queries ------------------------------------------------------------------
 
@@ -384,6 +387,8 @@ class ThreadState:
                 return replace(self, todos=todos)
             case ToolRegistered(name=name):
                 return replace(self, registered_tools={**self.registered_tools, name: payload})
+            case AgentStateSet(value=value):
+                return replace(self, agent_state=value)
             case ToolRequested(call=call):
                 return replace(self, requested=self.requested | {call.id})
             case SubagentRequested(tool_call_id=call_id):
