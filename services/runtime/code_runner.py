@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,9 @@ log = structlog.get_logger(__name__)
 
 _MAX_RUNS_PER_DRIVE = 200
 _HANDLER_GRACE_SECONDS = 5.0
+# A run is run (or resumed) at most this often per drive.
+_RUNS_PER_DRIVE = 3
+_END_WAIT_SECONDS = 3.0
 
 
 def split_conversation(
@@ -86,7 +90,7 @@ class CodeRuns:
     async def settle(self, state: ThreadState, spec: CodeAgentSpec) -> ThreadState:
         """Start and run the thread's runs until none is waiting."""
         driver = self._driver
-        ran: set[str] = set()
+        ran: Counter[str] = Counter()
         for _ in range(_MAX_RUNS_PER_DRIVE):
             run = state.active_run
             if run is None:
@@ -100,14 +104,31 @@ class CodeRuns:
                 continue
             if run.status != "running":
                 return state
-            if run.run_id in ran:
+            if ran[run.run_id] >= _RUNS_PER_DRIVE:
                 # Run here already and still not ended (its appends kept failing).
                 error = "the run was interrupted: its handler could not record its end"
                 state, _ = await driver.append(state, run_failed(state, "interrupted", error))
                 continue
-            ran.add(run.run_id)
+            ran[run.run_id] += 1
             # A run begun by a drive that is gone (its worker died) is resumed.
             state = await self._run(state, run, spec, resume=run.step > 0)
+            state = await self._settled(state, run.run_id)
+        return state
+
+    async def _settled(self, state: ThreadState, run_id: str) -> ThreadState:
+        """The state once the run's end is readable. A handler aborted by a cancel seen on
+        the wire returns before the cancel can be read back (or before its append, which
+        may lose a race and be made again, is stored): wait a little for it. A run still
+        running after that is resumed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _END_WAIT_SECONDS
+        wait = 0.02
+        while (run := state.run(run_id)) is not None and run.status == "running":
+            if loop.time() > deadline:
+                break
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, 0.25)
+            state = await self._driver.reload(state)
         return state
 
     async def _settings(self, state: ThreadState, spec: CodeAgentSpec) -> Any:

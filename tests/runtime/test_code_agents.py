@@ -245,7 +245,7 @@ async def test_cancel_mid_stream_aborts_the_handler(code_agents: Agents) -> None
     await code_agents.wait_for(thread, lambda es: "reply.delta" in [e.type for e in es])
     await code_agents.cancel(thread)
     events = await code_agents.wait_terminal(thread)
-    assert terminals(events) == ["run.canceled"]
+    assert terminals(events) == ["run.canceled"], payloads(events, RunError)
     assert "model.completed" not in [e.type for e in events]
 
     async def aborted() -> None:

@@ -222,3 +222,36 @@ async def test_subagent_timeout_survives_a_coordinator_restart(
     outcomes = [e.payload.outcome for e in events if e.type == "subagent.completed"]
     assert outcomes == ["timeout"]
     assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+
+
+async def test_runtime_killed_inside_a_code_agent_resumes_its_handler(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, data_dir: Path,
+    process_cleanup: list[ServiceProcess],
+) -> None:  # fmt: skip
+    key = "kill-code-" + tenant
+    llm.script(f"{key} first", [ScriptStep(content="one")])
+    llm.script(f"{key} second", [ScriptStep(content="two", delay_ms=2500)])
+    runtime = ServiceProcess("runtime", data_dir, "--ack-wait", "2")
+    process_cleanup.append(runtime)
+    await runtime.start()
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "tools"), system=build_app()
+    ) as agents:
+        thread = await agents.thread("two_calls")
+        await agents.invoke(thread, key)
+        # The handler is in its second model call: kill now.
+        await agents.wait_for(
+            thread, lambda es: [e.type for e in es].count("model.started") == 2, timeout=30
+        )
+        await runtime.kill()
+        await runtime.start()
+        events = await agents.wait_terminal(thread, timeout=40)
+        await asyncio.sleep(1.0)  # anything a duplicate worker would add arrives by now
+        events = await agents.events(thread)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+    assert events[-1].payload.result == "one / two"  # type: ignore[union-attr]
+    kinds = [e.type for e in events]
+    # Nothing the record held was done again; the call cut short was made again.
+    assert kinds.count("tool.started") == 1 and kinds.count("agent.state_set") == 1
+    assert kinds.count("model.started") == 2 and kinds.count("model.completed") == 2
