@@ -21,6 +21,7 @@ cancellation (`ctx.aborted`; the handler's task is cancelled). See `docs/archite
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -47,7 +48,7 @@ class ToolCallError(Exception):
     """A tool called with `ctx.tools.call` failed; the message is the tool's error."""
 
 
-class CodeAgent:
+class CodeAgent(abc.ABC):
     """Subclass and implement `on_message`. Class attributes: `Settings` (a msgspec
     Struct, the declared settings schema), `tags` (pick tools and middleware's tools, as a
     blueprint's do), `model` (the default model of `ctx.ai`; the system's when empty) and
@@ -58,10 +59,10 @@ class CodeAgent:
     model: ClassVar[str] = ""
     description: ClassVar[str] = ""
 
+    @abc.abstractmethod
     async def on_message(self, message: ChatMessage, ctx: AgentContext) -> str | None:
         """Handle one user message. What it writes with `ctx.reply.write` (and a string it
         returns) is the reply; an exception ends the run with `run.error`."""
-        raise NotImplementedError
 
 
 _PATH = re.compile(r"at `\$\.([^`\[]+)")
