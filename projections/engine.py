@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 LIVE_SCHEMA = "public"
 CHECKPOINTS = "public.agency_projection_checkpoints"
 # One round of retries; a projection starts another round (logged) while the failure lasts.
+# Seconds of a quiet reader after which the runner checks the stream for events it missed.
+STALL_CHECK = 10.0
 PROJECTION_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.2, wait_max=5.0)
 
 
@@ -173,30 +175,53 @@ class ProjectionRunner:
         log.info("projection started", projection=self.projection.name, from_seq=self.position + 1)
         while not stop.is_set():
             try:
-                await self._follow(stop)
-                return
+                await self._follow(stop)  # returns on stop, or when its reader stalled
             except CommitsLost as e:
                 log.error("projection reads the log again", projection=e.projection, error=str(e))
                 self.position = e.checkpoint
 
     async def _follow(self, stop: asyncio.Event) -> None:
-        """Apply the log from `position` on until `stop`."""
+        """Apply the log from `position` on until `stop`, or until the reader stalls: quiet
+        for `STALL_CHECK` seconds while the stream holds events past `position` (an ordered
+        consumer the client failed to recreate after a broker restart)."""
         reader = OrderedReader(
             self._js, self._filter, start_seq=self.position + 1, batch=self._batch
         )
         if not await self._until(stop, reader.open):
             return
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
         try:
             while not stop.is_set():
                 batch = await reader.next_batch(timeout=0.5)
                 if not batch:
                     self.caught_up.set()
+                    if loop.time() - quiet_since >= STALL_CHECK:
+                        quiet_since = loop.time()
+                        if await self._behind():
+                            log.warning(
+                                "projection reader stalled; opening it again",
+                                projection=self.projection.name,
+                                position=self.position,
+                            )
+                            return
                     continue
+                quiet_since = loop.time()
                 self.caught_up.clear()
                 if not await self._commit_resilient(batch, stop):
                     return
         finally:
             await reader.close()
+
+    async def _behind(self) -> bool:
+        """Whether the events stream holds events past `position` (False if unknown)."""
+        try:
+            info = await self._js.stream_info(EVENTS_STREAM)
+        except Exception as e:
+            if not bus_errors.is_transient(e):
+                raise
+            return False
+        return int(info.state.last_seq) > self.position
 
     async def _prepare(self) -> None:
         async with self._pool.acquire() as conn:

@@ -6,12 +6,15 @@ import asyncio
 from collections.abc import Sequence
 
 import asyncpg
+import pytest
 
 from contracts.events import ChatMessage, MessageAppended, RunTick, ThreadCreated
 from contracts.ids import new_id
 from contracts.subjects import event_subject
 from infra.jetstream.connection import Bus
+from infra.jetstream.reader import Delivered, OrderedReader
 from infra.jetstream.records import Position, RecordedEvent
+from projections import engine
 from projections.catalog import by_name
 from projections.checksum import projection_checksum
 from projections.engine import ProjectionRunner
@@ -160,6 +163,39 @@ async def test_a_runner_applies_events_as_the_projector_role(
     await caught_up(runner, bus)
     async with pool.acquire() as conn:
         assert [r["who"] for r in await conn.fetch("SELECT who FROM appliers")] == [PROJECTOR]
+
+
+async def test_a_reader_that_stalls_is_opened_again(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ordered consumer the client failed to recreate after a broker restart delivers
+    nothing more: the runner notices events past its position and opens a new reader."""
+    opened: list[str] = []
+
+    class FirstOneDeaf(OrderedReader):
+        async def next_batch(self, timeout: float = 1.0) -> list[Delivered]:
+            if len(opened) == 1:  # the first reader hears nothing
+                await asyncio.sleep(timeout)
+                return []
+            return await super().next_batch(timeout)
+
+        async def open(self) -> None:
+            opened.append("reader")
+            await super().open()
+
+    monkeypatch.setattr(engine, "OrderedReader", FirstOneDeaf)
+    monkeypatch.setattr(engine, "STALL_CHECK", 0.5)
+    projection = counting_projection("counts", tenant)
+    await write_thread(bus, tenant, 2)
+    stop = asyncio.Event()
+    runner = ProjectionRunner(pool, bus.js, projection, dead_letters=bus.dead_letters)
+    task = asyncio.create_task(runner.run(stop))
+    try:
+        await caught_up(runner, bus)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+    assert len(opened) >= 2
 
 
 async def test_rebuild_while_writing_gives_the_same_rows(
