@@ -59,11 +59,22 @@ def call_of(history: list[RecordedEvent], child: str, child_run: str) -> Origin 
     return None
 
 
-def run_ended(history: list[RecordedEvent], run_id: str) -> bool:
-    return any(
-        isinstance(e.payload, RunCompleted | RunError | RunCanceled) and e.payload.run_id == run_id
-        for e in history
-    )
+def spawn_moot(history: list[RecordedEvent], request: SubagentRequested, child: str) -> bool:
+    """A child asked for and not yet linked that must not be spawned any more: its run was
+    canceled (a fork's cut cancels it too), or, for a blocking call, the run ended without
+    waiting for it. A non-blocking call was answered when it was made, so its child is
+    spawned however the run ended later; a deferred one was asked for after the run."""
+    if request.deferred or has_link(history, child):
+        return False
+    for e in history:
+        match e.payload:
+            case RunCanceled(run_id=run_id) if run_id == request.run_id:
+                return True
+            case RunCompleted(run_id=run_id) | RunError(run_id=run_id) if (
+                run_id == request.run_id and request.blocking
+            ):
+                return True
+    return False
 
 
 def with_attachments(text: str, files: dict[str, str]) -> str:

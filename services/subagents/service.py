@@ -85,7 +85,7 @@ from services.subagents.history import (
     files_of,
     has_link,
     has_report,
-    run_ended,
+    spawn_moot,
     with_attachments,
 )
 from services.subagents.naming import (
@@ -157,12 +157,7 @@ class Coordinator:
         context = self._context(event)
         child = child_thread_id(tenant, parent, request.tool_call_id)
         history = await self._bus.store.read(tenant, "thread", parent)
-        if (
-            not request.deferred
-            and run_ended(history, request.run_id)
-            and not has_link(history, child)
-        ):
-            # The run ended (canceled, or a fork cut it) before its child was spawned.
+        if spawn_moot(history, request, child):
             log.info("subagent request of an ended run ignored", child_thread_id=child)
             return
         dynamic = await self.blueprints.dynamic(tenant, agency)
@@ -212,8 +207,7 @@ class Coordinator:
         if requested is None or not isinstance(requested.payload, SubagentRequested):
             return
         request = requested.payload
-        ended = not request.deferred and run_ended(history, request.run_id)
-        if ended and not has_link(history, child):
+        if spawn_moot(history, request, child):
             return
         created_payload = created.payload
         if isinstance(created_payload, ThreadCreated) and "forkedFrom" in created_payload.request:

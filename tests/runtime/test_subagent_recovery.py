@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from contracts.events import RequestAccepted
+from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep
 from services.subagents.service import Coordinator
 from tests.runtime.conftest import Agents
@@ -46,3 +47,37 @@ async def test_a_child_whose_invoke_was_lost_is_started_once_it_exists(
     child_events = await agents.events(child)
     assert terminal(child_events) == ["run.completed"]
     assert sum(isinstance(e.payload, RequestAccepted) for e in child_events) == 1
+
+
+async def test_a_non_blocking_child_is_spawned_after_its_run_completed(
+    agents: Agents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-blocking call is answered at once, so the parent's run can complete before
+    the coordinator reaches the request (a slow coordinator, a redelivery). The child
+    was promised: it is spawned all the same and reports into a new run."""
+    spawn = Coordinator._spawn
+    held: list[str] = []
+
+    async def after_the_run(self: Coordinator, event: RecordedEvent, request: Any) -> None:
+        if not request.blocking:
+            held.append(request.tool_call_id)
+            await agents.wait_terminal(event.envelope.aggregate_id, timeout=30)
+        await spawn(self, event, request)
+
+    monkeypatch.setattr(Coordinator, "_spawn", after_the_run)
+    key = "late-spawn-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[task(f"late job {key}", "background")]),
+        ScriptStep(content="started it, carrying on"),
+        ScriptStep(content="got the late result"),
+    ])  # fmt: skip
+    agents.llm.script(f"late job {key}", [ScriptStep(content="late result")])
+    parent = await agents.thread("manager")
+    await agents.invoke(parent, key)
+
+    events = await agents.wait_terminal(parent, count=2, timeout=30)
+
+    assert held, "the non-blocking spawn never went through the held path"
+    assert terminal(events) == ["run.completed", "run.completed"]
+    (child,) = children(events)
+    assert terminal(await agents.events(child)) == ["run.completed"]
