@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 import openai
 import pydantic
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from contracts.events.base import ChatMessage, ToolCall, Usage
 from contracts.ids import new_id
+from services.llm.chunks import StreamChunk, stream_chunk
 from services.llm.errors import ModelResponseError, ModelStreamError
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -72,10 +73,10 @@ class Assembly:
     usage: Usage = field(default_factory=Usage)
     size: int = 0
 
-    def add(self, chunk: ChatCompletionChunk) -> str:
-        """Fold one chunk in; return its new text."""
+    def add(self, chunk: object) -> str:
+        """Fold one chunk (its decoded JSON) in; return its new text."""
         try:
-            return self._add(chunk)
+            return self._add(stream_chunk(chunk))
         except (AttributeError, TypeError, ValueError, KeyError) as e:
             raise ModelResponseError(
                 f"the model stream sent a chunk that is not an OpenAI chat completion chunk "
@@ -83,13 +84,13 @@ class Assembly:
                 kind="not_openai_json",
             ) from e
 
-    def _add(self, chunk: ChatCompletionChunk) -> str:
+    def _add(self, chunk: StreamChunk) -> str:
         if chunk.model:
             self.model = chunk.model
         if chunk.usage is not None:
             self.usage = Usage(
-                input_tokens=int(chunk.usage.prompt_tokens),
-                output_tokens=int(chunk.usage.completion_tokens),
+                input_tokens=chunk.usage.prompt_tokens or 0,
+                output_tokens=chunk.usage.completion_tokens or 0,
             )
         new_text = ""
         for choice in chunk.choices:

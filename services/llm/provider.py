@@ -32,7 +32,7 @@ from typing import Any, Self, cast
 import openai
 import stamina
 from openai.types.chat import (
-    ChatCompletionChunk,
+    ChatCompletion,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageParam,
 )
@@ -126,7 +126,7 @@ def _is_transport_error(error: Exception, name: str) -> bool:
     return any(c.__name__ == name for c in type(error).__mro__)
 
 
-async def _next_chunk(chunks: AsyncIterator[ChatCompletionChunk]) -> ChatCompletionChunk | None:
+async def _next_chunk(chunks: AsyncIterator[object]) -> object | None:
     return await anext(chunks, None)
 
 
@@ -254,13 +254,24 @@ class OpenAIProvider:
         tools: list[ChatCompletionFunctionToolParam],
         coalescer: Coalescer,
     ) -> ModelResponse:
+        body: dict[str, object] = {
+            "model": name,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = tools
         try:
-            stream = await self._client.chat.completions.create(
-                model=name,
-                messages=messages,
-                tools=tools if tools else openai.omit,
+            # The client's `post`, not `chat.completions.create`: the body is already the
+            # wire's shape, and the SDK's walk of every message and tool schema against its
+            # typed parameters costs milliseconds a call (`docs/performance.md`).
+            stream = await self._client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
                 stream=True,
-                stream_options={"include_usage": True},
+                stream_cls=openai.AsyncStream[object],
             )
         except openai.APIError as e:
             raise self._translate(e, streaming=False) from e
@@ -318,13 +329,13 @@ class OpenAIProvider:
 
     async def _read(
         self,
-        chunks: AsyncIterator[ChatCompletionChunk],
+        chunks: AsyncIterator[object],
         assembly: Assembly,
         coalescer: Coalescer,
     ) -> None:
         # The next chunk is read in its own task so buffered text can be flushed on time
         # while the model pauses, without cancelling (and so breaking) the stream's read.
-        pending: asyncio.Future[ChatCompletionChunk | None] | None = None
+        pending: asyncio.Future[object | None] | None = None
         try:
             while True:
                 if pending is None:
