@@ -45,6 +45,7 @@ from services.api.routes_keys import KEY_ROUTES
 from services.api.routes_ops import OPS_ROUTES
 from services.api.routes_queries import QUERY_ROUTES
 from services.api.routes_run import RUN_ROUTES
+from services.api.routes_settings import SETTINGS_ROUTES
 from services.api.routes_usage import USAGE_ROUTES
 from services.api.routes_variables import VARIABLE_ROUTES
 from services.api.routes_workflows import WORKFLOW_ROUTES
@@ -118,6 +119,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *COMMAND_ROUTES,
         *CONTROL_ROUTES,
         *VARIABLE_ROUTES,
+        *SETTINGS_ROUTES,
         *FORK_ROUTES,
         *KEY_ROUTES,
         *USAGE_ROUTES,

@@ -226,7 +226,8 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     """A blueprint in the agency's list: static or dynamic (saved through the API).
     `sideA` and `sideB` are a dual-AI blueprint's sides, null for an ai_human one;
     `exposeAsTool` says whether agents listing it in `callableAgents` may call it (a
-    subagent session of a dual-AI blueprint, a handoff to an ai_human one)."""
+    subagent session of a dual-AI blueprint, a handoff to an ai_human one). `kind` is
+    `code` for a code agent (its settings: `…/blueprints/{name}/settings`), else `prompt`."""
 
     name: str
     description: str
@@ -236,6 +237,7 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     config: ConfigBody
     type: str
     source: str
+    kind: Literal["prompt", "code"] = "prompt"
     revision: int | None = None
     updated_at: datetime | None = None
     title: str = ""

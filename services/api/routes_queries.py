@@ -163,7 +163,7 @@ async def list_blueprints(
         await _agency_or_404(conn, principal.tenant_id, agency_id)
         dynamic = await queries.list_blueprints(conn, principal.tenant_id, agency_id)
     views = queries.merge_blueprints(deps.system.blueprints, dynamic)
-    return [msgspec.convert(v, BlueprintListItem, from_attributes=True) for v in views]
+    return [_list_item(deps, v) for v in views]
 
 
 @get("/agency/{agencyId:str}/blueprints/{name:str}")
@@ -182,7 +182,14 @@ async def get_blueprint(
     view = queries.blueprint_view(deps.system.blueprints, stored, name)
     if view is None:
         raise NotFoundException(detail=f"no blueprint {name!r} in agency {agency_id!r}")
-    return msgspec.convert(view, BlueprintListItem, from_attributes=True)
+    return _list_item(deps, view)
+
+
+def _list_item(deps: ApiDeps, view: queries.BlueprintView) -> BlueprintListItem:
+    item = msgspec.convert(view, BlueprintListItem, from_attributes=True)
+    if deps.system.code_agent_for(view.name) is not None:
+        return msgspec.structs.replace(item, kind="code")
+    return item
 
 
 @get("/agency/{agencyId:str}/agents")

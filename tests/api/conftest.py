@@ -41,6 +41,7 @@ from services.api.server import run_api
 from services.api.tenant_scope import scope_session
 from services.projector.service import run_projector
 from services.registry.service import run_registry
+from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 from tests.api.stateful import COUNTED, BrokenState, MessageCounter
 from tests.helpers import assert_eventually
 
@@ -123,6 +124,7 @@ async def api(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Api]:
         .use(MessageCounter())
         .use(BrokenState())
         .add_agent(COUNTED)
+        .code_agent(TUNER, Tuner, settings=TUNER_SETTINGS)
     )
     settings = ApiSettings(
         admin_secret="admin-" + secrets.token_urlsafe(16),

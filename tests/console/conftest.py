@@ -36,6 +36,7 @@ from services.api.server import run_api
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.stack import StackConfig, run_stack
+from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 from tests.runtime.conftest import make_system
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
@@ -53,9 +54,14 @@ CHROMIUM_ARGS = [
 ]
 
 
+def console_system() -> AgentSystem:
+    """The runtime tests' system and a code agent with a settings schema."""
+    return make_system().code_agent(TUNER, Tuner, settings=TUNER_SETTINGS)
+
+
 def newer_system() -> AgentSystem:
     """The test system with one change: a worker's file writes wait for approval."""
-    system = make_system()
+    system = console_system()
     worker = system.blueprints["worker"]
     hitl = HitlConfig(tools=("lookup_guarded", "write_file"))
     config = msgspec.structs.replace(worker.config, hitl=hitl)
@@ -111,7 +117,7 @@ async def stack(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Sta
         )
         started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         config = StackConfig(
-            nats_url=nats_url, database_url=db_url, system=make_system(), provider=provider
+            nats_url=nats_url, database_url=db_url, system=console_system(), provider=provider
         )
         tasks = [
             asyncio.create_task(run_stack(config, stop)),

@@ -4,7 +4,8 @@
 //   #/a/AGENCY                 the agency's threads (tree in the side bar)
 //   #/a/AGENCY/blueprints[/N]  blueprints: list, view, create, edit
 //   #/a/AGENCY/usage           tokens and cost of the tenant, by blueprint and model
-//   #/a/AGENCY/t/THREAD[/TAB]  one thread: chat, timeline, graph, files, state, replay, usage
+//   #/a/AGENCY/t/THREAD[/TAB]  one thread: chat, timeline, graph, files, state, replay, usage,
+//                              settings (a code agent's)
 //   #/a/AGENCY/workflows       the agency's workflows
 //   #/a/AGENCY/w/WORKFLOW      one workflow: its channel run by run, members, documents, proposals
 

@@ -1,10 +1,11 @@
 // Blueprints of an agency: the list (static ones and the agency's own), one as JSON to view
-// or edit, and a new one; errors shown where they are (JSON syntax with line and column,
-// or what the API refused).
+// or edit (a code agent's with its settings panel), and a new one; errors shown where they
+// are (JSON syntax with line and column, or what the API refused).
 
 import {api, paths} from "../api.js";
 import {clear, h, json} from "../dom.js";
 import {flash, go} from "../ui.js";
+import {settingsPanel} from "./settings.js";
 
 const TEMPLATE = {
   name: "researcher",
@@ -79,4 +80,6 @@ export async function showBlueprints(main, agency, name) {
       h("p.muted", "tags pick tools and middleware (default: planning, files, subagents; hitl: approvals). " +
         "config holds maxSteps, tokenBudget, hitl.tools, subagents.subagents, callableAgents, and extra " +
         "for settings of your own middleware."))));
+  // A code agent's settings, under its blueprint.
+  if (current && current.kind === "code") main.querySelector(".bp-edit").append(await settingsPanel(agency, current.name));
 }

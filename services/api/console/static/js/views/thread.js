@@ -10,11 +10,24 @@ import {showChat} from "./chat.js";
 import {showFiles} from "./files.js";
 import {showGraph} from "./graph.js";
 import {showReplay} from "./replay.js";
+import {showSettings} from "./settings.js";
 import {showTimeline} from "./timeline.js";
 import {showThreadUsage} from "./usage.js";
 
 const TABS = [["chat", "Chat"], ["timeline", "Timeline"], ["graph", "Graph"], ["files", "Files"],
   ["state", "State"], ["replay", "Replay"], ["usage", "Usage"]];
+// A code agent's thread also has its agent's settings.
+const CODE_TABS = [...TABS, ["settings", "Settings"]];
+
+/** Whether the thread's agent type is a code agent (its blueprint may be gone: then not). */
+async function isCodeAgent(agency, agentType) {
+  try {
+    const blueprint = await api("GET", `${paths.agency(agency)}/blueprints/${encodeURIComponent(agentType)}`);
+    return blueprint.kind === "code";
+  } catch {
+    return false;
+  }
+}
 
 /** Retry while the read models have not applied a thread created a moment ago (a fork). */
 async function threadOf(agency, id) {
@@ -30,6 +43,7 @@ async function threadOf(agency, id) {
 
 export async function showThread(main, agency, id, tab) {
   const thread = await threadOf(agency, id);
+  const tabs = (await isCodeAgent(agency, thread.agentType)) ? CODE_TABS : TABS;
   const ctx = {
     agency, id, thread, base: paths.thread(agency, id), state: null, runs: [],
     listeners: new Set(), stateListeners: new Set(),
@@ -41,7 +55,7 @@ export async function showThread(main, agency, id, tab) {
   const head = h("div.thead");
   const body = h("div", {style: "flex:1;display:flex;flex-direction:column;min-height:0"});
   main.className = "fill";
-  clear(main, head, h("nav.tabs", TABS.map(([key, label]) => h("a", {
+  clear(main, head, h("nav.tabs", tabs.map(([key, label]) => h("a", {
     href: `#/a/${agency}/t/${id}/${key}`, class: key === tab ? "on" : "", "data-tab": key,
   }, label))), body);
 
@@ -99,7 +113,8 @@ export async function showThread(main, agency, id, tab) {
 
   await ctx.refresh();
   const views = {chat: showChat, timeline: showTimeline, graph: showGraph, files: showFiles,
-    state: showState, replay: showReplay, usage: showThreadUsage};
+    state: showState, replay: showReplay, usage: showThreadUsage,
+    settings: tabs === CODE_TABS ? showSettings : null};
   const leaveTab = await (views[tab] || showChat)(body, ctx);
   return () => {
     ctx.feed.close();

@@ -1,0 +1,162 @@
+"""A code agent's settings: `GET` / `PUT /agency/{agencyId}/blueprints/{name}/settings`.
+
+`GET` answers the declared schema (JSON Schema of the agent class's `Settings`), each field
+with its type, default and effective value, the registered settings, the agency's
+overrides and the settings the next run gets. `PUT {"settings": {…}}` replaces the agency's
+overrides: they are validated against the schema (400 naming the field) and saved as
+`config.extra.settings` of the agency's blueprint of that name (the static one is copied
+into an agency blueprint when there is none yet), which the runtime reads for the next run.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from litestar import Response, get, put
+from litestar.exceptions import NotFoundException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import JSONBody, PathParameter
+
+from contracts.commands import SaveBlueprint
+from contracts.events import BlueprintSpec
+from contracts.ids import new_id
+from services.agents.code import SettingsError
+from services.agents.code_settings import SettingsView, describe, with_overrides
+from services.agents.system import CodeAgentSpec
+from services.api.auth import (
+    AgencyId,
+    Caller,
+    Deps,
+    agency_events,
+    agent_types,
+    path_id,
+    tenant_of,
+)
+from services.api.deps import ApiDeps
+from services.api.routes_commands import Body, Out, read_your_write
+
+BlueprintName = Annotated[str, PathParameter(name="name", description="The code agent's name.")]
+
+
+class SettingsFieldOut(Out, frozen=True, kw_only=True):
+    """One field of the schema: `type` shortly (`string`, `integer | null`), `default`
+    (null when `required`), `value` the next run's, `overridden` whether the agency set it."""
+
+    name: str
+    type: str
+    required: bool
+    default: Any
+    value: Any
+    overridden: bool
+
+
+class AgentSettingsOut(Out, frozen=True, kw_only=True):
+    """`settingsSchema` is null for an agent declaring no `Settings` (it takes any object);
+    `settings` is null, and `problem` says why, when the saved overrides do not fit."""
+
+    agent_type: str
+    kind: Literal["code"] = "code"
+    settings_schema: dict[str, Any] | None
+    fields: list[SettingsFieldOut]
+    registered: dict[str, Any]
+    overrides: dict[str, Any]
+    settings: dict[str, Any] | None
+    problem: str | None = None
+    revision: int | None = None
+
+
+class SettingsBody(Body, frozen=True, kw_only=True):
+    """The agency's overrides, replacing the previous ones (`{}` clears them)."""
+
+    settings: dict[str, Any]
+
+
+def settings_out(name: str, view: SettingsView, revision: int | None = None) -> AgentSettingsOut:
+    return AgentSettingsOut(
+        agent_type=name,
+        settings_schema=view.schema,
+        fields=[
+            SettingsFieldOut(
+                name=f.name,
+                type=f.type,
+                required=f.required,
+                default=f.default,
+                value=f.value,
+                overridden=f.overridden,
+            )
+            for f in view.fields
+        ],
+        registered=view.registered,
+        overrides=view.overrides,
+        settings=view.settings,
+        problem=view.problem,
+        revision=revision,
+    )
+
+
+async def _code_agent(
+    deps: ApiDeps, tenant: str, agency_id: str, name: str
+) -> tuple[CodeAgentSpec, BlueprintSpec]:
+    """The code agent `name` and the agency's blueprint of it, or 404."""
+    agency_id = path_id("agency id", agency_id)
+    name = path_id("blueprint name", name)
+    blueprint = agent_types(deps, await agency_events(deps, tenant, agency_id)).get(name)
+    code = deps.system.code_agent_for(name)
+    if blueprint is None:
+        raise NotFoundException(f"no blueprint {name!r} in agency {agency_id!r}")
+    if code is None:
+        raise NotFoundException(f"blueprint {name!r} is not a code agent: it has no settings")
+    return code, blueprint
+
+
+@get(
+    "/agency/{agencyId:str}/blueprints/{name:str}/settings",
+    summary="A code agent's settings: schema, defaults and the values of the next run",
+    description="404 when the blueprint is not a code agent.",
+)
+async def get_settings(
+    agency_id: AgencyId, name: BlueprintName, principal: Caller, deps: Deps
+) -> AgentSettingsOut:
+    code, blueprint = await _code_agent(deps, tenant_of(principal), agency_id, name)
+    return settings_out(code.name, describe(code, blueprint))
+
+
+@put(
+    "/agency/{agencyId:str}/blueprints/{name:str}/settings",
+    summary="Replace the agency's overrides of a code agent's settings",
+    description="The overrides are validated against the agent's `Settings` schema (400 "
+    "naming the field) and used from the next run on. 202 when the saved blueprint is not "
+    "readable yet.",
+    responses={
+        202: ResponseSpec(
+            data_container=AgentSettingsOut,
+            description="Saved, but not yet readable within the wait; the body is the same.",
+            generate_examples=False,
+        )
+    },
+)
+async def put_settings(
+    agency_id: AgencyId,
+    name: BlueprintName,
+    data: JSONBody[SettingsBody],
+    principal: Caller,
+    deps: Deps,
+) -> Response[AgentSettingsOut]:
+    tenant = tenant_of(principal)
+    code, blueprint = await _code_agent(deps, tenant, agency_id, name)
+    spec = with_overrides(blueprint, data.settings)
+    try:
+        code.settings_for(spec)
+    except SettingsError as e:
+        raise ValidationException(str(e)) from e
+    key = new_id()
+    await deps.bus.commands.send(
+        tenant, SaveBlueprint(agency_id=agency_id, blueprint=spec), idempotency_key=key
+    )
+    event, readable = await read_your_write(deps, tenant, "agency", agency_id, key)
+    revision = getattr(event.payload, "revision", None) if event is not None else None
+    body = settings_out(code.name, describe(code, spec), revision)
+    return Response(body, status_code=200 if readable else 202)
+
+
+SETTINGS_ROUTES = [get_settings, put_settings]
