@@ -83,6 +83,10 @@ class InputGroup:
     def first_stream_seq(self) -> int:
         return self.events[0].stream_seq
 
+    @property
+    def last_stream_seq(self) -> int:
+        return self.events[-1].stream_seq
+
 
 @dataclass(frozen=True, slots=True)
 class RecordedCall:

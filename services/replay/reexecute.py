@@ -105,7 +105,10 @@ class _ThreadRun:
         if group is None:
             return
         self._next += 1
-        self._world.before(group.first_stream_seq)
+        # The driver acted on the group once all of it was in the log: the world it saw then
+        # holds what came before the group's last event, such as a blueprint saved after the
+        # thread was created but before its first run was accepted.
+        self._world.before(group.last_stream_seq)
         self._store.copy([e.envelope for e in group.events])
 
     def inject_due(self) -> bool:
@@ -137,7 +140,8 @@ class _ThreadRun:
 
 class _World:
     """Everything outside the threads the driver reads: the agencies' blueprint events,
-    copied in as the record reached them."""
+    copied in as the record reached them (those written before an input group's last event
+    are in when the group lands)."""
 
     def __init__(self, store: MemoryEventStore, agency_events: Sequence[RecordedEvent]) -> None:
         self._store = store

@@ -14,14 +14,26 @@ from pathlib import Path
 import msgspec
 from structlog.testing import capture_logs
 
-from contracts.events import BlueprintSpec, MemberInvoked
+from contracts.commands import CreateThread
+from contracts.events import BlueprintSaved, BlueprintSpec, MemberInvoked
 from infra.endpoints import Endpoints, write_endpoints
 from infra.jetstream.records import RecordedEvent
 from services.cli import workflow_cmd
 from services.llm.fake_scripts import ScriptStep
+from services.replay.compare import format_comparison
+from services.workflows.decisions import member_thread_id
+from services.workflows.members import member_blueprint, workflow_id, workflow_request
 from services.workflows.replay import check_controller, load_workflow, replay_workflow
+from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system
 from tests.workflows.conftest import Workflows
+
+
+def cast(tenant: str) -> dict[str, BlueprintSpec]:
+    return {
+        n: BlueprintSpec(name=n, prompt=f"Your script is {n}-{tenant}.")
+        for n in ("author", "editor")
+    }
 
 
 async def book(workflows: Workflows) -> str:
@@ -33,10 +45,7 @@ async def book(workflows: Workflows) -> str:
         ScriptStep(content="Stored chapter 1. @editor have a look."),
     ])  # fmt: skip
     llm.script(f"editor-{t}", [ScriptStep(content="Fine as it is.")])
-    wf = await workflows.create(
-        "book",
-        {n: BlueprintSpec(name=n, prompt=f"Your script is {n}-{t}.") for n in ("author", "editor")},
-    )
+    wf = await workflows.create("book", cast(t))
     await workflows.post(wf, "@author write chapter 1")
     await workflows.wait(wf, lambda s: s.settled and len(s.messages) == 3)
     return wf
@@ -66,6 +75,47 @@ async def test_a_workflow_replays_to_the_same_decisions_and_runs(workflows: Work
     _, divergence = check_controller(dataclasses.replace(record, events=tuple(tampered)))
     assert divergence is not None
     assert divergence.recorded[0]["prompt"] == "something else"
+
+
+async def test_a_member_created_before_its_blueprint_was_saved_replays_the_same(
+    workflows: Workflows,
+) -> None:
+    """The registry handles a workflow's commands concurrently, so a member's thread may be
+    created before its blueprint is saved (here made certain: the thread is created first).
+    Its first run is accepted after both, and re-executes with the blueprint."""
+    t, agency_id, store = workflows.tenant, workflows.agents.agency, workflows.bus.store
+    wf = workflow_id(t, agency_id, "book")
+    author = member_thread_id(t, wf, "author")
+    blueprint = member_blueprint("book", "author", cast(t)["author"])
+    await workflows.bus.commands.send(
+        t,
+        CreateThread(
+            agency_id=agency_id,
+            thread_id=author,
+            agent_type=blueprint.name,
+            request=workflow_request(wf, "author"),
+        ),
+        idempotency_key=f"wf-thread:{author}",
+    )
+
+    async def created() -> None:
+        assert await store.read(t, "thread", author)
+
+    await assert_eventually(created)
+    assert await book(workflows) == wf
+
+    record = await load_workflow(store, t, wf)
+    agency = await store.read(t, "agency", agency_id)
+    saved = next(
+        e
+        for e in agency
+        if isinstance(e.payload, BlueprintSaved) and e.payload.blueprint.name == blueprint.name
+    )
+    created_at, accepted_at = (e.stream_seq for e in record.members["author"][:2])
+    assert created_at < saved.stream_seq < accepted_at
+    replay = await replay_workflow(record, make_system(), agency_events=agency)
+    assert replay.same, [format_comparison(c) for c in replay.members.comparisons]
+    assert replay.decisions_checked == 4
 
 
 def _reprompted(event: RecordedEvent) -> RecordedEvent:
