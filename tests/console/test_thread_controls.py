@@ -72,3 +72,36 @@ async def test_reject_a_held_call_interrupt_a_run_and_filter_the_timeline_by_run
     types = await rows.evaluate_all("rs => rs.map(r => [r.dataset.run, r.dataset.type])")
     assert types and {run for run, _ in types} == {first_run}
     assert "hitl.resume" in {t for _, t in types} and "run.canceled" not in {t for _, t in types}
+
+
+async def test_terminate_a_running_thread_from_its_page(
+    page: Page, stack: Stack, tenant: Tenant
+) -> None:
+    agency = await agency_of(stack, tenant)
+    key = "term-" + new_id()
+    stack.llm.script(key, [ScriptStep(content="never shown", delay_ms=20_000)])
+    async with tenant.http(stack) as http:
+        r = await http.post(f"/agency/{agency}/agents", json={"agentType": "approver"})
+        assert r.status_code == 201, r.text
+        thread = r.json()["id"]
+    await page.goto(f"{stack.url}/#/a/{agency}/t/{thread}")
+    status = page.locator(".thead .badge").first
+    await page.fill("#message", key)
+    await page.click("#send")
+    await expect(status).to_have_text("running")
+
+    # The button asks first: dismissed, nothing is sent; accepted, the thread shuts down.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    await page.click("#terminate")
+    await expect(page.locator("#terminate")).to_have_text("Terminate")
+    await expect(status).to_have_text("running")
+    page.once("dialog", lambda dialog: dialog.accept())
+    await page.click("#terminate")
+    await expect(status).to_have_text("canceled · terminated")
+    await expect(page.locator("#terminate")).to_have_text("Terminated")
+    await expect(page.locator("#terminate")).to_be_disabled()
+
+    # A terminated thread refuses a new message, and the console says why.
+    await page.fill("#message", "are you there?")
+    await page.click("#send")
+    await expect(page.locator("#flash.error")).to_contain_text("terminated")

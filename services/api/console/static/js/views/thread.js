@@ -68,6 +68,7 @@ export async function showThread(main, agency, id, tab) {
         api("GET", `${ctx.base}/runs`), api("GET", ctx.base)]);
       ctx.state = state;
       ctx.runs = runs;
+      ctx.view = view;
       header();
       for (const fn of ctx.stateListeners) fn(state);
       window.dispatchEvent(new CustomEvent("agency:thread-changed", {detail: id}));
@@ -88,12 +89,27 @@ export async function showThread(main, agency, id, tab) {
       badge(run.status, run.status + (run.reason ? ` · ${run.reason}` : "")),
       run.runId ? h("span.mono.muted", ` run ${shortId(run.runId)} · step ${run.step}${last ? "/" + last.maxSteps : ""}`) : null);
     const active = ["running", "paused"].includes(run.status);
+    const terminated = ctx.view && ctx.view.status === "terminated";
     clear(head,
       h("span.title", state.agentType),
       h("span.tid", {title: "thread id"}, id),
       parent ? h("a", {href: `#/a/${agency}/t/${parent.threadId}`}, "↑ parent " + shortId(parent.threadId)) : null,
       status, h("span.spacer"), live,
-      h("button.danger#cancel", {disabled: !active, onclick: cancel}, "Cancel run"));
+      h("button.danger#cancel", {disabled: !active, onclick: cancel}, "Cancel run"),
+      h("button.danger#terminate", {disabled: terminated, onclick: terminate,
+        title: "shut the thread down for good: its run ends canceled, later messages are refused"},
+        terminated ? "Terminated" : "Terminate"));
+  }
+
+  async function terminate() {
+    if (!window.confirm("Terminate this thread? Its active run ends and it refuses every later message.")) return;
+    try {
+      await api("POST", `${ctx.base}/terminate`, {reason: "terminated from the console"});
+      flash("terminate sent");
+      ctx.refresh();
+    } catch (e) {
+      flash(e.message, true);
+    }
   }
 
   async function cancel() {
