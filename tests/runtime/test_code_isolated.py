@@ -16,12 +16,15 @@ import pytest
 from contracts.events import (
     AgentStateSet,
     ChatMessage,
+    FileWritten,
     ModelCompleted,
+    ReplyAction,
     ReplyDelta,
     RunCompleted,
     RunError,
     ToolError,
     ToolOutput,
+    ToolStarted,
 )
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
@@ -30,14 +33,19 @@ from services.agents.isolation import Isolation, NotIsolatable
 from services.agents.system import AgentSystem
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.replay.memstore import MemoryEventStore
 from services.replay.reexecute import reexecute
+from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.code_context import AgentContext
 from services.runtime.code_isolated import AGENT_RUNNER
+from services.runtime.loop import ThreadDriver
 from services.runtime.state import fold
 from tests.helpers import assert_eventually
 from tests.runtime import isolated_agents as agents
 from tests.runtime.conftest import Agents, make_system, running_agents
 from tests.runtime.test_code_agents import payloads, terminals
+from tests.runtime.test_code_interrupted import TENANT, THREAD, begun
 
 SECRET = "AGENCY_TEST_SECRET"
 PROJECT_FILE = str(Path(__file__).resolve().parents[2] / "pyproject.toml")
@@ -237,6 +245,41 @@ async def test_a_cancel_kills_the_worker(isolated: Agents) -> None:
         assert workers() == []
 
     await assert_eventually(gone)
+
+
+async def test_an_isolated_run_begun_by_a_dead_drive_is_resumed_against_its_record(
+    llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    store = MemoryEventStore()
+    call = "call_1_r1"
+    await begun(
+        store,
+        "keeper_isolated",
+        "one",
+        ReplyAction(run_id="r1", name="write_file", arguments='{"path": "count.txt"}'),
+        ToolStarted(
+            run_id="r1",
+            tool_call_id=call,
+            tool_name="write_file",
+            arguments='{"path": "count.txt", "content": "1"}',
+        ),
+        FileWritten(run_id="r1", path="count.txt", content="1"),
+        ToolOutput(run_id="r1", tool_call_id=call, tool_name="write_file", output="recorded"),
+    )
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    try:
+        system = isolated_system(llm, tmp_path / "secret.txt")
+        driver = ThreadDriver(store, system, provider, ThreadCache(store), BlueprintCache(store))
+        state = await driver.drive(TENANT, THREAD)
+    finally:
+        await provider.close()
+    run_ = state.run("r1")
+    assert run_ is not None and run_.status == "completed", run_
+    assert run_.result.startswith("count 1 (recorded; unknown tool"), run_.result
+    events = store.events(TENANT, "thread", THREAD)
+    assert sum(isinstance(e.envelope.payload, ToolStarted) for e in events) == 1
+    assert sum(isinstance(e.envelope.payload, ReplyAction) for e in events) == 1
+    assert state.agent_state == {"count": 1, "last": "one"}
 
 
 class Importable(CodeAgent):
