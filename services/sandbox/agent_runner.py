@@ -30,7 +30,7 @@ def main() -> None:
     os.dup2(2, 1)
     sys.path[:0] = sys.argv[1:]
     from services.sandbox.agent_context import Channel
-    from services.sandbox.agent_protocol import Raised, to_worker
+    from services.sandbox.agent_protocol import AgentStart, Raised, to_worker
     from services.sandbox.runner import describe
 
     channel = Channel(out_fd)
@@ -38,18 +38,15 @@ def main() -> None:
     end: FromWorker
     try:
         start = to_worker.decode(first)
-        end = run(start, channel) if _is_start(start) else Raised(error="no start message")
+        if isinstance(start, AgentStart):
+            end = run(start, channel)
+        else:
+            end = Raised(error=f"the sandboxed worker got {type(start).__name__} before start")
     except Exception as e:  # a broken start: say so rather than die without a word
         end = Raised(error=f"the sandboxed worker could not run the agent ({describe(e)})")
     channel.send(end)
     sys.stderr.flush()
     os._exit(0)
-
-
-def _is_start(message: Any) -> bool:
-    from services.sandbox.agent_protocol import AgentStart
-
-    return isinstance(message, AgentStart)
 
 
 def run(start: AgentStart, channel: Channel) -> FromWorker:

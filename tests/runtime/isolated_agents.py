@@ -90,6 +90,15 @@ class Hog(CodeAgent):
         return str(len(held))
 
 
+class Spinner(CodeAgent):
+    """Spins on the CPU without end."""
+
+    async def on_message(self, message: ChatMessage, ctx: AgentContext) -> None:
+        ctx.reply.write("spinning")
+        while True:
+            pass
+
+
 class Crasher(CodeAgent):
     """Ends its process without a word (`crash`), or writes garbage where messages go."""
 

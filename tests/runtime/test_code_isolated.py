@@ -69,6 +69,7 @@ def isolated_system(llm: FakeLLMServer, secret_file: Path) -> AgentSystem:
         .code_agent("crasher", agents.Crasher, isolation=sandbox)
         .code_agent("sleeper", agents.Sleeper, isolation=sandbox)
         .code_agent("napper", agents.Napper, isolation=Isolation(wall_seconds=2))
+        .code_agent("spinner", agents.Spinner, isolation=Isolation(cpu_seconds=1))
     )
 
 
@@ -205,14 +206,20 @@ async def test_an_isolated_agent_whose_worker_breaks_ends_with_run_error(
     assert "model.started" not in [e.type for e in events]
 
 
-async def test_an_isolated_agent_past_its_wall_time_ends_with_run_error(
-    isolated: Agents,
+@pytest.mark.parametrize(
+    ("agent", "reason", "written"),
+    [
+        ("napper", "isolated code agent 'napper' exceeded its wall time of 2 s", "napping"),
+        ("spinner", "isolated code agent 'spinner' exceeded its CPU time limit of 1 s", "spinning"),
+    ],
+)
+async def test_an_isolated_agent_past_its_time_ends_with_run_error(
+    isolated: Agents, agent: str, reason: str, written: str
 ) -> None:
-    events = await run(isolated, "napper", "nap")
+    events = await run(isolated, agent, "go")
     assert terminals(events) == ["run.error"]
-    error = payloads(events, RunError)[0]
-    assert error.error == "isolated code agent 'napper' exceeded its wall time of 2 s"
-    assert reply_text(events) == "napping"
+    assert payloads(events, RunError)[0].error == reason
+    assert reply_text(events) == written
 
 
 def workers() -> list[int]:
