@@ -1,11 +1,13 @@
-"""`Isolation`: what an operator grants a tool that runs in a sandbox of its own.
+"""`Isolation`: what an operator grants a tool or a code agent that runs in a sandbox.
 
 An external tool registered with an `Isolation` (`AgentSystem.add_tool(..., isolation=...)`)
 is run by the tools service in a worker process started under bubblewrap
 (`services/tools/sandbox.py`): no network unless `network`, only the environment in `env`,
 the interpreter and the project code read-only, a private scratch directory, and limits on
 CPU time, memory and scratch space. The tool's function is imported in that process by its
-module and qualified name, so it must be defined at a module's top level.
+module and qualified name, so it must be defined at a module's top level. A code agent
+registered with one (`AgentSystem.code_agent(..., isolation=...)`) runs its `on_message` in
+such a worker too (`services/runtime/code_isolated.py`), its class imported the same way.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ MIB = 1024 * 1024
 
 
 class NotIsolatable(ValueError):
-    """A tool whose function a sandboxed process could not import."""
+    """A tool whose function (or a code agent whose class) a sandboxed process could not
+    import."""
 
-    def __init__(self, tool: str, problem: str) -> None:
+    def __init__(self, tool: str, problem: str, *, what: str = "tool") -> None:
         self.tool = tool
-        super().__init__(f"tool {tool!r} cannot be isolated: {problem}")
+        super().__init__(f"{what} {tool!r} cannot be isolated: {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +40,8 @@ class Isolation:
     - `memory_mib`: address space of the worker process; an allocation past it fails.
     - `scratch_mib`: size of the scratch directory, the tool's working directory (and /tmp).
 
-    Wall time is the tool's `timeout`, as for every tool.
+    - `wall_seconds`: for a code agent, the wall time of one run of its handler; a tool's
+      is its `timeout`, as for every tool.
     """
 
     network: bool = False
@@ -45,9 +49,10 @@ class Isolation:
     cpu_seconds: int = 10
     memory_mib: int = 256
     scratch_mib: int = 64
+    wall_seconds: int = 300
 
     def __post_init__(self) -> None:
-        for name in ("cpu_seconds", "memory_mib", "scratch_mib"):
+        for name in ("cpu_seconds", "memory_mib", "scratch_mib", "wall_seconds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Isolation.{name} must be a positive whole number, not {value!r}")
@@ -81,6 +86,43 @@ def function_reference(name: str, fn: Callable[..., Any]) -> tuple[str, str]:
     if found is not fn:
         raise NotIsolatable(name, f"{module}:{qualname} names another object than its function")
     return module, qualname
+
+
+def class_reference(name: str, cls: type) -> tuple[str, str]:
+    """`(module, qualified name)` by which a sandboxed process imports a code agent's class.
+
+    Raises `NotIsolatable` for a class no import can reach (defined in a function, in a
+    `__main__` script, or replaced at its name by something else).
+    """
+    module, qualname = cls.__module__, cls.__qualname__
+    if module == "__main__":
+        raise NotIsolatable(name, "its class is defined in a script, not an importable module",
+                            what="code agent")  # fmt: skip
+    if "<" in qualname:
+        raise NotIsolatable(
+            name, f"its class {qualname} is not defined at a module's top level", what="code agent"
+        )
+    try:
+        found = resolve_class(module, qualname)
+    except (ImportError, AttributeError) as e:
+        raise NotIsolatable(
+            name, f"{module}:{qualname} cannot be imported ({e})", what="code agent"
+        ) from e
+    if found is not cls:
+        raise NotIsolatable(
+            name, f"{module}:{qualname} names another object than its class", what="code agent"
+        )
+    return module, qualname
+
+
+def resolve_class(module: str, qualname: str) -> type:
+    """The class at `module:qualname`."""
+    value: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    if not isinstance(value, type):
+        raise AttributeError(f"{module}:{qualname} is not a class")
+    return value
 
 
 def resolve(module: str, qualname: str) -> Callable[..., Any]:

@@ -22,7 +22,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
 from services.agents.code import CodeAgent, SettingsError, validate_settings
-from services.agents.isolation import Isolation, function_reference
+from services.agents.isolation import Isolation, class_reference, function_reference
 from services.agents.middleware import (
     RESERVED_STATE_KEYS,
     Middleware,
@@ -53,6 +53,7 @@ class CodeAgentSpec:
     cls: type[CodeAgent]
     settings: Any
     raw_settings: dict[str, Any]
+    isolation: Isolation | None = None
 
     def settings_for(self, saved: BlueprintSpec | None) -> Any:
         """The settings of a run: the registered ones, overridden by `config.extra
@@ -130,15 +131,23 @@ class AgentSystem:
         name: str,
         cls: type[CodeAgent],
         settings: dict[str, Any] | None = None,
+        *,
+        isolation: Isolation | None = None,
     ) -> Self:
         """Register an agent type whose logic is `cls.on_message` (`services/agents/code.py`).
         Its settings are validated against `cls.Settings` now (`SettingsError` naming the
         field); an agency may override them per invoke with a saved blueprint of this name
-        whose `config.extra` holds `settings`."""
+        whose `config.extra` holds `settings`.
+
+        With `isolation` its handler runs in a sandboxed worker process
+        (`services/runtime/code_isolated.py`); `NotIsolatable` when the class cannot be
+        imported there by its module and qualified name."""
         if not (isinstance(cls, type) and issubclass(cls, CodeAgent)):
             raise TypeError(f"code agent {name!r}: {cls!r} is not a CodeAgent subclass")
+        if isolation is not None:
+            class_reference(name, cls)
         raw = dict(settings or {})
-        spec = CodeAgentSpec(name, cls, validate_settings(name, cls, raw), raw)
+        spec = CodeAgentSpec(name, cls, validate_settings(name, cls, raw), raw, isolation)
         self._code_agents[name] = spec
         self._blueprints[name] = BlueprintSpec(
             name=name, description=cls.description, model=cls.model, tags=cls.tags

@@ -7,7 +7,8 @@ state events), then the reply as the assistant's message, `agent.completed` and
 (kind `internal_error`, or the model error's kind); a cancel cancels the handler's task. A
 run found begun by a drive that is gone (its worker died) is resumed: its handler runs
 again from the start against the run's record (`code_emitter.py`), and a handler that does
-not repeat its record ends the run with `run.error` kind `interrupted`.
+not repeat its record ends the run with `run.error` kind `interrupted`. An isolated
+agent's handler runs in a sandboxed worker (`code_isolated.py`) with the same `ctx` effects.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from services.llm.provider import ModelError, Provider
 from services.runtime.actions import next_action
 from services.runtime.code_context import FLUSH_SECONDS, AgentContext, Ai, Reply
 from services.runtime.code_emitter import Diverged, Emitter, journal_of
+from services.runtime.code_isolated import IsolatedAgentFailed, run_isolated
 from services.runtime.code_tools import Tools
 from services.runtime.failures import describe, run_failed
 from services.runtime.state import RunView, ThreadState
@@ -179,9 +181,13 @@ class CodeRuns:
                 run_id=run_id, agent_type=spec.name, model=f"code:{spec.cls.__name__}"
             )
             await emitter.emit([RunTick(run_id=run_id, step=1), started])
-        agent = spec.cls()
         key = (state.tenant_id, state.thread_id)
-        task = asyncio.ensure_future(agent.on_message(message, ctx))
+        handler = (
+            run_isolated(spec, message, ctx)
+            if spec.isolation is not None
+            else spec.cls().on_message(message, ctx)
+        )
+        task = asyncio.ensure_future(handler)
         self.inflight[key] = (task, emitter)
         flusher = asyncio.ensure_future(_flush_every(emitter, task))
         try:
@@ -195,6 +201,9 @@ class CodeRuns:
             return await self._fail(emitter, "interrupted", str(e), agent_error=True)
         except ModelError as e:
             return await self._fail(emitter, e.kind or "model_error", f"model call failed: {e}")
+        except IsolatedAgentFailed as e:
+            log.warning("isolated code agent failed", run_id=run_id, error=str(e))
+            return await self._fail(emitter, "internal_error", str(e), agent_error=True)
         except Exception as e:
             log.warning("code agent raised", run_id=run_id, error=describe(e))
             return await self._fail(emitter, "internal_error", describe(e), agent_error=True)

@@ -1,4 +1,6 @@
-"""The worker side of isolated tools: the call protocol and the runner started under bwrap.
+"""The worker side of isolated tools and isolated code agents: their protocols and the
+runners started under bwrap.
 
-Imported inside the sandbox, so nothing here may import more than msgspec and the tool API.
+Imported inside the sandbox, so nothing here may import more than msgspec and the tool or
+agent API.
 """

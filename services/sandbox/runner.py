@@ -51,10 +51,7 @@ def run(call: SandboxCall) -> SandboxOutcome:
     from services.agents.tools import ToolContext, ToolFailed, ToolRetryable, result_text
     from services.sandbox.protocol import Failed, OutOfMemory, Raised, Retryable, Returned
 
-    os.environ.clear()
-    os.environ.update(call.env)
-    tempfile.tempdir = "/scratch"  # /tmp may hold the code's read-only binds instead
-    set_limits(call)
+    confine(call.env, call.cpu_seconds, call.memory_bytes)
     try:
         fn = resolve(call.module, call.qualname)
         context = ToolContext(
@@ -79,14 +76,23 @@ def run(call: SandboxCall) -> SandboxOutcome:
         return Raised(error=describe(e))
 
 
-def set_limits(call: SandboxCall) -> None:
+def confine(env: dict[str, str], cpu_seconds: int, memory_bytes: int) -> None:
+    """Replace the environment with `env` and set the worker's limits on itself (the
+    isolated code agents' worker, `agent_runner.py`, does the same)."""
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = "/scratch"  # /tmp may hold the code's read-only binds instead
+    set_limits(cpu_seconds, memory_bytes)
+
+
+def set_limits(cpu_seconds: int, memory_bytes: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # At the soft limit the kernel sends SIGXCPU (which ends the process); a tool that
+    # At the soft limit the kernel sends SIGXCPU (which ends the process); code that
     # catches it is killed at the hard limit a second later.
-    resource.setrlimit(resource.RLIMIT_CPU, (call.cpu_seconds, call.cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (call.memory_bytes, call.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
 
 
 async def _awaited(value: Any) -> Any:

@@ -104,12 +104,15 @@ async def run_isolated(tool: Tool, args: dict[str, Any], context: ToolContext) -
         )
         returncode = await process.wait()
     finally:
-        await _kill(process)
+        await kill_group(process)
     return outcome_text(tool.name, isolation, returncode, stdout, stderr)
 
 
-def sandbox_command(bwrap: str, isolation: Isolation, module: str) -> list[str]:
-    """The bwrap command line running the worker for a tool of `module`."""
+def sandbox_command(
+    bwrap: str, isolation: Isolation, module: str, runner: Path = RUNNER
+) -> list[str]:
+    """The bwrap command line running the worker `runner` (an isolated tool's, or an
+    isolated code agent's) for code of `module`."""
     code = code_paths(module)
     command = [
         bwrap,
@@ -155,7 +158,7 @@ def sandbox_command(bwrap: str, isolation: Isolation, module: str) -> list[str]:
         SCRATCH,
     ]
     roots = list(dict.fromkeys(str(path.parent) for path in code))
-    return [*command, sys.executable, "-I", "-B", str(RUNNER), *roots]
+    return [*command, sys.executable, "-I", "-B", str(runner), *roots]
 
 
 def python_paths() -> list[Path]:
@@ -202,35 +205,33 @@ def outcome_text(
         case Raised(error=error):
             raise ToolFailed(error)
         case OutOfMemory():
-            raise ToolFailed(memory_message(name, isolation))
-    raise ToolFailed(ended_message(name, isolation, returncode, stderr))
+            raise ToolFailed(memory_message(f"isolated tool {name!r}", isolation))
+    raise ToolFailed(ended_message(f"isolated tool {name!r}", isolation, returncode, stderr))
 
 
-def memory_message(name: str, isolation: Isolation) -> str:
-    return f"isolated tool {name!r} exceeded its memory limit of {isolation.memory_mib} MiB"
+def memory_message(what: str, isolation: Isolation) -> str:
+    return f"{what} exceeded its memory limit of {isolation.memory_mib} MiB"
 
 
-def ended_message(name: str, isolation: Isolation, returncode: int, stderr: bytes) -> str:
-    """Why a worker ended without an outcome: a limit, its sandbox, or a crash."""
+def ended_message(what: str, isolation: Isolation, returncode: int, stderr: bytes) -> str:
+    """Why a worker ended without an outcome: a limit, its sandbox, or a crash. `what`
+    names the worker's code ("isolated tool 'x'")."""
     text = stderr.decode(errors="replace").strip()
     # bwrap exits with 128 + the signal that ended the worker.
     signum = returncode - 128 if returncode > 128 else -returncode if returncode < 0 else 0
     if signum in (signal.SIGXCPU, signal.SIGKILL):
-        return f"isolated tool {name!r} exceeded its CPU time limit of {isolation.cpu_seconds} s"
+        return f"{what} exceeded its CPU time limit of {isolation.cpu_seconds} s"
     if "MemoryError" in text or "Cannot allocate memory" in text:
-        return memory_message(name, isolation)
+        return memory_message(what, isolation)
     if text.startswith("bwrap:"):
         problem = text.splitlines()[0]
-        return (
-            f"isolated tool {name!r} could not start its sandbox ({problem}); "
-            "it never runs without one"
-        )
+        return f"{what} could not start its sandbox ({problem}); it never runs without one"
     how = f"exit status {returncode}"
     if signum:
         with contextlib.suppress(ValueError):
             how = f"signal {signal.Signals(signum).name}"
     tail = text[-_STDERR_TAIL:]
-    return f"isolated tool {name!r} ended without a result ({how})" + (f": {tail}" if tail else "")
+    return f"{what} ended without a result ({how})" + (f": {tail}" if tail else "")
 
 
 async def _exchange(
@@ -266,7 +267,7 @@ async def _exchange(
     return stdout, stderr
 
 
-async def _kill(process: asyncio.subprocess.Process) -> None:
+async def kill_group(process: asyncio.subprocess.Process) -> None:
     """Kill the worker's process group unless it has ended; wait for it, within a bound."""
     if process.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

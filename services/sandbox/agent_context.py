@@ -1,0 +1,240 @@
+"""`ctx` of a code agent running in its sandboxed worker: the in-process `AgentContext`'s
+API (`services/runtime/code_context.py`), each effect a request to the runtime over the
+worker's pipes (`agent_protocol.py`). The runtime does the effect with the real `ctx`, so
+its events are the same as an agent running in the runtime would make.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from contracts.events import ChatMessage
+from services.agents.code import ToolCallError
+from services.agents.tools import ToolSpec
+from services.llm.errors import ModelError
+from services.sandbox.agent_protocol import (
+    Action,
+    Answered,
+    CallTool,
+    Complete,
+    Delta,
+    FromWorker,
+    Refused,
+    SetState,
+    Thinking,
+    ToWorker,
+    Write,
+    line,
+)
+
+MessageLike = ChatMessage | Mapping[str, Any]
+
+
+class Channel:
+    """The worker's side of the pipes: requests out, their answers matched back by id."""
+
+    def __init__(self, out_fd: int) -> None:
+        self._out = out_fd
+        self._ids = 0
+        self._waiting: dict[int, tuple[asyncio.Future[Any], Callable[[str], Any] | None]] = {}
+
+    def send(self, message: FromWorker) -> None:
+        payload = line(message)
+        while payload:
+            payload = payload[os.write(self._out, payload) :]
+
+    async def request(
+        self, make: Callable[[int], FromWorker], on_delta: Callable[[str], Any] | None = None
+    ) -> Any:
+        self._ids += 1
+        ident = self._ids
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[ident] = (future, on_delta)
+        try:
+            self.send(make(ident))
+            return await future
+        finally:
+            self._waiting.pop(ident, None)
+
+    async def dispatch(self, message: ToWorker) -> None:
+        """Deliver one message of the runtime to the request it answers."""
+        entry = self._waiting.get(getattr(message, "id", -1))
+        if entry is None:
+            return
+        future, on_delta = entry
+        match message:
+            case Delta(text=text):
+                if on_delta is not None:
+                    result = on_delta(text)
+                    if asyncio.iscoroutine(result):
+                        await result
+            case Answered(value=value):
+                if not future.done():
+                    future.set_result(value)
+            case Refused(kind="model", error=error, retryable=retryable, model_kind=kind):
+                if not future.done():
+                    future.set_exception(ModelError(error, retryable=retryable, kind=kind))  # type: ignore[arg-type]
+            case Refused(error=error):
+                if not future.done():
+                    future.set_exception(ToolCallError(error))
+
+    def close(self, error: BaseException) -> None:
+        for future, _ in self._waiting.values():
+            if not future.done():
+                future.set_exception(error)
+
+
+@dataclass
+class Reply:
+    _channel: Channel
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def write(self, text: str) -> None:
+        if text:
+            self.parts.append(text)
+            self._channel.send(Write(text=text))
+
+    def thinking(self, text: str) -> None:
+        if text:
+            self._channel.send(Thinking(text=text))
+
+    def action(self, name: str, args: Mapping[str, Any] | None = None) -> None:
+        self._channel.send(Action(name=name, args=msgspec.to_builtins(dict(args or {}))))
+
+
+class Tools:
+    def __init__(self, channel: Channel, specs: Sequence[ToolSpec]) -> None:
+        self._channel = channel
+        self._specs = {s.name: s for s in specs}
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(self._specs.values())
+
+    def specs_of(self, wanted: bool | Sequence[str]) -> tuple[ToolSpec, ...]:
+        if wanted is True:
+            return self.specs
+        if not wanted:
+            return ()
+        return tuple(self._specs[n] for n in wanted if n in self._specs)
+
+    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> str:
+        """Run a tool (in the runtime); its output, or `ToolCallError` with its error."""
+        plain = msgspec.to_builtins(dict(args or {}))
+        output = await self._channel.request(lambda i: CallTool(id=i, name=name, args=plain))
+        return str(output)
+
+
+class Ai:
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self.calls = 0
+
+    async def complete(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[MessageLike] | None = None,
+        system: str | None = None,
+        model: str | None = None,
+        tools: bool | Sequence[str] = False,
+        on_delta: Callable[[str], Awaitable[None]] | None = None,
+    ) -> ChatMessage:
+        """One model call (made by the runtime); the whole answer."""
+        self.calls += 1
+        plain = None if messages is None else [msgspec.to_builtins(m) for m in messages]
+        chosen: bool | list[str] = tools if isinstance(tools, bool) else list(tools)
+        value = await self._channel.request(
+            lambda i: Complete(
+                id=i,
+                prompt=prompt,
+                messages=plain,
+                system=system,
+                model=model,
+                tools=chosen,
+                stream=on_delta is not None,
+            ),
+            on_delta,
+        )
+        return msgspec.convert(value, ChatMessage)
+
+    async def generate(self, prompt: str | None = None, **options: Any) -> str:
+        return (await self.complete(prompt, **options)).content
+
+    async def stream(self, prompt: str | None = None, **options: Any) -> AsyncIterator[str]:
+        deltas: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def on_delta(text: str) -> None:
+            deltas.put_nowait(text)
+
+        task = asyncio.ensure_future(self.complete(prompt, on_delta=on_delta, **options))
+        task.add_done_callback(lambda _: deltas.put_nowait(None))
+        shown = ""
+        try:
+            while (text := await deltas.get()) is not None:
+                shown += text
+                yield text
+            answer = task.result().content
+            if answer.startswith(shown) and len(answer) > len(shown):
+                yield answer[len(shown) :]
+        finally:
+            if not task.done():
+                task.cancel()
+
+
+@dataclass
+class AgentContext:
+    """`ctx` of `CodeAgent.on_message` in the worker."""
+
+    thread_id: str
+    run_id: str
+    agent_type: str
+    settings: Any
+    conversation: tuple[ChatMessage, ...]
+    ai: Ai
+    tools: Tools
+    reply: Reply
+    _channel: Channel
+    _state: Any = None
+    _aborted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def state(self) -> Any:
+        return self._state
+
+    async def set_state(self, value: Any) -> None:
+        value = msgspec.to_builtins(value)
+        await self._channel.request(lambda i: SetState(id=i, value=value))
+        self._state = value
+
+    @property
+    def log(self) -> Any:
+        """A structlog logger bound to the thread and run, writing to the worker's stderr."""
+        import structlog
+
+        return structlog.get_logger("agency.code_agent").bind(
+            agent_type=self.agent_type, thread_id=self.thread_id, run_id=self.run_id
+        )
+
+    @property
+    def aborted(self) -> bool:
+        """A cancelled run kills the worker, so the agent never sees this turn true."""
+        return self._aborted.is_set()
+
+    @property
+    def abort_signal(self) -> asyncio.Event:
+        return self._aborted
