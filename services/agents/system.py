@@ -162,8 +162,10 @@ class AgentSystem:
         return dict(self._blueprints)
 
     def middleware_for(self, blueprint: BlueprintSpec) -> list[Middleware]:
-        tags = set(blueprint.tags)
-        return [m.item for m in self._middleware if m.tags & tags]
+        """The middleware its tags select, and those its `hooks` name (a hook id naming no
+        middleware of this system is kept and ignored), in the order they were added."""
+        tags, hooks = set(blueprint.tags), set(blueprint.hooks)
+        return [m.item for m in self._middleware if m.tags & tags or m.item.name in hooks]
 
     def tools_for(self, blueprint: BlueprintSpec) -> dict[str, AnyTool]:
         """Tools whose tags meet the blueprint's, plus those its middleware brings."""

@@ -19,13 +19,12 @@ is the value of `nameEnv`, else the entry's name. Both are model-visible hints; 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 
 from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, MessageAppended, ToolCall
 from contracts.events.registry import SubagentEntry
 from contracts.ids import derived_id
-from services.agents.builtin.subagents import CREATE_TOOL, TASK_TOOL, branch_enabled
+from services.agents.builtin.subagents import CREATE_TOOL, TASK_TOOL, agent_env, branch_enabled
 from services.runtime.state import RunView, ThreadState
 
 DEFAULT_TASK = "Begin your work."
@@ -35,7 +34,7 @@ def immediate_entries(
     blueprint: BlueprintSpec, env: Mapping[str, str] | None = None
 ) -> tuple[SubagentEntry, ...]:
     """The blueprint's enabled entries with `immediate` set, in their order."""
-    env = os.environ if env is None else env
+    env = agent_env(blueprint, env)
     entries = blueprint.config.subagents.subagents if blueprint.config.subagents else ()
     return tuple(
         e
@@ -89,7 +88,7 @@ def immediate_bootstrap(
     offered to this agent)."""
     if not state.prompt_activated:
         return ()
-    env = os.environ if env is None else env
+    env = agent_env(blueprint, env)
     calls = tuple(
         immediate_call(state, run, entry, env)
         for entry in immediate_entries(blueprint, env)

@@ -23,6 +23,7 @@ from services.agents.builtin.subagents import (
     CREATE_TOOL,
     MESSAGE_TOOL,
     TERMINATE_TOOL,
+    agent_env,
     disabled_types,
     subagent_types,
 )
@@ -96,7 +97,8 @@ def subagent_call(
         return _message(state, run, call, blueprint)
     if call.name == TERMINATE_TOOL:
         return _terminate(state, run, call)
-    types = subagent_types(blueprint.config)
+    env = agent_env(blueprint)
+    types = subagent_types(blueprint.config, env)
     args = _args(call)
     creating = call.name == CREATE_TOOL
     kind = args.get("subagentType")
@@ -107,7 +109,7 @@ def subagent_call(
         return _error(run, call, "title must be a string")
     if about is not None and not isinstance(about, str):
         return _error(run, call, "description must be a string")
-    off = disabled_types(blueprint.config)
+    off = disabled_types(blueprint.config, env)
     if isinstance(kind, str) and kind in off:
         return _error(run, call, switched_off(kind, off[kind]))
     if not isinstance(kind, str) or kind not in types:
@@ -149,7 +151,7 @@ def subagent_call(
                 f"maxInstances of {chosen.max_instances} reached for {kind}; message an existing "
                 f"instance with subagent_message instead: {refs}",
             )
-    scoped, missing_env = scoped_values(state, chosen.scoped_env)
+    scoped, missing_env = scoped_values(state, chosen.scoped_env, env)
     if missing_env:
         held = EnvRequest(
             kind, chosen.scoped_env, missing_env, text, name if creating else None, attachments
@@ -192,7 +194,7 @@ def _message(
         return _error(run, call, f"subagent {child.reference} ({child.name}) is terminated")
     if not isinstance(text, str) or not text.strip():
         return _error(run, call, "subagent_message needs a non-empty `message`")
-    off = disabled_types(blueprint.config)
+    off = disabled_types(blueprint.config, agent_env(blueprint))
     if child.subagent_type in off:
         return _error(run, call, switched_off(child.subagent_type, off[child.subagent_type]))
     if missing := _missing_files(state, attachments):

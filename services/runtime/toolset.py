@@ -20,6 +20,7 @@ from services.agents.builtin.subagents import (
     RESUMABLE_TOOLS,
     TASK_TOOL,
     SubagentType,
+    agent_env,
     subagent_types,
 )
 from services.agents.system import AgentSystem
@@ -183,7 +184,7 @@ def tools_now(
         **registered_tools(system, blueprint, state),
         **system.tools_for(blueprint),
     }
-    types = subagent_types(blueprint.config)
+    types = subagent_types(blueprint.config, agent_env(blueprint))
     if not types:
         tools.pop(TASK_TOOL, None)
     else:

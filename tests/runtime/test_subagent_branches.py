@@ -10,7 +10,7 @@ import pytest
 from contracts.events import BlueprintSpec, SubagentSpawned, ToolError
 from contracts.events.registry import BlueprintConfig, SubagentEntry, SubagentsConfig
 from contracts.ids import new_id
-from services.agents.builtin.subagents import branch_enabled
+from services.agents.builtin.subagents import agent_env, branch_enabled
 from services.llm.fake_scripts import ScriptStep
 from tests.helpers import settled
 from tests.runtime.conftest import Agents
@@ -28,13 +28,14 @@ def task_types(request: dict[str, Any]) -> list[str]:
     return []
 
 
-async def brancher(agents: Agents, flag: str) -> str:
+async def brancher(agents: Agents, flag: str, env: dict[str, str] | None = None) -> str:
     name = "brancher" + new_id().lower()[-8:]
     await agents.save_blueprint(
         BlueprintSpec(
             name=name,
             prompt="You delegate to your branches.",
             tags=("default",),
+            env=env or {},
             config=BlueprintConfig(
                 subagents=SubagentsConfig(
                     subagents=("helper", SubagentEntry(name="worker", optional=flag))
@@ -106,3 +107,27 @@ def test_the_flag_values_that_switch_a_branch_on(value: str | None, on: bool) ->
 def test_an_optional_flag_must_be_a_variable_name() -> None:
     with pytest.raises(msgspec.ValidationError, match="optional"):
         msgspec.convert({"name": "worker", "optional": "not a name"}, SubagentEntry)
+
+
+@pytest.mark.parametrize(("process", "offered"), [(None, True), ("no", False)])
+async def test_the_blueprints_env_is_the_default_the_runtimes_environment_overrides(
+    agents: Agents, monkeypatch: pytest.MonkeyPatch, process: str | None, offered: bool
+) -> None:
+    flag = "AGENCY_TEST_BRANCH_" + new_id()
+    if process is not None:
+        monkeypatch.setenv(flag, process)
+    key = "default-" + new_id()
+    agents.llm.script(key, [ScriptStep(content="looked at my tools")])
+    parent = await brancher(agents, flag, env={flag: "yes"})
+    await agents.invoke(parent, key)
+    await agents.wait_terminal(parent, timeout=30)
+
+    first = next(r for r in agents.llm.requests if key in str(r["messages"]))
+    assert task_types(first) == (["helper", "worker"] if offered else ["helper"])
+
+
+def test_agent_env_reads_the_environment_first_then_the_blueprint() -> None:
+    spec = BlueprintSpec(name="a", env={"A": "blueprint", "B": "blueprint"})
+    env = agent_env(spec, {"A": "runtime"})
+    assert (env.get("A"), env.get("B"), env.get("C", "")) == ("runtime", "blueprint", "")
+    assert agent_env(BlueprintSpec(name="b"), {"A": "x"}) == {"A": "x"}

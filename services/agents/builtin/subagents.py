@@ -18,11 +18,12 @@ and the files to copy from `inputs` (instead of `description` / `message`, `atta
 from __future__ import annotations
 
 import os
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from contracts.events.registry import BlueprintConfig
+from contracts.events.registry import BlueprintConfig, BlueprintSpec
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.agents.tools import SubagentTool, ToolSpec
 
@@ -120,6 +121,14 @@ class SubagentType:
 ENABLED = frozenset({"true", "1", "yes"})
 
 
+def agent_env(blueprint: BlueprintSpec, env: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """The variables an agent's decisions read (`optional` flags, `nameEnv`,
+    `descriptionEnv`, `scopedEnv`): the runtime's environment (`env`, the process's by
+    default), then the blueprint's `env` for the names it does not set."""
+    env = os.environ if env is None else env
+    return ChainMap(dict(env), blueprint.env) if blueprint.env else env
+
+
 def branch_enabled(flag: str | None, env: Mapping[str, str]) -> bool:
     """An `optional` branch is on while its variable is `true`, `1` or `yes` (any case)."""
     return flag is None or env.get(flag, "").strip().lower() in ENABLED
@@ -170,7 +179,7 @@ class SubagentsMiddleware(Middleware):
     tags = ("subagents",)
 
     def system_prompt(self, ctx: MiddlewareContext) -> str | None:
-        types = subagent_types(ctx.config)
+        types = subagent_types(ctx.config, agent_env(ctx.blueprint))
         if not types:
             return None
         listed = ", ".join(sorted(types))
