@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from contracts.events import (
     ReplyThinking,
 )
 from contracts.limits import limits
+from services.agents.code_ai import MessageLike, StreamingAi
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
 from services.runtime.code_emitter import Emitter
 from services.runtime.code_tools import Tools
@@ -68,16 +69,13 @@ class Reply:
         )
 
 
-MessageLike = ChatMessage | Mapping[str, Any]
-
-
 def _message(value: MessageLike) -> ChatMessage:
     if isinstance(value, ChatMessage):
         return value
     return msgspec.convert(dict(value), ChatMessage)
 
 
-class Ai:
+class Ai(StreamingAi):
     """Model calls through the runtime's provider, each recorded as `model.started`,
     `model.delta`s and `model.completed` (or `agent.error` when the call fails)."""
 
@@ -132,32 +130,6 @@ class Ai:
         request = self._request(prompt, messages, system, model, tools)
         response = await self._call(request, on_delta)
         return response.message
-
-    async def generate(self, prompt: str | None = None, **options: Any) -> str:
-        """The text of one model call (see `complete`)."""
-        return (await self.complete(prompt, **options)).content
-
-    async def stream(self, prompt: str | None = None, **options: Any) -> AsyncIterator[str]:
-        """The text of one model call as it arrives (see `complete`)."""
-        deltas: asyncio.Queue[str | None] = asyncio.Queue()
-
-        async def on_delta(text: str) -> None:
-            deltas.put_nowait(text)
-
-        task = asyncio.ensure_future(self.complete(prompt, on_delta=on_delta, **options))
-        task.add_done_callback(lambda _: deltas.put_nowait(None))
-        shown = ""
-        try:
-            while (text := await deltas.get()) is not None:
-                shown += text
-                yield text
-            answer = task.result().content
-            if answer.startswith(shown) and len(answer) > len(shown):
-                # An answer complete within the first coalescing window has no delta.
-                yield answer[len(shown) :]
-        finally:
-            if not task.done():
-                task.cancel()
 
     async def _call(
         self, request: ModelRequest, on_delta: Callable[[str], Awaitable[None]] | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ import msgspec
 
 from contracts.events import ChatMessage
 from services.agents.code import ToolCallError
+from services.agents.code_ai import MessageLike, StreamingAi
 from services.agents.tools import ToolSpec
 from services.llm.errors import ModelError
 from services.sandbox.agent_protocol import (
@@ -32,8 +33,6 @@ from services.sandbox.agent_protocol import (
     Write,
     line,
 )
-
-MessageLike = ChatMessage | Mapping[str, Any]
 
 
 class Channel:
@@ -139,7 +138,7 @@ class Tools:
         return str(output)
 
 
-class Ai:
+class Ai(StreamingAi):
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self.calls = 0
@@ -171,29 +170,6 @@ class Ai:
             on_delta,
         )
         return msgspec.convert(value, ChatMessage)
-
-    async def generate(self, prompt: str | None = None, **options: Any) -> str:
-        return (await self.complete(prompt, **options)).content
-
-    async def stream(self, prompt: str | None = None, **options: Any) -> AsyncIterator[str]:
-        deltas: asyncio.Queue[str | None] = asyncio.Queue()
-
-        async def on_delta(text: str) -> None:
-            deltas.put_nowait(text)
-
-        task = asyncio.ensure_future(self.complete(prompt, on_delta=on_delta, **options))
-        task.add_done_callback(lambda _: deltas.put_nowait(None))
-        shown = ""
-        try:
-            while (text := await deltas.get()) is not None:
-                shown += text
-                yield text
-            answer = task.result().content
-            if answer.startswith(shown) and len(answer) > len(shown):
-                yield answer[len(shown) :]
-        finally:
-            if not task.done():
-                task.cancel()
 
 
 @dataclass
