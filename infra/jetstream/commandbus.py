@@ -26,6 +26,7 @@ from contracts.envelope import utc_now
 from contracts.errors import ContractError
 from contracts.ids import new_id, validate_token
 from contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
+from infra.jetstream.consumers import ensure_consumer
 from infra.jetstream.deadletter import DeadLetters
 from infra.jetstream.errors import StoreTimeout
 from infra.jetstream.tracing import context_from, current_carrier
@@ -174,13 +175,12 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
             # One more than ours so the worker, not the server, dead-letters the last attempt.
             max_deliver=self._max_deliver + 1,
             ack_wait=self._ack_wait,
+            # A deferred command (a run's watch, a child's deadline) stays pending on the
+            # broker until it is due, one per active or parked run: a bound here would stop
+            # every other command once that many wait. The worker's slots bound the work.
+            max_ack_pending=-1,
         )
-        return await self._js.pull_subscribe(
-            service_commands_filter(self._service),
-            durable=self.durable,
-            stream=COMMANDS_STREAM,
-            config=config,
-        )
+        return await ensure_consumer(self._js, config, stream=COMMANDS_STREAM)
 
     def _decode(self, msg: Msg) -> CommandEnvelope:
         try:

@@ -77,9 +77,9 @@ ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS)
 CONSUMER_EXISTS = frozenset({10013, 10105, 10148})
 
 
-async def _info(js: JetStreamContext, name: str) -> ConsumerInfo | None:
+async def _info(js: JetStreamContext, name: str, stream: str) -> ConsumerInfo | None:
     try:
-        info: ConsumerInfo = await js.consumer_info(EVENTS_STREAM, name)
+        info: ConsumerInfo = await js.consumer_info(stream, name)
     except NotFoundError as e:
         if e.err_code == STREAM_NOT_FOUND:
             raise
@@ -88,7 +88,7 @@ async def _info(js: JetStreamContext, name: str) -> ConsumerInfo | None:
 
 
 async def ensure_consumer(
-    js: JetStreamContext, config: ConsumerConfig
+    js: JetStreamContext, config: ConsumerConfig, stream: str = EVENTS_STREAM
 ) -> JetStreamContext.PullSubscription:
     """Create or update the durable, then bind to it.
 
@@ -99,18 +99,18 @@ async def ensure_consumer(
     name = config.durable_name
     assert name is not None
     for attempt in range(2):
-        current = await _info(js, name)
+        current = await _info(js, name, stream)
         if current is not None:
             config.deliver_policy = current.config.deliver_policy
             config.opt_start_seq = current.config.opt_start_seq
             config.opt_start_time = current.config.opt_start_time
         try:
-            await js.add_consumer(EVENTS_STREAM, config=config)
+            await js.add_consumer(stream, config=config)
             break
         except BadRequestError:
             if current is not None or attempt == 1:
                 raise  # a configuration the server refuses, not a race
-    return await js.pull_subscribe_bind(durable=name, stream=EVENTS_STREAM)
+    return await js.pull_subscribe_bind(durable=name, stream=stream)
 
 
 async def provision_consumers(js: JetStreamContext) -> None:

@@ -11,7 +11,9 @@ delivering (deferred) until the run has ended. Each delivery asks `verdict`:
   which does whatever the log says is next: a lost trigger is made good this way);
 - a running (or startable) run without progress for `end_after`: end it as `stalled`.
   A run paused for a person or for its subagents is resumed when it has waited long, but
-  never ended: waiting is what it is meant to do.
+  never ended: waiting is what it is meant to do. It is looked at less often the longer
+  it waits (after as long again as it has waited, at most `paused_look_max`), so ten
+  thousand parked runs cost a few drives a second, not hundreds.
 """
 
 from __future__ import annotations
@@ -25,16 +27,19 @@ from services.runtime.state import ThreadState
 
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
-    """`AGENCY_WATCHDOG_STALL` and `AGENCY_WATCHDOG_END`, in seconds."""
+    """`AGENCY_WATCHDOG_STALL`, `AGENCY_WATCHDOG_END` and `AGENCY_WATCHDOG_PAUSED_MAX`, in
+    seconds."""
 
     stall_after: float = 60.0
     end_after: float = 900.0
+    paused_look_max: float = 900.0
 
     @classmethod
     def from_env(cls) -> WatchSettings:
         return cls(
             stall_after=float(os.environ.get("AGENCY_WATCHDOG_STALL", "60")),
             end_after=float(os.environ.get("AGENCY_WATCHDOG_END", "900")),
+            paused_look_max=float(os.environ.get("AGENCY_WATCHDOG_PAUSED_MAX", "900")),
         )
 
 
@@ -79,7 +84,8 @@ def verdict(
     if idle < settings.stall_after:
         return Later(max(settings.stall_after - idle, 0.05))
     if run.status == "paused":
-        return Resume(settings.stall_after)
+        longest = max(settings.paused_look_max, settings.stall_after)
+        return Resume(min(max(idle, settings.stall_after), longest))
     if idle < settings.end_after:
         return Resume(min(settings.stall_after, max(settings.end_after - idle, 0.05)))
     waiting = "its tool results" if state.open_tool_calls() else "its next step"

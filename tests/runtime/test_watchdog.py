@@ -42,16 +42,27 @@ def _thread(status: str, idle: float, reason: str | None = None) -> ThreadState:
         ("running", 10, None, False, Later(50)),
         ("running", 5000, None, True, Later(60)),
         ("running", 120, None, False, Resume(60)),
-        ("paused", 5000, "hitl", False, Resume(60)),
-        ("paused", 5000, "subagent", False, Resume(60)),
+        ("paused", 90, "hitl", False, Resume(90)),
+        ("paused", 400, "hitl", False, Resume(400)),
+        ("paused", 5000, "hitl", False, Resume(900)),
+        ("paused", 5000, "subagent", False, Resume(900)),
     ],
-    ids=["ended", "recent", "leased", "stalled", "waiting-for-a-person", "waiting-for-children"],
+    ids=[
+        "ended",
+        "recent",
+        "leased",
+        "stalled",
+        "waiting-a-little",
+        "waiting-longer",
+        "waiting-for-a-person",
+        "waiting-for-children",
+    ],
 )
 def test_verdicts(
     status: str, idle: float, reason: str | None, leased: bool, expected: object
 ) -> None:
     judged = verdict(_thread(status, idle, reason), "r1", utc_now(), leased, SETTINGS)
-    if isinstance(expected, Later) and isinstance(judged, Later):
+    if isinstance(expected, Later | Resume) and type(judged) is type(expected):
         assert judged.seconds == pytest.approx(expected.seconds, abs=1)
     else:
         assert judged == expected

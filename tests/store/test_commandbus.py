@@ -7,9 +7,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from contracts.codec import encode
 from contracts.commands import CancelRun, CommandEnvelope, CreateAgency
+from contracts.envelope import utc_now
+from contracts.ids import new_id
 from contracts.subjects import command_subject
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
+from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
 from infra.jetstream.connection import Bus
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
@@ -119,3 +122,52 @@ async def test_failing_handler_is_retried_then_dead_lettered_with_the_error(
     await assert_eventually(settled, timeout=15)
     assert attempts == [1, 2, 3]
     assert rejected == ["t2"]
+
+
+async def test_commands_deferred_by_the_thousand_do_not_hold_up_the_others(
+    bus: Bus, tenant: str
+) -> None:
+    """A deferred command stays pending on the broker until it is due (the runtime defers
+    one watch per active or parked run). More of them than the broker's default limit of
+    pending messages (1,000) must not stop the next command from being delivered."""
+    service = "defer" + tenant[-8:]
+    deferred = 1_100
+    seen: set[str] = set()
+    urgent = asyncio.Event()
+
+    async def handler(envelope: CommandEnvelope, delivery: Delivery) -> None:
+        reason = envelope.payload.reason  # type: ignore[union-attr]
+        if reason == "urgent":
+            urgent.set()
+            return
+        seen.add(envelope.idempotency_key)
+        raise Defer(600)
+
+    async def send(key: str, reason: str) -> None:
+        envelope = CommandEnvelope(
+            command_id=new_id(), tenant_id=tenant, idempotency_key=key, ts=utc_now(),
+            type="runtime.cancel", version=1,
+            payload=CancelRun(agency_id="a", thread_id=key, reason=reason),
+        )  # fmt: skip
+        await bus.js.publish(
+            command_subject(tenant, service, "cancel"),
+            encode(envelope),
+            headers={"Nats-Msg-Id": f"{tenant}:{key}"},
+        )
+
+    stop = asyncio.Event()
+    worker = CommandWorker(bus.js, service, handler, dead_letters=bus.dead_letters, batch=256)
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        for start in range(0, deferred, 100):
+            await asyncio.gather(*(send(f"k{i}", "later") for i in range(start, start + 100)))
+
+        async def all_deferred() -> None:
+            assert len(seen) == deferred
+
+        await assert_eventually(all_deferred, timeout=60)
+        await send("urgent", "urgent")
+        await asyncio.wait_for(urgent.wait(), timeout=20)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=15)
