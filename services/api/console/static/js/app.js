@@ -20,7 +20,17 @@ import {showWorkflow, showWorkflows} from "./views/workflows.js";
 import {flash, go} from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
-const main = $("main");
+// Each route renders into a <main> of its own, put in place of the last one: a view still
+// loading when the user moves on (its awaits outlive the route) then fills a detached
+// element instead of overwriting the page that replaced it.
+let main = $("main");
+
+function freshMain() {
+  const next = document.createElement("main");
+  next.id = "main";
+  main.replaceWith(next);
+  main = next;
+}
 const side = $("side");
 let agencies = [];
 let tree = null;
@@ -93,15 +103,19 @@ function nav(agency, page) {
 
 async function route() {
   if (leave) { leave(); leave = null; }
-  main.className = "";
+  freshMain();
+  const stage = main;
+  const current = () => stage === main;
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (!apiKey() || parts[0] === "key") { nav(null); return keyPage(); }
   if (!agencies.length) {
-    try { await loadAgencies(); } catch (e) { flash(e.message, true); return keyPage(); }
+    try { await loadAgencies(); } catch (e) { if (current()) { flash(e.message, true); keyPage(); } return; }
+    if (!current()) return;
   }
   if (parts[0] !== "a" || !parts[1]) { nav(null); $("agency").value = ""; return agenciesPage(); }
   const agency = parts[1];
   if (!agencies.some((a) => a.id === agency)) await loadAgencies().catch(() => {});
+  if (!current()) return;
   $("agency").value = agency;
   const page = {t: "threads", w: "workflows"}[parts[2]] || parts[2] || "threads";
   nav(agency, page);
@@ -112,14 +126,20 @@ async function route() {
   tree.select(parts[2] === "t" ? parts[3] : null);
   tree.attach();
   try {
-    if (parts[2] === "t" && parts[3]) leave = await showThread(main, agency, parts[3], parts[4] || "chat");
-    else if (parts[2] === "w" && parts[3]) leave = await showWorkflow(main, agency, parts[3]);
-    else if (parts[2] === "workflows") await showWorkflows(main, agency);
-    else if (parts[2] === "blueprints") await showBlueprints(main, agency, parts[3]);
-    else if (parts[2] === "usage") await showAgencyUsage(main, agency);
-    else await showAgency(main, agency, (agencies.find((a) => a.id === agency) || {}).name);
+    let left = null;
+    if (parts[2] === "t" && parts[3]) left = await showThread(stage, agency, parts[3], parts[4] || "chat");
+    else if (parts[2] === "w" && parts[3]) left = await showWorkflow(stage, agency, parts[3]);
+    else if (parts[2] === "workflows") await showWorkflows(stage, agency);
+    else if (parts[2] === "blueprints") await showBlueprints(stage, agency, parts[3]);
+    else if (parts[2] === "usage") await showAgencyUsage(stage, agency);
+    else await showAgency(stage, agency, (agencies.find((a) => a.id === agency) || {}).name);
+    // A view that finished loading after the user moved on closes what it opened.
+    if (typeof left === "function") {
+      if (current()) leave = left;
+      else left();
+    }
   } catch (e) {
-    clear(main, h("div.card.err", e.message));
+    if (current()) clear(stage, h("div.card.err", e.message));
   }
 }
 
