@@ -96,12 +96,14 @@ _QUIET_DROPS = _QuietDrops()
 @dataclass(slots=True)
 class Call:
     """One chat completion request as the fake saw it: the script it matched (None for the
-    demo agent), its step (assistant messages so far), and whether its whole answer went out
-    (false for a call whose client went away, or that a fault cut short)."""
+    demo agent), its step (assistant messages so far), whether its whole answer went out
+    (false for a call whose client went away, or that a fault cut short), and the client's
+    TCP port (which process made the call, for tests that kill one)."""
 
     key: str | None
     step: int
     finished: bool = False
+    client_port: int | None = None
 
 
 # --- the app -----------------------------------------------------------------------------
@@ -138,7 +140,9 @@ class FakeLLM:
         first = reply.delay or FIRST_TOKEN_DELAY
         return first, CHUNK_DELAY if reply.stream_delay is None else reply.stream_delay
 
-    async def chat(self, body: bytes, pause: Pause) -> Response[bytes] | Stream:
+    async def chat(
+        self, body: bytes, pause: Pause, client_port: int | None = None
+    ) -> Response[bytes] | Stream:
         try:
             request = _decode_request(body)
         except msgspec.ValidationError as e:
@@ -146,7 +150,7 @@ class FakeLLM:
         except msgspec.DecodeError as e:
             return error_response(400, f"request body is not JSON: {e}")
         self.received.append(msgspec.json.decode(body))
-        call = Call(key=self.book.match(request), step=request.step)
+        call = Call(key=self.book.match(request), step=request.step, client_port=client_port)
         self.calls.append(call)
         problem = validate(request)
         if problem is not None:
@@ -239,7 +243,8 @@ def create_app(llm: FakeLLM) -> Litestar:
     @post("/v1/chat/completions", status_code=200)
     async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
         body = await request.body()
-        return await llm.chat(body, lambda seconds: _pause(request, seconds))
+        port = request.client.port if request.client else None
+        return await llm.chat(body, lambda seconds: _pause(request, seconds), port)
 
     @get("/v1/models")
     async def models() -> OutModelList:

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from infra.jetstream.connection import Bus
@@ -37,6 +38,25 @@ async def in_flight(llm: FakeLLMServer, at_least: int, timeout: float = 60.0) ->
         if flying >= at_least:
             return flying
         assert loop.time() < deadline, f"only {flying} model calls in flight"
+        await asyncio.sleep(0.05)
+
+
+async def worker_mid_call(
+    system: Harness, llm: FakeLLMServer, name: str, timeout: float = 60.0
+) -> str:
+    """The label of a `name` worker with a model call in flight (its client port is one of
+    the worker process's connections), once there is one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        ports = {c.client_port for c in llm.calls if not c.finished}
+        for service in system.services:
+            if service.name != name or not service.alive or service.proc is None:
+                continue
+            mine = {c.laddr.port for c in psutil.Process(service.proc.pid).net_connections("tcp")}
+            if mine & ports:
+                return service.label
+        assert loop.time() < deadline, f"no {name} worker had a model call in flight"
         await asyncio.sleep(0.05)
 
 
@@ -75,7 +95,7 @@ async def test_a_runtime_worker_killed_mid_model_call_costs_only_that_call(
         await load.start()
         try:
             await in_flight(slow_llm, at_least=6)
-            await system.kill("runtime-0")
+            await system.kill(await worker_mid_call(system, slow_llm, "runtime"))
             histories = await load.settle(timeout=240)
         finally:
             await load.stop()
