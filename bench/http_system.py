@@ -157,6 +157,23 @@ def memory_of(pid: int) -> Memory:
     return Memory(processes, rss / 2**20, pss / 2**20)
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) the process tree has used so far."""
+    total = 0.0
+    for process in _tree(pid):
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+async def busy(pid: int, seconds: float) -> float:
+    """The process tree's CPU use over the next `seconds`, in cores (1.0: one core busy)."""
+    before, started = cpu_seconds(pid), asyncio.get_running_loop().time()
+    await asyncio.sleep(seconds)  # a measuring window, not a wait for anything
+    return (cpu_seconds(pid) - before) / (asyncio.get_running_loop().time() - started)
+
+
 # --- the HTTP API ----------------------------------------------------------------------------
 
 

@@ -39,6 +39,9 @@ start-up memory the parked threads take.
   shows every one `paused`; the RSS of `agency up` and its nats-server and PostgreSQL
   processes, summed over the process tree (PSS printed too: RSS counts PostgreSQL's shared
   buffers once per backend). Baseline: the same measurement right after start-up.
+  Printed too: the tree's CPU use with no requests (`--idle-window` seconds), after
+  start-up and with the threads parked, and the p50/p90/max of each create and invoke
+  request.
 - `parked-resume`: `resume` for 20 random threads among those parked; baseline: the
   `resume` p50 measured before (so the ratio shows what parking costs a resume).
 
@@ -47,7 +50,7 @@ the scripted answer; LangGraph's parked at an interrupt and ended with the tool'
 and the answer. Every wait has a deadline.
 
 Run: `just bench system` (options: --runs N, --threads N, --parked N, --clients N,
---skip-langgraph).
+--model-ttft-ms MS, --idle-window S, --skip-langgraph). Figures: `docs/performance.md`.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.agent import ensure_langgraph
-from bench.http_system import Api, BenchError, Memory, RunningSystem, memory_of
+from bench.http_system import Api, BenchError, Memory, RunningSystem, busy, memory_of
 from bench.system_ours import (
     ANSWER,
     BLUEPRINT,
@@ -162,8 +165,9 @@ async def ours(
     agency = await api.agency("bench")
     await api.blueprint(agency, BLUEPRINT)
     start = memory_of(system.pid)
+    idle = await busy(system.pid, args.idle_window)
     say(f"after start-up: {start.rss_mb:,.0f} MB RSS ({start.pss_mb:,.0f} MB PSS) "
-        f"over {start.processes} processes")  # fmt: skip
+        f"over {start.processes} processes; {idle:.2f} cores busy while idle")  # fmt: skip
 
     async def one_resume(i: int) -> float:
         thread, run_id = await park(api, agency, f"resume-{i}")
@@ -193,6 +197,8 @@ async def ours(
         f"{held.rss_mb:,.0f} MB RSS ({held.pss_mb:,.0f} MB PSS) over {held.processes} "
         f"processes; {each:.1f} KB RSS more per parked thread than at start-up")  # fmt: skip
     results["parked"], results["parked-start"] = held.rss_mb, start.rss_mb
+    idle = await busy(system.pid, args.idle_window)
+    say(f"with them parked and no requests: {idle:.2f} cores busy over {args.idle_window:g} s")
 
     listed = await api.threads(parked_agency)
     chosen = random.sample(listed, min(PARKED_RESUMES, len(listed)))
@@ -223,6 +229,8 @@ async def fill(api: Api, agency: str, count: int, clients: int, label: str) -> f
         waited, listed = await until_parked(api, agency, count, show)
     if listed != count:
         raise BenchError(f"{label}: {listed} threads listed, {count} created")
+    say(f"{label}: POST …/agents {spread(created.create_ms)}; POST …/invoke "
+        f"{spread(created.invoke_ms)}")  # fmt: skip
     to_parked = count / (created.seconds + waited)
     say(f"{label}: {count:,} threads created and invoked by {clients} clients in "
         f"{created.seconds:.1f} s ({created.rate:,.1f}/s); all parked {waited:.1f} s "
@@ -334,6 +342,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent HTTP clients")
     parser.add_argument(
         "--model-ttft-ms", type=int, default=50, help="the fake model's time to first token"
+    )
+    parser.add_argument(
+        "--idle-window", type=float, default=10.0, help="seconds the idle CPU is measured over"
     )
     parser.add_argument(
         "--skip-langgraph", action="store_true", help="measure ours only (baseline 0)"
