@@ -84,12 +84,17 @@ async def park(api: Api, agency: str, index: int | str) -> tuple[str, str]:
 async def resume(api: Api, agency: str, thread: str, run_id: str) -> float:
     """Approve a parked run over HTTP; ms until its `run.completed` is on the thread's SSE
     stream. The stream is opened (and read up to the pause) before the clock starts."""
-    async with asyncio.timeout(SAMPLE_TIMEOUT), api.events(agency, thread) as events:
-        await _until_paused(events, run_id)
-        started = time.perf_counter()
-        await api.approve(agency, thread, run_id)
-        await _until_completed(events, run_id, ANSWER)
-        return _ms(started)
+    stage = "was seen parked on its stream"
+    try:
+        async with asyncio.timeout(SAMPLE_TIMEOUT), api.events(agency, thread) as events:
+            await _until_paused(events, run_id)
+            started = time.perf_counter()
+            stage = "completed after its approval"
+            await api.approve(agency, thread, run_id)
+            await _until_completed(events, run_id, ANSWER)
+            return _ms(started)
+    except TimeoutError:
+        raise BenchError(f"run {run_id} never {stage} (waited {SAMPLE_TIMEOUT:.0f} s)") from None
 
 
 async def first_token(api: Api, agency: str, index: int, model_ttft_ms: float) -> float:
