@@ -191,7 +191,7 @@ async def ours(
     await api.blueprint(parked_agency, BLUEPRINT)
     await fill(api, parked_agency, args.parked, args.clients, "parked")
     held = memory_of(system.pid)
-    total = args.runs + 2 * WARMUP + args.threads + args.parked
+    total = 2 * (args.runs + WARMUP) + args.threads + args.parked
     each = per_thread(held, start, args.parked)
     say(f"{args.parked:,} threads parked ({total:,} threads in the system): "
         f"{held.rss_mb:,.0f} MB RSS ({held.pss_mb:,.0f} MB PSS) over {held.processes} "
