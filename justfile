@@ -37,7 +37,8 @@ test-fast *ARGS:
 
 # --- measure ---------------------------------------------------------------
 
-# run a benchmark: just bench store
+# run a benchmark: just bench store (agent, replay, store; system: the whole system over
+# HTTP against LangGraph: just bench system --parked 10000)
 bench NAME *ARGS:
     python -m bench.{{NAME}} {{ARGS}}
 
