@@ -52,7 +52,6 @@ import importlib
 import importlib.metadata
 import os
 import pstats
-import socket
 import statistics
 import subprocess
 import sys
@@ -60,7 +59,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from unittest import mock
 from urllib.parse import urlsplit, urlunsplit
 
 from nats.js.errors import NotFoundError
@@ -79,7 +77,6 @@ from infra.launch.postgres_server import ensure_database
 from projections.rebuild import last_stream_seq
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, define_tool
-from services.llm import fake_server
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
@@ -153,36 +150,13 @@ def ensure_langgraph() -> None:
 # --- the fake model ------------------------------------------------------------------------
 
 
-class _TcpSockets:
-    """`socket` as `fake_server` uses it, but sockets are made with protocol IPPROTO_TCP."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(socket, name)
-
-    @staticmethod
-    def socket(
-        family: int = socket.AF_INET, type: int = socket.SOCK_STREAM, proto: int = -1
-    ) -> socket.socket:
-        return socket.socket(family, type, socket.IPPROTO_TCP if proto == -1 else proto)
-
-
 @contextlib.asynccontextmanager
 async def fake_model() -> AsyncIterator[FakeLLMServer]:
-    """`FakeLLMServer(instant=True)`, with TCP_NODELAY on the connections it accepts.
-
-    The fake creates its listening socket with protocol 0, and asyncio sets TCP_NODELAY only
-    on sockets whose protocol is IPPROTO_TCP; accepted connections inherit the 0, so each
-    response's body (written after its headers) waits for the client's delayed ACK: about
-    40 ms per model call, for both sides alike, which would drown what this benchmark
-    measures. Until `fake_server` creates its socket with IPPROTO_TCP, it is created so here.
-    """
-    with mock.patch.object(fake_server, "socket", _TcpSockets()):
-        server = FakeLLMServer(instant=True)
-        await server.start()
-    try:
+    """`FakeLLMServer(instant=True)`. Its socket is made with IPPROTO_TCP, so asyncio turns
+    TCP_NODELAY on for every connection: without it each response's body would wait for
+    the client's delayed ACK, about 40 ms per model call, drowning what is measured."""
+    async with FakeLLMServer(instant=True) as server:
         yield server
-    finally:
-        await server.close()
 
 
 # --- our side ----------------------------------------------------------------------------
