@@ -14,22 +14,17 @@ Imported only after `bench.agent.ensure_langgraph()` installed the pinned packag
 
 from __future__ import annotations
 
-import asyncio
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
-POOL_TIMEOUT = 10.0
+from bench.langgraph_peer import PostgresPeer
 
 
 @tool
@@ -41,54 +36,8 @@ async def write_file(path: str, content: str) -> str:
     return f"wrote {len(content)} characters to {path}"
 
 
-class HitlPeer:
-    """An async context manager: the connection pool, the checkpointer and the graph."""
-
-    def __init__(
-        self, database_url: str, model_base_url: str, *, model: str, pool_size: int = 20
-    ) -> None:
-        self._pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            database_url,
-            min_size=pool_size,
-            max_size=pool_size,
-            open=False,
-            timeout=POOL_TIMEOUT,
-            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        )
-        self._llm = ChatOpenAI(
-            model=model,
-            base_url=model_base_url,
-            api_key="fake",  # type: ignore[arg-type]
-            max_retries=0,
-            streaming=True,
-            stream_usage=True,
-        )
-        self._graph: CompiledStateGraph[Any, Any, Any, Any] | None = None
-
-    async def __aenter__(self) -> Self:
-        await self._pool.open(wait=True, timeout=POOL_TIMEOUT)
-        try:
-            saver = AsyncPostgresSaver(self._pool)
-            await asyncio.wait_for(saver.setup(), POOL_TIMEOUT)
-            self._graph = self._build(saver)
-        except BaseException:
-            await self.close()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        await asyncio.shield(self._pool.close(timeout=POOL_TIMEOUT))
-        client = self._llm.root_async_client
-        if client is not None:
-            await asyncio.wait_for(asyncio.shield(client.close()), POOL_TIMEOUT)
+class HitlPeer(PostgresPeer):
+    """The approval-gated agent: `start` parks a thread, `resume` approves and ends it."""
 
     def _build(self, saver: AsyncPostgresSaver) -> CompiledStateGraph[Any, Any, Any, Any]:
         model = self._llm.bind_tools([write_file])
@@ -103,11 +52,6 @@ class HitlPeer:
         builder.add_conditional_edges("model", tools_condition)
         builder.add_edge("tools", "model")
         return builder.compile(checkpointer=saver)
-
-    @property
-    def graph(self) -> CompiledStateGraph[Any, Any, Any, Any]:
-        assert self._graph is not None, "HitlPeer is not open"
-        return self._graph
 
     async def start(self, thread_id: str, text: str) -> bool:
         """A fresh thread until its first interrupt; true if it parked there."""

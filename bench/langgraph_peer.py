@@ -14,6 +14,7 @@ Imported only after `bench.agent` made sure the packages of
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from dataclasses import dataclass
 from types import TracebackType
@@ -47,19 +48,13 @@ class PeerOutcome:
     messages: int
 
 
-class LangGraphPeer:
-    """An async context manager: the connection pool, the checkpointer and the graph."""
+class PostgresPeer(abc.ABC):
+    """An async context manager: the connection pool, the checkpointer and the graph that
+    `_build` makes over them (the benchmarks' LangGraph sides share all but the graph)."""
 
     def __init__(
-        self,
-        database_url: str,
-        model_base_url: str,
-        *,
-        model: str,
-        prompt: str,
-        pool_size: int = 20,
+        self, database_url: str, model_base_url: str, *, model: str, pool_size: int = 20
     ) -> None:
-        self._prompt = SystemMessage(prompt)
         self._pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             database_url,
             min_size=pool_size,
@@ -103,6 +98,31 @@ class LangGraphPeer:
         if client is not None:
             await asyncio.wait_for(asyncio.shield(client.close()), POOL_TIMEOUT)
 
+    @property
+    def graph(self) -> CompiledStateGraph[Any, Any, Any, Any]:
+        assert self._graph is not None, f"{type(self).__name__} is not open"
+        return self._graph
+
+    @abc.abstractmethod
+    def _build(self, saver: AsyncPostgresSaver) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The compiled graph, checkpointed by `saver`."""
+
+
+class LangGraphPeer(PostgresPeer):
+    """The two-step tool-calling agent behind a system prompt."""
+
+    def __init__(
+        self,
+        database_url: str,
+        model_base_url: str,
+        *,
+        model: str,
+        prompt: str,
+        pool_size: int = 20,
+    ) -> None:
+        super().__init__(database_url, model_base_url, model=model, pool_size=pool_size)
+        self._prompt = SystemMessage(prompt)
+
     def _build(self, saver: AsyncPostgresSaver) -> CompiledStateGraph[Any, Any, Any, Any]:
         model = self._llm.bind_tools([lookup])
         prompt = self._prompt
@@ -121,8 +141,7 @@ class LangGraphPeer:
 
     async def run(self, thread_id: str, text: str) -> PeerOutcome:
         """One run on a thread of its own, from the user's message to the final answer."""
-        assert self._graph is not None, "LangGraphPeer is not open"
-        state = await self._graph.ainvoke(
+        state = await self.graph.ainvoke(
             {"messages": [("user", text)]},
             {"configurable": {"thread_id": thread_id}},
         )

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from contracts.events.registry import BlueprintConfig, BlueprintSpec
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
@@ -126,7 +126,10 @@ def agent_env(blueprint: BlueprintSpec, env: Mapping[str, str] | None = None) ->
     `descriptionEnv`, `scopedEnv`): the runtime's environment (`env`, the process's by
     default), then the blueprint's `env` for the names it does not set."""
     env = os.environ if env is None else env
-    return ChainMap(dict(env), blueprint.env) if blueprint.env else env
+    if not blueprint.env:
+        return env
+    # Read only: ChainMap writes to its first map only on assignment, which nothing does.
+    return ChainMap(cast(MutableMapping[str, str], env), blueprint.env)
 
 
 def branch_enabled(flag: str | None, env: Mapping[str, str]) -> bool:
