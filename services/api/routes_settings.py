@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from litestar import Response, get, put
-from litestar.exceptions import NotFoundException, ValidationException
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody, PathParameter
 
@@ -33,6 +33,7 @@ from services.api.auth import (
     tenant_of,
 )
 from services.api.deps import ApiDeps
+from services.api.openapi import error_response
 from services.api.routes_commands import Body, Out, read_your_write
 
 BlueprintName = Annotated[str, PathParameter(name="name", description="The code agent's name.")]
@@ -52,10 +53,12 @@ class SettingsFieldOut(Out, frozen=True, kw_only=True):
 
 class AgentSettingsOut(Out, frozen=True, kw_only=True):
     """`settingsSchema` is null for an agent declaring no `Settings` (it takes any object);
-    `settings` is null, and `problem` says why, when the saved overrides do not fit."""
+    `settings` is null, and `problem` says why, when the saved overrides do not fit. A
+    prompt blueprint (`kind` `prompt`) has no settings: no schema, no fields, `settings`
+    null."""
 
     agent_type: str
-    kind: Literal["code"] = "code"
+    kind: Literal["code", "prompt"] = "code"
     settings_schema: dict[str, Any] | None
     fields: list[SettingsFieldOut]
     registered: dict[str, Any]
@@ -94,30 +97,39 @@ def settings_out(name: str, view: SettingsView, revision: int | None = None) -> 
     )
 
 
-async def _code_agent(
+async def _blueprint(
     deps: ApiDeps, tenant: str, agency_id: str, name: str
-) -> tuple[CodeAgentSpec, BlueprintSpec]:
-    """The code agent `name` and the agency's blueprint of it, or 404."""
+) -> tuple[CodeAgentSpec | None, BlueprintSpec]:
+    """The agency's blueprint `name` and its code agent (None for a prompt blueprint), or
+    404."""
     agency_id = path_id("agency id", agency_id)
     name = path_id("blueprint name", name)
     blueprint = agent_types(deps, await agency_events(deps, tenant, agency_id)).get(name)
-    code = deps.system.code_agent_for(name)
     if blueprint is None:
         raise NotFoundException(f"no blueprint {name!r} in agency {agency_id!r}")
-    if code is None:
-        raise NotFoundException(f"blueprint {name!r} is not a code agent: it has no settings")
-    return code, blueprint
+    return deps.system.code_agent_for(name), blueprint
 
 
 @get(
     "/agency/{agencyId:str}/blueprints/{name:str}/settings",
     summary="A code agent's settings: schema, defaults and the values of the next run",
-    description="404 when the blueprint is not a code agent.",
+    description="A prompt blueprint answers `kind` `prompt` and no settings; 404 when the "
+    "agency has no blueprint of that name.",
 )
 async def get_settings(
     agency_id: AgencyId, name: BlueprintName, principal: Caller, deps: Deps
 ) -> AgentSettingsOut:
-    code, blueprint = await _code_agent(deps, tenant_of(principal), agency_id, name)
+    code, blueprint = await _blueprint(deps, tenant_of(principal), agency_id, name)
+    if code is None:
+        return AgentSettingsOut(
+            agent_type=blueprint.name,
+            kind="prompt",
+            settings_schema=None,
+            fields=[],
+            registered={},
+            overrides={},
+            settings=None,
+        )
     return settings_out(code.name, describe(code, blueprint))
 
 
@@ -126,13 +138,14 @@ async def get_settings(
     summary="Replace the agency's overrides of a code agent's settings",
     description="The overrides are validated against the agent's `Settings` schema (400 "
     "naming the field) and used from the next run on. 202 when the saved blueprint is not "
-    "readable yet.",
+    "readable yet; 409 for a prompt blueprint, which has no settings.",
     responses={
+        409: error_response(409, "The blueprint is a prompt blueprint: it has no settings."),
         202: ResponseSpec(
             data_container=AgentSettingsOut,
             description="Saved, but not yet readable within the wait; the body is the same.",
             generate_examples=False,
-        )
+        ),
     },
 )
 async def put_settings(
@@ -143,7 +156,11 @@ async def put_settings(
     deps: Deps,
 ) -> Response[AgentSettingsOut]:
     tenant = tenant_of(principal)
-    code, blueprint = await _code_agent(deps, tenant, agency_id, name)
+    code, blueprint = await _blueprint(deps, tenant, agency_id, name)
+    if code is None:
+        raise ClientException(
+            f"blueprint {name!r} is not a code agent: it has no settings", status_code=409
+        )
     spec = with_overrides(blueprint, data.settings)
     try:
         code.settings_for(spec)

@@ -93,12 +93,23 @@ async def test_settings_of_what_is_not_a_code_agent_are_not_found(
     client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
 ) -> None:
     agency = await create_agency(client, tenant_a)
-    for name, auth in ((STATIC_AGENT, tenant_a.auth), ("nobody", tenant_a.auth)):
-        r = await client.get(f"/agency/{agency}/blueprints/{name}/settings", headers=auth)
-        assert r.status_code == 404, r.text
-        r = await client.put(
-            f"/agency/{agency}/blueprints/{name}/settings", json={"settings": {}}, headers=auth
-        )
-        assert r.status_code == 404, r.text
+    path = f"/agency/{agency}/blueprints/nobody/settings"
+    r = await client.get(path, headers=tenant_a.auth)
+    assert r.status_code == 404, r.text
+    r = await client.put(path, json={"settings": {}}, headers=tenant_a.auth)
+    assert r.status_code == 404, r.text
+    # A prompt blueprint exists but has no settings: described as such, never changed.
+    path = f"/agency/{agency}/blueprints/{STATIC_AGENT}/settings"
+    r = await client.get(path, headers=tenant_a.auth)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["kind"], body["settingsSchema"], body["fields"], body["settings"]) == (
+        "prompt",
+        None,
+        [],
+        None,
+    )
+    r = await client.put(path, json={"settings": {}}, headers=tenant_a.auth)
+    assert r.status_code == 409 and "not a code agent" in r.json()["error"], r.text
     r = await client.get(f"/agency/{agency}/blueprints/{TUNER}/settings", headers=tenant_b.auth)
     assert r.status_code == 404, r.text
