@@ -146,7 +146,9 @@ class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
     """The runtime's watchdog over one run, kept by the broker: delivered again and again
     (deferred) until the run has ended; a run without progress and without a worker holding
     its thread is resumed, and ended as `stalled` if that does not help. `generation`
-    counts the times the watch was sent afresh to stay within the delivery limit."""
+    counts the times the watch was sent afresh to stay within the delivery limit; `epoch`
+    names what armed it again after it was given up (a run parked on a person's approval
+    gives its watch up; the approval arms a new one)."""
 
     service = "runtime"
     verb = "watch"
@@ -154,6 +156,7 @@ class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
     thread_id: str
     run_id: str
     generation: int = 0
+    epoch: str = ""
 
 
 class SubagentDeadline(Command, frozen=True, kw_only=True, tag="subagents.deadline"):

@@ -31,7 +31,7 @@ from contracts.commands import (
     WatchRun,
 )
 from contracts.envelope import utc_now
-from contracts.events import AnyEvent, RequestAccepted
+from contracts.events import AnyEvent, HitlResume, RequestAccepted
 from contracts.ids import new_id
 from contracts.subjects import events_of_type_filter, tenant_of
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
@@ -178,6 +178,18 @@ class RuntimeService:
                     # Armed before the request is stored, and again on a redelivery (a no-op
                     # inside the broker's duplicate window): no accepted run goes unwatched.
                     await self._arm_watch(tenant, payload)
+                for resumed in (e for e in events if isinstance(e, HitlResume)):
+                    # A run parked on this approval gave its watch up: armed again, the same
+                    # way, before the decision is stored.
+                    await self._send_watch(
+                        tenant,
+                        WatchRun(
+                            agency_id=payload.agency_id,
+                            thread_id=thread_id,
+                            run_id=resumed.run_id,
+                            epoch=envelope.command_id,
+                        ),
+                    )
                 if not events:
                     return
                 await self._bus.store.append(
@@ -318,8 +330,9 @@ class RuntimeService:
         await self._send_watch(tenant, watch)
 
     async def _send_watch(self, tenant: str, watch: WatchRun) -> None:
+        epoch = f"{watch.epoch}:" if watch.epoch else ""
         await self._bus.commands.send(
-            tenant, watch, idempotency_key=f"watch:{watch.run_id}:{watch.generation}"
+            tenant, watch, idempotency_key=f"watch:{watch.run_id}:{epoch}{watch.generation}"
         )
 
     async def _watch(self, tenant: str, watch: WatchRun, delivery: Delivery) -> None:
@@ -329,6 +342,9 @@ class RuntimeService:
         judged = watchdog.verdict(state, watch.run_id, utc_now(), leased, self._watch_settings)
         match judged:
             case watchdog.Done():
+                return
+            case watchdog.Parked():
+                log.info("watch given up until a person decides", run=watch.run_id)
                 return
             case watchdog.Later(seconds=seconds):
                 pass

@@ -10,10 +10,13 @@ delivering (deferred) until the run has ended. Each delivery asks `verdict`:
 - nothing changed for `stall_after` and nobody drives it: resume it (drive the thread,
   which does whatever the log says is next: a lost trigger is made good this way);
 - a running (or startable) run without progress for `end_after`: end it as `stalled`.
-  A run paused for a person or for its subagents is resumed when it has waited long, but
-  never ended: waiting is what it is meant to do. It is looked at less often the longer
-  it waits (after as long again as it has waited, at most `paused_look_max`), so ten
-  thousand parked runs cost a few drives a second, not hundreds.
+- a run paused on a person's approval (HITL) gives its watch up once it has been still
+  for `stall_after`: only the person's command moves it, and the runtime arms a new watch
+  when it takes that command. Ten thousand parked runs so hold no deferred command on the
+  broker (each one costs the broker timer work for as long as it is pending).
+- a run paused for its subagents (or out of steps) is resumed when it has waited long,
+  but never ended: waiting is what it is meant to do. It is looked at less often the
+  longer it waits (after as long again as it has waited, at most `paused_look_max`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ class Done:
 
 
 @dataclass(frozen=True, slots=True)
+class Parked:
+    """The run waits for a person: their command arms the next watch."""
+
+
+@dataclass(frozen=True, slots=True)
 class Later:
     seconds: float
 
@@ -65,7 +73,7 @@ class End:
     reason: str
 
 
-Verdict = Done | Later | Resume | End
+Verdict = Done | Parked | Later | Resume | End
 
 
 def verdict(
@@ -83,6 +91,8 @@ def verdict(
     idle = (now - since).total_seconds()
     if idle < settings.stall_after:
         return Later(max(settings.stall_after - idle, 0.05))
+    if run.status == "paused" and run.reason == "hitl" and run.hitl_pending:
+        return Parked()
     if run.status == "paused":
         longest = max(settings.paused_look_max, settings.stall_after)
         return Resume(min(max(idle, settings.stall_after), longest))

@@ -7,24 +7,29 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+import structlog
 
 from contracts.envelope import utc_now
-from contracts.events import BlueprintSpec
+from contracts.events import BlueprintSpec, ToolCall
 from contracts.events.run import RUN_TERMINAL_TYPES
 from infra.jetstream.connection import Bus
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.runtime.state import RunView, ThreadState
-from services.runtime.watchdog import Done, End, Later, Resume, WatchSettings, verdict
+from services.runtime.watchdog import Done, End, Later, Parked, Resume, WatchSettings, verdict
+from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system, running_agents
 
 SETTINGS = WatchSettings(stall_after=60, end_after=900)
 
 
-def _thread(status: str, idle: float, reason: str | None = None) -> ThreadState:
+def _thread(
+    status: str, idle: float, reason: str | None = None, *, asks: bool = False
+) -> ThreadState:
     now = utc_now()
-    run = RunView(run_id="r1", status=status, reason=reason)  # type: ignore[arg-type]
+    pending = (ToolCall(id="c1", name="lookup", arguments="{}"),) if asks else ()
+    run = RunView(run_id="r1", status=status, reason=reason, hitl_pending=pending)  # type: ignore[arg-type]
     return ThreadState(
         tenant_id="t",
         thread_id="th",
@@ -36,32 +41,39 @@ def _thread(status: str, idle: float, reason: str | None = None) -> ThreadState:
 
 
 @pytest.mark.parametrize(
-    ("status", "idle", "reason", "leased", "expected"),
+    ("status", "idle", "reason", "asks", "leased", "expected"),
     [
-        ("completed", 5000, None, False, Done()),
-        ("running", 10, None, False, Later(50)),
-        ("running", 5000, None, True, Later(60)),
-        ("running", 120, None, False, Resume(60)),
-        ("paused", 90, "hitl", False, Resume(90)),
-        ("paused", 400, "hitl", False, Resume(400)),
-        ("paused", 5000, "hitl", False, Resume(900)),
-        ("paused", 5000, "subagent", False, Resume(900)),
+        ("completed", 5000, None, False, False, Done()),
+        ("running", 10, None, False, False, Later(50)),
+        ("running", 5000, None, False, True, Later(60)),
+        ("running", 120, None, False, False, Resume(60)),
+        ("paused", 10, "hitl", True, False, Later(50)),
+        ("paused", 90, "hitl", True, False, Parked()),
+        ("paused", 90, "hitl", False, False, Resume(90)),
+        ("paused", 90, "subagent", False, False, Resume(90)),
+        ("paused", 400, "subagent", False, False, Resume(400)),
+        ("paused", 5000, "subagent", False, False, Resume(900)),
+        ("paused", 5000, "exhausted", False, False, Resume(900)),
     ],
     ids=[
         "ended",
         "recent",
         "leased",
         "stalled",
-        "waiting-a-little",
-        "waiting-longer",
-        "waiting-for-a-person",
-        "waiting-for-children",
+        "just-paused-for-a-person",
+        "parked-on-a-person",
+        "decided-not-resumed",
+        "waiting-for-children-a-little",
+        "waiting-for-children-longer",
+        "waiting-for-children-long",
+        "out-of-steps",
     ],
 )
 def test_verdicts(
-    status: str, idle: float, reason: str | None, leased: bool, expected: object
+    status: str, idle: float, reason: str | None, asks: bool, leased: bool, expected: object
 ) -> None:
-    judged = verdict(_thread(status, idle, reason), "r1", utc_now(), leased, SETTINGS)
+    state = _thread(status, idle, reason, asks=asks)
+    judged = verdict(state, "r1", utc_now(), leased, SETTINGS)
     if isinstance(expected, Later | Resume) and type(judged) is type(expected):
         assert judged.seconds == pytest.approx(expected.seconds, abs=1)
     else:
@@ -111,6 +123,40 @@ async def test_a_run_waiting_on_a_tool_nobody_runs_is_ended_as_stalled(
         if e.type == "message.appended" and e.payload.message.role == "tool"
     ]  # fmt: skip
     assert len(tool_answers) == 1
+
+
+async def test_a_run_parked_on_a_person_is_watched_again_once_approved(
+    bus: Bus,
+    nats_url: str,
+    tenant: str,
+    llm: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parked, the run gives its watch up; the approval arms a new one, which ends the run
+    when, approved, it waits on a tool nobody runs."""
+    monkeypatch.setenv("AGENCY_WATCHDOG_STALL", "0.5")
+    monkeypatch.setenv("AGENCY_WATCHDOG_END", "2")
+    key = "parked-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}]),
+        ScriptStep(content="never"),
+    ])  # fmt: skip
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "runtime")
+    ) as agents:
+        thread = await agents.thread("approver")
+        run_id = await agents.invoke(thread, key)
+        with structlog.testing.capture_logs() as logs:
+
+            async def given_up() -> None:
+                assert any(e.get("run") == run_id and "given up" in e["event"] for e in logs)
+
+            await assert_eventually(given_up, timeout=20)
+        assert not any(e.type in RUN_TERMINAL_TYPES for e in await agents.events(thread))
+        await agents.approve(thread, True)
+        events = await agents.wait_terminal(thread, timeout=30)
+    terminals = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert [(t.run_id, t.kind) for t in terminals] == [(run_id, "stalled")]
 
 
 class Hangs(Middleware):
