@@ -9,8 +9,8 @@ True)`), so the model costs the same on both sides and what differs is the frame
 Embedded NATS and PostgreSQL come from `bench.common.embedded_servers()` with the project's
 durable defaults (NATS `sync_interval: always`, PostgreSQL `fsync` on); PostgreSQL holds
 LangGraph's checkpoints in a database of their own. Everything Python runs in this process,
-on one event loop, for both sides: the fake model's CPU counts against both alike. (The fake
-is started with TCP_NODELAY on its connections: see `fake_model`.)
+on one event loop (uvloop, as `agency` runs), for both sides: the fake model's CPU counts
+against both alike. (The fake is started with TCP_NODELAY on its connections: see `fake_model`.)
 
 Ours: the registry, runtime and tools services (`services.stack.run_stack`) with an
 `AgentSystem` holding only the `lookup` tool and a blueprint whose tags select it: no
@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+import uvloop
 from nats.js.errors import NotFoundError
 
 from bench.common import Stopwatch, embedded_servers
@@ -603,7 +604,7 @@ def main() -> None:
         ensure_langgraph()
     failures: list[BaseException] = []
     try:
-        asyncio.run(bench(args))
+        uvloop.run(bench(args))
     except* BenchError as group:
         failures.extend(_leaves(group))
     if failures:

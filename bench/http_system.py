@@ -157,6 +157,18 @@ def memory_of(pid: int) -> Memory:
     return Memory(processes, rss / 2**20, pss / 2**20)
 
 
+def memory_by_kind(pid: int) -> dict[str, float]:
+    """PSS in MB of the process tree, by kind of process: what holds the memory."""
+    kinds: dict[str, float] = {}
+    for process in _tree(pid):
+        with contextlib.suppress(psutil.Error):
+            info = process.memory_full_info()
+            name = process.name()
+            kind = "python" if name.startswith("python") or name == "agency" else name
+            kinds[kind] = kinds.get(kind, 0.0) + getattr(info, "pss", info.rss) / 2**20
+    return kinds
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user and system) the process tree has used so far."""
     total = 0.0

@@ -26,6 +26,7 @@ import asyncio
 import os
 import statistics
 
+import uvloop
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
@@ -210,4 +211,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    uvloop.run(main())

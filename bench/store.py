@@ -17,6 +17,7 @@ import asyncio
 import statistics
 
 import asyncpg
+import uvloop
 
 from bench.common import Stopwatch, embedded_servers, report
 from contracts.events import ChatMessage, MessageAppended
@@ -138,4 +139,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    uvloop.run(main())

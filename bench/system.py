@@ -65,8 +65,18 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
+import uvloop
+
 from bench.agent import ensure_langgraph
-from bench.http_system import Api, BenchError, Memory, RunningSystem, busy, memory_of
+from bench.http_system import (
+    Api,
+    BenchError,
+    Memory,
+    RunningSystem,
+    busy,
+    memory_by_kind,
+    memory_of,
+)
 from bench.system_ours import (
     ANSWER,
     BLUEPRINT,
@@ -168,6 +178,7 @@ async def ours(
     idle = await busy(system.pid, args.idle_window)
     say(f"after start-up: {start.rss_mb:,.0f} MB RSS ({start.pss_mb:,.0f} MB PSS) "
         f"over {start.processes} processes; {idle:.2f} cores busy while idle")  # fmt: skip
+    say(f"after start-up, PSS by process: {by_kind(system.pid)}")
 
     async def one_resume(i: int) -> float:
         thread, run_id = await park(api, agency, f"resume-{i}")
@@ -196,6 +207,7 @@ async def ours(
     say(f"{args.parked:,} threads parked ({total:,} threads in the system): "
         f"{held.rss_mb:,.0f} MB RSS ({held.pss_mb:,.0f} MB PSS) over {held.processes} "
         f"processes; {each:.1f} KB RSS more per parked thread than at start-up")  # fmt: skip
+    say(f"parked, PSS by process: {by_kind(system.pid)}")
     results["parked"], results["parked-start"] = held.rss_mb, start.rss_mb
     idle = await busy(system.pid, args.idle_window)
     say(f"with them parked and no requests: {idle:.2f} cores busy over {args.idle_window:g} s")
@@ -207,6 +219,11 @@ async def ours(
         late.append(await resume(api, parked_agency, thread["id"], thread["currentRunId"]))
     say(f"parked-resume: {spread(late)}")
     results["parked-resume"] = statistics.median(late)
+
+
+def by_kind(pid: int) -> str:
+    kinds = sorted(memory_by_kind(pid).items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{kind} {mb:,.0f} MB" for kind, mb in kinds)
 
 
 def per_thread(held: Memory, start: Memory, count: int) -> float:
@@ -355,7 +372,7 @@ def main() -> None:
     if not args.skip_langgraph:
         ensure_langgraph()
     try:
-        results = asyncio.run(bench(args))
+        results = uvloop.run(bench(args))
     except* BenchError as group:
         sys.exit(f"system benchmark failed: {_first(group)}")
     report(results)

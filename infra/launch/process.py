@@ -162,9 +162,10 @@ class ChildProcess:
                 env=self._env,
                 cwd=self._cwd,
                 preexec_fn=preexec,
-                # Its own process group: a Ctrl-C in the terminal reaches only our process,
-                # which stops the servers after the services that use them.
-                process_group=0,
+                # Its own session (so its own process group): a Ctrl-C in the terminal
+                # reaches only our process, which stops the servers after the services that
+                # use them. (`process_group` would do, but uvloop does not take it.)
+                start_new_session=True,
             )
         log.debug("child_started", name=self.name, pid=self._proc.pid, argv=self.argv)
 

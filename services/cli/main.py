@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
+
+import uvloop
 
 from contracts.errors import ContractError
 from infra.db import DatabaseRefused
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracing = configure_tracing(f"agency-{getattr(args, 'service', None) or args.group}")
     handler: Handler = args.handler
     try:
-        return asyncio.run(handler(args))
+        return uvloop.run(handler(args))
     except KeyboardInterrupt:
         return 130
     except (
