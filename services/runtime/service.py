@@ -31,7 +31,7 @@ from contracts.commands import (
     WatchRun,
 )
 from contracts.envelope import utc_now
-from contracts.events import AnyEvent, HitlResume, RequestAccepted
+from contracts.events import AnyEvent, RequestAccepted
 from contracts.ids import new_id
 from contracts.subjects import events_of_type_filter, tenant_of
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
@@ -174,39 +174,33 @@ class RuntimeService:
                 self.load.reserve(tenant, run_id)
             stored = False
             try:
-                if isinstance(payload, InvokeThread):
-                    # Armed before the request is stored, and again on a redelivery (a no-op
-                    # inside the broker's duplicate window): no accepted run goes unwatched.
-                    await self._arm_watch(tenant, payload)
-                for resumed in (e for e in events if isinstance(e, HitlResume)):
-                    # A run parked on this approval gave its watch up: armed again, the same
-                    # way, before the decision is stored.
-                    await self._send_watch(
-                        tenant,
-                        WatchRun(
-                            agency_id=payload.agency_id,
-                            thread_id=thread_id,
-                            run_id=resumed.run_id,
-                            epoch=envelope.command_id,
-                        ),
-                    )
+                # Watches are sent alongside the append, and the command is acknowledged only
+                # once both are done: a failure of either redelivers it, which sends the same
+                # watches again (deduplicated by the broker). No accepted run goes unwatched.
+                arming = asyncio.ensure_future(
+                    self._send_watches(tenant, self._watches_for(envelope, payload, state))
+                )
+                try:
+                    if events:
+                        await self._bus.store.append(
+                            tenant,
+                            "thread",
+                            thread_id,
+                            with_checkpoint(state, events),
+                            expected=state.position,
+                            context=EventContext(
+                                agency_id=state.agency_id,
+                                thread_id=thread_id,
+                                correlation_id=state.correlation_id,
+                                causation_id=envelope.command_id,
+                            ),
+                            idempotency_key=envelope.idempotency_key,
+                        )
+                        stored = True
+                finally:
+                    await arming
                 if not events:
                     return
-                await self._bus.store.append(
-                    tenant,
-                    "thread",
-                    thread_id,
-                    with_checkpoint(state, events),
-                    expected=state.position,
-                    context=EventContext(
-                        agency_id=state.agency_id,
-                        thread_id=thread_id,
-                        correlation_id=state.correlation_id,
-                        causation_id=envelope.command_id,
-                    ),
-                    idempotency_key=envelope.idempotency_key,
-                )
-                stored = True
             except ConcurrencyError:
                 # A busy thread (a streaming model call appends every 50 ms) can win a few
                 # times in a row: back off a little, with jitter, and decide again.
@@ -320,14 +314,37 @@ class RuntimeService:
 
     # --- the watchdog -------------------------------------------------------------
 
-    async def _arm_watch(self, tenant: str, invoke: InvokeThread, generation: int = 0) -> None:
-        watch = WatchRun(
-            agency_id=invoke.agency_id,
-            thread_id=invoke.thread_id,
-            run_id=invoke.run_id,
-            generation=generation,
-        )
-        await self._send_watch(tenant, watch)
+    @staticmethod
+    def _watches_for(
+        envelope: CommandEnvelope, command: object, state: ThreadState
+    ) -> list[WatchRun]:
+        """The watches a command arms: an invoke's run (on every delivery, even one that
+        decides nothing, in case the first delivery stored the request and died), and a run
+        parked on an approval, which gave its watch up, once the approval resumes it."""
+        watches = []
+        if isinstance(command, InvokeThread):
+            watches.append(
+                WatchRun(
+                    agency_id=command.agency_id, thread_id=command.thread_id, run_id=command.run_id
+                )
+            )
+        resumed = state.active_run_id
+        if isinstance(command, ApproveToolCalls) and resumed and command.run_id in (None, resumed):
+            # On a redelivery the approval decides nothing (it is in the log already), but the
+            # watch may not have been sent: sent again, the broker keeps one.
+            watches.append(
+                WatchRun(
+                    agency_id=command.agency_id,
+                    thread_id=command.thread_id,
+                    run_id=resumed,
+                    epoch=envelope.command_id,
+                )
+            )
+        return watches
+
+    async def _send_watches(self, tenant: str, watches: list[WatchRun]) -> None:
+        for watch in watches:
+            await self._send_watch(tenant, watch)
 
     async def _send_watch(self, tenant: str, watch: WatchRun) -> None:
         epoch = f"{watch.epoch}:" if watch.epoch else ""
