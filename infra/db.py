@@ -52,8 +52,12 @@ async def create_pool(
     min_size: int = 1,
     max_size: int = 10,
     setup: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
+    session_state: bool = True,
 ) -> asyncpg.Pool:
-    """`setup` runs on every acquire (the pool resets the session on release)."""
+    """`setup` runs on every acquire. The pool resets the session on release; a pool whose
+    users change nothing beyond their transactions (`session_state=False`: `SET LOCAL`,
+    transaction-scoped locks) skips that round trip (an open transaction is still rolled
+    back)."""
     pool = await asyncpg.create_pool(
         database_url,
         min_size=min_size,
@@ -61,9 +65,14 @@ async def create_pool(
         timeout=10,
         command_timeout=60,
         setup=setup,
+        reset=None if session_state else _transaction_scoped,
     )
     assert pool is not None
     return pool
+
+
+async def _transaction_scoped(conn: asyncpg.Connection) -> None:
+    """Nothing to reset: the pool has rolled back any open transaction already."""
 
 
 def migration_scripts() -> list[tuple[str, str]]:

@@ -28,7 +28,7 @@ from infra.retry import RetryPolicy, until_stopped
 from projections.errors import CommitsLost, ProjectionGap
 from projections.projection import Projection
 from projections.storable import storable
-from projections.tenancy import PROJECTOR, act_as_projector, confine
+from projections.tenancy import AS_PROJECTOR, PROJECTOR, confine
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +48,15 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def schema_path(schema: str) -> str:
+    """The statement pointing unqualified names at `schema` for the rest of the current
+    transaction."""
+    return f"SET LOCAL search_path TO {quote_ident(schema)}, public"
+
+
 async def use_schema(conn: asyncpg.Connection, schema: str) -> None:
     """Point unqualified names at `schema` for the rest of the current transaction."""
-    await conn.execute(f"SET LOCAL search_path TO {quote_ident(schema)}, public")
+    await conn.execute(schema_path(schema))
 
 
 async def ensure_tables(conn: asyncpg.Connection, projection: Projection, schema: str) -> None:
@@ -100,28 +106,27 @@ async def _advance_positions(
             gaps.append(ProjectionGap(projection.name, ".".join(key), previous + 1, env.seq))
         last[key] = env.seq
     table = quote_ident(projection.positions_table)
+    # One round trip: every part of a WITH reads the same snapshot, so `known` holds the
+    # positions as they were before the upsert moved them (`first` and `last` have the
+    # same keys, in the same order).
     rows = await conn.fetch(
-        f"SELECT tenant_id, aggregate, aggregate_id, seq FROM {table} "
+        f"WITH known AS (SELECT tenant_id, aggregate, aggregate_id, seq FROM {table} "
         "WHERE (tenant_id, aggregate, aggregate_id) IN "
-        "(SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))",
-        [k[0] for k in first],
-        [k[1] for k in first],
-        [k[2] for k in first],
+        "(SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))), "
+        f"moved AS (INSERT INTO {table} (tenant_id, aggregate, aggregate_id, seq) "
+        "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
+        "ON CONFLICT (tenant_id, aggregate, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq) "
+        "SELECT * FROM known",
+        [k[0] for k in last],
+        [k[1] for k in last],
+        [k[2] for k in last],
+        list(last.values()),
     )
     known = {(r["tenant_id"], r["aggregate"], r["aggregate_id"]): r["seq"] for r in rows}
     for key, seq in first.items():
         expected = known.get(key, 0) + 1
         if seq != expected:
             gaps.append(ProjectionGap(projection.name, ".".join(key), expected, seq))
-    await conn.execute(
-        f"INSERT INTO {table} (tenant_id, aggregate, aggregate_id, seq) "
-        "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
-        "ON CONFLICT (tenant_id, aggregate, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq",
-        [k[0] for k in last],
-        [k[1] for k in last],
-        [k[2] for k in last],
-        list(last.values()),
-    )
     return gaps
 
 
@@ -318,7 +323,8 @@ class ProjectionRunner:
                     )
                 )
         async with self._pool.acquire() as conn, conn.transaction():
-            await act_as_projector(conn)
+            # The projector's role and the live schema, for this transaction: one round trip.
+            await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
             checkpoint = await conn.fetchval(
                 f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
             )
@@ -328,7 +334,6 @@ class ProjectionRunner:
             last_seq = max(batch[-1].stream_seq, checkpoint)
             gaps: list[ProjectionGap] = []
             if fresh:
-                await use_schema(conn, LIVE_SCHEMA)
                 gaps = await apply_batch(conn, self.projection, fresh)
             status, error = ("gap", str(gaps[0])) if gaps else ("running", None)
             if gaps:

@@ -95,9 +95,8 @@ async def confine(conn: asyncpg.Connection, schema: str, tables: Iterable[str]) 
         )
 
 
-async def act_as_projector(conn: asyncpg.Connection) -> None:
-    """The projector's role until the current transaction ends."""
-    await conn.execute(f"SET LOCAL ROLE {PROJECTOR}")
+# The projector's role until the current transaction ends.
+AS_PROJECTOR = f"SET LOCAL ROLE {PROJECTOR}"
 
 
 async def act_for_tenant(conn: asyncpg.Connection, tenant: str) -> None:

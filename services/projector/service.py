@@ -21,7 +21,8 @@ async def run_projector(
     stop: asyncio.Event,
     projections: tuple[Projection, ...] = ALL,
 ) -> None:
-    pool = await create_pool(database_url, max_size=len(projections) + 2)
+    # The projector sets roles and schemas with `SET LOCAL` only: no session to reset.
+    pool = await create_pool(database_url, max_size=len(projections) + 2, session_state=False)
     try:
         async with Bus(nats_url, name="agency-projector") as bus, asyncio.TaskGroup() as tg:
             for projection in projections:

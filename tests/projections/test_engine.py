@@ -336,3 +336,26 @@ async def test_transient_database_errors_are_retried_and_a_poison_event_still_de
     assert len(letters) == 1
     reason, detail, _ = letters[0]
     assert reason == "projection_failed" and "DivisionByZeroError" in detail
+
+
+async def test_a_hole_in_an_aggregate_s_sequence_is_reported_across_batches(
+    bus: Bus, tenant: str, pool: asyncpg.Pool
+) -> None:
+    """Positions are read and moved in one statement: the second batch is judged against
+    where the first one left the aggregate, not against its own upsert."""
+    thread = await write_thread(bus, tenant, 3)  # seqs 1..7
+    events = await bus.store.read(tenant, "thread", thread)
+    projection = counting_projection("gaps_" + new_id().lower(), tenant)
+    schema = "gaps_" + new_id().lower()
+    async with pool.acquire() as conn:
+        await engine.ensure_tables(conn, projection, schema)
+        async with conn.transaction():
+            await engine.use_schema(conn, schema)
+            assert await engine.apply_batch(conn, projection, events[:2]) == []
+            across = await engine.apply_batch(conn, projection, events[3:5])
+            within = await engine.apply_batch(conn, projection, [events[5], events[6]])
+            again = await engine.apply_batch(conn, projection, [events[0]])
+    key = f"{tenant}.thread.{thread}"
+    assert [(g.aggregate, g.expected_seq, g.got_seq) for g in across] == [(key, 3, 4)]
+    assert within == []
+    assert [(g.expected_seq, g.got_seq) for g in again] == [(8, 1)]
