@@ -36,9 +36,12 @@ start-up memory the parked threads take.
   tasks, each running a fresh `thread_id` until its first interrupt (the same work: a thread
   started and parked at its approval); threads per second.
 - `parked`: `--parked` more threads created and invoked the same way, until the thread list
-  shows every one `paused`; the RSS of `agency up` and its nats-server and PostgreSQL
-  processes, summed over the process tree (PSS printed too: RSS counts PostgreSQL's shared
-  buffers once per backend). Baseline: the same measurement right after start-up.
+  shows every one `paused`; the resident memory of `agency up` and its nats-server and
+  PostgreSQL processes: their PSS (proportional set size) summed over the process tree,
+  which counts each resident page once, split between the processes that share it. (Their
+  RSS summed, printed too, counts PostgreSQL's shared buffers once per backend: with 35
+  processes it reads several times the memory the machine gives them.) Baseline: the same
+  measurement right after start-up.
   Printed too: the tree's CPU use with no requests (`--idle-window` seconds), after
   start-up and with the threads parked, and the p50/p90/max of each create and invoke
   request.
@@ -206,9 +209,9 @@ async def ours(
     each = per_thread(held, start, args.parked)
     say(f"{args.parked:,} threads parked ({total:,} threads in the system): "
         f"{held.rss_mb:,.0f} MB RSS ({held.pss_mb:,.0f} MB PSS) over {held.processes} "
-        f"processes; {each:.1f} KB RSS more per parked thread than at start-up")  # fmt: skip
+        f"processes; {each:.1f} KB PSS more per parked thread than at start-up")  # fmt: skip
     say(f"parked, PSS by process: {by_kind(system.pid)}")
-    results["parked"], results["parked-start"] = held.rss_mb, start.rss_mb
+    results["parked"], results["parked-start"] = held.pss_mb, start.pss_mb
     idle = await busy(system.pid, args.idle_window)
     say(f"with them parked and no requests: {idle:.2f} cores busy over {args.idle_window:g} s")
 
@@ -227,7 +230,7 @@ def by_kind(pid: int) -> str:
 
 
 def per_thread(held: Memory, start: Memory, count: int) -> float:
-    return (held.rss_mb - start.rss_mb) * 1024 / count if count else 0.0
+    return (held.pss_mb - start.pss_mb) * 1024 / count if count else 0.0
 
 
 async def fill(api: Api, agency: str, count: int, clients: int, label: str) -> float:
