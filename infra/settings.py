@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,6 +17,11 @@ class InfraSettings:
     `AGENCY_NATS_SYNC` sets JetStream's fsync interval for the embedded server. It defaults
     to `always`: an acknowledged event survives power loss. `default` keeps the server's
     two-minute interval, about 8x faster appends, for throwaway data.
+
+    `AGENCY_NATS_MEMORY_LIMIT` (default `256MiB`; `off` for none) is the embedded server's
+    soft memory limit (Go's `GOMEMLIMIT`; a `GOMEMLIMIT` in the environment wins): near it the
+    server collects garbage sooner and hands freed memory back. Without it, the server with
+    10,000 parked threads kept about 2x its live memory.
     """
 
     nats_url: str | None
@@ -25,6 +31,7 @@ class InfraSettings:
     pg_port: int
     stream_replicas: int
     log_format: Literal["json", "console", "auto"]
+    nats_memory_limit: str | None = "256MiB"
 
     @classmethod
     def from_env(cls) -> InfraSettings:
@@ -36,7 +43,22 @@ class InfraSettings:
             pg_port=int(os.environ.get("AGENCY_PG_PORT", "0")),
             stream_replicas=int(os.environ.get("AGENCY_STREAM_REPLICAS", "1")),
             log_format=_log_format(os.environ.get("AGENCY_LOG_FORMAT", "auto")),
+            nats_memory_limit=_memory_limit(os.environ.get("AGENCY_NATS_MEMORY_LIMIT", "256MiB")),
         )
+
+
+_GO_SIZE = re.compile(r"^[0-9]+(B|KiB|MiB|GiB|TiB)?$")
+
+
+def _memory_limit(value: str) -> str | None:
+    if value.strip().lower() in ("", "off"):
+        return None
+    if not _GO_SIZE.match(value.strip()):
+        raise ValueError(
+            f"AGENCY_NATS_MEMORY_LIMIT={value!r}: give bytes with an optional unit "
+            "(B, KiB, MiB, GiB, TiB), such as 256MiB, or off"
+        )
+    return value.strip()
 
 
 def _log_format(value: str) -> Literal["json", "console", "auto"]:

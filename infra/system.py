@@ -67,6 +67,7 @@ class Infrastructure:
                     port=s.nats_port,
                     sync_interval=s.nats_sync_interval,
                     auth=True,
+                    memory_limit=s.nats_memory_limit,
                 )
             )
             nats_url, nats_auth = nats.admin_url, nats.auth

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from collections.abc import Sequence
@@ -77,6 +78,7 @@ class NatsServer:
         server_name: str | None = None,
         binary: Path | None = None,
         auth: bool = False,
+        memory_limit: str | None = None,
     ) -> None:
         if cluster is not None and cluster.port == 0:
             raise ValueError("a cluster node needs a fixed cluster port: its peers dial it")
@@ -86,6 +88,8 @@ class NatsServer:
         self.cluster = cluster
         self.server_name = server_name
         self._binary = binary
+        # Go's soft memory limit for the server (`GOMEMLIMIT`, which wins when it is set).
+        self.memory_limit = memory_limit
         # Users and permissions in the store directory (infra/nats_auth.py); without them
         # any client may do anything.
         self.auth = NatsAuth(self.store_dir) if auth else None
@@ -237,6 +241,11 @@ class NatsServer:
             ]
         self.config_path.write_text("\n".join(lines) + "\n")
 
+    def _env(self) -> dict[str, str] | None:
+        if self.memory_limit is None or "GOMEMLIMIT" in os.environ:
+            return None
+        return {**os.environ, "GOMEMLIMIT": self.memory_limit}
+
     async def _start_once(self, timeout: float) -> None:
         binary = self._binary or nats_server_binary()
         if not binary.is_file():
@@ -247,6 +256,7 @@ class NatsServer:
             self.component,
             [str(binary), "-c", str(self.config_path)],
             log_path=self.log_path,
+            env=self._env(),
             stop_signal=signal.SIGTERM,
             # A clean shutdown on parent death; nats-server never ignores SIGTERM.
             death_signal=signal.SIGTERM,

@@ -38,6 +38,7 @@ from infra.launch import (
     pid_alive,
     poll_until,
 )
+from infra.settings import InfraSettings
 
 T = TypeVar("T")
 
@@ -123,6 +124,31 @@ async def test_nats_on_port_zero_serves_jetstream_and_stop_leaves_no_process(
             assert stored.data == b"hello"
     assert not pid_alive(pid)
     await server.stop()  # idempotent
+
+
+async def test_nats_runs_under_its_memory_limit_unless_the_environment_sets_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def limit_of(pid: int) -> str | None:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        found = [e.split(b"=", 1)[1] for e in environ if e.startswith(b"GOMEMLIMIT=")]
+        return found[0].decode() if found else None
+
+    monkeypatch.delenv("GOMEMLIMIT", raising=False)
+    async with NatsServer(tmp_path / "a", memory_limit="64MiB") as server:
+        assert server.pid is not None
+        assert limit_of(server.pid) == "64MiB"
+    monkeypatch.setenv("GOMEMLIMIT", "1GiB")
+    async with NatsServer(tmp_path / "b", memory_limit="64MiB") as server:
+        assert server.pid is not None
+        assert limit_of(server.pid) == "1GiB"
+    monkeypatch.setenv("AGENCY_NATS_MEMORY_LIMIT", "lots")
+    with pytest.raises(ValueError, match="AGENCY_NATS_MEMORY_LIMIT='lots'"):
+        InfraSettings.from_env()
+    monkeypatch.setenv("AGENCY_NATS_MEMORY_LIMIT", "off")
+    assert InfraSettings.from_env().nats_memory_limit is None
+    monkeypatch.delenv("AGENCY_NATS_MEMORY_LIMIT")
+    assert InfraSettings.from_env().nats_memory_limit == "256MiB"
 
 
 async def test_nats_restart_after_kill_keeps_url_and_acknowledged_messages(
