@@ -11,21 +11,21 @@ checkpoint, so the lost events are applied, not skipped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import asyncpg
 import structlog
 from nats.js import JetStreamContext
 
 from contracts.subjects import ALL_EVENTS, EVENTS_STREAM
-from infra import db
 from infra.db import lock_schema
-from infra.jetstream import errors as bus_errors
 from infra.jetstream.deadletter import DeadLetter, DeadLetters
-from infra.jetstream.reader import Delivered, OrderedReader
+from infra.jetstream.reader import Delivered
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
-from infra.retry import RetryPolicy, until_stopped
+from infra.retry import RetryPolicy
 from projections.errors import CommitsLost, ProjectionGap
+from projections.follower import PROJECTION_RETRY, LogFollower
 from projections.projection import Projection
 from projections.storable import storable
 from projections.tenancy import AS_PROJECTOR, PROJECTOR, confine
@@ -34,14 +34,6 @@ log = structlog.get_logger(__name__)
 
 LIVE_SCHEMA = "public"
 CHECKPOINTS = "public.agency_projection_checkpoints"
-# One round of retries; a projection starts another round (logged) while the failure lasts.
-# Seconds of a quiet reader after which the runner checks the stream for events it missed.
-STALL_CHECK = 10.0
-PROJECTION_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.2, wait_max=5.0)
-
-
-def _transient(exc: BaseException) -> bool:
-    return db.is_transient(exc) or bus_errors.is_transient(exc)
 
 
 def quote_ident(name: str) -> str:
@@ -138,7 +130,7 @@ async def ensure_checkpoint(conn: asyncpg.Connection, name: str) -> int:
     return int(seq)
 
 
-class ProjectionRunner:
+class ProjectionRunner(LogFollower):
     """Keeps one projection's live tables up to date with the log."""
 
     def __init__(
@@ -152,112 +144,16 @@ class ProjectionRunner:
         filter_subject: str = ALL_EVENTS,
         retry: RetryPolicy = PROJECTION_RETRY,
     ) -> None:
-        self._pool = pool
-        self._js = js
+        super().__init__(
+            pool, js, projection.name, batch=batch, filter_subject=filter_subject, retry=retry
+        )
         self.projection = projection
         self._dead_letters = dead_letters
-        self._batch = batch
-        self._filter = filter_subject
-        self._retry = retry
-        self.position = 0
-        self.caught_up = asyncio.Event()
-        self._advanced = asyncio.Event()
-
-    async def wait_until(self, stream_seq: int, timeout: float) -> None:
-        """Return once the checkpoint covers `stream_seq`; TimeoutError after `timeout`."""
-        async with asyncio.timeout(timeout):
-            while self.position < stream_seq:
-                self._advanced.clear()
-                await self._advanced.wait()
-
-    def _moved_to(self, stream_seq: int) -> None:
-        self.position = max(self.position, stream_seq)
-        self._advanced.set()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        if not await self._until(stop, self._prepare):
-            return
-        log.info("projection started", projection=self.projection.name, from_seq=self.position + 1)
-        while not stop.is_set():
-            try:
-                await self._follow(stop)  # returns on stop, or when its reader stalled
-            except CommitsLost as e:
-                log.error("projection reads the log again", projection=e.projection, error=str(e))
-                self.position = e.checkpoint
-
-    async def _follow(self, stop: asyncio.Event) -> None:
-        """Apply the log from `position` on until `stop`, or until the reader stalls: quiet
-        for `STALL_CHECK` seconds while the stream holds events past `position` (an ordered
-        consumer the client failed to recreate after a broker restart)."""
-        reader = OrderedReader(
-            self._js, self._filter, start_seq=self.position + 1, batch=self._batch
-        )
-        if not await self._until(stop, reader.open):
-            return
-        loop = asyncio.get_running_loop()
-        quiet_since = loop.time()
-        try:
-            while not stop.is_set():
-                batch = await reader.next_batch(timeout=0.5)
-                if not batch:
-                    self.caught_up.set()
-                    if loop.time() - quiet_since >= STALL_CHECK:
-                        quiet_since = loop.time()
-                        if await self._behind():
-                            log.warning(
-                                "projection reader stalled; opening it again",
-                                projection=self.projection.name,
-                                position=self.position,
-                            )
-                            return
-                    continue
-                quiet_since = loop.time()
-                self.caught_up.clear()
-                if not await self._commit_resilient(batch, stop):
-                    return
-        finally:
-            await reader.close()
-
-    async def _behind(self) -> bool:
-        """Whether the events stream holds events past `position` (False if unknown)."""
-        try:
-            info = await self._js.stream_info(EVENTS_STREAM)
-        except Exception as e:
-            if not bus_errors.is_transient(e):
-                raise
-            return False
-        return int(info.state.last_seq) > self.position
 
     async def _prepare(self) -> None:
         async with self._pool.acquire() as conn:
             await ensure_tables(conn, self.projection, LIVE_SCHEMA)
             self.position = await ensure_checkpoint(conn, self.projection.name)
-
-    async def _until(self, stop: asyncio.Event, operation: Callable[[], Awaitable[None]]) -> bool:
-        """Run `operation`, retrying transient database and broker failures round after
-        round of the retry policy; False when `stop` came first.
-
-        A projection never passes an event because the database or the broker was away:
-        only an error of the event's own (a handler's SQL failing on it) makes it poison.
-        """
-        while not stop.is_set():
-            try:
-                done = await until_stopped(stop, self._retried(operation))
-            except Exception as e:
-                if not _transient(e):
-                    raise
-                log.error(
-                    "projection waits for the database or the broker",
-                    projection=self.projection.name,
-                    error=f"{type(e).__name__}: {e}",
-                )
-                continue
-            return done is not None
-        return False
-
-    async def _retried(self, operation: Callable[[], Awaitable[None]]) -> bool:
-        await self._retry.call(_transient, operation)
-        return True
 
     async def _commit_resilient(self, batch: Sequence[Delivered], stop: asyncio.Event) -> bool:
         """Commit a batch; an event its handler cannot apply is dead-lettered and passed.
@@ -309,6 +205,19 @@ class ProjectionRunner:
     async def commit(self, batch: Sequence[Delivered]) -> None:
         """Apply one delivered batch and move the checkpoint, in one transaction."""
         name = self.projection.name
+        await self.letter_undecodable(batch)
+        async with self._pool.acquire() as conn, conn.transaction():
+            # The projector's role and the live schema, for this transaction: one round trip.
+            await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
+            checkpoint = await conn.fetchval(
+                f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
+            )
+            moved = await self.apply_fresh(conn, checkpoint, batch)
+            await move_checkpoints(conn, [moved])
+        self._moved_to(moved.stream_seq)
+
+    async def letter_undecodable(self, batch: Sequence[Delivered]) -> None:
+        """Dead-letter what in the batch is no event (it is passed, never applied)."""
         for item in batch:
             if isinstance(item, UndecodableEvent):
                 await self._dead_letters.put(
@@ -319,38 +228,48 @@ class ProjectionRunner:
                         reason="undecodable",
                         detail=item.reason,
                         data=item.data,
-                        consumer=f"projection-{name}",
+                        consumer=f"projection-{self.projection.name}",
                     )
                 )
-        async with self._pool.acquire() as conn, conn.transaction():
-            # The projector's role and the live schema, for this transaction: one round trip.
-            await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
-            checkpoint = await conn.fetchval(
-                f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
-            )
-            if checkpoint < self.position:
-                raise CommitsLost(name, checkpoint, self.position)
-            fresh = [e for e in batch if isinstance(e, RecordedEvent) and e.stream_seq > checkpoint]
-            last_seq = max(batch[-1].stream_seq, checkpoint)
-            gaps: list[ProjectionGap] = []
-            if fresh:
-                gaps = await apply_batch(conn, self.projection, fresh)
-            status, error = ("gap", str(gaps[0])) if gaps else ("running", None)
-            if gaps:
-                for gap in gaps:
-                    log.error("projection gap", projection=name, error=str(gap))
-                await conn.execute(
-                    f"UPDATE {CHECKPOINTS} SET stream_seq = $2, updated_at = now(), "
-                    "status = $3, error = $4 WHERE name = $1",
-                    name,
-                    last_seq,
-                    status,
-                    error,
-                )
-            else:
-                await conn.execute(
-                    f"UPDATE {CHECKPOINTS} SET stream_seq = $2, updated_at = now() WHERE name = $1",
-                    name,
-                    last_seq,
-                )
-        self._moved_to(last_seq)
+
+    async def apply_fresh(
+        self, conn: asyncpg.Connection, checkpoint: int, batch: Sequence[Delivered]
+    ) -> Moved:
+        """Inside the caller's transaction (checkpoint row locked, role and schema set):
+        apply what the checkpoint does not cover yet; where the checkpoint goes."""
+        name = self.projection.name
+        if checkpoint < self.position:
+            raise CommitsLost(name, checkpoint, self.position)
+        fresh = [e for e in batch if isinstance(e, RecordedEvent) and e.stream_seq > checkpoint]
+        gaps = await apply_batch(conn, self.projection, fresh) if fresh else []
+        for gap in gaps:
+            log.error("projection gap", projection=name, error=str(gap))
+        return Moved(
+            name=name,
+            stream_seq=max(batch[-1].stream_seq, checkpoint),
+            gap=str(gaps[0]) if gaps else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """Where a commit moves a projection's checkpoint; `gap` is set when it found one."""
+
+    name: str
+    stream_seq: int
+    gap: str | None = None
+
+
+async def move_checkpoints(conn: asyncpg.Connection, moves: Sequence[Moved]) -> None:
+    """Move checkpoints in one statement: a gap sets the status `gap` and its error; the
+    status is otherwise left as it was."""
+    await conn.execute(
+        f"UPDATE {CHECKPOINTS} AS c SET stream_seq = m.seq, updated_at = now(), "
+        "status = CASE WHEN m.gap IS NULL THEN c.status ELSE 'gap' END, "
+        "error = CASE WHEN m.gap IS NULL THEN c.error ELSE m.gap END "
+        "FROM unnest($1::text[], $2::bigint[], $3::text[]) AS m(name, seq, gap) "
+        "WHERE c.name = m.name",
+        [m.name for m in moves],
+        [m.stream_seq for m in moves],
+        [m.gap for m in moves],
+    )

@@ -1,4 +1,5 @@
-"""Runs every projection of the catalogue, each with its own checkpoint."""
+"""Runs every projection of the catalogue, each with its own checkpoint, fed by one reader
+and committed together (`projections/group.py`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import structlog
 from infra.db import create_pool
 from infra.jetstream.connection import Bus
 from projections.catalog import ALL
-from projections.engine import ProjectionRunner
+from projections.group import ProjectionGroup
 from projections.projection import Projection
 
 log = structlog.get_logger(__name__)
@@ -22,12 +23,13 @@ async def run_projector(
     projections: tuple[Projection, ...] = ALL,
 ) -> None:
     # The projector sets roles and schemas with `SET LOCAL` only: no session to reset.
-    pool = await create_pool(database_url, max_size=len(projections) + 2, session_state=False)
+    # One transaction at a time for every projection (and one more when a batch is
+    # committed projection by projection).
+    pool = await create_pool(database_url, max_size=3, session_state=False)
     try:
-        async with Bus(nats_url, name="agency-projector") as bus, asyncio.TaskGroup() as tg:
-            for projection in projections:
-                runner = ProjectionRunner(pool, bus.js, projection, dead_letters=bus.dead_letters)
-                tg.create_task(runner.run(stop), name=f"projection-{projection.name}")
+        async with Bus(nats_url, name="agency-projector") as bus:
+            group = ProjectionGroup(pool, bus.js, projections, dead_letters=bus.dead_letters)
             log.info("projector running", projections=[p.name for p in projections])
+            await group.run(stop)
     finally:
         await asyncio.wait_for(pool.close(), timeout=10)

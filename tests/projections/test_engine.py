@@ -14,7 +14,7 @@ from contracts.subjects import event_subject
 from infra.jetstream.connection import Bus
 from infra.jetstream.reader import Delivered, OrderedReader
 from infra.jetstream.records import Position, RecordedEvent
-from projections import engine
+from projections import engine, follower
 from projections.catalog import by_name
 from projections.checksum import projection_checksum
 from projections.engine import ProjectionRunner
@@ -183,8 +183,8 @@ async def test_a_reader_that_stalls_is_opened_again(
             opened.append("reader")
             await super().open()
 
-    monkeypatch.setattr(engine, "OrderedReader", FirstOneDeaf)
-    monkeypatch.setattr(engine, "STALL_CHECK", 0.5)
+    monkeypatch.setattr(follower, "OrderedReader", FirstOneDeaf)
+    monkeypatch.setattr(follower, "STALL_CHECK", 0.5)
     projection = counting_projection("counts", tenant)
     await write_thread(bus, tenant, 2)
     stop = asyncio.Event()

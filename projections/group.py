@@ -1,0 +1,102 @@
+"""Every projection of the projector fed by one reader, each batch committed for all of them
+in one transaction.
+
+Each projection still has its own checkpoint, tables and positions, and applies only what
+its checkpoint does not cover (so projections at different points, after a rebuild or a
+poison event, catch up from the group's lowest checkpoint). What the group saves is the
+per-projection overhead of a batch: one reader decoding the log instead of one per
+projection, and one transaction (one WAL flush at commit) instead of one per projection.
+
+A batch that fails in the database is committed again projection by projection with each
+runner's own handling, which pins a poison event to the projection that cannot apply it
+and dead-letters it there, as a lone runner would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import asyncpg
+from nats.js import JetStreamContext
+
+from infra.jetstream.deadletter import DeadLetters
+from infra.jetstream.reader import Delivered
+from projections.engine import (
+    CHECKPOINTS,
+    LIVE_SCHEMA,
+    ProjectionRunner,
+    move_checkpoints,
+    schema_path,
+)
+from projections.errors import CommitsLost
+from projections.follower import LogFollower
+from projections.projection import Projection
+from projections.tenancy import AS_PROJECTOR
+
+
+class ProjectionGroup(LogFollower):
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        js: JetStreamContext,
+        projections: Sequence[Projection],
+        *,
+        dead_letters: DeadLetters,
+        batch: int = 1000,
+    ) -> None:
+        super().__init__(pool, js, "+".join(p.name for p in projections), batch=batch)
+        self.runners = [
+            ProjectionRunner(pool, js, p, dead_letters=dead_letters, batch=batch)
+            for p in projections
+        ]
+        # Locked in one order by every group: two projector processes never deadlock.
+        self.runners.sort(key=lambda r: r.projection.name)
+
+    def _lowest(self) -> int:
+        return min(r.position for r in self.runners)
+
+    async def _prepare(self) -> None:
+        for runner in self.runners:
+            await runner._prepare()
+        self.position = self._lowest()
+
+    def _restart_after(self, lost: CommitsLost) -> None:
+        for runner in self.runners:
+            if runner.projection.name == lost.projection:
+                runner.position = lost.checkpoint
+        self.position = self._lowest()
+
+    async def _commit_resilient(self, batch: Sequence[Delivered], stop: asyncio.Event) -> bool:
+        try:
+            done = await self._until(stop, lambda: self.commit(batch))
+        except asyncpg.PostgresError:
+            done = True
+            for runner in self.runners:
+                if not await runner._commit_resilient(batch, stop):
+                    done = False
+                    break
+        self._moved_to(self._lowest())
+        return done
+
+    async def commit(self, batch: Sequence[Delivered]) -> None:
+        """Apply the batch to every projection and move their checkpoints, in one
+        transaction."""
+        for runner in self.runners:
+            await runner.letter_undecodable(batch)
+        names = [r.projection.name for r in self.runners]
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
+            rows = await conn.fetch(
+                f"SELECT name, stream_seq FROM {CHECKPOINTS} WHERE name = ANY($1) "
+                "ORDER BY name FOR UPDATE",
+                names,
+            )
+            checkpoints = {r["name"]: int(r["stream_seq"]) for r in rows}
+            moves = [
+                await runner.apply_fresh(conn, checkpoints[runner.projection.name], batch)
+                for runner in self.runners
+            ]
+            await move_checkpoints(conn, moves)
+        for runner, moved in zip(self.runners, moves, strict=True):
+            runner._moved_to(moved.stream_seq)

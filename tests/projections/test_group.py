@@ -1,0 +1,112 @@
+"""Projections fed by one reader and committed together, against real NATS and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+import asyncpg
+import pytest
+
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import RecordedEvent
+from projections.catalog import by_name
+from projections.group import ProjectionGroup
+from projections.projection import Projection
+from projections.rebuild import last_stream_seq
+from tests.deadletters import dead_letters_for
+from tests.projections.conftest import RunProjection, counting_projection
+from tests.projections.test_engine import caught_up, write_thread
+
+
+@pytest.fixture
+async def stop() -> AsyncIterator[asyncio.Event]:
+    event = asyncio.Event()
+    yield event
+    event.set()
+
+
+async def run_group(
+    pool: asyncpg.Pool, bus: Bus, projections: Sequence[Projection], stop: asyncio.Event
+) -> tuple[ProjectionGroup, asyncio.Task[None]]:
+    group = ProjectionGroup(pool, bus.js, projections, dead_letters=bus.dead_letters)
+    task = asyncio.create_task(group.run(stop))
+    await group.wait_until(await last_stream_seq(bus.js), timeout=30)
+    return group, task
+
+
+async def checkpoints(pool: asyncpg.Pool) -> dict[str, int]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch("SELECT name, stream_seq FROM agency_projection_checkpoints")
+    return {r["name"]: r["stream_seq"] for r in rows}
+
+
+async def test_every_projection_of_the_group_applies_the_log_and_moves_its_checkpoint(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, stop: asyncio.Event
+) -> None:
+    await write_thread(bus, tenant, 3)
+    _, task = await run_group(
+        pool, bus, [by_name("events"), counting_projection("counts", tenant)], stop
+    )
+    last = await last_stream_seq(bus.js)
+    async with pool.acquire() as conn:
+        stored = await conn.fetchval("SELECT count(*) FROM events WHERE tenant_id = $1", tenant)
+        counts = {r["type"]: r["n"] for r in await conn.fetch("SELECT type, n FROM counts")}
+    assert stored == 7
+    assert counts == {"thread.created": 1, "message.appended": 3, "run.tick": 3}
+    assert await checkpoints(pool) == {"counts": last, "events": last}
+    stop.set()
+    await asyncio.wait_for(task, timeout=10)
+
+
+async def test_a_projection_behind_the_others_catches_up_without_the_others_applying_twice(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, run_projection: RunProjection, stop: asyncio.Event
+) -> None:
+    await write_thread(bus, tenant, 2)
+    counts = counting_projection("counts", tenant)
+    alone = await run_projection(counts)
+    await caught_up(alone, bus)
+    await write_thread(bus, tenant, 1)
+    # `counts` is at the log's end but for the last thread; `events` starts from nothing.
+    _, task = await run_group(pool, bus, [by_name("events"), counts], stop)
+    async with pool.acquire() as conn:
+        stored = await conn.fetchval("SELECT count(*) FROM events WHERE tenant_id = $1", tenant)
+        rows = {r["type"]: r["n"] for r in await conn.fetch("SELECT type, n FROM counts")}
+    assert stored == 5 + 3
+    assert rows == {"thread.created": 2, "message.appended": 3, "run.tick": 3}
+    stop.set()
+    await asyncio.wait_for(task, timeout=10)
+
+
+async def test_an_event_one_projection_cannot_apply_is_dead_lettered_for_it_alone(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, stop: asyncio.Event
+) -> None:
+    thread = await write_thread(bus, tenant, 2)
+    poison = (await bus.store.read(tenant, "thread", thread))[1].stream_seq
+
+    async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+        for e in events:
+            if e.stream_seq == poison:
+                await conn.execute("SELECT 1 / 0")
+            await conn.execute("INSERT INTO picky (seq) VALUES ($1)", e.stream_seq)
+
+    picky = Projection(
+        name="picky_" + new_id().lower(),
+        tables=("picky",),
+        ddl="CREATE TABLE IF NOT EXISTS picky (seq bigint PRIMARY KEY)",
+        apply=apply,
+    )
+    _, task = await run_group(pool, bus, [by_name("events"), picky], stop)
+    async with pool.acquire() as conn:
+        stored = await conn.fetchval("SELECT count(*) FROM events WHERE tenant_id = $1", tenant)
+        picked = {r["seq"] for r in await conn.fetch("SELECT seq FROM picky")}
+    mine = {e.stream_seq for e in await bus.store.read(tenant, "thread", thread)}
+    assert stored == 5
+    assert mine - picked == {poison}
+    letters = await dead_letters_for(bus, tenant)
+    assert [(reason, picky.name in detail) for reason, detail, _ in letters] == [
+        ("projection_failed", True)
+    ]
+    stop.set()
+    await asyncio.wait_for(task, timeout=10)
