@@ -34,6 +34,10 @@ log = structlog.get_logger(__name__)
 
 LIVE_SCHEMA = "public"
 CHECKPOINTS = "public.agency_projection_checkpoints"
+# Where a checkpoint's advance is announced (payload `name:stream_seq`), sent inside the
+# transaction that moves it, so PostgreSQL delivers it at commit: the API wakes the requests
+# waiting to read their writes (services/api/progress.py) instead of polling the table.
+PROGRESS_CHANNEL = "agency_projection_progress"
 # One round of retries; a projection starts another round (logged) while the failure lasts.
 # Seconds of a quiet reader after which the runner checks the stream for events it missed.
 STALL_CHECK = 10.0
@@ -123,6 +127,11 @@ async def _advance_positions(
         list(last.values()),
     )
     return gaps
+
+
+async def announce_progress(conn: asyncpg.Connection, name: str, stream_seq: int) -> None:
+    """Tell listeners, when the current transaction commits, that `name` passed `stream_seq`."""
+    await conn.execute("SELECT pg_notify($1, $2)", PROGRESS_CHANNEL, f"{name}:{stream_seq}")
 
 
 async def ensure_checkpoint(conn: asyncpg.Connection, name: str) -> int:
@@ -285,14 +294,17 @@ class ProjectionRunner:
         )
 
         async def mark_skipped() -> None:
-            async with self._pool.acquire() as conn:
-                await conn.execute(
+            async with self._pool.acquire() as conn, conn.transaction():
+                seq = await conn.fetchval(
                     f"UPDATE {CHECKPOINTS} SET stream_seq = GREATEST(stream_seq, $2), "
-                    "updated_at = now(), status = 'skipped', error = $3 WHERE name = $1",
+                    "updated_at = now(), status = 'skipped', error = $3 WHERE name = $1 "
+                    "RETURNING stream_seq",
                     name,
                     item.stream_seq,
                     f"event at stream seq {item.stream_seq} dead-lettered: {error}",
                 )
+                if seq is not None:
+                    await announce_progress(conn, name, int(seq))
 
         if not await self._until(stop, lambda: self._dead_letters.put(letter)):
             return False
@@ -348,4 +360,5 @@ class ProjectionRunner:
                     name,
                     last_seq,
                 )
+            await announce_progress(conn, name, last_seq)
         self._moved_to(last_seq)
