@@ -34,9 +34,9 @@ log = structlog.get_logger(__name__)
 
 LIVE_SCHEMA = "public"
 CHECKPOINTS = "public.agency_projection_checkpoints"
-# Where a checkpoint's advance is announced (payload `name:stream_seq`), sent inside the
-# transaction that moves it, so PostgreSQL delivers it at commit: the API wakes the requests
-# waiting to read their writes (services/api/progress.py) instead of polling the table.
+# Where a checkpoint's advance is announced (payload `name:stream_seq`), once committed: the
+# API wakes the requests waiting to read their writes (services/api/progress.py) instead of
+# polling the table.
 PROGRESS_CHANNEL = "agency_projection_progress"
 # One round of retries; a projection starts another round (logged) while the failure lasts.
 # Seconds of a quiet reader after which the runner checks the stream for events it missed.
@@ -130,8 +130,18 @@ async def _advance_positions(
 
 
 async def announce_progress(conn: asyncpg.Connection, name: str, stream_seq: int) -> None:
-    """Tell listeners, when the current transaction commits, that `name` passed `stream_seq`."""
-    await conn.execute("SELECT pg_notify($1, $2)", PROGRESS_CHANNEL, f"{name}:{stream_seq}")
+    """Tell listeners that `name` has committed up to `stream_seq`.
+
+    Sent after the commit, in a statement of its own: a transaction that notifies takes a
+    database-wide lock from before its commit until the commit is on disk, so notifying
+    inside each projection's transaction would make the projections' commits wait for one
+    another (half the commits per second with 14 writers; a lost announcement is covered
+    by the next one, which names a higher sequence). Never fails the commit: a waiter that
+    misses it answers at its timeout (202), the projection's work is done."""
+    try:
+        await conn.execute("SELECT pg_notify($1, $2)", PROGRESS_CHANNEL, f"{name}:{stream_seq}")
+    except (asyncpg.PostgresError, *db.TRANSIENT) as e:
+        log.warning("projection progress not announced", projection=name, error=str(e))
 
 
 async def ensure_checkpoint(conn: asyncpg.Connection, name: str) -> int:
@@ -294,7 +304,7 @@ class ProjectionRunner:
         )
 
         async def mark_skipped() -> None:
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._pool.acquire() as conn:
                 seq = await conn.fetchval(
                     f"UPDATE {CHECKPOINTS} SET stream_seq = GREATEST(stream_seq, $2), "
                     "updated_at = now(), status = 'skipped', error = $3 WHERE name = $1 "
@@ -329,7 +339,15 @@ class ProjectionRunner:
                         consumer=f"projection-{name}",
                     )
                 )
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn:
+            last_seq = await self._apply(conn, batch)
+            await announce_progress(conn, name, last_seq)
+        self._moved_to(last_seq)
+
+    async def _apply(self, conn: asyncpg.Connection, batch: Sequence[Delivered]) -> int:
+        """The transaction of `commit`; returns the stream sequence the checkpoint is at."""
+        name = self.projection.name
+        async with conn.transaction():
             await act_as_projector(conn)
             checkpoint = await conn.fetchval(
                 f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
@@ -360,5 +378,4 @@ class ProjectionRunner:
                     name,
                     last_seq,
                 )
-            await announce_progress(conn, name, last_seq)
-        self._moved_to(last_seq)
+        return int(last_seq)

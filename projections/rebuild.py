@@ -143,7 +143,7 @@ async def rebuild(
                 projection.name,
                 built,
             )
-            await announce_progress(conn, projection.name, built)
+        await announce_progress(conn, projection.name, built)
     return RebuildResult(projection.name, LIVE_SCHEMA, built, swapped=True)
 
 

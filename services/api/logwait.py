@@ -14,7 +14,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
-import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
@@ -23,13 +22,10 @@ from contracts.subjects import Aggregate, aggregate_filter
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import Position, RecordedEvent
 
-log = structlog.get_logger(__name__)
-
 T = TypeVar("T")
 
 # The longest a wait goes without reading the log, should a wake-up have been dropped.
 RECHECK = 1.0
-FLUSH_TIMEOUT = 2
 
 
 class LogWatch:
@@ -85,13 +81,10 @@ async def watch_log(
     async def on_event(_: Msg) -> None:
         watch.wake()
 
+    # The server takes a connection's messages in order: the subscription is in place
+    # before the first read (sent after it on the same connection) asks for the log.
     sub = await nc.subscribe(aggregate_filter(tenant, aggregate, aggregate_id), cb=on_event)
     try:
-        # The server has the subscription before the first read asks for the log.
-        try:
-            await nc.flush(timeout=FLUSH_TIMEOUT)
-        except (NatsError, TimeoutError) as e:
-            log.warning("log watch: subscription not confirmed", error=f"{type(e).__name__}: {e}")
         yield watch
     finally:
         with contextlib.suppress(NatsError, TimeoutError):

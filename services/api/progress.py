@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 
 import asyncpg
 import structlog
@@ -34,6 +35,17 @@ HEALTH_INTERVAL = 10.0
 HEALTH_TIMEOUT = 5.0
 
 
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    names: tuple[str, ...]
+    stream_seq: int
+    woken: asyncio.Future[None]
+
+    def wake(self) -> None:
+        if not self.woken.done():
+            self.woken.set_result(None)
+
+
 class ProjectionProgress:
     """Each projection's applied stream sequence, kept current by notifications."""
 
@@ -48,7 +60,7 @@ class ProjectionProgress:
         self._retry = retry
         self._health_interval = health_interval
         self._applied: dict[str, int] = {}
-        self._changed = asyncio.Event()
+        self._waiters: set[_Waiter] = set()
         self._listening = False
         # The backend of the listening connection (None while there is none), for tests
         # and diagnostics.
@@ -71,17 +83,26 @@ class ProjectionProgress:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout, 0.0)
         while True:
-            changed = self._changed
             if not self._listening:
                 await self._read_table(names)
-            if all(self.applied(n) >= stream_seq for n in names):
+            if self._passed(names, stream_seq):
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
             wait = remaining if self._listening else min(remaining, FALLBACK_INTERVAL)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=wait)
+            waiter = _Waiter(names, stream_seq, loop.create_future())
+            self._waiters.add(waiter)
+            try:
+                async with asyncio.timeout(wait):
+                    await waiter.woken
+            except TimeoutError:
+                pass
+            finally:
+                self._waiters.discard(waiter)
+
+    def _passed(self, names: tuple[str, ...], stream_seq: int) -> bool:
+        return all(self._applied.get(n, 0) >= stream_seq for n in names)
 
     @contextlib.asynccontextmanager
     async def listening_while(self) -> AsyncIterator[None]:
@@ -190,15 +211,18 @@ class ProjectionProgress:
         except ValueError:
             log.warning("projection progress: unreadable notification", payload=payload[:200])
             return
-        self._wake()
+        for waiter in self._waiters:
+            if name in waiter.names and self._passed(waiter.names, waiter.stream_seq):
+                waiter.wake()
 
     def _advance(self, name: str, stream_seq: int) -> None:
         if stream_seq > self._applied.get(name, 0):
             self._applied[name] = stream_seq
 
     def _wake(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        """Every waiter looks again (listening started or stopped)."""
+        for waiter in self._waiters:
+            waiter.wake()
 
     async def _read_table(self, names: tuple[str, ...]) -> None:
         """The checkpoints as stored, while no notification can arrive."""
