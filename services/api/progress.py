@@ -84,7 +84,7 @@ class ProjectionProgress:
         deadline = loop.time() + max(timeout, 0.0)
         while True:
             if not self._listening:
-                await self._read_table(names)
+                await self._read_table(names, deadline - loop.time())
             if self._passed(names, stream_seq):
                 return True
             remaining = deadline - loop.time()
@@ -224,11 +224,11 @@ class ProjectionProgress:
         for waiter in self._waiters:
             waiter.wake()
 
-    async def _read_table(self, names: tuple[str, ...]) -> None:
-        """The checkpoints as stored, while no notification can arrive."""
+    async def _read_table(self, names: tuple[str, ...], timeout: float) -> None:
+        """The checkpoints as stored, while no notification can arrive (within `timeout`)."""
         self.table_reads += 1
         try:
-            async with self._pool.acquire() as conn:
+            async with asyncio.timeout(max(timeout, 0.01)), self._pool.acquire() as conn:
                 rows = await conn.fetch(
                     f"SELECT name, stream_seq FROM {CHECKPOINTS} WHERE name = ANY($1)",
                     list(names),

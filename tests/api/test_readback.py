@@ -71,6 +71,15 @@ async def test_the_listener_survives_its_connection_being_killed(
     assert progress.table_reads == reads
 
 
+async def test_without_a_listener_a_wait_reads_the_table(api: Api, thread_a: Thread) -> None:
+    idle = ProjectionProgress(api.deps.pool)  # never listens
+    [event] = await append_messages(api.deps.bus, thread_a, "unheard")
+    assert await idle.wait_passed([NAME], event.stream_seq, timeout=10)
+    assert not idle.listening and idle.table_reads >= 1
+    # A sequence nobody reaches: the wait ends at its timeout.
+    assert not await idle.wait_passed([NAME], event.stream_seq + 10**9, timeout=0.3)
+
+
 async def test_a_log_wait_is_woken_by_the_event_not_by_reading_again(
     api: Api, thread_a: Thread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
