@@ -23,7 +23,7 @@ SCHEMA_LOCK = 0x4147454E
 # (admin shutdown, crash recovery, "cannot connect now"), a lost connection, a deadlock or
 # serialization failure, a full disk, too many connections, a read-only standby after a
 # failover, a statement timeout. The same statement later may succeed.
-_TRANSIENT_PG = (
+TRANSIENT: tuple[type[BaseException], ...] = (
     asyncpg.PostgresConnectionError,  # class 08
     asyncpg.TransactionRollbackError,  # class 40: deadlock_detected, serialization_failure
     asyncpg.InsufficientResourcesError,  # class 53: disk_full, out_of_memory, too_many_connections
@@ -38,7 +38,7 @@ _TRANSIENT_PG = (
 
 def is_transient(exc: BaseException) -> bool:
     """Whether the same PostgreSQL operation may succeed later; never an event's fault."""
-    return isinstance(exc, _TRANSIENT_PG)
+    return isinstance(exc, TRANSIENT)
 
 
 async def lock_schema(conn: asyncpg.Connection) -> None:

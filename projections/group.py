@@ -26,6 +26,7 @@ from projections.engine import (
     CHECKPOINTS,
     LIVE_SCHEMA,
     ProjectionRunner,
+    announce_progress,
     move_checkpoints,
     schema_path,
 )
@@ -98,5 +99,7 @@ class ProjectionGroup(LogFollower):
                 for runner in self.runners
             ]
             await move_checkpoints(conn, moves)
+        async with self._pool.acquire() as conn:
+            await announce_progress(conn, [(m.name, m.stream_seq) for m in moves])
         for runner, moved in zip(self.runners, moves, strict=True):
             runner._moved_to(moved.stream_seq)

@@ -21,6 +21,7 @@ from infra.jetstream.records import RecordedEvent
 from projections.engine import (
     CHECKPOINTS,
     LIVE_SCHEMA,
+    announce_progress,
     apply_batch,
     ensure_checkpoint,
     ensure_tables,
@@ -142,6 +143,7 @@ async def rebuild(
                 projection.name,
                 built,
             )
+        await announce_progress(conn, [(projection.name, built)])
     return RebuildResult(projection.name, LIVE_SCHEMA, built, swapped=True)
 
 

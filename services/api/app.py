@@ -110,6 +110,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         async with (
             deps.keys.watching(deps.bus.nc, deps.pool),
             deps.metrics.watching(deps.bus.nc),
+            deps.progress.listening_while(),
             mcp.running(app),
         ):
             yield

@@ -16,6 +16,7 @@ from infra.nats_auth import CredentialIssuer
 from services.agents.system import AgentSystem
 from services.api.keys import KeyCache
 from services.api.limits import InvokeLimiter
+from services.api.progress import ProjectionProgress
 from services.observability.metrics import Metrics
 
 
@@ -54,3 +55,8 @@ class ApiDeps:
     nats_credentials: CredentialIssuer | None = None
     # Per-tenant invoke limits (`AGENCY_TENANT_*`); 429 with Retry-After beyond them.
     limiter: InvokeLimiter = field(default_factory=InvokeLimiter)
+    # How far each projection has applied the log, by notification while the app runs.
+    progress: ProjectionProgress = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "progress", ProjectionProgress(self.pool))

@@ -8,11 +8,9 @@ else answers 202 as soon as the command is stored.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import re
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -35,10 +33,6 @@ from contracts.events import BlueprintSaved, ChatMessage
 from contracts.events.thread import ConcurrencyStrategy
 from contracts.ids import new_id
 from contracts.limits import limits, path_problem
-from contracts.subjects import Aggregate
-from infra.jetstream.records import RecordedEvent
-from projections import catalog
-from projections.engine import CHECKPOINTS
 from services.agents.code import SettingsError
 from services.api.auth import (
     ADMIN_OPT,
@@ -59,6 +53,7 @@ from services.api.auth import (
 from services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
 from services.api.deps import ApiDeps, Principal
 from services.api.openapi import error_response
+from services.api.readback import poll, read_your_write
 from services.api.runstatus import RunStatus, taken_up, wait_for_status
 from services.api.text import refuse_nul
 
@@ -188,7 +183,7 @@ async def create_tenant(
     async def key_works() -> bool:
         return await lookup_key(deps, key_id, key_hash) == tenant
 
-    works = await _poll(key_works, deps.settings.read_your_writes_timeout)
+    works = await poll(key_works, deps.settings.read_your_writes_timeout)
     body = TenantOut(tenant_id=tenant, api_key=key, name=data.name)
     return Response(body, status_code=201 if works else 202)
 
@@ -413,52 +408,3 @@ async def _thread(
     tenant = tenant_of(principal)
     await thread_created(deps, tenant, agency_id, thread_id)
     return tenant, agency_id, thread_id
-
-
-async def read_your_write(
-    deps: ApiDeps, tenant: str, aggregate: Aggregate, aggregate_id: str, key: str
-) -> tuple[RecordedEvent | None, bool]:
-    """Wait for the event our command produced (the registry stores the command's key on
-    it), then for every projection handling its type to have passed it. Returns the event
-    if it was seen, and whether it is readable, within `read_your_writes_timeout`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + deps.settings.read_your_writes_timeout
-    found: RecordedEvent | None = None
-
-    async def stored() -> bool:
-        nonlocal found
-        events = await deps.bus.store.read(tenant, aggregate, aggregate_id)
-        found = next((e for e in events if e.envelope.idempotency_key == key), None)
-        return found is not None
-
-    if not await _poll(stored, deadline - loop.time()):
-        return None, False
-    assert found is not None
-    event: RecordedEvent = found
-    names = [p.name for p in catalog.ALL if p.wants(event.type)]
-
-    async def projected() -> bool:
-        async with deps.pool.acquire() as conn:
-            done = await conn.fetchval(
-                f"SELECT count(*) FROM {CHECKPOINTS} WHERE name = ANY($1) AND stream_seq >= $2",
-                names,
-                event.stream_seq,
-            )
-        return int(done) == len(names)
-
-    return event, await _poll(projected, deadline - loop.time())
-
-
-async def _poll(check: Callable[[], Awaitable[bool]], timeout: float) -> bool:
-    """Call `check` until it answers True, backing off from 10 to 200 ms, within `timeout`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout, 0.0)
-    delay = 0.01
-    while True:
-        if await check():
-            return True
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return False
-        await asyncio.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.2)

@@ -29,7 +29,7 @@ from services.api.auth import (
     tenant_of,
     thread_created,
 )
-from services.api.routes_commands import _poll
+from services.api.logwait import watch_log
 from services.replay.fork import ForkError, plan_fork
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -91,11 +91,12 @@ async def fork(
     await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
     expected = plan.events_of(fork_id)
 
-    async def written() -> bool:
-        position = await deps.bus.store.last_position(tenant, "thread", fork_id)
-        return position.seq >= expected
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", fork_id) as log:
 
-    done = await _poll(written, deps.settings.read_your_writes_timeout)
+        def written(_: object) -> bool | None:
+            return True if log.position is not None and log.position.seq >= expected else None
+
+        done = await log.until(written, deps.settings.read_your_writes_timeout) is not None
     result = plan.result
     body = ForkOut(
         thread_id=result.thread_id,

@@ -34,7 +34,8 @@ from services.api.auth import (
 )
 from services.api.deps import ApiDeps
 from services.api.openapi import error_response
-from services.api.routes_commands import Body, Out, read_your_write
+from services.api.readback import read_your_write
+from services.api.routes_commands import Body, Out
 
 BlueprintName = Annotated[str, PathParameter(name="name", description="The code agent's name.")]
 

@@ -6,13 +6,13 @@ the run's status without waiting for a read model.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
 from typing import Literal
 
 from contracts.events import RequestInjected
-from infra.jetstream.records import Position, RecordedEvent
+from infra.jetstream.records import RecordedEvent
 from services.api.deps import ApiDeps
+from services.api.logwait import watch_log
 
 # `pending`: the invoke is stored, the runtime has not answered yet; `queued`: accepted,
 # waiting for the thread's active run; `rejected`: refused by the `reject` strategy.
@@ -77,24 +77,19 @@ async def wait_for_status(
     timeout: float,
     done: Callable[[RunStatus | None, RunStatuses], bool],
 ) -> RunStatus:
-    """The run's status once `done` holds, or as it is when `timeout` runs out."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout, 0.0)
-    after: Position | None = None
+    """The run's status once `done` holds, or as it is when `timeout` runs out; woken by
+    the thread's events as they are stored."""
     runs = RunStatuses()
-    delay = 0.01
-    while True:
-        events, position = await deps.bus.store.read_positioned(
-            tenant, "thread", thread_id, after=after
-        )
-        after = position
+
+    def reached(events: list[RecordedEvent]) -> tuple[RunStatus | None] | None:
         runs.fold(events)
         status = runs.of.get(run_id)
-        remaining = deadline - loop.time()
-        if done(status, runs) or remaining <= 0:
-            return status or "pending"
-        await asyncio.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.2)
+        return (status,) if done(status, runs) else None
+
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", thread_id) as log:
+        answer = await log.until(reached, timeout)
+    status = answer[0] if answer is not None else runs.of.get(run_id)
+    return status or "pending"
 
 
 def taken_up(run_id: str) -> Callable[[RunStatus | None, RunStatuses], bool]:

@@ -359,3 +359,41 @@ async def test_a_hole_in_an_aggregate_s_sequence_is_reported_across_batches(
     assert [(g.aggregate, g.expected_seq, g.got_seq) for g in across] == [(key, 3, 4)]
     assert within == []
     assert [(g.expected_seq, g.got_seq) for g in again] == [(8, 1)]
+
+
+async def test_every_checkpoint_move_is_announced_the_skip_of_a_poison_event_included(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, run_projection: RunProjection
+) -> None:
+    name = "announced" + new_id().lower()
+    announced: list[int] = []
+
+    def heard(_: object, __: int, ___: str, payload: str) -> None:
+        who, _sep, seq = payload.rpartition(":")
+        if who == name:
+            announced.append(int(seq))
+
+    async with pool.acquire() as listener:
+        await listener.add_listener(engine.PROGRESS_CHANNEL, heard)
+        result = await bus.store.append(
+            tenant,
+            "thread",
+            new_id(),
+            [
+                ThreadCreated(agency_id="a", agent_type="x"),
+                MessageAppended(message=ChatMessage(role="user", content="poison")),
+                MessageAppended(message=ChatMessage(role="user", content="fine")),
+            ],
+            expected=Position(),
+        )
+        poison = result.events[1].stream_seq
+        # No transient failures: the poison message alone fails, every time.
+        runner = await run_projection(flaky_projection(name, tenant, ["a", "b", "c"]))
+        await caught_up(runner, bus)
+
+        async def heard_all() -> None:
+            assert poison in announced
+            assert announced[-1] == runner.position
+            assert announced == sorted(announced)
+
+        await assert_eventually(heard_all)
+        await listener.remove_listener(engine.PROGRESS_CHANNEL, heard)

@@ -11,11 +11,13 @@ import pytest
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
+from projections import engine
 from projections.catalog import by_name
 from projections.group import ProjectionGroup
 from projections.projection import Projection
 from projections.rebuild import last_stream_seq
 from tests.deadletters import dead_letters_for
+from tests.helpers import assert_eventually
 from tests.projections.conftest import RunProjection, counting_projection
 from tests.projections.test_engine import caught_up, write_thread
 
@@ -108,5 +110,29 @@ async def test_an_event_one_projection_cannot_apply_is_dead_lettered_for_it_alon
     assert [(reason, picky.name in detail) for reason, detail, _ in letters] == [
         ("projection_failed", True)
     ]
+    stop.set()
+    await asyncio.wait_for(task, timeout=10)
+
+
+async def test_the_group_announces_every_projection_s_progress(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, stop: asyncio.Event
+) -> None:
+    counts = counting_projection("counts", tenant)
+    heard: dict[str, int] = {}
+
+    def notified(_: object, __: int, ___: str, payload: str) -> None:
+        name, _sep, seq = payload.rpartition(":")
+        heard[name] = max(heard.get(name, 0), int(seq))
+
+    async with pool.acquire() as listener:
+        await listener.add_listener(engine.PROGRESS_CHANNEL, notified)
+        await write_thread(bus, tenant, 1)
+        group, task = await run_group(pool, bus, [by_name("events"), counts], stop)
+
+        async def both_heard() -> None:
+            assert heard == {"counts": group.position, "events": group.position}
+
+        await assert_eventually(both_heard)
+        await listener.remove_listener(engine.PROGRESS_CHANNEL, notified)
     stop.set()
     await asyncio.wait_for(task, timeout=10)

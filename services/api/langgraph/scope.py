@@ -28,7 +28,7 @@ from services.api.auth import agency_events, path_id
 from services.api.deps import ApiDeps
 from services.api.langgraph.graphstate import GraphView, fold_view
 from services.api.langgraph.wire import Assistant
-from services.api.routes_commands import read_your_write
+from services.api.readback import read_your_write
 
 AGENCY_HEADER = "x-agency-id"
 # Threads created without an assistant get an id with this prefix and exist in the log from

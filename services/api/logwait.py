@@ -1,0 +1,91 @@
+"""Waiting for an aggregate's log to hold something, woken by its events as they are stored.
+
+A core NATS subscription to the aggregate's subjects receives every event the stream
+stores there. The log is read once after subscribing (nothing stored before the
+subscription is missed) and again after each wake-up, from where the last read ended. A
+message is only a wake-up: core NATS may drop one under load, so the log is also read every
+`RECHECK` seconds, and every wait is bounded by its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+
+from contracts.subjects import Aggregate, aggregate_filter
+from infra.jetstream.ports import AggregateStore
+from infra.jetstream.records import Position, RecordedEvent
+
+T = TypeVar("T")
+
+# The longest a wait goes without reading the log, should a wake-up have been dropped.
+RECHECK = 1.0
+
+
+class LogWatch:
+    """One aggregate's log, read from where the last read ended."""
+
+    def __init__(
+        self, store: AggregateStore, tenant: str, aggregate: Aggregate, aggregate_id: str
+    ) -> None:
+        self._store = store
+        self._key = (tenant, aggregate, aggregate_id)
+        self._woken = asyncio.Event()
+        self.position: Position | None = None
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def read(self) -> list[RecordedEvent]:
+        """The events stored since the last read."""
+        # Cleared before reading: an event stored during the read wakes the next wait.
+        self._woken.clear()
+        tenant, aggregate, aggregate_id = self._key
+        events, self.position = await self._store.read_positioned(
+            tenant, aggregate, aggregate_id, after=self.position
+        )
+        return events
+
+    async def until(
+        self, found: Callable[[list[RecordedEvent]], T | None], timeout: float
+    ) -> T | None:
+        """Read the log (first at once, then on each wake-up) until `found` answers
+        something other than None for the events read; None when `timeout` runs out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while True:
+            answer = found(await self.read())
+            if answer is not None:
+                return answer
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), timeout=min(remaining, RECHECK))
+
+
+@contextlib.asynccontextmanager
+async def watch_log(
+    nc: Client, store: AggregateStore, tenant: str, aggregate: Aggregate, aggregate_id: str
+) -> AsyncIterator[LogWatch]:
+    """A `LogWatch` woken by the aggregate's events while the block runs; the subscription
+    ends with it."""
+    watch = LogWatch(store, tenant, aggregate, aggregate_id)
+
+    async def on_event(_: Msg) -> None:
+        watch.wake()
+
+    # The server takes a connection's messages in order: the subscription is in place
+    # before the first read (sent after it on the same connection) asks for the log.
+    sub = await nc.subscribe(aggregate_filter(tenant, aggregate, aggregate_id), cb=on_event)
+    try:
+        yield watch
+    finally:
+        with contextlib.suppress(NatsError, TimeoutError):
+            await sub.unsubscribe()

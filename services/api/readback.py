@@ -1,0 +1,55 @@
+"""Read your writes: a create answers once what it wrote can be read back (bounded).
+
+The command's event is awaited in its aggregate's log (woken by the event's own message,
+`services/api/logwait.py`), then every projection that handles its type is awaited past it
+(woken by the projector's notifications, `services/api/progress.py`). Both waits share
+`read_your_writes_timeout`; past it the caller answers 202 instead of 201.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from contracts.subjects import Aggregate
+from infra.jetstream.records import RecordedEvent
+from projections import catalog
+from services.api.deps import ApiDeps
+from services.api.logwait import watch_log
+
+
+async def read_your_write(
+    deps: ApiDeps, tenant: str, aggregate: Aggregate, aggregate_id: str, key: str
+) -> tuple[RecordedEvent | None, bool]:
+    """Wait for the event our command produced (the registry stores the command's key on
+    it), then for every projection handling its type to have passed it. Returns the event
+    if it was seen, and whether it is readable, within `read_your_writes_timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deps.settings.read_your_writes_timeout
+
+    def ours(events: list[RecordedEvent]) -> RecordedEvent | None:
+        return next((e for e in events if e.envelope.idempotency_key == key), None)
+
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, aggregate, aggregate_id) as log:
+        event = await log.until(ours, deadline - loop.time())
+    if event is None:
+        return None, False
+    names = [p.name for p in catalog.ALL if p.wants(event.type)]
+    readable = await deps.progress.wait_passed(names, event.stream_seq, deadline - loop.time())
+    return event, readable
+
+
+async def poll(check: Callable[[], Awaitable[bool]], timeout: float) -> bool:
+    """Call `check` until it answers True, backing off from 10 to 200 ms, within `timeout`:
+    for what no notification announces."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout, 0.0)
+    delay = 0.01
+    while True:
+        if await check():
+            return True
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.2)

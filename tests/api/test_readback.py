@@ -1,0 +1,121 @@
+"""Read-your-writes waits on notifications: the projector's progress over LISTEN/NOTIFY and
+an aggregate's log over a NATS subscription, never by polling while those are up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import httpx
+import pytest
+
+from infra.jetstream.records import RecordedEvent
+from infra.retry import RetryPolicy
+from projections.readmodels import events as events_projection
+from services.api import logwait
+from services.api.logwait import watch_log
+from services.api.progress import ProjectionProgress
+from tests.api.conftest import STATIC_AGENT, Api, Tenant, Thread, append_messages
+from tests.helpers import assert_eventually
+
+NAME = events_projection.PROJECTION.name
+
+
+@pytest.fixture
+async def progress(api: Api) -> AsyncIterator[ProjectionProgress]:
+    quick = RetryPolicy(attempts=20, timeout=20.0, wait_initial=0.05, wait_max=0.5)
+    listener = ProjectionProgress(api.deps.pool, retry=quick)
+    async with listener.listening_while():
+
+        async def listening() -> None:
+            assert listener.listening
+
+        await assert_eventually(listening)
+        yield listener
+
+
+async def test_a_waiter_is_woken_when_the_projection_passes_its_event(
+    api: Api, progress: ProjectionProgress, thread_a: Thread
+) -> None:
+    [event] = await append_messages(api.deps.bus, thread_a, "hello")
+    assert await progress.wait_passed([NAME], event.stream_seq, timeout=10)
+    # Seeded before the event existed, and never read the table again: a notification.
+    assert progress.applied(NAME) >= event.stream_seq
+    assert progress.table_reads == 0
+
+
+async def test_the_listener_survives_its_connection_being_killed(
+    api: Api, progress: ProjectionProgress, thread_a: Thread
+) -> None:
+    killed = progress.backend_pid
+    assert killed is not None
+    admin = await asyncpg.connect(api.database_url, timeout=10)
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", killed)
+    finally:
+        await admin.close(timeout=5)
+    # A wait right after the loss completes, by the table or by the listener back.
+    [event] = await append_messages(api.deps.bus, thread_a, "after")
+    assert await progress.wait_passed([NAME], event.stream_seq, timeout=10)
+
+    async def back() -> None:
+        assert progress.listening and progress.connections == 2
+        assert progress.backend_pid not in (None, killed)
+
+    await assert_eventually(back, timeout=15)
+    # And notifications arrive on the new connection.
+    reads = progress.table_reads
+    [later] = await append_messages(api.deps.bus, thread_a, "later")
+    assert await progress.wait_passed([NAME], later.stream_seq, timeout=10)
+    assert progress.table_reads == reads
+
+
+async def test_without_a_listener_a_wait_reads_the_table(api: Api, thread_a: Thread) -> None:
+    idle = ProjectionProgress(api.deps.pool)  # never listens
+    [event] = await append_messages(api.deps.bus, thread_a, "unheard")
+    assert await idle.wait_passed([NAME], event.stream_seq, timeout=10)
+    assert not idle.listening and idle.table_reads >= 1
+    # A sequence nobody reaches: the wait ends at its timeout.
+    assert not await idle.wait_passed([NAME], event.stream_seq + 10**9, timeout=0.3)
+
+
+async def test_a_log_wait_is_woken_by_the_event_not_by_reading_again(
+    api: Api, thread_a: Thread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logwait, "RECHECK", 60.0)
+    bus = api.deps.bus
+    tenant, thread_id = thread_a.tenant.id, thread_a.thread_id
+
+    def said_hi(events: list[RecordedEvent]) -> RecordedEvent | None:
+        return next((e for e in events if e.type == "message.appended"), None)
+
+    async with watch_log(bus.nc, bus.store, tenant, "thread", thread_id) as log:
+        waiting = asyncio.create_task(log.until(said_hi, timeout=10))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        [appended] = await append_messages(bus, thread_a, "hi")
+        found = await asyncio.wait_for(waiting, timeout=10)
+    assert found is not None and found.stream_seq == appended.stream_seq
+
+
+async def test_concurrent_creates_answer_201_and_read_back_at_once(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    r = await client.post("/agencies", json={"name": "many"}, headers=tenant_a.auth)
+    assert r.status_code == 201, r.text
+    agency_id = r.json()["id"]
+
+    async def create() -> str:
+        r = await client.post(
+            f"/agency/{agency_id}/agents", json={"agentType": STATIC_AGENT}, headers=tenant_a.auth
+        )
+        assert r.status_code == 201, r.text
+        thread_id = str(r.json()["id"])
+        listed = await client.get(f"/agency/{agency_id}/agents", headers=tenant_a.auth)
+        assert thread_id in [t["id"] for t in listed.json()]
+        return thread_id
+
+    created = await asyncio.gather(*(create() for _ in range(8)))
+    listed = (await client.get(f"/agency/{agency_id}/agents", headers=tenant_a.auth)).json()
+    assert sorted(t["id"] for t in listed) == sorted(created)
