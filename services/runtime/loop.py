@@ -66,6 +66,7 @@ from services.runtime.failures import (
     is_transient,
     run_failed,
 )
+from services.runtime.local_tools import run_local_calls
 from services.runtime.reports import child_report_hooks
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
@@ -246,7 +247,8 @@ class ThreadDriver:
             action = next_action(virtual, resolved.blueprint, tools)
             match action:
                 case Append(events=events):
-                    given = await self._report_hooks(virtual, resolved, events)
+                    ran = await run_local_calls(virtual, resolved.blueprint, tools, events)
+                    given = await self._report_hooks(virtual, resolved, ran)
                     pending += await self._tool_hooks(virtual, resolved, given)
                 case Wait():
                     if not pending:

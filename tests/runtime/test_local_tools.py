@@ -1,0 +1,149 @@
+"""Tools declared local run in the runtime worker: no `tool.requested`, no trip through the
+tools service, the same `tool.started` / `tool.output` / `tool.error` in the log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from contracts.events import MessageAppended, ToolError, ToolOutput, ToolRequested
+from infra.jetstream.connection import Bus
+from services.agents.isolation import Isolation
+from services.agents.system import AgentSystem
+from services.agents.tools import define_tool
+from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
+from tests.runtime.conftest import Agents, running_agents
+from tests.runtime.local_apps import DEFINE_CALLS, build, define
+from tests.runtime.test_loop import assert_gapless, terminals, types
+
+
+@pytest.fixture
+async def agents(bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer) -> AsyncIterator[Agents]:
+    async with running_agents(bus, nats_url, tenant, llm, system=build()) as running:
+        yield running
+
+
+@pytest.fixture
+async def without_tools_service(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> AsyncIterator[Agents]:
+    services = ("registry", "runtime")
+    async with running_agents(bus, nats_url, tenant, llm, services=services, system=build()) as a:
+        yield a
+
+
+def outputs(events: list) -> dict[str, str]:
+    return {
+        e.payload.tool_name: e.payload.output for e in events if isinstance(e.payload, ToolOutput)
+    }
+
+
+def errors(events: list) -> dict[str, str]:
+    return {
+        e.payload.tool_name: e.payload.error for e in events if isinstance(e.payload, ToolError)
+    }
+
+
+async def test_a_local_tool_runs_without_the_tools_service(without_tools_service: Agents) -> None:
+    agents = without_tools_service
+    key = "local-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "define", "arguments": {"word": "agent"}}]),
+        ScriptStep(content="An agent acts."),
+    ])  # fmt: skip
+    thread = await agents.thread("quick")
+    await agents.invoke(thread, f"define {key}")
+    events = await agents.wait_terminal(thread)
+
+    assert_gapless(events)
+    assert terminals(events) == ["run.completed"]
+    assert outputs(events) == {"define": "meaning of agent"}
+    assert "tool.requested" not in types(events)
+    assert {"word": "agent", "thread": thread} in DEFINE_CALLS
+    # Started, result and the tool message go out with the next model call, in one append.
+    started = types(events).index("tool.started")
+    assert types(events)[started : started + 4] == [
+        "tool.started", "tool.output", "message.appended", "run.tick",
+    ]  # fmt: skip
+    assert len({e.stream_seq - e.seq for e in events[started : started + 4]}) == 1
+    roles = [e.payload.message.role for e in events if isinstance(e.payload, MessageAppended)]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_local_tool_that_raises_or_times_out_answers_with_an_error(
+    without_tools_service: Agents,
+) -> None:
+    agents = without_tools_service
+    key = "local-fail-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[
+            {"name": "explode", "arguments": {"word": "agent"}},
+            {"name": "dawdle", "arguments": {"word": "agent"}},
+        ]),
+        ScriptStep(content="Neither worked."),
+    ])  # fmt: skip
+    thread = await agents.thread("quick")
+    await agents.invoke(thread, f"try {key}")
+    events = await agents.wait_terminal(thread)
+
+    assert terminals(events) == ["run.completed"]
+    failed = errors(events)
+    assert failed["explode"] == "ValueError: no such word: agent"
+    # The tools service's words for a tool allowed one attempt.
+    assert failed["dawdle"] == (
+        "TimeoutError: tool 'dawdle' timed out after 0.2 s (gave up after 1 attempts)"
+    )
+    answers = {
+        e.payload.message.name: e.payload.message.content
+        for e in events
+        if isinstance(e.payload, MessageAppended) and e.payload.message.role == "tool"
+    }
+    assert answers == failed  # what the model read
+    assert "tool.requested" not in types(events)
+
+
+async def test_local_and_external_calls_of_one_turn_both_answer(agents: Agents) -> None:
+    key = "local-mixed-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[
+            {"name": "lookup", "arguments": {"word": "agent"}},
+            {"name": "define", "arguments": {"word": "agent"}},
+        ]),
+        ScriptStep(content="Both answered."),
+    ])  # fmt: skip
+    thread = await agents.thread("quick")
+    await agents.invoke(thread, f"both {key}")
+    events = await agents.wait_terminal(thread)
+
+    assert_gapless(events)
+    assert terminals(events) == ["run.completed"]
+    assert outputs(events) == {"lookup": "definition of agent", "define": "meaning of agent"}
+    requested = [e.payload.call.name for e in events if isinstance(e.payload, ToolRequested)]
+    assert requested == ["lookup"]  # only the external call leaves the runtime
+    assert types(events).count("model.started") == 2
+
+
+async def test_a_call_awaiting_approval_goes_to_the_tools_service(agents: Agents) -> None:
+    key = "local-hitl-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "define", "arguments": {"word": "approved"}}]),
+        ScriptStep(content="Defined."),
+    ])  # fmt: skip
+    thread = await agents.thread("quick_approver")
+    await agents.invoke(thread, f"define {key}")
+    await agents.wait_for(thread, lambda es: "run.paused" in types(es))
+    await agents.approve(thread, True)
+    events = await agents.wait_terminal(thread)
+
+    assert terminals(events) == ["run.completed"]
+    assert outputs(events) == {"define": "meaning of approved"}
+    requested = [e.payload.call.name for e in events if isinstance(e.payload, ToolRequested)]
+    assert requested == ["define"]
+
+
+def test_a_tool_is_either_local_or_isolated() -> None:
+    tool = define_tool(define, local=True)
+    with pytest.raises(ValueError, match="declared local"):
+        AgentSystem().add_tool(tool, ["local"], isolation=Isolation())
