@@ -16,6 +16,10 @@ dismiss. The log of a local call reads like a state tool's (started, result, mes
 Nothing is appended while a local tool runs, so a worker killed meanwhile leaves the call
 open and the next drive runs it again: that is why a local tool must be safe to repeat.
 
+The result is a trigger like any (`runtime-triggers` consumes tool results); the worker
+that receives it does not drive the thread for it (`is_own_result`): the drive that
+appended it went on deciding after it.
+
 Never local, whatever the declaration: an isolated tool (it runs in a sandbox), an MCP
 server's tool, and a call that needs a person's approval (the blueprint's `hitl.tools`,
 or a call a person modified).
@@ -26,7 +30,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from contracts.events import AnyEvent, BlueprintSpec, ToolRequested, ToolStarted
+from contracts.events import (
+    TOOL_RESULT_TYPES,
+    AnyEvent,
+    BlueprintSpec,
+    ToolRequested,
+    ToolStarted,
+)
+from infra.jetstream.records import RecordedEvent
 from services.agents.builtin.hitl import guarded_tools
 from services.agents.tools import Tool, ToolContext
 from services.runtime.state import RunView, ThreadState
@@ -105,3 +116,16 @@ async def run_local(state: ThreadState, request: ToolRequested, tool: Tool) -> t
 
     result = await execute(bounded, tool, context, on_attempt=on_attempt, backoff=())
     return (*started, result)
+
+
+def is_own_result(event: RecordedEvent) -> bool:
+    """A `tool.output` / `tool.error` a runtime drive appended (a local or state tool's, an
+    unknown tool's): it carries neither an idempotency key nor a causation, which every
+    writer outside the runtime stamps (the tools service, a fork's copies; see
+    `services/replay/recorded.py`). Such a result wakes nobody: the drive that appended it
+    decided on from there, and had it died, the trigger or command that started it (or the
+    watchdog) drives the thread again."""
+    env = event.envelope
+    return (
+        env.type in TOOL_RESULT_TYPES and env.idempotency_key is None and env.causation_id is None
+    )

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from contracts.events import BlueprintSpec
+from contracts.events import BlueprintSpec, ChatMessage
 from contracts.events.registry import BlueprintConfig, HitlConfig
+from services.agents.code import CodeAgent, ToolCallError
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, define_tool
+from services.runtime.code_context import AgentContext
 from tests.runtime.conftest import make_system
 
 WORD = {"type": "object", "properties": {"word": {"type": "string"}}}
@@ -35,6 +37,20 @@ async def dawdle(args: dict[str, Any], ctx: ToolContext) -> str:
     return "too late"
 
 
+class Definer(CodeAgent):
+    """A code agent calling a local tool that answers and one that fails."""
+
+    tags = ("local",)
+
+    async def on_message(self, message: ChatMessage, ctx: AgentContext) -> str:
+        meaning = await ctx.tools.call("define", {"word": message.content})
+        try:
+            await ctx.tools.call("explode", {"word": message.content})
+        except ToolCallError as e:
+            return f"{meaning}; {e}"
+        return meaning
+
+
 def build() -> AgentSystem:
     local = ["local"]
     return (
@@ -58,6 +74,7 @@ def build() -> AgentSystem:
                 config=BlueprintConfig(hitl=HitlConfig(tools=("define",))),
             )
         )
+        .code_agent("definer", Definer)
     )
 
 

@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from contracts.events import MessageAppended, ToolError, ToolOutput, ToolRequested
+from contracts.events import MessageAppended, RunCompleted, ToolError, ToolOutput, ToolRequested
 from infra.jetstream.connection import Bus
 from services.agents.isolation import Isolation
 from services.agents.system import AgentSystem
 from services.agents.tools import define_tool
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
+from services.runtime.local_tools import is_own_result
 from tests.runtime.conftest import Agents, running_agents
 from tests.runtime.local_apps import DEFINE_CALLS, build, define
 from tests.runtime.test_loop import assert_gapless, terminals, types
@@ -123,6 +124,9 @@ async def test_local_and_external_calls_of_one_turn_both_answer(agents: Agents) 
     requested = [e.payload.call.name for e in events if isinstance(e.payload, ToolRequested)]
     assert requested == ["lookup"]  # only the external call leaves the runtime
     assert types(events).count("model.started") == 2
+    # The runtime's own result wakes no drive; the tools service's does.
+    own = {e.payload.tool_name: is_own_result(e) for e in events if e.type == "tool.output"}
+    assert own == {"define": True, "lookup": False}
 
 
 async def test_a_call_awaiting_approval_goes_to_the_tools_service(agents: Agents) -> None:
@@ -141,6 +145,20 @@ async def test_a_call_awaiting_approval_goes_to_the_tools_service(agents: Agents
     assert outputs(events) == {"define": "meaning of approved"}
     requested = [e.payload.call.name for e in events if isinstance(e.payload, ToolRequested)]
     assert requested == ["define"]
+
+
+async def test_a_code_agent_runs_local_tools_in_the_runtime(without_tools_service: Agents) -> None:
+    agents = without_tools_service
+    thread = await agents.thread("definer")
+    await agents.invoke(thread, "agent")
+    events = await agents.wait_terminal(thread)
+
+    assert terminals(events) == ["run.completed"]
+    completed = next(e.payload for e in events if isinstance(e.payload, RunCompleted))
+    assert completed.result == "meaning of agent; ValueError: no such word: agent"
+    assert outputs(events) == {"define": "meaning of agent"}
+    assert errors(events) == {"explode": "ValueError: no such word: agent"}
+    assert "tool.requested" not in types(events)
 
 
 def test_a_tool_is_either_local_or_isolated() -> None:
