@@ -4,17 +4,34 @@ tools service, the same `tool.started` / `tool.output` / `tool.error` in the log
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from contracts.events import MessageAppended, RunCompleted, ToolError, ToolOutput, ToolRequested
+from contracts.events import (
+    BlueprintSpec,
+    ChatMessage,
+    MessageAppended,
+    RequestAccepted,
+    RunCompleted,
+    ThreadCreated,
+    ToolError,
+    ToolOutput,
+    ToolRequested,
+)
+from contracts.ids import new_id
 from infra.jetstream.connection import Bus
+from infra.jetstream.records import EventContext
 from services.agents.isolation import Isolation
 from services.agents.system import AgentSystem
-from services.agents.tools import define_tool
+from services.agents.tools import ToolContext, define_tool
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.replay.memstore import MemoryEventStore
+from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.local_tools import is_own_result
+from services.runtime.loop import ThreadDriver
 from tests.runtime.conftest import Agents, running_agents
 from tests.runtime.local_apps import DEFINE_CALLS, build, define
 from tests.runtime.test_loop import assert_gapless, terminals, types
@@ -159,6 +176,69 @@ async def test_a_code_agent_runs_local_tools_in_the_runtime(without_tools_servic
     assert outputs(events) == {"define": "meaning of agent"}
     assert errors(events) == {"explode": "ValueError: no such word: agent"}
     assert "tool.requested" not in types(events)
+
+
+class WorkerDied(BaseException):
+    """Stands for the worker's process ending while a local tool runs."""
+
+
+async def test_a_worker_gone_mid_call_leaves_the_call_open_and_the_next_drive_runs_it(
+    llm: FakeLLMServer,
+) -> None:
+    calls: list[str] = []
+
+    async def fragile(args: dict[str, Any], ctx: ToolContext) -> str:
+        calls.append(ctx.call_id)
+        if len(calls) == 1:
+            raise WorkerDied
+        return "meaning of agent"
+
+    system = (
+        AgentSystem()
+        .add_tool(define_tool(fragile, local=True), ["local"])
+        .add_agent(BlueprintSpec(name="fragile", tags=("local",)))
+    )
+    key = "local-crash-" + new_id()
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "fragile", "arguments": {}}]),
+        ScriptStep(content="Defined after all."),
+    ])  # fmt: skip
+    store = MemoryEventStore()
+    position = await store.last_position("t1", "thread", "th1")
+    await store.append(
+        "t1",
+        "thread",
+        "th1",
+        [
+            ThreadCreated(agency_id="a1", agent_type="fragile"),
+            RequestAccepted(
+                run_id="r1",
+                idempotency_key="k1",
+                messages=(ChatMessage(role="user", content=key),),
+            ),
+        ],
+        expected=position,
+        context=EventContext(agency_id="a1", thread_id="th1"),
+    )
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+
+    def driver() -> ThreadDriver:
+        return ThreadDriver(store, system, provider, ThreadCache(store), BlueprintCache(store))
+
+    try:
+        with pytest.raises(WorkerDied):
+            await driver().drive("t1", "th1")
+        kept = [e.type for e in store.events("t1", "thread", "th1")]
+        # Nothing of the call, nor of the answer that asked for it, was appended.
+        assert kept[-1] == "model.started" and not any(t.startswith("tool.") for t in kept)
+        state = await driver().drive("t1", "th1")
+    finally:
+        await provider.close()
+    assert state.run("r1").status == "completed"  # type: ignore[union-attr]
+    assert len(calls) == 2 and calls[0] == calls[1]  # the same call, run again
+    events = store.events("t1", "thread", "th1")
+    assert outputs(events) == {"fragile": "meaning of agent"}
+    assert [e.type for e in events].count("tool.started") == 1
 
 
 def test_a_tool_is_either_local_or_isolated() -> None:
