@@ -70,7 +70,8 @@ async def run_local_calls(
     events: Sequence[AnyEvent],
 ) -> Sequence[AnyEvent]:
     """`events` with each request of a local tool replaced by its run's events (the calls
-    run side by side); every other event as it was. Raises only `CancelledError`."""
+    run side by side); every other event as it was. A tool's failure is its `tool.error`;
+    only what is no `Exception` (a cancel) goes through."""
     run = state.active_run
     if run is None:
         return events

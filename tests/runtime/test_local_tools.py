@@ -21,7 +21,7 @@ from contracts.events import (
 )
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext
+from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.isolation import Isolation
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, define_tool
@@ -52,13 +52,13 @@ async def without_tools_service(
         yield a
 
 
-def outputs(events: list) -> dict[str, str]:
+def outputs(events: list[RecordedEvent]) -> dict[str, str]:
     return {
         e.payload.tool_name: e.payload.output for e in events if isinstance(e.payload, ToolOutput)
     }
 
 
-def errors(events: list) -> dict[str, str]:
+def errors(events: list[RecordedEvent]) -> dict[str, str]:
     return {
         e.payload.tool_name: e.payload.error for e in events if isinstance(e.payload, ToolError)
     }
