@@ -14,12 +14,12 @@ is started with TCP_NODELAY on its connections: see `fake_model`.)
 
 Ours: the registry, runtime and tools services (`services.stack.run_stack`) with an
 `AgentSystem` holding only the `lookup` tool, declared local (pure and fast: the runtime
-runs it in its worker, as LangGraph's `ToolNode` runs it in-process, so no call reaches
-the tools service), and a blueprint whose tags select it: no default middleware, whose
-prompts and tools are not part of the peer's workload. A run is
-an `InvokeThread` command on the bus until the thread's run terminal event is in the log.
-One `OrderedReader` on the tenant's events follows the log and resolves a wait per thread,
-so completions cost one subscription, not polling of the store.
+runs it in its worker, as LangGraph's `ToolNode` runs it in-process, so no call reaches the
+tools service), and a blueprint whose tags select it: no default middleware, whose prompts
+and tools are not part of the peer's workload. A run is an `InvokeThread` command on the
+bus until the thread's run terminal event is in the log. One `OrderedReader` on the
+tenant's events follows the log and resolves a wait per thread, so completions cost one
+subscription, not polling of the store.
 
 LangGraph (`bench.langgraph_peer`): a `StateGraph` model → `ToolNode` → model with
 `AsyncPostgresSaver` over a psycopg pool, `setup()` once; a run is `graph.ainvoke`.
