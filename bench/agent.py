@@ -13,11 +13,13 @@ on one event loop (uvloop, as `agency` runs), for both sides: the fake model's C
 against both alike. (The fake is started with TCP_NODELAY on its connections: see `fake_model`.)
 
 Ours: the registry, runtime and tools services (`services.stack.run_stack`) with an
-`AgentSystem` holding only the `lookup` tool and a blueprint whose tags select it: no
-default middleware, whose prompts and tools are not part of the peer's workload. A run is
-an `InvokeThread` command on the bus until the thread's run terminal event is in the log.
-One `OrderedReader` on the tenant's events follows the log and resolves a wait per thread,
-so completions cost one subscription, not polling of the store.
+`AgentSystem` holding only the `lookup` tool, declared local (pure and fast: the runtime
+runs it in its worker, as LangGraph's `ToolNode` runs it in-process, so no call reaches the
+tools service), and a blueprint whose tags select it: no default middleware, whose prompts
+and tools are not part of the peer's workload. A run is an `InvokeThread` command on the
+bus until the thread's run terminal event is in the log. One `OrderedReader` on the
+tenant's events follows the log and resolves a wait per thread, so completions cost one
+subscription, not polling of the store.
 
 LangGraph (`bench.langgraph_peer`): a `StateGraph` model → `ToolNode` → model with
 `AsyncPostgresSaver` over a psycopg pool, `setup()` once; a run is `graph.ainvoke`.
@@ -169,8 +171,11 @@ async def lookup(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 def bench_system() -> AgentSystem:
+    # Pure and fast: declared local, the runtime runs it (as LangGraph's ToolNode does).
     tool = define_tool(
-        lookup, parameters={"type": "object", "properties": {"word": {"type": "string"}}}
+        lookup,
+        parameters={"type": "object", "properties": {"word": {"type": "string"}}},
+        local=True,
     )
     return (
         AgentSystem(default_model=f"openai:{MODEL}")

@@ -100,9 +100,16 @@ class AgentSystem:
         """Give blueprints with one of `tags` the tool; with `isolation` the tools service runs
         it in a sandbox (`services/agents/isolation.py`, `docs/operations.md`).
 
-        Raises `NotIsolatable` when an isolated tool's function cannot be imported by name.
+        Raises `NotIsolatable` when an isolated tool's function cannot be imported by name,
+        and `ValueError` for a tool declared local and isolated: a sandbox is for code that
+        is not trusted to run in the runtime.
         """
         if isolation is not None:
+            if tool.local:
+                raise ValueError(
+                    f"tool {tool.name!r} is declared local, which runs it in the runtime; "
+                    "an isolated tool runs in a sandbox of the tools service: choose one"
+                )
             function_reference(tool.name, tool.fn)
             tool = replace(tool, isolation=isolation)
         self._tools.append(_Tagged(tool, frozenset(tags)))

@@ -3,7 +3,8 @@
 Two kinds:
 - external tools (`define_tool`) run in the tools service, with a timeout and bounded
   retries; their side effects are theirs, their result is one `tool.output` or `tool.error`
-  event per call id.
+  event per call id. One declared `local` (pure, fast, safe to run again) is run by the
+  runtime itself instead, under a short timeout (`services/runtime/local_tools.py`).
 - state tools belong to middleware (todos, files): pure functions of the thread's state run
   by the runtime itself, returning events (files written, todos written) with the result.
 """
@@ -81,6 +82,10 @@ class Tool:
     # Set by the operator (`AgentSystem.add_tool(..., isolation=...)`): the tools service runs
     # the tool in a sandboxed worker process (`services/tools/sandbox.py`).
     isolation: Isolation | None = None
+    # Declared by the tool's author: pure, fast, in-process and safe to run again (nothing
+    # outside the run changes). The runtime runs it where it decides the call, under a
+    # short timeout, instead of sending it to the tools service.
+    local: bool = False
 
     @property
     def name(self) -> str:
@@ -101,10 +106,14 @@ def define_tool(
     parameters: JsonSchema | None = None,
     timeout: float = 30.0,
     max_attempts: int = 3,
+    local: bool = False,
 ) -> Any:
     """Make a `Tool` of a function `(args, ctx) -> result`; usable bare or with arguments.
 
-    The name defaults to the function's, the description to its docstring.
+    The name defaults to the function's, the description to its docstring. `local=True`
+    declares the function pure, fast and safe to run again: the runtime runs its calls
+    itself (at most `services.runtime.local_tools.LOCAL_TOOL_TIMEOUT` seconds each) rather
+    than through the tools service.
     """
 
     def wrap(f: ToolFn) -> Tool:
@@ -113,7 +122,7 @@ def define_tool(
             description=description if description is not None else inspect.getdoc(f) or "",
             parameters=dict(parameters) if parameters is not None else dict(EMPTY_PARAMETERS),
         )
-        return Tool(spec=spec, fn=f, timeout=timeout, max_attempts=max_attempts)
+        return Tool(spec=spec, fn=f, timeout=timeout, max_attempts=max_attempts, local=local)
 
     return wrap(fn) if fn is not None else wrap
 

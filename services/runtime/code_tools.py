@@ -1,5 +1,5 @@
-"""`ctx.tools` of a code agent: state tools run in the runtime, external tools through the
-tools service, each call with the usual tool events."""
+"""`ctx.tools` of a code agent: state tools and tools declared local run in the runtime,
+other external tools through the tools service, each call with the usual tool events."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from contracts.limits import limits, truncate_text
 from services.agents.code import ToolCallError
 from services.agents.tools import StateTool, Tool, ToolSpec
 from services.runtime.code_emitter import Emitter
+from services.runtime.local_tools import run_local
 
 if TYPE_CHECKING:
     from services.runtime.loop import ThreadDriver
@@ -64,6 +65,8 @@ class Tools:
             raise ToolCallError(error)
         if isinstance(tool, StateTool):
             return await self._state_tool(tool, call, dict(args or {}))
+        if tool.local and tool.isolation is None and tool.mcp is None:
+            return await self._local(tool, call)
         return await self._external(tool, call)
 
     async def _state_tool(self, tool: StateTool, call: ToolCall, args: dict[str, Any]) -> str:
@@ -89,6 +92,22 @@ class Tools:
         if outcome.error:
             raise ToolCallError(output)
         return output
+
+    async def _local(self, tool: Tool, call: ToolCall) -> str:
+        """A tool declared local, run here like the agent loop runs one
+        (`services/runtime/local_tools.py`); a resumed handler takes the recorded result."""
+        emitter = self._emitter
+        state = await emitter.emit()
+        result: AnyEvent | None = emitter.recorded_tool(call.id)
+        if result is None:
+            request = ToolRequested(run_id=emitter.run_id, step=1, call=call)
+            events = await run_local(state, request, tool)
+            await emitter.emit(events)
+            result = events[-1]
+        if isinstance(result, ToolError):
+            raise ToolCallError(result.error)
+        assert isinstance(result, ToolOutput)
+        return result.output
 
     async def _external(self, tool: Tool, call: ToolCall) -> str:
         emitter = self._emitter

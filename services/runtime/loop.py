@@ -66,6 +66,7 @@ from services.runtime.failures import (
     is_transient,
     run_failed,
 )
+from services.runtime.local_tools import run_local_calls
 from services.runtime.reports import child_report_hooks
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
@@ -204,8 +205,7 @@ class ThreadDriver:
         return Resolved(blueprint, self._system.middleware_for(blueprint), merged, mcp_tools)
 
     async def drive(self, tenant_id: str, thread_id: str) -> ThreadState:
-        """Act on the thread until it waits (see `drive_locked`), one task per thread in
-        this process."""
+        """Act on the thread until it waits (`drive_locked`), one task per thread here."""
         async with self.lock(tenant_id, thread_id):
             return await self.drive_locked(tenant_id, thread_id)
 
@@ -233,9 +233,8 @@ class ThreadDriver:
             return await self.end_run(tenant_id, thread_id, failure_kind(e), describe(e))
 
     async def _settle(self, state: ThreadState) -> ThreadState:
-        """Decisions that need no I/O are gathered and appended together with the next thing
-        that does (a model call, or waiting), so a step costs one append, not one per
-        decision."""
+        """Gather the decisions that need no I/O (local tools run here) and append them with
+        the next thing that does (a model call, or waiting): one append a step."""
         pending: list[AnyEvent] = []
         for _ in range(_MAX_ITERATIONS):
             virtual = simulate(state, pending)
@@ -246,7 +245,8 @@ class ThreadDriver:
             action = next_action(virtual, resolved.blueprint, tools)
             match action:
                 case Append(events=events):
-                    given = await self._report_hooks(virtual, resolved, events)
+                    ran = await run_local_calls(virtual, resolved.blueprint, tools, events)
+                    given = await self._report_hooks(virtual, resolved, ran)
                     pending += await self._tool_hooks(virtual, resolved, given)
                 case Wait():
                     if not pending:

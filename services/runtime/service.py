@@ -48,6 +48,7 @@ from services.llm.provider import Provider
 from services.runtime import commands, fairness, watchdog
 from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.checkpoint import with_checkpoint
+from services.runtime.local_tools import is_own_result
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from services.runtime.state import ThreadState
 
@@ -426,8 +427,11 @@ class RuntimeService:
         )
 
     async def _on_trigger(self, event: RecordedEvent) -> None:
-        """Any trigger means: drive its thread until it waits again."""
+        """Any trigger means: drive its thread until it waits again; but for a tool result
+        the runtime wrote itself, the drive that appended it went on from there."""
         env = event.envelope
+        if is_own_result(event):
+            return
         try:
             await self.drive_when_free(env.tenant_id, env.aggregate_id, event.stream_seq)
         except UnknownThread as e:
