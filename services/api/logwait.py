@@ -1,10 +1,17 @@
 """Waiting for an aggregate's log to hold something, woken by its events as they are stored.
 
-A core NATS subscription to the aggregate's subjects receives every event the stream
-stores there. The log is read once after subscribing (nothing stored before the
-subscription is missed) and again after each wake-up, from where the last read ended. A
-message is only a wake-up: core NATS may drop one under load, so the log is also read every
-`RECHECK` seconds, and every wait is bounded by its timeout.
+A core NATS subscription to the aggregate's subjects receives every event published there
+after it. The log is read once after subscribing and again after each wake-up, from where
+the last read ended. A message is only a wake-up: core NATS may drop one under load, so the
+log is also read every `RECHECK` seconds, and every wait is bounded by its timeout.
+
+Send the command whose events are awaited inside the watch, not before it. The broker hands
+a published event to core subscribers when it routes it and stores it in the stream a moment
+later (after the fsync): an event routed before the subscription but not yet stored when
+the first read asks is in neither, and only the periodic re-read finds it. (Under 16
+clients creating threads, one create in ten waited for that re-read when the command was
+sent first.) A command sent after the subscription, on the same connection, cannot be
+answered before it.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from infra.jetstream.records import Position, RecordedEvent
 T = TypeVar("T")
 
 # The longest a wait goes without reading the log, should a wake-up have been dropped.
-RECHECK = 1.0
+RECHECK = 0.25
 
 
 class LogWatch:

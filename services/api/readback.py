@@ -19,11 +19,19 @@ from services.api.logwait import watch_log
 
 
 async def read_your_write(
-    deps: ApiDeps, tenant: str, aggregate: Aggregate, aggregate_id: str, key: str
+    deps: ApiDeps,
+    tenant: str,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    key: str,
+    send: Callable[[], Awaitable[object]] | None = None,
 ) -> tuple[RecordedEvent | None, bool]:
     """Wait for the event our command produced (the registry stores the command's key on
     it), then for every projection handling its type to have passed it. Returns the event
-    if it was seen, and whether it is readable, within `read_your_writes_timeout`."""
+    if it was seen, and whether it is readable, within `read_your_writes_timeout`.
+
+    `send` sends the command once the aggregate is watched: see `watch_log` for why a
+    command sent before would sometimes be found only by the periodic re-read."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deps.settings.read_your_writes_timeout
 
@@ -31,6 +39,8 @@ async def read_your_write(
         return next((e for e in events if e.envelope.idempotency_key == key), None)
 
     async with watch_log(deps.bus.nc, deps.bus.store, tenant, aggregate, aggregate_id) as log:
+        if send is not None:
+            await send()
         event = await log.until(ours, deadline - loop.time())
     if event is None:
         return None, False

@@ -195,8 +195,10 @@ async def create_agency(
     tenant = tenant_of(principal)
     agency_id, key = new_id(), new_id()
     command = CreateAgency(agency_id=agency_id, name=data.name, metadata=data.metadata)
-    await deps.bus.commands.send(tenant, command, idempotency_key=key)
-    event, readable = await read_your_write(deps, tenant, "agency", agency_id, key)
+    event, readable = await read_your_write(
+        deps, tenant, "agency", agency_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
     created_at = event.envelope.ts if event else utc_now()
     body = AgencyOut(id=agency_id, name=data.name, metadata=data.metadata, created_at=created_at)
     return Response(body, status_code=201 if readable else 202)
@@ -222,8 +224,10 @@ async def save_blueprint(
             raise ValidationException(str(e)) from e
     key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
-    await deps.bus.commands.send(tenant, command, idempotency_key=key)
-    event, readable = await read_your_write(deps, tenant, "agency", agency_id, key)
+    event, readable = await read_your_write(
+        deps, tenant, "agency", agency_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
     saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
     body = blueprint_out(spec, saved.revision if saved else None)
     return Response(body, status_code=201 if readable else 202)
@@ -254,8 +258,10 @@ async def create_thread(
         # The command has no metadata field of its own; the request context carries it.
         request={**data.metadata, **_request_context(request)},
     )
-    await deps.bus.commands.send(tenant, command, idempotency_key=key)
-    event, readable = await read_your_write(deps, tenant, "thread", thread_id, key)
+    event, readable = await read_your_write(
+        deps, tenant, "thread", thread_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
     body = ThreadOut(
         id=thread_id,
         agent_type=data.agent_type,
@@ -363,11 +369,15 @@ async def start_run(
                     "agency.run_id": run_id},
     ):  # fmt: skip
         # The broker dedupes command ids per tenant, not per thread: the same key sent to
-        # two threads is two requests, so the thread is part of the key on the bus.
-        await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
-    status = await wait_for_status(
-        deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout, taken_up(run_id)
-    )
+        # two threads is two requests, so the thread is part of the key on the bus. Sent
+        # once the thread is watched (see `watch_log`).
+        status = await wait_for_status(
+            deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout,
+            taken_up(run_id),
+            send=lambda: deps.bus.commands.send(
+                tenant, command, idempotency_key=f"{thread_id}:{key}"
+            ),
+        )  # fmt: skip
     return RunAccepted(run_id=run_id, status=status)
 
 

@@ -88,10 +88,11 @@ async def fork(
         agency_id=agency_id, thread_id=thread_id, at_seq=data.at_seq,
         fork_thread_id=fork_id, agent_type=data.agent_type,
     )  # fmt: skip
-    await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
     expected = plan.events_of(fork_id)
 
     async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", fork_id) as log:
+        # Sent once the copy is watched (see `watch_log`).
+        await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
 
         def written(_: object) -> bool | None:
             return True if log.position is not None and log.position.seq >= expected else None

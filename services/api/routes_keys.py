@@ -86,8 +86,10 @@ async def _issue(
     key, key_id, key_hash = mint_api_key()
     idempotency_key = new_id()
     command = IssueApiKey(key_id=key_id, key_hash=key_hash, name=name, replaces=replaces)
-    await deps.bus.commands.send(tenant, command, idempotency_key=idempotency_key)
-    event, readable = await read_your_write(deps, tenant, "tenant", tenant, idempotency_key)
+    event, readable = await read_your_write(
+        deps, tenant, "tenant", tenant, idempotency_key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=idempotency_key),
+    )  # fmt: skip
     if event is None:
         deps.keys.note_pending(tenant, key_id, idempotency_key)
     elif replaces is not None:

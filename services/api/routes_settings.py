@@ -168,10 +168,11 @@ async def put_settings(
     except SettingsError as e:
         raise ValidationException(str(e)) from e
     key = new_id()
-    await deps.bus.commands.send(
-        tenant, SaveBlueprint(agency_id=agency_id, blueprint=spec), idempotency_key=key
-    )
-    event, readable = await read_your_write(deps, tenant, "agency", agency_id, key)
+    command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
+    event, readable = await read_your_write(
+        deps, tenant, "agency", agency_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
     revision = getattr(event.payload, "revision", None) if event is not None else None
     body = settings_out(code.name, describe(code, spec), revision)
     return Response(body, status_code=200 if readable else 202)

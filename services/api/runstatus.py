@@ -6,7 +6,7 @@ the run's status without waiting for a read model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal
 
 from contracts.events import RequestInjected
@@ -76,9 +76,11 @@ async def wait_for_status(
     run_id: str,
     timeout: float,
     done: Callable[[RunStatus | None, RunStatuses], bool],
+    send: Callable[[], Awaitable[object]] | None = None,
 ) -> RunStatus:
     """The run's status once `done` holds, or as it is when `timeout` runs out; woken by
-    the thread's events as they are stored."""
+    the thread's events as they are stored. `send` (the command the run's events answer)
+    is sent once the thread is watched: see `watch_log`."""
     runs = RunStatuses()
 
     def reached(events: list[RecordedEvent]) -> tuple[RunStatus | None] | None:
@@ -87,6 +89,8 @@ async def wait_for_status(
         return (status,) if done(status, runs) else None
 
     async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", thread_id) as log:
+        if send is not None:
+            await send()
         answer = await log.until(reached, timeout)
     status = answer[0] if answer is not None else runs.of.get(run_id)
     return status or "pending"

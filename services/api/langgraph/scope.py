@@ -165,8 +165,10 @@ async def new_thread(
     command = CreateThread(
         agency_id=agency_id, thread_id=thread_id, agent_type=agent_type, request=metadata
     )
-    await deps.bus.commands.send(tenant, command, idempotency_key=key)
-    event, _ = await read_your_write(deps, tenant, "thread", thread_id, key)
+    event, _ = await read_your_write(
+        deps, tenant, "thread", thread_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
     if event is None:
         raise ServiceUnavailableException("the thread was not created in time; retry")
     return await load_thread(deps, tenant, thread_id)
