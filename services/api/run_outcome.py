@@ -2,7 +2,8 @@
 
 A run's outcome is its status, the last thing its model said, and the tool calls it waits
 on a person to approve. The log is the truth and is readable the moment the runtime
-appends, so the outcome never lags behind a read model.
+appends, so the outcome is read from it; it is answered once the read models have applied
+it too (bounded by the same wait), so the thread's state read right after shows it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import msgspec
 
 from contracts.events import HitlInterrupt, MessageAppended
 from infra.jetstream.records import Position
+from projections import catalog
 from projections.queries import ToolCallView, parse_args
 from services.api.deps import ApiDeps
 from services.api.runstatus import TERMINAL, RunStatus, RunStatuses
 from services.runtime.state import ThreadState
+
+_READ_MODELS = tuple(p.name for p in catalog.ALL)
 
 # Told the run's status and step whenever either changes during a wait.
 Progress = Callable[[RunStatus, int], Awaitable[None]]
@@ -119,6 +123,7 @@ async def wait_for_outcome(
     while True:
         await watch.read(deps)
         if watch.status in TERMINAL or watch.waits_for_approval(since):
+            await _readable(deps, watch, deadline - loop.time())
             return watch.outcome()
         if progress is not None and seen != (watch.status, watch.step):
             seen = (watch.status, watch.step)
@@ -130,6 +135,13 @@ async def wait_for_outcome(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), timeout=min(delay, remaining))
         delay = min(delay * 2, 0.2)
+
+
+async def _readable(deps: ApiDeps, watch: RunWatch, timeout: float) -> None:
+    """Wait (within `timeout`) for every read model to have applied what the outcome was
+    read from, so a read of the thread's state right after it (`get_state`) shows it too."""
+    if watch.position is not None:
+        await deps.progress.wait_passed(_READ_MODELS, watch.position.stream_seq, timeout)
 
 
 async def log_position(deps: ApiDeps, tenant: str, thread_id: str) -> int:
