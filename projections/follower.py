@@ -9,6 +9,7 @@ database's checkpoint when the database lost commits it had acknowledged. What a
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
@@ -34,7 +35,7 @@ def transient(exc: BaseException) -> bool:
     return db.is_transient(exc) or bus_errors.is_transient(exc)
 
 
-class LogFollower:
+class LogFollower(ABC):
     """Applies the log from `position` on; subclasses say how a batch is committed."""
 
     def __init__(
@@ -57,13 +58,13 @@ class LogFollower:
         self.caught_up = asyncio.Event()
         self._advanced = asyncio.Event()
 
+    @abstractmethod
     async def _prepare(self) -> None:
         """Tables and checkpoints ready; `position` read."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _commit_resilient(self, batch: Sequence[Delivered], stop: asyncio.Event) -> bool:
         """Commit a batch whatever it holds; False when `stop` came first."""
-        raise NotImplementedError
 
     def _restart_after(self, lost: CommitsLost) -> None:
         """Where to read again from once the database lost commits."""
