@@ -15,18 +15,23 @@ import msgspec
 from litestar import Request
 from litestar.exceptions import ValidationException
 
-_cache: dict[int, Any] = {}
+# Keyed by the handler's id, holding the handler itself: an id is unique only while its
+# object lives, and a handler of an app gone (tests build many apps) must not lend its
+# body type to a new handler that got the same id.
+_cache: dict[int, tuple[object, Any]] = {}
 
 
 def _body_type(request: Request[Any, Any, Any]) -> Any:
     handler = request.route_handler
     key = id(handler)
-    if key not in _cache:
+    cached = _cache.get(key)
+    if cached is None or cached[0] is not handler:
         data = handler.parsed_fn_signature.parameters.get("data")
         annotation = None if data is None else data.annotation
         # `JSONBody[T]` is `Annotated[T, Body(...)]`.
-        _cache[key] = getattr(annotation, "__origin__", annotation)
-    return _cache[key]
+        cached = (handler, getattr(annotation, "__origin__", annotation))
+        _cache[key] = cached
+    return cached[1]
 
 
 async def strict_body(request: Request[Any, Any, Any]) -> None:
