@@ -18,6 +18,7 @@ from contracts.commands import (
 )
 from contracts.events import BlueprintSpec
 from contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
+from projections import catalog
 from services.api.auth import agency_events, agent_types
 from services.api.deps import ApiDeps
 from services.workflows.definition import Definition, DefinitionError
@@ -26,6 +27,7 @@ from services.workflows.state import WorkflowState, fold
 
 # Creating members waits for the registry; past this the route answers 202.
 CREATE_WAIT = 15.0
+_READ_MODELS = tuple(p.name for p in catalog.ALL)
 
 _TOKEN = rf"[A-Za-z0-9_-]{{1,{MAX_TOKEN_LENGTH}}}"
 # A workflow reference: its id (`wf_…`), or `name` / `name:tag`, `@` in front or not.
@@ -123,6 +125,10 @@ async def create_workflow(
         )  # fmt: skip
     names = {m.name for m in members}
     state = await wait_for(deps, tenant, wf, lambda s: names <= set(s.members), CREATE_WAIT)
+    if state is not None:
+        # Readable too: the read models have applied the workflow's events so far (bounded).
+        last = await deps.bus.store.last_position(tenant, "workflow", wf)
+        await deps.progress.wait_passed(_READ_MODELS, last.stream_seq, CREATE_WAIT)
     return wf, state
 
 
