@@ -192,6 +192,16 @@ def has_state(middleware: Middleware) -> bool:
     return type(middleware).state is not Middleware.state
 
 
+def hooks_model_calls(middleware: Middleware) -> tuple[bool, bool]:
+    """Whether the middleware overrides `before_model`, and `on_model_result`: only a hook
+    that is there runs, and is recorded (`middleware.before_model` / `after_model`)."""
+    kind = type(middleware)
+    return (
+        kind.before_model is not Middleware.before_model,
+        kind.on_model_result is not Middleware.on_model_result,
+    )
+
+
 def state_parts(middleware: list[Middleware], state: ThreadState) -> dict[str, Any]:
     """Each contributing middleware's part, keyed by `state_key`. A part that raises or is
     not JSON-able is shown as `{"error": ...}`, so one faulty middleware never hides the

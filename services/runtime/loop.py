@@ -47,7 +47,12 @@ from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
-from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from services.agents.middleware import (
+    Middleware,
+    MiddlewareContext,
+    ModelPlan,
+    hooks_model_calls,
+)
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolSpec
 from services.common.decide import CONFLICT_ATTEMPTS
@@ -391,6 +396,8 @@ class ThreadDriver:
         if step == 1:
             prelude.append(AgentStarted(run_id=run_id, agent_type=state.agent_type, model=model))
         for middleware in resolved.middleware:
+            if not hooks_model_calls(middleware)[0]:
+                continue
             await middleware.before_model(ctx, plan)
             prelude.append(
                 MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
@@ -461,6 +468,8 @@ class ThreadDriver:
             )
         ]
         for middleware in resolved.middleware:
+            if not hooks_model_calls(middleware)[1]:
+                continue
             await middleware.on_model_result(ctx, response.message)
             after.append(
                 MiddlewareAfterModel(run_id=run_id, step=step, middleware_name=middleware.name)

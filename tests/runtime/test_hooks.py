@@ -89,6 +89,28 @@ async def test_tool_and_resume_hooks_run_and_their_events_are_appended(
     assert (Todo(content="saw lookup"),) in todos
 
 
+async def test_only_the_model_hooks_a_middleware_has_run_and_are_recorded(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    recorder = Recorder()  # has `on_model_result`, not `before_model`
+    spec = BlueprintSpec(name="recorded", prompt="recorded agent", tags=("default", "recorded"))
+    system = make_system().use(recorder).add_agent(spec)
+    key = "model-hooks-" + tenant
+    llm.script(key, [ScriptStep(content="done")])
+    async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+        thread = await agents.thread("recorded")
+        await agents.invoke(thread, key)
+        events = await agents.wait_terminal(thread)
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+    assert recorder.seen == [("model", "0")]
+    before = [e.payload.middleware_name for e in events if e.type == "middleware.before_model"]
+    after = [e.payload.middleware_name for e in events if e.type == "middleware.after_model"]
+    assert "recorder" in after and "recorder" not in before
+    # The `default` tag's middleware that only offer tools or state have neither event.
+    assert "filesystem" not in before + after
+    assert "subagents" in before  # it adds the subagents' list to each call
+
+
 class ReportReviewer(Middleware):
     """Rewrites every child report the parent is given and notes it in the todos."""
 
