@@ -6,7 +6,7 @@ import hashlib
 
 import asyncpg
 
-from projections.engine import quote_ident
+from projections.positions import quote_ident
 from projections.projection import Projection
 
 

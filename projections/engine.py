@@ -27,6 +27,7 @@ from infra.jetstream.records import RecordedEvent, UndecodableEvent
 from infra.retry import RetryPolicy
 from projections.errors import CommitsLost, ProjectionGap
 from projections.follower import PROJECTION_RETRY, LogFollower
+from projections.positions import advance_positions, quote_ident
 from projections.projection import Projection
 from projections.storable import storable
 from projections.tenancy import AS_PROJECTOR, PROJECTOR, confine
@@ -39,10 +40,6 @@ CHECKPOINTS = "public.agency_projection_checkpoints"
 # API wakes the requests waiting to read their writes (services/api/progress.py) instead of
 # polling the table.
 PROGRESS_CHANNEL = "agency_projection_progress"
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def schema_path(schema: str) -> str:
@@ -80,51 +77,18 @@ async def apply_batch(
     Returns the gaps found; they are reported, not fatal: the events around a gap are real
     and the read model is still the best view of the log there is.
     """
-    gaps = await _advance_positions(conn, projection, events)
+    gaps = (await advance_positions(conn, [projection], events))[projection.name]
+    await apply_events(conn, projection, events)
+    return gaps
+
+
+async def apply_events(
+    conn: asyncpg.Connection, projection: Projection, events: Sequence[RecordedEvent]
+) -> None:
+    """The projection's handlers for what it wants of `events` (positions moved apart)."""
     handled = [storable(e) for e in events if projection.wants(e.type)]
     if handled:
         await projection.apply(conn, handled)
-    return gaps
-
-
-async def _advance_positions(
-    conn: asyncpg.Connection, projection: Projection, events: Sequence[RecordedEvent]
-) -> list[ProjectionGap]:
-    first: dict[tuple[str, str, str], int] = {}
-    last: dict[tuple[str, str, str], int] = {}
-    gaps: list[ProjectionGap] = []
-    for e in events:
-        env = e.envelope
-        key: tuple[str, str, str] = (env.tenant_id, env.aggregate, env.aggregate_id)
-        previous = last.get(key)
-        if previous is None:
-            first[key] = env.seq
-        elif env.seq != previous + 1:
-            gaps.append(ProjectionGap(projection.name, ".".join(key), previous + 1, env.seq))
-        last[key] = env.seq
-    table = quote_ident(projection.positions_table)
-    # One round trip: every part of a WITH reads the same snapshot, so `known` holds the
-    # positions as they were before the upsert moved them (`first` and `last` have the
-    # same keys, in the same order).
-    rows = await conn.fetch(
-        f"WITH known AS (SELECT tenant_id, aggregate, aggregate_id, seq FROM {table} "
-        "WHERE (tenant_id, aggregate, aggregate_id) IN "
-        "(SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))), "
-        f"moved AS (INSERT INTO {table} (tenant_id, aggregate, aggregate_id, seq) "
-        "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
-        "ON CONFLICT (tenant_id, aggregate, aggregate_id) DO UPDATE SET seq = EXCLUDED.seq) "
-        "SELECT * FROM known",
-        [k[0] for k in last],
-        [k[1] for k in last],
-        [k[2] for k in last],
-        list(last.values()),
-    )
-    known = {(r["tenant_id"], r["aggregate"], r["aggregate_id"]): r["seq"] for r in rows}
-    for key, seq in first.items():
-        expected = known.get(key, 0) + 1
-        if seq != expected:
-            gaps.append(ProjectionGap(projection.name, ".".join(key), expected, seq))
-    return gaps
 
 
 async def announce_progress(conn: asyncpg.Connection, moved: Sequence[tuple[str, int]]) -> None:
@@ -235,15 +199,15 @@ class ProjectionRunner(LogFollower):
         """Apply one delivered batch and move the checkpoint, in one transaction."""
         name = self.projection.name
         await self.letter_undecodable(batch)
-        async with self._pool.acquire() as conn, conn.transaction():
-            # The projector's role and the live schema, for this transaction: one round trip.
-            await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
-            checkpoint = await conn.fetchval(
-                f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
-            )
-            moved = await self.apply_fresh(conn, checkpoint, batch)
-            await move_checkpoints(conn, [moved])
         async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                # The projector's role and the live schema, for this transaction: one trip.
+                await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
+                checkpoint = await conn.fetchval(
+                    f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE", name
+                )
+                moved = await self.apply_fresh(conn, checkpoint, batch)
+                await move_checkpoints(conn, [moved])
             await announce_progress(conn, [(name, moved.stream_seq)])
         self._moved_to(moved.stream_seq)
 
@@ -268,11 +232,23 @@ class ProjectionRunner(LogFollower):
     ) -> Moved:
         """Inside the caller's transaction (checkpoint row locked, role and schema set):
         apply what the checkpoint does not cover yet; where the checkpoint goes."""
-        name = self.projection.name
-        if checkpoint < self.position:
-            raise CommitsLost(name, checkpoint, self.position)
-        fresh = [e for e in batch if isinstance(e, RecordedEvent) and e.stream_seq > checkpoint]
+        fresh = self.fresh(checkpoint, batch)
         gaps = await apply_batch(conn, self.projection, fresh) if fresh else []
+        return self.moved(checkpoint, batch, gaps)
+
+    def fresh(self, checkpoint: int, batch: Sequence[Delivered]) -> list[RecordedEvent]:
+        """The events of the batch past `checkpoint`, the row locked by the caller.
+
+        Raises `CommitsLost` when the checkpoint is behind what this runner committed."""
+        if checkpoint < self.position:
+            raise CommitsLost(self.projection.name, checkpoint, self.position)
+        return [e for e in batch if isinstance(e, RecordedEvent) and e.stream_seq > checkpoint]
+
+    def moved(
+        self, checkpoint: int, batch: Sequence[Delivered], gaps: Sequence[ProjectionGap]
+    ) -> Moved:
+        """Where the checkpoint goes once the batch is applied; the gaps found are logged."""
+        name = self.projection.name
         for gap in gaps:
             log.error("projection gap", projection=name, error=str(gap))
         return Moved(

@@ -25,13 +25,16 @@ from infra.jetstream.reader import Delivered
 from projections.engine import (
     CHECKPOINTS,
     LIVE_SCHEMA,
+    Moved,
     ProjectionRunner,
     announce_progress,
+    apply_events,
     move_checkpoints,
     schema_path,
 )
-from projections.errors import CommitsLost
+from projections.errors import CommitsLost, ProjectionGap
 from projections.follower import LogFollower
+from projections.positions import advance_positions
 from projections.projection import Projection
 from projections.tenancy import AS_PROJECTOR
 
@@ -86,20 +89,40 @@ class ProjectionGroup(LogFollower):
         for runner in self.runners:
             await runner.letter_undecodable(batch)
         names = [r.projection.name for r in self.runners]
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
-            rows = await conn.fetch(
-                f"SELECT name, stream_seq FROM {CHECKPOINTS} WHERE name = ANY($1) "
-                "ORDER BY name FOR UPDATE",
-                names,
-            )
-            checkpoints = {r["name"]: int(r["stream_seq"]) for r in rows}
-            moves = [
-                await runner.apply_fresh(conn, checkpoints[runner.projection.name], batch)
-                for runner in self.runners
-            ]
-            await move_checkpoints(conn, moves)
         async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
+                rows = await conn.fetch(
+                    f"SELECT name, stream_seq FROM {CHECKPOINTS} WHERE name = ANY($1) "
+                    "ORDER BY name FOR UPDATE",
+                    names,
+                )
+                checkpoints = {r["name"]: int(r["stream_seq"]) for r in rows}
+                moves = await self._apply(conn, checkpoints, batch)
+                await move_checkpoints(conn, moves)
             await announce_progress(conn, [(m.name, m.stream_seq) for m in moves])
         for runner, moved in zip(self.runners, moves, strict=True):
             runner._moved_to(moved.stream_seq)
+
+    async def _apply(
+        self, conn: asyncpg.Connection, checkpoints: dict[str, int], batch: Sequence[Delivered]
+    ) -> list[Moved]:
+        """Every projection's fresh events applied; the projections at one checkpoint (all
+        of them, but after a rebuild or a poison event) move their positions in one
+        statement."""
+        at: dict[int, list[ProjectionRunner]] = {}
+        for runner in self.runners:
+            at.setdefault(checkpoints[runner.projection.name], []).append(runner)
+        moves: dict[str, Moved] = {}
+        for checkpoint, runners in at.items():
+            # Each runner checks the checkpoint against its own commits; the events are
+            # the same for all of them.
+            fresh = [r.fresh(checkpoint, batch) for r in runners].pop()
+            gaps: dict[str, list[ProjectionGap]] = {}
+            if fresh:
+                gaps = await advance_positions(conn, [r.projection for r in runners], fresh)
+            for runner in runners:
+                name = runner.projection.name
+                await apply_events(conn, runner.projection, fresh)
+                moves[name] = runner.moved(checkpoint, batch, gaps.get(name, []))
+        return [moves[r.projection.name] for r in self.runners]

@@ -25,10 +25,10 @@ from projections.engine import (
     apply_batch,
     ensure_checkpoint,
     ensure_tables,
-    quote_ident,
     use_schema,
 )
 from projections.errors import ProjectionError
+from projections.positions import quote_ident
 from projections.projection import Projection
 
 Progress = Callable[[int, int], None]

@@ -17,8 +17,8 @@ import asyncpg
 from infra.db import create_pool
 from infra.jetstream.connection import Bus
 from projections.catalog import ALL, by_name
-from projections.engine import quote_ident
 from projections.errors import ProjectionError
+from projections.positions import quote_ident
 from projections.projection import Projection
 from projections.rebuild import build_scratch, rebuild
 from projections.status import projection_statuses

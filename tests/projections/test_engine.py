@@ -18,6 +18,7 @@ from projections import engine, follower
 from projections.catalog import by_name
 from projections.checksum import projection_checksum
 from projections.engine import ProjectionRunner
+from projections.positions import advance_positions
 from projections.projection import Projection
 from projections.rebuild import build_scratch, last_stream_seq, rebuild
 from projections.status import projection_statuses
@@ -359,6 +360,34 @@ async def test_a_hole_in_an_aggregate_s_sequence_is_reported_across_batches(
     assert [(g.aggregate, g.expected_seq, g.got_seq) for g in across] == [(key, 3, 4)]
     assert within == []
     assert [(g.expected_seq, g.got_seq) for g in again] == [(8, 1)]
+
+
+async def test_projections_moved_in_one_statement_each_judge_the_batch_by_their_own_positions(
+    bus: Bus, tenant: str, pool: asyncpg.Pool
+) -> None:
+    thread = await write_thread(bus, tenant, 3)  # seqs 1..7
+    events = await bus.store.read(tenant, "thread", thread)
+    ahead, behind = (counting_projection(f"{n}_{new_id().lower()}", tenant) for n in "ab")
+    schema = "positions_" + new_id().lower()
+    async with pool.acquire() as conn:
+        for projection in (ahead, behind):
+            await engine.ensure_tables(conn, projection, schema)
+        async with conn.transaction():
+            await engine.use_schema(conn, schema)
+            assert await advance_positions(conn, [ahead], events[:3]) == {ahead.name: []}
+            both = await advance_positions(conn, [ahead, behind], [*events[3:5], events[6]])
+            again = await advance_positions(conn, [ahead, behind], [events[0]])
+    key = f"{tenant}.thread.{thread}"
+    found = {
+        name: [(g.aggregate, g.expected_seq, g.got_seq) for g in gaps]
+        for name, gaps in both.items()
+    }
+    # The jump inside the batch is every projection's; only `behind` never saw seqs 1..3.
+    assert found == {ahead.name: [(key, 6, 7)], behind.name: [(key, 6, 7), (key, 1, 4)]}
+    assert {name: [(g.expected_seq, g.got_seq) for g in gaps] for name, gaps in again.items()} == {
+        ahead.name: [(8, 1)],
+        behind.name: [(8, 1)],
+    }
 
 
 async def test_every_checkpoint_move_is_announced_the_skip_of_a_poison_event_included(
