@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -43,6 +44,14 @@ T = TypeVar("T")
 
 LEASES_BUCKET = "AGENCY_LEASES"
 DEFAULT_TTL = 10.0
+
+# The headers of a key-value delete (what `KeyValue.delete` sends), sent here to learn the
+# revision of the delete marker.
+KV_OPERATION = "KV-Operation"
+KV_DELETE = "DEL"
+EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+# How many released keys are remembered (a few bytes each).
+_RELEASED_KEPT = 10_000
 
 # Transient failures of a lease operation: the broker did not answer in time, or the
 # connection is being re-established. Anything else is a bug or a refusal.
@@ -121,6 +130,8 @@ class Leases:
         self.settings = settings or LeaseSettings()
         self._bucket = bucket
         self._kv: KeyValue | None = None
+        # Keys released here lately: their delete marker's revision, and when.
+        self._released: OrderedDict[str, tuple[int, float]] = OrderedDict()
 
     async def open(self) -> Leases:
         """Bind the bucket, creating it on first use (races with other processes are fine:
@@ -149,7 +160,22 @@ class Leases:
 
     async def try_acquire(self, key: str) -> Lease | None:
         """The lease, or None while another owner holds it."""
+        released = self._released.pop(key, None)
+        fresh = self.settings.ttl - self.settings.margin
+        if released is not None and self._loop_time() - released[1] < fresh:
+            # Released here a moment ago: its delete marker is the key's last revision
+            # unless someone took the lease since, so one conditional write takes it.
+            try:
+                revision = await asyncio.wait_for(
+                    self.kv.update(key, self.owner, last=released[0]),
+                    timeout=self.settings.op_timeout,
+                )
+                return Lease(self, key, revision)
+            except KeyWrongLastSequenceError:
+                pass  # written since (or the marker expired): ask as anyone would
         try:
+            # One write for a key never held (or long expired); three for a released one
+            # (the write, a read finding the delete marker, the write after it).
             revision = await asyncio.wait_for(
                 self.kv.create(key, self.owner), timeout=self.settings.op_timeout
             )
@@ -164,11 +190,22 @@ class Leases:
         )
 
     async def release(self, key: str, revision: int) -> None:
-        """Give the lease up; if that fails it simply expires."""
+        """Give the lease up (a delete marker naming the revision held); if that fails it
+        simply expires. The marker's revision is kept a while, so taking the lease here
+        again is one write."""
+        headers = {KV_OPERATION: KV_DELETE, EXPECTED_LAST_SUBJECT_SEQUENCE: str(revision)}
         with contextlib.suppress(*_TRANSIENT, JetStreamError, KeyNotFoundError):
-            await asyncio.wait_for(
-                self.kv.delete(key, last=revision), timeout=self.settings.op_timeout
+            ack = await self._js.publish(
+                f"$KV.{self._bucket}.{key}", b"", timeout=self.settings.op_timeout, headers=headers
             )
+            self._released[key] = (ack.seq, self._loop_time())
+            self._released.move_to_end(key)
+            while len(self._released) > _RELEASED_KEPT:
+                self._released.popitem(last=False)
+
+    @staticmethod
+    def _loop_time() -> float:
+        return asyncio.get_running_loop().time()
 
     async def holder(self, key: str) -> bytes | None:
         try:

@@ -1,0 +1,47 @@
+"""Leases: one owner per key, taken again after a release, never from a live owner."""
+
+from __future__ import annotations
+
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.leases import Leases
+
+
+async def test_a_lease_is_held_by_one_owner_and_taken_again_once_released(bus: Bus) -> None:
+    here = await Leases(bus.js, owner="here").open()
+    there = await Leases(bus.js, owner="there").open()
+    key = "lease-" + new_id()
+    first = await here.try_acquire(key)
+    assert first is not None
+    assert await there.try_acquire(key) is None
+    assert await here.holder(key) == b"here"
+    await first.release()
+    assert await here.holder(key) is None
+
+    # Released here: taken here again (the delete marker's revision is known here) ...
+    again = await here.try_acquire(key)
+    assert again is not None and again.revision > first.revision
+    assert await there.try_acquire(key) is None
+    await again.release()
+    # ... and by another owner (who finds the marker first).
+    theirs = await there.try_acquire(key)
+    assert theirs is not None and await here.holder(key) == b"there"
+    await theirs.release()
+
+
+async def test_a_release_remembered_here_never_takes_a_lease_another_owner_took_since(
+    bus: Bus,
+) -> None:
+    here = await Leases(bus.js, owner="here").open()
+    there = await Leases(bus.js, owner="there").open()
+    key = "lease-" + new_id()
+    mine = await here.try_acquire(key)
+    assert mine is not None
+    await mine.release()
+    theirs = await there.try_acquire(key)
+    assert theirs is not None
+    # The marker `here` remembers is no longer the key's last revision.
+    assert await here.try_acquire(key) is None
+    assert await here.holder(key) == b"there"
+    await theirs.release()
+    assert await here.try_acquire(key) is not None
