@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import stamina
+import structlog
+
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -46,11 +49,28 @@ class RetryPolicy:
         **kwargs: P.kwargs,
     ) -> T:
         """`operation(*args, **kwargs)`, retried while it raises what `transient` accepts;
-        the last error is raised once the attempts or the time budget are spent."""
+        the last error is raised once the attempts or the time budget are spent.
+
+        The first attempt is made as is: stamina's machinery costs more than most of what it
+        guards (an ack, a handler that succeeds) and is set up only once an attempt failed,
+        for the rest of the same schedule (the first wait, then stamina from the second)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            return await operation(*args, **kwargs)
+        except Exception as e:
+            if not transient(e) or self.attempts == 1:
+                raise
+            log.warning("retrying after a transient failure", attempt=1, error=repr(e))
+            first_wait = self.delay(1)
+            spent = loop.time() - started + first_wait
+            if self.timeout is not None and spent >= self.timeout:
+                raise
+        await asyncio.sleep(first_wait)
         caller = stamina.AsyncRetryingCaller(
-            attempts=self.attempts,
-            timeout=self.timeout,
-            wait_initial=self.wait_initial,
+            attempts=None if self.attempts is None else self.attempts - 1,
+            timeout=None if self.timeout is None else self.timeout - spent,
+            wait_initial=min(self.wait_initial * self.wait_exp_base, self.wait_max),
             wait_max=self.wait_max,
             wait_jitter=self.wait_jitter,
             wait_exp_base=self.wait_exp_base,

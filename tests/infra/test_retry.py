@@ -4,6 +4,7 @@ cancellation."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -39,6 +40,23 @@ async def test_attempts_are_bounded_and_the_last_error_is_raised() -> None:
     with pytest.raises(ConnectionError, match="away 4"):
         await QUICK.call(transient, down)
     assert len(calls) == QUICK.attempts
+
+
+async def test_the_waits_between_attempts_grow_on_one_schedule_within_the_time_budget() -> None:
+    policy = RetryPolicy(attempts=None, timeout=0.5, wait_initial=0.04, wait_jitter=0.0)
+    loop = asyncio.get_running_loop()
+    made: list[float] = []
+
+    async def down() -> None:
+        made.append(loop.time())
+        raise ConnectionError(f"away {len(made)}")
+
+    with pytest.raises(ConnectionError, match="away 5"):
+        await policy.call(transient, down)
+    waits = [later - earlier for earlier, later in itertools.pairwise(made)]
+    # 0.04, 0.08, 0.16, 0.32: the fifth attempt is past the 0.5 s budget, so it is the last.
+    for wait, planned in zip(waits, (0.04, 0.08, 0.16, 0.32), strict=True):
+        assert planned <= wait < planned + 0.15, waits
 
 
 async def test_an_error_that_is_not_transient_is_raised_at_once() -> None:
