@@ -31,6 +31,8 @@ ALL: tuple[Projection, ...] = (
     usage.PROJECTION,
     workflows.PROJECTION,
 )
+# Every read model's name: what a read of "everything the API serves" waits for.
+NAMES: tuple[str, ...] = tuple(p.name for p in ALL)
 
 
 def by_name(name: str) -> Projection:

@@ -22,8 +22,6 @@ from services.api.deps import ApiDeps
 from services.api.runstatus import TERMINAL, RunStatus, RunStatuses
 from services.runtime.state import ThreadState
 
-_READ_MODELS = tuple(p.name for p in catalog.ALL)
-
 # Told the run's status and step whenever either changes during a wait.
 Progress = Callable[[RunStatus, int], Awaitable[None]]
 
@@ -141,7 +139,7 @@ async def _readable(deps: ApiDeps, watch: RunWatch, timeout: float) -> None:
     """Wait (within `timeout`) for every read model to have applied what the outcome was
     read from, so a read of the thread's state right after it (`get_state`) shows it too."""
     if watch.position is not None:
-        await deps.progress.wait_passed(_READ_MODELS, watch.position.stream_seq, timeout)
+        await deps.progress.wait_passed(catalog.NAMES, watch.position.stream_seq, timeout)
 
 
 async def log_position(deps: ApiDeps, tenant: str, thread_id: str) -> int:

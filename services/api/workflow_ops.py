@@ -27,8 +27,6 @@ from services.workflows.state import WorkflowState, fold
 
 # Creating members waits for the registry; past this the route answers 202.
 CREATE_WAIT = 15.0
-_READ_MODELS = tuple(p.name for p in catalog.ALL)
-
 _TOKEN = rf"[A-Za-z0-9_-]{{1,{MAX_TOKEN_LENGTH}}}"
 # A workflow reference: its id (`wf_…`), or `name` / `name:tag`, `@` in front or not.
 WORKFLOW_REF = rf"^@?{_TOKEN}(:{_TOKEN})?$"
@@ -128,7 +126,7 @@ async def create_workflow(
     if state is not None:
         # Readable too: the read models have applied the workflow's events so far (bounded).
         last = await deps.bus.store.last_position(tenant, "workflow", wf)
-        await deps.progress.wait_passed(_READ_MODELS, last.stream_seq, CREATE_WAIT)
+        await deps.progress.wait_passed(catalog.NAMES, last.stream_seq, CREATE_WAIT)
     return wf, state
 
 
