@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
@@ -63,9 +64,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Allocations between young-generation collections (CPython's default is 700). A long-lived
+# process holding thousands of threads' state collected its old generation every few
+# seconds, in pauses of up to a quarter of a second (`docs/performance.md`).
+GC_THRESHOLD = (20_000, 20, 20)
+# The commands that run the system (the others exit within seconds).
+LONG_RUNNING = frozenset({"up", "serve"})
+
+
+def tune_gc() -> None:
+    """What the process imported and set up so far is never collected again (it lives as
+    long as the process), and collections come less often."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.group in LONG_RUNNING:
+        tune_gc()
     configure_logging(InfraSettings.from_env().log_format)
     tracing = configure_tracing(f"agency-{getattr(args, 'service', None) or args.group}")
     handler: Handler = args.handler
