@@ -232,17 +232,16 @@ class ProjectionRunner(LogFollower):
     ) -> Moved:
         """Inside the caller's transaction (checkpoint row locked, role and schema set):
         apply what the checkpoint does not cover yet; where the checkpoint goes."""
-        fresh = self.fresh(checkpoint, batch)
+        self.check_kept(checkpoint)
+        fresh = past(checkpoint, batch)
         gaps = await apply_batch(conn, self.projection, fresh) if fresh else []
         return self.moved(checkpoint, batch, gaps)
 
-    def fresh(self, checkpoint: int, batch: Sequence[Delivered]) -> list[RecordedEvent]:
-        """The events of the batch past `checkpoint`, the row locked by the caller.
-
-        Raises `CommitsLost` when the checkpoint is behind what this runner committed."""
+    def check_kept(self, checkpoint: int) -> None:
+        """Raises `CommitsLost` when the checkpoint (its row locked by the caller) is behind
+        what this runner committed."""
         if checkpoint < self.position:
             raise CommitsLost(self.projection.name, checkpoint, self.position)
-        return [e for e in batch if isinstance(e, RecordedEvent) and e.stream_seq > checkpoint]
 
     def moved(
         self, checkpoint: int, batch: Sequence[Delivered], gaps: Sequence[ProjectionGap]
@@ -256,6 +255,11 @@ class ProjectionRunner(LogFollower):
             stream_seq=max(batch[-1].stream_seq, checkpoint),
             gap=str(gaps[0]) if gaps else None,
         )
+
+
+def past(checkpoint: int, batch: Sequence[Delivered]) -> list[RecordedEvent]:
+    """The events of the batch past `checkpoint`."""
+    return [e for e in batch if isinstance(e, RecordedEvent) and e.stream_seq > checkpoint]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from projections.engine import (
     announce_progress,
     apply_events,
     move_checkpoints,
+    past,
     schema_path,
 )
 from projections.errors import CommitsLost, ProjectionGap
@@ -115,9 +116,9 @@ class ProjectionGroup(LogFollower):
             at.setdefault(checkpoints[runner.projection.name], []).append(runner)
         moves: dict[str, Moved] = {}
         for checkpoint, runners in at.items():
-            # Each runner checks the checkpoint against its own commits; the events are
-            # the same for all of them.
-            fresh = [r.fresh(checkpoint, batch) for r in runners].pop()
+            for runner in runners:
+                runner.check_kept(checkpoint)
+            fresh = past(checkpoint, batch)
             gaps: dict[str, list[ProjectionGap]] = {}
             if fresh:
                 gaps = await advance_positions(conn, [r.projection for r in runners], fresh)
