@@ -7,8 +7,8 @@ one atomic batch (a single event is a plain publish: the server handles atomic b
 about ten times slower). The server checks the expected sequence before the message id of
 a plain publish, so a conflict is settled by looking at what won: our own earlier attempt,
 or an append with the same idempotency key, is a duplicate rather than a conflict. Reads
-use batch direct gets, which the server answers from its per-subject index without
-creating a consumer.
+use batch direct gets without creating a consumer, each bounded by the count of events
+it expects (`aggregate_reads`).
 """
 
 from __future__ import annotations
@@ -19,18 +19,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import nats.js.errors
 import structlog
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 
-from contracts.codec import decode_event
 from contracts.envelope import Envelope
-from contracts.errors import ContractError
 from contracts.events import AnyEvent
 from contracts.ids import new_id
 from contracts.subjects import (
@@ -38,8 +34,9 @@ from contracts.subjects import (
     Aggregate,
     aggregate_filter,
     event_subject,
-    event_token,
 )
+from infra.jetstream.aggregate_reads import AggregateReads
+from infra.jetstream.decoding import decode_recorded, record_from_direct_get
 from infra.jetstream.envelopes import encode_checked, new_envelopes
 from infra.jetstream.errors import (
     AppendError,
@@ -66,7 +63,6 @@ BATCH_INFLIGHT_CONFLICT = 10164
 BATCH_DUPLICATE_MSG_ID = 10201
 _ACTUAL_SEQ = re.compile(r"wrong last sequence: (\d+)")
 
-_READ_BATCH = 1000
 # Room left in a message for the headers an append sends (expected sequence, message id,
 # batch ids, trace context).
 _HEADER_ROOM = 4096
@@ -89,6 +85,7 @@ class EventStore:
         self._js = js
         self._stream = stream
         self._timeout = timeout
+        self._reads = AggregateReads(nc, stream, timeout)
         # A stream leader election stalls writes for about 5 s; a retry with the same message
         # ids inside this budget is stored once.
         self._retry_budget = retry_budget
@@ -315,22 +312,7 @@ class EventStore:
         append expecting an earlier position would be refused forever.
         """
         family = aggregate_filter(tenant_id, aggregate, aggregate_id)
-        position = after or Position()
-        events: list[RecordedEvent] = []
-        async for msg in self._direct_scan(family, position.stream_seq + 1):
-            recorded = _record(msg)
-            if isinstance(recorded, UndecodableEvent):
-                log.warning(
-                    "undecodable event skipped",
-                    subject=recorded.subject,
-                    stream_seq=recorded.stream_seq,
-                    reason=recorded.reason,
-                )
-                position = Position(position.seq, recorded.stream_seq)
-                continue
-            events.append(recorded)
-            position = recorded.position
-        return events, position
+        return await self._reads.after(family, after or Position())
 
     async def read_from_leader(
         self,
@@ -356,7 +338,7 @@ class EventStore:
                 )
             except nats.js.errors.NotFoundError:
                 return events, position
-            recorded = _decode(msg.data or b"", msg.seq or 0, msg.subject or "")
+            recorded = decode_recorded(msg.data or b"", msg.seq or 0, msg.subject or "")
             if isinstance(recorded, UndecodableEvent):
                 position = Position(position.seq, recorded.stream_seq)
                 continue
@@ -372,49 +354,11 @@ class EventStore:
         # the aggregate has seen; the newest of those is the aggregate's last event.
         request = {"multi_last": [family], "batch": ATOMIC_BATCH_LIMIT}
         best = Position()
-        async for msg in self._direct_batch(request):
-            recorded = _record(msg)
+        async for msg in self._reads.batch(request):
+            recorded = record_from_direct_get(msg)
             if isinstance(recorded, RecordedEvent) and recorded.stream_seq > best.stream_seq:
                 best = recorded.position
         return best
-
-    async def _direct_scan(self, family: str, start: int) -> Any:
-        while True:
-            request = {"seq": start, "next_by_subj": family, "batch": _READ_BATCH}
-            last_seq = 0
-            count = 0
-            async for msg in self._direct_batch(request):
-                last_seq = int(msg.headers["Nats-Sequence"]) if msg.headers else last_seq
-                count += 1
-                yield msg
-            if count < _READ_BATCH:
-                return
-            start = last_seq + 1
-
-    async def _direct_batch(self, request: dict[str, Any]) -> Any:
-        inbox = self._nc.new_inbox()
-        sub = await self._nc.subscribe(inbox)
-        try:
-            await self._nc.publish(
-                f"$JS.API.DIRECT.GET.{self._stream}", json.dumps(request).encode(), reply=inbox
-            )
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=self._timeout)
-                except NatsTimeoutError:
-                    raise StoreTimeout(f"read of {request}", self._timeout) from None
-                status = msg.headers.get("Status") if msg.headers else None
-                if status is None:
-                    yield msg
-                    continue
-                if status in ("204", "404"):
-                    return
-                raise StoreError(
-                    f"direct get on {self._stream} failed: {status} "
-                    f"{msg.headers.get('Description', '') if msg.headers else ''}"
-                )
-        finally:
-            await sub.unsubscribe()
 
 
 def _json(data: bytes) -> dict[str, Any]:
@@ -425,53 +369,3 @@ def _json(data: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise StoreError(f"unexpected answer from the server: {data[:200]!r}")
     return value
-
-
-def _record(msg: Msg) -> RecordedEvent | UndecodableEvent:
-    headers = msg.headers or {}
-    stream_seq = int(headers.get("Nats-Sequence", "0"))
-    subject = headers.get("Nats-Subject", msg.subject)
-    return _decode(msg.data, stream_seq, subject)
-
-
-def _decode(data: bytes, stream_seq: int, subject: str) -> RecordedEvent | UndecodableEvent:
-    try:
-        envelope = decode_event(data)
-    except (ContractError, msgspec.DecodeError) as e:
-        return UndecodableEvent(stream_seq=stream_seq, subject=subject, data=data, reason=str(e))
-    # The subject is what the broker's permissions confine to a tenant; an envelope that
-    # names another tenant or aggregate than its subject is forged and never believed.
-    expected = (
-        f"tenant.{envelope.tenant_id}.evt.{envelope.aggregate}.{envelope.aggregate_id}."
-        f"{event_token(envelope.type)}"
-    )
-    if subject != expected:
-        return UndecodableEvent(
-            stream_seq=stream_seq,
-            subject=subject,
-            data=data,
-            reason=f"envelope does not match its subject (it names {expected})",
-        )
-    return RecordedEvent(envelope=envelope, stream_seq=stream_seq, subject=subject, raw=data)
-
-
-def stream_seq_of(msg: Msg) -> int:
-    """The stream sequence of a consumer-delivered message, read from its ack subject.
-
-    Cheaper than `msg.metadata`, which builds a full object per message on a hot path.
-    Ack subjects are `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.…` (9 tokens)
-    or, with a domain and account hash, 12 tokens with the stream sequence at index 7.
-    """
-    tokens = (msg.reply or "").split(".")
-    if len(tokens) == 9:
-        return int(tokens[5])
-    if len(tokens) >= 12:
-        return int(tokens[7])
-    return int(msg.metadata.sequence.stream)
-
-
-def record_from_js_msg(msg: Msg, stream_seq: int | None = None) -> RecordedEvent | UndecodableEvent:
-    """A consumer-delivered message as a recorded event."""
-    if stream_seq is None:
-        stream_seq = stream_seq_of(msg)
-    return _decode(msg.data, stream_seq, msg.subject)

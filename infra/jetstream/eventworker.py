@@ -18,7 +18,7 @@ from opentelemetry import trace
 from contracts.subjects import EVENTS_STREAM
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import DurableSpec, ensure_consumer
-from infra.jetstream.eventstore import record_from_js_msg
+from infra.jetstream.decoding import record_from_js_msg
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
 from infra.jetstream.tracing import context_from
 from infra.jetstream.worker import (

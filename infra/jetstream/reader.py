@@ -18,7 +18,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts.subjects import EVENTS_STREAM
-from infra.jetstream.eventstore import record_from_js_msg, stream_seq_of
+from infra.jetstream.decoding import record_from_js_msg, stream_seq_of
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
 
 log = structlog.get_logger(__name__)

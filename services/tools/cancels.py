@@ -22,7 +22,7 @@ from nats.aio.subscription import Subscription
 from contracts.events import RunCanceled
 from contracts.subjects import events_of_type_filter
 from infra.jetstream.connection import Bus
-from infra.jetstream.eventstore import record_from_js_msg
+from infra.jetstream.decoding import record_from_js_msg
 from infra.jetstream.records import RecordedEvent
 
 log = structlog.get_logger(__name__)

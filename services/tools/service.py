@@ -44,8 +44,9 @@ from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
+from infra.jetstream.decoding import record_from_js_msg
 from infra.jetstream.errors import ConcurrencyError, StoreError
-from infra.jetstream.eventstore import EventStore, record_from_js_msg
+from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import EventContext, Position, RecordedEvent, UndecodableEvent
 from infra.jetstream.tracing import context_from
 from infra.jetstream.worker import (

@@ -1,0 +1,198 @@
+"""Reading one aggregate's events with batch direct gets, each bounded by a count.
+
+An aggregate is a wildcard family (`tenant.<t>.evt.<aggregate>.<id>.>`, one subject per
+event type). The server finds a family's next message from its subject index only while
+the stream holds fewer than 64k distinct subjects; past that (about 5,000 threads) it walks
+the stream's blocks one by one. An unbounded batch also walks on after the family's last
+message, looking for more, to the end of the stream. So "everything after position p" of
+a thread parked an hour ago walked the whole hour, even when nothing was new.
+
+A read therefore starts with the family's last message (`last_by_subj`, answered from
+the index at any size). An aggregate's own sequence has no gaps, so that message says how
+many events are new, and every batch asks for exactly what is missing: the server stops at
+the last one. The newest events are looked for near the end first (a probe for the
+family's first message among the stream's last `_NEAR` messages before it), and anything
+older from where the reader stands, so a long gap between two bursts of events (a run
+parked, then approved) is never walked. Nothing new costs one request; one event new (an
+approval) costs one request too.
+
+A message on the family that is no event (garbage, a forgery) breaks the count; a read
+that meets one, or whose pieces do not join up, falls back to the plain scan, which skips
+such messages and moves the position past them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+
+from infra.jetstream.decoding import record_from_direct_get
+from infra.jetstream.errors import StoreError, StoreTimeout
+from infra.jetstream.records import Position, RecordedEvent, UndecodableEvent
+
+log = structlog.get_logger(__name__)
+
+_PAGE = 1000
+# How far back from the family's last message the newest events are looked for first.
+_NEAR = 1000
+
+Recorded = RecordedEvent | UndecodableEvent
+
+
+class AggregateReads:
+    """Batch direct gets on one stream. One instance per connection; safe for many tasks."""
+
+    def __init__(self, nc: NATS, stream: str, timeout: float, *, near: int = _NEAR) -> None:
+        self._nc = nc
+        self._stream = stream
+        self._timeout = timeout
+        self._near = near
+
+    async def after(self, family: str, position: Position) -> tuple[list[RecordedEvent], Position]:
+        """The family's events after `position`, and the position to append at next."""
+        last = await self.last(family)
+        if last is None or last.stream_seq <= position.stream_seq:
+            return [], position
+        if isinstance(last, RecordedEvent) and last.seq > position.seq:
+            if last.seq == position.seq + 1:
+                return [last], last.position
+            events = await self._counted(family, position, last)
+            if events is not None:
+                return events, last.position
+        return await self.scan(family, position)
+
+    async def last(self, family: str) -> Recorded | None:
+        """The family's newest message, or None when it has none."""
+        request = json.dumps({"last_by_subj": family}).encode()
+        try:
+            msg = await self._nc.request(
+                f"$JS.API.DIRECT.GET.{self._stream}", request, timeout=self._timeout
+            )
+        except (NatsTimeoutError, NoRespondersError, TimeoutError):
+            raise StoreTimeout(f"read of the last message of {family}", self._timeout) from None
+        status = msg.headers.get("Status") if msg.headers else None
+        if status == "404":
+            return None
+        if status is not None:
+            raise _failed(self._stream, msg, status)
+        return record_from_direct_get(msg)
+
+    async def scan(self, family: str, position: Position) -> tuple[list[RecordedEvent], Position]:
+        """Every message after `position` to the end of the stream: undecodable ones are
+        logged and skipped, and the position passes them."""
+        events: list[RecordedEvent] = []
+        start = position.stream_seq + 1
+        while True:
+            request = {"seq": start, "next_by_subj": family, "batch": _PAGE}
+            count = 0
+            async for msg in self.batch(request):
+                count += 1
+                recorded = record_from_direct_get(msg)
+                start = recorded.stream_seq + 1
+                if isinstance(recorded, UndecodableEvent):
+                    log.warning(
+                        "undecodable event skipped",
+                        subject=recorded.subject,
+                        stream_seq=recorded.stream_seq,
+                        reason=recorded.reason,
+                    )
+                    position = Position(position.seq, recorded.stream_seq)
+                    continue
+                events.append(recorded)
+                position = recorded.position
+            if count < _PAGE:
+                return events, position
+
+    async def batch(self, request: dict[str, Any]) -> AsyncIterator[Msg]:
+        """The messages of one batch direct get, until the server's end-of-batch."""
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        try:
+            await self._nc.publish(
+                f"$JS.API.DIRECT.GET.{self._stream}", json.dumps(request).encode(), reply=inbox
+            )
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=self._timeout)
+                except NatsTimeoutError:
+                    raise StoreTimeout(f"read of {request}", self._timeout) from None
+                status = msg.headers.get("Status") if msg.headers else None
+                if status is None:
+                    yield msg
+                    continue
+                if status in ("204", "404"):
+                    return
+                raise _failed(self._stream, msg, status)
+        finally:
+            await sub.unsubscribe()
+
+    async def _counted(
+        self, family: str, position: Position, last: RecordedEvent
+    ) -> list[RecordedEvent] | None:
+        """Events `position.seq + 1 … last.seq`, or None where the count does not hold."""
+        start = position.stream_seq + 1
+        split: RecordedEvent | None = None
+        if last.stream_seq - self._near > start:
+            probe = await self._fetch(family, last.stream_seq - self._near, 1)
+            if probe and position.seq < probe[0].seq <= last.seq:
+                split = probe[0]
+        if split is None:
+            return _joined(
+                await self._fetch(family, start, last.seq - position.seq), position, last
+            )
+        head: list[RecordedEvent] | None = []
+        if split.seq > position.seq + 1:
+            head = await self._fetch(family, start, split.seq - position.seq - 1)
+        tail = await self._fetch(family, split.stream_seq, last.seq - split.seq + 1)
+        if head is None or tail is None:
+            return None
+        return _joined(head + tail, position, last)
+
+    async def _fetch(self, family: str, start: int, count: int) -> list[RecordedEvent] | None:
+        """Up to `count` events of the family from stream sequence `start`; None if a
+        message among them is no event."""
+        events: list[RecordedEvent] = []
+        while len(events) < count:
+            request = {
+                "seq": start,
+                "next_by_subj": family,
+                "batch": min(count - len(events), _PAGE),
+            }
+            got = 0
+            async for msg in self.batch(request):
+                got += 1
+                recorded = record_from_direct_get(msg)
+                if isinstance(recorded, UndecodableEvent):
+                    return None
+                events.append(recorded)
+                start = recorded.stream_seq + 1
+            if got == 0:
+                break
+        return events
+
+
+def _joined(
+    events: list[RecordedEvent] | None, position: Position, last: RecordedEvent
+) -> list[RecordedEvent] | None:
+    """The events if they are exactly `position.seq + 1 … last.seq`, in order, ending at
+    `last`; otherwise None."""
+    if events is None or not events or events[-1].stream_seq != last.stream_seq:
+        return None
+    expected = position.seq + 1
+    for event in events:
+        if event.seq != expected:
+            return None
+        expected += 1
+    return events
+
+
+def _failed(stream: str, msg: Msg, status: str) -> StoreError:
+    description = msg.headers.get("Description", "") if msg.headers else ""
+    return StoreError(f"direct get on {stream} failed: {status} {description}")
