@@ -10,11 +10,13 @@ a thread parked an hour ago walked the whole hour, even when nothing was new.
 A read therefore starts with the family's last message (`last_by_subj`, answered from
 the index at any size). An aggregate's own sequence has no gaps, so that message says how
 many events are new, and every batch asks for exactly what is missing: the server stops at
-the last one. The newest events are looked for near the end first (a probe for the
-family's first message among the stream's last `_NEAR` messages before it), and anything
-older from where the reader stands, so a long gap between two bursts of events (a run
-parked, then approved) is never walked. Nothing new costs one request; one event new (an
-approval) costs one request too.
+the last one. Nothing new costs one request; one event new (an approval) costs one too.
+- From the start of an aggregate, the server finds its first event from the index and
+  walks only the aggregate's own span.
+- After a position far back, the newest events are looked for near the end first (a probe
+  for the family's first message among the stream's last `_NEAR` messages before it), and
+  anything older from where the reader stands, so a long gap between two bursts of events
+  (a run parked, then approved) is not walked.
 
 A message on the family that is no event (garbage, a forgery) breaks the count; a read
 that meets one, or whose pieces do not join up, falls back to the plain scan, which skips
@@ -67,6 +69,12 @@ class AggregateReads:
             if events is not None:
                 return events, last.position
         return await self.scan(family, position)
+
+    async def first(self, family: str) -> RecordedEvent | None:
+        """The family's first message, when it is an event: found from the index, and
+        nothing walked past it."""
+        found = await self._fetch(family, 1, 1)
+        return found[0] if found else None
 
     async def last(self, family: str) -> Recorded | None:
         """The family's newest message, or None when it has none."""
@@ -139,7 +147,9 @@ class AggregateReads:
         """Events `position.seq + 1 … last.seq`, or None where the count does not hold."""
         start = position.stream_seq + 1
         split: RecordedEvent | None = None
-        if last.stream_seq - self._near > start:
+        # From the start, the server finds the first event from its index, and the count
+        # stops it at the last: only the aggregate's own span is walked.
+        if position.stream_seq and last.stream_seq - self._near > start:
             probe = await self._fetch(family, last.stream_seq - self._near, 1)
             if probe and position.seq < probe[0].seq <= last.seq:
                 split = probe[0]

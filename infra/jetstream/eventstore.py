@@ -345,6 +345,13 @@ class EventStore:
             events.append(recorded)
             position = recorded.position
 
+    async def first(
+        self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
+    ) -> RecordedEvent | None:
+        """The aggregate's first event (None when it has none, or its first message is
+        no event), without reading the rest."""
+        return await self._reads.first(aggregate_filter(tenant_id, aggregate, aggregate_id))
+
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
     ) -> Position:

@@ -6,6 +6,8 @@ the parent, once). Every write carries an idempotency key derived from what caus
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from contracts.commands import InvokeThread, TerminateThread
 from contracts.events import (
     ChatMessage,
@@ -22,22 +24,32 @@ from services.common.decide import decide_and_append
 from services.subagents.history import was_terminated
 from services.subagents.naming import notice_message
 
+_PARENTS_KEPT = 100_000
+
 
 class Relay:
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
-        self._parents: dict[tuple[str, str], ParentRef | None] = {}
+        self._parents: OrderedDict[tuple[str, str], ParentRef | None] = OrderedDict()
 
     async def parent_of(self, tenant: str, thread: str) -> ParentRef | None:
-        """Where `thread` reports to (None for a root), read once per thread: a thread's
-        parent never changes."""
+        """Where `thread` reports to (None for a root), read once per thread while it is
+        among the last `_PARENTS_KEPT` asked about: a thread's parent never changes."""
         key = (tenant, thread)
-        if key not in self._parents:
+        if key in self._parents:
+            self._parents.move_to_end(key)
+            return self._parents[key]
+        first = await self._bus.store.first(tenant, "thread", thread)
+        if first is not None and isinstance(first.payload, ThreadCreated):
+            created: ThreadCreated | None = first.payload
+        else:  # the first message is no event: look further
             history = await self._bus.store.read(tenant, "thread", thread)
             created = next(
                 (e.payload for e in history if isinstance(e.payload, ThreadCreated)), None
             )
-            self._parents[key] = created.parent if created else None
+        self._parents[key] = created.parent if created else None
+        while len(self._parents) > _PARENTS_KEPT:
+            self._parents.popitem(last=False)
         return self._parents[key]
 
     async def status(self, event: RecordedEvent, status: str) -> None:

@@ -132,3 +132,16 @@ async def test_garbage_among_the_events_is_skipped_and_passed_after_a_long_gap(
     assert position == late.position
     newer, _ = await reads.after(family, early.position)
     assert [e.seq for e in newer] == [2, 3]
+
+
+async def test_the_first_event_is_read_alone(bus: Bus, tenant: str) -> None:
+    thread = new_id()
+    assert await bus.store.first(tenant, "thread", thread) is None
+    created = await bus.store.append(
+        tenant, "thread", thread, [user("1"), user("2")], expected=Position()
+    )
+    await other_traffic(bus, tenant)
+    async with direct_gets(bus) as seen:
+        first = await bus.store.first(tenant, "thread", thread)
+    assert first is not None and first.position == created.events[0].position
+    assert batch_sizes(seen) == [1]
