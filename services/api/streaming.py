@@ -2,10 +2,11 @@
 
 Both read the log itself, not a read model, so they work while projections lag: first the
 thread's stored events from the requested sequence (batch direct gets), then live ones
-from an ordered consumer on the thread's subject family that starts right after the last
-stored event read. Nothing can fall between the two, and anything delivered twice (a
-consumer reset) is dropped by the thread's own sequence, so a client sees each event once,
-in order. Reconnecting with `Last-Event-ID` (SSE) or `fromSeq` gets exactly the rest.
+from an ordered consumer on the thread's subject family that starts after the last stored
+event read, or after the stream's end as it was before that read if that is later.
+Nothing can fall between the two, and anything delivered twice (a consumer reset) is
+dropped by the thread's own sequence, so a client sees each event once, in order.
+Reconnecting with `Last-Event-ID` (SSE) or `fromSeq` gets exactly the rest.
 """
 
 from __future__ import annotations
@@ -84,8 +85,12 @@ class ThreadFeed:
         """The stored events after `after_seq`; live events start after the last one read."""
         stream = await self._deps.bus.js.stream_info(EVENTS_STREAM)
         events = await self._deps.bus.store.read(self._tenant, "thread", self._thread_id)
-        # With nothing stored yet, start at the stream's end as it was before the read.
-        self._live_from = (events[-1].stream_seq if events else stream.state.last_seq) + 1
+        # Live events start after the stream's end as it was before the read (the read saw
+        # every event of the thread stored by then), or after the last event read if that
+        # is later. Never further back: the server would look through every message
+        # between a quiet thread's last event and the end for the next one of its own.
+        last_read = events[-1].stream_seq if events else 0
+        self._live_from = max(last_read, stream.state.last_seq or 0) + 1
         return self._fresh(events)
 
     async def live(self) -> AsyncGenerator[list[RecordedEvent], None]:

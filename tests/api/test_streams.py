@@ -12,8 +12,11 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
+from contracts.events import ThreadCreated
+from contracts.ids import new_id
 from contracts.subjects import EVENTS_STREAM, aggregate_filter
 from infra.jetstream.connection import Bus
+from infra.jetstream.records import Position
 from services.api.server import run_api
 from services.api.streaming import ThreadFeed
 from tests.api.conftest import Api, Tenant, Thread, append_messages
@@ -224,6 +227,37 @@ async def test_feed_sends_a_keepalive_when_quiet(api: Api, bus: Bus, thread_a: T
             assert [e.seq for e in await anext(live)] == [2]
             closing.set()
             assert [batch async for batch in live] == []
+    finally:
+        await live.aclose()
+        await feed.aclose()
+
+
+async def test_a_quiet_threads_live_feed_starts_at_the_streams_end(
+    api: Api, bus: Bus, thread_a: Thread
+) -> None:
+    """Started after the thread's last event instead, the server would look through every
+    message stored since (other threads') for the thread's next one."""
+    tenant = thread_a.tenant.id
+    others = await bus.store.append(
+        tenant, "thread", new_id(), [ThreadCreated(agency_id="a", agent_type="b")],
+        expected=Position(),
+    )  # fmt: skip
+    closing = asyncio.Event()
+    feed = ThreadFeed(api.deps, tenant, thread_a.thread_id, 0, closing, keepalive=0.2)
+    assert [e.seq for e in await feed.backfill()] == [1]
+    live = feed.live()
+    try:
+        async with asyncio.timeout(WAIT):
+            assert await anext(live) == []  # a keepalive: the live reader is open
+            family = aggregate_filter(tenant, "thread", thread_a.thread_id)
+            consumers = await bus.js.consumers_info(EVENTS_STREAM)
+            starts = [
+                c.config.opt_start_seq for c in consumers if c.config.filter_subject == family
+            ]
+            assert starts and starts[0] is not None
+            assert starts[0] > others.position.stream_seq
+            await append_messages(bus, thread_a, "hello")
+            assert [e.seq for e in await anext(live)] == [2]
     finally:
         await live.aclose()
         await feed.aclose()
