@@ -118,28 +118,9 @@ class AggregateReads:
             if count < _PAGE:
                 return events, position
 
-    async def batch(self, request: dict[str, Any]) -> AsyncIterator[Msg]:
+    def batch(self, request: dict[str, Any]) -> AsyncIterator[Msg]:
         """The messages of one batch direct get, until the server's end-of-batch."""
-        inbox = self._nc.new_inbox()
-        sub = await self._nc.subscribe(inbox)
-        try:
-            await self._nc.publish(
-                f"$JS.API.DIRECT.GET.{self._stream}", json.dumps(request).encode(), reply=inbox
-            )
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=self._timeout)
-                except NatsTimeoutError:
-                    raise StoreTimeout(f"read of {request}", self._timeout) from None
-                status = msg.headers.get("Status") if msg.headers else None
-                if status is None:
-                    yield msg
-                    continue
-                if status in ("204", "404"):
-                    return
-                raise _failed(self._stream, msg, status)
-        finally:
-            await sub.unsubscribe()
+        return direct_batch(self._nc, self._stream, request, self._timeout)
 
     async def _counted(
         self, family: str, position: Position, last: RecordedEvent
@@ -201,6 +182,31 @@ def _joined(
             return None
         expected += 1
     return events
+
+
+async def direct_batch(
+    nc: NATS, stream: str, request: dict[str, Any], timeout: float
+) -> AsyncIterator[Msg]:
+    """The messages one batch direct get answers, until the server's end-of-batch; each
+    within `timeout` of the one before."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    try:
+        await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=timeout)
+            except NatsTimeoutError:
+                raise StoreTimeout(f"read of {request}", timeout) from None
+            status = msg.headers.get("Status") if msg.headers else None
+            if status is None:
+                yield msg
+                continue
+            if status in ("204", "404"):
+                return
+            raise _failed(stream, msg, status)
+    finally:
+        await sub.unsubscribe()
 
 
 def _failed(stream: str, msg: Msg, status: str) -> StoreError:

@@ -7,22 +7,18 @@ tenant's `thread_created` subjects, answered from the server's subject index.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
 
 from contracts.codec import decode_event
 from contracts.errors import ContractError
 from contracts.events import ThreadCreated
 from contracts.ids import validate_token
 from contracts.subjects import EVENTS_STREAM, event_token
-from infra.jetstream.errors import StoreError, StoreTimeout
+from infra.jetstream.aggregate_reads import direct_batch
 from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import RecordedEvent
 
@@ -105,7 +101,7 @@ async def _scan(
         request = {"seq": start, "next_by_subj": pattern, "batch": _PAGE}
         count = 0
         last = start
-        async for msg in _direct_batch(nc, stream, request, timeout):
+        async for msg in direct_batch(nc, stream, request, timeout):
             headers = msg.headers or {}
             last = int(headers.get("Nats-Sequence", "0"))
             count += 1
@@ -113,27 +109,3 @@ async def _scan(
         if count < _PAGE:
             return
         start = last + 1
-
-
-async def _direct_batch(
-    nc: NATS, stream: str, request: dict[str, Any], timeout: float
-) -> AsyncIterator[Msg]:
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
-    try:
-        await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
-        while True:
-            try:
-                msg = await sub.next_msg(timeout=timeout)
-            except NatsTimeoutError:
-                raise StoreTimeout(f"direct get {request}", timeout) from None
-            status = msg.headers.get("Status") if msg.headers else None
-            if status is None:
-                yield msg
-                continue
-            if status in ("204", "404"):
-                return
-            description = msg.headers.get("Description", "") if msg.headers else ""
-            raise StoreError(f"direct get on {stream} failed: {status} {description}")
-    finally:
-        await sub.unsubscribe()
