@@ -10,17 +10,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import msgspec
 from nats.aio.client import Client as NATS
 
-from contracts.codec import decode_event
-from contracts.errors import ContractError
 from contracts.events import ThreadCreated
 from contracts.ids import validate_token
 from contracts.subjects import EVENTS_STREAM, event_token
 from infra.jetstream.aggregate_reads import direct_batch
+from infra.jetstream.decoding import decode_recorded
 from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import RecordedEvent
+from infra.jetstream.records import RecordedEvent, UndecodableEvent
 
 _PAGE = 1000
 
@@ -74,23 +72,18 @@ async def thread_creations(
 
 
 def _creation(tenant_id: str, stream_seq: int, subject: str, data: bytes) -> Creation | None:
-    try:
-        envelope = decode_event(data)
-    except (ContractError, msgspec.DecodeError):
+    # As the event store reads: an envelope naming another thread or tenant than its
+    # subject (what the broker confines to a tenant) is not believed.
+    event = decode_recorded(data, stream_seq, subject)
+    if isinstance(event, UndecodableEvent) or event.envelope.tenant_id != tenant_id:
         return None
-    payload = envelope.payload
-    # The subject is what the broker confines to a tenant: an envelope naming another
-    # thread or tenant than its subject is not believed (as the event store does).
-    thread_id = subject.split(".")[4]
-    if (
-        not isinstance(payload, ThreadCreated)
-        or envelope.tenant_id != tenant_id
-        or envelope.aggregate_id != thread_id
-    ):
+    payload = event.payload
+    if not isinstance(payload, ThreadCreated):
         return None
-    event = RecordedEvent(envelope=envelope, stream_seq=stream_seq, subject=subject, raw=data)
     parent = payload.parent.thread_id if payload.parent else None
-    return Creation(thread_id=thread_id, stream_seq=stream_seq, parent_id=parent, event=event)
+    return Creation(
+        thread_id=event.envelope.aggregate_id, stream_seq=stream_seq, parent_id=parent, event=event
+    )
 
 
 async def _scan(
