@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -31,7 +31,6 @@ from contracts.events import (
     MiddlewareAfterModel,
     MiddlewareBeforeModel,
     ModelCompleted,
-    ModelDelta,
     ModelStarted,
     RunError,
     RunPaused,
@@ -42,7 +41,6 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from contracts.limits import limits
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
@@ -56,8 +54,7 @@ from services.agents.middleware import (
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolSpec
 from services.common.decide import CONFLICT_ATTEMPTS
-from services.llm.errors import ModelStreamError
-from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
+from services.llm.provider import ModelError, ModelRequest, Provider
 from services.runtime.actions import Append, CallModel, Wait, next_action
 from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
@@ -72,6 +69,7 @@ from services.runtime.failures import (
     run_failed,
 )
 from services.runtime.local_tools import run_local_calls
+from services.runtime.model_call import ModelAborted, ModelCalls, discard
 from services.runtime.reports import child_report_hooks
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
@@ -123,10 +121,6 @@ class UnknownThread(Exception):
         super().__init__(f"thread {thread_id} of tenant {tenant_id} is not registered (yet)")
 
 
-class ModelAborted(Exception):
-    """The model call was abandoned because the run was canceled meanwhile."""
-
-
 @dataclass(frozen=True, slots=True)
 class Resolved:
     blueprint: BlueprintSpec
@@ -141,11 +135,6 @@ class McpTools(Protocol):
     """Where the runtime gets MCP servers' tools (`services.mcpclient.McpCatalog`)."""
 
     async def tools(self, servers: Iterable[McpServer]) -> dict[str, Tool]: ...
-
-
-# A step whose answer stream is cut mid-way (after text was shown) is made again this
-# many times in all before the run ends with the error.
-_STREAM_RERUNS = 3
 
 
 class ThreadDriver:
@@ -170,7 +159,7 @@ class ThreadDriver:
         self._blueprints = blueprints
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         # The model call in flight per thread, so a cancel can abort it.
-        self.inflight: dict[tuple[str, str], asyncio.Task[ModelResponse]] = {}
+        self.calls = ModelCalls(provider, self.append)
         # Appends made by the drives being watched (`watched`), per thread.
         self._appends: dict[tuple[str, str], int] = {}
         self.code = CodeRuns(self, provider)
@@ -430,16 +419,26 @@ class ThreadDriver:
         )
         prelude.extend(ctx.emitted)
         ctx.emitted.clear()
-        state, appended = await self.append(state_before, [*pending, *prelude])
-        if not appended:
-            # Someone else moved the thread: decide again from there (keeping what the
-            # last model call answered, if the run goes on where it was).
-            return state, still_ours(state_before, state, pending)
         request = ModelRequest(
             model=model, messages=(*system_messages, *trimmed.messages), tools=tuple(plan.tools)
         )
+        # The model is asked while the opening is stored (`model_call`).
+        opening = asyncio.ensure_future(self.append(state_before, [*pending, *prelude]))
+        calling = asyncio.ensure_future(
+            self.calls.call(opening, (state.tenant_id, state.thread_id), request, run_id, step)
+        )
         try:
-            response, state = await self._call_model_rerun(state, request, run_id, step)
+            state, appended = await opening
+        except BaseException:
+            await discard(calling)
+            raise
+        if not appended:
+            await discard(calling)
+            # Someone else moved the thread: decide again from there (keeping what the
+            # last model call answered, if the run goes on where it was).
+            return state, still_ours(state_before, state, pending)
+        try:
+            response, state = await calling
         except ModelAborted:
             return await self._threads.load(state.tenant_id, state.thread_id), []
         except ModelError as e:
@@ -481,81 +480,8 @@ class ThreadDriver:
             after.append(RunPaused(run_id=run_id, reason="hitl"))
         return state, after
 
-    async def _call_model_rerun(
-        self, state: ThreadState, request: ModelRequest, run_id: str, step: int
-    ) -> tuple[ModelResponse, ThreadState]:
-        """`_call_model`, made again when a retryable failure cut an answer already being
-        streamed (the provider cannot retry it: part of it was shown). The deltas shown
-        are superseded by the new call's; only the completed answer is recorded."""
-        for rerun in range(1, _STREAM_RERUNS + 1):
-            try:
-                return await self._call_model(state, request, run_id, step)
-            except ModelStreamError as e:
-                if not (e.partial and e.retryable) or rerun == _STREAM_RERUNS:
-                    raise
-                log.warning("model stream cut mid-answer; the step is made again", error=str(e))
-        raise AssertionError("unreachable")
-
-    async def _call_model(
-        self, state: ThreadState, request: ModelRequest, run_id: str, step: int
-    ) -> tuple[ModelResponse, ThreadState]:
-        holder = {"state": state}
-        # Text past the answer limit is not streamed either (characters: at most as many).
-        room = [limits().max_message_bytes]
-
-        async def on_delta(text: str) -> None:
-            text = text[: room[0]]
-            if not text:
-                return
-            room[0] -= len(text)
-            current = holder["state"]
-            updated, _ = await self.append(
-                current, [ModelDelta(run_id=run_id, step=step, delta=text)]
-            )
-            run = updated.run(run_id)
-            if run is None or run.status != "running":
-                raise ModelAborted()
-            holder["state"] = updated
-
-        key = (state.tenant_id, state.thread_id)
-        with (
-            structlog.contextvars.bound_contextvars(run_id=run_id, step=step),
-            tracer.start_as_current_span(
-                f"model {request.model}", kind=trace.SpanKind.CLIENT
-            ) as span,
-        ):
-            span.set_attribute("agency.run_id", run_id)
-            span.set_attribute("agency.step", step)
-            return await self._await_model(key, request, on_delta, holder)
-
-    async def _await_model(
-        self,
-        key: tuple[str, str],
-        request: ModelRequest,
-        on_delta: Callable[[str], Awaitable[None]],
-        holder: dict[str, ThreadState],
-    ) -> tuple[ModelResponse, ThreadState]:
-        task = asyncio.ensure_future(self._provider.complete(request, on_delta))
-        self.inflight[key] = task
-        try:
-            response = await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
-            raise ModelAborted() from None
-        finally:
-            self.inflight.pop(key, None)
-            if not task.done():  # this drive was cancelled (shutdown, or its lease lost)
-                task.cancel()
-        return response, holder["state"]
-
     def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:
         """Abort the thread's model call in flight, or its code agent's handler."""
         if self.code.abort(tenant_id, thread_id):
             return True
-        task = self.inflight.get((tenant_id, thread_id))
-        if task is None or task.done():
-            return False
-        task.cancel()
-        return True
+        return self.calls.abort(tenant_id, thread_id)

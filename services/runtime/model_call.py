@@ -1,0 +1,138 @@
+"""One model step's call, made while the step's opening events are being stored.
+
+A step opens with an append (`run.tick`, `model.started`, ...) and then asks the model.
+The request does not depend on that append, so both go out at once: the model's time to
+answer hides the append's round trip and fsync. What the model streams waits for the
+opening to be stored before it is appended, so the log's order is the same as if the
+calls had been made one after the other; an opening that did not land (another writer
+moved the thread) abandons the call.
+
+A cancel aborts the call in flight (`abort`); a stream cut mid-answer is made again
+(`_STREAM_RERUNS`), its shown deltas superseded by the new call's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+import structlog
+from opentelemetry import trace
+
+from contracts.events import AnyEvent, ModelDelta
+from contracts.limits import limits
+from services.llm.errors import ModelStreamError
+from services.llm.provider import ModelRequest, ModelResponse, Provider
+from services.runtime.state import ThreadState
+
+log = structlog.get_logger(__name__)
+tracer = trace.get_tracer(__name__)
+
+# A step whose answer stream is cut mid-way (after text was shown) is made again this
+# many times in all before the run ends with the error.
+_STREAM_RERUNS = 3
+
+# Appends after a state: the stored state, and whether the events landed.
+Append = Callable[[ThreadState, Sequence[AnyEvent]], Awaitable[tuple[ThreadState, bool]]]
+# The step's opening append, in flight.
+Opening = asyncio.Future[tuple[ThreadState, bool]]
+
+
+class ModelAborted(Exception):
+    """The model call was abandoned: the run was canceled meanwhile, or the step's
+    opening events were not stored."""
+
+
+class ModelCalls:
+    """The model calls in flight, one per thread at most."""
+
+    def __init__(self, provider: Provider, append: Append) -> None:
+        self._provider = provider
+        self._append = append
+        self._inflight: dict[tuple[str, str], asyncio.Task[ModelResponse]] = {}
+
+    def abort(self, tenant_id: str, thread_id: str) -> bool:
+        """Abort the thread's model call in flight, if there is one."""
+        task = self._inflight.get((tenant_id, thread_id))
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    async def call(
+        self, opening: Opening, key: tuple[str, str], request: ModelRequest, run_id: str, step: int
+    ) -> tuple[ModelResponse, ThreadState]:
+        """The model's answer and the thread's state after the deltas it streamed (or
+        after the opening, without any). Raises `ModelAborted` when the opening did not
+        land or the run stopped running; `ModelError` as the provider does."""
+        for rerun in range(1, _STREAM_RERUNS + 1):
+            try:
+                return await self._call(opening, key, request, run_id, step)
+            except ModelStreamError as e:
+                if not (e.partial and e.retryable) or rerun == _STREAM_RERUNS:
+                    raise
+                log.warning("model stream cut mid-answer; the step is made again", error=str(e))
+        raise AssertionError("unreachable")
+
+    async def _call(
+        self, opening: Opening, key: tuple[str, str], request: ModelRequest, run_id: str, step: int
+    ) -> tuple[ModelResponse, ThreadState]:
+        latest: list[ThreadState] = []
+        # Text past the answer limit is not streamed either (characters: at most as many).
+        room = [limits().max_message_bytes]
+
+        async def on_delta(text: str) -> None:
+            text = text[: room[0]]
+            if not text:
+                return
+            room[0] -= len(text)
+            current = latest[-1] if latest else await opened(opening)
+            updated, _ = await self._append(
+                current, [ModelDelta(run_id=run_id, step=step, delta=text)]
+            )
+            run = updated.run(run_id)
+            if run is None or run.status != "running":
+                raise ModelAborted()
+            latest.append(updated)
+
+        with (
+            structlog.contextvars.bound_contextvars(run_id=run_id, step=step),
+            tracer.start_as_current_span(
+                f"model {request.model}", kind=trace.SpanKind.CLIENT
+            ) as span,
+        ):
+            span.set_attribute("agency.run_id", run_id)
+            span.set_attribute("agency.step", step)
+            task = asyncio.ensure_future(self._provider.complete(request, on_delta))
+            self._inflight[key] = task
+            try:
+                response = await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                raise ModelAborted() from None
+            finally:
+                if self._inflight.get(key) is task:
+                    del self._inflight[key]
+                if not task.done():  # this drive was cancelled (shutdown, or its lease lost)
+                    task.cancel()
+        return response, latest[-1] if latest else await opened(opening)
+
+
+async def opened(opening: Opening) -> ThreadState:
+    """The state once the step's opening is stored; `ModelAborted` if it was not. The
+    opening is shielded: abandoning the model call never abandons the append."""
+    state, stored = await asyncio.shield(opening)
+    if not stored:
+        raise ModelAborted()
+    return state
+
+
+async def discard(task: asyncio.Future[tuple[ModelResponse, ThreadState]]) -> None:
+    """Cancel a call that is no longer wanted and wait for it to unwind (a cancel of the
+    caller itself still propagates)."""
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved: whatever it raised is moot now

@@ -1,0 +1,160 @@
+"""A model step asks the model while its opening events are being stored.
+
+The store holds back the append that opens a step (the one carrying `model.started`), so
+the test sees what the loop does meanwhile; the model is the fake over real HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from contracts.events import (
+    AnyEvent,
+    BlueprintSpec,
+    ChatMessage,
+    ModelStarted,
+    RequestAccepted,
+    RunCanceled,
+    RunCompleted,
+    ThreadCreated,
+)
+from contracts.ids import new_id
+from contracts.subjects import Aggregate
+from infra.jetstream.records import AppendResult, EventContext, Position
+from services.agents.system import AgentSystem
+from services.llm.fake_scripts import ScriptStep
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.replay.memstore import MemoryEventStore
+from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime.loop import ThreadDriver
+from tests.helpers import assert_eventually
+from tests.runtime.test_loop import assert_gapless
+
+CONTEXT = EventContext(agency_id="a1", thread_id="th1")
+
+
+class HeldOpening(MemoryEventStore):
+    """Holds the first append that opens a model step until `release` is set; `before`
+    runs first (another writer's append, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+        self.before: list[AnyEvent] = []
+
+    async def append(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        payloads: Sequence[AnyEvent],
+        *,
+        expected: Position,
+        context: EventContext | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        opening = any(isinstance(p, ModelStarted) for p in payloads)
+        if opening and not self.holding.is_set():
+            self.holding.set()
+            await self.release.wait()
+            if self.before:
+                last = await self.last_position(tenant_id, aggregate, aggregate_id)
+                await super().append(
+                    tenant_id, aggregate, aggregate_id, self.before, expected=last, context=CONTEXT
+                )
+        return await super().append(
+            tenant_id,
+            aggregate,
+            aggregate_id,
+            payloads,
+            expected=expected,
+            context=context,
+            idempotency_key=idempotency_key,
+        )
+
+
+async def _thread(store: MemoryEventStore, key: str) -> None:
+    await store.append(
+        "t1",
+        "thread",
+        "th1",
+        [
+            ThreadCreated(agency_id="a1", agent_type="plain"),
+            RequestAccepted(
+                run_id="r1",
+                idempotency_key="k1",
+                messages=(ChatMessage(role="user", content=key),),
+            ),
+        ],
+        expected=Position(),
+        context=CONTEXT,
+    )
+
+
+def _driver(store: MemoryEventStore, provider: OpenAIProvider) -> ThreadDriver:
+    system = AgentSystem().add_agent(BlueprintSpec(name="plain"))
+    return ThreadDriver(store, system, provider, ThreadCache(store), BlueprintCache(store))
+
+
+async def test_the_model_is_asked_before_the_opening_is_stored_and_its_text_follows_it(
+    llm: FakeLLMServer,
+) -> None:
+    key = "overlap-" + new_id()
+    answer = "one two three four five six seven eight"
+    llm.script(key, [ScriptStep(content=answer, stream_delay_ms=40)])
+    store = HeldOpening()
+    await _thread(store, key)
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    try:
+        drive = asyncio.ensure_future(_driver(store, provider).drive("t1", "th1"))
+        await asyncio.wait_for(store.holding.wait(), 10)
+
+        async def asked() -> None:
+            assert any(c.key == key for c in llm.calls)
+
+        # The opening is still held, and the model has the request already.
+        await assert_eventually(asked)
+        assert "model.started" not in [e.type for e in store.events("t1", "thread", "th1")]
+        store.release.set()
+        state = await asyncio.wait_for(drive, 30)
+    finally:
+        await provider.close()
+    events = store.events("t1", "thread", "th1")
+    kinds = [e.type for e in events]
+    assert_gapless(events)
+    assert state.run("r1").status == "completed"  # type: ignore[union-attr]
+    completed = next(e.payload for e in events if isinstance(e.payload, RunCompleted))
+    assert completed.result == answer
+    # What the model streamed is stored after the opening, never before it.
+    assert "model.delta" in kinds
+    assert kinds.index("model.started") < kinds.index("model.delta")
+    assert kinds.index("model.delta") < kinds.index("model.completed")
+
+
+async def test_an_opening_that_does_not_land_abandons_the_call(llm: FakeLLMServer) -> None:
+    key = "overlap-lost-" + new_id()
+    # An answer that would keep the drive waiting far past the bound below.
+    llm.script(key, [ScriptStep(content="too late", delay_ms=60_000)])
+    store = HeldOpening()
+    store.before = [RunCanceled(run_id="r1", reason="canceled meanwhile")]
+    await _thread(store, key)
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    try:
+        drive = asyncio.ensure_future(_driver(store, provider).drive("t1", "th1"))
+        await asyncio.wait_for(store.holding.wait(), 10)
+
+        async def asked() -> None:
+            assert any(c.key == key for c in llm.calls)
+
+        await assert_eventually(asked)
+        store.release.set()
+        # The cancel won the race: the drive stops without waiting for the model.
+        state = await asyncio.wait_for(drive, 10)
+    finally:
+        await provider.close()
+    kinds = [e.type for e in store.events("t1", "thread", "th1")]
+    assert state.run("r1").status == "canceled"  # type: ignore[union-attr]
+    assert not any(k.startswith("model.") for k in kinds)
