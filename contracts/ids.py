@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
-
-from ulid import ULID
+import time
 
 from contracts.errors import InvalidToken
 
@@ -18,9 +18,18 @@ MAX_TOKEN_LENGTH = 64
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
+# Crockford's base32 (no I, L, O, U), two characters for every 10 bits.
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+_SHIFTS = tuple(range(120, -1, -10))
+
+
 def new_id() -> str:
-    """A ULID: sortable by creation time, unique without coordination."""
-    return str(ULID())
+    """A ULID: sortable by creation time (ms), unique without coordination (80 random
+    bits). Encoded here rather than through a ULID object: every event gets one, and the
+    object costs twice as much."""
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def derived_id(prefix: str, *parts: str) -> str:
