@@ -10,7 +10,9 @@ Embedded NATS and PostgreSQL come from `bench.common.embedded_servers()` with th
 durable defaults (NATS `sync_interval: always`, PostgreSQL `fsync` on); PostgreSQL holds
 LangGraph's checkpoints in a database of their own. Everything Python runs in this process,
 on one event loop (uvloop, as `agency` runs), for both sides: the fake model's CPU counts
-against both alike. (The fake is started with TCP_NODELAY on its connections: see `fake_model`.)
+against both alike. The garbage collector is tuned once both sides are set up, as `agency`
+tunes its long-running processes (`infra/gc_tuning.py`): it is the process's, so both
+sides run with it. (The fake is started with TCP_NODELAY on its connections: see `fake_model`.)
 
 Ours: the registry, runtime and tools services (`services.stack.run_stack`) with an
 `AgentSystem` holding only the `lookup` tool, declared local (pure and fast: the runtime
@@ -72,6 +74,7 @@ from contracts.events import BlueprintSpec, ChatMessage, RunCompleted, RunError,
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
 from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, tenant_events_filter
+from infra.gc_tuning import tune_gc
 from infra.jetstream.connection import Bus
 from infra.jetstream.reader import OrderedReader
 from infra.jetstream.records import RecordedEvent
@@ -564,6 +567,8 @@ async def bench(args: argparse.Namespace) -> None:
                     )
                 )
                 sides["langgraph"] = peer_side(peer)
+            # Both sides run in this process, so both get the collector `agency` runs with.
+            tune_gc()
             results = await measure(sides, args)
             mine, theirs = results["ours"], results.get("langgraph", Results())
 

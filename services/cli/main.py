@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
@@ -13,6 +12,7 @@ import uvloop
 from contracts.errors import ContractError
 from infra.db import DatabaseRefused
 from infra.endpoints import EndpointsNotFound
+from infra.gc_tuning import tune_gc
 from infra.settings import InfraSettings
 from services.agents.blueprint_file import BlueprintFileError
 from services.agents.system import SystemLoadError
@@ -64,19 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Allocations between young-generation collections (CPython's default is 700). A long-lived
-# process holding thousands of threads' state collected its old generation every few
-# seconds, in pauses of up to a quarter of a second (`docs/performance.md`).
-GC_THRESHOLD = (20_000, 20, 20)
 # The commands that run the system (the others exit within seconds).
 LONG_RUNNING = frozenset({"up", "serve"})
-
-
-def tune_gc() -> None:
-    """What the process imported and set up so far is never collected again (it lives as
-    long as the process), and collections come less often."""
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLD)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
