@@ -1,9 +1,10 @@
 """Driving a thread: apply `next_action` until the thread waits for something else.
 
 The loop is the only place the runtime performs I/O for a run: appends, and model calls
-through the provider. Every append names the position it decided from; when another
-writer got there first (the tools service, a cancel, a second runtime worker) the loop
-reloads and decides again, so a thread's events stay one gap-free sequence.
+through the provider (`model_call.py`: made while the step's opening is stored). Every
+append names the position it decided from; when another writer got there first (the tools
+service, a cancel, a second runtime worker) the loop reloads and decides again, so a
+thread's events stay one gap-free sequence.
 """
 
 from __future__ import annotations
