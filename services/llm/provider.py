@@ -333,19 +333,24 @@ class OpenAIProvider:
         assembly: Assembly,
         coalescer: Coalescer,
     ) -> None:
-        # The next chunk is read in its own task so buffered text can be flushed on time
-        # while the model pauses, without cancelling (and so breaking) the stream's read.
+        # While text is buffered, the next chunk is read in its own task so the text can be
+        # flushed on time while the model pauses, without cancelling (and so breaking) the
+        # stream's read. With nothing buffered nothing is due: the read is awaited directly.
         pending: asyncio.Future[object | None] | None = None
         try:
             while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(_next_chunk(chunks))
-                done, _ = await asyncio.wait((pending,), timeout=coalescer.wait_budget())
-                if not done:
-                    await coalescer.flush()
-                    continue
-                chunk = pending.result()
-                pending = None
+                budget = coalescer.wait_budget()
+                if pending is None and budget is None:
+                    chunk = await _next_chunk(chunks)
+                else:
+                    if pending is None:
+                        pending = asyncio.ensure_future(_next_chunk(chunks))
+                    done, _ = await asyncio.wait((pending,), timeout=budget)
+                    if not done:
+                        await coalescer.flush()
+                        continue
+                    chunk = pending.result()
+                    pending = None
                 if chunk is None:
                     return
                 coalescer.add(assembly.add(chunk))
