@@ -102,8 +102,9 @@ class RegistryService:
         )
 
     async def _create_thread(self, tenant: str, command: CreateThread, key: str) -> None:
-        agency = await self._bus.store.read(tenant, "agency", command.agency_id)
-        if not any(e.type == "agency.created" for e in agency):
+        # An agency's first event is its creation: read alone, not with every blueprint.
+        created = await self._bus.store.first(tenant, "agency", command.agency_id)
+        if created is None or created.type != "agency.created":
             raise CommandRejected("unknown_agency", f"agency {command.agency_id} does not exist")
         correlation = command.thread_id
         if command.parent is not None:
