@@ -29,6 +29,7 @@ from services.llm.provider import OpenAIProvider
 from services.replay.memstore import MemoryEventStore
 from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.loop import ThreadDriver
+from services.runtime.state import ThreadState
 from tests.helpers import assert_eventually
 from tests.runtime.test_loop import assert_gapless
 
@@ -94,9 +95,20 @@ async def _thread(store: MemoryEventStore, key: str) -> None:
     )
 
 
-def _driver(store: MemoryEventStore, provider: OpenAIProvider) -> ThreadDriver:
+async def _drive_until_held(
+    store: HeldOpening, provider: OpenAIProvider, llm: FakeLLMServer, key: str
+) -> asyncio.Future[ThreadState]:
+    """The thread's drive, once its opening is held and the model has been asked."""
     system = AgentSystem().add_agent(BlueprintSpec(name="plain"))
-    return ThreadDriver(store, system, provider, ThreadCache(store), BlueprintCache(store))
+    driver = ThreadDriver(store, system, provider, ThreadCache(store), BlueprintCache(store))
+    drive = asyncio.ensure_future(driver.drive("t1", "th1"))
+    await asyncio.wait_for(store.holding.wait(), 10)
+
+    async def asked() -> None:
+        assert any(c.key == key for c in llm.calls)
+
+    await assert_eventually(asked)
+    return drive
 
 
 async def test_the_model_is_asked_before_the_opening_is_stored_and_its_text_follows_it(
@@ -109,14 +121,8 @@ async def test_the_model_is_asked_before_the_opening_is_stored_and_its_text_foll
     await _thread(store, key)
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
     try:
-        drive = asyncio.ensure_future(_driver(store, provider).drive("t1", "th1"))
-        await asyncio.wait_for(store.holding.wait(), 10)
-
-        async def asked() -> None:
-            assert any(c.key == key for c in llm.calls)
-
+        drive = await _drive_until_held(store, provider, llm, key)
         # The opening is still held, and the model has the request already.
-        await assert_eventually(asked)
         assert "model.started" not in [e.type for e in store.events("t1", "thread", "th1")]
         store.release.set()
         state = await asyncio.wait_for(drive, 30)
@@ -143,13 +149,7 @@ async def test_an_opening_that_does_not_land_abandons_the_call(llm: FakeLLMServe
     await _thread(store, key)
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
     try:
-        drive = asyncio.ensure_future(_driver(store, provider).drive("t1", "th1"))
-        await asyncio.wait_for(store.holding.wait(), 10)
-
-        async def asked() -> None:
-            assert any(c.key == key for c in llm.calls)
-
-        await assert_eventually(asked)
+        drive = await _drive_until_held(store, provider, llm, key)
         store.release.set()
         # The cancel won the race: the drive stops without waiting for the model.
         state = await asyncio.wait_for(drive, 10)
