@@ -29,6 +29,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self, cast
 
+import httpx2
 import openai
 import stamina
 from openai.types.chat import (
@@ -89,6 +90,10 @@ __all__ = [
 ]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Connections to the provider at most, and seconds an idle one is kept for the next call:
+# the SDK's defaults.
+_MAX_CONNECTIONS = 1000
+_KEEPALIVE_EXPIRY = 5.0
 # --- the adapter -------------------------------------------------------------------------
 
 
@@ -148,11 +153,20 @@ class OpenAIProvider:
         self.base_url = base_url
         self._prices = prices if prices is not None else PriceTable()
         self.settings = s = settings or ModelSettings()
+        timeout = openai.Timeout(s.timeout, connect=min(s.timeout, s.connect_timeout))
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key,
             max_retries=0,
-            timeout=openai.Timeout(s.timeout, connect=min(s.timeout, s.connect_timeout)),
+            timeout=timeout,
+            http_client=openai.DefaultAsyncHttpxClient(
+                timeout=timeout,
+                limits=httpx2.Limits(
+                    max_connections=_MAX_CONNECTIONS,
+                    max_keepalive_connections=s.idle_connections,
+                    keepalive_expiry=_KEEPALIVE_EXPIRY,
+                ),
+            ),
         )
         self._closed = False
 

@@ -18,7 +18,8 @@ class ModelSettings(msgspec.Struct, frozen=True, kw_only=True):
     provider is honoured up to `backoff_max`). `max_answer_bytes` bounds an answer's text
     and tool arguments (beyond it the call fails with kind `answer_too_large`);
     `coalesce_ms` is how often streamed text is handed on, in pieces of at most
-    `max_delta_bytes`."""
+    `max_delta_bytes`. `idle_connections` bounds the idle connections kept to the provider
+    (`docs/architecture.md`, "Model calls")."""
 
     timeout: float = 120.0
     connect_timeout: float = 10.0
@@ -28,6 +29,7 @@ class ModelSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_answer_bytes: int = 8 * 1024 * 1024
     coalesce_ms: int = 50
     max_delta_bytes: int = 64 * 1024
+    idle_connections: int = 16
 
     def __post_init__(self) -> None:
         if self.timeout <= 0 or self.connect_timeout <= 0:
@@ -39,13 +41,16 @@ class ModelSettings(msgspec.Struct, frozen=True, kw_only=True):
                 f"backoff must satisfy 0 <= initial <= max, got {self.backoff_initial} "
                 f"and {self.backoff_max}"
             )
+        if self.idle_connections < 0:
+            raise ValueError(f"idle_connections must not be negative, got {self.idle_connections}")
         if self.max_answer_bytes < 1 or self.max_delta_bytes < 1 or self.coalesce_ms < 0:
             raise ValueError("answer and delta limits must be positive, coalesce_ms not negative")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ModelSettings:
-        """`AGENCY_MODEL_TIMEOUT`, `AGENCY_MODEL_MAX_ATTEMPTS`, `AGENCY_MODEL_MAX_ANSWER_BYTES`
-        over the defaults; a value that is not a number is refused with its name."""
+        """`AGENCY_MODEL_TIMEOUT`, `AGENCY_MODEL_MAX_ATTEMPTS`, `AGENCY_MODEL_MAX_ANSWER_BYTES`,
+        `AGENCY_MODEL_IDLE_CONNECTIONS` over the defaults; a value that is not a number is
+        refused with its name."""
         source = os.environ if env is None else env
         defaults = cls()
         return cls(
@@ -53,6 +58,9 @@ class ModelSettings(msgspec.Struct, frozen=True, kw_only=True):
             max_attempts=_number(source, "AGENCY_MODEL_MAX_ATTEMPTS", defaults.max_attempts, int),
             max_answer_bytes=_number(
                 source, "AGENCY_MODEL_MAX_ANSWER_BYTES", defaults.max_answer_bytes, int
+            ),
+            idle_connections=_number(
+                source, "AGENCY_MODEL_IDLE_CONNECTIONS", defaults.idle_connections, int
             ),
         )
 

@@ -214,6 +214,7 @@ def test_settings_come_from_the_environment_and_bad_values_are_named() -> None:
         {"AGENCY_MODEL_TIMEOUT": "2.5", "AGENCY_MODEL_MAX_ATTEMPTS": "2"}
     )
     assert settings.timeout == 2.5 and settings.max_attempts == 2
+    assert ModelSettings.from_env({"AGENCY_MODEL_IDLE_CONNECTIONS": "4"}).idle_connections == 4
     assert ModelSettings.from_env({}) == ModelSettings()
     with pytest.raises(ValueError, match="AGENCY_MODEL_TIMEOUT='soon' is not a valid float"):
         ModelSettings.from_env({"AGENCY_MODEL_TIMEOUT": "soon"})

@@ -457,3 +457,25 @@ async def test_provider_from_env_prefers_openai_settings(
     monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:8000/v1")
     async with provider_from_env(None) as local:
         assert local.base_url == "http://localhost:8000/v1"
+
+
+@pytest.mark.parametrize(("idle", "reused"), [(2, 2), (ModelSettings().idle_connections, 6)])
+async def test_connections_beyond_the_idle_limit_are_closed_after_a_burst(
+    llm: FakeLLMServer, key: str, idle: int, reused: int
+) -> None:
+    # Six calls at once hold six connections; afterwards `idle_connections` of them are
+    # kept for the next calls and the rest closed (each idle one costs every later call a
+    # look at its socket).
+    llm.script(key, [ScriptStep(content="ok", delay_ms=300)])
+    settings = ModelSettings(timeout=10, idle_connections=idle)
+    async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=settings) as p:
+
+        async def burst() -> set[int | None]:
+            before = len(llm.calls)
+            await asyncio.gather(*(p.complete(ask(key)) for _ in range(6)))
+            return {c.client_port for c in llm.calls[before:] if c.key == key}
+
+        first = await burst()
+        second = await burst()
+    assert len(first) == len(second) == 6
+    assert len(first & second) == reused
