@@ -97,26 +97,19 @@ class AggregateReads:
         logged and skipped, and the position passes them."""
         events: list[RecordedEvent] = []
         start = position.stream_seq + 1
-        while True:
-            request = {"seq": start, "next_by_subj": family, "batch": _PAGE}
-            count = 0
-            async for msg in self.batch(request):
-                count += 1
-                recorded = record_from_direct_get(msg)
-                start = recorded.stream_seq + 1
-                if isinstance(recorded, UndecodableEvent):
-                    log.warning(
-                        "undecodable event skipped",
-                        subject=recorded.subject,
-                        stream_seq=recorded.stream_seq,
-                        reason=recorded.reason,
-                    )
-                    position = Position(position.seq, recorded.stream_seq)
-                    continue
-                events.append(recorded)
-                position = recorded.position
-            if count < _PAGE:
-                return events, position
+        async for recorded in scan_from(self._nc, self._stream, family, start, self._timeout):
+            if isinstance(recorded, UndecodableEvent):
+                log.warning(
+                    "undecodable event skipped",
+                    subject=recorded.subject,
+                    stream_seq=recorded.stream_seq,
+                    reason=recorded.reason,
+                )
+                position = Position(position.seq, recorded.stream_seq)
+                continue
+            events.append(recorded)
+            position = recorded.position
+        return events, position
 
     def batch(self, request: dict[str, Any]) -> AsyncIterator[Msg]:
         """The messages of one batch direct get, until the server's end-of-batch."""
@@ -182,6 +175,23 @@ def _joined(
             return None
         expected += 1
     return events
+
+
+async def scan_from(
+    nc: NATS, stream: str, subjects: str, start: int, timeout: float
+) -> AsyncIterator[Recorded]:
+    """Every message on `subjects` (a subject or wildcard) from stream sequence `start` to
+    the stream's end, page by page, as what it is: an event or not."""
+    while True:
+        request = {"seq": start, "next_by_subj": subjects, "batch": _PAGE}
+        count = 0
+        async for msg in direct_batch(nc, stream, request, timeout):
+            count += 1
+            recorded = record_from_direct_get(msg)
+            start = recorded.stream_seq + 1
+            yield recorded
+        if count < _PAGE:
+            return
 
 
 async def direct_batch(

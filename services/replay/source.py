@@ -7,7 +7,6 @@ tenant's `thread_created` subjects, answered from the server's subject index.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from nats.aio.client import Client as NATS
@@ -15,12 +14,9 @@ from nats.aio.client import Client as NATS
 from contracts.events import ThreadCreated
 from contracts.ids import validate_token
 from contracts.subjects import EVENTS_STREAM, event_token
-from infra.jetstream.aggregate_reads import direct_batch
-from infra.jetstream.decoding import decode_recorded
+from infra.jetstream.aggregate_reads import scan_from
 from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
-
-_PAGE = 1000
 
 
 class ThreadNotFound(Exception):
@@ -62,19 +58,18 @@ async def thread_creations(
     token = event_token("thread.created")
     pattern = f"tenant.{validate_token('tenant id', tenant_id)}.evt.thread.*.{token}"
     found: list[Creation] = []
-    async for stream_seq, subject, data in _scan(nc, stream, pattern, start_seq, timeout):
-        if until_seq is not None and stream_seq > until_seq:
+    async for event in scan_from(nc, stream, pattern, start_seq, timeout):
+        if until_seq is not None and event.stream_seq > until_seq:
             break
-        creation = _creation(tenant_id, stream_seq, subject, data)
+        creation = _creation(tenant_id, event)
         if creation is not None:
             found.append(creation)
     return found
 
 
-def _creation(tenant_id: str, stream_seq: int, subject: str, data: bytes) -> Creation | None:
-    # As the event store reads: an envelope naming another thread or tenant than its
-    # subject (what the broker confines to a tenant) is not believed.
-    event = decode_recorded(data, stream_seq, subject)
+def _creation(tenant_id: str, event: RecordedEvent | UndecodableEvent) -> Creation | None:
+    # Decoded as the event store reads: an envelope naming another thread or tenant than
+    # its subject (what the broker confines to a tenant) is not believed.
     if isinstance(event, UndecodableEvent) or event.envelope.tenant_id != tenant_id:
         return None
     payload = event.payload
@@ -82,23 +77,8 @@ def _creation(tenant_id: str, stream_seq: int, subject: str, data: bytes) -> Cre
         return None
     parent = payload.parent.thread_id if payload.parent else None
     return Creation(
-        thread_id=event.envelope.aggregate_id, stream_seq=stream_seq, parent_id=parent, event=event
+        thread_id=event.envelope.aggregate_id,
+        stream_seq=event.stream_seq,
+        parent_id=parent,
+        event=event,
     )
-
-
-async def _scan(
-    nc: NATS, stream: str, pattern: str, start: int, timeout: float
-) -> AsyncIterator[tuple[int, str, bytes]]:
-    """(stream seq, subject, data) of every message matching `pattern` from `start`."""
-    while True:
-        request = {"seq": start, "next_by_subj": pattern, "batch": _PAGE}
-        count = 0
-        last = start
-        async for msg in direct_batch(nc, stream, request, timeout):
-            headers = msg.headers or {}
-            last = int(headers.get("Nats-Sequence", "0"))
-            count += 1
-            yield last, headers.get("Nats-Subject", ""), msg.data
-        if count < _PAGE:
-            return
-        start = last + 1
