@@ -191,6 +191,11 @@ class ThreadDriver:
     def lock(self, tenant_id: str, thread_id: str) -> asyncio.Lock:
         return self._locks.setdefault((tenant_id, thread_id), asyncio.Lock())
 
+    def driving(self, tenant_id: str, thread_id: str) -> bool:
+        """Whether a drive of the thread holds its lock in this process right now."""
+        lock = self._locks.get((tenant_id, thread_id))
+        return lock is not None and lock.locked()
+
     async def resolve(self, state: ThreadState) -> Resolved:
         dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
         merged = {**self._system.blueprints, **dynamic}

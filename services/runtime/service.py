@@ -50,6 +50,7 @@ from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.checkpoint import with_checkpoint
 from services.runtime.local_tools import is_own_result
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
+from services.runtime.settled import SettledThreads
 from services.runtime.state import ThreadState
 
 log = structlog.get_logger(__name__)
@@ -116,6 +117,7 @@ class RuntimeService:
         self._busy_wait = busy_wait
         self._consumer = consumer
         self._threads = ThreadCache(bus.store)
+        self.settled = SettledThreads()
         self.blueprints = BlueprintCache(bus.store)
         self.driver = ThreadDriver(
             bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
@@ -261,15 +263,21 @@ class RuntimeService:
 
     async def drive_owned(self, tenant: str, thread_id: str, seen: int = 0) -> bool:
         """Drive the thread while holding its lease: False (having done nothing) while
-        another worker holds it. Only the lease holder makes the thread's model calls."""
+        another worker holds it. Only the lease holder makes the thread's model calls.
+        True without a drive when a drive here already settled the thread past `seen`."""
         async with self.driver.lock(tenant, thread_id):
-            outcome = await self.leases.run_owned(
+            if self.settled.covers(tenant, thread_id, seen):
+                return True
+            state = await self.leases.run_owned(
                 lease_key(tenant, thread_id),
                 lambda: self._drive_bounded(tenant, thread_id, seen),
             )
-        return outcome is not None
+        if state is None:
+            return False
+        self.settled.mark(tenant, thread_id, state.position.stream_seq)
+        return True
 
-    async def _drive_bounded(self, tenant: str, thread_id: str, seen: int) -> bool:
+    async def _drive_bounded(self, tenant: str, thread_id: str, seen: int) -> ThreadState:
         """`drive_locked`, stopped when it appends nothing for `end_after` seconds. Every
         wait inside is bounded on its own; this bounds what a bug or an unforeseen hang
         would otherwise hold forever (the lease renews for as long as the process lives)."""
@@ -281,8 +289,7 @@ class RuntimeService:
                     before = appends()
                     done, _ = await asyncio.wait({task}, timeout=idle)
                     if done:
-                        task.result()
-                        return True
+                        return task.result()
                     if appends() == before:
                         log.error("drive stalled; stopping it", thread_id=thread_id, idle=idle)
                         raise DriveStalled(thread_id, idle)
@@ -354,10 +361,17 @@ class RuntimeService:
         )
 
     async def _watch(self, tenant: str, watch: WatchRun, delivery: Delivery) -> None:
-        state = await self._threads.load(tenant, watch.thread_id)
         key = lease_key(tenant, watch.thread_id)
-        leased = await self.leases.holder(key) is not None
-        judged = watchdog.verdict(state, watch.run_id, utc_now(), leased, self._watch_settings)
+        judged: watchdog.Verdict
+        if self.driver.driving(tenant, watch.thread_id):
+            # Driven here right now (an invoke's watch arrives while its run starts): not
+            # stalled, as when another worker holds the lease, and a drive that hangs is
+            # stopped by its own bound (`DriveStalled`). Looked at again later.
+            judged = watchdog.Later(self._watch_settings.stall_after)
+        else:
+            state = await self._threads.load(tenant, watch.thread_id)
+            leased = await self.leases.holder(key) is not None
+            judged = watchdog.verdict(state, watch.run_id, utc_now(), leased, self._watch_settings)
         match judged:
             case watchdog.Done():
                 return
