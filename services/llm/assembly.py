@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-import openai
 import pydantic
 from openai.types.chat import ChatCompletion
 
@@ -74,9 +73,9 @@ class Assembly:
     size: int = 0
 
     def add(self, chunk: object) -> str:
-        """Fold one chunk (its decoded JSON) in; return its new text."""
+        """Fold one chunk (a `StreamChunk`, or its decoded JSON) in; return its new text."""
         try:
-            return self._add(stream_chunk(chunk))
+            return self._add(chunk if isinstance(chunk, StreamChunk) else stream_chunk(chunk))
         except (AttributeError, TypeError, ValueError, KeyError) as e:
             raise ModelResponseError(
                 f"the model stream sent a chunk that is not an OpenAI chat completion chunk "
@@ -209,12 +208,6 @@ def parse_completion(body: bytes, model: str, max_bytes: int) -> ModelResponse:
         usage=usage,
         finish_reason=choice.finish_reason or "stop",
         model=completion.model or model,
-    )
-
-
-def stream_error(error: openai.APIError) -> ModelStreamError:
-    return ModelStreamError(
-        f"the model stream reported an error: {error.message}", kind="stream_error"
     )
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -30,10 +29,10 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 import httpx2
+import msgspec
 import openai
 import stamina
 from openai.types.chat import (
-    ChatCompletion,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageParam,
 )
@@ -46,8 +45,8 @@ from services.llm.assembly import (
     OnDelta,
     parse_completion,
     snippet,
-    stream_error,
 )
+from services.llm.chunks import StreamChunk
 from services.llm.errors import (
     ModelConfigError,
     ModelConnectionError,
@@ -67,6 +66,7 @@ from services.llm.port import (
 )
 from services.llm.pricing import PriceTable
 from services.llm.settings import ModelSettings
+from services.llm.wire import WireBroken, encode_body, stream_chunks
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -94,16 +94,22 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # the SDK's defaults.
 _MAX_CONNECTIONS = 1000
 _KEEPALIVE_EXPIRY = 5.0
+# Bytes of an error answer read for its message.
+_ERROR_BODY_LIMIT = 64 * 1024
 # --- the adapter -------------------------------------------------------------------------
 
 
-def _status_detail(error: openai.APIStatusError) -> str:
-    body = error.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
+def _status_detail(body: bytes) -> str:
+    """What an error answer says: its JSON's `error.message`, or the start of its text."""
+    try:
+        decoded = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        decoded = None
+    if isinstance(decoded, dict):
+        inner = decoded.get("error", decoded)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
             return str(inner["message"])
-    return error.message
+    return snippet(body.decode(errors="replace")) or "no body"
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -131,7 +137,7 @@ def _is_transport_error(error: Exception, name: str) -> bool:
     return any(c.__name__ == name for c in type(error).__mro__)
 
 
-async def _next_chunk(chunks: AsyncIterator[object]) -> object | None:
+async def _next_chunk(chunks: AsyncIterator[StreamChunk]) -> StreamChunk | None:
     return await anext(chunks, None)
 
 
@@ -154,20 +160,29 @@ class OpenAIProvider:
         self._prices = prices if prices is not None else PriceTable()
         self.settings = s = settings or ModelSettings()
         timeout = openai.Timeout(s.timeout, connect=min(s.timeout, s.connect_timeout))
+        self._http = openai.DefaultAsyncHttpxClient(
+            timeout=timeout,
+            limits=httpx2.Limits(
+                max_connections=_MAX_CONNECTIONS,
+                max_keepalive_connections=s.idle_connections,
+                keepalive_expiry=_KEEPALIVE_EXPIRY,
+            ),
+        )
+        # The SDK's client says where and with which headers (its key, organization and
+        # project from the environment); the call itself goes out on its HTTP client here.
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key,
             max_retries=0,
             timeout=timeout,
-            http_client=openai.DefaultAsyncHttpxClient(
-                timeout=timeout,
-                limits=httpx2.Limits(
-                    max_connections=_MAX_CONNECTIONS,
-                    max_keepalive_connections=s.idle_connections,
-                    keepalive_expiry=_KEEPALIVE_EXPIRY,
-                ),
-            ),
+            http_client=self._http,
         )
+        self._url = f"{self._client.base_url}chat/completions"
+        self._headers = {
+            name: value
+            for name, value in {**self._client.default_headers, **self._client.auth_headers}.items()
+            if isinstance(value, str)
+        }
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -276,43 +291,51 @@ class OpenAIProvider:
         }
         if tools:
             body["tools"] = tools
+        # The body as built (the wire's shape already), without the SDK's walk of every
+        # message and tool schema against its typed parameters (`docs/performance.md`).
+        request = self._http.build_request(
+            "POST", self._url, content=encode_body(body), headers=self._headers
+        )
         try:
-            # The client's `post`, not `chat.completions.create`: the body is already the
-            # wire's shape, and the SDK's walk of every message and tool schema against its
-            # typed parameters costs milliseconds a call (`docs/performance.md`).
-            stream = await self._client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=ChatCompletion,
-                stream=True,
-                stream_cls=openai.AsyncStream[object],
-            )
-        except openai.APIError as e:
-            raise self._translate(e, streaming=False) from e
-        assembly = Assembly(model=name, max_bytes=self.settings.max_answer_bytes)
-        # `async with` closes the HTTP response on every exit, cancellation included.
-        async with stream:
-            content_type = stream.response.headers.get("content-type", "")
+            response = await self._http.send(request, stream=True)
+        except httpx2.TimeoutException as e:
+            raise self._timeout() from e
+        except httpx2.RequestError as e:
+            raise ModelConnectionError(
+                f"could not reach the model provider at {self.base_url} ({type(e).__name__}: {e})"
+            ) from e
+        try:  # the response is closed on every exit, cancellation included
+            if response.status_code >= 400:
+                raise await self._status_error(response)
+            content_type = response.headers.get("content-type", "")
             if not content_type.startswith("text/event-stream"):
-                return await self._whole(stream.response, content_type, name)
-            try:
-                await self._read(stream, assembly, coalescer)
-            except openai.APIError as e:
-                raise self._translate(e, streaming=True) from e
-            except json.JSONDecodeError as e:
-                raise ModelResponseError(
-                    f"the model stream sent a chunk that is not JSON ({e}): {snippet(e.doc)}",
-                    kind="malformed_response",
-                ) from e
-            except (TypeError, ValueError, AttributeError) as e:
-                raise ModelResponseError(
-                    f"the model stream sent a chunk that is not an OpenAI chat completion "
-                    f"chunk ({type(e).__name__}: {e})",
-                    kind="not_openai_json",
-                ) from e
-        response = assembly.response()
+                return await self._whole(response, content_type, name)
+            assembly = Assembly(model=name, max_bytes=self.settings.max_answer_bytes)
+            async with contextlib.aclosing(stream_chunks(response)) as chunks:
+                try:
+                    await self._read(chunks, assembly, coalescer)
+                except WireBroken as e:
+                    raise self._broken(e.cause) from e.cause
+        finally:
+            await response.aclose()
+        answer = assembly.response()
         await coalescer.finish()
-        return response
+        return answer
+
+    async def _status_error(self, response: httpx2.Response) -> ModelStatusError:
+        body = bytearray()
+        with contextlib.suppress(httpx2.TimeoutException, httpx2.RequestError):
+            async for piece in response.aiter_bytes():
+                body += piece
+                if len(body) > _ERROR_BODY_LIMIT:
+                    break
+        should_retry = response.headers.get("x-should-retry")
+        return ModelStatusError(
+            response.status_code,
+            _status_detail(bytes(body[:_ERROR_BODY_LIMIT])),
+            retry_after=_retry_after(response.headers),
+            retryable={"true": True, "false": False}.get(should_retry or ""),
+        )
 
     async def _whole(self, response: Any, content_type: str, name: str) -> ModelResponse:
         """An answer that is no event stream: a whole completion, or what went wrong."""
@@ -343,14 +366,14 @@ class OpenAIProvider:
 
     async def _read(
         self,
-        chunks: AsyncIterator[object],
+        chunks: AsyncIterator[StreamChunk],
         assembly: Assembly,
         coalescer: Coalescer,
     ) -> None:
         # While text is buffered, the next chunk is read in its own task so the text can be
         # flushed on time while the model pauses, without cancelling (and so breaking) the
         # stream's read. With nothing buffered nothing is due: the read is awaited directly.
-        pending: asyncio.Future[object | None] | None = None
+        pending: asyncio.Future[StreamChunk | None] | None = None
         try:
             while True:
                 budget = coalescer.wait_budget()
@@ -384,30 +407,14 @@ class OpenAIProvider:
             timeout=True,
         )
 
-    def _translate(self, error: openai.APIError, *, streaming: bool) -> ModelError:
-        if isinstance(error, openai.APITimeoutError):
+    def _broken(self, cause: Exception) -> ModelError:
+        """The transport failed while the answer streamed in."""
+        if isinstance(cause, httpx2.TimeoutException):
             return self._timeout()
-        if isinstance(error, openai.APIConnectionError):
-            cause = error.__cause__
-            reason = f"{type(cause).__name__}: {cause}" if cause else error.message
-            if streaming:
-                return ModelStreamError(
-                    f"the model stream from {self.base_url} broke off ({reason})",
-                    kind="truncated_stream",
-                )
-            return ModelConnectionError(
-                f"could not reach the model provider at {self.base_url} ({reason})"
-            )
-        if isinstance(error, openai.APIStatusError):
-            headers = error.response.headers
-            should_retry = headers.get("x-should-retry")
-            return ModelStatusError(
-                error.status_code,
-                _status_detail(error),
-                retry_after=_retry_after(headers),
-                retryable={"true": True, "false": False}.get(should_retry or ""),
-            )
-        return stream_error(error)
+        return ModelStreamError(
+            f"the model stream from {self.base_url} broke off ({type(cause).__name__}: {cause})",
+            kind="truncated_stream",
+        )
 
 
 def provider_from_env(
