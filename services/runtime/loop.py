@@ -236,8 +236,15 @@ class ThreadDriver:
         """Gather the decisions that need no I/O (local tools run here) and append them with
         the next thing that does (a model call, or waiting): one append a step."""
         pending: list[AnyEvent] = []
+        # The state with `pending` applied, extended as decisions are added to the same
+        # list on top of the same stored state, and built afresh when either is replaced.
+        virtual, base, folded, counted = state, state, pending, 0
         for _ in range(_MAX_ITERATIONS):
-            virtual = simulate(state, pending)
+            if base is not state or folded is not pending or counted > len(pending):
+                virtual, base, folded, counted = state, state, pending, 0
+            if counted < len(pending):
+                virtual = simulate(virtual, pending[counted:])
+                counted = len(pending)
             resolved = await self.resolve(virtual)
             tools = tools_now(
                 self._system, resolved.blueprint, virtual, resolved.blueprints, resolved.mcp_tools
@@ -255,7 +262,9 @@ class ThreadDriver:
                     pending = [] if appended else still_ours(state, stored, pending)
                     state = stored
                 case CallModel(run_id=run_id, step=step):
-                    state, pending = await self._model_step(state, pending, resolved, run_id, step)
+                    state, pending = await self._model_step(
+                        state, pending, virtual, resolved, run_id, step
+                    )
         raise LoopDidNotSettle(state.thread_id, _MAX_ITERATIONS)
 
     async def end_run(
@@ -358,15 +367,17 @@ class ThreadDriver:
         self,
         state: ThreadState,
         pending: list[AnyEvent],
+        virtual: ThreadState,
         resolved: Resolved,
         run_id: str,
         step: int,
     ) -> tuple[ThreadState, list[AnyEvent]]:
         """Append `pending` with the step's opening events, call the model, and return what
-        it answered as the new pending events (appended with the decisions that follow)."""
+        it answered as the new pending events (appended with the decisions that follow).
+        `virtual` is `state` with `pending` applied (`simulate`)."""
         blueprint = resolved.blueprint
         state_before = state
-        state = simulate(state, pending)
+        state = virtual
         ctx = self._context(state, resolved, run_id, step)
         model = self._system.model_for(blueprint)
         tools = tools_now(self._system, blueprint, state, resolved.blueprints, resolved.mcp_tools)
