@@ -12,33 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Protocol
 
-import msgspec
 import structlog
 from opentelemetry import trace
 
 from contracts.events import (
     AgentError,
-    AgentStarted,
     AnyEvent,
     BlueprintSpec,
-    ChatMessage,
-    ContextTrimmed,
-    HitlInterrupt,
     McpServer,
     MessageAppended,
-    MiddlewareAfterModel,
-    MiddlewareBeforeModel,
-    ModelCompleted,
-    ModelStarted,
     RunError,
-    RunPaused,
     RunResumed,
-    RunTick,
     ToolError,
-    ToolRegistered,
     ToolRequested,
     ToolStarted,
 )
@@ -47,17 +35,14 @@ from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.middleware import (
-    Middleware,
     MiddlewareContext,
-    ModelPlan,
-    hooks_model_calls,
 )
 from services.agents.system import AgentSystem
-from services.agents.tools import Tool, ToolSpec
+from services.agents.tools import Tool
 from services.common.decide import CONFLICT_ATTEMPTS
-from services.llm.provider import ModelError, ModelRequest, Provider
+from services.llm.provider import ModelError, Provider
+from services.runtime import model_step
 from services.runtime.actions import Append, CallModel, Wait, next_action
-from services.runtime.budget import trim_to_budget
 from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.checkpoint import with_checkpoint
 from services.runtime.code_runner import CodeRuns
@@ -65,21 +50,19 @@ from services.runtime.failures import (
     LoopDidNotSettle,
     describe,
     failure_kind,
-    fit_message,
     is_transient,
     run_failed,
 )
 from services.runtime.local_tools import run_local_calls
 from services.runtime.model_call import ModelAborted, ModelCalls, discard
+from services.runtime.model_step import Resolved
 from services.runtime.reports import child_report_hooks
-from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
-from services.runtime.toolset import side_config, tools_now
+from services.runtime.toolset import tools_now
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
-DEFAULT_TOKEN_BUDGET = 100_000
 _MAX_ITERATIONS = 500
 
 
@@ -120,16 +103,6 @@ class UnknownThread(Exception):
 
     def __init__(self, tenant_id: str, thread_id: str) -> None:
         super().__init__(f"thread {thread_id} of tenant {tenant_id} is not registered (yet)")
-
-
-@dataclass(frozen=True, slots=True)
-class Resolved:
-    blueprint: BlueprintSpec
-    middleware: list[Middleware]
-    # Every blueprint the thread's agency knows (static, overridden by dynamic ones).
-    blueprints: dict[str, BlueprintSpec]
-    # The tools of the MCP servers the blueprint names, by the name the model calls.
-    mcp_tools: dict[str, Tool] = field(default_factory=dict)
 
 
 class McpTools(Protocol):
@@ -375,70 +348,11 @@ class ThreadDriver:
         """Append `pending` with the step's opening events, call the model, and return what
         it answered as the new pending events (appended with the decisions that follow).
         `virtual` is `state` with `pending` applied (`simulate`)."""
-        blueprint = resolved.blueprint
         state_before = state
         state = virtual
         ctx = self._context(state, resolved, run_id, step)
-        model = self._system.model_for(blueprint)
-        tools = tools_now(self._system, blueprint, state, resolved.blueprints, resolved.mcp_tools)
-        side = side_config(blueprint, state.side)
-        own_prompt = side.prompt if side is not None else blueprint.prompt
-        prompts = [own_prompt] if own_prompt else []
-        for middleware in resolved.middleware:
-            extra = middleware.system_prompt(ctx)
-            if extra:
-                prompts.append(extra)
-        budget = blueprint.config.token_budget or DEFAULT_TOKEN_BUDGET
-        plan = ModelPlan(
-            model=model,
-            system_prompts=prompts,
-            messages=side_messages(state, state.side)
-            if side and state.side
-            else list(state.messages),
-            tools=[t.spec for t in tools.values()],
-            token_budget=budget,
-        )
-        prelude: list[AnyEvent] = [RunTick(run_id=run_id, step=step)]
-        if step == 1:
-            prelude.append(AgentStarted(run_id=run_id, agent_type=state.agent_type, model=model))
-        for middleware in resolved.middleware:
-            if not hooks_model_calls(middleware)[0]:
-                continue
-            await middleware.before_model(ctx, plan)
-            prelude.append(
-                MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
-            )
-        # Tools registered by these hooks are offered to this very call.
-        offered = {spec.name for spec in plan.tools}
-        plan.tools.extend(
-            ToolSpec(name=e.name, description=e.description, parameters=e.parameters)
-            for e in ctx.emitted
-            if isinstance(e, ToolRegistered) and e.name not in offered
-        )
-        system_messages = [ChatMessage(role="system", content="\n\n".join(plan.system_prompts))]
-        system_messages = system_messages if plan.system_prompts else []
-        trimmed = trim_to_budget(
-            system_messages, plan.messages, plan.token_budget or DEFAULT_TOKEN_BUDGET
-        )
-        if trimmed.dropped:
-            prelude.append(
-                ContextTrimmed(
-                    run_id=run_id,
-                    step=step,
-                    dropped_messages=trimmed.dropped,
-                    tokens_before=trimmed.tokens_before,
-                    tokens_after=trimmed.tokens_after,
-                    budget=plan.token_budget or DEFAULT_TOKEN_BUDGET,
-                )
-            )
-        prelude.append(
-            ModelStarted(run_id=run_id, step=step, model=model, message_count=len(trimmed.messages))
-        )
-        prelude.extend(ctx.emitted)
-        ctx.emitted.clear()
-        request = ModelRequest(
-            model=model, messages=(*system_messages, *trimmed.messages), tools=tuple(plan.tools)
-        )
+        opened = await model_step.opening(self._system, resolved, ctx, state, run_id, step)
+        prelude, request = opened.prelude, opened.request
         # The model is asked while the opening is stored (`model_call`).
         opening = asyncio.ensure_future(self.append(state_before, [*pending, *prelude]))
         calling = asyncio.ensure_future(
@@ -465,37 +379,8 @@ class ThreadDriver:
                 AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
                 RunError(run_id=run_id, error=f"model call failed: {e}", kind=kind),
             ]
-        response = replace(response, message=fit_message(response.message))
         ctx.state = state
-        if side is not None:
-            # Whose turn it was: each side later sees its own words as the assistant's.
-            response = replace(
-                response, message=msgspec.structs.replace(response.message, name=state.side)
-            )
-        after: list[AnyEvent] = [
-            ModelCompleted(
-                run_id=run_id,
-                step=step,
-                model=response.model or model,
-                message=response.message,
-                usage=response.usage,
-                finish_reason=response.finish_reason,
-                cost_usd=response.cost_usd,
-            )
-        ]
-        for middleware in resolved.middleware:
-            if not hooks_model_calls(middleware)[1]:
-                continue
-            await middleware.on_model_result(ctx, response.message)
-            after.append(
-                MiddlewareAfterModel(run_id=run_id, step=step, middleware_name=middleware.name)
-            )
-        after.append(MessageAppended(run_id=run_id, message=response.message))
-        after.extend(ctx.emitted)
-        if ctx.held_calls:
-            after.append(HitlInterrupt(run_id=run_id, proposed_tool_calls=tuple(ctx.held_calls)))
-            after.append(RunPaused(run_id=run_id, reason="hitl"))
-        return state, after
+        return state, await model_step.closing(resolved, ctx, opened, response, run_id, step)
 
     def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:
         """Abort the thread's model call in flight, or its code agent's handler."""

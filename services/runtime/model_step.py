@@ -1,0 +1,180 @@
+"""A model step's two ends: what opens it (the prompt, the middleware's plan, the trimmed
+context, the events stored before the call, the request) and what its answer closes it
+with (the answer's events, the middleware's view of it, a pause for approval). The call
+between them, and the appends, are the loop's (`ThreadDriver._model_step`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import msgspec
+
+from contracts.events import (
+    AgentStarted,
+    AnyEvent,
+    BlueprintSpec,
+    ChatMessage,
+    ContextTrimmed,
+    HitlInterrupt,
+    MessageAppended,
+    MiddlewareAfterModel,
+    MiddlewareBeforeModel,
+    ModelCompleted,
+    ModelStarted,
+    RunPaused,
+    RunTick,
+    SideConfig,
+    ToolRegistered,
+)
+from services.agents.middleware import (
+    Middleware,
+    MiddlewareContext,
+    ModelPlan,
+    hooks_model_calls,
+)
+from services.agents.system import AgentSystem
+from services.agents.tools import Tool, ToolSpec
+from services.llm.provider import ModelRequest, ModelResponse
+from services.runtime.budget import trim_to_budget
+from services.runtime.failures import fit_message
+from services.runtime.session import side_messages
+from services.runtime.state import ThreadState
+from services.runtime.toolset import side_config, tools_now
+
+DEFAULT_TOKEN_BUDGET = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    blueprint: BlueprintSpec
+    middleware: list[Middleware]
+    # Every blueprint the thread's agency knows (static, overridden by dynamic ones).
+    blueprints: dict[str, BlueprintSpec]
+    # The tools of the MCP servers the blueprint names, by the name the model calls.
+    mcp_tools: dict[str, Tool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A step ready to call: the events stored with the call, and the call."""
+
+    prelude: list[AnyEvent]
+    request: ModelRequest
+    model: str
+    # The side of a session whose turn it is (`services/runtime/session.py`), if any.
+    side: SideConfig | None
+
+
+async def opening(
+    system: AgentSystem,
+    resolved: Resolved,
+    ctx: MiddlewareContext,
+    state: ThreadState,
+    run_id: str,
+    step: int,
+) -> Opened:
+    """The step's request from `state` (the thread with every decision so far applied),
+    after the middleware's `before_model` hooks, and the events that open it."""
+    blueprint = resolved.blueprint
+    model = system.model_for(blueprint)
+    tools = tools_now(system, blueprint, state, resolved.blueprints, resolved.mcp_tools)
+    side = side_config(blueprint, state.side)
+    own_prompt = side.prompt if side is not None else blueprint.prompt
+    prompts = [own_prompt] if own_prompt else []
+    for middleware in resolved.middleware:
+        extra = middleware.system_prompt(ctx)
+        if extra:
+            prompts.append(extra)
+    budget = blueprint.config.token_budget or DEFAULT_TOKEN_BUDGET
+    plan = ModelPlan(
+        model=model,
+        system_prompts=prompts,
+        messages=side_messages(state, state.side) if side and state.side else list(state.messages),
+        tools=[t.spec for t in tools.values()],
+        token_budget=budget,
+    )
+    prelude: list[AnyEvent] = [RunTick(run_id=run_id, step=step)]
+    if step == 1:
+        prelude.append(AgentStarted(run_id=run_id, agent_type=state.agent_type, model=model))
+    for middleware in resolved.middleware:
+        if not hooks_model_calls(middleware)[0]:
+            continue
+        await middleware.before_model(ctx, plan)
+        prelude.append(
+            MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
+        )
+    # Tools registered by these hooks are offered to this very call.
+    offered = {spec.name for spec in plan.tools}
+    plan.tools.extend(
+        ToolSpec(name=e.name, description=e.description, parameters=e.parameters)
+        for e in ctx.emitted
+        if isinstance(e, ToolRegistered) and e.name not in offered
+    )
+    system_messages = [ChatMessage(role="system", content="\n\n".join(plan.system_prompts))]
+    system_messages = system_messages if plan.system_prompts else []
+    trimmed = trim_to_budget(
+        system_messages, plan.messages, plan.token_budget or DEFAULT_TOKEN_BUDGET
+    )
+    if trimmed.dropped:
+        prelude.append(
+            ContextTrimmed(
+                run_id=run_id,
+                step=step,
+                dropped_messages=trimmed.dropped,
+                tokens_before=trimmed.tokens_before,
+                tokens_after=trimmed.tokens_after,
+                budget=plan.token_budget or DEFAULT_TOKEN_BUDGET,
+            )
+        )
+    prelude.append(
+        ModelStarted(run_id=run_id, step=step, model=model, message_count=len(trimmed.messages))
+    )
+    prelude.extend(ctx.emitted)
+    ctx.emitted.clear()
+    request = ModelRequest(
+        model=model, messages=(*system_messages, *trimmed.messages), tools=tuple(plan.tools)
+    )
+    return Opened(prelude=prelude, request=request, model=model, side=side)
+
+
+async def closing(
+    resolved: Resolved,
+    ctx: MiddlewareContext,
+    opened: Opened,
+    response: ModelResponse,
+    run_id: str,
+    step: int,
+) -> list[AnyEvent]:
+    """The events the answer adds, after the middleware's `on_model_result` hooks; the
+    step pauses for approval when a hook held tool calls back. `ctx.state` is the thread
+    as stored once the step opened."""
+    response = replace(response, message=fit_message(response.message))
+    if opened.side is not None:
+        # Whose turn it was: each side later sees its own words as the assistant's.
+        response = replace(
+            response, message=msgspec.structs.replace(response.message, name=ctx.state.side)
+        )
+    after: list[AnyEvent] = [
+        ModelCompleted(
+            run_id=run_id,
+            step=step,
+            model=response.model or opened.model,
+            message=response.message,
+            usage=response.usage,
+            finish_reason=response.finish_reason,
+            cost_usd=response.cost_usd,
+        )
+    ]
+    for middleware in resolved.middleware:
+        if not hooks_model_calls(middleware)[1]:
+            continue
+        await middleware.on_model_result(ctx, response.message)
+        after.append(
+            MiddlewareAfterModel(run_id=run_id, step=step, middleware_name=middleware.name)
+        )
+    after.append(MessageAppended(run_id=run_id, message=response.message))
+    after.extend(ctx.emitted)
+    if ctx.held_calls:
+        after.append(HitlInterrupt(run_id=run_id, proposed_tool_calls=tuple(ctx.held_calls)))
+        after.append(RunPaused(run_id=run_id, reason="hitl"))
+    return after
