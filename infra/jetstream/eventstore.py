@@ -55,6 +55,7 @@ from infra.jetstream.records import (
 )
 from infra.jetstream.streams import ATOMIC_BATCH_LIMIT, MAX_EVENT_BYTES
 from infra.jetstream.tracing import current_carrier
+from infra.keyed_locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
 
@@ -91,7 +92,7 @@ class EventStore:
         self._retry_budget = retry_budget
         # One append in flight per aggregate: a second expected-sequence append racing the
         # first is refused by a replicated stream even when it would have been valid.
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: KeyedLocks[str] = KeyedLocks()
 
     @property
     def stream(self) -> str:
@@ -135,7 +136,7 @@ class EventStore:
         for envelope, body in zip(envelopes, bodies, strict=True):
             if len(body) > MAX_EVENT_BODY:
                 raise EventTooLarge(envelope.type, len(body), MAX_EVENT_BODY)
-        lock = self._locks.setdefault(family, asyncio.Lock())
+        lock = self._locks.lock(family)
         async with lock:
             try:
                 if len(envelopes) == 1:

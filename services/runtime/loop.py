@@ -34,6 +34,7 @@ from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
+from infra.keyed_locks import KeyedLocks
 from services.agents.middleware import (
     MiddlewareContext,
 )
@@ -131,7 +132,7 @@ class ThreadDriver:
         self._provider = provider
         self._threads = threads
         self._blueprints = blueprints
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
         # The model call in flight per thread, so a cancel can abort it.
         self.calls = ModelCalls(provider, self.append)
         # Appends made by the drives being watched (`watched`), per thread.
@@ -162,12 +163,11 @@ class ThreadDriver:
             self._appends.pop(key, None)
 
     def lock(self, tenant_id: str, thread_id: str) -> asyncio.Lock:
-        return self._locks.setdefault((tenant_id, thread_id), asyncio.Lock())
+        return self._locks.lock((tenant_id, thread_id))
 
     def driving(self, tenant_id: str, thread_id: str) -> bool:
         """Whether a drive of the thread holds its lock in this process right now."""
-        lock = self._locks.get((tenant_id, thread_id))
-        return lock is not None and lock.locked()
+        return self._locks.held((tenant_id, thread_id))
 
     async def resolve(self, state: ThreadState) -> Resolved:
         dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
