@@ -8,7 +8,6 @@ the dead-letter stream with the last error. The loop is `infra/jetstream/worker.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from infra.jetstream.worker import (
     Undecodable,
     WorkerRetry,
 )
+from infra.keyed_locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -164,7 +164,7 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         self._js = js
         self._service = service
         self._handler = handler
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         config = ConsumerConfig(
@@ -200,14 +200,10 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         delivery = Delivery(msg.subject, meta.sequence.stream, meta.num_delivered)
         # Commands of one aggregate are handled one at a time, in the order fetched;
         # different aggregates' commands run side by side.
-        key = _ordering_key(item)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        try:
-            async with lock:
-                return await self._handle_in_order(item, delivery)
-        finally:
-            if not lock.locked():
-                self._locks.pop(key, None)
+        # (A lock dropped from a map as its holder releases it, while another task waits
+        # on it, would let a third task take a fresh one beside that waiter.)
+        async with self._locks.lock(_ordering_key(item)):
+            return await self._handle_in_order(item, delivery)
 
     async def _handle_in_order(
         self, envelope: CommandEnvelope, delivery: Delivery

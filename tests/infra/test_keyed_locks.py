@@ -34,6 +34,32 @@ async def test_tasks_of_one_key_share_a_lock_that_is_dropped_after_them() -> Non
     assert not locks.held("a")
 
 
+async def test_a_task_arriving_as_the_holder_lets_go_queues_behind_the_waiter() -> None:
+    """The holder releases while another task waits: a third task gets the same lock, so
+    it cannot run beside the waiter (a map that dropped the lock on release would hand it
+    a fresh one)."""
+    locks: KeyedLocks[str] = KeyedLocks()
+    order: list[str] = []
+
+    async def hold(name: str) -> None:
+        async with locks.lock("k"):
+            order.append(f"{name} in")
+            await asyncio.sleep(0)
+            order.append(f"{name} out")
+
+    first = locks.lock("k")
+    await first.acquire()
+    waiter = asyncio.create_task(hold("waiter"))
+    await asyncio.sleep(0)  # one turn of the loop: the waiter runs until it queues
+    assert first._waiters, "the waiter is not queued on the lock"
+    first.release()
+    del first
+    late = asyncio.create_task(hold("late"))
+    await asyncio.gather(waiter, late)
+    assert order == ["waiter in", "waiter out", "late in", "late out"]
+    assert len(locks) == 0
+
+
 async def test_the_event_store_keeps_no_lock_of_an_aggregate_it_is_done_with(
     bus: Bus, tenant: str
 ) -> None:
