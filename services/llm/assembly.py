@@ -28,7 +28,7 @@ from openai.types.chat import ChatCompletion
 
 from contracts.events.base import ChatMessage, ToolCall, Usage
 from contracts.ids import new_id
-from services.llm.chunks import StreamChunk, stream_chunk
+from services.llm.chunks import StreamChunk
 from services.llm.errors import ModelResponseError, ModelStreamError
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -72,18 +72,9 @@ class Assembly:
     usage: Usage = field(default_factory=Usage)
     size: int = 0
 
-    def add(self, chunk: object) -> str:
-        """Fold one chunk (a `StreamChunk`, or its decoded JSON) in; return its new text."""
-        try:
-            return self._add(chunk if isinstance(chunk, StreamChunk) else stream_chunk(chunk))
-        except (AttributeError, TypeError, ValueError, KeyError) as e:
-            raise ModelResponseError(
-                f"the model stream sent a chunk that is not an OpenAI chat completion chunk "
-                f"({type(e).__name__}: {e}): {snippet(repr(chunk))}",
-                kind="not_openai_json",
-            ) from e
-
-    def _add(self, chunk: StreamChunk) -> str:
+    def add(self, chunk: StreamChunk) -> str:
+        """Fold one chunk in (decoded and checked by `services/llm/wire.py`); return its
+        new text."""
         if chunk.model:
             self.model = chunk.model
         if chunk.usage is not None:

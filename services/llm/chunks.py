@@ -1,8 +1,8 @@
 """The fields of a streamed chat completion chunk that the assembly reads, as msgspec
-structs: a chunk's JSON becomes these in one `msgspec.convert`, where the SDK's models cost
-a recursive construction per chunk (`docs/performance.md`). Unknown fields are ignored; a
-missing required field or a wrong type raises `msgspec.ValidationError` (a `ValueError`),
-which the assembly reports as `not_openai_json`."""
+structs: an event's JSON is decoded straight into these (`services/llm/wire.py`), where the
+SDK's models cost a recursive construction per chunk (`docs/performance.md`). Unknown
+fields are ignored; a missing required field or a wrong type raises
+`msgspec.ValidationError`, reported as `not_openai_json`."""
 
 from __future__ import annotations
 
@@ -40,8 +40,3 @@ class StreamChunk(msgspec.Struct, frozen=True):
     choices: list[Choice]
     model: str | None = None
     usage: ChunkUsage | None = None
-
-
-def stream_chunk(data: object) -> StreamChunk:
-    """A decoded chunk (the JSON of one server-sent event) as a `StreamChunk`."""
-    return msgspec.convert(data, StreamChunk)

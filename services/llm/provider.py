@@ -131,12 +131,6 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-def _is_transport_error(error: Exception, name: str) -> bool:
-    """Whether `error` is the HTTP client's `name` error (httpx and httpx2 share the names;
-    which one the SDK uses depends on its version)."""
-    return any(c.__name__ == name for c in type(error).__mro__)
-
-
 async def _next_chunk(chunks: AsyncIterator[StreamChunk]) -> StreamChunk | None:
     return await anext(chunks, None)
 
@@ -337,7 +331,9 @@ class OpenAIProvider:
             retryable={"true": True, "false": False}.get(should_retry or ""),
         )
 
-    async def _whole(self, response: Any, content_type: str, name: str) -> ModelResponse:
+    async def _whole(
+        self, response: httpx2.Response, content_type: str, name: str
+    ) -> ModelResponse:
         """An answer that is no event stream: a whole completion, or what went wrong."""
         limit = self.settings.max_answer_bytes
         body = bytearray()
@@ -346,14 +342,12 @@ class OpenAIProvider:
                 body += piece
                 if len(body) > limit:
                     break
-        except Exception as e:
-            if _is_transport_error(e, "TimeoutException"):
-                raise self._timeout() from e
-            if _is_transport_error(e, "RequestError"):
-                raise ModelStreamError(
-                    f"the model provider's answer broke off ({type(e).__name__}: {e})"
-                ) from e
-            raise
+        except httpx2.TimeoutException as e:
+            raise self._timeout() from e
+        except httpx2.RequestError as e:
+            raise ModelStreamError(
+                f"the model provider's answer broke off ({type(e).__name__}: {e})"
+            ) from e
         if "json" in content_type or body.lstrip()[:1] == b"{":
             return parse_completion(bytes(body), name, limit)
         shown = content_type or "no content type"
