@@ -35,9 +35,7 @@ from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
 from infra.keyed_locks import KeyedLocks
-from services.agents.middleware import (
-    MiddlewareContext,
-)
+from services.agents.middleware import MiddlewareContext
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool
 from services.common.decide import CONFLICT_ATTEMPTS
