@@ -73,7 +73,7 @@ from contracts.commands import CreateAgency, CreateThread, InvokeThread
 from contracts.events import BlueprintSpec, ChatMessage, RunCompleted, RunError, ToolOutput
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, tenant_events_filter
+from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, event_token, tenant_events_filter
 from infra.gc_tuning import tune_gc
 from infra.jetstream.connection import Bus
 from infra.jetstream.reader import OrderedReader
@@ -193,7 +193,6 @@ class Watch:
 
     created: asyncio.Future[None]
     terminal: asyncio.Future[RecordedEvent]
-    types: list[str] = field(default_factory=list)
     tool_outputs: list[str] = field(default_factory=list)
 
 
@@ -213,10 +212,16 @@ class LogWatcher:
             found = self._watches[key] = Watch(loop.create_future(), loop.create_future())
         return found
 
+    def subjects(self) -> list[str]:
+        """Only the events a wait or a check looks at, as a client waiting for its runs
+        would subscribe: the rest of a run's events are not delivered to this process."""
+        watched = [("agency", "agency.created"), ("thread", "thread.created")]
+        watched += [("thread", "tool.output"), *(("thread", t) for t in RUN_TERMINAL_TYPES)]
+        events = tenant_events_filter(self._tenant).removesuffix(">")
+        return [f"{events}{aggregate}.*.{event_token(t)}" for aggregate, t in watched]
+
     async def run(self, start_seq: int, stop: asyncio.Event) -> None:
-        reader = OrderedReader(
-            self._bus.js, tenant_events_filter(self._tenant), start_seq=start_seq
-        )
+        reader = OrderedReader(self._bus.js, self.subjects(), start_seq=start_seq)
         async with reader:
             while not stop.is_set():
                 for event in await reader.next_batch(timeout=0.2):
@@ -228,7 +233,6 @@ class LogWatcher:
         watch = self._watches.get((envelope.aggregate, envelope.aggregate_id))
         if watch is None:
             return
-        watch.types.append(event.type)
         if event.type in ("thread.created", "agency.created") and not watch.created.done():
             watch.created.set_result(None)
         elif isinstance(event.payload, ToolOutput):
@@ -311,8 +315,9 @@ class Ours:
             problems = [p for w in watches if (p := problem_of(w))]
             if problems:
                 raise BenchError(f"{len(problems)} of our runs failed, e.g.: {problems[0]}")
-            # Without the thread's creation.
-            self.events_per_run = round(statistics.mean(len(w.types) - 1 for w in watches))
+            # The terminal's place in its thread, less the thread's creation.
+            ends = [w.terminal.result().envelope.seq - 1 for w in watches]
+            self.events_per_run = round(statistics.mean(ends))
 
         return run, check
 

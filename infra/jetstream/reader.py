@@ -9,6 +9,7 @@ fetches with explicit batches were measured at a third of this rate.)
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from types import TracebackType
 
 import structlog
@@ -32,14 +33,18 @@ class OrderedReader:
     def __init__(
         self,
         js: JetStreamContext,
-        filter_subject: str,
+        filter_subject: str | Sequence[str],
         *,
         start_seq: int = 1,
         batch: int = 1000,
         stream: str = EVENTS_STREAM,
     ) -> None:
         self._js = js
-        self._filter = filter_subject
+        # One subject, or several (the consumer's `filter_subjects`): still one order.
+        self._filters: list[str] = (
+            [filter_subject] if isinstance(filter_subject, str) else list(filter_subject)
+        )
+        self._filter = ", ".join(self._filters)
         self._next_seq = max(start_seq, 1)
         self._batch = batch
         self._stream = stream
@@ -73,9 +78,10 @@ class OrderedReader:
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=self._next_seq,
             inactive_threshold=30.0,
+            filter_subjects=self._filters if len(self._filters) > 1 else None,
         )
         self._sub = await self._js.subscribe(
-            self._filter,
+            self._filters[0],
             stream=self._stream,
             cb=self._on_message,
             ordered_consumer=True,

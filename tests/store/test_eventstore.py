@@ -243,3 +243,27 @@ async def test_ordered_reader_backfills_then_follows_live_without_gap_or_duplica
     assert stream_seqs == sorted(stream_seqs)
     assert len(set(stream_seqs)) == 6
     assert [e.payload.message.content for e in seen] == ["early"] * 3 + ["late"] * 3  # type: ignore[attr-defined]
+
+
+async def test_ordered_reader_of_several_subjects_delivers_only_those_in_stream_order(
+    bus: Bus, tenant: str
+) -> None:
+    thread = new_id()
+    created = ThreadCreated(agency_id="a1", agent_type="helper")
+    started = RunStarted(run_id="r1", agent_type="helper", max_steps=5)
+    decision = [started, user("hi"), RunTick(run_id="r1", step=1), user("again")]
+    first = await bus.store.append(tenant, "thread", thread, [created], expected=Position())
+    await bus.store.append(tenant, "thread", thread, decision, expected=first.position)
+    events = tenant_events_filter(tenant).removesuffix(">")
+    subjects = [f"{events}thread.*.{token}" for token in ("message_appended", "run_started")]
+
+    seen: list[RecordedEvent] = []
+    async with OrderedReader(bus.js, subjects) as reader:
+        while len(seen) < 3:
+            seen.extend(
+                e for e in await reader.next_batch(timeout=2.0) if isinstance(e, RecordedEvent)
+            )
+        assert await reader.next_batch(timeout=0.3) == []
+
+    assert [e.type for e in seen] == ["run.started", "message.appended", "message.appended"]
+    assert [e.seq for e in seen] == [2, 3, 5]
