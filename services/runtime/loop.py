@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -180,12 +180,23 @@ class ThreadDriver:
         async with self.lock(tenant_id, thread_id):
             return await self.drive_locked(tenant_id, thread_id)
 
-    async def drive_locked(self, tenant_id: str, thread_id: str, *, seen: int = 0) -> ThreadState:
+    async def drive_locked(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        *,
+        seen: int = 0,
+        start: Awaitable[ThreadState | None] | None = None,
+    ) -> ThreadState:
         """Act on the thread until it waits. The caller holds the thread's lock (and, across
         processes, its lease). A failure that a retry cannot fix ends the active run with
         `run.error` naming it; a transient one (the broker did not answer) is raised, so the
-        trigger is delivered again."""
-        state = await self._threads.load(tenant_id, thread_id)
+        trigger is delivered again. `start` gives the state to begin from, as an append here
+        just left it (None in it: read the thread); the first append after it expects its
+        position, so what another writer added meanwhile is a conflict, and read then."""
+        state = await start if start is not None else None
+        if state is None:
+            state = await self._threads.load(tenant_id, thread_id)
         if state.position.stream_seq < seen:
             # `seen` is the stream sequence of the event that woke us; a replica that has
             # not caught up with it answered the read: ask the stream's leader instead.

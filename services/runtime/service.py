@@ -64,6 +64,8 @@ _BUSY_WAIT = 300.0
 _BUSY_PAUSE = 0.05
 _BUSY_PAUSE_MAX = 1.0
 _BUSY_WARN = 30.0
+# The state a drive begins from once a command's decision is stored (None: read it).
+StartState = asyncio.Future[ThreadState | None]
 # A watch is re-sent before the broker's delivery limit for the runtime's commands.
 _WATCH_RENEW_AT = 4
 
@@ -176,6 +178,11 @@ class RuntimeService:
             for run_id in accepted:
                 self.load.reserve(tenant, run_id)
             stored = False
+            # The drive starts now: it takes the thread's lease while the decision is being
+            # stored, and goes on from the state the append leaves (None: load it).
+            landed: asyncio.Future[ThreadState | None] = asyncio.get_running_loop().create_future()
+            if events:
+                self._drive_soon(tenant, thread_id, landed)
             try:
                 # Watches are sent alongside the append, and the command is acknowledged only
                 # once both are done: a failure of either redelivers it, which sends the same
@@ -185,7 +192,7 @@ class RuntimeService:
                 )
                 try:
                     if events:
-                        await self._bus.store.append(
+                        result = await self._bus.store.append(
                             tenant,
                             "thread",
                             thread_id,
@@ -200,7 +207,11 @@ class RuntimeService:
                             idempotency_key=envelope.idempotency_key,
                         )
                         stored = True
+                        if not result.duplicate:
+                            landed.set_result(self._threads.advance(state, result.events))
                 finally:
+                    if not landed.done():
+                        landed.set_result(None)
                     await arming
                 if not events:
                     return
@@ -217,7 +228,6 @@ class RuntimeService:
                         self.load.admitted(tenant, run_id)
                     else:
                         self.load.release(tenant, run_id)
-            self._drive_soon(tenant, thread_id)
             return
         raise RuntimeError(f"thread {thread_id}: too many concurrent writers")
 
@@ -243,25 +253,28 @@ class RuntimeService:
             case TerminateThread():
                 return commands.terminate(state, payload, envelope.idempotency_key)
 
-    def _drive_soon(self, tenant: str, thread_id: str) -> None:
+    def _drive_soon(self, tenant: str, thread_id: str, start: StartState | None = None) -> None:
         """Start driving the thread now, without waiting for the trigger event to come back
-        through the consumer: it still comes, and is a no-op or a retry if this fails."""
+        through the consumer: it still comes, and is a no-op or a retry if this fails.
+        `start`: the state to drive from once it is known (None in it: load the thread)."""
         if self._background is None:
             return
-        task = self._background.create_task(self._eager_drive(tenant, thread_id))
+        task = self._background.create_task(self._eager_drive(tenant, thread_id, start))
         task.add_done_callback(self._eager.discard)
         self._eager.add(task)
 
-    async def _eager_drive(self, tenant: str, thread_id: str) -> None:
+    async def _eager_drive(self, tenant: str, thread_id: str, start: StartState | None) -> None:
         if self.driver.lock(tenant, thread_id).locked():
             return  # this process drives it already; the trigger makes sure nothing is missed
         try:
             with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
-                await self.drive_owned(tenant, thread_id)
+                await self.drive_owned(tenant, thread_id, start=start)
         except Exception:  # the trigger's delivery retries and dead-letters properly
             log.warning("eager drive failed; the trigger will retry", exc_info=True)
 
-    async def drive_owned(self, tenant: str, thread_id: str, seen: int = 0) -> bool:
+    async def drive_owned(
+        self, tenant: str, thread_id: str, seen: int = 0, *, start: StartState | None = None
+    ) -> bool:
         """Drive the thread while holding its lease: False (having done nothing) while
         another worker holds it. Only the lease holder makes the thread's model calls.
         True without a drive when a drive here already settled the thread past `seen`."""
@@ -270,20 +283,24 @@ class RuntimeService:
                 return True
             state = await self.leases.run_owned(
                 lease_key(tenant, thread_id),
-                lambda: self._drive_bounded(tenant, thread_id, seen),
+                lambda: self._drive_bounded(tenant, thread_id, seen, start),
             )
         if state is None:
             return False
         self.settled.mark(tenant, thread_id, state.position.stream_seq)
         return True
 
-    async def _drive_bounded(self, tenant: str, thread_id: str, seen: int) -> ThreadState:
+    async def _drive_bounded(
+        self, tenant: str, thread_id: str, seen: int, start: StartState | None
+    ) -> ThreadState:
         """`drive_locked`, stopped when it appends nothing for `end_after` seconds. Every
         wait inside is bounded on its own; this bounds what a bug or an unforeseen hang
         would otherwise hold forever (the lease renews for as long as the process lives)."""
         idle = self._watch_settings.end_after
         with self.driver.watched(tenant, thread_id) as appends:
-            task = asyncio.ensure_future(self.driver.drive_locked(tenant, thread_id, seen=seen))
+            task = asyncio.ensure_future(
+                self.driver.drive_locked(tenant, thread_id, seen=seen, start=start)
+            )
             try:
                 while True:
                     before = appends()

@@ -1,7 +1,10 @@
-"""Work a drive in this process already covers: a trigger whose event it settled, and the
-watch of a run it is driving right now."""
+"""Work a drive in this process already covers: a trigger whose event it settled, the
+watch of a run it is driving right now, and the read of a thread whose state the
+command's own append just left."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 
@@ -12,8 +15,10 @@ from infra.jetstream.leases import Leases
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
+from services.runtime.cache import ThreadCache
 from services.runtime.service import RuntimeService, lease_key
 from services.runtime.settled import SettledThreads
+from services.runtime.state import ThreadState
 from tests.helpers import settled
 from tests.runtime.conftest import make_system, running_agents
 
@@ -78,3 +83,29 @@ async def test_the_watch_of_a_thread_driven_here_looks_again_later_without_readi
             with pytest.raises(Defer) as deferred:
                 await service._watch(tenant, watch, delivery)
     assert deferred.value.seconds == service._watch_settings.stall_after
+
+
+async def test_an_invoke_is_driven_from_the_state_its_acceptance_left_with_one_read(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: Counter[str] = Counter()
+    load = ThreadCache.load
+
+    async def counted(
+        self: ThreadCache, tenant_id: str, thread_id: str, *, from_leader: bool = False
+    ) -> ThreadState:
+        loads[thread_id] += 1
+        return await load(self, tenant_id, thread_id, from_leader=from_leader)
+
+    monkeypatch.setattr(ThreadCache, "load", counted)
+    key = "one-read-" + tenant
+    # A model that takes a moment, as models do: the run's watch and trigger arrive while
+    # the thread is being driven.
+    llm.script(key, [ScriptStep(content="done", delay_ms=500)])
+    async with running_agents(bus, nats_url, tenant, llm) as agents:
+        thread = await agents.thread()
+        await agents.invoke(thread, key)
+        await agents.wait_for(thread, lambda es: settled(es)[-1].type == "run.completed")
+    # The invoke was decided on one read; its drive went on from the state the decision's
+    # append left, and its trigger and watch found the thread driven here.
+    assert loads[thread] == 1
