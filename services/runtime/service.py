@@ -18,7 +18,6 @@ import os
 import random
 from collections.abc import Sequence
 
-import msgspec
 import structlog
 from nats.aio.msg import Msg
 
@@ -30,11 +29,10 @@ from contracts.commands import (
     TerminateThread,
     WatchRun,
 )
-from contracts.envelope import utc_now
 from contracts.events import AnyEvent, RequestAccepted
 from contracts.ids import new_id
 from contracts.subjects import events_of_type_filter, tenant_of
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import RUNTIME_TRIGGERS
 from infra.jetstream.errors import ConcurrencyError
@@ -52,6 +50,7 @@ from services.runtime.local_tools import is_own_result
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from services.runtime.settled import SettledThreads
 from services.runtime.state import ThreadState
+from services.runtime.watches import RunWatches, lease_key
 
 log = structlog.get_logger(__name__)
 
@@ -66,8 +65,6 @@ _BUSY_PAUSE_MAX = 1.0
 _BUSY_WARN = 30.0
 # The state a drive begins from once a command's decision is stored (None: read it).
 StartState = asyncio.Future[ThreadState | None]
-# A watch is re-sent before the broker's delivery limit for the runtime's commands.
-_WATCH_RENEW_AT = 4
 
 
 class ThreadBusy(Exception):
@@ -86,10 +83,6 @@ class DriveStalled(Exception):
         super().__init__(
             f"driving thread {thread_id} made no progress for {seconds:g} s; it was stopped"
         )
-
-
-def lease_key(tenant: str, thread_id: str) -> str:
-    return f"thread.{tenant}.{thread_id}"
 
 
 def thread_of(subject: str) -> str:
@@ -113,7 +106,6 @@ class RuntimeService:
         watch: watchdog.WatchSettings | None = None,
         mcp: McpTools | None = None,
     ) -> None:
-        self._watch_settings = watch or watchdog.WatchSettings.from_env()
         self._bus = bus
         self.leases = leases
         self._busy_wait = busy_wait
@@ -123,6 +115,14 @@ class RuntimeService:
         self.blueprints = BlueprintCache(bus.store)
         self.driver = ThreadDriver(
             bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
+        )
+        self.watches = RunWatches(
+            bus,
+            self._threads,
+            leases,
+            self.driver,
+            watch or watchdog.WatchSettings.from_env(),
+            lambda tenant, thread_id: self._drive_soon(tenant, thread_id),
         )
         self._concurrency = concurrency
         self._background: asyncio.TaskGroup | None = None
@@ -143,7 +143,7 @@ class RuntimeService:
         payload = envelope.payload
         match payload:
             case WatchRun():
-                await self._watch(envelope.tenant_id, payload, delivery)
+                await self.watches.handle(envelope.tenant_id, payload, delivery)
                 return
             case InvokeThread() | ApproveToolCalls() | CancelRun() | TerminateThread():
                 thread_id = payload.thread_id
@@ -188,7 +188,7 @@ class RuntimeService:
                 # once both are done: a failure of either redelivers it, which sends the same
                 # watches again (deduplicated by the broker). No accepted run goes unwatched.
                 arming = asyncio.ensure_future(
-                    self._send_watches(tenant, self._watches_for(envelope, payload, state))
+                    self.watches.send_all(tenant, self.watches.arming(envelope, payload, state))
                 )
                 try:
                     if events:
@@ -296,7 +296,7 @@ class RuntimeService:
         """`drive_locked`, stopped when it appends nothing for `end_after` seconds. Every
         wait inside is bounded on its own; this bounds what a bug or an unforeseen hang
         would otherwise hold forever (the lease renews for as long as the process lives)."""
-        idle = self._watch_settings.end_after
+        idle = self.watches.settings.end_after
         with self.driver.watched(tenant, thread_id) as appends:
             task = asyncio.ensure_future(
                 self.driver.drive_locked(tenant, thread_id, seen=seen, start=start)
@@ -336,97 +336,6 @@ class RuntimeService:
                 )
             await asyncio.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, _BUSY_PAUSE_MAX)
-
-    # --- the watchdog -------------------------------------------------------------
-
-    @staticmethod
-    def _watches_for(
-        envelope: CommandEnvelope, command: object, state: ThreadState
-    ) -> list[WatchRun]:
-        """The watches a command arms: an invoke's run (on every delivery, even one that
-        decides nothing, in case the first delivery stored the request and died), and a run
-        parked on an approval, which gave its watch up, once the approval resumes it."""
-        watches = []
-        if isinstance(command, InvokeThread):
-            watches.append(
-                WatchRun(
-                    agency_id=command.agency_id, thread_id=command.thread_id, run_id=command.run_id
-                )
-            )
-        resumed = state.active_run_id
-        if isinstance(command, ApproveToolCalls) and resumed and command.run_id in (None, resumed):
-            # On a redelivery the approval decides nothing (it is in the log already), but the
-            # watch may not have been sent: sent again, the broker keeps one.
-            watches.append(
-                WatchRun(
-                    agency_id=command.agency_id,
-                    thread_id=command.thread_id,
-                    run_id=resumed,
-                    epoch=envelope.command_id,
-                )
-            )
-        return watches
-
-    async def _send_watches(self, tenant: str, watches: list[WatchRun]) -> None:
-        for watch in watches:
-            await self._send_watch(tenant, watch)
-
-    async def _send_watch(self, tenant: str, watch: WatchRun) -> None:
-        epoch = f"{watch.epoch}:" if watch.epoch else ""
-        await self._bus.commands.send(
-            tenant, watch, idempotency_key=f"watch:{watch.run_id}:{epoch}{watch.generation}"
-        )
-
-    async def _watch(self, tenant: str, watch: WatchRun, delivery: Delivery) -> None:
-        key = lease_key(tenant, watch.thread_id)
-        judged: watchdog.Verdict
-        if self.driver.driving(tenant, watch.thread_id):
-            # Driven here right now (an invoke's watch arrives while its run starts): not
-            # stalled, as when another worker holds the lease, and a drive that hangs is
-            # stopped by its own bound (`DriveStalled`). Looked at again later.
-            judged = watchdog.Later(self._watch_settings.stall_after)
-        else:
-            state = await self._threads.load(tenant, watch.thread_id)
-            leased = await self.leases.holder(key) is not None
-            judged = watchdog.verdict(state, watch.run_id, utc_now(), leased, self._watch_settings)
-        match judged:
-            case watchdog.Done():
-                return
-            case watchdog.Parked():
-                log.info("watch given up until a person decides", run=watch.run_id)
-                return
-            case watchdog.Later(seconds=seconds):
-                pass
-            case watchdog.Resume(seconds=seconds):
-                log.info("watchdog resumes a run", thread_id=watch.thread_id, run=watch.run_id)
-                self._drive_soon(tenant, watch.thread_id)
-            case watchdog.End(reason=reason):
-                ended = await self.leases.run_owned(
-                    key, lambda: self._end_watched(tenant, watch, reason)
-                )
-                if ended:
-                    return
-                # Someone drives it after all, or the run is not the one to end yet.
-                seconds = self._watch_settings.stall_after
-        if delivery.attempt >= _WATCH_RENEW_AT:
-            # The broker delivers a message a bounded number of times: carry on afresh.
-            await self._send_watch(
-                tenant, msgspec.structs.replace(watch, generation=watch.generation + 1)
-            )
-            return
-        raise Defer(seconds)
-
-    async def _end_watched(self, tenant: str, watch: WatchRun, reason: str) -> bool:
-        state = await self._threads.load(tenant, watch.thread_id)
-        run = state.run(watch.run_id)
-        if run is None or run.terminal:
-            return True
-        head = state.queue[0].run_id if state.queue else None
-        if state.active_run_id != watch.run_id and head != watch.run_id:
-            return False
-        log.warning("watchdog ends a stalled run", thread_id=watch.thread_id, run=watch.run_id)
-        await self.driver.end_run(tenant, watch.thread_id, "stalled", reason)
-        return True
 
     # --- triggers -----------------------------------------------------------------
 

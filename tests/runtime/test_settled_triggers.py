@@ -78,11 +78,11 @@ async def test_the_watch_of_a_thread_driven_here_looks_again_later_without_readi
         # No such thread: read, its run is over as far as the watch can tell.
         watch = WatchRun(agency_id="a", thread_id="no-such-thread", run_id="r")
         delivery = Delivery(subject="s", stream_seq=1, attempt=1)
-        await service._watch(tenant, watch, delivery)
+        await service.watches.handle(tenant, watch, delivery)
         async with service.driver.lock(tenant, "no-such-thread"):
             with pytest.raises(Defer) as deferred:
-                await service._watch(tenant, watch, delivery)
-    assert deferred.value.seconds == service._watch_settings.stall_after
+                await service.watches.handle(tenant, watch, delivery)
+    assert deferred.value.seconds == service.watches.settings.stall_after
 
 
 async def test_an_invoke_is_driven_from_the_state_its_acceptance_left_with_one_read(
