@@ -26,6 +26,7 @@ from infra.jetstream.reader import Delivered
 from infra.jetstream.records import RecordedEvent, UndecodableEvent
 from infra.retry import RetryPolicy
 from projections.errors import CommitsLost, ProjectionGap
+from projections.follower import CHECKPOINTS as CHECKPOINTS  # the table's name, also here
 from projections.follower import PROJECTION_RETRY, LogFollower
 from projections.positions import advance_positions, quote_ident
 from projections.projection import Projection
@@ -35,7 +36,6 @@ from projections.tenancy import AS_PROJECTOR, PROJECTOR, confine
 log = structlog.get_logger(__name__)
 
 LIVE_SCHEMA = "public"
-CHECKPOINTS = "public.agency_projection_checkpoints"
 # Where a checkpoint's advance is announced (payload `name:stream_seq`), once committed: the
 # API wakes the requests waiting to read their writes (services/api/progress.py) instead of
 # polling the table.
@@ -144,6 +144,9 @@ class ProjectionRunner(LogFollower):
         async with self._pool.acquire() as conn:
             await ensure_tables(conn, self.projection, LIVE_SCHEMA)
             self.position = await ensure_checkpoint(conn, self.projection.name)
+
+    def _committed(self) -> dict[str, int]:
+        return {self.projection.name: self.position}
 
     async def _commit_resilient(self, batch: Sequence[Delivered], stop: asyncio.Event) -> bool:
         """Commit a batch; an event its handler cannot apply is dead-lettered and passed.

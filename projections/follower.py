@@ -25,8 +25,10 @@ from projections.errors import CommitsLost
 
 log = structlog.get_logger(__name__)
 
-# Seconds of a quiet reader after which the runner checks the stream for events it missed.
+# Seconds of a quiet reader after which the runner checks the stream for events it missed,
+# and the database for commits it lost.
 STALL_CHECK = 10.0
+CHECKPOINTS = "public.agency_projection_checkpoints"
 # One round of retries; a projection starts another round (logged) while the failure lasts.
 PROJECTION_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.2, wait_max=5.0)
 
@@ -61,6 +63,10 @@ class LogFollower(ABC):
     @abstractmethod
     async def _prepare(self) -> None:
         """Tables and checkpoints ready; `position` read."""
+
+    @abstractmethod
+    def _committed(self) -> dict[str, int]:
+        """The stream sequence each projection committed here, by projection name."""
 
     @abstractmethod
     async def _commit_resilient(self, batch: Sequence[Delivered], stop: asyncio.Event) -> bool:
@@ -110,6 +116,7 @@ class LogFollower(ABC):
                     self.caught_up.set()
                     if loop.time() - quiet_since >= STALL_CHECK:
                         quiet_since = loop.time()
+                        await self._check_kept()
                         if await self._behind():
                             log.warning(
                                 "projection reader stalled; opening it again",
@@ -124,6 +131,32 @@ class LogFollower(ABC):
                     return
         finally:
             await reader.close()
+
+    async def _check_kept(self) -> None:
+        """Raises `CommitsLost` when a checkpoint in the database is behind what was
+        committed here (a database that lost commits it had acknowledged). The next batch's
+        commit finds that too, but a quiet log sends none: without this look, the read
+        models would stay behind until the next event. Unknown (the database away): passed."""
+        committed = self._committed()
+        try:
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(
+                    f"SELECT name, stream_seq FROM {CHECKPOINTS} WHERE name = ANY($1)",
+                    list(committed),
+                )
+        except Exception as e:
+            if not transient(e):
+                raise
+            return
+        lost = [
+            CommitsLost(r["name"], int(r["stream_seq"]), committed[r["name"]])
+            for r in rows
+            if int(r["stream_seq"]) < committed[r["name"]]
+        ]
+        for each in lost[1:]:
+            self._restart_after(each)
+        if lost:
+            raise lost[0]
 
     async def _behind(self) -> bool:
         """Whether the events stream holds events past `position` (False if unknown)."""

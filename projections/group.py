@@ -66,6 +66,9 @@ class ProjectionGroup(LogFollower):
             await runner._prepare()
         self.position = self._lowest()
 
+    def _committed(self) -> dict[str, int]:
+        return {r.projection.name: r.position for r in self.runners}
+
     def _restart_after(self, lost: CommitsLost) -> None:
         for runner in self.runners:
             if runner.projection.name == lost.projection:

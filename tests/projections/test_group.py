@@ -11,7 +11,7 @@ import pytest
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
-from projections import engine
+from projections import engine, follower
 from projections.catalog import by_name
 from projections.group import ProjectionGroup
 from projections.projection import Projection
@@ -134,5 +134,48 @@ async def test_the_group_announces_every_projection_s_progress(
 
         await assert_eventually(both_heard)
         await listener.remove_listener(engine.PROGRESS_CHANNEL, notified)
+    stop.set()
+    await asyncio.wait_for(task, timeout=10)
+
+
+async def test_commits_lost_while_the_log_is_quiet_are_applied_again_to_every_projection(
+    bus: Bus, tenant: str, pool: asyncpg.Pool, stop: asyncio.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database loses the group's last commit (every projection's rows and checkpoint)
+    and no event follows: the group finds it out on its own and applies it again."""
+    monkeypatch.setattr(follower, "STALL_CHECK", 0.5)
+    await write_thread(bus, tenant, 2)
+    group, task = await run_group(
+        pool, bus, [by_name("events"), counting_projection("counts", tenant)], stop
+    )
+    before = await checkpoints(pool)
+    async with pool.acquire() as conn:
+        counted = await conn.fetch("SELECT type, n, last_seq FROM counts")
+    await write_thread(bus, tenant, 1)
+    await group.wait_until(await last_stream_seq(bus.js), timeout=30)
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("DELETE FROM events WHERE stream_seq > $1", before["events"])
+        await conn.execute("DELETE FROM counts")
+        await conn.executemany(
+            "INSERT INTO counts (type, n, last_seq) VALUES ($1, $2, $3)",
+            [(r["type"], r["n"], r["last_seq"]) for r in counted],
+        )
+        for name, seq in before.items():
+            await conn.execute(
+                "UPDATE agency_projection_checkpoints SET stream_seq = $1 WHERE name = $2",
+                seq,
+                name,
+            )
+    last = await last_stream_seq(bus.js)
+
+    async def applied_again() -> None:
+        async with pool.acquire() as conn:
+            stored = await conn.fetchval("SELECT count(*) FROM events WHERE tenant_id = $1", tenant)
+            rows = {r["type"]: r["n"] for r in await conn.fetch("SELECT type, n FROM counts")}
+        assert stored == 5 + 3
+        assert rows == {"thread.created": 2, "message.appended": 3, "run.tick": 3}
+        assert await checkpoints(pool) == {"counts": last, "events": last}
+
+    await assert_eventually(applied_again, timeout=20)
     stop.set()
     await asyncio.wait_for(task, timeout=10)
