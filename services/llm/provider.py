@@ -131,6 +131,15 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
+async def _read_into(body: bytearray, response: httpx2.Response, limit: int) -> None:
+    """The response's body added to `body` until it ends or passes `limit` bytes (what was
+    read stays in `body` when the transport fails)."""
+    async for piece in response.aiter_bytes():
+        body += piece
+        if len(body) > limit:
+            return
+
+
 async def _next_chunk(chunks: AsyncIterator[StreamChunk]) -> StreamChunk | None:
     return await anext(chunks, None)
 
@@ -319,10 +328,7 @@ class OpenAIProvider:
     async def _status_error(self, response: httpx2.Response) -> ModelStatusError:
         body = bytearray()
         with contextlib.suppress(httpx2.TimeoutException, httpx2.RequestError):
-            async for piece in response.aiter_bytes():
-                body += piece
-                if len(body) > _ERROR_BODY_LIMIT:
-                    break
+            await _read_into(body, response, _ERROR_BODY_LIMIT)
         should_retry = response.headers.get("x-should-retry")
         return ModelStatusError(
             response.status_code,
@@ -338,10 +344,7 @@ class OpenAIProvider:
         limit = self.settings.max_answer_bytes
         body = bytearray()
         try:
-            async for piece in response.aiter_bytes():
-                body += piece
-                if len(body) > limit:
-                    break
+            await _read_into(body, response, limit)
         except httpx2.TimeoutException as e:
             raise self._timeout() from e
         except httpx2.RequestError as e:

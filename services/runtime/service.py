@@ -180,7 +180,7 @@ class RuntimeService:
             stored = False
             # The drive starts now: it takes the thread's lease while the decision is being
             # stored, and goes on from the state the append leaves (None: load it).
-            landed: asyncio.Future[ThreadState | None] = asyncio.get_running_loop().create_future()
+            landed: StartState = asyncio.get_running_loop().create_future()
             if events:
                 self._drive_soon(tenant, thread_id, landed)
             try:
