@@ -50,84 +50,15 @@ from contracts.events import (
     ToolRegistered,
     ToolRequested,
 )
-from contracts.events.subagent import ParentCommunication
 from infra.jetstream.records import Position, RecordedEvent
 from services.common.sealing import unseal
-
-# `injected`: a queued request that joined the active run (`reason` names that run).
-RunStatus = Literal["registered", "running", "paused", "completed", "canceled", "error", "injected"]
-TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "injected"})
-
-
-@dataclass(frozen=True, slots=True)
-class RunView:
-    run_id: str
-    status: RunStatus = "registered"
-    step: int = 0
-    reason: str | None = None
-    agent_type: str = ""
-    max_steps: int = 0
-    result: str = ""
-    error: str = ""
-    # Tool calls a person must decide on, and what they decided (id → call to run).
-    hitl_pending: tuple[ToolCall, ...] = ()
-    hitl_overrides: tuple[tuple[str, ToolCall], ...] = ()
-    hitl_rejected: frozenset[str] = frozenset()
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
-
-
-@dataclass(frozen=True, slots=True)
-class QueuedRequest:
-    run_id: str
-    idempotency_key: str
-    messages: tuple[ChatMessage, ...]
-    files: tuple[tuple[str, str], ...]
-    strategy: str = "queue"
-    # The child whose report the messages are (a non-blocking subagent's result).
-    reported_by: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChildEntry:
-    """A child thread in the parent's registry (the seed's SubagentRegistryEntry).
-
-    `status` is where the child is (`running`, its last outcome, or `terminated`, which
-    stays); `status_text` is what it last said about itself (a session status tool or
-    `set_status`), cleared when its status changes. The registry shows the text while there
-    is one (`shown_status`)."""
-
-    reference: str
-    subagent_type: str
-    tool_call_id: str
-    name: str | None = None
-    resumable: bool = False
-    blocking: bool = True
-    status: str = "running"
-    status_text: str = ""
-    token: str = ""
-    title: str | None = None
-    description: str = ""
-    thread_name: str | None = None
-    spawn_group_id: str | None = None
-    created_at: datetime | None = None
-    parent_communication: ParentCommunication = "implicit"
-
-    @property
-    def terminated(self) -> bool:
-        return self.status == "terminated"
-
-    @property
-    def shown_status(self) -> str:
-        return self.status_text or self.status
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    output: str
-    error: bool
+from services.runtime.children import ChildEntry as ChildEntry
+from services.runtime.children import child_changes
+from services.runtime.thread_parts import TERMINAL as TERMINAL
+from services.runtime.thread_parts import QueuedRequest as QueuedRequest
+from services.runtime.thread_parts import RunStatus as RunStatus
+from services.runtime.thread_parts import RunView as RunView
+from services.runtime.thread_parts import ToolOutcome as ToolOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,13 +169,6 @@ class ThreadState:
                 return entry
         return None
 
-    def _with_child(self, reference: str, **changes: object) -> ThreadState:
-        children = tuple(
-            replace(c, **changes) if c.reference == reference else c  # type: ignore[arg-type]
-            for c in self.children
-        )
-        return _evolve(self, children=children)
-
     def provided_env(self) -> dict[str, str]:
         """Variables provided for this thread's subagents (`subagent.variables_provided`),
         the latest value of each name."""
@@ -257,13 +181,6 @@ class ThreadState:
         """This thread's scoped variables: runtime-only data for middleware and state
         tools, never shown to a model."""
         return unseal(self.sealed_env)
-
-    def _child_status(self, reference: str, status: str) -> ThreadState:
-        """A child's status changes, unless it was terminated (that stays)."""
-        known = self.child(reference)
-        if known is None or known.terminated:
-            return self
-        return self._with_child(reference, status=status, status_text="")
 
     def report_for_call(self, call_id: str) -> SubagentCompleted | None:
         for report in self.reports:
@@ -398,45 +315,16 @@ class ThreadState:
                 return _evolve(self, agent_state=value)
             case ToolRequested(call=call):
                 return _evolve(self, requested=self.requested | {call.id})
-            case SubagentRequested(tool_call_id=call_id):
-                return _evolve(
-                    self,
-                    requested=self.requested | {call_id},
-                    spawn_requests=(*self.spawn_requests, payload),
-                )
-            case SubagentMessaged(tool_call_id=call_id, child_thread_id=child):
-                state = _evolve(self, requested=self.requested | {call_id})
-                return state._child_status(child, "running")
-            case SubagentSpawned(child_thread_id=child):
-                if self.child(child) is not None:
-                    return self  # a respawn of a known child (a fork's copy) keeps its entry
-                entry = _entry(payload, self.spawn_requests, event.envelope.ts)
-                return _evolve(self, children=(*self.children, entry))
-            case SubagentVariablesProvided(sealed_env=sealed):
-                return _evolve(self, provided_sealed=(*self.provided_sealed, sealed))
-            case SubagentStatus(child_thread_id=child, status=status):
-                known = self.child(child)
-                if known is None or known.terminated:
-                    return self
-                return self._with_child(child, status_text=status)
-            case SubagentTerminated(child_thread_id=child):
-                return self._with_child(child, status="terminated", status_text="")
-            case SubagentCompleted(
-                tool_call_id=call_id, child_thread_id=child, outcome=outcome, report=report
+            case (
+                SubagentRequested()
+                | SubagentMessaged()
+                | SubagentSpawned()
+                | SubagentVariablesProvided()
+                | SubagentStatus()
+                | SubagentTerminated()
+                | SubagentCompleted()
             ):
-                reports = (*self.reports, payload)
-                state = _evolve(self._child_status(child, outcome), reports=reports)
-                if state.outcome(call_id) is not None:
-                    return state
-                text = report if outcome == "completed" else f"Subagent {outcome}: {report}"
-                return _evolve(
-                    self,
-                    reports=reports,
-                    outcomes=(
-                        *self.outcomes,
-                        (call_id, ToolOutcome(text, error=outcome != "completed")),
-                    ),
-                )
+                return _evolve(self, **child_changes(self, payload, event.envelope.ts))
             case ToolOutput(tool_call_id=call_id, tool_name=name, output=output):
                 state = _evolve(
                     self, outcomes=(*self.outcomes, (call_id, ToolOutcome(output, error=False)))
@@ -474,30 +362,6 @@ class ThreadState:
         if state.active_run_id == run_id:
             state = _evolve(state, active_run_id=None)
         return _evolve(state, queue=tuple(q for q in state.queue if q.run_id != run_id))
-
-
-def _entry(
-    spawned: SubagentSpawned, requests: tuple[SubagentRequested, ...], at: datetime
-) -> ChildEntry:
-    """The registry entry of a new child: the spawn's values (an older spawn without them
-    takes what its request said)."""
-    request = next((r for r in requests if r.tool_call_id == spawned.tool_call_id), None)
-    old = spawned.name is None and request is not None
-    return ChildEntry(
-        reference=spawned.child_thread_id,
-        subagent_type=spawned.subagent_type,
-        tool_call_id=spawned.tool_call_id,
-        name=request.name if old and request else spawned.name,
-        resumable=request.resumable if old and request else spawned.resumable,
-        blocking=request.blocking if old and request else spawned.blocking,
-        title=spawned.title,
-        description=request.description if old and request else spawned.description,
-        thread_name=spawned.thread_name,
-        spawn_group_id=spawned.spawn_group_id,
-        created_at=at,
-        parent_communication=spawned.parent_communication,
-        token=spawned.token,
-    )
 
 
 def _path_argument(state: ThreadState, call_id: str) -> str | None:

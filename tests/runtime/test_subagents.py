@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from contracts.events import SubagentCompleted, SubagentSpawned, ToolOutput
 from contracts.events.run import RUN_TERMINAL_TYPES
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep
+from services.runtime.state import fold
 from tests.runtime.conftest import Agents
 
 
@@ -20,6 +22,15 @@ def task(description: str, kind: str = "worker", **extra: object) -> dict[str, o
 
 def kinds(events: list[RecordedEvent]) -> list[str]:
     return [e.type for e in events]
+
+
+def mentions(request: dict[str, Any], text: str) -> bool:
+    """Whether a model request's messages hold `text`."""
+    return any(text in str(m.get("content")) for m in request["messages"])
+
+
+def system_text(request: dict[str, Any]) -> str:
+    return "\n".join(str(m["content"]) for m in request["messages"] if m["role"] == "system")
 
 
 def terminal(events: list[RecordedEvent]) -> list[str]:
@@ -58,6 +69,14 @@ async def test_parallel_blocking_children_report_into_their_own_calls(agents: Ag
         assert {e.envelope.correlation_id for e in child_events} == {parent}
         assert terminal(child_events) == ["run.completed"]
     assert {e.envelope.correlation_id for e in events} == {parent}
+    # The registry follows each report: the parent's state, and its next model call, say
+    # both children completed.
+    registry = fold(agents.tenant, parent, events)
+    assert [registry.child(c).status for c in children(events)] == ["completed"] * 2  # type: ignore[union-attr]
+    (last,) = [r for r in agents.llm.requests if mentions(r, "report from A")]
+    listed = [line for line in system_text(last).splitlines() if line.startswith("- ")]
+    assert sorted(line.split()[1] for line in listed) == sorted(children(events))
+    assert all(line.split()[-1] == "completed" for line in listed), listed
 
 
 async def test_nested_children_three_levels_deep(agents: Agents) -> None:
