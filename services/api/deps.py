@@ -39,6 +39,9 @@ class ApiSettings:
     read_your_writes_timeout: float = 5.0
     # How long an invoke waits for the runtime to take the run up, to answer its status.
     invoke_status_timeout: float = 2.0
+    # How long a read of one thread waits for the read models to have applied its log as
+    # far as it goes (`readback.caught_up`); past it the read answers what they hold.
+    read_lag_timeout: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Read your writes: a create answers once what it wrote can be read back (bounded).
+"""Read your writes: a create answers once what it wrote can be read back (bounded), and a
+read of a thread waits for the read models to catch up with its log (`caught_up`).
 
 The command's event is awaited in its aggregate's log (woken by the event's own message,
 `services/api/logwait.py`), then every projection that handles its type is awaited past it
@@ -47,6 +48,19 @@ async def read_your_write(
     names = [p.name for p in catalog.ALL if p.wants(event.type)]
     readable = await deps.progress.wait_passed(names, event.stream_seq, deadline - loop.time())
     return event, readable
+
+
+async def caught_up(deps: ApiDeps, tenant: str, thread_id: str) -> bool:
+    """Wait for every read model to have applied the thread's log as far as it goes now
+    (within `read_lag_timeout`), so a read of the thread shows what its stream has shown or
+    a command's answer said. Whether they did in time: if not, the read goes on with what
+    they hold."""
+    position = await deps.bus.store.last_position(tenant, "thread", thread_id)
+    if not position.stream_seq:
+        return True
+    return await deps.progress.wait_passed(
+        catalog.NAMES, position.stream_seq, deps.settings.read_lag_timeout
+    )
 
 
 async def poll(check: Callable[[], Awaitable[bool]], timeout: float) -> bool:

@@ -22,6 +22,7 @@ from projections.thread_pages import MAX_PAGE, BadCursor, ThreadFilter, ThreadPa
 from services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of, thread_created
 from services.api.deps import ApiDeps
 from services.api.eventview import EventView, event_view
+from services.api.readback import caught_up
 from services.api.routes_queries import int_param
 from services.replay.compare import Comparison
 from services.replay.reexecute import reexecute
@@ -101,6 +102,7 @@ async def thread_view(
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
     thread_id = path_id("thread id", thread_id)
+    await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
         thread = await queries.get_thread(conn, tenant, agency_id, thread_id)
     if thread is None:
@@ -118,6 +120,7 @@ async def thread_runs(
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
     thread_id = path_id("thread id", thread_id)
+    await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
         if await queries.get_thread(conn, tenant, agency_id, thread_id) is None:
             raise NotFoundException(f"thread {thread_id} not found in agency {agency_id}")

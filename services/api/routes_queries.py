@@ -33,6 +33,7 @@ from services.api.eventview import (
     event_view,
     stored_envelope,
 )
+from services.api.readback import caught_up
 from services.runtime.state import fold
 from services.runtime.toolset import registered_tools
 
@@ -213,6 +214,7 @@ async def agent_state(
     agency_id = path_token("agency id", agency_id)
     thread_id = path_token("thread id", thread_id)
     tenant = principal.tenant_id
+    await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
         view = await queries.thread_state(conn, tenant, agency_id, thread_id)
         if view is None:
@@ -269,6 +271,7 @@ async def agent_events(
     wanted = event_types(types)
     tree = path_token("correlationId", correlation_id) if correlation_id else None
     tenant = principal.tenant_id
+    await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
         thread = await _thread_or_404(conn, tenant, agency_id, thread_id)
         if tree is not None and tree != thread.correlation_id:
@@ -296,6 +299,7 @@ async def agent_tree(
     """The thread's subagent tree: every descendant thread with its status."""
     agency_id = path_token("agency id", agency_id)
     thread_id = path_token("thread id", thread_id)
+    await caught_up(deps, principal.tenant_id, thread_id)
     async with deps.pool.acquire() as conn:
         tree = await queries.thread_tree(conn, principal.tenant_id, agency_id, thread_id)
     if tree is None:
