@@ -6,6 +6,7 @@ import asyncio
 from types import TracebackType
 
 import nats
+import nats.errors
 import structlog
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
@@ -16,6 +17,14 @@ from infra.jetstream.eventstore import EventStore
 from infra.jetstream.headerparse import install as install_header_parser
 
 log = structlog.get_logger(__name__)
+
+_CONNECTION_ERRORS = (
+    OSError,
+    nats.errors.UnexpectedEOF,
+    nats.errors.StaleConnectionError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.NoServersError,
+)
 
 
 class Bus:
@@ -50,12 +59,31 @@ class Bus:
             connect_timeout=5,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
+            error_cb=self._on_error,
+            disconnected_cb=self._on_disconnected,
+            reconnected_cb=self._on_reconnected,
         )
         self._js = self._nc.jetstream(timeout=6.0)
         self.store = EventStore(self._nc, self._js)
         self.commands = CommandBus(self._nc, self._js)
         self.dead_letters = DeadLetters(self._js)
         return self
+
+    # The client's own callbacks log every failed reconnect attempt with a traceback: one
+    # line each instead, an outage's lost connection and refused attempts as warnings.
+    async def _on_error(self, error: Exception) -> None:
+        described = f"{type(error).__name__}: {error}"
+        if isinstance(error, _CONNECTION_ERRORS):
+            log.warning("nats connection lost or refused", connection=self._name, error=described)
+        else:
+            log.error("nats error", connection=self._name, error=described)
+
+    async def _on_disconnected(self) -> None:
+        log.warning("nats disconnected; reconnecting", connection=self._name)
+
+    async def _on_reconnected(self) -> None:
+        url = self._nc.connected_url if self._nc is not None else None
+        log.info("nats reconnected", connection=self._name, server=url.netloc if url else "")
 
     async def close(self) -> None:
         nc, self._nc = self._nc, None
