@@ -61,19 +61,3 @@ async def caught_up(deps: ApiDeps, tenant: str, thread_id: str) -> bool:
     return await deps.progress.wait_passed(
         catalog.NAMES, position.stream_seq, deps.settings.read_lag_timeout
     )
-
-
-async def poll(check: Callable[[], Awaitable[bool]], timeout: float) -> bool:
-    """Call `check` until it answers True, backing off from 10 to 200 ms, within `timeout`:
-    for what no notification announces."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout, 0.0)
-    delay = 0.01
-    while True:
-        if await check():
-            return True
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return False
-        await asyncio.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.2)

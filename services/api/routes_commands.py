@@ -42,7 +42,6 @@ from services.api.auth import (
     ThreadId,
     agency_events,
     agent_types,
-    lookup_key,
     mint_api_key,
     path_id,
     require_admin,
@@ -53,7 +52,7 @@ from services.api.auth import (
 from services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
 from services.api.deps import ApiDeps, Principal
 from services.api.openapi import error_response
-from services.api.readback import poll, read_your_write
+from services.api.readback import read_your_write
 from services.api.runstatus import RunStatus, taken_up, wait_for_status
 from services.api.text import refuse_nul
 
@@ -178,14 +177,13 @@ async def create_tenant(
     tenant = new_id().lower()
     key, key_id, key_hash = mint_api_key()
     command = CreateTenant(name=data.name, key_id=key_id, key_hash=key_hash)
-    await deps.bus.commands.send(tenant, command, idempotency_key=tenant)
-
-    async def key_works() -> bool:
-        return await lookup_key(deps, key_id, key_hash) == tenant
-
-    works = await poll(key_works, deps.settings.read_your_writes_timeout)
+    # The tenant's id is the command's key: answered once the key can be looked up.
+    _, readable = await read_your_write(
+        deps, tenant, "tenant", tenant, tenant,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=tenant),
+    )  # fmt: skip
     body = TenantOut(tenant_id=tenant, api_key=key, name=data.name)
-    return Response(body, status_code=201 if works else 202)
+    return Response(body, status_code=201 if readable else 202)
 
 
 @post("/agencies", status_code=201, summary="Create an agency")
