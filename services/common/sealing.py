@@ -13,6 +13,7 @@ built-in development key and logs a warning once: the values are then only obscu
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -58,18 +59,41 @@ def use_key_of(directory: Path) -> None:
     use, readable by its owner only) for this process and the services it starts."""
     if os.environ.get(KEY_VARIABLE):
         return
+    os.environ[KEY_VARIABLE] = key_in(directory)
+
+
+def key_in(directory: Path) -> str:
+    """The directory's key, made there if it has none. Processes starting together on one
+    directory (`agency serve` of every service at once) all get the one that was made
+    first: the file appears whole (written aside, then linked in place), never empty."""
     path = directory / KEY_FILE
+    secret = _read(path)
+    if secret is not None:
+        return secret
+    directory.mkdir(parents=True, exist_ok=True)
+    aside = directory / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        secret = path.read_text().strip()
-    except FileNotFoundError:
-        secret = ""
-    if not secret:
-        directory.mkdir(parents=True, exist_ok=True)
-        secret = secrets.token_urlsafe(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(secret + "\n")
-    os.environ[KEY_VARIABLE] = secret
+            f.write(secrets.token_urlsafe(32) + "\n")
+        # Another process may have made it first: then theirs is the key.
+        with contextlib.suppress(FileExistsError):
+            os.link(aside, path)
+        secret = _read(path)
+    finally:
+        aside.unlink(missing_ok=True)
+    if secret is None:
+        raise RuntimeError(f"{path} is there but empty: remove it, or set {KEY_VARIABLE}")
+    return secret
+
+
+def _read(path: Path) -> str | None:
+    """The key in the file; None when there is no file, or (made by an older version
+    that was stopped while writing it) an empty one."""
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def seal(values: Mapping[str, str]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -13,7 +14,15 @@ from contracts.events import AnyEvent, SubagentVariablesProvided, ThreadCreated
 from contracts.events.registry import ImmediateConfig, SubagentEntry
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.records import EventContext, Position, RecordedEvent
-from services.common.sealing import KEY_FILE, KEY_VARIABLE, UnsealError, seal, unseal, use_key_of
+from services.common.sealing import (
+    KEY_FILE,
+    KEY_VARIABLE,
+    UnsealError,
+    key_in,
+    seal,
+    unseal,
+    use_key_of,
+)
 from services.runtime.scoped import scoped_values
 from services.runtime.state import fold
 
@@ -98,3 +107,26 @@ def test_a_data_directory_gives_its_processes_one_private_key(
     assert os.environ[KEY_VARIABLE] == "operator-key"
     with pytest.raises(UnsealError):
         unseal(token)
+
+
+def test_a_key_another_process_made_meanwhile_is_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every service started at once on a fresh data directory: one finds no key, and
+    another makes it before the first one writes its own. The first takes theirs rather
+    than fail (or read a file not written yet), and leaves nothing else behind."""
+    made = secrets.token_urlsafe
+
+    def theirs_first(nbytes: int | None = None) -> str:
+        (tmp_path / KEY_FILE).write_text("theirs\n")
+        return made(nbytes)
+
+    monkeypatch.setattr(secrets, "token_urlsafe", theirs_first)
+    assert key_in(tmp_path) == "theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [KEY_FILE]
+    monkeypatch.setattr(secrets, "token_urlsafe", made)
+    # Found whole, or made whole: never a key read from a file being written.
+    assert key_in(tmp_path) == "theirs"
+    (tmp_path / KEY_FILE).write_text("")
+    with pytest.raises(RuntimeError, match="empty"):
+        key_in(tmp_path)
