@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from contracts.events import (
     SubagentCompleted,
@@ -32,6 +32,8 @@ SubagentEvent = (
     | SubagentTerminated
     | SubagentCompleted
 )
+# The events `child_changes` folds.
+SUBAGENT_EVENTS = get_args(SubagentEvent)
 
 
 @dataclass(frozen=True, slots=True)

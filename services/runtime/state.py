@@ -34,12 +34,7 @@ from contracts.events import (
     RunTick,
     SessionTurn,
     SubagentCompleted,
-    SubagentMessaged,
     SubagentRequested,
-    SubagentSpawned,
-    SubagentStatus,
-    SubagentTerminated,
-    SubagentVariablesProvided,
     ThreadCreated,
     ThreadTerminated,
     Todo,
@@ -52,8 +47,8 @@ from contracts.events import (
 )
 from infra.jetstream.records import Position, RecordedEvent
 from services.common.sealing import unseal
+from services.runtime.children import SUBAGENT_EVENTS, child_changes
 from services.runtime.children import ChildEntry as ChildEntry
-from services.runtime.children import child_changes
 from services.runtime.thread_parts import TERMINAL as TERMINAL
 from services.runtime.thread_parts import QueuedRequest as QueuedRequest
 from services.runtime.thread_parts import RunStatus as RunStatus
@@ -229,6 +224,8 @@ class ThreadState:
         return _evolve(self, runs=runs)
 
     def _apply_payload(self, payload: AnyEvent, event: RecordedEvent) -> ThreadState:
+        if isinstance(payload, SUBAGENT_EVENTS):
+            return _evolve(self, **child_changes(self, payload, event.envelope.ts))
         match payload:
             case ThreadCreated(agency_id=agency_id, agent_type=agent_type, parent=parent):
                 return _evolve(
@@ -315,16 +312,6 @@ class ThreadState:
                 return _evolve(self, agent_state=value)
             case ToolRequested(call=call):
                 return _evolve(self, requested=self.requested | {call.id})
-            case (
-                SubagentRequested()
-                | SubagentMessaged()
-                | SubagentSpawned()
-                | SubagentVariablesProvided()
-                | SubagentStatus()
-                | SubagentTerminated()
-                | SubagentCompleted()
-            ):
-                return _evolve(self, **child_changes(self, payload, event.envelope.ts))
             case ToolOutput(tool_call_id=call_id, tool_name=name, output=output):
                 state = _evolve(
                     self, outcomes=(*self.outcomes, (call_id, ToolOutcome(output, error=False)))
