@@ -18,6 +18,10 @@ from services.api.keys import KeyCache
 from services.api.limits import InvokeLimiter
 from services.api.progress import ProjectionProgress
 from services.observability.metrics import Metrics
+from services.runtime.cache import ThreadCache
+
+# Threads the API keeps folded (the least recently used go first).
+THREADS_KEPT = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,10 @@ class ApiDeps:
     limiter: InvokeLimiter = field(default_factory=InvokeLimiter)
     # How far each projection has applied the log, by notification while the app runs.
     progress: ProjectionProgress = field(init=False)
+    # Threads folded from the log, kept by position: a command's checks and a state's
+    # middleware parts read only the events since the last look at the thread.
+    threads: ThreadCache = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "progress", ProjectionProgress(self.pool))
+        object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))

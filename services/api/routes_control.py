@@ -37,7 +37,7 @@ from services.api.routes_commands import (
     _header_key,
     _thread,
 )
-from services.runtime.state import RunView, fold
+from services.runtime.state import RunView
 
 KeyHeader = Annotated[
     str | None,
@@ -192,7 +192,7 @@ CONTROL_ROUTES = [approve, cancel, terminate]
 
 async def _bound_run(deps: ApiDeps, tenant: str, thread_id: str, run_id: str | None) -> RunView:
     """The run a command will be bound to: `run_id`, or the active one; 409 if not active."""
-    state = fold(tenant, thread_id, await deps.bus.store.read(tenant, "thread", thread_id))
+    state = await deps.threads.load(tenant, thread_id)
     active = state.active_run
     if run_id is None:
         if active is None:

@@ -34,7 +34,6 @@ from services.api.eventview import (
     stored_envelope,
 )
 from services.api.readback import caught_up
-from services.runtime.state import fold
 from services.runtime.toolset import registered_tools
 
 DEFAULT_EVENTS_PAGE = 100
@@ -226,8 +225,7 @@ async def agent_state(
         state = msgspec.structs.replace(view.state, tools=metas)
         return Response(content=msgspec.structs.replace(view, state=state))
     # Middleware parts and registered tools are folds of the thread's log, read from it.
-    history = await deps.bus.store.read(tenant, "thread", thread_id)
-    folded = fold(tenant, thread_id, history)
+    folded = await deps.threads.load(tenant, thread_id)
     listed = {m.name for m in metas}
     metas += [
         queries.ToolMeta(

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
 from contracts.events import ToolRegistered
 from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext
+from infra.jetstream.records import EventContext, Position, RecordedEvent
 from services.agents.middleware import Middleware, state_parts
 from services.agents.system import AgentSystem
 from services.runtime.state import ThreadState, fold
-from tests.api.conftest import Tenant, Thread, append_messages, create_agency
+from tests.api.conftest import Api, Tenant, Thread, append_messages, create_agency
 from tests.api.stateful import COUNTED_AGENT, BrokenState, MessageCounter
 from tests.helpers import assert_eventually
 
@@ -90,3 +92,35 @@ async def test_registered_tools_are_listed_in_the_state_as_recorded(
     r = await client.get(thread.path + "/state", headers=tenant_a.auth)
     (echo,) = [t for t in r.json()["state"]["tools"] if t["name"] == "echo"]
     assert echo["description"] == "as recorded"
+
+
+async def test_a_thread_read_again_costs_only_its_new_events(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API keeps threads folded by position: `/state`'s parts and a command's checks
+    read only what the log got since the last look, not the whole thread again."""
+    agency = await create_agency(client, tenant_a)
+    r = await client.post(
+        f"/agency/{agency}/agents", json={"agentType": COUNTED_AGENT}, headers=tenant_a.auth
+    )
+    assert r.status_code == 201, r.text
+    thread = Thread(tenant_a, agency, r.json()["id"])
+    await append_messages(bus, thread, *(f"m{i}" for i in range(30)))
+    read: list[int] = []
+    store = api.deps.bus.store
+    original = store.read_positioned
+
+    async def counted(*args: Any, **kwargs: Any) -> tuple[list[RecordedEvent], Position]:
+        events, position = await original(*args, **kwargs)
+        read.append(len(events))
+        return events, position
+
+    monkeypatch.setattr(store, "read_positioned", counted)
+    r = await client.get(thread.path + "/state", headers=tenant_a.auth)
+    assert r.json()["state"]["messageCounter"]["user_messages"] == 30
+    await append_messages(bus, thread, "one more")
+    r = await client.get(thread.path + "/state", headers=tenant_a.auth)
+    assert r.json()["state"]["messageCounter"] == {"user_messages": 31, "last": "one more"}
+    r = await client.post(thread.path + "/cancel", headers=tenant_a.auth)
+    assert r.status_code == 409 and "no active run" in r.json()["error"]
+    assert read[0] >= 31 and read[1:] == [1, 0], read
