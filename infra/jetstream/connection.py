@@ -79,6 +79,9 @@ class Bus:
             log.error("nats error", connection=self._name, error=described)
 
     async def _on_disconnected(self) -> None:
+        nc = self._nc
+        if nc is None or nc.is_closed or nc.is_draining:
+            return  # closed by us (`close` lets go of it first)
         log.warning("nats disconnected; reconnecting", connection=self._name)
 
     async def _on_reconnected(self) -> None:

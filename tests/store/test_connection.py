@@ -4,7 +4,9 @@ reads in the logs as a few lines (lost, refused, back), not as a traceback per a
 from __future__ import annotations
 
 import logging
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -43,3 +45,15 @@ async def test_a_broker_outage_is_logged_as_lines_not_tracebacks(
     assert lost["log_level"] == "warning" and lost["error"]
     tracebacks = [r for r in caplog.records if r.name.startswith("nats") and r.exc_info]
     assert not tracebacks, [r.getMessage() for r in tracebacks]
+
+
+async def test_closing_the_bus_is_not_logged_as_an_outage(tmp_path: Path) -> None:
+    async with NatsServer(tmp_path / "nats") as server:
+        bus = await Bus(server.url, name="closing").connect()
+        with structlog.testing.capture_logs() as logs:
+            await bus.close()
+        assert bus_lines(logs) == []
+
+
+def bus_lines(logs: list[MutableMapping[str, Any]]) -> list[str]:
+    return [entry["event"] for entry in logs if str(entry["event"]).startswith("nats ")]
