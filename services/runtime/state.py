@@ -47,13 +47,10 @@ from contracts.events import (
 )
 from infra.jetstream.records import Position, RecordedEvent
 from services.common.sealing import unseal
-from services.runtime.children import SUBAGENT_EVENTS, child_changes
-from services.runtime.children import ChildEntry as ChildEntry
-from services.runtime.thread_parts import TERMINAL as TERMINAL
+from services.runtime.children import SUBAGENT_EVENTS, ChildEntry, child_changes
 from services.runtime.thread_parts import QueuedRequest as QueuedRequest
-from services.runtime.thread_parts import RunStatus as RunStatus
 from services.runtime.thread_parts import RunView as RunView
-from services.runtime.thread_parts import ToolOutcome as ToolOutcome
+from services.runtime.thread_parts import ToolOutcome
 
 
 @dataclass(frozen=True, slots=True)
