@@ -10,6 +10,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from services.agents.system import AgentSystem
+from services.gateway.service import run_gateway
 from services.llm.provider import Provider
 from services.projector.service import run_projector
 from services.registry.service import run_registry
@@ -33,6 +34,7 @@ class StackConfig:
         "subagents",
         "workflows",
         "projector",
+        "gateway",
     )
     # Seconds before work a killed worker held is redelivered to another.
     runtime_ack_wait: float = 30.0
@@ -72,6 +74,7 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
             WorkflowSettings(ack_wait=c.runtime_ack_wait),
         ),
         "projector": lambda stop: run_projector(c.nats_for("projector"), c.database_url, stop),
+        "gateway": lambda stop: run_gateway(c.nats_for("gateway"), stop),
     }
     runners.update(c.extra)
     return runners

@@ -18,7 +18,8 @@ import structlog
 
 from infra.launch.errors import BinaryNotFound, LaunchError, PortInUse, ProcessExited, StartTimeout
 from infra.launch.process import ChildProcess, free_port, poll_until
-from infra.nats_auth import AUTH_CONF, PID_FILE, NatsAuth
+from infra.nats_accounts import SERVICES_ACCOUNT
+from infra.nats_auth import PID_FILE, NatsAuth
 
 log = structlog.get_logger(__name__)
 
@@ -222,7 +223,10 @@ class NatsServer:
         ]
         if self.auth is not None:
             self.auth.ensure()
-            lines.append(f"include {_quoted(AUTH_CONF)}")
+            self._adopt_global_account()
+            # An include is relative to the including file (a cluster's nodes share one).
+            include = os.path.relpath(self.auth.conf_path, self.store_dir)
+            lines.append(f"include {_quoted(include)}")
         lines += [
             "jetstream {",
             f"  store_dir: {_quoted(str(self.store_dir))}",
@@ -240,6 +244,16 @@ class NatsServer:
                 "}",
             ]
         self.config_path.write_text("\n".join(lines) + "\n")
+
+    def _adopt_global_account(self) -> None:
+        """A store written before accounts kept the streams in the global account (`$G`):
+        they move to the services' account, where the users now are (a single node only;
+        a cluster's replicated metadata names the account)."""
+        streams = self.store_dir / "jetstream"
+        old, new = streams / "$G", streams / SERVICES_ACCOUNT
+        if self.cluster is None and old.is_dir() and not new.exists():
+            old.rename(new)
+            log.info("nats_streams_moved_to_account", account=SERVICES_ACCOUNT)
 
     def _env(self) -> dict[str, str] | None:
         if self.memory_limit is None or "GOMEMLIMIT" in os.environ:

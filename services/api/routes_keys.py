@@ -231,6 +231,8 @@ class NatsCredentialsOut(Out, frozen=True, kw_only=True):
     inbox_prefix: str
     commands: str
     events: str
+    # The JetStream API prefix in the tenant's account (`nc.jetstream(prefix=…)`).
+    js_api_prefix: str
 
 
 @post(
@@ -240,8 +242,9 @@ class NatsCredentialsOut(Out, frozen=True, kw_only=True):
     responses={501: error_response(501)},
     summary="Issue NATS credentials for a tenant's own services (admin)",
     description=(
-        "A user confined to publishing the tenant's commands and reading its events, with "
-        "a private inbox prefix. Issuing again replaces the password."
+        "A user in an account of the tenant's own, which can publish the tenant's commands "
+        "and read its events, with a private inbox prefix and a JetStream API prefix "
+        "(`jsApiPrefix`). Issuing again replaces the password."
     ),
 )
 async def issue_nats_credentials(tenant_id: TenantId, deps: Deps) -> NatsCredentialsOut:
@@ -263,6 +266,7 @@ async def issue_nats_credentials(tenant_id: TenantId, deps: Deps) -> NatsCredent
         inbox_prefix=c.inbox_prefix,
         commands=c.commands,
         events=c.events,
+        js_api_prefix=c.js_api_prefix,
     )
 
 

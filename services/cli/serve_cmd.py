@@ -35,7 +35,16 @@ from services.llm.provider import Provider, provider_from_env
 from services.stack import StackConfig, service_runners
 from services.supervisor import ServiceRunner, Supervisor
 
-SERVICES = ("registry", "runtime", "tools", "subagents", "workflows", "projector", "api")
+SERVICES = (
+    "registry",
+    "runtime",
+    "tools",
+    "subagents",
+    "workflows",
+    "projector",
+    "gateway",
+    "api",
+)
 
 
 def register(groups: Any) -> None:
