@@ -93,7 +93,7 @@ async def _issue(
     if event is None:
         deps.keys.note_pending(tenant, key_id, idempotency_key)
     elif replaces is not None:
-        deps.keys.revoke(replaces)
+        deps.keys.revoke(tenant, replaces)
     body = KeyOut(key_id=key_id, api_key=key, name=name, replaces=replaces)
     return Response(body, status_code=201 if readable else 202)
 
@@ -108,7 +108,7 @@ async def _revoke(deps: ApiDeps, tenant: str, key_id: str) -> Response[None]:
     )
     event, _ = await read_your_write(deps, tenant, "tenant", tenant, idempotency_key)
     if event is not None:
-        deps.keys.revoke(key_id)
+        deps.keys.revoke(tenant, key_id)
     return Response(None, status_code=204 if event is not None else 202)
 
 
