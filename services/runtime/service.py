@@ -42,6 +42,7 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from infra.tasks import cancel_and_wait
 from services.agents.system import AgentSystem
 from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
+from services.common.tenant_env import TenantEnvSettings
 from services.llm.provider import Provider
 from services.runtime import commands, fairness, watchdog
 from services.runtime.cache import BlueprintCache, ThreadCache
@@ -406,9 +407,11 @@ async def run_runtime(
     # Here, not at the top: the MCP SDK takes a second to import, which the CLI never needs.
     from services.mcpclient import McpCatalog, McpSessions
 
+    TenantEnvSettings.current()  # a malformed AGENCY_TENANT_ENV stops the start, named
     async with (
         Bus(nats_url, name="agency-runtime") as bus,
-        McpSessions() as mcp_sessions,  # for listing MCP servers' tools; calls run in tools
+        # For listing MCP servers' tools (calls run in tools), never reaching our own ports.
+        McpSessions(own_urls=(nats_url, database_url)) as mcp_sessions,
     ):
         settings = LeaseSettings(
             ttl=lease_ttl or float(os.environ.get("AGENCY_LEASE_TTL", "10")),

@@ -41,6 +41,7 @@ import yaml
 from contracts.events import BlueprintSpec, WorkflowLimits
 from contracts.events.registry import BlueprintConfig
 from contracts.ids import is_valid_token
+from services.common.egress import refusal
 from services.workflows.scheduler import cron_problem
 
 _VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_-]+)\s*\}\}")
@@ -263,6 +264,11 @@ def _inline(name: str, spec: dict[str, Any], where: str) -> BlueprintSpec:
         typed = msgspec.convert(config, BlueprintConfig)
     except msgspec.ValidationError as e:
         raise DefinitionError(f"{where}.config: {e}") from e
+    for i, server in enumerate(typed.mcp_servers):
+        # An address no connection for a tenant may reach (`services/common/egress.py`).
+        problem = refusal(server.url) if server.url else None
+        if problem is not None:
+            raise DefinitionError(f"{where}.config.mcp_servers[{i}].url: {problem}")
     for key in ("model", "system_prompt", "description"):
         if not isinstance(spec.get(key, ""), str):
             raise DefinitionError(f"{where}.{key} must be a string")

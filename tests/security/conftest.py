@@ -1,6 +1,86 @@
-"""A hostile tenant against the whole system: every service, the API, real NATS and
-PostgreSQL (the fixtures of tests/e2e)."""
+"""The whole system in the test process (every service, the API, real NATS and PostgreSQL,
+the fake model over HTTP), and a hostile tenant that holds only its own API key."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import client, system_api  # noqa: F401
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from contracts.events.run import RUN_TERMINAL_TYPES
+from infra.jetstream.connection import Bus
+from infra.launch import NatsServer
+from services.llm.fake_server import FakeLLMServer
+from tests.e2e.conftest import ADMIN, Client, running_system
+from tests.e2e.conftest import client  # noqa: F401 (a tenant driving the system over HTTP)
+from tests.helpers import assert_eventually
+
+
+@pytest.fixture(scope="package")
+async def system_api(
+    nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
+) -> AsyncIterator[tuple[str, FakeLLMServer]]:
+    async with (
+        FakeLLMServer(instant=True) as llm,
+        running_system(nats_url, database_url, nats_server, llm) as url,
+    ):
+        yield url, llm
+
+
+@pytest.fixture
+async def tenant(system_api: tuple[str, FakeLLMServer]) -> AsyncIterator[Client]:
+    """A new tenant, its key and an agency of its own."""
+    url, llm = system_api
+    async with httpx.AsyncClient(base_url=url, timeout=20) as admin:
+        r = await admin.post(
+            "/tenants", json={"name": "hostile"}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert r.status_code == 201, r.text
+        key, tenant_id = r.json()["apiKey"], r.json()["tenantId"]
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=url, timeout=20, headers=headers) as http:
+        r = await http.post("/agencies", json={"name": "hostile"})
+        assert r.status_code == 201, r.text
+        yield Client(http=http, llm=llm, agency=r.json()["id"], tenant=tenant_id)
+
+
+async def save(client: Client, blueprint: dict[str, Any]) -> httpx.Response:
+    return await client.http.post(f"/agency/{client.agency}/blueprints", json=blueprint)
+
+
+async def events(client: Client, thread: str) -> list[dict[str, Any]]:
+    """Every event of the thread's tree, as the tenant reads them (`GET …/events`)."""
+    found: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        r = await client.http.get(
+            f"{client.path(thread)}/events",
+            params={"correlationId": thread, "fromSeq": after, "limit": 1000},
+        )
+        assert r.status_code == 200, r.text
+        page = r.json()
+        found.extend(page["events"])
+        if not page["hasMore"] or not page["events"]:
+            return found
+        after = page["events"][-1]["streamSeq"] + 1
+
+
+async def until_runs_end(
+    client: Client, thread: str, runs: int = 1, timeout: float = 30
+) -> list[dict[str, Any]]:
+    """The tree's events once `runs` runs of the thread itself have ended."""
+
+    async def ended() -> list[dict[str, Any]]:
+        tree = await events(client, thread)
+        own = [e for e in tree if e.get("threadId", thread) == thread]
+        assert sum(e["type"] in RUN_TERMINAL_TYPES for e in own) >= runs
+        return tree
+
+    return await assert_eventually(ended, timeout=timeout)
+
+
+def text_of(found: list[dict[str, Any]]) -> str:
+    return json.dumps(found)
