@@ -15,7 +15,6 @@ from infra.jetstream.connection import Bus
 from infra.launch import NatsServer
 from services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, Client, running_system
-from tests.e2e.conftest import client  # noqa: F401 (a tenant driving the system over HTTP)
 from tests.helpers import assert_eventually
 
 

@@ -88,27 +88,27 @@ def command(tenant: str, payload: Command, key: str) -> bytes:
 
 
 async def test_a_tenant_cannot_take_another_tenants_duplicate_id(
-    client: Client, hostile: tuple[NATS, TenantCredentials]
+    tenant: Client, hostile: tuple[NATS, TenantCredentials]
 ) -> None:
     nc, c = hostile
-    thread = await client.thread()
+    thread = await tenant.thread()
     # The id A's invoke with idempotency key "k1" will carry, published first by B.
-    forged = f"{client.tenant}:runtime.invoke:{thread}:k1"
+    forged = f"{tenant.tenant}:runtime.invoke:{thread}:k1"
     ack = await nc.jetstream(timeout=10).publish(
         f"tenant.{c.tenant_id}.cmd.runtime.invoke", b"{}", headers={"Nats-Msg-Id": forged}
     )
     assert ack.stream == COMMANDS_STREAM and not ack.duplicate
-    client.llm.script("dedup-wall", [ScriptStep(content="done")])
-    run = await client.invoke(thread, "dedup-wall", idempotencyKey="k1")
-    state = await client.until(thread, lambda s: s["run"] and s["run"]["status"] == "completed")
+    tenant.llm.script("dedup-wall", [ScriptStep(content="done")])
+    run = await tenant.invoke(thread, "dedup-wall", idempotencyKey="k1")
+    state = await tenant.until(thread, lambda s: s["run"] and s["run"]["status"] == "completed")
     assert state["run"]["runId"] == run
 
 
 async def test_a_tenant_cannot_revoke_another_tenants_api_key(
-    client: Client, hostile: tuple[NATS, TenantCredentials], bus: Bus
+    tenant: Client, hostile: tuple[NATS, TenantCredentials], bus: Bus
 ) -> None:
     nc, c = hostile
-    key = client.http.headers["Authorization"].removeprefix("Bearer ")
+    key = tenant.http.headers["Authorization"].removeprefix("Bearer ")
     victim_key_id = key.removeprefix("ak_").split("_", 1)[0]
     js = nc.jetstream(timeout=10)
     subject = f"tenant.{c.tenant_id}.cmd.registry."
@@ -128,12 +128,12 @@ async def test_a_tenant_cannot_revoke_another_tenants_api_key(
 
     await assert_eventually(revoked_in_its_own_log, timeout=20)
     # Every API process heard B's revocation; A's key of the same id still works.
-    r = await client.http.get("/agencies")
+    r = await tenant.http.get("/agencies")
     assert r.status_code == 200, r.text
 
 
 async def test_a_tenant_cannot_create_or_update_consumers_it_does_not_own(
-    client: Client, hostile: tuple[NATS, TenantCredentials], embedded: NatsServer, bus: Bus
+    tenant: Client, hostile: tuple[NATS, TenantCredentials], embedded: NatsServer, bus: Bus
 ) -> None:
     nc, c = hostile
     js = nc.jetstream(timeout=10, prefix=JS_API_PREFIX)
@@ -156,7 +156,7 @@ async def test_a_tenant_cannot_create_or_update_consumers_it_does_not_own(
         assert after.config.filter_subjects == before[name].config.filter_subjects
         assert after.config.filter_subject == before[name].config.filter_subject
     # A's own consumer, by name: B cannot take it over.
-    async with as_tenant(embedded, client.tenant) as (victim, vc):
+    async with as_tenant(embedded, tenant.tenant) as (victim, vc):
         mine = "follow-" + new_id().lower()
         await victim.jetstream(timeout=10, prefix=JS_API_PREFIX).add_consumer(
             EVENTS_STREAM,
@@ -173,8 +173,8 @@ async def test_a_tenant_cannot_create_or_update_consumers_it_does_not_own(
         assert info.config.deliver_subject.startswith(vc.inbox_prefix + ".")
     # Push consumers delivering anywhere but its own inbox; filters beyond its own events.
     elsewhere = [
-        f"_INBOX_{client.tenant}.stolen",
-        f"tenant.{client.tenant}.cmd.runtime.invoke",
+        f"_INBOX_{tenant.tenant}.stolen",
+        f"tenant.{tenant.tenant}.cmd.runtime.invoke",
         f"{'dlq'}.{COMMANDS_STREAM}.forged",
         f"$KV.{LEASES_BUCKET}.forged",
         f"$JS.API.STREAM.DELETE.{EVENTS_STREAM}",
@@ -185,7 +185,7 @@ async def test_a_tenant_cannot_create_or_update_consumers_it_does_not_own(
             await js.add_consumer(
                 EVENTS_STREAM, config("d" + new_id().lower(), deliver_subject=deliver)
             )
-    for wider in (f"tenant.{client.tenant}.evt.>", "tenant.*.evt.>", ">"):
+    for wider in (f"tenant.{tenant.tenant}.evt.>", "tenant.*.evt.>", ">"):
         with pytest.raises(BadRequestError, match="filter"):
             await js.add_consumer(
                 EVENTS_STREAM, config("f" + new_id().lower(), filter_subject=wider)
@@ -198,16 +198,16 @@ async def test_a_tenant_cannot_create_or_update_consumers_it_does_not_own(
             await js.add_consumer(EVENTS_STREAM, config("u" + new_id().lower(), **unsafe))
     # Nothing reached A's command subjects or the dead letters, and the streams are whole.
     with pytest.raises(NotFoundError):
-        await bus.js.get_last_msg(COMMANDS_STREAM, f"tenant.{client.tenant}.cmd.runtime.invoke")
+        await bus.js.get_last_msg(COMMANDS_STREAM, f"tenant.{tenant.tenant}.cmd.runtime.invoke")
     for stream in (EVENTS_STREAM, COMMANDS_STREAM, DEAD_LETTER_STREAM):
         await bus.js.stream_info(stream)
 
 
 async def test_a_tenants_consumer_delivers_its_own_events_to_its_own_inbox(
-    client: Client, embedded: NatsServer
+    tenant: Client, embedded: NatsServer
 ) -> None:
-    thread = await client.thread()
-    async with as_tenant(embedded, client.tenant) as (nc, c):
+    thread = await tenant.thread()
+    async with as_tenant(embedded, tenant.tenant) as (nc, c):
         got: asyncio.Queue[str] = asyncio.Queue()
 
         async def keep(msg: object) -> None:
@@ -224,16 +224,16 @@ async def test_a_tenants_consumer_delivers_its_own_events_to_its_own_inbox(
             ),
         )  # fmt: skip
         subject = await asyncio.wait_for(got.get(), timeout=15)
-    assert subject == f"tenant.{client.tenant}.evt.thread.{thread}.thread_created"
+    assert subject == f"tenant.{tenant.tenant}.evt.thread.{thread}.thread_created"
 
 
 async def test_a_command_naming_another_tenants_thread_is_dead_lettered_with_its_reason(
-    client: Client, hostile: tuple[NATS, TenantCredentials], bus: Bus
+    tenant: Client, hostile: tuple[NATS, TenantCredentials], bus: Bus
 ) -> None:
     nc, c = hostile
-    thread = await client.thread()
+    thread = await tenant.thread()
     invoke = InvokeThread(
-        agency_id=client.agency, thread_id=thread, run_id="run_" + new_id(),
+        agency_id=tenant.agency, thread_id=thread, run_id="run_" + new_id(),
         messages=(ChatMessage(role="user", content="not yours"),),
     )  # fmt: skip
     key = "spoof-" + new_id()
@@ -249,12 +249,12 @@ async def test_a_command_naming_another_tenants_thread_is_dead_lettered_with_its
 
     letter = await assert_eventually(dead_lettered, timeout=20)
     assert thread in letter.detail, letter.detail
-    events = await bus.store.read(client.tenant, "thread", thread)
+    events = await bus.store.read(tenant.tenant, "thread", thread)
     assert [e.type for e in events] == ["thread.created"]
 
 
 async def test_a_tenants_nats_user_reaches_nothing_outside_its_account(
-    hostile: tuple[NATS, TenantCredentials], client: Client, bus: Bus
+    hostile: tuple[NATS, TenantCredentials], tenant: Client, bus: Bus
 ) -> None:
     nc, _ = hostile
     errors: list[str] = []
@@ -263,13 +263,13 @@ async def test_a_tenants_nats_user_reaches_nothing_outside_its_account(
     async def keep(msg: object) -> None:
         heard.append(getattr(msg, "subject", ""))
 
-    for subject in (f"tenant.{client.tenant}.evt.>", "_INBOX.>", "dlq.>", f"$KV.{LEASES_BUCKET}.>"):
+    for subject in (f"tenant.{tenant.tenant}.evt.>", "_INBOX.>", "dlq.>", f"$KV.{LEASES_BUCKET}.>"):
         try:
             await nc.subscribe(subject, cb=keep)
         except NatsError as e:
             errors.append(str(e))
     await nc.flush(timeout=10)
-    await client.thread()  # A's events flow meanwhile
+    await tenant.thread()  # A's events flow meanwhile
     await bus.nc.publish("_INBOX.services.reply", b"secret")
     await bus.nc.flush(timeout=10)
     with pytest.raises((NatsError, TimeoutError)):

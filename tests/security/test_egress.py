@@ -13,9 +13,10 @@ import pytest
 import uvicorn
 
 from contracts.commands import SaveBlueprint
-from contracts.events import BlueprintSpec, McpServer
+from contracts.events import BlueprintSaved, BlueprintSpec, McpServer
 from contracts.events.registry import BlueprintConfig
 from contracts.ids import new_id
+from infra.jetstream import dlq_admin
 from infra.jetstream.connection import Bus
 from services.common.egress import EgressPolicy, EgressRefused, guarded_transport
 from services.llm.fake_scripts import ScriptStep
@@ -118,22 +119,52 @@ async def test_the_operator_allows_a_host_and_its_server_is_then_saved_and_used(
     assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
-async def test_a_stored_blueprint_reaching_loopback_ends_its_run_with_the_reason(
-    tenant: Client, bus: Bus, calc: McpHttpServer, host: str
-) -> None:
-    """Saved past the HTTP check (over NATS, or before it existed): refused on connecting,
-    the name resolved first, and the server never hears from it."""
-    name = "stored" + new_id().lower()[-8:]
-    url = f"http://{host}:{calc.port}/mcp"
-    spec = BlueprintSpec(
+def stored_spec(name: str, url: str) -> BlueprintSpec:
+    return BlueprintSpec(
         name=name,
         prompt=f"{name} prompt",
         config=BlueprintConfig(mcp_servers=(McpServer(name="calc", url=url),)),
     )
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_a_blueprint_saved_over_nats_reaching_loopback_is_dead_lettered(
+    tenant: Client, bus: Bus, host: str
+) -> None:
+    """Past the HTTP check, on the tenant's own command subject: the registry refuses it."""
+    name = "nats" + new_id().lower()[-8:]
+    spec = stored_spec(name, f"http://{host}:9/mcp")
     await bus.commands.send(
         tenant.tenant, SaveBlueprint(agency_id=tenant.agency, blueprint=spec), idempotency_key=name
     )
+
+    async def dead_lettered() -> dlq_admin.LetterInfo:
+        letters = await dlq_admin.list_letters(
+            bus.js, tenant=tenant.tenant, reason="egress_refused", limit=200
+        )
+        mine = [letter for letter in letters if name in letter.detail]
+        assert mine, letters
+        return mine[-1]
+
+    letter = await assert_eventually(dead_lettered, timeout=20)
+    assert "loopback" in letter.detail and "config.mcpServers[0].url" in letter.detail
+    r = await tenant.http.get(f"/agency/{tenant.agency}/blueprints/{name}")
+    assert r.status_code == 404, r.text
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_a_stored_blueprint_reaching_loopback_ends_its_run_with_the_reason(
+    tenant: Client, bus: Bus, calc: McpHttpServer, host: str
+) -> None:
+    """Stored before the checks existed (appended to the log as it was then): refused on
+    connecting, the name resolved first, and the server never hears from it."""
+    name = "stored" + new_id().lower()[-8:]
+    spec = stored_spec(name, f"http://{host}:{calc.port}/mcp")
+    history = await bus.store.read(tenant.tenant, "agency", tenant.agency)
+    await bus.store.append(
+        tenant.tenant, "agency", tenant.agency,
+        [BlueprintSaved(blueprint=spec, revision=1)], expected=history[-1].position,
+    )  # fmt: skip
 
     async def listed() -> None:
         r = await tenant.http.get(f"/agency/{tenant.agency}/blueprints/{name}")
