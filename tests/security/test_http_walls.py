@@ -9,7 +9,10 @@ import httpx
 import pytest
 
 from tests.helpers import assert_eventually
-from tests.security.conftest import Tenant
+from tests.security.conftest import ADMIN_AUTH, Tenant
+
+DEPTH_LIMIT = "nested deeper than 64 levels"
+ADMIN_PREFIXES = ("/tenants", "/dlq", "/metrics")
 
 
 def not_found(r: httpx.Response) -> None:
@@ -119,3 +122,129 @@ async def test_a_langgraph_thread_create_naming_another_tenants_agency_is_not_fo
 ) -> None:
     headers = {**tenant_b.auth, "x-agency-id": tenant_a.agency}
     not_found(await http.post("/langgraph/threads", json={}, headers=headers))
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+async def _body_routes(http: httpx.AsyncClient) -> list[tuple[str, str]]:
+    """Every (method, path) of the OpenAPI document with a request body, and LangGraph's."""
+    doc = (await http.get("/schema/openapi.json")).json()
+    routes = [
+        (method.upper(), path)
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if isinstance(op, dict) and "requestBody" in op
+    ]
+    langgraph = ["/assistants/search", "/threads", "/threads/search", "/runs", "/runs/wait",
+                 "/threads/{thread_id}/history", "/threads/{thread_id}/runs"]  # fmt: skip
+    routes += [("POST", "/langgraph" + p) for p in langgraph]
+    return routes
+
+
+def _filled(path: str, owner: Tenant) -> str:
+    for name in ("{agencyId}", "{tenantId}"):
+        path = path.replace(name, owner.agency if name == "{agencyId}" else owner.id)
+    for name in ("{threadId}", "{thread_id}", "{requestId}", "{name}", "{workflow}",
+                 "{scheduleId}", "{keyId}", "{seq}"):  # fmt: skip
+        path = path.replace(name, "x1")
+    return path
+
+
+@pytest.mark.parametrize("depth", [65, 1_000, 100_000])
+async def test_json_nested_beyond_the_limit_is_refused_on_every_body_route(
+    http: httpx.AsyncClient, tenant_b: Tenant, depth: int
+) -> None:
+    routes = await _body_routes(http)
+    assert len(routes) > 20
+    for method, path in routes:
+        auth = ADMIN_AUTH if path.startswith(ADMIN_PREFIXES) else tenant_b.auth
+        headers = {**auth, "content-type": "application/json"}
+        r = await http.request(
+            method, _filled(path, tenant_b), content=nested(depth), headers=headers
+        )
+        assert r.status_code == 400, (method, path, r.status_code, r.text)
+        assert DEPTH_LIMIT in r.json()["error"], (method, path, r.text)
+
+
+async def test_json_nested_within_the_limit_is_accepted(
+    http: httpx.AsyncClient, tenant_b: Tenant
+) -> None:
+    extra: Any = "leaf"
+    for _ in range(60):
+        extra = {"k": extra}
+    spec = {"name": "deep", "prompt": "p", "config": {"extra": extra}}
+    r = await http.post(f"/agency/{tenant_b.agency}/blueprints", json=spec, headers=tenant_b.auth)
+    assert r.status_code in (201, 202), r.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"name": "\xff\xfe"}', id="in-a-string"),
+        pytest.param(b'{"na\xc3me": "x"}', id="in-a-key"),
+        pytest.param(b"\xef\xbb\xbf{}", id="a-bom"),
+        pytest.param(b'{"name": "\xed\xa0\x80"}', id="a-surrogate"),
+    ],
+)
+async def test_a_body_that_is_not_utf8_is_refused(
+    http: httpx.AsyncClient, tenant_b: Tenant, body: bytes
+) -> None:
+    headers = {**tenant_b.auth, "content-type": "application/json"}
+    for path in ("/agencies", f"/agency/{tenant_b.agency}/blueprints", "/langgraph/threads"):
+        r = await http.post(path, content=body, headers=headers)
+        assert r.status_code == 400, (path, r.status_code, r.text)
+
+
+@pytest.mark.parametrize(
+    ("path", "auth"),
+    [
+        pytest.param("/console/index.html%00.js", False, id="console-nul"),
+        pytest.param("/console/%FF%FE.js", False, id="console-not-utf8"),
+        pytest.param("/console/%C0%AE%C0%AE/index.html", False, id="console-overlong"),
+        pytest.param("/console/" + "a" * 5000 + ".js", False, id="console-long-name"),
+        pytest.param("/console/%2e%2e/%2e%2e/pyproject.toml", False, id="console-dot-dot"),
+        pytest.param("/agency/a%00b/agents", True, id="api-nul"),
+        pytest.param("/agency/%FF/agents", True, id="api-not-utf8"),
+        pytest.param("/langgraph/threads/a%00", True, id="langgraph-nul"),
+    ],
+)
+async def test_a_path_with_nul_or_not_utf8_is_refused(
+    http: httpx.AsyncClient, tenant_b: Tenant, path: str, auth: bool
+) -> None:
+    r = await http.get(path, headers=tenant_b.auth if auth else {})
+    assert r.status_code in (400, 404), (r.status_code, r.text)
+    assert r.json()["status"] == r.status_code
+
+
+async def test_a_workflow_definition_nested_too_deep_is_refused(
+    http: httpx.AsyncClient, tenant_b: Tenant
+) -> None:
+    for definition in ("a: " + "[" * 20_000 + "]" * 20_000, "agents: " + "{a: " * 200 + "}" * 200):
+        r = await http.post(
+            f"/agency/{tenant_b.agency}/workflows",
+            json={"definition": definition},
+            headers=tenant_b.auth,
+        )
+        assert r.status_code == 400, r.text
+        assert DEPTH_LIMIT.replace("nested", "YAML nested") in r.json()["error"], r.text
+
+
+async def test_a_workflow_definition_expanding_aliases_beyond_the_limit_is_refused(
+    http: httpx.AsyncClient, tenant_b: Tenant
+) -> None:
+    """Each line ten aliases of the one before: 10^9 values from a few hundred bytes."""
+    lines = ['  - &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"  - &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]
+    r = await http.post(
+        f"/agency/{tenant_b.agency}/workflows",
+        json={
+            "definition": "description:\n"
+            + "\n".join(lines)
+            + "\nname: bomb\nagents: {w: worker}\n"
+        },
+        headers=tenant_b.auth,
+    )
+    assert r.status_code == 400, r.text
+    assert "more than 100000 values once its aliases are expanded" in r.json()["error"], r.text
