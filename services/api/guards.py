@@ -48,13 +48,13 @@ class PathGuard(ASGIMiddleware):
 def depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether decoded JSON nests arrays and objects more than `limit` levels (iterative:
     it stops at the first container past the limit)."""
+    if not isinstance(value, dict | list):
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        if not isinstance(item, dict | list):
-            continue
         if depth > limit:
             return True
+        children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
