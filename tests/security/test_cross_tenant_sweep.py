@@ -6,8 +6,8 @@ LangGraph router (kept out of the document) and from the MCP server's `tools/lis
 parameters are filled by name with A's ids (and B's own agency id, so B's agency with A's
 thread, schedule or workflow is tried too); every combination naming something of A's must
 answer 404 (403 on the admin's routes). A route that names no tenant object at all is in
-`NAMES_NOTHING`, with why. A new route, or a new path parameter, makes the sweep fail until
-it knows what to fill in.
+`NAMES_NOTHING`, with why. The WebSocket is tried too. A new path parameter, or a new
+route that needs a body, makes the sweep fail until it knows what to fill in.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 import mcp_types as types
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from services.api.langgraph import langgraph_router
 from tests.helpers import assert_eventually
@@ -180,18 +182,19 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
     }  # fmt: skip
 
 
-async def routes(http: httpx.AsyncClient) -> list[tuple[str, str]]:
-    """(method, path template) of every route: the OpenAPI document's and LangGraph's."""
+async def routes(http: httpx.AsyncClient) -> list[tuple[str, str, bool]]:
+    """(method, path template, whether it takes a body) of every route: the OpenAPI
+    document's and LangGraph's."""
     doc = (await http.get("/schema/openapi.json")).json()
     found = [
-        (method.upper(), path)
+        (method.upper(), path, "requestBody" in op)
         for path, item in doc["paths"].items()
-        for method in item
+        for method, op in item.items()
         if method in ("get", "post", "put", "patch", "delete")
     ]
     for route in langgraph_router().routes:
         path = re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)
-        found += [(m, path) for m in sorted(route.methods) if m not in ("OPTIONS", "HEAD")]
+        found += [(m, path, m == "POST") for m in sorted(route.methods) if m in ("GET", "POST")]
     assert len(found) > 70, found
     return found
 
@@ -253,7 +256,10 @@ async def test_tenant_b_with_tenant_a_ids_finds_and_changes_nothing_on_any_route
     table = bodies(world)
     problems: list[str] = []
     tried = 0
-    for method, path in await routes(http):
+    for method, path, takes_body in await routes(http):
+        if takes_body and (method, path) not in table:
+            problems.append(f"{method} {path}: the sweep has no body for it (see `bodies`)")
+            continue
         if (method, path) in NAMES_NOTHING:
             status, text = await answer(http, method, path, table.get((method, path), (None,))[0],
                                         b.auth)  # fmt: skip
@@ -280,12 +286,28 @@ async def test_tenant_b_with_tenant_a_ids_finds_and_changes_nothing_on_any_route
                 problems.append(f"{method} {url} -> {status} (expected {expected}) {text}")
             elif expected == 404 and '"status":404' not in text.replace(" ", ""):
                 problems.append(f"{method} {url} -> 404 without the error body: {text}")
+    problems += await websocket_problems(http, world, b)
     problems += await mcp_problems(http, world, b)
     after = await snapshot(http, world)
     changed = [k for k in before if before[k] != after[k]]
     assert tried > 100, tried
     assert not problems, "\n".join(problems)
     assert not changed, {k: (before[k], after[k]) for k in changed}
+
+
+async def websocket_problems(http: httpx.AsyncClient, world: World, b: Tenant) -> list[str]:
+    """The WebSocket (OpenAPI cannot describe one) refuses the handshake with 404."""
+    problems: list[str] = []
+    base = "ws" + str(http.base_url).rstrip("/").removeprefix("http")
+    for agency in (world.owner.agency, b.agency):
+        url = f"{base}/agency/{agency}/agent/{world.thread}/ws"
+        try:
+            async with connect(url, additional_headers=b.auth, open_timeout=10):
+                problems.append(f"WS {url} was accepted")
+        except InvalidStatus as e:
+            if e.response.status_code != 404:
+                problems.append(f"WS {url} -> {e.response.status_code}")
+    return problems
 
 
 MCP_ARGUMENTS: dict[str, Callable[[World], Any]] = {
