@@ -1,10 +1,12 @@
 """The whole system in the test process (every service, the API, real NATS and PostgreSQL,
-the fake model over HTTP), and a hostile tenant that holds only its own API key."""
+the fake model over HTTP), and hostile tenants: one that holds only its own API key, and
+one that calls every route with another tenant's ids."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -16,6 +18,8 @@ from infra.launch import NatsServer
 from services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, Client, running_system
 from tests.helpers import assert_eventually
+
+ADMIN_AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
 
 @pytest.fixture(scope="package")
@@ -83,3 +87,47 @@ async def until_runs_end(
 
 def text_of(found: list[dict[str, Any]]) -> str:
     return json.dumps(found)
+
+
+@pytest.fixture
+def system_url(system_api: tuple[str, FakeLLMServer]) -> str:
+    return system_api[0]
+
+
+@dataclass(frozen=True)
+class Tenant:
+    id: str
+    key: str
+    agency: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+@pytest.fixture
+async def http(system_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=system_url, timeout=30) as client:
+        yield client
+
+
+async def new_tenant(http: httpx.AsyncClient, name: str) -> Tenant:
+    """A tenant with an API key and one agency."""
+    r = await http.post("/tenants", json={"name": name}, headers=ADMIN_AUTH)
+    assert r.status_code == 201, r.text
+    tenant, key = r.json()["tenantId"], r.json()["apiKey"]
+    r = await http.post(
+        "/agencies", json={"name": name}, headers={"Authorization": f"Bearer {key}"}
+    )
+    assert r.status_code == 201, r.text
+    return Tenant(id=tenant, key=key, agency=r.json()["id"])
+
+
+@pytest.fixture
+async def tenant_a(http: httpx.AsyncClient) -> Tenant:
+    return await new_tenant(http, "a")
+
+
+@pytest.fixture
+async def tenant_b(http: httpx.AsyncClient) -> Tenant:
+    return await new_tenant(http, "b")
