@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from infra.nats_auth import SERVICE_ROLES
 from services.agents.system import AgentSystem
 from services.gateway.service import run_gateway
 from services.llm.provider import Provider
@@ -27,15 +28,8 @@ class StackConfig:
     database_url: str
     system: AgentSystem
     provider: Provider
-    services: tuple[str, ...] = (
-        "registry",
-        "runtime",
-        "tools",
-        "subagents",
-        "workflows",
-        "projector",
-        "gateway",
-    )
+    # Every service but the API, which `agency up` serves itself.
+    services: tuple[str, ...] = tuple(r for r in SERVICE_ROLES if r != "api")
     # Seconds before work a killed worker held is redelivered to another.
     runtime_ack_wait: float = 30.0
     tools_ack_wait: float = 30.0

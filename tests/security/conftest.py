@@ -13,41 +13,16 @@ import httpx
 import pytest
 
 from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.jetstream.connection import Bus
-from infra.launch import NatsServer
 from services.llm.fake_server import FakeLLMServer
-from tests.e2e.conftest import ADMIN, Client, running_system
+from tests.e2e.conftest import (
+    ADMIN,
+    Client,
+    system_api,  # noqa: F401
+)
+from tests.e2e.conftest import client as tenant  # noqa: F401 (a tenant with an agency)
 from tests.helpers import assert_eventually
 
 ADMIN_AUTH = {"Authorization": f"Bearer {ADMIN}"}
-
-
-@pytest.fixture(scope="package")
-async def system_api(
-    nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
-) -> AsyncIterator[tuple[str, FakeLLMServer]]:
-    async with (
-        FakeLLMServer(instant=True) as llm,
-        running_system(nats_url, database_url, nats_server, llm) as url,
-    ):
-        yield url, llm
-
-
-@pytest.fixture
-async def tenant(system_api: tuple[str, FakeLLMServer]) -> AsyncIterator[Client]:
-    """A new tenant, its key and an agency of its own."""
-    url, llm = system_api
-    async with httpx.AsyncClient(base_url=url, timeout=20) as admin:
-        r = await admin.post(
-            "/tenants", json={"name": "hostile"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        key, tenant_id = r.json()["apiKey"], r.json()["tenantId"]
-    headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=url, timeout=20, headers=headers) as http:
-        r = await http.post("/agencies", json={"name": "hostile"})
-        assert r.status_code == 201, r.text
-        yield Client(http=http, llm=llm, agency=r.json()["id"], tenant=tenant_id)
 
 
 async def save(client: Client, blueprint: dict[str, Any]) -> httpx.Response:
@@ -90,7 +65,7 @@ def text_of(found: list[dict[str, Any]]) -> str:
 
 
 @pytest.fixture
-def system_url(system_api: tuple[str, FakeLLMServer]) -> str:
+def system_url(system_api: tuple[str, FakeLLMServer]) -> str:  # noqa: F811
     return system_api[0]
 
 
@@ -115,12 +90,12 @@ async def new_tenant(http: httpx.AsyncClient, name: str) -> Tenant:
     """A tenant with an API key and one agency."""
     r = await http.post("/tenants", json={"name": name}, headers=ADMIN_AUTH)
     assert r.status_code == 201, r.text
-    tenant, key = r.json()["tenantId"], r.json()["apiKey"]
+    tenant_id, key = r.json()["tenantId"], r.json()["apiKey"]
     r = await http.post(
         "/agencies", json={"name": name}, headers={"Authorization": f"Bearer {key}"}
     )
     assert r.status_code == 201, r.text
-    return Tenant(id=tenant, key=key, agency=r.json()["id"])
+    return Tenant(id=tenant_id, key=key, agency=r.json()["id"])
 
 
 @pytest.fixture
