@@ -32,7 +32,8 @@ def add_app(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--app",
         default=None,
-        help="the agent system to load, as package.module:attribute "
+        help="the agent system to load: package.module:attribute (looked for in the "
+        "current directory first) or path/to/file.py:attribute "
         "(default: services.agents.default:system)",
     )
     parser.add_argument(
