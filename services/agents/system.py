@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any, Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
+from services.agents.checks import BlueprintInvalid
 from services.agents.code import CodeAgent, SettingsError, validate_settings
 from services.agents.isolation import Isolation, class_reference, function_reference
 from services.agents.middleware import (
@@ -167,6 +168,18 @@ class AgentSystem:
         )
         return self
 
+    def check(self) -> Self:
+        """Raise `BlueprintInvalid` for a blueprint of the system naming a tag, a hook or a
+        `hitl.tools` tool the system does not have (`services/agents/checks.py`); services
+        check when they load the system."""
+        from services.agents.checks import BlueprintInvalid, blueprint_problems
+
+        for blueprint in self._blueprints.values():
+            problems = blueprint_problems(self, blueprint)
+            if problems:
+                raise BlueprintInvalid(blueprint.name, problems)
+        return self
+
     def code_agent_for(self, agent_type: str) -> CodeAgentSpec | None:
         return self._code_agents.get(agent_type)
 
@@ -175,10 +188,29 @@ class AgentSystem:
         return dict(self._blueprints)
 
     def middleware_for(self, blueprint: BlueprintSpec) -> list[Middleware]:
-        """The middleware its tags select, and those its `hooks` name (a hook id naming no
-        middleware of this system is kept and ignored), in the order they were added."""
+        """The middleware its tags select, those its `hooks` name and those its config asks
+        for (`Middleware.wanted_by`: `hitl.tools` selects the hitl middleware), in the order
+        they were added. A hook id naming no middleware of this system is ignored here (a
+        stored blueprint still runs); `check_blueprint` refuses it on save."""
         tags, hooks = set(blueprint.tags), set(blueprint.hooks)
-        return [m.item for m in self._middleware if m.tags & tags or m.item.name in hooks]
+        return [
+            m.item
+            for m in self._middleware
+            if m.tags & tags or m.item.name in hooks or m.item.wanted_by(blueprint.config)
+        ]
+
+    @property
+    def tags(self) -> frozenset[str]:
+        """Every tag that selects something: a tool, a middleware, an MCP server."""
+        found: set[str] = set()
+        for group in (self._tools, self._middleware, self._mcp_servers):
+            for tagged in group:
+                found |= tagged.tags
+        return frozenset(found)
+
+    @property
+    def middleware_names(self) -> frozenset[str]:
+        return frozenset(m.item.name for m in self._middleware)
 
     def tools_for(self, blueprint: BlueprintSpec) -> dict[str, AnyTool]:
         """Tools whose tags meet the blueprint's, plus those its middleware brings."""
@@ -255,7 +287,10 @@ def load_system(path: str | None = None) -> AgentSystem:
             raise SystemLoadError(path, f"{attribute}() failed: {_describe(e)}") from e
     if not isinstance(value, AgentSystem):
         raise SystemLoadError(path, f"{attribute} is a {type(value).__name__}, not an AgentSystem")
-    return value
+    try:
+        return value.check()
+    except BlueprintInvalid as e:
+        raise SystemLoadError(path, str(e)) from e
 
 
 def _is_file(target: str) -> bool:

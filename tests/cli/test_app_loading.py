@@ -127,3 +127,25 @@ async def test_up_with_an_app_that_cannot_load_exits_with_one_line(tmp_path: Pat
         2,
         f"agency: cannot load agent system 'gone/app.py:system': no file {tmp_path}/gone/app.py\n",
     )
+
+
+async def test_up_refuses_static_blueprints_naming_what_the_system_does_not_have(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "typo.py").write_text(APP.replace('tags=("default",)', 'tags=("defualt",)'))
+    data = str(tmp_path / "data")
+    code, err = await agency(tmp_path, "up", "--app", "typo:system", "--data-dir", data)
+    assert (code, err) == (
+        2,
+        "agency: cannot load agent system 'typo:system': blueprint 'mine': field 'tags': "
+        "unknown tag 'defualt' (the tags of this agent system: default, fs, hitl, planning, "
+        "subagents, workflow)\n",
+    )
+    blueprints = tmp_path / "blueprints.json"
+    blueprints.write_text('[{"name": "filed", "config": {"hitl": {"tools": ["send"]}}}]')
+    code, err = await agency(tmp_path, "up", "--blueprints", str(blueprints), "--data-dir", data)
+    assert code == 2
+    assert err.startswith(
+        "agency: blueprint 'filed': field 'config.hitl.tools': 'send' is no tool of this "
+        "blueprint (its tools: "
+    )
