@@ -308,12 +308,16 @@ def _on_import_path(directory: Path) -> None:
 
 
 def _import_module(path: str, name: str) -> ModuleType:
-    _on_import_path(Path.cwd())
+    if path != DEFAULT_APP:  # the built-in system needs no folder of the user's
+        _on_import_path(Path.cwd())
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:
-        where = f"the current directory ({Path.cwd()}) or the installed packages"
-        raise SystemLoadError(path, f"{e} in {where}") from e
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            where = f"the current directory ({Path.cwd()}) or the installed packages"
+            raise SystemLoadError(path, f"{e} in {where}") from e
+        # The module is there; something it imports is not.
+        raise SystemLoadError(path, f"import failed: {_describe(e)}") from e
     except Exception as e:  # the module's own code failed: say how
         raise SystemLoadError(path, f"import failed: {_describe(e)}") from e
 

@@ -72,6 +72,16 @@ def test_a_failing_load_says_what_and_why(isolated_imports: Path, app: str, says
         load_system(app)
 
 
+def test_a_module_importing_what_is_missing_names_that(isolated_imports: Path) -> None:
+    name = _module(isolated_imports, "import weather_sdk_not_installed\n")
+    with pytest.raises(SystemLoadError) as failed:
+        load_system(f"{name}:system")
+    assert str(failed.value) == (
+        f"cannot load agent system '{name}:system': import failed: "
+        "ModuleNotFoundError: No module named 'weather_sdk_not_installed'"
+    )
+
+
 def test_a_module_that_raises_on_import_gives_its_message(isolated_imports: Path) -> None:
     name = _module(isolated_imports, 'raise ValueError("bad setting")\n')
     with pytest.raises(SystemLoadError, match="import failed: ValueError: bad setting"):
