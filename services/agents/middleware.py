@@ -134,6 +134,11 @@ class Middleware:
     name: str = "middleware"
     tags: tuple[str, ...] = ()
 
+    def wanted_by(self, config: BlueprintConfig) -> bool:
+        """Whether a blueprint's config asks for this middleware whatever its tags (the
+        hitl middleware for a blueprint listing tools in `hitl.tools`)."""
+        return False
+
     def system_prompt(self, ctx: MiddlewareContext) -> str | None:
         return None
 

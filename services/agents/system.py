@@ -10,17 +10,24 @@
         .add_agent(BlueprintSpec(name="forecaster", prompt="...", tags=["default", "weather"]))
     )
 
-Services load it from a module path: `agency up --app pkg.module:system`.
+Services load it from a module path, looked for in the current directory first
+(`agency up --app pkg.module:system`), or from a file (`agency up --app path/to/app.py:system`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Generic, Self, TypeVar
 
 from contracts.events import BlueprintSpec, McpServer
+from services.agents.checks import BlueprintInvalid
 from services.agents.code import CodeAgent, SettingsError, validate_settings
 from services.agents.isolation import Isolation, class_reference, function_reference
 from services.agents.middleware import (
@@ -161,6 +168,18 @@ class AgentSystem:
         )
         return self
 
+    def check(self) -> Self:
+        """Raise `BlueprintInvalid` for a blueprint of the system naming a tag, a hook or a
+        `hitl.tools` tool the system does not have (`services/agents/checks.py`); services
+        check when they load the system."""
+        from services.agents.checks import BlueprintInvalid, blueprint_problems
+
+        for blueprint in self._blueprints.values():
+            problems = blueprint_problems(self, blueprint)
+            if problems:
+                raise BlueprintInvalid(blueprint.name, problems)
+        return self
+
     def code_agent_for(self, agent_type: str) -> CodeAgentSpec | None:
         return self._code_agents.get(agent_type)
 
@@ -169,10 +188,29 @@ class AgentSystem:
         return dict(self._blueprints)
 
     def middleware_for(self, blueprint: BlueprintSpec) -> list[Middleware]:
-        """The middleware its tags select, and those its `hooks` name (a hook id naming no
-        middleware of this system is kept and ignored), in the order they were added."""
+        """The middleware its tags select, those its `hooks` name and those its config asks
+        for (`Middleware.wanted_by`: `hitl.tools` selects the hitl middleware), in the order
+        they were added. A hook id naming no middleware of this system is ignored here (a
+        stored blueprint still runs); `check_blueprint` refuses it on save."""
         tags, hooks = set(blueprint.tags), set(blueprint.hooks)
-        return [m.item for m in self._middleware if m.tags & tags or m.item.name in hooks]
+        return [
+            m.item
+            for m in self._middleware
+            if m.tags & tags or m.item.name in hooks or m.item.wanted_by(blueprint.config)
+        ]
+
+    @property
+    def tags(self) -> frozenset[str]:
+        """Every tag that selects something: a tool, a middleware, an MCP server."""
+        found: set[str] = set()
+        for group in (self._tools, self._middleware, self._mcp_servers):
+            for tagged in group:
+                found |= tagged.tags
+        return frozenset(found)
+
+    @property
+    def middleware_names(self) -> frozenset[str]:
+        return frozenset(m.item.name for m in self._middleware)
 
     def tools_for(self, blueprint: BlueprintSpec) -> dict[str, AnyTool]:
         """Tools whose tags meet the blueprint's, plus those its middleware brings."""
@@ -224,20 +262,87 @@ class AgentSystem:
 
 
 def load_system(path: str | None = None) -> AgentSystem:
-    """Import `package.module:attribute`; the attribute is an AgentSystem or a factory."""
+    """Load `module:attribute` or `path/to/file.py:attribute`; the attribute is an
+    AgentSystem or a factory of one.
+
+    A module is looked for in the current directory first, then in the installed
+    packages, as `python -m` does; a file's own directory is put on the import path, so it
+    may import its neighbours. Any failure is a `SystemLoadError` saying what and why.
+    """
     path = path or DEFAULT_APP
-    module_name, sep, attribute = path.partition(":")
-    if not sep or not module_name or not attribute:
-        raise SystemLoadError(path, "expected 'package.module:attribute'")
+    target, sep, attribute = path.rpartition(":")
+    if not sep or not target or not attribute:
+        raise SystemLoadError(
+            path, "expected 'package.module:attribute' or 'path/to/file.py:attribute'"
+        )
+    module = _import_file(path, Path(target)) if _is_file(target) else _import_module(path, target)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise SystemLoadError(path, f"import failed: {e}") from e
-    value = getattr(module, attribute, None)
-    if value is None:
-        raise SystemLoadError(path, f"module {module_name} has no attribute {attribute!r}")
+        value = getattr(module, attribute)
+    except AttributeError:
+        raise SystemLoadError(path, f"{target} has no attribute {attribute!r}") from None
     if callable(value) and not isinstance(value, AgentSystem):
-        value = value()
+        try:
+            value = value()
+        except Exception as e:
+            raise SystemLoadError(path, f"{attribute}() failed: {_describe(e)}") from e
     if not isinstance(value, AgentSystem):
         raise SystemLoadError(path, f"{attribute} is a {type(value).__name__}, not an AgentSystem")
-    return value
+    try:
+        return value.check()
+    except BlueprintInvalid as e:
+        raise SystemLoadError(path, str(e)) from e
+
+
+def _is_file(target: str) -> bool:
+    return target.endswith(".py") or "/" in target or os.sep in target
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _on_import_path(directory: Path) -> None:
+    entry = str(directory)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+
+def _import_module(path: str, name: str) -> ModuleType:
+    if path != DEFAULT_APP:  # the built-in system needs no folder of the user's
+        _on_import_path(Path.cwd())
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            where = f"the current directory ({Path.cwd()}) or the installed packages"
+            raise SystemLoadError(path, f"{e} in {where}") from e
+        # The module is there; something it imports is not.
+        raise SystemLoadError(path, f"import failed: {_describe(e)}") from e
+    except Exception as e:  # the module's own code failed: say how
+        raise SystemLoadError(path, f"import failed: {_describe(e)}") from e
+
+
+def _import_file(path: str, file: Path) -> ModuleType:
+    file = file.resolve()
+    if not file.is_file():
+        raise SystemLoadError(path, f"no file {file}")
+    name = file.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if Path(getattr(loaded, "__file__", "") or "").resolve() == file:
+            return loaded
+        raise SystemLoadError(
+            path, f"a module named {name!r} is already imported from elsewhere: rename {file.name}"
+        )
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise SystemLoadError(path, f"{file} is not a Python module")
+    _on_import_path(file.parent)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the file's own code failed: say how
+        del sys.modules[name]
+        raise SystemLoadError(path, f"import of {file} failed: {_describe(e)}") from e
+    return module

@@ -32,7 +32,8 @@ def add_app(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--app",
         default=None,
-        help="the agent system to load, as package.module:attribute "
+        help="the agent system to load: package.module:attribute (looked for in the "
+        "current directory first) or path/to/file.py:attribute "
         "(default: services.agents.default:system)",
     )
     parser.add_argument(
@@ -43,9 +44,11 @@ def add_app(parser: argparse.ArgumentParser) -> None:
 
 
 def agent_system(args: argparse.Namespace) -> AgentSystem:
-    """The `--app` system, with the `--blueprints` file's blueprints added."""
+    """The `--app` system, with the `--blueprints` file's blueprints added; a blueprint
+    naming a tag, hook or tool the system does not have is a `BlueprintInvalid`."""
     system = load_system(args.app)
     if args.blueprints:
         for blueprint in load_blueprint_file(Path(args.blueprints)):
             system.add_agent(blueprint)
+        system.check()
     return system

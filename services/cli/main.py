@@ -15,6 +15,7 @@ from infra.endpoints import EndpointsNotFound
 from infra.gc_tuning import tune_gc
 from infra.settings import InfraSettings
 from services.agents.blueprint_file import BlueprintFileError
+from services.agents.checks import BlueprintInvalid
 from services.agents.system import SystemLoadError
 from services.cli import (
     contracts_cmd,
@@ -85,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ContractError,
         CliError,
         BlueprintFileError,
+        BlueprintInvalid,
         SystemLoadError,
         WorkflowCliError,
         DatabaseRefused,

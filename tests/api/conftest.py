@@ -34,6 +34,7 @@ from infra.db import create_pool, migrate
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext, RecordedEvent
 from projections.catalog import ALL
+from services.agents.builtin.hitl import HitlMiddleware
 from services.agents.system import AgentSystem
 from services.api.deps import ApiDeps, ApiSettings
 from services.api.keys import KeyCache
@@ -123,6 +124,7 @@ async def api(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Api]:
         .add_agent(BlueprintSpec(name=STATIC_AGENT, prompt="You help."))
         .use(MessageCounter())
         .use(BrokenState())
+        .use(HitlMiddleware())
         .add_agent(COUNTED)
         .code_agent(TUNER, Tuner, settings=TUNER_SETTINGS)
     )

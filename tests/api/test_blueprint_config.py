@@ -56,7 +56,7 @@ async def test_config_is_camel_case_over_http_and_snake_case_in_the_log(
     config = {
         "maxSteps": 7,
         "tokenBudget": 5000,
-        "hitl": {"tools": ["send_email"]},
+        "hitl": {"tools": ["calc__send_email"]},
         "subagents": {
             "subagents": [
                 "w",
@@ -136,7 +136,7 @@ DESCRIBED = {
     "title": "Asset maker",
     "icon": "🎨",
     "env": {"STYLE": "pixel", "MAX_SIZE": "64"},
-    "hooks": ["on_error", "audit.log"],
+    "hooks": ["message_counter", "hitl"],
     "packageName": "@acme/asset-maker",
     "version": "1.2.0-beta.1",
     "author": "Acme Tools",
@@ -160,7 +160,7 @@ async def test_title_icon_env_hooks_and_packaging_are_saved_stored_and_read_back
     assert isinstance(saved.payload, BlueprintSaved)
     spec = saved.payload.blueprint
     assert (spec.title, spec.icon, spec.env, spec.hooks) == (
-        "Asset maker", "🎨", {"STYLE": "pixel", "MAX_SIZE": "64"}, ("on_error", "audit.log"),
+        "Asset maker", "🎨", {"STYLE": "pixel", "MAX_SIZE": "64"}, ("message_counter", "hitl"),
     )  # fmt: skip
     assert (spec.package_name, spec.version, spec.author, spec.license) == (
         "@acme/asset-maker", "1.2.0-beta.1", "Acme Tools", "MIT",

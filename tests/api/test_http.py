@@ -183,7 +183,7 @@ async def test_saved_blueprint_is_listed_and_can_start_threads(
 ) -> None:
     agency_id = await create_agency(client, tenant_a)
     config = {"maxSteps": 3, "extra": {"x": 1}}
-    spec = {"name": "researcher", "prompt": "Dig.", "tags": ["default"], "config": config}
+    spec = {"name": "researcher", "prompt": "Dig.", "tags": ["counted"], "config": config}
     first = await client.post(f"/agency/{agency_id}/blueprints", json=spec, headers=tenant_a.auth)
     assert first.status_code == 201, first.text
     assert first.json()["revision"] == 1 and first.json()["config"] == config

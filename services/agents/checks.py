@@ -1,0 +1,98 @@
+"""What a blueprint names must exist in the agent system: its tags, its hooks, the tools its
+`hitl.tools` guards.
+
+A misspelt tag selects nothing and a misspelt tool name in `hitl.tools` guards nothing, so
+either would leave an agent without its tools or a tool without its approval, silently.
+Checked where a blueprint comes in (the API's save, the static blueprints of an app when
+it loads), never on reading a stored one back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from contracts.events import BlueprintSpec
+from contracts.events.registry import SessionToolBinding, SideConfig
+from services.agents.builtin.parent import NOTIFY_TOOL, STATUS_TOOL
+
+if TYPE_CHECKING:
+    from services.agents.system import AgentSystem
+
+MCP_SEPARATOR = "__"  # `services/mcpclient/config.py`: an MCP tool is `<server>__<tool>`
+HITL_MIDDLEWARE = "hitl"
+
+
+class BlueprintInvalid(Exception):
+    """A blueprint naming what its agent system does not have; the message lists each."""
+
+    def __init__(self, name: str, problems: Iterable[str]) -> None:
+        self.name = name
+        self.problems = tuple(problems)
+        super().__init__(f"blueprint {name!r}: {'; '.join(self.problems)}")
+
+
+def _listed(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+def blueprint_problems(system: AgentSystem, blueprint: BlueprintSpec) -> list[str]:
+    """Each tag, hook and `hitl.tools` name of `blueprint` that `system` does not know, in
+    a sentence naming the field and listing what exists. Empty when all is known."""
+    problems: list[str] = []
+    tags = system.tags
+    for tag in dict.fromkeys(blueprint.tags):
+        if tag not in tags:
+            problems.append(
+                f"field 'tags': unknown tag {tag!r} (the tags of this agent system: "
+                f"{_listed(tags)})"
+            )
+    middleware = system.middleware_names
+    for hook in dict.fromkeys(blueprint.hooks):
+        if hook not in middleware:
+            problems.append(
+                f"field 'hooks': no middleware {hook!r} (the middleware of this agent "
+                f"system: {_listed(middleware)})"
+            )
+    guarded = blueprint.config.hitl.tools if blueprint.config.hitl else ()
+    if guarded and HITL_MIDDLEWARE not in middleware:
+        problems.append(
+            "field 'config.hitl': this agent system has no hitl middleware to hold the "
+            "calls for approval (AgentSystem.defaults() adds it)"
+        )
+    elif guarded:
+        tools = tool_names(system, blueprint)
+        servers = [s.name for s in system.mcp_servers_for(blueprint)]
+        for name in dict.fromkeys(guarded):
+            if name in tools or any(name.startswith(s + MCP_SEPARATOR) for s in servers):
+                continue
+            mcp = "".join(f", {s}{MCP_SEPARATOR}<tool>" for s in sorted(servers))
+            problems.append(
+                f"field 'config.hitl.tools': {name!r} is no tool of this blueprint (its "
+                f"tools: {_listed(tools)}{mcp})"
+            )
+    return problems
+
+
+def tool_names(system: AgentSystem, blueprint: BlueprintSpec) -> set[str]:
+    """The names of the tools the blueprint's agent may call, but for MCP servers' tools
+    (fetched only when a run starts): its own, its middleware's (registrable ones too), the
+    agents it may call, its sides' session tools and the escalation tools of an explicit
+    child."""
+    names = set(system.tools_for(blueprint)) | set(system.registrable_for(blueprint))
+    names |= set(blueprint.config.callable_agents)
+    for side in (blueprint.side_a, blueprint.side_b):
+        names |= _session_tool_names(side)
+    return names | {NOTIFY_TOOL, STATUS_TOOL}
+
+
+def _session_tool_names(side: SideConfig | None) -> set[str]:
+    if side is None:
+        return set()
+    bindings: list[str | SessionToolBinding | None] = [
+        side.session_stop,
+        side.session_fail,
+        side.session_status,
+        side.stop_tool,
+    ]
+    return {b if isinstance(b, str) else b.name for b in bindings if b is not None}

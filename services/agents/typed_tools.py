@@ -1,0 +1,133 @@
+"""`@tool`'s machinery: a typed function's parameters as a msgspec Struct, which gives the
+JSON Schema the model sees and converts the arguments it sends before the call."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import msgspec
+
+from services.agents.tools import JsonSchema, ToolContext, ToolFailed, ToolFn, ToolResult
+
+_PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
+
+
+def signature_tool(fn: Callable[..., Any], name: str) -> tuple[ToolFn, JsonSchema]:
+    """`(call, parameters)`: `call(args, ctx)` converts `args` to `fn`'s parameters and calls
+    it; `parameters` is their JSON Schema. A `TypeError` for a signature no JSON object can
+    fill (`*args`, `**kwargs`, a parameter without a type)."""
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as e:  # an annotation naming what the module does not define at run time
+        raise TypeError(f"tool {name!r}: cannot read the types of its parameters: {e}") from e
+    params = list(inspect.signature(fn).parameters.values())
+    wants_context = bool(params) and (
+        params[0].name == "ctx" or hints.get(params[0].name) is ToolContext
+    )
+    if wants_context:
+        params = params[1:]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            raise TypeError(f"tool {name!r}: parameter {p.name!r} cannot be named in JSON")
+        if p.name not in hints:
+            raise TypeError(f"tool {name!r}: parameter {p.name!r} has no type")
+    whole = len(params) == 1 and _is_struct(hints[params[0].name])
+    if whole:
+        struct: type[msgspec.Struct] = hints[params[0].name]
+    else:
+        fields = [
+            (p.name, _described(hints[p.name]))
+            if p.default is p.empty
+            else (p.name, _described(hints[p.name]), p.default)
+            for p in params
+        ]
+        struct = msgspec.defstruct(
+            f"{name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
+        )
+    parameters = _schema(struct)
+    names = [p.name for p in params]
+
+    def arguments(args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            value = msgspec.convert(args, struct)
+        except msgspec.ValidationError as e:
+            raise ToolFailed(f"invalid arguments for tool {name!r}: {argument_problem(e)}") from e
+        if whole:
+            return {names[0]: value}
+        return {n: getattr(value, n) for n in names}
+
+    def prefix(ctx: ToolContext) -> tuple[ToolContext, ...]:
+        return (ctx,) if wants_context else ()
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def call_async(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return _plain(await fn(*prefix(ctx), **arguments(args)))
+
+        call: ToolFn = call_async
+    else:
+
+        def call_sync(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return _plain(fn(*prefix(ctx), **arguments(args)))
+
+        call = call_sync
+    # Named as the function, so an isolated tool's sandbox imports it by that name
+    # (`services/agents/isolation.py`: a Tool at the name gives its `fn`).
+    functools.update_wrapper(call, fn, assigned=("__module__", "__name__", "__qualname__"))
+    return call, parameters
+
+
+def argument_problem(error: msgspec.ValidationError) -> str:
+    """msgspec's message said of the argument: "argument `a`: Expected `int`, got `str`"."""
+    message = str(error)
+    path = ""
+    if found := _PATH.search(message):
+        path, message = found["path"], message[: found.start()]
+    if found := _MISSING.match(message):
+        return f"missing required argument `{_join(path, found['field'])}`"
+    if found := _UNKNOWN.match(message):
+        return f"unknown argument `{_join(path, found['field'])}`"
+    return f"argument `{path}`: {message}" if path else message
+
+
+def _join(path: str, field: str) -> str:
+    return f"{path}.{field}" if path else field
+
+
+def _is_struct(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, msgspec.Struct)
+
+
+def _described(hint: Any) -> Any:
+    """`Annotated[T, "text"]` as `Annotated[T, Meta(description="text")]`."""
+    if typing.get_origin(hint) is not Annotated:
+        return hint
+    base, *extras = typing.get_args(hint)
+    meta = [msgspec.Meta(description=x) if isinstance(x, str) else x for x in extras]
+    return Annotated[(base, *meta)]
+
+
+def _schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """The struct's schema inline, with the structs it refers to under `$defs`."""
+    schema = msgspec.json.schema(struct)
+    defs: dict[str, Any] = dict(schema.get("$defs", {}))
+    ref = schema.get("$ref", "")
+    own: dict[str, Any] = dict(defs.pop(ref.rsplit("/", 1)[-1], schema))
+    own.pop("title", None)
+    own.setdefault("properties", {})
+    return {**own, "$defs": defs} if defs else own
+
+
+def _plain(result: Any) -> ToolResult:
+    """A result the model can read: structs, dataclasses, dates... as JSON values."""
+    if result is None or isinstance(result, str):
+        return result
+    plain: ToolResult = msgspec.to_builtins(result)
+    return plain
