@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import hashlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -66,7 +67,7 @@ from services.llm.port import (
 )
 from services.llm.pricing import PriceTable
 from services.llm.settings import ModelSettings
-from services.llm.wire import WireBroken, encode_body, stream_chunks
+from services.llm.wire import ChunkReader, WireBroken, encode_body
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -296,8 +297,11 @@ class OpenAIProvider:
             body["tools"] = tools
         # The body as built (the wire's shape already), without the SDK's walk of every
         # message and tool schema against its typed parameters (`docs/performance.md`).
+        content = encode_body(body)
+        # Ids given to calls the server sent without one derive from the request.
+        seed = hashlib.sha256(content).hexdigest()[:32]
         request = self._http.build_request(
-            "POST", self._url, content=encode_body(body), headers=self._headers
+            "POST", self._url, content=content, headers=self._headers
         )
         try:
             response = await self._http.send(request, stream=True)
@@ -312,16 +316,17 @@ class OpenAIProvider:
                 raise await self._status_error(response)
             content_type = response.headers.get("content-type", "")
             if not content_type.startswith("text/event-stream"):
-                return await self._whole(response, content_type, name)
-            assembly = Assembly(model=name, max_bytes=self.settings.max_answer_bytes)
-            async with contextlib.aclosing(stream_chunks(response)) as chunks:
+                return await self._whole(response, content_type, name, seed)
+            assembly = Assembly(model=name, max_bytes=self.settings.max_answer_bytes, seed=seed)
+            reader = ChunkReader(response)
+            async with contextlib.aclosing(reader.chunks()) as chunks:
                 try:
                     await self._read(chunks, assembly, coalescer)
                 except WireBroken as e:
                     raise self._broken(e.cause) from e.cause
         finally:
             await response.aclose()
-        answer = assembly.response()
+        answer = assembly.response(done=reader.done)
         await coalescer.finish()
         return answer
 
@@ -338,7 +343,7 @@ class OpenAIProvider:
         )
 
     async def _whole(
-        self, response: httpx2.Response, content_type: str, name: str
+        self, response: httpx2.Response, content_type: str, name: str, seed: str
     ) -> ModelResponse:
         """An answer that is no event stream: a whole completion, or what went wrong."""
         limit = self.settings.max_answer_bytes
@@ -352,7 +357,7 @@ class OpenAIProvider:
                 f"the model provider's answer broke off ({type(e).__name__}: {e})"
             ) from e
         if "json" in content_type or body.lstrip()[:1] == b"{":
-            return parse_completion(bytes(body), name, limit)
+            return parse_completion(bytes(body), name, limit, seed)
         shown = content_type or "no content type"
         raise ModelResponseError(
             f"the model provider answered HTTP 200 with {shown} instead of an event stream "

@@ -35,7 +35,7 @@ from services.agents.code_ai import MessageLike, StreamingAi
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
 from services.runtime.code_emitter import Emitter
 from services.runtime.code_tools import Tools
-from services.runtime.failures import fit_message
+from services.runtime.failures import fit_message, fit_text
 
 tracer = trace.get_tracer(__name__)
 
@@ -158,6 +158,7 @@ class Ai(StreamingAi):
                 finish_reason=recorded.finish_reason,
                 model=recorded.model,
                 cost_usd=recorded.cost_usd,
+                reasoning=recorded.reasoning,
             )
         room = [limits().max_message_bytes]
 
@@ -191,6 +192,7 @@ class Ai(StreamingAi):
                     usage=response.usage,
                     finish_reason=response.finish_reason,
                     cost_usd=response.cost_usd,
+                    reasoning=fit_text(response.reasoning),
                 )
             ]
         )
@@ -200,6 +202,7 @@ class Ai(StreamingAi):
             finish_reason=response.finish_reason,
             model=response.model,
             cost_usd=response.cost_usd,
+            reasoning=fit_text(response.reasoning),
         )
 
 

@@ -36,7 +36,7 @@ from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolSpec
 from services.llm.provider import ModelRequest, ModelResponse
 from services.runtime.budget import trim_to_budget
-from services.runtime.failures import fit_message
+from services.runtime.failures import fit_message, fit_text
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
@@ -163,6 +163,7 @@ async def closing(
             usage=response.usage,
             finish_reason=response.finish_reason,
             cost_usd=response.cost_usd,
+            reasoning=fit_text(response.reasoning),
         )
     ]
     for middleware in resolved.middleware:

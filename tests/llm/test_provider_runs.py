@@ -1,0 +1,144 @@
+"""Whole runs against a provider that streams each shape real OpenAI-compatible servers
+send: the model asks for a tool (or several), the tool runs, each result answers its own
+call in the next request, and the model's answer completes the run. A stream cut off
+before its end is retried, then ends the run with its reason."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from contracts.commands import CreateAgency, CreateThread, InvokeThread
+from contracts.events import ChatMessage, ModelCompleted, RunCompleted, RunError
+from contracts.events.run import RUN_TERMINAL_TYPES
+from contracts.ids import new_id
+from infra.jetstream.connection import Bus
+from infra.jetstream.records import RecordedEvent
+from services.llm.provider import ModelSettings, OpenAIProvider
+from services.stack import StackConfig, run_stack
+from tests.helpers import assert_eventually
+from tests.llm.streams import SHAPES, ReplayServer, stream
+from tests.runtime.conftest import make_system
+
+# (the stream asking for tools, the stream answering after their results)
+RUNS = {
+    "openai": ("indexed_tool", "text_usage_only"),
+    "openai_parallel": ("indexed_parallel", "text_usage_only"),
+    "ollama": ("noindex_single", "noindex_text"),
+    "gemini": ("noindex_empty_id_stop", "role_repeated_text"),
+    "mistral_parallel": ("noindex_parallel_one_chunk", "text_usage_only"),
+    "openrouter_kimi": ("no_finish_reason_tool", "text_usage_only"),
+    "openrouter_text_then_tool": ("text_then_tool", "comments_reasoning_text"),
+    "anthropic_gateway": ("index_one_after_text", "text_usage_only"),
+    "deepseek_groq_reasoning": ("reasoning_content_tool", "reasoning_text"),
+    "repeated_ids": ("repeated_ids", "noindex_text"),
+}
+
+
+@dataclass
+class Stack:
+    bus: Bus
+    tenant: str
+    agency: str
+    server: ReplayServer
+
+    async def run(self, text: str) -> tuple[str, list[RecordedEvent]]:
+        thread = new_id()
+        await self.bus.commands.send(
+            self.tenant, CreateThread(agency_id=self.agency, thread_id=thread, agent_type="worker")
+        )
+        run_id = "run_" + new_id()
+        await self.bus.commands.send(
+            self.tenant,
+            InvokeThread(
+                agency_id=self.agency,
+                thread_id=thread,
+                run_id=run_id,
+                messages=(ChatMessage(role="user", content=text),),
+            ),
+        )
+
+        async def ended() -> list[RecordedEvent]:
+            events = await self.bus.store.read(self.tenant, "thread", thread)
+            assert any(e.type in RUN_TERMINAL_TYPES for e in events), [e.type for e in events]
+            return events
+
+        return thread, await assert_eventually(ended, timeout=30)
+
+
+@pytest.fixture(scope="module")
+async def stack(bus: Bus, nats_url: str) -> AsyncIterator[Stack]:
+    tenant = "t" + new_id().lower()
+    settings = ModelSettings(timeout=5, backoff_initial=0.01, backoff_max=0.05)
+    async with ReplayServer([]) as server:
+        provider = OpenAIProvider(base_url=server.base_url, api_key="k", settings=settings)
+        stop = asyncio.Event()
+        config = StackConfig(
+            nats_url=nats_url,
+            database_url="unused",
+            system=make_system(),
+            provider=provider,
+            services=("registry", "runtime", "tools"),
+        )
+        task = asyncio.create_task(run_stack(config, stop))
+        agency = new_id()
+        await bus.commands.send(tenant, CreateAgency(agency_id=agency, name="providers"))
+
+        async def exists() -> None:
+            assert await bus.store.read(tenant, "agency", agency)
+
+        try:
+            await assert_eventually(exists)
+            yield Stack(bus=bus, tenant=tenant, agency=agency, server=server)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout=15)
+            await provider.close()
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+async def test_a_run_asks_for_tools_gets_their_results_and_completes(
+    stack: Stack, name: str
+) -> None:
+    asking, answering = RUNS[name]
+    stack.server.requests.clear()
+    stack.server.answers[:] = [stream(asking), stream(answering)]
+    _, events = await stack.run(f"define some words ({name})")
+    ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert isinstance(ends[-1], RunCompleted), ends
+    completed = [e.payload for e in events if isinstance(e.payload, ModelCompleted)]
+    assert len(completed) == 2 and len(stack.server.requests) == 2
+    asked, answered = SHAPES[asking], SHAPES[answering]
+    calls = completed[0].message.tool_calls
+    assert [json.loads(c.arguments) for c in calls] == [args for _, _, args in asked.calls]
+    assert (completed[0].usage.input_tokens, completed[0].usage.output_tokens) == asked.usage
+    assert completed[0].reasoning == asked.reasoning
+    assert completed[1].message.content == answered.text
+    assert completed[1].reasoning == answered.reasoning
+    # The second request: the calls as the model made them, each answered under its id.
+    messages = stack.server.requests[1]["messages"]
+    assert isinstance(messages, list)
+    assistant = next(m for m in messages if m["role"] == "assistant")
+    assert [c["id"] for c in assistant["tool_calls"]] == [c.id for c in calls]
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    words = [args["word"] for _, _, args in asked.calls]
+    assert results == {c.id: f"definition of {w}" for c, w in zip(calls, words, strict=True)}
+    if asked.reasoning:
+        assert asked.reasoning not in json.dumps(messages)
+
+
+async def test_a_stream_cut_off_is_retried_then_ends_the_run_with_its_reason(
+    stack: Stack,
+) -> None:
+    stack.server.requests.clear()
+    cut = stream("cut_off")
+    stack.server.answers[:] = [None, cut, None, cut]
+    _, events = await stack.run("define a word, if the line holds")
+    ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert isinstance(ends[-1], RunError), ends
+    assert ends[-1].kind == "truncated_stream" and "cut off" in ends[-1].error
+    assert len(stack.server.requests) == 4
