@@ -214,6 +214,9 @@ async def save_blueprint(
     agency_id = path_id("agency id", agency_id)
     await agency_events(deps, tenant, agency_id)
     spec = data.spec()
+    problem = deps.models.problem(spec.model)
+    if problem is not None:
+        raise ValidationException(f"field 'model': {problem}")
     code = deps.system.code_agent_for(spec.name)
     if code is not None:
         try:

@@ -22,6 +22,7 @@ from services.cli import (
     dlq_cmd,
     events_cmd,
     infra_cmd,
+    models_cmd,
     projections_cmd,
     replay_cmd,
     serve_cmd,
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         replay_cmd,
         contracts_cmd,
         workflow_cmd,
+        models_cmd,
     ):
         module.register(groups)
     return parser

@@ -18,9 +18,9 @@ from services.llm.provider import (
     ModelStreamError,
     OpenAIProvider,
     Provider,
-    provider_from_env,
     split_model,
 )
+from services.llm.router import ProviderRouter, provider_from_env
 
 __all__ = [
     "ModelConfigError",
@@ -36,6 +36,7 @@ __all__ = [
     "ModelStreamError",
     "OpenAIProvider",
     "Provider",
+    "ProviderRouter",
     "provider_from_env",
     "split_model",
 ]

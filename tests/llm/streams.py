@@ -139,11 +139,18 @@ def check(response: ModelResponse, expected: Expected) -> None:
 @dataclass
 class ReplayServer:
     """An OpenAI-compatible endpoint over real HTTP that answers each chat completion
-    request with the next of `answers` (SSE bytes), and keeps every request body. An
-    answer of None drops the connection after the headers and half a stream."""
+    request with the next of `answers` (SSE bytes; once they are used up, `otherwise`),
+    and keeps every request body and its `authorization` header. An answer of None drops
+    the connection after the headers and half a stream. `delay` holds every answer that
+    long; `most_at_once` counts the requests it held at once."""
 
     answers: list[bytes | None]
+    otherwise: bytes | None = None
+    delay: float = 0.0
     requests: list[dict[str, object]] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    most_at_once: int = 0
+    _held: int = 0
     _server: asyncio.Server | None = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -154,9 +161,17 @@ class ReplayServer:
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
+                    if line.lower().startswith(b"authorization:"):
+                        self.keys.append(line.split(b":", 1)[1].strip().decode())
                 body = await reader.readexactly(length)
                 self.requests.append(json.loads(body))
-                answer = self.answers.pop(0) if self.answers else None
+                answer = self.answers.pop(0) if self.answers else self.otherwise
+                self._held += 1
+                self.most_at_once = max(self.most_at_once, self._held)
+                try:
+                    await asyncio.sleep(self.delay)  # a slow model, not a synchronisation
+                finally:
+                    self._held -= 1
                 status = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 if answer is None:
                     writer.write(status + b"content-length: 100000\r\n\r\ndata: {")

@@ -10,20 +10,31 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 
-from contracts.commands import CreateAgency, CreateThread, InvokeThread
-from contracts.events import ChatMessage, ModelCompleted, RunCompleted, RunError
+from contracts.commands import CreateAgency, CreateThread, InvokeThread, SaveBlueprint
+from contracts.events import (
+    BlueprintSaved,
+    BlueprintSpec,
+    ChatMessage,
+    ModelCompleted,
+    RunCompleted,
+    RunError,
+)
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
-from services.llm.provider import ModelSettings, OpenAIProvider
+from services.llm.catalog import ProviderCatalog
+from services.llm.router import ProviderRouter
+from services.llm.settings import ModelSettings
 from services.stack import StackConfig, run_stack
 from tests.helpers import assert_eventually
 from tests.llm.streams import SHAPES, ReplayServer, stream
 from tests.runtime.conftest import make_system
 
+KEY = "sk-test-never-in-events"
 # (the stream asking for tools, the stream answering after their results)
 RUNS = {
     "openai": ("indexed_tool", "text_usage_only"),
@@ -46,10 +57,10 @@ class Stack:
     agency: str
     server: ReplayServer
 
-    async def run(self, text: str) -> tuple[str, list[RecordedEvent]]:
+    async def run(self, text: str, agent: str = "worker") -> tuple[str, list[RecordedEvent]]:
         thread = new_id()
         await self.bus.commands.send(
-            self.tenant, CreateThread(agency_id=self.agency, thread_id=thread, agent_type="worker")
+            self.tenant, CreateThread(agency_id=self.agency, thread_id=thread, agent_type=agent)
         )
         run_id = "run_" + new_id()
         await self.bus.commands.send(
@@ -75,7 +86,10 @@ async def stack(bus: Bus, nats_url: str) -> AsyncIterator[Stack]:
     tenant = "t" + new_id().lower()
     settings = ModelSettings(timeout=5, backoff_initial=0.01, backoff_max=0.05)
     async with ReplayServer([]) as server:
-        provider = OpenAIProvider(base_url=server.base_url, api_key="k", settings=settings)
+        catalog = ProviderCatalog.from_env(
+            {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+        )
+        provider = ProviderRouter(catalog, settings=settings)
         stop = asyncio.Event()
         config = StackConfig(
             nats_url=nats_url,
@@ -129,6 +143,8 @@ async def test_a_run_asks_for_tools_gets_their_results_and_completes(
     assert results == {c.id: f"definition of {w}" for c, w in zip(calls, words, strict=True)}
     if asked.reasoning:
         assert asked.reasoning not in json.dumps(messages)
+    assert stack.server.keys[-1] == f"Bearer {KEY}"
+    assert all(KEY.encode() not in msgspec.json.encode(e.payload) for e in events)
 
 
 async def test_a_stream_cut_off_is_retried_then_ends_the_run_with_its_reason(
@@ -142,3 +158,29 @@ async def test_a_stream_cut_off_is_retried_then_ends_the_run_with_its_reason(
     assert isinstance(ends[-1], RunError), ends
     assert ends[-1].kind == "truncated_stream" and "cut off" in ends[-1].error
     assert len(stack.server.requests) == 4
+
+
+async def test_a_blueprint_of_a_provider_not_configured_ends_its_run_with_the_reason(
+    stack: Stack,
+) -> None:
+    """Saved by a command (the API refuses it on save), the blueprint reaches a run."""
+    stack.server.requests.clear()
+    blueprint = BlueprintSpec(
+        name="elsewhere", prompt="You help.", model="gemini:flash", tags=("default",)
+    )
+    await stack.bus.commands.send(
+        stack.tenant, SaveBlueprint(agency_id=stack.agency, blueprint=blueprint)
+    )
+
+    async def saved() -> None:
+        events = await stack.bus.store.read(stack.tenant, "agency", stack.agency)
+        assert any(isinstance(e.payload, BlueprintSaved) for e in events)
+
+    await assert_eventually(saved)
+    _, events = await stack.run("answer from elsewhere", agent="elsewhere")
+    ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert isinstance(ends[-1], RunError), ends
+    assert ends[-1].kind == "config"
+    assert "'gemini'" in ends[-1].error and "AGENCY_PROVIDER_GEMINI_API_KEY" in ends[-1].error
+    assert stack.server.requests == []
+    assert all(KEY.encode() not in msgspec.json.encode(e.payload) for e in events)
