@@ -32,6 +32,7 @@ from services.cli import (
     workflow_cmd,
 )
 from services.cli.workflow_cmd import WorkflowCliError
+from services.llm.catalog import ProvidersFileError
 from services.observability.logging import configure_logging
 from services.observability.tracing import configure_tracing, shutdown_tracing
 
@@ -90,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SystemLoadError,
         WorkflowCliError,
         DatabaseRefused,
+        ProvidersFileError,
     ) as e:
         print(f"agency: {e}", file=sys.stderr)
         return 2
