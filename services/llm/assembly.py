@@ -5,18 +5,18 @@ handed on in coalesced pieces.
 What is checked, and what becomes of it:
 - a chunk that is not JSON: `malformed_response`; JSON that is no chat completion chunk:
   `not_openai_json` (neither is retried: the provider is answering something else);
-- a stream that ends without a finish_reason: `truncated_stream` (retried);
-- more than `max_answer_bytes` of text and arguments: `answer_too_large`;
-- a stream without a finish_reason that ended with `[DONE]` is whole (some servers send
-  none); one that ended without `[DONE]` is not;
-- tool calls: fragments are joined by their `index`, or by their place when a server sends
-  none; a call without a name is `invalid_tool_call`; a call without an id, or with the id
-  of an earlier call of the answer, gets one derived from the request and its position
-  (each result must name its own call);
+- a stream that ends with neither a finish_reason nor `[DONE]`: `truncated_stream`
+  (retried); one that ends with `[DONE]` but no finish_reason is whole (some servers
+  send none);
+- more than `max_answer_bytes` of text, reasoning and arguments: `answer_too_large`;
+- tool calls: fragments are joined by their `index` (a new id under a known index is a
+  new call), or by their place when a server sends none; a call without a name is
+  `invalid_tool_call`; a call without an id, or with the id of an earlier call of the
+  answer, gets one derived from the request and its position (each result must name its
+  own call). Arguments are passed on as the model wrote them: arguments that are not a
+  JSON object are answered by the runtime or the tools service with a tool error the
+  model sees, so it can correct itself;
 - reasoning (`reasoning_content`, `reasoning`) is kept apart from the answer's text.
-  Arguments are passed on as the model wrote them: arguments that are not a JSON object are
-  answered by the runtime or the tools service with a tool error the model sees, so it can
-  correct itself.
 """
 
 from __future__ import annotations
@@ -128,12 +128,13 @@ class Assembly:
 
     def _call_for(self, fragment: ToolCallDelta) -> _PartialCall:
         """The call a fragment belongs to: by its `index` when it has one (any numbers,
-        repeated on every fragment of a call); without one (Mistral, Gemini, Ollama), the
-        call with its id, else a new call when it names an id or a function (several may
-        come in one chunk), else the call before it."""
+        repeated on every fragment of a call), unless it brings another id than that
+        call's (some parsers put every call under index 0); without one (Mistral, Gemini,
+        Ollama), the call with its id, else a new call when it names an id or a function
+        (several may come in one chunk), else the call before it."""
         if fragment.index is not None:
             call = self.by_index.get(fragment.index)
-            if call is None:
+            if call is None or (fragment.id and call.id and fragment.id != call.id):
                 call = self.by_index[fragment.index] = self._new_call()
             return call
         if fragment.id:

@@ -95,6 +95,15 @@ SHAPES: dict[str, Expected] = {
     "reasoning_text": Expected(
         text="A harrow breaks clods.", reasoning="The tool answered.", usage=(260, 15)
     ),
+    # vLLM / Ollama parsers: every call under index 0, each with an id of its own.
+    "repeated_index": Expected(
+        calls=(
+            ("call_ri_one", "lookup", {"word": "flail"}),
+            ("call_ri_two", "lookup", {"word": "hoe"}),
+        ),
+        usage=(44, 21),
+        finish_reason="tool_calls",
+    ),
     # Two calls given one id: the second gets one of its own.
     "repeated_ids": Expected(
         calls=(("call_same", "lookup", {"word": "yoke"}), (None, "lookup", {"word": "rake"})),

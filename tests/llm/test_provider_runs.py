@@ -47,6 +47,7 @@ RUNS = {
     "anthropic_gateway": ("index_one_after_text", "text_usage_only"),
     "deepseek_groq_reasoning": ("reasoning_content_tool", "reasoning_text"),
     "repeated_ids": ("repeated_ids", "noindex_text"),
+    "repeated_index": ("repeated_index", "noindex_text"),
 }
 
 
