@@ -22,7 +22,7 @@ class ModelDelta(Event, frozen=True, kw_only=True, tag="model.delta"):
 
 class ModelCompleted(Event, frozen=True, kw_only=True, tag="model.completed"):
     """`reasoning`: what the model reasoned before its answer, where its provider streams
-    it (`reasoning_content`, `reasoning`); shown, never sent back to the model."""
+    it (`reasoning_content`, `reasoning`); kept in the log, never sent back to the model."""
 
     run_id: str
     step: int
