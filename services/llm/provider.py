@@ -193,6 +193,8 @@ class OpenAIProvider:
             if isinstance(value, str)
         }
         self._closed = False
+        # A provider may quote the key it refused: its errors never carry it on.
+        self._key = api_key if len(api_key) >= 8 else ""
 
     async def __aenter__(self) -> Self:
         return self
@@ -361,10 +363,13 @@ class OpenAIProvider:
         should_retry = response.headers.get("x-should-retry")
         return ModelStatusError(
             response.status_code,
-            _status_detail(bytes(body[:_ERROR_BODY_LIMIT])),
+            self._redacted(_status_detail(bytes(body[:_ERROR_BODY_LIMIT]))),
             retry_after=_retry_after(response.headers),
             retryable={"true": True, "false": False}.get(should_retry or ""),
         )
+
+    def _redacted(self, text: str) -> str:
+        return text.replace(self._key, "[key]") if self._key else text
 
     async def _whole(
         self, response: httpx2.Response, content_type: str, name: str, seed: str
