@@ -24,6 +24,7 @@ from services.cli import (
     infra_cmd,
     models_cmd,
     projections_cmd,
+    providers_cmd,
     replay_cmd,
     serve_cmd,
     tenants_cmd,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         contracts_cmd,
         workflow_cmd,
         models_cmd,
+        providers_cmd,
     ):
         module.register(groups)
     return parser

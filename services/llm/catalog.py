@@ -78,12 +78,24 @@ class _Known:
     given: bool = False
 
 
+def _presets() -> dict[str, ProviderConfig]:
+    return {
+        name: ProviderConfig(name=name, base_url=p.base_url, stream_usage=p.stream_usage)
+        for name, p in PRESETS.items()
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderCatalog:
-    """The providers known by name, and those configured (`configured`)."""
+    """The providers known by name with their settings (`providers`: presets, the file's,
+    the environment's), and those of them configured (`configured`)."""
 
-    known: frozenset[str] = frozenset(PRESETS)
+    providers: Mapping[str, ProviderConfig] = field(default_factory=_presets)
     configured: Mapping[str, ProviderConfig] = field(default_factory=dict)
+
+    @property
+    def known(self) -> frozenset[str]:
+        return frozenset(self.providers)
 
     @property
     def offline(self) -> bool:
@@ -99,7 +111,7 @@ class ProviderCatalog:
                 known[name] = _from_entry(name, entry, known.get(name), source)
         for name in list(known):
             known[name] = _from_env(name, known[name], source)
-        configured = {
+        providers = {
             name: ProviderConfig(
                 name=name,
                 base_url=k.base_url,
@@ -108,9 +120,9 @@ class ProviderCatalog:
                 stream_usage=k.stream_usage,
             )
             for name, k in known.items()
-            if k.api_key or k.given
         }
-        return cls(known=frozenset(known), configured=configured)
+        configured = {name: providers[name] for name, k in known.items() if k.api_key or k.given}
+        return cls(providers=providers, configured=configured)
 
     def split(self, model: str) -> tuple[str, str]:
         """(provider, model name) of a `provider:model` id; an unknown provider raises

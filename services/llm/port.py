@@ -45,11 +45,13 @@ def split_model(model: str, known: frozenset[str] = KNOWN_PROVIDERS) -> tuple[st
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One chat completion request. `model` may carry a provider prefix ("openai:…")."""
+    """One chat completion request. `model` may carry a provider prefix ("openai:…");
+    `tenant`, whose run asks (its own provider settings, if any, are used)."""
 
     model: str
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
+    tenant: str = ""
 
 
 class Provider(Protocol):

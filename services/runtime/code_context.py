@@ -86,7 +86,9 @@ class Ai(StreamingAi):
         model: str,
         default_messages: Callable[[], list[ChatMessage]],
         tools: Tools,
+        tenant: str = "",
     ) -> None:
+        self._tenant = tenant
         self._emitter = emitter
         self._provider = provider
         self._model = model
@@ -111,7 +113,9 @@ class Ai(StreamingAi):
         if system:
             chat = [ChatMessage(role="system", content=system), *chat]
         specs = self._tools.specs_of(tools)
-        return ModelRequest(model=model or self._model, messages=tuple(chat), tools=specs)
+        return ModelRequest(
+            model=model or self._model, messages=tuple(chat), tools=specs, tenant=self._tenant
+        )
 
     async def complete(
         self,

@@ -8,12 +8,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 import pytest
 
-from contracts.commands import CreateAgency, CreateThread, InvokeThread, SaveBlueprint
+from contracts.commands import (
+    Command,
+    CreateAgency,
+    CreateTenant,
+    CreateThread,
+    InvokeThread,
+    SaveBlueprint,
+    SetTenantModelPolicy,
+    SetTenantProvider,
+)
 from contracts.events import (
     BlueprintSaved,
     BlueprintSpec,
@@ -29,6 +38,7 @@ from infra.jetstream.records import RecordedEvent
 from services.llm.catalog import ProviderCatalog
 from services.llm.router import ProviderRouter
 from services.llm.settings import ModelSettings
+from services.llm.tenant_models import seal_own
 from services.stack import StackConfig, run_stack
 from tests.helpers import assert_eventually
 from tests.llm.streams import SHAPES, ReplayServer, stream
@@ -80,6 +90,29 @@ class Stack:
             return events
 
         return thread, await assert_eventually(ended, timeout=30)
+
+    async def tenant_of_its_own(self, *commands: Command) -> Stack:
+        """The same system for a new tenant (created, with an agency), after `commands`
+        of its registry."""
+        tenant, agency = "t" + new_id().lower(), new_id()
+        send = self.bus.commands.send
+        await send(tenant, CreateTenant(name="own", key_id=new_id(), key_hash="0" * 64))
+
+        async def created() -> None:
+            assert await self.bus.store.read(tenant, "tenant", tenant)
+
+        await assert_eventually(created)
+        for command in commands:
+            await send(tenant, command)
+        await send(tenant, CreateAgency(agency_id=agency, name="own"))
+        expected = 2 + len(commands)
+
+        async def ready() -> None:
+            assert len(await self.bus.store.read(tenant, "tenant", tenant)) == expected
+            assert await self.bus.store.read(tenant, "agency", agency)
+
+        await assert_eventually(ready)
+        return replace(self, tenant=tenant, agency=agency)
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +218,34 @@ async def test_a_blueprint_of_a_provider_not_configured_ends_its_run_with_the_re
     assert "'gemini'" in ends[-1].error and "AGENCY_PROVIDER_GEMINI_API_KEY" in ends[-1].error
     assert stack.server.requests == []
     assert all(KEY.encode() not in msgspec.json.encode(e.payload) for e in events)
+
+
+async def test_a_tenants_own_key_serves_its_runs_instead_of_the_operators(
+    stack: Stack,
+) -> None:
+    own_key = "sk-tenant-own-never-in-events"
+    async with ReplayServer([], otherwise=stream("text_usage_only")) as own:
+        sealed = seal_own(own_key, own.base_url)
+        mine = await stack.tenant_of_its_own(SetTenantProvider(name="openai", sealed=sealed))
+        stack.server.requests.clear()
+        _, events = await mine.run("answer on my own account")
+    ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert isinstance(ends[-1], RunCompleted), ends
+    assert ends[-1].result == "An oxbow is a yoke."
+    assert own.keys == [f"Bearer {own_key}"] and len(own.requests) == 1
+    assert own.requests[0]["model"] == "gpt-4.1-mini"
+    assert stack.server.requests == []  # the operator's provider was not called
+    assert all(own_key.encode() not in msgspec.json.encode(e.payload) for e in events)
+
+
+async def test_a_tenant_kept_off_the_operators_settings_gets_a_run_error_with_the_reason(
+    stack: Stack,
+) -> None:
+    kept_off = await stack.tenant_of_its_own(SetTenantModelPolicy(operator_fallback=False))
+    stack.server.requests.clear()
+    _, events = await kept_off.run("answer on the operator's account")
+    ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert isinstance(ends[-1], RunError), ends
+    assert ends[-1].kind == "config" and "not offered" in ends[-1].error
+    assert "'openai'" in ends[-1].error
+    assert stack.server.requests == []
