@@ -21,6 +21,7 @@ What is checked, and what becomes of it:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -68,13 +69,14 @@ class _PartialCall:
 
 @dataclass(slots=True)
 class Assembly:
-    """Folds stream chunks into one assistant message. `seed` names the request (a digest
-    of its body): the ids given to calls that came without one derive from it and the
-    call's position, so the same request assembles the same ids."""
+    """Folds stream chunks into one assistant message. `seed` names the request (its
+    body, digested only when a call needs an id): the ids given to calls that came without
+    one derive from it and the call's position, so the same request assembles the same
+    ids."""
 
     model: str
     max_bytes: int
-    seed: str = ""
+    seed: str | bytes = ""
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     # Calls in the order they first appeared; `by_index` finds a call by its `index`.
@@ -186,7 +188,9 @@ class Assembly:
         )
 
 
-def checked_calls(calls: Iterable[tuple[str, str, str]], seed: str = "") -> tuple[ToolCall, ...]:
+def checked_calls(
+    calls: Iterable[tuple[str, str, str]], seed: str | bytes = ""
+) -> tuple[ToolCall, ...]:
     """(id, name, arguments) as tool calls, nameless ones refused. A call without an id, or
     with the id of a call before it, is given one derived from `seed` and its position:
     each result must name its own call, and the same request gets the same ids again
@@ -201,13 +205,17 @@ def checked_calls(calls: Iterable[tuple[str, str, str]], seed: str = "") -> tupl
     made: list[ToolCall] = []
     for position, (call_id, name, arguments) in enumerate(listed):
         if not call_id or call_id in seen:
+            if isinstance(seed, bytes):
+                seed = hashlib.sha256(seed).hexdigest()
             call_id = derived_id("call_", seed, str(position))
         seen.add(call_id)
         made.append(ToolCall(id=call_id, name=name, arguments=arguments))
     return tuple(made)
 
 
-def parse_completion(body: bytes, model: str, max_bytes: int, seed: str = "") -> ModelResponse:
+def parse_completion(
+    body: bytes, model: str, max_bytes: int, seed: str | bytes = ""
+) -> ModelResponse:
     """A whole chat completion (a server that ignored `stream`), or the reason it is none."""
     if len(body) > max_bytes:
         raise ModelResponseError(

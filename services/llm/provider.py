@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import hashlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -325,7 +324,7 @@ class OpenAIProvider:
         # message and tool schema against its typed parameters (`docs/performance.md`).
         content = encode_body(body)
         # Ids given to calls the server sent without one derive from the request.
-        seed = hashlib.sha256(content).hexdigest()[:32]
+        seed = content
         request = self._http.build_request(
             "POST", self._url, content=content, headers=self._headers
         )
@@ -372,7 +371,7 @@ class OpenAIProvider:
         return text.replace(self._key, "[key]") if self._key else text
 
     async def _whole(
-        self, response: httpx2.Response, content_type: str, name: str, seed: str
+        self, response: httpx2.Response, content_type: str, name: str, seed: bytes
     ) -> ModelResponse:
         """An answer that is no event stream: a whole completion, or what went wrong."""
         limit = self.settings.max_answer_bytes
