@@ -51,11 +51,11 @@ from services.api.auth import (
 )
 from services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
 from services.api.deps import ApiDeps, Principal
+from services.api.model_check import model_problem
 from services.api.openapi import error_response
 from services.api.readback import read_your_write
 from services.api.runstatus import RunStatus, taken_up, wait_for_status
 from services.api.text import refuse_nul
-from services.llm.tenant_models import tenant_model_problem, tenant_models
 
 _tracer = trace.get_tracer(__name__)
 
@@ -215,7 +215,7 @@ async def save_blueprint(
     agency_id = path_id("agency id", agency_id)
     await agency_events(deps, tenant, agency_id)
     spec = data.spec()
-    problem = await _model_problem(deps, tenant, spec.model)
+    problem = await model_problem(deps, tenant, spec.model)
     if problem is not None:
         raise ValidationException(f"field 'model': {problem}")
     code = deps.system.code_agent_for(spec.name)
@@ -233,15 +233,6 @@ async def save_blueprint(
     saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
     body = blueprint_out(spec, saved.revision if saved else None)
     return Response(body, status_code=201 if readable else 202)
-
-
-async def _model_problem(deps: ApiDeps, tenant: str, model: str) -> str | None:
-    """Why a blueprint's `model` cannot run for `tenant`: an unknown provider, or one
-    neither the tenant's own settings nor the operator's serve (`docs/models.md`)."""
-    if not model:
-        return None
-    history = await deps.bus.store.read(tenant, "tenant", tenant)
-    return tenant_model_problem(deps.models, tenant_models(e.payload for e in history), model)
 
 
 @post("/agency/{agencyId:str}/agents", status_code=201, summary="Create a thread")
