@@ -19,6 +19,7 @@ from contracts.commands import (
     CreateTenant,
     CreateThread,
     InvokeThread,
+    RemoveTenantProvider,
     SaveBlueprint,
     SetTenantModelPolicy,
     SetTenantProvider,
@@ -38,7 +39,7 @@ from infra.jetstream.records import RecordedEvent
 from services.llm.catalog import ProviderCatalog
 from services.llm.router import ProviderRouter
 from services.llm.settings import ModelSettings
-from services.llm.tenant_models import seal_own
+from services.llm.tenant_models import StoreTenantModels, seal_own
 from services.stack import StackConfig, run_stack
 from tests.helpers import assert_eventually
 from tests.llm.streams import SHAPES, ReplayServer, stream
@@ -249,3 +250,20 @@ async def test_a_tenant_kept_off_the_operators_settings_gets_a_run_error_with_th
     assert ends[-1].kind == "config" and "not offered" in ends[-1].error
     assert "'openai'" in ends[-1].error
     assert stack.server.requests == []
+
+
+async def test_a_tenants_settings_are_read_again_from_where_they_were_left(stack: Stack) -> None:
+    sealed = seal_own("sk-own", "")
+    mine = await stack.tenant_of_its_own(SetTenantProvider(name="groq", sealed=sealed))
+    source = StoreTenantModels(stack.bus.store, refresh=0.0)
+    first = await source.models(mine.tenant)
+    own = first.own("groq")
+    assert own is not None and own.api_key == "sk-own" and first.operator_fallback
+    await stack.bus.commands.send(mine.tenant, RemoveTenantProvider(name="groq"))
+    await stack.bus.commands.send(mine.tenant, SetTenantModelPolicy(operator_fallback=False))
+
+    async def changed() -> None:
+        models = await source.models(mine.tenant)
+        assert "groq" not in models.sealed and not models.operator_fallback
+
+    await assert_eventually(changed)
