@@ -124,10 +124,8 @@ async def agency_up(args: argparse.Namespace) -> int:
                 print(f"dashboard: {api_url}/#key={credentials.api_key}", flush=True)
                 print(f"tenant:   {credentials.tenant_id}", flush=True)
                 print(f"api key:  {credentials.api_key}", flush=True)
-                print(
-                    f"model:    {'fake (offline)' if fake else 'OpenAI-compatible provider'}",
-                    flush=True,
-                )
+                served = ", ".join(sorted(models.configured)) or "fake (offline)"
+                print(f"models:   {served}", flush=True)
                 print(f"nats:     {without_credentials(urls.nats_url)}", flush=True)
                 print(f"postgres: {without_credentials(urls.database_url)}", flush=True)
                 print("ready; try `agency demo`; Ctrl-C to stop", flush=True)
