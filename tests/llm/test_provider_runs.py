@@ -267,3 +267,24 @@ async def test_a_tenants_settings_are_read_again_from_where_they_were_left(stack
         assert "groq" not in models.sealed and not models.operator_fallback
 
     await assert_eventually(changed)
+
+
+async def test_a_provider_giving_every_step_the_same_call_id_still_gets_each_call_run(
+    stack: Stack,
+) -> None:
+    """OpenRouter's Kimi names its calls "0", "1", … afresh at every step: a later call
+    with an earlier step's id gets one of its own, so its result is not taken for the
+    earlier one's."""
+    stack.server.requests.clear()
+    again = stream("no_finish_reason_tool")
+    stack.server.answers[:] = [again, again, stream("text_usage_only")]
+    _, events = await stack.run("define sickle twice")
+    ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert isinstance(ends[-1], RunCompleted), ends
+    completed = [e.payload for e in events if isinstance(e.payload, ModelCompleted)]
+    first, second = (c.message.tool_calls[0].id for c in completed[:2])
+    assert first == "0" and second not in {"0", ""}
+    messages = stack.server.requests[2]["messages"]
+    assert isinstance(messages, list)
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert answered == [first, second]
