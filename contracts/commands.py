@@ -49,6 +49,31 @@ class RevokeApiKey(Command, frozen=True, kw_only=True, tag="registry.revoke_api_
     key_id: str
 
 
+class SetTenantProvider(Command, frozen=True, kw_only=True, tag="registry.set_tenant_provider"):
+    """The tenant's own key and base URL of a provider, sealed by the API."""
+
+    service = "registry"
+    verb = "set_tenant_provider"
+    name: str
+    sealed: str
+
+
+class RemoveTenantProvider(
+    Command, frozen=True, kw_only=True, tag="registry.remove_tenant_provider"
+):
+    service = "registry"
+    verb = "remove_tenant_provider"
+    name: str
+
+
+class SetTenantModelPolicy(
+    Command, frozen=True, kw_only=True, tag="registry.set_tenant_model_policy"
+):
+    service = "registry"
+    verb = "set_tenant_model_policy"
+    operator_fallback: bool
+
+
 class CreateAgency(Command, frozen=True, kw_only=True, tag="registry.create_agency"):
     service = "registry"
     verb = "create_agency"
@@ -266,6 +291,9 @@ AnyCommand = (
     CreateTenant
     | IssueApiKey
     | RevokeApiKey
+    | SetTenantProvider
+    | RemoveTenantProvider
+    | SetTenantModelPolicy
     | CreateAgency
     | SaveBlueprint
     | CreateThread

@@ -22,6 +22,9 @@ from contracts.events.registry import (
     SessionToolBinding,
     SideConfig,
     TenantCreated,
+    TenantModelPolicySet,
+    TenantProviderRemoved,
+    TenantProviderSet,
 )
 from contracts.events.reply import (
     AgentStateSet,
@@ -199,6 +202,9 @@ __all__ = [
     "SubagentTerminated",
     "SubagentVariablesProvided",
     "TenantCreated",
+    "TenantModelPolicySet",
+    "TenantProviderRemoved",
+    "TenantProviderSet",
     "ThreadCreated",
     "ThreadEvent",
     "ThreadTerminated",

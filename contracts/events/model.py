@@ -21,6 +21,9 @@ class ModelDelta(Event, frozen=True, kw_only=True, tag="model.delta"):
 
 
 class ModelCompleted(Event, frozen=True, kw_only=True, tag="model.completed"):
+    """`reasoning`: what the model reasoned before its answer, where its provider streams
+    it (`reasoning_content`, `reasoning`); kept in the log, never sent back to the model."""
+
     run_id: str
     step: int
     model: str
@@ -28,6 +31,7 @@ class ModelCompleted(Event, frozen=True, kw_only=True, tag="model.completed"):
     usage: Usage = Usage()
     finish_reason: str = "stop"
     cost_usd: float = 0.0
+    reasoning: str = ""
 
 
 class MiddlewareBeforeModel(Event, frozen=True, kw_only=True, tag="middleware.before_model"):

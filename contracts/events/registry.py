@@ -25,6 +25,26 @@ class ApiKeyRevoked(Event, frozen=True, kw_only=True, tag="tenant.api_key_revoke
     key_id: str
 
 
+class TenantProviderSet(Event, frozen=True, kw_only=True, tag="tenant.provider_set"):
+    """The tenant's own settings of a model provider: its key and base URL, sealed
+    (`services/common/sealing.py`), never in clear; the tenant's runs call the provider
+    with them instead of the operator's."""
+
+    name: str
+    sealed: str
+
+
+class TenantProviderRemoved(Event, frozen=True, kw_only=True, tag="tenant.provider_removed"):
+    name: str
+
+
+class TenantModelPolicySet(Event, frozen=True, kw_only=True, tag="tenant.model_policy_set"):
+    """Set by the operator: whether the tenant's runs may call a provider with the
+    operator's settings when the tenant has none of its own for it."""
+
+    operator_fallback: bool
+
+
 class AgencyCreated(Event, frozen=True, kw_only=True, tag="agency.created"):
     name: str
     metadata: dict[str, str] = {}
@@ -280,5 +300,13 @@ class BlueprintDeleted(Event, frozen=True, kw_only=True, tag="blueprint.deleted"
 
 
 RegistryEvent = (
-    TenantCreated | ApiKeyIssued | ApiKeyRevoked | AgencyCreated | BlueprintSaved | BlueprintDeleted
+    TenantCreated
+    | ApiKeyIssued
+    | ApiKeyRevoked
+    | TenantProviderSet
+    | TenantProviderRemoved
+    | TenantModelPolicySet
+    | AgencyCreated
+    | BlueprintSaved
+    | BlueprintDeleted
 )

@@ -44,6 +44,7 @@ from services.api.routes_control import CONTROL_ROUTES
 from services.api.routes_fork import FORK_ROUTES
 from services.api.routes_keys import KEY_ROUTES
 from services.api.routes_ops import OPS_ROUTES
+from services.api.routes_providers import PROVIDER_ROUTES
 from services.api.routes_queries import QUERY_ROUTES
 from services.api.routes_run import RUN_ROUTES
 from services.api.routes_settings import SETTINGS_ROUTES
@@ -124,6 +125,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *SETTINGS_ROUTES,
         *FORK_ROUTES,
         *KEY_ROUTES,
+        *PROVIDER_ROUTES,
         *USAGE_ROUTES,
         *OPS_ROUTES,
         *STREAM_ROUTES,

@@ -17,6 +17,7 @@ from services.agents.system import AgentSystem
 from services.api.keys import KeyCache
 from services.api.limits import InvokeLimiter
 from services.api.progress import ProjectionProgress
+from services.llm.catalog import ProviderCatalog
 from services.observability.metrics import Metrics
 from services.runtime.cache import ThreadCache
 
@@ -62,6 +63,9 @@ class ApiDeps:
     nats_credentials: CredentialIssuer | None = None
     # Per-tenant invoke limits (`AGENCY_TENANT_*`); 429 with Retry-After beyond them.
     limiter: InvokeLimiter = field(default_factory=InvokeLimiter)
+    # The model providers the runtime may call: a blueprint naming another is refused.
+    # The default is offline (every known provider, the fake model standing in).
+    models: ProviderCatalog = field(default_factory=ProviderCatalog)
     # How far each projection has applied the log, by notification while the app runs.
     progress: ProjectionProgress = field(init=False)
     # Threads folded from the log, kept by position: a command's checks and a state's

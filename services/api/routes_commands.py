@@ -52,6 +52,7 @@ from services.api.auth import (
 )
 from services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
 from services.api.deps import ApiDeps, Principal
+from services.api.model_check import model_problem
 from services.api.openapi import error_response
 from services.api.readback import read_your_write
 from services.api.runstatus import RunStatus, taken_up, wait_for_status
@@ -218,6 +219,9 @@ async def save_blueprint(
     problems = blueprint_problems(deps.system, spec)
     if problems:
         raise ValidationException("; ".join(problems))
+    problem = await model_problem(deps, tenant, spec.model)
+    if problem is not None:
+        raise ValidationException(f"field 'model': {problem}")
     code = deps.system.code_agent_for(spec.name)
     if code is not None:
         try:

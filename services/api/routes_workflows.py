@@ -28,6 +28,7 @@ from services.api.auth import (
     path_id,
     tenant_of,
 )
+from services.api.model_check import model_problem
 from services.api.readback import read_your_write
 from services.api.routes_commands import Accepted, Body, Out
 from services.api.workflow_ops import (
@@ -130,6 +131,12 @@ async def create(
         )  # fmt: skip
     except definitions.DefinitionError as e:
         raise definition_error(e) from e
+    for agent in parsed.agents:
+        model = agent.inline.model if agent.inline is not None else ""
+        if problem := await model_problem(deps, tenant, model):
+            raise ValidationException(
+                f"invalid workflow definition: agents.{agent.name}.model: {problem}"
+            )
     wf, state = await create_workflow(deps, tenant, agency_id, parsed)
     body = WorkflowCreatedOut(
         id=wf, name=parsed.name, tag=parsed.tag, members=[a.name for a in parsed.agents],

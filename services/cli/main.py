@@ -23,7 +23,9 @@ from services.cli import (
     dlq_cmd,
     events_cmd,
     infra_cmd,
+    models_cmd,
     projections_cmd,
+    providers_cmd,
     replay_cmd,
     serve_cmd,
     tenants_cmd,
@@ -32,6 +34,7 @@ from services.cli import (
     workflow_cmd,
 )
 from services.cli.workflow_cmd import WorkflowCliError
+from services.llm.catalog import ProvidersFileError
 from services.observability.logging import configure_logging
 from services.observability.tracing import configure_tracing, shutdown_tracing
 
@@ -60,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         replay_cmd,
         contracts_cmd,
         workflow_cmd,
+        models_cmd,
+        providers_cmd,
     ):
         module.register(groups)
     return parser
@@ -90,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SystemLoadError,
         WorkflowCliError,
         DatabaseRefused,
+        ProvidersFileError,
     ) as e:
         print(f"agency: {e}", file=sys.stderr)
         return 2

@@ -31,7 +31,9 @@ from services.cli.common import (
 )
 from services.cli.signals import stop_on_signals
 from services.common.sealing import use_key_of
-from services.llm.provider import Provider, provider_from_env
+from services.llm.catalog import ProviderCatalog
+from services.llm.provider import Provider
+from services.llm.router import provider_from_env
 from services.stack import StackConfig, service_runners
 from services.supervisor import ServiceRunner, Supervisor
 
@@ -136,6 +138,7 @@ class _Api:
                     system=self._system,
                     settings=ApiSettings(admin_secret=self._admin_secret),
                     nats_credentials=self.issuer,
+                    models=ProviderCatalog.from_env(),
                 )
                 await run_api(deps, self._host, self._port, stop, ready=self._ready)
         finally:

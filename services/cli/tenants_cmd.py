@@ -71,7 +71,7 @@ async def _admin(
     return response
 
 
-async def _run(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+async def admin_request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
     try:
         response = await _admin(running_endpoints(args), method, path, body)
     except AdminError as e:
@@ -81,7 +81,7 @@ async def _run(args: argparse.Namespace, method: str, path: str, body: Any = Non
 
 
 async def tenants_create(args: argparse.Namespace) -> int:
-    body = await _run(args, "POST", "/tenants", {"name": args.name})
+    body = await admin_request(args, "POST", "/tenants", {"name": args.name})
     if body is None:
         return 1
     print(f"tenant   {body['tenantId']}\napi key  {body['apiKey']}  (shown once)")
@@ -89,7 +89,7 @@ async def tenants_create(args: argparse.Namespace) -> int:
 
 
 async def tenants_credentials(args: argparse.Namespace) -> int:
-    body = await _run(args, "POST", f"/tenants/{args.tenant}/nats-credentials")
+    body = await admin_request(args, "POST", f"/tenants/{args.tenant}/nats-credentials")
     if body is None:
         return 1
     print(json.dumps(body, indent=2))
@@ -97,7 +97,7 @@ async def tenants_credentials(args: argparse.Namespace) -> int:
 
 
 async def keys_ls(args: argparse.Namespace) -> int:
-    keys = await _run(args, "GET", f"/tenants/{args.tenant}/keys")
+    keys = await admin_request(args, "GET", f"/tenants/{args.tenant}/keys")
     if keys is None:
         return 1
     if args.json:
@@ -113,7 +113,7 @@ async def keys_ls(args: argparse.Namespace) -> int:
 
 
 async def keys_create(args: argparse.Namespace) -> int:
-    body = await _run(args, "POST", f"/tenants/{args.tenant}/keys", {"name": args.name})
+    body = await admin_request(args, "POST", f"/tenants/{args.tenant}/keys", {"name": args.name})
     if body is None:
         return 1
     print(f"key id   {body['keyId']}\napi key  {body['apiKey']}  (shown once)")
@@ -121,7 +121,7 @@ async def keys_create(args: argparse.Namespace) -> int:
 
 
 async def keys_rotate(args: argparse.Namespace) -> int:
-    body = await _run(args, "POST", f"/tenants/{args.tenant}/keys/{args.key_id}/rotate")
+    body = await admin_request(args, "POST", f"/tenants/{args.tenant}/keys/{args.key_id}/rotate")
     if body is None:
         return 1
     print(
@@ -132,7 +132,7 @@ async def keys_rotate(args: argparse.Namespace) -> int:
 
 
 async def keys_revoke(args: argparse.Namespace) -> int:
-    if await _run(args, "DELETE", f"/tenants/{args.tenant}/keys/{args.key_id}") is None:
+    if await admin_request(args, "DELETE", f"/tenants/{args.tenant}/keys/{args.key_id}") is None:
         return 1
     print(f"revoked {args.key_id}")
     return 0

@@ -26,8 +26,9 @@ from services.cli.bootstrap import ensure_default_tenant, load_credentials
 from services.cli.common import add_app, add_data_dir, agent_system, data_dir
 from services.cli.signals import stop_on_signals
 from services.common.sealing import use_key_of
+from services.llm.catalog import ProviderCatalog
 from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import provider_from_env
+from services.llm.router import provider_from_env
 from services.stack import StackConfig, service_runners
 from services.supervisor import Supervisor
 
@@ -50,7 +51,8 @@ async def agency_up(args: argparse.Namespace) -> int:
     use_key_of(directory)
     stop = stop_on_signals()
     system = agent_system(args)
-    use_fake = not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+    models = ProviderCatalog.from_env()
+    use_fake = models.offline
     async with AsyncExitStack() as stack:
         urls = await stack.enter_async_context(Infrastructure(directory, InfraSettings.from_env()))
         fake = await stack.enter_async_context(FakeLLMServer()) if use_fake else None
@@ -90,6 +92,7 @@ async def agency_up(args: argparse.Namespace) -> int:
             system=system,
             settings=ApiSettings(admin_secret=credentials.admin_secret),
             services=supervisor.states,
+            models=models,
             nats_credentials=(
                 CredentialIssuer(urls.nats_auth, urls.nats_url) if urls.nats_auth else None
             ),
@@ -121,10 +124,8 @@ async def agency_up(args: argparse.Namespace) -> int:
                 print(f"dashboard: {api_url}/#key={credentials.api_key}", flush=True)
                 print(f"tenant:   {credentials.tenant_id}", flush=True)
                 print(f"api key:  {credentials.api_key}", flush=True)
-                print(
-                    f"model:    {'fake (offline)' if fake else 'OpenAI-compatible provider'}",
-                    flush=True,
-                )
+                served = ", ".join(sorted(models.configured)) or "fake (offline)"
+                print(f"models:   {served}", flush=True)
                 print(f"nats:     {without_credentials(urls.nats_url)}", flush=True)
                 print(f"postgres: {without_credentials(urls.database_url)}", flush=True)
                 print("ready; try `agency demo`; Ctrl-C to stop", flush=True)

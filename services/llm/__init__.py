@@ -1,4 +1,5 @@
-"""Model providers: the `Provider` port and its OpenAI-compatible adapter.
+"""Model providers: the `Provider` port, its OpenAI-compatible adapter, and the router that
+picks a provider by the model's prefix (`services/llm/router.py`, `docs/models.md`).
 
 The fake LLM server for tests and the offline demo lives in `services.llm.fake_server`,
 imported on demand so production code does not load it.
@@ -18,9 +19,9 @@ from services.llm.provider import (
     ModelStreamError,
     OpenAIProvider,
     Provider,
-    provider_from_env,
     split_model,
 )
+from services.llm.router import ProviderRouter, provider_from_env
 
 __all__ = [
     "ModelConfigError",
@@ -36,6 +37,7 @@ __all__ = [
     "ModelStreamError",
     "OpenAIProvider",
     "Provider",
+    "ProviderRouter",
     "provider_from_env",
     "split_model",
 ]

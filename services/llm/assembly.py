@@ -5,21 +5,25 @@ handed on in coalesced pieces.
 What is checked, and what becomes of it:
 - a chunk that is not JSON: `malformed_response`; JSON that is no chat completion chunk:
   `not_openai_json` (neither is retried: the provider is answering something else);
-- a stream that ends without a finish_reason: `truncated_stream` (retried);
-- more than `max_answer_bytes` of text and arguments: `answer_too_large`;
-- tool calls: a call without a name, or two calls with one id, is `invalid_tool_call` (the
-  results could not be told apart, and a repeated call may be a repeated side effect); a
-  call without an id gets a fresh unique one (some OpenAI-compatible servers send none).
-  Arguments are passed on as the model wrote them: arguments that are not a JSON object are
-  answered by the runtime or the tools service with a tool error the model sees, so it can
-  correct itself.
+- a stream that ends with neither a finish_reason nor `[DONE]`: `truncated_stream`
+  (retried); one that ends with `[DONE]` but no finish_reason is whole (some servers
+  send none);
+- more than `max_answer_bytes` of text, reasoning and arguments: `answer_too_large`;
+- tool calls: fragments are joined by their `index` (a new id under a known index is a
+  new call), or by their place when a server sends none; a call without a name is
+  `invalid_tool_call`; a call without an id, or with the id of an earlier call of the
+  answer, gets one derived from the request and its position (each result must name its
+  own call). Arguments are passed on as the model wrote them: arguments that are not a
+  JSON object are answered by the runtime or the tools service with a tool error the
+  model sees, so it can correct itself;
+- reasoning (`reasoning_content`, `reasoning`) is kept apart from the answer's text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -27,8 +31,8 @@ import pydantic
 from openai.types.chat import ChatCompletion
 
 from contracts.events.base import ChatMessage, ToolCall, Usage
-from contracts.ids import new_id
-from services.llm.chunks import StreamChunk
+from contracts.ids import derived_id
+from services.llm.chunks import StreamChunk, ToolCallDelta
 from services.llm.errors import ModelResponseError, ModelStreamError
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -42,6 +46,9 @@ class ModelResponse:
     model: str
     # USD, from the provider's price table; recorded in `model.completed`.
     cost_usd: float = 0.0
+    # What the model reasoned before answering (`reasoning_content` or `reasoning`): kept
+    # apart from the answer's text and never sent back to the model.
+    reasoning: str = ""
 
 
 class CallerError(Exception):
@@ -62,12 +69,19 @@ class _PartialCall:
 
 @dataclass(slots=True)
 class Assembly:
-    """Folds stream chunks into one assistant message."""
+    """Folds stream chunks into one assistant message. `seed` names the request (its
+    body, digested only when a call needs an id): the ids given to calls that came without
+    one derive from it and the call's position, so the same request assembles the same
+    ids."""
 
     model: str
     max_bytes: int
+    seed: str | bytes = ""
     text: list[str] = field(default_factory=list)
-    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    reasoning: list[str] = field(default_factory=list)
+    # Calls in the order they first appeared; `by_index` finds a call by its `index`.
+    calls: list[_PartialCall] = field(default_factory=list)
+    by_index: dict[int, _PartialCall] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     size: int = 0
@@ -90,22 +104,54 @@ class Assembly:
             if delta.content:
                 new_text += delta.content
                 self._grow(delta.content)
+            thought = delta.reasoning_content or delta.reasoning
+            if thought:
+                self.reasoning.append(thought)
+                self._grow(thought)
             for fragment in delta.tool_calls or ():
-                call = self.calls.setdefault(fragment.index, _PartialCall())
-                # Servers differ in whether they repeat id/name on later fragments: first wins.
-                if fragment.id and not call.id:
-                    call.id = fragment.id
-                if fragment.function is not None:
-                    if fragment.function.name and not call.name:
-                        call.name = fragment.function.name
-                    if fragment.function.arguments:
-                        call.arguments.append(fragment.function.arguments)
-                        self._grow(fragment.function.arguments)
+                self._fold_call(fragment)
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
         if new_text:
             self.text.append(new_text)
         return new_text
+
+    def _fold_call(self, fragment: ToolCallDelta) -> None:
+        call = self._call_for(fragment)
+        # Servers differ in whether they repeat id/name on later fragments: first wins.
+        if fragment.id and not call.id:
+            call.id = fragment.id
+        if fragment.function is not None:
+            if fragment.function.name and not call.name:
+                call.name = fragment.function.name
+            if fragment.function.arguments:
+                call.arguments.append(fragment.function.arguments)
+                self._grow(fragment.function.arguments)
+
+    def _call_for(self, fragment: ToolCallDelta) -> _PartialCall:
+        """The call a fragment belongs to: by its `index` when it has one (any numbers,
+        repeated on every fragment of a call), unless it brings another id than that
+        call's (some parsers put every call under index 0); without one (Mistral, Gemini,
+        Ollama), the call with its id, else a new call when it names an id or a function
+        (several may come in one chunk), else the call before it."""
+        if fragment.index is not None:
+            call = self.by_index.get(fragment.index)
+            if call is None or (fragment.id and call.id and fragment.id != call.id):
+                call = self.by_index[fragment.index] = self._new_call()
+            return call
+        if fragment.id:
+            for known in self.calls:
+                if known.id == fragment.id:
+                    return known
+        starts = bool(fragment.id) or (fragment.function is not None and fragment.function.name)
+        if starts or not self.calls:
+            return self._new_call()
+        return self.calls[-1]
+
+    def _new_call(self) -> _PartialCall:
+        call = _PartialCall()
+        self.calls.append(call)
+        return call
 
     def _grow(self, piece: str) -> None:
         self.size += len(piece.encode())
@@ -116,44 +162,60 @@ class Assembly:
                 kind="answer_too_large",
             )
 
-    def response(self) -> ModelResponse:
-        if self.finish_reason is None:
-            raise ModelStreamError(
-                "the model stream ended without a finish_reason: the answer was cut off "
-                f"after {self.size} bytes",
-                kind="truncated_stream",
-            )
+    def response(self, *, done: bool = False) -> ModelResponse:
+        """The answer once the stream ended; `done` says it ended with `[DONE]`. An answer
+        without a finish_reason was cut off, unless `[DONE]` ended it (OpenRouter's Kimi
+        sends none): its finish_reason is then what its content says."""
+        finish_reason = self.finish_reason
+        if finish_reason is None:
+            if not done:
+                raise ModelStreamError(
+                    "the model stream ended without a finish_reason: the answer was cut off "
+                    f"after {self.size} bytes",
+                    kind="truncated_stream",
+                )
+            finish_reason = "tool_calls" if self.calls else "stop"
         calls = checked_calls(
-            (p.id, p.name, "".join(p.arguments) or "{}") for _, p in sorted(self.calls.items())
+            ((p.id, p.name, "".join(p.arguments) or "{}") for p in self.calls), self.seed
         )
         message = ChatMessage(role="assistant", content="".join(self.text), tool_calls=calls)
         return ModelResponse(
-            message=message, usage=self.usage, finish_reason=self.finish_reason, model=self.model
+            message=message,
+            usage=self.usage,
+            finish_reason=finish_reason,
+            model=self.model,
+            reasoning="".join(self.reasoning),
         )
 
 
-def checked_calls(calls: Iterable[tuple[str, str, str]]) -> tuple[ToolCall, ...]:
-    """(id, name, arguments) as tool calls: ids filled in, duplicates and nameless refused."""
+def checked_calls(
+    calls: Iterable[tuple[str, str, str]], seed: str | bytes = ""
+) -> tuple[ToolCall, ...]:
+    """(id, name, arguments) as tool calls, nameless ones refused. A call without an id, or
+    with the id of a call before it, is given one derived from `seed` and its position:
+    each result must name its own call, and the same request gets the same ids again
+    (a step run again, a re-execution)."""
     listed = list(calls)
     for index, (_, name, _) in enumerate(listed):
         if not name:
             raise ModelResponseError(
                 f"the model's tool call {index} has no function name", kind="invalid_tool_call"
             )
-    repeated = sorted(i for i, n in Counter(i for i, _, _ in listed if i).items() if n > 1)
-    if repeated:
-        raise ModelResponseError(
-            f"the model gave several tool calls the same id ({', '.join(repeated)}): their "
-            "results could not be told apart",
-            kind="invalid_tool_call",
-        )
-    return tuple(
-        ToolCall(id=call_id or f"call_{new_id().lower()}", name=name, arguments=arguments)
-        for call_id, name, arguments in listed
-    )
+    seen: set[str] = set()
+    made: list[ToolCall] = []
+    for position, (call_id, name, arguments) in enumerate(listed):
+        if not call_id or call_id in seen:
+            if isinstance(seed, bytes):
+                seed = hashlib.sha256(seed).hexdigest()
+            call_id = derived_id("call_", seed, str(position))
+        seen.add(call_id)
+        made.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    return tuple(made)
 
 
-def parse_completion(body: bytes, model: str, max_bytes: int) -> ModelResponse:
+def parse_completion(
+    body: bytes, model: str, max_bytes: int, seed: str | bytes = ""
+) -> ModelResponse:
     """A whole chat completion (a server that ignored `stream`), or the reason it is none."""
     if len(body) > max_bytes:
         raise ModelResponseError(
@@ -184,9 +246,12 @@ def parse_completion(body: bytes, model: str, max_bytes: int) -> ModelResponse:
     choice = completion.choices[0]
     message = choice.message
     calls = checked_calls(
-        (c.id, c.function.name, c.function.arguments or "{}")
-        for c in message.tool_calls or ()
-        if c.type == "function"
+        (
+            (c.id, c.function.name, c.function.arguments or "{}")
+            for c in message.tool_calls or ()
+            if c.type == "function"
+        ),
+        seed,
     )
     usage = Usage()
     if completion.usage is not None:

@@ -12,27 +12,30 @@ from contracts.events.base import ChatMessage
 from services.agents.tools import ToolSpec
 from services.llm.assembly import ModelResponse, OnDelta
 from services.llm.errors import ModelRequestError
+from services.llm.presets import PRESETS
 
-# Prefixes naming an OpenAI-compatible provider; the adapter strips them.
-KNOWN_PROVIDERS = frozenset({"openai"})
+# Prefixes naming an OpenAI-compatible provider (`services/llm/presets.py`); the adapter
+# strips them.
+KNOWN_PROVIDERS = frozenset(PRESETS)
 # Prefixes that belong to the model name itself (OpenAI fine-tuned models: "ft:gpt-4o:org::id").
 NAME_PREFIXES = frozenset({"ft"})
 
 
-def split_model(model: str) -> tuple[str, str]:
-    """("openai", "gpt-4.1-mini") for "openai:gpt-4.1-mini" or "gpt-4.1-mini".
+def split_model(model: str, known: frozenset[str] = KNOWN_PROVIDERS) -> tuple[str, str]:
+    """("openai", "gpt-4.1-mini") for "openai:gpt-4.1-mini" or "gpt-4.1-mini";
+    ("ollama", "qwen3:8b") for "ollama:qwen3:8b" (only the first colon splits).
 
-    Raises `ModelRequestError` for an unknown provider prefix.
+    Raises `ModelRequestError` for a prefix not in `known`.
     """
     prefix, sep, rest = model.partition(":")
     if not sep or prefix in NAME_PREFIXES:
         name, provider = model, "openai"
-    elif prefix in KNOWN_PROVIDERS:
+    elif prefix in known:
         name, provider = rest, prefix
     else:
-        known = ", ".join(sorted(KNOWN_PROVIDERS))
+        names = ", ".join(sorted(known))
         raise ModelRequestError(
-            f"unknown model provider {prefix!r} in model {model!r}: use one of {known} "
+            f"unknown model provider {prefix!r} in model {model!r}: use one of {names} "
             f"(e.g. 'openai:gpt-4.1-mini') or a bare model name"
         )
     if not name:
@@ -42,11 +45,13 @@ def split_model(model: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One chat completion request. `model` may carry a provider prefix ("openai:…")."""
+    """One chat completion request. `model` may carry a provider prefix ("openai:…");
+    `tenant`, whose run asks (its own provider settings, if any, are used)."""
 
     model: str
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
+    tenant: str = ""
 
 
 class Provider(Protocol):

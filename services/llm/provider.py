@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -66,7 +65,7 @@ from services.llm.port import (
 )
 from services.llm.pricing import PriceTable
 from services.llm.settings import ModelSettings
-from services.llm.wire import WireBroken, encode_body, stream_chunks
+from services.llm.wire import ChunkReader, WireBroken, encode_body
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -85,7 +84,6 @@ __all__ = [
     "OpenAIProvider",
     "Provider",
     "is_retryable_status",
-    "provider_from_env",
     "split_model",
 ]
 
@@ -158,8 +156,15 @@ class OpenAIProvider:
         api_key: str,
         settings: ModelSettings | None = None,
         prices: PriceTable | None = None,
+        strip_prefix: bool = True,
+        max_concurrency: int | None = None,
+        stream_usage: bool = True,
     ) -> None:
         self.base_url = base_url
+        self._strip_prefix = strip_prefix
+        self._stream_usage = stream_usage
+        # Calls in flight at once at most (a provider's rate limit); the others wait here.
+        self._slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
         self._prices = prices if prices is not None else PriceTable()
         self.settings = s = settings or ModelSettings()
         timeout = openai.Timeout(s.timeout, connect=min(s.timeout, s.connect_timeout))
@@ -187,6 +192,8 @@ class OpenAIProvider:
             if isinstance(value, str)
         }
         self._closed = False
+        # A provider may quote the key it refused: its errors never carry it on.
+        self._key = api_key if len(api_key) >= 8 else ""
 
     async def __aenter__(self) -> Self:
         return self
@@ -212,7 +219,7 @@ class OpenAIProvider:
     ) -> ModelResponse:
         if self._closed:
             raise ModelConfigError("this provider is closed; create a new one")
-        _, name = split_model(request.model)
+        name = split_model(request.model)[1] if self._strip_prefix else request.model
         messages = [message_param(m) for m in request.messages]
         tools = [cast(ChatCompletionFunctionToolParam, t.as_openai()) for t in request.tools]
         s = self.settings
@@ -228,7 +235,8 @@ class OpenAIProvider:
             ):
                 with attempt:
                     attempts = attempt.num
-                    response = await self._attempt(name, messages, tools, on_delta)
+                    async with self._slot():
+                        response = await self._attempt(name, messages, tools, on_delta)
                     cost = self._prices.cost(response.model or name, response.usage)
                     return replace(response, cost_usd=cost)
         except CallerError as e:
@@ -239,6 +247,27 @@ class OpenAIProvider:
                 error.add_note(f"gave up after {attempts} attempts")
             raise
         raise AssertionError("unreachable: stamina ends with a result or the last error")
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the provider's `max_concurrency` slots for an attempt, waited for up to
+        the timeout (a `timeout`, retried like one)."""
+        if self._slots is None:
+            yield
+            return
+        try:
+            async with asyncio.timeout(self.settings.timeout):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise ModelConnectionError(
+                f"no free slot for a call to {self.base_url} within {self.settings.timeout}s "
+                "(its calls at once are limited: max concurrency)",
+                timeout=True,
+            ) from None
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def _retry_wait(self, error: Exception) -> bool | float:
         """Whether stamina retries `error`, or after how many seconds the server asked."""
@@ -286,18 +315,18 @@ class OpenAIProvider:
         tools: list[ChatCompletionFunctionToolParam],
         coalescer: Coalescer,
     ) -> ModelResponse:
-        body: dict[str, object] = {
-            "model": name,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        body: dict[str, object] = {"model": name, "messages": messages, "stream": True}
+        if self._stream_usage:
+            body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = tools
         # The body as built (the wire's shape already), without the SDK's walk of every
         # message and tool schema against its typed parameters (`docs/performance.md`).
+        content = encode_body(body)
+        # Ids given to calls the server sent without one derive from the request.
+        seed = content
         request = self._http.build_request(
-            "POST", self._url, content=encode_body(body), headers=self._headers
+            "POST", self._url, content=content, headers=self._headers
         )
         try:
             response = await self._http.send(request, stream=True)
@@ -312,16 +341,17 @@ class OpenAIProvider:
                 raise await self._status_error(response)
             content_type = response.headers.get("content-type", "")
             if not content_type.startswith("text/event-stream"):
-                return await self._whole(response, content_type, name)
-            assembly = Assembly(model=name, max_bytes=self.settings.max_answer_bytes)
-            async with contextlib.aclosing(stream_chunks(response)) as chunks:
+                return await self._whole(response, content_type, name, seed)
+            assembly = Assembly(model=name, max_bytes=self.settings.max_answer_bytes, seed=seed)
+            reader = ChunkReader(response)
+            async with contextlib.aclosing(reader.chunks()) as chunks:
                 try:
                     await self._read(chunks, assembly, coalescer)
                 except WireBroken as e:
                     raise self._broken(e.cause) from e.cause
         finally:
             await response.aclose()
-        answer = assembly.response()
+        answer = assembly.response(done=reader.done)
         await coalescer.finish()
         return answer
 
@@ -332,13 +362,16 @@ class OpenAIProvider:
         should_retry = response.headers.get("x-should-retry")
         return ModelStatusError(
             response.status_code,
-            _status_detail(bytes(body[:_ERROR_BODY_LIMIT])),
+            self._redacted(_status_detail(bytes(body[:_ERROR_BODY_LIMIT]))),
             retry_after=_retry_after(response.headers),
             retryable={"true": True, "false": False}.get(should_retry or ""),
         )
 
+    def _redacted(self, text: str) -> str:
+        return text.replace(self._key, "[key]") if self._key else text
+
     async def _whole(
-        self, response: httpx2.Response, content_type: str, name: str
+        self, response: httpx2.Response, content_type: str, name: str, seed: bytes
     ) -> ModelResponse:
         """An answer that is no event stream: a whole completion, or what went wrong."""
         limit = self.settings.max_answer_bytes
@@ -352,11 +385,11 @@ class OpenAIProvider:
                 f"the model provider's answer broke off ({type(e).__name__}: {e})"
             ) from e
         if "json" in content_type or body.lstrip()[:1] == b"{":
-            return parse_completion(bytes(body), name, limit)
+            return parse_completion(bytes(body), name, limit, seed)
         shown = content_type or "no content type"
         raise ModelResponseError(
             f"the model provider answered HTTP 200 with {shown} instead of an event stream "
-            f"or JSON (is OPENAI_BASE_URL a chat completions API?): "
+            f"or JSON (is its base URL a chat completions API?): "
             f"{snippet(body.decode(errors='replace'))}",
             kind="malformed_response",
         )
@@ -412,28 +445,3 @@ class OpenAIProvider:
             f"the model stream from {self.base_url} broke off ({type(cause).__name__}: {cause})",
             kind="truncated_stream",
         )
-
-
-def provider_from_env(
-    fake_url: str | None, settings: ModelSettings | None = None
-) -> OpenAIProvider:
-    """A provider from OPENAI_API_KEY / OPENAI_BASE_URL, or else the fake server at
-    `fake_url`; its settings from `ModelSettings.from_env()` unless given."""
-    settings = settings or ModelSettings.from_env()
-    prices = PriceTable.from_env()
-    api_key = os.environ.get("OPENAI_API_KEY")
-    base_url = os.environ.get("OPENAI_BASE_URL")
-    if api_key or base_url:
-        # Local OpenAI-compatible servers often take no key, but the SDK insists on one.
-        return OpenAIProvider(
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key or "none",
-            settings=settings,
-            prices=prices,
-        )
-    if fake_url is None:
-        raise ModelConfigError(
-            "no model provider configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for a "
-            "non-OpenAI endpoint), or run with the fake LLM server"
-        )
-    return OpenAIProvider(base_url=fake_url, api_key="fake", settings=settings, prices=prices)

@@ -112,22 +112,30 @@ def chunk_of(name: bytes | None, data: bytes) -> StreamChunk:
         ) from e
 
 
-async def stream_chunks(response: httpx2.Response) -> AsyncGenerator[StreamChunk, None]:
-    """The chunks of an event stream until `[DONE]` or its end."""
-    events = EventLines()
-    pieces = response.aiter_bytes()
-    while True:
-        try:
-            piece = await anext(pieces, None)
-        except (httpx2.TimeoutException, httpx2.RequestError) as e:
-            raise WireBroken(e) from e
-        if piece is None:
-            return
-        for name, data in events.feed(piece):
-            if data == _DONE:
-                await _drain(pieces)
+class ChunkReader:
+    """The chunks of an event stream until `[DONE]` or its end; `done` says afterwards
+    whether `[DONE]` came (a stream that ends without it was cut off)."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self._response = response
+        self.done = False
+
+    async def chunks(self) -> AsyncGenerator[StreamChunk, None]:
+        events = EventLines()
+        pieces = self._response.aiter_bytes()
+        while True:
+            try:
+                piece = await anext(pieces, None)
+            except (httpx2.TimeoutException, httpx2.RequestError) as e:
+                raise WireBroken(e) from e
+            if piece is None:
                 return
-            yield chunk_of(name, data)
+            for name, data in events.feed(piece):
+                if data == _DONE:
+                    self.done = True
+                    await _drain(pieces)
+                    return
+                yield chunk_of(name, data)
 
 
 async def _drain(pieces: AsyncIterator[bytes]) -> None:

@@ -9,8 +9,11 @@ from contracts.commands import (
     CreateTenant,
     CreateThread,
     IssueApiKey,
+    RemoveTenantProvider,
     RevokeApiKey,
     SaveBlueprint,
+    SetTenantModelPolicy,
+    SetTenantProvider,
 )
 from contracts.events import (
     AgencyCreated,
@@ -19,6 +22,9 @@ from contracts.events import (
     ApiKeyRevoked,
     BlueprintSaved,
     TenantCreated,
+    TenantModelPolicySet,
+    TenantProviderRemoved,
+    TenantProviderSet,
     ThreadCreated,
 )
 from contracts.ids import is_valid_token
@@ -81,6 +87,38 @@ def revoke_api_key(
     if command.key_id not in live_keys(history):
         raise CommandRejected("unknown_key", f"no live API key {command.key_id}")
     return (ApiKeyRevoked(key_id=command.key_id),)
+
+
+def _existing_tenant(history: list[RecordedEvent]) -> None:
+    if not any(e.type == "tenant.created" for e in history):
+        raise CommandRejected("unknown_tenant", "the tenant does not exist")
+
+
+def set_tenant_provider(
+    command: SetTenantProvider, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    if applied(history, key):
+        return ()
+    _existing_tenant(history)
+    return (TenantProviderSet(name=command.name, sealed=command.sealed),)
+
+
+def remove_tenant_provider(
+    command: RemoveTenantProvider, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    if applied(history, key):
+        return ()
+    _existing_tenant(history)
+    return (TenantProviderRemoved(name=command.name),)
+
+
+def set_tenant_model_policy(
+    command: SetTenantModelPolicy, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    if applied(history, key):
+        return ()
+    _existing_tenant(history)
+    return (TenantModelPolicySet(operator_fallback=command.operator_fallback),)
 
 
 def create_agency(

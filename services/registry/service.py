@@ -13,8 +13,11 @@ from contracts.commands import (
     CreateThread,
     ForkThread,
     IssueApiKey,
+    RemoveTenantProvider,
     RevokeApiKey,
     SaveBlueprint,
+    SetTenantModelPolicy,
+    SetTenantProvider,
 )
 from contracts.events import BlueprintDeleted, BlueprintSaved
 from contracts.ids import is_valid_token
@@ -77,6 +80,21 @@ class RegistryService:
                 await self._append(
                     tenant, "tenant", tenant, key, None,
                     lambda h: decisions.revoke_api_key(revoke, h, key),
+                )  # fmt: skip
+            case SetTenantProvider() as set_provider:
+                await self._append(
+                    tenant, "tenant", tenant, key, None,
+                    lambda h: decisions.set_tenant_provider(set_provider, h, key),
+                )  # fmt: skip
+            case RemoveTenantProvider() as remove_provider:
+                await self._append(
+                    tenant, "tenant", tenant, key, None,
+                    lambda h: decisions.remove_tenant_provider(remove_provider, h, key),
+                )  # fmt: skip
+            case SetTenantModelPolicy() as policy:
+                await self._append(
+                    tenant, "tenant", tenant, key, None,
+                    lambda h: decisions.set_tenant_model_policy(policy, h, key),
                 )  # fmt: skip
             case CreateAgency() as create_agency:
                 await self._append(

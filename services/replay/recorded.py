@@ -243,4 +243,5 @@ class RecordedProvider:
             finish_reason=done.finish_reason,
             model=done.model,
             cost_usd=done.cost_usd,
+            reasoning=done.reasoning,
         )

@@ -35,7 +35,7 @@ from services.agents.code_ai import MessageLike, StreamingAi
 from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
 from services.runtime.code_emitter import Emitter
 from services.runtime.code_tools import Tools
-from services.runtime.failures import fit_message
+from services.runtime.failures import fit_message, fit_text
 
 tracer = trace.get_tracer(__name__)
 
@@ -86,7 +86,9 @@ class Ai(StreamingAi):
         model: str,
         default_messages: Callable[[], list[ChatMessage]],
         tools: Tools,
+        tenant: str = "",
     ) -> None:
+        self._tenant = tenant
         self._emitter = emitter
         self._provider = provider
         self._model = model
@@ -111,7 +113,9 @@ class Ai(StreamingAi):
         if system:
             chat = [ChatMessage(role="system", content=system), *chat]
         specs = self._tools.specs_of(tools)
-        return ModelRequest(model=model or self._model, messages=tuple(chat), tools=specs)
+        return ModelRequest(
+            model=model or self._model, messages=tuple(chat), tools=specs, tenant=self._tenant
+        )
 
     async def complete(
         self,
@@ -158,6 +162,7 @@ class Ai(StreamingAi):
                 finish_reason=recorded.finish_reason,
                 model=recorded.model,
                 cost_usd=recorded.cost_usd,
+                reasoning=recorded.reasoning,
             )
         room = [limits().max_message_bytes]
 
@@ -191,6 +196,7 @@ class Ai(StreamingAi):
                     usage=response.usage,
                     finish_reason=response.finish_reason,
                     cost_usd=response.cost_usd,
+                    reasoning=fit_text(response.reasoning),
                 )
             ]
         )
@@ -200,6 +206,7 @@ class Ai(StreamingAi):
             finish_reason=response.finish_reason,
             model=response.model,
             cost_usd=response.cost_usd,
+            reasoning=fit_text(response.reasoning),
         )
 
 

@@ -163,7 +163,14 @@ class CodeRuns:
             if isinstance(tool, Tool | StateTool)
         }
         tools = Tools(emitter, driver, chosen)
-        ai = Ai(emitter, self._provider, model, lambda: [*conversation, message], tools)
+        ai = Ai(
+            emitter,
+            self._provider,
+            model,
+            lambda: [*conversation, message],
+            tools,
+            tenant=state.tenant_id,
+        )
         reply = Reply(emitter)
         ctx = AgentContext(
             thread_id=state.thread_id,

@@ -99,6 +99,14 @@ def run_failed(
     return ()
 
 
+def fit_text(text: str) -> str:
+    """A model's reasoning cut to `max_message_bytes` with a visible marker."""
+    limit = limits().max_message_bytes
+    if len(text) * 4 <= limit or len(text.encode()) <= limit:
+        return text
+    return truncate_text(text, limit)
+
+
 def fit_message(message: ChatMessage) -> ChatMessage:
     """A model answer whose text is longer than an event should carry (`max_message_bytes`;
     it is stored twice in one append, in `model.completed` and the assistant's message),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 import structlog
 from opentelemetry import trace
@@ -103,6 +104,8 @@ class ModelCalls:
         ):
             span.set_attribute("agency.run_id", run_id)
             span.set_attribute("agency.step", step)
+            # The tenant's own provider settings, if it has any, serve its call.
+            request = replace(request, tenant=key[0])
             task = asyncio.ensure_future(self._provider.complete(request, on_delta))
             self._inflight[key] = task
             try:

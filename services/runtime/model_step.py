@@ -26,6 +26,7 @@ from contracts.events import (
     SideConfig,
     ToolRegistered,
 )
+from contracts.ids import derived_id
 from services.agents.middleware import (
     Middleware,
     MiddlewareContext,
@@ -36,7 +37,7 @@ from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolSpec
 from services.llm.provider import ModelRequest, ModelResponse
 from services.runtime.budget import trim_to_budget
-from services.runtime.failures import fit_message
+from services.runtime.failures import fit_message, fit_text
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
@@ -137,6 +138,27 @@ async def opening(
     return Opened(prelude=prelude, request=request, model=model, side=side)
 
 
+def unique_call_ids(
+    message: ChatMessage, state: ThreadState, run_id: str, step: int
+) -> ChatMessage:
+    """The answer's tool calls, each with an id no earlier call of the thread has: some
+    providers number calls afresh at every step (OpenRouter's Kimi: "0", "1", …), and a
+    result is matched to its call by id. A repeated id is replaced by one derived from the
+    run, the step and the call's place, so a re-execution makes the same."""
+    if not message.tool_calls:
+        return message
+    earlier = {c.id for m in state.messages if m.role == "assistant" for c in m.tool_calls}
+    if not any(c.id in earlier for c in message.tool_calls):
+        return message
+    calls = tuple(
+        msgspec.structs.replace(c, id=derived_id("call_", run_id, str(step), str(i)))
+        if c.id in earlier
+        else c
+        for i, c in enumerate(message.tool_calls)
+    )
+    return msgspec.structs.replace(message, tool_calls=calls)
+
+
 async def closing(
     resolved: Resolved,
     ctx: MiddlewareContext,
@@ -148,7 +170,9 @@ async def closing(
     """The events the answer adds, after the middleware's `on_model_result` hooks; the
     step pauses for approval when a hook held tool calls back. `ctx.state` is the thread
     as stored once the step opened."""
-    response = replace(response, message=fit_message(response.message))
+    response = replace(
+        response, message=unique_call_ids(fit_message(response.message), ctx.state, run_id, step)
+    )
     if opened.side is not None:
         # Whose turn it was: each side later sees its own words as the assistant's.
         response = replace(
@@ -163,6 +187,7 @@ async def closing(
             usage=response.usage,
             finish_reason=response.finish_reason,
             cost_usd=response.cost_usd,
+            reasoning=fit_text(response.reasoning),
         )
     ]
     for middleware in resolved.middleware:

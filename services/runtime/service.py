@@ -45,6 +45,8 @@ from services.agents.system import AgentSystem
 from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
 from services.common.tenant_env import TenantEnvSettings
 from services.llm.provider import Provider
+from services.llm.router import ProviderRouter
+from services.llm.tenant_models import StoreTenantModels
 from services.runtime import commands, fairness, watchdog
 from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.checkpoint import with_checkpoint
@@ -115,6 +117,9 @@ class RuntimeService:
         self._threads = ThreadCache(bus.store)
         self.settled = SettledThreads()
         self.blueprints = BlueprintCache(bus.store)
+        if isinstance(provider, ProviderRouter):
+            # Tenants' own provider settings, read from their logs.
+            provider.use_tenant_models(StoreTenantModels(bus.store))
         self.driver = ThreadDriver(
             bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
         )

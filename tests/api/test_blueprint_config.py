@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import pytest
 
@@ -9,7 +11,8 @@ from contracts.commands import SaveBlueprint
 from contracts.events import BlueprintSaved, BlueprintSpec
 from contracts.events.registry import BlueprintConfig
 from infra.jetstream.connection import Bus
-from tests.api.conftest import STATIC_AGENT, Tenant, create_agency
+from services.llm.catalog import ProviderCatalog
+from tests.api.conftest import STATIC_AGENT, Api, Tenant, create_agency, running_api
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 
@@ -302,3 +305,28 @@ async def test_init_mappings_are_camel_case_over_http_and_checked(
     refused = await save(client, tenant_a, agency_id, bad_entry)
     assert refused.status_code == 400
     assert "config.subagents.subagents[0].initAttachmentsProperty" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        pytest.param("acme:m1", "unknown model provider 'acme'", id="unknown"),
+        pytest.param("gemini:flash", "model provider 'gemini' (model 'gemini:flash') is not configured", id="unconfigured"),
+        pytest.param("openai:", "names no model", id="no-name"),
+    ],
+)  # fmt: skip
+async def test_a_blueprint_naming_a_provider_not_configured_is_refused_naming_the_model(
+    api: Api, tenant_a: Tenant, model: str, expected: str
+) -> None:
+    catalog = ProviderCatalog.from_env({"OPENAI_API_KEY": "sk-never-shown"})
+    async with (
+        running_api(replace(api.deps, models=catalog)) as url,
+        httpx.AsyncClient(base_url=url, timeout=15) as client,
+    ):
+        agency_id = await create_agency(client, tenant_a)
+        r = await save(client, tenant_a, agency_id, {"name": "bad", "model": model})
+        ok = await save(client, tenant_a, agency_id, {"name": "good", "model": "openai:gpt-4.1"})
+    assert r.status_code == 400, r.text
+    assert "field 'model'" in r.json()["error"] and expected in r.json()["error"]
+    assert "sk-never-shown" not in r.text
+    assert ok.status_code == 201, ok.text

@@ -126,6 +126,8 @@ async def test_bad_definitions_and_bodies_get_clear_errors(client: Client) -> No
           "files": {"a.md": "for ${{ env.NOPE }}"}}, "${{ env.NOPE }} is not set"),
         ({"definition": "name: x\nagents:\n  a: {system_prompt_file: '${{ env.P }}.md'}",
           "env": {"P": "a"}, "files": {"a.md": "hi"}}, "the path is taken as written"),
+        ({"definition": "name: x\nagents:\n  a: {system_prompt: hi, model: 'acme:m1'}"},
+         "agents.a.model: unknown model provider 'acme'"),
     ]  # fmt: skip
     for body, message in cases:
         r = await client.http.post(path, json=body)

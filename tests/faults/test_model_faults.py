@@ -47,7 +47,6 @@ async def run_once(agents: Agents, key: str, steps: list[Any]) -> list[RecordedE
         ("stall", "timeout", "did not answer within"),
         ("truncated", "truncated_stream", "without a finish_reason"),
         ("disconnect", "truncated_stream", "broke off"),
-        ("duplicate_tool_call_ids", "invalid_tool_call", "same id"),
     ],
 )
 async def test_a_model_fault_that_persists_ends_the_run_with_its_kind(
@@ -99,12 +98,13 @@ async def test_a_transient_fault_is_retried_and_the_run_completes(
     assert [e.payload.result for e in terminals(events)] == ["recovered"]
 
 
-async def test_tool_calls_without_ids_get_ids_and_the_run_completes(
-    agents: Agents, tenant: str
+@pytest.mark.parametrize("fault", ["missing_tool_call_ids", "duplicate_tool_call_ids"])
+async def test_tool_calls_without_ids_or_with_one_id_get_ids_and_the_run_completes(
+    agents: Agents, tenant: str, fault: Fault
 ) -> None:
     key = f"no-ids-{tenant}"
     steps = [
-        ScriptStep(tool_calls=(LOOKUP, LOOKUP), fault="missing_tool_call_ids"),
+        ScriptStep(tool_calls=(LOOKUP, LOOKUP), fault=fault),
         ScriptStep(content="looked up twice"),
     ]
 

@@ -61,7 +61,6 @@ def attempts(llm: FakeLLMServer, key: str) -> int:
         ("stall", "timeout", "did not answer within 1.0s", 3),
         ("truncated", "truncated_stream", "ended without a finish_reason", 3),
         ("disconnect", "truncated_stream", "broke off", 3),
-        ("duplicate_tool_call_ids", "invalid_tool_call", "same id", 1),
     ],
 )
 async def test_a_fault_that_persists_is_a_model_error_with_its_kind(
@@ -130,17 +129,23 @@ async def test_a_fault_after_streamed_text_is_partial_and_not_retried(
     assert seen and attempts(llm, key) == 1
 
 
-async def test_missing_tool_call_ids_are_filled_with_unique_ids(
-    llm: FakeLLMServer, provider: OpenAIProvider, key: str
+@pytest.mark.parametrize("fault", ["missing_tool_call_ids", "duplicate_tool_call_ids"])
+async def test_missing_or_repeated_tool_call_ids_are_filled_with_unique_ids(
+    llm: FakeLLMServer, provider: OpenAIProvider, key: str, fault: Fault
 ) -> None:
-    llm.script(key, [ScriptStep(tool_calls=CALLS, fault="missing_tool_call_ids")])
+    """Each result must name its own call: a call without an id, or with an earlier call's,
+    gets one derived from the request and its position (the same again for the same
+    request)."""
+    llm.script(key, [ScriptStep(tool_calls=CALLS, fault=fault, times=2), ScriptStep()])
 
     first = await provider.complete(ask(key))
-    second = await provider.complete(ask(key))  # the fault was scripted once: normal ids
+    again = await provider.complete(ask(key))
+    second = await provider.complete(ask(key))  # the fault was scripted twice: normal ids
 
     ids = [c.id for c in first.message.tool_calls]
     assert len(set(ids)) == 2 and all(i.startswith("call_") for i in ids)
-    assert not set(ids) & {c.id for c in second.message.tool_calls}
+    assert [c.id for c in again.message.tool_calls] == ids
+    assert not set(ids[1:]) & {c.id for c in second.message.tool_calls}
 
 
 async def test_invalid_tool_arguments_are_passed_on_as_written(

@@ -18,7 +18,6 @@ from services.agents.tools import ToolSpec
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall, text_chunks
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import (
-    ModelConfigError,
     ModelConnectionError,
     ModelRequest,
     ModelRequestError,
@@ -26,7 +25,6 @@ from services.llm.provider import (
     ModelStatusError,
     ModelStreamError,
     OpenAIProvider,
-    provider_from_env,
     split_model,
 )
 
@@ -439,24 +437,6 @@ async def test_scripts_can_be_set_over_http_and_answer_without_streaming(
     assert after["choices"][0]["message"]["content"].startswith("Done.")
     assert "fake-model" in [m["id"] for m in models["data"]]
     assert refused.status_code == 400 and "key" in refused.json()["error"]["message"]
-
-
-async def test_provider_from_env_prefers_openai_settings(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
-        provider_from_env(None)
-    async with provider_from_env("http://127.0.0.1:9/v1") as fake:
-        assert fake.base_url == "http://127.0.0.1:9/v1"
-
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    async with provider_from_env("http://127.0.0.1:9/v1") as real:
-        assert real.base_url == "https://api.openai.com/v1"
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:8000/v1")
-    async with provider_from_env(None) as local:
-        assert local.base_url == "http://localhost:8000/v1"
 
 
 @pytest.mark.parametrize(("idle", "reused"), [(2, 2), (ModelSettings().idle_connections, 6)])

@@ -137,3 +137,18 @@ async def test_an_error_status_says_what_the_body_says() -> None:
             await provider.complete(request)
     assert raised.value.status == 404 and not raised.value.retryable
     assert "model m does not exist" in str(raised.value)
+
+
+async def test_an_error_quoting_the_key_does_not_carry_it_on() -> None:
+    key = "sk-quoted-by-the-provider-1234"
+    body = json.dumps({"error": {"message": f"Incorrect API key provided: {key}."}}).encode()
+    head = b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n"
+    head += b"transfer-encoding: chunked\r\n\r\n"
+    request = ModelRequest(model="m", messages=(ChatMessage(role="user", content="hi"),))
+    async with (
+        RawServer(head, [body, b""]) as url,
+        OpenAIProvider(base_url=url, api_key=key, settings=SETTINGS) as provider,
+    ):
+        with pytest.raises(ModelStatusError) as raised:
+            await provider.complete(request)
+    assert key not in str(raised.value) and "Incorrect API key provided: [key]" in str(raised.value)

@@ -1,0 +1,107 @@
+"""`agency providers …`: a tenant's own model provider keys, through the admin routes.
+A key is never an argument (it would show in the process list and the shell's history):
+it is read from standard input or from the environment variable `--key-env` names."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from services.cli.common import add_data_dir
+from services.cli.tenants_cmd import admin_request
+
+
+def register(groups: Any) -> None:
+    providers = groups.add_parser(
+        "providers", help="tenants' own model provider keys (admin; docs/models.md)"
+    )
+    sub = providers.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    ls = sub.add_parser("ls", help="a tenant's own providers: whether key and URL are set")
+    ls.add_argument("tenant")
+    ls.set_defaults(handler=providers_ls)
+    put = sub.add_parser("set", help="set a tenant's key (from stdin or --key-env) of a provider")
+    put.add_argument("tenant")
+    put.add_argument("name", help="the provider, e.g. openai")
+    put.add_argument("--key-env", default=None, help="read the key from this variable")
+    put.add_argument("--no-key", action="store_true", help="set only --base-url")
+    put.add_argument("--base-url", default="", help="the tenant's own endpoint (https)")
+    put.set_defaults(handler=providers_set)
+    rm = sub.add_parser("rm", help="remove a tenant's own settings of a provider")
+    rm.add_argument("tenant")
+    rm.add_argument("name")
+    rm.set_defaults(handler=providers_rm)
+    policy = sub.add_parser(
+        "policy", help="whether the operator's provider settings serve a tenant's runs"
+    )
+    policy.add_argument("tenant")
+    policy.add_argument("--operator-fallback", choices=("on", "off"), required=True)
+    policy.set_defaults(handler=providers_policy)
+    for parser in (ls, put, rm, policy):
+        add_data_dir(parser)
+
+
+def _show(body: dict[str, Any]) -> None:
+    fallback = "on" if body.get("operatorFallback") else "off"
+    print(f"operator fallback: {fallback}")
+    for p in body.get("providers", []):
+        key = "key set" if p["hasKey"] else "no key"
+        url = ", own base URL" if p["baseUrlSet"] else ""
+        print(f"{p['name']:<12} {key}{url}")
+
+
+async def providers_ls(args: argparse.Namespace) -> int:
+    body = await admin_request(args, "GET", f"/tenants/{args.tenant}/providers")
+    if body is None:
+        return 1
+    _show(body)
+    return 0
+
+
+def _key(args: argparse.Namespace) -> str | None:
+    if args.no_key:
+        return ""
+    if args.key_env:
+        key = os.environ.get(args.key_env, "")
+        if not key:
+            print(f"agency: the variable {args.key_env} is empty or not set", file=sys.stderr)
+            return None
+        return key
+    if sys.stdin.isatty():
+        print(f"{args.name} key for {args.tenant} (then Enter): ", end="", file=sys.stderr)
+    key = sys.stdin.readline().strip()
+    if not key:
+        print("agency: no key on standard input", file=sys.stderr)
+        return None
+    return key
+
+
+async def providers_set(args: argparse.Namespace) -> int:
+    key = _key(args)
+    if key is None:
+        return 2
+    body = {"apiKey": key, "baseUrl": args.base_url}
+    said = await admin_request(args, "PUT", f"/tenants/{args.tenant}/providers/{args.name}", body)
+    if said is None:
+        return 1
+    url = " and base URL" if said.get("baseUrlSet") else ""
+    print(f"{args.name}: the tenant's own key{url} stored sealed; its runs use them")
+    return 0
+
+
+async def providers_rm(args: argparse.Namespace) -> int:
+    said = await admin_request(args, "DELETE", f"/tenants/{args.tenant}/providers/{args.name}")
+    if said is None:
+        return 1
+    print(f"{args.name}: the tenant's own settings removed")
+    return 0
+
+
+async def providers_policy(args: argparse.Namespace) -> int:
+    body = {"operatorFallback": args.operator_fallback == "on"}
+    said = await admin_request(args, "PUT", f"/tenants/{args.tenant}/model-policy", body)
+    if said is None:
+        return 1
+    _show(said)
+    return 0
