@@ -36,6 +36,7 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
+from services.common.egress import EgressRefused
 from services.llm.assembly import (
     Assembly,
     CallerError,
@@ -159,6 +160,7 @@ class OpenAIProvider:
         strip_prefix: bool = True,
         max_concurrency: int | None = None,
         stream_usage: bool = True,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url
         self._strip_prefix = strip_prefix
@@ -168,8 +170,11 @@ class OpenAIProvider:
         self._prices = prices if prices is not None else PriceTable()
         self.settings = s = settings or ModelSettings()
         timeout = openai.Timeout(s.timeout, connect=min(s.timeout, s.connect_timeout))
+        # `transport`: where a tenant's own settings are used, one that connects only to
+        # addresses a tenant may reach (`services/common/egress.py`).
         self._http = openai.DefaultAsyncHttpxClient(
             timeout=timeout,
+            transport=transport,
             limits=httpx2.Limits(
                 max_connections=_MAX_CONNECTIONS,
                 max_keepalive_connections=s.idle_connections,
@@ -330,6 +335,8 @@ class OpenAIProvider:
         )
         try:
             response = await self._http.send(request, stream=True)
+        except EgressRefused as e:  # a tenant's own base URL, to where it may not connect
+            raise ModelConfigError(f"the tenant's base URL is refused: {e}") from e
         except httpx2.TimeoutException as e:
             raise self._timeout() from e
         except httpx2.RequestError as e:

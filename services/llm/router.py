@@ -15,6 +15,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Self
 
+from services.common.egress import EgressPolicy, guarded_transport
 from services.llm.assembly import ModelResponse, OnDelta
 from services.llm.catalog import ProviderCatalog
 from services.llm.errors import ModelConfigError
@@ -121,6 +122,7 @@ class ProviderRouter:
             prices=self._prices,
             strip_prefix=False,
             stream_usage=preset.stream_usage,
+            transport=guarded_transport(EgressPolicy.from_env()),
         )
         if kept is not None:
             self._retired.append(kept[1])  # calls in flight on it finish; closed at the end

@@ -23,6 +23,7 @@ from contracts.events import (
 )
 from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import Position
+from services.common.egress import refusal
 from services.common.sealing import UnsealError, seal, unseal
 from services.llm.catalog import ProviderCatalog
 from services.llm.errors import ModelConfigError, ModelRequestError
@@ -88,7 +89,8 @@ def base_url_problem(base_url: str) -> str | None:
     parts = urlsplit(base_url)
     if parts.scheme != "https" or not parts.hostname:
         return "must be an https:// URL with a host"
-    return None
+    # An address no connection for a tenant may reach; a name is checked on connecting.
+    return refusal(base_url)
 
 
 class TenantModelSource(Protocol):

@@ -14,9 +14,14 @@ import httpx
 import msgspec
 import pytest
 
+from contracts.events import ChatMessage
 from infra.endpoints import Endpoints, write_endpoints
 from infra.jetstream.connection import Bus
+from services.common.egress import EgressPolicy, guarded_transport
 from services.llm.catalog import ProviderCatalog
+from services.llm.errors import ModelConfigError
+from services.llm.port import ModelRequest
+from services.llm.provider import OpenAIProvider
 from tests.api.conftest import Api, Tenant, create_agency, running_api
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +65,9 @@ async def test_a_tenant_sets_its_own_key_which_is_stored_sealed_and_never_answer
     ("path", "body", "status", "says"),
     [
         pytest.param("/providers/openai", {"baseUrl": "http://10.0.0.1/v1"}, 400, "field 'baseUrl'", id="plain-http"),
+        pytest.param("/providers/openai", {"apiKey": "k", "baseUrl": "https://127.0.0.1:5432/v1"}, 400, "loopback", id="loopback"),
+        pytest.param("/providers/openai", {"apiKey": "k", "baseUrl": "https://169.254.169.254/v1"}, 400, "link-local", id="metadata"),
+        pytest.param("/providers/openai", {"apiKey": "k", "baseUrl": "https://localhost/v1"}, 400, "loopback", id="localhost"),
         pytest.param("/providers/openai", {}, 400, "field 'apiKey'", id="nothing"),
         pytest.param("/providers/openai", {"apiKey": 5}, 400, "apiKey", id="not-text"),
         pytest.param("/providers/acme", {"apiKey": "k"}, 404, "no model provider 'acme'", id="unknown"),
@@ -144,3 +152,22 @@ async def test_the_cli_sets_a_tenants_key_from_the_environment(
     await agency("rm", tenant_a.id, "mistral")
     assert "mistral" not in await agency("ls", tenant_a.id)
     assert SECRET.encode() not in await tenant_log(bus, tenant_a)
+
+
+async def test_a_tenants_base_url_resolving_to_loopback_is_refused_on_connecting() -> None:
+    """Past the check on save (a name is resolved only on connecting), the tenant's client
+    still reaches nothing it may not: the call ends with a configuration error at once."""
+    llm = OpenAIProvider(
+        base_url="https://localhost:9/v1",
+        api_key="k",
+        transport=guarded_transport(EgressPolicy.parse("")),
+    )
+    try:
+        with pytest.raises(ModelConfigError, match="loopback"):
+            await llm.complete(
+                ModelRequest(
+                    model="gpt-4.1-mini", messages=(ChatMessage(role="user", content="hi"),)
+                )
+            )
+    finally:
+        await llm.close()

@@ -115,6 +115,8 @@ def values(world: World, b: Tenant, name: str, path: str) -> list[Value]:
     """What to put for path parameter `name`: A's ids, and B's own agency."""
     a = world.owner
     langgraph = path.startswith("/langgraph")
+    if name == "name" and "/providers/" in path:
+        return [Value("openai", False)]  # a provider's name: no one's object
     table: dict[str, list[Value]] = {
         "agencyId": [Value(a.agency, True), Value(b.agency, False)],
         "threadId": [Value(world.thread, True)],
@@ -179,6 +181,9 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
         ("POST", "/langgraph/runs"): (run, False),
         ("POST", "/langgraph/runs/wait"): (run, False),
         ("POST", "/langgraph/runs/stream"): (run, False),
+        ("PUT", "/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
+        ("PUT", "/tenants/{tenantId}/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
+        ("PUT", "/tenants/{tenantId}/model-policy"): ({"operatorFallback": False}, False),
     }  # fmt: skip
 
 
