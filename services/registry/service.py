@@ -40,6 +40,8 @@ def _check_egress(save: SaveBlueprint) -> None:
     or `localhost`, `services/common/egress.py`) is refused however it arrives: over HTTP,
     on the tenant's own NATS subjects, or from a workflow."""
     for i, server in enumerate(save.blueprint.config.mcp_servers):
+        if not server.url:
+            continue  # a stdio server: only the operator's may be (`decisions.save_blueprint`)
         problem = refusal(server.url)
         if problem is not None:
             raise CommandRejected(
