@@ -110,7 +110,14 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
 
     `parent_communication` (resumable children only): `implicit` queues the child's results
     to the parent; `explicit` does not, the child reports with `notify_parent` and
-    `set_status` when it chooses, and is never waited for (it is not blocking)."""
+    `set_status` when it chooses, and is never waited for (it is not blocking).
+
+    An entry is either a reference to a blueprint by `name` (the agency's, else the
+    system's) or a whole blueprint inline (the seed's `SubagentsConfig`): any field of a
+    `BlueprintSpec` besides `name` and the two `init_*` properties (`description`,
+    `prompt`, `tags`, `model`, `config`, ...) makes it one, and its children run that
+    blueprint, carried in their `thread.created`, whatever the agency saves under the name.
+    """
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     blocking: bool | None = None
@@ -134,6 +141,46 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
         return self.immediate.scoped_env if isinstance(self.immediate, ImmediateConfig) else ()
 
     parent_communication: Literal["implicit", "explicit"] = "implicit"
+    # An inline blueprint's fields (`BlueprintSpec`'s, with the same defaults).
+    description: str = ""
+    prompt: str = ""
+    model: str = ""
+    tags: tuple[str, ...] = ()
+    config: BlueprintConfig | None = None
+    type: AgentKind = "ai_human"
+    side_a: SideConfig | None = None
+    side_b: SideConfig | None = None
+    max_session_turns: int | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: tuple[str, ...] = ()
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
+
+    @property
+    def inline(self) -> bool:
+        """Whether the entry defines its blueprint (any blueprint field set) rather than
+        naming one."""
+        return any(
+            getattr(self, field) != default for field, default in INLINE_BLUEPRINT_DEFAULTS.items()
+        )
+
+    def blueprint(self) -> BlueprintSpec | None:
+        """The inline blueprint, or None for a reference by name."""
+        if not self.inline:
+            return None
+        return BlueprintSpec(
+            name=self.name,
+            init_user_message_property=self.init_user_message_property,
+            init_attachments_property=self.init_attachments_property,
+            config=self.config or BlueprintConfig(),
+            **{f: getattr(self, f) for f in INLINE_BLUEPRINT_DEFAULTS if f != "config"},
+        )
 
     def __post_init__(self) -> None:
         if self.parent_communication == "explicit" and not self.resumable:
@@ -149,6 +196,39 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
 
 class SubagentsConfig(Config, frozen=True, kw_only=True):
     subagents: tuple[str | SubagentEntry, ...] = ()
+
+    def inline_blueprints(self) -> dict[str, BlueprintSpec]:
+        """The blueprints its entries define inline, by name."""
+        found: dict[str, BlueprintSpec] = {}
+        for entry in self.subagents:
+            if isinstance(entry, SubagentEntry) and (spec := entry.blueprint()) is not None:
+                found[entry.name] = spec
+        return found
+
+
+# The blueprint fields an inline entry may set, with the defaults that mean "not set".
+INLINE_BLUEPRINT_DEFAULTS: dict[str, Any] = {
+    "description": "",
+    "prompt": "",
+    "model": "",
+    "tags": (),
+    "config": None,
+    "type": "ai_human",
+    "side_a": None,
+    "side_b": None,
+    "max_session_turns": None,
+    "expose_as_tool": False,
+    "tool_description": "",
+    "title": "",
+    "icon": "",
+    "env": {},
+    "hooks": (),
+    "package_name": "",
+    "version": "",
+    "author": "",
+    "license": "",
+}
+INLINE_BLUEPRINT_FIELDS = frozenset(INLINE_BLUEPRINT_DEFAULTS)
 
 
 McpServerName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9-]{1,32}$")]

@@ -18,6 +18,7 @@ from contracts.events import (
     ApiKeyIssued,
     ApiKeyRevoked,
     BlueprintSaved,
+    BlueprintSpec,
     TenantCreated,
     ThreadCreated,
 )
@@ -93,6 +94,18 @@ def create_agency(
     return (AgencyCreated(name=command.name, metadata=command.metadata),)
 
 
+def with_inline(blueprint: BlueprintSpec) -> list[BlueprintSpec]:
+    """The blueprint and every subagent blueprint defined inline in it, at any depth."""
+    found: list[BlueprintSpec] = []
+    pending = [blueprint]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        if current.config.subagents is not None:
+            pending.extend(current.config.subagents.inline_blueprints().values())
+    return found
+
+
 def save_blueprint(
     command: SaveBlueprint, history: list[RecordedEvent], key: str
 ) -> Sequence[AnyEvent]:
@@ -108,12 +121,14 @@ def save_blueprint(
         )
     if has_nul(command.blueprint):
         raise CommandRejected("invalid_blueprint", "the blueprint contains a NUL character")
-    for server in command.blueprint.config.mcp_servers:
-        # A saved blueprint is a tenant's: it may not start processes on our hosts or read
-        # our services' environment (docs/mcp.md).
-        problem = server.operator_only()
-        if problem is not None:
-            raise CommandRejected("invalid_blueprint", problem)
+    for blueprint in with_inline(command.blueprint):
+        for server in blueprint.config.mcp_servers:
+            # A saved blueprint is a tenant's: it may not start processes on our hosts or
+            # read our services' environment (docs/mcp.md), nor may the subagent
+            # blueprints it defines inline.
+            problem = server.operator_only()
+            if problem is not None:
+                raise CommandRejected("invalid_blueprint", problem)
     revision = 1 + sum(
         1
         for e in history
@@ -137,5 +152,6 @@ def create_thread(
             parent=command.parent,
             request=command.request,
             sealed_env=command.sealed_env,
+            blueprint=command.blueprint,
         ),
     )

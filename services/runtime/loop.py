@@ -170,7 +170,11 @@ class ThreadDriver:
     async def resolve(self, state: ThreadState) -> Resolved:
         dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
         merged = {**self._system.blueprints, **dynamic}
-        blueprint = merged.get(state.agent_type) or BlueprintSpec(name=state.agent_type)
+        blueprint = (
+            state.inline_blueprint
+            or merged.get(state.agent_type)
+            or BlueprintSpec(name=state.agent_type)
+        )
         servers = self._system.mcp_servers_for(blueprint)
         mcp_tools = await self._mcp.tools(servers) if servers and self._mcp is not None else {}
         return Resolved(blueprint, self._system.middleware_for(blueprint), merged, mcp_tools)
