@@ -9,7 +9,7 @@ shapes differ only in their wire names.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -119,6 +119,18 @@ class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     version: SemVer = ""
     author: Label = ""
     license: Label = ""
+
+    # The document states the rule `__post_init__` checks: `explicit` needs `resumable`
+    # and a `blocking` that is not true.
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"properties": {"parentCommunication": {"const": "implicit"}}},
+            {
+                "properties": {"resumable": {"const": True}, "blocking": {"enum": [False, None]}},
+                "required": ["resumable"],
+            },
+        ]
+    }
 
     def __post_init__(self) -> None:
         super().__post_init__()
