@@ -31,7 +31,7 @@ from services.api.workflow_ops import (
 )
 from services.workflows import definition as definitions
 from services.workflows.members import GLOBAL, parse_target
-from services.workflows.scheduler import cron_problem
+from services.workflows.scheduler import CRON_PATTERN, cron_problem
 
 WorkflowRef = Annotated[
     str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")
@@ -81,12 +81,19 @@ class StopBody(Body, frozen=True, kw_only=True):
     reason: str = ""
 
 
+# A channel's positions are PostgreSQL `integer`s: a larger `afterSeq` is a 400, not a 500.
+MAX_CHANNEL_SEQ = 2**31 - 1
+
+
 class ScheduleBody(Body, frozen=True, kw_only=True):
     """A cron trigger (UTC) of a workflow (`workflow`: id or name:tag) or of an agent of the
     agency (`agent`, run in `@global`)."""
 
     name: Name
-    cron: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    # Checked by `cron_problem` (a clearer message than the pattern's), stated in the document.
+    cron: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=200, extra_json_schema={"pattern": CRON_PATTERN})
+    ]
     message: Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
     workflow: Annotated[str, msgspec.Meta(pattern=WORKFLOW_REF)] | None = None
     agent: Name | None = None
@@ -160,7 +167,7 @@ async def channel(
     workflow: WorkflowRef,
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0)] = 0,
+    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> q.ChannelPage:
     tenant = tenant_of(principal)
@@ -181,7 +188,7 @@ async def inbox(
     member: Annotated[str, PathParameter(name="member", description="A member's name.")],
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0)] = 0,
+    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> q.ChannelPage:
     tenant = tenant_of(principal)

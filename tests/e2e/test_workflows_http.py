@@ -77,6 +77,9 @@ async def test_a_definition_runs_over_http_with_the_channel_streamed(client: Cli
 
     page = await assert_eventually(projected, timeout=15)
     assert [m["sender"] for m in page["messages"]] == ["user", "writer"]
+    # A position beyond what a channel can hold is refused, not a server error.
+    r = await client.http.get(f"{base}/channel", params={"afterSeq": 2**31})
+    assert r.status_code == 400, r.text
     r = await client.http.get(f"{base}/channel", params={"afterSeq": page["messages"][-1]["seq"]})
     assert [m["sender"] for m in r.json()["messages"]] == ["reviewer"]
     assert r.json()["hasMore"] is False
