@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -182,6 +182,17 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
             **{f: getattr(self, f) for f in INLINE_BLUEPRINT_DEFAULTS if f != "config"},
         )
 
+    # The rule `__post_init__` checks, in JSON Schema (for documents that describe entries).
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"properties": {"parent_communication": {"const": "implicit"}}},
+            {
+                "properties": {"resumable": {"const": True}, "blocking": {"enum": [False, None]}},
+                "required": ["resumable"],
+            },
+        ]
+    }
+
     def __post_init__(self) -> None:
         if self.parent_communication == "explicit" and not self.resumable:
             raise ValueError(
@@ -256,6 +267,28 @@ class McpServer(Config, frozen=True, kw_only=True):
     env: dict[str, str] = {}
     tools: tuple[str, ...] = ()
     timeout: Seconds = DEFAULT_MCP_TIMEOUT
+
+    # The rules `__post_init__` checks, in JSON Schema (for documents that describe servers).
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {
+                "required": ["url"],
+                "properties": {
+                    "url": {"pattern": "^https?://"},
+                    "command": {"maxItems": 0},
+                    "env": {"maxProperties": 0},
+                },
+            },
+            {
+                "required": ["command"],
+                "properties": {
+                    "command": {"minItems": 1},
+                    "url": {"maxLength": 0},
+                    "headers": {"maxProperties": 0},
+                },
+            },
+        ]
+    }
 
     def __post_init__(self) -> None:
         if bool(self.url) == bool(self.command):

@@ -7,7 +7,7 @@ lookup); every agency has `global`.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from litestar import Response, get, post
@@ -21,6 +21,7 @@ from contracts.ids import new_id
 from projections import workflow_queries as q
 from services.api.auth import AgencyId, Caller, Deps, agency_events, path_id, tenant_of
 from services.api.routes_commands import Accepted, Body, Out
+from services.api.workflow_body import WorkflowDocument, as_document
 from services.api.workflow_ops import (
     WORKFLOW_REF,
     create_workflow,
@@ -45,7 +46,9 @@ PromptText = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
 
 
 class CreateWorkflowBody(Body, frozen=True, kw_only=True):
-    definition: Annotated[str, msgspec.Meta(min_length=1, max_length=256 * 1024)]
+    # YAML text (`docs/workflows.md`) or the same as an object; the document gives the
+    # object, whose schema says which definitions are valid.
+    definition: Annotated[str, msgspec.Meta(min_length=1, max_length=256 * 1024)] | WorkflowDocument
     name: Name | None = None
     tag: Tag = ""
     inputs: dict[str, str] = msgspec.field(default_factory=dict)
@@ -54,6 +57,22 @@ class CreateWorkflowBody(Body, frozen=True, kw_only=True):
     files: Annotated[
         dict[PromptPath, PromptText], msgspec.Meta(max_length=definitions.MAX_MEMBERS)
     ] = msgspec.field(default_factory=dict)
+
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "properties": {
+            "definition": {
+                "$ref": "#/components/schemas/WorkflowDocument",
+                "description": "The definition (`WorkflowDocument`); the same as YAML text "
+                "is also taken (docs/workflows.md), with `system_prompt_file`s sent in "
+                "`files`.",
+            }
+        },
+        # The workflow's name: the body's, or the definition's.
+        "anyOf": [
+            {"required": ["name"], "properties": {"name": {"type": "string"}}},
+            {"properties": {"definition": {"required": ["name"]}}},
+        ],
+    }
 
 
 class WorkflowCreatedOut(Out, frozen=True, kw_only=True):
@@ -112,7 +131,7 @@ class ScheduleOut(Out, frozen=True, kw_only=True):
 @post(
     "/agency/{agencyId:str}/workflows",
     status_code=201,
-    summary="Create (or extend) a workflow from a YAML definition",
+    summary="Create (or extend) a workflow from a definition (YAML text or its object)",
     description="Answers 201 once its members exist, 202 when that takes longer.",
 )
 async def create(
@@ -121,8 +140,13 @@ async def create(
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
     try:
-        parsed = definitions.parse(
-            data.definition, default_name=data.name or "", tag=data.tag,
+        document = (
+            definitions.load(data.definition)
+            if isinstance(data.definition, str)
+            else as_document(data.definition)
+        )
+        parsed = definitions.build(
+            document, default_name=data.name or "", tag=data.tag,
             inputs=data.inputs, env=data.env, files=data.files,
         )  # fmt: skip
     except definitions.DefinitionError as e:

@@ -133,6 +133,17 @@ def _walk(value: Any, scopes: Mapping[str, Mapping[str, str]], where: str) -> An
     return value
 
 
+def load(text: str) -> dict[str, Any]:
+    """The YAML text as its mapping."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise DefinitionError(f"the definition is not valid YAML: {e}") from e
+    if not isinstance(document, dict):
+        raise DefinitionError("the definition must be a YAML mapping with an `agents` key")
+    return document
+
+
 def parse(
     text: str,
     *,
@@ -142,12 +153,21 @@ def parse(
     env: Mapping[str, str] | None = None,
     files: Mapping[str, str] | None = None,
 ) -> Definition:
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise DefinitionError(f"the definition is not valid YAML: {e}") from e
-    if not isinstance(document, dict):
-        raise DefinitionError("the definition must be a YAML mapping with an `agents` key")
+    return build(
+        load(text), default_name=default_name, tag=tag, inputs=inputs, env=env, files=files
+    )
+
+
+def build(
+    document: dict[str, Any],
+    *,
+    default_name: str = "",
+    tag: str = "",
+    inputs: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    files: Mapping[str, str] | None = None,
+) -> Definition:
+    """A definition from its mapping (the YAML's, or the API's typed object)."""
     unknown = sorted(set(document) - _TOP_FIELDS)
     if unknown:
         raise DefinitionError(
