@@ -26,6 +26,7 @@ from litestar.openapi.spec import (
     Operation,
     Parameter,
     Reference,
+    RequestBody,
     Schema,
     SecurityScheme,
 )
@@ -303,10 +304,25 @@ def _body_type(annotation: Any) -> Any:
     )
 
 
+def _optional_body(operation: Operation) -> None:
+    """A body the handler takes as `X | None = None` may be left out: not required."""
+    body = operation.request_body
+    if not isinstance(body, RequestBody):
+        return
+    for media in (body.content or {}).values():
+        schema = media.schema
+        alternatives = schema.one_of if isinstance(schema, Schema) else None
+        if alternatives and any(
+            isinstance(a, Schema) and a.type == OpenAPIType.NULL for a in alternatives
+        ):
+            body.required = False
+
+
 def tell_the_truth(app: Litestar, handlers: Iterable[object]) -> None:
     """State in the built document the constraints the handlers enforce themselves."""
     openapi = app.plugins.get(OpenAPIPlugin).provide_openapi()
     for operation in _operations(openapi):
+        _optional_body(operation)
         for parameter in operation.parameters or []:
             if not isinstance(parameter, Parameter):
                 continue

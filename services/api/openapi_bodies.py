@@ -13,12 +13,20 @@ map's keys too, and a value of any JSON (`config.extra`, tool call arguments) is
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 from litestar.openapi.spec import Reference, Schema
 from litestar.openapi.spec.enums import OpenAPIType
+
+with warnings.catch_warnings():
+    # Python's own regex parser, public under these names until 3.13 (where it stays as
+    # `re._parser`); only read here, to see which patterns already leave NUL out.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import sre_constants as sre
+    import sre_parse
 
 REF = "#/components/schemas/{name}"
 EXTRA = "__json_schema_extra__"
@@ -58,7 +66,7 @@ def nul_free(schema: Any) -> Any:
     if out.get("type") == "string" and "enum" not in out and "format" not in out:
         if "pattern" not in out:
             out["pattern"] = NUL_FREE
-        elif "\\u0000" not in out["pattern"]:
+        elif admits_nul(out["pattern"]):
             out["allOf"] = [*out.get("allOf", []), {"pattern": NUL_FREE}]
     if out.get("type") == "object" and not {"properties", "additionalProperties"} & out.keys():
         # A map of any values (`dict[str, Any]`).
@@ -66,11 +74,71 @@ def nul_free(schema: Any) -> Any:
     if out.get("type") == "object" and out.get("additionalProperties", False) is not False:
         names = dict(out.get("propertyNames", {}))
         if "pattern" in names:
-            names["allOf"] = [*names.get("allOf", []), {"pattern": NUL_FREE}]
+            if admits_nul(names["pattern"]):
+                names["allOf"] = [*names.get("allOf", []), {"pattern": NUL_FREE}]
         else:
             names["pattern"] = NUL_FREE
         out["propertyNames"] = names
     return out
+
+
+def admits_nul(pattern: str) -> bool:
+    """Whether a string holding NUL can match `pattern`: False only for a pattern anchored
+    at both ends whose every character class leaves NUL out (`^[A-Za-z0-9_-]+$`), where a
+    second pattern saying the same would only make values harder to draw."""
+    try:
+        parsed: list[Any] = sre_parse.parse(pattern).data
+    except (sre.error, RecursionError):
+        return True
+    begin, end = (sre.AT, sre.AT_BEGINNING), (sre.AT, sre.AT_END)
+    if len(parsed) < 2 or parsed[0] != begin or parsed[-1] != end:
+        return True
+    return _consumes_nul(parsed[1:-1])
+
+
+def _consumes_nul(items: Any) -> bool:
+    for op, arg in items:
+        if op == sre.LITERAL:
+            if arg == 0:
+                return True
+        elif op == sre.NOT_LITERAL:
+            if arg != 0:
+                return True
+        elif op == sre.IN:
+            if _class_has_nul(arg):
+                return True
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
+            if _consumes_nul(arg[2]):
+                return True
+        elif op == sre.SUBPATTERN:
+            if _consumes_nul(arg[3]):
+                return True
+        elif op == sre.BRANCH:
+            if any(_consumes_nul(branch) for branch in arg[1]):
+                return True
+        else:  # any character, a negated literal, a back reference, an assertion, …
+            return True
+    return False
+
+
+# Classes that hold NUL: everything but digits, word characters or blanks.
+_NUL_CATEGORIES = frozenset({sre.CATEGORY_NOT_DIGIT, sre.CATEGORY_NOT_WORD, sre.CATEGORY_NOT_SPACE})
+
+
+def _class_has_nul(items: Any) -> bool:
+    negated, hit = False, False
+    for op, arg in items:
+        if op == sre.NEGATE:
+            negated = True
+        elif op == sre.LITERAL:
+            hit = hit or arg == 0
+        elif op == sre.RANGE:
+            hit = hit or arg[0] == 0
+        elif op == sre.CATEGORY:
+            hit = hit or arg in _NUL_CATEGORIES
+        else:
+            return True
+    return hit != negated
 
 
 def _nested(key: str, value: Any) -> Any:
@@ -90,7 +158,9 @@ def body_components(classes: Iterable[type], names: Mapping[str, str]) -> dict[s
         # A rule across fields that no field's type states, in JSON Schema (a ClassVar).
         extra = getattr(cls, EXTRA, None)
         if extra and cls.__name__ in components:
-            components[cls.__name__] = {**components[cls.__name__], **extra}
+            schema = components[cls.__name__]
+            properties = {**schema.get("properties", {}), **extra.get("properties", {})}
+            components[cls.__name__] = {**schema, **extra, "properties": properties}
     components = {name: nul_free(schema) for name, schema in components.items()}
     components[JSON_VALUE] = _ANY_JSON
     renamed = {REF.format(name=old): REF.format(name=new) for old, new in names.items()}
