@@ -10,7 +10,8 @@ imported from Agency. Get credentials with `agency tenants credentials <tenant>`
 
 What it does, as docs/nats.md explains:
 1. creates a consumer on the events stream whose filter is the thread's own subjects
-   (`tenant.<t>.evt.thread.<id>.>`), pushing to an inbox under the tenant's private prefix;
+   (`tenant.<t>.evt.thread.<id>.>`), pushing to an inbox under the tenant's private prefix,
+   through the JetStream API prefix of the tenant's account (`agency.api`);
 2. publishes a `runtime.invoke` command on `tenant.<t>.cmd.runtime.invoke` through
    JetStream, with `Nats-Msg-Id` as the idempotency key (a repeat is stored once);
 3. prints every event of the thread as one JSON line until its run ends.
@@ -88,7 +89,7 @@ async def run(args: argparse.Namespace) -> int:
         connect_timeout=5,
     )
     try:
-        js = nc.jetstream(timeout=10)
+        js = nc.jetstream(timeout=10, prefix=args.js_api_prefix)
         run_id = "run_" + secrets.token_hex(12)
         key = args.idempotency_key or secrets.token_hex(12)
         command = invoke_command(args.tenant, args.agency, args.thread, run_id, args.message, key)
@@ -145,6 +146,11 @@ def main() -> int:
     parser.add_argument("--user", required=True)
     parser.add_argument("--password", required=True)
     parser.add_argument("--inbox-prefix", required=True, help="the tenant's private inbox prefix")
+    parser.add_argument(
+        "--js-api-prefix",
+        default="agency.api",
+        help="the JetStream API prefix of the tenant's account (jsApiPrefix in the credentials)",
+    )
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--agency", required=True)
     parser.add_argument("--thread", required=True)

@@ -1,19 +1,25 @@
-"""Who may connect to NATS and what each may do: the services' users and tenants' users.
+"""Who may connect to NATS and what each may do: one account for Agency, one per tenant.
 
 Users and passwords live in `auth.json` next to the server's store (mode 0600); the server
 reads them from `auth.conf`, rendered from that file, and reloads it on SIGHUP, so a
 tenant's credentials are issued while everything runs.
 
-- `admin`: everything; provisioning, operators' commands, tests.
-- one user per service, allowed only the subjects and JetStream API calls it needs: the
-  writers (registry, runtime, tools, subagents, api) publish events and commands of every
-  tenant; the projector only reads. No service may create, edit, purge or delete a stream
-  (the runtime may create its leases bucket; the API may drop a dead letter).
-- one user per tenant (`tenant_<t>`), for the tenant's own services: publish its commands
-  (`tenant.<t>.cmd.>`), read its events (`tenant.<t>.evt.>`) live or through a consumer
-  whose filter is its own subjects, replies only on its private inbox prefix
-  (`_INBOX_<t>`). It can never publish an event, reach another tenant's subjects or inbox,
-  or touch a stream's configuration or contents.
+Accounts are the broker's own wall between subject spaces (docs/security.md):
+
+- `AGENCY` holds the streams (JetStream is enabled there only), the admin and one user per
+  service, each allowed only the subjects and JetStream API calls it needs.
+- `tenant_<t>`, one per tenant, holds the tenant's user. Nothing of `AGENCY` is visible in
+  it except what `AGENCY` exports to that one account and it imports:
+  - its events, live (`tenant.<t>.evt.>`);
+  - deliveries to its private inbox prefix (`_INBOX_<t>.>`), where its consumers push;
+  - its commands: a publish on `tenant.<t>.cmd.>` reaches the gateway (`gw.<t>.cmd.>`),
+    which stores it in the commands stream with a duplicate id in the tenant's own
+    namespace and answers the JetStream acknowledgement;
+  - the JetStream API under the prefix `agency.api`: consumer creation (through the
+    gateway, which checks every field against the tenant) and direct gets of its own
+    subjects.
+  A tenant's user can reach nothing else: no stream, no other tenant's subject, no
+  service's consumer, and no duplicate id but its own.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import os
 import secrets
 import signal
@@ -34,38 +39,31 @@ from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
 from contracts.ids import validate_token
-from contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM
-from infra.jetstream.consumers import ALL_DURABLES
-from infra.jetstream.leases import LEASES_BUCKET
+from contracts.subjects import EVENTS_STREAM
+from infra.nats_accounts import (
+    GATEWAY_ROLE,
+    JS_API_PREFIX,
+    AccountUser,
+    inbox_prefix,
+    render,
+    service_permissions,
+    tenant_permissions,
+)
 
 ADMIN = "admin"
-SERVICE_ROLES = ("registry", "runtime", "tools", "subagents", "workflows", "projector", "api")
+SERVICE_ROLES = (
+    "registry",
+    "runtime",
+    "tools",
+    "subagents",
+    "workflows",
+    "projector",
+    "api",
+    GATEWAY_ROLE,
+)
 AUTH_FILE = "auth.json"
 AUTH_CONF = "auth.conf"
 PID_FILE = "nats-server.pid"
-
-# Reading: stream and consumer information, single messages, consumers and their acks.
-_READ_API = [
-    "$JS.API.INFO",
-    "$JS.API.STREAM.INFO.*",
-    "$JS.API.STREAM.NAMES",
-    "$JS.API.STREAM.MSG.GET.*",
-    "$JS.API.DIRECT.GET.>",
-    "$JS.API.CONSUMER.>",
-    "$JS.ACK.>",
-    "$JS.FC.>",
-]
-_WRITE = ["tenant.*.evt.>", "tenant.*.cmd.>", "dlq.>"]
-
-
-class Permission(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-
-
-class Permissions(msgspec.Struct, frozen=True, kw_only=True):
-    publish: Permission
-    subscribe: Permission
 
 
 class NatsUser(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -86,42 +84,8 @@ class TenantCredentials(msgspec.Struct, frozen=True, kw_only=True):
     inbox_prefix: str
     commands: str
     events: str
-
-
-def inbox_prefix(tenant: str) -> str:
-    return f"_INBOX_{tenant}"
-
-
-def service_permissions(role: str) -> Permissions:
-    if role == "projector":
-        # Reads the log and writes PostgreSQL; what it cannot project is dead-lettered.
-        publish = Permission(allow=(*_READ_API, "dlq.>"))
-    else:
-        allow = [*_WRITE, *_READ_API]
-        if role == "runtime":
-            allow += [f"$KV.{LEASES_BUCKET}.>", f"$JS.API.STREAM.CREATE.KV_{LEASES_BUCKET}"]
-        if role == "api":
-            allow.append(f"$JS.API.STREAM.MSG.DELETE.{DEAD_LETTER_STREAM}")
-        publish = Permission(allow=tuple(allow))
-    subscribe = Permission(allow=("_INBOX.>", "tenant.*.evt.>", f"$KV.{LEASES_BUCKET}.>"))
-    return Permissions(publish=publish, subscribe=subscribe)
-
-
-def tenant_permissions(tenant: str) -> Permissions:
-    t = validate_token("tenant id", tenant)
-    consumers = f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}"
-    return Permissions(
-        publish=Permission(
-            allow=(
-                f"tenant.{t}.cmd.>",
-                f"{consumers}.*.tenant.{t}.evt.>",
-                f"$JS.API.DIRECT.GET.{EVENTS_STREAM}.tenant.{t}.evt.>",
-            ),
-            # A consumer is named freely; never one of ours, whose filter it would change.
-            deny=tuple(f"{consumers}.{d.name}.>" for d in ALL_DURABLES),
-        ),
-        subscribe=Permission(allow=(f"tenant.{t}.evt.>", f"{inbox_prefix(t)}.>")),
-    )
+    # The JetStream API prefix the tenant's client uses (`nc.jetstream(prefix=…)`).
+    js_api_prefix: str = JS_API_PREFIX
 
 
 def with_credentials(url: str, user: str, password: str) -> str:
@@ -200,24 +164,36 @@ class NatsAuth:
         )
 
     def reload_server(self) -> None:
-        """Tell the running server to read auth.conf again (SIGHUP)."""
-        try:
-            pid = int(self.pid_path.read_text().strip())
-        except (OSError, ValueError) as e:
-            raise RuntimeError(f"no running nats-server found ({self.pid_path}: {e})") from e
-        os.kill(pid, signal.SIGHUP)
+        """Tell every running server of these users to read auth.conf again (SIGHUP): the
+        one whose store is this directory, or each node of a cluster kept below it."""
+        paths = [self.pid_path] if self.pid_path.exists() else []
+        paths += sorted(self.directory.glob(f"*/{PID_FILE}"))
+        if not paths:
+            raise RuntimeError(f"no running nats-server found ({self.pid_path})")
+        for path in paths:
+            try:
+                os.kill(int(path.read_text().strip()), signal.SIGHUP)
+            except (OSError, ValueError) as e:
+                raise RuntimeError(f"cannot reload the nats-server of {path}: {e}") from e
 
     def render(self, state: AuthState) -> str:
-        users = []
+        services: list[AccountUser] = []
+        tenants: dict[str, AccountUser] = {}
         for user in state.users.values():
-            entry: dict[str, object] = {"user": user.user, "password": user.password}
-            if user.role in SERVICE_ROLES:
-                entry["permissions"] = msgspec.to_builtins(service_permissions(user.role))
-            elif user.role == "tenant" and user.tenant:
-                entry["permissions"] = msgspec.to_builtins(tenant_permissions(user.tenant))
-            users.append(entry)
-        # JSON is valid nats-server configuration syntax and quotes every value safely.
-        return "authorization " + json.dumps({"users": users}, indent=2) + "\n"
+            if user.role == "tenant" and user.tenant:
+                tenants[user.tenant] = AccountUser(
+                    user=user.user,
+                    password=user.password,
+                    permissions=tenant_permissions(user.tenant),
+                )
+            elif user.role in SERVICE_ROLES:
+                permissions = service_permissions(user.role)
+                services.append(
+                    AccountUser(user=user.user, password=user.password, permissions=permissions)
+                )
+            else:
+                services.append(AccountUser(user=user.user, password=user.password))
+        return render(services, tenants)
 
     def _read(self) -> AuthState:
         try:
@@ -265,38 +241,70 @@ class CredentialIssuer:
         self._timeout = timeout
 
     async def issue(self, tenant: str) -> IssuedCredentials:
-        """New credentials, usable when this returns (the server has reloaded them)."""
+        """New credentials, usable when this returns: every server has reloaded them and
+        the tenant's account answers through its imports."""
         credentials = self.auth.issue_tenant(tenant)
         self.auth.reload_server()
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        for server in self.servers.split(","):
+            await self._until_wired(server, credentials, deadline)
+        return IssuedCredentials(servers=self.servers, credentials=credentials)
 
-        async def quiet(_: Exception) -> None:
-            return None
-
+    async def _until_wired(
+        self, server: str, credentials: TenantCredentials, deadline: float
+    ) -> None:
+        """Wait until `server` accepts the user and its account's imports answer. nats-server
+        (2.14) wires the service imports of an account that a reload introduced only at the
+        next reload: an account that connects but whose imports no one answers is given
+        one more."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
         while True:
-            nc = NATS()
-            try:
-                await nc.connect(
-                    servers=self.servers.split(","),
-                    user=credentials.user,
-                    password=credentials.password,
-                    inbox_prefix=credentials.inbox_prefix,
-                    allow_reconnect=False,
-                    connect_timeout=2,
-                    error_cb=quiet,
+            wired = await _imports_answer(server, credentials)
+            if wired:
+                return
+            if loop.time() > deadline:
+                raise RuntimeError(
+                    f"the NATS server {server} did not accept the new credentials of "
+                    f"{credentials.tenant_id} within {self._timeout:.0f} s"
                 )
-            except (NatsError, OSError, TimeoutError):
-                await nc.close()  # a refused attempt leaves a transport to close
-                if loop.time() > deadline:
-                    raise RuntimeError(
-                        f"the NATS server did not accept the new credentials of {tenant} "
-                        f"within {self._timeout:.0f} s"
-                    ) from None
-                await asyncio.sleep(0.05)
-                continue
-            await nc.close()
-            return IssuedCredentials(servers=self.servers, credentials=credentials)
+            if wired is False:
+                self.auth.reload_server()
+            await asyncio.sleep(0.1)
+
+
+async def _imports_answer(server: str, credentials: TenantCredentials) -> bool | None:
+    """None: the server refuses the user (not reloaded yet); False: it accepts it but its
+    account's imports do not answer yet; True: they do (a direct get of an event subject
+    that does not exist is answered by JetStream, through the import)."""
+
+    async def quiet(_: Exception) -> None:
+        return None
+
+    nc = NATS()
+    try:
+        await nc.connect(
+            servers=[server],
+            user=credentials.user,
+            password=credentials.password,
+            inbox_prefix=credentials.inbox_prefix,
+            allow_reconnect=False,
+            connect_timeout=2,
+            error_cb=quiet,
+        )
+    except (NatsError, OSError, TimeoutError):
+        await nc.close()  # a refused attempt leaves a transport to close
+        return None
+    probe = (
+        f"{credentials.js_api_prefix}.DIRECT.GET.{EVENTS_STREAM}."
+        f"tenant.{credentials.tenant_id}.evt.credentials.probe"
+    )
+    try:
+        await nc.request(probe, b"", timeout=1)
+    except (NatsError, TimeoutError):
+        return False
+    finally:
+        await nc.close()
+    return True
 
 
 def role_url(nats_url: str, auth_dir: str | None, role: str) -> str:

@@ -21,7 +21,8 @@ async def list_keys(conn: asyncpg.Connection, tenant: str) -> list[KeyView]:
     """Every key of the tenant, live ones first, then by issue time."""
     rows = await conn.fetch(
         "SELECT k.key_id, k.name, k.issued_at, k.revoked_at, u.last_used_at "
-        "FROM api_keys k LEFT JOIN agency_api_key_usage u ON u.key_id = k.key_id "
+        "FROM api_keys k LEFT JOIN agency_api_key_usage u "
+        "ON u.tenant_id = k.tenant_id AND u.key_id = k.key_id "
         "WHERE k.tenant_id = $1 "
         "ORDER BY k.revoked_at IS NOT NULL, k.issued_at, k.key_id",
         tenant,

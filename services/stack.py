@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from infra.nats_auth import SERVICE_ROLES
 from services.agents.system import AgentSystem
+from services.gateway.service import run_gateway
 from services.llm.provider import Provider
 from services.projector.service import run_projector
 from services.registry.service import run_registry
@@ -26,14 +28,8 @@ class StackConfig:
     database_url: str
     system: AgentSystem
     provider: Provider
-    services: tuple[str, ...] = (
-        "registry",
-        "runtime",
-        "tools",
-        "subagents",
-        "workflows",
-        "projector",
-    )
+    # Every service but the API, which `agency up` serves itself.
+    services: tuple[str, ...] = tuple(r for r in SERVICE_ROLES if r != "api")
     # Seconds before work a killed worker held is redelivered to another.
     runtime_ack_wait: float = 30.0
     tools_ack_wait: float = 30.0
@@ -72,6 +68,7 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
             WorkflowSettings(ack_wait=c.runtime_ack_wait),
         ),
         "projector": lambda stop: run_projector(c.nats_for("projector"), c.database_url, stop),
+        "gateway": lambda stop: run_gateway(c.nats_for("gateway"), stop),
     }
     runners.update(c.extra)
     return runners

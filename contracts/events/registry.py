@@ -378,6 +378,17 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
 
+    def with_inline(self) -> list[BlueprintSpec]:
+        """The blueprint and every subagent blueprint defined inline in it, at any depth."""
+        found: list[BlueprintSpec] = []
+        pending = [self]
+        while pending:
+            current = pending.pop()
+            found.append(current)
+            if current.config.subagents is not None:
+                pending.extend(current.config.subagents.inline_blueprints().values())
+        return found
+
 
 class BlueprintSaved(Event, frozen=True, kw_only=True, tag="blueprint.saved"):
     """Version 2: `blueprint.config` typed (version 1 held a free dict with camelCase keys;

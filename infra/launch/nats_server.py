@@ -18,7 +18,8 @@ import structlog
 
 from infra.launch.errors import BinaryNotFound, LaunchError, PortInUse, ProcessExited, StartTimeout
 from infra.launch.process import ChildProcess, free_port, poll_until
-from infra.nats_auth import AUTH_CONF, PID_FILE, NatsAuth
+from infra.nats_accounts import SERVICES_ACCOUNT
+from infra.nats_auth import PID_FILE, NatsAuth
 
 log = structlog.get_logger(__name__)
 
@@ -77,7 +78,7 @@ class NatsServer:
         cluster: ClusterConfig | None = None,
         server_name: str | None = None,
         binary: Path | None = None,
-        auth: bool = False,
+        auth: bool | NatsAuth = False,
         memory_limit: str | None = None,
     ) -> None:
         if cluster is not None and cluster.port == 0:
@@ -90,9 +91,12 @@ class NatsServer:
         self._binary = binary
         # Go's soft memory limit for the server (`GOMEMLIMIT`, which wins when it is set).
         self.memory_limit = memory_limit
-        # Users and permissions in the store directory (infra/nats_auth.py); without them
-        # any client may do anything.
-        self.auth = NatsAuth(self.store_dir) if auth else None
+        # Users and permissions in the store directory (infra/nats_auth.py), or those a
+        # cluster's nodes share; without them any client may do anything.
+        if isinstance(auth, NatsAuth):
+            self.auth: NatsAuth | None = auth
+        else:
+            self.auth = NatsAuth(self.store_dir) if auth else None
         self._port = port
         self._monitor_port = monitor_port
         self._pick_ports = port == 0 or monitor_port == 0
@@ -222,7 +226,10 @@ class NatsServer:
         ]
         if self.auth is not None:
             self.auth.ensure()
-            lines.append(f"include {_quoted(AUTH_CONF)}")
+            self._adopt_global_account()
+            # An include is relative to the including file (a cluster's nodes share one).
+            include = os.path.relpath(self.auth.conf_path, self.store_dir)
+            lines.append(f"include {_quoted(include)}")
         lines += [
             "jetstream {",
             f"  store_dir: {_quoted(str(self.store_dir))}",
@@ -240,6 +247,16 @@ class NatsServer:
                 "}",
             ]
         self.config_path.write_text("\n".join(lines) + "\n")
+
+    def _adopt_global_account(self) -> None:
+        """A store written before accounts kept the streams in the global account (`$G`):
+        they move to the services' account, where the users now are (a single node only;
+        a cluster's replicated metadata names the account)."""
+        streams = self.store_dir / "jetstream"
+        old, new = streams / "$G", streams / SERVICES_ACCOUNT
+        if self.cluster is None and old.is_dir() and not new.exists():
+            old.rename(new)
+            log.info("nats_streams_moved_to_account", account=SERVICES_ACCOUNT)
 
     def _env(self) -> dict[str, str] | None:
         if self.memory_limit is None or "GOMEMLIMIT" in os.environ:
@@ -309,6 +326,7 @@ class NatsCluster:
         host: str = "127.0.0.1",
         name: str = "agency",
         sync_interval: str = "always",
+        auth: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one node")
@@ -317,6 +335,8 @@ class NatsCluster:
         self.host = host
         self.name = name
         self.sync_interval = sync_interval
+        # One set of users for every node, kept in the root (each node includes it).
+        self.auth = NatsAuth(root_dir) if auth else None
         self._nodes: tuple[NatsServer, ...] = ()
 
     @property
@@ -331,6 +351,11 @@ class NatsCluster:
     def url(self) -> str:
         """All node URLs comma-joined, as `nats.connect(servers=...)` accepts."""
         return ",".join(self.urls)
+
+    @property
+    def admin_url(self) -> str:
+        """Every node's URL with the admin's credentials (the plain URLs without auth)."""
+        return self.auth.url(self.url) if self.auth is not None else self.url
 
     def node(self, index: int) -> NatsServer:
         return self._nodes[index]
@@ -425,6 +450,7 @@ class NatsCluster:
                     sync_interval=self.sync_interval,
                     cluster=ClusterConfig(name=self.name, port=cluster_ports[i], routes=routes),
                     server_name=f"n{i + 1}",
+                    auth=self.auth or False,
                 )
             )
         return tuple(nodes)

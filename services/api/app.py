@@ -28,6 +28,7 @@ from services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principa
 from services.api.bodies import strict_body
 from services.api.console.pages import CONSOLE_PAGES
 from services.api.deps import ApiDeps
+from services.api.guards import PathGuard
 from services.api.langgraph import langgraph_router
 from services.api.mcp_server import AgencyMcp
 from services.api.openapi import (
@@ -142,7 +143,7 @@ def create_app(deps: ApiDeps) -> Litestar:
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),
         },
-        middleware=[AllowMiddleware(), AuthMiddleware(deps)],
+        middleware=[PathGuard(), AllowMiddleware(), AuthMiddleware(deps)],
         before_request=strict_body,
         exception_handlers={Exception: _handle_error},
         request_max_body_size=deps.settings.max_body_bytes,

@@ -243,6 +243,17 @@ async def agency_events(deps: ApiDeps, tenant: str, agency_id: str) -> list[Reco
     return events
 
 
+async def agency_owned(deps: ApiDeps, tenant: str, agency_id: str) -> None:
+    """404 unless this tenant has the agency: one direct get of its `agency.created`, for
+    routes that need the agency to exist but none of its events."""
+    path_id("agency id", agency_id)
+    subject = event_subject(tenant, "agency", agency_id, "agency.created")
+    try:
+        await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
+    except NotFoundError:
+        raise NotFoundException(f"agency {agency_id} not found") from None
+
+
 def agent_types(deps: ApiDeps, events: list[RecordedEvent]) -> dict[str, BlueprintSpec]:
     """Blueprints a thread of this agency may use: static ones, overridden by the agency's."""
     static = deps.system.blueprints

@@ -23,6 +23,7 @@ from contracts.events.registry import (
     Seconds,
 )
 from services.api.text import refuse_nul
+from services.common.egress import refusal
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -139,6 +140,14 @@ class SubagentEntryBody(Camel, frozen=True, kw_only=True):
                 f"subagent {self.name!r}: parentCommunication `explicit` needs `resumable` "
                 "and cannot be `blocking`"
             )
+        # An inline blueprint's MCP servers pass the egress wall as a saved blueprint's do.
+        for i, server in enumerate(self.config.mcp_servers if self.config else ()):
+            problem = refusal(server.url)
+            if problem is not None:
+                raise ValueError(
+                    f"field 'config.mcpServers[{i}].url': {server.url[:200]!r} is refused: "
+                    f"{problem}"
+                )
 
 
 class SubagentsBody(Camel, frozen=True, kw_only=True):
@@ -228,6 +237,19 @@ class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
     license: Label = ""
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # An address no connection for a tenant may reach (`services/common/egress.py`);
+        # a name is resolved and checked again on connecting. Checked on save only: a
+        # stored blueprint still reads back (its runs are refused on connecting).
+        for i, server in enumerate(self.config.mcp_servers):
+            problem = refusal(server.url)
+            if problem is not None:
+                raise ValueError(
+                    f"field 'config.mcpServers[{i}].url': {server.url[:200]!r} is refused: "
+                    f"{problem}"
+                )
 
     def spec(self) -> BlueprintSpec:
         return msgspec.convert(self, BlueprintSpec, from_attributes=True)

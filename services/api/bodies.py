@@ -4,7 +4,8 @@ litestar converts a JSON body to the handler's type in msgspec's lax mode, which
 `0` for `false` and `"3"` for `3`; the document (and every other client) says a boolean is
 a boolean. This hook checks the body against the handler's `data` type in strict mode first
 and answers 400 saying what is wrong; malformed or missing JSON is left to litestar's own
-messages.
+messages. Before anything decodes it, a body that is not UTF-8 or is nested deeper than
+`guards.MAX_JSON_DEPTH` is refused (400): this hook runs for every route with a body.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 import msgspec
 from litestar import Request
 from litestar.exceptions import ValidationException
+
+from services.api.guards import NOT_UTF8, TOO_DEEP, depth_exceeds
 
 # Keyed by the handler's id, holding the handler itself: an id is unique only while its
 # object lives, and a handler of an app gone (tests build many apps) must not lend its
@@ -45,6 +48,12 @@ async def strict_body(request: Request[Any, Any, Any]) -> None:
         value = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return
+    except UnicodeDecodeError as e:
+        raise ValidationException(NOT_UTF8) from e
+    except RecursionError as e:  # far deeper than the limit
+        raise ValidationException(TOO_DEEP) from e
+    if depth_exceeds(value):
+        raise ValidationException(TOO_DEEP)
     try:
         msgspec.convert(_integral(value), body_type, strict=True)
     except msgspec.ValidationError as e:

@@ -4,8 +4,10 @@ heard from the log, and when each key was last used.
 A request's key is looked up in the tenants read model once, then served from the cache for
 `ttl` seconds. Revocation must not wait for that: every API process subscribes (plain NATS)
 to the `tenant.api_key_revoked` events of every tenant and forgets a revoked key the moment
-the event is appended, before the projector has applied it. Key ids are never issued twice,
-so a revoked id stays refused for the life of the process.
+the event is appended, before the projector has applied it. A tenant never issues a key id
+twice, so a revoked key stays refused for the life of the process. A key is named by its
+tenant and its id together: another tenant holding the same id (it picks ids in its own
+commands) revokes only its own.
 
 A key whose creation was answered 202 (accepted, not yet recorded) is remembered for a while
 with its command's idempotency key, so that revoking it at once waits for that creation
@@ -48,72 +50,74 @@ Lookup = Callable[[str, str], Awaitable[str | None]]
 _USAGE = (
     "INSERT INTO agency_api_key_usage (key_id, tenant_id, last_used_at) "
     "SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) "
-    "ON CONFLICT (key_id) DO UPDATE SET last_used_at = "
+    "ON CONFLICT (tenant_id, key_id) DO UPDATE SET last_used_at = "
     "GREATEST(agency_api_key_usage.last_used_at, EXCLUDED.last_used_at)"
 )
+
+# A key is named by its tenant and its id: another tenant may hold the same id (it chose
+# it in its own command), and nothing it does to that id touches this tenant's key.
+KeyRef = tuple[str, str]
 
 
 @dataclass(slots=True)
 class _Cached:
     tenant: str
-    key_hash: str
+    key_id: str
     expires: float
 
 
 @dataclass
 class KeyCache:
-    """Good keys for `ttl` seconds; revoked key ids for good."""
+    """Good keys (by hash) for `ttl` seconds; revoked keys, by tenant and id, for good."""
 
     ttl: float = 30.0
     flush_interval: float = 5.0
     _good: dict[str, _Cached] = field(default_factory=dict)
-    _revoked: set[str] = field(default_factory=set)
-    _used: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    _revoked: set[KeyRef] = field(default_factory=set)
+    _used: dict[KeyRef, datetime] = field(default_factory=dict)
     # key id → (tenant, idempotency key) of creations answered before they were recorded.
-    _pending: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _pending: dict[KeyRef, str] = field(default_factory=dict)
 
     async def tenant_of(self, key_id: str, key_hash: str, lookup: Lookup) -> str | None:
-        if key_id in self._revoked:
-            return None
         now = time.monotonic()
-        cached = self._good.get(key_id)
-        if cached is not None and cached.expires > now and cached.key_hash == key_hash:
+        cached = self._good.get(key_hash)
+        if cached is not None and cached.expires > now and cached.key_id == key_id:
             tenant: str | None = cached.tenant
         else:
             tenant = await lookup(key_id, key_hash)
-            if tenant is not None and key_id not in self._revoked:
-                self._good[key_id] = _Cached(tenant, key_hash, now + self.ttl)
-        if tenant is not None:
-            self._used[key_id] = (tenant, datetime.now(UTC))
+            if tenant is not None:
+                self._good[key_hash] = _Cached(tenant, key_id, now + self.ttl)
+        if tenant is None or (tenant, key_id) in self._revoked:
+            return None
+        self._used[(tenant, key_id)] = datetime.now(UTC)
         return tenant
 
-    def revoke(self, key_id: str) -> None:
-        self._revoked.add(key_id)
-        self._good.pop(key_id, None)
+    def revoke(self, tenant: str, key_id: str) -> None:
+        self._revoked.add((tenant, key_id))
 
-    def is_revoked(self, key_id: str) -> bool:
-        return key_id in self._revoked
+    def is_revoked(self, tenant: str, key_id: str) -> bool:
+        return (tenant, key_id) in self._revoked
 
     def note_pending(self, tenant: str, key_id: str, idempotency_key: str) -> None:
         """A creation answered before the registry recorded it (the oldest are forgotten)."""
         if len(self._pending) >= _MAX_PENDING:
             self._pending.pop(next(iter(self._pending)))
-        self._pending[key_id] = (tenant, idempotency_key)
+        self._pending[(tenant, key_id)] = idempotency_key
 
     def pending(self, tenant: str, key_id: str) -> str | None:
         """The idempotency key of the tenant's not-yet-recorded creation of `key_id`."""
-        entry = self._pending.get(key_id)
-        return entry[1] if entry is not None and entry[0] == tenant else None
+        return self._pending.get((tenant, key_id))
 
     async def flush(self, pool: asyncpg.Pool) -> None:
         """Write the last-used times noted since the previous flush."""
         used, self._used = self._used, {}
         if not used:
             return
-        ids = list(used)
+        refs = list(used)
+        ids = [key_id for _, key_id in refs]
         try:
             await pool.execute(
-                _USAGE, ids, [used[k][0] for k in ids], [used[k][1] for k in ids], timeout=5
+                _USAGE, ids, [tenant for tenant, _ in refs], [used[r] for r in refs], timeout=5
             )
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
             log.warning("could not record API key use", keys=len(ids), error=str(e))
@@ -124,7 +128,7 @@ class KeyCache:
         except (ContractError, msgspec.DecodeError):
             return
         if isinstance(envelope.payload, ApiKeyRevoked):
-            self.revoke(envelope.payload.key_id)
+            self.revoke(envelope.tenant_id, envelope.payload.key_id)
             log.info("api key revoked", tenant=envelope.tenant_id, key_id=envelope.payload.key_id)
 
     @contextlib.asynccontextmanager

@@ -93,7 +93,7 @@ async def _issue(
     if event is None:
         deps.keys.note_pending(tenant, key_id, idempotency_key)
     elif replaces is not None:
-        deps.keys.revoke(replaces)
+        deps.keys.revoke(tenant, replaces)
     body = KeyOut(key_id=key_id, api_key=key, name=name, replaces=replaces)
     return Response(body, status_code=201 if readable else 202)
 
@@ -108,7 +108,7 @@ async def _revoke(deps: ApiDeps, tenant: str, key_id: str) -> Response[None]:
     )
     event, _ = await read_your_write(deps, tenant, "tenant", tenant, idempotency_key)
     if event is not None:
-        deps.keys.revoke(key_id)
+        deps.keys.revoke(tenant, key_id)
     return Response(None, status_code=204 if event is not None else 202)
 
 
@@ -231,6 +231,8 @@ class NatsCredentialsOut(Out, frozen=True, kw_only=True):
     inbox_prefix: str
     commands: str
     events: str
+    # The JetStream API prefix in the tenant's account (`nc.jetstream(prefix=…)`).
+    js_api_prefix: str
 
 
 @post(
@@ -240,8 +242,9 @@ class NatsCredentialsOut(Out, frozen=True, kw_only=True):
     responses={501: error_response(501)},
     summary="Issue NATS credentials for a tenant's own services (admin)",
     description=(
-        "A user confined to publishing the tenant's commands and reading its events, with "
-        "a private inbox prefix. Issuing again replaces the password."
+        "A user in an account of the tenant's own, which can publish the tenant's commands "
+        "and read its events, with a private inbox prefix and a JetStream API prefix "
+        "(`jsApiPrefix`). Issuing again replaces the password."
     ),
 )
 async def issue_nats_credentials(tenant_id: TenantId, deps: Deps) -> NatsCredentialsOut:
@@ -263,6 +266,7 @@ async def issue_nats_credentials(tenant_id: TenantId, deps: Deps) -> NatsCredent
         inbox_prefix=c.inbox_prefix,
         commands=c.commands,
         events=c.events,
+        js_api_prefix=c.js_api_prefix,
     )
 
 

@@ -19,7 +19,16 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 from contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
 from contracts.ids import new_id
 from projections import workflow_queries as q
-from services.api.auth import AgencyId, Caller, Deps, agency_events, path_id, tenant_of
+from services.api.auth import (
+    AgencyId,
+    Caller,
+    Deps,
+    agency_events,
+    agency_owned,
+    path_id,
+    tenant_of,
+)
+from services.api.readback import read_your_write
 from services.api.routes_commands import Accepted, Body, Out
 from services.api.workflow_body import WorkflowDocument, as_document
 from services.api.workflow_ops import (
@@ -27,6 +36,7 @@ from services.api.workflow_ops import (
     create_workflow,
     definition_error,
     ensure_global_member,
+    find_schedule,
     find_workflow,
     post_message,
 )
@@ -318,7 +328,11 @@ async def add_schedule(
         target="agent" if data.agent else "workflow", workflow_id=state.workflow_id,
         agent=data.agent, message=data.message,
     )  # fmt: skip
-    await deps.bus.commands.send(tenant, command, idempotency_key=schedule)
+    # Answered once recorded (bounded), so a remove right after finds the schedule.
+    await read_your_write(
+        deps, tenant, "schedule", schedule, schedule,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=schedule),
+    )  # fmt: skip
     return ScheduleOut(id=schedule)
 
 
@@ -335,8 +349,10 @@ async def remove_schedule(
 ) -> Accepted:
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
-    await agency_events(deps, tenant, agency_id)
-    command = RemoveSchedule(agency_id=agency_id, schedule_id=path_id("schedule id", schedule_id))
+    schedule_id = path_id("schedule id", schedule_id)
+    await agency_owned(deps, tenant, agency_id)
+    await find_schedule(deps, tenant, agency_id, schedule_id)
+    command = RemoveSchedule(agency_id=agency_id, schedule_id=schedule_id)
     await deps.bus.commands.send(tenant, command)
     return Accepted()
 

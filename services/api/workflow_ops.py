@@ -16,10 +16,10 @@ from contracts.commands import (
     SetSchedule,
     WorkflowMemberSpec,
 )
-from contracts.events import BlueprintSpec
+from contracts.events import BlueprintSpec, ScheduleSet
 from contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
 from projections import catalog
-from services.api.auth import agency_events, agent_types
+from services.api.auth import agency_events, agency_owned, agent_types
 from services.api.deps import ApiDeps
 from services.workflows.definition import Definition, DefinitionError
 from services.workflows.members import GLOBAL, global_workflow_id, parse_target, workflow_id
@@ -41,7 +41,8 @@ async def read_state(deps: ApiDeps, tenant: str, wf: str) -> WorkflowState:
 
 async def find_workflow(deps: ApiDeps, tenant: str, agency_id: str, ref: str) -> WorkflowState:
     """A workflow by id (`wf_…`) or by `name[:tag]` (an `@` in front is fine); 404 if this
-    tenant's agency has none. `@global` exists for every agency, even before first use."""
+    tenant's agency has none. `@global` exists for every agency of the tenant, even before
+    first use; for an agency the tenant does not have it is not found like any other."""
     if not _WORKFLOW_REF.fullmatch(ref):
         raise ValidationException(
             f"{ref[:80]!r} is not a workflow: use its id, @name or @name:tag (letters, "
@@ -53,10 +54,20 @@ async def find_workflow(deps: ApiDeps, tenant: str, agency_id: str, ref: str) ->
         wf = workflow_id(tenant, agency_id, *parse_target(ref))
     state = await read_state(deps, tenant, wf)
     if state.status == "absent" and wf == global_workflow_id(tenant, agency_id):
+        await agency_owned(deps, tenant, agency_id)
         return WorkflowState(workflow_id=wf, agency_id=agency_id, name=GLOBAL)
     if state.status == "absent" or state.agency_id != agency_id:
         raise NotFoundException(f"workflow {ref} not found in agency {agency_id}")
     return state
+
+
+async def find_schedule(deps: ApiDeps, tenant: str, agency_id: str, schedule_id: str) -> None:
+    """404 unless the schedule was set in this tenant's agency (removed or not: removing it
+    again is the same command)."""
+    events = await deps.bus.store.read(tenant, "schedule", schedule_id)
+    if not any(isinstance(e.payload, ScheduleSet) and e.payload.agency_id == agency_id
+               for e in events):  # fmt: skip
+        raise NotFoundException(f"schedule {schedule_id} not found in agency {agency_id}")
 
 
 async def wait_for(

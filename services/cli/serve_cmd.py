@@ -16,7 +16,7 @@ from typing import Any
 from infra.db import create_pool, migrate
 from infra.endpoints import Endpoints
 from infra.jetstream.connection import Bus
-from infra.nats_auth import CredentialIssuer, NatsAuth, role_url
+from infra.nats_auth import SERVICE_ROLES, CredentialIssuer, NatsAuth, role_url
 from projections.setup import prepare_read_models
 from services.agents.system import AgentSystem
 from services.api.deps import ApiDeps, ApiSettings
@@ -35,7 +35,8 @@ from services.llm.provider import Provider, provider_from_env
 from services.stack import StackConfig, service_runners
 from services.supervisor import ServiceRunner, Supervisor
 
-SERVICES = ("registry", "runtime", "tools", "subagents", "workflows", "projector", "api")
+# Every service `agency up` runs, the API among them; each connects as its own NATS user.
+SERVICES = SERVICE_ROLES
 
 
 def register(groups: Any) -> None:

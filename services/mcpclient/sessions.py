@@ -5,8 +5,10 @@ them, so each session lives in a task of its own (`_Connection._hold`) and calls
 task go through it. A session opens on first use (connecting is retried under the shared
 retry policy), is dropped when its transport fails and opened afresh by the next call, and
 a request the server refuses for an unknown session (it restarted) is sent once more on a
-new one; `aclose()` closes every one of them within a bounded time; a stdio server's process is
-stopped with its session.
+new one; an HTTP server is reached only where the egress policy allows
+(`services/common/egress.py`: checked before opening, and on every connection), a refusal
+raised as `EgressRefused` and never retried; `aclose()` closes every one of them within a
+bounded time; a stdio server's process is stopped with its session.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import httpx2
 import structlog
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST, CallToolResult, PaginatedRequestParams
 from mcp.types import Tool as ListedTool
 
 from infra.retry import RetryPolicy
+from services.common.egress import EgressPolicy, guarded_transport
 from services.mcpclient.config import Endpoint
 
 log = structlog.get_logger(__name__)
@@ -62,8 +64,18 @@ class McpSessionExpired(McpSessionLost):
 class McpSessions:
     """The process's MCP sessions, keyed by resolved server configuration."""
 
-    def __init__(self, *, open_timeout: float = OPEN_TIMEOUT) -> None:
+    def __init__(
+        self,
+        *,
+        open_timeout: float = OPEN_TIMEOUT,
+        egress: EgressPolicy | None = None,
+        own_urls: tuple[str, ...] = (),
+    ) -> None:
         self._open_timeout = open_timeout
+        # The policy given, or the environment's (`AGENCY_ALLOW_HOSTS`) as each session
+        # opens; `own_urls` are the system's own servers, never reached for a tenant.
+        self._egress = egress
+        self._own_urls = own_urls
         self._connections: dict[Endpoint, _Connection] = {}
         self._locks: dict[Endpoint, asyncio.Lock] = {}
         # Dropped connections still winding down, held until they have (and by `aclose`).
@@ -159,7 +171,11 @@ class McpSessions:
     async def _open(self, endpoint: Endpoint) -> _Connection:
         if self._closed:
             raise RuntimeError("the MCP sessions are closed")
-        connection = _Connection(endpoint)
+        egress = self._egress or EgressPolicy.from_env(own_urls=self._own_urls)
+        if endpoint.url:
+            # A clear refusal before any connection; the transport checks each one again.
+            await egress.check_url(endpoint.url)
+        connection = _Connection(endpoint, egress)
         await connection.open(self._open_timeout)
         if self._closed:  # closed while this one opened
             await connection.close()
@@ -177,8 +193,9 @@ class McpSessions:
 class _Connection:
     """One session, held open by a task of its own until `close`."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, egress: EgressPolicy) -> None:
         self.endpoint = endpoint
+        self._egress = egress
         self._session: ClientSession | None = None
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
@@ -228,7 +245,7 @@ class _Connection:
     async def _hold(self) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await _transport(stack, self.endpoint)
+                read, write = await _transport(stack, self.endpoint, self._egress)
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 self._session = session
@@ -248,11 +265,19 @@ class _Connection:
                 self._ready.exception()
 
 
-async def _transport(stack: contextlib.AsyncExitStack, endpoint: Endpoint) -> tuple[Any, Any]:
+async def _transport(
+    stack: contextlib.AsyncExitStack, endpoint: Endpoint, egress: EgressPolicy
+) -> tuple[Any, Any]:
     if endpoint.url:
-        client = create_mcp_http_client(
+        # The SDK's own client, but connecting through the egress policy, never through a
+        # proxy named by the environment, and following no redirect itself (the SDK follows
+        # one within the endpoint's origin; each new connection is checked).
+        client = httpx2.AsyncClient(
             headers=dict(endpoint.headers),
             timeout=httpx2.Timeout(OPEN_TIMEOUT, read=300.0),
+            transport=guarded_transport(egress),
+            trust_env=False,
+            follow_redirects=False,
         )
         await stack.enter_async_context(client)
         return await stack.enter_async_context(

@@ -40,6 +40,7 @@ from mcp.types import (
 
 from contracts.events import McpServer, McpToolRef
 from services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, ToolSpec
+from services.common.egress import EgressRefused
 from services.mcpclient.config import McpConfigError, exposed_name, resolve
 from services.mcpclient.sessions import McpSessionLost, McpSessions, McpUnavailable
 
@@ -110,6 +111,8 @@ class McpCatalog:
             try:
                 async with asyncio.timeout(self._list_timeout):
                     tools = await self._list(server)
+            except EgressRefused:
+                raise  # not the server's doing: a run may not use it, and ends saying why
             except Exception as e:  # whatever a server does, the run goes on without it
                 stale = cached.tools if cached is not None else {}
                 log.warning(
@@ -146,7 +149,7 @@ def mcp_tool(sessions: McpSessions, ref: McpToolRef, spec: ToolSpec | None = Non
         try:
             endpoint = resolve(server)
             result = await sessions.call_tool(endpoint, ref.tool, args, timeout=server.timeout)
-        except (McpConfigError, McpUnavailable) as e:
+        except (McpConfigError, McpUnavailable, EgressRefused) as e:
             raise ToolFailed(str(e)) from e
         except McpSessionLost as e:
             raise ToolRetryable(str(e)) from e

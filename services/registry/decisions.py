@@ -18,7 +18,6 @@ from contracts.events import (
     ApiKeyIssued,
     ApiKeyRevoked,
     BlueprintSaved,
-    BlueprintSpec,
     TenantCreated,
     ThreadCreated,
 )
@@ -94,18 +93,6 @@ def create_agency(
     return (AgencyCreated(name=command.name, metadata=command.metadata),)
 
 
-def with_inline(blueprint: BlueprintSpec) -> list[BlueprintSpec]:
-    """The blueprint and every subagent blueprint defined inline in it, at any depth."""
-    found: list[BlueprintSpec] = []
-    pending = [blueprint]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        if current.config.subagents is not None:
-            pending.extend(current.config.subagents.inline_blueprints().values())
-    return found
-
-
 def save_blueprint(
     command: SaveBlueprint, history: list[RecordedEvent], key: str
 ) -> Sequence[AnyEvent]:
@@ -121,7 +108,7 @@ def save_blueprint(
         )
     if has_nul(command.blueprint):
         raise CommandRejected("invalid_blueprint", "the blueprint contains a NUL character")
-    for blueprint in with_inline(command.blueprint):
+    for blueprint in command.blueprint.with_inline():
         for server in blueprint.config.mcp_servers:
             # A saved blueprint is a tenant's: it may not start processes on our hosts or
             # read our services' environment (docs/mcp.md), nor may the subagent

@@ -25,10 +25,28 @@ from infra.jetstream.errors import InvalidEvent
 from infra.jetstream.records import EventContext
 from services.agents.system import AgentSystem
 from services.common.decide import Decision, decide_and_append
+from services.common.egress import refusal
 from services.registry import decisions
 from services.replay.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
+
+
+def _check_egress(save: SaveBlueprint) -> None:
+    """A blueprint naming an MCP server no connection for a tenant may reach (an address
+    or `localhost`, `services/common/egress.py`) is refused however it arrives: over HTTP,
+    on the tenant's own NATS subjects, or from a workflow."""
+    for blueprint in save.blueprint.with_inline():  # and the subagents it defines inline
+        for i, server in enumerate(blueprint.config.mcp_servers):
+            if not server.url:
+                continue  # a stdio server: only the operator's may be (`decisions`)
+            problem = refusal(server.url)
+            if problem is not None:
+                raise CommandRejected(
+                    "egress_refused",
+                    f"blueprint {blueprint.name!r}: config.mcpServers[{i}].url "
+                    f"{server.url[:200]!r} is refused: {problem}",
+                )
 
 
 class RegistryService:
@@ -69,6 +87,7 @@ class RegistryService:
                     lambda h: decisions.create_agency(create_agency, h, key),
                 )  # fmt: skip
             case SaveBlueprint() as save:
+                _check_egress(save)
                 await self._append(
                     tenant, "agency", save.agency_id, key, save.agency_id,
                     lambda h: decisions.save_blueprint(save, h, key),

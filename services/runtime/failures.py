@@ -25,6 +25,7 @@ from contracts.limits import limits, truncate_text
 from infra.jetstream.errors import BatchTooLarge, EventTooLarge, InvalidEvent
 from infra.jetstream.errors import is_transient as broker_transient
 from infra.jetstream.leases import LeaseLost
+from services.common.egress import EgressRefused
 from services.runtime.actions import DEFAULT_MAX_STEPS, tool_message
 from services.runtime.state import ThreadState
 
@@ -55,6 +56,8 @@ def failure_kind(error: BaseException) -> str:
             return "invalid_event"
         case LoopDidNotSettle():
             return "loop_did_not_settle"
+        case EgressRefused():
+            return "egress_refused"
         case _:
             return "internal_error"
 

@@ -39,6 +39,7 @@ from services.agents.middleware import MiddlewareContext
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool
 from services.common.decide import CONFLICT_ATTEMPTS
+from services.common.tenant_env import TenantEnvSettings, with_visible_env
 from services.llm.provider import ModelError, Provider
 from services.runtime import model_step
 from services.runtime.actions import Append, CallModel, Wait, next_action
@@ -121,8 +122,12 @@ class ThreadDriver:
         *,
         end_runs_on_failure: bool = True,
         mcp: McpTools | None = None,
+        tenant_env: TenantEnvSettings | None = None,
     ) -> None:
         self._mcp = mcp
+        # The process variables the operator exposes to tenants' own blueprints: these, or
+        # read from the environment at each decision (like the variables themselves).
+        self._tenant_env = tenant_env
         # Re-execution turns this off: there, code that raises is a finding to report.
         self._end_runs_on_failure = end_runs_on_failure
         self._store = store
@@ -169,12 +174,20 @@ class ThreadDriver:
 
     async def resolve(self, state: ThreadState) -> Resolved:
         dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
-        merged = {**self._system.blueprints, **dynamic}
-        blueprint = (
-            state.inline_blueprint
-            or merged.get(state.agent_type)
-            or BlueprintSpec(name=state.agent_type)
+        static = self._system.blueprints
+        merged = {**static, **dynamic}
+        inline = state.inline_blueprint
+        blueprint = inline or merged.get(state.agent_type) or BlueprintSpec(name=state.agent_type)
+        # Where the runtime found it says whose it is: one saved in the agency's log, or one
+        # a subagent entry defined inline (carried by the child's `thread.created`, whoever
+        # wrote the entry), is a tenant's, and reads only the process variables exposed to
+        # that tenant.
+        operators = (
+            inline is None and state.agent_type in static and state.agent_type not in dynamic
         )
+        exposed = self._tenant_env or TenantEnvSettings.current()
+        visible = None if operators else exposed.exposed(state.tenant_id)
+        blueprint = with_visible_env(blueprint, visible)
         servers = self._system.mcp_servers_for(blueprint)
         mcp_tools = await self._mcp.tools(servers) if servers and self._mcp is not None else {}
         return Resolved(blueprint, self._system.middleware_for(blueprint), merged, mcp_tools)

@@ -1,9 +1,11 @@
 """Scoped variables of a subagent spawn (`immediate.scopedEnv` of its entry).
 
 A child of an entry naming `scopedEnv` needs each of those variables in its scope. Each
-value comes from the runtime's environment (read at the decision, like `optional` flags:
-set them alike on every runtime worker) or, failing that, from the values provided for
-this thread through `POST /threads/{t}/variables/{r}`. The values travel to the child
+value comes from the variables the blueprint may read (`agent_env`: its `env`, holding the
+runtime's environment for the operator's blueprints and only the variables exposed by
+`AGENCY_TENANT_ENV` for a tenant's, read at the decision like `optional` flags: set them
+alike on every runtime worker) or, failing that, from the values provided for this thread
+through `POST /threads/{t}/variables/{r}`. The values travel to the child
 sealed (`services/common/sealing.py`) in `subagent.requested` and its `thread.created`,
 out of every model's sight: they are neither arguments of the call nor part of any
 message. A variable unset or empty in both places is missing: the call is answered with a
@@ -15,7 +17,6 @@ request spawn the child as the call asked (`services/subagents/variables.py`).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -94,10 +95,10 @@ def env_required(
 
 
 def scoped_values(
-    state: ThreadState, names: tuple[str, ...], env: Mapping[str, str] | None = None
+    state: ThreadState, names: tuple[str, ...], env: Mapping[str, str]
 ) -> tuple[dict[str, str], tuple[str, ...]]:
-    """The values found for `names`, and the names found nowhere, in order."""
-    env = os.environ if env is None else env
+    """The values found for `names` in `env` (`agent_env`) or the thread's provided
+    values, and the names found nowhere, in order."""
     provided: dict[str, str] | None = None  # opened only when the environment lacks one
     values: dict[str, str] = {}
     missing: list[str] = []

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import structlog
 from nats.aio.msg import Msg
+from nats.js.errors import NotFoundError
 
 from contracts.commands import (
     ApproveToolCalls,
@@ -31,7 +32,7 @@ from contracts.commands import (
 )
 from contracts.events import AnyEvent, RequestAccepted
 from contracts.ids import new_id
-from contracts.subjects import events_of_type_filter, tenant_of
+from contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import RUNTIME_TRIGGERS
@@ -42,6 +43,7 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from infra.tasks import cancel_and_wait
 from services.agents.system import AgentSystem
 from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
+from services.common.tenant_env import TenantEnvSettings
 from services.llm.provider import Provider
 from services.runtime import commands, fairness, watchdog
 from services.runtime.cache import BlueprintCache, ThreadCache
@@ -156,6 +158,7 @@ class RuntimeService:
         for attempt in range(CONFLICT_ATTEMPTS):
             state = await self._threads.load(tenant, thread_id, from_leader=from_leader)
             if not state.exists:
+                await self._refuse_if_elsewhere(tenant, thread_id)
                 # The create command may not be applied yet: retried with backoff, then
                 # dead-lettered as exhausted.
                 raise UnknownThread(tenant, thread_id)
@@ -366,6 +369,19 @@ class RuntimeService:
             run_id=env.run_id,
         )
 
+    async def _refuse_if_elsewhere(self, tenant: str, thread_id: str) -> None:
+        """A command naming a thread another tenant created is refused at once (its create
+        cannot be in flight for this tenant: thread ids are unique), never retried."""
+        subject = f"tenant.*.evt.thread.{thread_id}.thread_created"
+        try:
+            found = await self._bus.js.get_msg(EVENTS_STREAM, seq=1, subject=subject, next=True)
+        except NotFoundError:
+            return
+        if found.subject and tenant_of(found.subject) != tenant:
+            raise CommandRejected(
+                "unknown_thread", f"thread {thread_id} is not a thread of tenant {tenant}"
+            )
+
     async def _on_trigger(self, event: RecordedEvent) -> None:
         """Any trigger means: drive its thread until it waits again; but for a tool result
         the runtime wrote itself, the drive that appended it went on from there."""
@@ -406,9 +422,11 @@ async def run_runtime(
     # Here, not at the top: the MCP SDK takes a second to import, which the CLI never needs.
     from services.mcpclient import McpCatalog, McpSessions
 
+    TenantEnvSettings.current()  # a malformed AGENCY_TENANT_ENV stops the start, named
     async with (
         Bus(nats_url, name="agency-runtime") as bus,
-        McpSessions() as mcp_sessions,  # for listing MCP servers' tools; calls run in tools
+        # For listing MCP servers' tools (calls run in tools), never reaching our own ports.
+        McpSessions(own_urls=(nats_url, database_url)) as mcp_sessions,
     ):
         settings = LeaseSettings(
             ttl=lease_ttl or float(os.environ.get("AGENCY_LEASE_TTL", "10")),

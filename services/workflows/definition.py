@@ -41,6 +41,7 @@ import yaml
 from contracts.events import BlueprintSpec, WorkflowLimits
 from contracts.events.registry import BlueprintConfig
 from contracts.ids import is_valid_token
+from services.common.egress import refusal
 from services.workflows.scheduler import cron_problem
 
 _VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_-]+)\s*\}\}")
@@ -60,8 +61,39 @@ _TOP_FIELDS = frozenset({"name", "agents", "kickoff", "triggers", "limits", "des
 MAX_MEMBERS = 32
 
 
+# Bounds on what a definition's YAML may make: nesting (its parser recurses per level) and
+# values once aliases are expanded (`*a` repeated is exponential in the text's size).
+MAX_DEPTH = 64
+MAX_VALUES = 100_000
+
+
 class DefinitionError(ValueError):
     """A definition that cannot be run, with what is wrong and where."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """`yaml.safe_load`, refusing a document nested deeper than `MAX_DEPTH`."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise DefinitionError(
+                    f"the definition is YAML nested deeper than {MAX_DEPTH} levels"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _load(text: str) -> Any:
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +130,8 @@ def prompt_files(text: str) -> list[str]:
     """The `system_prompt_file` paths a definition names, as written, in order; [] when the
     text is not a definition (the server reports what is wrong with it)."""
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError:
+        document = _load(text)
+    except (yaml.YAMLError, DefinitionError):
         return []
     agents = document.get("agents") if isinstance(document, dict) else None
     if not isinstance(agents, dict):
@@ -123,20 +155,28 @@ def interpolate(value: str, scopes: Mapping[str, Mapping[str, str]], where: str)
     return _VARIABLE.sub(replace, value)
 
 
-def _walk(value: Any, scopes: Mapping[str, Mapping[str, str]], where: str) -> Any:
+def _walk(
+    value: Any, scopes: Mapping[str, Mapping[str, str]], where: str, budget: list[int]
+) -> Any:
+    """The value interpolated, as a tree (aliases copied), at most `MAX_VALUES` values."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise DefinitionError(
+            f"the definition holds more than {MAX_VALUES} values once its aliases are expanded"
+        )
     if isinstance(value, str):
         return interpolate(value, scopes, where)
     if isinstance(value, list):
-        return [_walk(v, scopes, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_walk(v, scopes, f"{where}[{i}]", budget) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _walk(v, scopes, f"{where}.{k}") for k, v in value.items()}
+        return {k: _walk(v, scopes, f"{where}.{k}", budget) for k, v in value.items()}
     return value
 
 
 def load(text: str) -> dict[str, Any]:
     """The YAML text as its mapping."""
     try:
-        document = yaml.safe_load(text)
+        document = _load(text)
     except yaml.YAMLError as e:
         raise DefinitionError(f"the definition is not valid YAML: {e}") from e
     if not isinstance(document, dict):
@@ -187,7 +227,7 @@ def build(
         "workflow": {"name": name, "tag": tag},
     }
     agents_raw = document.get("agents")
-    document = _walk(document, scopes, "definition")
+    document = _walk(document, scopes, "definition", [MAX_VALUES])
     agents = _agents(document.get("agents"), _PromptFiles(agents_raw, dict(files or {}), scopes))
     kickoff = document.get("kickoff") or ""
     if not isinstance(kickoff, str):
@@ -283,6 +323,14 @@ def _inline(name: str, spec: dict[str, Any], where: str) -> BlueprintSpec:
         typed = msgspec.convert(config, BlueprintConfig)
     except msgspec.ValidationError as e:
         raise DefinitionError(f"{where}.config: {e}") from e
+    for blueprint in BlueprintSpec(name=name, config=typed).with_inline():
+        # An address no connection for a tenant may reach (`services/common/egress.py`),
+        # in the member's config or a subagent blueprint it defines inline.
+        inner = where if blueprint.name == name else f"{where} (subagent {blueprint.name})"
+        for i, server in enumerate(blueprint.config.mcp_servers):
+            problem = refusal(server.url) if server.url else None
+            if problem is not None:
+                raise DefinitionError(f"{inner}.config.mcp_servers[{i}].url: {problem}")
     for key in ("model", "system_prompt", "description"):
         if not isinstance(spec.get(key, ""), str):
             raise DefinitionError(f"{where}.{key} must be a string")

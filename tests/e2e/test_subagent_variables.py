@@ -56,6 +56,7 @@ async def test_missing_scoped_variables_are_asked_for_then_provided_and_the_chil
     suffix = new_id()
     present, absent = f"AGENCY_TEST_REGION_{suffix}", f"AGENCY_TEST_TOKEN_{suffix}"
     monkeypatch.setenv(present, "eu-west")
+    monkeypatch.setenv("AGENCY_TENANT_ENV", present)  # the operator exposes it to tenants
     secret = "tok-" + new_id()
     child, parent = f"vchild{suffix[-8:]}".lower(), f"vparent{suffix[-8:]}".lower()
     await save(client, {"name": child, "prompt": f"{child} prompt", "tags": ["default"]})

@@ -38,13 +38,14 @@ from projections.setup import prepare_read_models
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.faults.apps:system"
-SERVICES = ("registry", "runtime", "tools", "subagents", "projector", "api")
+SERVICES = ("registry", "runtime", "tools", "subagents", "projector", "gateway", "api")
 DEFAULT_WORKERS: Mapping[str, int] = {
     "registry": 1,
     "runtime": 2,
     "tools": 2,
     "subagents": 1,
     "projector": 1,
+    "gateway": 1,
     "api": 1,
 }
 
@@ -142,10 +143,17 @@ class Harness:
 
     @property
     def nats_url(self) -> str:
+        """The admin's URL; each service connects as its own user (`agency serve`)."""
         if self.cluster is not None:
-            return self.cluster.url
+            return self.cluster.admin_url
         assert self.nats is not None
-        return self.nats.url
+        return self.nats.admin_url
+
+    @property
+    def nats_auth_dir(self) -> str:
+        auth = self.cluster.auth if self.cluster is not None else self.nats and self.nats.auth
+        assert auth is not None
+        return str(auth.directory)
 
     @property
     def targets(self) -> list[str]:
@@ -184,12 +192,12 @@ class Harness:
         replicas = 1
         if self.cluster_size:
             self.cluster = NatsCluster(
-                self.root / "nats", size=self.cluster_size, sync_interval="default"
+                self.root / "nats", size=self.cluster_size, sync_interval="default", auth=True
             )
             await self.cluster.start()
             replicas = min(3, self.cluster_size)
         else:
-            self.nats = NatsServer(self.root / "nats", sync_interval="default")
+            self.nats = NatsServer(self.root / "nats", sync_interval="default", auth=True)
             await self.nats.start()
         self.postgres = PostgresServer(self.root / "pg", fsync=False)
         await self.postgres.start()
@@ -209,7 +217,12 @@ class Harness:
             await pool.close()
         write_endpoints(
             self.root,
-            Endpoints(pid=os.getpid(), nats_url=self.nats_url, database_url=self.database_url),
+            Endpoints(
+                pid=os.getpid(),
+                nats_url=self.nats_url,
+                database_url=self.database_url,
+                nats_auth_dir=self.nats_auth_dir,
+            ),
         )
         env = self._env(replicas)
         for name in SERVICES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -163,3 +163,12 @@ async def refusal(session: ClientSession, tool: str, **arguments: Any) -> str:
     (text,) = result.content
     assert isinstance(text, types.TextContent)
     return text.text
+
+
+@pytest.fixture(scope="package", autouse=True)
+def allow_loopback() -> Iterator[None]:
+    """The operator's allowance for the test's MCP servers, on loopback: connections made
+    for a tenant reach no private address otherwise (`services/common/egress.py`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+        yield

@@ -51,6 +51,7 @@ async def test_a_branch_whose_flag_is_off_is_neither_offered_nor_spawned(
     agents: Agents, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     flag = "AGENCY_TEST_BRANCH_" + new_id()
+    monkeypatch.setenv("AGENCY_TENANT_ENV", flag)  # a saved blueprint reads it only so
     if value:
         monkeypatch.setenv(flag, value)
     key = "off-" + new_id()
@@ -75,6 +76,7 @@ async def test_a_branch_whose_flag_is_on_is_offered_and_spawned(
     agents: Agents, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     flag = "AGENCY_TEST_BRANCH_" + new_id()
+    monkeypatch.setenv("AGENCY_TENANT_ENV", flag)  # a saved blueprint reads it only so
     monkeypatch.setenv(flag, value)
     key = "on-" + new_id()
     agents.llm.script(key, [
@@ -114,6 +116,7 @@ async def test_the_blueprints_env_is_the_default_the_runtimes_environment_overri
     agents: Agents, monkeypatch: pytest.MonkeyPatch, process: str | None, offered: bool
 ) -> None:
     flag = "AGENCY_TEST_BRANCH_" + new_id()
+    monkeypatch.setenv("AGENCY_TENANT_ENV", flag)  # a saved blueprint reads it only so
     if process is not None:
         monkeypatch.setenv(flag, process)
     key = "default-" + new_id()

@@ -193,6 +193,8 @@ async def test_scoped_env_reaches_the_child_but_no_model_and_hints_name_it(
     monkeypatch.setenv(name_var, "scout-one")
     monkeypatch.setenv(task_var, "map the territory")
     monkeypatch.setenv(secret_var, secret)
+    # A saved blueprint reads the runtime's variables the operator exposes to tenants.
+    monkeypatch.setenv("AGENCY_TENANT_ENV", f"{name_var},{task_var},{secret_var}")
     child = await agent(agents, unique("scoped"), tags=("default", "scope-probe"))
     immediate = ImmediateConfig(
         name_env=name_var, description_env=task_var, scoped_env=(secret_var,)

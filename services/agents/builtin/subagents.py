@@ -11,15 +11,16 @@ with the child's reference, and the child's result arrives later as a queued mes
 Resumable types are created with `subagent_create` (a named, persistent child), addressed
 again with `subagent_message` and shut down with `subagent_terminate`;
 while children exist, the parent's model sees them listed in a system message. An entry
-with `"optional": "SOME_FLAG"` is a branch that exists only while the runtime's environment
-variable `SOME_FLAG` is `true`, `1` or `yes`. `"init_user_message_property": "brief"` and
-`"init_attachments_property": "inputs"` make a call of that type read its task from `brief`
-and the files to copy from `inputs` (instead of `description` / `message`, `attachments`).
+with `"optional": "SOME_FLAG"` is a branch that exists only while the variable `SOME_FLAG`
+is `true`, `1` or `yes` (`agent_env`: the blueprint's `env`, which the runtime fills with
+the process's values the blueprint may read, `services/common/tenant_env.py`).
+`"init_user_message_property": "brief"` and `"init_attachments_property": "inputs"` make
+a call of that type read its task from `brief` and the files to copy from `inputs`
+(instead of `description` / `message`, `attachments`).
 """
 
 from __future__ import annotations
 
-import os
 from collections import ChainMap
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
@@ -127,9 +128,12 @@ ENABLED = frozenset({"true", "1", "yes"})
 
 def agent_env(blueprint: BlueprintSpec, env: Mapping[str, str] | None = None) -> Mapping[str, str]:
     """The variables an agent's decisions read (`optional` flags, `nameEnv`,
-    `descriptionEnv`, `scopedEnv`): the runtime's environment (`env`, the process's by
-    default), then the blueprint's `env` for the names it does not set."""
-    env = os.environ if env is None else env
+    `descriptionEnv`, `scopedEnv`): `env` when given, then the blueprint's `env` for the
+    names it does not set. Never the process's environment: the runtime resolves a
+    blueprint with the process's values it may read already in its `env`
+    (`services/common/tenant_env.py`), so a tenant's blueprint reads only its own."""
+    if env is None:
+        return blueprint.env
     if not blueprint.env:
         return env
     # Read only: ChainMap writes to its first map only on assignment, which nothing does.
@@ -141,10 +145,9 @@ def branch_enabled(flag: str | None, env: Mapping[str, str]) -> bool:
     return flag is None or env.get(flag, "").strip().lower() in ENABLED
 
 
-def disabled_types(config: BlueprintConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The listed subagent types whose `optional` flag is off in `env` (the process's), each
+def disabled_types(config: BlueprintConfig, env: Mapping[str, str]) -> dict[str, str]:
+    """The listed subagent types whose `optional` flag is off in `env` (`agent_env`), each
     with the name of its flag."""
-    env = os.environ if env is None else env
     return {
         entry.name: entry.optional
         for entry in (config.subagents.subagents if config.subagents else ())
@@ -154,11 +157,9 @@ def disabled_types(config: BlueprintConfig, env: Mapping[str, str] | None = None
     }
 
 
-def subagent_types(
-    config: BlueprintConfig, env: Mapping[str, str] | None = None
-) -> dict[str, SubagentType]:
+def subagent_types(config: BlueprintConfig, env: Mapping[str, str]) -> dict[str, SubagentType]:
     """The subagent types this agent may use now: an `optional` branch whose flag is off in
-    `env` (the process's environment by default) is left out."""
+    `env` (`agent_env`) is left out."""
     off = disabled_types(config, env)
     types: dict[str, SubagentType] = {}
     for entry in config.subagents.subagents if config.subagents else ():

@@ -6,11 +6,14 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 from litestar import MediaType, Router, get
+from litestar.file_system import BaseLocalFileSystem
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Response
 from litestar.static_files import create_static_files_router
+from litestar.types import FileInfo, PathType
 
 from contracts.codec import EVENT_TYPES
 from services.api.auth import PUBLIC_OPT
@@ -31,9 +34,23 @@ async def console_page() -> Response[str]:
     return Response(page(), media_type=MediaType.HTML, headers={"Cache-Control": "no-cache"})
 
 
+class ConsoleFiles(BaseLocalFileSystem):
+    """The console's own files and nothing else: any other name is not found (404), also
+    one the operating system cannot look up (too long, say), which would fail otherwise."""
+
+    def __init__(self, root: Path) -> None:
+        self._files = frozenset(str(p) for p in root.rglob("*") if p.is_file())
+
+    async def info(self, path: PathType, **kwargs: Any) -> FileInfo:
+        if str(path) not in self._files:
+            raise FileNotFoundError(path)
+        return await super().info(path, **kwargs)
+
+
 console_files = create_static_files_router(
     path="/console",
     directories=[STATIC],
+    file_system=ConsoleFiles(STATIC),
     opt={PUBLIC_OPT: True},
     include_in_schema=False,
     name="console",

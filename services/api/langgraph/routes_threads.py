@@ -19,6 +19,7 @@ from services.api.auth import Caller, Deps, tenant_of
 from services.api.deps import ApiDeps
 from services.api.langgraph.graphstate import CHECKPOINT_EVENTS, GraphView
 from services.api.langgraph.scope import (
+    AGENCY_HEADER,
     AssistantIdPath,
     CheckpointIdPath,
     ThreadIdPath,
@@ -163,7 +164,9 @@ async def create_thread(
             raise ClientException(status_code=409, detail=f"thread {thread_id} already exists")
     elif not metadata:
         # No assistant named and nothing to keep: the thread is bound by its first run.
-        pending = deferred_view(tenant, deferred_thread_id())
+        if request.headers.get(AGENCY_HEADER):
+            await agency_for(deps, tenant, request)  # an agency named must be the tenant's
+        pending = deferred_view(tenant, deferred_thread_id(tenant))
         assert pending is not None
         return thread_out(pending)
     else:

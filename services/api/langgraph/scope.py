@@ -8,6 +8,8 @@ A thread names its own agency, so thread and run routes need no rule.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -32,8 +34,12 @@ from services.api.readback import read_your_write
 
 AGENCY_HEADER = "x-agency-id"
 # Threads created without an assistant get an id with this prefix and exist in the log from
-# their first run, which binds them to its assistant.
+# their first run, which binds them to its assistant. Until then nothing is stored: the id
+# itself says whose it is (`lgt_<ulid>_<binding>`, the binding a digest of tenant and
+# ulid), so another tenant's such id is not found. A tenant can make up ids bound to
+# itself only, which name nothing of anyone else's.
 DEFERRED_PREFIX = "lgt_"
+_BINDING_CHARS = 16
 AssistantIdPath = Annotated[str, PathParameter(name="assistant_id")]
 ThreadIdPath = Annotated[str, PathParameter(name="thread_id")]
 RunIdPath = Annotated[str, PathParameter(name="run_id")]
@@ -67,16 +73,25 @@ def thread_id_of(value: str) -> str:
         raise ValidationException(str(e)) from e
 
 
-def deferred_thread_id() -> str:
-    return DEFERRED_PREFIX + new_id()
+def _binding(tenant: str, ulid: str) -> str:
+    return hashlib.sha256(f"{tenant}:{ulid}".encode()).hexdigest()[:_BINDING_CHARS]
+
+
+def deferred_thread_id(tenant: str) -> str:
+    ulid = new_id()
+    return f"{DEFERRED_PREFIX}{ulid}_{_binding(tenant, ulid)}"
 
 
 def deferred_view(tenant: str, thread_id: str) -> GraphView | None:
-    """A thread created without an assistant, before its first run: idle and empty."""
-    if not thread_id.startswith(DEFERRED_PREFIX):
+    """A thread of this tenant created without an assistant, before its first run: idle
+    and empty. None for any other id (another tenant's is not this tenant's)."""
+    ulid, sep, binding = thread_id.removeprefix(DEFERRED_PREFIX).partition("_")
+    if not thread_id.startswith(DEFERRED_PREFIX) or not sep:
+        return None
+    if not hmac.compare_digest(binding, _binding(tenant, ulid)):
         return None
     try:
-        since = ULID.from_str(thread_id.removeprefix(DEFERRED_PREFIX)).datetime
+        since = ULID.from_str(ulid).datetime
     except ValueError:
         return None
     view = GraphView(tenant_id=tenant, thread_id=thread_id)

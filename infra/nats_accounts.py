@@ -1,0 +1,195 @@
+"""The broker's accounts: what the services' account exports to each tenant's account.
+
+A tenant's user lives in an account of its own (`tenant_<t>`); the streams, the services
+and the admin live in `AGENCY`. An account sees only its own subjects and what it imports,
+so the wall between tenants is the server's, not a list of subjects to deny. Each tenant's
+account imports from `AGENCY`, and `AGENCY` exports to that one account only:
+
+- stream `tenant.<t>.evt.>`: its events, live;
+- stream `_INBOX_<t>.>`: what its consumers push to its inbox prefix;
+- service `tenant.<t>.cmd.>`, answered by the gateway at `gw.<t>.cmd.>`;
+- service `agency.api.CONSUMER.CREATE.AGENCY_EVENTS.>`, the gateway at `gw.<t>.consumer.>`;
+- service `agency.api.DIRECT.GET.AGENCY_EVENTS.tenant.<t>.evt.>`, JetStream's direct get
+  of the same subjects (`$JS.API.DIRECT.GET.…`).
+
+A tenant's JetStream client uses the API prefix `agency.api` (nats-py:
+`nc.jetstream(prefix="agency.api")`); `$JS.API.>` in its own account is answered by the
+server with "JetStream not enabled for account".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from contracts.ids import validate_token
+from contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM
+from infra.jetstream.leases import LEASES_BUCKET
+
+SERVICES_ACCOUNT = "AGENCY"
+JS_API_PREFIX = "agency.api"
+GATEWAY_ROLE = "gateway"
+# Everything every tenant's account sends to the gateway: `gw.<tenant>.<kind>.<rest>`.
+GATEWAY_SUBJECTS = "gw.*.>"
+
+# Reading: stream and consumer information, single messages, consumers and their acks.
+_READ_API = [
+    "$JS.API.INFO",
+    "$JS.API.STREAM.INFO.*",
+    "$JS.API.STREAM.NAMES",
+    "$JS.API.STREAM.MSG.GET.*",
+    "$JS.API.DIRECT.GET.>",
+    "$JS.API.CONSUMER.>",
+    "$JS.ACK.>",
+    "$JS.FC.>",
+]
+_WRITE = ["tenant.*.evt.>", "tenant.*.cmd.>", "dlq.>"]
+
+
+class Permission(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+class Permissions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    publish: Permission
+    subscribe: Permission
+    # May answer the requests it receives (the gateway, for every tenant's account).
+    allow_responses: bool = False
+
+
+def inbox_prefix(tenant: str) -> str:
+    return f"_INBOX_{validate_token('tenant id', tenant)}"
+
+
+def tenant_account(tenant: str) -> str:
+    return f"tenant_{validate_token('tenant id', tenant)}"
+
+
+def gateway_subject(tenant: str, kind: str) -> str:
+    """What the gateway receives from a tenant's account: `gw.<t>.<kind>.>`."""
+    return f"gw.{validate_token('tenant id', tenant)}.{kind}.>"
+
+
+def service_permissions(role: str) -> Permissions:
+    """A service's user in `AGENCY`: only the subjects and API calls its work needs."""
+    if role == "projector":
+        # Reads the log and writes PostgreSQL; what it cannot project is dead-lettered.
+        return Permissions(
+            publish=Permission(allow=(*_READ_API, "dlq.>")),
+            subscribe=Permission(allow=("_INBOX.>", "tenant.*.evt.>")),
+        )
+    if role == GATEWAY_ROLE:
+        # Stores tenants' commands, creates their consumers once checked, dead-letters
+        # what it refuses; hears nothing but what tenants' accounts send it.
+        stream = EVENTS_STREAM
+        return Permissions(
+            publish=Permission(
+                allow=(
+                    "tenant.*.cmd.>",
+                    "dlq.>",
+                    f"$JS.API.CONSUMER.CREATE.{stream}.>",
+                    f"$JS.API.CONSUMER.INFO.{stream}.*",
+                )
+            ),
+            subscribe=Permission(allow=(GATEWAY_SUBJECTS, "_INBOX.>")),
+            allow_responses=True,
+        )
+    allow = [*_WRITE, *_READ_API]
+    if role == "runtime":
+        allow += [f"$KV.{LEASES_BUCKET}.>", f"$JS.API.STREAM.CREATE.KV_{LEASES_BUCKET}"]
+    if role == "api":
+        allow.append(f"$JS.API.STREAM.MSG.DELETE.{DEAD_LETTER_STREAM}")
+    return Permissions(
+        publish=Permission(allow=tuple(allow)),
+        subscribe=Permission(allow=("_INBOX.>", "tenant.*.evt.>", f"$KV.{LEASES_BUCKET}.>")),
+    )
+
+
+def tenant_permissions(tenant: str) -> Permissions:
+    """A tenant's user inside its own account: what its imports give, nothing more. The
+    account is the wall; these turn a mistake into a permissions violation the client is
+    told of, instead of a request no one answers."""
+    t = validate_token("tenant id", tenant)
+    return Permissions(
+        publish=Permission(
+            allow=(
+                f"tenant.{t}.cmd.>",
+                f"{JS_API_PREFIX}.CONSUMER.CREATE.{EVENTS_STREAM}.>",
+                f"{JS_API_PREFIX}.DIRECT.GET.{EVENTS_STREAM}.tenant.{t}.evt.>",
+            )
+        ),
+        subscribe=Permission(allow=(f"tenant.{t}.evt.>", f"{inbox_prefix(t)}.>")),
+    )
+
+
+def tenant_exports(tenant: str) -> list[dict[str, Any]]:
+    """What `AGENCY` exports to one tenant's account, and to no other."""
+    t = validate_token("tenant id", tenant)
+    to = [tenant_account(t)]
+    return [
+        {"stream": f"tenant.{t}.evt.>", "accounts": to},
+        {"stream": f"{inbox_prefix(t)}.>", "accounts": to},
+        {"service": f"gw.{t}.>", "accounts": to},
+        {"service": f"$JS.API.DIRECT.GET.{EVENTS_STREAM}.tenant.{t}.evt.>", "accounts": to},
+    ]
+
+
+def tenant_imports(tenant: str) -> list[dict[str, Any]]:
+    """What a tenant's account imports from `AGENCY`, under the subjects its client uses."""
+    t = validate_token("tenant id", tenant)
+    source = SERVICES_ACCOUNT
+    direct = f"DIRECT.GET.{EVENTS_STREAM}.tenant.{t}.evt.>"
+    return [
+        {"stream": {"account": source, "subject": f"tenant.{t}.evt.>"}},
+        {"stream": {"account": source, "subject": f"{inbox_prefix(t)}.>"}},
+        {
+            "service": {"account": source, "subject": gateway_subject(t, "cmd")},
+            "to": f"tenant.{t}.cmd.>",
+        },
+        {
+            "service": {"account": source, "subject": gateway_subject(t, "consumer")},
+            "to": f"{JS_API_PREFIX}.CONSUMER.CREATE.{EVENTS_STREAM}.>",
+        },
+        {
+            "service": {"account": source, "subject": f"$JS.API.{direct}"},
+            "to": f"{JS_API_PREFIX}.{direct}",
+        },
+    ]
+
+
+class AccountUser(msgspec.Struct, frozen=True, kw_only=True):
+    """A user as the server configuration names it."""
+
+    user: str
+    password: str
+    permissions: Permissions | None = None
+
+
+def render(services: Iterable[AccountUser], tenants: dict[str, AccountUser]) -> str:
+    """`accounts { … }` for nats-server: `AGENCY` with the services, one account a tenant."""
+    exports: list[dict[str, Any]] = []
+    accounts: dict[str, Any] = {}
+    for tenant, user in sorted(tenants.items()):
+        exports += tenant_exports(tenant)
+        accounts[tenant_account(tenant)] = {
+            "users": [_user(user)],
+            "imports": tenant_imports(tenant),
+        }
+    agency: dict[str, Any] = {
+        "jetstream": "enabled",
+        "users": [_user(u) for u in services],
+        "exports": exports,
+    }
+    # JSON is valid nats-server configuration syntax and quotes every value safely.
+    return "accounts " + json.dumps({SERVICES_ACCOUNT: agency, **accounts}, indent=1) + "\n"
+
+
+def _user(user: AccountUser) -> dict[str, Any]:
+    entry: dict[str, Any] = {"user": user.user, "password": user.password}
+    if user.permissions is not None:
+        entry["permissions"] = msgspec.to_builtins(user.permissions)
+    return entry

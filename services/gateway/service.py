@@ -1,0 +1,164 @@
+"""The gateway: the one way a tenant's account writes to `AGENCY` or shapes a consumer.
+
+It answers what tenants' accounts send on `gw.<tenant>.<kind>.<rest>` (the broker puts the
+tenant in the subject from the account the request came from; a tenant cannot choose it):
+
+- `cmd`: a command for `tenant.<t>.cmd.<rest>`, stored in the commands stream with its
+  `Nats-Msg-Id` in the tenant's own namespace (`<t>:` put in front unless it is there),
+  so no tenant can take another's duplicate id; of its headers only the id and
+  non-`Nats-` headers pass (no rollup, TTL, batch or expectation headers on a stream it
+  shares). The stream's acknowledgement is the answer.
+- `consumer`: `$JS.API.CONSUMER.CREATE` for the events stream, checked field by field
+  (`services/gateway/consumers.py`) and refused where the name is another's.
+
+Each tenant has a bound on its requests in flight, so one tenant's flood is answered with
+an error at once rather than queued in front of the others. It never raises: whatever
+fails is answered as a JetStream API error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import Counter
+from typing import Any
+
+import msgspec
+import structlog
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+
+from contracts.subjects import EVENTS_STREAM
+from infra.jetstream.connection import Bus
+from infra.nats_accounts import GATEWAY_SUBJECTS
+from services.gateway.consumers import Refused, checked_create, owner
+
+log = structlog.get_logger(__name__)
+
+QUEUE = "gateway"
+MAX_REQUEST_BYTES = 1 << 20
+_FORWARD_TIMEOUT = 10.0
+_CREATE_RESPONSE = "io.nats.jetstream.api.v1.consumer_create_response"
+_PUB_RESPONSE = "io.nats.jetstream.api.v1.pub_ack_response"
+
+
+class Gateway:
+    """Answers tenants' accounts; `max_in_flight_per_tenant` bounds each tenant's share."""
+
+    def __init__(self, bus: Bus, *, max_in_flight_per_tenant: int = 64) -> None:
+        self._bus = bus
+        self._limit = max_in_flight_per_tenant
+        self._in_flight: Counter[str] = Counter()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
+        sub = await self._bus.nc.subscribe(GATEWAY_SUBJECTS, queue=QUEUE, cb=self._on_msg)
+        log.info("gateway running", subjects=GATEWAY_SUBJECTS)
+        try:
+            await stop.wait()
+        finally:
+            with contextlib.suppress(NatsError):
+                await sub.unsubscribe()
+            if self._tasks:
+                await asyncio.wait(self._tasks, timeout=drain_timeout)
+
+    async def _on_msg(self, msg: Msg) -> None:
+        tokens = msg.subject.split(".", 3)
+        if len(tokens) < 4:
+            return
+        tenant, kind = tokens[1], tokens[2]
+        if self._in_flight[tenant] >= self._limit:
+            await _answer(msg, _error(kind, 429, "too many requests in flight; retry later"))
+            return
+        self._in_flight[tenant] += 1
+        task = asyncio.create_task(self._handle(msg, tenant, kind, tokens[3]))
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._done(t, tenant))
+
+    def _done(self, task: asyncio.Task[None], tenant: str) -> None:
+        self._tasks.discard(task)
+        self._in_flight[tenant] -= 1
+        if self._in_flight[tenant] <= 0:
+            del self._in_flight[tenant]
+
+    async def _handle(self, msg: Msg, tenant: str, kind: str, rest: str) -> None:
+        try:
+            if len(msg.data) > MAX_REQUEST_BYTES:
+                raise Refused(f"request larger than {MAX_REQUEST_BYTES} bytes", code=413)
+            if kind == "cmd":
+                answer = await self._command(msg, tenant, rest)
+            elif kind == "consumer":
+                answer = await self._create_consumer(msg, tenant, rest)
+            else:
+                raise Refused(f"unknown gateway request {kind!r}", code=404)
+        except Refused as e:
+            log.info("gateway refused", tenant=tenant, kind=kind, reason=e.description)
+            answer = _error(kind, e.code, e.description)
+        except (NatsError, TimeoutError) as e:
+            log.warning("gateway could not forward", tenant=tenant, kind=kind, error=str(e))
+            answer = _error(kind, 503, "the broker did not answer in time; retry")
+        except Exception:
+            log.exception("gateway request failed", tenant=tenant, kind=kind)
+            answer = _error(kind, 500, "the gateway could not handle the request")
+        await _answer(msg, answer)
+
+    async def _command(self, msg: Msg, tenant: str, rest: str) -> bytes:
+        headers = {
+            k: v for k, v in (msg.headers or {}).items() if not k.lower().startswith("nats-")
+        }
+        msg_id = (msg.headers or {}).get("Nats-Msg-Id")
+        if msg_id:
+            own = f"{tenant}:"
+            headers["Nats-Msg-Id"] = msg_id if msg_id.startswith(own) else own + msg_id
+        subject = f"tenant.{tenant}.cmd.{rest}"
+        reply = await self._bus.nc.request(
+            subject, msg.data, timeout=_FORWARD_TIMEOUT, headers=headers or None
+        )
+        return reply.data
+
+    async def _create_consumer(self, msg: Msg, tenant: str, rest: str) -> bytes:
+        name = rest.split(".", 1)[0]
+        request = checked_create(tenant, name, msg.data)
+        info = await self._info(name)
+        if info is not None and owner(info) != tenant:
+            raise Refused(f"consumer name {name!r} is in use; choose another")
+        action = "create" if info is None else "update"
+        body = msgspec.json.encode(msgspec.structs.replace(request, action=action))
+        reply = await self._bus.nc.request(
+            f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}.{rest}", body, timeout=_FORWARD_TIMEOUT
+        )
+        return reply.data
+
+    async def _info(self, name: str) -> dict[str, Any] | None:
+        reply = await self._bus.nc.request(
+            f"$JS.API.CONSUMER.INFO.{EVENTS_STREAM}.{name}", b"", timeout=_FORWARD_TIMEOUT
+        )
+        info: dict[str, Any] = json.loads(reply.data)
+        error = info.get("error")
+        if error is None:
+            return info
+        if error.get("code") == 404:
+            return None
+        raise Refused(str(error.get("description", "consumer info failed")), code=503)
+
+
+def _error(kind: str, code: int, description: str) -> bytes:
+    kind_type = _CREATE_RESPONSE if kind == "consumer" else _PUB_RESPONSE
+    return json.dumps(
+        {"type": kind_type, "error": {"code": code, "err_code": 0, "description": description}}
+    ).encode()
+
+
+async def _answer(msg: Msg, data: bytes) -> None:
+    if not msg.reply:
+        return
+    try:
+        await msg.respond(data)
+    except NatsError as e:
+        log.warning("gateway could not answer", subject=msg.subject, error=str(e))
+
+
+async def run_gateway(nats_url: str, stop: asyncio.Event) -> None:
+    async with Bus(nats_url, name="agency-gateway") as bus:
+        await Gateway(bus).run(stop)
