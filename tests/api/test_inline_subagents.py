@@ -108,6 +108,9 @@ async def test_the_seeds_inline_blueprints_are_saved_stored_and_read_back(
                      id="unknown-field"),
         pytest.param({**SECURITY_AGENT, "config": {"mcpServers": [{"name": "m", "command": ["sh"]}]}},
                      "field 'config.subagents.subagents[0].config.mcpServers[0]'", id="stdio-mcp"),
+        pytest.param({**SECURITY_AGENT, "config": {"mcpServers": [{"name": "m", "url": "http://127.0.0.1:4222/mcp"}]}},
+                     "field 'config.subagents.subagents[0]': field 'config.mcpServers[0].url'",
+                     id="egress"),
         pytest.param({**SECURITY_AGENT, "config": {"subagents": {"subagents": [{"name": "x", "tags": [1]}]}}},
                      "field 'config.subagents.subagents[0].config.subagents.subagents[0].tags[0]'",
                      id="nested-inline"),
@@ -138,6 +141,27 @@ async def test_an_inline_blueprint_naming_an_operators_mcp_server_is_refused_on_
     async def dead_lettered() -> None:
         letters = await dead_letters_for(bus, tenant_a.id)
         assert len(letters) == 1 and "stdio servers" in letters[0][1], letters
+
+    await assert_eventually(dead_lettered, timeout=10)
+    events = await bus.store.read(tenant_a.id, "agency", agency_id)
+    assert [e.type for e in events] == ["agency.created"]
+
+
+async def test_an_inline_blueprints_mcp_server_on_a_private_address_is_refused_on_the_bus(
+    client: httpx.AsyncClient, tenant_a: Tenant, bus: Bus
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    private = McpServer(name="meta", url="http://169.254.169.254/mcp")
+    inline = SubagentEntry(name="probe", prompt="p", config=BlueprintConfig(mcp_servers=(private,)))
+    outer = BlueprintSpec(
+        name="outer", config=BlueprintConfig(subagents=SubagentsConfig(subagents=(inline,)))
+    )
+    await bus.commands.send(tenant_a.id, SaveBlueprint(agency_id=agency_id, blueprint=outer))
+
+    async def dead_lettered() -> None:
+        letters = await dead_letters_for(bus, tenant_a.id)
+        assert len(letters) == 1 and "blueprint 'probe'" in letters[0][1], letters
+        assert "is refused" in letters[0][1]
 
     await assert_eventually(dead_lettered, timeout=10)
     events = await bus.store.read(tenant_a.id, "agency", agency_id)
