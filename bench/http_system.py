@@ -247,7 +247,7 @@ class Api:
     async def events(
         self, agency: str, thread: str, from_seq: int = 0
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        """The thread's SSE stream, open: its events (the unnamed frames) as dicts."""
+        """The thread's SSE stream, open: its events (one unnamed frame each) as dicts."""
         path = f"/agency/{agency}/agent/{thread}/stream"
         timeout = httpx.Timeout(REQUEST_TIMEOUT, read=None)
         async with aconnect_sse(

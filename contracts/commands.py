@@ -99,6 +99,8 @@ class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thre
     request: dict[str, str] = {}
     # The child's scoped variables, sealed (`SubagentRequested.sealed_env`).
     sealed_env: str = ""
+    # The child's inline blueprint (`SubagentRequested.blueprint`).
+    blueprint: BlueprintSpec | None = None
 
 
 class ForkThread(Command, frozen=True, kw_only=True, tag="registry.fork_thread"):

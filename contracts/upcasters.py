@@ -11,7 +11,12 @@ from typing import Any
 
 import msgspec
 
-from contracts.events.registry import BlueprintConfig, BlueprintSpec, SubagentEntry
+from contracts.events.registry import (
+    INLINE_BLUEPRINT_FIELDS,
+    BlueprintConfig,
+    BlueprintSpec,
+    SubagentEntry,
+)
 
 _spec_decoder = msgspec.json.Decoder(BlueprintSpec)
 
@@ -72,6 +77,9 @@ def _subagents_v1(section: Any) -> Any:
             continue
         renamed = {("max_instances" if k == "maxInstances" else k): v for k, v in entry.items()}
         try:
+            if INLINE_BLUEPRINT_FIELDS & renamed.keys():
+                # Version 1 had no inline blueprints: such fields were unknown options.
+                raise msgspec.ValidationError("inline blueprint fields in a version 1 entry")
             msgspec.convert(renamed, SubagentEntry)
         except msgspec.ValidationError:
             if isinstance(entry.get("name"), str) and entry["name"]:

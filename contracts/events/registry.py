@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -130,7 +130,14 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
 
     `parent_communication` (resumable children only): `implicit` queues the child's results
     to the parent; `explicit` does not, the child reports with `notify_parent` and
-    `set_status` when it chooses, and is never waited for (it is not blocking)."""
+    `set_status` when it chooses, and is never waited for (it is not blocking).
+
+    An entry is either a reference to a blueprint by `name` (the agency's, else the
+    system's) or a whole blueprint inline (the seed's `SubagentsConfig`): any field of a
+    `BlueprintSpec` besides `name` and the two `init_*` properties (`description`,
+    `prompt`, `tags`, `model`, `config`, ...) makes it one, and its children run that
+    blueprint, carried in their `thread.created`, whatever the agency saves under the name.
+    """
 
     name: Annotated[str, msgspec.Meta(min_length=1)]
     blocking: bool | None = None
@@ -154,6 +161,57 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
         return self.immediate.scoped_env if isinstance(self.immediate, ImmediateConfig) else ()
 
     parent_communication: Literal["implicit", "explicit"] = "implicit"
+    # An inline blueprint's fields (`BlueprintSpec`'s, with the same defaults).
+    description: str = ""
+    prompt: str = ""
+    model: str = ""
+    tags: tuple[str, ...] = ()
+    config: BlueprintConfig | None = None
+    type: AgentKind = "ai_human"
+    side_a: SideConfig | None = None
+    side_b: SideConfig | None = None
+    max_session_turns: int | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
+    title: str = ""
+    icon: str = ""
+    env: dict[str, str] = {}
+    hooks: tuple[str, ...] = ()
+    package_name: str = ""
+    version: str = ""
+    author: str = ""
+    license: str = ""
+
+    @property
+    def inline(self) -> bool:
+        """Whether the entry defines its blueprint (any blueprint field set) rather than
+        naming one."""
+        return any(
+            getattr(self, field) != default for field, default in INLINE_BLUEPRINT_DEFAULTS.items()
+        )
+
+    def blueprint(self) -> BlueprintSpec | None:
+        """The inline blueprint, or None for a reference by name."""
+        if not self.inline:
+            return None
+        return BlueprintSpec(
+            name=self.name,
+            init_user_message_property=self.init_user_message_property,
+            init_attachments_property=self.init_attachments_property,
+            config=self.config or BlueprintConfig(),
+            **{f: getattr(self, f) for f in INLINE_BLUEPRINT_DEFAULTS if f != "config"},
+        )
+
+    # The rule `__post_init__` checks, in JSON Schema (for documents that describe entries).
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"properties": {"parent_communication": {"const": "implicit"}}},
+            {
+                "properties": {"resumable": {"const": True}, "blocking": {"enum": [False, None]}},
+                "required": ["resumable"],
+            },
+        ]
+    }
 
     def __post_init__(self) -> None:
         if self.parent_communication == "explicit" and not self.resumable:
@@ -169,6 +227,39 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
 
 class SubagentsConfig(Config, frozen=True, kw_only=True):
     subagents: tuple[str | SubagentEntry, ...] = ()
+
+    def inline_blueprints(self) -> dict[str, BlueprintSpec]:
+        """The blueprints its entries define inline, by name."""
+        found: dict[str, BlueprintSpec] = {}
+        for entry in self.subagents:
+            if isinstance(entry, SubagentEntry) and (spec := entry.blueprint()) is not None:
+                found[entry.name] = spec
+        return found
+
+
+# The blueprint fields an inline entry may set, with the defaults that mean "not set".
+INLINE_BLUEPRINT_DEFAULTS: dict[str, Any] = {
+    "description": "",
+    "prompt": "",
+    "model": "",
+    "tags": (),
+    "config": None,
+    "type": "ai_human",
+    "side_a": None,
+    "side_b": None,
+    "max_session_turns": None,
+    "expose_as_tool": False,
+    "tool_description": "",
+    "title": "",
+    "icon": "",
+    "env": {},
+    "hooks": (),
+    "package_name": "",
+    "version": "",
+    "author": "",
+    "license": "",
+}
+INLINE_BLUEPRINT_FIELDS = frozenset(INLINE_BLUEPRINT_DEFAULTS)
 
 
 McpServerName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9-]{1,32}$")]
@@ -196,6 +287,28 @@ class McpServer(Config, frozen=True, kw_only=True):
     env: dict[str, str] = {}
     tools: tuple[str, ...] = ()
     timeout: Seconds = DEFAULT_MCP_TIMEOUT
+
+    # The rules `__post_init__` checks, in JSON Schema (for documents that describe servers).
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {
+                "required": ["url"],
+                "properties": {
+                    "url": {"pattern": "^https?://"},
+                    "command": {"maxItems": 0},
+                    "env": {"maxProperties": 0},
+                },
+            },
+            {
+                "required": ["command"],
+                "properties": {
+                    "command": {"minItems": 1},
+                    "url": {"maxLength": 0},
+                    "headers": {"maxProperties": 0},
+                },
+            },
+        ]
+    }
 
     def __post_init__(self) -> None:
         if bool(self.url) == bool(self.command):
@@ -284,6 +397,17 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     license: str = ""
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
+
+    def with_inline(self) -> list[BlueprintSpec]:
+        """The blueprint and every subagent blueprint defined inline in it, at any depth."""
+        found: list[BlueprintSpec] = []
+        pending = [self]
+        while pending:
+            current = pending.pop()
+            found.append(current)
+            if current.config.subagents is not None:
+                pending.extend(current.config.subagents.inline_blueprints().values())
+        return found
 
 
 class BlueprintSaved(Event, frozen=True, kw_only=True, tag="blueprint.saved"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from contracts.events.base import Event
+from contracts.events.registry import BlueprintSpec
 
 ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
 # How a child's results reach its parent: `implicit` queues its completion and failure to
@@ -38,6 +39,9 @@ class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requeste
     entry_description: str | None = None
     spawn_group_id: str | None = None
     parent_communication: ParentCommunication = "implicit"
+    # The child's blueprint when the subagent entry defines it inline (else it is the
+    # agency's or the system's blueprint named `subagent_type`).
+    blueprint: BlueprintSpec | None = None
 
 
 class SubagentMessaged(Event, frozen=True, kw_only=True, tag="subagent.messaged"):
@@ -108,6 +112,7 @@ class SubagentEnvRequired(Event, frozen=True, kw_only=True, tag="subagent.env_re
     timeout_ms: int | None = None
     attachments: tuple[str, ...] = ()
     sealed_present: str = ""
+    blueprint: BlueprintSpec | None = None
 
 
 class SubagentVariablesProvided(

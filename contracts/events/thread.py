@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from contracts.events.base import ChatMessage, Event, ParentRef, Todo
+from contracts.events.registry import BlueprintSpec
 
 # What an invoke does while another run of the thread is active: `queue` joins it before
 # its next model step (or starts a run of its own when it ends without one), `after` waits
@@ -19,6 +20,9 @@ class ThreadCreated(Event, frozen=True, kw_only=True, tag="thread.created"):
     request: dict[str, str] = {}
     # A subagent's scoped variables, sealed: runtime-only data, never shown to a model.
     sealed_env: str = ""
+    # The blueprint of a subagent its parent's entry defines inline: the thread runs it
+    # while its agent type is that blueprint's name (a handoff elsewhere leaves it).
+    blueprint: BlueprintSpec | None = None
 
 
 class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):

@@ -9,7 +9,7 @@ shapes differ only in their wire names.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -80,9 +80,14 @@ class ImmediateBody(Camel, frozen=True, kw_only=True):
 
 
 class SubagentEntryBody(Camel, frozen=True, kw_only=True):
-    """`optional` names an environment variable of the runtime: the branch exists only
-    while it is `true`, `1` or `yes`. `immediate` (true, or the object form) spawns the
-    child as soon as the agent's prompt becomes active, before its first model step.
+    """A subagent this agent may spawn: a blueprint named by `name` (the agency's, else the
+    system's), or, with any blueprint field besides `name` (`description`, `prompt`,
+    `tags`, `model`, `config`, ...), a whole blueprint inline, each field checked as a
+    saved blueprint's; its children run it. The name is the children's agent type (1 to
+    200 characters, as for a reference: unlike a saved blueprint's it is in no path).
+    `optional` names an environment variable of the runtime: the branch exists only while
+    it is `true`, `1` or `yes`. `immediate` (true, or the object form) spawns the child as
+    soon as the agent's prompt becomes active, before its first model step.
     `initUserMessageProperty` names the call's argument that becomes the child's first user
     message, `initAttachmentsProperty` the one naming the files copied to it."""
 
@@ -95,6 +100,38 @@ class SubagentEntryBody(Camel, frozen=True, kw_only=True):
     init_attachments_property: PropertyName | None = None
     immediate: bool | ImmediateBody = False
     parent_communication: Literal["implicit", "explicit"] = "implicit"
+    # An inline blueprint: `SaveBlueprintBody`'s fields, with its checks.
+    description: str = ""
+    prompt: str = ""
+    model: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    tags: list[str] = []
+    config: ConfigBody | None = None
+    type: AgentKind = "ai_human"
+    side_a: SideBody | None = None
+    side_b: SideBody | None = None
+    max_session_turns: Positive | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
+    title: Label = ""
+    icon: Icon = ""
+    env: Env = {}
+    hooks: Annotated[list[HookId], msgspec.Meta(max_length=100)] = []
+    package_name: PackageName = ""
+    version: SemVer = ""
+    author: Label = ""
+    license: Label = ""
+
+    # The document states the rule `__post_init__` checks: `explicit` needs `resumable`
+    # and a `blocking` that is not true.
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"properties": {"parentCommunication": {"const": "implicit"}}},
+            {
+                "properties": {"resumable": {"const": True}, "blocking": {"enum": [False, None]}},
+                "required": ["resumable"],
+            },
+        ]
+    }
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -103,6 +140,14 @@ class SubagentEntryBody(Camel, frozen=True, kw_only=True):
                 f"subagent {self.name!r}: parentCommunication `explicit` needs `resumable` "
                 "and cannot be `blocking`"
             )
+        # An inline blueprint's MCP servers pass the egress wall as a saved blueprint's do.
+        for i, server in enumerate(self.config.mcp_servers if self.config else ()):
+            problem = refusal(server.url)
+            if problem is not None:
+                raise ValueError(
+                    f"field 'config.mcpServers[{i}].url': {server.url[:200]!r} is refused: "
+                    f"{problem}"
+                )
 
 
 class SubagentsBody(Camel, frozen=True, kw_only=True):

@@ -26,6 +26,7 @@ from litestar.openapi.spec import (
     Operation,
     Parameter,
     Reference,
+    RequestBody,
     Schema,
     SecurityScheme,
 )
@@ -34,6 +35,7 @@ from litestar.openapi.spec.enums import OpenAPIType
 from contracts.codec import EVENT_TYPES
 from contracts.ids import MAX_TOKEN_LENGTH
 from services.api.auth import PUBLIC_OPT
+from services.api.openapi_bodies import NUL_FREE_PATH, body_components
 from services.api.routes_console import THREAD_STATUSES
 from services.api.routes_queries import MAX_EVENTS_PAGE, MAX_SEQ
 
@@ -302,10 +304,25 @@ def _body_type(annotation: Any) -> Any:
     )
 
 
+def _optional_body(operation: Operation) -> None:
+    """A body the handler takes as `X | None = None` may be left out: not required."""
+    body = operation.request_body
+    if not isinstance(body, RequestBody):
+        return
+    for media in (body.content or {}).values():
+        schema = media.schema
+        alternatives = schema.one_of if isinstance(schema, Schema) else None
+        if alternatives and any(
+            isinstance(a, Schema) and a.type == OpenAPIType.NULL for a in alternatives
+        ):
+            body.required = False
+
+
 def tell_the_truth(app: Litestar, handlers: Iterable[object]) -> None:
     """State in the built document the constraints the handlers enforce themselves."""
     openapi = app.plugins.get(OpenAPIPlugin).provide_openapi()
     for operation in _operations(openapi):
+        _optional_body(operation)
         for parameter in operation.parameters or []:
             if not isinstance(parameter, Parameter):
                 continue
@@ -314,10 +331,21 @@ def tell_the_truth(app: Litestar, handlers: Iterable[object]) -> None:
                 parameter.schema = schema
     _link_created(openapi)
     structs = _body_structs(handlers)
-    components = (openapi.components.schemas or {}) if openapi.components else {}
+    if openapi.components is None:
+        openapi.components = Components()
+    components = openapi.components.schemas = dict(openapi.components.schemas or {})
+    names = {
+        name: key
+        for key in components
+        for name in structs
+        if key == name or key.endswith("_" + name)
+    }
+    components.update(body_components([info.cls for info in structs.values()], names))
     for key, schema in components.items():
+        if not isinstance(schema, Schema):
+            continue
         exactly_one(schema, structs, key)
         files = (schema.properties or {}).get("files")
         if key.endswith("InvokeBody") and isinstance(files, Schema):
             # A file path must hold more than blanks (contracts.limits.path_problem).
-            files.property_names = Schema(type=OpenAPIType.STRING, pattern=r"\S")
+            files.property_names = Schema(type=OpenAPIType.STRING, pattern=NUL_FREE_PATH)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import msgspec
 from litestar import Response, post
-from litestar.exceptions import ValidationException
+from litestar.exceptions import NotFoundException
 from litestar.params import JSONBody
 
 from contracts.commands import ForkThread
@@ -83,7 +83,9 @@ async def fork(
             agent_type=data.agent_type, known_agent_types=known, fork_id=fork_id,
         )  # fmt: skip
     except ForkError as e:
-        raise ValidationException(str(e)) from e
+        # A well-formed request naming what the thread or the agency does not have (an
+        # event `atSeq`, a blueprint `agentType`): not found, as for a thread's creation.
+        raise NotFoundException(str(e)) from e
     command = ForkThread(
         agency_id=agency_id, thread_id=thread_id, at_seq=data.at_seq,
         fork_thread_id=fork_id, agent_type=data.agent_type,

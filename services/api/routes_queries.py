@@ -219,13 +219,18 @@ async def agent_state(
         if view is None:
             raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
         blueprint = await resolve_blueprint(conn, deps, tenant, agency_id, view.state.agent_type)
+    folded = None
+    if view.state.parent is not None:
+        # A subagent may run a blueprint its parent's entry defined inline (`thread.created`).
+        folded = await deps.threads.load(tenant, thread_id)
+        blueprint = folded.inline_blueprint or blueprint
     metas = tool_metas(deps, blueprint)
     middleware = deps.system.middleware_for(blueprint) if blueprint is not None else []
     if blueprint is None or not any(has_state(m) or m.registrable_tools() for m in middleware):
         state = msgspec.structs.replace(view.state, tools=metas)
         return Response(content=msgspec.structs.replace(view, state=state))
     # Middleware parts and registered tools are folds of the thread's log, read from it.
-    folded = await deps.threads.load(tenant, thread_id)
+    folded = folded or await deps.threads.load(tenant, thread_id)
     listed = {m.name for m in metas}
     metas += [
         queries.ToolMeta(

@@ -35,6 +35,7 @@ from services.api.deps import ApiDeps
 from services.api.openapi import ID_PATTERN, error_response
 from services.api.routes_commands import Body, Out
 from services.api.streaming import closing_event
+from services.api.workflow_body import InlineMembers, as_document
 from services.api.workflow_ops import (
     AGENT_REF,
     adhoc_workflow,
@@ -57,7 +58,7 @@ class RunBody(Body, frozen=True, kw_only=True):
     workflow: Annotated[str, msgspec.Meta(pattern=AGENT_REF)] | None = None
     tag: Annotated[str, msgspec.Meta(max_length=MAX_TOKEN_LENGTH, pattern=r"^[A-Za-z0-9_-]*$")] = ""
     # Members defined inline, as in a workflow definition's `agents` (docs/workflows.md).
-    agents: dict[str, Any] | None = None
+    agents: InlineMembers | None = None
     agency: Annotated[str, msgspec.Meta(pattern=ID_PATTERN)] | None = None
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 300.0
 
@@ -128,10 +129,9 @@ async def _target(
     if data.workflow:
         ref = data.workflow + (f":{data.tag}" if data.tag else "")
         return await find_workflow(deps, tenant, agency, ref), ()
+    assert data.agents is not None
     try:
-        inline = definitions.parse(
-            msgspec.json.encode({"agents": data.agents}).decode(), default_name="run"
-        )
+        inline = definitions.build(as_document(data.agents), default_name="run")
     except definitions.DefinitionError as e:
         raise definition_error(e) from e
     agents = {a.name: a.inline for a in inline.agents if a.inline is not None}

@@ -7,7 +7,7 @@ lookup); every agency has `global`.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from litestar import Response, get, post
@@ -31,6 +31,7 @@ from services.api.auth import (
 from services.api.model_check import model_problem
 from services.api.readback import read_your_write
 from services.api.routes_commands import Accepted, Body, Out
+from services.api.workflow_body import WorkflowDocument, as_document
 from services.api.workflow_ops import (
     WORKFLOW_REF,
     create_workflow,
@@ -42,7 +43,7 @@ from services.api.workflow_ops import (
 )
 from services.workflows import definition as definitions
 from services.workflows.members import GLOBAL, parse_target
-from services.workflows.scheduler import cron_problem
+from services.workflows.scheduler import CRON_PATTERN, cron_problem
 
 WorkflowRef = Annotated[
     str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")
@@ -56,7 +57,9 @@ PromptText = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
 
 
 class CreateWorkflowBody(Body, frozen=True, kw_only=True):
-    definition: Annotated[str, msgspec.Meta(min_length=1, max_length=256 * 1024)]
+    # YAML text (`docs/workflows.md`) or the same as an object; the document gives the
+    # object, whose schema says which definitions are valid.
+    definition: Annotated[str, msgspec.Meta(min_length=1, max_length=256 * 1024)] | WorkflowDocument
     name: Name | None = None
     tag: Tag = ""
     inputs: dict[str, str] = msgspec.field(default_factory=dict)
@@ -65,6 +68,22 @@ class CreateWorkflowBody(Body, frozen=True, kw_only=True):
     files: Annotated[
         dict[PromptPath, PromptText], msgspec.Meta(max_length=definitions.MAX_MEMBERS)
     ] = msgspec.field(default_factory=dict)
+
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "properties": {
+            "definition": {
+                "$ref": "#/components/schemas/WorkflowDocument",
+                "description": "The definition (`WorkflowDocument`); the same as YAML text "
+                "is also taken (docs/workflows.md), with `system_prompt_file`s sent in "
+                "`files`.",
+            }
+        },
+        # The workflow's name: the body's, or the definition's.
+        "anyOf": [
+            {"required": ["name"], "properties": {"name": {"type": "string"}}},
+            {"properties": {"definition": {"required": ["name"]}}},
+        ],
+    }
 
 
 class WorkflowCreatedOut(Out, frozen=True, kw_only=True):
@@ -92,12 +111,19 @@ class StopBody(Body, frozen=True, kw_only=True):
     reason: str = ""
 
 
+# A channel's positions are PostgreSQL `integer`s: a larger `afterSeq` is a 400, not a 500.
+MAX_CHANNEL_SEQ = 2**31 - 1
+
+
 class ScheduleBody(Body, frozen=True, kw_only=True):
     """A cron trigger (UTC) of a workflow (`workflow`: id or name:tag) or of an agent of the
     agency (`agent`, run in `@global`)."""
 
     name: Name
-    cron: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    # Checked by `cron_problem` (a clearer message than the pattern's), stated in the document.
+    cron: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=200, extra_json_schema={"pattern": CRON_PATTERN})
+    ]
     message: Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
     workflow: Annotated[str, msgspec.Meta(pattern=WORKFLOW_REF)] | None = None
     agent: Name | None = None
@@ -116,7 +142,7 @@ class ScheduleOut(Out, frozen=True, kw_only=True):
 @post(
     "/agency/{agencyId:str}/workflows",
     status_code=201,
-    summary="Create (or extend) a workflow from a YAML definition",
+    summary="Create (or extend) a workflow from a definition (YAML text or its object)",
     description="Answers 201 once its members exist, 202 when that takes longer.",
 )
 async def create(
@@ -125,8 +151,13 @@ async def create(
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
     try:
-        parsed = definitions.parse(
-            data.definition, default_name=data.name or "", tag=data.tag,
+        document = (
+            definitions.load(data.definition)
+            if isinstance(data.definition, str)
+            else as_document(data.definition)
+        )
+        parsed = definitions.build(
+            document, default_name=data.name or "", tag=data.tag,
             inputs=data.inputs, env=data.env, files=data.files,
         )  # fmt: skip
     except definitions.DefinitionError as e:
@@ -177,7 +208,7 @@ async def channel(
     workflow: WorkflowRef,
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0)] = 0,
+    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> q.ChannelPage:
     tenant = tenant_of(principal)
@@ -198,7 +229,7 @@ async def inbox(
     member: Annotated[str, PathParameter(name="member", description="A member's name.")],
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0)] = 0,
+    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
 ) -> q.ChannelPage:
     tenant = tenant_of(principal)

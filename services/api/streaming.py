@@ -166,13 +166,13 @@ FormatParam = Annotated[
     summary="Stream the thread's events (Server-Sent Events)",
     description=(
         "Stored events from `fromSeq` (0 or absent: from the start; the `Last-Event-ID` "
-        "header, the last seq received, wins), then live ones. Every event is sent as two "
-        "frames in one write, both with `id: <seq>` and the same `data` (an EventView, its "
-        "`type` inside; the stored envelope with `format=envelope`): first one named "
-        "`event: <type>` for per-type listeners (`addEventListener('tool.output', …)`), then "
-        "one without a name for `EventSource.onmessage`. Listen to one kind only. A "
-        "`: keep-alive` comment is sent every 15 s. Browsers' EventSource cannot send "
-        "headers, so this route also accepts the API key as `?access_token=`."
+        "header, the last seq received, wins), then live ones. Every event is sent as one "
+        "frame, `id: <seq>` and `data` (an EventView, its `type` inside; the stored envelope "
+        "with `format=envelope`), without a name, for `EventSource.onmessage`; with "
+        "`named=true` the frame is named instead (`event: <type>`), for per-type listeners "
+        "(`addEventListener('tool.output', …)`). A `: keep-alive` comment is sent every "
+        "15 s. Browsers' EventSource cannot send headers, so this route also accepts the API "
+        "key as `?access_token=`."
     ),
     media_type="text/event-stream",
 )
@@ -201,6 +201,15 @@ async def stream(
         ),
     ] = None,
     event_format: FormatParam = "view",
+    named: Annotated[
+        bool,
+        QueryParameter(
+            name="named",
+            required=False,
+            description="`true`: each frame carries `event: <type>` (for per-type listeners; "
+            "`EventSource.onmessage` then gets nothing). Default `false`: unnamed frames.",
+        ),
+    ] = False,
 ) -> Stream:
     after = _after_seq(from_seq, last_event_id)
     tenant = tenant_of(principal)
@@ -209,7 +218,7 @@ async def stream(
     backlog = await feed.backfill()
     # The response does not close its iterator when the client goes away; this does.
     return Stream(
-        _sse(feed, backlog, event_format),
+        _sse(feed, backlog, event_format, named=named),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         background=BackgroundTask(feed.aclose),
@@ -220,16 +229,16 @@ _KEEPALIVE_FRAME = b": keep-alive\n\n"
 
 
 async def _sse(
-    feed: ThreadFeed, backlog: list[RecordedEvent], event_format: EventFormat
+    feed: ThreadFeed, backlog: list[RecordedEvent], event_format: EventFormat, *, named: bool
 ) -> AsyncIterator[bytes]:
     try:
         for event in backlog:
-            yield sse_frames(event, event_format)
+            yield sse_frame(event, event_format, named=named)
         async for batch in feed.live():
             if not batch:
                 yield _KEEPALIVE_FRAME
             for event in batch:
-                yield sse_frames(event, event_format)
+                yield sse_frame(event, event_format, named=named)
     except (NatsError, StoreError, TimeoutError) as e:
         # The response has started: end the stream; the client resumes with Last-Event-ID.
         log.warning("event stream ended by a NATS error", error=str(e))
@@ -244,11 +253,11 @@ def event_json(event: RecordedEvent, event_format: EventFormat) -> bytes:
     return encode_view(event.envelope, event.stream_seq)
 
 
-def sse_frames(event: RecordedEvent, event_format: EventFormat) -> bytes:
-    """A named frame for per-type listeners, then an unnamed one for `onmessage`."""
+def sse_frame(event: RecordedEvent, event_format: EventFormat, *, named: bool = False) -> bytes:
+    """The event's one frame: unnamed (for `onmessage`), or named by its type."""
     data = event_json(event, event_format)  # compact JSON: never a line break
-    head = b"id: %d\ndata: " % event.seq
-    return b"event: " + event.type.encode() + b"\n" + head + data + b"\n\n" + head + data + b"\n\n"
+    frame = b"id: %d\ndata: %s\n\n" % (event.seq, data)
+    return b"event: %s\n%s" % (event.type.encode(), frame) if named else frame
 
 
 @websocket("/agency/{agencyId:str}/agent/{threadId:str}/ws")

@@ -102,7 +102,8 @@ async def create_workflow(
             continue
         blueprint = known.get(entry.blueprint_name or "")
         if blueprint is None:
-            raise ValidationException(
+            # A well-formed definition naming a blueprint that is not there: not found.
+            raise NotFoundException(
                 f"agents.{entry.name}: no blueprint {entry.blueprint_name!r} in agency "
                 f"{agency_id}; it has {', '.join(sorted(known)) or 'none'}"
             )

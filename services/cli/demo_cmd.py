@@ -65,18 +65,15 @@ async def _sse(client: httpx.AsyncClient, path: str) -> AsyncIterator[dict[str, 
     async with client.stream("GET", path, timeout=httpx.Timeout(10.0, read=None)) as response:
         if response.status_code >= 400:
             raise DemoError(f"GET {path} answered {response.status_code}")
-        # Each event comes twice: named (for per-type listeners), then unnamed; keep the latter.
+        # One frame an event: `id:` and `data:` lines, then an empty line.
         data: list[str] = []
-        named = False
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 data.append(line[5:].strip())
-            elif line.startswith("event:"):
-                named = True
             elif not line:
-                if data and not named:
+                if data:
                     yield json.loads("\n".join(data))
-                data, named = [], False
+                data = []
 
 
 class Printer:

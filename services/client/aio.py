@@ -168,7 +168,7 @@ class AsyncAgencyClient:
                 await source.response.aread()
                 Call("GET", path, dict).decode(source.response.status_code, source.response.content)
             async for message in source.aiter_sse():
-                if message.event == "message":  # the unnamed frame; the named one repeats it
+                if message.event == "message":  # one unnamed frame an event
                     yield decode_event(message.data)
 
     async def follow(

@@ -166,7 +166,7 @@ class AgencyClient:
                 source.response.read()
                 Call("GET", path, dict).decode(source.response.status_code, source.response.content)
             for message in source.iter_sse():
-                if message.event == "message":  # the unnamed frame; the named one repeats it
+                if message.event == "message":  # one unnamed frame an event
                     yield decode_event(message.data)
 
     def follow(

@@ -146,12 +146,14 @@ def save_blueprint(
         )
     if has_nul(command.blueprint):
         raise CommandRejected("invalid_blueprint", "the blueprint contains a NUL character")
-    for server in command.blueprint.config.mcp_servers:
-        # A saved blueprint is a tenant's: it may not start processes on our hosts or read
-        # our services' environment (docs/mcp.md).
-        problem = server.operator_only()
-        if problem is not None:
-            raise CommandRejected("invalid_blueprint", problem)
+    for blueprint in command.blueprint.with_inline():
+        for server in blueprint.config.mcp_servers:
+            # A saved blueprint is a tenant's: it may not start processes on our hosts or
+            # read our services' environment (docs/mcp.md), nor may the subagent
+            # blueprints it defines inline.
+            problem = server.operator_only()
+            if problem is not None:
+                raise CommandRejected("invalid_blueprint", problem)
     revision = 1 + sum(
         1
         for e in history
@@ -175,5 +177,6 @@ def create_thread(
             parent=command.parent,
             request=command.request,
             sealed_env=command.sealed_env,
+            blueprint=command.blueprint,
         ),
     )

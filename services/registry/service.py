@@ -39,16 +39,17 @@ def _check_egress(save: SaveBlueprint) -> None:
     """A blueprint naming an MCP server no connection for a tenant may reach (an address
     or `localhost`, `services/common/egress.py`) is refused however it arrives: over HTTP,
     on the tenant's own NATS subjects, or from a workflow."""
-    for i, server in enumerate(save.blueprint.config.mcp_servers):
-        if not server.url:
-            continue  # a stdio server: only the operator's may be (`decisions.save_blueprint`)
-        problem = refusal(server.url)
-        if problem is not None:
-            raise CommandRejected(
-                "egress_refused",
-                f"blueprint {save.blueprint.name!r}: config.mcpServers[{i}].url "
-                f"{server.url[:200]!r} is refused: {problem}",
-            )
+    for blueprint in save.blueprint.with_inline():  # and the subagents it defines inline
+        for i, server in enumerate(blueprint.config.mcp_servers):
+            if not server.url:
+                continue  # a stdio server: only the operator's may be (`decisions`)
+            problem = refusal(server.url)
+            if problem is not None:
+                raise CommandRejected(
+                    "egress_refused",
+                    f"blueprint {blueprint.name!r}: config.mcpServers[{i}].url "
+                    f"{server.url[:200]!r} is refused: {problem}",
+                )
 
 
 class RegistryService:

@@ -313,6 +313,7 @@ def _plan(
         if parent is not None and new_parent is not None
         else None,
         request=request,
+        blueprint=created.blueprint,
     )
     copies = [
         _Copy(fresh, first.envelope.event_id, _relink_text(first.envelope.idempotency_key, ids))

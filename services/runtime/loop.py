@@ -176,10 +176,15 @@ class ThreadDriver:
         dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
         static = self._system.blueprints
         merged = {**static, **dynamic}
-        blueprint = merged.get(state.agent_type) or BlueprintSpec(name=state.agent_type)
-        # Where the runtime found it says whose it is: one saved in the agency's log is a
-        # tenant's, and reads only the process variables exposed to that tenant.
-        operators = state.agent_type in static and state.agent_type not in dynamic
+        inline = state.inline_blueprint
+        blueprint = inline or merged.get(state.agent_type) or BlueprintSpec(name=state.agent_type)
+        # Where the runtime found it says whose it is: one saved in the agency's log, or one
+        # a subagent entry defined inline (carried by the child's `thread.created`, whoever
+        # wrote the entry), is a tenant's, and reads only the process variables exposed to
+        # that tenant.
+        operators = (
+            inline is None and state.agent_type in static and state.agent_type not in dynamic
+        )
         exposed = self._tenant_env or TenantEnvSettings.current()
         visible = None if operators else exposed.exposed(state.tenant_id)
         blueprint = with_visible_env(blueprint, visible)

@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from contracts.events import AnyEvent, SubagentEnvRequired, ToolCall, ToolError
+from contracts.events import AnyEvent, BlueprintSpec, SubagentEnvRequired, ToolCall, ToolError
 from contracts.ids import derived_id
 from services.agents.builtin.subagents import CREATE_TOOL
 from services.common.sealing import seal
@@ -40,6 +40,7 @@ class EnvRequest:
     description: str
     name: str | None
     attachments: tuple[str, ...]
+    blueprint: BlueprintSpec | None = None
 
 
 def variables_request_id(tenant_id: str, thread_id: str, tool_call_id: str) -> str:
@@ -82,6 +83,7 @@ def env_required(
             timeout_ms=timeout_ms,
             attachments=request.attachments,
             sealed_present=seal(present),
+            blueprint=request.blueprint,
         ),
         ToolError(
             run_id=run.run_id,

@@ -154,7 +154,13 @@ def subagent_call(
     scoped, missing_env = scoped_values(state, chosen.scoped_env, env)
     if missing_env:
         held = EnvRequest(
-            kind, chosen.scoped_env, missing_env, text, name if creating else None, attachments
+            kind,
+            chosen.scoped_env,
+            missing_env,
+            text,
+            name if creating else None,
+            attachments,
+            chosen.blueprint,
         )
         return env_required(state, run, call, held, scoped, timeout)
     requested = SubagentRequested(
@@ -172,6 +178,7 @@ def subagent_call(
         entry_description=about.strip() or None if about else None,
         spawn_group_id=spawn_group_id(run),
         parent_communication=chosen.parent_communication,
+        blueprint=chosen.blueprint,
     )
     if chosen.blocking:
         return (requested,)

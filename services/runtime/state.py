@@ -15,6 +15,7 @@ from contracts.events import (
     AgentStarted,
     AgentStateSet,
     AnyEvent,
+    BlueprintSpec,
     BlueprintSwitched,
     ChatMessage,
     FileWritten,
@@ -96,6 +97,8 @@ class ThreadState:
     ever_started: bool = False
     # A subagent's scoped variables (`scopedEnv`), sealed as its `thread.created` holds them.
     sealed_env: str = ""
+    # The blueprint its parent's subagent entry defines inline (`thread.created`).
+    blueprint: BlueprintSpec | None = None
     # Sealed values provided for this thread's subagents, in order.
     provided_sealed: tuple[str, ...] = ()
     # Shut down by `terminate`: no run starts and no message joins any more.
@@ -105,6 +108,14 @@ class ThreadState:
     agent_state: Any = None
 
     # --- queries ------------------------------------------------------------------
+
+    @property
+    def inline_blueprint(self) -> BlueprintSpec | None:
+        """The inline blueprint the thread was created with, while it is the active agent
+        (a handoff to another agent type leaves it, a handoff back returns to it)."""
+        if self.blueprint is not None and self.blueprint.name == self.agent_type:
+            return self.blueprint
+        return None
 
     @property
     def active_run(self) -> RunView | None:
@@ -228,6 +239,7 @@ class ThreadState:
                 return _evolve(
                     self,
                     sealed_env=payload.sealed_env,
+                    blueprint=payload.blueprint,
                     exists=True,
                     agency_id=agency_id,
                     agent_type=agent_type,

@@ -162,7 +162,8 @@ class Coordinator:
             return
         dynamic = await self.blueprints.dynamic(tenant, agency)
         if (
-            request.subagent_type not in dynamic
+            request.blueprint is None
+            and request.subagent_type not in dynamic
             and request.subagent_type not in self._system.blueprints
         ):
             await self._complete(
@@ -185,6 +186,7 @@ class Coordinator:
                     communication=request.parent_communication,
                 ),
                 sealed_env=request.sealed_env,
+                blueprint=request.blueprint,
             ),
             idempotency_key=f"spawn:{child}",
         )
@@ -252,10 +254,12 @@ class Coordinator:
         """The link and the child's entry in the parent's registry: the call's values, the
         subagent entry's configuration, and the child blueprint's description as the title
         when the call gave none."""
-        dynamic = await self.blueprints.dynamic(tenant, agency)
-        blueprint = dynamic.get(request.subagent_type) or self._system.blueprints.get(
-            request.subagent_type
-        )
+        blueprint = request.blueprint
+        if blueprint is None:
+            dynamic = await self.blueprints.dynamic(tenant, agency)
+            blueprint = dynamic.get(request.subagent_type) or self._system.blueprints.get(
+                request.subagent_type
+            )
         name = request.name or request.subagent_type
         return SubagentSpawned(
             run_id=request.run_id,

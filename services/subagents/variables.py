@@ -73,5 +73,6 @@ def provide(history: Sequence[RecordedEvent], command: ProvideVariables) -> tupl
             attachments=request.attachments,
             sealed_env=seal(scoped),
             deferred=True,
+            blueprint=request.blueprint,
         ),
     )

@@ -173,6 +173,17 @@ def _walk(
     return value
 
 
+def load(text: str) -> dict[str, Any]:
+    """The YAML text as its mapping."""
+    try:
+        document = _load(text)
+    except yaml.YAMLError as e:
+        raise DefinitionError(f"the definition is not valid YAML: {e}") from e
+    if not isinstance(document, dict):
+        raise DefinitionError("the definition must be a YAML mapping with an `agents` key")
+    return document
+
+
 def parse(
     text: str,
     *,
@@ -182,12 +193,21 @@ def parse(
     env: Mapping[str, str] | None = None,
     files: Mapping[str, str] | None = None,
 ) -> Definition:
-    try:
-        document = _load(text)
-    except yaml.YAMLError as e:
-        raise DefinitionError(f"the definition is not valid YAML: {e}") from e
-    if not isinstance(document, dict):
-        raise DefinitionError("the definition must be a YAML mapping with an `agents` key")
+    return build(
+        load(text), default_name=default_name, tag=tag, inputs=inputs, env=env, files=files
+    )
+
+
+def build(
+    document: dict[str, Any],
+    *,
+    default_name: str = "",
+    tag: str = "",
+    inputs: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    files: Mapping[str, str] | None = None,
+) -> Definition:
+    """A definition from its mapping (the YAML's, or the API's typed object)."""
     unknown = sorted(set(document) - _TOP_FIELDS)
     if unknown:
         raise DefinitionError(
@@ -303,11 +323,14 @@ def _inline(name: str, spec: dict[str, Any], where: str) -> BlueprintSpec:
         typed = msgspec.convert(config, BlueprintConfig)
     except msgspec.ValidationError as e:
         raise DefinitionError(f"{where}.config: {e}") from e
-    for i, server in enumerate(typed.mcp_servers):
-        # An address no connection for a tenant may reach (`services/common/egress.py`).
-        problem = refusal(server.url) if server.url else None
-        if problem is not None:
-            raise DefinitionError(f"{where}.config.mcp_servers[{i}].url: {problem}")
+    for blueprint in BlueprintSpec(name=name, config=typed).with_inline():
+        # An address no connection for a tenant may reach (`services/common/egress.py`),
+        # in the member's config or a subagent blueprint it defines inline.
+        inner = where if blueprint.name == name else f"{where} (subagent {blueprint.name})"
+        for i, server in enumerate(blueprint.config.mcp_servers):
+            problem = refusal(server.url) if server.url else None
+            if problem is not None:
+                raise DefinitionError(f"{inner}.config.mcp_servers[{i}].url: {problem}")
     for key in ("model", "system_prompt", "description"):
         if not isinstance(spec.get(key, ""), str):
             raise DefinitionError(f"{where}.{key} must be a string")

@@ -1,119 +1,107 @@
-"""The OpenAPI document tells the truth: schemathesis, every check, against the real server.
+"""The OpenAPI document tells the truth: schemathesis, every check, every phase, against the
+system as a user starts it.
 
-schemathesis generates valid and invalid requests for every operation from
-`/schema/openapi.json` and checks each answer: no server error, every status code and body
-documented and matching its schema, invalid input refused, valid input accepted, `Allow` on
-405, auth enforced. It runs as its own process (its CLI), against the package's server with
-the default settings (the 1 MiB body limit) and the workflows service beside it, over every
-route: tenant routes with a tenant's key, admin routes with the admin secret
-(`schemathesis_hooks.py`). Two routes are not in the document: the WebSocket (OpenAPI
-cannot describe one; tests/api/test_streams.py holds it to its contract) and `/mcp`, which
-speaks MCP (tests/mcp).
+`agency up` runs in a process of its own (NATS, PostgreSQL, every service, the API and
+the offline fake model, in a temporary data directory); schemathesis's CLI then generates
+valid and invalid requests for every operation of `/schema/openapi.json` and checks each
+answer: no server error, every status code and body documented and matching its schema,
+invalid input refused, valid input accepted, `Allow` on 405, auth enforced. All its phases
+run (examples, coverage, fuzzing, stateful), with its default settings and three fixed
+choices: the seed (the run is the same each time), the number of examples (`MAX_EXAMPLES`,
+the same for every phase, to keep the run within a few minutes on two cores) and one
+worker (CPython 3.11's parser is not thread-safe: "AST constructor recursion depth
+mismatch" when two of hypothesis's threads parse source at once). The hooks only
+authenticate (`schemathesis_hooks.py`): every generated case is sent as it is. Two routes
+are not in the document: the WebSocket (OpenAPI cannot describe one;
+tests/api/test_streams.py holds it to its contract) and `/mcp`, which speaks MCP
+(tests/mcp).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
+import signal
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from infra.launch import NatsServer
-from infra.nats_auth import CredentialIssuer
-from services.api.deps import ApiSettings
-from services.workflows.service import WorkflowSettings, run_workflows
-from tests.api.conftest import Api, Tenant, create_thread, running_api
+from infra.endpoints import Endpoints, EndpointsNotFound, read_endpoints
+from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
-# Examples per operation and phase: with the coverage phase's own cases, ~3000 requests in
-# about two minutes of CPU (the bounds below allow for a runner shared with other jobs).
+ROOT = HERE.parent.parent
+BIN = Path(sys.executable).parent
 MAX_EXAMPLES = 10
+SEED = 1
 
 
 @pytest.mark.timeout(900)
-async def test_schemathesis_finds_no_failure(
-    api: Api,
-    nats_url: str,
-    nats_server: NatsServer | None,
-    client: httpx.AsyncClient,
-    tenant_a: Tenant,
-    tmp_path: Path,
-) -> None:
-    await create_thread(client, tenant_a)  # something for the list routes to return
-    settings = dataclasses.replace(api.settings, max_body_bytes=ApiSettings().max_body_bytes)
-    deps = dataclasses.replace(api.deps, settings=settings)
-    extra: list[str] = []
-    if nats_server is not None and nats_server.auth is not None:
-        # As `agency up` runs it: Agency manages the NATS server's users.
-        deps = dataclasses.replace(
-            deps, nats_credentials=CredentialIssuer(nats_server.auth, nats_server.url)
-        )
-    else:
-        # An external server's users are its operator's: the route answers 501, as
-        # tests/api/test_keys.py checks.
-        extra = ["--exclude-path", "/tenants/{tenantId}/nats-credentials"]
-    stop = asyncio.Event()
-    workflows = asyncio.create_task(
-        run_workflows(nats_url, api.database_url, stop, WorkflowSettings(schedules=False))
-    )
+async def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
+    data = tmp_path / "agency"
+    # The offline fake model, as on a machine without a model provider's key.
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    up = await asyncio.create_subprocess_exec(
+        str(BIN / "agency"), "up", "--data-dir", str(data), "--port", "0",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        env=environment, cwd=ROOT,
+    )  # fmt: skip
     try:
-        async with running_api(deps) as url:
-            text, code = await _schemathesis(url, api, tenant_a, tmp_path, extra)
+
+        async def ready() -> Endpoints:
+            assert up.returncode is None, f"agency up exited with {up.returncode}"
+            try:
+                endpoints = read_endpoints(data)
+            except EndpointsNotFound as e:
+                raise AssertionError(str(e)) from e
+            assert endpoints.api_url and endpoints.api_key and endpoints.admin_secret
+            return endpoints
+
+        endpoints = await assert_eventually(ready, timeout=90)
+        text, code = await _schemathesis(endpoints, tmp_path / "report", environment)
     finally:
-        stop.set()
-        await asyncio.wait_for(workflows, timeout=20)
+        if up.returncode is None:
+            up.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(up.wait(), timeout=60)
+            except TimeoutError:
+                up.kill()
+                await up.wait()
     assert code == 0, text
     assert "No issues found" in text or "passed" in text, text
 
 
 async def _schemathesis(
-    url: str, api: Api, tenant: Tenant, report: Path, extra: list[str]
+    endpoints: Endpoints, report: Path, environment: dict[str, str]
 ) -> tuple[str, int]:
-    assert api.settings.admin_secret
-    environment = {
-        **os.environ,
-        "PYTHONPATH": str(HERE.parent.parent),
-        "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks",
-        "AGENCY_TEST_URL": url,
-        "AGENCY_TEST_ADMIN_SECRET": api.settings.admin_secret,
-        "AGENCY_TEST_TENANT": tenant.id,
-        "AGENCY_TEST_KEY": tenant.key,
-    }
+    assert endpoints.api_url and endpoints.admin_secret and endpoints.api_key
     process = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("st")),
-        "--config-file",
-        str(HERE / "schemathesis.toml"),
+        str(BIN / "st"),
         "run",
-        f"{url}/schema/openapi.json",
-        "--checks",
-        "all",
-        "--max-examples",
-        str(MAX_EXAMPLES),
-        "--generation-database",
-        "none",
-        "--request-timeout",
-        "10",
-        # One worker: CPython 3.11's parser is not thread-safe ("AST constructor recursion
-        # depth mismatch" when two of hypothesis's threads parse source at once).
-        "--workers",
-        "1",
+        f"{endpoints.api_url}/schema/openapi.json",
+        "--checks", "all",
+        "--phases", "examples,coverage,fuzzing,stateful",
+        "--max-examples", str(MAX_EXAMPLES),
+        "--seed", str(SEED),
+        "--workers", "1",
         "--no-color",
-        "--max-failures",
-        "50",
-        "--report-dir",
-        str(report),
-        *extra,
+        "--report-dir", str(report),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        env=environment,
-        cwd=HERE.parent.parent,
-    )
+        env={
+            **environment,
+            "PYTHONPATH": str(ROOT),
+            "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks",
+            "AGENCY_TEST_URL": endpoints.api_url,
+            "AGENCY_TEST_ADMIN_SECRET": endpoints.admin_secret,
+            "AGENCY_TEST_TENANT": endpoints.tenant_id or "default",
+            "AGENCY_TEST_KEY": endpoints.api_key,
+        },
+        cwd=report.parent,
+    )  # fmt: skip
     try:
         async with asyncio.timeout(840):
             output, _ = await process.communicate()

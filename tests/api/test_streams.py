@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from httpx_sse import ServerSentEvent, aconnect_sse
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
@@ -76,22 +77,45 @@ async def test_sse_backfills_from_seq_then_streams_live(
         assert ids(await read_sse(lines, 2)) == [4, 5]
 
 
-async def test_sse_sends_each_event_named_then_unnamed_with_the_same_data(
+async def test_sse_sends_each_event_once_as_one_unnamed_frame(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    """Read as any SSE client reads it (httpx-sse): every id once, every frame a `message`."""
+    await append_messages(bus, thread_a, "one", "two")  # seq 2 and 3
+    url, auth = thread_a.path + "/stream", thread_a.tenant.auth
+    frames: list[ServerSentEvent] = []
+    async with aconnect_sse(client, "GET", url, headers=auth) as source:
+        async with asyncio.timeout(WAIT):
+            async for sse in source.aiter_sse():
+                frames.append(sse)
+                if sse.id == "3":
+                    await append_messages(bus, thread_a, "three")  # live: seq 4
+                if sse.id == "4":
+                    # A repeat of anything already sent would arrive before seq 5.
+                    await append_messages(bus, thread_a, "four")
+                if sse.id == "5":
+                    break
+    assert [f.id for f in frames] == ["1", "2", "3", "4", "5"]
+    assert {f.event for f in frames} == {"message"}
+    assert [json.loads(f.data)["seq"] for f in frames] == [1, 2, 3, 4, 5]
+
+
+async def test_sse_names_each_frame_by_its_type_on_request(
     client: httpx.AsyncClient, bus: Bus, thread_a: Thread
 ) -> None:
     await append_messages(bus, thread_a, "one")
+    await append_messages(bus, thread_a, "two")
     url, auth = thread_a.path + "/stream", thread_a.tenant.auth
-    async with client.stream("GET", url, params={"fromSeq": 0}, headers=auth) as r:
-        frames = await read_sse(r.aiter_lines(), 4, named=True)
-    # Per-type listeners get the named frame, EventSource.onmessage the unnamed one.
+    params: dict[str, str | int] = {"fromSeq": 0, "named": "true"}
+    async with client.stream("GET", url, params=params, headers=auth) as r:
+        frames = await read_sse(r.aiter_lines(), 3, named=True)
+    # Per-type listeners get the named frame; there is no second, unnamed copy.
     assert [(f.get("event"), int(f["id"])) for f in frames] == [
         ("thread.created", 1),
-        (None, 1),
         ("message.appended", 2),
-        (None, 2),
+        ("message.appended", 3),
     ]
-    assert frames[2]["data"] == frames[3]["data"]
-    assert json.loads(frames[3]["data"])["type"] == "message.appended"
+    assert json.loads(frames[2]["data"])["type"] == "message.appended"
 
 
 async def test_sse_and_ws_send_the_stored_envelope_on_request(

@@ -77,6 +77,9 @@ async def test_a_definition_runs_over_http_with_the_channel_streamed(client: Cli
 
     page = await assert_eventually(projected, timeout=15)
     assert [m["sender"] for m in page["messages"]] == ["user", "writer"]
+    # A position beyond what a channel can hold is refused, not a server error.
+    r = await client.http.get(f"{base}/channel", params={"afterSeq": 2**31})
+    assert r.status_code == 400, r.text
     r = await client.http.get(f"{base}/channel", params={"afterSeq": page["messages"][-1]["seq"]})
     assert [m["sender"] for m in r.json()["messages"]] == ["reviewer"]
     assert r.json()["hasMore"] is False
@@ -112,7 +115,6 @@ async def test_bad_definitions_and_bodies_get_clear_errors(client: Client) -> No
     cases = [
         ({"definition": "agents: [unclosed"}, "not valid YAML"),
         ({"definition": "agents:\n  a: worker"}, "workflow name '' must be"),
-        ({"definition": "name: x\nagents:\n  a: nosuchblueprint"}, "no blueprint 'nosuchblueprint'"),
         ({"definition": "name: x\nagents:\n  a: {system_prompt: '${{ env.NOPE }}'}"},
          "${{ env.NOPE }} is not set"),
         ({"definition": "name: x\nagents:\n  a: {prompt: hi}"}, "unknown keys prompt"),
@@ -129,6 +131,9 @@ async def test_bad_definitions_and_bodies_get_clear_errors(client: Client) -> No
         ({"definition": "name: x\nagents:\n  a: {system_prompt: hi, model: 'acme:m1'}"},
          "agents.a.model: unknown model provider 'acme'"),
     ]  # fmt: skip
+    # A well-formed definition naming a blueprint the agency does not have: not found.
+    r = await client.http.post(path, json={"definition": "name: x\nagents:\n  a: nosuchblueprint"})
+    assert r.status_code == 404 and "no blueprint 'nosuchblueprint'" in r.json()["error"]
     for body, message in cases:
         r = await client.http.post(path, json=body)
         assert r.status_code == 400, r.text
@@ -206,7 +211,7 @@ async def test_serve_with_inline_agents_addresses_them_all(client: Client) -> No
     assert [m["sender"] for m in answer["messages"]] == ["user", "thinker"]
     assert answer["messages"][0]["mentions"] == ["thinker"]
     r = await client.http.post("/serve", json={"agents": {"x": {"prompt": "p"}}, "message": "m"})
-    assert r.status_code == 400 and "unknown keys prompt" in r.json()["error"]
+    assert r.status_code == 400 and "unknown field `prompt`" in r.json()["error"]
 
 
 async def test_a_schedule_runs_an_agent_in_global(client: Client) -> None:
@@ -238,3 +243,41 @@ async def test_a_schedule_runs_an_agent_in_global(client: Client) -> None:
         assert row["active"] is False and row["fired"] >= 1
 
     await assert_eventually(removed, timeout=15)
+
+
+async def test_a_definition_as_an_object_creates_the_same_workflow_as_its_yaml(
+    client: Client,
+) -> None:
+    path = f"/agency/{client.agency}/workflows"
+    document = {
+        "name": "review-object",
+        "agents": {
+            "writer": {"system_prompt": "You write for ${{ env.TEAM }}.", "max_steps": 3},
+            "reviewer": "worker",
+            "checker": {"blueprint": "worker"},
+        },
+        "kickoff": "@writer write about ${{ inputs.topic }}",
+        "triggers": [{"cron": "0 9 * * 1-5"}],
+        "limits": {"max_hops": 5},
+    }
+    body = {"definition": document, "inputs": {"topic": "x"}, "env": {"TEAM": "docs"}}
+    r = await client.http.post(path, json=body)
+    assert r.status_code in (201, 202), r.text
+    created = r.json()
+    assert created["members"] == ["writer", "reviewer", "checker"]
+    assert (created["kickoff"], created["schedules"]) == ("@writer write about x", 1)
+
+    cases = [
+        ({**document, "agents": {"a": {"blueprint": "worker", "model": "m"}}}, "agents"),
+        ({**document, "limits": {"max_hops": True}}, "definition.limits.max_hops"),
+        ({**document, "triggers": [{"cron": "0 9 * * mon"}]}, "not a valid cron"),
+        ({**document, "agents": {"a": {"system_prompt_file": "a.md"}}},
+         "unknown field `system_prompt_file`"),
+        ({**document, "agents": {"user": "worker"}}, "not 'user' or 'system'"),
+    ]  # fmt: skip
+    for definition, message in cases:
+        r = await client.http.post(path, json={**body, "definition": definition})
+        assert r.status_code == 400, r.text
+        assert message in r.json()["error"], r.json()
+    r = await client.http.post("/run", json={"agents": {"a": {"model": 3}}, "message": "m"})
+    assert r.status_code == 400 and "agents" in r.json()["error"] and "model" in r.json()["error"]

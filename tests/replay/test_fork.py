@@ -264,9 +264,9 @@ async def test_the_fork_route_switches_the_blueprint(agents: Agents, fork_api: F
     assert started == ["worker", "approver"]
 
     bad = await fork_api.client.post(path, json={"atSeq": 999})
-    assert bad.status_code == 400 and "outside" in bad.text
+    assert bad.status_code == 404 and "outside" in bad.text
     unknown = await fork_api.client.post(path, json={"atSeq": 1, "agentType": "nobody"})
-    assert unknown.status_code == 400 and "unknown agentType" in unknown.text
+    assert unknown.status_code == 404 and "unknown agentType" in unknown.text
     missing = await fork_api.client.post(
         f"/agency/{agents.agency}/agent/01NOSUCH/fork", json={"atSeq": 1}
     )

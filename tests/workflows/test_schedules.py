@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from contracts.commands import SetSchedule
 from contracts.events import BlueprintSpec, ScheduleFired, ScheduleRemoved, ScheduleSet
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext, Position
 from services.llm.fake_scripts import ScriptStep
-from services.workflows.scheduler import Scheduler, cron_problem, due_tick
+from services.workflows.scheduler import CRON_PATTERN, Scheduler, cron_problem, due_tick
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import Workflows
 
@@ -113,6 +116,15 @@ def test_cron_expressions_are_checked() -> None:
     assert cron_problem("*/5 * * * *") is None
     assert "5 fields" in (cron_problem("* *") or "")
     assert "not a valid" in (cron_problem("61 * * * *") or "")
+    # What the document's pattern leaves out is refused, though the cron library reads it.
+    for outside in ("0 9 * * mon", "0 9 ? * 1", "0 9 L * *", "0 9 * * 1#2", "0\t9 * * * *"):
+        assert "not a valid" in (cron_problem(outside) or ""), outside
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(CRON_PATTERN, fullmatch=True))
+def test_every_expression_the_documented_pattern_admits_is_accepted(expression: str) -> None:
+    assert cron_problem(expression) is None
 
 
 def test_a_missed_stretch_fires_its_latest_tick_only() -> None:

@@ -3,11 +3,13 @@
 Blueprint config: `{"subagents": {"subagents": ["researcher", {"name": "writer",
 "blocking": false}, {"name": "helper", "resumable": true, "max_instances": 2}]}}` lists the
 blueprints this agent may spawn (a name also resolves to the agency's dynamic blueprint of
-that name). A blocking call pauses the parent's run (reason `subagent`) until every child
-of the step has reported; a non-blocking one answers at once with the child's reference,
-and the child's result arrives later as a queued message. Resumable types are created with
-`subagent_create` (a named, persistent child), addressed again with `subagent_message` and
-shut down with `subagent_terminate`;
+that name); an entry may instead define its blueprint inline (`{"name": "critic",
+"description": ..., "prompt": ..., "tags": [...], "model": ...}`, every field of a
+blueprint), and its children run that one. A blocking call pauses the parent's run (reason
+`subagent`) until every child of the step has reported; a non-blocking one answers at once
+with the child's reference, and the child's result arrives later as a queued message.
+Resumable types are created with `subagent_create` (a named, persistent child), addressed
+again with `subagent_message` and shut down with `subagent_terminate`;
 while children exist, the parent's model sees them listed in a system message. An entry
 with `"optional": "SOME_FLAG"` is a branch that exists only while the variable `SOME_FLAG`
 is `true`, `1` or `yes` (`agent_env`: the blueprint's `env`, which the runtime fills with
@@ -117,6 +119,8 @@ class SubagentType:
     message_property: str | None = None
     attachments_property: str | None = None
     parent_communication: Literal["implicit", "explicit"] = "implicit"
+    # The blueprint an inline entry defines; None: the blueprint of that name.
+    blueprint: BlueprintSpec | None = None
 
 
 ENABLED = frozenset({"true", "1", "yes"})
@@ -174,6 +178,7 @@ def subagent_types(config: BlueprintConfig, env: Mapping[str, str]) -> dict[str,
             message_property=entry.init_user_message_property,
             attachments_property=entry.init_attachments_property,
             parent_communication=entry.parent_communication,
+            blueprint=entry.blueprint(),
         )
     return types
 

@@ -83,7 +83,7 @@ export class EventFeed {
     const key = encodeURIComponent(apiKey());
     const source = new EventSource(`${this.url}?fromSeq=${this.lastSeq + 1}&access_token=${key}`);
     this.source = source;
-    // Each event also comes as a named frame for per-type listeners; one is enough.
+    // One unnamed frame an event: every event reaches onmessage, once.
     source.onmessage = (message) => this.receive(message);
     source.onopen = () => { this.retry = 500; this.onStatus("live"); };
     source.onerror = () => {

@@ -1,0 +1,120 @@
+"""A workflow definition as a JSON object: the typed form of the YAML (`docs/workflows.md`).
+
+`POST /agency/{a}/workflows` takes `definition` as YAML text or as this object, and `/run`
+takes its inline `agents` in the same shape. The keys are the YAML's own (snake_case: a
+definition is a document of its own format, like a tool's arguments), every value is
+typed, and the rules across fields are stated for the OpenAPI document
+(`__json_schema_extra__`), so the document says which definitions are valid. What only
+the YAML form has: `system_prompt_file` (the files come in the body's `files`) and
+`${{ … }}` variables (also in the object, filled from `inputs` and `env`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from contracts.events.registry import BlueprintConfig
+from services.api.text import refuse_nul
+from services.workflows import definition as definitions
+from services.workflows.scheduler import CRON_PATTERN
+
+Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+# A member's name: a token, and neither `user` nor `system` (the channel's own senders).
+MemberName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        extra_json_schema={"not": {"enum": ["user", "system"]}},
+    ),
+]
+NotBlank = Annotated[str, msgspec.Meta(pattern=r"\S")]
+Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
+Steps = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class Document(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """snake_case as in the YAML, unknown keys refused, absent keys left out, no NUL."""
+
+    def __post_init__(self) -> None:
+        refuse_nul(self)
+
+
+class InlineMember(Document, frozen=True, kw_only=True):
+    """A member defined here: its blueprint's fields (`max_steps` goes to its config)."""
+
+    description: str | UnsetType = UNSET
+    system_prompt: str | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+    tags: list[str] | UnsetType = UNSET
+    config: BlueprintConfig | UnsetType = UNSET
+    max_steps: Steps | UnsetType = UNSET
+
+
+class Member(InlineMember, frozen=True, kw_only=True):
+    """A member: defined inline, or `{blueprint: name}` (alone) naming the agency's."""
+
+    blueprint: str | UnsetType = UNSET
+
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"required": ["blueprint"], "maxProperties": 1},
+            {"properties": {"blueprint": {"not": {}}}},
+        ]
+    }
+
+
+class Trigger(Document, frozen=True, kw_only=True):
+    """A cron trigger (UTC); its message defaults to the definition's kickoff."""
+
+    cron: Annotated[str, msgspec.Meta(extra_json_schema={"pattern": CRON_PATTERN})]
+    message: NotBlank | UnsetType = UNSET
+
+
+class Limits(Document, frozen=True, kw_only=True):
+    max_hops: Limit | UnsetType = UNSET
+    max_messages: Limit | UnsetType = UNSET
+    max_attempts: Limit | UnsetType = UNSET
+
+
+Members = Annotated[
+    dict[MemberName, str | Member], msgspec.Meta(min_length=1, max_length=definitions.MAX_MEMBERS)
+]
+InlineMembers = Annotated[
+    dict[MemberName, InlineMember],
+    msgspec.Meta(min_length=1, max_length=definitions.MAX_MEMBERS),
+]
+
+
+class WorkflowDocument(Document, frozen=True, kw_only=True):
+    """A workflow definition: its members (a blueprint's name, `{blueprint: name}`, or
+    one defined inline), what it starts with, its triggers and its limits. A trigger
+    without a `message` takes the `kickoff`, which must then say something."""
+
+    name: Token | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    agents: Members
+    kickoff: str | UnsetType = UNSET
+    triggers: list[Trigger] | UnsetType = UNSET
+    limits: Limits | UnsetType = UNSET
+
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"required": ["kickoff"], "properties": {"kickoff": {"pattern": r"\S"}}},
+            {"properties": {"triggers": {"items": {"required": ["message"]}}}},
+        ]
+    }
+
+
+def as_document(value: WorkflowDocument | dict[str, InlineMember]) -> dict[str, Any]:
+    """The object as the YAML would load (what `definitions.build` reads)."""
+    if isinstance(value, WorkflowDocument):
+        document: dict[str, Any] = msgspec.to_builtins(value)
+        return document
+    return {"agents": msgspec.to_builtins(value)}
