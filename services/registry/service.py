@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import structlog
 
 from contracts.commands import (
+    Command,
     CommandEnvelope,
     CreateAgency,
     CreateTenant,
@@ -19,13 +22,13 @@ from contracts.commands import (
     SetTenantModelPolicy,
     SetTenantProvider,
 )
-from contracts.events import BlueprintDeleted, BlueprintSaved
+from contracts.events import AnyEvent, BlueprintDeleted, BlueprintSaved
 from contracts.ids import is_valid_token
 from contracts.subjects import Aggregate
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.errors import InvalidEvent
-from infra.jetstream.records import EventContext
+from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
 from services.common.decide import Decision, decide_and_append
 from services.common.egress import refusal
@@ -33,6 +36,19 @@ from services.registry import decisions
 from services.replay.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
+
+
+# The commands decided on the tenant's own aggregate, each by its pure decision.
+_TENANT_DECISIONS: dict[
+    type[Command], Callable[[Any, list[RecordedEvent], str], Sequence[AnyEvent]]
+] = {
+    CreateTenant: decisions.create_tenant,
+    IssueApiKey: decisions.issue_api_key,
+    RevokeApiKey: decisions.revoke_api_key,
+    SetTenantProvider: decisions.set_tenant_provider,
+    RemoveTenantProvider: decisions.remove_tenant_provider,
+    SetTenantModelPolicy: decisions.set_tenant_model_policy,
+}
 
 
 def _check_egress(save: SaveBlueprint) -> None:
@@ -69,36 +85,18 @@ class RegistryService:
         tenant = envelope.tenant_id
         key = envelope.idempotency_key
         match envelope.payload:
-            case CreateTenant() as create_tenant:
+            case (
+                CreateTenant()
+                | IssueApiKey()
+                | RevokeApiKey()
+                | SetTenantProvider()
+                | RemoveTenantProvider()
+                | SetTenantModelPolicy()
+            ) as command:
+                decide = _TENANT_DECISIONS[type(command)]
                 await self._append(
-                    tenant, "tenant", tenant, key, None,
-                    lambda h: decisions.create_tenant(create_tenant, h, key),
-                )  # fmt: skip
-            case IssueApiKey() as issue:
-                await self._append(
-                    tenant, "tenant", tenant, key, None,
-                    lambda h: decisions.issue_api_key(issue, h, key),
-                )  # fmt: skip
-            case RevokeApiKey() as revoke:
-                await self._append(
-                    tenant, "tenant", tenant, key, None,
-                    lambda h: decisions.revoke_api_key(revoke, h, key),
-                )  # fmt: skip
-            case SetTenantProvider() as set_provider:
-                await self._append(
-                    tenant, "tenant", tenant, key, None,
-                    lambda h: decisions.set_tenant_provider(set_provider, h, key),
-                )  # fmt: skip
-            case RemoveTenantProvider() as remove_provider:
-                await self._append(
-                    tenant, "tenant", tenant, key, None,
-                    lambda h: decisions.remove_tenant_provider(remove_provider, h, key),
-                )  # fmt: skip
-            case SetTenantModelPolicy() as policy:
-                await self._append(
-                    tenant, "tenant", tenant, key, None,
-                    lambda h: decisions.set_tenant_model_policy(policy, h, key),
-                )  # fmt: skip
+                    tenant, "tenant", tenant, key, None, lambda h: decide(command, h, key)
+                )
             case CreateAgency() as create_agency:
                 await self._append(
                     tenant, "agency", create_agency.agency_id, key, create_agency.agency_id,
