@@ -13,6 +13,7 @@ it cannot forge a message.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
@@ -57,6 +58,10 @@ def run(start: AgentStart, channel: Channel) -> FromWorker:
     from services.sandbox.agent_protocol import Finished, OutOfMemory, Raised
     from services.sandbox.runner import confine, describe
 
+    # The framework's own modules load before the limits, so the agent's CPU time is its
+    # own; the agent's module (its code) is imported under them, in `_handle`.
+    for module in ("contracts.events", "services.agents.isolation", "services.agents.tools"):
+        importlib.import_module(module)
     confine(start.env, start.cpu_seconds, start.memory_bytes)
     try:
         result = asyncio.run(_handle(start, channel))

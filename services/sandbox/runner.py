@@ -86,12 +86,17 @@ def confine(env: dict[str, str], cpu_seconds: int, memory_bytes: int) -> None:
 
 
 def set_limits(cpu_seconds: int, memory_bytes: int) -> None:
+    import math
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # At the soft limit the kernel sends SIGXCPU (which ends the process); code that
-    # catches it is killed at the hard limit a second later.
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    # The limit is the code's own: the CPU the worker spent starting (the interpreter,
+    # its imports) is added to it, whole seconds as the kernel counts them. At the soft
+    # limit the kernel sends SIGXCPU (which ends the process); code that catches it is
+    # killed at the hard limit a second later.
+    spent = resource.getrusage(resource.RUSAGE_SELF)
+    limit = math.ceil(spent.ru_utime + spent.ru_stime) + cpu_seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
 
 
