@@ -45,9 +45,10 @@ def with_terse_todos() -> AgentSystem:
         system.use(
             TersePlanning() if isinstance(middleware, PlanningMiddleware) else middleware, tags
         )
-    lookup = recorded.external_tool("lookup")
-    assert lookup is not None
-    system.add_tool(lookup, ["lookup"])
+    for name in ("lookup", "lookup_guarded"):
+        tool = recorded.external_tool(name)
+        assert tool is not None
+        system.add_tool(tool, ["lookup"])
     for blueprint in recorded.blueprints.values():
         system.add_agent(blueprint)
     return system

@@ -41,15 +41,18 @@ async def lookup(args: dict[str, Any], ctx: ToolContext) -> str:
     return f"definition of {args.get('word')}"
 
 
+async def lookup_guarded(args: dict[str, Any], ctx: ToolContext) -> str:
+    """Look a word up once a person approves (the worker's HITL guards this one)."""
+    return f"guarded definition of {args.get('word')}"
+
+
 def make_system() -> AgentSystem:
-    tool = define_tool(
-        lookup,
-        parameters={"type": "object", "properties": {"word": {"type": "string"}}},
-    )
+    word = {"type": "object", "properties": {"word": {"type": "string"}}}
     return (
         AgentSystem()
         .defaults()
-        .add_tool(tool, ["lookup"])
+        .add_tool(define_tool(lookup, parameters=word), ["lookup"])
+        .add_tool(define_tool(lookup_guarded, parameters=word), ["lookup"])
         .add_agent(
             BlueprintSpec(
                 name="worker",
