@@ -33,7 +33,6 @@ from contracts.events import BlueprintSaved, ChatMessage
 from contracts.events.thread import ConcurrencyStrategy
 from contracts.ids import new_id
 from contracts.limits import limits, path_problem
-from services.agents.checks import blueprint_problems
 from services.agents.code import SettingsError
 from services.api.auth import (
     ADMIN_OPT,
@@ -216,9 +215,6 @@ async def save_blueprint(
     agency_id = path_id("agency id", agency_id)
     await agency_events(deps, tenant, agency_id)
     spec = data.spec()
-    problems = blueprint_problems(deps.system, spec)
-    if problems:
-        raise ValidationException("; ".join(problems))
     problem = await model_problem(deps, tenant, spec.model)
     if problem is not None:
         raise ValidationException(f"field 'model': {problem}")

@@ -49,4 +49,4 @@ async def test_a_task_child_of_an_inline_blueprint_shows_its_tools(client: Clien
     child_state = await client.state(child["reference"])
     assert child_state["state"]["agentType"] == "security-agent"
     # The inline blueprint's tags pick its tools (`lookup`), not those of another.
-    assert [t["name"] for t in child_state["state"]["tools"]] == ["lookup"]
+    assert [t["name"] for t in child_state["state"]["tools"]] == ["lookup", "lookup_guarded"]

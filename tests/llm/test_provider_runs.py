@@ -222,8 +222,10 @@ async def test_a_blueprint_of_a_provider_not_configured_ends_its_run_with_the_re
 
 
 async def test_a_tenants_own_key_serves_its_runs_instead_of_the_operators(
-    stack: Stack,
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The tenant's own server is on loopback here: the operator allows it.
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     own_key = "sk-tenant-own-never-in-events"
     async with ReplayServer([], otherwise=stream("text_usage_only")) as own:
         sealed = seal_own(own_key, own.base_url)
