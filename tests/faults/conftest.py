@@ -3,20 +3,15 @@ process harness (`harness.py`) for kills of whole services and servers."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
 
-from contracts.commands import CreateAgency
-from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import ModelSettings, OpenAIProvider
-from services.stack import StackConfig, run_stack
-from tests.helpers import assert_eventually
-from tests.runtime.conftest import Agents, make_system
+from tests.runtime.conftest import Agents, running_stack
 
 # A short timeout so a hanging model ends the run within the test's bounded wait; quick
 # retries so transient faults are retried (three tries) without slowing the suite.
@@ -29,27 +24,10 @@ async def agents_with(
 ) -> AsyncIterator[Agents]:
     """Registry, runtime and tools services in this process, calling `llm` with `settings`."""
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=settings)
-    stop = asyncio.Event()
-    config = StackConfig(
-        nats_url=nats_url,
-        database_url="unused",
-        system=make_system(),
-        provider=provider,
-        services=("registry", "runtime", "tools", "subagents"),
-    )
-    task = asyncio.create_task(run_stack(config, stop))
-    agency = new_id()
-    await bus.commands.send(tenant, CreateAgency(agency_id=agency, name="fault agency"))
-
-    async def agency_exists() -> None:
-        assert await bus.store.read(tenant, "agency", agency)
-
     try:
-        await assert_eventually(agency_exists)
-        yield Agents(bus=bus, tenant=tenant, agency=agency, llm=llm)
+        async with running_stack(bus, nats_url, tenant, provider) as agency:
+            yield Agents(bus=bus, tenant=tenant, agency=agency, llm=llm)
     finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=15)
         await provider.close()
 
 

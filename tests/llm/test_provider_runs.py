@@ -5,7 +5,6 @@ before its end is retried, then ends the run with its reason."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -40,10 +39,9 @@ from services.llm.catalog import ProviderCatalog
 from services.llm.router import ProviderRouter
 from services.llm.settings import ModelSettings
 from services.llm.tenant_models import StoreTenantModels, seal_own
-from services.stack import StackConfig, run_stack
 from tests.helpers import assert_eventually
 from tests.llm.streams import SHAPES, ReplayServer, stream
-from tests.runtime.conftest import make_system
+from tests.runtime.conftest import running_stack
 
 KEY = "sk-test-never-in-events"
 # (the stream asking for tools, the stream answering after their results)
@@ -125,27 +123,11 @@ async def stack(bus: Bus, nats_url: str) -> AsyncIterator[Stack]:
             {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
         )
         provider = ProviderRouter(catalog, settings=settings)
-        stop = asyncio.Event()
-        config = StackConfig(
-            nats_url=nats_url,
-            database_url="unused",
-            system=make_system(),
-            provider=provider,
-            services=("registry", "runtime", "tools"),
-        )
-        task = asyncio.create_task(run_stack(config, stop))
-        agency = new_id()
-        await bus.commands.send(tenant, CreateAgency(agency_id=agency, name="providers"))
-
-        async def exists() -> None:
-            assert await bus.store.read(tenant, "agency", agency)
-
+        services = ("registry", "runtime", "tools")
         try:
-            await assert_eventually(exists)
-            yield Stack(bus=bus, tenant=tenant, agency=agency, server=server)
+            async with running_stack(bus, nats_url, tenant, provider, services=services) as agency:
+                yield Stack(bus=bus, tenant=tenant, agency=agency, server=server)
         finally:
-            stop.set()
-            await asyncio.wait_for(task, timeout=15)
             await provider.close()
 
 

@@ -28,6 +28,7 @@ from infra.jetstream.records import RecordedEvent
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, define_tool
 from services.llm.fake_server import FakeLLMServer
+from services.llm.port import Provider
 from services.llm.provider import OpenAIProvider
 from services.stack import StackConfig, run_stack
 from tests.helpers import assert_eventually
@@ -219,6 +220,30 @@ async def running_agents(
     nats_urls: dict[str, str] | None = None,
 ) -> AsyncIterator[Agents]:
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    try:
+        async with running_stack(
+            bus, nats_url, tenant, provider, services=services, system=system,
+            runtime_ack_wait=runtime_ack_wait, nats_urls=nats_urls,
+        ) as agency:  # fmt: skip
+            yield Agents(bus=bus, tenant=tenant, agency=agency, llm=llm)
+    finally:
+        await provider.close()
+
+
+@asynccontextmanager
+async def running_stack(
+    bus: Bus,
+    nats_url: str,
+    tenant: str,
+    provider: Provider,
+    *,
+    services: tuple[str, ...] = ("registry", "runtime", "tools", "subagents"),
+    system: AgentSystem | None = None,
+    runtime_ack_wait: float = 30.0,
+    nats_urls: dict[str, str] | None = None,
+) -> AsyncIterator[str]:
+    """`services` in this process calling `provider`, and a new agency of `tenant`'s (its
+    id is what this yields); the services stop on exit."""
     stop = asyncio.Event()
     config = StackConfig(
         nats_url=nats_url,
@@ -238,11 +263,10 @@ async def running_agents(
 
     try:
         await assert_eventually(agency_exists)
-        yield Agents(bus=bus, tenant=tenant, agency=agency, llm=llm)
+        yield agency
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=15)
-        await provider.close()
 
 
 @pytest.fixture
