@@ -15,6 +15,7 @@ import pwd
 import secrets
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ log = structlog.get_logger(__name__)
 
 BIN_DIR_ENV = "AGENCY_PG_BIN_DIR"
 _PORT_ATTEMPTS = 3
+# initdb writes here, in a directory of each attempt's own, renamed to `pgdata` when complete.
+_STAGING_PREFIX = "pgdata.initdb-"
 # sockaddr_un.sun_path is 108 bytes including the terminating NUL.
 _MAX_SOCKET_PATH = 107
 _LEFTOVER_KILL_WAIT = 5.0
@@ -291,8 +294,11 @@ class PostgresServer:
         """Create the cluster in a directory of its own, renamed to `pgdata` once complete:
         an initdb cut short (a crash during the very first start) leaves no half-made
         cluster, and the next start runs initdb again."""
-        staging = self.data_dir / "pgdata.initdb"
-        shutil.rmtree(staging, ignore_errors=True)
+        # A directory of this attempt's own: whatever an earlier attempt left behind (even
+        # a helper of a crashed initdb still writing) cannot spoil it.
+        for leftover in self.data_dir.glob(f"{_STAGING_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=self.data_dir))
         self._prepare_dir(staging, account)
         argv = [
             str(bin_dir / "initdb"),
@@ -317,10 +323,15 @@ class PostgresServer:
         try:
             returncode = await proc.wait(timeout)
         finally:
-            # A hung or cancelled initdb must not keep writing into the cluster directory.
-            await asyncio.shield(proc.kill())
+            # A hung or cancelled initdb, and the postgres it runs, must not keep writing.
+            await asyncio.shield(proc.kill_group())
         if returncode != 0:
             raise CommandFailed("initdb", argv, returncode, proc.log_tail())
+        self._install_cluster(staging)
+        log.info("postgres_initdb_done", pgdata=str(self.pgdata),
+                 seconds=round(time.monotonic() - started, 3))  # fmt: skip
+
+    def _install_cluster(self, staging: Path) -> None:
         # `pgdata` holds no cluster (no PG_VERSION): it is empty, or what an older, cut short
         # initdb left there, kept aside rather than deleted.
         if any(self.pgdata.iterdir()):
@@ -328,8 +339,6 @@ class PostgresServer:
         else:
             self.pgdata.rmdir()
         staging.rename(self.pgdata)
-        log.info("postgres_initdb_done", pgdata=str(self.pgdata),
-                 seconds=round(time.monotonic() - started, 3))  # fmt: skip
 
     def _auth_args(self) -> list[str]:
         if self.password is None:

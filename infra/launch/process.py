@@ -70,6 +70,17 @@ def pid_alive(pid: int) -> bool:
     return fields is not None and fields[0] not in ("Z", "X")
 
 
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (Linux /proc); zombies count as gone."""
+    members: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _proc_stat(int(entry.name))
+            if fields is not None and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                members.append(int(entry.name))
+    return members
+
+
 def child_pids(pid: int) -> list[int]:
     """The direct children of `pid` (Linux /proc)."""
     children: list[int] = []
@@ -201,6 +212,24 @@ class ChildProcess:
         if not self.running:
             return self.returncode
         return await self._kill_and_reap()
+
+    async def kill_group(self, timeout: float = _KILL_REAP_TIMEOUT) -> None:
+        """SIGKILL the child and all it started in its process group (its own session), then
+        wait until none of them is left: a program that runs helpers (initdb runs postgres)
+        must not leave them writing after it is gone. Idempotent."""
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.returncode is None and await self.wait(timeout) is None:
+            raise StopTimeout(self.name, proc.pid, timeout)
+
+        async def group_gone() -> bool | None:
+            return True if not group_pids(proc.pid) else None
+
+        if await poll_until(group_gone, timeout=timeout) is None:
+            raise StopTimeout(self.name, proc.pid, timeout)
 
     def log_tail(self, max_lines: int = 30) -> str:
         """The last lines this run wrote to its log."""

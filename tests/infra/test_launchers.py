@@ -229,20 +229,35 @@ async def test_postgres_restart_on_existing_data_dir_keeps_data(tmp_path: Path) 
             await conn.close(timeout=5)
 
 
+def processes_naming(path: Path) -> list[str]:
+    """The command lines of live processes that name `path` or work in it."""
+    found: list[str] = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if not entry.name.isdigit():
+                continue
+            cmdline = (entry / "cmdline").read_text().replace("\0", " ")
+            if str(path) in cmdline or str(path) in os.readlink(entry / "cwd"):
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(cmdline)
+    return found
+
+
 async def test_postgres_first_start_cut_short_during_initdb_starts_next_time(
     tmp_path: Path,
 ) -> None:
     server = PostgresServer(tmp_path / "pg", fsync=False)
     first = asyncio.create_task(server.start())
-    staging = tmp_path / "pg" / "pgdata.initdb"
 
     async def initdb_writing() -> bool | None:
-        return True if (staging / "PG_VERSION").exists() else None
+        return True if any((tmp_path / "pg").glob("pgdata.initdb-*/PG_VERSION")) else None
 
     await assert_eventually(initdb_writing, timeout=30, what="initdb writes the cluster")
     first.cancel()  # the process dies while initdb writes the cluster
     await asyncio.gather(first, return_exceptions=True)
     assert first.cancelled() and not (server.pgdata / "PG_VERSION").exists()
+    assert processes_naming(tmp_path) == [], "initdb's bootstrap postgres outlived it"
 
     async with PostgresServer(tmp_path / "pg", fsync=False) as pg:
         conn = await asyncpg.connect(pg.url, timeout=5)
