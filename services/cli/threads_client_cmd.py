@@ -47,6 +47,9 @@ def register(threads: Any) -> None:
     approve.add_argument("thread", help="thread id")
     approve.add_argument("--reject", action="store_true", help="reject the calls instead")
     approve.add_argument("--reason", default="", help="why, for the model")
+    approve.add_argument(
+        "--follow", action="store_true", help="show the run live from there until it ends"
+    )
     approve.set_defaults(handler=threads_approve)
 
     cancel = threads.add_parser("cancel", help="cancel the thread's run")
@@ -140,23 +143,50 @@ async def threads_invoke(args: argparse.Namespace) -> int:
         if not args.follow:
             _print(args, run, f"{run.run_id} {run.status}")
             return 0
-        status: str = run.status
-        printer = EventPrinter(as_json=args.json)
-        async with aclosing(client.follow(agency, args.thread, run.run_id)) as events:
-            async for event in events:
-                printer(event)
-                status = _STATUS_OF.get(event.type, status)
-        return _EXIT.get(status, 0)
+        return await _follow(client, args, agency, run.run_id, from_seq=0, status=run.status)
 
     return await _run(args, body)
+
+
+async def _follow(
+    client: AsyncAgencyClient,
+    args: argparse.Namespace,
+    agency: str,
+    run_id: str,
+    *,
+    from_seq: int,
+    status: str = "running",
+) -> int:
+    """Print the run's events from `from_seq` until it ends or pauses; its exit code."""
+    printer = EventPrinter(as_json=args.json)
+    async with aclosing(client.follow(agency, args.thread, run_id, from_seq)) as events:
+        async for event in events:
+            printer(event)
+            status = _STATUS_OF.get(event.type, status)
+    return _EXIT.get(status, 0)
+
+
+async def _last_pause(client: AsyncAgencyClient, agency: str, thread: str) -> int:
+    """The seq of the thread's last `run.paused` (0 if none): where an approval resumes."""
+    last, from_seq = 0, 0
+    while True:
+        page = await client.events(agency, thread, from_seq, limit=500, types=["run.paused"])
+        if page.events:
+            last = page.events[-1].seq
+            from_seq = last + 1
+        if not page.has_more:
+            return last
 
 
 async def threads_approve(args: argparse.Namespace) -> int:
     async def body(client: AsyncAgencyClient) -> int:
         agency = await _thread_agency(client, args.thread)
+        paused_at = await _last_pause(client, agency, args.thread) if args.follow else 0
         answer = await client.approve(agency, args.thread, not args.reject, reason=args.reason)
         _print(args, answer, "rejected" if args.reject else "approved")
-        return 0
+        if not args.follow:
+            return 0
+        return await _follow(client, args, agency, answer.run_id, from_seq=paused_at + 1)
 
     return await _run(args, body)
 

@@ -146,8 +146,11 @@ async def test_threads_commands_create_invoke_follow_approve_and_list(
     assert code == 0, out
     assert "▶ run" in out and "awaiting approval: lookup" in out and "⏸ paused (hitl)" in out
 
-    code, out = await agency_cli(tmp_path, "approve", thread)
+    code, out = await agency_cli(tmp_path, "approve", thread, "--follow")
     assert code == 0 and "approved" in out, out
+    # The run goes on from the approval, not from the thread's start: no second pause shown.
+    assert "✓ lookup" in out and "■ completed: found it" in out, out
+    assert "▶ run" not in out and "awaiting approval" not in out, out
     code, out = await agency_cli(tmp_path, "ls")
     assert code == 0 and thread in out, out
 
