@@ -1,0 +1,49 @@
+"""The offline model calls the tools a user message asks for (`CALL tool {args}`), through
+the whole system: approval included, with no script and no provider key."""
+
+from __future__ import annotations
+
+from tests.e2e.conftest import Client
+from tests.e2e.test_http_runs import done
+
+
+async def test_a_call_asked_of_the_offline_model_waits_for_approval_then_runs(
+    client: Client,
+) -> None:
+    r = await client.http.post(
+        f"/agency/{client.agency}/blueprints",
+        json={"name": "careful", "prompt": "Look words up.", "tags": ["lookup"],
+              "config": {"hitl": {"tools": ["lookup"]}}},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    thread = await client.thread("careful")
+    await client.invoke(thread, 'Please look this up.\nCALL lookup {"word": "risky"}')
+    paused = await client.until(thread, lambda s: s["run"]["status"] in ("paused", "completed"))
+    assert (paused["run"]["status"], paused["run"]["reason"]) == ("paused", "hitl")
+    (pending,) = paused["state"]["pendingToolCalls"]
+    assert pending["name"] == "lookup" and pending["args"] == {"word": "risky"}
+
+    r = await client.http.post(f"{client.path(thread)}/approve", json={"approved": True})
+    assert r.status_code == 202, r.text
+    state = await client.until(thread, done)
+    assert state["run"]["status"] == "completed"
+    (tool,) = [m for m in state["state"]["messages"] if m["role"] == "tool"]
+    assert tool["content"] == "definition of risky"
+    assert state["state"]["messages"][-1]["content"] == "Done. lookup answered: definition of risky"
+
+
+async def test_a_call_of_a_tool_not_offered_is_answered_in_text_listing_the_offered(
+    client: Client,
+) -> None:
+    r = await client.http.post(
+        f"/agency/{client.agency}/blueprints",
+        json={"name": "plain", "prompt": "Look words up.", "tags": ["lookup"]},
+    )
+    assert r.status_code == 201, r.text
+    thread = await client.thread("plain")
+    await client.invoke(thread, 'CALL send_email {"to": "x@example.com"}')
+    state = await client.until(thread, done)
+    assert state["run"]["status"] == "completed"
+    answer = state["state"]["messages"][-1]["content"]
+    assert "send_email: it is not offered" in answer and "lookup" in answer, answer
+    assert not [m for m in state["state"]["messages"] if m["role"] == "tool"]
