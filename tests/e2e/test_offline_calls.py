@@ -3,6 +3,10 @@ the whole system: approval included, with no script and no provider key."""
 
 from __future__ import annotations
 
+import httpx
+import msgspec
+
+from services.agents.testing import ScriptedModel, call, reply
 from tests.e2e.conftest import Client
 from tests.e2e.test_http_runs import done
 
@@ -47,3 +51,24 @@ async def test_a_call_of_a_tool_not_offered_is_answered_in_text_listing_the_offe
     answer = state["state"]["messages"][-1]["content"]
     assert "send_email: it is not offered" in answer and "lookup" in answer, answer
     assert not [m for m in state["state"]["messages"] if m["role"] == "tool"]
+
+
+async def test_a_scripted_model_posted_to_the_fake_drives_a_run_of_the_system(
+    client: Client,
+) -> None:
+    key = "scripted-" + client.agency
+    model = ScriptedModel([call("lookup", word="kit"), reply("Looked it up.")])
+    root = client.llm.base_url.removesuffix("/v1")
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(
+            f"{root}/_scripts", content=msgspec.json.encode(model.as_fake_script(key))
+        )
+    assert r.status_code == 204, r.text
+    thread = await client.thread("worker")
+    for _ in range(2):  # counted per turn: the second message is answered by step 0 again
+        run = await client.invoke(thread, f"{key}: look it up")
+        state = await client.until(thread, lambda s, run=run: s["run"]["runId"] == run and done(s))
+        assert state["run"]["status"] == "completed"
+        assert state["state"]["messages"][-1]["content"] == "Looked it up."
+    tools = [m["content"] for m in state["state"]["messages"] if m["role"] == "tool"]
+    assert tools == ["definition of kit", "definition of kit"]
