@@ -8,6 +8,7 @@ from typing import Annotated
 import httpx
 import msgspec
 import pytest
+from structlog.testing import capture_logs
 
 from contracts.events import BlueprintSpec, ChatMessage, ToolCall
 from contracts.events.registry import BlueprintConfig, HitlConfig
@@ -204,3 +205,32 @@ async def test_the_same_script_served_by_the_fake_server_gives_the_same_run() ->
         ("weather", "sunny in Oslo for 1 day(s)"),
         ("weather", "sunny in Bergen for 1 day(s)"),
     ]
+
+
+class Broken(Middleware):
+    name = "broken"
+
+    async def on_tool_result(self, ctx: MiddlewareContext, call: ToolCall, result: str) -> None:
+        raise RuntimeError("the audit store is down")
+
+
+@tool(local=True)
+def shout(text: str) -> str:
+    """The text in capitals."""
+    return text.upper()
+
+
+async def test_a_local_tool_runs_in_the_loop_and_a_failing_hook_ends_the_run_with_why() -> None:
+    system = app().add_tool(shout, ["weather"])
+    model = ScriptedModel([call("shout", text="hey"), reply("Shouted.")])
+    transcript = await AgentHarness(system, blueprint="forecaster", model=model).run("Shout.")
+    assert transcript.call("shout").output == "HEY"
+    assert "tool.requested" not in transcript.events  # run by the runtime, as a local tool
+
+    system.use(Broken(), ["weather"])
+    model = ScriptedModel([call("weather", city="Riga"), reply("Sunny.")])
+    with capture_logs() as logs:
+        failed = await AgentHarness(system, blueprint="forecaster", model=model).run("Riga?")
+    assert "run failed" in [entry["event"] for entry in logs]
+    assert failed.status == "error"
+    assert failed.reason is not None and "the audit store is down" in failed.reason
