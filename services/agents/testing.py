@@ -23,9 +23,10 @@ any `Provider`, such as an `OpenAIProvider` on the fake server).
 
 What is not: nothing is durable (the log lives in the harness and goes with it), there is
 one thread and no subagents (a `task` call leaves the run paused with reason
-`subagent`), no MCP servers, no tenants' saved blueprints or variables, no tool sandbox
-(an isolated tool runs in the test's process), no retry pause between a tool's attempts,
-and no projections or HTTP API: for those, run the system (`docs/testing-apps.md`).
+`subagent`), no MCP servers, no tenants' saved blueprints or variables, no pause between
+a tool's attempts, and no projections or HTTP API: for those, run the system
+(`docs/testing-apps.md`). A tool registered with `isolation` runs in its sandbox, as in
+the tools service (bubblewrap must be installed).
 """
 
 from __future__ import annotations
