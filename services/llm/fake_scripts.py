@@ -20,6 +20,7 @@ from typing import Any, Literal
 import msgspec
 
 from contracts.events.base import ToolCall, Usage
+from services.llm.fake_calls import call_reply
 
 # --- the request as the fake reads it (unknown fields ignored) ---------------------------
 
@@ -88,6 +89,17 @@ class ChatRequest(msgspec.Struct, frozen=True):
     def step(self) -> int:
         """Which model step of the conversation this is: the assistant messages so far."""
         return sum(1 for m in self.messages if m.role == "assistant")
+
+    @property
+    def turn_step(self) -> int:
+        """Which model step of the turn this is: the assistant messages since the latest
+        user message (all of them in a conversation without one)."""
+        since = 0
+        for m in reversed(self.messages):
+            if m.role == "user":
+                return since
+            since += m.role == "assistant"
+        return since
 
     def tool(self, name: str) -> WireFunctionDef | None:
         for t in self.tools or ():
@@ -189,11 +201,18 @@ class ScriptStep(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("delays must not be negative")
 
 
+# How a script's steps are counted: from each user message on (a turn: step 0 answers every
+# new user message), or across the whole conversation (step N answers the request with N
+# assistant messages before it, whichever turn it is in).
+StepCount = Literal["turn", "conversation"]
+
+
 class Script(msgspec.Struct, frozen=True, kw_only=True):
     """The body of `POST /_scripts`."""
 
     key: str
     steps: tuple[ScriptStep, ...]
+    count: StepCount = "turn"
 
 
 # --- replies -----------------------------------------------------------------------------
@@ -277,9 +296,15 @@ class ScriptBook:
 
     def __init__(self) -> None:
         self._scripts: dict[str, tuple[ScriptStep, ...]] = {}
+        self._counts: dict[str, StepCount] = {}
         self._failures: Counter[tuple[str, int]] = Counter()
 
-    def add(self, key: str, steps: Sequence[ScriptStep | Mapping[str, Any]]) -> None:
+    def add(
+        self,
+        key: str,
+        steps: Sequence[ScriptStep | Mapping[str, Any]],
+        count: StepCount = "conversation",
+    ) -> None:
         if not key:
             raise ValueError("a script key must not be empty: it would match every request")
         # Steps built in Python may hold plain dicts (`tool_calls=[{"name": ...}]`), which a
@@ -287,14 +312,17 @@ class ScriptBook:
         self._scripts[key] = tuple(
             msgspec.convert(msgspec.to_builtins(s), ScriptStep) for s in steps
         )
+        self._counts[key] = count
         self._failures = Counter({k: n for k, n in self._failures.items() if k[0] != key})
 
     def clear(self, key: str | None = None) -> None:
         if key is None:
             self._scripts.clear()
+            self._counts.clear()
             self._failures.clear()
             return
         self._scripts.pop(key, None)
+        self._counts.pop(key, None)
         self._failures = Counter({k: n for k, n in self._failures.items() if k[0] != key})
 
     def match(self, request: ChatRequest) -> str | None:
@@ -308,7 +336,8 @@ class ScriptBook:
         if key is None:
             return demo_reply(request)
         steps = self._scripts[key]
-        step_index = request.step
+        per_turn = self._counts.get(key) == "turn"
+        step_index = request.turn_step if per_turn else request.step
         if step_index >= len(steps):
             return _reply(request, key, "done", ())
         step = steps[step_index]
@@ -373,7 +402,12 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def demo_reply(request: ChatRequest) -> Reply:
-    """Plan with write_todos, write notes.md with write_file, then answer; each if offered."""
+    """Call the tools the latest user message asks for (`CALL name {args}` lines, see
+    `fake_calls`); else plan with write_todos, write notes.md with write_file, then
+    answer; each if offered."""
+    asked = call_reply(request)
+    if asked is not None:
+        return _reply(request, "", *asked)
     asks = [m.text for m in request.messages if m.role == "user" and m.text.strip()]
     ask = asks[-1] if asks else "your request"
     short = _shorten(ask, 80)

@@ -5,10 +5,11 @@
         provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
 
 Routes: `POST /v1/chat/completions` (streamed or not), `GET /v1/models`, and `POST` /
-`DELETE /_scripts` to script answers from another process. What it answers is decided in
-`fake_scripts` (including the faults of a misbehaving server), how it is written in
-`fake_wire`. Every request is recorded (`FakeLLMServer.calls`) with its script key, its step
-and whether its whole answer was sent.
+`DELETE /_scripts` to script answers from another process (`docs/models.md`, "The offline
+model"; a posted script counts its steps per turn unless it says `"count": "conversation"`).
+What it answers is decided in `fake_scripts` (including the faults of a misbehaving
+server), how it is written in `fake_wire`. Every request is recorded (`FakeLLMServer.calls`)
+with its script key, its step and whether its whole answer was sent.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from services.llm.fake_scripts import (
     Script,
     ScriptBook,
     ScriptStep,
+    StepCount,
     validate,
 )
 from services.llm.fake_wire import (
@@ -254,7 +256,7 @@ def create_app(llm: FakeLLM) -> Litestar:
     async def add_script(request: Request[Any, Any, Any]) -> Response[bytes]:
         try:
             script = _decode_script(await request.body())
-            llm.book.add(script.key, script.steps)
+            llm.book.add(script.key, script.steps, script.count)
         except (msgspec.DecodeError, ValueError) as e:
             return error_response(400, f"invalid script: {e}")
         return Response(b"", status_code=204)
@@ -328,9 +330,17 @@ class FakeLLMServer:
         """Every chat completion request received, oldest first (see `Call`)."""
         return list(self._llm.calls)
 
-    def script(self, key: str, steps: Sequence[ScriptStep | Mapping[str, Any]]) -> None:
-        """Answer requests mentioning `key` with `steps`, by step index; replaces a script."""
-        self._llm.book.add(key, steps)
+    def script(
+        self,
+        key: str,
+        steps: Sequence[ScriptStep | Mapping[str, Any]],
+        *,
+        count: StepCount = "conversation",
+    ) -> None:
+        """Answer requests mentioning `key` with `steps`, by step index; replaces a script.
+        The index counts the conversation's assistant messages, or with `count="turn"`
+        those since the latest user message (as `POST /_scripts` does by default)."""
+        self._llm.book.add(key, steps, count)
 
     def clear_scripts(self, key: str | None = None) -> None:
         self._llm.book.clear(key)
