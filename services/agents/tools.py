@@ -50,6 +50,9 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
+    """What a tool's function is given besides its arguments: who calls it, in which
+    thread and run, and which attempt of the call this is."""
+
     tenant_id: str
     agency_id: str
     thread_id: str
@@ -74,6 +77,8 @@ class ToolRetryable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """A tool the model may call: what it is told (`spec`) and the function that runs."""
+
     spec: ToolSpec
     fn: ToolFn
     timeout: float = 30.0
@@ -218,6 +223,8 @@ def result_text(result: ToolResult) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StateToolOutcome:
+    """What a state tool returns: the model's text, the events it adds, whether it failed."""
+
     output: str
     events: tuple[AnyEvent, ...] = ()
     error: bool = False
