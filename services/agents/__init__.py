@@ -53,6 +53,7 @@ from services.agents.tools import (
     define_tool,
     tool,
 )
+from services.agents.view import ChildView, ThreadView
 
 __all__ = [
     "AgentContext",
@@ -64,6 +65,7 @@ __all__ = [
     "BlueprintSpec",
     "ChatMessage",
     "ChildReport",
+    "ChildView",
     "CodeAgent",
     "HitlConfig",
     "ImmediateConfig",
@@ -83,6 +85,7 @@ __all__ = [
     "SubagentEntry",
     "SubagentsConfig",
     "SystemLoadError",
+    "ThreadView",
     "Todo",
     "Tool",
     "ToolCall",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import structlog
@@ -22,9 +22,7 @@ from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall, Too
 from contracts.events.registry import BlueprintConfig
 from services.agents.escalation import notify_event, status_event
 from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
-
-if TYPE_CHECKING:
-    from services.runtime.state import ThreadState
+from services.agents.view import ThreadView
 
 log = structlog.get_logger(__name__)
 
@@ -66,9 +64,10 @@ class ChildReport:
 
 @dataclass
 class MiddlewareContext:
-    """What a hook sees and how it acts: `emit` adds events to the step, `pause` stops it."""
+    """What a hook sees and how it acts: `state` is the thread (read-only), `emit` adds
+    events to the step, `hold_for_approval` pauses it."""
 
-    state: ThreadState
+    state: ThreadView
     blueprint: BlueprintSpec
     run_id: str
     step: int
@@ -156,7 +155,7 @@ class Middleware:
         offered until then). Every process finds the implementation here by name."""
         return ()
 
-    def state(self, state: ThreadState) -> Any:
+    def state(self, state: ThreadView) -> Any:
         """This middleware's part of `/state` (JSON-able: dicts, lists, scalars, structs),
         shown under its name in camelCase. A pure function of the thread's folded log: the
         API computes it from the log on each request, never from a process's memory."""
@@ -207,7 +206,7 @@ def hooks_model_calls(middleware: Middleware) -> tuple[bool, bool]:
     )
 
 
-def state_parts(middleware: list[Middleware], state: ThreadState) -> dict[str, Any]:
+def state_parts(middleware: list[Middleware], state: ThreadView) -> dict[str, Any]:
     """Each contributing middleware's part, keyed by `state_key`. A part that raises or is
     not JSON-able is shown as `{"error": ...}`, so one faulty middleware never hides the
     thread's state."""

@@ -23,7 +23,7 @@ from services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
     from infra.jetstream.ports import AggregateStore
-    from services.runtime.state import ThreadState
+    from services.agents.view import ThreadView
 
 JsonSchema = Mapping[str, Any]
 EMPTY_PARAMETERS: JsonSchema = {"type": "object", "properties": {}}
@@ -230,12 +230,13 @@ class StateToolOutcome:
     error: bool = False
 
 
-StateToolFn = Callable[[dict[str, Any], "ThreadState", str], StateToolOutcome]
+StateToolFn = Callable[[dict[str, Any], "ThreadView", str], StateToolOutcome]
 
 
 @dataclass(frozen=True, slots=True)
 class StateTool:
-    """A tool over the thread's own state, run by the runtime: (args, state, run_id)."""
+    """A tool over the thread's own state, run by the runtime: `fn(args, thread, run_id)`,
+    `thread` the read-only `ThreadView`; it returns its output and the events it adds."""
 
     spec: ToolSpec
     fn: StateToolFn
