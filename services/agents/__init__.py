@@ -50,6 +50,7 @@ from services.agents.tools import (
     ToolRetryable,
     ToolSpec,
     TypedTool,
+    WorkflowTools,
     define_tool,
     tool,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "ToolRetryable",
     "ToolSpec",
     "TypedTool",
+    "WorkflowTools",
     "define_tool",
     "tool",
 ]

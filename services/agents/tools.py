@@ -22,7 +22,6 @@ from contracts.events import AnyEvent, McpToolRef
 from services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
-    from infra.jetstream.ports import AggregateStore
     from services.agents.view import ThreadView
 
 JsonSchema = Mapping[str, Any]
@@ -59,8 +58,18 @@ class ToolContext:
     run_id: str
     call_id: str
     attempt: int = 1
-    # The event store, for tools that act on the log (the workflow context tools).
-    store: AggregateStore | None = None
+    # Where the tools service runs the call: the workflow the calling thread belongs to,
+    # for the built-in workflow context tools. None anywhere else.
+    workflow: WorkflowTools | None = None
+
+
+class WorkflowTools(Protocol):
+    """What runs the workflow context tools (`channel_send`, `team_doc_read`, …) for the
+    member a call comes from; the tools service gives it to those tools' calls."""
+
+    async def run(self, tool: str, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        """Run the context tool named `tool`; its output, or `ToolFailed` saying why not."""
+        ...
 
 
 ToolResult = str | Mapping[str, Any] | list[Any] | None
