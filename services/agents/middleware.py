@@ -79,9 +79,11 @@ class MiddlewareContext:
 
     @property
     def config(self) -> BlueprintConfig:
+        """The blueprint's config; a middleware's own settings are in `config.extra`."""
         return self.blueprint.config
 
     def emit(self, event: AnyEvent) -> None:
+        """Add `event` to the step: it is appended with what triggered the hook."""
         self.emitted.append(event)
 
     def notify_parent(self, content: str) -> None:
@@ -139,15 +141,19 @@ class Middleware:
         return False
 
     def system_prompt(self, ctx: MiddlewareContext) -> str | None:
+        """A part of the system prompt of each model call, or None."""
         return None
 
     def state_tools(self) -> tuple[StateTool, ...]:
+        """Tools over the thread's own state, run by the runtime (`StateTool`)."""
         return ()
 
     def tools(self) -> tuple[Tool, ...]:
+        """External tools this middleware gives its blueprints, run by the tools service."""
         return ()
 
     def subagent_tools(self) -> tuple[SubagentTool, ...]:
+        """Tools whose calls spawn child threads (the built-in subagents middleware's)."""
         return ()
 
     def registrable_tools(self) -> tuple[RegistrableTool, ...]:
@@ -162,22 +168,28 @@ class Middleware:
         return None
 
     async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:
-        return None
+        """Shape the request of a model call: edit `plan` (prompts, messages, tools)."""
+        return
 
     async def on_model_result(self, ctx: MiddlewareContext, message: ChatMessage) -> None:
-        return None
+        """React to the model's answer, e.g. `ctx.hold_for_approval` on its calls."""
+        return
 
     async def on_tool_start(self, ctx: MiddlewareContext, call: ToolCall) -> None:
-        return None
+        """A tool call is about to run."""
+        return
 
     async def on_tool_result(self, ctx: MiddlewareContext, call: ToolCall, result: str) -> None:
-        return None
+        """A tool call answered `result`."""
+        return
 
     async def on_tool_error(self, ctx: MiddlewareContext, call: ToolCall, error: str) -> None:
-        return None
+        """A tool call failed with `error`."""
+        return
 
     async def on_resume(self, ctx: MiddlewareContext, reason: str, payload: Any) -> None:
-        return None
+        """A paused run resumes (`reason`, e.g. `hitl`, with the person's `payload`)."""
+        return
 
     async def on_child_report(self, ctx: MiddlewareContext, child: ChildReport) -> None:
         """A subagent child of this thread reported (completed or failed): change
