@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts.events import ChatMessage
-from services.agents.code import CodeAgent
-from services.agents.system import AgentSystem
-from services.runtime.code_context import AgentContext
+from services.agents import AgentContext, AgentSystem, ChatMessage, CodeAgent
 
 
 class NoteTaker(CodeAgent):

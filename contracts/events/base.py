@@ -29,6 +29,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 
 class ChatMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One message of a conversation (OpenAI chat shape): an assistant's may carry tool
+    calls, a tool's names the call it answers."""
+
     role: Role
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
@@ -45,6 +48,8 @@ TodoStatus = Literal["pending", "in_progress", "completed"]
 
 
 class Todo(msgspec.Struct, frozen=True, kw_only=True):
+    """One item of a thread's plan (`write_todos`)."""
+
     content: str
     status: TodoStatus = "pending"
 

@@ -226,6 +226,8 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
 
 
 class SubagentsConfig(Config, frozen=True, kw_only=True):
+    """The blueprints the `task` tool may spawn: names, or entries with their options."""
+
     subagents: tuple[str | SubagentEntry, ...] = ()
 
     def inline_blueprints(self) -> dict[str, BlueprintSpec]:

@@ -24,14 +24,12 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 
 from contracts.events import ChatMessage
-
-if TYPE_CHECKING:
-    from services.runtime.code_context import AgentContext
+from services.agents.code_context import AgentContext
 
 
 class SettingsError(ValueError):

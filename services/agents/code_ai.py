@@ -15,6 +15,8 @@ MessageLike = ChatMessage | Mapping[str, Any]
 
 
 class StreamingAi(abc.ABC):
+    """`ctx.ai` of a code agent: model calls, each recorded as the thread's events."""
+
     @abc.abstractmethod
     async def complete(
         self,

@@ -4,12 +4,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from contracts.events import AnyEvent, ChildStatusSet, ParentNotified
-
-if TYPE_CHECKING:
-    from services.runtime.state import ThreadState
+from services.agents.view import ThreadView
 
 # A status is a line in a registry, not a report.
 MAX_STATUS_CHARS = 500
@@ -22,7 +18,7 @@ class NotAChild(Exception):
         super().__init__(f"thread {thread_id} is no subagent: it has no parent to escalate to")
 
 
-def notify_event(state: ThreadState, run_id: str | None, content: str) -> AnyEvent:
+def notify_event(state: ThreadView, run_id: str | None, content: str) -> AnyEvent:
     if state.parent is None:
         raise NotAChild(state.thread_id)
     if not content.strip():
@@ -30,7 +26,7 @@ def notify_event(state: ThreadState, run_id: str | None, content: str) -> AnyEve
     return ParentNotified(run_id=run_id, content=content)
 
 
-def status_event(state: ThreadState, run_id: str | None, status: str) -> AnyEvent:
+def status_event(state: ThreadView, run_id: str | None, status: str) -> AnyEvent:
     if state.parent is None:
         raise NotAChild(state.thread_id)
     if not status.strip():

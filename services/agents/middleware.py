@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import structlog
@@ -22,9 +22,7 @@ from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall, Too
 from contracts.events.registry import BlueprintConfig
 from services.agents.escalation import notify_event, status_event
 from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
-
-if TYPE_CHECKING:
-    from services.runtime.state import ThreadState
+from services.agents.view import ThreadView
 
 log = structlog.get_logger(__name__)
 
@@ -66,9 +64,10 @@ class ChildReport:
 
 @dataclass
 class MiddlewareContext:
-    """What a hook sees and how it acts: `emit` adds events to the step, `pause` stops it."""
+    """What a hook sees and how it acts: `state` is the thread (read-only), `emit` adds
+    events to the step, `hold_for_approval` pauses it."""
 
-    state: ThreadState
+    state: ThreadView
     blueprint: BlueprintSpec
     run_id: str
     step: int
@@ -80,9 +79,11 @@ class MiddlewareContext:
 
     @property
     def config(self) -> BlueprintConfig:
+        """The blueprint's config; a middleware's own settings are in `config.extra`."""
         return self.blueprint.config
 
     def emit(self, event: AnyEvent) -> None:
+        """Add `event` to the step: it is appended with what triggered the hook."""
         self.emitted.append(event)
 
     def notify_parent(self, content: str) -> None:
@@ -140,15 +141,19 @@ class Middleware:
         return False
 
     def system_prompt(self, ctx: MiddlewareContext) -> str | None:
+        """A part of the system prompt of each model call, or None."""
         return None
 
     def state_tools(self) -> tuple[StateTool, ...]:
+        """Tools over the thread's own state, run by the runtime (`StateTool`)."""
         return ()
 
     def tools(self) -> tuple[Tool, ...]:
+        """External tools this middleware gives its blueprints, run by the tools service."""
         return ()
 
     def subagent_tools(self) -> tuple[SubagentTool, ...]:
+        """Tools whose calls spawn child threads (the built-in subagents middleware's)."""
         return ()
 
     def registrable_tools(self) -> tuple[RegistrableTool, ...]:
@@ -156,29 +161,35 @@ class Middleware:
         offered until then). Every process finds the implementation here by name."""
         return ()
 
-    def state(self, state: ThreadState) -> Any:
+    def state(self, state: ThreadView) -> Any:
         """This middleware's part of `/state` (JSON-able: dicts, lists, scalars, structs),
         shown under its name in camelCase. A pure function of the thread's folded log: the
         API computes it from the log on each request, never from a process's memory."""
         return None
 
     async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:
-        return None
+        """Shape the request of a model call: edit `plan` (prompts, messages, tools)."""
+        return
 
     async def on_model_result(self, ctx: MiddlewareContext, message: ChatMessage) -> None:
-        return None
+        """React to the model's answer, e.g. `ctx.hold_for_approval` on its calls."""
+        return
 
     async def on_tool_start(self, ctx: MiddlewareContext, call: ToolCall) -> None:
-        return None
+        """A tool call is about to run."""
+        return
 
     async def on_tool_result(self, ctx: MiddlewareContext, call: ToolCall, result: str) -> None:
-        return None
+        """A tool call answered `result`."""
+        return
 
     async def on_tool_error(self, ctx: MiddlewareContext, call: ToolCall, error: str) -> None:
-        return None
+        """A tool call failed with `error`."""
+        return
 
     async def on_resume(self, ctx: MiddlewareContext, reason: str, payload: Any) -> None:
-        return None
+        """A paused run resumes (`reason`, e.g. `hitl`, with the person's `payload`)."""
+        return
 
     async def on_child_report(self, ctx: MiddlewareContext, child: ChildReport) -> None:
         """A subagent child of this thread reported (completed or failed): change
@@ -207,7 +218,7 @@ def hooks_model_calls(middleware: Middleware) -> tuple[bool, bool]:
     )
 
 
-def state_parts(middleware: list[Middleware], state: ThreadState) -> dict[str, Any]:
+def state_parts(middleware: list[Middleware], state: ThreadView) -> dict[str, Any]:
     """Each contributing middleware's part, keyed by `state_key`. A part that raises or is
     not JSON-able is shown as `{"error": ...}`, so one faulty middleware never hides the
     thread's state."""

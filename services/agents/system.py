@@ -44,6 +44,8 @@ DEFAULT_APP = "services.agents.default:system"
 
 
 class SystemLoadError(Exception):
+    """An app's agent system that cannot be loaded from the path given; says why."""
+
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
         super().__init__(f"cannot load agent system {path!r}: {problem}")
@@ -84,6 +86,9 @@ class _Tagged(Generic[T]):
 
 
 class AgentSystem:
+    """The builder of an app's agents: its tools, middleware, MCP servers, blueprints and
+    code agents, each selected by tags. Every service loads the same one."""
+
     def __init__(self, default_model: str = DEFAULT_MODEL) -> None:
         self.default_model = default_model
         self._tools: list[_Tagged[Tool]] = []

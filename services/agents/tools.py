@@ -22,8 +22,7 @@ from contracts.events import AnyEvent, McpToolRef
 from services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
-    from infra.jetstream.ports import AggregateStore
-    from services.runtime.state import ThreadState
+    from services.agents.view import ThreadView
 
 JsonSchema = Mapping[str, Any]
 EMPTY_PARAMETERS: JsonSchema = {"type": "object", "properties": {}}
@@ -50,14 +49,27 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
+    """What a tool's function is given besides its arguments: who calls it, in which
+    thread and run, and which attempt of the call this is."""
+
     tenant_id: str
     agency_id: str
     thread_id: str
     run_id: str
     call_id: str
     attempt: int = 1
-    # The event store, for tools that act on the log (the workflow context tools).
-    store: AggregateStore | None = None
+    # Where the tools service runs the call: the workflow the calling thread belongs to,
+    # for the built-in workflow context tools. None anywhere else.
+    workflow: WorkflowTools | None = None
+
+
+class WorkflowTools(Protocol):
+    """What runs the workflow context tools (`channel_send`, `team_doc_read`, …) for the
+    member a call comes from; the tools service gives it to those tools' calls."""
+
+    async def run(self, tool: str, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        """Run the context tool named `tool`; its output, or `ToolFailed` saying why not."""
+        ...
 
 
 ToolResult = str | Mapping[str, Any] | list[Any] | None
@@ -74,6 +86,8 @@ class ToolRetryable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """A tool the model may call: what it is told (`spec`) and the function that runs."""
+
     spec: ToolSpec
     fn: ToolFn
     timeout: float = 30.0
@@ -218,17 +232,20 @@ def result_text(result: ToolResult) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StateToolOutcome:
+    """What a state tool returns: the model's text, the events it adds, whether it failed."""
+
     output: str
     events: tuple[AnyEvent, ...] = ()
     error: bool = False
 
 
-StateToolFn = Callable[[dict[str, Any], "ThreadState", str], StateToolOutcome]
+StateToolFn = Callable[[dict[str, Any], "ThreadView", str], StateToolOutcome]
 
 
 @dataclass(frozen=True, slots=True)
 class StateTool:
-    """A tool over the thread's own state, run by the runtime: (args, state, run_id)."""
+    """A tool over the thread's own state, run by the runtime: `fn(args, thread, run_id)`,
+    `thread` the read-only `ThreadView`; it returns its output and the events it adds."""
 
     spec: ToolSpec
     fn: StateToolFn

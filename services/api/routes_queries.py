@@ -35,6 +35,7 @@ from services.api.eventview import (
 )
 from services.api.readback import caught_up
 from services.runtime.toolset import registered_tools
+from services.runtime.view import thread_view
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000
@@ -243,7 +244,7 @@ async def agent_state(
     ]
     state = msgspec.structs.replace(view.state, tools=metas)
     body = msgspec.to_builtins(msgspec.structs.replace(view, state=state))
-    body["state"].update(camel_value(state_parts(middleware, folded)))
+    body["state"].update(camel_value(state_parts(middleware, thread_view(folded))))
     return Response(content=body)
 
 

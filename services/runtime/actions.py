@@ -41,6 +41,7 @@ from services.runtime.session import end_turn, session_call, turn_over
 from services.runtime.spawn import agent_call, subagent_call
 from services.runtime.state import QueuedRequest, RunView, ThreadState
 from services.runtime.toolset import AnyTool
+from services.runtime.view import thread_view
 
 DEFAULT_MAX_STEPS = 25
 REJECTED_BY_HUMAN = "The user rejected this tool call; it was not run."
@@ -269,7 +270,7 @@ def _run_state_tool(
         outcome_events: tuple[AnyEvent, ...] = ()
         output, failed = problem, True
     else:
-        outcome = tool.fn(args, state, run.run_id)
+        outcome = tool.fn(args, thread_view(state), run.run_id)
         outcome_events, output, failed = outcome.events, outcome.output, outcome.error
     output = truncate_text(output, limits().max_tool_output_bytes)
     result: AnyEvent = (

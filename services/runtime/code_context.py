@@ -1,5 +1,6 @@
-"""What a code agent's `on_message` gets as `ctx`: model access, tools, state, the reply
-and the abort signal, each acting through the thread's events.
+"""What a code agent's `on_message` gets as `ctx` in the runtime (the type an agent sees is
+`services.agents.AgentContext`): model access, tools, state, the reply and the abort
+signal, each acting through the thread's events.
 
 Every effect is an append after the thread's position (`Emitter`), in the order the agent
 made it; reply text is buffered and appended at most every 50 ms. An append that finds the
@@ -211,8 +212,8 @@ class Ai(StreamingAi):
 
 
 @dataclass
-class AgentContext:
-    """`ctx` of `CodeAgent.on_message`."""
+class CodeRunContext:
+    """`ctx` of `CodeAgent.on_message` in the runtime (`services.agents.AgentContext`)."""
 
     thread_id: str
     run_id: str

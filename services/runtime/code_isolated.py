@@ -52,8 +52,8 @@ from services.tools.sandbox import BWRAP, ended_message, kill_group, memory_mess
 
 if TYPE_CHECKING:
     from contracts.events import ChatMessage
+    from services.agents.code_context import AgentContext
     from services.agents.system import CodeAgentSpec
-    from services.runtime.code_context import AgentContext
 
 AGENT_RUNNER = Path(agent_runner.__file__).resolve()
 # The longest line either side may write (a model answer, a tool output, a state).

@@ -37,7 +37,7 @@ from services.agents.system import CodeAgentSpec
 from services.agents.tools import StateTool, Tool
 from services.llm.provider import ModelError, Provider
 from services.runtime.actions import next_action
-from services.runtime.code_context import FLUSH_SECONDS, AgentContext, Ai, Reply
+from services.runtime.code_context import FLUSH_SECONDS, Ai, CodeRunContext, Reply
 from services.runtime.code_emitter import Diverged, Emitter, journal_of
 from services.runtime.code_isolated import IsolatedAgentFailed, run_isolated
 from services.runtime.code_tools import Tools
@@ -172,7 +172,7 @@ class CodeRuns:
             tenant=state.tenant_id,
         )
         reply = Reply(emitter)
-        ctx = AgentContext(
+        ctx = CodeRunContext(
             thread_id=state.thread_id,
             run_id=run_id,
             agent_type=spec.name,

@@ -14,6 +14,7 @@ from services.agents.code import ToolCallError
 from services.agents.tools import StateTool, Tool, ToolSpec
 from services.runtime.code_emitter import Emitter
 from services.runtime.local_tools import run_local
+from services.runtime.view import thread_view
 
 if TYPE_CHECKING:
     from services.runtime.loop import ThreadDriver
@@ -78,7 +79,7 @@ class Tools:
             if isinstance(recorded, ToolError):
                 raise ToolCallError(recorded.error)
             return recorded.output
-        outcome = tool.fn(args, state, run_id)
+        outcome = tool.fn(args, thread_view(state), run_id)
         output = truncate_text(outcome.output, limits().max_tool_output_bytes)
         started = ToolStarted(
             run_id=run_id, tool_call_id=call.id, tool_name=call.name, arguments=call.arguments

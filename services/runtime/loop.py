@@ -35,7 +35,6 @@ from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
 from infra.keyed_locks import KeyedLocks
-from services.agents.middleware import MiddlewareContext
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool
 from services.common.decide import CONFLICT_ATTEMPTS
@@ -59,6 +58,7 @@ from services.runtime.model_step import Resolved
 from services.runtime.reports import child_report_hooks
 from services.runtime.state import ThreadState
 from services.runtime.toolset import tools_now
+from services.runtime.view import StepContext, thread_view
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -293,9 +293,10 @@ class ThreadDriver:
 
     def _context(
         self, state: ThreadState, resolved: Resolved, run_id: str, step: int
-    ) -> MiddlewareContext:
-        return MiddlewareContext(
-            state=state,
+    ) -> StepContext:
+        return StepContext(
+            state=thread_view(state),
+            thread=state,
             blueprint=resolved.blueprint,
             run_id=run_id,
             step=step,
@@ -405,7 +406,7 @@ class ThreadDriver:
                 AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
                 RunError(run_id=run_id, error=f"model call failed: {e}", kind=kind),
             ]
-        ctx.state = state
+        ctx.observe(state)
         return state, await model_step.closing(resolved, ctx, opened, response, run_id, step)
 
     def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:

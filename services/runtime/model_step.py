@@ -41,6 +41,7 @@ from services.runtime.failures import fit_message, fit_text
 from services.runtime.session import side_messages
 from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
+from services.runtime.view import StepContext
 
 DEFAULT_TOKEN_BUDGET = 100_000
 
@@ -161,22 +162,22 @@ def unique_call_ids(
 
 async def closing(
     resolved: Resolved,
-    ctx: MiddlewareContext,
+    ctx: StepContext,
     opened: Opened,
     response: ModelResponse,
     run_id: str,
     step: int,
 ) -> list[AnyEvent]:
     """The events the answer adds, after the middleware's `on_model_result` hooks; the
-    step pauses for approval when a hook held tool calls back. `ctx.state` is the thread
+    step pauses for approval when a hook held tool calls back. `ctx.thread` is the thread
     as stored once the step opened."""
     response = replace(
-        response, message=unique_call_ids(fit_message(response.message), ctx.state, run_id, step)
+        response, message=unique_call_ids(fit_message(response.message), ctx.thread, run_id, step)
     )
     if opened.side is not None:
         # Whose turn it was: each side later sees its own words as the assistant's.
         response = replace(
-            response, message=msgspec.structs.replace(response.message, name=ctx.state.side)
+            response, message=msgspec.structs.replace(response.message, name=ctx.thread.side)
         )
     after: list[AnyEvent] = [
         ModelCompleted(

@@ -203,7 +203,7 @@ def tools_now(
         tools[CREATE_TOOL] = SubagentTool(spec=_with_mapped_args(create.spec, resumable, "message"))
     tools.update(agent_tools(blueprint, blueprints))
     # An explicit child escalates by itself (services/agents/builtin/parent.py).
-    tools.update(escalation_tools(state))
+    tools.update(escalation_tools(state.parent))
     side = side_config(blueprint, state.side)
     if side is not None:
         tools.update(session_tools(side))

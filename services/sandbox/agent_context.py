@@ -1,7 +1,7 @@
-"""`ctx` of a code agent running in its sandboxed worker: the in-process `AgentContext`'s
-API (`services/runtime/code_context.py`), each effect a request to the runtime over the
-worker's pipes (`agent_protocol.py`). The runtime does the effect with the real `ctx`, so
-its events are the same as an agent running in the runtime would make.
+"""`ctx` of a code agent running in its sandboxed worker: a `services.agents.AgentContext`
+like the runtime's (`services/runtime/code_context.py`), each effect a request to the
+runtime over the worker's pipes (`agent_protocol.py`). The runtime does the effect with the
+real `ctx`, so its events are the same as an agent running in the runtime would make.
 """
 
 from __future__ import annotations
@@ -173,8 +173,8 @@ class Ai(StreamingAi):
 
 
 @dataclass
-class AgentContext:
-    """`ctx` of `CodeAgent.on_message` in the worker."""
+class WorkerAgentContext:
+    """`ctx` of `CodeAgent.on_message` in the worker (`services.agents.AgentContext`)."""
 
     thread_id: str
     run_id: str

@@ -82,7 +82,7 @@ async def _handle(start: AgentStart, channel: Channel) -> Any:
     from contracts.events import ChatMessage
     from services.agents.isolation import resolve_class
     from services.agents.tools import ToolSpec
-    from services.sandbox.agent_context import AgentContext, Ai, Reply, Tools
+    from services.sandbox.agent_context import Ai, Reply, Tools, WorkerAgentContext
 
     cls = resolve_class(start.module, start.qualname)
     schema = getattr(cls, "Settings", None)
@@ -91,7 +91,7 @@ async def _handle(start: AgentStart, channel: Channel) -> Any:
         if schema is not None
         else dict(start.settings or {})
     )
-    ctx = AgentContext(
+    ctx = WorkerAgentContext(
         thread_id=start.thread_id,
         run_id=start.run_id,
         agent_type=start.agent_type,

@@ -61,6 +61,7 @@ from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolContext
 from services.tools.cancels import RunCanceledWhileRunning, RunCancels
 from services.tools.executor import DEFAULT_BACKOFF, ToolResultEvent, describe, execute
+from services.workflows.context_tools import WorkflowContextTools
 
 if TYPE_CHECKING:
     from services.mcpclient import McpSessions
@@ -133,6 +134,7 @@ class ToolsService(ConsumerWorker[RecordedEvent]):
         )
         self._bus = bus
         self._system = system
+        self._workflow_tools = WorkflowContextTools(bus.store)
         self._tool_backoff = tool_backoff
         # Copies of one request delivered together run one at a time in this process, so the
         # later ones find the first one's result instead of running the tool again.
@@ -215,7 +217,7 @@ class ToolsService(ConsumerWorker[RecordedEvent]):
                 thread_id=env.aggregate_id,
                 run_id=request.run_id,
                 call_id=request.call.id,
-                store=self._bus.store,
+                workflow=self._workflow_tools,
             )
             result = await self._cancels.run(
                 (env.tenant_id, env.aggregate_id, request.run_id),

@@ -10,7 +10,7 @@ from contracts.events import ChatMessage
 from services.agents.code import CodeAgent
 
 if TYPE_CHECKING:
-    from services.runtime.code_context import AgentContext
+    from services.agents import AgentContext
 
 TUNER = "tuner"
 TUNER_SETTINGS = {"tone": "warm"}

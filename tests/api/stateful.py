@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.events import BlueprintSpec
-from services.agents.middleware import Middleware
-from services.agents.tools import StateTool, StateToolOutcome, Tool, ToolSpec
-from services.runtime.state import ThreadState
+from services.agents import Middleware, StateTool, StateToolOutcome, ThreadView, Tool, ToolSpec
 
 
-def _echo(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def _echo(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     return StateToolOutcome(output=str(args))
 
 
@@ -28,7 +26,7 @@ class MessageCounter(Middleware):
     def registrable_tools(self) -> tuple[Tool | StateTool, ...]:
         return (ECHO,)
 
-    def state(self, state: ThreadState) -> Any:
+    def state(self, state: ThreadView) -> Any:
         users = [m.content for m in state.messages if m.role == "user"]
         return {"user_messages": len(users), "last": users[-1] if users else None}
 
@@ -37,7 +35,7 @@ class BrokenState(Middleware):
     name = "broken_state"
     tags = ("counted",)
 
-    def state(self, state: ThreadState) -> Any:
+    def state(self, state: ThreadView) -> Any:
         raise RuntimeError("no state today")
 
 

@@ -10,9 +10,9 @@ import msgspec
 from contracts.events import AgentStateSet, ChatMessage
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext
+from services.agents import AgentContext
 from services.agents.code import CodeAgent
 from services.agents.system import AgentSystem
-from services.runtime.code_context import AgentContext
 from tests.api.conftest import Api, Tenant, Thread, create_agency, running_api
 from tests.helpers import assert_eventually
 

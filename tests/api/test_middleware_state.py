@@ -12,7 +12,9 @@ from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext, Position, RecordedEvent
 from services.agents.middleware import Middleware, state_parts
 from services.agents.system import AgentSystem
-from services.runtime.state import ThreadState, fold
+from services.agents.view import ThreadView
+from services.runtime.state import fold
+from services.runtime.view import thread_view
 from tests.api.conftest import Api, Tenant, Thread, append_messages, create_agency
 from tests.api.stateful import COUNTED_AGENT, BrokenState, MessageCounter
 from tests.helpers import assert_eventually
@@ -43,7 +45,9 @@ async def test_middleware_parts_are_folds_of_the_log_under_their_camel_case_name
     # The same fold of the same log gives the same part: nothing comes from memory.
     history = await bus.store.read(tenant_a.id, "thread", thread.thread_id)
     folded = fold(tenant_a.id, thread.thread_id, history)
-    assert state_parts([MessageCounter()], folded) == {"messageCounter": state["messageCounter"]}
+    assert state_parts([MessageCounter()], thread_view(folded)) == {
+        "messageCounter": state["messageCounter"]
+    }
 
 
 async def test_a_thread_without_stateful_middleware_has_no_extra_keys(
@@ -58,7 +62,7 @@ def test_a_state_part_cannot_take_a_key_of_the_state_itself() -> None:
     class Todos(Middleware):
         name = "todos"
 
-        def state(self, state: ThreadState) -> object:
+        def state(self, state: ThreadView) -> object:
             return []
 
     with pytest.raises(ValueError, match="'todos'"):

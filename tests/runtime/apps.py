@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 from contracts.events import ChatMessage
+from services.agents import AgentContext
 from services.agents.code import CodeAgent
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, define_tool
-from services.runtime.code_context import AgentContext
 from tests.runtime.conftest import make_system
 
 

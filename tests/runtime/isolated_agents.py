@@ -17,7 +17,7 @@ from contracts.events import ChatMessage
 from services.agents.code import CodeAgent, ToolCallError
 
 if TYPE_CHECKING:
-    from services.runtime.code_context import AgentContext
+    from services.agents import AgentContext
 
 
 class Echo(CodeAgent):

@@ -8,10 +8,10 @@ from typing import Any
 
 from contracts.events import BlueprintSpec, ChatMessage
 from contracts.events.registry import BlueprintConfig, HitlConfig
+from services.agents import AgentContext
 from services.agents.code import CodeAgent, ToolCallError
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, define_tool
-from services.runtime.code_context import AgentContext
 from tests.runtime.conftest import make_system
 
 WORD = {"type": "object", "properties": {"word": {"type": "string"}}}

@@ -16,8 +16,9 @@ from contracts.events import (
 from contracts.events.base import Event
 from services.agents.escalation import NotAChild
 from services.agents.middleware import MiddlewareContext
+from services.agents.view import ThreadView
 from services.llm.fake_scripts import ScriptStep
-from services.runtime.state import ThreadState, fold
+from services.runtime.state import fold
 from tests.runtime.conftest import Agents
 
 
@@ -124,7 +125,7 @@ async def test_implicit_child_gets_no_escalation_tools_and_reports_by_itself(
 
 
 def _context(parent: ParentRef | None) -> MiddlewareContext:
-    state = ThreadState(tenant_id="t", thread_id="th", parent=parent)
+    state = ThreadView(tenant_id="t", thread_id="th", parent=parent)
     return MiddlewareContext(state=state, blueprint=BlueprintSpec(name="x"), run_id="r", step=1)
 
 

@@ -28,6 +28,7 @@ from contracts.events import (
 )
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
+from services.agents import AgentContext
 from services.agents.code import CodeAgent
 from services.agents.isolation import Isolation, NotIsolatable
 from services.agents.system import AgentSystem
@@ -37,7 +38,6 @@ from services.llm.provider import OpenAIProvider
 from services.replay.memstore import MemoryEventStore
 from services.replay.reexecute import reexecute
 from services.runtime.cache import BlueprintCache, ThreadCache
-from services.runtime.code_context import AgentContext
 from services.runtime.code_isolated import AGENT_RUNNER
 from services.runtime.loop import ThreadDriver
 from services.runtime.state import fold

@@ -6,10 +6,10 @@ import msgspec
 
 from contracts.events import BlueprintSpec, ChatMessage
 from contracts.events.registry import BlueprintConfig
+from services.agents import AgentContext
 from services.agents.code import CodeAgent
 from services.agents.code_settings import describe, type_label, with_overrides
 from services.agents.system import AgentSystem
-from services.runtime.code_context import AgentContext
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 
 

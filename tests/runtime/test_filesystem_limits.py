@@ -7,10 +7,10 @@ import pytest
 from contracts.events import FileWritten
 from contracts.limits import limits
 from services.agents.builtin.filesystem import TOOLS
-from services.runtime.state import ThreadState
+from services.agents.view import ThreadView
 
 TOOL = {t.spec.name: t.fn for t in TOOLS}
-STATE = ThreadState(tenant_id="t", thread_id="th", files=(("a.md", "hello"),))
+STATE = ThreadView(tenant_id="t", thread_id="th", files=(("a.md", "hello"),))
 
 
 @pytest.mark.parametrize(

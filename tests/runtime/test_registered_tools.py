@@ -21,10 +21,10 @@ from services.agents.tools import (
     ToolSpec,
     define_tool,
 )
+from services.agents.view import ThreadView
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.replay.reexecute import reexecute
-from services.runtime.state import ThreadState
 from tests.runtime.conftest import make_system, running_agents
 
 
@@ -33,7 +33,7 @@ async def shout(args: dict[str, Any], ctx: ToolContext) -> str:
     return str(args.get("text", "")).upper() + "!"
 
 
-def count_messages(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def count_messages(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     return StateToolOutcome(output=f"{len(state.messages)} messages")
 
 

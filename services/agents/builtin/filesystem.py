@@ -16,7 +16,7 @@ from services.agents.middleware import Middleware, MiddlewareContext
 from services.agents.tools import StateTool, StateToolFn, StateToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
-    from services.runtime.state import ThreadState
+    from services.agents.view import ThreadView
 
 FILESYSTEM_PROMPT = """You have a virtual filesystem: `ls`, `read_file`, `write_file` and
 `edit_file`. Read a file before you edit it."""
@@ -38,7 +38,7 @@ def _path(args: dict[str, Any]) -> str | None:
 
 
 def _bad_path(fn: StateToolFn) -> StateToolFn:
-    def checked(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+    def checked(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
         try:
             return fn(args, state, run_id)
         except _BadPath as e:
@@ -60,12 +60,12 @@ def _written(run_id: str, path: str, content: str, verb: str) -> StateToolOutcom
     )
 
 
-def ls(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def ls(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     paths = sorted(p for p, _ in state.files)
     return StateToolOutcome(output="\n".join(paths) if paths else "(no files)")
 
 
-def read_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def read_file(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     path = _path(args)
     if path is None:
         return StateToolOutcome(output="read_file needs a non-empty string `path`", error=True)
@@ -82,7 +82,7 @@ def read_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToo
     return StateToolOutcome(output=numbered or "(empty file)")
 
 
-def write_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def write_file(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     path = _path(args)
     content = args.get("content")
     if path is None or not isinstance(content, str):
@@ -90,7 +90,7 @@ def write_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateTo
     return _written(run_id, path, content, f"wrote {len(content)} characters to {path}")
 
 
-def edit_file(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def edit_file(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     path = _path(args)
     old, new = args.get("oldString"), args.get("newString")
     replace_all = bool(args.get("replaceAll", False))

@@ -24,7 +24,8 @@ from services.agents.escalation import NotAChild, notify_event, status_event
 from services.agents.tools import StateTool, StateToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
-    from services.runtime.state import ThreadState
+    from contracts.events import ParentRef
+    from services.agents.view import ThreadView
 
 NOTIFY_TOOL = "notify_parent"
 STATUS_TOOL = "set_status"
@@ -35,7 +36,7 @@ def _text(args: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _notify(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def _notify(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     content = _text(args, "content")
     if content is None:
         return StateToolOutcome("notify_parent needs a string `content`", error=True)
@@ -46,7 +47,7 @@ def _notify(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolO
     return StateToolOutcome("Your parent will receive the message.", events=(event,))
 
 
-def _status(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def _status(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     status = _text(args, "status")
     if status is None:
         return StateToolOutcome("set_status needs a string `status`", error=True)
@@ -85,8 +86,8 @@ SET_STATUS = StateTool(
 )
 
 
-def escalation_tools(state: ThreadState) -> dict[str, StateTool]:
-    """The tools of an explicit child; none for any other thread."""
-    if state.parent is None or state.parent.communication != "explicit":
+def escalation_tools(parent: ParentRef | None) -> dict[str, StateTool]:
+    """The tools of an explicit child (of this `parent`); none for any other thread."""
+    if parent is None or parent.communication != "explicit":
         return {}
     return {NOTIFY_TOOL: NOTIFY_PARENT, STATUS_TOOL: SET_STATUS}

@@ -11,7 +11,7 @@ from services.agents.middleware import Middleware, MiddlewareContext
 from services.agents.tools import StateTool, StateToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
-    from services.runtime.state import ThreadState
+    from services.agents.view import ThreadView
 
 WRITE_TODOS_PROMPT = """You have a `write_todos` tool to plan and track multi-step work.
 Write the plan before starting, mark an item in_progress while you work on it and
@@ -44,7 +44,7 @@ WRITE_TODOS = ToolSpec(
 )
 
 
-def write_todos(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:
+def write_todos(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
     try:
         todos = msgspec.convert(args.get("todos"), tuple[Todo, ...])
     except msgspec.ValidationError as e:
