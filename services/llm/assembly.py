@@ -332,8 +332,9 @@ class Coalescer:
         return max(0.0, self._last + self._interval - time.monotonic())
 
     def overdue(self) -> bool:
-        """Whether text delivered after the first is due now (its window is over, or it
-        fills a piece); the first is due once no further chunk is ready (`wait_budget`)."""
+        """Whether the buffered text is due now: it fills a piece, or a delta went out
+        and its window is over. The first text is due once no further chunk is ready
+        (`wait_budget`), which the reader finds out."""
         if self._buffered >= self._max_bytes:
             return True
         return self.delivered and self.wait_budget() == 0.0
