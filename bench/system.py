@@ -156,9 +156,9 @@ def progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
 def script(fake: FakeLLMServer, model_ttft_ms: int) -> None:
     call = ScriptToolCall(name="write_file", arguments={"path": PATH, "content": CONTENT})
     fake.script(RESUME_KEY, [ScriptStep(tool_calls=(call,)), ScriptStep(content=ANSWER)])
-    # Paced like a real model's tokens: our provider hands text on every 50 ms
-    # (`ModelSettings.coalesce_ms`), and an answer complete within that window is not
-    # streamed at all (`model.completed` carries it).
+    # Paced like a real model's tokens: our provider hands the first text on at once and
+    # the rest every 50 ms (`ModelSettings.coalesce_ms`); an answer received whole with
+    # its first text is not streamed at all (`model.completed` carries it).
     step = ScriptStep(content=TTFT_ANSWER, delay_ms=model_ttft_ms, stream_delay_ms=TOKEN_MS)
     fake.script(TTFT_KEY, [step])
 
@@ -192,8 +192,8 @@ async def ours(
     results["resume"] = statistics.median(resumes)
 
     ttfts = await samples(args.runs, lambda i: first_token(api, agency, i, args.model_ttft_ms))
-    say(f"ttft: {spread(ttfts)} (less the fake's {args.model_ttft_ms} ms; the text is handed on "
-        "in 50 ms windows, so up to 50 ms of it is that window)")  # fmt: skip
+    say(f"ttft: {spread(ttfts)} (less the fake's {args.model_ttft_ms} ms; the first text is "
+        "handed on at once, the rest in 50 ms windows)")  # fmt: skip
     results["ttft"] = statistics.median(ttfts)
 
     created_agency = await api.agency("bench-create")

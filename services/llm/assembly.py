@@ -290,13 +290,15 @@ def split_utf8(text: str, limit: int) -> list[str]:
 
 
 class Coalescer:
-    """Hands streamed text to `on_delta` at most once per interval, in order, in pieces of at
-    most `max_bytes`.
+    """Hands streamed text to `on_delta` in order, in pieces of at most `max_bytes`: the
+    answer's first text at once, the rest at most once per interval.
 
-    The first window opens with the first text, so an answer that is complete within one
-    window produces no delta at all: `model.completed` carries its text, and the log is
-    spared two appends per fast model call. Once a delta went out, the rest follows, so
-    the deltas of a call always add up to its whole text.
+    The first text waits for no window, only for the chunks already received (the reader
+    takes those first, `wait_budget` being 0): a person sees the answer begin as soon as
+    the model begins it. An answer that arrived whole with its first text produces no
+    delta at all: `model.completed` carries its text, and the log is spared two appends
+    per fast model call. Once a delta went out, the rest follows, so the deltas of a call
+    always add up to its whole text.
     """
 
     def __init__(self, on_delta: OnDelta | None, interval: float, max_bytes: int) -> None:
@@ -325,9 +327,17 @@ class Coalescer:
         """How long the next read may block before buffered text is due (None: no limit)."""
         if not self._buffer:
             return None
-        if self._buffered >= self._max_bytes:
-            return 0.0  # a full piece waits for no window
+        if self._buffered >= self._max_bytes or not self.delivered:
+            return 0.0  # a full piece, or the answer's first text, waits for no window
         return max(0.0, self._last + self._interval - time.monotonic())
+
+    def overdue(self) -> bool:
+        """Whether the buffered text is due now: it fills a piece, or a delta went out
+        and its window is over. The first text is due once no further chunk is ready
+        (`wait_budget`), which the reader finds out."""
+        if self._buffered >= self._max_bytes:
+            return True
+        return self.delivered and self.wait_budget() == 0.0
 
     async def flush(self) -> None:
         if not self._buffer or self._on_delta is None:

@@ -129,6 +129,7 @@ class FakeLLM:
         self.book = ScriptBook()
         self.received: deque[Any] = deque(maxlen=keep_requests)
         self.calls: deque[Call] = deque(maxlen=keep_requests)
+        self.holds: dict[str, asyncio.Event] = {}
 
     def _latency(self) -> float:
         if self.latency_ms is None:
@@ -187,20 +188,28 @@ class FakeLLM:
         include_usage = request.stream_options is not None and request.stream_options.include_usage
         tokens, closing = stream_chunks(answer, request.model, include_usage)
         return Stream(
-            _paced(call, answer, tokens, closing, between),
+            _paced(call, answer, tokens, closing, between, self.holds.get(call.key or "")),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},
         )
 
 
 async def _paced(
-    call: Call, reply: Reply, tokens: list[bytes], closing: list[bytes], between: float
+    call: Call,
+    reply: Reply,
+    tokens: list[bytes],
+    closing: list[bytes],
+    between: float,
+    hold: asyncio.Event | None = None,
 ) -> AsyncIterator[bytes]:
     # A stream fault strikes before the finishing chunk at the latest.
     fault_at = min(reply.fault_after, len(tokens))
     for i, event in enumerate([*tokens, *closing]):
         # The opening role chunk and the first token go out together: the reply's `delay` is
         # the time to first token, `between` the time between tokens.
+        if i == 2 and hold is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hold.wait(), HANG_SECONDS)
         if 1 < i < len(tokens) and between:
             await asyncio.sleep(between)
         if reply.stream_error_after == i and i < len(tokens):
@@ -344,6 +353,11 @@ class FakeLLMServer:
 
     def clear_scripts(self, key: str | None = None) -> None:
         self._llm.book.clear(key)
+
+    def hold(self, key: str) -> asyncio.Event:
+        """Streamed answers of the script `key` stop after their first token until the
+        event returned is set (an event of the server's loop; an hour at most)."""
+        return self._llm.holds.setdefault(key, asyncio.Event())
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -419,6 +419,8 @@ class OpenAIProvider:
                 else:
                     if pending is None:
                         pending = asyncio.ensure_future(_next_chunk(chunks))
+                    # A zero budget still gives the read one turn: a chunk already
+                    # received joins the text that is due.
                     done, _ = await asyncio.wait((pending,), timeout=budget)
                     if not done:
                         await coalescer.flush()
@@ -428,7 +430,7 @@ class OpenAIProvider:
                 if chunk is None:
                     return
                 coalescer.add(assembly.add(chunk))
-                if coalescer.wait_budget() == 0.0:
+                if coalescer.overdue():
                     await coalescer.flush()
         finally:
             if pending is not None:

@@ -44,6 +44,12 @@ class ThreadCache:
         self.put(state)
         return state
 
+    def cached(self, tenant_id: str, thread_id: str) -> ThreadState | None:
+        """The thread as this process last stored or read it, without asking the log (None
+        when it has not, or had it as not existing): possibly behind the log."""
+        state = self._states.get((tenant_id, thread_id))
+        return state if state is not None and state.exists else None
+
     def advance(self, state: ThreadState, events: tuple[RecordedEvent, ...]) -> ThreadState:
         """Apply events this process just appended, without reading them back."""
         for event in events:

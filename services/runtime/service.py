@@ -160,8 +160,13 @@ class RuntimeService:
                 )
         tenant = envelope.tenant_id
         from_leader = False
+        # A thread this process holds (it just parked the run, say) is decided on as held,
+        # without reading it first: what it appends expects the held position, so a thread
+        # that moved meanwhile is a conflict, and read then. Only an append is trusted from
+        # it: a refusal or a decision to do nothing is made again on the log's state.
+        held = self._threads.cached(tenant, thread_id)
         for attempt in range(CONFLICT_ATTEMPTS):
-            state = await self._threads.load(tenant, thread_id, from_leader=from_leader)
+            state = held or await self._threads.load(tenant, thread_id, from_leader=from_leader)
             if not state.exists:
                 await self._refuse_if_elsewhere(tenant, thread_id)
                 # The create command may not be applied yet: retried with backoff, then
@@ -174,11 +179,17 @@ class RuntimeService:
             try:
                 events = self._decide(state, envelope, payload)
             except CommandRejected:
+                if held is not None:
+                    held = None
+                    continue
                 if from_leader:
                     raise
                 # Refused for good only on what the stream's leader says: a replica that is
                 # catching up may not have the event that makes the command valid yet.
                 from_leader = True
+                continue
+            if held is not None and not events:
+                held = None
                 continue
             # Counted for the tenant's fairness in the step that decided it (no await since):
             # concurrent invokes of one tenant never all take its last free slot.
@@ -224,6 +235,9 @@ class RuntimeService:
                 if not events:
                     return
             except ConcurrencyError:
+                if held is not None:
+                    held = None  # the thread moved since this process held it: read it
+                    continue
                 # A busy thread (a streaming model call appends every 50 ms) can win a few
                 # times in a row: back off a little, with jitter, and decide again.
                 await asyncio.sleep(conflict_pause(attempt))

@@ -104,21 +104,43 @@ async def test_streamed_text_is_coalesced_into_few_deltas(
 async def test_buffered_text_is_flushed_while_the_model_pauses(
     llm: FakeLLMServer, key: str
 ) -> None:
-    """Text waits at most one coalescing interval, not until the next chunk arrives."""
+    """The first text goes at once; later text waits at most one coalescing interval, not
+    until the next chunk arrives."""
     llm.script(key, [ScriptStep(content="a b c d e", stream_delay_ms=200)])
     deltas = Deltas()
     settings = ModelSettings(coalesce_ms=500)
     async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=settings) as provider:
         await provider.complete(ask(f"pause {key}"), deltas)
 
-    # The first window opens with a (0 ms): a, b, c go at 500 ms; d, e at the end.
-    assert deltas.calls == ["a b c", " d e"]
+    # a at once (0 ms), opening the first window: b, c go at 500 ms; d, e at the end.
+    assert deltas.calls == ["a", " b c", " d e"]
 
 
-async def test_an_answer_complete_within_one_window_produces_no_delta(
+async def test_the_first_text_goes_at_once_while_the_model_holds_the_rest(
+    llm: FakeLLMServer, key: str
+) -> None:
+    """No window delays the first text: it is handed on before the second token exists."""
+    llm.script(key, [ScriptStep(content="first then the rest")])
+    hold = llm.hold(key)
+    deltas = Deltas()
+    settings = ModelSettings(coalesce_ms=600_000)
+    async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=settings) as provider:
+        call = asyncio.ensure_future(provider.complete(ask(f"hold {key}"), deltas))
+        try:
+            await asyncio.wait_for(deltas.first.wait(), 10)
+            assert deltas.calls == ["first"] and not call.done()
+        finally:
+            hold.set()
+        response = await asyncio.wait_for(call, 10)
+    assert deltas.calls == ["first", " then the rest"]
+    assert response.message.content == "first then the rest"
+
+
+async def test_an_answer_received_with_its_first_text_produces_no_delta(
     llm: FakeLLMServer, provider: OpenAIProvider, key: str
 ) -> None:
-    """Its text is in the response; the log is spared deltas that add nothing."""
+    """The first text waits for the chunks already received, the stream's end among them:
+    the text is in the response; the log is spared deltas that add nothing."""
     llm.script(key, [ScriptStep(content="quick answer")])
     deltas = Deltas()
     response = await provider.complete(ask(f"quick {key}"), deltas)

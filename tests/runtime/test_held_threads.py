@@ -1,0 +1,106 @@
+"""A command for a thread this worker holds is decided on the state it holds, without a
+read first; the append's expected position catches a thread that moved meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from contracts.commands import ApproveToolCalls, CommandEnvelope
+from contracts.events.run import RUN_TERMINAL_TYPES
+from infra.jetstream.connection import Bus
+from services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from services.llm.fake_server import FakeLLMServer
+from services.runtime.cache import ThreadCache
+from services.runtime.service import RuntimeService
+from services.runtime.state import ThreadState
+from tests.runtime.conftest import running_agents
+
+GUARDED = (ScriptToolCall(name="lookup", arguments={"word": "w"}),)
+
+
+def paused(events: list[Any]) -> bool:
+    return any(e.type == "run.paused" for e in events)
+
+
+def approvals_handled(monkeypatch: pytest.MonkeyPatch) -> asyncio.Queue[None]:
+    """Each approval command the runtime has finished handling (its append included)."""
+    done: asyncio.Queue[None] = asyncio.Queue()
+    original = RuntimeService.handle_command
+
+    async def handle(self: RuntimeService, envelope: CommandEnvelope, delivery: Any) -> None:
+        try:
+            await original(self, envelope, delivery)
+        finally:
+            if isinstance(envelope.payload, ApproveToolCalls):
+                done.put_nowait(None)
+
+    monkeypatch.setattr(RuntimeService, "handle_command", handle)
+    return done
+
+
+async def test_an_approval_of_a_run_this_worker_parked_reads_nothing_first(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "held-approve-" + tenant
+    llm.script(key, [ScriptStep(tool_calls=GUARDED), ScriptStep(content="looked up")])
+    reads: list[str] = []
+    load = ThreadCache.load
+
+    async def counted(self: ThreadCache, tenant_id: str, thread_id: str, **kw: Any) -> Any:
+        reads.append(thread_id)
+        return await load(self, tenant_id, thread_id, **kw)
+
+    monkeypatch.setattr(ThreadCache, "load", counted)
+    handled = approvals_handled(monkeypatch)
+    async with running_agents(bus, nats_url, tenant, llm) as agents:
+        thread = await agents.thread("approver")
+        await agents.invoke(thread, key)
+        await agents.wait_for(thread, paused)
+        reads.clear()
+        await agents.approve(thread, True)
+        await asyncio.wait_for(handled.get(), 20)
+        # The decision is stored (the drive goes on from the state it left), unread.
+        assert thread not in reads
+        events = await agents.wait_terminal(thread)
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+    assert "hitl.resume" in [e.type for e in events]
+
+
+async def test_a_held_thread_that_moved_meanwhile_is_read_and_decided_again(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What this worker holds says the run awaits approval; the log says it was canceled
+    since (as another worker would have done): the approval bound to it does nothing."""
+    key = "held-moved-" + tenant
+    llm.script(key, [ScriptStep(tool_calls=GUARDED)])
+    snapshot: dict[str, ThreadState] = {}
+    cached = ThreadCache.cached
+
+    def stale(self: ThreadCache, tenant_id: str, thread_id: str) -> ThreadState | None:
+        return snapshot.get(thread_id) or cached(self, tenant_id, thread_id)
+
+    monkeypatch.setattr(ThreadCache, "cached", stale)
+    handled = approvals_handled(monkeypatch)
+    async with running_agents(bus, nats_url, tenant, llm) as agents:
+        thread = await agents.thread("approver")
+        run_id = await agents.invoke(thread, key)
+        await agents.wait_for(thread, paused)
+        held = await ThreadCache(bus.store).load(tenant, thread)
+        assert held.active_run is not None and held.active_run.hitl_pending
+        await agents.cancel(thread)
+        await agents.wait_terminal(thread)
+        snapshot[thread] = held  # the worker's view from before the cancel
+        await bus.commands.send(
+            tenant,
+            ApproveToolCalls(
+                agency_id=agents.agency, thread_id=thread, approved=True, run_id=run_id
+            ),
+        )
+        await asyncio.wait_for(handled.get(), 20)
+        events = await agents.events(thread)
+    kinds = [e.type for e in events]
+    assert "hitl.resume" not in kinds and "run.resumed" not in kinds
+    assert [k for k in kinds if k in RUN_TERMINAL_TYPES] == ["run.canceled"]
