@@ -40,7 +40,10 @@ def register(groups: Any) -> None:
     add_data_dir(up)
     add_app(up)
     up.add_argument("--host", default="127.0.0.1", help="API host (default 127.0.0.1)")
-    up.add_argument("--port", type=int, default=8080, help="API port (default 8080; 0 = free)")
+    up.add_argument(
+        "--port", type=int, default=int(os.environ.get("AGENCY_API_PORT", "8080")),
+        help="API port (default $AGENCY_API_PORT or 8080; 0 = a free one)",
+    )  # fmt: skip
     up.set_defaults(handler=agency_up)
 
 

@@ -1,0 +1,183 @@
+"""The README's and the docs' commands, run as a person types them, in a fresh copy.
+
+A fenced block is taken when its info string says so: ```` ```python file=NAME ```` is saved
+as NAME, ```` ```sh runnable ```` is run by bash (each line in turn, one shell for the block;
+it must end with 0), ```` ```sh runnable=background ```` starts a server in a terminal of
+its own and waits until it prints a line beginning with `ready`. The copy is a clone of the repository with the
+working tree's edits on top, sharing this virtual environment (`./run` then installs
+nothing); its servers are stopped with Ctrl-C (SIGINT) at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+_READY_TIMEOUT = 300.0
+_BLOCK_TIMEOUT = 300.0
+_STOP_TIMEOUT = 60.0
+# What a person would see; a document not listed here only has to run without failing.
+_EXPECTED = {
+    "README.md": [
+        "✋ awaiting approval: multiply",
+        "⏸ paused (hitl)",
+        "approved",
+        "✓ multiply: 42",
+        "■ completed:",
+        "tool.output",
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Block:
+    language: str
+    attributes: dict[str, str]
+    text: str
+
+
+def blocks(document: Path) -> list[Block]:
+    """The blocks of `document` that the test acts on, in order."""
+    found: list[Block] = []
+    for language, info, text in _FENCE.findall(document.read_text()):
+        attributes = {
+            name: value for name, _, value in (word.partition("=") for word in info.split())
+        }
+        if "file" in attributes or "runnable" in attributes:
+            found.append(Block(language, attributes, text))
+    return found
+
+
+def documents() -> list[Path]:
+    return [path for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+            if blocks(path)]  # fmt: skip
+
+
+def fresh_copy(target: Path) -> Path:
+    """A clone of the repository with the working tree's changes and new files on top."""
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(target)], check=True, timeout=120)
+    changed = subprocess.run(
+        ["git", "ls-files", "--modified", "--others", "--exclude-standard", "-z"],
+        cwd=REPO, check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.split("\0")  # fmt: skip
+    for name in filter(None, changed):
+        source = REPO / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+def shared_venv(copy: Path) -> None:
+    """The copy uses this environment, when `./run` would find it current for the copy."""
+    venv = Path(sys.prefix)
+    stamp = (venv / ".installed").read_text().strip() if (venv / ".installed").exists() else ""
+    digest = subprocess.run(["sha256sum", str(copy / "pyproject.toml")], check=True,
+                            capture_output=True, text=True).stdout.split()[0]  # fmt: skip
+    if stamp != digest:
+        pytest.fail(f"{venv} is not the environment `./run` made for this pyproject.toml; "
+                    "run the tests with `./run test`")  # fmt: skip
+    (copy / ".venv").symlink_to(venv)
+
+
+def user_env() -> dict[str, str]:
+    """A person's shell: none of the test run's settings, no provider keys."""
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("AGENCY_", "OPENAI_", "PYTEST", "NATS_", "DATABASE_"))}  # fmt: skip
+    env["AGENCY_API_PORT"] = "0"  # a free port: the machine may have 8080 taken
+    return env
+
+
+class Terminal:
+    """A server started as a person would in a terminal of its own."""
+
+    def __init__(self, command: str, cwd: Path, log: Path) -> None:
+        self.log = log
+        self._out = log.open("wb")
+        self.process = subprocess.Popen(
+            ["bash", "-c", command], cwd=cwd, env=user_env(), stdout=self._out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+    def wait_ready(self) -> None:
+        deadline = _READY_TIMEOUT
+        while deadline > 0:
+            if re.search(r"(?m)^ready\b", self.log.read_text(errors="replace")):
+                return
+            if self.process.poll() is not None:
+                break
+            try:
+                self.process.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                deadline -= 0.5
+        pytest.fail(f"never ready:\n{self.log.read_text(errors='replace')[-4000:]}")
+
+    def stop(self) -> bool:
+        """Ctrl-C, as a person would; SIGKILL if it does not stop in time. Whether it
+        stopped on Ctrl-C."""
+        try:
+            os.killpg(self.process.pid, signal.SIGINT)
+            self.process.wait(timeout=_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+            return False
+        except ProcessLookupError:
+            pass
+        finally:
+            self._out.close()
+        # A shell's answer to Ctrl-C is 130 (128 + SIGINT).
+        return self.process.returncode in (0, 128 + signal.SIGINT)
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    target = fresh_copy(tmp_path / "agency")
+    shared_venv(target)
+    return target
+
+
+@pytest.mark.parametrize("document", documents(), ids=lambda path: path.name)
+def test_a_documents_commands_run_as_written(document: Path, copy: Path) -> None:
+    terminals: list[Terminal] = []
+    stopped: list[bool] = []
+    output: list[str] = []
+    try:
+        for number, block in enumerate(blocks(document)):
+            if "file" in block.attributes:
+                (copy / block.attributes["file"]).write_text(block.text)
+            elif block.attributes["runnable"] == "background":
+                terminal = Terminal(block.text, copy, copy.parent / f"terminal-{number}.log")
+                terminals.append(terminal)
+                terminal.wait_ready()
+            else:
+                ran = subprocess.run(
+                    ["bash", "-euo", "pipefail", "-c", block.text], cwd=copy, env=user_env(),
+                    capture_output=True, text=True, timeout=_BLOCK_TIMEOUT,
+                )  # fmt: skip
+                shown = ran.stdout + ran.stderr
+                assert ran.returncode == 0, f"{document.name}:\n{block.text}\n{shown}"
+                output.append(shown)
+    finally:
+        stopped = [terminal.stop() for terminal in reversed(terminals)]
+    printed = "\n".join(output)
+    for expected in _EXPECTED.get(document.name, []):
+        assert expected in printed, f"{document.name}: {expected!r} not in\n{printed}"
+    for terminal, clean in zip(reversed(terminals), stopped, strict=True):
+        assert clean, terminal.log.read_text(errors="replace")[-4000:]
+
+
+def test_the_readme_has_runnable_blocks() -> None:
+    """The README's first agent is run by the test above, not left out by a typo."""
+    kinds = [b.attributes.get("runnable", "file") for b in blocks(REPO / "README.md")]
+    assert kinds == ["file", "background", ""], kinds
