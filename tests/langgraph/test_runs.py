@@ -67,6 +67,38 @@ async def test_stream_messages_tuple_streams_the_tokens(lg: LangGraph) -> None:
     assert state["values"]["messages"][-1]["id"] == chunks[0][0]["id"]
 
 
+async def test_stream_messages_sends_the_text_so_far_then_each_whole_message(
+    lg: LangGraph,
+) -> None:
+    key = "lg-partials-" + lg.agency
+    text = "one two three four five six seven eight"
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[call("lookup", word="z")]),
+            ScriptStep(content=text, stream_delay_ms=40),
+        ],
+    )
+    thread = await _thread(lg)
+    parts = await collect(
+        lg.client.runs.stream(thread, "worker", input=ask(key), stream_mode="messages")
+    )
+    messages = [p for p in parts if p.event.startswith("messages")]
+    partials = [p.data[0] for p in messages if p.event == "messages/partial"]
+    assert len(partials) > 1, "the text arrives in several parts"
+    texts = [m["content"] for m in partials]
+    assert texts == sorted(texts, key=len) and texts[-1] == text
+    assert all(text.startswith(t) for t in texts) and {m["type"] for m in partials} == {"ai"}
+    complete = [p.data[0] for p in messages if p.event == "messages/complete"]
+    assert [m["type"] for m in complete] == ["ai", "tool", "ai"]
+    assert complete[0]["tool_calls"][0]["name"] == "lookup"
+    assert complete[-1]["content"] == text and complete[-1]["id"] == partials[0]["id"]
+    heads = [p.data for p in messages if p.event == "messages/metadata"]
+    assert [next(iter(h)) for h in heads] == [m["id"] for m in complete]
+    nodes = [h[m["id"]]["metadata"]["langgraph_node"] for h, m in zip(heads, complete, strict=True)]
+    assert nodes == ["model", "tools", "model"]
+
+
 async def test_stream_events_follows_the_model_and_tools(lg: LangGraph) -> None:
     key = "lg-events-" + lg.agency
     lg.llm.script(

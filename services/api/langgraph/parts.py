@@ -3,8 +3,10 @@
 Each event of a run becomes zero or more SSE frames, all with `id: <the event's seq>`, in
 one write: `values` (the whole state after a change), `updates` (what a node returned:
 `model` for the model's message, `tools` for tool results, files and todos), `messages`
-(for `messages-tuple`: `[message chunk, metadata]`), `events` (LangChain's
-`astream_events` v2 shape). An approval pause is `__interrupt__` in `values` and `updates`.
+(for `messages-tuple`: `[message chunk, metadata]`), `messages/metadata`,
+`messages/partial` and `messages/complete` (for `messages`: each message's metadata once,
+then the text so far, then the whole message), `events` (LangChain's `astream_events` v2
+shape). An approval pause is `__interrupt__` in `values` and `updates`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from contracts.events import (
 from infra.jetstream.records import RecordedEvent
 from services.api.langgraph.graphstate import GraphView, ai_message_id, message_dict
 
-MODES = ("values", "updates", "messages-tuple", "events")
+MODES = ("values", "updates", "messages-tuple", "messages", "events")
 _encoder = msgspec.json.Encoder()
 
 
@@ -48,6 +50,7 @@ class Parts:
         self._modes = modes
         self._run = lg_run_id
         self._streamed: set[tuple[str, int]] = set()
+        self._texts: dict[str, str] = {}  # `messages`: each streamed message's text so far
 
     def after(self, event: RecordedEvent, view: GraphView) -> bytes:
         out: list[bytes] = []
@@ -67,6 +70,8 @@ class Parts:
                 return self._updates(event, view)
             case "messages-tuple":
                 return self._messages(event, view)
+            case "messages":
+                return self._whole_messages(event, view)
             case "events":
                 return self._events(event, view)
         return []
@@ -120,6 +125,32 @@ class Parts:
                 step = view.state.active_run.step if view.state.active_run else 0
                 return [("messages", [view.messages[-1], self._meta(view, "tools", step)])]
         return []
+
+    def _whole_messages(self, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
+        """LangGraph's `messages` mode: `messages/metadata` when a message first appears,
+        `messages/partial` with its text so far for each streamed piece, and
+        `messages/complete` with the whole message once it is final."""
+        match event.payload:
+            case ModelDelta(run_id=run_id, step=step, delta=delta):
+                key = ai_message_id(run_id, step)
+                out = [] if key in self._texts else [self._head(key, view, "model", step)]
+                self._texts[key] = self._texts.get(key, "") + delta
+                partial = {**_chunk(key, self._texts[key], []), "type": "ai"}
+                return [*out, ("messages/partial", [partial])]
+            case ModelCompleted(run_id=run_id, step=step, message=message):
+                key = ai_message_id(run_id, step)
+                out = [] if key in self._texts else [self._head(key, view, "model", step)]
+                self._texts.pop(key, None)
+                return [*out, ("messages/complete", [message_dict(message, key)])]
+            case MessageAppended(message=message) if message.role == "tool":
+                step = view.state.active_run.step if view.state.active_run else 0
+                tool = view.messages[-1]
+                head = self._head(str(tool.get("id") or ""), view, "tools", step)
+                return [head, ("messages/complete", [tool])]
+        return []
+
+    def _head(self, key: str, view: GraphView, node: str, step: int) -> tuple[str, Any]:
+        return ("messages/metadata", {key: {"metadata": self._meta(view, node, step)}})
 
     def _events(self, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
         payload = event.payload
