@@ -1,0 +1,196 @@
+"""`just bench http`: one `langgraph-sdk` client script against our `/langgraph` routes and
+against Aegra, the open-source LangGraph Agent Server, one after the other on this machine.
+
+The same script (`bench.http_client`) drives both, with the same fake model
+(`FakeLLMServer(instant=True)` in this process, scripted by a key in the user's message):
+
+- ours: `agency up --data-dir <tmp> --port 0` in a subprocess (`bench.http_system`), the
+  per-tenant invoke limits off, an agency with the blueprint of `bench.system_ours` (the
+  built-in tools and approvals, `write_file` held for a person), reached at
+  `<api>/langgraph` with the tenant's key;
+- Aegra: `aegra-api` in a virtualenv of its own (`bench.http_aegra`, installed on first
+  use), serving `bench/aegra_graph.py` (model → tools → model, `write_file` calling
+  `interrupt()`, `ChatOpenAI` at the fake), over a PostgreSQL of its own started here
+  (`PostgresServer`, fsync on, loopback).
+
+Lines (`bench: http-<metric> ours=… baseline=… ratio=…`, the baseline Aegra; above 1 means
+ours is faster: baseline/ours for times, ours/baseline for throughput):
+- `http-sequential`: p50 ms of `runs.wait` of one run (the model answers at once) on a
+  thread created before, runs one after the other;
+- `http-concurrent`: runs per second with `--concurrent` `runs.wait` at once, each on a
+  thread of its own;
+- `http-create`: p50 ms of `threads.create(graph_id=…)`;
+- `http-resume`: p50 ms of `runs.wait(command={"resume": {"approved": True}})` on a thread
+  parked at its interrupt, until the run ended with the answer (the tool and one model call
+  in between);
+- `http-ttft`: p50 ms of `runs.stream(stream_mode="messages")` until the first text, less
+  the fake's own time to first token (`--model-ttft-ms`).
+Each phase runs `--warmup` unmeasured samples first. Every run is checked (completed with
+the scripted answer, parked where it should, resumed to the answer); every wait bounded.
+The load average is printed before and after each side: other work on the machine shows.
+
+Run: `just bench http` (options: --runs N, --concurrent N, --model-ttft-ms MS, --warmup N,
+--ours-only). Figures: `docs/performance.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import uvloop
+
+from bench.http_client import (
+    ANSWER,
+    ANSWER_KEY,
+    CONTENT,
+    PATH,
+    RESUME_KEY,
+    RESUMED,
+    TTFT_ANSWER,
+    TTFT_KEY,
+    Counts,
+    Target,
+    measure,
+)
+from bench.http_system import Api, BenchError, RunningSystem
+from bench.system_ours import AGENT, BLUEPRINT
+from infra.launch import PostgresServer
+from services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from services.llm.fake_server import FakeLLMServer
+
+TOKEN_MS = 20
+LIMITS_OFF = {"AGENCY_TENANT_MAX_ACTIVE_RUNS": "0", "AGENCY_TENANT_INVOKES_PER_SECOND": "0"}
+METRICS = (
+    ("sequential", "time"),
+    ("concurrent", "rate"),
+    ("create", "time"),
+    ("resume", "time"),
+    ("ttft", "time"),
+)
+
+
+def script(fake: FakeLLMServer, model_ttft_ms: int) -> None:
+    fake.script(ANSWER_KEY, [ScriptStep(content=ANSWER)])
+    call = ScriptToolCall(name="write_file", arguments={"path": PATH, "content": CONTENT})
+    fake.script(RESUME_KEY, [ScriptStep(tool_calls=(call,)), ScriptStep(content=RESUMED)])
+    step = ScriptStep(content=TTFT_ANSWER, delay_ms=model_ttft_ms, stream_delay_ms=TOKEN_MS)
+    fake.script(TTFT_KEY, [step])
+
+
+def load(moment: str) -> None:
+    one, five, fifteen = os.getloadavg()
+    print(f"  load average {moment}: {one:.2f} {five:.2f} {fifteen:.2f} "
+          f"({os.cpu_count()} cores)", flush=True)  # fmt: skip
+
+
+async def ours(model_url: str, counts: Counts) -> dict[str, float]:
+    print("ours: agency up, /langgraph", flush=True)
+    async with RunningSystem(model_url, LIMITS_OFF) as system:
+        assert system.endpoints is not None and system.endpoints.api_url
+        async with Api(system.endpoints, connections=8) as api:
+            agency = await api.agency("bench-http")
+            await api.blueprint(agency, BLUEPRINT)
+        target = Target(
+            name="ours",
+            url=f"{system.endpoints.api_url}/langgraph",
+            assistant=AGENT,
+            api_key=system.endpoints.api_key,
+            headers={"x-agency-id": agency},
+        )
+        load("before")
+        try:
+            results = await measure(target, counts)
+        except BaseException:
+            print(system.log_tail(), file=sys.stderr, flush=True)
+            raise
+        load("after")
+    return results
+
+
+async def aegra(python: Path, model_url: str, counts: Counts) -> dict[str, float]:
+    from bench.http_aegra import GRAPH_ID, AegraServer
+
+    print("baseline: Aegra", flush=True)
+    with tempfile.TemporaryDirectory(prefix="agency-bench-aegra-pg-") as tmp:
+        async with (
+            PostgresServer(Path(tmp) / "pg", fsync=True) as pg,
+            AegraServer(python, pg.url, model_url) as server,
+        ):
+            target = Target(name="aegra", url=server.url, assistant=GRAPH_ID)
+            load("before")
+            try:
+                results = await measure(target, counts)
+            except BaseException:
+                print(server.log_tail(), file=sys.stderr, flush=True)
+                raise
+            load("after")
+    return results
+
+
+async def bench(args: argparse.Namespace, python: Path | None) -> list[str]:
+    counts = Counts(
+        sequential=args.runs,
+        concurrent=args.concurrent,
+        creates=args.runs,
+        resumes=args.runs,
+        ttfts=args.runs,
+        warmup=args.warmup,
+        model_ttft_ms=args.model_ttft_ms,
+    )
+    async with FakeLLMServer(instant=True) as fake:
+        script(fake, args.model_ttft_ms)
+        mine = await ours(fake.base_url, counts)
+        theirs = await aegra(python, fake.base_url, counts) if python else {}
+    return [line(name, kind, mine[name], theirs.get(name, 0.0)) for name, kind in METRICS]
+
+
+def line(name: str, kind: str, ours: float, baseline: float) -> str:
+    if kind == "time":
+        ratio = baseline / ours if ours else 0.0
+    else:
+        ratio = ours / baseline if baseline else 0.0
+    return f"bench: http-{name} ours={ours:.1f} baseline={baseline:.1f} ratio={ratio:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="just bench http")
+    parser.add_argument("--runs", type=int, default=20, help="samples per latency metric")
+    parser.add_argument("--concurrent", type=int, default=50, help="runs at once")
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured samples per phase")
+    parser.add_argument(
+        "--model-ttft-ms", type=int, default=50, help="the fake model's time to first token"
+    )
+    parser.add_argument("--ours-only", action="store_true", help="no Aegra (baseline 0)")
+    args = parser.parse_args()
+    if args.runs < 1 or args.concurrent < 1 or args.warmup < 0:
+        parser.error("--runs and --concurrent need at least 1, --warmup at least 0")
+    print(
+        f"http benchmark: {args.runs} samples per metric, {args.concurrent} concurrent runs, "
+        "one langgraph-sdk client script against ours, then Aegra",
+        flush=True,
+    )
+    try:
+        python = None
+        if not args.ours_only:
+            from bench.http_aegra import ensure_aegra
+
+            python = ensure_aegra()
+        lines = uvloop.run(bench(args, python))
+    except* BenchError as group:
+        sys.exit(f"http benchmark failed: {_first(group)}")
+    for text in lines:
+        print(text, flush=True)
+
+
+def _first(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+if __name__ == "__main__":
+    main()
