@@ -112,12 +112,13 @@ async def ours(model_url: str, counts: Counts) -> dict[str, float]:
 
 
 async def aegra(python: Path, model_url: str, counts: Counts) -> dict[str, float]:
-    from bench.http_aegra import GRAPH_ID, AegraServer
+    from bench.http_aegra import GRAPH_ID, AegraServer, postgres_settings
 
     print("baseline: Aegra", flush=True)
     with tempfile.TemporaryDirectory(prefix="agency-bench-aegra-pg-") as tmp:
+        settings = postgres_settings(Path(tmp) / "share")
         async with (
-            PostgresServer(Path(tmp) / "pg", fsync=True) as pg,
+            PostgresServer(Path(tmp) / "pg", fsync=True, settings=settings) as pg,
             AegraServer(python, pg.url, model_url) as server,
         ):
             target = Target(name="aegra", url=server.url, assistant=GRAPH_ID)

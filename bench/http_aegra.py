@@ -6,6 +6,10 @@ reads the graphs it serves from `aegra.json` (`AEGRA_CONFIG`), its PostgreSQL fr
 `DATABASE_URL` (migrations applied at start-up), and checkpoints with LangGraph's
 `AsyncPostgresSaver`. 0.6.0 is the newest release the index serves for Python 3.11 (later
 ones require 3.12); it needs no Redis. The graph it serves is `bench/aegra_graph.py`.
+Its schema calls `uuid_generate_v4()` of the `uuid-ossp` extension, which the embedded
+PostgreSQL wheel does not ship: `postgres_settings` gives the server a SQL-only
+`uuid-ossp` (through `extension_control_path`) whose `uuid_generate_v4()` is the built-in
+`gen_random_uuid()`, the same random version-4 UUID.
 
 The virtualenv (`~/.cache/agency-bench/aegra-<version>`, or under `$XDG_CACHE_HOME`) holds
 Aegra, the model client the graph uses and their dependencies: none of them is a project
@@ -32,7 +36,14 @@ from bench.http_system import BenchError
 from infra.launch import free_port
 
 AEGRA_VERSION = "0.6.0"
-PACKAGES = (f"aegra-api=={AEGRA_VERSION}", "langchain-openai==1.7.3", "langchain-core==1.7.2")
+# greenlet: SQLAlchemy's asyncio needs it and aegra-api 0.6.0 does not require it (later
+# releases do). langchain-core: 1.7.3 and later require a certifi the registry lacks.
+PACKAGES = (
+    f"aegra-api=={AEGRA_VERSION}",
+    "greenlet==3.5.6",
+    "langchain-openai==1.7.3",
+    "langchain-core==1.7.2",
+)
 GRAPH = Path(__file__).resolve().parent / "aegra_graph.py"
 GRAPH_ID = "approver"
 INSTALL_TIMEOUT = 900.0
@@ -64,6 +75,27 @@ def ensure_aegra() -> Path:
         raise BenchError(f"installing Aegra failed: {result.stderr.strip()[-2000:]}")
     stamp.write_text(" ".join(PACKAGES))
     return python
+
+
+UUID_OSSP_CONTROL = """\
+comment = 'uuid_generate_v4() as the built-in gen_random_uuid()'
+default_version = '1.1'
+relocatable = true
+trusted = true
+"""
+UUID_OSSP_SQL = """\
+CREATE FUNCTION uuid_generate_v4() RETURNS uuid AS 'SELECT gen_random_uuid()'
+LANGUAGE SQL VOLATILE PARALLEL SAFE;
+"""
+
+
+def postgres_settings(root: Path) -> dict[str, str]:
+    """Settings for Aegra's PostgreSQL: a `uuid-ossp` extension written under `root`."""
+    extension = root / "extension"
+    extension.mkdir(parents=True, exist_ok=True)
+    (extension / "uuid-ossp.control").write_text(UUID_OSSP_CONTROL)
+    (extension / "uuid-ossp--1.1.sql").write_text(UUID_OSSP_SQL)
+    return {"extension_control_path": f"{root}:$system"}
 
 
 class AegraServer:
