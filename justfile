@@ -38,7 +38,8 @@ test-fast *ARGS:
 # --- measure ---------------------------------------------------------------
 
 # run a benchmark: just bench store (agent, replay, store; system: the whole system over
-# HTTP against LangGraph: just bench system --parked 10000)
+# HTTP against LangGraph: just bench system --parked 10000; http: one langgraph-sdk script
+# against our /langgraph routes and against Aegra: just bench http)
 bench NAME *ARGS:
     python -m bench.{{NAME}} {{ARGS}}
 

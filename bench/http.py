@@ -61,6 +61,7 @@ from bench.system_ours import AGENT, BLUEPRINT
 from infra.launch import PostgresServer
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.llm.fake_server import FakeLLMServer
+from services.observability.logging import configure_logging
 
 TOKEN_MS = 20
 LIMITS_OFF = {"AGENCY_TENANT_MAX_ACTIVE_RUNS": "0", "AGENCY_TENANT_INVOKES_PER_SECOND": "0"}
@@ -133,6 +134,7 @@ async def aegra(python: Path, model_url: str, counts: Counts) -> dict[str, float
 
 
 async def bench(args: argparse.Namespace, python: Path | None) -> list[str]:
+    configure_logging("json", level=40)  # the embedded PostgreSQL's start-up says nothing
     counts = Counts(
         sequential=args.runs,
         concurrent=args.concurrent,
