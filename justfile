@@ -49,7 +49,7 @@ lint:
     ruff format --check .
 
 typecheck:
-    mypy contracts infra projections services
+    mypy contracts domain infra projections services
 
 fmt:
     ruff format .

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.events import BlueprintSpec
+from domain.thread_state import ThreadState
 from services.agents.middleware import Middleware
 from services.agents.tools import StateTool, StateToolOutcome, Tool, ToolSpec
-from services.runtime.state import ThreadState
 
 
 def _echo(args: dict[str, Any], state: ThreadState, run_id: str) -> StateToolOutcome:

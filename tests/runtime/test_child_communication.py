@@ -14,10 +14,10 @@ from contracts.events import (
     SubagentSpawned,
 )
 from contracts.events.base import Event
+from domain.thread_state import ThreadState, fold
 from services.agents.escalation import NotAChild
 from services.agents.middleware import MiddlewareContext
 from services.llm.fake_scripts import ScriptStep
-from services.runtime.state import ThreadState, fold
 from tests.runtime.conftest import Agents
 
 

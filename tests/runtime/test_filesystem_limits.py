@@ -6,8 +6,8 @@ import pytest
 
 from contracts.events import FileWritten
 from contracts.limits import limits
+from domain.thread_state import ThreadState
 from services.agents.builtin.filesystem import TOOLS
-from services.runtime.state import ThreadState
 
 TOOL = {t.spec.name: t.fn for t in TOOLS}
 STATE = ThreadState(tenant_id="t", thread_id="th", files=(("a.md", "hello"),))

@@ -11,6 +11,7 @@ from contracts.events import (
     ToolOutput,
     ToolRegistered,
 )
+from domain.thread_state import ThreadState
 from infra.jetstream.connection import Bus
 from services.agents.middleware import Middleware, MiddlewareContext
 from services.agents.tools import (
@@ -24,7 +25,6 @@ from services.agents.tools import (
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.replay.reexecute import reexecute
-from services.runtime.state import ThreadState
 from tests.runtime.conftest import make_system, running_agents
 
 
