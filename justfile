@@ -47,6 +47,7 @@ bench NAME *ARGS:
 lint:
     ruff check .
     ruff format --check .
+    lint-imports --no-cache
 
 typecheck:
     mypy contracts domain infra projections services
