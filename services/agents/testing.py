@@ -11,7 +11,7 @@ no network, no model.
     transcript = await harness.run("Weather in Paris?")
     assert transcript.status == "completed" and transcript.answer == "It is sunny."
 
-What is real: `run_tool` runs a tool as the tools service does (`services.tools.executor`:
+What is real: `run_tool` runs a tool as the tools service does (`services.common.tool_executor`:
 the arguments parsed and validated against the tool's signature, its timeout and retries,
 the text the model is given, a failure as the error text the model sees). `AgentHarness`
 drives a thread with the runtime's own loop (`ThreadDriver`, the decisions of
@@ -50,17 +50,17 @@ from contracts.events import (
     ToolStarted,
 )
 from contracts.ids import new_id
+from domain.thread_state import ThreadState
 from infra.jetstream.records import RecordedEvent
 from services.agents.scripted_model import ScriptedModel, Step, call, reply
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolContext
+from services.common.caches import BlueprintCache, ThreadCache
+from services.common.tool_executor import execute
 from services.llm.port import Provider
 from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.loop import ThreadDriver
-from services.runtime.state import ThreadState
-from services.tools.executor import execute
 
 __all__ = [
     "AgentHarness",

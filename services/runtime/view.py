@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+from domain.thread_state import ThreadState
 from services.agents.middleware import MiddlewareContext
 from services.agents.view import ChildView, ThreadView
-from services.runtime.state import ThreadState
 
 
 def thread_view(state: ThreadState) -> ThreadView:

@@ -9,9 +9,9 @@ import pytest
 
 import services.agents
 from contracts.events import ParentRef
+from domain.thread_state import ThreadState
 from services.agents import ThreadView, ToolContext, ToolFailed
 from services.agents.builtin import WorkflowMiddleware
-from services.runtime.state import ThreadState
 from services.runtime.view import thread_view
 
 

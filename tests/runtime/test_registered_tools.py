@@ -11,7 +11,6 @@ from contracts.events import (
     ToolOutput,
     ToolRegistered,
 )
-from domain.thread_state import ThreadState
 from infra.jetstream.connection import Bus
 from services.agents.middleware import Middleware, MiddlewareContext
 from services.agents.tools import (
