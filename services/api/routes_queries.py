@@ -35,7 +35,7 @@ from services.api.eventview import (
 )
 from services.api.readback import caught_up
 from services.common.registered_tools import registered_tools
-from services.runtime.view import thread_view
+from services.common.thread_view import thread_view
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000

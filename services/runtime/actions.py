@@ -38,10 +38,10 @@ from domain.run_cancel import tool_message
 from domain.thread_state import QueuedRequest, RunView, ThreadState
 from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
 from services.common.registered_tools import AnyTool
+from services.common.thread_view import thread_view
 from services.runtime.immediate import immediate_bootstrap
 from services.runtime.session import end_turn, session_call, turn_over
 from services.runtime.spawn import agent_call, subagent_call
-from services.runtime.view import thread_view
 
 DEFAULT_MAX_STEPS = 25
 REJECTED_BY_HUMAN = "The user rejected this tool call; it was not run."

@@ -41,6 +41,7 @@ from services.agents.tools import Tool
 from services.common.caches import BlueprintCache, ThreadCache
 from services.common.decide import CONFLICT_ATTEMPTS
 from services.common.tenant_env import TenantEnvSettings, with_visible_env
+from services.common.thread_view import thread_view
 from services.llm.provider import ModelError, Provider
 from services.runtime import model_step
 from services.runtime.actions import Append, CallModel, Wait, next_action
@@ -58,7 +59,7 @@ from services.runtime.model_call import ModelAborted, ModelCalls, discard
 from services.runtime.model_step import Resolved
 from services.runtime.reports import child_report_hooks
 from services.runtime.toolset import tools_now
-from services.runtime.view import StepContext, thread_view
+from services.runtime.view import StepContext
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

@@ -12,7 +12,7 @@ from contracts.events import ParentRef
 from domain.thread_state import ThreadState
 from services.agents import ThreadView, ToolContext, ToolFailed
 from services.agents.builtin import WorkflowMiddleware
-from services.runtime.view import thread_view
+from services.common.thread_view import thread_view
 
 
 def _documented(name: str) -> bool:
