@@ -48,9 +48,10 @@ bench NAME *ARGS:
 lint:
     ruff check .
     ruff format --check .
+    lint-imports --no-cache
 
 typecheck:
-    mypy contracts infra projections services
+    mypy contracts domain infra projections services
 
 fmt:
     ruff format .

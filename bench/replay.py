@@ -8,7 +8,7 @@ the stream as they do live.
 - ours: replaying the tenant's whole history as `agency replay` does, minus the terminal:
   read in stream order (the ordered-consumer reader every replay and rebuild uses), decode
   and check each event, fold it into its thread's `ThreadState` (the runtime's own fold) and
-  format its timeline line (`services.replay.timeline`). Read + decode + fold + format.
+  format its timeline line (`domain.timeline`). Read + decode + fold + format.
 - baseline: a raw nats-py ordered push consumer over the same subjects from the same first
   sequence, counting messages without touching their bytes.
 
@@ -50,12 +50,12 @@ from contracts.events import (
 )
 from contracts.ids import new_id
 from contracts.subjects import EVENTS_STREAM, tenant_events_filter
+from domain.thread_state import ThreadState
+from domain.timeline import Row, format_row
 from infra.jetstream.connection import Bus
 from infra.jetstream.reader import OrderedReader
 from infra.jetstream.records import EventContext, Position, RecordedEvent
 from infra.jetstream.streams import provision
-from services.replay.timeline import Row, format_row
-from services.runtime.state import ThreadState
 
 ROUNDS = 3
 DECISION = 25  # events per append: a few steps of a run

@@ -27,7 +27,7 @@ class ApiKeyRevoked(Event, frozen=True, kw_only=True, tag="tenant.api_key_revoke
 
 class TenantProviderSet(Event, frozen=True, kw_only=True, tag="tenant.provider_set"):
     """The tenant's own settings of a model provider: its key and base URL, sealed
-    (`services/common/sealing.py`), never in clear; the tenant's runs call the provider
+    (`infra/sealing.py`), never in clear; the tenant's runs call the provider
     with them instead of the operator's."""
 
     name: str

@@ -17,7 +17,7 @@ class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requeste
     """A tool call asks for a child thread. A resumable child has a `name` and can be
     messaged again later; `attachments` are paths of the parent's files to copy over.
     `sealed_env` holds the child's scoped variables (`scopedEnv`), sealed
-    (`services/common/sealing.py`): runtime-only data, never shown to a model. `deferred`:
+    (`infra/sealing.py`): runtime-only data, never shown to a model. `deferred`:
     asked for after the call was answered (its variables were provided later), so it is
     spawned whatever became of the run, and reports as a non-blocking child."""
 

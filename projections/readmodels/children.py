@@ -1,5 +1,5 @@
 """A parent's child registry (the seed's `ThreadState.children`): one row per child, with
-the same rules as the runtime's fold (`services.runtime.state.ChildEntry`).
+the same rules as the runtime's fold (`domain.thread_children.ChildEntry`).
 
 `state` is where the child is: `running`, its last outcome, or `terminated`, which no later
 event changes. `status_text` is what the child last said about itself (a session status

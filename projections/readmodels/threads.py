@@ -1,4 +1,4 @@
-"""Threads and their runs, folded with the runtime's semantics (`services.runtime.state`).
+"""Threads and their runs, folded with the runtime's semantics (`domain.thread_state`).
 
 A batch is applied as load, fold, write: the rows of the threads and runs the batch
 touches are read once, the events are folded over them in memory in stream order, and the

@@ -17,9 +17,9 @@ from services.agents.system import AgentSystem
 from services.api.keys import KeyCache
 from services.api.limits import InvokeLimiter
 from services.api.progress import ProjectionProgress
+from services.common.caches import ThreadCache
 from services.llm.catalog import ProviderCatalog
 from services.observability.metrics import Metrics
-from services.runtime.cache import ThreadCache
 
 # Threads the API keeps folded (the least recently used go first).
 THREADS_KEPT = 2_000

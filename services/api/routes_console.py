@@ -16,6 +16,8 @@ from litestar.exceptions import NotFoundException, ServiceUnavailableException
 from litestar.exceptions import ValidationException as Invalid
 from litestar.params import JSONBody, QueryParameter
 
+from domain.comparison import Comparison
+from domain.timeline import summary
 from infra.jetstream.records import RecordedEvent
 from projections import queries
 from projections.thread_pages import MAX_PAGE, BadCursor, ThreadFilter, ThreadPage, thread_page
@@ -24,10 +26,8 @@ from services.api.deps import ApiDeps
 from services.api.eventview import EventView, event_view
 from services.api.readback import caught_up
 from services.api.routes_queries import int_param
-from services.replay.compare import Comparison
+from services.common.thread_tree import ThreadTree, TreeNode, load_tree
 from services.replay.reexecute import reexecute
-from services.replay.timeline import summary
-from services.replay.tree import ThreadTree, TreeNode, load_tree
 
 REEXECUTE_TIMEOUT = 60.0
 # The statuses `status` selects (stated in the OpenAPI document by services/api/openapi.py).

@@ -26,6 +26,7 @@ from litestar.params import HeaderParameter, JSONBody
 from contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
 from contracts.events import ToolCall
 from contracts.ids import new_id
+from domain.thread_state import RunView
 from services.api.auth import AgencyId, Caller, Deps, ThreadId, thread_terminated
 from services.api.deps import ApiDeps
 from services.api.openapi import error_response
@@ -37,7 +38,6 @@ from services.api.routes_commands import (
     _header_key,
     _thread,
 )
-from services.runtime.state import RunView
 
 KeyHeader = Annotated[
     str | None,

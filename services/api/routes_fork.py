@@ -30,7 +30,7 @@ from services.api.auth import (
     thread_created,
 )
 from services.api.logwait import watch_log
-from services.replay.fork import ForkError, plan_fork
+from services.common.fork import ForkError, plan_fork
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 

@@ -1,6 +1,6 @@
 """Tenants' own model provider settings: `PUT /providers/{name}` (the caller's tenant) or
 `/tenants/{tenantId}/providers/{name}` (admin) takes a key and, optionally, a base URL
-(https only); they are sealed (`services/common/sealing.py`) into the tenant's log and
+(https only); they are sealed (`infra/sealing.py`) into the tenant's log and
 serve its runs instead of the operator's settings of that provider. Neither is ever
 answered back: a read says only whether each is set. `DELETE` removes them; the admin's
 `PUT /tenants/{tenantId}/model-policy {"operatorFallback": false}` keeps the tenant's

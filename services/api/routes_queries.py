@@ -34,8 +34,8 @@ from services.api.eventview import (
     stored_envelope,
 )
 from services.api.readback import caught_up
-from services.runtime.toolset import registered_tools
-from services.runtime.view import thread_view
+from services.common.registered_tools import registered_tools
+from services.common.thread_view import thread_view
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000

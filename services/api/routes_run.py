@@ -29,6 +29,8 @@ from litestar.params import JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from contracts.ids import MAX_TOKEN_LENGTH
+from domain.workflow_decisions import mentions_in
+from domain.workflow_state import WorkflowState
 from projections.queries import list_agencies
 from services.api.auth import Caller, Deps, agency_events, path_id, tenant_of
 from services.api.deps import ApiDeps
@@ -44,10 +46,8 @@ from services.api.workflow_ops import (
     find_workflow,
     post_message,
 )
-from services.workflows import definition as definitions
-from services.workflows.decisions import mentions_in
-from services.workflows.state import WorkflowState
-from services.workflows.watch import Chunk, Done, Item, Posted, ToolCallSeen, log_position, watch
+from services.api.workflow_watch import Chunk, Done, Item, Posted, ToolCallSeen, log_position, watch
+from services.common import workflow_definition as definitions
 
 
 class RunBody(Body, frozen=True, kw_only=True):

@@ -4,7 +4,7 @@ A `task` / `subagent_create` call whose subagent needs scoped variables (`scoped
 neither in the runtime's environment nor provided is answered with the tool error
 `subagent_env_required`, naming a request id; the thread's log holds the request
 (`subagent.env_required`). `GET` answers the required and still-missing names, never a
-value. `POST {"values": {"NAME": "value"}}` seals the values (`services/common/sealing.py`)
+value. `POST {"values": {"NAME": "value"}}` seals the values (`infra/sealing.py`)
 and sends `subagents.provide_variables`: the coordinator records them on the thread and
 spawns the deferred child with the call's original arguments; its result reaches the
 thread as a queued message. Both are the caller's tenant's only (another tenant's thread
@@ -22,13 +22,13 @@ from litestar.params import JSONBody, PathParameter
 
 from contracts.commands import ProvideVariables
 from contracts.events.registry import EnvName
+from domain.child_naming import child_thread_id
+from domain.subagent_variables import env_request, provided
+from infra.sealing import seal
 from services.api.auth import Caller, Deps, ThreadId, path_id, tenant_of, thread_created
 from services.api.deps import ApiDeps
 from services.api.openapi import error_response
 from services.api.routes_commands import Body, Out
-from services.common.sealing import seal
-from services.subagents.naming import child_thread_id
-from services.subagents.variables import env_request, provided
 
 RequestId = Annotated[
     str,

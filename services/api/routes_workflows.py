@@ -18,6 +18,8 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
 from contracts.ids import new_id
+from domain.cron import CRON_PATTERN, cron_problem
+from domain.workflow_members import GLOBAL, parse_target
 from projections import workflow_queries as q
 from services.api.auth import (
     AgencyId,
@@ -41,9 +43,7 @@ from services.api.workflow_ops import (
     find_workflow,
     post_message,
 )
-from services.workflows import definition as definitions
-from services.workflows.members import GLOBAL, parse_target
-from services.workflows.scheduler import CRON_PATTERN, cron_problem
+from services.common import workflow_definition as definitions
 
 WorkflowRef = Annotated[
     str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")

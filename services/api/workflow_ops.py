@@ -18,12 +18,12 @@ from contracts.commands import (
 )
 from contracts.events import BlueprintSpec, ScheduleSet
 from contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
+from domain.workflow_members import GLOBAL, global_workflow_id, parse_target, workflow_id
+from domain.workflow_state import WorkflowState, fold
 from projections import catalog
 from services.api.auth import agency_events, agency_owned, agent_types
 from services.api.deps import ApiDeps
-from services.workflows.definition import Definition, DefinitionError
-from services.workflows.members import GLOBAL, global_workflow_id, parse_target, workflow_id
-from services.workflows.state import WorkflowState, fold
+from services.common.workflow_definition import Definition, DefinitionError
 
 # Creating members waits for the registry; past this the route answers 202.
 CREATE_WAIT = 15.0

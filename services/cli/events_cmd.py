@@ -7,12 +7,12 @@ from typing import Any
 
 from contracts.ids import validate_token
 from contracts.subjects import tenant_events_filter
+from domain.event_text import format_line
 from infra.jetstream.connection import Bus
 from infra.jetstream.reader import OrderedReader
 from infra.jetstream.records import RecordedEvent
 from projections.rebuild import last_stream_seq
 from services.cli.common import add_data_dir, running_endpoints
-from services.cli.eventformat import format_line
 from services.cli.signals import stop_on_signals
 
 

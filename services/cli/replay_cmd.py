@@ -16,17 +16,17 @@ import httpx
 
 from contracts.events import BlueprintDeleted, BlueprintSaved
 from contracts.ids import validate_token
+from domain.comparison import format_comparison
+from domain.timeline import format_row, json_row, label, rows, window_for
 from infra.endpoints import Endpoints
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.agents.system import SystemLoadError, load_system
 from services.cli.common import add_app, add_data_dir, running_endpoints
-from services.replay.compare import format_comparison
-from services.replay.fork import ForkError, ForkResult, fork_thread
+from services.common.fork import ForkError, ForkResult, fork_thread
+from services.common.thread_reads import ThreadNotFound, read_thread
+from services.common.thread_tree import ThreadTree, TreeNode, load_tree
 from services.replay.reexecute import reexecute
-from services.replay.source import ThreadNotFound, read_thread
-from services.replay.timeline import format_row, json_row, label, rows, window_for
-from services.replay.tree import ThreadTree, TreeNode, load_tree
 from services.runtime.checkpoint import verify
 
 HTTP_TIMEOUT = 30.0

@@ -17,6 +17,7 @@ from infra.db import create_pool, migrate
 from infra.endpoints import Endpoints
 from infra.jetstream.connection import Bus
 from infra.nats_auth import SERVICE_ROLES, CredentialIssuer, NatsAuth, role_url
+from infra.sealing import use_key_of
 from projections.setup import prepare_read_models
 from services.agents.system import AgentSystem
 from services.api.deps import ApiDeps, ApiSettings
@@ -30,7 +31,6 @@ from services.cli.common import (
     running_endpoints,
 )
 from services.cli.signals import stop_on_signals
-from services.common.sealing import use_key_of
 from services.llm.catalog import ProviderCatalog
 from services.llm.provider import Provider
 from services.llm.router import provider_from_env

@@ -17,6 +17,7 @@ from infra.db import create_pool
 from infra.endpoints import Endpoints, remove_endpoints, write_endpoints
 from infra.jetstream.connection import Bus
 from infra.nats_auth import SERVICE_ROLES, CredentialIssuer, without_credentials
+from infra.sealing import use_key_of
 from infra.settings import InfraSettings
 from infra.system import Infrastructure
 from projections.setup import prepare_read_models
@@ -25,7 +26,6 @@ from services.api.tenant_scope import scope_session
 from services.cli.bootstrap import ensure_default_tenant, load_credentials
 from services.cli.common import add_app, add_data_dir, agent_system, data_dir
 from services.cli.signals import stop_on_signals
-from services.common.sealing import use_key_of
 from services.llm.catalog import ProviderCatalog
 from services.llm.fake_server import FakeLLMServer
 from services.llm.router import provider_from_env

@@ -19,7 +19,7 @@ import httpx
 
 from services.cli import workflow_replay_cmd
 from services.cli.common import add_data_dir, running_endpoints
-from services.workflows.definition import prompt_files, variables_in
+from services.common.workflow_definition import prompt_files, variables_in
 
 DEFAULT_AGENCY = "default"
 

@@ -20,16 +20,16 @@ import msgspec
 from contracts.codec import encode
 from contracts.events import WorkflowCreated
 from contracts.ids import validate_token
+from domain.comparison import format_comparison
+from domain.event_text import summarize
+from domain.workflow_members import parse_target, workflow_id
 from infra.endpoints import Endpoints
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.agents.system import SystemLoadError
 from services.cli.common import add_app, add_data_dir, agent_system, running_endpoints
-from services.cli.eventformat import summarize
 from services.cli.replay_cmd import report_json
-from services.replay.compare import format_comparison
-from services.workflows.members import parse_target, workflow_id
-from services.workflows.replay import WorkflowRecord, WorkflowReplay, load_workflow, replay_workflow
+from services.replay.workflow import WorkflowRecord, WorkflowReplay, load_workflow, replay_workflow
 
 DEFAULT_AGENCY = "default"
 DELTA = "model.delta"

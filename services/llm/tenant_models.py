@@ -23,8 +23,8 @@ from contracts.events import (
 )
 from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import Position
+from infra.sealing import UnsealError, seal, unseal
 from services.common.egress import refusal
-from services.common.sealing import UnsealError, seal, unseal
 from services.llm.catalog import ProviderCatalog
 from services.llm.errors import ModelConfigError, ModelRequestError
 

@@ -29,6 +29,7 @@ from contracts.events import (
 )
 from contracts.ids import is_valid_token
 from contracts.limits import has_nul
+from domain.key_liveness import live_keys
 from infra.jetstream.commandbus import CommandRejected
 from infra.jetstream.records import RecordedEvent
 from services.common.decide import applied
@@ -45,18 +46,6 @@ def create_tenant(
         TenantCreated(name=command.name),
         ApiKeyIssued(key_id=command.key_id, key_hash=command.key_hash, name="default"),
     )
-
-
-def live_keys(history: list[RecordedEvent]) -> dict[str, str]:
-    """The tenant's unrevoked keys: key id → name."""
-    keys: dict[str, str] = {}
-    for e in history:
-        match e.payload:
-            case ApiKeyIssued(key_id=key_id, name=name):
-                keys[key_id] = name
-            case ApiKeyRevoked(key_id=key_id):
-                keys.pop(key_id, None)
-    return keys
 
 
 def issue_api_key(

@@ -32,8 +32,8 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
 from services.common.decide import Decision, decide_and_append
 from services.common.egress import refusal
+from services.common.fork import ForkError, fork_thread
 from services.registry import decisions
-from services.replay.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
 
@@ -159,7 +159,7 @@ class RegistryService:
         )  # fmt: skip
 
     async def _fork(self, tenant: str, command: ForkThread) -> None:
-        """Fork through `services.replay.fork`; a redelivery finishes the same fork (its id
+        """Fork through `services.common.fork`; a redelivery finishes the same fork (its id
         is the command's), and a fork that cannot be made is rejected with the reason."""
         if not is_valid_token(command.fork_thread_id):
             raise CommandRejected(

@@ -1,4 +1,4 @@
-"""Replay, re-execution and forking of threads, straight from the event log.
+"""Re-execution of threads and workflows, straight from the event log.
 
 Nothing here reads a read model: every view is built from JetStream, so it works with
 PostgreSQL down, and re-execution runs the current runtime code against an in-memory

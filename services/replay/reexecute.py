@@ -18,9 +18,10 @@ from typing import cast
 import structlog
 
 from contracts.events import ModelStarted
+from domain.comparison import Comparison, compare
 from infra.jetstream.records import Position, RecordedEvent
 from services.agents.system import AgentSystem
-from services.replay.compare import Comparison, compare
+from services.common.caches import BlueprintCache, ThreadCache
 from services.replay.mcp_tools import RecordedMcpTools
 from services.replay.memstore import MemoryEventStore
 from services.replay.recorded import (
@@ -31,7 +32,6 @@ from services.replay.recorded import (
     ThreadRecord,
     split_record,
 )
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.loop import ThreadDriver, UnknownThread
 
 log = structlog.get_logger(__name__)

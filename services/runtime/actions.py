@@ -17,7 +17,6 @@ from contracts.events import (
     AgentCompleted,
     AnyEvent,
     BlueprintSpec,
-    ChatMessage,
     FileWritten,
     MessageAppended,
     RequestInjected,
@@ -35,13 +34,14 @@ from contracts.events import (
     ToolStarted,
 )
 from contracts.limits import limits, truncate_text
+from domain.run_cancel import tool_message
+from domain.thread_state import QueuedRequest, RunView, ThreadState
 from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
+from services.common.registered_tools import AnyTool
+from services.common.thread_view import thread_view
 from services.runtime.immediate import immediate_bootstrap
 from services.runtime.session import end_turn, session_call, turn_over
 from services.runtime.spawn import agent_call, subagent_call
-from services.runtime.state import QueuedRequest, RunView, ThreadState
-from services.runtime.toolset import AnyTool
-from services.runtime.view import thread_view
 
 DEFAULT_MAX_STEPS = 25
 REJECTED_BY_HUMAN = "The user rejected this tool call; it was not run."
@@ -170,10 +170,6 @@ def _start(state: ThreadState, blueprint: BlueprintSpec) -> tuple[AnyEvent, ...]
     )
     events.extend(MessageAppended(run_id=head.run_id, message=m) for m in head.messages)
     return tuple(events)
-
-
-def tool_message(call: ToolCall, content: str) -> ChatMessage:
-    return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
 
 def _resolve_calls(

@@ -27,9 +27,9 @@ from contracts.events import (
     RunPaused,
     Todo,
 )
+from domain.thread_state import ThreadState
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.records import EventContext, RecordedEvent
-from services.runtime.state import ThreadState
 
 log = structlog.get_logger(__name__)
 

@@ -26,8 +26,8 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
+from domain.thread_state import ThreadState
 from infra.jetstream.records import RecordedEvent
-from services.runtime.state import ThreadState
 
 if TYPE_CHECKING:
     from services.runtime.loop import ThreadDriver

@@ -1,7 +1,7 @@
 """Running an isolated code agent's `on_message` in a sandboxed worker process.
 
 The worker (`services/sandbox/agent_runner.py`) is started under bubblewrap with the same
-command line as an isolated tool's (`services/tools/sandbox.py`: no network unless
+command line as an isolated tool's (`services/sandbox/host.py`: no network unless
 `Isolation.network`, only `Isolation.env`, the code read-only, a tmpfs scratch directory)
 and confines itself the same way (CPU time and address space). It runs the handler with a
 `ctx` whose effects are requests on its stdout (`services/sandbox/agent_protocol.py`); this
@@ -48,7 +48,7 @@ from services.sandbox.agent_protocol import (
     from_worker,
     line,
 )
-from services.tools.sandbox import BWRAP, ended_message, kill_group, memory_message, sandbox_command
+from services.sandbox.host import BWRAP, ended_message, kill_group, memory_message, sandbox_command
 
 if TYPE_CHECKING:
     from contracts.events import ChatMessage

@@ -32,6 +32,7 @@ from contracts.events import (
     RunTick,
 )
 from contracts.limits import limits, truncate_text
+from domain.thread_state import RunView, ThreadState
 from services.agents.code import SettingsError
 from services.agents.system import CodeAgentSpec
 from services.agents.tools import StateTool, Tool
@@ -42,7 +43,6 @@ from services.runtime.code_emitter import Diverged, Emitter, journal_of
 from services.runtime.code_isolated import IsolatedAgentFailed, run_isolated
 from services.runtime.code_tools import Tools
 from services.runtime.failures import describe, run_failed
-from services.runtime.state import RunView, ThreadState
 
 if TYPE_CHECKING:
     from services.runtime.loop import ThreadDriver

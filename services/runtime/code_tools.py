@@ -12,9 +12,9 @@ from contracts.events import AnyEvent, ToolCall, ToolError, ToolOutput, ToolRequ
 from contracts.limits import limits, truncate_text
 from services.agents.code import ToolCallError
 from services.agents.tools import StateTool, Tool, ToolSpec
+from services.common.thread_view import thread_view
 from services.runtime.code_emitter import Emitter
 from services.runtime.local_tools import run_local
-from services.runtime.view import thread_view
 
 if TYPE_CHECKING:
     from services.runtime.loop import ThreadDriver

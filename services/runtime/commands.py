@@ -8,16 +8,15 @@ from contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, Termin
 from contracts.events import (
     AnyEvent,
     HitlResume,
-    MessageAppended,
     RequestAccepted,
     RequestRejected,
     RunCanceled,
     ThreadTerminated,
 )
+from domain.run_cancel import canceled
+from domain.thread_state import ThreadState
 from infra.jetstream.commandbus import CommandRejected
-from services.runtime import fairness
-from services.runtime.actions import tool_message
-from services.runtime.state import ThreadState
+from services.common import fairness
 
 
 def invoke(
@@ -37,7 +36,7 @@ def invoke(
         return ()  # nor does the same run id, sent again under another key
     if state.terminated:
         return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refused(state)),)
-    # --- per-tenant fairness: the one place it decides (services/runtime/fairness.py) ---
+    # --- per-tenant fairness: the one place it decides (services/common/fairness.py) ---
     # A run inside an admitted tree (a subagent's, a report to its parent) is never
     # refused: its root holds the tenant's slot, and a refused child would strand it.
     in_tree = state.parent is not None or command.reported_by is not None
@@ -139,12 +138,3 @@ def terminate(
     )
     events.append(ThreadTerminated(reason=command.reason))
     return tuple(events)
-
-
-def canceled(state: ThreadState, run_id: str, reason: str) -> tuple[AnyEvent, ...]:
-    """End a run; its unanswered tool calls get an answer so the history stays valid."""
-    answers = tuple(
-        MessageAppended(run_id=run_id, message=tool_message(call, f"Not run: {reason}."))
-        for call in state.open_tool_calls()
-    )
-    return (*answers, RunCanceled(run_id=run_id, reason=reason))

@@ -22,12 +22,13 @@ from contracts.events import (
     RunStarted,
 )
 from contracts.limits import limits, truncate_text
+from domain.run_cancel import tool_message
+from domain.thread_state import ThreadState
 from infra.jetstream.errors import BatchTooLarge, EventTooLarge, InvalidEvent
 from infra.jetstream.errors import is_transient as broker_transient
 from infra.jetstream.leases import LeaseLost
 from services.common.egress import EgressRefused
-from services.runtime.actions import DEFAULT_MAX_STEPS, tool_message
-from services.runtime.state import ThreadState
+from services.runtime.actions import DEFAULT_MAX_STEPS
 
 _MAX_ERROR_CHARS = 2000
 

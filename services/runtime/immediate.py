@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, MessageAppended, ToolCall
 from contracts.events.registry import SubagentEntry
 from contracts.ids import derived_id
+from domain.thread_state import RunView, ThreadState
 from services.agents.builtin.subagents import CREATE_TOOL, TASK_TOOL, agent_env, branch_enabled
-from services.runtime.state import RunView, ThreadState
 
 DEFAULT_TASK = "Begin your work."
 

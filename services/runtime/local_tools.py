@@ -37,12 +37,12 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
+from domain.thread_state import RunView, ThreadState
 from infra.jetstream.records import RecordedEvent
 from services.agents.builtin.hitl import guarded_tools
 from services.agents.tools import Tool, ToolContext
-from services.runtime.state import RunView, ThreadState
-from services.runtime.toolset import AnyTool
-from services.tools.executor import execute
+from services.common.registered_tools import AnyTool
+from services.common.tool_executor import execute
 
 # Seconds a local tool's call may take, at most (a tool's own shorter `timeout` wins). The
 # worker holds the thread's lease meanwhile: a tool that needs longer is not local.

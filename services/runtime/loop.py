@@ -30,6 +30,7 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
+from domain.thread_state import ThreadState
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
@@ -37,12 +38,13 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from infra.keyed_locks import KeyedLocks
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool
+from services.common.caches import BlueprintCache, ThreadCache
 from services.common.decide import CONFLICT_ATTEMPTS
 from services.common.tenant_env import TenantEnvSettings, with_visible_env
+from services.common.thread_view import thread_view
 from services.llm.provider import ModelError, Provider
 from services.runtime import model_step
 from services.runtime.actions import Append, CallModel, Wait, next_action
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.checkpoint import with_checkpoint
 from services.runtime.code_runner import CodeRuns
 from services.runtime.failures import (
@@ -56,9 +58,8 @@ from services.runtime.local_tools import run_local_calls
 from services.runtime.model_call import ModelAborted, ModelCalls, discard
 from services.runtime.model_step import Resolved
 from services.runtime.reports import child_report_hooks
-from services.runtime.state import ThreadState
 from services.runtime.toolset import tools_now
-from services.runtime.view import StepContext, thread_view
+from services.runtime.view import StepContext
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

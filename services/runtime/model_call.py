@@ -22,9 +22,9 @@ from opentelemetry import trace
 
 from contracts.events import AnyEvent, ModelDelta
 from contracts.limits import limits
+from domain.thread_state import ThreadState
 from services.llm.errors import ModelStreamError
 from services.llm.provider import ModelRequest, ModelResponse, Provider
-from services.runtime.state import ThreadState
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

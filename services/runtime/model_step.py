@@ -27,6 +27,7 @@ from contracts.events import (
     ToolRegistered,
 )
 from contracts.ids import derived_id
+from domain.thread_state import ThreadState
 from services.agents.middleware import (
     Middleware,
     MiddlewareContext,
@@ -39,7 +40,6 @@ from services.llm.provider import ModelRequest, ModelResponse
 from services.runtime.budget import trim_to_budget
 from services.runtime.failures import fit_message, fit_text
 from services.runtime.session import side_messages
-from services.runtime.state import ThreadState
 from services.runtime.toolset import side_config, tools_now
 from services.runtime.view import StepContext
 

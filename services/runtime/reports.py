@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import msgspec
 
 from contracts.events import AnyEvent, MessageAppended, RequestInjected, RunStarted
+from domain.thread_state import ThreadState
 from services.agents.middleware import ChildReport, Middleware, MiddlewareContext
-from services.runtime.state import ThreadState
 
 
 async def child_report_hooks(

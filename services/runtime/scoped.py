@@ -6,12 +6,12 @@ runtime's environment for the operator's blueprints and only the variables expos
 `AGENCY_TENANT_ENV` for a tenant's, read at the decision like `optional` flags: set them
 alike on every runtime worker) or, failing that, from the values provided for this thread
 through `POST /threads/{t}/variables/{r}`. The values travel to the child
-sealed (`services/common/sealing.py`) in `subagent.requested` and its `thread.created`,
+sealed (`infra/sealing.py`) in `subagent.requested` and its `thread.created`,
 out of every model's sight: they are neither arguments of the call nor part of any
 message. A variable unset or empty in both places is missing: the call is answered with a
 structured tool error (`subagent_env_required`, with a request id and the missing names)
 and `subagent.env_required` records the call's arguments, so that values posted for that
-request spawn the child as the call asked (`services/subagents/variables.py`).
+request spawn the child as the call asked (`domain/subagent_variables.py`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from contracts.events import AnyEvent, BlueprintSpec, SubagentEnvRequired, ToolCall, ToolError
 from contracts.ids import derived_id
+from domain.thread_state import RunView, ThreadState
+from infra.sealing import seal
 from services.agents.builtin.subagents import CREATE_TOOL
-from services.common.sealing import seal
-from services.runtime.state import RunView, ThreadState
 
 ENV_REQUIRED = "subagent_env_required"
 

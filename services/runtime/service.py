@@ -33,6 +33,7 @@ from contracts.commands import (
 from contracts.events import AnyEvent, RequestAccepted
 from contracts.ids import new_id
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
+from domain.thread_state import ThreadState
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import RUNTIME_TRIGGERS
@@ -42,18 +43,18 @@ from infra.jetstream.leases import Leases, LeaseSettings
 from infra.jetstream.records import EventContext, RecordedEvent
 from infra.tasks import cancel_and_wait
 from services.agents.system import AgentSystem
+from services.common import fairness
+from services.common.caches import BlueprintCache, ThreadCache
 from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
 from services.common.tenant_env import TenantEnvSettings
 from services.llm.provider import Provider
 from services.llm.router import ProviderRouter
 from services.llm.tenant_models import StoreTenantModels
-from services.runtime import commands, fairness, watchdog
-from services.runtime.cache import BlueprintCache, ThreadCache
+from services.runtime import commands, watchdog
 from services.runtime.checkpoint import with_checkpoint
 from services.runtime.local_tools import is_own_result
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from services.runtime.settled import SettledThreads
-from services.runtime.state import ThreadState
 from services.runtime.watches import RunWatches, lease_key
 
 log = structlog.get_logger(__name__)
@@ -136,7 +137,7 @@ class RuntimeService:
         self._eager: set[asyncio.Task[None]] = set()
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
-        # Per-tenant fairness (services/runtime/fairness.py): limits, and the load they need.
+        # Per-tenant fairness (services/common/fairness.py): limits, and the load they need.
         self.fairness = fairness.FairnessLimits.from_env()
         self.load = fairness.TenantLoad()
 

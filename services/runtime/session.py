@@ -26,8 +26,8 @@ from contracts.events import (
     ToolError,
     ToolOutput,
 )
+from domain.thread_state import RunView, ThreadState
 from services.agents.tools import SessionTool
-from services.runtime.state import RunView, ThreadState
 from services.runtime.toolset import side_config
 
 Side = Literal["A", "B"]

@@ -19,6 +19,9 @@ from contracts.events import (
     ToolOutput,
 )
 from contracts.ids import derived_id
+from domain.child_naming import child_thread_id
+from domain.thread_state import RunView, ThreadState
+from infra.sealing import seal
 from services.agents.builtin.subagents import (
     CREATE_TOOL,
     MESSAGE_TOOL,
@@ -28,10 +31,7 @@ from services.agents.builtin.subagents import (
     subagent_types,
 )
 from services.agents.tools import AgentTool
-from services.common.sealing import seal
 from services.runtime.scoped import EnvRequest, env_required, scoped_values
-from services.runtime.state import RunView, ThreadState
-from services.subagents.naming import child_thread_id
 
 
 def _args(call: ToolCall) -> dict[str, Any]:

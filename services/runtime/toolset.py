@@ -11,9 +11,9 @@ tools of the side holding the floor.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
+from domain.thread_state import ThreadState
 from services.agents.builtin.parent import escalation_tools
 from services.agents.builtin.subagents import (
     CREATE_TOOL,
@@ -24,10 +24,8 @@ from services.agents.builtin.subagents import (
     subagent_types,
 )
 from services.agents.system import AgentSystem
-from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool, ToolSpec
-from services.runtime.state import ThreadState
-
-AnyTool = Tool | StateTool | SubagentTool | AgentTool | SessionTool
+from services.agents.tools import AgentTool, SessionTool, SubagentTool, Tool, ToolSpec
+from services.common.registered_tools import AnyTool, registered_tools
 
 
 def side_config(blueprint: BlueprintSpec, side: str | None) -> SideConfig | None:
@@ -148,27 +146,6 @@ def _with_enum(spec: ToolSpec, prop: str, values: list[str]) -> ToolSpec:
     properties[prop] = {**properties.get(prop, {}), "enum": values}
     parameters["properties"] = properties
     return ToolSpec(name=spec.name, description=spec.description, parameters=parameters)
-
-
-def registered_tools(
-    system: AgentSystem, blueprint: BlueprintSpec, state: ThreadState
-) -> dict[str, AnyTool]:
-    """The tools middleware registered for the thread (`tool.registered`), as recorded:
-    the recorded spec, run by the middleware's registrable tool of that name. One whose
-    middleware no longer offers it (or not for this blueprint) is not offered."""
-    if not state.registered_tools:
-        return {}
-    registrable = system.registrable_for(blueprint)
-    tools: dict[str, AnyTool] = {}
-    for name, registered in state.registered_tools.items():
-        found = registrable.get(name)
-        if found is None:
-            continue
-        spec = ToolSpec(
-            name=name, description=registered.description, parameters=registered.parameters
-        )
-        tools[name] = replace(found[1], spec=spec)
-    return tools
 
 
 def tools_now(

@@ -15,13 +15,13 @@ import structlog
 
 from contracts.commands import ApproveToolCalls, CommandEnvelope, InvokeThread, WatchRun
 from contracts.envelope import utc_now
+from domain.thread_state import ThreadState
 from infra.jetstream.commandbus import Defer, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.leases import Leases
+from services.common.caches import ThreadCache
 from services.runtime import watchdog
-from services.runtime.cache import ThreadCache
 from services.runtime.loop import ThreadDriver
-from services.runtime.state import ThreadState
 
 log = structlog.get_logger(__name__)
 

@@ -16,8 +16,8 @@ from contracts.events import (
     SubagentSpawned,
     SubagentTerminated,
 )
+from domain.child_naming import child_run_id, child_thread_id, message_run_id
 from infra.jetstream.records import RecordedEvent
-from services.subagents.naming import child_run_id, child_thread_id, message_run_id
 
 
 @dataclass(frozen=True, slots=True)

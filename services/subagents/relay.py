@@ -18,11 +18,11 @@ from contracts.events import (
     ThreadCreated,
 )
 from contracts.ids import derived_id
+from domain.child_naming import notice_message
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.common.decide import decide_and_append
 from services.subagents.history import was_terminated
-from services.subagents.naming import notice_message
 
 _PARENTS_KEPT = 100_000
 

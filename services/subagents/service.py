@@ -71,14 +71,24 @@ from contracts.events import (
 )
 from contracts.events.subagent import ChildOutcome
 from contracts.ids import derived_id
+from domain.child_naming import (
+    child_run_id,
+    child_thread_id,
+    child_token,
+    message_run_id,
+    report_message,
+    returned_path,
+    thread_name,
+)
+from domain.subagent_variables import provide
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import SUBAGENT_EVENTS
 from infra.jetstream.eventworker import EventWorker
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.system import AgentSystem
+from services.common.caches import BlueprintCache
 from services.common.decide import decide_and_append
-from services.runtime.cache import BlueprintCache
 from services.subagents.history import (
     Origin,
     call_of,
@@ -88,17 +98,7 @@ from services.subagents.history import (
     spawn_moot,
     with_attachments,
 )
-from services.subagents.naming import (
-    child_run_id,
-    child_thread_id,
-    child_token,
-    message_run_id,
-    report_message,
-    returned_path,
-    thread_name,
-)
 from services.subagents.relay import Relay
-from services.subagents.variables import provide
 
 log = structlog.get_logger(__name__)
 

@@ -59,9 +59,9 @@ from infra.jetstream.worker import (
 )
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolContext
+from services.common.tool_executor import DEFAULT_BACKOFF, ToolResultEvent, describe, execute
+from services.common.workflow_tools import WorkflowContextTools
 from services.tools.cancels import RunCanceledWhileRunning, RunCancels
-from services.tools.executor import DEFAULT_BACKOFF, ToolResultEvent, describe, execute
-from services.workflows.context_tools import WorkflowContextTools
 
 if TYPE_CHECKING:
     from services.mcpclient import McpSessions

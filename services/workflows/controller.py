@@ -44,11 +44,11 @@ from contracts.events import (
 )
 from contracts.events.workflow import MemberOutcome
 from contracts.ids import derived_id, new_id
+from domain import workflow_decisions as decisions
+from domain.workflow_state import WorkflowState, fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.common.decide import decide_and_append
-from services.workflows import decisions
-from services.workflows.state import WorkflowState, fold
 
 log = structlog.get_logger(__name__)
 

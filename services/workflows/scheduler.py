@@ -13,7 +13,6 @@ one: the latest due tick fires once.
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -34,40 +33,6 @@ log = structlog.get_logger(__name__)
 ALL_SCHEDULES = "tenant.*.evt.schedule.>"
 # A schedule idle for longer than this catches up from this far back only.
 _CATCH_UP = timedelta(days=1)
-
-
-def _field(value: str, step: str) -> str:
-    """A cron field: `*` or a value or a range, each with an optional step, comma-separated."""
-    item = rf"(\*|{value}(-{value})?)(/{step})?"
-    return rf"{item}(,{item})*"
-
-
-_MINUTE = _field(r"[0-5]?[0-9]", r"([1-9]|[1-5][0-9])")
-# The expressions we accept, as a pattern the API's document states: minute, hour, day of
-# month, month and day of week (0 and 7 are Sunday), then optionally seconds; numbers only,
-# within each field's range, steps within it too (croniter accepts every one of them).
-CRON_PATTERN = (
-    rf"^{_MINUTE} +{_field(r'(1?[0-9]|2[0-3])', r'([1-9]|1[0-9]|2[0-3])')}"
-    rf" +{_field(r'(0?[1-9]|[12][0-9]|3[01])', r'([1-9]|[12][0-9]|30)')}"
-    rf" +{_field(r'(0?[1-9]|1[0-2])', r'([1-9]|1[01])')}"
-    rf" +{_field(r'[0-7]', r'[1-6]')}( +{_MINUTE})?$"
-)
-_CRON = re.compile(CRON_PATTERN)
-
-
-def cron_problem(expression: str) -> str | None:
-    """Why `expression` is not a cron expression we accept, or None. Five fields (minute
-    precision) or six (the sixth is seconds), evaluated in UTC: numbers, ranges, lists and
-    steps within each field's range, and `*` (`CRON_PATTERN`)."""
-    fields = expression.split()
-    if len(fields) not in (5, 6):
-        return f"cron {expression!r} must have 5 fields (or 6, the last being seconds)"
-    if not _CRON.match(expression) or not croniter.is_valid(expression):
-        return (
-            f"cron {expression!r} is not a valid cron expression: each field is `*`, a "
-            "number, a range or a list of them, with an optional `/step`, within its range"
-        )
-    return None
 
 
 def due_tick(cron: str, since: datetime, now: datetime) -> datetime | None:

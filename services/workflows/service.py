@@ -34,16 +34,17 @@ from contracts.events import (
     ScheduleSet,
     WorkflowCreated,
 )
+from domain import workflow_decisions as decisions
+from domain.cron import cron_problem
+from domain.workflow_members import member_blueprint, workflow_request
+from domain.workflow_state import fold
 from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.eventworker import EventWorker
 from infra.jetstream.records import EventContext, RecordedEvent
 from services.common.decide import applied, decide_and_append
-from services.workflows import decisions
 from services.workflows.controller import WorkflowController
-from services.workflows.members import member_blueprint, workflow_request
-from services.workflows.scheduler import Scheduler, cron_problem
-from services.workflows.state import fold
+from services.workflows.scheduler import Scheduler
 from services.workflows.subjects import WORKFLOW_EVENTS
 
 log = structlog.get_logger(__name__)

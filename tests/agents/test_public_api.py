@@ -9,10 +9,10 @@ import pytest
 
 import services.agents
 from contracts.events import ParentRef
+from domain.thread_state import ThreadState
 from services.agents import ThreadView, ToolContext, ToolFailed
 from services.agents.builtin import WorkflowMiddleware
-from services.runtime.state import ThreadState
-from services.runtime.view import thread_view
+from services.common.thread_view import thread_view
 
 
 def _documented(name: str) -> bool:

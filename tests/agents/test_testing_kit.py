@@ -14,7 +14,9 @@ from contracts.events import BlueprintSpec, ChatMessage, ToolCall
 from contracts.events.registry import BlueprintConfig, HitlConfig
 from services.agents import AgentSystem, Middleware, MiddlewareContext, ToolContext, tool
 from services.agents.middleware import ModelPlan
-from services.agents.testing import (
+from services.llm.fake_server import FakeLLMServer
+from services.llm.provider import OpenAIProvider
+from services.testing import (
     AgentHarness,
     HarnessError,
     ScriptedModel,
@@ -22,8 +24,6 @@ from services.agents.testing import (
     reply,
     run_tool,
 )
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
 
 
 @tool

@@ -10,7 +10,7 @@ from contracts.events import RunStarted
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext
 from services.api.limits import InvokeLimiter
-from services.runtime.fairness import FairnessLimits
+from services.common.fairness import FairnessLimits
 from tests.api.conftest import Api, Thread, create_tenant, create_thread, running_api
 from tests.helpers import assert_eventually
 

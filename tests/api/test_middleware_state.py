@@ -8,13 +8,13 @@ import httpx
 import pytest
 
 from contracts.events import ToolRegistered
+from domain.thread_state import fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext, Position, RecordedEvent
 from services.agents.middleware import Middleware, state_parts
 from services.agents.system import AgentSystem
 from services.agents.view import ThreadView
-from services.runtime.state import fold
-from services.runtime.view import thread_view
+from services.common.thread_view import thread_view
 from tests.api.conftest import Api, Tenant, Thread, append_messages, create_agency
 from tests.api.stateful import COUNTED_AGENT, BrokenState, MessageCounter
 from tests.helpers import assert_eventually

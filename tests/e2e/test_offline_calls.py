@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import msgspec
 
-from services.agents.testing import ScriptedModel, call, reply
+from services.testing import ScriptedModel, call, reply
 from tests.e2e.conftest import Client
 from tests.e2e.test_http_runs import done
 

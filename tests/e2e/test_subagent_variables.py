@@ -12,11 +12,11 @@ import pytest
 from contracts.events import SubagentEnvRequired, SubagentSpawned, ToolError
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
+from domain.thread_state import fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.runtime.state import fold
 from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually, settled
 

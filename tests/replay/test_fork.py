@@ -26,15 +26,15 @@ from contracts.events import (
     ThreadCreated,
     ToolError,
 )
+from domain.child_naming import child_thread_id
+from domain.thread_state import fold
 from infra.jetstream.records import RecordedEvent
 from services.api.auth import AuthMiddleware, provide_principal
 from services.api.deps import ApiDeps, ApiSettings
 from services.api.routes_fork import FORK_ROUTES
 from services.cli.replay_cmd import fork_over_http
+from services.common.fork import FORKED_MID_RUN, fork_thread
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.replay.fork import FORKED_MID_RUN, fork_thread
-from services.runtime.state import fold
-from services.subagents.naming import child_thread_id
 from tests.helpers import settled
 from tests.replay.conftest import call, child_thread, cli
 from tests.runtime.conftest import Agents, make_system

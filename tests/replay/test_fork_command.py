@@ -8,8 +8,8 @@ from contracts.commands import CommandEnvelope, ForkThread
 from contracts.envelope import utc_now
 from contracts.ids import new_id
 from contracts.subjects import command_subject
+from services.common.fork import plan_fork
 from services.llm.fake_scripts import ScriptStep
-from services.replay.fork import plan_fork
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents

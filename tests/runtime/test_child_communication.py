@@ -14,11 +14,11 @@ from contracts.events import (
     SubagentSpawned,
 )
 from contracts.events.base import Event
+from domain.thread_state import fold
 from services.agents.escalation import NotAChild
 from services.agents.middleware import MiddlewareContext
 from services.agents.view import ThreadView
 from services.llm.fake_scripts import ScriptStep
-from services.runtime.state import fold
 from tests.runtime.conftest import Agents
 
 

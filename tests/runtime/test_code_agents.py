@@ -26,6 +26,7 @@ from contracts.events import (
 from contracts.events.registry import BlueprintConfig, SubagentsConfig
 from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
+from domain.thread_state import fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.agents import AgentContext
@@ -34,7 +35,6 @@ from services.agents.system import AgentSystem
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.replay.reexecute import reexecute
-from services.runtime.state import fold
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, make_system, running_agents
 

@@ -25,15 +25,15 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
+from domain.thread_state import ThreadState
 from infra.jetstream.records import EventContext, RecordedEvent
 from infra.tasks import cancel_and_wait
+from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.replay.memstore import MemoryEventStore
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.loop import ThreadDriver
-from services.runtime.state import ThreadState
 from tests.helpers import assert_eventually
 from tests.runtime.test_code_agents import ABORTS, code_system
 

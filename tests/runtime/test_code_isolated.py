@@ -26,21 +26,21 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
+from domain.thread_state import fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.agents import AgentContext
 from services.agents.code import CodeAgent
 from services.agents.isolation import Isolation, NotIsolatable
 from services.agents.system import AgentSystem
+from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.replay.memstore import MemoryEventStore
 from services.replay.reexecute import reexecute
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.code_isolated import AGENT_RUNNER
 from services.runtime.loop import ThreadDriver
-from services.runtime.state import fold
 from tests.helpers import assert_eventually
 from tests.runtime import isolated_agents as agents
 from tests.runtime.conftest import Agents, make_system, running_agents

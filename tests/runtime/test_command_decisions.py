@@ -19,11 +19,11 @@ from contracts.events import (
     ThreadCreated,
     ToolCall,
 )
+from domain.thread_state import ThreadState, fold
 from infra.jetstream.records import Position
+from services.common.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
 from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
-from services.runtime.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
-from services.runtime.state import ThreadState, fold
 
 CALL = ToolCall(id="c1", name="lookup")
 

@@ -10,12 +10,12 @@ import pytest
 
 from contracts.commands import ApproveToolCalls, CommandEnvelope
 from contracts.events.run import RUN_TERMINAL_TYPES
+from domain.thread_state import ThreadState
 from infra.jetstream.connection import Bus
+from services.common.caches import ThreadCache
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.llm.fake_server import FakeLLMServer
-from services.runtime.cache import ThreadCache
 from services.runtime.service import RuntimeService
-from services.runtime.state import ThreadState
 from tests.runtime.conftest import running_agents
 
 GUARDED = (ScriptToolCall(name="lookup", arguments={"word": "w"}),)

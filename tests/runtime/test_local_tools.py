@@ -25,11 +25,11 @@ from infra.jetstream.records import EventContext, RecordedEvent
 from services.agents.isolation import Isolation
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, define_tool
+from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.replay.memstore import MemoryEventStore
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.local_tools import is_own_result
 from services.runtime.loop import ThreadDriver
 from tests.runtime.conftest import Agents, running_agents

@@ -16,8 +16,8 @@ from contracts.events import (
 )
 from contracts.events.run import RUN_TERMINAL_TYPES
 from infra.jetstream.records import RecordedEvent
+from services.common.fairness import TenantLoad
 from services.llm.fake_scripts import ScriptStep
-from services.runtime.fairness import TenantLoad
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents
 

@@ -21,15 +21,15 @@ from contracts.events import (
 )
 from contracts.ids import new_id
 from contracts.subjects import Aggregate
+from domain.thread_state import ThreadState
 from infra.jetstream.records import AppendResult, EventContext, Position
 from services.agents.system import AgentSystem
+from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.replay.memstore import MemoryEventStore
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.loop import ThreadDriver
-from services.runtime.state import ThreadState
 from tests.helpers import assert_eventually
 from tests.runtime.test_loop import assert_gapless
 

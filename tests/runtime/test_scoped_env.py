@@ -12,9 +12,10 @@ import pytest
 
 from contracts.events import AnyEvent, SubagentVariablesProvided, ThreadCreated
 from contracts.events.registry import ImmediateConfig, SubagentEntry
+from domain.thread_state import fold
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.records import EventContext, Position, RecordedEvent
-from services.common.sealing import (
+from infra.sealing import (
     KEY_FILE,
     KEY_VARIABLE,
     UnsealError,
@@ -24,7 +25,6 @@ from services.common.sealing import (
     use_key_of,
 )
 from services.runtime.scoped import scoped_values
-from services.runtime.state import fold
 
 
 def test_values_are_sealed_not_in_clear_and_open_only_with_the_same_key(

@@ -9,16 +9,16 @@ from collections import Counter
 import pytest
 
 from contracts.commands import WatchRun
+from domain.thread_state import ThreadState
 from infra.jetstream.commandbus import Defer, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.leases import Leases
+from services.common.caches import ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
-from services.runtime.cache import ThreadCache
 from services.runtime.service import RuntimeService, lease_key
 from services.runtime.settled import SettledThreads
-from services.runtime.state import ThreadState
 from tests.helpers import settled
 from tests.runtime.conftest import make_system, running_agents
 

@@ -18,9 +18,9 @@ from contracts.events import (
     RunStarted,
     ThreadCreated,
 )
+from domain.thread_state import ThreadState, _evolve, fold
 from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.records import EventContext, Position, RecordedEvent
-from services.runtime.state import ThreadState, _evolve, fold
 
 CANCEL_KEY = "cancel-key"
 

@@ -17,14 +17,14 @@ from contracts.events.registry import (
     SubagentsConfig,
 )
 from contracts.ids import new_id
+from domain.thread_state import fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from services.common.fork import fork_thread
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.replay.fork import fork_thread
 from services.replay.reexecute import reexecute
-from services.runtime.state import fold
 from tests.helpers import settled
 from tests.runtime.conftest import Agents, make_system, running_agents
 

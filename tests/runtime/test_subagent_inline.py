@@ -17,8 +17,8 @@ from contracts.events import (
 from contracts.events.run import RUN_TERMINAL_TYPES
 from infra.jetstream.records import RecordedEvent
 from services.api.blueprint_body import SaveBlueprintBody
+from services.common.fork import fork_thread
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.replay.fork import fork_thread
 from services.replay.reexecute import reexecute
 from tests.runtime.conftest import Agents, make_system
 

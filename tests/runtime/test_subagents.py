@@ -7,9 +7,9 @@ from typing import Any
 
 from contracts.events import SubagentCompleted, SubagentSpawned, ToolOutput
 from contracts.events.run import RUN_TERMINAL_TYPES
+from domain.thread_state import fold
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep
-from services.runtime.state import fold
 from tests.runtime.conftest import Agents
 
 

@@ -12,11 +12,11 @@ import structlog
 from contracts.envelope import utc_now
 from contracts.events import BlueprintSpec, ToolCall
 from contracts.events.run import RUN_TERMINAL_TYPES
+from domain.thread_state import RunView, ThreadState
 from infra.jetstream.connection import Bus
 from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.runtime.state import RunView, ThreadState
 from services.runtime.watchdog import Done, End, Later, Parked, Resume, WatchSettings, verdict
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system, running_agents

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from contracts.ids import new_id
+from domain.thread_state import fold
 from infra.jetstream.connection import Bus
 from services.llm.fake_scripts import ScriptStep
-from services.runtime.state import fold
 from tests.e2e.conftest import Client
 from tests.security.conftest import save, text_of, until_runs_end
 

@@ -17,9 +17,9 @@ from contracts.events.run import RUN_TERMINAL_TYPES
 from contracts.ids import new_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
+from services.common.fairness import ACTIVE_RUN_LIMIT, TenantLoad
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.runtime.fairness import ACTIVE_RUN_LIMIT, TenantLoad
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, running_agents
 

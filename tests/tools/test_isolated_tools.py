@@ -21,8 +21,8 @@ from infra.jetstream.connection import Bus
 from services.agents.isolation import Isolation
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolFn, define_tool
+from services.sandbox.host import RUNNER
 from services.tools import ToolsService
-from services.tools.sandbox import RUNNER
 from tests.helpers import assert_eventually
 from tests.tools import sandboxed
 from tests.tools.test_tools_service import append, canceled_run, requested, result_of

@@ -13,7 +13,7 @@ import pytest
 from services.agents.isolation import Isolation, NotIsolatable
 from services.agents.system import AgentSystem
 from services.agents.tools import ToolContext, ToolFailed, ToolRetryable, define_tool
-from services.tools.sandbox import outcome_text, run_isolated, sandbox_command
+from services.sandbox.host import outcome_text, run_isolated, sandbox_command
 from tests.tools import sandboxed
 
 PROJECT = Path(__file__).resolve().parents[2]

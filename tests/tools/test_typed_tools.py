@@ -14,7 +14,7 @@ from contracts.events import ToolCall, ToolError, ToolOutput, ToolRequested, Too
 from services.agents import TypedTool, tool
 from services.agents.isolation import function_reference, resolve
 from services.agents.tools import ToolContext, ToolFailed
-from services.tools.executor import execute
+from services.common.tool_executor import execute
 
 CTX = ToolContext(tenant_id="t", agency_id="a", thread_id="th", run_id="r", call_id="c")
 

@@ -10,11 +10,11 @@ import pytest
 from contracts.commands import CreateWorkflow, PostChannelMessage, WorkflowMemberSpec
 from contracts.events import BlueprintSpec, WorkflowLimits
 from contracts.ids import new_id
+from domain.workflow_members import workflow_id
+from domain.workflow_state import WorkflowState, fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_server import FakeLLMServer
-from services.workflows.members import workflow_id
-from services.workflows.state import WorkflowState, fold
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, llm, running_agents
 

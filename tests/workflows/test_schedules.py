@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 from contracts.commands import SetSchedule
 from contracts.events import BlueprintSpec, ScheduleFired, ScheduleRemoved, ScheduleSet
 from contracts.ids import new_id
+from domain.cron import CRON_PATTERN, cron_problem
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import EventContext, Position
 from services.llm.fake_scripts import ScriptStep
-from services.workflows.scheduler import CRON_PATTERN, Scheduler, cron_problem, due_tick
+from services.workflows.scheduler import Scheduler, due_tick
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import Workflows
 

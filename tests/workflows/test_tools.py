@@ -16,12 +16,12 @@ from contracts.events import (
     ToolOutput,
 )
 from contracts.events.registry import BlueprintConfig, SubagentsConfig
+from domain.workflow_decisions import resource_id
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import RecordedEvent
+from services.common.fork import fork_thread
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.replay.fork import fork_thread
-from services.workflows.decisions import resource_id
 from tests.runtime.conftest import running_agents
 from tests.workflows.conftest import SERVICES, Workflows
 from tests.workflows.test_context import blueprint, tool

@@ -1,6 +1,6 @@
 """A thread as LangGraph sees it, folded from the thread's events (the log, never a read model).
 
-The runtime's own fold (`services.runtime.state`) gives runs, approvals and files; this adds
+The runtime's own fold (`domain.thread_state`) gives runs, approvals and files; this adds
 what LangGraph clients read: messages as LangChain message dicts with stable ids, the state
 `values` (`messages`, `todos`, `files`), the pending interrupt, and the thread's status.
 
@@ -30,9 +30,9 @@ from contracts.events import (
     ThreadCreated,
     ToolCall,
 )
+from domain.thread_state import ThreadState
 from infra.jetstream.records import RecordedEvent
 from services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
-from services.runtime.state import ThreadState
 
 RESUME_MARK = "~"
 # Events that change `values`; with interrupts, each is a checkpoint of the thread's history.

@@ -46,12 +46,12 @@ from contracts.events import (
     ToolRegistered,
     ToolRequested,
 )
+from domain.thread_children import SUBAGENT_EVENTS, ChildEntry, child_changes
+from domain.thread_parts import QueuedRequest as QueuedRequest
+from domain.thread_parts import RunView as RunView
+from domain.thread_parts import ToolOutcome
 from infra.jetstream.records import Position, RecordedEvent
-from services.common.sealing import unseal
-from services.runtime.children import SUBAGENT_EVENTS, ChildEntry, child_changes
-from services.runtime.thread_parts import QueuedRequest as QueuedRequest
-from services.runtime.thread_parts import RunView as RunView
-from services.runtime.thread_parts import ToolOutcome
+from infra.sealing import unseal
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,12 +25,12 @@ from contracts.events import (
     RunError,
 )
 from contracts.events.workflow import MemberOutcome
+from domain import workflow_decisions as decisions
+from domain.workflow_state import fold
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import RecordedEvent
 from services.agents.system import AgentSystem
 from services.replay.reexecute import Report, reexecute
-from services.workflows import decisions
-from services.workflows.state import fold
 
 
 @dataclass(frozen=True, slots=True)

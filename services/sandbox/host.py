@@ -45,7 +45,7 @@ BWRAP = "bwrap"
 RUNNER = Path(runner.__file__).resolve()
 SCRATCH = "/scratch"
 # Packages of the project the worker imports besides the tool's own.
-PROJECT_PACKAGES = ("contracts", "infra", "services")
+PROJECT_PACKAGES = ("contracts", "domain", "infra", "services")
 # Files a tool allowed on the network needs to resolve names and check certificates.
 NETWORK_FILES = (
     "/etc/resolv.conf",

@@ -1,33 +1,5 @@
-"""Test an app's tools, middleware and blueprints in plain pytest: no NATS, no PostgreSQL,
-no network, no model.
-
-    from services.agents.testing import AgentHarness, ScriptedModel, call, reply, run_tool
-
-    result = await run_tool(system, "weather", {"city": "Paris"})
-    assert result.output == "sunny in Paris for 1 day(s)"
-
-    model = ScriptedModel([call("weather", city="Paris"), reply("It is sunny.")])
-    harness = AgentHarness(system, blueprint="forecaster", model=model)
-    transcript = await harness.run("Weather in Paris?")
-    assert transcript.status == "completed" and transcript.answer == "It is sunny."
-
-What is real: `run_tool` runs a tool as the tools service does (`services.tools.executor`:
-the arguments parsed and validated against the tool's signature, its timeout and retries,
-the text the model is given, a failure as the error text the model sees). `AgentHarness`
-drives a thread with the runtime's own loop (`ThreadDriver`, the decisions of
-`services.runtime.actions`, the blueprint's middleware and every hook of theirs, state
-tools such as `write_todos` and `write_file`, local tools, `config.hitl.tools` pausing
-the run for approval, the step limit) on an in-memory event log, and runs each requested
-tool as the tools service would, one after another. The model is a `ScriptedModel` (or
-any `Provider`, such as an `OpenAIProvider` on the fake server).
-
-What is not: nothing is durable (the log lives in the harness and goes with it), there is
-one thread and no subagents (a `task` call leaves the run paused with reason
-`subagent`), no MCP servers, no tenants' saved blueprints or variables, no pause between
-a tool's attempts, and no projections or HTTP API: for those, run the system
-(`docs/testing-apps.md`). A tool registered with `isolation` runs in its sandbox, as in
-the tools service (bubblewrap must be installed).
-"""
+"""`AgentHarness` and `run_tool`: a thread driven by the runtime's loop on an in-memory log,
+a tool run as the tools service runs it (`services.testing` tells how to use them)."""
 
 from __future__ import annotations
 
@@ -50,30 +22,16 @@ from contracts.events import (
     ToolStarted,
 )
 from contracts.ids import new_id
+from domain.thread_state import ThreadState
 from infra.jetstream.records import RecordedEvent
-from services.agents.scripted_model import ScriptedModel, Step, call, reply
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool, ToolContext
+from services.common.caches import BlueprintCache, ThreadCache
+from services.common.tool_executor import execute
 from services.llm.port import Provider
 from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
-from services.runtime.cache import BlueprintCache, ThreadCache
 from services.runtime.loop import ThreadDriver
-from services.runtime.state import ThreadState
-from services.tools.executor import execute
-
-__all__ = [
-    "AgentHarness",
-    "HarnessError",
-    "ScriptedModel",
-    "Step",
-    "ToolCallRecord",
-    "ToolRun",
-    "Transcript",
-    "call",
-    "reply",
-    "run_tool",
-]
 
 TENANT = "test-tenant"
 AGENCY = "test-agency"
@@ -304,7 +262,6 @@ class AgentHarness:
             thread_id=self.thread_id,
             run_id=request.run_id,
             call_id=request.call.id,
-            store=self.store,
         )
         started: list[AnyEvent] = []
 

@@ -17,9 +17,9 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
+from domain.thread_state import ThreadState
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import Position, RecordedEvent
-from services.runtime.state import ThreadState
 
 
 class ThreadCache:

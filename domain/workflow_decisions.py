@@ -28,7 +28,7 @@ from contracts.events import (
 )
 from contracts.events.workflow import MemberOutcome
 from contracts.ids import derived_id
-from services.workflows.state import Invocation, Message, WorkflowState
+from domain.workflow_state import Invocation, Message, WorkflowState
 
 SYSTEM = "system"
 Decide = Callable[[WorkflowState], list[AnyEvent]]

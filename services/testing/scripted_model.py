@@ -1,5 +1,5 @@
 """`ScriptedModel`: a model that answers from a list of steps, in process or as the fake
-server's script. Imported from `services.agents.testing`, which tells how to use it."""
+server's script. Exported by `services.testing`, which tells how to use it."""
 
 from __future__ import annotations
 

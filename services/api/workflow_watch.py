@@ -22,10 +22,10 @@ from contracts.events import (
     Usage,
 )
 from contracts.subjects import EVENTS_STREAM, tenant_events_filter
+from domain.workflow_state import WorkflowState, fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.reader import OrderedReader
 from infra.jetstream.records import RecordedEvent
-from services.workflows.state import WorkflowState, fold
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,8 +41,8 @@ import yaml
 from contracts.events import BlueprintSpec, WorkflowLimits
 from contracts.events.registry import BlueprintConfig
 from contracts.ids import is_valid_token
+from domain.cron import cron_problem
 from services.common.egress import refusal
-from services.workflows.scheduler import cron_problem
 
 _VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_-]+)\s*\}\}")
 _INLINE_FIELDS = frozenset(

@@ -4,7 +4,7 @@ No I/O of its own: the caller records each attempt (`on_attempt`, a `tool.starte
 returned result event, so this runs the same with or without NATS.
 
 A tool the operator marked isolated runs in a sandboxed worker process of its own
-(`services/tools/sandbox.py`) under the same timeout and retries.
+(`services/sandbox/host.py`) under the same timeout and retries.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ async def execute(
 async def _invoke(tool: Tool, args: dict[str, Any], context: ToolContext) -> ToolResult:
     if tool.isolation is not None:
         # Imported here: only a system with isolated tools needs the sandbox's machinery.
-        from services.tools.sandbox import run_isolated
+        from services.sandbox.host import run_isolated
 
         return await run_isolated(tool, args, context)
     if inspect.iscoroutinefunction(tool.fn):

@@ -1,7 +1,7 @@
 """A readable timeline of one thread or a whole tree: one line (or JSON object) per event.
 
 Each line carries the time, the thread (in a tree), the thread's own sequence, the run step
-the event belongs to, the event type and its essentials (`services.cli.eventformat`): model
+the event belongs to, the event type and its essentials (`domain.event_text`): model
 text, tool calls and results, approvals, children spawned.
 """
 
@@ -23,8 +23,8 @@ from contracts.events import (
     RunStarted,
     RunTick,
 )
+from domain.event_text import clip, summarize
 from infra.jetstream.records import RecordedEvent
-from services.cli.eventformat import clip, summarize
 
 DELTA = "model.delta"
 _STREAMED = frozenset({DELTA, "reply.delta"})

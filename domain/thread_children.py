@@ -18,10 +18,10 @@ from contracts.events import (
     SubagentVariablesProvided,
 )
 from contracts.events.subagent import ParentCommunication
-from services.runtime.thread_parts import ToolOutcome
+from domain.thread_parts import ToolOutcome
 
 if TYPE_CHECKING:
-    from services.runtime.state import ThreadState
+    from domain.thread_state import ThreadState
 
 SubagentEvent = (
     SubagentRequested

@@ -42,15 +42,15 @@ from contracts.events import (
 )
 from contracts.ids import derived_id, new_id
 from contracts.subjects import Aggregate
+from domain.child_naming import child_thread_id
+from domain.run_cancel import canceled
+from domain.thread_state import ThreadState, fold
 from infra.jetstream.connection import Bus
 from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 from infra.jetstream.streams import ATOMIC_BATCH_LIMIT
-from services.replay.source import Creation, read_thread, thread_creations
-from services.replay.tree import descendants
-from services.runtime.commands import canceled
-from services.runtime.state import ThreadState, fold
-from services.subagents.naming import child_thread_id
+from services.common.thread_reads import Creation, read_thread, thread_creations
+from services.common.thread_tree import descendants
 
 FORKED_MID_RUN = "forked mid-run"
 

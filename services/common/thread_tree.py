@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 
 from infra.jetstream.eventstore import EventStore
 from infra.jetstream.records import RecordedEvent
-from services.replay.source import Creation, read_thread, thread_creations
+from services.common.thread_reads import Creation, read_thread, thread_creations
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,11 @@ from typing import Any
 
 from contracts.events import DocumentWritten, ThreadCreated
 from contracts.ids import derived_id
+from domain import workflow_decisions as decisions
+from domain.workflow_state import WorkflowState, fold
 from infra.jetstream.ports import AggregateStore
 from services.agents.tools import ToolContext, ToolFailed
 from services.common.decide import applied, decide_and_append
-from services.workflows import decisions
-from services.workflows.state import WorkflowState, fold
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 

@@ -23,7 +23,7 @@ from contracts.events import (
 )
 from infra.jetstream.commandbus import CommandRejected
 from infra.jetstream.records import RecordedEvent
-from services.common.sealing import seal, unseal
+from infra.sealing import seal, unseal
 
 
 def env_request(history: Sequence[RecordedEvent], request_id: str) -> SubagentEnvRequired | None:

@@ -1,0 +1,42 @@
+"""The read-only `ThreadView` middleware and state tools are given of a thread's folded
+state: made by the runtime for its hooks and by the API for `/state`'s middleware parts."""
+
+from __future__ import annotations
+
+import functools
+
+from domain.thread_state import ThreadState
+from services.agents.view import ChildView, ThreadView
+
+
+def thread_view(state: ThreadState) -> ThreadView:
+    """What middleware sees of the thread `state` is."""
+    return ThreadView(
+        tenant_id=state.tenant_id,
+        thread_id=state.thread_id,
+        agency_id=state.agency_id,
+        agent_type=state.agent_type,
+        model=state.model,
+        parent=state.parent,
+        messages=state.messages,
+        files=state.files,
+        read_paths=state.read_paths,
+        todos=state.todos,
+        children=tuple(
+            ChildView(
+                reference=c.reference,
+                subagent_type=c.subagent_type,
+                name=c.name,
+                title=c.title,
+                description=c.description,
+                status=c.status,
+                status_text=c.status_text,
+                blocking=c.blocking,
+                resumable=c.resumable,
+            )
+            for c in state.children
+        ),
+        registered_tools=frozenset(state.registered_tools),
+        side=state.side,
+        variables=functools.cache(state.scoped_env),
+    )
