@@ -7,7 +7,9 @@ and confines itself the same way (CPU time and address space). It runs the handl
 `ctx` whose effects are requests on its stdout (`services/sandbox/agent_protocol.py`); this
 side does each with the run's real `ctx` (so the events are those of an in-process run:
 replay, re-execution and forks see no difference) and answers on its stdin. The handler's
-wall time is `Isolation.wall_seconds`.
+wall time is `Isolation.wall_seconds`, counted from the worker's `Started` (its sandbox,
+interpreter and the framework's modules loaded: a busy machine's slow start is not the
+agent's time); the start itself is bounded by `START_TIMEOUT`.
 
 A cancel of the handler (a run cancel, an abort, the drive stopping) kills the worker's
 process group. A worker that ends without an end message, writes what is not a message,
@@ -42,6 +44,7 @@ from services.sandbox.agent_protocol import (
     Raised,
     Refused,
     SetState,
+    Started,
     Thinking,
     ToWorker,
     Write,
@@ -51,6 +54,8 @@ from services.sandbox.agent_protocol import (
 from services.sandbox.host import BWRAP, ended_message, kill_group, memory_message, sandbox_command
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from contracts.events import ChatMessage
     from services.agents.code_context import AgentContext
     from services.agents.system import CodeAgentSpec
@@ -59,6 +64,9 @@ AGENT_RUNNER = Path(agent_runner.__file__).resolve()
 # The longest line either side may write (a model answer, a tool output, a state).
 LINE_LIMIT = 16 * 1024 * 1024
 _STDERR_TAIL = 8000
+# The longest a worker may take to start (sandbox, interpreter, framework) before its
+# handler's wall time begins.
+START_TIMEOUT = 60.0
 _EXIT_WAIT = 5.0
 
 
@@ -111,9 +119,14 @@ async def run_isolated(spec: CodeAgentSpec, message: ChatMessage, ctx: AgentCont
     )
     session = _Session(process, ctx, what, isolation)
     try:
-        async with asyncio.timeout(isolation.wall_seconds):
+        async with asyncio.timeout(START_TIMEOUT) as deadline:
+            session.on_started = lambda: deadline.reschedule(
+                asyncio.get_running_loop().time() + isolation.wall_seconds
+            )
             return await session.run(start)
     except TimeoutError:
+        if not session.started:
+            raise IsolatedAgentFailed(f"{what} did not start within {START_TIMEOUT:g} s") from None
         raise IsolatedAgentFailed(
             f"{what} exceeded its wall time of {isolation.wall_seconds} s"
         ) from None
@@ -155,6 +168,9 @@ class _Session:
         self._fatal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
         self._stderr = bytearray()
         self._errors = asyncio.ensure_future(self._read_errors())
+        # Told when the worker says it started (its handler's wall time begins).
+        self.started = False
+        self.on_started: Callable[[], None] = lambda: None
 
     async def run(self, start: AgentStart) -> Any:
         await self._send(start)
@@ -189,6 +205,9 @@ class _Session:
     def _take(self, message: FromWorker) -> tuple[bool, Any]:
         ctx = self._ctx
         match message:
+            case Started():
+                self.started = True
+                self.on_started()
             case Write(text=text):
                 ctx.reply.write(text)
             case Thinking(text=text):

@@ -97,6 +97,10 @@ class Action(msgspec.Struct, frozen=True, kw_only=True, tag="action"):
     args: dict[str, Any] = {}
 
 
+class Started(msgspec.Struct, frozen=True, kw_only=True, tag="started"):
+    """The worker is loaded and confined: the handler's wall time starts now."""
+
+
 class Finished(msgspec.Struct, frozen=True, kw_only=True, tag="finished"):
     """`on_message` returned `result`."""
 
@@ -117,7 +121,16 @@ class OutOfMemory(msgspec.Struct, frozen=True, kw_only=True, tag="out_of_memory"
 
 
 FromWorker = (
-    Complete | CallTool | SetState | Write | Thinking | Action | Finished | Raised | OutOfMemory
+    Started
+    | Complete
+    | CallTool
+    | SetState
+    | Write
+    | Thinking
+    | Action
+    | Finished
+    | Raised
+    | OutOfMemory
 )
 
 encoder = msgspec.json.Encoder()

@@ -55,7 +55,7 @@ def run(start: AgentStart, channel: Channel) -> FromWorker:
     import asyncio
 
     from services.llm.errors import ModelError
-    from services.sandbox.agent_protocol import Finished, OutOfMemory, Raised
+    from services.sandbox.agent_protocol import Finished, OutOfMemory, Raised, Started
     from services.sandbox.runner import confine, describe
 
     # The framework's own modules load before the limits, so the agent's CPU time is its
@@ -63,6 +63,7 @@ def run(start: AgentStart, channel: Channel) -> FromWorker:
     for module in ("contracts.events", "services.agents.isolation", "services.agents.tools"):
         importlib.import_module(module)
     confine(start.env, start.cpu_seconds, start.memory_bytes)
+    channel.send(Started())  # the wall time is the handler's, not the worker's start
     try:
         result = asyncio.run(_handle(start, channel))
         return Finished(result=result if isinstance(result, str) else None)
