@@ -39,11 +39,19 @@ class ChildExited(Exception):
 def add_processes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--processes",
-        choices=LAYOUTS,
+        type=_layout,
         default=os.environ.get(PROCESSES_ENV, "services"),
         help="services: each service in a worker process of its own, the API in this one "
-        "(default, or $AGENCY_PROCESSES); single: every service in this process",
+        "(default, or $AGENCY_PROCESSES); single (or 1): every service in this process",
     )
+
+
+def _layout(value: str) -> str:
+    # argparse applies this to the default too, so a wrong $AGENCY_PROCESSES is refused.
+    layout = "single" if value == "1" else value
+    if layout not in LAYOUTS:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected one of services, single, 1")
+    return layout
 
 
 def endpoints_from_env() -> Endpoints | None:

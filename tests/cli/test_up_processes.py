@@ -17,9 +17,8 @@ import pytest
 from contracts.ids import new_id
 from infra.launch.process import child_pids, pid_alive
 from infra.nats_auth import SERVICE_ROLES
+from services.cli.main import build_parser
 from tests.helpers import assert_eventually
-
-pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = {r for r in SERVICE_ROLES if r != "api"}
@@ -66,6 +65,21 @@ async def _run_completes(http: httpx.AsyncClient, agency: str) -> None:
     await assert_eventually(completed, timeout=60)
 
 
+def test_the_layout_is_services_unless_the_flag_or_environment_says_single(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("AGENCY_PROCESSES", raising=False)
+    assert build_parser().parse_args(["up"]).processes == "services"
+    assert build_parser().parse_args(["up", "--processes", "1"]).processes == "single"
+    monkeypatch.setenv("AGENCY_PROCESSES", "single")
+    assert build_parser().parse_args(["up"]).processes == "single"
+    monkeypatch.setenv("AGENCY_PROCESSES", "two")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["up"])
+    assert "'two': expected one of services, single, 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_agency_up_runs_services_in_processes_restarts_a_killed_one_and_stops_them_all(
     database_url: str, tmp_path: Path
