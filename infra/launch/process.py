@@ -27,6 +27,7 @@ _PR_SET_PDEATHSIG = 1
 _KILL_REAP_TIMEOUT = 5.0
 # Enough of the log to show the failing lines without reading a huge file.
 _LOG_TAIL_BYTES = 16_384
+_STDERR = 2
 
 
 @functools.cache
@@ -112,7 +113,8 @@ async def poll_until(
 
 
 class ChildProcess:
-    """One child process, its output appended to `log_path`, bound to our lifetime.
+    """One child process, its output appended to `log_path` (our own stderr when None), bound
+    to our lifetime.
 
     The child gets `death_signal` when the thread that started it dies (PR_SET_PDEATHSIG), so a
     SIGKILLed parent leaves no orphan. Start it from the event loop's thread, which lives as long
@@ -125,7 +127,7 @@ class ChildProcess:
         name: str,
         argv: Sequence[str],
         *,
-        log_path: Path,
+        log_path: Path | None,
         stop_signal: signal.Signals = signal.SIGTERM,
         death_signal: signal.Signals | None = signal.SIGKILL,
         env: Mapping[str, str] | None = None,
@@ -158,7 +160,6 @@ class ChildProcess:
     async def start(self) -> None:
         if self.running:
             raise LaunchError(f"{self.name} is already running (pid {self.pid})")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         preexec = (
             _death_signal_preexec(self.death_signal, os.getpid())
             if self.death_signal is not None
@@ -168,8 +169,9 @@ class ChildProcess:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
+                # Without a log, its output (logs) goes to our stderr, never to our stdout.
+                stdout=log_file if log_file is not None else _STDERR,
+                stderr=subprocess.STDOUT if log_file is not None else None,
                 env=self._env,
                 cwd=self._cwd,
                 preexec_fn=preexec,
@@ -188,6 +190,12 @@ class ChildProcess:
             return await asyncio.wait_for(self._proc.wait(), timeout)
         except TimeoutError:
             return None
+
+    async def exited(self) -> int:
+        """Wait, unbounded, until the process exits; its exit code."""
+        if self._proc is None:
+            raise LaunchError(f"{self.name} was never started")
+        return await self._proc.wait()
 
     async def stop(self, timeout: float = 10.0) -> int | None:
         """Ask politely, SIGKILL after `timeout`; idempotent. Returns the exit code."""
@@ -238,6 +246,8 @@ class ChildProcess:
 
     def output(self, max_bytes: int = 1 << 20) -> str:
         """What this run wrote to its log, at most the last `max_bytes` bytes."""
+        if self.log_path is None:
+            return ""
         try:
             with self.log_path.open("rb") as f:
                 size = f.seek(0, os.SEEK_END)
@@ -247,7 +257,10 @@ class ChildProcess:
             return ""
         return data.decode("utf-8", errors="replace")
 
-    def _open_log(self) -> BinaryIO:
+    def _open_log(self) -> contextlib.AbstractContextManager[BinaryIO | None]:
+        if self.log_path is None:
+            return contextlib.nullcontext()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = self.log_path.open("ab")
         # log_tail shows only this run's output, not an earlier run's.
         self._log_offset = log_file.tell()

@@ -31,6 +31,7 @@ from services.cli.common import (
     running_endpoints,
 )
 from services.cli.signals import stop_on_signals
+from services.cli.up_processes import endpoints_from_env
 from services.llm.catalog import ProviderCatalog
 from services.llm.provider import Provider
 from services.llm.router import provider_from_env
@@ -66,7 +67,7 @@ class _NoModel:
 
 async def serve_service(args: argparse.Namespace) -> int:
     """Run the service until SIGINT / SIGTERM; it is restarted with backoff when it fails."""
-    endpoints = running_endpoints(args)
+    endpoints = endpoints_from_env() or running_endpoints(args)
     use_key_of(data_dir(args))
     stop = stop_on_signals()
     system = agent_system(args)

@@ -1,7 +1,10 @@
-"""`agency up`: NATS, PostgreSQL, every service, the API and the fake model, in one process.
+"""`agency up`: NATS, PostgreSQL, every service, the API and the fake model, one command.
 
-Each service and the API are supervised: one that fails is restarted with backoff, the
-others go on, and `/readyz` shows which is `restarting`.
+This process runs NATS and PostgreSQL (as its children), the fake model and the API; each
+service runs in a worker process of its own, `agency serve NAME` (`up_processes.py`), so
+that they use every core. `--processes single` runs them all in this process instead.
+Each service and the API are supervised: one that fails (or whose process dies) is restarted
+with backoff, the others go on, and `/readyz` shows which is `restarting`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from services.api.tenant_scope import scope_session
 from services.cli.bootstrap import ensure_default_tenant, load_credentials
 from services.cli.common import add_app, add_data_dir, agent_system, data_dir
 from services.cli.signals import stop_on_signals
+from services.cli.up_processes import add_processes, service_processes
 from services.llm.catalog import ProviderCatalog
 from services.llm.fake_server import FakeLLMServer
 from services.llm.router import provider_from_env
@@ -44,6 +48,7 @@ def register(groups: Any) -> None:
         "--port", type=int, default=int(os.environ.get("AGENCY_API_PORT", "8080")),
         help="API port (default $AGENCY_API_PORT or 8080; 0 = a free one)",
     )  # fmt: skip
+    add_processes(up)
     up.set_defaults(handler=agency_up)
 
 
@@ -72,7 +77,17 @@ async def agency_up(args: argparse.Namespace) -> int:
             provider=provider,
             nats_urls={name: urls.nats_url_for(name) for name in SERVICE_ROLES},
         )
-        runners = service_runners(config)
+        if args.processes == "single":
+            runners = service_runners(config)
+        else:
+            runners = service_processes(
+                config.services,
+                directory=directory,
+                database_url=urls.database_url,
+                nats_urls=config.nats_urls,
+                fake_model_url=fake.base_url if fake else None,
+                args=args,
+            )
         api_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         port = args.port
 
