@@ -29,7 +29,7 @@ from services.api.tenant_scope import scope_session
 from services.cli.bootstrap import ensure_default_tenant, load_credentials
 from services.cli.common import add_app, add_data_dir, agent_system, data_dir
 from services.cli.signals import stop_on_signals
-from services.cli.up_processes import add_processes, service_processes
+from services.cli.up_processes import add_processes, in_processes, service_processes
 from services.llm.catalog import ProviderCatalog
 from services.llm.fake_server import FakeLLMServer
 from services.llm.router import provider_from_env
@@ -77,11 +77,10 @@ async def agency_up(args: argparse.Namespace) -> int:
             provider=provider,
             nats_urls={name: urls.nats_url_for(name) for name in SERVICE_ROLES},
         )
-        if args.processes == "single":
-            runners = service_runners(config)
-        else:
-            runners = service_processes(
-                config.services,
+        runners = service_runners(config)
+        if children := in_processes(args.processes):
+            runners |= service_processes(
+                children,
                 directory=directory,
                 database_url=urls.database_url,
                 nats_urls=config.nats_urls,

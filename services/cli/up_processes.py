@@ -21,13 +21,17 @@ import msgspec
 
 from infra.endpoints import Endpoints
 from infra.launch.process import ChildProcess
+from infra.nats_auth import SERVICE_ROLES
 from services.supervisor import ServiceRunner
 
 # The endpoints an `agency serve` child of `agency up` uses instead of `endpoints.json`.
 ENDPOINTS_ENV = "AGENCY_SERVE_ENDPOINTS"
 PROCESSES_ENV = "AGENCY_PROCESSES"
-# `services`: each service in a process of its own (the default); `single`: all in one.
+# `services`: each service in a process of its own (the default); `single`: all in one;
+# or the services (comma-separated) that get a process of their own, the rest in this one.
 LAYOUTS = ("services", "single")
+# What `agency up` may run in a worker process (the API stays in `agency up`'s).
+CHILD_SERVICES = tuple(role for role in SERVICE_ROLES if role != "api")
 # How long a child may take to stop on SIGTERM before it is killed.
 STOP_TIMEOUT = 10.0
 
@@ -42,16 +46,32 @@ def add_processes(parser: argparse.ArgumentParser) -> None:
         type=_layout,
         default=os.environ.get(PROCESSES_ENV, "services"),
         help="services: each service in a worker process of its own, the API in this one "
-        "(default, or $AGENCY_PROCESSES); single (or 1): every service in this process",
+        "(default, or $AGENCY_PROCESSES); single (or 1): every service in this process; "
+        "or the services to run in processes of their own, comma-separated (runtime,tools)",
     )
 
 
 def _layout(value: str) -> str:
     # argparse applies this to the default too, so a wrong $AGENCY_PROCESSES is refused.
     layout = "single" if value == "1" else value
-    if layout not in LAYOUTS:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected one of services, single, 1")
+    if layout in LAYOUTS:
+        return layout
+    unknown = [name for name in layout.split(",") if name not in CHILD_SERVICES]
+    if unknown or not layout:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected one of services, single, 1, or services among "
+            f"{', '.join(CHILD_SERVICES)} (comma-separated)"
+        )
     return layout
+
+
+def in_processes(layout: str) -> tuple[str, ...]:
+    """The services `layout` runs in worker processes of their own."""
+    if layout == "single":
+        return ()
+    if layout == "services":
+        return CHILD_SERVICES
+    return tuple(name for name in CHILD_SERVICES if name in layout.split(","))
 
 
 def endpoints_from_env() -> Endpoints | None:

@@ -18,6 +18,7 @@ from contracts.ids import new_id
 from infra.launch.process import child_pids, pid_alive
 from infra.nats_auth import SERVICE_ROLES
 from services.cli.main import build_parser
+from services.cli.up_processes import CHILD_SERVICES, in_processes
 from tests.helpers import assert_eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +77,16 @@ def test_the_layout_is_services_unless_the_flag_or_environment_says_single(
     monkeypatch.setenv("AGENCY_PROCESSES", "two")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["up"])
-    assert "'two': expected one of services, single, 1" in capsys.readouterr().err
+    assert (
+        "'two': expected one of services, single, 1, or services among" in capsys.readouterr().err
+    )
+    assert in_processes("single") == ()
+    assert in_processes("services") == CHILD_SERVICES and "api" not in CHILD_SERVICES
+    assert in_processes(
+        build_parser().parse_args(["up", "--processes", "tools,runtime"]).processes
+    ) == ("runtime", "tools")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["up", "--processes", "runtime,api"])
 
 
 @pytest.mark.slow
