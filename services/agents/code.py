@@ -15,7 +15,7 @@
 The runtime owns everything around `on_message`: the run's events, the conversation, the
 model (each `ctx.ai` call is a recorded model call), the tools (`ctx.tools.call`), the
 agent's state (events, so a replay rebuilds it), the reply (streamed as events) and
-cancellation (`ctx.aborted`; the handler's task is cancelled). See `docs/architecture.md`,
+cancellation (`ctx.aborted`; the handler's task is cancelled). See `docs/internals/agents.md`,
 "Code agents".
 """
 

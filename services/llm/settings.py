@@ -19,7 +19,7 @@ class ModelSettings(msgspec.Struct, frozen=True, kw_only=True):
     and tool arguments (beyond it the call fails with kind `answer_too_large`);
     `coalesce_ms` is how often streamed text is handed on, in pieces of at most
     `max_delta_bytes`. `idle_connections` bounds the idle connections kept to the provider
-    (`docs/architecture.md`, "Model calls")."""
+    (`docs/internals/runtime.md`, "Model calls")."""
 
     timeout: float = 120.0
     connect_timeout: float = 10.0
