@@ -46,6 +46,11 @@ async def lock_schema(conn: asyncpg.Connection) -> None:
     await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
 
 
+# Seconds a pooled connection may stay idle: a burst's extra connections (a PostgreSQL
+# process each, a few MB apiece) end soon after it.
+IDLE_LIFETIME = 30.0
+
+
 async def create_pool(
     database_url: str,
     *,
@@ -53,8 +58,11 @@ async def create_pool(
     max_size: int = 10,
     setup: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
     session_state: bool = True,
+    idle_lifetime: float = IDLE_LIFETIME,
 ) -> asyncpg.Pool:
-    """`setup` runs on every acquire. The pool resets the session on release; a pool whose
+    """A connection beyond `min_size` left idle for `idle_lifetime` seconds is closed (its
+    server process ends, with the memory it held); one is opened again when needed.
+    `setup` runs on every acquire. The pool resets the session on release; a pool whose
     users change nothing beyond their transactions (`session_state=False`: `SET LOCAL`,
     transaction-scoped locks) skips that round trip (an open transaction is still rolled
     back)."""
@@ -66,6 +74,7 @@ async def create_pool(
         command_timeout=60,
         setup=setup,
         reset=None if session_state else _transaction_scoped,
+        max_inactive_connection_lifetime=idle_lifetime,
     )
     assert pool is not None
     return pool

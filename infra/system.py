@@ -68,6 +68,7 @@ class Infrastructure:
                     sync_interval=s.nats_sync_interval,
                     auth=True,
                     memory_limit=s.nats_memory_limit,
+                    gc_percent=s.nats_gc_percent,
                 )
             )
             nats_url, nats_auth = nats.admin_url, nats.auth

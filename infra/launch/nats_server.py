@@ -80,6 +80,7 @@ class NatsServer:
         binary: Path | None = None,
         auth: bool | NatsAuth = False,
         memory_limit: str | None = None,
+        gc_percent: int | None = None,
     ) -> None:
         if cluster is not None and cluster.port == 0:
             raise ValueError("a cluster node needs a fixed cluster port: its peers dial it")
@@ -91,6 +92,9 @@ class NatsServer:
         self._binary = binary
         # Go's soft memory limit for the server (`GOMEMLIMIT`, which wins when it is set).
         self.memory_limit = memory_limit
+        # Go's `GOGC` for the server (a `GOGC` in the environment wins): how far the heap may
+        # grow past what is live before a collection, in percent (Go's own default is 100).
+        self.gc_percent = gc_percent
         # Users and permissions in the store directory (infra/nats_auth.py), or those a
         # cluster's nodes share; without them any client may do anything.
         if isinstance(auth, NatsAuth):
@@ -259,9 +263,12 @@ class NatsServer:
             log.info("nats_streams_moved_to_account", account=SERVICES_ACCOUNT)
 
     def _env(self) -> dict[str, str] | None:
-        if self.memory_limit is None or "GOMEMLIMIT" in os.environ:
-            return None
-        return {**os.environ, "GOMEMLIMIT": self.memory_limit}
+        tuning: dict[str, str] = {}
+        if self.memory_limit is not None and "GOMEMLIMIT" not in os.environ:
+            tuning["GOMEMLIMIT"] = self.memory_limit
+        if self.gc_percent is not None and "GOGC" not in os.environ:
+            tuning["GOGC"] = str(self.gc_percent)
+        return {**os.environ, **tuning} if tuning else None
 
     async def _start_once(self, timeout: float) -> None:
         binary = self._binary or nats_server_binary()

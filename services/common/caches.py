@@ -23,10 +23,17 @@ from infra.jetstream.records import Position, RecordedEvent
 
 
 class ThreadCache:
-    def __init__(self, store: AggregateStore, capacity: int = 10_000) -> None:
+    """The threads last used, folded. A thread at rest (no run, or its run parked on a
+    person's approval or ended) waits for someone: it is kept among the `resting` last such
+    threads only, so that thousands of parked threads do not stay folded in memory. Loaded
+    again, it is read back from the log."""
+
+    def __init__(self, store: AggregateStore, capacity: int = 10_000, resting: int = 500) -> None:
         self._store = store
         self._capacity = capacity
+        self._resting_capacity = min(resting, capacity)
         self._states: OrderedDict[tuple[str, str], ThreadState] = OrderedDict()
+        self._resting: OrderedDict[tuple[str, str], ThreadState] = OrderedDict()
 
     async def load(
         self, tenant_id: str, thread_id: str, *, from_leader: bool = False
@@ -34,7 +41,7 @@ class ThreadCache:
         """The thread as the log has it; `from_leader` reads what is new from the stream's
         leader, never from a replica that may lag (see `EventStore.read_from_leader`)."""
         key = (tenant_id, thread_id)
-        state = self._states.get(key) or ThreadState(tenant_id=tenant_id, thread_id=thread_id)
+        state = self._get(key) or ThreadState(tenant_id=tenant_id, thread_id=thread_id)
         read = self._store.read_from_leader if from_leader else self._store.read_positioned
         newer, position = await read(tenant_id, "thread", thread_id, after=state.position)
         for event in newer:
@@ -47,7 +54,7 @@ class ThreadCache:
     def cached(self, tenant_id: str, thread_id: str) -> ThreadState | None:
         """The thread as this process last stored or read it, without asking the log (None
         when it has not, or had it as not existing): possibly behind the log."""
-        state = self._states.get((tenant_id, thread_id))
+        state = self._get((tenant_id, thread_id))
         return state if state is not None and state.exists else None
 
     def advance(self, state: ThreadState, events: tuple[RecordedEvent, ...]) -> ThreadState:
@@ -59,13 +66,32 @@ class ThreadCache:
 
     def put(self, state: ThreadState) -> None:
         key = (state.tenant_id, state.thread_id)
-        self._states[key] = state
-        self._states.move_to_end(key)
-        while len(self._states) > self._capacity:
+        kept, other, capacity = self._states, self._resting, self._capacity
+        if _at_rest(state):
+            kept, other, capacity = self._resting, self._states, self._resting_capacity
+        other.pop(key, None)
+        kept[key] = state
+        kept.move_to_end(key)
+        while len(kept) > capacity:
+            kept.popitem(last=False)
+        while len(self._states) + len(self._resting) > self._capacity:
             self._states.popitem(last=False)
 
     def forget(self, tenant_id: str, thread_id: str) -> None:
         self._states.pop((tenant_id, thread_id), None)
+        self._resting.pop((tenant_id, thread_id), None)
+
+    def __len__(self) -> int:
+        return len(self._states) + len(self._resting)
+
+    def _get(self, key: tuple[str, str]) -> ThreadState | None:
+        return self._states.get(key) or self._resting.get(key)
+
+
+def _at_rest(state: ThreadState) -> bool:
+    """Nothing runs on the thread until someone acts: no run, or a run parked or ended."""
+    run = state.active_run
+    return run is None or run.status == "paused" or run.terminal
 
 
 class BlueprintCache:

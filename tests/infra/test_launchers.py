@@ -151,6 +151,31 @@ async def test_nats_runs_under_its_memory_limit_unless_the_environment_sets_one(
     assert InfraSettings.from_env().nats_memory_limit == "256MiB"
 
 
+async def test_nats_collects_garbage_at_its_gc_percent_unless_the_environment_sets_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def gogc_of(pid: int) -> str | None:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        found = [e.split(b"=", 1)[1] for e in environ if e.startswith(b"GOGC=")]
+        return found[0].decode() if found else None
+
+    monkeypatch.delenv("GOGC", raising=False)
+    async with NatsServer(tmp_path / "a", gc_percent=50) as server:
+        assert server.pid is not None
+        assert gogc_of(server.pid) == "50"
+    monkeypatch.setenv("GOGC", "200")
+    async with NatsServer(tmp_path / "b", gc_percent=50) as server:
+        assert server.pid is not None
+        assert gogc_of(server.pid) == "200"
+    monkeypatch.setenv("AGENCY_NATS_GOGC", "lots")
+    with pytest.raises(ValueError, match="AGENCY_NATS_GOGC='lots'"):
+        InfraSettings.from_env()
+    monkeypatch.setenv("AGENCY_NATS_GOGC", "off")
+    assert InfraSettings.from_env().nats_gc_percent is None
+    monkeypatch.delenv("AGENCY_NATS_GOGC")
+    assert InfraSettings.from_env().nats_gc_percent == 50
+
+
 async def test_nats_restart_after_kill_keeps_url_and_acknowledged_messages(
     tmp_path: Path,
 ) -> None:
