@@ -41,7 +41,7 @@ core_tests := "tests/contracts tests/store tests/runtime/test_loop.py tests/api 
 
 # The interpreter is $PYTHON, else pythonVERSION on PATH, else one built from Debian's source
 # into /opt/agency-pythonVERSION by infra/ci/python.sh.
-# the core tests (or these pytest arguments) on another Python in .venv-VERSION: just test-python 3.13
+# the core tests (ARGS: more pytest options) on another Python in .venv-VERSION: just test-python 3.13
 test-python VERSION *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -60,9 +60,7 @@ test-python VERSION *ARGS:
       echo "$want" > "$venv/.installed"
     fi
     export PATH="$PWD/$venv/bin:$PATH"
-    args=({{ARGS}})
-    [ ${#args[@]} -gt 0 ] || args=({{core_tests}})
-    exec python -m pytest "${args[@]}"
+    exec python -m pytest {{core_tests}} {{ARGS}}
 
 # --- measure ---------------------------------------------------------------
 
