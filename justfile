@@ -35,6 +35,33 @@ test *ARGS:
 test-fast *ARGS:
     python -m pytest -m "not cluster" {{ARGS}}
 
+# the core of the suite (contracts, store, the loop, API, CLI, providers) in a few minutes,
+# run on every supported Python besides the main one
+core_tests := "tests/contracts tests/store tests/runtime/test_loop.py tests/api tests/cli tests/llm --ignore=tests/api/test_openapi_conformance.py"
+
+# The interpreter is $PYTHON, else pythonVERSION on PATH, else one built from Debian's source
+# into /opt/agency-pythonVERSION by infra/ci/python.sh.
+# the core tests (ARGS: more pytest options) on another Python in .venv-VERSION: just test-python 3.13
+test-python VERSION *ARGS:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    python=${PYTHON:-python{{VERSION}}}
+    if ! "$python" -c 'import ssl, sqlite3' 2>/dev/null; then
+      infra/ci/python.sh {{VERSION}}
+      python=/opt/agency-python{{VERSION}}/bin/python{{VERSION}}
+    fi
+    venv=.venv-{{VERSION}}
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.installed" 2>/dev/null)" != "$want" ]; then
+      echo "installing into $venv with $("$python" --version)..." >&2
+      "$python" -m venv --clear "$venv"
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+      echo "$want" > "$venv/.installed"
+    fi
+    export PATH="$PWD/$venv/bin:$PATH"
+    exec python -m pytest {{core_tests}} {{ARGS}}
+
 # --- measure ---------------------------------------------------------------
 
 # run a benchmark: just bench store (agent, replay, store; system: the whole system over

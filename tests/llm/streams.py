@@ -161,8 +161,10 @@ class ReplayServer:
     most_at_once: int = 0
     _held: int = 0
     _server: asyncio.Server | None = None
+    _open: set[asyncio.StreamWriter] = field(default_factory=set)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -191,6 +193,7 @@ class ReplayServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._open.discard(writer)
             writer.close()
 
     @property
@@ -211,4 +214,8 @@ class ReplayServer:
     ) -> None:
         assert self._server is not None
         self._server.close()
+        # A client's idle keep-alive connection holds wait_closed (Python 3.12 on) until it
+        # ends: the server ends it, as one that shuts down does.
+        for writer in self._open:
+            writer.close()
         await asyncio.wait_for(self._server.wait_closed(), 5)

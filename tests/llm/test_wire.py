@@ -65,8 +65,10 @@ class RawServer:
         self.pieces = pieces
         self.served = 0
         self._release = asyncio.Event()
+        self._open: set[asyncio.StreamWriter] = set()
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
         try:
             while True:
                 request = await reader.readuntil(b"\r\n\r\n")
@@ -85,6 +87,7 @@ class RawServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._open.discard(writer)
             writer.close()
 
     async def __aenter__(self) -> str:
@@ -95,6 +98,9 @@ class RawServer:
     async def __aexit__(self, *exc: object) -> None:
         self._release.set()
         self._server.close()
+        # an idle keep-alive connection holds wait_closed (Python 3.12 on) until it ends
+        for writer in self._open:
+            writer.close()
         await asyncio.wait_for(self._server.wait_closed(), 5)
 
 
