@@ -37,7 +37,7 @@ test-fast *ARGS:
 
 # the core of the suite (contracts, store, the loop, API, CLI, providers) in a few minutes,
 # run on every supported Python besides the main one
-core_tests := "tests/contracts tests/store tests/runtime/test_loop.py tests/api tests/cli tests/llm --ignore=tests/api/test_openapi_conformance.py"
+core_tests := "tests/contracts tests/store tests/runtime/test_loop.py tests/api tests/llm --ignore=tests/api/test_openapi_conformance.py"
 
 # The interpreter is $PYTHON, else pythonVERSION on PATH, else one built from Debian's source
 # into /opt/agency-pythonVERSION by infra/ci/python.sh.

@@ -3,13 +3,13 @@
 # the system lacks: infra/ci/python.sh [VERSION [PREFIX]] (default 3.13 and
 # /opt/agency-pythonVERSION). Does nothing when PREFIX already has a working interpreter.
 # The tarball is the newest one of package pythonVERSION that Debian's Sources index of SUITE
-# (default sid) names and the archive serves, its sha256 checked against that index.
+# (default trixie, the stable release: its files stay served) names and the archive serves, its sha256 checked against that index.
 # Built without PGO: a test interpreter, not a production one.
 set -euo pipefail
 
 want=${1:-3.13}
 prefix=${2:-/opt/agency-python$want}
-suite=${SUITE:-sid}
+suite=${SUITE:-trixie}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 python=$prefix/bin/python$want
 modules="ssl, sqlite3, ctypes, lzma, bz2, zlib, readline, uuid, dbm.gnu, venv, ensurepip"
