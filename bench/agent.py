@@ -68,7 +68,7 @@ from urllib.parse import urlsplit, urlunsplit
 import uvloop
 from nats.js.errors import NotFoundError
 
-from bench.common import Stopwatch, embedded_servers
+from bench.common import Stopwatch, embedded_servers, print_load
 from contracts.commands import CreateAgency, CreateThread, InvokeThread
 from contracts.events import BlueprintSpec, ChatMessage, RunCompleted, RunError, ToolOutput
 from contracts.events.run import RUN_TERMINAL_TYPES
@@ -618,10 +618,12 @@ def main() -> None:
     if not args.skip_langgraph:
         ensure_langgraph()
     failures: list[BaseException] = []
+    print_load("before")
     try:
         uvloop.run(bench(args))
     except* BenchError as group:
         failures.extend(_leaves(group))
+    print_load("after")
     if failures:
         sys.exit(f"agent benchmark failed: {failures[0]}")
 

@@ -51,3 +51,10 @@ def report(metric: str, ours: float, baseline: float, unit: str = "/s") -> None:
     ratio = ours / baseline if baseline else 0.0
     print(f"  {metric}: ours {ours:,.0f}{unit}, baseline {baseline:,.0f}{unit}", flush=True)
     print(f"bench: {metric} ours={ours:.1f} baseline={baseline:.1f} ratio={ratio:.3f}", flush=True)
+
+
+def print_load(moment: str) -> None:
+    """The machine's load average at `moment`: what else ran beside the benchmark."""
+    one, five, fifteen = os.getloadavg()
+    print(f"  load average {moment}: {one:.2f} {five:.2f} {fifteen:.2f} "
+          f"({os.cpu_count()} cores)", flush=True)  # fmt: skip

@@ -36,13 +36,13 @@ Run: `just bench http` (options: --runs N, --concurrent N, --model-ttft-ms MS, -
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 import uvloop
 
+from bench.common import print_load
 from bench.http_client import (
     ANSWER,
     ANSWER_KEY,
@@ -82,12 +82,6 @@ def script(fake: FakeLLMServer, model_ttft_ms: int) -> None:
     fake.script(TTFT_KEY, [step])
 
 
-def load(moment: str) -> None:
-    one, five, fifteen = os.getloadavg()
-    print(f"  load average {moment}: {one:.2f} {five:.2f} {fifteen:.2f} "
-          f"({os.cpu_count()} cores)", flush=True)  # fmt: skip
-
-
 async def ours(model_url: str, counts: Counts) -> dict[str, float]:
     print("ours: agency up, /langgraph", flush=True)
     async with RunningSystem(model_url, LIMITS_OFF) as system:
@@ -102,13 +96,13 @@ async def ours(model_url: str, counts: Counts) -> dict[str, float]:
             api_key=system.endpoints.api_key,
             headers={"x-agency-id": agency},
         )
-        load("before")
+        print_load("before")
         try:
             results = await measure(target, counts)
         except BaseException:
             print(system.log_tail(), file=sys.stderr, flush=True)
             raise
-        load("after")
+        print_load("after")
     return results
 
 
@@ -123,13 +117,13 @@ async def aegra(python: Path, model_url: str, counts: Counts) -> dict[str, float
             AegraServer(python, pg.url, model_url) as server,
         ):
             target = Target(name="aegra", url=server.url, assistant=GRAPH_ID)
-            load("before")
+            print_load("before")
             try:
                 results = await measure(target, counts)
             except BaseException:
                 print(server.log_tail(), file=sys.stderr, flush=True)
                 raise
-            load("after")
+            print_load("after")
     return results
 
 

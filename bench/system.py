@@ -71,6 +71,7 @@ from urllib.parse import urlsplit, urlunsplit
 import uvloop
 
 from bench.agent import ensure_langgraph
+from bench.common import print_load
 from bench.http_system import (
     Api,
     BenchError,
@@ -374,10 +375,12 @@ def main() -> None:
         parser.error("--runs needs at least 2; --threads, --parked and --clients at least 1")
     if not args.skip_langgraph:
         ensure_langgraph()
+    print_load("before")
     try:
         results = uvloop.run(bench(args))
     except* BenchError as group:
         sys.exit(f"system benchmark failed: {_first(group)}")
+    print_load("after")
     report(results)
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 
@@ -28,3 +31,24 @@ def settled(events: list[Any]) -> list[Any]:
     """A thread's events without the runtime's `checkpoint.saved` (each follows a pause or a
     run's end in the same append): for tests about what came last."""
     return [e for e in events if e.type != "checkpoint.saved"]
+
+
+async def run_completes_over_http(
+    http: httpx.AsyncClient, agency: str, message: str = "hello", agent_type: str = "worker"
+) -> str:
+    """Create a thread of `agent_type` over HTTP, invoke it with `message` and wait until its
+    run is `completed` in the thread's state; the thread's id."""
+    r = await http.post(f"/agency/{agency}/agents", json={"agentType": agent_type})
+    assert r.status_code == 201, r.text
+    thread: str = r.json()["id"]
+    body = {"messages": [{"role": "user", "content": message}]}
+    r = await http.post(f"/agency/{agency}/agent/{thread}/invoke", json=body)
+    assert r.status_code == 202, r.text
+
+    async def completed() -> None:
+        r = await http.get(f"/agency/{agency}/agent/{thread}/state")
+        assert r.status_code == 200, r.text
+        assert r.json()["run"]["status"] == "completed", r.json()["run"]
+
+    await assert_eventually(completed, timeout=60)
+    return thread

@@ -19,7 +19,7 @@ from infra.launch.process import child_pids, pid_alive
 from infra.nats_auth import SERVICE_ROLES
 from services.cli.main import build_parser
 from services.cli.up_processes import CHILD_SERVICES, in_processes
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, run_completes_over_http
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = {r for r in SERVICE_ROLES if r != "api"}
@@ -48,22 +48,6 @@ async def _fresh_database(database_url: str) -> str:
         await admin.close(timeout=5)
     parts = urlsplit(database_url)
     return parts._replace(path="/" + quote(name, safe="")).geturl()
-
-
-async def _run_completes(http: httpx.AsyncClient, agency: str) -> None:
-    r = await http.post(f"/agency/{agency}/agents", json={"agentType": "worker"})
-    assert r.status_code == 201, r.text
-    thread = r.json()["id"]
-    body = {"messages": [{"role": "user", "content": "hello"}]}
-    r = await http.post(f"/agency/{agency}/agent/{thread}/invoke", json=body)
-    assert r.status_code == 202, r.text
-
-    async def completed() -> None:
-        r = await http.get(f"/agency/{agency}/agent/{thread}/state")
-        assert r.status_code == 200, r.text
-        assert r.json()["run"]["status"] == "completed", r.json()["run"]
-
-    await assert_eventually(completed, timeout=60)
 
 
 def test_the_layout_is_services_unless_the_flag_or_environment_says_single(
@@ -144,7 +128,7 @@ async def test_agency_up_runs_services_in_processes_restarts_a_killed_one_and_st
             r = await http.post("/agencies", json={"name": "processes"})
             assert r.status_code == 201, r.text
             agency = r.json()["id"]
-            await _run_completes(http, agency)
+            await run_completes_over_http(http, agency)
 
             # A crash of the runtime's process: it is started again, the others go on.
             killed = children["runtime"]
@@ -160,7 +144,7 @@ async def test_agency_up_runs_services_in_processes_restarts_a_killed_one_and_st
                 n: p for n, p in children.items() if n != "runtime"
             }
             await assert_eventually(ready, timeout=30)
-            await _run_completes(http, agency)
+            await run_completes_over_http(http, agency)
         seen.update(child_pids(proc.pid))  # NATS too
 
         proc.send_signal(signal.SIGINT)  # what Ctrl-C sends

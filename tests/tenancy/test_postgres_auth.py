@@ -19,7 +19,7 @@ import pytest
 from contracts.ids import new_id
 from infra.db import DatabaseRefused, migrate_database
 from projections.tenancy import PROJECTOR, READER
-from tests.helpers import assert_eventually
+from tests.helpers import run_completes_over_http
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,20 +114,8 @@ async def test_agency_up_runs_every_service_as_a_password_role_from_database_url
             r = await http.post("/agencies", json={"name": "scram"})
             assert r.status_code == 201, r.text
             agency = r.json()["id"]
-            r = await http.post(f"/agency/{agency}/agents", json={"agentType": "worker"})
-            assert r.status_code == 201, r.text
-            thread = r.json()["id"]
-            body = {"messages": [{"role": "user", "content": "hello over scram"}]}
-            r = await http.post(f"/agency/{agency}/agent/{thread}/invoke", json=body)
-            assert r.status_code == 202, r.text
-
             # Written by the projector, read by a tenant request under row-level security.
-            async def completed() -> None:
-                r = await http.get(f"/agency/{agency}/agent/{thread}/state")
-                assert r.status_code == 200, r.text
-                assert r.json()["run"]["status"] == "completed", r.json()["run"]
-
-            await assert_eventually(completed, timeout=60)
+            await run_completes_over_http(http, agency, "hello over scram")
             assert (await http.get("/readyz")).status_code == 200
 
         admin = await asyncpg.connect(database_url, timeout=10)
