@@ -28,7 +28,8 @@ async def read_your_write(
     send: Callable[[], Awaitable[object]] | None = None,
 ) -> tuple[RecordedEvent | None, bool]:
     """Wait for the event our command produced (the registry stores the command's key on
-    it), then for every projection handling its type to have passed it. Returns the event
+    it), then for every projection handling its type to have passed it and whatever the
+    aggregate stored with it. Returns the event
     if it was seen, and whether it is readable, within `read_your_writes_timeout`.
 
     `send` sends the command once the aggregate is watched: see `watch_log` for why a
@@ -45,8 +46,14 @@ async def read_your_write(
         event = await log.until(ours, deadline - loop.time())
     if event is None:
         return None, False
+    # A command may store several events in its one atomic append (a tenant and its first
+    # key): what it wrote is readable once the read models passed the last of them, which
+    # the projector may take in a later batch than the first.
+    last = await deps.bus.store.last_position(tenant, aggregate, aggregate_id)
     names = [p.name for p in catalog.ALL if p.wants(event.type)]
-    readable = await deps.progress.wait_passed(names, event.stream_seq, deadline - loop.time())
+    readable = await deps.progress.wait_passed(
+        names, max(event.stream_seq, last.stream_seq), deadline - loop.time()
+    )
     return event, readable
 
 

@@ -142,7 +142,7 @@ async def test_an_inline_blueprint_naming_an_operators_mcp_server_is_refused_on_
         letters = await dead_letters_for(bus, tenant_a.id)
         assert len(letters) == 1 and "stdio servers" in letters[0][1], letters
 
-    await assert_eventually(dead_lettered, timeout=10)
+    await assert_eventually(dead_lettered, timeout=30)
     events = await bus.store.read(tenant_a.id, "agency", agency_id)
     assert [e.type for e in events] == ["agency.created"]
 
@@ -163,6 +163,6 @@ async def test_an_inline_blueprints_mcp_server_on_a_private_address_is_refused_o
         assert len(letters) == 1 and "blueprint 'probe'" in letters[0][1], letters
         assert "is refused" in letters[0][1]
 
-    await assert_eventually(dead_lettered, timeout=10)
+    await assert_eventually(dead_lettered, timeout=30)
     events = await bus.store.read(tenant_a.id, "agency", agency_id)
     assert [e.type for e in events] == ["agency.created"]

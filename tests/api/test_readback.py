@@ -119,3 +119,26 @@ async def test_concurrent_creates_answer_201_and_read_back_at_once(
     created = await asyncio.gather(*(create() for _ in range(8)))
     listed = (await client.get(f"/agency/{agency_id}/agents", headers=tenant_a.auth)).json()
     assert sorted(t["id"] for t in listed) == sorted(created)
+
+
+async def test_a_new_tenant_is_answered_once_its_key_is_readable_not_only_the_tenant(
+    api: Api, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating a tenant stores two events in one append (the tenant, its first key); the
+    projector may take them in two batches, so the answer waits for the second."""
+    waited: list[int] = []
+    wait_passed = api.deps.progress.wait_passed
+
+    async def recording(names: list[str], stream_seq: int, timeout: float) -> bool:
+        waited.append(stream_seq)
+        return await wait_passed(names, stream_seq, timeout)
+
+    monkeypatch.setattr(api.deps.progress, "wait_passed", recording)
+    r = await client.post("/tenants", json={"name": "two-events"}, headers=api.admin)
+    assert r.status_code == 201, r.text
+    tenant = r.json()["tenantId"]
+    events = await api.deps.bus.store.read(tenant, "tenant", tenant)
+    assert [e.type for e in events] == ["tenant.created", "tenant.api_key_issued"]
+    assert waited == [events[-1].stream_seq]
+    key = {"Authorization": f"Bearer {r.json()['apiKey']}"}
+    assert (await client.get("/agencies", headers=key)).status_code == 200
