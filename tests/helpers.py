@@ -52,3 +52,21 @@ async def run_completes_over_http(
 
     await assert_eventually(completed, timeout=60)
     return thread
+
+
+async def printed_until_ready(
+    proc: asyncio.subprocess.Process, errors: asyncio.Task[bytes], timeout: float = 90
+) -> dict[str, str]:
+    """The `name: value` lines `agency up` printed before `ready` (api, api key, …); a
+    failure with its stderr if it exits first."""
+    assert proc.stdout is not None
+    printed: dict[str, str] = {}
+    async with asyncio.timeout(timeout):
+        while True:
+            line = (await proc.stdout.readline()).decode()
+            if not line:
+                raise AssertionError(f"agency up exited: {(await errors).decode()[-3000:]}")
+            if line.startswith("ready"):
+                return printed
+            key, _, value = line.partition(":")
+            printed[key.strip()] = value.strip()

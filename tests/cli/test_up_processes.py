@@ -19,7 +19,7 @@ from infra.launch.process import child_pids, pid_alive
 from infra.nats_auth import SERVICE_ROLES
 from services.cli.main import build_parser
 from services.cli.up_processes import CHILD_SERVICES, in_processes
-from tests.helpers import assert_eventually, run_completes_over_http
+from tests.helpers import assert_eventually, printed_until_ready, run_completes_over_http
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = {r for r in SERVICE_ROLES if r != "api"}
@@ -95,16 +95,7 @@ async def test_agency_up_runs_services_in_processes_restarts_a_killed_one_and_st
     errors = asyncio.create_task(proc.stderr.read())
     seen: set[int] = set()
     try:
-        printed: dict[str, str] = {}
-        async with asyncio.timeout(90):
-            while True:
-                line = (await proc.stdout.readline()).decode()
-                if not line:
-                    pytest.fail(f"agency up exited: {(await errors).decode()[-3000:]}")
-                if line.startswith("ready"):
-                    break
-                key, _, value = line.partition(":")
-                printed[key.strip()] = value.strip()
+        printed = await printed_until_ready(proc, errors)
         api, api_key = printed["api"].split()[0], printed["api key"]
 
         async def every_service_in_its_own_process() -> dict[str, int]:

@@ -19,7 +19,7 @@ import pytest
 from contracts.ids import new_id
 from infra.db import DatabaseRefused, migrate_database
 from projections.tenancy import PROJECTOR, READER
-from tests.helpers import run_completes_over_http
+from tests.helpers import printed_until_ready, run_completes_over_http
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,16 +96,7 @@ async def test_agency_up_runs_every_service_as_a_password_role_from_database_url
     assert proc.stdout is not None and proc.stderr is not None
     errors = asyncio.create_task(proc.stderr.read())
     try:
-        printed: dict[str, str] = {}
-        async with asyncio.timeout(90):
-            while True:
-                line = (await proc.stdout.readline()).decode()
-                if not line:
-                    pytest.fail(f"agency up exited: {(await errors).decode()[-3000:]}")
-                if line.startswith("ready"):
-                    break
-                key, _, value = line.partition(":")
-                printed[key.strip()] = value.strip()
+        printed = await printed_until_ready(proc, errors)
         api, api_key = printed["api"].split()[0], printed["api key"]
         # The printed URL never shows the password.
         assert password not in printed["postgres"] and quote(password, safe="") not in str(printed)
