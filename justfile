@@ -45,8 +45,7 @@ core_tests := "tests/contracts tests/store tests/runtime/test_loop.py tests/api 
 test-python VERSION *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
-    python=${PYTHON:-python{{VERSION}}}
-    if ! "$python" -c 'import ssl, sqlite3' 2>/dev/null; then
+    if ! python=$(infra/ci/find-python.sh {{VERSION}}); then
       infra/ci/python.sh {{VERSION}}
       python=/opt/agency-python{{VERSION}}/bin/python{{VERSION}}
     fi
