@@ -26,6 +26,10 @@ class InfraSettings:
     `AGENCY_NATS_GOGC` (default `50`; `off` for Go's 100) is the embedded server's `GOGC` (a
     `GOGC` in the environment wins): its heap grows to 1.5x what is live before a collection
     instead of 2x, which is most of what a burst of threads left it holding.
+
+    `AGENCY_POSTGRES_SHARED_BUFFERS` (default `128MB`) is the embedded PostgreSQL's
+    `shared_buffers`: its cache of table pages, held for good once touched (the kernel's
+    page cache keeps what it does not, and gives it back under pressure).
     """
 
     nats_url: str | None
@@ -37,6 +41,7 @@ class InfraSettings:
     log_format: Literal["json", "console", "auto"]
     nats_memory_limit: str | None = "256MiB"
     nats_gc_percent: int | None = 50
+    pg_shared_buffers: str = "128MB"
 
     @classmethod
     def from_env(cls) -> InfraSettings:
@@ -50,6 +55,7 @@ class InfraSettings:
             log_format=_log_format(os.environ.get("AGENCY_LOG_FORMAT", "auto")),
             nats_memory_limit=_memory_limit(os.environ.get("AGENCY_NATS_MEMORY_LIMIT", "256MiB")),
             nats_gc_percent=_gc_percent(os.environ.get("AGENCY_NATS_GOGC", "50")),
+            pg_shared_buffers=_pg_size(os.environ.get("AGENCY_POSTGRES_SHARED_BUFFERS", "128MB")),
         )
 
 
@@ -63,6 +69,18 @@ def _memory_limit(value: str) -> str | None:
         raise ValueError(
             f"AGENCY_NATS_MEMORY_LIMIT={value!r}: give bytes with an optional unit "
             "(B, KiB, MiB, GiB, TiB), such as 256MiB, or off"
+        )
+    return value.strip()
+
+
+_PG_SIZE = re.compile(r"^[0-9]+(kB|MB|GB|TB)?$")
+
+
+def _pg_size(value: str) -> str:
+    if not _PG_SIZE.match(value.strip()):
+        raise ValueError(
+            f"AGENCY_POSTGRES_SHARED_BUFFERS={value!r}: give a size with an optional unit "
+            "(kB, MB, GB, TB), such as 128MB"
         )
     return value.strip()
 

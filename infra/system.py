@@ -75,7 +75,11 @@ class Infrastructure:
         database_url = s.database_url
         if database_url is None:
             pg = await self._stack.enter_async_context(
-                PostgresServer(self._data_dir / "postgres", port=s.pg_port)
+                PostgresServer(
+                    self._data_dir / "postgres",
+                    port=s.pg_port,
+                    settings={"shared_buffers": s.pg_shared_buffers},
+                )
             )
             database_url = pg.url
         async with Bus(nats_url, name="agency-provision") as bus:

@@ -449,3 +449,25 @@ async def test_a_new_embedded_postgres_asks_for_its_generated_password(tmp_path:
             await asyncpg.connect(without, timeout=10)
         with pytest.raises(asyncpg.InvalidPasswordError):
             await asyncpg.connect(without.replace("postgres@", "postgres:wrong@"), timeout=10)
+
+
+async def test_embedded_postgres_takes_its_shared_buffers_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infra.system import Infrastructure
+
+    monkeypatch.setenv("AGENCY_POSTGRES_SHARED_BUFFERS", "lots")
+    with pytest.raises(ValueError, match="AGENCY_POSTGRES_SHARED_BUFFERS='lots'"):
+        InfraSettings.from_env()
+    monkeypatch.delenv("AGENCY_POSTGRES_SHARED_BUFFERS")
+    assert InfraSettings.from_env().pg_shared_buffers == "128MB"
+
+    monkeypatch.setenv("AGENCY_POSTGRES_SHARED_BUFFERS", "16MB")
+    for name in ("NATS_URL", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    async with Infrastructure(tmp_path, InfraSettings.from_env()) as urls:
+        conn = await asyncpg.connect(urls.database_url)
+        try:
+            assert await conn.fetchval("SHOW shared_buffers") == "16MB"
+        finally:
+            await conn.close()
