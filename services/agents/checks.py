@@ -3,8 +3,9 @@
 
 A misspelt tag selects nothing and a misspelt tool name in `hitl.tools` guards nothing, so
 either would leave an agent without its tools or a tool without its approval, silently.
-Checked where a blueprint comes in (the static blueprints of an app when it loads, and the
-subagent blueprints they define inline), never on reading a stored one back.
+Checked where a blueprint comes in (over HTTP: a saved blueprint, a workflow's inline
+members, the inline blueprints of their subagents; the static blueprints of an app when it
+loads), never on reading a stored one back.
 """
 
 from __future__ import annotations
