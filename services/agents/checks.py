@@ -3,8 +3,9 @@
 
 A misspelt tag selects nothing and a misspelt tool name in `hitl.tools` guards nothing, so
 either would leave an agent without its tools or a tool without its approval, silently.
-Checked where a blueprint comes in (the API's save, the static blueprints of an app when
-it loads), never on reading a stored one back.
+Checked where a blueprint comes in (over HTTP: a saved blueprint, a workflow's inline
+members, the inline blueprints of their subagents; the static blueprints of an app when it
+loads), never on reading a stored one back.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from contracts.events import BlueprintSpec
-from contracts.events.registry import SessionToolBinding, SideConfig
+from contracts.events.registry import SessionToolBinding, SideConfig, SubagentEntry
 from services.agents.builtin.parent import NOTIFY_TOOL, STATUS_TOOL
 
 if TYPE_CHECKING:
@@ -36,28 +37,29 @@ def _listed(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
-def blueprint_problems(system: AgentSystem, blueprint: BlueprintSpec) -> list[str]:
+def blueprint_problems(system: AgentSystem, blueprint: BlueprintSpec, at: str = "") -> list[str]:
     """Each tag, hook and `hitl.tools` name of `blueprint` that `system` does not know, in
-    a sentence naming the field and listing what exists. Empty when all is known."""
+    a sentence naming the field (under `at`, e.g. `agents.reviewer.`) and listing what
+    exists. Empty when all is known."""
     problems: list[str] = []
     tags = system.tags
     for tag in dict.fromkeys(blueprint.tags):
         if tag not in tags:
             problems.append(
-                f"field 'tags': unknown tag {tag!r} (the tags of this agent system: "
+                f"field '{at}tags': unknown tag {tag!r} (the tags of this agent system: "
                 f"{_listed(tags)})"
             )
     middleware = system.middleware_names
     for hook in dict.fromkeys(blueprint.hooks):
         if hook not in middleware:
             problems.append(
-                f"field 'hooks': no middleware {hook!r} (the middleware of this agent "
+                f"field '{at}hooks': no middleware {hook!r} (the middleware of this agent "
                 f"system: {_listed(middleware)})"
             )
     guarded = blueprint.config.hitl.tools if blueprint.config.hitl else ()
     if guarded and HITL_MIDDLEWARE not in middleware:
         problems.append(
-            "field 'config.hitl': this agent system has no hitl middleware to hold the "
+            f"field '{at}config.hitl': this agent system has no hitl middleware to hold the "
             "calls for approval (AgentSystem.defaults() adds it)"
         )
     elif guarded:
@@ -68,9 +70,22 @@ def blueprint_problems(system: AgentSystem, blueprint: BlueprintSpec) -> list[st
                 continue
             mcp = "".join(f", {s}{MCP_SEPARATOR}<tool>" for s in sorted(servers))
             problems.append(
-                f"field 'config.hitl.tools': {name!r} is no tool of this blueprint (its "
+                f"field '{at}config.hitl.tools': {name!r} is no tool of this blueprint (its "
                 f"tools: {_listed(tools)}{mcp})"
             )
+    return problems
+
+
+def problems_with_inline(system: AgentSystem, blueprint: BlueprintSpec, at: str = "") -> list[str]:
+    """`blueprint_problems` of the blueprint and of every subagent blueprint it defines
+    inline (`config.subagents.subagents[i]`), at any depth, each naming its field."""
+    problems = blueprint_problems(system, blueprint, at)
+    subagents = blueprint.config.subagents
+    for i, entry in enumerate(subagents.subagents if subagents is not None else ()):
+        inline = entry.blueprint() if isinstance(entry, SubagentEntry) else None
+        if inline is not None:
+            where = f"{at}config.subagents.subagents[{i}]."
+            problems.extend(problems_with_inline(system, inline, where))
     return problems
 
 

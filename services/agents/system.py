@@ -174,13 +174,13 @@ class AgentSystem:
         return self
 
     def check(self) -> Self:
-        """Raise `BlueprintInvalid` for a blueprint of the system naming a tag, a hook or a
-        `hitl.tools` tool the system does not have (`services/agents/checks.py`); services
-        check when they load the system."""
-        from services.agents.checks import BlueprintInvalid, blueprint_problems
+        """Raise `BlueprintInvalid` for a blueprint of the system (or a subagent blueprint
+        it defines inline) naming a tag, a hook or a `hitl.tools` tool the system does not
+        have (`services/agents/checks.py`); services check when they load the system."""
+        from services.agents.checks import BlueprintInvalid, problems_with_inline
 
         for blueprint in self._blueprints.values():
-            problems = blueprint_problems(self, blueprint)
+            problems = problems_with_inline(self, blueprint)
             if problems:
                 raise BlueprintInvalid(blueprint.name, problems)
         return self
@@ -196,7 +196,7 @@ class AgentSystem:
         """The middleware its tags select, those its `hooks` name and those its config asks
         for (`Middleware.wanted_by`: `hitl.tools` selects the hitl middleware), in the order
         they were added. A hook id naming no middleware of this system is ignored here (a
-        stored blueprint still runs); `check_blueprint` refuses it on save."""
+        stored blueprint still runs); `blueprint_problems` refuses it on save."""
         tags, hooks = set(blueprint.tags), set(blueprint.hooks)
         return [
             m.item

@@ -167,7 +167,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         state=State({CLOSING: asyncio.Event()}),
         lifespan=[lifespan],
     )
-    tell_the_truth(app, handlers)
+    tell_the_truth(app, handlers, deps.system)
     return app
 
 

@@ -5,6 +5,8 @@ error as `{error, status}` (`app._handle_error`). `document_errors` gives each r
 error statuses it can answer, derived from what the route is (credentials, path ids, query
 or body, admin), each with the one error body, and the bearer security its auth middleware
 enforces. Called once on the handlers `create_app` registers; it only sets documentation.
+`tell_the_truth` then states in the built document what the handlers check themselves,
+among it the names of the app's agent system a blueprint may give (`openapi_names.py`).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from litestar.openapi.spec.enums import OpenAPIType
 
 from contracts.codec import EVENT_TYPES
 from contracts.ids import MAX_TOKEN_LENGTH
+from services.agents.system import AgentSystem
 from services.api.auth import PUBLIC_OPT
 from services.api.openapi_bodies import NUL_FREE_PATH, body_components
+from services.api.openapi_names import state_system_names
 from services.api.routes_console import THREAD_STATUSES
 from services.api.routes_queries import MAX_EVENTS_PAGE, MAX_SEQ
 
@@ -318,8 +322,9 @@ def _optional_body(operation: Operation) -> None:
             body.required = False
 
 
-def tell_the_truth(app: Litestar, handlers: Iterable[object]) -> None:
-    """State in the built document the constraints the handlers enforce themselves."""
+def tell_the_truth(app: Litestar, handlers: Iterable[object], system: AgentSystem) -> None:
+    """State in the built document the constraints the handlers enforce themselves, and
+    the tags and middleware of the app's agent `system` a blueprint may name."""
     openapi = app.plugins.get(OpenAPIPlugin).provide_openapi()
     for operation in _operations(openapi):
         _optional_body(operation)
@@ -341,6 +346,9 @@ def tell_the_truth(app: Litestar, handlers: Iterable[object]) -> None:
         if key == name or key.endswith("_" + name)
     }
     components.update(body_components([info.cls for info in structs.values()], names))
+    state_system_names(
+        system, components, {info.cls: names.get(name, name) for name, info in structs.items()}
+    )
     for key, schema in components.items():
         if not isinstance(schema, Schema):
             continue

@@ -33,6 +33,7 @@ from contracts.events import BlueprintSaved, ChatMessage
 from contracts.events.thread import ConcurrencyStrategy
 from contracts.ids import new_id
 from contracts.limits import limits, path_problem
+from services.agents.checks import problems_with_inline
 from services.agents.code import SettingsError
 from services.api.auth import (
     ADMIN_OPT,
@@ -215,6 +216,9 @@ async def save_blueprint(
     agency_id = path_id("agency id", agency_id)
     await agency_events(deps, tenant, agency_id)
     spec = data.spec()
+    problems = problems_with_inline(deps.system, spec)
+    if problems:
+        raise ValidationException("; ".join(problems))
     problem = await model_problem(deps, tenant, spec.model)
     if problem is not None:
         raise ValidationException(f"field 'model': {problem}")

@@ -41,6 +41,7 @@ from services.api.workflow_body import InlineMembers, as_document
 from services.api.workflow_ops import (
     AGENT_REF,
     adhoc_workflow,
+    check_members,
     definition_error,
     ensure_global_member,
     find_workflow,
@@ -137,6 +138,7 @@ async def _target(
     agents = {a.name: a.inline for a in inline.agents if a.inline is not None}
     if len(agents) != len(inline.agents):
         raise ValidationException("`agents` must define each agent inline")
+    check_members(deps, inline)
     state = await adhoc_workflow(deps, tenant, agency, agents)
     named = mentions_in(data.message, list(state.members), "user")
     return state, () if named else tuple(sorted(agents))

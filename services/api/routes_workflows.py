@@ -36,6 +36,7 @@ from services.api.routes_commands import Accepted, Body, Out
 from services.api.workflow_body import WorkflowDocument, as_document
 from services.api.workflow_ops import (
     WORKFLOW_REF,
+    check_members,
     create_workflow,
     definition_error,
     ensure_global_member,
@@ -162,6 +163,7 @@ async def create(
         )  # fmt: skip
     except definitions.DefinitionError as e:
         raise definition_error(e) from e
+    check_members(deps, parsed)
     for agent in parsed.agents:
         model = agent.inline.model if agent.inline is not None else ""
         if problem := await model_problem(deps, tenant, model):

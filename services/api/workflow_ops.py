@@ -21,6 +21,7 @@ from contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
 from domain.workflow_members import GLOBAL, global_workflow_id, parse_target, workflow_id
 from domain.workflow_state import WorkflowState, fold
 from projections import catalog
+from services.agents.checks import problems_with_inline
 from services.api.auth import agency_events, agency_owned, agent_types
 from services.api.deps import ApiDeps
 from services.common.workflow_definition import Definition, DefinitionError
@@ -239,6 +240,19 @@ async def post_message(
         idempotency_key=message_id,
     )
     return message_id
+
+
+def check_members(deps: ApiDeps, definition: Definition) -> None:
+    """400 naming each tag, hook or `hitl.tools` name of an inline member (or of a subagent
+    blueprint one defines inline) that the agent system does not have."""
+    problems = [
+        problem
+        for entry in definition.agents
+        if entry.inline is not None
+        for problem in problems_with_inline(deps.system, entry.inline, f"agents.{entry.name}.")
+    ]
+    if problems:
+        raise ValidationException(f"invalid workflow definition: {'; '.join(problems)}")
 
 
 def definition_error(e: DefinitionError) -> ValidationException:

@@ -15,20 +15,21 @@ from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 
 # Seed 000: `type SubagentsConfig = { subagents?: { subagents: AgentBlueprint[] } }`, with
-# `AgentBlueprint = { name, description, prompt, tags, model?, config? }`.
+# `AgentBlueprint = { name, description, prompt, tags, model?, config? }`; the tags and
+# guarded tools are those of the tests' agent system (`tests/api/conftest.py`).
 SECURITY_AGENT = {
     "name": "security-agent",
     "description": "Analyzes security logs.",
     "prompt": "You are a security analyst.",
-    "tags": ["security"],
+    "tags": ["counted"],
     "model": "openai:gpt-4.1-mini",
 }
 MY_AGENT = {
     "name": "my-agent",
     "description": "Does things.",
     "prompt": "You are...",
-    "tags": ["default", "analytics"],
-    "config": {"maxSteps": 5, "hitl": {"tools": ["send_email"]}},
+    "tags": ["counted", "hitl"],
+    "config": {"maxSteps": 5, "hitl": {"tools": ["echo"]}},
 }
 
 
@@ -37,7 +38,7 @@ def manager(*entries: object) -> dict[str, object]:
         "name": "manager-agent",
         "description": "Delegates.",
         "prompt": "You delegate.",
-        "tags": ["default"],
+        "tags": ["counted"],
         "config": {"subagents": {"subagents": list(entries)}},
     }
 
@@ -76,7 +77,7 @@ async def test_the_seeds_inline_blueprints_are_saved_stored_and_read_back(
         name="security-agent",
         description="Analyzes security logs.",
         prompt="You are a security analyst.",
-        tags=("security",),
+        tags=("counted",),
         model="openai:gpt-4.1-mini",
     )
     assert inline["my-agent"].config.max_steps == 5
@@ -94,7 +95,7 @@ async def test_the_seeds_inline_blueprints_are_saved_stored_and_read_back(
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
-        pytest.param({**SECURITY_AGENT, "tags": "security"},
+        pytest.param({**SECURITY_AGENT, "tags": "counted"},
                      "field 'config.subagents.subagents[0].tags': Expected `array`", id="tags"),
         pytest.param({**SECURITY_AGENT, "model": "m" * 201},
                      "field 'config.subagents.subagents[0].model'", id="model-too-long"),

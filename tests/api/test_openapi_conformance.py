@@ -10,8 +10,11 @@ run (examples, coverage, fuzzing, stateful), with its default settings and three
 choices: the seed (the run is the same each time), the number of examples (`MAX_EXAMPLES`,
 the same for every phase, to keep the run within a few minutes on two cores) and one
 worker (CPython 3.11's parser is not thread-safe: "AST constructor recursion depth
-mismatch" when two of hypothesis's threads parse source at once). The hooks only
-authenticate (`schemathesis_hooks.py`): every generated case is sent as it is. Two routes
+mismatch" when two of hypothesis's threads parse source at once). The hooks
+(`schemathesis_hooks.py`) authenticate, and in a body generated as valid put, in a
+blueprint's `config.hitl.tools`, names of that blueprint's tools (which depend on its tags,
+so the document cannot list them; the tags and hooks a system has it lists): every other
+case is sent as it is. Two routes
 are not in the document: the WebSocket (OpenAPI cannot describe one;
 tests/api/test_streams.py holds it to its contract) and `/mcp`, which speaks MCP
 (tests/mcp).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -158,4 +159,13 @@ async def test_up_refuses_static_blueprints_naming_what_the_system_does_not_have
     assert err.startswith(
         "agency: blueprint 'filed': field 'config.hitl.tools': 'send' is no tool of this "
         "blueprint (its tools: "
+    )
+    inline = {"name": "lead", "config": {"subagents": {"subagents": [
+        {"name": "scout", "prompt": "Look.", "tags": ["defualt"]}]}}}  # fmt: skip
+    blueprints.write_text(json.dumps([inline]))
+    code, err = await agency(tmp_path, "up", "--blueprints", str(blueprints), "--data-dir", data)
+    assert code == 2
+    assert err.startswith(
+        "agency: blueprint 'lead': field 'config.subagents.subagents[0].tags': unknown tag "
+        "'defualt' (the tags of this agent system: "
     )
