@@ -1,8 +1,9 @@
 """`agency up`: NATS, PostgreSQL, every service, the API and the fake model, one command.
 
-This process runs NATS and PostgreSQL (as its children), the fake model and the API; each
-service runs in a worker process of its own, `agency serve NAME` (`up_processes.py`), so
-that they use every core. `--processes single` runs them all in this process instead.
+This process runs NATS and PostgreSQL (as its children), the fake model and the API; on a
+machine of 4 cores or more each service runs in a worker process of its own, `agency serve
+NAME` (`up_processes.py`), so that they use every core; with fewer, all run in this process
+(`--processes services|single` chooses either).
 Each service and the API are supervised: one that fails (or whose process dies) is restarted
 with backoff, the others go on, and `/readyz` shows which is `restarting`.
 """

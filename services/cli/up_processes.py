@@ -27,9 +27,14 @@ from services.supervisor import ServiceRunner
 # The endpoints an `agency serve` child of `agency up` uses instead of `endpoints.json`.
 ENDPOINTS_ENV = "AGENCY_SERVE_ENDPOINTS"
 PROCESSES_ENV = "AGENCY_PROCESSES"
-# `services`: each service in a process of its own (the default); `single`: all in one;
-# or the services (comma-separated) that get a process of their own, the rest in this one.
-LAYOUTS = ("services", "single")
+# `auto` (the default): `services` on a machine giving this process at least
+# `SERVICES_FROM_CORES` cores, `single` below; `services`: each service in a process of its
+# own; `single`: all in one; or the services (comma-separated) that get a process of their
+# own, the rest in this one. On 2 cores the worker processes made nothing faster (the
+# system's CPU, NATS and PostgreSQL included, is what bounds it there) and cost about
+# 630 MB: docs/performance.md, "Worker processes".
+LAYOUTS = ("auto", "services", "single")
+SERVICES_FROM_CORES = 4
 # What `agency up` may run in a worker process (the API stays in `agency up`'s).
 CHILD_SERVICES = tuple(role for role in SERVICE_ROLES if role != "api")
 # How long a child may take to stop on SIGTERM before it is killed.
@@ -44,10 +49,11 @@ def add_processes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--processes",
         type=_layout,
-        default=os.environ.get(PROCESSES_ENV, "services"),
-        help="services: each service in a worker process of its own, the API in this one "
-        "(default, or $AGENCY_PROCESSES); single (or 1): every service in this process; "
-        "or the services to run in processes of their own, comma-separated (runtime,tools)",
+        default=os.environ.get(PROCESSES_ENV, "auto"),
+        help="auto (default, or $AGENCY_PROCESSES): services with 4 cores or more, single "
+        "with fewer; services: each service in a worker process of its own, the API in this "
+        "one; single (or 1): every service in this process; or the services to run in "
+        "processes of their own, comma-separated (runtime,tools)",
     )
 
 
@@ -59,19 +65,30 @@ def _layout(value: str) -> str:
     unknown = [name for name in layout.split(",") if name not in CHILD_SERVICES]
     if unknown or not layout:
         raise argparse.ArgumentTypeError(
-            f"{value!r}: expected one of services, single, 1, or services among "
+            f"{value!r}: expected one of auto, services, single, 1, or services among "
             f"{', '.join(CHILD_SERVICES)} (comma-separated)"
         )
     return layout
 
 
-def in_processes(layout: str) -> tuple[str, ...]:
-    """The services `layout` runs in worker processes of their own."""
+def in_processes(layout: str, cores: int | None = None) -> tuple[str, ...]:
+    """The services `layout` runs in worker processes of their own (`auto` by `cores`,
+    by default those this process may run on)."""
+    if layout == "auto":
+        layout = "services" if (cores or usable_cores()) >= SERVICES_FROM_CORES else "single"
     if layout == "single":
         return ()
     if layout == "services":
         return CHILD_SERVICES
     return tuple(name for name in CHILD_SERVICES if name in layout.split(","))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, which a container may narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def endpoints_from_env() -> Endpoints | None:

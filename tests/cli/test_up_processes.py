@@ -18,7 +18,7 @@ from contracts.ids import new_id
 from infra.launch.process import child_pids, pid_alive
 from infra.nats_auth import SERVICE_ROLES
 from services.cli.main import build_parser
-from services.cli.up_processes import CHILD_SERVICES, in_processes
+from services.cli.up_processes import CHILD_SERVICES, in_processes, usable_cores
 from tests.helpers import assert_eventually, printed_until_ready, run_completes_over_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,11 +50,15 @@ async def _fresh_database(database_url: str) -> str:
     return parts._replace(path="/" + quote(name, safe="")).geturl()
 
 
-def test_the_layout_is_services_unless_the_flag_or_environment_says_single(
+def test_the_layout_is_auto_unless_the_flag_or_environment_says_otherwise(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("AGENCY_PROCESSES", raising=False)
-    assert build_parser().parse_args(["up"]).processes == "services"
+    assert build_parser().parse_args(["up"]).processes == "auto"
+    assert in_processes("auto", cores=2) == () and in_processes("auto", cores=1) == ()
+    assert in_processes("auto", cores=4) == CHILD_SERVICES
+    assert in_processes("auto") == (CHILD_SERVICES if usable_cores() >= 4 else ())
+    assert build_parser().parse_args(["up", "--processes", "services"]).processes == "services"
     assert build_parser().parse_args(["up", "--processes", "1"]).processes == "single"
     monkeypatch.setenv("AGENCY_PROCESSES", "single")
     assert build_parser().parse_args(["up"]).processes == "single"
@@ -62,7 +66,8 @@ def test_the_layout_is_services_unless_the_flag_or_environment_says_single(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["up"])
     assert (
-        "'two': expected one of services, single, 1, or services among" in capsys.readouterr().err
+        "'two': expected one of auto, services, single, 1, or services among"
+        in capsys.readouterr().err
     )
     assert in_processes("single") == ()
     assert in_processes("services") == CHILD_SERVICES and "api" not in CHILD_SERVICES
@@ -88,7 +93,7 @@ async def test_agency_up_runs_services_in_processes_restarts_a_killed_one_and_st
         env.pop(name, None)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli.main", "up", "--data-dir", str(tmp_path / "up"),
-        "--port", "0", "--app", "tests.runtime.conftest:make_system",
+        "--port", "0", "--app", "tests.runtime.conftest:make_system", "--processes", "services",
         cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
