@@ -16,6 +16,7 @@ from litestar.exceptions import NotFoundException, ServiceUnavailableException
 from litestar.exceptions import ValidationException as Invalid
 from litestar.params import JSONBody, QueryParameter
 
+from contracts.http import EventView
 from domain.comparison import Comparison
 from domain.timeline import summary
 from infra.jetstream.records import RecordedEvent
@@ -23,7 +24,7 @@ from projections import queries
 from projections.thread_pages import MAX_PAGE, BadCursor, ThreadFilter, ThreadPage, thread_page
 from services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of, thread_created
 from services.api.deps import ApiDeps
-from services.api.eventview import EventView, event_view
+from services.api.eventview import event_view
 from services.api.readback import caught_up
 from services.api.routes_queries import int_param
 from services.common.thread_tree import ThreadTree, TreeNode, load_tree
