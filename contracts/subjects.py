@@ -3,6 +3,7 @@
 Layout (see docs/architecture.md):
   events    tenant.<tenant>.evt.<aggregate>.<aggregate_id>.<event_token>
   commands  tenant.<tenant>.cmd.<service>.<verb>
+  requests  tenant.<tenant>.req.<service>.<verb>  (plain NATS request-reply, in no stream)
 """
 
 from __future__ import annotations
@@ -70,6 +71,23 @@ def command_subject(tenant_id: str, service: str, verb: str) -> str:
 
 def service_commands_filter(service: str) -> str:
     return f"tenant.*.cmd.{validate_token('service', service)}.*"
+
+
+def request_subject(tenant_id: str, service: str, verb: str) -> str:
+    """A request one service answers for the system's own users: `tenant.<t>.req.…`."""
+    return (
+        f"tenant.{validate_token('tenant id', tenant_id)}.req."
+        f"{validate_token('service', service)}.{validate_token('verb', verb)}"
+    )
+
+
+def reexecution_subject(tenant_id: str) -> str:
+    """The runtime's re-execution of a recorded thread (`contracts/reexecution.py`)."""
+    return request_subject(tenant_id, "runtime", "reexecute")
+
+
+# Every tenant's re-execution requests, for the runtime to answer.
+REEXECUTIONS = "tenant.*.req.runtime.reexecute"
 
 
 def dead_letter_subject(source_stream: str, reason_code: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from contracts.ids import validate_token
-from contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM
+from contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
 from infra.jetstream.leases import LEASES_BUCKET
 
 SERVICES_ACCOUNT = "AGENCY"
@@ -99,13 +99,17 @@ def service_permissions(role: str) -> Permissions:
             allow_responses=True,
         )
     allow = [*_WRITE, *_READ_API]
+    hear = ["_INBOX.>", "tenant.*.evt.>", f"$KV.{LEASES_BUCKET}.>"]
     if role == "runtime":
         allow += [f"$KV.{LEASES_BUCKET}.>", f"$JS.API.STREAM.CREATE.KV_{LEASES_BUCKET}"]
+        # Answers re-execution requests (the API's console route asks).
+        hear.append(REEXECUTIONS)
     if role == "api":
-        allow.append(f"$JS.API.STREAM.MSG.DELETE.{DEAD_LETTER_STREAM}")
+        allow += [f"$JS.API.STREAM.MSG.DELETE.{DEAD_LETTER_STREAM}", REEXECUTIONS]
     return Permissions(
         publish=Permission(allow=tuple(allow)),
-        subscribe=Permission(allow=("_INBOX.>", "tenant.*.evt.>", f"$KV.{LEASES_BUCKET}.>")),
+        subscribe=Permission(allow=tuple(hear)),
+        allow_responses=role == "runtime",
     )
 
 

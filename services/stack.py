@@ -36,6 +36,8 @@ class StackConfig:
     extra: dict[str, ServiceRunner] = field(default_factory=dict)
     # Each service's own NATS URL (its user and permissions); `nats_url` for any not named.
     nats_urls: dict[str, str] = field(default_factory=dict)
+    # The code re-execution runs, when not `system` (the console's tests: newer code).
+    reexecution_system: AgentSystem | None = None
 
     def nats_for(self, service: str) -> str:
         return self.nats_urls.get(service, self.nats_url)
@@ -54,6 +56,7 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
             c.system,
             c.provider,
             ack_wait=c.runtime_ack_wait,
+            reexecution_system=c.reexecution_system,
         ),
         "tools": lambda stop: run_tools_service(
             c.nats_for("tools"), c.database_url, stop, c.system, ack_wait=c.tools_ack_wait

@@ -7,7 +7,8 @@ plus the envelope's ids). Only the names the contracts define are renamed: free-
 inside a payload (a tool's arguments, a file's content, metadata) keep their keys as written.
 `?format=envelope` sends the stored envelope itself instead, for clients that read NATS too.
 
-Pure msgspec, no web framework: the Python client decodes the same struct.
+Pure msgspec, no web framework. `EventView` itself is the HTTP contract's
+(`contracts/http.py`): the Python client decodes the same struct.
 """
 
 from __future__ import annotations
@@ -18,33 +19,10 @@ from typing import Any, Literal
 import msgspec
 
 from contracts.envelope import Envelope
+from contracts.http import EventView
 
 EventFormat = Literal["view", "envelope"]
 EVENT_FORMATS: tuple[str, ...] = ("view", "envelope")
-
-
-class EventView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One event as HTTP clients see it.
-
-    `seq` is the thread's own sequence (from 1, no gaps); `streamSeq` the position in the
-    tenant-wide log. `data` is the payload in camelCase, without its `type`.
-    """
-
-    event_id: str
-    thread_id: str | None
-    run_id: str | None
-    seq: int
-    stream_seq: int
-    ts: datetime
-    type: str
-    data: dict[str, Any]
-    version: int
-    agency_id: str | None
-    aggregate: str
-    aggregate_id: str
-    correlation_id: str | None
-    causation_id: str | None
-    idempotency_key: str | None
 
 
 def camel(name: str) -> str:

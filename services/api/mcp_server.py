@@ -30,12 +30,12 @@ from mcp.shared.exceptions import MCPError
 from nats.errors import Error as NatsError
 from starlette.requests import Request
 
+from contracts.http import RunStatus
 from infra.jetstream.errors import StoreTimeout
 from services.api.auth import tenant_of
 from services.api.deps import ApiDeps, Principal
 from services.api.mcp_tools import TOOLS, AgencyTool, InvalidArguments, Operations
 from services.api.run_outcome import Progress
-from services.api.runstatus import RunStatus
 from services.api.streaming import closing_event
 from services.client import ApiError, AsyncAgencyClient
 

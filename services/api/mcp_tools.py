@@ -17,11 +17,11 @@ import msgspec
 
 from contracts.errors import InvalidToken
 from contracts.events.thread import ConcurrencyStrategy
+from contracts.http import TerminateAccepted, ThreadOut
 from contracts.ids import validate_token
 from projections import queries
 from services.api.deps import ApiDeps
-from services.api.routes_commands import IdempotencyKey, ThreadOut
-from services.api.routes_control import TerminateAccepted
+from services.api.routes_commands import IdempotencyKey
 from services.api.run_outcome import Progress, RunOutcome, log_position, wait_for_outcome
 from services.client import AsyncAgencyClient
 from services.client.calls import BlueprintInfo

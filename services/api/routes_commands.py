@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -31,6 +30,7 @@ from contracts.commands import (
 from contracts.envelope import utc_now
 from contracts.events import BlueprintSaved, ChatMessage
 from contracts.events.thread import ConcurrencyStrategy
+from contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
 from contracts.ids import new_id
 from contracts.limits import limits, path_problem
 from services.agents.checks import problems_with_inline
@@ -55,7 +55,7 @@ from services.api.deps import ApiDeps, Principal
 from services.api.model_check import model_problem
 from services.api.openapi import error_response
 from services.api.readback import read_your_write
-from services.api.runstatus import RunStatus, taken_up, wait_for_status
+from services.api.runstatus import taken_up, wait_for_status
 from services.api.text import refuse_nul
 
 _tracer = trace.get_tracer(__name__)
@@ -76,10 +76,6 @@ class Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
         refuse_nul(self)
 
 
-class Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Response bodies: camelCase on the wire."""
-
-
 class CreateTenantBody(Body, frozen=True, kw_only=True):
     name: NonEmpty
 
@@ -95,24 +91,9 @@ class CreateAgencyBody(Body, frozen=True, kw_only=True):
     metadata: dict[str, str] = {}
 
 
-class AgencyOut(Out, frozen=True, kw_only=True):
-    id: str
-    name: str
-    metadata: dict[str, str]
-    created_at: datetime
-
-
 class CreateThreadBody(Body, frozen=True, kw_only=True):
     agent_type: NonEmpty
     metadata: dict[str, str] = {}
-
-
-class ThreadOut(Out, frozen=True, kw_only=True):
-    id: str
-    agent_type: str
-    agency_id: str
-    created_at: datetime
-    metadata: dict[str, str]
 
 
 class MessageIn(Body, frozen=True, kw_only=True):
@@ -149,13 +130,6 @@ class InvokeBody(Body, frozen=True, kw_only=True):
 
 class Accepted(Out, frozen=True, kw_only=True):
     status: Literal["accepted"] = "accepted"
-
-
-class RunAccepted(Out, frozen=True, kw_only=True):
-    """The run the invoke starts and its status when the answer was given."""
-
-    run_id: str
-    status: RunStatus
 
 
 def run_id_for(tenant: str, thread_id: str, key: str) -> str:

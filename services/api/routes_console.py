@@ -1,13 +1,15 @@
 """Routes the console needs beyond the seed's: threads as paged trees, a thread's runs with
 their usage, and re-execution of a thread (or its tree) against the current code.
 
-Re-execution runs in the API process, in memory, over the recorded log: nothing is written
-and no model or tool is called. It is bounded by `REEXECUTE_TIMEOUT`.
+Re-execution is the runtime's: the route asks it over the bus
+(`tenant.<t>.req.runtime.reexecute`, `contracts/reexecution.py`), and the runtime runs its
+current code in memory over the recorded log (nothing is written, no model or tool is
+called). The route waits `ANSWER_TIMEOUT` for the answer and answers 503 with the reason
+when no runtime answers, or the runtime could not re-execute.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 import msgspec
@@ -15,21 +17,30 @@ from litestar import get, post
 from litestar.exceptions import NotFoundException, ServiceUnavailableException
 from litestar.exceptions import ValidationException as Invalid
 from litestar.params import JSONBody, QueryParameter
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 
-from domain.comparison import Comparison
+from contracts.http import EventView
+from contracts.reexecution import (
+    REEXECUTION_SECONDS,
+    ComparedEvent,
+    ReexecutionReply,
+    ReexecutionRequest,
+    ThreadComparison,
+)
+from contracts.subjects import reexecution_subject
 from domain.timeline import summary
-from infra.jetstream.records import RecordedEvent
 from projections import queries
 from projections.thread_pages import MAX_PAGE, BadCursor, ThreadFilter, ThreadPage, thread_page
 from services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of, thread_created
-from services.api.deps import ApiDeps
-from services.api.eventview import EventView, event_view
+from services.api.eventview import event_view
 from services.api.readback import caught_up
 from services.api.routes_queries import int_param
-from services.common.thread_tree import ThreadTree, TreeNode, load_tree
-from services.replay.reexecute import reexecute
 
-REEXECUTE_TIMEOUT = 60.0
+# The runtime bounds a re-execution by REEXECUTION_SECONDS and says so; a little longer here.
+ANSWER_TIMEOUT = REEXECUTION_SECONDS + 5.0
+_reply_decoder = msgspec.json.Decoder(ReexecutionReply)
+_encoder = msgspec.json.Encoder()
 # The statuses `status` selects (stated in the OpenAPI document by services/api/openapi.py).
 THREAD_STATUSES = (
     "idle",
@@ -186,42 +197,41 @@ async def reexecute_thread(
     tenant = tenant_of(principal)
     await thread_created(deps, tenant, agency_id, thread_id)
     body = data or ReexecuteBody()
+    request = _encoder.encode(ReexecutionRequest(thread_id=thread_id, tree=body.tree))
     try:
-        async with asyncio.timeout(REEXECUTE_TIMEOUT):
-            tree = await _tree(deps, tenant, thread_id, whole=body.tree)
-            agency_events: list[RecordedEvent] = []
-            agencies = {n.events[0].envelope.agency_id for n in tree.nodes if n.events}
-            for agency in sorted(a for a in agencies if a):
-                agency_events.extend(await deps.bus.store.read(tenant, "agency", agency))
-            report = await reexecute(
-                [node.events for node in tree.nodes], deps.system, agency_events=agency_events
-            )
-    except TimeoutError as e:
+        msg = await deps.bus.nc.request(
+            reexecution_subject(tenant), request, timeout=ANSWER_TIMEOUT
+        )
+    except NoRespondersError as e:
         raise ServiceUnavailableException(
-            f"re-execution took longer than {REEXECUTE_TIMEOUT:.0f} s; try the thread "
-            "alone (tree: false) or the CLI (agency replay --re-execute)"
+            "no runtime is running to re-execute the thread; retry once the runtime service is up"
         ) from e
-    by_thread = {c.thread_id: c for c in report.comparisons}
-    threads = [
-        _thread_report(node, by_thread[node.thread_id])
-        for node in tree.nodes
-        if node.thread_id in by_thread
-    ]
-    return ReexecuteReport(same=report.same, compared=report.compared, threads=threads)
+    except NatsTimeoutError as e:
+        raise ServiceUnavailableException(
+            f"no runtime answered the re-execution within {ANSWER_TIMEOUT:g} s; retry, try "
+            "the thread alone (tree: false) or the CLI (agency replay --re-execute)"
+        ) from e
+    try:
+        reply = _reply_decoder.decode(msg.data)
+    except msgspec.DecodeError as e:
+        raise ServiceUnavailableException(f"the runtime's answer could not be read: {e}") from e
+    if reply.report is None:
+        if reply.refused == "not_found":
+            raise NotFoundException(reply.reason)
+        raise ServiceUnavailableException(reply.reason or "the runtime did not re-execute")
+    report = reply.report
+    return ReexecuteReport(
+        same=report.same,
+        compared=report.compared,
+        threads=[_thread_report(t) for t in report.threads],
+    )
 
 
-async def _tree(deps: ApiDeps, tenant: str, thread_id: str, *, whole: bool) -> ThreadTree:
-    if whole:
-        return await load_tree(deps.bus.store, deps.bus.nc, tenant, thread_id)
-    events = await deps.bus.store.read(tenant, "thread", thread_id)
-    return ThreadTree(thread_id, (TreeNode(thread_id, None, 0, tuple(events)),))
-
-
-def _side(events: tuple[RecordedEvent, ...]) -> list[SideEvent]:
+def _side(events: tuple[ComparedEvent, ...]) -> list[SideEvent]:
     return [
         SideEvent(
-            seq=e.seq,
-            type=e.type,
+            seq=e.envelope.seq,
+            type=e.envelope.type,
             summary=summary(e.envelope.payload),
             event=event_view(e.envelope, e.stream_seq),
         )
@@ -229,19 +239,19 @@ def _side(events: tuple[RecordedEvent, ...]) -> list[SideEvent]:
     ]
 
 
-def _thread_report(node: TreeNode, c: Comparison) -> ThreadReport:
-    d = c.divergence
+def _thread_report(t: ThreadComparison) -> ThreadReport:
+    d = t.divergence
     return ThreadReport(
-        thread_id=c.thread_id,
-        parent_id=node.parent_id,
-        depth=node.depth,
-        same=c.same,
-        compared=c.compared,
+        thread_id=t.thread_id,
+        parent_id=t.parent_id,
+        depth=t.depth,
+        same=t.same,
+        compared=t.compared,
         divergence=Divergence(index=d.index, differences=list(d.differences)) if d else None,
-        note=c.stopped,
-        error=c.failed,
-        recorded=_side(c.recorded),
-        reexecuted=_side(c.reexecuted),
+        note=t.note,
+        error=t.error,
+        recorded=_side(t.recorded),
+        reexecuted=_side(t.reexecuted),
     )
 
 

@@ -16,7 +16,7 @@ Terminate needs no active run: whatever the thread is doing ends (`run.canceled`
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 from litestar import post
@@ -25,6 +25,7 @@ from litestar.params import HeaderParameter, JSONBody
 
 from contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
 from contracts.events import ToolCall
+from contracts.http import RunCommandAccepted, TerminateAccepted
 from contracts.ids import new_id
 from domain.thread_state import RunView
 from services.api.auth import AgencyId, Caller, Deps, ThreadId, thread_terminated
@@ -34,7 +35,6 @@ from services.api.routes_commands import (
     Body,
     IdempotencyKey,
     NonEmpty,
-    Out,
     _header_key,
     _thread,
 )
@@ -72,19 +72,6 @@ class CancelBody(Body, frozen=True, kw_only=True):
 class TerminateBody(Body, frozen=True, kw_only=True):
     reason: Annotated[str, msgspec.Meta(max_length=2000)] = ""
     idempotency_key: IdempotencyKey | None = None
-
-
-class TerminateAccepted(Out, frozen=True, kw_only=True):
-    """`terminating` (sent; the thread's state follows the log) or `terminated` (it was
-    already: nothing sent)."""
-
-    thread_id: str
-    status: Literal["terminating", "terminated"]
-
-
-class RunCommandAccepted(Out, frozen=True, kw_only=True):
-    run_id: str
-    status: str = "accepted"
 
 
 class RunNotActive(HTTPException):

@@ -17,6 +17,7 @@ from litestar.params import JSONBody, PathParameter
 
 from contracts.commands import IssueApiKey, RevokeApiKey
 from contracts.events import ApiKeyIssued
+from contracts.http import Out
 from contracts.ids import new_id
 from domain.key_liveness import live_keys
 from projections.keys import KeyView, list_keys
@@ -24,7 +25,7 @@ from services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, te
 from services.api.deps import ApiDeps, Principal
 from services.api.openapi import empty_response, error_response
 from services.api.readback import read_your_write
-from services.api.routes_commands import Body, Out
+from services.api.routes_commands import Body
 
 KeyId = Annotated[str, PathParameter(name="keyId", description="The key's id.")]
 TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]

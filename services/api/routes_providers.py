@@ -17,11 +17,12 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
 from contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
+from contracts.http import Out
 from contracts.ids import new_id
 from services.api.auth import ADMIN_OPT, Caller, Deps, path_id, tenant_of
 from services.api.deps import ApiDeps
 from services.api.readback import read_your_write
-from services.api.routes_commands import Body, Out
+from services.api.routes_commands import Body
 from services.llm.tenant_models import (
     TenantModels,
     base_url_problem,

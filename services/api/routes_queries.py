@@ -20,6 +20,7 @@ from litestar.params import PathParameter, QueryParameter
 from contracts.codec import EVENT_TYPES, decode_event
 from contracts.errors import InvalidToken
 from contracts.events import BlueprintSpec
+from contracts.http import EventsPage
 from contracts.ids import validate_token
 from projections import queries
 from services.agents.middleware import has_state, state_parts
@@ -27,7 +28,6 @@ from services.api.blueprint_body import BlueprintListItem
 from services.api.deps import ApiDeps, Principal
 from services.api.eventview import (
     EventFormat,
-    EventView,
     StoredEnvelope,
     camel_value,
     event_view,
@@ -44,14 +44,6 @@ _COUNT = re.compile(r"^[0-9]{1,18}$")
 
 AgencyId = Annotated[str, PathParameter(name="agencyId")]
 ThreadId = Annotated[str, PathParameter(name="threadId")]
-
-
-class EventsPage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A page of events as `EventView`s (the default, `format=view`)."""
-
-    format: Literal["view"] = "view"
-    events: list[EventView]
-    has_more: bool
 
 
 class EnvelopesPage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

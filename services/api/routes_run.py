@@ -28,6 +28,7 @@ from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
+from contracts.http import Out
 from contracts.ids import MAX_TOKEN_LENGTH
 from domain.workflow_decisions import mentions_in
 from domain.workflow_state import WorkflowState
@@ -35,7 +36,7 @@ from projections.queries import list_agencies
 from services.api.auth import Caller, Deps, agency_events, path_id, tenant_of
 from services.api.deps import ApiDeps
 from services.api.openapi import ID_PATTERN, error_response
-from services.api.routes_commands import Body, Out
+from services.api.routes_commands import Body
 from services.api.streaming import closing_event
 from services.api.workflow_body import InlineMembers, as_document
 from services.api.workflow_ops import (

@@ -19,6 +19,7 @@ from litestar.params import JSONBody, PathParameter
 
 from contracts.commands import SaveBlueprint
 from contracts.events import BlueprintSpec
+from contracts.http import Out
 from contracts.ids import new_id
 from services.agents.code import SettingsError
 from services.agents.code_settings import SettingsView, describe, with_overrides
@@ -35,7 +36,7 @@ from services.api.auth import (
 from services.api.deps import ApiDeps
 from services.api.openapi import error_response
 from services.api.readback import read_your_write
-from services.api.routes_commands import Body, Out
+from services.api.routes_commands import Body
 
 BlueprintName = Annotated[str, PathParameter(name="name", description="The code agent's name.")]
 

@@ -22,13 +22,14 @@ from litestar.params import JSONBody, PathParameter
 
 from contracts.commands import ProvideVariables
 from contracts.events.registry import EnvName
+from contracts.http import Out
 from domain.child_naming import child_thread_id
 from domain.subagent_variables import env_request, provided
 from infra.sealing import seal
 from services.api.auth import Caller, Deps, ThreadId, path_id, tenant_of, thread_created
 from services.api.deps import ApiDeps
 from services.api.openapi import error_response
-from services.api.routes_commands import Body, Out
+from services.api.routes_commands import Body
 
 RequestId = Annotated[
     str,

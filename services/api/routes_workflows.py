@@ -17,6 +17,7 @@ from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
+from contracts.http import Out
 from contracts.ids import new_id
 from domain.cron import CRON_PATTERN, cron_problem
 from domain.workflow_members import GLOBAL, parse_target
@@ -32,7 +33,7 @@ from services.api.auth import (
 )
 from services.api.model_check import model_problem
 from services.api.readback import read_your_write
-from services.api.routes_commands import Accepted, Body, Out
+from services.api.routes_commands import Accepted, Body
 from services.api.workflow_body import WorkflowDocument, as_document
 from services.api.workflow_ops import (
     WORKFLOW_REF,

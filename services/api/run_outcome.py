@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from contracts.events import HitlInterrupt, MessageAppended
+from contracts.http import RunStatus
 from domain.thread_state import ThreadState
 from infra.jetstream.records import Position
 from projections import catalog
 from projections.queries import ToolCallView, parse_args
 from services.api.deps import ApiDeps
-from services.api.runstatus import TERMINAL, RunStatus, RunStatuses
+from services.api.runstatus import TERMINAL, RunStatuses
 
 # Told the run's status and step whenever either changes during a wait.
 Progress = Callable[[RunStatus, int], Awaitable[None]]

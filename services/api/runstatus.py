@@ -7,18 +7,13 @@ the run's status without waiting for a read model.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Literal
 
 from contracts.events import RequestInjected
+from contracts.http import RunStatus
 from infra.jetstream.records import RecordedEvent
 from services.api.deps import ApiDeps
 from services.api.logwait import watch_log
 
-# `pending`: the invoke is stored, the runtime has not answered yet; `queued`: accepted,
-# waiting for the thread's active run; `rejected`: refused by the `reject` strategy.
-RunStatus = Literal[
-    "pending", "queued", "running", "paused", "completed", "canceled", "error", "rejected"
-]
 TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "rejected"})
 
 _STATUS_OF: dict[str, RunStatus] = {

@@ -26,8 +26,8 @@ from services.cli.common import add_app, add_data_dir, running_endpoints
 from services.common.fork import ForkError, ForkResult, fork_thread
 from services.common.thread_reads import ThreadNotFound, read_thread
 from services.common.thread_tree import ThreadTree, TreeNode, load_tree
-from services.replay.reexecute import reexecute
 from services.runtime.checkpoint import verify
+from services.runtime.replay.reexecute import reexecute
 
 HTTP_TIMEOUT = 30.0
 

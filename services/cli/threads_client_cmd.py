@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from services.api.eventview import EventView
+from contracts.http import EventView
 from services.cli.common import add_data_dir, running_endpoints
 from services.client import ApiError, AsyncAgencyClient
 

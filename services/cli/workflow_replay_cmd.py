@@ -29,7 +29,12 @@ from infra.jetstream.records import RecordedEvent
 from services.agents.system import SystemLoadError
 from services.cli.common import add_app, add_data_dir, agent_system, running_endpoints
 from services.cli.replay_cmd import report_json
-from services.replay.workflow import WorkflowRecord, WorkflowReplay, load_workflow, replay_workflow
+from services.runtime.replay.workflow import (
+    WorkflowRecord,
+    WorkflowReplay,
+    load_workflow,
+    replay_workflow,
+)
 
 DEFAULT_AGENCY = "default"
 DELTA = "model.delta"

@@ -9,11 +9,16 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from contracts.events.thread import ConcurrencyStrategy
+from contracts.http import (
+    AgencyOut,
+    EventsPage,
+    EventView,
+    RunAccepted,
+    RunCommandAccepted,
+    TerminateAccepted,
+    ThreadOut,
+)
 from projections import queries
-from services.api.eventview import EventView
-from services.api.routes_commands import AgencyOut, RunAccepted, ThreadOut
-from services.api.routes_control import RunCommandAccepted, TerminateAccepted
-from services.api.routes_queries import EventsPage
 
 T = TypeVar("T")
 Strategy = ConcurrencyStrategy

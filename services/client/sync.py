@@ -12,11 +12,16 @@ from typing import Any, Self, TypeVar
 import httpx
 from httpx_sse import connect_sse
 
+from contracts.http import (
+    AgencyOut,
+    EventsPage,
+    EventView,
+    RunAccepted,
+    RunCommandAccepted,
+    TerminateAccepted,
+    ThreadOut,
+)
 from projections import queries
-from services.api.eventview import EventView
-from services.api.routes_commands import AgencyOut, RunAccepted, ThreadOut
-from services.api.routes_control import RunCommandAccepted, TerminateAccepted
-from services.api.routes_queries import EventsPage
 from services.client import calls
 from services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
 

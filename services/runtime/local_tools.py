@@ -123,7 +123,7 @@ def is_own_result(event: RecordedEvent) -> bool:
     """A `tool.output` / `tool.error` a runtime drive appended (a local or state tool's, an
     unknown tool's): it carries neither an idempotency key nor a causation, which every
     writer outside the runtime stamps (the tools service, a fork's copies; see
-    `services/replay/recorded.py`). Such a result wakes nobody: the drive that appended it
+    `services/runtime/replay/recorded.py`). Such a result wakes nobody: the drive that appended it
     decided on from there, and had it died, the trigger or command that started it (or the
     watchdog) drives the thread again."""
     env = event.envelope

@@ -8,6 +8,8 @@
   trigger unacknowledged, so another (or the restarted one) picks the run up from the log.
 - Every worker also listens to `run.canceled` on plain NATS to abort a model call it has in
   flight for that thread.
+- Every worker answers re-execution requests (`tenant.<t>.req.runtime.reexecute`): its
+  current code over a recorded thread, in memory (`services/runtime/replay/`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from services.runtime import commands, watchdog
 from services.runtime.checkpoint import with_checkpoint
 from services.runtime.local_tools import is_own_result
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
+from services.runtime.replay.responder import Reexecutions
 from services.runtime.settled import SettledThreads
 from services.runtime.watches import RunWatches, lease_key
 
@@ -438,7 +441,10 @@ async def run_runtime(
     *,
     ack_wait: float = 30.0,
     lease_ttl: float | None = None,
+    reexecution_system: AgentSystem | None = None,
 ) -> None:
+    """The runtime until `stop`. Re-execution runs `system`, the code the runtime runs,
+    unless `reexecution_system` is given (code other than the live one, as in tests)."""
     # Here, not at the top: the MCP SDK takes a second to import, which the CLI never needs.
     from services.mcpclient import McpCatalog, McpSessions
 
@@ -470,3 +476,4 @@ async def run_runtime(
             tg.create_task(worker.run(stop))
             tg.create_task(service.run_triggers(stop))
             tg.create_task(service.run_cancel_listener(stop))
+            tg.create_task(Reexecutions(bus, reexecution_system or system).run(stop))

@@ -29,9 +29,9 @@ from services.agents.tools import Tool, ToolContext
 from services.common.caches import BlueprintCache, ThreadCache
 from services.common.tool_executor import execute
 from services.llm.port import Provider
-from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
 from services.runtime.loop import ThreadDriver
+from services.runtime.replay.memstore import MemoryEventStore
 
 TENANT = "test-tenant"
 AGENCY = "test-agency"

@@ -2,9 +2,10 @@
 system in the test process (every service, the API, real NATS and PostgreSQL, the fake
 model over HTTP).
 
-The API is given an agent system one change newer than the runtime's (the `worker`
-blueprint also holds `write_file` for approval), as if the code had changed since the runs
-were recorded: re-execution in the console then has a real divergence to show.
+Re-execution (in the runtime) is given an agent system one change newer than the one the
+runs are recorded with (the `worker` blueprint also holds `write_file` for approval), as
+if the code had changed since: re-execution in the console then has a real divergence to
+show. The API is given the newer system too.
 """
 
 from __future__ import annotations
@@ -117,7 +118,11 @@ async def stack(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Sta
         )
         started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         config = StackConfig(
-            nats_url=nats_url, database_url=db_url, system=console_system(), provider=provider
+            nats_url=nats_url,
+            database_url=db_url,
+            system=console_system(),
+            provider=provider,
+            reexecution_system=newer_system(),
         )
         tasks = [
             asyncio.create_task(run_stack(config, stop)),

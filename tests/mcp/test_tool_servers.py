@@ -32,7 +32,7 @@ from infra.jetstream.records import RecordedEvent
 from services.agents.system import AgentSystem
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.replay.reexecute import reexecute
+from services.runtime.replay.reexecute import reexecute
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.mcp.tool_servers import http_app

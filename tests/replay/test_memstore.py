@@ -7,7 +7,7 @@ import pytest
 from contracts.events import ChatMessage, MessageAppended, ThreadCreated
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.records import EventContext, Position
-from services.replay.memstore import MemoryEventStore
+from services.runtime.replay.memstore import MemoryEventStore
 
 
 def said(text: str) -> MessageAppended:

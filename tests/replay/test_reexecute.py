@@ -8,8 +8,8 @@ from pathlib import Path
 from contracts.events import HitlInterrupt, ToolCall
 from infra.jetstream.records import RecordedEvent
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.replay.recorded import split_record
-from services.replay.reexecute import reexecute
+from services.runtime.replay.recorded import split_record
+from services.runtime.replay.reexecute import reexecute
 from tests.helpers import settled
 from tests.replay.apps import with_audit, with_broken_hook
 from tests.replay.conftest import call, child_thread, cli, todos

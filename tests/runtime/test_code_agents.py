@@ -34,7 +34,7 @@ from services.agents.code import CodeAgent, SettingsError
 from services.agents.system import AgentSystem
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.replay.reexecute import reexecute
+from services.runtime.replay.reexecute import reexecute
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, make_system, running_agents
 

@@ -37,10 +37,10 @@ from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
-from services.replay.memstore import MemoryEventStore
-from services.replay.reexecute import reexecute
 from services.runtime.code_isolated import AGENT_RUNNER
 from services.runtime.loop import ThreadDriver
+from services.runtime.replay.memstore import MemoryEventStore
+from services.runtime.replay.reexecute import reexecute
 from tests.helpers import assert_eventually
 from tests.runtime import isolated_agents as agents
 from tests.runtime.conftest import Agents, make_system, running_agents

@@ -22,8 +22,8 @@ from contracts.events import (
 from domain.thread_state import ThreadState, fold
 from infra.jetstream.records import Position
 from services.common.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
-from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
+from services.runtime.replay.memstore import MemoryEventStore
 
 CALL = ToolCall(id="c1", name="lookup")
 

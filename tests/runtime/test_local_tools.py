@@ -29,9 +29,9 @@ from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
-from services.replay.memstore import MemoryEventStore
 from services.runtime.local_tools import is_own_result
 from services.runtime.loop import ThreadDriver
+from services.runtime.replay.memstore import MemoryEventStore
 from tests.runtime.conftest import Agents, running_agents
 from tests.runtime.local_apps import DEFINE_CALLS, build, define
 from tests.runtime.test_loop import assert_gapless, terminals, types

@@ -28,8 +28,8 @@ from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
-from services.replay.memstore import MemoryEventStore
 from services.runtime.loop import ThreadDriver
+from services.runtime.replay.memstore import MemoryEventStore
 from tests.helpers import assert_eventually
 from tests.runtime.test_loop import assert_gapless
 

@@ -24,7 +24,7 @@ from services.agents.tools import (
 from services.agents.view import ThreadView
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.replay.reexecute import reexecute
+from services.runtime.replay.reexecute import reexecute
 from tests.runtime.conftest import make_system, running_agents
 
 

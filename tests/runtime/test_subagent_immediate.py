@@ -24,7 +24,7 @@ from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from services.common.fork import fork_thread
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
-from services.replay.reexecute import reexecute
+from services.runtime.replay.reexecute import reexecute
 from tests.helpers import settled
 from tests.runtime.conftest import Agents, make_system, running_agents
 

@@ -19,7 +19,7 @@ from infra.jetstream.records import RecordedEvent
 from services.api.blueprint_body import SaveBlueprintBody
 from services.common.fork import fork_thread
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.replay.reexecute import reexecute
+from services.runtime.replay.reexecute import reexecute
 from tests.runtime.conftest import Agents, make_system
 
 # Seed 000's shapes: an `AgentBlueprint` (`name`, `description`, `prompt`, `tags`,

@@ -28,9 +28,9 @@ from contracts.events import (
 from domain.thread_state import ThreadState, fold
 from infra.jetstream.records import Position
 from services.llm.fake_scripts import ScriptStep
-from services.replay.memstore import MemoryEventStore
 from services.runtime import commands
 from services.runtime.actions import Wait, next_action
+from services.runtime.replay.memstore import MemoryEventStore
 from services.runtime.spawn import subagent_call
 from services.subagents.relay import Relay
 from tests.runtime.conftest import Agents, make_system

@@ -12,7 +12,7 @@ from infra.jetstream.connection import Bus
 from infra.jetstream.errors import InvalidEvent
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import Position
-from services.replay.memstore import MemoryEventStore
+from services.runtime.replay.memstore import MemoryEventStore
 
 Backend = Callable[[Bus], AggregateStore]
 BACKENDS: dict[str, Backend] = {

@@ -18,6 +18,7 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StreamConfig
 from nats.js.errors import Error as JetStreamError
 from nats.js.errors import NotFoundError
@@ -27,8 +28,9 @@ from contracts.commands import CommandEnvelope, InvokeThread
 from contracts.envelope import utc_now
 from contracts.events import ChatMessage
 from contracts.ids import new_id
+from contracts.reexecution import ReexecutionRequest
 from contracts.schema import write_schemas
-from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
+from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, reexecution_subject
 from infra.jetstream import dlq_admin
 from infra.jetstream.connection import Bus
 from infra.launch import NatsServer
@@ -253,3 +255,34 @@ async def test_a_command_on_its_own_subject_naming_another_tenant_is_dead_letter
         decoded = msgspec.json.decode(letter.data)
         assert decoded["tenant_id"] == victim
         assert [e.type for e in await agents.events(thread)] == ["thread.created"]
+
+
+async def test_a_tenants_credentials_cannot_ask_the_runtime_to_re_execute(
+    bus: Bus, embedded: NatsServer, tenant: str, llm: FakeLLMServer
+) -> None:
+    """Re-execution requests are the system's own: the runtime answers the API's user, and
+    a tenant's user is refused, even for its own threads."""
+    assert embedded.auth is not None
+    ask = msgspec.json.encode(ReexecutionRequest(thread_id="nosuchthread"))
+    async with (
+        agents_as_services(bus, embedded, tenant, llm),
+        Bus(embedded.auth.url(embedded.url, "api"), name="as-api") as api,
+    ):
+
+        async def answered() -> None:
+            try:
+                msg = await api.nc.request(reexecution_subject(tenant), ask, timeout=5)
+            except NoRespondersError as e:
+                raise AssertionError("no runtime answers yet") from e
+            assert b'"not_found"' in msg.data
+
+        await assert_eventually(answered, timeout=15)
+        errors: list[str] = []
+        async with connect_as(await issue(embedded, tenant), errors) as nc:
+            with pytest.raises(REFUSED):
+                await nc.request(reexecution_subject(tenant), ask, timeout=2)
+
+            async def refused() -> None:
+                assert "permissions violation" in " ".join(errors).lower(), errors
+
+            await assert_eventually(refused, timeout=15)

@@ -23,7 +23,7 @@ from infra.endpoints import Endpoints, write_endpoints
 from infra.jetstream.records import RecordedEvent
 from services.cli import workflow_cmd
 from services.llm.fake_scripts import ScriptStep
-from services.replay.workflow import check_controller, load_workflow, replay_workflow
+from services.runtime.replay.workflow import check_controller, load_workflow, replay_workflow
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system
 from tests.workflows.conftest import Workflows

@@ -22,9 +22,10 @@ from domain.comparison import Comparison, compare
 from infra.jetstream.records import Position, RecordedEvent
 from services.agents.system import AgentSystem
 from services.common.caches import BlueprintCache, ThreadCache
-from services.replay.mcp_tools import RecordedMcpTools
-from services.replay.memstore import MemoryEventStore
-from services.replay.recorded import (
+from services.runtime.loop import ThreadDriver, UnknownThread
+from services.runtime.replay.mcp_tools import RecordedMcpTools
+from services.runtime.replay.memstore import MemoryEventStore
+from services.runtime.replay.recorded import (
     STREAMED,
     InputGroup,
     RecordedProvider,
@@ -32,7 +33,6 @@ from services.replay.recorded import (
     ThreadRecord,
     split_record,
 )
-from services.runtime.loop import ThreadDriver, UnknownThread
 
 log = structlog.get_logger(__name__)
 

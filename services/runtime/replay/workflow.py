@@ -6,7 +6,7 @@ Re-execution checks both halves of a workflow against the current code:
   invoked, skipped or answered), the pure decisions over the workflow's history up to that
   point must produce the same events;
 - the members: their threads are re-executed together with the runtime code
-  (`services.replay.reexecute`), answering each model call with its recorded result.
+  (`services.runtime.replay.reexecute`), answering each model call with its recorded result.
 Nothing is written to the log.
 """
 
@@ -30,7 +30,7 @@ from domain.workflow_state import fold
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import RecordedEvent
 from services.agents.system import AgentSystem
-from services.replay.reexecute import Report, reexecute
+from services.runtime.replay.reexecute import Report, reexecute
 
 
 @dataclass(frozen=True, slots=True)

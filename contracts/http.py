@@ -1,0 +1,92 @@
+"""The HTTP contract both sides share: the response bodies the API states and the Python
+client (`services/client`) decodes.
+
+camelCase on the wire (`rename="camel"`), as everything HTTP speaks; the struct names are
+the schema names of the OpenAPI document. Only what the client reads is here: the API's
+other bodies stay beside their routes. Pure msgspec: how an envelope becomes an
+`EventView` is the API's (`services/api/eventview.py`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+# `pending`: the invoke is stored, the runtime has not answered yet; `queued`: accepted,
+# waiting for the thread's active run; `rejected`: refused by the `reject` strategy.
+RunStatus = Literal[
+    "pending", "queued", "running", "paused", "completed", "canceled", "error", "rejected"
+]
+
+
+class Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Response bodies: camelCase on the wire."""
+
+
+class AgencyOut(Out, frozen=True, kw_only=True):
+    id: str
+    name: str
+    metadata: dict[str, str]
+    created_at: datetime
+
+
+class ThreadOut(Out, frozen=True, kw_only=True):
+    id: str
+    agent_type: str
+    agency_id: str
+    created_at: datetime
+    metadata: dict[str, str]
+
+
+class RunAccepted(Out, frozen=True, kw_only=True):
+    """The run the invoke starts and its status when the answer was given."""
+
+    run_id: str
+    status: RunStatus
+
+
+class TerminateAccepted(Out, frozen=True, kw_only=True):
+    """`terminating` (sent; the thread's state follows the log) or `terminated` (it was
+    already: nothing sent)."""
+
+    thread_id: str
+    status: Literal["terminating", "terminated"]
+
+
+class RunCommandAccepted(Out, frozen=True, kw_only=True):
+    run_id: str
+    status: str = "accepted"
+
+
+class EventView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One event as HTTP clients see it.
+
+    `seq` is the thread's own sequence (from 1, no gaps); `streamSeq` the position in the
+    tenant-wide log. `data` is the payload in camelCase, without its `type`.
+    """
+
+    event_id: str
+    thread_id: str | None
+    run_id: str | None
+    seq: int
+    stream_seq: int
+    ts: datetime
+    type: str
+    data: dict[str, Any]
+    version: int
+    agency_id: str | None
+    aggregate: str
+    aggregate_id: str
+    correlation_id: str | None
+    causation_id: str | None
+    idempotency_key: str | None
+
+
+class EventsPage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A page of events as `EventView`s (the default, `format=view`)."""
+
+    format: Literal["view"] = "view"
+    events: list[EventView]
+    has_more: bool
