@@ -166,6 +166,10 @@ def create_app(deps: ApiDeps) -> Litestar:
         ),
         state=State({CLOSING: asyncio.Event()}),
         lifespan=[lifespan],
+        # The process logs through structlog (`services/observability/logging.py`); litestar's
+        # default config would turn the root logger up to INFO, and every library in the
+        # process (the model's HTTP client among them) would print a line per request.
+        logging_config=None,
     )
     tell_the_truth(app, handlers, deps.system)
     return app
