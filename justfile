@@ -35,6 +35,11 @@ test *ARGS:
 test-fast *ARGS:
     python -m pytest -m "not cluster" {{ARGS}}
 
+# retake the console's screenshots in docs/console/ (the browser tests, which otherwise
+# take them into a temporary directory)
+screenshots *ARGS:
+    AGENCY_SCREENSHOTS=1 python -m pytest tests/console -m "not cluster" {{ARGS}}
+
 # the core of the suite (contracts, store, the loop, API, CLI, providers) in a few minutes,
 # run on every supported Python besides the main one
 core_tests := "tests/contracts tests/store tests/runtime/test_loop.py tests/api tests/llm --ignore=tests/api/test_openapi_conformance.py"

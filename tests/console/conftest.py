@@ -14,6 +14,7 @@ import asyncio
 import os
 import secrets
 import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,15 @@ from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 from tests.runtime.conftest import make_system
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+# The documentation's screenshots are rewritten only when asked (`just screenshots` sets
+# AGENCY_SCREENSHOTS=1); otherwise they are taken into a temporary directory, so a test run
+# leaves the working tree as it found it.
+DOC_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+SHOTS = (
+    DOC_SHOTS
+    if os.environ.get("AGENCY_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / f"agency-console-shots-{os.getpid()}"
+)
 CHROMIUM = os.environ.get("AGENCY_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
