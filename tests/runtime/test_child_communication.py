@@ -71,11 +71,15 @@ async def test_explicit_child_reports_only_what_it_sends(agents: Agents) -> None
     ])  # fmt: skip
     parent = await agents.thread("manager")
     await agents.invoke(parent, key)
-    # The notice starts a run of the parent, or joins the one still executing.
+    # The notice starts a run of the parent, or joins the one still executing. The child's
+    # status, its notice and its end reach the parent from the subagents service, which
+    # handles them concurrently: in any order.
     events = await agents.wait_for(
         parent,
         lambda es: (
-            any(isinstance(e.payload, SubagentCompleted) for e in es) and answered_after_notice(es)
+            any(isinstance(e.payload, SubagentCompleted) for e in es)
+            and any(e.type == "subagent.status" for e in es)
+            and answered_after_notice(es)
         ),
         timeout=30,
     )
@@ -90,7 +94,7 @@ async def test_explicit_child_reports_only_what_it_sends(agents: Agents) -> None
     assert texts[0] == key
     assert texts[1:] == [f"Subagent (reference: {child}) notifies you:\n\nfound the culprit"]
     assert not any("my final words" in t for t in texts)
-    # The registry followed the child: its status text, then its outcome.
+    # The registry followed the child: its status text, and its outcome.
     at_status = next(i for i, e in enumerate(events) if e.type == "subagent.status")
     entry = fold(agents.tenant, parent, events[: at_status + 1]).child(child)
     assert entry is not None and entry.shown_status == "halfway there"
