@@ -147,11 +147,23 @@ async def test_subagent_create_and_message_use_an_inline_resumable_blueprint(
     assert models(child_events) == ["openai:gpt-4.1-nano"]
     assert any("You are an inline helper." in p for p in system_prompts(agents, f"first {key}"))
 
-    # A later message to the same child runs the inline blueprint again.
+    # A later message to the same child runs the inline blueprint again. First the parent
+    # takes the child's report and ends whatever run it started: its script is extended
+    # below, and the fake counts the steps of the conversation.
+    await agents.wait_for(
+        parent,
+        lambda es: (
+            any(e.type == "subagent.completed" for e in es)
+            and sum(e.type == "run.started" for e in es)
+            == sum(e.type in RUN_TERMINAL_TYPES for e in es)
+        ),
+        timeout=30,
+    )
     message = ScriptToolCall(
         name="subagent_message", arguments={"reference": child, "message": f"second {key}"}
     )
     steps += [
+        ScriptStep(content="noted"),  # the run the child's report started, ended above
         ScriptStep(tool_calls=(message,)),
         ScriptStep(content="messaged"),
         ScriptStep(content="got it"),
