@@ -32,9 +32,11 @@ def new_envelopes(
     after: Position,
     context: EventContext | None = None,
     idempotency_key: str | None = None,
+    keyed: int | None = None,
     trace: dict[str, str] | None = None,
 ) -> list[Envelope]:
-    """Envelopes numbered on from `after`, sharing one time, context and trace."""
+    """Envelopes numbered on from `after`, sharing one time, context and trace; the
+    context's causation and the idempotency key only for the first `keyed` (None: all)."""
     ctx = context or EventContext()
     ts = utc_now()
     thread_id = ctx.thread_id
@@ -53,9 +55,9 @@ def new_envelopes(
             agency_id=ctx.agency_id,
             thread_id=thread_id,
             run_id=getattr(payload, "run_id", None) or ctx.run_id,
-            causation_id=ctx.causation_id,
+            causation_id=ctx.causation_id if keyed is None or i < keyed else None,
             correlation_id=ctx.correlation_id,
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key if keyed is None or i < keyed else None,
             trace=trace or {},
             payload=payload,
         )

@@ -108,13 +108,16 @@ class EventStore:
         expected: Position,
         context: EventContext | None = None,
         idempotency_key: str | None = None,
+        keyed: int | None = None,
     ) -> AppendResult:
         """Append the events of one decision after `expected`, atomically.
 
         Raises `InvalidEvent` (nothing appended) when an event would not decode back under
         its contract, `ConcurrencyError` when the aggregate has moved past `expected`. With an
         `idempotency_key`, a repeat of the same append is stored once and answered with
-        `duplicate=True`.
+        `duplicate=True`. `keyed`: how many of the first events the key and the context's
+        causation belong to (a command's decision, stored with what follows from it); all
+        of them when None.
         """
         if not payloads:
             return AppendResult(position=expected, events=())
@@ -122,14 +125,16 @@ class EventStore:
             raise BatchTooLarge(len(payloads), ATOMIC_BATCH_LIMIT)
         family = aggregate_filter(tenant_id, aggregate, aggregate_id)
         envelopes = self._envelopes(
-            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key
+            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key, keyed
         )
         subjects = [event_subject(tenant_id, aggregate, aggregate_id, e.type) for e in envelopes]
         # Without a key no message id is stored: a retried publish that had landed is
         # recognised by its event ids when it conflicts (`_settle_conflict`), and every
         # consumer is spared parsing one more header per event.
         msg_ids = [
-            f"{aggregate_id}:{idempotency_key}:{i}" if idempotency_key else None
+            f"{aggregate_id}:{idempotency_key}:{i}"
+            if idempotency_key and (keyed is None or i < keyed)
+            else None
             for i in range(len(envelopes))
         ]
         bodies = encode_checked(envelopes)
@@ -172,6 +177,7 @@ class EventStore:
         expected: Position,
         context: EventContext | None,
         idempotency_key: str | None,
+        keyed: int | None = None,
     ) -> list[Envelope]:
         return new_envelopes(
             tenant_id,
@@ -181,6 +187,7 @@ class EventStore:
             expected,
             context,
             idempotency_key,
+            keyed,
             trace=current_carrier(),
         )
 

@@ -25,6 +25,7 @@ class AggregateStore(Protocol):
         expected: Position,
         context: EventContext | None = None,
         idempotency_key: str | None = None,
+        keyed: int | None = None,
     ) -> AppendResult: ...
 
     async def read(

@@ -113,9 +113,10 @@ class _CopyStore(EventStore):
         expected: Position,
         context: EventContext | None,
         idempotency_key: str | None,
+        keyed: int | None = None,
     ) -> list[Envelope]:
         envelopes = super()._envelopes(
-            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key
+            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key, keyed
         )
         # Only the envelope carries the copied key: the broker's message ids stay unset,
         # so the copy is never mistaken for a retry of the original's appends.

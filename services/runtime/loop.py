@@ -31,7 +31,6 @@ from contracts.events import (
     ToolStarted,
 )
 from domain.thread_state import ThreadState
-from infra.jetstream.envelopes import new_envelopes
 from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
 from infra.jetstream.records import EventContext, RecordedEvent
@@ -47,6 +46,7 @@ from services.runtime import model_step
 from services.runtime.actions import Append, CallModel, Wait, next_action
 from services.runtime.checkpoint import with_checkpoint
 from services.runtime.code_runner import CodeRuns
+from services.runtime.decision import Decision
 from services.runtime.failures import (
     LoopDidNotSettle,
     describe,
@@ -57,6 +57,7 @@ from services.runtime.failures import (
 from services.runtime.local_tools import run_local_calls
 from services.runtime.model_call import ModelAborted, ModelCalls, discard
 from services.runtime.model_step import Resolved
+from services.runtime.pending import simulate, still_ours
 from services.runtime.reports import child_report_hooks
 from services.runtime.toolset import tools_now
 from services.runtime.view import StepContext
@@ -65,38 +66,6 @@ log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
 _MAX_ITERATIONS = 500
-
-
-def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
-    """The state as it will be once `events` are appended, before they are: the loop
-    decides ahead on it. Its position stays the stored one, where the append goes."""
-    if not events:
-        return state
-    context = EventContext(correlation_id=state.correlation_id)
-    virtual = state
-    for envelope in new_envelopes(
-        state.tenant_id, "thread", state.thread_id, events, state.position, context
-    ):
-        virtual = virtual.apply(RecordedEvent(envelope=envelope, stream_seq=0, subject=""))
-    return replace(virtual, position=state.position)
-
-
-def still_ours(before: ThreadState, after: ThreadState, pending: list[AnyEvent]) -> list[AnyEvent]:
-    """After a conflict, the decisions in `pending` that still stand. When the active run is
-    running at the same step with the same messages, another writer only added what does
-    not touch it (a request queued, say): the model's answer and the tool results in
-    `pending` go again, on top, and are not lost (nor the tools run twice). Otherwise (the
-    run was canceled, or these very events were stored after all) nothing stands."""
-    was, now = before.active_run, after.active_run
-    same = (
-        was is not None
-        and now is not None
-        and was.run_id == now.run_id
-        and was.status == now.status == "running"
-        and was.step == now.step
-        and len(before.messages) == len(after.messages)
-    )
-    return pending if same else []
 
 
 class UnknownThread(Exception):
@@ -205,13 +174,15 @@ class ThreadDriver:
         *,
         seen: int = 0,
         start: Awaitable[ThreadState | None] | None = None,
+        decision: Decision | None = None,
     ) -> ThreadState:
         """Act on the thread until it waits. The caller holds the thread's lock (and, across
         processes, its lease). A failure that a retry cannot fix ends the active run with
         `run.error` naming it; a transient one (the broker did not answer) is raised, so the
         trigger is delivered again. `start` gives the state to begin from, as an append here
         just left it (None in it: read the thread); the first append after it expects its
-        position, so what another writer added meanwhile is a conflict, and read then."""
+        position, so what another writer added meanwhile is a conflict, and read then.
+        `decision`: a command's events, stored by the first append (`decision.py`)."""
         state = await start if start is not None else None
         if state is None:
             state = await self._threads.load(tenant_id, thread_id)
@@ -224,18 +195,23 @@ class ThreadDriver:
         try:
             code = self._system.code_agent_for(state.agent_type)
             if code is not None:
+                if decision is not None:
+                    decision.missed()  # a code agent's handler decides on the log's state
                 return await self.code.settle(state, code)
-            return await self._settle(state)
+            return await self._settle(state, decision)
         except Exception as e:
+            if decision is not None:
+                decision.missed()
             if is_transient(e) or not self._end_runs_on_failure:
                 raise
             log.exception("run failed", thread_id=thread_id)
             return await self.end_run(tenant_id, thread_id, failure_kind(e), describe(e))
 
-    async def _settle(self, state: ThreadState) -> ThreadState:
+    async def _settle(self, state: ThreadState, decision: Decision | None = None) -> ThreadState:
         """Gather the decisions that need no I/O (local tools run here) and append them with
-        the next thing that does (a model call, or waiting): one append a step."""
-        pending: list[AnyEvent] = []
+        the next thing that does (a model call, or waiting): one append a step. A command's
+        `decision` opens the pending events, and goes with the first append or not at all."""
+        pending: list[AnyEvent] = list(decision.events) if decision is not None else []
         # The state with `pending` applied, extended as decisions are added to the same
         # list on top of the same stored state, and built afresh when either is replaced.
         virtual, base, folded, counted = state, state, pending, 0
@@ -258,13 +234,15 @@ class ThreadDriver:
                 case Wait():
                     if not pending:
                         return state
-                    stored, appended = await self.append(state, pending)
-                    pending = [] if appended else still_ours(state, stored, pending)
-                    state = stored
+                    stored, appended = await self.append(state, pending, decision)
+                    kept = appended or decision is not None
+                    pending = [] if kept else still_ours(state, stored, pending)
+                    state, decision = stored, None
                 case CallModel(run_id=run_id, step=step):
                     state, pending = await self._model_step(
-                        state, pending, virtual, resolved, run_id, step
+                        state, pending, virtual, resolved, run_id, step, decision
                     )
+                    decision = None
         raise LoopDidNotSettle(state.thread_id, _MAX_ITERATIONS)
 
     async def end_run(
@@ -337,28 +315,57 @@ class ThreadDriver:
         return [*events, *ctx.emitted]
 
     async def append(
-        self, state: ThreadState, events: Sequence[AnyEvent]
+        self, state: ThreadState, events: Sequence[AnyEvent], decision: Decision | None = None
     ) -> tuple[ThreadState, bool]:
         """Append after the state's position. On a conflict, the reloaded state and False:
         the caller decides again from what the other writer left. An append the broker had
-        already stored (a retried publish) is in the log: the reloaded state and True."""
+        already stored (a retried publish) is in the log: the reloaded state and True.
+        With a command's `decision` among `events`, under its key and as caused by it."""
+        landed, appended = await self._append(state, events, decision)
+        if decision is not None:
+            if appended:
+                decision.landed(landed)
+            else:
+                decision.missed()
+        return landed, appended
+
+    async def _append(
+        self, state: ThreadState, events: Sequence[AnyEvent], decision: Decision | None
+    ) -> tuple[ThreadState, bool]:
+        context = EventContext(
+            agency_id=state.agency_id,
+            thread_id=state.thread_id,
+            correlation_id=state.correlation_id,
+        )
         try:
-            result = await self._store.append(
-                state.tenant_id,
-                "thread",
-                state.thread_id,
-                with_checkpoint(state, events),
-                expected=state.position,
-                context=EventContext(
-                    agency_id=state.agency_id,
-                    thread_id=state.thread_id,
-                    correlation_id=state.correlation_id,
-                ),
-            )
+            if decision is None:
+                result = await self._store.append(
+                    state.tenant_id,
+                    "thread",
+                    state.thread_id,
+                    with_checkpoint(state, events),
+                    expected=state.position,
+                    context=context,
+                )
+            else:
+                result = await self._store.append(
+                    state.tenant_id,
+                    "thread",
+                    state.thread_id,
+                    with_checkpoint(state, events),
+                    expected=state.position,
+                    context=replace(context, causation_id=decision.causation_id),
+                    idempotency_key=decision.idempotency_key,
+                    keyed=len(decision.events),
+                )
         except ConcurrencyError:
             return await self._threads.load(state.tenant_id, state.thread_id), False
         if result.duplicate:
-            return await self._threads.load(state.tenant_id, state.thread_id), True
+            # Stored before. With a command's decision, what was stored under its key may
+            # be that decision alone, without what this append adds to it: read, and
+            # decided again from there (the command, on its side, finds its key decided).
+            reloaded = await self._threads.load(state.tenant_id, state.thread_id)
+            return reloaded, decision is None
         key = (state.tenant_id, state.thread_id)
         if key in self._appends:
             self._appends[key] += 1
@@ -372,17 +379,18 @@ class ThreadDriver:
         resolved: Resolved,
         run_id: str,
         step: int,
+        decision: Decision | None = None,
     ) -> tuple[ThreadState, list[AnyEvent]]:
         """Append `pending` with the step's opening events, call the model, and return what
         it answered as the new pending events (appended with the decisions that follow).
-        `virtual` is `state` with `pending` applied (`simulate`)."""
+        `virtual` is `state` with `pending` applied (`simulate`); `decision` among them."""
         state_before = state
         state = virtual
         ctx = self._context(state, resolved, run_id, step)
         opened = await model_step.opening(self._system, resolved, ctx, state, run_id, step)
         prelude, request = opened.prelude, opened.request
         # The model is asked while the opening is stored (`model_call`).
-        opening = asyncio.ensure_future(self.append(state_before, [*pending, *prelude]))
+        opening = asyncio.ensure_future(self.append(state_before, [*pending, *prelude], decision))
         calling = asyncio.ensure_future(
             self.calls.call(opening, (state.tenant_id, state.thread_id), request, run_id, step)
         )
@@ -394,8 +402,9 @@ class ThreadDriver:
         if not appended:
             await discard(calling)
             # Someone else moved the thread: decide again from there (keeping what the
-            # last model call answered, if the run goes on where it was).
-            return state, still_ours(state_before, state, pending)
+            # last model call answered, if the run goes on where it was; a command's
+            # decision is the command's to decide again).
+            return state, [] if decision is not None else still_ours(state_before, state, pending)
         try:
             response, state = await calling
         except ModelAborted:

@@ -32,7 +32,7 @@ from contracts.commands import (
     TerminateThread,
     WatchRun,
 )
-from contracts.events import AnyEvent, RequestAccepted
+from contracts.events import AnyEvent, HitlResume, RequestAccepted
 from contracts.ids import new_id
 from contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
 from domain.thread_state import ThreadState
@@ -54,6 +54,7 @@ from services.llm.router import ProviderRouter
 from services.llm.tenant_models import StoreTenantModels
 from services.runtime import commands, watchdog
 from services.runtime.checkpoint import with_checkpoint
+from services.runtime.decision import Decision
 from services.runtime.local_tools import is_own_result
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from services.runtime.replay.responder import Reexecutions
@@ -169,6 +170,7 @@ class RuntimeService:
         # that moved meanwhile is a conflict, and read then. Only an append is trusted from
         # it: a refusal or a decision to do nothing is made again on the log's state.
         held = self._threads.cached(tenant, thread_id)
+        driven = False
         for attempt in range(CONFLICT_ATTEMPTS):
             state = held or await self._threads.load(tenant, thread_id, from_leader=from_leader)
             if not state.exists:
@@ -195,6 +197,18 @@ class RuntimeService:
             if held is not None and not events:
                 held = None
                 continue
+            if not driven and self._drives_decision(tenant, state, payload, events):
+                if held is not None:
+                    # The drive asks the model before its append lands: decided on the log's
+                    # state (one direct get when nothing is new), not on a held one that may
+                    # be behind, which would cost a model call for nothing.
+                    held = None
+                    continue
+                driven = True
+                # Stored by the drive it starts, with what follows from it (`decision.py`).
+                if await self._store_by_driving(tenant, state, envelope, payload, events):
+                    return
+                continue  # not stored: decided again on the log's state, and stored alone
             # Counted for the tenant's fairness in the step that decided it (no await since):
             # concurrent invokes of one tenant never all take its last free slot.
             accepted = [e.run_id for e in events if isinstance(e, RequestAccepted)]
@@ -279,6 +293,72 @@ class RuntimeService:
             case TerminateThread():
                 return commands.terminate(state, payload, envelope.idempotency_key)
 
+    def _drives_decision(
+        self,
+        tenant: str,
+        state: ThreadState,
+        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread,
+        events: Sequence[AnyEvent],
+    ) -> bool:
+        """Whether the decision is stored by the drive it starts: an approval, or a request
+        that starts a run on an idle thread; for a thread this process is not driving
+        already, of an agent the loop drives (a code agent's handler decides on the log's
+        state)."""
+        starts = isinstance(payload, InvokeThread) and state.active_run is None
+        return (
+            (isinstance(payload, ApproveToolCalls) or starts)
+            and any(isinstance(e, RequestAccepted | HitlResume) for e in events)
+            and self._background is not None
+            and not self.driver.lock(tenant, state.thread_id).locked()
+            and self.driver.system.code_agent_for(state.agent_type) is None
+        )
+
+    async def _store_by_driving(
+        self,
+        tenant: str,
+        state: ThreadState,
+        envelope: CommandEnvelope,
+        payload: ApproveToolCalls | InvokeThread | CancelRun | TerminateThread,
+        events: Sequence[AnyEvent],
+    ) -> bool:
+        """Start the drive that stores `events` with its first append; True once they are
+        stored, False when they were not (the caller stores them alone). Watches are sent
+        alongside, and runs counted for fairness, as for any decision."""
+        assert self._background is not None
+        accepted = [e.run_id for e in events if isinstance(e, RequestAccepted)]
+        for run_id in accepted:
+            self.load.reserve(tenant, run_id)
+        decision = Decision(events, envelope.command_id, envelope.idempotency_key)
+        arming = asyncio.ensure_future(
+            self.watches.send_all(tenant, self.watches.arming(envelope, payload, state))
+        )
+        stored = False
+        try:
+            task = self._background.create_task(self._drive_decision(tenant, state, decision))
+            task.add_done_callback(self._eager.discard)
+            self._eager.add(task)
+            stored = await decision.stored is not None
+            return stored
+        finally:
+            for run_id in accepted:
+                if stored:
+                    self.load.admitted(tenant, run_id)
+                else:
+                    self.load.release(tenant, run_id)
+            await arming
+
+    async def _drive_decision(self, tenant: str, state: ThreadState, decision: Decision) -> None:
+        thread_id = state.thread_id
+        start: StartState = asyncio.get_running_loop().create_future()
+        start.set_result(state)
+        try:
+            with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
+                await self.drive_owned(tenant, thread_id, start=start, decision=decision)
+        except Exception:  # the decision is stored the usual way; the trigger retries
+            log.warning("drive of a command's decision failed", exc_info=True)
+        finally:
+            decision.missed()  # a no-op once it landed
+
     def _drive_soon(self, tenant: str, thread_id: str, start: StartState | None = None) -> None:
         """Start driving the thread now, without waiting for the trigger event to come back
         through the consumer: it still comes, and is a no-op or a retry if this fails.
@@ -299,7 +379,13 @@ class RuntimeService:
             log.warning("eager drive failed; the trigger will retry", exc_info=True)
 
     async def drive_owned(
-        self, tenant: str, thread_id: str, seen: int = 0, *, start: StartState | None = None
+        self,
+        tenant: str,
+        thread_id: str,
+        seen: int = 0,
+        *,
+        start: StartState | None = None,
+        decision: Decision | None = None,
     ) -> bool:
         """Drive the thread while holding its lease: False (having done nothing) while
         another worker holds it. Only the lease holder makes the thread's model calls.
@@ -309,7 +395,7 @@ class RuntimeService:
                 return True
             state = await self.leases.run_owned(
                 lease_key(tenant, thread_id),
-                lambda: self._drive_bounded(tenant, thread_id, seen, start),
+                lambda: self._drive_bounded(tenant, thread_id, seen, start, decision),
             )
         if state is None:
             return False
@@ -317,7 +403,12 @@ class RuntimeService:
         return True
 
     async def _drive_bounded(
-        self, tenant: str, thread_id: str, seen: int, start: StartState | None
+        self,
+        tenant: str,
+        thread_id: str,
+        seen: int,
+        start: StartState | None,
+        decision: Decision | None = None,
     ) -> ThreadState:
         """`drive_locked`, stopped when it appends nothing for `end_after` seconds. Every
         wait inside is bounded on its own; this bounds what a bug or an unforeseen hang
@@ -325,7 +416,9 @@ class RuntimeService:
         idle = self.watches.settings.end_after
         with self.driver.watched(tenant, thread_id) as appends:
             task = asyncio.ensure_future(
-                self.driver.drive_locked(tenant, thread_id, seen=seen, start=start)
+                self.driver.drive_locked(
+                    tenant, thread_id, seen=seen, start=start, decision=decision
+                )
             )
             try:
                 while True:

@@ -1,5 +1,6 @@
-"""A command for a thread this worker holds is decided on the state it holds, without a
-read first; the append's expected position catches a thread that moved meanwhile."""
+"""A command for a thread this worker holds is decided on the state it holds: without a
+read first, or, when its drive stores it, after checking the log's last position only;
+the append's expected position catches a thread that moved meanwhile."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from contracts.commands import ApproveToolCalls, CommandEnvelope
 from contracts.events.run import RUN_TERMINAL_TYPES
 from domain.thread_state import ThreadState
 from infra.jetstream.connection import Bus
+from infra.jetstream.eventstore import EventStore
 from services.common.caches import ThreadCache
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.llm.fake_server import FakeLLMServer
@@ -41,29 +43,37 @@ def approvals_handled(monkeypatch: pytest.MonkeyPatch) -> asyncio.Queue[None]:
     return done
 
 
-async def test_an_approval_of_a_run_this_worker_parked_reads_nothing_first(
+async def test_an_approval_of_a_run_this_worker_parked_rereads_nothing(
     bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The held state is only checked against the log's last position (the drive that
+    stores the approval asks the model before its append lands, so it must not start
+    from a state that is behind): no event of the thread is read again."""
     key = "held-approve-" + tenant
     llm.script(key, [ScriptStep(tool_calls=GUARDED), ScriptStep(content="looked up")])
-    reads: list[str] = []
-    load = ThreadCache.load
+    read: list[int] = []
+    positioned = EventStore.read_positioned
 
-    async def counted(self: ThreadCache, tenant_id: str, thread_id: str, **kw: Any) -> Any:
-        reads.append(thread_id)
-        return await load(self, tenant_id, thread_id, **kw)
+    async def counted(
+        self: EventStore, tenant_id: str, aggregate: Any, aggregate_id: str, **kw: Any
+    ) -> Any:
+        newer, position = await positioned(self, tenant_id, aggregate, aggregate_id, **kw)
+        if aggregate_id == thread:
+            read.append(len(newer))
+        return newer, position
 
-    monkeypatch.setattr(ThreadCache, "load", counted)
+    thread = ""
+    monkeypatch.setattr(EventStore, "read_positioned", counted)
     handled = approvals_handled(monkeypatch)
     async with running_agents(bus, nats_url, tenant, llm) as agents:
         thread = await agents.thread("approver")
         await agents.invoke(thread, key)
         await agents.wait_for(thread, paused)
-        reads.clear()
+        read.clear()
         await agents.approve(thread, True)
         await asyncio.wait_for(handled.get(), 20)
-        # The decision is stored (the drive goes on from the state it left), unread.
-        assert thread not in reads
+        # Decided and stored (the drive goes on from the state it left), nothing reread.
+        assert read and set(read) == {0}
         events = await agents.wait_terminal(thread)
     assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
     assert "hitl.resume" in [e.type for e in events]

@@ -56,6 +56,7 @@ class HeldOpening(MemoryEventStore):
         expected: Position,
         context: EventContext | None = None,
         idempotency_key: str | None = None,
+        keyed: int | None = None,
     ) -> AppendResult:
         opening = any(isinstance(p, ModelStarted) for p in payloads)
         if opening and not self.holding.is_set():
@@ -74,6 +75,7 @@ class HeldOpening(MemoryEventStore):
             expected=expected,
             context=context,
             idempotency_key=idempotency_key,
+            keyed=keyed,
         )
 
 

@@ -55,6 +55,7 @@ class MemoryEventStore:
         expected: Position,
         context: EventContext | None = None,
         idempotency_key: str | None = None,
+        keyed: int | None = None,
     ) -> AppendResult:
         if not payloads:
             return AppendResult(position=expected, events=())
@@ -71,7 +72,7 @@ class MemoryEventStore:
             family = aggregate_filter(tenant_id, aggregate, aggregate_id)
             raise ConcurrencyError(family, expected.stream_seq, current.stream_seq)
         envelopes = new_envelopes(
-            tenant_id, aggregate, aggregate_id, payloads, current, context, idempotency_key
+            tenant_id, aggregate, aggregate_id, payloads, current, context, idempotency_key, keyed
         )
         bodies = encode_checked(envelopes)
         recorded = self._store(key, envelopes, bodies)
