@@ -13,8 +13,9 @@ Pure msgspec, no web framework. `EventView` itself is the HTTP contract's
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -45,16 +46,29 @@ def camel_value(value: Any) -> Any:
     return value
 
 
+class _Field(NamedTuple):
+    name: str
+    http_name: str
+    info: msgspec.structs.FieldInfo
+
+
+@functools.cache
+def _fields(kind: type[msgspec.Struct]) -> tuple[_Field, ...]:
+    """A struct type's fields and their HTTP names, worked out once per type: reading a
+    struct's fields evaluates its annotations, which costs more than the encoding."""
+    return tuple(_Field(f.name, camel(f.encode_name), f) for f in msgspec.structs.fields(kind))
+
+
 def _struct(value: msgspec.Struct, *, with_tag: bool) -> dict[str, Any]:
     config = value.__struct_config__
     out: dict[str, Any] = {}
     if with_tag and config.tag_field is not None:
         out[config.tag_field] = config.tag
-    for field in msgspec.structs.fields(value):
+    for field in _fields(type(value)):
         item = getattr(value, field.name)
-        if config.omit_defaults and _is_default(field, item):
+        if config.omit_defaults and _is_default(field.info, item):
             continue
-        out[camel(field.encode_name)] = camel_value(item)
+        out[field.http_name] = camel_value(item)
     return out
 
 
