@@ -15,6 +15,7 @@ Terminate needs no active run: whatever the thread is doing ends (`run.canceled`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any
 
@@ -27,9 +28,17 @@ from contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
 from contracts.events import ToolCall
 from contracts.http import RunCommandAccepted, TerminateAccepted
 from contracts.ids import new_id
-from domain.thread_state import RunView
-from services.api.auth import AgencyId, Caller, Deps, ThreadId, thread_terminated
-from services.api.deps import ApiDeps
+from domain.thread_state import RunView, ThreadState
+from services.api.auth import (
+    AgencyId,
+    Caller,
+    Deps,
+    ThreadId,
+    path_id,
+    tenant_of,
+    thread_terminated,
+)
+from services.api.deps import ApiDeps, Principal
 from services.api.openapi import error_response
 from services.api.routes_commands import (
     Body,
@@ -94,8 +103,7 @@ async def approve(
     deps: Deps,
     idempotency_header: KeyHeader = None,
 ) -> RunCommandAccepted:
-    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
-    run = await _bound_run(deps, tenant, thread_id, data.run_id)
+    tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
     if run.status != "paused" or not run.hitl_pending:
         raise RunNotActive(detail=f"run {run.run_id} is {run.status} and awaits no approval")
     calls = data.modified_tool_calls
@@ -132,9 +140,8 @@ async def cancel(
     data: JSONBody[CancelBody | None] = None,
     idempotency_header: KeyHeader = None,
 ) -> RunCommandAccepted:
-    tenant, agency_id, thread_id = await _thread(principal, deps, agency_id, thread_id)
     data = data or CancelBody()
-    run = await _bound_run(deps, tenant, thread_id, data.run_id)
+    tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
     command = CancelRun(
         agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run.run_id
     )
@@ -177,9 +184,28 @@ async def terminate(
 CONTROL_ROUTES = [approve, cancel, terminate]
 
 
-async def _bound_run(deps: ApiDeps, tenant: str, thread_id: str, run_id: str | None) -> RunView:
+async def _thread_and_run(
+    principal: Principal, deps: ApiDeps, agency_id: str, thread_id: str, run_id: str | None
+) -> tuple[str, RunView]:
+    """The caller's tenant and the run a command will be bound to (`_bound_run`), the
+    thread checked to be the caller's (404 first) while it is read, not before."""
+    tenant = tenant_of(principal)
+    path_id("agency id", agency_id)
+    path_id("thread id", thread_id)  # valid before any read names it
+    owned, state = await asyncio.gather(
+        _thread(principal, deps, agency_id, thread_id),
+        deps.threads.load(tenant, thread_id),
+        return_exceptions=True,
+    )
+    if isinstance(owned, BaseException):
+        raise owned
+    if isinstance(state, BaseException):
+        raise state
+    return tenant, _bound_run(state, thread_id, run_id)
+
+
+def _bound_run(state: ThreadState, thread_id: str, run_id: str | None) -> RunView:
     """The run a command will be bound to: `run_id`, or the active one; 409 if not active."""
-    state = await deps.threads.load(tenant, thread_id)
     active = state.active_run
     if run_id is None:
         if active is None:

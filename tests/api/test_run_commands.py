@@ -63,3 +63,19 @@ async def test_a_retried_cancel_with_its_idempotency_key_is_one_command(
     stored = await last_command(bus, thread_a.tenant.id, "cancel")
     assert isinstance(stored.payload, CancelRun) and stored.payload.run_id == "run-1"
     assert stored.idempotency_key == f"{thread_a.thread_id}:cancel:cancel-once"
+
+
+async def test_cancel_or_approve_on_a_thread_that_is_not_there_is_a_404_before_any_409(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    """The thread's ownership and its run are read together; the 404 still comes first."""
+    auth = thread_a.tenant.auth
+    missing = thread_a.path.rsplit("/", 1)[0] + "/01M8ZZZZZZZZZZZZZZZZZZZZZZ"
+    for verb, body in (("cancel", {}), ("approve", {"approved": True})):
+        answer = await client.post(f"{missing}/{verb}", json=body, headers=auth)
+        assert answer.status_code == 404, answer.text
+        assert "not found" in answer.json()["error"]
+    bad = await client.post(thread_a.path.rsplit("/", 1)[0] + "/a.b/cancel", headers=auth)
+    assert bad.status_code == 400, bad.text  # refused before any read names it
+    assert await commands_stored(bus, thread_a.tenant.id, "cancel") == 0
+    assert await commands_stored(bus, thread_a.tenant.id, "approve") == 0
