@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
 from typing import Protocol
 
 import structlog
@@ -332,32 +331,22 @@ class ThreadDriver:
     async def _append(
         self, state: ThreadState, events: Sequence[AnyEvent], decision: Decision | None
     ) -> tuple[ThreadState, bool]:
-        context = EventContext(
-            agency_id=state.agency_id,
-            thread_id=state.thread_id,
-            correlation_id=state.correlation_id,
-        )
         try:
-            if decision is None:
-                result = await self._store.append(
-                    state.tenant_id,
-                    "thread",
-                    state.thread_id,
-                    with_checkpoint(state, events),
-                    expected=state.position,
-                    context=context,
-                )
-            else:
-                result = await self._store.append(
-                    state.tenant_id,
-                    "thread",
-                    state.thread_id,
-                    with_checkpoint(state, events),
-                    expected=state.position,
-                    context=replace(context, causation_id=decision.causation_id),
-                    idempotency_key=decision.idempotency_key,
-                    keyed=len(decision.events),
-                )
+            result = await self._store.append(
+                state.tenant_id,
+                "thread",
+                state.thread_id,
+                with_checkpoint(state, events),
+                expected=state.position,
+                context=EventContext(
+                    agency_id=state.agency_id,
+                    thread_id=state.thread_id,
+                    correlation_id=state.correlation_id,
+                    causation_id=decision.causation_id if decision is not None else None,
+                ),
+                idempotency_key=decision.idempotency_key if decision is not None else None,
+                keyed=len(decision.events) if decision is not None else None,
+            )
         except ConcurrencyError:
             return await self._threads.load(state.tenant_id, state.thread_id), False
         if result.duplicate:

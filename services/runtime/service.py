@@ -261,15 +261,19 @@ class RuntimeService:
                 await asyncio.sleep(conflict_pause(attempt))
                 continue
             finally:
-                # Stored: admitted (the log says so a moment later too). Not stored: a
-                # conflict decides again, a failure is retried; either way released.
-                for run_id in accepted:
-                    if stored:
-                        self.load.admitted(tenant, run_id)
-                    else:
-                        self.load.release(tenant, run_id)
+                self._reserved(tenant, accepted, stored=stored)
             return
         raise RuntimeError(f"thread {thread_id}: too many concurrent writers")
+
+    def _reserved(self, tenant: str, run_ids: Sequence[str], *, stored: bool) -> None:
+        """Runs reserved for the tenant's fairness while their acceptance was stored: admitted
+        when it was (the log says so a moment later too); released when it was not (a
+        conflict decides again, a failure is retried)."""
+        for run_id in run_ids:
+            if stored:
+                self.load.admitted(tenant, run_id)
+            else:
+                self.load.release(tenant, run_id)
 
     def _decide(
         self,
@@ -340,11 +344,7 @@ class RuntimeService:
             stored = await decision.stored is not None
             return stored
         finally:
-            for run_id in accepted:
-                if stored:
-                    self.load.admitted(tenant, run_id)
-                else:
-                    self.load.release(tenant, run_id)
+            self._reserved(tenant, accepted, stored=stored)
             await arming
 
     async def _drive_decision(self, tenant: str, state: ThreadState, decision: Decision) -> None:
