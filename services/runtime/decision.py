@@ -9,7 +9,10 @@ idempotency key and as caused by the command (`RuntimeService.handle_command`).
 
 The command waits on `stored`: the thread's state once that append landed, or None when
 it did not (another writer moved the thread, the lease is held elsewhere, the drive
-failed first). With None, the command is decided again and stored the usual way.
+failed first). With None, the command is decided again and stored the usual way; when the
+lease was held elsewhere, only once the holder moved the thread or let go (bounded): the
+holder may be storing a twin of this command, and a decision stored alone first would
+make the holder's append, and the model call made beside it, a loss.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ class Decision:
     causation_id: str
     idempotency_key: str | None
     stored: asyncio.Future[ThreadState | None] = field(default_factory=_future)
+    # Another worker held the thread's lease: it is driving the thread, perhaps storing
+    # this very command delivered twice (or a twin sent under another key).
+    leased_elsewhere: bool = False
 
     def landed(self, state: ThreadState) -> None:
         """The append that carried the decision is in the log; `state` is after it."""

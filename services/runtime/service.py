@@ -72,6 +72,10 @@ _BUSY_WAIT = 300.0
 _BUSY_PAUSE = 0.05
 _BUSY_PAUSE_MAX = 1.0
 _BUSY_WARN = 30.0
+# How long a command whose drive found the thread leased elsewhere waits for the holder
+# to move the thread or let go, before it is decided again; and its first pause.
+_HOLDER_WAIT = 2.0
+_HOLDER_PAUSE = 0.005
 # The state a drive begins from once a command's decision is stored (None: read it).
 StartState = asyncio.Future[ThreadState | None]
 
@@ -206,8 +210,11 @@ class RuntimeService:
                     continue
                 driven = True
                 # Stored by the drive it starts, with what follows from it (`decision.py`).
-                if await self._store_by_driving(tenant, state, envelope, payload, events):
+                decision = Decision(events, envelope.command_id, envelope.idempotency_key)
+                if await self._store_by_driving(tenant, state, envelope, payload, decision):
                     return
+                if decision.leased_elsewhere:
+                    await self._until_moved_or_free(tenant, state)
                 continue  # not stored: decided again on the log's state, and stored alone
             # Counted for the tenant's fairness in the step that decided it (no await since):
             # concurrent invokes of one tenant never all take its last free slot.
@@ -323,16 +330,15 @@ class RuntimeService:
         state: ThreadState,
         envelope: CommandEnvelope,
         payload: ApproveToolCalls | InvokeThread | CancelRun | TerminateThread,
-        events: Sequence[AnyEvent],
+        decision: Decision,
     ) -> bool:
-        """Start the drive that stores `events` with its first append; True once they are
-        stored, False when they were not (the caller stores them alone). Watches are sent
+        """Start the drive that stores the decision with its first append; True once it is
+        stored, False when it was not (the caller stores it alone). Watches are sent
         alongside, and runs counted for fairness, as for any decision."""
         assert self._background is not None
-        accepted = [e.run_id for e in events if isinstance(e, RequestAccepted)]
+        accepted = [e.run_id for e in decision.events if isinstance(e, RequestAccepted)]
         for run_id in accepted:
             self.load.reserve(tenant, run_id)
-        decision = Decision(events, envelope.command_id, envelope.idempotency_key)
         arming = asyncio.ensure_future(
             self.watches.send_all(tenant, self.watches.arming(envelope, payload, state))
         )
@@ -353,11 +359,28 @@ class RuntimeService:
         start.set_result(state)
         try:
             with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
-                await self.drive_owned(tenant, thread_id, start=start, decision=decision)
+                owned = await self.drive_owned(tenant, thread_id, start=start, decision=decision)
+            decision.leased_elsewhere = not owned
         except Exception:  # the decision is stored the usual way; the trigger retries
             log.warning("drive of a command's decision failed", exc_info=True)
         finally:
             decision.missed()  # a no-op once it landed
+
+    async def _until_moved_or_free(self, tenant: str, state: ThreadState) -> None:
+        """Wait, at most `_HOLDER_WAIT` seconds, until the thread has moved past `state`
+        or nobody holds its lease any more."""
+        key = lease_key(tenant, state.thread_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _HOLDER_WAIT
+        pause = _HOLDER_PAUSE
+        while loop.time() < deadline:
+            await asyncio.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, _BUSY_PAUSE)
+            if await self.leases.holder(key) is None:
+                return
+            moved = await self._threads.load(tenant, state.thread_id)
+            if moved.position != state.position:
+                return
 
     def _drive_soon(self, tenant: str, thread_id: str, start: StartState | None = None) -> None:
         """Start driving the thread now, without waiting for the trigger event to come back
