@@ -35,11 +35,11 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import msgspec
-from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
 from contracts.ids import validate_token
 from contracts.subjects import EVENTS_STREAM
+from infra.jetstream.natsclient import connect as nats_connect
 from infra.nats_accounts import (
     GATEWAY_ROLE,
     JS_API_PREFIX,
@@ -280,10 +280,9 @@ async def _imports_answer(server: str, credentials: TenantCredentials) -> bool |
     async def quiet(_: Exception) -> None:
         return None
 
-    nc = NATS()
     try:
-        await nc.connect(
-            servers=[server],
+        nc = await nats_connect(
+            [server],
             user=credentials.user,
             password=credentials.password,
             inbox_prefix=credentials.inbox_prefix,
@@ -292,7 +291,6 @@ async def _imports_answer(server: str, credentials: TenantCredentials) -> bool |
             error_cb=quiet,
         )
     except (NatsError, OSError, TimeoutError):
-        await nc.close()  # a refused attempt leaves a transport to close
         return None
     probe = (
         f"{credentials.js_api_prefix}.DIRECT.GET.{EVENTS_STREAM}."

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
-import nats
 import nats.errors
 import structlog
 from nats.aio.client import Client as NATS
@@ -15,6 +14,7 @@ from infra.jetstream.commandbus import CommandBus
 from infra.jetstream.deadletter import DeadLetters
 from infra.jetstream.eventstore import EventStore
 from infra.jetstream.headerparse import install as install_header_parser
+from infra.jetstream.natsclient import connect as nats_connect
 
 log = structlog.get_logger(__name__)
 
@@ -30,9 +30,17 @@ _CONNECTION_ERRORS = (
 class Bus:
     """Async context manager owning the connection; `close()` drains within a bound."""
 
-    def __init__(self, url: str, *, name: str = "agency", drain_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str = "agency",
+        drain_timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+    ) -> None:
         self._url = url
         self._name = name
+        self._connect_timeout = connect_timeout
         self._drain_timeout = drain_timeout
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
@@ -53,10 +61,10 @@ class Bus:
     async def connect(self) -> Bus:
         install_header_parser()
         servers = [u.strip() for u in self._url.split(",") if u.strip()]
-        self._nc = await nats.connect(
-            servers=servers,
+        self._nc = await nats_connect(
+            servers,
             name=self._name,
-            connect_timeout=5,
+            connect_timeout=self._connect_timeout,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
             error_cb=self._on_error,

@@ -10,6 +10,7 @@ import asyncpg
 import nats
 
 from infra.endpoints import Endpoints, EndpointsNotFound, remove_endpoints, write_endpoints
+from infra.jetstream.natsclient import connect as nats_connect
 from infra.nats_auth import without_credentials
 from infra.settings import InfraSettings
 from infra.system import Infrastructure
@@ -85,7 +86,7 @@ def _pid_alive(pid: int) -> bool:
 
 async def _nats_answers(url: str) -> bool:
     try:
-        nc = await nats.connect(
+        nc = await nats_connect(
             url, connect_timeout=2, max_reconnect_attempts=0, allow_reconnect=False
         )
     except (OSError, nats.errors.Error, TimeoutError):
