@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 from collections.abc import Sequence
 
 import structlog
@@ -43,7 +42,6 @@ from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.eventworker import EventWorker, PermanentFailure
 from infra.jetstream.leases import Leases, LeaseSettings
 from infra.jetstream.records import EventContext, RecordedEvent
-from infra.tasks import cancel_and_wait
 from services.agents.system import AgentSystem
 from services.common import fairness
 from services.common.caches import BlueprintCache, ThreadCache
@@ -55,47 +53,15 @@ from services.llm.tenant_models import StoreTenantModels
 from services.runtime import commands, watchdog
 from services.runtime.checkpoint import with_checkpoint
 from services.runtime.decision import Decision
+from services.runtime.drives import BUSY_WAIT, Drives, StartState
 from services.runtime.local_tools import is_own_result
 from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from services.runtime.replay.responder import Reexecutions
-from services.runtime.settled import SettledThreads
-from services.runtime.watches import RunWatches, lease_key
+from services.runtime.watches import RunWatches
 
 log = structlog.get_logger(__name__)
 
 TRIGGER_CONSUMER = RUNTIME_TRIGGERS.name
-
-
-# How long a trigger waits for a busy thread's lease before it is redelivered instead;
-# the holder lets go whenever the thread waits, so this is rarely reached.
-_BUSY_WAIT = 300.0
-_BUSY_PAUSE = 0.05
-_BUSY_PAUSE_MAX = 1.0
-_BUSY_WARN = 30.0
-# How long a command whose drive found the thread leased elsewhere waits for the holder
-# to move the thread or let go, before it is decided again; and its first pause.
-_HOLDER_WAIT = 2.0
-_HOLDER_PAUSE = 0.005
-# The state a drive begins from once a command's decision is stored (None: read it).
-StartState = asyncio.Future[ThreadState | None]
-
-
-class ThreadBusy(Exception):
-    def __init__(self, tenant: str, thread_id: str, seconds: float) -> None:
-        super().__init__(
-            f"thread {thread_id} of tenant {tenant} stayed leased to another worker for "
-            f"{seconds:g} s"
-        )
-
-
-class DriveStalled(Exception):
-    """A drive appended nothing for the watchdog's `end_after`: it waits on something that
-    will not answer, and must not hold the thread's lease (and its run) any longer."""
-
-    def __init__(self, thread_id: str, seconds: float) -> None:
-        super().__init__(
-            f"driving thread {thread_id} made no progress for {seconds:g} s; it was stopped"
-        )
 
 
 def thread_of(subject: str) -> str:
@@ -115,16 +81,13 @@ class RuntimeService:
         max_deliver: int = 10,
         consumer: str = TRIGGER_CONSUMER,
         leases: Leases,
-        busy_wait: float = _BUSY_WAIT,
+        busy_wait: float = BUSY_WAIT,
         watch: watchdog.WatchSettings | None = None,
         mcp: McpTools | None = None,
     ) -> None:
         self._bus = bus
-        self.leases = leases
-        self._busy_wait = busy_wait
         self._consumer = consumer
         self._threads = ThreadCache(bus.store)
-        self.settled = SettledThreads()
         self.blueprints = BlueprintCache(bus.store)
         if isinstance(provider, ProviderRouter):
             # Tenants' own provider settings, read from their logs.
@@ -132,17 +95,19 @@ class RuntimeService:
         self.driver = ThreadDriver(
             bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
         )
+        watch = watch or watchdog.WatchSettings.from_env()
+        self.drives = Drives(
+            self.driver, self._threads, leases, end_after=watch.end_after, busy_wait=busy_wait
+        )
         self.watches = RunWatches(
             bus,
             self._threads,
             leases,
             self.driver,
-            watch or watchdog.WatchSettings.from_env(),
-            lambda tenant, thread_id: self._drive_soon(tenant, thread_id),
+            watch,
+            lambda tenant, thread_id: self.drives.soon(tenant, thread_id),
         )
         self._concurrency = concurrency
-        self._background: asyncio.TaskGroup | None = None
-        self._eager: set[asyncio.Task[None]] = set()
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
         # Per-tenant fairness (services/common/fairness.py): limits, and the load they need.
@@ -150,8 +115,8 @@ class RuntimeService:
         self.load = fairness.TenantLoad()
 
     def attach(self, background: asyncio.TaskGroup) -> None:
-        """The task group that eager drives run in (and end with)."""
-        self._background = background
+        """The task group that the drives this worker starts itself run in (and end with)."""
+        self.drives.attach(background)
 
     # --- commands -----------------------------------------------------------------
 
@@ -214,7 +179,7 @@ class RuntimeService:
                 if await self._store_by_driving(tenant, state, envelope, payload, decision):
                     return
                 if decision.leased_elsewhere:
-                    await self._until_moved_or_free(tenant, state)
+                    await self.drives.until_moved_or_free(tenant, state)
                 continue  # not stored: decided again on the log's state, and stored alone
             # Counted for the tenant's fairness in the step that decided it (no await since):
             # concurrent invokes of one tenant never all take its last free slot.
@@ -226,7 +191,7 @@ class RuntimeService:
             # stored, and goes on from the state the append leaves (None: load it).
             landed: StartState = asyncio.get_running_loop().create_future()
             if events:
-                self._drive_soon(tenant, thread_id, landed)
+                self.drives.soon(tenant, thread_id, landed)
             try:
                 # Watches are sent alongside the append, and the command is acknowledged only
                 # once both are done: a failure of either redelivers it, which sends the same
@@ -319,8 +284,7 @@ class RuntimeService:
         return (
             (isinstance(payload, ApproveToolCalls) or starts)
             and any(isinstance(e, RequestAccepted | HitlResume) for e in events)
-            and self._background is not None
-            and not self.driver.lock(tenant, state.thread_id).locked()
+            and self.drives.can_start(tenant, state.thread_id)
             and self.driver.system.code_agent_for(state.agent_type) is None
         )
 
@@ -335,7 +299,6 @@ class RuntimeService:
         """Start the drive that stores the decision with its first append; True once it is
         stored, False when it was not (the caller stores it alone). Watches are sent
         alongside, and runs counted for fairness, as for any decision."""
-        assert self._background is not None
         accepted = [e.run_id for e in decision.events if isinstance(e, RequestAccepted)]
         for run_id in accepted:
             self.load.reserve(tenant, run_id)
@@ -344,140 +307,12 @@ class RuntimeService:
         )
         stored = False
         try:
-            task = self._background.create_task(self._drive_decision(tenant, state, decision))
-            task.add_done_callback(self._eager.discard)
-            self._eager.add(task)
+            self.drives.store_decision(tenant, state, decision)
             stored = await decision.stored is not None
             return stored
         finally:
             self._reserved(tenant, accepted, stored=stored)
             await arming
-
-    async def _drive_decision(self, tenant: str, state: ThreadState, decision: Decision) -> None:
-        thread_id = state.thread_id
-        start: StartState = asyncio.get_running_loop().create_future()
-        start.set_result(state)
-        try:
-            with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
-                owned = await self.drive_owned(tenant, thread_id, start=start, decision=decision)
-            decision.leased_elsewhere = not owned
-        except Exception:  # the decision is stored the usual way; the trigger retries
-            log.warning("drive of a command's decision failed", exc_info=True)
-        finally:
-            decision.missed()  # a no-op once it landed
-
-    async def _until_moved_or_free(self, tenant: str, state: ThreadState) -> None:
-        """Wait, at most `_HOLDER_WAIT` seconds, until the thread has moved past `state`
-        or nobody holds its lease any more."""
-        key = lease_key(tenant, state.thread_id)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _HOLDER_WAIT
-        pause = _HOLDER_PAUSE
-        while loop.time() < deadline:
-            await asyncio.sleep(pause * (0.5 + random.random()))
-            pause = min(pause * 2, _BUSY_PAUSE)
-            if await self.leases.holder(key) is None:
-                return
-            moved = await self._threads.load(tenant, state.thread_id)
-            if moved.position != state.position:
-                return
-
-    def _drive_soon(self, tenant: str, thread_id: str, start: StartState | None = None) -> None:
-        """Start driving the thread now, without waiting for the trigger event to come back
-        through the consumer: it still comes, and is a no-op or a retry if this fails.
-        `start`: the state to drive from once it is known (None in it: load the thread)."""
-        if self._background is None:
-            return
-        task = self._background.create_task(self._eager_drive(tenant, thread_id, start))
-        task.add_done_callback(self._eager.discard)
-        self._eager.add(task)
-
-    async def _eager_drive(self, tenant: str, thread_id: str, start: StartState | None) -> None:
-        if self.driver.lock(tenant, thread_id).locked():
-            return  # this process drives it already; the trigger makes sure nothing is missed
-        try:
-            with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
-                await self.drive_owned(tenant, thread_id, start=start)
-        except Exception:  # the trigger's delivery retries and dead-letters properly
-            log.warning("eager drive failed; the trigger will retry", exc_info=True)
-
-    async def drive_owned(
-        self,
-        tenant: str,
-        thread_id: str,
-        seen: int = 0,
-        *,
-        start: StartState | None = None,
-        decision: Decision | None = None,
-    ) -> bool:
-        """Drive the thread while holding its lease: False (having done nothing) while
-        another worker holds it. Only the lease holder makes the thread's model calls.
-        True without a drive when a drive here already settled the thread past `seen`."""
-        async with self.driver.lock(tenant, thread_id):
-            if self.settled.covers(tenant, thread_id, seen):
-                return True
-            state = await self.leases.run_owned(
-                lease_key(tenant, thread_id),
-                lambda: self._drive_bounded(tenant, thread_id, seen, start, decision),
-            )
-        if state is None:
-            return False
-        self.settled.mark(tenant, thread_id, state.position.stream_seq)
-        return True
-
-    async def _drive_bounded(
-        self,
-        tenant: str,
-        thread_id: str,
-        seen: int,
-        start: StartState | None,
-        decision: Decision | None = None,
-    ) -> ThreadState:
-        """`drive_locked`, stopped when it appends nothing for `end_after` seconds. Every
-        wait inside is bounded on its own; this bounds what a bug or an unforeseen hang
-        would otherwise hold forever (the lease renews for as long as the process lives)."""
-        idle = self.watches.settings.end_after
-        with self.driver.watched(tenant, thread_id) as appends:
-            task = asyncio.ensure_future(
-                self.driver.drive_locked(
-                    tenant, thread_id, seen=seen, start=start, decision=decision
-                )
-            )
-            try:
-                while True:
-                    before = appends()
-                    done, _ = await asyncio.wait({task}, timeout=idle)
-                    if done:
-                        return task.result()
-                    if appends() == before:
-                        log.error("drive stalled; stopping it", thread_id=thread_id, idle=idle)
-                        raise DriveStalled(thread_id, idle)
-            finally:
-                await cancel_and_wait([task])
-
-    async def drive_when_free(self, tenant: str, thread_id: str, seen: int = 0) -> None:
-        """Drive the thread once whoever holds its lease lets go (or its lease expires, if
-        that worker died). The event that woke us may have come after the holder's last
-        look at the thread, so waiting, not skipping, is what keeps it from being missed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._busy_wait
-        pause = _BUSY_PAUSE
-        started = loop.time()
-        warned = False
-        while not await self.drive_owned(tenant, thread_id, seen):
-            if loop.time() >= deadline:
-                raise ThreadBusy(tenant, thread_id, self._busy_wait)
-            if not warned and loop.time() - started > _BUSY_WARN:
-                warned = True
-                holder = await self.leases.holder(lease_key(tenant, thread_id))
-                log.warning(
-                    "thread stays leased to another worker",
-                    thread_id=thread_id,
-                    holder=(holder or b"").decode(errors="replace"),
-                    waited=round(loop.time() - started, 1),
-                )
-            await asyncio.sleep(pause * (0.5 + random.random()))
-            pause = min(pause * 2, _BUSY_PAUSE_MAX)
 
     # --- triggers -----------------------------------------------------------------
 
@@ -528,7 +363,7 @@ class RuntimeService:
         if is_own_result(event):
             return
         try:
-            await self.drive_when_free(env.tenant_id, env.aggregate_id, event.stream_seq)
+            await self.drives.when_free(env.tenant_id, env.aggregate_id, event.stream_seq)
         except UnknownThread as e:
             raise PermanentFailure("unknown_thread", str(e)) from e
 

@@ -4,7 +4,7 @@ waits, and the stream position it waited at.
 A trigger event asks for a drive from a state that includes it. When a drive here began
 after that event was stored and ended with the thread waiting, the trigger has nothing
 left to ask: the invoke and the approval are driven at once by the worker that stored
-them (`RuntimeService._drive_soon`), so their triggers, which arrive while that drive
+them (`Drives.soon`), so their triggers, which arrive while that drive
 runs, would otherwise take the thread's lease and read it again only to find it waiting.
 
 Only a drive that returned counts; one that failed, was cancelled or lost its lease

@@ -37,20 +37,20 @@ async def test_a_settled_trigger_needs_no_lease_and_a_later_one_does(
         leases = await Leases(bus.js, owner="settled-test").open()
         async with OpenAIProvider(base_url=llm.base_url, api_key="fake") as provider:
             service = RuntimeService(bus, make_system(), provider, leases=leases)
-            assert await service.drive_owned(tenant, thread, seen=trigger.stream_seq)
+            assert await service.drives.owned(tenant, thread, seen=trigger.stream_seq)
             # Another owner holds the thread from now on.
             other = await Leases(bus.js, owner="someone-else").open()
             held = await other.try_acquire(lease_key(tenant, thread))
             assert held is not None
             try:
                 # The drive above saw the thread waiting after the trigger's event.
-                assert await service.drive_owned(tenant, thread, seen=trigger.stream_seq)
-                assert await service.drive_owned(tenant, thread, seen=parked_at)
+                assert await service.drives.owned(tenant, thread, seen=trigger.stream_seq)
+                assert await service.drives.owned(tenant, thread, seen=parked_at)
                 # An event past what was settled here needs the lease, as does any event
                 # in a process that did not drive the thread.
-                assert not await service.drive_owned(tenant, thread, seen=parked_at + 1)
+                assert not await service.drives.owned(tenant, thread, seen=parked_at + 1)
                 fresh = RuntimeService(bus, make_system(), provider, leases=leases)
-                assert not await fresh.drive_owned(tenant, thread, seen=trigger.stream_seq)
+                assert not await fresh.drives.owned(tenant, thread, seen=trigger.stream_seq)
             finally:
                 await held.release()
 
