@@ -28,7 +28,7 @@ from nats.errors import Error as NatsError
 from contracts.subjects import EVENTS_STREAM, aggregate_filter
 from infra.jetstream.errors import StoreError
 from infra.jetstream.reader import Delivered, OrderedReader
-from infra.jetstream.records import RecordedEvent
+from infra.jetstream.records import Position, RecordedEvent
 from services.api.auth import (
     QUERY_TOKEN_OPT,
     AgencyId,
@@ -59,7 +59,9 @@ def closing_event(state: State) -> asyncio.Event:
 
 
 class ThreadFeed:
-    """One thread's events after `after_seq`: `backfill()` once, then `live()`."""
+    """One thread's events after `after_seq`: `backfill()` once, then `live()`. Given the
+    log `position` of the event at `after_seq`, the backfill reads only what follows it;
+    otherwise it reads the thread from its start and skips what it has sent."""
 
     def __init__(
         self,
@@ -69,9 +71,11 @@ class ThreadFeed:
         after_seq: int,
         closing: asyncio.Event,
         *,
+        position: Position | None = None,
         keepalive: float = KEEPALIVE_SECONDS,
     ) -> None:
         self._deps = deps
+        self._position = position
         self._tenant = tenant
         self._thread_id = thread_id
         self._last_seq = after_seq
@@ -84,7 +88,9 @@ class ThreadFeed:
     async def backfill(self) -> list[RecordedEvent]:
         """The stored events after `after_seq`; live events start after the last one read."""
         stream = await self._deps.bus.js.stream_info(EVENTS_STREAM)
-        events = await self._deps.bus.store.read(self._tenant, "thread", self._thread_id)
+        events = await self._deps.bus.store.read(
+            self._tenant, "thread", self._thread_id, after=self._position
+        )
         # Live events start after the stream's end as it was before the read (the read saw
         # every event of the thread stored by then), or after the last event read if that
         # is later. Never further back: the server would look through every message

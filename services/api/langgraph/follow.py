@@ -38,10 +38,12 @@ async def wait_for_end(
     ref: RunRef,
     closing: asyncio.Event,
     timeout: float,
+    view: GraphView | None = None,
 ) -> GraphView | None:
-    """The thread folded up to where the run's stretch ended, or None after `timeout`."""
-    view = GraphView(tenant_id=tenant, thread_id=thread_id)
-    feed = ThreadFeed(deps, tenant, thread_id, 0, closing)
+    """The thread folded up to where the run's stretch ended, or None after `timeout`.
+    `view`, folded before the stretch began, is folded on from where it stands."""
+    view = view or GraphView(tenant_id=tenant, thread_id=thread_id)
+    feed = following(deps, view, closing)
     try:
         async with asyncio.timeout(timeout):
             for event in await feed.backfill():
@@ -58,6 +60,13 @@ async def wait_for_end(
     finally:
         await feed.aclose()
     return None  # the server is closing
+
+
+def following(deps: ApiDeps, view: GraphView, closing: asyncio.Event) -> ThreadFeed:
+    """The thread's events after those `view` has folded."""
+    return ThreadFeed(
+        deps, view.tenant_id, view.thread_id, view.last_seq, closing, position=view.position
+    )
 
 
 async def sse(

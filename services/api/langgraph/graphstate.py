@@ -31,7 +31,7 @@ from contracts.events import (
     ToolCall,
 )
 from domain.thread_state import ThreadState
-from infra.jetstream.records import RecordedEvent
+from infra.jetstream.records import Position, RecordedEvent
 from services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
 
 RESUME_MARK = "~"
@@ -160,6 +160,8 @@ class GraphView:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     last_seq: int = 0
+    # Where the last event folded stands in the log: a fold goes on from there.
+    position: Position = field(default_factory=Position)
     # The latest checkpoint (the seq of the last event that changed the values or raised an
     # interrupt) and the one before it.
     checkpoint_seq: int = 0
@@ -180,6 +182,7 @@ class GraphView:
     def apply(self, event: RecordedEvent) -> None:
         self.state = self.state.apply(event)
         self.last_seq = event.seq
+        self.position = event.position
         if event.type in CHECKPOINT_EVENTS:
             self.parent_seq = self.checkpoint_seq or None
             self.checkpoint_seq = event.seq

@@ -20,7 +20,7 @@ from contracts.commands import CancelRun
 from contracts.ids import new_id
 from services.api.auth import Caller, Deps, tenant_of
 from services.api.deps import ApiDeps
-from services.api.langgraph.follow import sse, wait_for_end
+from services.api.langgraph.follow import following, sse, wait_for_end
 from services.api.langgraph.graphstate import GraphView, RunRef
 from services.api.langgraph.inputs import (
     MULTITASK_OF,
@@ -113,9 +113,11 @@ async def _final(
     thread_id: str,
     ref: RunRef,
     request: Request[Any, Any, State],
+    folded: GraphView | None = None,
 ) -> dict[str, Any]:
+    """The run's final state; `folded`: the thread folded before the run's stretch began."""
     view = await wait_for_end(
-        deps, tenant, thread_id, ref, closing_event(request.app.state), WAIT_SECONDS
+        deps, tenant, thread_id, ref, closing_event(request.app.state), WAIT_SECONDS, folded
     )
     if view is None:
         raise ClientException(
@@ -149,7 +151,7 @@ async def run_and_wait(
     view, ref = await begin_run(deps, tenant, thread_id, data, request)
     headers = _locations(request, view.thread_id, ref)
     headers.pop("Location")
-    body = await _final(deps, tenant, view.thread_id, ref, request)
+    body = await _final(deps, tenant, view.thread_id, ref, request, view)
     return Response(body, headers=headers)
 
 
@@ -178,11 +180,19 @@ def _stream(
     modes: tuple[str, ...],
     after_seq: int,
     request: Request[Any, Any, State],
+    *,
+    before_stretch: bool = False,
 ) -> Stream:
-    feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing_event(request.app.state))
-    fresh = GraphView(tenant_id=tenant, thread_id=view.thread_id)
+    """The stretch's SSE response. `before_stretch`: `view` was folded before the stretch
+    began, and is folded on from where it stands; otherwise the thread is read again."""
+    closing = closing_event(request.app.state)
+    if before_stretch:
+        feed, folding = following(deps, view, closing), view
+    else:
+        feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing)
+        folding = GraphView(tenant_id=tenant, thread_id=view.thread_id)
     return Stream(
-        sse(feed, fresh, ref, modes, after_seq),
+        sse(feed, folding, ref, modes, after_seq),
         media_type="text/event-stream",
         headers={
             "Cache-Control": "no-cache",
@@ -214,7 +224,7 @@ async def run_and_stream(
 ) -> Stream:
     modes = stream_modes(data.stream_mode)
     view, ref = await begin_run(deps, tenant, thread_id, data, request)
-    return _stream(deps, tenant, view, ref, modes, 0, request)
+    return _stream(deps, tenant, view, ref, modes, 0, request, before_stretch=True)
 
 
 LastEventId = Annotated[
@@ -315,6 +325,7 @@ async def cancel_run(
             RunRef(ref.run_id, view.last_seq),
             closing_event(request.app.state),
             WAIT_SECONDS,
+            view,
         )
         return Response(None, status_code=204)
     return Response(None, status_code=202)
