@@ -17,8 +17,9 @@ from services.common.caches import ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
-from services.runtime.service import RuntimeService, lease_key
+from services.runtime.service import RuntimeService
 from services.runtime.settled import SettledThreads
+from services.runtime.watches import lease_key
 from tests.helpers import settled
 from tests.runtime.conftest import make_system, running_agents
 
