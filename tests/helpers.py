@@ -70,3 +70,15 @@ async def printed_until_ready(
                 return printed
             key, _, value = line.partition(":")
             printed[key.strip()] = value.strip()
+
+
+async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    """Copy `src` to `dst` until either end closes, then cut `dst` (a test proxy's half)."""
+    try:
+        while data := await src.read(65536):
+            dst.write(data)
+            await dst.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        dst.transport.abort()

@@ -39,6 +39,7 @@ from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
 from services.stack import StackConfig, run_stack
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
+from tests.helpers import pipe
 from tests.runtime.conftest import make_system
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
@@ -246,17 +247,6 @@ class CuttableProxy:
             writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.transport.abort()
-
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         self._writers -= {writer, up_writer}
 

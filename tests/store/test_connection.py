@@ -20,7 +20,7 @@ from infra.jetstream.connection import Bus
 from infra.jetstream.natsclient import connect
 from infra.jetstream.streams import provision
 from infra.launch import NatsServer
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, pipe
 
 
 async def test_a_broker_outage_is_logged_as_lines_not_tracebacks(
@@ -118,23 +118,12 @@ class SilentBroker:
                 return
             up_reader, up_writer = await asyncio.open_connection(*self._target)
             self._piped |= {writer, up_writer}
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         except (ConnectionError, OSError):
             pass
         finally:
             writer.transport.abort()
             self._tasks.discard(task)
-
-
-async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    try:
-        while data := await src.read(65536):
-            dst.write(data)
-            await dst.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        dst.transport.abort()
 
 
 async def test_a_reconnect_attempt_the_broker_never_answers_is_closed(nats_url: str) -> None:
