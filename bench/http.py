@@ -1,5 +1,5 @@
 """`just bench http`: one `langgraph-sdk` client script against our `/langgraph` routes and
-against Aegra, the open-source LangGraph Agent Server, one after the other on this machine.
+against Aegra, the open-source LangGraph Agent Server, on this machine.
 
 The same script (`bench.http_client`) drives both, with the same fake model
 (`FakeLLMServer(instant=True)` in this process, scripted by a key in the user's message):
@@ -25,9 +25,13 @@ ours is faster: baseline/ours for times, ours/baseline for throughput):
   in between);
 - `http-ttft`: p50 ms of `runs.stream(stream_mode="messages")` until the first text, less
   the fake's own time to first token (`--model-ttft-ms`).
-Each phase runs `--warmup` unmeasured samples first. Every run is checked (completed with
-the scripted answer, parked where it should, resumed to the answer); every wait bounded.
-The load average is printed before and after each side: other work on the machine shows.
+Both servers run from the start, and take each phase in turn (ours first in one phase,
+Aegra first in the next), so that both are measured on the machine as it is in the same
+minutes: its speed drifts by tens of percent within minutes, and a side measured a few
+minutes after the other would read a ratio the code did not make. Each phase runs
+`--warmup` unmeasured samples first. Every run is checked (completed with the scripted
+answer, parked where it should, resumed to the answer); every wait bounded. The load
+average is printed before and after: other work on the machine shows.
 
 Run: `just bench http` (options: --runs N, --concurrent N, --model-ttft-ms MS, --warmup N,
 --ours-only). Figures: `docs/performance.md`.
@@ -36,8 +40,11 @@ Run: `just bench http` (options: --runs N, --concurrent N, --model-ttft-ms MS, -
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import uvloop
@@ -82,49 +89,38 @@ def script(fake: FakeLLMServer, model_ttft_ms: int) -> None:
     fake.script(TTFT_KEY, [step])
 
 
-async def ours(model_url: str, counts: Counts) -> dict[str, float]:
-    print("ours: agency up, /langgraph", flush=True)
+@asynccontextmanager
+async def ours(model_url: str) -> AsyncIterator[tuple[Target, Callable[[], str]]]:
+    """`agency up` with the benchmark's agency: its target, and its log's tail."""
     async with RunningSystem(model_url, LIMITS_OFF) as system:
         assert system.endpoints is not None and system.endpoints.api_url
         async with Api(system.endpoints, connections=8) as api:
             agency = await api.agency("bench-http")
             await api.blueprint(agency, BLUEPRINT)
-        target = Target(
-            name="ours",
-            url=f"{system.endpoints.api_url}/langgraph",
-            assistant=AGENT,
-            api_key=system.endpoints.api_key,
-            headers={"x-agency-id": agency},
+        yield (
+            Target(
+                name="ours",
+                url=f"{system.endpoints.api_url}/langgraph",
+                assistant=AGENT,
+                api_key=system.endpoints.api_key,
+                headers={"x-agency-id": agency},
+            ),
+            system.log_tail,
         )
-        print_load("before")
-        try:
-            results = await measure(target, counts)
-        except BaseException:
-            print(system.log_tail(), file=sys.stderr, flush=True)
-            raise
-        print_load("after")
-    return results
 
 
-async def aegra(python: Path, model_url: str, counts: Counts) -> dict[str, float]:
+@asynccontextmanager
+async def aegra(python: Path, model_url: str) -> AsyncIterator[tuple[Target, Callable[[], str]]]:
+    """Aegra over a PostgreSQL of its own: its target, and its log's tail."""
     from bench.http_aegra import GRAPH_ID, AegraServer, postgres_settings
 
-    print("baseline: Aegra", flush=True)
     with tempfile.TemporaryDirectory(prefix="agency-bench-aegra-pg-") as tmp:
         settings = postgres_settings(Path(tmp) / "share")
         async with (
             PostgresServer(Path(tmp) / "pg", fsync=True, settings=settings) as pg,
             AegraServer(python, pg.url, model_url) as server,
         ):
-            target = Target(name="aegra", url=server.url, assistant=GRAPH_ID)
-            print_load("before")
-            try:
-                results = await measure(target, counts)
-            except BaseException:
-                print(server.log_tail(), file=sys.stderr, flush=True)
-                raise
-            print_load("after")
-    return results
+            yield Target(name="aegra", url=server.url, assistant=GRAPH_ID), server.log_tail
 
 
 async def bench(args: argparse.Namespace, python: Path | None) -> list[str]:
@@ -138,10 +134,20 @@ async def bench(args: argparse.Namespace, python: Path | None) -> list[str]:
         warmup=args.warmup,
         model_ttft_ms=args.model_ttft_ms,
     )
-    async with FakeLLMServer(instant=True) as fake:
+    async with FakeLLMServer(instant=True) as fake, contextlib.AsyncExitStack() as stack:
         script(fake, args.model_ttft_ms)
-        mine = await ours(fake.base_url, counts)
-        theirs = await aegra(python, fake.base_url, counts) if python else {}
+        sides = [await stack.enter_async_context(ours(fake.base_url))]
+        if python is not None:
+            sides.append(await stack.enter_async_context(aegra(python, fake.base_url)))
+        print_load("before")
+        try:
+            results = await measure([target for target, _ in sides], counts)
+        except BaseException:
+            for target, log_tail in sides:
+                print(f"{target.name}:\n{log_tail()}", file=sys.stderr, flush=True)
+            raise
+        print_load("after")
+    mine, theirs = results["ours"], results.get("aegra", {})
     return [line(name, kind, mine[name], theirs.get(name, 0.0)) for name, kind in METRICS]
 
 
@@ -167,7 +173,7 @@ def main() -> None:
         parser.error("--runs and --concurrent need at least 1, --warmup at least 0")
     print(
         f"http benchmark: {args.runs} samples per metric, {args.concurrent} concurrent runs, "
-        "one langgraph-sdk client script against ours, then Aegra",
+        "one langgraph-sdk client script against ours and Aegra, phase by phase in turn",
         flush=True,
     )
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,6 +152,16 @@ class Driver:
 
     # --- the phases ----------------------------------------------------------------------
 
+    async def latencies(self, phase: str) -> list[float]:
+        """The ms samples of a latency phase: create, sequential, resume or ttft."""
+        phases = {
+            "create": self.creates,
+            "sequential": self.sequential,
+            "resume": self.resumes,
+            "ttft": self.ttfts,
+        }
+        return await phases[phase]()
+
     async def sequential(self) -> list[float]:
         """Runs one after the other, each on a thread created before: ms per run."""
         out: list[float] = []
@@ -201,25 +212,27 @@ class Driver:
         return out
 
 
-async def measure(target: Target, counts: Counts) -> dict[str, float]:
-    """Every phase against `target`: p50 ms for latencies, runs/s for `concurrent`."""
-    driver = Driver(target, counts)
-    results: dict[str, float] = {}
+async def measure(targets: Sequence[Target], counts: Counts) -> dict[str, dict[str, float]]:
+    """Every phase against every target, the targets taking each phase in turn (the first
+    goes first in one phase, last in the next), so that both see the machine as it is in
+    the same minutes: per target, p50 ms for latencies and runs/s for `concurrent`."""
+    drivers = [Driver(target, counts) for target in targets]
+    results: dict[str, dict[str, float]] = {target.name: {} for target in targets}
     try:
-        for name, phase in (
-            ("create", driver.creates),
-            ("sequential", driver.sequential),
-            ("resume", driver.resumes),
-            ("ttft", driver.ttfts),
-        ):
-            samples = await phase()
-            results[name] = statistics.median(samples)
-            print(f"  {target.name} {name}: {spread(samples)}", flush=True)
-        results["concurrent"] = await driver.concurrent()
-        print(f"  {target.name} concurrent: {counts.concurrent} runs at once, "
-              f"{results['concurrent']:.1f} runs/s", flush=True)  # fmt: skip
+        for turn, name in enumerate(("create", "sequential", "resume", "ttft", "concurrent")):
+            for driver in drivers if turn % 2 == 0 else drivers[::-1]:
+                into = results[driver.target.name]
+                if name == "concurrent":
+                    into[name] = await driver.concurrent()
+                    print(f"  {driver.target.name} concurrent: {counts.concurrent} runs at "
+                          f"once, {into[name]:.1f} runs/s", flush=True)  # fmt: skip
+                    continue
+                samples = await driver.latencies(name)
+                into[name] = statistics.median(samples)
+                print(f"  {driver.target.name} {name}: {spread(samples)}", flush=True)
     finally:
-        await driver.close()
+        for driver in drivers:
+            await driver.close()
     return results
 
 

@@ -12,10 +12,15 @@ NATS and PostgreSQL with their durable defaults, its model pointed at the fake
 clients are httpx (one pool) and httpx-sse in this process.
 
 LangGraph (`bench.langgraph_hitl`): model → `ToolNode` → model, `write_file` asking for
-approval with `interrupt()`, `AsyncPostgresSaver` (pool of 20) in a database of its own on
-the system's PostgreSQL server; a run is `ainvoke` on a fresh `thread_id`, a resume
-`ainvoke(Command(resume=...))` on it. It runs in this process after our phases, while
-`agency up` is idle.
+approval with `interrupt()`, `AsyncPostgresSaver` (pool of 20) on a PostgreSQL server of
+its own with the same defaults (`bench.system_peer`); a run is `ainvoke` on a fresh
+`thread_id`, a resume `ainvoke(Command(resume=...))` on it. It runs in this process.
+
+The two sides take turns, so that both are measured on the machine as it is in the same
+minutes (its speed drifts by tens of percent within minutes; a side measured a few minutes
+after the other read a ratio the code did not make): `resume` and `ttft` in blocks of
+`--block` samples, ours then LangGraph, then LangGraph then ours, and so on; LangGraph's
+`create` right after ours. `parked` comes last, ours alone.
 
 Lines (`bench: <name> ours=… baseline=… ratio=…`). For latencies the ratio is
 baseline/ours, for rates and memory ours/baseline: above 1 means we are faster for
@@ -24,7 +29,8 @@ start-up memory the parked threads take.
 - `resume`: a thread parked on its approval; `POST …/approve`, until `run.completed` is on
   the thread's SSE stream (opened and read up to the pause before the clock starts): the
   tool and one model call in between. p50 ms over `--runs` threads after 5 warm-up ones
-  (p90 and max printed too). LangGraph: `Command(resume=...)` until the graph ends, p50.
+  (p90 and max printed too). LangGraph: `Command(resume=...)` until the graph ends, p50
+  over as many samples, taken in turn with ours.
 - `ttft`: `POST …/invoke` until the first `model.delta` is on the thread's SSE stream
   (opened before), less the fake's own time to first token (`--model-ttft-ms`, 50 ms: the
   scripted delay before its first chunk); p50 over `--runs` runs, each of which must then
@@ -53,20 +59,18 @@ the scripted answer; LangGraph's parked at an interrupt and ended with the tool'
 and the answer. Every wait has a deadline.
 
 Run: `just bench system` (options: --runs N, --threads N, --parked N, --clients N,
---model-ttft-ms MS, --idle-window S, --skip-langgraph). Figures: `docs/performance.md`.
+--block N, --model-ttft-ms MS, --idle-window S, --skip-langgraph). Figures:
+`docs/performance.md`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import random
 import statistics
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import uvloop
 
@@ -93,19 +97,15 @@ from bench.system_ours import (
     first_token,
     park,
     resume,
-    resume_text,
-    ttft_text,
     until_parked,
 )
-from infra.launch.postgres_server import ensure_database
+from bench.system_peer import LangGraphSide, langgraph_side
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.llm.fake_server import FakeLLMServer
 
 WARMUP = 5
 TOKEN_MS = 20
 PARKED_RESUMES = 20
-LANGGRAPH_DATABASE = "langgraph_system_bench"
-MODEL = "fake-model"
 LIMITS_OFF = {"AGENCY_TENANT_MAX_ACTIVE_RUNS": "0", "AGENCY_TENANT_INVOKES_PER_SECOND": "0"}
 
 
@@ -164,17 +164,43 @@ def script(fake: FakeLLMServer, model_ttft_ms: int) -> None:
     fake.script(TTFT_KEY, [step])
 
 
-async def samples(count: int, measure: Callable[[int], Awaitable[float]]) -> list[float]:
+Measure = Callable[[int], Awaitable[float]]
+
+
+async def in_turn(
+    count: int, block: int, ours: Measure, theirs: Measure | None
+) -> tuple[list[float], list[float]]:
+    """`count` samples of each side after `WARMUP` each, taken in blocks of `block` in
+    turn (ours first, then theirs first, and so on): both see the same minutes of the
+    machine. Sample indexes are unique per side; warm-up ones are negative."""
     for i in range(WARMUP):
-        await measure(-1 - i)
-    return [await measure(i) for i in range(count)]
+        await ours(-1 - i)
+        if theirs is not None:
+            await theirs(-1 - i)
+    mine: list[float] = []
+    others: list[float] = []
+    turn = 0
+    while len(mine) < count:
+        size = min(block, count - len(mine))
+        sides = [(ours, mine), (theirs, others)]
+        for measure, into in sides if turn % 2 == 0 else sides[::-1]:
+            if measure is None:
+                continue
+            for _ in range(size):
+                into.append(await measure(len(into)))
+        turn += 1
+    return mine, others
 
 
-# --- ours ------------------------------------------------------------------------------------
+# --- the phases ------------------------------------------------------------------------------
 
 
-async def ours(
-    args: argparse.Namespace, system: RunningSystem, api: Api, results: dict[str, float]
+async def phases(
+    args: argparse.Namespace,
+    system: RunningSystem,
+    api: Api,
+    peer: LangGraphSide | None,
+    results: dict[str, float],
 ) -> None:
     agency = await api.agency("bench")
     await api.blueprint(agency, BLUEPRINT)
@@ -188,19 +214,35 @@ async def ours(
         thread, run_id = await park(api, agency, f"resume-{i}")
         return await resume(api, agency, thread, run_id)
 
-    resumes = await samples(args.runs, one_resume)
+    resumes, lg_resumes = await in_turn(
+        args.runs, args.block, one_resume, peer.resume if peer else None
+    )
     say(f"resume: {spread(resumes)}")
     results["resume"] = statistics.median(resumes)
+    if lg_resumes:
+        say(f"langgraph resume: {spread(lg_resumes)}")
+        results["lg-resume"] = statistics.median(lg_resumes)
 
-    ttfts = await samples(args.runs, lambda i: first_token(api, agency, i, args.model_ttft_ms))
+    ttfts, lg_ttfts = await in_turn(
+        args.runs,
+        args.block,
+        lambda i: first_token(api, agency, i, args.model_ttft_ms),
+        peer.first_token if peer else None,
+    )
     say(f"ttft: {spread(ttfts)} (less the fake's {args.model_ttft_ms} ms; the first text is "
         "handed on at once, the rest in 50 ms windows)")  # fmt: skip
     results["ttft"] = statistics.median(ttfts)
+    if lg_ttfts:
+        say(f"langgraph ttft: {spread(lg_ttfts)} (less the fake's {args.model_ttft_ms} ms)")
+        results["lg-ttft"] = statistics.median(lg_ttfts)
 
     created_agency = await api.agency("bench-create")
     await api.blueprint(created_agency, BLUEPRINT)
-    created = await fill(api, created_agency, args.threads, args.clients, "create")
-    results["create"] = created
+    results["create"] = await fill(api, created_agency, args.threads, args.clients, "create")
+    if peer is not None:
+        results["lg-create"] = await peer.create(args.threads, args.clients)
+        say(f"langgraph create: {args.threads:,} threads parked by {args.clients} tasks "
+            f"({results['lg-create']:,.1f}/s)")  # fmt: skip
 
     parked_agency = await api.agency("bench-parked")
     await api.blueprint(parked_agency, BLUEPRINT)
@@ -259,68 +301,6 @@ async def fill(api: Api, agency: str, count: int, clients: int, label: str) -> f
     return float(created.rate)
 
 
-# --- LangGraph -------------------------------------------------------------------------------
-
-
-async def langgraph(
-    args: argparse.Namespace, database_url: str, model_url: str, results: dict[str, float]
-) -> None:
-    from bench.langgraph_hitl import HitlPeer  # its packages are the benchmark's
-
-    await ensure_database(database_url, LANGGRAPH_DATABASE)
-    url = urlunsplit(urlsplit(database_url)._replace(path="/" + LANGGRAPH_DATABASE))
-    async with HitlPeer(url, model_url, model=MODEL) as peer:
-        prefix = f"lg-{time.time_ns()}"
-
-        async def one_resume(i: int) -> float:
-            thread = f"{prefix}-resume-{i}"
-            if not await peer.start(thread, resume_text(thread)):
-                raise BenchError(f"LangGraph thread {thread} did not park at its interrupt")
-            started = time.perf_counter()
-            answer = await peer.resume(thread)
-            elapsed = (time.perf_counter() - started) * 1000
-            if answer != ANSWER:
-                raise BenchError(f"LangGraph thread {thread} did not complete: {answer!r}")
-            return elapsed
-
-        async with asyncio.timeout(60 + args.runs):
-            resumes = await samples(args.runs, one_resume)
-        say(f"langgraph resume: {spread(resumes)}")
-        results["lg-resume"] = statistics.median(resumes)
-
-        model_ttft_ms: float = args.model_ttft_ms
-
-        async def one_ttft(i: int) -> float:
-            thread = f"{prefix}-ttft-{i}"
-            started = time.perf_counter()
-            if not await peer.first_token(thread, ttft_text(thread)):
-                raise BenchError(f"LangGraph thread {thread} streamed no token")
-            return (time.perf_counter() - started) * 1000 - model_ttft_ms
-
-        async with asyncio.timeout(60 + args.runs):
-            ttfts = await samples(args.runs, one_ttft)
-        say(f"langgraph ttft: {spread(ttfts)} (less the fake's {args.model_ttft_ms} ms)")
-        results["lg-ttft"] = statistics.median(ttfts)
-
-        remaining = iter(range(args.threads))
-        parked: list[bool] = []
-
-        async def client() -> None:
-            for i in remaining:
-                parked.append(await peer.start(f"{prefix}-create-{i}", resume_text(i)))
-
-        started = time.perf_counter()
-        async with asyncio.timeout(60 + args.threads * 0.5), asyncio.TaskGroup() as tg:
-            for _ in range(args.clients):
-                tg.create_task(client())
-        elapsed = time.perf_counter() - started
-        if not all(parked) or len(parked) != args.threads:
-            raise BenchError(f"{parked.count(False)} LangGraph threads did not park")
-        results["lg-create"] = args.threads / elapsed
-        say(f"langgraph create: {args.threads:,} threads parked by {args.clients} tasks in "
-            f"{elapsed:.1f} s ({results['lg-create']:,.1f}/s)")  # fmt: skip
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -333,17 +313,27 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
             f"{args.threads:,} created by {args.clients} clients, {args.parked:,} parked",
             flush=True,
         )
-        async with RunningSystem(fake.base_url, LIMITS_OFF) as system:
+        async with (
+            _peer(args, fake.base_url) as peer,
+            RunningSystem(fake.base_url, LIMITS_OFF) as system,
+        ):
             assert system.endpoints is not None
             async with Api(system.endpoints, connections=args.clients * 2 + 4) as api:
                 try:
-                    await ours(args, system, api, results)
+                    await phases(args, system, api, peer, results)
                 except BaseException:
                     print(system.log_tail(), file=sys.stderr, flush=True)
                     raise
-            if not args.skip_langgraph:
-                await langgraph(args, system.endpoints.database_url, fake.base_url, results)
     return results
+
+
+@asynccontextmanager
+async def _peer(args: argparse.Namespace, model_url: str) -> AsyncIterator[LangGraphSide | None]:
+    if args.skip_langgraph:
+        yield None
+        return
+    async with langgraph_side(model_url, args.model_ttft_ms) as side:
+        yield side
 
 
 def report(results: dict[str, float]) -> None:
@@ -362,6 +352,9 @@ def main() -> None:
     parser.add_argument("--parked", type=int, default=10_000, help="threads parked (parked)")
     parser.add_argument("--clients", type=int, default=16, help="concurrent HTTP clients")
     parser.add_argument(
+        "--block", type=int, default=5, help="resume and ttft samples a side takes in a turn"
+    )
+    parser.add_argument(
         "--model-ttft-ms", type=int, default=50, help="the fake model's time to first token"
     )
     parser.add_argument(
@@ -371,8 +364,10 @@ def main() -> None:
         "--skip-langgraph", action="store_true", help="measure ours only (baseline 0)"
     )
     args = parser.parse_args()
-    if args.runs < 2 or args.threads < 1 or args.parked < 1 or args.clients < 1:
-        parser.error("--runs needs at least 2; --threads, --parked and --clients at least 1")
+    if args.runs < 2 or min(args.threads, args.parked, args.clients, args.block) < 1:
+        parser.error(
+            "--runs needs at least 2; --threads, --parked, --clients and --block at least 1"
+        )
     if not args.skip_langgraph:
         ensure_langgraph()
     print_load("before")
