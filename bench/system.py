@@ -102,6 +102,7 @@ from bench.system_ours import (
 from bench.system_peer import LangGraphSide, langgraph_side
 from services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from services.llm.fake_server import FakeLLMServer
+from services.observability.logging import configure_logging
 
 WARMUP = 5
 TOKEN_MS = 20
@@ -305,6 +306,7 @@ async def fill(api: Api, agency: str, count: int, clients: int, label: str) -> f
 
 
 async def bench(args: argparse.Namespace) -> dict[str, float]:
+    configure_logging("json", level=40)  # LangGraph's PostgreSQL starts without a word
     results: dict[str, float] = {}
     async with FakeLLMServer(instant=True) as fake:
         script(fake, args.model_ttft_ms)
