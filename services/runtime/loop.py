@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 from opentelemetry import trace
@@ -54,7 +54,7 @@ from services.runtime.failures import (
     run_failed,
 )
 from services.runtime.local_tools import run_local_calls
-from services.runtime.model_call import ModelAborted, ModelCalls, discard
+from services.runtime.model_call import ModelAborted, ModelCalls, Opening, answered_whole, discard
 from services.runtime.model_step import Resolved
 from services.runtime.pending import simulate, still_ours
 from services.runtime.reports import child_report_hooks
@@ -65,6 +65,11 @@ log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
 _MAX_ITERATIONS = 500
+# How long a step's opening waits for the model's answer before it is appended alone: an
+# answer that comes whole meanwhile goes into the same atomic append. Shorter than any
+# model's time to first token that is worth streaming, so a streamed answer's first text
+# still finds its opening stored.
+OPENING_HOLD = 0.02
 
 
 class UnknownThread(Exception):
@@ -92,8 +97,11 @@ class ThreadDriver:
         end_runs_on_failure: bool = True,
         mcp: McpTools | None = None,
         tenant_env: TenantEnvSettings | None = None,
+        opening_hold: float = OPENING_HOLD,
     ) -> None:
         self._mcp = mcp
+        # Re-execution turns this off: it finds a model call's run from its stored opening.
+        self._opening_hold = opening_hold
         # The process variables the operator exposes to tenants' own blueprints: these, or
         # read from the environment at each decision (like the variables themselves).
         self._tenant_env = tenant_env
@@ -214,6 +222,10 @@ class ThreadDriver:
         # The state with `pending` applied, extended as decisions are added to the same
         # list on top of the same stored state, and built afresh when either is replaced.
         virtual, base, folded, counted = state, state, pending, 0
+        # Where, in `pending`, a step begins whose opening waited for its answer (nothing of
+        # it stored yet): what a conflict leaves standing ends there, for that answer was
+        # made from a state another writer has moved since.
+        held_from: int | None = None
         for _ in range(_MAX_ITERATIONS):
             if base is not state or folded is not pending or counted > len(pending):
                 virtual, base, folded, counted = state, state, pending, 0
@@ -235,13 +247,16 @@ class ThreadDriver:
                         return state
                     stored, appended = await self.append(state, pending, decision)
                     kept = appended or decision is not None
-                    pending = [] if kept else still_ours(state, stored, pending)
-                    state, decision = stored, None
+                    standing = pending[:held_from] if held_from is not None else pending
+                    pending = [] if kept else still_ours(state, stored, standing)
+                    state, decision, held_from = stored, None, None
                 case CallModel(run_id=run_id, step=step):
-                    state, pending = await self._model_step(
-                        state, pending, virtual, resolved, run_id, step, decision
+                    before, count = state, len(pending)
+                    # One step's opening at most waits for its answer in an append.
+                    state, pending, decision = await self._model_step(
+                        state, pending, virtual, resolved, run_id, step, decision, held_from
                     )
-                    decision = None
+                    held_from = count if state is before else None
         raise LoopDidNotSettle(state.thread_id, _MAX_ITERATIONS)
 
     async def end_run(
@@ -368,23 +383,44 @@ class ThreadDriver:
         resolved: Resolved,
         run_id: str,
         step: int,
-        decision: Decision | None = None,
-    ) -> tuple[ThreadState, list[AnyEvent]]:
+        decision: Decision | None,
+        held_from: int | None,
+    ) -> tuple[ThreadState, list[AnyEvent], Decision | None]:
         """Append `pending` with the step's opening events, call the model, and return what
-        it answered as the new pending events (appended with the decisions that follow).
-        `virtual` is `state` with `pending` applied (`simulate`); `decision` among them."""
+        it answered as the new pending events (appended with the decisions that follow),
+        and the command's `decision` if it is still among them. `virtual` is `state` with
+        `pending` applied (`simulate`). Unless `pending` holds a held step already (from
+        `held_from` on), the opening waits a moment for the answer, and an answer that came
+        whole meanwhile joins it: then nothing is stored yet, and `state` comes back as
+        it was."""
         state_before = state
         state = virtual
         ctx = self._context(state, resolved, run_id, step)
         opened = await model_step.opening(self._system, resolved, ctx, state, run_id, step)
         prelude, request = opened.prelude, opened.request
         # The model is asked while the opening is stored (`model_call`).
-        opening = asyncio.ensure_future(self.append(state_before, [*pending, *prelude], decision))
+        opening = Opening(
+            lambda: self.append(state_before, [*pending, *prelude], decision),
+            self._opening_hold if held_from is None else 0.0,
+        )
         calling = asyncio.ensure_future(
             self.calls.call(opening, (state.tenant_id, state.thread_id), request, run_id, step)
         )
         try:
-            state, appended = await opening
+            either: list[asyncio.Future[Any]] = [opening.future, calling]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            opening.withdraw()
+            await discard(calling)
+            raise
+        if answered_whole(calling) and opening.withdraw():
+            response, _ = calling.result()
+            ctx.observe(simulate(virtual, prelude))
+            closing = await model_step.closing(resolved, ctx, opened, response, run_id, step)
+            return state_before, [*pending, *prelude, *closing], decision
+        opening.release()
+        try:
+            state, appended = await opening.future
         except BaseException:
             await discard(calling)
             raise
@@ -393,20 +429,28 @@ class ThreadDriver:
             # Someone else moved the thread: decide again from there (keeping what the
             # last model call answered, if the run goes on where it was; a command's
             # decision is the command's to decide again).
-            return state, [] if decision is not None else still_ours(state_before, state, pending)
+            standing = pending[:held_from] if held_from is not None else pending
+            kept = [] if decision is not None else still_ours(state_before, state, standing)
+            return state, kept, None
         try:
-            response, state = await calling
+            response, streamed = await calling
         except ModelAborted:
-            return await self._threads.load(state.tenant_id, state.thread_id), []
+            return await self._threads.load(state.tenant_id, state.thread_id), [], None
         except ModelError as e:
             log.warning("model call failed", run_id=run_id, error=str(e))
             kind = e.kind or "model_error"
-            return state, [
-                AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
-                RunError(run_id=run_id, error=f"model call failed: {e}", kind=kind),
-            ]
+            return (
+                state,
+                [
+                    AgentError(run_id=run_id, error=str(e), retryable=e.retryable),
+                    RunError(run_id=run_id, error=f"model call failed: {e}", kind=kind),
+                ],
+                None,
+            )
+        state = streamed or state
         ctx.observe(state)
-        return state, await model_step.closing(resolved, ctx, opened, response, run_id, step)
+        closing = await model_step.closing(resolved, ctx, opened, response, run_id, step)
+        return state, closing, None
 
     def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:
         """Abort the thread's model call in flight, or its code agent's handler."""

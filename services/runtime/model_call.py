@@ -7,6 +7,11 @@ opening to be stored before it is appended, so the log's order is the same as if
 calls had been made one after the other; an opening that did not land (another writer
 moved the thread) abandons the call.
 
+The opening may be held back a moment (`Opening`, `hold`): a model that answers whole
+within it (a small answer from a fast model) has its answer appended with the opening,
+one atomic append where there were two. The first streamed text, or the hold running out,
+sends the opening on as before.
+
 A cancel aborts the call in flight (`abort`); a stream cut mid-answer is made again
 (`_STREAM_RERUNS`), its shown deltas superseded by the new call's.
 """
@@ -14,6 +19,7 @@ A cancel aborts the call in flight (`abort`); a stream cut mid-answer is made ag
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
@@ -35,8 +41,36 @@ _STREAM_RERUNS = 3
 
 # Appends after a state: the stored state, and whether the events landed.
 Append = Callable[[ThreadState, Sequence[AnyEvent]], Awaitable[tuple[ThreadState, bool]]]
-# The step's opening append, in flight.
-Opening = asyncio.Future[tuple[ThreadState, bool]]
+Appended = tuple[ThreadState, bool]
+
+
+class Opening:
+    """The step's opening append, sent once `release`d or after `hold` seconds, unless
+    `withdraw`n first (its events then go with the next append)."""
+
+    def __init__(self, append: Callable[[], Awaitable[Appended]], hold: float) -> None:
+        self._append = append
+        self._released = asyncio.Event()
+        self._begun = False
+        self.future: asyncio.Future[Appended] = asyncio.ensure_future(self._send(hold))
+
+    async def _send(self, hold: float) -> Appended:
+        if hold > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), hold)
+        self._begun = True
+        return await self._append()
+
+    def release(self) -> None:
+        """Send it now."""
+        self._released.set()
+
+    def withdraw(self) -> bool:
+        """Keep it from being sent: False once its append has begun."""
+        if self._begun:
+            return False
+        self.future.cancel()
+        return True
 
 
 class ModelAborted(Exception):
@@ -62,10 +96,11 @@ class ModelCalls:
 
     async def call(
         self, opening: Opening, key: tuple[str, str], request: ModelRequest, run_id: str, step: int
-    ) -> tuple[ModelResponse, ThreadState]:
-        """The model's answer and the thread's state after the deltas it streamed (or
-        after the opening, without any). Raises `ModelAborted` when the opening did not
-        land or the run stopped running; `ModelError` as the provider does."""
+    ) -> tuple[ModelResponse, ThreadState | None]:
+        """The model's answer and the thread's state after the deltas it streamed (None
+        without any: the opening's, which may not be sent yet). Raises `ModelAborted` when
+        the opening did not land or the run stopped running; `ModelError` as the provider
+        does."""
         for rerun in range(1, _STREAM_RERUNS + 1):
             try:
                 return await self._call(opening, key, request, run_id, step)
@@ -77,7 +112,7 @@ class ModelCalls:
 
     async def _call(
         self, opening: Opening, key: tuple[str, str], request: ModelRequest, run_id: str, step: int
-    ) -> tuple[ModelResponse, ThreadState]:
+    ) -> tuple[ModelResponse, ThreadState | None]:
         latest: list[ThreadState] = []
         # Text past the answer limit is not streamed either (characters: at most as many).
         room = [limits().max_message_bytes]
@@ -120,19 +155,26 @@ class ModelCalls:
                     del self._inflight[key]
                 if not task.done():  # this drive was cancelled (shutdown, or its lease lost)
                     task.cancel()
-        return response, latest[-1] if latest else await opened(opening)
+        return response, latest[-1] if latest else None
 
 
 async def opened(opening: Opening) -> ThreadState:
-    """The state once the step's opening is stored; `ModelAborted` if it was not. The
-    opening is shielded: abandoning the model call never abandons the append."""
-    state, stored = await asyncio.shield(opening)
+    """The state once the step's opening is stored (sent now if it was held);
+    `ModelAborted` if it was not. The opening is shielded: abandoning the model call never
+    abandons the append."""
+    opening.release()
+    state, stored = await asyncio.shield(opening.future)
     if not stored:
         raise ModelAborted()
     return state
 
 
-async def discard(task: asyncio.Future[tuple[ModelResponse, ThreadState]]) -> None:
+def answered_whole(calling: asyncio.Future[tuple[ModelResponse, ThreadState | None]]) -> bool:
+    """The call is done with an answer, none of it streamed (streaming sent the opening)."""
+    return calling.done() and not calling.cancelled() and calling.exception() is None
+
+
+async def discard(task: asyncio.Future[tuple[ModelResponse, ThreadState | None]]) -> None:
     """Cancel a call that is no longer wanted and wait for it to unwind (a cancel of the
     caller itself still propagates)."""
     task.cancel()

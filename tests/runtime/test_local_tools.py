@@ -229,8 +229,9 @@ async def test_a_worker_gone_mid_call_leaves_the_call_open_and_the_next_drive_ru
         with pytest.raises(WorkerDied):
             await driver().drive("t1", "th1")
         kept = [e.type for e in store.events("t1", "thread", "th1")]
-        # Nothing of the call, nor of the answer that asked for it, was appended.
-        assert kept[-1] == "model.started" and not any(t.startswith("tool.") for t in kept)
+        # Nothing of the call, nor of the answer that asked for it, was appended (the
+        # step's opening may have been: it waits a moment for an answer to go with it).
+        assert "model.completed" not in kept and not any(t.startswith("tool.") for t in kept)
         state = await driver().drive("t1", "th1")
     finally:
         await provider.close()

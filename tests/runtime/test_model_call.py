@@ -28,7 +28,7 @@ from services.common.caches import BlueprintCache, ThreadCache
 from services.llm.fake_scripts import ScriptStep
 from services.llm.fake_server import FakeLLMServer
 from services.llm.provider import OpenAIProvider
-from services.runtime.loop import ThreadDriver
+from services.runtime.loop import OPENING_HOLD, ThreadDriver
 from services.runtime.replay.memstore import MemoryEventStore
 from tests.helpers import assert_eventually
 from tests.runtime.test_loop import assert_gapless
@@ -160,3 +160,76 @@ async def test_an_opening_that_does_not_land_abandons_the_call(llm: FakeLLMServe
     kinds = [e.type for e in store.events("t1", "thread", "th1")]
     assert state.run("r1").status == "canceled"  # type: ignore[union-attr]
     assert not any(k.startswith("model.") for k in kinds)
+
+
+class CountedAppends(MemoryEventStore):
+    """Records the event types of each append, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    async def append(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        payloads: Sequence[AnyEvent],
+        *,
+        expected: Position,
+        context: EventContext | None = None,
+        idempotency_key: str | None = None,
+        keyed: int | None = None,
+    ) -> AppendResult:
+        result = await super().append(
+            tenant_id,
+            aggregate,
+            aggregate_id,
+            payloads,
+            expected=expected,
+            context=context,
+            idempotency_key=idempotency_key,
+            keyed=keyed,
+        )
+        self.batches.append([e.type for e in result.events])
+        return result
+
+
+async def _drive_to_the_end(store: CountedAppends, llm: FakeLLMServer) -> list[list[str]]:
+    """The appends of a run driven from its acceptance to its end (the thread's own two
+    events aside)."""
+    system = AgentSystem().add_agent(BlueprintSpec(name="plain"))
+    provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
+    try:
+        driver = ThreadDriver(store, system, provider, ThreadCache(store), BlueprintCache(store))
+        state = await asyncio.wait_for(driver.drive("t1", "th1"), 30)
+    finally:
+        await provider.close()
+    assert state.run("r1").status == "completed"  # type: ignore[union-attr]
+    assert_gapless(store.events("t1", "thread", "th1"))
+    return store.batches[1:]
+
+
+async def test_an_answer_that_comes_whole_at_once_is_stored_with_its_opening(
+    llm: FakeLLMServer,
+) -> None:
+    key = "whole-" + new_id()
+    llm.script(key, [ScriptStep(content="at once")])
+    store = CountedAppends()
+    await _thread(store, key)
+    batches = await _drive_to_the_end(store, llm)
+    assert len(batches) == 1, batches
+    assert {"model.started", "model.completed", "run.completed"} <= set(batches[0])
+
+
+async def test_an_answer_slower_than_the_hold_finds_its_opening_stored(
+    llm: FakeLLMServer,
+) -> None:
+    key = "slow-" + new_id()
+    llm.script(key, [ScriptStep(content="later", delay_ms=round(OPENING_HOLD * 1000) + 300)])
+    store = CountedAppends()
+    await _thread(store, key)
+    batches = await _drive_to_the_end(store, llm)
+    assert len(batches) == 2, batches
+    assert "model.started" in batches[0] and "model.completed" not in batches[0]
+    assert {"model.completed", "run.completed"} <= set(batches[1])

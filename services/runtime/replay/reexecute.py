@@ -73,6 +73,8 @@ class _ThreadRun:
             BlueprintCache(store),
             end_runs_on_failure=False,
             mcp=RecordedMcpTools(record.events),
+            # The recorded provider finds each call's run from its stored `model.started`.
+            opening_hold=0.0,
         )
 
     @property
