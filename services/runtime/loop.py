@@ -10,8 +10,7 @@ thread's events stay one gap-free sequence.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -30,9 +29,8 @@ from contracts.events import (
     ToolStarted,
 )
 from domain.thread_state import ThreadState
-from infra.jetstream.errors import ConcurrencyError
 from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import EventContext, RecordedEvent
+from infra.jetstream.records import RecordedEvent
 from infra.keyed_locks import KeyedLocks
 from services.agents.system import AgentSystem
 from services.agents.tools import Tool
@@ -43,7 +41,7 @@ from services.common.thread_view import thread_view
 from services.llm.provider import ModelError, Provider
 from services.runtime import model_step
 from services.runtime.actions import Append, CallModel, Wait, next_action
-from services.runtime.checkpoint import with_checkpoint
+from services.runtime.appends import ThreadAppends
 from services.runtime.code_runner import CodeRuns
 from services.runtime.decision import Decision
 from services.runtime.failures import (
@@ -114,9 +112,10 @@ class ThreadDriver:
         self._blueprints = blueprints
         self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
         # The model call in flight per thread, so a cancel can abort it.
+        self.appends = ThreadAppends(store, threads)
+        self.append = self.appends.append
+        self.watched = self.appends.watched
         self.calls = ModelCalls(provider, self.append)
-        # Appends made by the drives being watched (`watched`), per thread.
-        self._appends: dict[tuple[str, str], int] = {}
         self.code = CodeRuns(self, provider)
 
     @property
@@ -131,16 +130,6 @@ class ThreadDriver:
 
     async def reload(self, state: ThreadState) -> ThreadState:
         return await self._threads.load(state.tenant_id, state.thread_id)
-
-    @contextlib.contextmanager
-    def watched(self, tenant_id: str, thread_id: str) -> Iterator[Callable[[], int]]:
-        """Count this thread's appends while the block runs; yields how many so far."""
-        key = (tenant_id, thread_id)
-        self._appends[key] = 0
-        try:
-            yield lambda: self._appends.get(key, 0)
-        finally:
-            self._appends.pop(key, None)
 
     def lock(self, tenant_id: str, thread_id: str) -> asyncio.Lock:
         return self._locks.lock((tenant_id, thread_id))
@@ -327,53 +316,6 @@ class ThreadDriver:
                     case RunResumed():
                         await middleware.on_resume(ctx, run.reason or "resume", None)
         return [*events, *ctx.emitted]
-
-    async def append(
-        self, state: ThreadState, events: Sequence[AnyEvent], decision: Decision | None = None
-    ) -> tuple[ThreadState, bool]:
-        """Append after the state's position. On a conflict, the reloaded state and False:
-        the caller decides again from what the other writer left. An append the broker had
-        already stored (a retried publish) is in the log: the reloaded state and True.
-        With a command's `decision` among `events`, under its key and as caused by it."""
-        landed, appended = await self._append(state, events, decision)
-        if decision is not None:
-            if appended:
-                decision.landed(landed)
-            else:
-                decision.missed()
-        return landed, appended
-
-    async def _append(
-        self, state: ThreadState, events: Sequence[AnyEvent], decision: Decision | None
-    ) -> tuple[ThreadState, bool]:
-        try:
-            result = await self._store.append(
-                state.tenant_id,
-                "thread",
-                state.thread_id,
-                with_checkpoint(state, events),
-                expected=state.position,
-                context=EventContext(
-                    agency_id=state.agency_id,
-                    thread_id=state.thread_id,
-                    correlation_id=state.correlation_id,
-                    causation_id=decision.causation_id if decision is not None else None,
-                ),
-                idempotency_key=decision.idempotency_key if decision is not None else None,
-                keyed=len(decision.events) if decision is not None else None,
-            )
-        except ConcurrencyError:
-            return await self._threads.load(state.tenant_id, state.thread_id), False
-        if result.duplicate:
-            # Stored before. With a command's decision, what was stored under its key may
-            # be that decision alone, without what this append adds to it: read, and
-            # decided again from there (the command, on its side, finds its key decided).
-            reloaded = await self._threads.load(state.tenant_id, state.thread_id)
-            return reloaded, decision is None
-        key = (state.tenant_id, state.thread_id)
-        if key in self._appends:
-            self._appends[key] += 1
-        return self._threads.advance(state, result.events), True
 
     async def _model_step(
         self,
