@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from contracts.events import (
     AnyEvent,
@@ -169,28 +170,8 @@ class CountedAppends(MemoryEventStore):
         super().__init__()
         self.batches: list[list[str]] = []
 
-    async def append(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        payloads: Sequence[AnyEvent],
-        *,
-        expected: Position,
-        context: EventContext | None = None,
-        idempotency_key: str | None = None,
-        keyed: int | None = None,
-    ) -> AppendResult:
-        result = await super().append(
-            tenant_id,
-            aggregate,
-            aggregate_id,
-            payloads,
-            expected=expected,
-            context=context,
-            idempotency_key=idempotency_key,
-            keyed=keyed,
-        )
+    async def append(self, *args: Any, **kwargs: Any) -> AppendResult:
+        result = await super().append(*args, **kwargs)
         self.batches.append([e.type for e in result.events])
         return result
 
