@@ -240,12 +240,10 @@ class ThreadDriver:
                     pending = [] if kept else still_ours(state, stored, standing)
                     state, decision, held_from = stored, None, None
                 case CallModel(run_id=run_id, step=step):
-                    before, count = state, len(pending)
                     # One step's opening at most waits for its answer in an append.
-                    state, pending, decision = await self._model_step(
+                    state, pending, decision, held_from = await self._model_step(
                         state, pending, virtual, resolved, run_id, step, decision, held_from
                     )
-                    held_from = count if state is before else None
         raise LoopDidNotSettle(state.thread_id, _MAX_ITERATIONS)
 
     async def end_run(
@@ -327,14 +325,15 @@ class ThreadDriver:
         step: int,
         decision: Decision | None,
         held_from: int | None,
-    ) -> tuple[ThreadState, list[AnyEvent], Decision | None]:
+    ) -> tuple[ThreadState, list[AnyEvent], Decision | None, int | None]:
         """Append `pending` with the step's opening events, call the model, and return what
         it answered as the new pending events (appended with the decisions that follow),
         and the command's `decision` if it is still among them. `virtual` is `state` with
         `pending` applied (`simulate`). Unless `pending` holds a held step already (from
         `held_from` on), the opening waits a moment for the answer, and an answer that came
-        whole meanwhile joins it: then nothing is stored yet, and `state` comes back as
-        it was."""
+        whole meanwhile joins it: then nothing is stored yet, `state` comes back as it
+        was, and the last value says where the held step begins in the new pending events
+        (None once anything was stored)."""
         state_before = state
         state = virtual
         ctx = self._context(state, resolved, run_id, step)
@@ -359,7 +358,7 @@ class ThreadDriver:
             response, _ = calling.result()
             ctx.observe(simulate(virtual, prelude))
             closing = await model_step.closing(resolved, ctx, opened, response, run_id, step)
-            return state_before, [*pending, *prelude, *closing], decision
+            return state_before, [*pending, *prelude, *closing], decision, len(pending)
         opening.release()
         try:
             state, appended = await opening.future
@@ -373,11 +372,11 @@ class ThreadDriver:
             # decision is the command's to decide again).
             standing = pending[:held_from] if held_from is not None else pending
             kept = [] if decision is not None else still_ours(state_before, state, standing)
-            return state, kept, None
+            return state, kept, None, None
         try:
             response, streamed = await calling
         except ModelAborted:
-            return await self._threads.load(state.tenant_id, state.thread_id), [], None
+            return await self._threads.load(state.tenant_id, state.thread_id), [], None, None
         except ModelError as e:
             log.warning("model call failed", run_id=run_id, error=str(e))
             kind = e.kind or "model_error"
@@ -388,11 +387,12 @@ class ThreadDriver:
                     RunError(run_id=run_id, error=f"model call failed: {e}", kind=kind),
                 ],
                 None,
+                None,
             )
         state = streamed or state
         ctx.observe(state)
         closing = await model_step.closing(resolved, ctx, opened, response, run_id, step)
-        return state, closing, None
+        return state, closing, None, None
 
     def abort_model_call(self, tenant_id: str, thread_id: str) -> bool:
         """Abort the thread's model call in flight, or its code agent's handler."""
