@@ -269,6 +269,22 @@ def agent_types(deps: ApiDeps, events: list[RecordedEvent]) -> dict[str, Bluepri
     return types
 
 
+async def require_agent_type(deps: ApiDeps, tenant: str, agency_id: str, agent_type: str) -> None:
+    """404 unless this tenant has the agency and a thread of it may use `agent_type`. A
+    static blueprint's name always may (deleting the agency's own blueprint of that name
+    brings the static one back), so only another name reads the agency's log."""
+    if agent_type in deps.system.blueprints:
+        await agency_owned(deps, tenant, agency_id)
+        return
+    known = agent_types(deps, await agency_events(deps, tenant, agency_id))
+    if agent_type not in known:
+        # A well-formed request naming a blueprint that is not there: not found.
+        raise NotFoundException(
+            f"unknown agentType {agent_type!r}: agency {agency_id} has "
+            f"{', '.join(sorted(known)) or 'no blueprints'}; save a blueprint first"
+        )
+
+
 async def thread_created(
     deps: ApiDeps, tenant: str, agency_id: str | None, thread_id: str
 ) -> ThreadCreated:

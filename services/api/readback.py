@@ -11,12 +11,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from contracts.subjects import Aggregate
 from infra.jetstream.records import RecordedEvent
 from projections import catalog
 from services.api.deps import ApiDeps
 from services.api.logwait import watch_log
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a command wrote, as its aggregate's log was read until it showed it."""
+
+    # The command's event; None if it was not seen in time.
+    event: RecordedEvent | None
+    # Whether every read model handling it has passed it (and what was stored with it).
+    readable: bool
+    # The aggregate's whole log as read, up to and including the command's events.
+    log: list[RecordedEvent]
 
 
 async def read_your_write(
@@ -34,27 +47,44 @@ async def read_your_write(
 
     `send` sends the command once the aggregate is watched: see `watch_log` for why a
     command sent before would sometimes be found only by the periodic re-read."""
+    written = await write_and_read(deps, tenant, aggregate, aggregate_id, key, send)
+    return written.event, written.readable
+
+
+async def write_and_read(
+    deps: ApiDeps,
+    tenant: str,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    key: str,
+    send: Callable[[], Awaitable[object]] | None = None,
+) -> Written:
+    """As `read_your_write`, with the aggregate's log as read (so the caller need not read
+    it again)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deps.settings.read_your_writes_timeout
+    log: list[RecordedEvent] = []
 
     def ours(events: list[RecordedEvent]) -> RecordedEvent | None:
+        log.extend(events)
         return next((e for e in events if e.envelope.idempotency_key == key), None)
 
-    async with watch_log(deps.bus.nc, deps.bus.store, tenant, aggregate, aggregate_id) as log:
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, aggregate, aggregate_id) as watch:
         if send is not None:
             await send()
-        event = await log.until(ours, deadline - loop.time())
+        event = await watch.until(ours, deadline - loop.time())
     if event is None:
-        return None, False
+        return Written(None, False, log)
     # A command may store several events in its one atomic append (a tenant and its first
     # key): what it wrote is readable once the read models passed the last of them, which
-    # the projector may take in a later batch than the first.
-    last = await deps.bus.store.last_position(tenant, aggregate, aggregate_id)
+    # the projector may take in a later batch than the first. The append is stored whole,
+    # so the read that found the event read the rest of it too.
+    last = log[-1].stream_seq
     names = [p.name for p in catalog.ALL if p.wants(event.type)]
     readable = await deps.progress.wait_passed(
-        names, max(event.stream_seq, last.stream_seq), deadline - loop.time()
+        names, max(event.stream_seq, last), deadline - loop.time()
     )
-    return event, readable
+    return Written(event, readable, log)
 
 
 async def caught_up(deps: ApiDeps, tenant: str, thread_id: str) -> bool:

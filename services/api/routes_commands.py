@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, post
-from litestar.exceptions import ClientException, NotFoundException, ValidationException
+from litestar.exceptions import ClientException, ValidationException
 from litestar.params import HeaderParameter, JSONBody
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -42,10 +42,10 @@ from services.api.auth import (
     Deps,
     ThreadId,
     agency_events,
-    agent_types,
     mint_api_key,
     path_id,
     require_admin,
+    require_agent_type,
     tenant_of,
     thread_created,
     thread_terminated,
@@ -223,13 +223,7 @@ async def create_thread(
 ) -> Response[ThreadOut]:
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
-    known = agent_types(deps, await agency_events(deps, tenant, agency_id))
-    if data.agent_type not in known:
-        # A well-formed request naming a blueprint that is not there: not found.
-        raise NotFoundException(
-            f"unknown agentType {data.agent_type!r}: agency {agency_id} has "
-            f"{', '.join(sorted(known)) or 'no blueprints'}; save a blueprint first"
-        )
+    await require_agent_type(deps, tenant, agency_id, data.agent_type)
     thread_id, key = new_id(), new_id()
     command = CreateThread(
         agency_id=agency_id,

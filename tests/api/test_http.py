@@ -235,6 +235,30 @@ async def test_unknown_agent_type_is_refused(client: httpx.AsyncClient, tenant_a
     assert "unknown agentType 'ghost'" in r.json()["error"] and STATIC_AGENT in r.json()["error"]
 
 
+async def test_a_thread_may_use_a_static_or_the_agency_s_own_blueprint_in_its_own_agency(
+    client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+) -> None:
+    agency_id = await create_agency(client, tenant_a)
+    r = await client.post(
+        f"/agency/{agency_id}/blueprints", json={"name": "own-helper"}, headers=tenant_a.auth
+    )
+    assert r.status_code == 201, r.text
+    for agent_type in ("own-helper", STATIC_AGENT):
+        r = await client.post(
+            f"/agency/{agency_id}/agents", json={"agentType": agent_type}, headers=tenant_a.auth
+        )
+        assert r.status_code == 201, r.text
+        assert r.json()["agentType"] == agent_type
+    # Another tenant names the agency, with a static blueprint or the agency's own: the
+    # agency is not found, whichever it names.
+    for agent_type in ("own-helper", STATIC_AGENT):
+        r = await client.post(
+            f"/agency/{agency_id}/agents", json={"agentType": agent_type}, headers=tenant_b.auth
+        )
+        assert r.status_code == 404, r.text
+        assert f"agency {agency_id} not found" in r.json()["error"]
+
+
 # --- invoke, approve, cancel --------------------------------------------------------------
 
 

@@ -108,6 +108,19 @@ async def test_thread_errors_say_what_does_not_map(lg: LangGraph) -> None:
         await lg.client.threads.create(graph_id="worker", metadata={"n": 1})
     with pytest.raises(NotFoundError):
         await lg.client.threads.get("01JD0000000000000000000000")
+    with pytest.raises(NotFoundError, match="assistant 'ghost' not found"):
+        await lg.client.threads.create(graph_id="ghost")
+
+
+async def test_a_thread_of_the_agency_s_own_blueprint(lg: LangGraph) -> None:
+    headers = {"Authorization": f"Bearer {lg.key}"}
+    async with httpx.AsyncClient(base_url=lg.url, headers=headers, timeout=20) as http:
+        r = await http.post(f"/agency/{lg.agency}/blueprints", json={"name": "own-helper"})
+        assert r.status_code == 201, r.text
+    thread = await lg.client.threads.create(graph_id="own-helper", metadata={"user": "ann"})
+    assert thread["metadata"]["graph_id"] == "own-helper" and thread["status"] == "idle"
+    assert thread["metadata"]["user"] == "ann"
+    assert (await lg.client.threads.get(thread["thread_id"]))["metadata"] == thread["metadata"]
 
 
 async def test_the_agency_is_the_header_s_else_the_default_one(lg: LangGraph) -> None:

@@ -24,6 +24,7 @@ from services.api.langgraph.scope import (
     CheckpointIdPath,
     ThreadIdPath,
     agency_for,
+    agent_type_named,
     assistant_named,
     assistants,
     deferred_thread_id,
@@ -124,7 +125,7 @@ def state_out(view: GraphView) -> ThreadState:
 async def _agent_type(deps: ApiDeps, tenant: str, agency_id: str, metadata: dict[str, Any]) -> str:
     named = next((metadata[k] for k in ASSISTANT_KEYS if metadata.get(k)), None)
     if isinstance(named, str):
-        return (await assistant_named(deps, tenant, agency_id, named)).assistant_id
+        return await agent_type_named(deps, tenant, agency_id, named)
     known = await assistants(deps, tenant, agency_id)
     if len(known) == 1:
         return known[0].assistant_id

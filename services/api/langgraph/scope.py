@@ -26,11 +26,11 @@ from contracts.commands import CreateThread
 from contracts.errors import InvalidToken
 from contracts.ids import new_id, validate_token
 from projections import queries
-from services.api.auth import agency_events, path_id
+from services.api.auth import agency_owned, path_id
 from services.api.deps import ApiDeps
 from services.api.langgraph.graphstate import GraphView, fold_view
 from services.api.langgraph.wire import Assistant
-from services.api.readback import read_your_write
+from services.api.readback import write_and_read
 
 AGENCY_HEADER = "x-agency-id"
 # Threads created without an assistant get an id with this prefix and exist in the log from
@@ -51,7 +51,7 @@ async def agency_for(deps: ApiDeps, tenant: str, request: Request[Any, Any, Any]
     named = request.headers.get(AGENCY_HEADER)
     if named:
         agency_id = path_id("agency id", named)
-        await agency_events(deps, tenant, agency_id)
+        await agency_owned(deps, tenant, agency_id)
         return agency_id
     async with deps.pool.acquire() as conn:
         agencies = await queries.list_agencies(conn, tenant)
@@ -160,7 +160,22 @@ async def assistant_named(deps: ApiDeps, tenant: str, agency_id: str, name: str)
     for found in await assistants(deps, tenant, agency_id):
         if found.assistant_id == name:
             return found
-    raise NotFoundException(
+    raise _no_assistant(agency_id, name)
+
+
+async def agent_type_named(deps: ApiDeps, tenant: str, agency_id: str, name: str) -> str:
+    """The agent type of the assistant `name` (a blueprint of the agency, static or its
+    own), without building every assistant; 404 if the agency has none of that name."""
+    if name not in deps.system.blueprints:
+        async with deps.pool.acquire() as conn:
+            stored = await queries.get_blueprint(conn, tenant, agency_id, name)
+        if stored is None:
+            raise _no_assistant(agency_id, name)
+    return name
+
+
+def _no_assistant(agency_id: str, name: str) -> NotFoundException:
+    return NotFoundException(
         f"assistant {name[:80]!r} not found in agency {agency_id}: assistants are the "
         "agency's blueprints, by name"
     )
@@ -180,10 +195,10 @@ async def new_thread(
     command = CreateThread(
         agency_id=agency_id, thread_id=thread_id, agent_type=agent_type, request=metadata
     )
-    event, _ = await read_your_write(
+    written = await write_and_read(
         deps, tenant, "thread", thread_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
-    if event is None:
+    if written.event is None:
         raise ServiceUnavailableException("the thread was not created in time; retry")
-    return await load_thread(deps, tenant, thread_id)
+    return fold_view(tenant, thread_id, written.log)

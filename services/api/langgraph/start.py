@@ -14,7 +14,7 @@ from contracts.ids import new_id
 from services.api.deps import ApiDeps
 from services.api.langgraph.graphstate import GraphView, RunRef
 from services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
-from services.api.langgraph.scope import agency_for, assistant_named, load_thread, new_thread
+from services.api.langgraph.scope import agency_for, agent_type_named, load_thread, new_thread
 from services.api.langgraph.wire import RunCreate
 from services.api.routes_commands import start_run
 
@@ -33,8 +33,8 @@ async def begin_run(
             )
         invocation(data.input)  # refused before the thread exists
         agency_id = await agency_for(deps, tenant, request)
-        assistant = await assistant_named(deps, tenant, agency_id, data.assistant_id)
-        view = await new_thread(deps, tenant, agency_id, assistant.assistant_id, {}, view.thread_id)
+        agent_type = await agent_type_named(deps, tenant, agency_id, data.assistant_id)
+        view = await new_thread(deps, tenant, agency_id, agent_type, {}, view.thread_id)
     assert view.created is not None
     if data.assistant_id not in (view.created.agent_type, view.state.agent_type):
         raise ClientException(
