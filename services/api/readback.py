@@ -39,28 +39,14 @@ async def read_your_write(
     aggregate_id: str,
     key: str,
     send: Callable[[], Awaitable[object]] | None = None,
-) -> tuple[RecordedEvent | None, bool]:
+) -> Written:
     """Wait for the event our command produced (the registry stores the command's key on
     it), then for every projection handling its type to have passed it and whatever the
-    aggregate stored with it. Returns the event
-    if it was seen, and whether it is readable, within `read_your_writes_timeout`.
+    aggregate stored with it, within `read_your_writes_timeout`. What was seen, and the
+    aggregate's log as read (so the caller need not read it again).
 
     `send` sends the command once the aggregate is watched: see `watch_log` for why a
     command sent before would sometimes be found only by the periodic re-read."""
-    written = await write_and_read(deps, tenant, aggregate, aggregate_id, key, send)
-    return written.event, written.readable
-
-
-async def write_and_read(
-    deps: ApiDeps,
-    tenant: str,
-    aggregate: Aggregate,
-    aggregate_id: str,
-    key: str,
-    send: Callable[[], Awaitable[object]] | None = None,
-) -> Written:
-    """As `read_your_write`, with the aggregate's log as read (so the caller need not read
-    it again)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deps.settings.read_your_writes_timeout
     log: list[RecordedEvent] = []
@@ -79,11 +65,8 @@ async def write_and_read(
     # key): what it wrote is readable once the read models passed the last of them, which
     # the projector may take in a later batch than the first. The append is stored whole,
     # so the read that found the event read the rest of it too.
-    last = log[-1].stream_seq
     names = [p.name for p in catalog.ALL if p.wants(event.type)]
-    readable = await deps.progress.wait_passed(
-        names, max(event.stream_seq, last), deadline - loop.time()
-    )
+    readable = await deps.progress.wait_passed(names, log[-1].stream_seq, deadline - loop.time())
     return Written(event, readable, log)
 
 

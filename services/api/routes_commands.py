@@ -154,12 +154,12 @@ async def create_tenant(
     key, key_id, key_hash = mint_api_key()
     command = CreateTenant(name=data.name, key_id=key_id, key_hash=key_hash)
     # The tenant's id is the command's key: answered once the key can be looked up.
-    _, readable = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "tenant", tenant, tenant,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=tenant),
     )  # fmt: skip
     body = TenantOut(tenant_id=tenant, api_key=key, name=data.name)
-    return Response(body, status_code=201 if readable else 202)
+    return Response(body, status_code=201 if written.readable else 202)
 
 
 @post("/agencies", status_code=201, summary="Create an agency")
@@ -169,13 +169,13 @@ async def create_agency(
     tenant = tenant_of(principal)
     agency_id, key = new_id(), new_id()
     command = CreateAgency(agency_id=agency_id, name=data.name, metadata=data.metadata)
-    event, readable = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "agency", agency_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
-    created_at = event.envelope.ts if event else utc_now()
+    created_at = written.event.envelope.ts if written.event else utc_now()
     body = AgencyOut(id=agency_id, name=data.name, metadata=data.metadata, created_at=created_at)
-    return Response(body, status_code=201 if readable else 202)
+    return Response(body, status_code=201 if written.readable else 202)
 
 
 @post(
@@ -204,13 +204,14 @@ async def save_blueprint(
             raise ValidationException(str(e)) from e
     key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
-    event, readable = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "agency", agency_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
+    event = written.event
     saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
     body = blueprint_out(spec, saved.revision if saved else None)
-    return Response(body, status_code=201 if readable else 202)
+    return Response(body, status_code=201 if written.readable else 202)
 
 
 @post("/agency/{agencyId:str}/agents", status_code=201, summary="Create a thread")
@@ -232,7 +233,7 @@ async def create_thread(
         # The command has no metadata field of its own; the request context carries it.
         request={**data.metadata, **_request_context(request)},
     )
-    event, readable = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "thread", thread_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
@@ -240,10 +241,10 @@ async def create_thread(
         id=thread_id,
         agent_type=data.agent_type,
         agency_id=agency_id,
-        created_at=event.envelope.ts if event else utc_now(),
+        created_at=written.event.envelope.ts if written.event else utc_now(),
         metadata=data.metadata,
     )
-    return Response(body, status_code=201 if readable else 202)
+    return Response(body, status_code=201 if written.readable else 202)
 
 
 @post(

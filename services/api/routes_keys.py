@@ -87,16 +87,16 @@ async def _issue(
     key, key_id, key_hash = mint_api_key()
     idempotency_key = new_id()
     command = IssueApiKey(key_id=key_id, key_hash=key_hash, name=name, replaces=replaces)
-    event, readable = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "tenant", tenant, idempotency_key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=idempotency_key),
     )  # fmt: skip
-    if event is None:
+    if written.event is None:
         deps.keys.note_pending(tenant, key_id, idempotency_key)
     elif replaces is not None:
         deps.keys.revoke(tenant, replaces)
     body = KeyOut(key_id=key_id, api_key=key, name=name, replaces=replaces)
-    return Response(body, status_code=201 if readable else 202)
+    return Response(body, status_code=201 if written.readable else 202)
 
 
 async def _revoke(deps: ApiDeps, tenant: str, key_id: str) -> Response[None]:
@@ -107,10 +107,10 @@ async def _revoke(deps: ApiDeps, tenant: str, key_id: str) -> Response[None]:
     await deps.bus.commands.send(
         tenant, RevokeApiKey(key_id=key_id), idempotency_key=idempotency_key
     )
-    event, _ = await read_your_write(deps, tenant, "tenant", tenant, idempotency_key)
-    if event is not None:
+    written = await read_your_write(deps, tenant, "tenant", tenant, idempotency_key)
+    if written.event is not None:
         deps.keys.revoke(tenant, key_id)
-    return Response(None, status_code=204 if event is not None else 202)
+    return Response(None, status_code=204 if written.event is not None else 202)
 
 
 async def _created(deps: ApiDeps, tenant: str, key_id: str) -> None:
@@ -119,8 +119,8 @@ async def _created(deps: ApiDeps, tenant: str, key_id: str) -> None:
     pending = deps.keys.pending(tenant, key_id)
     if pending is None:
         raise NotFoundException(f"no live API key {key_id}")
-    event, _ = await read_your_write(deps, tenant, "tenant", tenant, pending)
-    if event is None:
+    written = await read_your_write(deps, tenant, "tenant", tenant, pending)
+    if written.event is None:
         raise HTTPException(
             status_code=409,
             detail=f"API key {key_id} is accepted but not recorded yet: try again shortly",

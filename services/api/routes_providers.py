@@ -97,12 +97,12 @@ async def _set(deps: ApiDeps, tenant: str, name: str, data: ProviderBody) -> Res
         raise ValidationException(f"field 'baseUrl': {problem}")
     key = new_id()
     command = SetTenantProvider(name=name, sealed=seal_own(data.api_key, data.base_url))
-    event, _ = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "tenant", tenant, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
     body = ProviderOut(name=name, has_key=bool(data.api_key), base_url_set=bool(data.base_url))
-    return Response(body, status_code=200 if event is not None else 202)
+    return Response(body, status_code=200 if written.event is not None else 202)
 
 
 async def _remove(deps: ApiDeps, tenant: str, name: str) -> Response[None]:
@@ -110,13 +110,13 @@ async def _remove(deps: ApiDeps, tenant: str, name: str) -> Response[None]:
     if name not in (await _models(deps, tenant)).sealed:
         return Response(None, status_code=204)
     key = new_id()
-    event, _ = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "tenant", tenant, key,
         send=lambda: deps.bus.commands.send(
             tenant, RemoveTenantProvider(name=name), idempotency_key=key
         ),
     )  # fmt: skip
-    return Response(None, status_code=204 if event is not None else 202)
+    return Response(None, status_code=204 if written.event is not None else 202)
 
 
 @get("/providers", summary="The caller's tenant's own model provider settings (never a key)")
@@ -180,11 +180,12 @@ async def set_model_policy(
     await _models(deps, tenant)
     key = new_id()
     command = SetTenantModelPolicy(operator_fallback=data.operator_fallback)
-    event, _ = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "tenant", tenant, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
-    return Response(_out(await _models(deps, tenant)), status_code=200 if event else 202)
+    status = 200 if written.event is not None else 202
+    return Response(_out(await _models(deps, tenant)), status_code=status)
 
 
 PROVIDER_ROUTES = [

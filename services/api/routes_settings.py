@@ -170,13 +170,14 @@ async def put_settings(
         raise ValidationException(str(e)) from e
     key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
-    event, readable = await read_your_write(
+    written = await read_your_write(
         deps, tenant, "agency", agency_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
+    event = written.event
     revision = getattr(event.payload, "revision", None) if event is not None else None
     body = settings_out(code.name, describe(code, spec), revision)
-    return Response(body, status_code=200 if readable else 202)
+    return Response(body, status_code=200 if written.readable else 202)
 
 
 SETTINGS_ROUTES = [get_settings, put_settings]

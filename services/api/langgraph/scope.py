@@ -30,7 +30,7 @@ from services.api.auth import agency_owned, path_id
 from services.api.deps import ApiDeps
 from services.api.langgraph.graphstate import GraphView, fold_view
 from services.api.langgraph.wire import Assistant
-from services.api.readback import write_and_read
+from services.api.readback import read_your_write
 
 AGENCY_HEADER = "x-agency-id"
 # Threads created without an assistant get an id with this prefix and exist in the log from
@@ -195,7 +195,7 @@ async def new_thread(
     command = CreateThread(
         agency_id=agency_id, thread_id=thread_id, agent_type=agent_type, request=metadata
     )
-    written = await write_and_read(
+    written = await read_your_write(
         deps, tenant, "thread", thread_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
     )  # fmt: skip
