@@ -258,6 +258,10 @@ async def phases(
     results["parked"], results["parked-start"] = held.pss_mb, start.pss_mb
     idle = await busy(system.pid, args.idle_window)
     say(f"with them parked and no requests: {idle:.2f} cores busy over {args.idle_window:g} s")
+    rested = memory_of(system.pid)
+    say(f"parked, after those {args.idle_window:g} s at rest: {rested.pss_mb:,.0f} MB PSS "
+        f"({per_thread(rested, start, args.parked):.1f} KB more per parked thread); "
+        f"by process: {by_kind(system.pid)}")  # fmt: skip
 
     listed = await api.threads(parked_agency)
     chosen = random.sample(listed, min(PARKED_RESUMES, len(listed)))
