@@ -29,7 +29,7 @@ from services.api.bodies import strict_body
 from services.api.console.pages import CONSOLE_PAGES
 from services.api.deps import ApiDeps
 from services.api.guards import PathGuard
-from services.api.langgraph import langgraph_router
+from services.api.langgraph.router import langgraph_router
 from services.api.mcp_server import AgencyMcp
 from services.api.openapi import (
     SECURITY_COMPONENTS,

@@ -15,6 +15,7 @@ from infra.jetstream.connection import Bus
 from infra.nats_auth import CredentialIssuer
 from services.agents.system import AgentSystem
 from services.api.keys import KeyCache
+from services.api.langgraph.views import GraphViews
 from services.api.limits import InvokeLimiter
 from services.api.progress import ProjectionProgress
 from services.common.caches import ThreadCache
@@ -71,7 +72,10 @@ class ApiDeps:
     # Threads folded from the log, kept by position: a command's checks and a state's
     # middleware parts read only the events since the last look at the thread.
     threads: ThreadCache = field(init=False)
+    # The LangGraph views of the threads last read, kept folded the same way.
+    graph_views: GraphViews = field(init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "graph_views", GraphViews(self.bus.store))
         object.__setattr__(self, "progress", ProjectionProgress(self.pool))
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))

@@ -55,7 +55,7 @@ from services.api.deps import ApiDeps, Principal
 from services.api.model_check import model_problem
 from services.api.openapi import error_response
 from services.api.readback import read_your_write
-from services.api.runstatus import taken_up, wait_for_status
+from services.api.runstatus import Seen, taken_up, wait_for_status
 from services.api.text import refuse_nul
 
 _tracer = trace.get_tracer(__name__)
@@ -320,9 +320,11 @@ async def start_run(
     messages: tuple[ChatMessage, ...],
     files: dict[str, str],
     strategy: ConcurrencyStrategy,
+    seen: Seen | None = None,
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
-    The thread is the caller's and the limiter admitted the request."""
+    The thread is the caller's and the limiter admitted the request. `seen`: the thread's
+    runs as already read from its log, which the wait reads on from."""
     run_id = run_id_for(tenant, thread_id, key)
     command = InvokeThread(
         agency_id=agency_id,
@@ -352,6 +354,7 @@ async def start_run(
             send=lambda: deps.bus.commands.send(
                 tenant, command, idempotency_key=f"{thread_id}:{key}"
             ),
+            seen=seen,
         )  # fmt: skip
     return RunAccepted(run_id=run_id, status=status)
 

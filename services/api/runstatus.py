@@ -7,12 +7,16 @@ the run's status without waiting for a read model.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from contracts.events import RequestInjected
 from contracts.http import RunStatus
-from infra.jetstream.records import RecordedEvent
-from services.api.deps import ApiDeps
+from infra.jetstream.records import Position, RecordedEvent
 from services.api.logwait import watch_log
+
+if TYPE_CHECKING:  # the API's dependencies hold the views folded with `RunStatuses`
+    from services.api.deps import ApiDeps
 
 TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "rejected"})
 
@@ -57,11 +61,24 @@ class RunStatuses:
                 if host == run_id:
                     self.of[request] = changed
 
+    def copy(self) -> RunStatuses:
+        copied = RunStatuses()
+        copied.of, copied.joined = dict(self.of), dict(self.joined)
+        return copied
+
     def waits_behind(self, run_id: str) -> bool:
         """Another run of the thread is active (running or paused), so `run_id` queues."""
         return any(
             other != run_id and status in ("running", "paused") for other, status in self.of.items()
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A thread's run statuses as folded from its log up to `position`."""
+
+    runs: RunStatuses
+    position: Position
 
 
 async def wait_for_status(
@@ -72,11 +89,13 @@ async def wait_for_status(
     timeout: float,
     done: Callable[[RunStatus | None, RunStatuses], bool],
     send: Callable[[], Awaitable[object]] | None = None,
+    seen: Seen | None = None,
 ) -> RunStatus:
     """The run's status once `done` holds, or as it is when `timeout` runs out; woken by
     the thread's events as they are stored. `send` (the command the run's events answer)
-    is sent once the thread is watched: see `watch_log`."""
-    runs = RunStatuses()
+    is sent once the thread is watched: see `watch_log`. `seen`: the statuses already
+    folded from the log up to a position, which the wait reads on from."""
+    runs = seen.runs.copy() if seen is not None else RunStatuses()
 
     def reached(events: list[RecordedEvent]) -> tuple[RunStatus | None] | None:
         runs.fold(events)
@@ -84,6 +103,8 @@ async def wait_for_status(
         return (status,) if done(status, runs) else None
 
     async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", thread_id) as log:
+        if seen is not None:
+            log.position = seen.position
         if send is not None:
             await send()
         answer = await log.until(reached, timeout)

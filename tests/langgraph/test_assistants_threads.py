@@ -81,6 +81,38 @@ async def test_thread_create_get_search_state_and_history(lg: LangGraph) -> None
     assert [m["type"] for m in past["values"]["messages"]] == ["human"]
 
 
+async def test_a_conversation_reads_back_whole_after_every_turn(lg: LangGraph) -> None:
+    """Each turn reads the thread on from where the last read of it ended: every answer,
+    state and history agrees with a fold of the whole log, turn after turn, and what one
+    request does to its view (a background run's placeholder) is not seen by the next."""
+    key = "lg-turns-" + lg.agency
+    thread_id = (await lg.client.threads.create(graph_id="worker"))["thread_id"]
+    expected: list[str] = []
+    for turn in range(1, 5):
+        asked = key + "-" * turn  # the longest key mentioned wins: each turn its own answer
+        lg.llm.script(asked, [ScriptStep(content=f"answer {turn}")] * 4)
+        if turn == 3:
+            run = await lg.client.runs.create(thread_id, "worker", input=ask(asked))
+            result = await lg.client.runs.join(thread_id, run["run_id"])
+        else:
+            result = await lg.client.runs.wait(thread_id, "worker", input=ask(asked))
+        expected += [asked, f"answer {turn}"]
+        assert isinstance(result, dict)
+        assert [m["content"] for m in result["messages"]] == expected
+        state = await lg.client.threads.get_state(thread_id)
+        assert [m["content"] for m in state["values"]["messages"]] == expected
+        ids = [m["id"] for m in state["values"]["messages"]]
+        assert len(set(ids)) == len(ids)
+        # A checkpoint's state is folded from the log's start, up to that checkpoint.
+        latest = state["checkpoint"]["checkpoint_id"]
+        at_latest = await lg.client.threads.get_state(thread_id, checkpoint_id=latest)
+        assert at_latest["values"] == state["values"]
+        runs = await lg.client.runs.list(thread_id)
+        assert len(runs) == turn and {r["status"] for r in runs} == {"success"}
+    got = await lg.client.threads.get(thread_id)
+    assert got["status"] == "idle" and got["values"] == state["values"]
+
+
 async def test_a_thread_created_without_assistant_is_bound_by_its_first_run(
     lg: LangGraph,
 ) -> None:

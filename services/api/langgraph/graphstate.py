@@ -11,6 +11,7 @@ stretch ends when the run ends or pauses for approval; a resume starts the next 
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +34,7 @@ from contracts.events import (
 from domain.thread_state import ThreadState
 from infra.jetstream.records import Position, RecordedEvent
 from services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
+from services.api.runstatus import RunStatuses
 
 RESUME_MARK = "~"
 # Events that change `values`; with interrupts, each is a checkpoint of the thread's history.
@@ -162,6 +164,8 @@ class GraphView:
     last_seq: int = 0
     # Where the last event folded stands in the log: a fold goes on from there.
     position: Position = field(default_factory=Position)
+    # Every run's status, as an invoke's wait reads them: it goes on from `position`.
+    runs: RunStatuses = field(default_factory=RunStatuses)
     # The latest checkpoint (the seq of the last event that changed the values or raised an
     # interrupt) and the one before it.
     checkpoint_seq: int = 0
@@ -183,6 +187,7 @@ class GraphView:
         self.state = self.state.apply(event)
         self.last_seq = event.seq
         self.position = event.position
+        self.runs.fold((event,))
         if event.type in CHECKPOINT_EVENTS:
             self.parent_seq = self.checkpoint_seq or None
             self.checkpoint_seq = event.seq
@@ -209,6 +214,18 @@ class GraphView:
                 self.interrupt_ids[run_id] = event.envelope.event_id
             case RunPaused(run_id=run_id, reason="hitl"):
                 self.hitl_pauses.setdefault(run_id, []).append(event.seq)
+
+    def copy(self) -> GraphView:
+        """A view folded as far as this one, sharing nothing that a fold or a caller changes
+        (message dicts and the thread state are never changed in place)."""
+        twin = copy.copy(self)
+        twin.messages = list(self.messages)
+        twin.interrupt_ids = dict(self.interrupt_ids)
+        twin.hitl_pauses = {run: list(seqs) for run, seqs in self.hitl_pauses.items()}
+        twin.run_times = dict(self.run_times)
+        twin.strategies = dict(self.strategies)
+        twin.runs = self.runs.copy()
+        return twin
 
     def values(self) -> dict[str, Any]:
         return {

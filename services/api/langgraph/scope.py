@@ -111,9 +111,11 @@ async def load_thread(
     With `deferred`, a thread awaiting its first run reads as idle and empty (its
     `created` is None)."""
     thread_id = thread_id_of(thread_id)
-    view = fold_view(
-        tenant, thread_id, await deps.bus.store.read(tenant, "thread", thread_id), upto_seq
-    )
+    if upto_seq is None:
+        view = await deps.graph_views.load(tenant, thread_id)
+    else:
+        events = await deps.bus.store.read(tenant, "thread", thread_id)
+        view = fold_view(tenant, thread_id, events, upto_seq)
     if view.created is None:
         pending = deferred_view(tenant, thread_id) if deferred else None
         if pending is not None:
@@ -201,4 +203,6 @@ async def new_thread(
     )  # fmt: skip
     if written.event is None:
         raise ServiceUnavailableException("the thread was not created in time; retry")
-    return fold_view(tenant, thread_id, written.log)
+    view = fold_view(tenant, thread_id, written.log)
+    deps.graph_views.keep(view)
+    return view

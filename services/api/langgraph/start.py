@@ -17,6 +17,7 @@ from services.api.langgraph.inputs import approval, invocation, refuse_unmapped,
 from services.api.langgraph.scope import agency_for, agent_type_named, load_thread, new_thread
 from services.api.langgraph.wire import RunCreate
 from services.api.routes_commands import start_run
+from services.api.runstatus import Seen
 
 
 async def begin_run(
@@ -57,6 +58,7 @@ async def begin_run(
         asked.messages,
         asked.files,
         strategy_of(data),
+        Seen(view.runs, view.position),
     )
     if started.status == "rejected":
         raise ClientException(
