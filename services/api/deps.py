@@ -18,6 +18,7 @@ from services.api.keys import KeyCache
 from services.api.langgraph.views import GraphViews
 from services.api.limits import InvokeLimiter
 from services.api.progress import ProjectionProgress
+from services.api.runstatus import KeptStatuses
 from services.common.caches import ThreadCache
 from services.llm.catalog import ProviderCatalog
 from services.observability.metrics import Metrics
@@ -74,6 +75,8 @@ class ApiDeps:
     threads: ThreadCache = field(init=False)
     # The LangGraph views of the threads last read, kept folded the same way.
     graph_views: GraphViews = field(init=False)
+    # Each thread's run statuses as its last invoke's wait folded them.
+    run_statuses: KeptStatuses = field(default_factory=KeptStatuses)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_views", GraphViews(self.bus.store))

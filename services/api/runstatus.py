@@ -6,6 +6,7 @@ the run's status without waiting for a read model.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +19,8 @@ from services.api.logwait import watch_log
 if TYPE_CHECKING:  # the API's dependencies hold the views folded with `RunStatuses`
     from services.api.deps import ApiDeps
 
+# Threads whose run statuses the API keeps folded (see `KeptStatuses`).
+STATUSES_KEPT = 1_000
 TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "rejected"})
 
 _STATUS_OF: dict[str, RunStatus] = {
@@ -81,6 +84,26 @@ class Seen:
     position: Position
 
 
+class KeptStatuses:
+    """The run statuses each thread's last wait folded, and where it stopped reading: the
+    next invoke of the thread reads on from there, not from the start of a long log. The
+    least recently used threads go first."""
+
+    def __init__(self, capacity: int = STATUSES_KEPT) -> None:
+        self._capacity = capacity
+        self._kept: OrderedDict[tuple[str, str], Seen] = OrderedDict()
+
+    def seen(self, tenant: str, thread_id: str) -> Seen | None:
+        return self._kept.get((tenant, thread_id))
+
+    def keep(self, tenant: str, thread_id: str, seen: Seen) -> None:
+        key = (tenant, thread_id)
+        self._kept[key] = seen
+        self._kept.move_to_end(key)
+        while len(self._kept) > self._capacity:
+            self._kept.popitem(last=False)
+
+
 async def wait_for_status(
     deps: ApiDeps,
     tenant: str,
@@ -94,7 +117,9 @@ async def wait_for_status(
     """The run's status once `done` holds, or as it is when `timeout` runs out; woken by
     the thread's events as they are stored. `send` (the command the run's events answer)
     is sent once the thread is watched: see `watch_log`. `seen`: the statuses already
-    folded from the log up to a position, which the wait reads on from."""
+    folded from the log up to a position, which the wait reads on from (by default, where
+    the thread's last wait stopped; else from the start)."""
+    seen = seen or deps.run_statuses.seen(tenant, thread_id)
     runs = seen.runs.copy() if seen is not None else RunStatuses()
 
     def reached(events: list[RecordedEvent]) -> tuple[RunStatus | None] | None:
@@ -108,6 +133,8 @@ async def wait_for_status(
         if send is not None:
             await send()
         answer = await log.until(reached, timeout)
+        if log.position is not None:
+            deps.run_statuses.keep(tenant, thread_id, Seen(runs, log.position))
     status = answer[0] if answer is not None else runs.of.get(run_id)
     return status or "pending"
 

@@ -10,7 +10,8 @@ import asyncpg
 import httpx
 import pytest
 
-from infra.jetstream.records import RecordedEvent
+from contracts.subjects import Aggregate
+from infra.jetstream.records import Position, RecordedEvent
 from infra.retry import RetryPolicy
 from projections.readmodels import events as events_projection
 from services.api import logwait
@@ -97,6 +98,47 @@ async def test_a_log_wait_is_woken_by_the_event_not_by_reading_again(
         [appended] = await append_messages(bus, thread_a, "hi")
         found = await asyncio.wait_for(waiting, timeout=10)
     assert found is not None and found.stream_seq == appended.stream_seq
+
+
+class StoredLate:
+    """A log whose one event the broker routed (the watch is woken) before it stored it: the
+    first read after the wake-up finds nothing, a read a little later finds it."""
+
+    def __init__(self, event: RecordedEvent) -> None:
+        self.event = event
+        self.reads = 0
+
+    async def read_positioned(
+        self, tenant_id: str, aggregate: Aggregate, aggregate_id: str, *, after: Position | None
+    ) -> tuple[list[RecordedEvent], Position]:
+        self.reads += 1
+        if self.reads < 3:
+            return [], after or Position()
+        return [self.event], self.event.position
+
+
+async def test_a_wake_up_before_the_event_is_stored_is_read_again_soon(
+    api: Api, thread_a: Thread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No second wake-up comes (the events routed with the first were all before its read),
+    and the periodic re-read is an hour away: the wait still ends, by reading again soon."""
+    monkeypatch.setattr(logwait, "RECHECK", 3600.0)
+    [appended] = await append_messages(api.deps.bus, thread_a, "stored late")
+    store = StoredLate(appended)
+    watch = logwait.LogWatch(store, thread_a.tenant.id, "thread", thread_a.thread_id)  # type: ignore[arg-type]
+
+    def found(events: list[RecordedEvent]) -> RecordedEvent | None:
+        return events[0] if events else None
+
+    waiting = asyncio.create_task(watch.until(found, timeout=3600))
+    await assert_eventually(lambda: _reads(store, 1))
+    watch.wake()
+    assert await asyncio.wait_for(waiting, timeout=10) is appended
+    assert store.reads == 3
+
+
+async def _reads(store: StoredLate, count: int) -> None:
+    assert store.reads == count
 
 
 async def test_concurrent_creates_answer_201_and_read_back_at_once(
