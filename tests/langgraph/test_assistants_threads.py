@@ -92,8 +92,8 @@ async def test_a_conversation_reads_back_whole_after_every_turn(lg: LangGraph) -
         asked = key + "-" * turn  # the longest key mentioned wins: each turn its own answer
         lg.llm.script(asked, [ScriptStep(content=f"answer {turn}")] * 4)
         if turn == 3:
-            run = await lg.client.runs.create(thread_id, "worker", input=ask(asked))
-            result = await lg.client.runs.join(thread_id, run["run_id"])
+            background = await lg.client.runs.create(thread_id, "worker", input=ask(asked))
+            result = await lg.client.runs.join(thread_id, background["run_id"])
         else:
             result = await lg.client.runs.wait(thread_id, "worker", input=ask(asked))
         expected += [asked, f"answer {turn}"]
@@ -111,6 +111,10 @@ async def test_a_conversation_reads_back_whole_after_every_turn(lg: LangGraph) -
         assert len(runs) == turn and {r["status"] for r in runs} == {"success"}
     got = await lg.client.threads.get(thread_id)
     assert got["status"] == "idle" and got["values"] == state["values"]
+    # A run joined after it ended answers the thread as it stood at its end.
+    joined = await lg.client.runs.join(thread_id, background["run_id"])
+    assert isinstance(joined, dict)
+    assert [m["content"] for m in joined["messages"]] == expected[:6]
 
 
 async def test_a_thread_created_without_assistant_is_bound_by_its_first_run(

@@ -175,6 +175,8 @@ class GraphView:
     # seqs at which each run paused for approval.
     interrupt_ids: dict[str, str] = field(default_factory=dict)
     hitl_pauses: dict[str, list[int]] = field(default_factory=dict)
+    # The seqs of the events that ended a stretch of each run (`ends_stretch`).
+    stretch_ends: dict[str, list[int]] = field(default_factory=dict)
     # Per run: when it was asked for, when it last changed, and its invoke strategy.
     run_times: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     strategies: dict[str, str] = field(default_factory=dict)
@@ -188,6 +190,9 @@ class GraphView:
         self.last_seq = event.seq
         self.position = event.position
         self.runs.fold((event,))
+        ended = getattr(event.payload, "run_id", None)
+        if isinstance(ended, str) and ends_stretch(event, RunRef(ended)):
+            self.stretch_ends.setdefault(ended, []).append(event.seq)
         if event.type in CHECKPOINT_EVENTS:
             self.parent_seq = self.checkpoint_seq or None
             self.checkpoint_seq = event.seq
@@ -222,6 +227,7 @@ class GraphView:
         twin.messages = list(self.messages)
         twin.interrupt_ids = dict(self.interrupt_ids)
         twin.hitl_pauses = {run: list(seqs) for run, seqs in self.hitl_pauses.items()}
+        twin.stretch_ends = {run: list(seqs) for run, seqs in self.stretch_ends.items()}
         twin.run_times = dict(self.run_times)
         twin.strategies = dict(self.strategies)
         twin.runs = self.runs.copy()
@@ -273,6 +279,10 @@ class GraphView:
             case "canceled":
                 return "interrupted"
         return "running"
+
+    def stretch_ended(self, ref: RunRef) -> bool:
+        """The view holds the event that ended the stretch `ref`."""
+        return any(seq > ref.after_seq for seq in self.stretch_ends.get(ref.run_id, ()))
 
     def run_error(self, ref: RunRef) -> str | None:
         run = self.state.run(ref.run_id)

@@ -168,8 +168,13 @@ async def join_run(
 ) -> dict[str, Any]:
     tenant = tenant_of(principal)
     ref = _ref(run_id)
-    run_out(await load_thread(deps, tenant, thread_id), ref)  # 404 for an unknown run
-    return await _final(deps, tenant, thread_id, ref, request)
+    view = await load_thread(deps, tenant, thread_id)
+    run_out(view, ref)  # 404 for an unknown run
+    # A stretch still going is followed on from the thread as read; one that ended is
+    # folded from the log's start up to its end (the thread may have moved on since).
+    return await _final(
+        deps, tenant, thread_id, ref, request, None if view.stretch_ended(ref) else view
+    )
 
 
 def _stream(
