@@ -6,11 +6,11 @@ the last read ended. A message is only a wake-up: core NATS may drop one under l
 log is also read every `RECHECK` seconds, and every wait is bounded by its timeout.
 
 The broker hands a published message to core subscribers as it routes it, and the stream
-stores it after its fsync: a read right after a wake-up may find nothing yet, while the
-wake-ups of every event of the same append have already come. Such a read is followed by
-another `SETTLE` seconds later, the delay doubling until a read finds events. (Without it an
-invoke answered by one append waited for the periodic re-read, 250 ms, in three systems of
-five: `runs.wait` p50 277 ms against 31.)
+stores it after its fsync: a read right after a wake-up may find nothing of it yet, while
+the wake-ups of every event of the same append have already come. So a read after a wake-up
+is followed by another `SETTLE` seconds later, and so on while reads find events, then with
+the delay doubling. (Without it an invoke answered by one append waited for the periodic
+re-read, 250 ms, in three systems of five: `runs.wait` p50 277 ms against 31.)
 
 Send the command whose events are awaited inside the watch, not before it. The broker hands
 a published event to core subscribers when it routes it and stores it in the stream a moment
@@ -84,13 +84,11 @@ class LogWatch:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return None
-            # Woken for nothing stored yet: the broker routed the event to the wake-up
-            # before the stream stored it. Its store follows within the fsync, and the
-            # events that came with it may have woken the watch before this read: read
-            # again soon, the delay doubling up to `RECHECK` until a read finds events.
-            if events:
-                settle = 0.0
-            elif woken:
+            # After a wake-up, what woke the watch may not be stored yet: the broker routed
+            # it before the stream stored it, and the wake-ups of a whole append may all
+            # have come before this read. Read again soon while reads find events, then
+            # with the delay doubling up to `RECHECK`.
+            if woken or (settle and events):
                 settle = SETTLE
             elif settle:
                 settle = min(settle * 2, RECHECK)

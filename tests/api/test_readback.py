@@ -101,34 +101,40 @@ async def test_a_log_wait_is_woken_by_the_event_not_by_reading_again(
 
 
 class StoredLate:
-    """A log whose one event the broker routed (the watch is woken) before it stored it: the
-    first read after the wake-up finds nothing, a read a little later finds it."""
+    """A log whose awaited event the broker routed (the watch is woken) before it stored it:
+    the read after the wake-up finds only what was stored before (`earlier`, possibly
+    nothing), a read a little later finds it."""
 
-    def __init__(self, event: RecordedEvent) -> None:
+    def __init__(self, event: RecordedEvent, earlier: list[RecordedEvent]) -> None:
         self.event = event
+        self.earlier = earlier
         self.reads = 0
 
     async def read_positioned(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str, *, after: Position | None
     ) -> tuple[list[RecordedEvent], Position]:
         self.reads += 1
+        if self.reads == 2 and self.earlier:
+            return self.earlier, self.earlier[-1].position
         if self.reads < 3:
             return [], after or Position()
         return [self.event], self.event.position
 
 
+@pytest.mark.parametrize("earlier", [0, 1], ids=["nothing-stored-yet", "an-earlier-event"])
 async def test_a_wake_up_before_the_event_is_stored_is_read_again_soon(
-    api: Api, thread_a: Thread, monkeypatch: pytest.MonkeyPatch
+    api: Api, thread_a: Thread, monkeypatch: pytest.MonkeyPatch, earlier: int
 ) -> None:
     """No second wake-up comes (the events routed with the first were all before its read),
-    and the periodic re-read is an hour away: the wait still ends, by reading again soon."""
+    and the periodic re-read is an hour away: the wait still ends, by reading again soon,
+    whether the read after the wake-up found nothing or only an earlier event."""
     monkeypatch.setattr(logwait, "RECHECK", 3600.0)
-    [appended] = await append_messages(api.deps.bus, thread_a, "stored late")
-    store = StoredLate(appended)
+    before, appended = await append_messages(api.deps.bus, thread_a, "stored", "late")
+    store = StoredLate(appended, [before][:earlier])
     watch = logwait.LogWatch(store, thread_a.tenant.id, "thread", thread_a.thread_id)  # type: ignore[arg-type]
 
     def found(events: list[RecordedEvent]) -> RecordedEvent | None:
-        return events[0] if events else None
+        return next((e for e in events if e is appended), None)
 
     waiting = asyncio.create_task(watch.until(found, timeout=3600))
     await assert_eventually(lambda: _reads(store, 1))
