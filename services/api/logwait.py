@@ -40,7 +40,7 @@ T = TypeVar("T")
 
 # The longest a wait goes without reading the log, should a wake-up have been dropped.
 RECHECK = 0.25
-# The first delay before reading again after a wake-up found nothing stored yet.
+# The first delay before reading again after a read that followed a wake-up.
 SETTLE = 0.005
 
 
