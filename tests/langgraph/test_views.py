@@ -63,3 +63,14 @@ async def test_a_thread_not_created_is_not_kept_and_is_read_again() -> None:
     assert contents(await views.load("t", "other")) == ["x"]
     again = await views.load("t", "later")
     assert again.created is not None and again.tenant_id == "t"
+
+
+async def test_another_tenant_naming_a_kept_thread_reads_nothing_of_it() -> None:
+    store = MemoryEventStore()
+    views = GraphViews(store)
+    created = ThreadCreated(agency_id="ag", agent_type="worker")
+    await store.append("owner", "thread", "th", [created, said("secret")], expected=Position())
+    assert contents(await views.load("owner", "th")) == ["secret"]
+    intruder = await views.load("intruder", "th")
+    assert intruder.created is None and intruder.messages == []
+    assert intruder.tenant_id == "intruder"
