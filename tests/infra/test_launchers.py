@@ -460,7 +460,7 @@ async def test_embedded_postgres_takes_its_shared_buffers_from_the_environment(
     with pytest.raises(ValueError, match="AGENCY_POSTGRES_SHARED_BUFFERS='lots'"):
         InfraSettings.from_env()
     monkeypatch.delenv("AGENCY_POSTGRES_SHARED_BUFFERS")
-    assert InfraSettings.from_env().pg_shared_buffers == "128MB"
+    assert InfraSettings.from_env().pg_shared_buffers == "32MB"
 
     monkeypatch.setenv("AGENCY_POSTGRES_SHARED_BUFFERS", "16MB")
     for name in ("NATS_URL", "DATABASE_URL"):
