@@ -19,6 +19,7 @@ from services.api.langgraph.views import GraphViews
 from services.api.limits import InvokeLimiter
 from services.api.progress import ProjectionProgress
 from services.api.runstatus import KeptStatuses
+from services.api.thread_create import PendingListings
 from services.common.caches import ThreadCache
 from services.llm.catalog import ProviderCatalog
 from services.observability.metrics import Metrics
@@ -77,8 +78,11 @@ class ApiDeps:
     graph_views: GraphViews = field(init=False)
     # Each thread's run statuses as its last invoke's wait folded them.
     run_statuses: KeptStatuses = field(default_factory=KeptStatuses)
+    # Per tenant, the last thread created here that the read models may not list yet.
+    listings: PendingListings = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_views", GraphViews(self.bus.store))
         object.__setattr__(self, "progress", ProjectionProgress(self.pool))
+        object.__setattr__(self, "listings", PendingListings(self.progress))
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))

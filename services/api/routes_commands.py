@@ -23,7 +23,6 @@ from opentelemetry import trace
 from contracts.commands import (
     CreateAgency,
     CreateTenant,
-    CreateThread,
     InvokeThread,
     SaveBlueprint,
 )
@@ -57,6 +56,7 @@ from services.api.openapi import error_response
 from services.api.readback import read_your_write
 from services.api.runstatus import Seen, taken_up, wait_for_status
 from services.api.text import refuse_nul
+from services.api.thread_create import create_root_thread
 
 _tracer = trace.get_tracer(__name__)
 
@@ -225,26 +225,20 @@ async def create_thread(
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
     await require_agent_type(deps, tenant, agency_id, data.agent_type)
-    thread_id, key = new_id(), new_id()
-    command = CreateThread(
-        agency_id=agency_id,
-        thread_id=thread_id,
-        agent_type=data.agent_type,
-        # The command has no metadata field of its own; the request context carries it.
-        request={**data.metadata, **_request_context(request)},
+    thread_id = new_id()
+    # The event has no metadata field of its own; the request context carries it.
+    context = {**data.metadata, **_request_context(request)}
+    created = await create_root_thread(
+        deps, tenant, agency_id, thread_id, data.agent_type, context, listed=True
     )
-    written = await read_your_write(
-        deps, tenant, "thread", thread_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
     body = ThreadOut(
         id=thread_id,
         agent_type=data.agent_type,
         agency_id=agency_id,
-        created_at=written.event.envelope.ts if written.event else utc_now(),
+        created_at=created.event.envelope.ts,
         metadata=data.metadata,
     )
-    return Response(body, status_code=201 if written.readable else 202)
+    return Response(body, status_code=201 if created.listed else 202)
 
 
 @post(

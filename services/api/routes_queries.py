@@ -190,6 +190,7 @@ async def list_agents(
     agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
 ) -> list[queries.ThreadView]:
     agency_id = path_token("agency id", agency_id)
+    await deps.listings.listed(principal.tenant_id, deps.settings.read_lag_timeout)
     async with deps.pool.acquire() as conn:
         await _agency_or_404(conn, principal.tenant_id, agency_id)
         return await queries.list_threads(conn, principal.tenant_id, agency_id)

@@ -180,3 +180,27 @@ async def test_the_agency_is_the_header_s_else_the_default_one(lg: LangGraph) ->
     async with get_client(url=url, api_key=lg.key, headers={"x-agency-id": "nosuch"}) as bad:
         with pytest.raises(NotFoundError, match="nosuch"):
             await bad.assistants.search()
+
+
+async def test_a_thread_is_searched_and_listed_right_after_its_create(lg: LangGraph) -> None:
+    """A create answers once the log has the thread; the search and the list right after it
+    wait for the read models to have it."""
+    headers = {"Authorization": f"Bearer {lg.key}"}
+    created: list[str] = []
+    async with httpx.AsyncClient(base_url=lg.url, headers=headers, timeout=20) as http:
+        for i in range(12):
+            thread = await lg.client.threads.create(graph_id="worker", metadata={"n": str(i)})
+            thread_id = thread["thread_id"]
+            created.append(thread_id)
+            found = await lg.client.threads.search(metadata={"n": str(i)})
+            assert [t["thread_id"] for t in found] == [thread_id], f"create {i}"
+            assert (await lg.client.threads.get(thread_id))["status"] == "idle"
+            r = await http.get(f"/agency/{lg.agency}/agents")
+            assert r.status_code == 200, r.text
+            assert thread_id in {t["id"] for t in r.json()}, f"create {i}"
+        again = await http.post(
+            "/langgraph/threads", json={"thread_id": created[0], "metadata": {"graph_id": "worker"}}
+        )
+        assert again.status_code == 409, again.text
+    listed = await lg.client.threads.search(limit=50)
+    assert {t["thread_id"] for t in listed} == set(created)

@@ -206,6 +206,7 @@ async def search_threads(
     column = {"thread_id": "thread_id", "status": "status", "updated_at": "updated_at"}.get(
         data.sort_by or "", "created_at"
     )
+    await deps.listings.listed(tenant, deps.settings.read_lag_timeout)
     async with deps.pool.acquire() as conn:
         rows = await conn.fetch(
             "SELECT thread_id FROM threads WHERE tenant_id = $1 AND agency_id = $2 "

@@ -14,15 +14,10 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from litestar import Request
-from litestar.exceptions import (
-    NotFoundException,
-    ServiceUnavailableException,
-    ValidationException,
-)
+from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
 from ulid import ULID
 
-from contracts.commands import CreateThread
 from contracts.errors import InvalidToken
 from contracts.ids import new_id, validate_token
 from projections import queries
@@ -30,7 +25,7 @@ from services.api.auth import agency_owned, path_id
 from services.api.deps import ApiDeps
 from services.api.langgraph.graphstate import GraphView, fold_view
 from services.api.langgraph.wire import Assistant
-from services.api.readback import read_your_write
+from services.api.thread_create import create_root_thread
 
 AGENCY_HEADER = "x-agency-id"
 # Threads created without an assistant get an id with this prefix and exist in the log from
@@ -191,18 +186,13 @@ async def new_thread(
     metadata: dict[str, str],
     thread_id: str | None = None,
 ) -> GraphView:
-    """Create a thread of `agent_type` and wait (bounded) until it can be read and listed."""
+    """Create a thread of `agent_type`, answered once its log has it: every LangGraph
+    thread route reads the log, and a search waits for the read models to list it
+    (`services/api/thread_create.py`)."""
     thread_id = thread_id or new_id()
-    key = new_id()
-    command = CreateThread(
-        agency_id=agency_id, thread_id=thread_id, agent_type=agent_type, request=metadata
+    created = await create_root_thread(
+        deps, tenant, agency_id, thread_id, agent_type, metadata, listed=False
     )
-    written = await read_your_write(
-        deps, tenant, "thread", thread_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
-    if written.event is None:
-        raise ServiceUnavailableException("the thread was not created in time; retry")
-    view = fold_view(tenant, thread_id, written.log)
+    view = fold_view(tenant, thread_id, [created.event])
     deps.graph_views.keep(view)
     return view

@@ -1,0 +1,111 @@
+"""A root thread created over HTTP: the API appends its `thread.created` itself.
+
+The registry's decision for a root thread needs the agency to exist, the agent type to be
+one of its blueprints, and the new thread's subject to be empty. The route checks the first
+two before it gets here, and the append's expected sequence 0 on the thread's subject is the
+third: a second creation of one id is refused by the broker. Going through the registry
+added a durable command write, its delivery and its acknowledgement to every create, about
+3 ms of one (`docs/performance.md`, "A thread create, counted"). The registry still creates
+the threads commanded over NATS: subagents' children, workflows' members, outside services.
+
+A create may answer once the log has the thread (`listed=False`), before the read models
+do: everything that reads one thread reads its log or waits for the read models to pass it
+(`readback.caught_up`). What lists threads waits instead (`PendingListings`) for the read
+models to pass the last creation this process answered for the tenant, so a client's list
+after its create still shows the thread.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from litestar.exceptions import ClientException, ValidationException
+
+from contracts.events.thread import ThreadCreated
+from infra.jetstream.errors import ConcurrencyError, EventTooLarge, InvalidEvent
+from infra.jetstream.records import EventContext, Position, RecordedEvent
+from projections import catalog
+from services.api.progress import ProjectionProgress
+
+if TYPE_CHECKING:
+    from services.api.deps import ApiDeps
+
+# The read models that list a thread once they have applied its `thread.created`.
+LISTING = tuple(p.name for p in catalog.ALL if p.wants("thread.created"))
+# How many tenants' last unlisted creation are kept: past it, the oldest is let go (a list
+# then reads the read models as they are, as it would from another API process).
+TENANTS_KEPT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """The thread's creation as appended, and whether the read models list it yet."""
+
+    event: RecordedEvent
+    listed: bool
+
+
+class PendingListings:
+    """Per tenant, the stream sequence of the last thread this process created and answered
+    before the read models listed it; a list waits (bounded) for them to pass it."""
+
+    def __init__(self, progress: ProjectionProgress, capacity: int = TENANTS_KEPT) -> None:
+        self._progress = progress
+        self._capacity = capacity
+        self._last: OrderedDict[str, int] = OrderedDict()
+
+    def mark(self, tenant: str, stream_seq: int) -> None:
+        self._last[tenant] = max(stream_seq, self._last.get(tenant, 0))
+        self._last.move_to_end(tenant)
+        while len(self._last) > self._capacity:
+            self._last.popitem(last=False)
+
+    async def listed(self, tenant: str, timeout: float) -> bool:
+        """Wait until the read models list every thread this process created for `tenant`;
+        whether they did within `timeout` (if not, the list goes on with what they hold)."""
+        seq = self._last.get(tenant)
+        if seq is None:
+            return True
+        if await self._progress.wait_passed(LISTING, seq, timeout):
+            if self._last.get(tenant) == seq:
+                del self._last[tenant]
+            return True
+        return False
+
+
+async def create_root_thread(
+    deps: ApiDeps,
+    tenant: str,
+    agency_id: str,
+    thread_id: str,
+    agent_type: str,
+    request: dict[str, str],
+    *,
+    listed: bool,
+) -> Created:
+    """Append the thread's `thread.created` (the caller checked the agency and the agent
+    type). With `listed`, also wait (within `read_your_writes_timeout`) for the read models
+    to list it; without, the tenant's next list waits for that instead.
+
+    409 if the thread exists; 400 if its creation could not be stored as it is."""
+    created = ThreadCreated(agency_id=agency_id, agent_type=agent_type, request=request)
+    context = EventContext(agency_id=agency_id, thread_id=thread_id, correlation_id=thread_id)
+    try:
+        result = await deps.bus.store.append(
+            tenant, "thread", thread_id, [created], expected=Position(), context=context
+        )
+    except ConcurrencyError:
+        raise ClientException(
+            status_code=409, detail=f"thread {thread_id} already exists"
+        ) from None
+    except (InvalidEvent, EventTooLarge) as e:
+        raise ValidationException(f"the thread cannot be created: {e}") from e
+    event = result.events[0]
+    if not listed:
+        deps.listings.mark(tenant, event.stream_seq)
+        return Created(event, listed=False)
+    timeout = deps.settings.read_your_writes_timeout
+    passed = await deps.progress.wait_passed(LISTING, event.stream_seq, timeout)
+    return Created(event, listed=passed)
