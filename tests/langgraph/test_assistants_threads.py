@@ -204,3 +204,10 @@ async def test_a_thread_is_searched_and_listed_right_after_its_create(lg: LangGr
         assert again.status_code == 409, again.text
     listed = await lg.client.threads.search(limit=50)
     assert {t["thread_id"] for t in listed} == set(created)
+
+
+async def test_a_thread_too_large_to_store_is_refused_with_the_reason(lg: LangGraph) -> None:
+    with pytest.raises(BadRequestError, match="cannot be created") as refused:
+        await lg.client.threads.create(graph_id="worker", metadata={"notes": "n" * 1_046_000})
+    assert refused.value.response.status_code == 400
+    assert await lg.client.threads.search(limit=5) == []
