@@ -13,6 +13,7 @@ from langgraph_sdk.errors import (
 )
 
 from services.llm.fake_scripts import ScriptStep
+from tests.e2e.conftest import ADMIN
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import ask
 
@@ -211,3 +212,36 @@ async def test_a_thread_too_large_to_store_is_refused_with_the_reason(lg: LangGr
         await lg.client.threads.create(graph_id="worker", metadata={"notes": "n" * 1_046_000})
     assert refused.value.response.status_code == 400
     assert await lg.client.threads.search(limit=5) == []
+
+
+async def test_another_tenant_naming_a_thread_id_creates_its_own(lg: LangGraph) -> None:
+    """A thread id is the tenant's own: another tenant creating a thread of that id gets a
+    thread of its own, empty, and the first tenant's is untouched."""
+    key = "lg-own-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="private answer")])
+    mine = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
+    thread_id = mine["thread_id"]
+    await lg.client.runs.wait(
+        thread_id, "worker", input={"messages": [{"role": "user", "content": key}]}
+    )
+    async with httpx.AsyncClient(base_url=lg.url, timeout=20) as http:
+        r = await http.post(
+            "/tenants", json={"name": "intruder"}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert r.status_code == 201, r.text
+        other_key = r.json()["apiKey"]
+        r = await http.post(
+            "/agencies", json={"name": "default"}, headers={"Authorization": f"Bearer {other_key}"}
+        )
+        assert r.status_code == 201, r.text
+    async with get_client(url=f"{lg.url}/langgraph", api_key=other_key) as other:
+        theirs = await other.threads.create(thread_id=thread_id, graph_id="worker")
+        assert theirs["thread_id"] == thread_id and theirs["metadata"].get("user") is None
+        state = await other.threads.get_state(thread_id)
+        assert state["values"].get("messages", []) == []
+        assert [t["thread_id"] for t in await other.threads.search()] == [thread_id]
+    kept = await lg.client.threads.get_state(thread_id)
+    assert kept["values"]["messages"][-1]["content"] == "private answer"
+    assert [t["thread_id"] for t in await lg.client.threads.search()] == [thread_id]
+    (listed,) = await lg.client.threads.search()
+    assert listed["metadata"]["user"] == "ann"
