@@ -54,7 +54,7 @@ from services.api.deps import ApiDeps, Principal
 from services.api.model_check import model_problem
 from services.api.openapi import error_response
 from services.api.readback import read_your_write
-from services.api.runstatus import Seen, taken_up, wait_for_status
+from services.api.runstatus import Feed, Seen, taken_up, wait_for_status
 from services.api.text import refuse_nul
 from services.api.thread_create import create_root_thread
 
@@ -315,10 +315,12 @@ async def start_run(
     files: dict[str, str],
     strategy: ConcurrencyStrategy,
     seen: Seen | None = None,
+    feed: Feed | None = None,
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
-    runs as already read from its log, which the wait reads on from."""
+    runs as already read from its log, which the wait reads on from; `feed`: the thread's
+    events from there on, which the caller follows on after the status."""
     run_id = run_id_for(tenant, thread_id, key)
     command = InvokeThread(
         agency_id=agency_id,
@@ -349,6 +351,7 @@ async def start_run(
                 tenant, command, idempotency_key=f"{thread_id}:{key}"
             ),
             seen=seen,
+            feed=feed,
         )  # fmt: skip
     return RunAccepted(run_id=run_id, status=status)
 

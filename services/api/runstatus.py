@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from contracts.events import RequestInjected
 from contracts.http import RunStatus
@@ -18,6 +18,8 @@ from services.api.logwait import watch_log
 
 if TYPE_CHECKING:  # the API's dependencies hold the views folded with `RunStatuses`
     from services.api.deps import ApiDeps
+
+T = TypeVar("T")
 
 # Threads whose run statuses the API keeps folded (see `KeptStatuses`).
 STATUSES_KEPT = 1_000
@@ -84,6 +86,19 @@ class Seen:
     position: Position
 
 
+class Feed(Protocol):
+    """A thread's events followed as the log stores them (`streaming.ThreadFeed`)."""
+
+    @property
+    def position(self) -> Position | None: ...
+
+    async def catch_up(self) -> None: ...
+
+    async def until(
+        self, found: Callable[[list[RecordedEvent]], T | None], timeout: float
+    ) -> T | None: ...
+
+
 class KeptStatuses:
     """The run statuses each thread's last wait folded, and where it stopped reading: the
     next invoke of the thread reads on from there, not from the start of a long log. The
@@ -113,12 +128,15 @@ async def wait_for_status(
     done: Callable[[RunStatus | None, RunStatuses], bool],
     send: Callable[[], Awaitable[object]] | None = None,
     seen: Seen | None = None,
+    feed: Feed | None = None,
 ) -> RunStatus:
     """The run's status once `done` holds, or as it is when `timeout` runs out; woken by
     the thread's events as they are stored. `send` (the command the run's events answer)
     is sent once the thread is watched: see `watch_log`. `seen`: the statuses already
     folded from the log up to a position, which the wait reads on from (by default, where
-    the thread's last wait stopped; else from the start)."""
+    the thread's last wait stopped; else from the start). `feed`: the thread's events
+    followed from `seen` on (a caller that follows the run on after its status): each is
+    read as the log stores it, where a watch's wake-up may come before the store has it."""
     seen = seen or deps.run_statuses.seen(tenant, thread_id)
     runs = seen.runs.copy() if seen is not None else RunStatuses()
 
@@ -127,14 +145,22 @@ async def wait_for_status(
         status = runs.of.get(run_id)
         return (status,) if done(status, runs) else None
 
-    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", thread_id) as log:
-        if seen is not None:
-            log.position = seen.position
+    if feed is not None:
+        await feed.catch_up()
         if send is not None:
             await send()
-        answer = await log.until(reached, timeout)
-        if log.position is not None:
-            deps.run_statuses.keep(tenant, thread_id, Seen(runs, log.position))
+        answer = await feed.until(reached, timeout)
+        position = feed.position
+    else:
+        async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", thread_id) as log:
+            if seen is not None:
+                log.position = seen.position
+            if send is not None:
+                await send()
+            answer = await log.until(reached, timeout)
+            position = log.position
+    if position is not None:
+        deps.run_statuses.keep(tenant, thread_id, Seen(runs, position))
     status = answer[0] if answer is not None else runs.of.get(run_id)
     return status or "pending"
 

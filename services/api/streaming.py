@@ -12,8 +12,8 @@ Reconnecting with `Last-Event-ID` (SSE) or `fromSeq` gets exactly the rest.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Annotated, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import structlog
@@ -45,6 +45,8 @@ from services.api.routes_queries import MAX_SEQ, int_param
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
+
 KEEPALIVE_SECONDS = 15.0
 # How often a quiet stream looks at the clock and at the server shutting down.
 _TICK_SECONDS = 0.5
@@ -61,7 +63,9 @@ def closing_event(state: State) -> asyncio.Event:
 class ThreadFeed:
     """One thread's events after `after_seq`: `backfill()` once, then `live()`. Given the
     log `position` of the event at `after_seq`, the backfill reads only what follows it;
-    otherwise it reads the thread from its start and skips what it has sent."""
+    otherwise it reads the thread from its start and skips what it has sent. To wait for
+    what a command leads to: `catch_up()` before sending it, then `until()` it is there
+    (each event as the log stores it); `backfill()` still hands out what was read ahead."""
 
     def __init__(
         self,
@@ -84,9 +88,20 @@ class ThreadFeed:
         self._live_from = 0
         self._reader: OrderedReader | None = None
         self._closed = False
+        # Events read ahead by `until` (after the stored ones `catch_up` read), not yet
+        # handed out: None until `catch_up`.
+        self._ahead: list[RecordedEvent] | None = None
 
-    async def backfill(self) -> list[RecordedEvent]:
-        """The stored events after `after_seq`; live events start after the last one read."""
+    @property
+    def position(self) -> Position | None:
+        """Where the last event read stands in the log (None before any)."""
+        return self._position
+
+    async def catch_up(self) -> None:
+        """Read the stored events; from here on, nothing of the thread is missed. Open the
+        feed like this before sending a command whose events `until` waits for."""
+        if self._ahead is not None:
+            return
         stream = await self._deps.bus.js.stream_info(EVENTS_STREAM)
         events = await self._deps.bus.store.read(
             self._tenant, "thread", self._thread_id, after=self._position
@@ -97,21 +112,57 @@ class ThreadFeed:
         # between a quiet thread's last event and the end for the next one of its own.
         last_read = events[-1].stream_seq if events else 0
         self._live_from = max(last_read, stream.state.last_seq or 0) + 1
-        return self._fresh(events)
+        self._ahead = self._fresh(events)
+
+    async def until(
+        self, found: Callable[[list[RecordedEvent]], T | None], timeout: float
+    ) -> T | None:
+        """Read ahead until `found` answers something other than None for the events read
+        (the stored ones first, then each live batch as the log stores it); None after
+        `timeout`. What was read is still handed out by `backfill()`, then `live()`."""
+        await self.catch_up()
+        assert self._ahead is not None
+        answer = found(list(self._ahead))
+        if answer is not None:
+            return answer
+        reader = await self._open_reader()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while not self._closing.is_set() and (remaining := deadline - loop.time()) > 0:
+            fresh = self._fresh(await reader.next_batch(timeout=min(remaining, _TICK_SECONDS)))
+            if fresh:
+                self._ahead.extend(fresh)
+                answer = found(fresh)
+                if answer is not None:
+                    return answer
+        return None
+
+    async def backfill(self) -> list[RecordedEvent]:
+        """The stored events after `after_seq` (and any `until` read ahead); live events
+        start after the last one read."""
+        await self.catch_up()
+        ahead, self._ahead = self._ahead or [], []
+        return ahead
+
+    async def _open_reader(self) -> OrderedReader:
+        assert self._live_from, "catch_up() first"
+        if self._reader is None:
+            reader = OrderedReader(
+                self._deps.bus.js,
+                aggregate_filter(self._tenant, "thread", self._thread_id),
+                start_seq=self._live_from,
+                batch=200,
+            )
+            self._reader = reader
+            await reader.open()
+        return self._reader
 
     async def live(self) -> AsyncGenerator[list[RecordedEvent], None]:
         """Batches of new events; an empty batch when the stream was quiet for `keepalive`."""
         assert self._live_from, "backfill() first"
-        reader = OrderedReader(
-            self._deps.bus.js,
-            aggregate_filter(self._tenant, "thread", self._thread_id),
-            start_seq=self._live_from,
-            batch=200,
-        )
-        self._reader = reader
         loop = asyncio.get_running_loop()
         try:
-            await reader.open()
+            reader = await self._open_reader()
             quiet_since = loop.time()
             while not self._closed and not self._closing.is_set():
                 fresh = self._fresh(await reader.next_batch(timeout=_TICK_SECONDS))
@@ -141,6 +192,7 @@ class ThreadFeed:
                 continue
             if item.seq > self._last_seq:
                 self._last_seq = item.seq
+                self._position = item.position
                 out.append(item)
         return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -17,7 +17,7 @@ from contracts.events import ThreadCreated
 from contracts.ids import new_id
 from contracts.subjects import EVENTS_STREAM, aggregate_filter
 from infra.jetstream.connection import Bus
-from infra.jetstream.records import Position
+from infra.jetstream.records import Position, RecordedEvent
 from services.api.server import run_api
 from services.api.streaming import ThreadFeed
 from tests.api.conftest import Api, Tenant, Thread, append_messages
@@ -253,6 +253,40 @@ async def test_feed_sends_a_keepalive_when_quiet(api: Api, bus: Bus, thread_a: T
             assert [batch async for batch in live] == []
     finally:
         await live.aclose()
+        await feed.aclose()
+
+
+async def test_a_feed_waited_on_hands_out_what_it_read_ahead(
+    api: Api, bus: Bus, thread_a: Thread
+) -> None:
+    """`until` reads ahead (an invoke's wait for its run's status); the stream that follows
+    still gets every event, those read ahead first, each once."""
+    closing = asyncio.Event()
+    feed = ThreadFeed(api.deps, thread_a.tenant.id, thread_a.thread_id, 0, closing)
+
+    def said(text: str) -> Callable[[list[RecordedEvent]], int | None]:
+        def found(events: list[RecordedEvent]) -> int | None:
+            return next((e.seq for e in events if text in e.raw.decode()), None)
+
+        return found
+
+    try:
+        await feed.catch_up()
+        assert await feed.until(said("never"), timeout=0.2) is None
+        waiting = asyncio.create_task(feed.until(said("second"), timeout=WAIT))
+        await append_messages(bus, thread_a, "first")
+        await append_messages(bus, thread_a, "second")
+        assert await asyncio.wait_for(waiting, WAIT) == 3
+        assert feed.position is not None and feed.position.seq == 3
+        assert [e.seq for e in await feed.backfill()] == [1, 2, 3]
+        live = feed.live()
+        try:
+            async with asyncio.timeout(WAIT):
+                await append_messages(bus, thread_a, "third")
+                assert [e.seq for e in await anext(live)] == [4]
+        finally:
+            await live.aclose()
+    finally:
         await feed.aclose()
 
 

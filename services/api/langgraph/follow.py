@@ -39,11 +39,13 @@ async def wait_for_end(
     closing: asyncio.Event,
     timeout: float,
     view: GraphView | None = None,
+    feed: ThreadFeed | None = None,
 ) -> GraphView | None:
     """The thread folded up to where the run's stretch ended, or None after `timeout`.
-    `view`, folded before the stretch began, is folded on from where it stands."""
+    `view`, folded before the stretch began, is folded on from where it stands; `feed`:
+    its events from there on, when the caller has them followed already."""
     view = view or GraphView(tenant_id=tenant, thread_id=thread_id)
-    feed = following(deps, view, closing)
+    feed = feed or following(deps, view, closing)
     try:
         async with asyncio.timeout(timeout):
             for event in await feed.backfill():

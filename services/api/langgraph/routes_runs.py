@@ -20,7 +20,7 @@ from contracts.commands import CancelRun
 from contracts.ids import new_id
 from services.api.auth import Caller, Deps, tenant_of
 from services.api.deps import ApiDeps
-from services.api.langgraph.follow import following, sse, wait_for_end
+from services.api.langgraph.follow import sse, wait_for_end
 from services.api.langgraph.graphstate import GraphView, RunRef
 from services.api.langgraph.inputs import (
     MULTITASK_OF,
@@ -98,7 +98,7 @@ async def create_run(
 async def run_in_background(
     deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, Any]
 ) -> Response[Run]:
-    _, ref = await begin_run(deps, tenant, thread_id, data, request)
+    ref = (await begin_run(deps, tenant, thread_id, data, request)).ref
     view = await load_thread(deps, tenant, thread_id)
     headers = _locations(request, view.thread_id, ref)
     headers.pop("Location")
@@ -114,10 +114,12 @@ async def _final(
     ref: RunRef,
     request: Request[Any, Any, State],
     folded: GraphView | None = None,
+    feed: ThreadFeed | None = None,
 ) -> dict[str, Any]:
-    """The run's final state; `folded`: the thread folded before the run's stretch began."""
+    """The run's final state; `folded`: the thread folded before the run's stretch began,
+    `feed`: its events from there on."""
     view = await wait_for_end(
-        deps, tenant, thread_id, ref, closing_event(request.app.state), WAIT_SECONDS, folded
+        deps, tenant, thread_id, ref, closing_event(request.app.state), WAIT_SECONDS, folded, feed
     )
     if view is None:
         raise ClientException(
@@ -148,10 +150,11 @@ async def wait_run(
 async def run_and_wait(
     deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, State]
 ) -> Response[dict[str, Any]]:
-    view, ref = await begin_run(deps, tenant, thread_id, data, request)
+    begun = await begin_run(deps, tenant, thread_id, data, request, follow=True)
+    view, ref = begun.view, begun.ref
     headers = _locations(request, view.thread_id, ref)
     headers.pop("Location")
-    body = await _final(deps, tenant, view.thread_id, ref, request, view)
+    body = await _final(deps, tenant, view.thread_id, ref, request, view, begun.feed)
     return Response(body, headers=headers)
 
 
@@ -186,13 +189,14 @@ def _stream(
     after_seq: int,
     request: Request[Any, Any, State],
     *,
-    before_stretch: bool = False,
+    before_stretch: ThreadFeed | None = None,
 ) -> Stream:
     """The stretch's SSE response. `before_stretch`: `view` was folded before the stretch
-    began, and is folded on from where it stands; otherwise the thread is read again."""
+    began, and is folded on from where it stands with these events; otherwise the thread
+    is read again."""
     closing = closing_event(request.app.state)
-    if before_stretch:
-        feed, folding = following(deps, view, closing), view
+    if before_stretch is not None:
+        feed, folding = before_stretch, view
     else:
         feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing)
         folding = GraphView(tenant_id=tenant, thread_id=view.thread_id)
@@ -228,8 +232,11 @@ async def run_and_stream(
     deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, State]
 ) -> Stream:
     modes = stream_modes(data.stream_mode)
-    view, ref = await begin_run(deps, tenant, thread_id, data, request)
-    return _stream(deps, tenant, view, ref, modes, 0, request, before_stretch=True)
+    begun = await begin_run(deps, tenant, thread_id, data, request, follow=True)
+    assert begun.feed is not None
+    return _stream(
+        deps, tenant, begun.view, begun.ref, modes, 0, request, before_stretch=begun.feed
+    )
 
 
 LastEventId = Annotated[

@@ -4,6 +4,7 @@ the stretch of that run that follows (`<run id>~<seq>`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request
@@ -12,19 +13,38 @@ from litestar.exceptions import ClientException, ValidationException
 from contracts.commands import ApproveToolCalls
 from contracts.ids import new_id
 from services.api.deps import ApiDeps
+from services.api.langgraph.follow import following
 from services.api.langgraph.graphstate import GraphView, RunRef
 from services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
 from services.api.langgraph.scope import agency_for, agent_type_named, load_thread, new_thread
 from services.api.langgraph.wire import RunCreate
 from services.api.routes_commands import start_run
 from services.api.runstatus import Seen
+from services.api.streaming import ThreadFeed, closing_event
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A run started: the thread as it was before the run's stretch, the stretch, and (when
+    asked for) the thread's events from `view` on, followed since before the command went."""
+
+    view: GraphView
+    ref: RunRef
+    feed: ThreadFeed | None = None
 
 
 async def begin_run(
-    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, Any]
-) -> tuple[GraphView, RunRef]:
-    """Start the run the request asks for; the thread as it was when it started. A thread
-    created without an assistant is created now, of the run's assistant."""
+    deps: ApiDeps,
+    tenant: str,
+    thread_id: str,
+    data: RunCreate,
+    request: Request[Any, Any, Any],
+    *,
+    follow: bool = False,
+) -> Begun:
+    """Start the run the request asks for. A thread created without an assistant is
+    created now, of the run's assistant. `follow`: the caller follows the run on from the
+    feed it is given, which read its events as the log stored them, the status included."""
     refuse_unmapped(data)
     view = await load_thread(deps, tenant, thread_id, deferred=True)
     if view.created is None:
@@ -43,30 +63,38 @@ async def begin_run(
             detail=f"thread {view.thread_id} belongs to assistant "
             f"{view.state.agent_type!r}, not {data.assistant_id[:80]!r}",
         )
+    # Holds nothing until read: only the invoke's wait below opens it.
+    feed = following(deps, view, closing_event(request.app.state)) if follow else None
     if data.command is not None and data.command.resume is not None:
         if data.input:
             raise ValidationException("send `input` or `command.resume`, not both")
-        return view, await resume_run(deps, tenant, view, data.command.resume)
+        return Begun(view, await resume_run(deps, tenant, view, data.command.resume), feed)
     await deps.limiter.admit(deps.pool, tenant)
     asked = invocation(data.input)
-    started = await start_run(
-        deps,
-        tenant,
-        view.created.agency_id,
-        view.thread_id,
-        new_id(),
-        asked.messages,
-        asked.files,
-        strategy_of(data),
-        Seen(view.runs, view.position),
-    )
-    if started.status == "rejected":
-        raise ClientException(
-            status_code=409,
-            detail=f"thread {view.thread_id} is busy and multitask_strategy is "
-            f"{data.multitask_strategy or 'reject'!r}: the run was rejected",
+    try:
+        started = await start_run(
+            deps,
+            tenant,
+            view.created.agency_id,
+            view.thread_id,
+            new_id(),
+            asked.messages,
+            asked.files,
+            strategy_of(data),
+            Seen(view.runs, view.position),
+            feed,
         )
-    return view, RunRef(started.run_id)
+        if started.status == "rejected":
+            raise ClientException(
+                status_code=409,
+                detail=f"thread {view.thread_id} is busy and multitask_strategy is "
+                f"{data.multitask_strategy or 'reject'!r}: the run was rejected",
+            )
+    except BaseException:
+        if feed is not None:
+            await feed.aclose()
+        raise
+    return Begun(view, RunRef(started.run_id), feed)
 
 
 async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -> RunRef:
