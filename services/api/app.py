@@ -111,6 +111,7 @@ def create_app(deps: ApiDeps) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with (
             deps.keys.watching(deps.bus.nc, deps.pool),
+            deps.known.watching(deps.bus.nc),
             deps.metrics.watching(deps.bus.nc),
             deps.progress.listening_while(),
             mcp.running(app),

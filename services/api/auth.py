@@ -245,13 +245,17 @@ async def agency_events(deps: ApiDeps, tenant: str, agency_id: str) -> list[Reco
 
 async def agency_owned(deps: ApiDeps, tenant: str, agency_id: str) -> None:
     """404 unless this tenant has the agency: one direct get of its `agency.created`, for
-    routes that need the agency to exist but none of its events."""
+    routes that need the agency to exist but none of its events. An agency is never
+    deleted: one found is not read again (`deps.known`)."""
     path_id("agency id", agency_id)
+    if deps.known.has_agency(tenant, agency_id):
+        return
     subject = event_subject(tenant, "agency", agency_id, "agency.created")
     try:
         await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
     except NotFoundError:
         raise NotFoundException(f"agency {agency_id} not found") from None
+    deps.known.found_agency(tenant, agency_id)
 
 
 def agent_types(deps: ApiDeps, events: list[RecordedEvent]) -> dict[str, BlueprintSpec]:
@@ -272,8 +276,11 @@ def agent_types(deps: ApiDeps, events: list[RecordedEvent]) -> dict[str, Bluepri
 async def require_agent_type(deps: ApiDeps, tenant: str, agency_id: str, agent_type: str) -> None:
     """404 unless this tenant has the agency and a thread of it may use `agent_type`. A
     static blueprint's name always may (deleting the agency's own blueprint of that name
-    brings the static one back), so only another name reads the agency's log."""
-    if agent_type in deps.system.blueprints:
+    brings the static one back), and one of the agency's own found a moment ago is kept
+    (`deps.known`), so only another name reads the agency's log."""
+    if agent_type in deps.system.blueprints or deps.known.has_blueprint(
+        tenant, agency_id, agent_type
+    ):
         await agency_owned(deps, tenant, agency_id)
         return
     known = agent_types(deps, await agency_events(deps, tenant, agency_id))
@@ -283,6 +290,7 @@ async def require_agent_type(deps: ApiDeps, tenant: str, agency_id: str, agent_t
             f"unknown agentType {agent_type!r}: agency {agency_id} has "
             f"{', '.join(sorted(known)) or 'no blueprints'}; save a blueprint first"
         )
+    deps.known.found_blueprint(tenant, agency_id, agent_type)
 
 
 async def thread_created(

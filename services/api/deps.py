@@ -15,6 +15,7 @@ from infra.jetstream.connection import Bus
 from infra.nats_auth import CredentialIssuer
 from services.agents.system import AgentSystem
 from services.api.keys import KeyCache
+from services.api.known import KnownResources
 from services.api.langgraph.views import GraphViews
 from services.api.limits import InvokeLimiter
 from services.api.progress import ProjectionProgress
@@ -80,6 +81,8 @@ class ApiDeps:
     run_statuses: KeptStatuses = field(default_factory=KeptStatuses)
     # Per tenant, the last thread created here that the read models may not list yet.
     listings: PendingListings = field(init=False)
+    # Agencies and agencies' blueprints found to exist, not read again on a create.
+    known: KnownResources = field(default_factory=KnownResources)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_views", GraphViews(self.bus.store))

@@ -24,6 +24,7 @@ class LangGraph:
     agency: str
     url: str
     key: str
+    tenant: str
 
 
 @pytest.fixture(scope="package")
@@ -46,11 +47,11 @@ async def lg(lg_system: tuple[str, FakeLLMServer]) -> AsyncIterator[LangGraph]:
             "/tenants", json={"name": "lg"}, headers={"Authorization": f"Bearer {ADMIN}"}
         )
         assert r.status_code == 201, r.text
-        key = r.json()["apiKey"]
+        key, tenant = r.json()["apiKey"], r.json()["tenantId"]
         r = await http.post(
             "/agencies", json={"name": "default"}, headers={"Authorization": f"Bearer {key}"}
         )
         assert r.status_code == 201, r.text
         agency = r.json()["id"]
     async with get_client(url=f"{url}/langgraph", api_key=key, timeout=60) as client:
-        yield LangGraph(client=client, llm=llm, agency=agency, url=url, key=key)
+        yield LangGraph(client=client, llm=llm, agency=agency, url=url, key=key, tenant=tenant)

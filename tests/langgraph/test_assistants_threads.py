@@ -12,8 +12,12 @@ from langgraph_sdk.errors import (
     NotFoundError,
 )
 
+from contracts.events import BlueprintDeleted
+from infra.jetstream.connection import Bus
+from services.api import known
 from services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import ADMIN
+from tests.helpers import assert_eventually
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import ask
 
@@ -158,6 +162,39 @@ async def test_a_thread_of_the_agency_s_own_blueprint(lg: LangGraph) -> None:
     assert thread["metadata"]["graph_id"] == "own-helper" and thread["status"] == "idle"
     assert thread["metadata"]["user"] == "ann"
     assert (await lg.client.threads.get(thread["thread_id"]))["metadata"] == thread["metadata"]
+
+
+async def test_a_blueprint_deleted_from_the_log_makes_no_more_threads(
+    lg: LangGraph, bus: Bus
+) -> None:
+    """A blueprint found by a create is not read again for a while; its deletion, appended
+    to the agency's log by any service, is heard at once: the creates after it, LangGraph's
+    and the native one, are refused."""
+    headers = {"Authorization": f"Bearer {lg.key}"}
+    async with httpx.AsyncClient(base_url=lg.url, headers=headers, timeout=20) as http:
+        r = await http.post(f"/agency/{lg.agency}/blueprints", json={"name": "short-lived"})
+        assert r.status_code == 201, r.text
+        await lg.client.threads.create(graph_id="short-lived")
+        r = await http.post(f"/agency/{lg.agency}/agents", json={"agentType": "short-lived"})
+        assert r.status_code in (201, 202), r.text
+        _, position = await bus.store.read_positioned(lg.tenant, "agency", lg.agency, after=None)
+        await bus.store.append(
+            lg.tenant, "agency", lg.agency, [BlueprintDeleted(name="short-lived")],
+            expected=position,
+        )  # fmt: skip
+
+        async def refused() -> str:
+            try:
+                await lg.client.threads.create(graph_id="short-lived")
+            except NotFoundError as e:
+                return str(e)
+            raise AssertionError("a thread of the deleted blueprint was created")
+
+        # Well within the time a found blueprint is kept: heard, not expired.
+        message = await assert_eventually(refused, timeout=known.BLUEPRINT_TTL / 3)
+        assert "assistant 'short-lived' not found" in message
+        r = await http.post(f"/agency/{lg.agency}/agents", json={"agentType": "short-lived"})
+        assert r.status_code == 404 and "unknown agentType 'short-lived'" in r.text, r.text
 
 
 async def test_the_agency_is_the_header_s_else_the_default_one(lg: LangGraph) -> None:

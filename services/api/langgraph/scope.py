@@ -162,12 +162,14 @@ async def assistant_named(deps: ApiDeps, tenant: str, agency_id: str, name: str)
 
 async def agent_type_named(deps: ApiDeps, tenant: str, agency_id: str, name: str) -> str:
     """The agent type of the assistant `name` (a blueprint of the agency, static or its
-    own), without building every assistant; 404 if the agency has none of that name."""
-    if name not in deps.system.blueprints:
+    own), without building every assistant; 404 if the agency has none of that name. One
+    of the agency's own, found, is kept a while (`deps.known`)."""
+    if name not in deps.system.blueprints and not deps.known.has_blueprint(tenant, agency_id, name):
         async with deps.pool.acquire() as conn:
             stored = await queries.get_blueprint(conn, tenant, agency_id, name)
         if stored is None:
             raise _no_assistant(agency_id, name)
+        deps.known.found_blueprint(tenant, agency_id, name)
     return name
 
 
