@@ -23,6 +23,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from typing import TypeVar
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -41,6 +42,16 @@ BLUEPRINTS_KEPT = 10_000
 BLUEPRINT_TTL = 30.0
 
 BlueprintRef = tuple[str, str, str]  # tenant, agency id, name
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _put(kept: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
+    """`key` as the most recently used, the least recently used beyond `limit` dropped."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > limit:
+        kept.popitem(last=False)
 
 
 class KnownResources:
@@ -70,10 +81,7 @@ class KnownResources:
         return True
 
     def found_agency(self, tenant: str, agency_id: str) -> None:
-        self._agencies[(tenant, agency_id)] = None
-        self._agencies.move_to_end((tenant, agency_id))
-        while len(self._agencies) > self._agencies_kept:
-            self._agencies.popitem(last=False)
+        _put(self._agencies, (tenant, agency_id), None, self._agencies_kept)
 
     def has_blueprint(self, tenant: str, agency_id: str, name: str) -> bool:
         key = (tenant, agency_id, name)
@@ -94,18 +102,12 @@ class KnownResources:
             if now - heard < self._ttl:
                 return
             del self._deleted[key]
-        self._blueprints[key] = now + self._ttl
-        self._blueprints.move_to_end(key)
-        while len(self._blueprints) > self._blueprints_kept:
-            self._blueprints.popitem(last=False)
+        _put(self._blueprints, key, now + self._ttl, self._blueprints_kept)
 
     def blueprint_deleted(self, tenant: str, agency_id: str, name: str) -> None:
         key = (tenant, agency_id, name)
         self._blueprints.pop(key, None)
-        self._deleted[key] = time.monotonic()
-        self._deleted.move_to_end(key)
-        while len(self._deleted) > self._blueprints_kept:
-            self._deleted.popitem(last=False)
+        _put(self._deleted, key, time.monotonic(), self._blueprints_kept)
 
     async def _on_deleted(self, msg: Msg) -> None:
         try:
