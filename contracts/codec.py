@@ -13,7 +13,13 @@ import msgspec
 
 from contracts.commands import AnyCommand, Command, CommandEnvelope
 from contracts.envelope import Envelope, WireEnvelope
-from contracts.errors import DecodeError, UnknownCommandType, UnknownEventType, UpcastError
+from contracts.errors import (
+    ContractError,
+    DecodeError,
+    UnknownCommandType,
+    UnknownEventType,
+    UpcastError,
+)
 from contracts.events import AnyEvent, Event
 from contracts.upcasters import blueprint_saved_v1
 
@@ -71,6 +77,15 @@ def decode_event(data: bytes) -> Envelope:
             raise DecodeError("event", f"type {envelope.type!r} does not match its payload")
         return envelope
     return _decode_with_upcast(data)
+
+
+def readable_event(data: bytes) -> Envelope | None:
+    """The event, or None when `data` is not one the contracts can read: for listeners
+    that skip what they cannot read (a dead letter is the consumers' business)."""
+    try:
+        return decode_event(data)
+    except (ContractError, msgspec.DecodeError):
+        return None
 
 
 def _decode_with_upcast(data: bytes) -> Envelope:

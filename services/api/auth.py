@@ -44,8 +44,8 @@ from litestar.params import PathParameter
 from litestar.types import ASGIApp, Receive, Scope, Send
 from nats.js.errors import NotFoundError
 
-from contracts.codec import decode_event
-from contracts.errors import ContractError, InvalidToken
+from contracts.codec import readable_event
+from contracts.errors import InvalidToken
 from contracts.events import (
     BlueprintDeleted,
     BlueprintSaved,
@@ -312,11 +312,8 @@ async def thread_created(
         msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
     except NotFoundError:
         raise not_found from None
-    try:
-        envelope = decode_event(msg.data or b"")
-    except (ContractError, msgspec.DecodeError):
-        raise not_found from None
-    payload = envelope.payload
+    envelope = readable_event(msg.data or b"")
+    payload = envelope.payload if envelope is not None else None
     if not isinstance(payload, ThreadCreated):
         raise not_found
     if agency_id is not None and payload.agency_id != agency_id:
@@ -332,8 +329,6 @@ async def thread_terminated(deps: ApiDeps, tenant: str, thread_id: str) -> Threa
         msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
     except NotFoundError:
         return None
-    try:
-        payload = decode_event(msg.data or b"").payload
-    except (ContractError, msgspec.DecodeError):
-        return None
+    envelope = readable_event(msg.data or b"")
+    payload = envelope.payload if envelope is not None else None
     return payload if isinstance(payload, ThreadTerminated) else None

@@ -27,15 +27,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
-import msgspec
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
-from contracts.codec import decode_event
-from contracts.errors import ContractError
+from contracts.codec import readable_event
 from contracts.events import ApiKeyRevoked
 
 log = structlog.get_logger(__name__)
@@ -123,11 +121,8 @@ class KeyCache:
             log.warning("could not record API key use", keys=len(ids), error=str(e))
 
     async def _on_revoked(self, msg: Msg) -> None:
-        try:
-            envelope = decode_event(msg.data)
-        except (ContractError, msgspec.DecodeError):
-            return
-        if isinstance(envelope.payload, ApiKeyRevoked):
+        envelope = readable_event(msg.data)
+        if envelope is not None and isinstance(envelope.payload, ApiKeyRevoked):
             self.revoke(envelope.tenant_id, envelope.payload.key_id)
             log.info("api key revoked", tenant=envelope.tenant_id, key_id=envelope.payload.key_id)
 

@@ -25,14 +25,12 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import TypeVar
 
-import msgspec
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
-from contracts.codec import decode_event
-from contracts.errors import ContractError
+from contracts.codec import readable_event
 from contracts.events import BlueprintDeleted
 
 # Every tenant's blueprint deletions, and nothing else.
@@ -110,11 +108,8 @@ class KnownResources:
         _put(self._deleted, key, time.monotonic(), self._blueprints_kept)
 
     async def _on_deleted(self, msg: Msg) -> None:
-        try:
-            envelope = decode_event(msg.data)
-        except (ContractError, msgspec.DecodeError):
-            return
-        if isinstance(envelope.payload, BlueprintDeleted):
+        envelope = readable_event(msg.data)
+        if envelope is not None and isinstance(envelope.payload, BlueprintDeleted):
             self.blueprint_deleted(envelope.tenant_id, envelope.aggregate_id, envelope.payload.name)
 
     @contextlib.asynccontextmanager

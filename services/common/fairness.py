@@ -36,8 +36,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from contracts.codec import decode_event
-from contracts.errors import ContractError
+from contracts.codec import readable_event
 from contracts.events import (
     RequestAccepted,
     RequestInjected,
@@ -135,9 +134,8 @@ class TenantLoad:
         self.release(tenant, run_id)
 
     def observe(self, data: bytes) -> None:
-        try:
-            env = decode_event(data)
-        except (ContractError, msgspec.DecodeError):
+        env = readable_event(data)
+        if env is None:
             return
         match env.payload:
             case RequestAccepted(run_id=run_id):

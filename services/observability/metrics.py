@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-import msgspec
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -34,8 +33,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import Error as JetStreamError
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
-from contracts.codec import decode_event
-from contracts.errors import ContractError
+from contracts.codec import readable_event
 from contracts.events import (
     ModelCompleted,
     ModelStarted,
@@ -137,9 +135,8 @@ class Metrics:
     # --- latencies, from the log ---------------------------------------------------------
 
     def observe(self, data: bytes) -> None:
-        try:
-            env = decode_event(data)
-        except (ContractError, msgspec.DecodeError):
+        env = readable_event(data)
+        if env is None:
             return
         run = (env.tenant_id, env.aggregate_id, getattr(env.payload, "run_id", ""))
         match env.payload:

@@ -14,6 +14,7 @@ from contracts.codec import (
     decode_command,
     decode_event,
     encode,
+    readable_event,
     register_upcaster,
 )
 from contracts.commands import CommandEnvelope, InvokeThread
@@ -81,6 +82,14 @@ def test_type_that_does_not_match_payload_is_refused() -> None:
 def test_malformed_events_raise_decode_error(data: bytes) -> None:
     with pytest.raises(DecodeError):
         decode_event(data)
+
+
+def test_a_listener_reads_an_event_or_skips_what_is_not_one() -> None:
+    original = envelope(ToolStarted(run_id="r", tool_call_id="c", tool_name="n", arguments="{}"))
+    assert readable_event(encode(original)) == original
+    forged = encode(original).replace(b'"type":"tool.started"', b'"type":"tool.output"', 1)
+    for data in (b"not json", b"{}", b'{"event_id": 1}', forged):
+        assert readable_event(data) is None
 
 
 def test_old_version_is_upcast_on_read(monkeypatch: pytest.MonkeyPatch) -> None:
