@@ -38,13 +38,11 @@ async def lg_system(
         yield url, llm
 
 
-@pytest.fixture
-async def lg(lg_system: tuple[str, FakeLLMServer]) -> AsyncIterator[LangGraph]:
-    """A new tenant with an agency named `default`, and the SDK client for it."""
-    url, llm = lg_system
+async def new_tenant(url: str, name: str) -> tuple[str, str, str]:
+    """A new tenant with an agency named `default`: its API key, its id and the agency's."""
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
         r = await http.post(
-            "/tenants", json={"name": "lg"}, headers={"Authorization": f"Bearer {ADMIN}"}
+            "/tenants", json={"name": name}, headers={"Authorization": f"Bearer {ADMIN}"}
         )
         assert r.status_code == 201, r.text
         key, tenant = r.json()["apiKey"], r.json()["tenantId"]
@@ -52,6 +50,13 @@ async def lg(lg_system: tuple[str, FakeLLMServer]) -> AsyncIterator[LangGraph]:
             "/agencies", json={"name": "default"}, headers={"Authorization": f"Bearer {key}"}
         )
         assert r.status_code == 201, r.text
-        agency = r.json()["id"]
+        return key, tenant, r.json()["id"]
+
+
+@pytest.fixture
+async def lg(lg_system: tuple[str, FakeLLMServer]) -> AsyncIterator[LangGraph]:
+    """A new tenant with an agency named `default`, and the SDK client for it."""
+    url, llm = lg_system
+    key, tenant, agency = await new_tenant(url, "lg")
     async with get_client(url=f"{url}/langgraph", api_key=key, timeout=60) as client:
         yield LangGraph(client=client, llm=llm, agency=agency, url=url, key=key, tenant=tenant)

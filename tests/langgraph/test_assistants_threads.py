@@ -16,9 +16,8 @@ from contracts.events import BlueprintDeleted
 from infra.jetstream.connection import Bus
 from services.api import known
 from services.llm.fake_scripts import ScriptStep
-from tests.e2e.conftest import ADMIN
 from tests.helpers import assert_eventually
-from tests.langgraph.conftest import LangGraph
+from tests.langgraph.conftest import LangGraph, new_tenant
 from tests.langgraph.helpers import ask
 
 
@@ -261,16 +260,7 @@ async def test_another_tenant_naming_a_thread_id_creates_its_own(lg: LangGraph) 
     await lg.client.runs.wait(
         thread_id, "worker", input={"messages": [{"role": "user", "content": key}]}
     )
-    async with httpx.AsyncClient(base_url=lg.url, timeout=20) as http:
-        r = await http.post(
-            "/tenants", json={"name": "intruder"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        other_key = r.json()["apiKey"]
-        r = await http.post(
-            "/agencies", json={"name": "default"}, headers={"Authorization": f"Bearer {other_key}"}
-        )
-        assert r.status_code == 201, r.text
+    other_key, _, _ = await new_tenant(lg.url, "intruder")
     async with get_client(url=f"{lg.url}/langgraph", api_key=other_key) as other:
         theirs = await other.threads.create(thread_id=thread_id, graph_id="worker")
         assert theirs["thread_id"] == thread_id and theirs["metadata"].get("user") is None
