@@ -272,3 +272,30 @@ async def test_another_tenant_naming_a_thread_id_creates_its_own(lg: LangGraph) 
     assert [t["thread_id"] for t in await lg.client.threads.search()] == [thread_id]
     (listed,) = await lg.client.threads.search()
     assert listed["metadata"]["user"] == "ann"
+
+
+async def test_another_tenant_naming_a_kept_agency_and_blueprint_finds_neither(
+    lg: LangGraph,
+) -> None:
+    """What a create found is kept per tenant: once this tenant's agency and blueprint are
+    kept, another tenant naming that agency id (its own key, the `x-agency-id` header) or
+    that blueprint still gets 404."""
+    headers = {"Authorization": f"Bearer {lg.key}"}
+    async with httpx.AsyncClient(base_url=lg.url, headers=headers, timeout=20) as http:
+        r = await http.post(f"/agency/{lg.agency}/blueprints", json={"name": "kept-own"})
+        assert r.status_code == 201, r.text
+    named = {"x-agency-id": lg.agency}
+    async with get_client(url=f"{lg.url}/langgraph", api_key=lg.key, headers=named) as mine:
+        await mine.threads.create(graph_id="kept-own")  # the agency and blueprint kept
+    other_key, _, _ = await new_tenant(lg.url, "intruder")
+    async with get_client(url=f"{lg.url}/langgraph", api_key=other_key, headers=named) as other:
+        with pytest.raises(NotFoundError, match=f"agency {lg.agency} not found"):
+            await other.threads.create(graph_id="kept-own")
+    async with get_client(url=f"{lg.url}/langgraph", api_key=other_key) as other:
+        with pytest.raises(NotFoundError, match="assistant 'kept-own' not found"):
+            await other.threads.create(graph_id="kept-own")
+    async with httpx.AsyncClient(
+        base_url=lg.url, headers={"Authorization": f"Bearer {other_key}"}, timeout=20
+    ) as http:
+        r = await http.post(f"/agency/{lg.agency}/agents", json={"agentType": "kept-own"})
+        assert r.status_code == 404, r.text

@@ -3,6 +3,8 @@ stream modes, cancel, and each multitask strategy."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langgraph_sdk.errors import BadRequestError, ConflictError
 
@@ -224,3 +226,41 @@ async def test_a_stateless_run_gets_a_thread_of_its_own(lg: LangGraph) -> None:
     assert parts[-1].data["messages"][-1]["content"] == "no thread needed"
     with pytest.raises(BadRequestError, match="no interrupt"):
         await lg.client.runs.create(None, "worker", command={"resume": True})
+
+
+async def test_runs_on_a_slow_model_are_waited_on_and_streamed_whole(lg: LangGraph) -> None:
+    """A model that takes seconds: the wait and the stream learn the run's status from the
+    thread's feed early on, then follow the rest of the run live on the same feed; each
+    event once, none missed."""
+    text = "slowly, one word after another, the answer comes"
+    steps = [
+        ScriptStep(tool_calls=[call("lookup", word="slow")], delay_ms=700),
+        ScriptStep(content=text, delay_ms=700, stream_delay_ms=60),
+    ]
+    waited_key, streamed_key = "lg-slow-wait-" + lg.agency, "lg-slow-stream-" + lg.agency
+    lg.llm.script(waited_key, steps)
+    lg.llm.script(streamed_key, steps)
+    waited, streamed = await _thread(lg), await _thread(lg)
+    final, parts = await asyncio.gather(
+        lg.client.runs.wait(waited, "worker", input=ask(waited_key)),
+        collect(
+            lg.client.runs.stream(
+                streamed,
+                "worker",
+                input=ask(streamed_key),
+                stream_mode=["messages-tuple", "values"],
+            )
+        ),
+    )
+    assert isinstance(final, dict)
+    assert [m["type"] for m in final["messages"]] == ["human", "ai", "tool", "ai"]
+    assert final["messages"][-1]["content"] == text
+    chunks = [p.data for p in parts if p.event == "messages"]
+    tokens = [chunk for chunk, _ in chunks if chunk["type"] == "AIMessageChunk"]
+    assert len(tokens) > 1, "the answer streamed in several chunks"
+    assert "".join(chunk["content"] for chunk in tokens) == text
+    for mode in ("messages", "values"):
+        ids = [int(p.id) for p in parts if p.event == mode and p.id is not None]
+        assert ids == sorted(set(ids)), f"each event once, in order ({mode})"
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["messages"][-1]["content"] == text
