@@ -18,6 +18,8 @@ from contracts.ids import new_id
 from contracts.subjects import EVENTS_STREAM, aggregate_filter
 from infra.jetstream.connection import Bus
 from infra.jetstream.records import Position, RecordedEvent
+from services.api.langgraph.follow import sse
+from services.api.langgraph.graphstate import GraphView, RunRef
 from services.api.server import run_api
 from services.api.streaming import ThreadFeed
 from tests.api.conftest import Api, Tenant, Thread, append_messages
@@ -288,6 +290,33 @@ async def test_a_feed_waited_on_hands_out_what_it_read_ahead(
             await live.aclose()
     finally:
         await feed.aclose()
+
+
+async def test_a_run_stream_left_after_its_first_frame_lets_its_reader_go(
+    api: Api, bus: Bus, thread_a: Thread
+) -> None:
+    """A LangGraph run stream's feed holds a live reader from the run's status on; a client
+    gone after the first frame still ends the reader's interest."""
+    tenant, thread_id = thread_a.tenant.id, thread_a.thread_id
+    feed = ThreadFeed(api.deps, tenant, thread_id, 0, asyncio.Event())
+    await feed.catch_up()
+    assert await feed.until(lambda events: None, timeout=0.1) is None  # the reader is open
+    family = aggregate_filter(tenant, "thread", thread_id)
+
+    async def bound() -> list[bool | None]:
+        consumers = await bus.js.consumers_info(EVENTS_STREAM)
+        return [c.push_bound for c in consumers if c.config.filter_subject == family]
+
+    assert await bound() == [True]
+    view = GraphView(tenant_id=tenant, thread_id=thread_id)
+    frames = sse(feed, view, RunRef("run_gone"), ("values",), 0)
+    assert b"metadata" in await anext(frames)
+    await frames.aclose()
+
+    async def let_go() -> None:
+        assert True not in await bound()
+
+    await assert_eventually(let_go)
 
 
 async def test_a_quiet_threads_live_feed_starts_at_the_streams_end(

@@ -77,8 +77,10 @@ async def sse(
     """The run's stretch as LangGraph SSE frames: `metadata` first, then the frames of each
     of its events after `after_seq`, until the stretch ends."""
     parts = Parts(modes, ref.id)
-    yield frame("metadata", {"run_id": ref.id, "attempt": 1}, None)
     try:
+        # Inside the `try`: a client gone after this frame still closes the feed, which
+        # may hold a live reader already (opened for the run's status).
+        yield frame("metadata", {"run_id": ref.id, "attempt": 1}, None)
         for event in await feed.backfill():
             view.apply(event)
             if _belongs(event, ref) and event.seq > after_seq:
