@@ -51,7 +51,7 @@ start-up memory the parked threads take.
   Printed too: the tree's CPU use with no requests (`--idle-window` seconds), after
   start-up and with the threads parked, and the p50/p90/max of each create and invoke
   request.
-- `parked-resume`: `resume` for 20 random threads among those parked; baseline: the
+- `parked-resume`: `resume` for 40 random threads among those parked; baseline: the
   `resume` p50 measured before (so the ratio shows what parking costs a resume).
 
 Every measured run is checked: it parked on `run.paused` (reason `hitl`), completed with
@@ -106,7 +106,7 @@ from services.observability.logging import configure_logging
 
 WARMUP = 5
 TOKEN_MS = 20
-PARKED_RESUMES = 20
+PARKED_RESUMES = 40
 LIMITS_OFF = {"AGENCY_TENANT_MAX_ACTIVE_RUNS": "0", "AGENCY_TENANT_INVOKES_PER_SECOND": "0"}
 
 

@@ -27,6 +27,10 @@ class InfraSettings:
     `GOGC` in the environment wins): its heap grows to 1.5x what is live before a collection
     instead of 2x, which is most of what a burst of threads left it holding.
 
+    `AGENCY_NATS_PROFILE_PORT` (unset by default) serves the embedded server's Go profiles
+    (`/debug/pprof/…`, nats-server's `prof_port`) on that port of the loopback interface:
+    where its memory goes (`docs/performance.md`, "Parked threads"). For measuring only.
+
     `AGENCY_POSTGRES_SHARED_BUFFERS` (default `32MB`) is the embedded PostgreSQL's
     `shared_buffers`: its cache of table pages, held for good once touched (the kernel's
     page cache keeps what it does not, and gives it back under pressure). At 128MB, 10,000
@@ -43,6 +47,7 @@ class InfraSettings:
     nats_memory_limit: str | None = "256MiB"
     nats_gc_percent: int | None = 50
     pg_shared_buffers: str = "32MB"
+    nats_profile_port: int | None = None
 
     @classmethod
     def from_env(cls) -> InfraSettings:
@@ -57,6 +62,7 @@ class InfraSettings:
             nats_memory_limit=_memory_limit(os.environ.get("AGENCY_NATS_MEMORY_LIMIT", "256MiB")),
             nats_gc_percent=_gc_percent(os.environ.get("AGENCY_NATS_GOGC", "50")),
             pg_shared_buffers=_pg_size(os.environ.get("AGENCY_POSTGRES_SHARED_BUFFERS", "32MB")),
+            nats_profile_port=_port(os.environ.get("AGENCY_NATS_PROFILE_PORT", "")),
         )
 
 
@@ -84,6 +90,14 @@ def _pg_size(value: str) -> str:
             "(kB, MB, GB, TB), such as 128MB"
         )
     return value.strip()
+
+
+def _port(value: str) -> int | None:
+    if value.strip().lower() in ("", "off"):
+        return None
+    if not value.strip().isdigit() or not 0 < int(value) < 65536:
+        raise ValueError(f"AGENCY_NATS_PROFILE_PORT={value!r}: give a port, such as 65432, or off")
+    return int(value)
 
 
 def _gc_percent(value: str) -> int | None:

@@ -81,6 +81,7 @@ class NatsServer:
         auth: bool | NatsAuth = False,
         memory_limit: str | None = None,
         gc_percent: int | None = None,
+        profile_port: int | None = None,
     ) -> None:
         if cluster is not None and cluster.port == 0:
             raise ValueError("a cluster node needs a fixed cluster port: its peers dial it")
@@ -95,6 +96,9 @@ class NatsServer:
         # Go's `GOGC` for the server (a `GOGC` in the environment wins): how far the heap may
         # grow past what is live before a collection, in percent (Go's own default is 100).
         self.gc_percent = gc_percent
+        # Go's profiling endpoints (`/debug/pprof/…`, nats-server's `prof_port`) on this
+        # port of the host; None: not served. For measuring, never for production.
+        self.profile_port = profile_port
         # Users and permissions in the store directory (infra/nats_auth.py), or those a
         # cluster's nodes share; without them any client may do anything.
         if isinstance(auth, NatsAuth):
@@ -228,6 +232,8 @@ class NatsServer:
             f"http: {_quoted(f'{self.host}:{self._monitor_port}')}",
             f"pid_file: {_quoted(str(self.store_dir / PID_FILE))}",
         ]
+        if self.profile_port is not None:
+            lines.append(f"prof_port: {int(self.profile_port)}")
         if self.auth is not None:
             self.auth.ensure()
             self._adopt_global_account()

@@ -471,3 +471,13 @@ async def test_embedded_postgres_takes_its_shared_buffers_from_the_environment(
             assert await conn.fetchval("SHOW shared_buffers") == "16MB"
         finally:
             await conn.close()
+
+
+def test_the_nats_profile_port_is_off_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENCY_NATS_PROFILE_PORT", raising=False)
+    assert InfraSettings.from_env().nats_profile_port is None
+    monkeypatch.setenv("AGENCY_NATS_PROFILE_PORT", "65432")
+    assert InfraSettings.from_env().nats_profile_port == 65432
+    monkeypatch.setenv("AGENCY_NATS_PROFILE_PORT", "70000")
+    with pytest.raises(ValueError, match="AGENCY_NATS_PROFILE_PORT='70000'"):
+        InfraSettings.from_env()
