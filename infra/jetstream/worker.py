@@ -3,6 +3,9 @@
 - It fetches only as many messages as it has free slots, so nothing waits unheeded in the
   client while its ack wait runs out, and a fetch is never cancelled (an abandoned pull
   request would take messages nobody reads): `poll_interval` bounds how soon `stop` is seen.
+- It asks for one message at a time unless the last fetch came back full (a backlog): a
+  batch fetch of nats-py that waits for the log held a message that came into an idle
+  consumer for up to the rest of `poll_interval` about once in twenty (`_batch_size`).
 - A message being worked on is heartbeated (`in_progress`), so a long handler is not
   redelivered.
 - `_process` never raises but `CancelledError`: a handler's failure is retried through
@@ -56,6 +59,16 @@ HOOK_RETRY = RetryPolicy(attempts=5, timeout=30.0, wait_initial=0.2, wait_max=3.
 # A handler that failed because the broker or the database was away, before the delivery
 # counts as failed: an outage does not use up a message's deliveries as fast.
 HANDLER_RETRY = RetryPolicy(attempts=3, timeout=20.0, wait_initial=0.5, wait_max=5.0)
+
+
+def _batch_size(free: int, *, backlog: bool) -> int:
+    """How many messages to fetch with `free` slots: all of them while the last fetch came
+    back full, else one. nats-py's fetch of several messages that finds none waiting can
+    leave a pull request behind on the server; its expiry, arriving during a later fetch,
+    sends that fetch to a second request after which the first message waits for the rest
+    of the batch until the fetch's timeout. A fetch of one returns with its message. With
+    messages waiting, a batch is answered at once with what there is."""
+    return free if backlog else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +199,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         log.info("consumer started", durable=self.durable, concurrency=self._concurrency)
         in_flight: set[asyncio.Task[None]] = set()
         failures = 0
+        backlog = False
         try:
             async with asyncio.TaskGroup() as tg:
                 try:
@@ -198,10 +212,11 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                                 return_when=asyncio.FIRST_COMPLETED,
                             )
                             continue
+                        wanted = _batch_size(free, backlog=backlog)
                         try:
-                            msgs = await sub.fetch(free, timeout=self._poll_interval)
+                            msgs = await sub.fetch(wanted, timeout=self._poll_interval)
                         except TimeoutError:  # nothing to fetch (nats.errors.TimeoutError too)
-                            failures = 0
+                            failures, backlog = 0, False
                             continue
                         except (nats.errors.Error, OSError) as e:
                             failures += 1
@@ -220,7 +235,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                                 return
                             sub = renewed
                             continue
-                        failures = 0
+                        failures, backlog = 0, len(msgs) >= wanted
                         for msg in msgs:
                             task = tg.create_task(self._process(msg))
                             in_flight.add(task)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import nats.errors
 import pytest
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
-from contracts.commands import CommandEnvelope, CreateAgency
+from contracts.codec import encode
+from contracts.commands import CancelRun, CommandEnvelope, CreateAgency
+from contracts.envelope import utc_now
 from contracts.events import ThreadCreated
 from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, command_subject
 from infra.jetstream.commandbus import CommandWorker, Delivery
 from infra.jetstream.connection import Bus
 from infra.jetstream.consumers import DurableSpec
@@ -339,3 +344,85 @@ async def test_workers_on_a_cluster_outlive_the_loss_of_their_consumers_leader(
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*workers), timeout=20)
+
+
+class _RecordingCommands(CommandWorker):
+    """A command worker recording each fetch: how many messages it asked for, and how many
+    it got (None: the fetch timed out)."""
+
+    fetches: list[tuple[int, int | None]]
+
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+        sub = await super()._subscribe()
+        real_fetch = sub.fetch
+        self.fetches = []
+
+        async def fetch(batch: int = 1, timeout: float | None = 5, **kw: object) -> list[Msg]:
+            try:
+                msgs = await real_fetch(batch, timeout)
+            except TimeoutError:
+                self.fetches.append((batch, None))
+                raise
+            self.fetches.append((batch, len(msgs)))
+            return msgs
+
+        sub.fetch = fetch  # type: ignore[method-assign,assignment]
+        return sub
+
+
+async def test_an_idle_worker_asks_for_one_message_and_a_backlog_for_its_free_slots(
+    bus: Bus, tenant: str
+) -> None:
+    """A batch fetch that finds nothing can leave a pull request on the server whose expiry
+    makes a later batch fetch hold its first message for the rest of its timeout (a command
+    to an idle runtime waited up to a second, about once in fifteen). So after a fetch that
+    timed out or came back short the worker asks for one message; after a full one (a
+    backlog), for as many as it has free slots."""
+    service = "fetch" + tenant[-8:]
+    handled: list[str] = []
+    backlog = 12
+
+    async def handler(envelope: CommandEnvelope, delivery: Delivery) -> None:
+        handled.append(envelope.idempotency_key or "")
+
+    async def send(key: str) -> None:
+        envelope = CommandEnvelope(
+            command_id=new_id(), tenant_id=tenant, idempotency_key=key, ts=utc_now(),
+            type="runtime.cancel", version=1,
+            payload=CancelRun(agency_id="a", thread_id=key, reason="test"),
+        )  # fmt: skip
+        await bus.js.publish(command_subject(tenant, service, "cancel"), encode(envelope))
+
+    for i in range(backlog):
+        await send(f"early-{i}")
+    worker = _RecordingCommands(
+        bus.js, service, handler, dead_letters=bus.dead_letters, batch=8, poll_interval=0.2
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+
+        async def backlog_handled() -> None:
+            assert len(handled) == backlog
+
+        await assert_eventually(backlog_handled, timeout=10)
+
+        async def timed_out_twice() -> None:
+            assert sum(1 for _, got in worker.fetches if got is None) >= 2
+
+        await assert_eventually(timed_out_twice, timeout=10)
+        await send("late")
+
+        async def late_handled() -> None:
+            assert "late" in handled
+
+        await assert_eventually(late_handled, timeout=10)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+    asked = [wanted for wanted, _ in worker.fetches]
+    assert asked[0] == 1  # nothing known to be waiting yet
+    assert max(asked) > 1  # the backlog was fetched by the batch
+    for (wanted, got), (after, _) in itertools.pairwise(worker.fetches):
+        if got is None or got < wanted:
+            assert after == 1, worker.fetches
