@@ -1,14 +1,18 @@
 """What the log's layout costs the broker: the designs that the unmet targets would need.
 
-Two measurements on fresh embedded nats-servers started as `agency up` starts its own
+Measurements on fresh embedded nats-servers started as `agency up` starts its own
 (`sync_interval: always`, its `GOGC` and memory limit, the events stream as provisioned),
 with envelopes of the sizes a run writes:
 
-- `layout-parked`: how much more memory (PSS, MB) nats-server holds once `--threads`
-  threads of `--events` events each are stored, and again after `--rest` seconds at rest.
-  Ours: each event on the subject of its type (`…evt.thread.<id>.<type>`, the layout of
-  `docs/nats.md`); baseline: every event of a thread on one subject (`…evt.thread.<id>`,
-  the brief's first form). Each layout on a server of its own; ratio baseline/ours.
+- `layout-parked`: the Go heap nats-server holds once `--threads` threads are stored (each
+  the 14 events of a thread created, invoked and parked, in its three appends), beyond the
+  empty server's, after `--rest` seconds at rest and two collections (its heap profile's
+  `HeapAlloc`, served on a profiling port). Ours: a message per event on the subject of
+  its type (`…evt.thread.<id>.<type>`, the layout of `docs/nats.md`); baseline: every
+  event of a thread on one subject (`…evt.thread.<id>`). Each layout on a server of its
+  own; ratio baseline/ours. PSS right after and after the rest is printed too.
+- `layout-parked-decisions`: the same against a message per decision (one message
+  holding an append's envelopes) on one subject a thread.
 - `layout-decision`: p50 ms to store a decision of `--batch` events after the thread's
   expected sequence. Ours: an atomic batch of one message per event; baseline: one
   message holding the same envelopes. On one server, in turns of ten; ratio baseline/ours.
@@ -205,7 +209,7 @@ async def live_heap_mb(profile_port: int) -> float:
 
 
 async def parked(threads: int, writers: int, rest: float, layout: Layout) -> Held:
-    """nats-server's PSS beyond its empty self once `threads` threads are stored."""
+    """nats-server's memory beyond its empty self once `threads` threads are stored."""
     payloads = bodies(len(PARKED_TYPES))
     profile_port = free_port()
     with tempfile.TemporaryDirectory(prefix="agency-layout-") as tmp:
