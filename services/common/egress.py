@@ -4,8 +4,9 @@ A URL a tenant can name (an MCP server in a blueprint's `config.mcpServers`, inl
 workflow's agents, or an app's `McpServer`) must not reach what sits behind our network:
 loopback, link-local (cloud metadata at 169.254.169.254), private ranges, unspecified,
 multicast and other non-public addresses are refused, and so are the ports of the system's
-own services (NATS, PostgreSQL) on such an address. The operator allows hosts or ranges
-with `AGENCY_ALLOW_HOSTS` (comma-separated hostnames, IP addresses, CIDR ranges):
+own services (NATS, PostgreSQL, the NATS server's profiling port) on such an address. The
+operator allows hosts or ranges with `AGENCY_ALLOW_HOSTS` (comma-separated hostnames, IP
+addresses, CIDR ranges):
 
     AGENCY_ALLOW_HOSTS="mcp.internal,10.8.0.0/16,127.0.0.1"
 
@@ -80,10 +81,13 @@ class EgressPolicy(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(
         cls, environ: Mapping[str, str] | None = None, own_urls: Iterable[str] = ()
     ) -> EgressPolicy:
-        """`AGENCY_ALLOW_HOSTS`; the system's own ports from `own_urls` and the
-        `NATS_URL` / `DATABASE_URL` set in the environment."""
+        """`AGENCY_ALLOW_HOSTS`; the system's own ports from `own_urls`, the `NATS_URL` /
+        `DATABASE_URL` set in the environment, and the embedded NATS server's profiling
+        port (`AGENCY_NATS_PROFILE_PORT`) where one is served."""
         env = os.environ if environ is None else environ
         urls = [*own_urls, *(env.get(k, "") for k in ("NATS_URL", "DATABASE_URL"))]
+        if (profile := env.get("AGENCY_NATS_PROFILE_PORT", "").strip()).isdigit():
+            urls.append(f"http://127.0.0.1:{profile}")
         own = [u.strip() for url in urls for u in url.split(",") if u.strip()]
         return cls.parse(env.get(VARIABLE, ""), own)
 

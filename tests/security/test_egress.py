@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -214,3 +215,16 @@ def test_the_allowlist_takes_names_addresses_and_ranges() -> None:
     with pytest.raises(ValueError, match="AGENCY_ALLOW_HOSTS"):
         EgressPolicy.parse("not a host!")
     assert msgspec.json.encode(policy.hosts)
+
+
+def test_the_nats_profiling_port_stays_refused_on_an_allowed_loopback() -> None:
+    """An operator who allows loopback and serves nats-server's profiles for measuring does
+    not open them to a tenant's URLs: that port is one of the system's own."""
+    env = {"AGENCY_ALLOW_HOSTS": "127.0.0.1", "AGENCY_NATS_PROFILE_PORT": "65432"}
+    policy = EgressPolicy.from_env(env)
+    loopback = ipaddress.ip_address("127.0.0.1")
+    refused = policy.address_refusal(loopback, 65432, named=False)
+    assert refused is not None and "belongs to this system's own services" in refused
+    assert policy.address_refusal(loopback, 65431, named=False) is None  # allowed loopback
+    unserved = EgressPolicy.from_env({"AGENCY_ALLOW_HOSTS": "127.0.0.1"})
+    assert unserved.address_refusal(loopback, 65432, named=False) is None
