@@ -68,25 +68,30 @@ from urllib.parse import urlsplit, urlunsplit
 import uvloop
 from nats.js.errors import NotFoundError
 
+from agency.contracts.commands import CreateAgency, CreateThread, InvokeThread
+from agency.contracts.events import BlueprintSpec, ChatMessage, RunCompleted, RunError, ToolOutput
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import (
+    COMMANDS_STREAM,
+    EVENTS_STREAM,
+    event_token,
+    tenant_events_filter,
+)
+from agency.infra.gc_tuning import tune_gc
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.reader import OrderedReader
+from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.jetstream.streams import provision
+from agency.infra.launch.postgres_server import ensure_database
+from agency.projections.rebuild import last_stream_seq
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolContext, define_tool
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.stack import StackConfig, run_stack
 from bench.common import Stopwatch, embedded_servers, print_load
-from contracts.commands import CreateAgency, CreateThread, InvokeThread
-from contracts.events import BlueprintSpec, ChatMessage, RunCompleted, RunError, ToolOutput
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, event_token, tenant_events_filter
-from infra.gc_tuning import tune_gc
-from infra.jetstream.connection import Bus
-from infra.jetstream.reader import OrderedReader
-from infra.jetstream.records import RecordedEvent
-from infra.jetstream.streams import provision
-from infra.launch.postgres_server import ensure_database
-from projections.rebuild import last_stream_seq
-from services.agents.system import AgentSystem
-from services.agents.tools import ToolContext, define_tool
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.stack import StackConfig, run_stack
 
 RunFn = Callable[[int], Awaitable[None]]
 

@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.launch import NatsServer, PostgresServer
-from services.observability.logging import configure_logging
+from agency.infra.launch import NatsServer, PostgresServer
+from agency.services.observability.logging import configure_logging
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,10 @@ from pathlib import Path
 
 import uvloop
 
+from agency.infra.launch import PostgresServer
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.observability.logging import configure_logging
 from bench.common import print_load
 from bench.http_client import (
     ANSWER,
@@ -65,10 +69,6 @@ from bench.http_client import (
 )
 from bench.http_system import Api, BenchError, RunningSystem
 from bench.system_ours import AGENT, BLUEPRINT
-from infra.launch import PostgresServer
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.llm.fake_server import FakeLLMServer
-from services.observability.logging import configure_logging
 
 TOKEN_MS = 20
 LIMITS_OFF = {"AGENCY_TENANT_MAX_ACTIVE_RUNS": "0", "AGENCY_TENANT_INVOKES_PER_SECOND": "0"}

@@ -32,8 +32,8 @@ from typing import Self
 
 import httpx
 
+from agency.infra.launch import free_port
 from bench.http_system import BenchError
-from infra.launch import free_port
 
 AEGRA_VERSION = "0.6.0"
 # greenlet: SQLAlchemy's asyncio needs it and aegra-api 0.6.0 does not require it (later

@@ -29,7 +29,7 @@ import msgspec
 import psutil
 from httpx_sse import aconnect_sse
 
-from infra.endpoints import Endpoints, EndpointsNotFound, read_endpoints
+from agency.infra.endpoints import Endpoints, EndpointsNotFound, read_endpoints
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 90.0
@@ -67,7 +67,8 @@ class RunningSystem:
             "OPENAI_API_KEY": "fake",
             **self._env,
         }
-        command = ["-m", "services.cli.main", "up", "--data-dir", str(self._dir), "--port", "0"]
+        command = ["-m", "agency.services.cli.main", "up", "--data-dir", str(self._dir)]
+        command += ["--port", "0"]
         with self._log.open("wb") as log:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable,

@@ -41,17 +41,17 @@ import psutil
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from agency.contracts.events import ChatMessage, MessageAppended
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import event_subject
+from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
+from agency.infra.jetstream.records import Position
+from agency.infra.jetstream.streams import StreamSettings, event_stream
+from agency.infra.launch import NatsServer
+from agency.infra.launch.process import free_port
+from agency.infra.settings import InfraSettings
+from agency.services.observability.logging import configure_logging
 from bench.common import print_load
-from contracts.events import ChatMessage, MessageAppended
-from contracts.ids import new_id
-from contracts.subjects import event_subject
-from infra.jetstream.envelopes import encode_checked, new_envelopes
-from infra.jetstream.records import Position
-from infra.jetstream.streams import StreamSettings, event_stream
-from infra.launch import NatsServer
-from infra.launch.process import free_port
-from infra.settings import InfraSettings
-from services.observability.logging import configure_logging
 
 TENANT = "bench"
 # The event types of a thread created, invoked and parked on an approval, in order.

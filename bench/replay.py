@@ -30,8 +30,7 @@ import uvloop
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from bench.common import Stopwatch, embedded_servers, report
-from contracts.events import (
+from agency.contracts.events import (
     AnyEvent,
     ChatMessage,
     MessageAppended,
@@ -48,14 +47,15 @@ from contracts.events import (
     ToolStarted,
     Usage,
 )
-from contracts.ids import new_id
-from contracts.subjects import EVENTS_STREAM, tenant_events_filter
-from domain.thread_state import ThreadState
-from domain.timeline import Row, format_row
-from infra.jetstream.connection import Bus
-from infra.jetstream.reader import OrderedReader
-from infra.jetstream.records import EventContext, Position, RecordedEvent
-from infra.jetstream.streams import provision
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import EVENTS_STREAM, tenant_events_filter
+from agency.domain.thread_state import ThreadState
+from agency.domain.timeline import Row, format_row
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.reader import OrderedReader
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
+from agency.infra.jetstream.streams import provision
+from bench.common import Stopwatch, embedded_servers, report
 
 ROUNDS = 3
 DECISION = 25  # events per append: a few steps of a run

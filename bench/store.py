@@ -19,16 +19,16 @@ import statistics
 import asyncpg
 import uvloop
 
+from agency.contracts.events import ChatMessage, MessageAppended
+from agency.contracts.ids import new_id
+from agency.infra.db import create_pool, migrate
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import Position
+from agency.infra.jetstream.streams import StreamSettings, event_stream, provision
+from agency.projections.engine import ProjectionRunner
+from agency.projections.readmodels import events as events_model
+from agency.projections.rebuild import last_stream_seq
 from bench.common import Stopwatch, embedded_servers, report
-from contracts.events import ChatMessage, MessageAppended
-from contracts.ids import new_id
-from infra.db import create_pool, migrate
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import Position
-from infra.jetstream.streams import StreamSettings, event_stream, provision
-from projections.engine import ProjectionRunner
-from projections.readmodels import events as events_model
-from projections.rebuild import last_stream_seq
 
 ROUNDS = 5
 

@@ -74,6 +74,9 @@ from contextlib import asynccontextmanager, contextmanager
 
 import uvloop
 
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.observability.logging import configure_logging
 from bench.agent import ensure_langgraph
 from bench.common import print_load
 from bench.http_system import (
@@ -100,9 +103,6 @@ from bench.system_ours import (
     until_parked,
 )
 from bench.system_peer import LangGraphSide, langgraph_side
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.llm.fake_server import FakeLLMServer
-from services.observability.logging import configure_logging
 
 WARMUP = 5
 TOKEN_MS = 20

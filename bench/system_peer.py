@@ -17,9 +17,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agency.infra.launch import PostgresServer
 from bench.http_system import BenchError
 from bench.system_ours import ANSWER, resume_text, ttft_text
-from infra.launch import PostgresServer
 
 if TYPE_CHECKING:
     from bench.langgraph_hitl import HitlPeer

@@ -11,17 +11,17 @@ from typing import Any, get_args
 
 import msgspec
 
-from contracts.commands import AnyCommand, Command, CommandEnvelope
-from contracts.envelope import Envelope, WireEnvelope
-from contracts.errors import (
+from agency.contracts.commands import AnyCommand, Command, CommandEnvelope
+from agency.contracts.envelope import Envelope, WireEnvelope
+from agency.contracts.errors import (
     ContractError,
     DecodeError,
     UnknownCommandType,
     UnknownEventType,
     UpcastError,
 )
-from contracts.events import AnyEvent, Event
-from contracts.upcasters import blueprint_saved_v1
+from agency.contracts.events import AnyEvent, Event
+from agency.contracts.upcasters import blueprint_saved_v1
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 

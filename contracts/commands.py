@@ -11,10 +11,10 @@ from typing import ClassVar
 
 import msgspec
 
-from contracts.events.base import ChatMessage, ParentRef, ToolCall
-from contracts.events.registry import BlueprintSpec
-from contracts.events.thread import ConcurrencyStrategy
-from contracts.events.workflow import ScheduleTarget, WorkflowLimits
+from agency.contracts.events.base import ChatMessage, ParentRef, ToolCall
+from agency.contracts.events.registry import BlueprintSpec
+from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.events.workflow import ScheduleTarget, WorkflowLimits
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from contracts.events import AnyEvent
-from contracts.subjects import Aggregate
+from agency.contracts.events import AnyEvent
+from agency.contracts.subjects import Aggregate
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,7 +8,7 @@ import os
 import re
 import time
 
-from contracts.errors import InvalidToken
+from agency.contracts.errors import InvalidToken
 
 MAX_TOKEN_LENGTH = 64
 

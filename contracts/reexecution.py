@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from contracts.envelope import Envelope
+from agency.contracts.envelope import Envelope
 
 # How long the runtime gives one re-execution (reading the record included); whoever asks
 # waits a little longer, so the runtime's own answer ("timeout") arrives first.

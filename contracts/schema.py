@@ -24,12 +24,12 @@ from typing import Any
 
 import msgspec
 
-from contracts.codec import COMMAND_TYPES, EVENT_TYPES
-from contracts.commands import Command, CommandEnvelope
-from contracts.envelope import Envelope
-from contracts.events import Event
-from contracts.ids import MAX_TOKEN_LENGTH
-from contracts.subjects import AGGREGATES, COMMANDS_STREAM, EVENTS_STREAM, event_token
+from agency.contracts.codec import COMMAND_TYPES, EVENT_TYPES
+from agency.contracts.commands import Command, CommandEnvelope
+from agency.contracts.envelope import Envelope
+from agency.contracts.events import Event
+from agency.contracts.ids import MAX_TOKEN_LENGTH
+from agency.contracts.subjects import AGGREGATES, COMMANDS_STREAM, EVENTS_STREAM, event_token
 
 JsonObject = dict[str, Any]
 

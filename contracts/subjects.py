@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from contracts.errors import InvalidToken
-from contracts.ids import validate_token
+from agency.contracts.errors import InvalidToken
+from agency.contracts.ids import validate_token
 
 Aggregate = Literal["tenant", "agency", "thread", "workflow", "schedule"]
 AGGREGATES: frozenset[str] = frozenset(get_args(Aggregate))

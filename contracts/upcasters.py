@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from contracts.events.registry import (
+from agency.contracts.events.registry import (
     INLINE_BLUEPRINT_FIELDS,
     BlueprintConfig,
     BlueprintSpec,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.ids import derived_id
+from agency.contracts.ids import derived_id
 
 
 def child_thread_id(tenant_id: str, parent_thread_id: str, tool_call_id: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.events import (
+from agency.contracts.events import (
     AgencyCreated,
     AgentError,
     BlueprintSaved,
@@ -35,8 +35,8 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from contracts.events.reply import AgentStateSet, ReplyAction, ReplyDelta, ReplyThinking
-from contracts.events.workflow import (
+from agency.contracts.events.reply import AgentStateSet, ReplyAction, ReplyDelta, ReplyThinking
+from agency.contracts.events.workflow import (
     ChannelMessagePosted,
     DocumentWritten,
     MemberAdded,
@@ -51,7 +51,7 @@ from contracts.events.workflow import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from infra.jetstream.records import RecordedEvent
+from agency.infra.jetstream.records import RecordedEvent
 
 _WIDTH = 100
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contracts.events import ApiKeyIssued, ApiKeyRevoked
-from infra.jetstream.records import RecordedEvent
+from agency.contracts.events import ApiKeyIssued, ApiKeyRevoked
+from agency.infra.jetstream.records import RecordedEvent
 
 
 def live_keys(history: list[RecordedEvent]) -> dict[str, str]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contracts.events import AnyEvent, ChatMessage, MessageAppended, RunCanceled, ToolCall
-from domain.thread_state import ThreadState
+from agency.contracts.events import AnyEvent, ChatMessage, MessageAppended, RunCanceled, ToolCall
+from agency.domain.thread_state import ThreadState
 
 
 def tool_message(call: ToolCall, content: str) -> ChatMessage:

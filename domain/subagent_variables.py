@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts.commands import ProvideVariables
-from contracts.events import (
+from agency.contracts.commands import ProvideVariables
+from agency.contracts.events import (
     AnyEvent,
     SubagentEnvRequired,
     SubagentRequested,
     SubagentVariablesProvided,
 )
-from infra.jetstream.commandbus import CommandRejected
-from infra.jetstream.records import RecordedEvent
-from infra.sealing import seal, unseal
+from agency.infra.jetstream.commandbus import CommandRejected
+from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.sealing import seal, unseal
 
 
 def env_request(history: Sequence[RecordedEvent], request_id: str) -> SubagentEnvRequired | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, get_args
 
-from contracts.events import (
+from agency.contracts.events import (
     SubagentCompleted,
     SubagentMessaged,
     SubagentRequested,
@@ -17,11 +17,11 @@ from contracts.events import (
     SubagentTerminated,
     SubagentVariablesProvided,
 )
-from contracts.events.subagent import ParentCommunication
-from domain.thread_parts import ToolOutcome
+from agency.contracts.events.subagent import ParentCommunication
+from agency.domain.thread_parts import ToolOutcome
 
 if TYPE_CHECKING:
-    from domain.thread_state import ThreadState
+    from agency.domain.thread_state import ThreadState
 
 SubagentEvent = (
     SubagentRequested

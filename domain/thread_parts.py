@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from contracts.events import ChatMessage, ToolCall
+from agency.contracts.events import ChatMessage, ToolCall
 
 # `injected`: a queued request that joined the active run (`reason` names that run).
 RunStatus = Literal["registered", "running", "paused", "completed", "canceled", "error", "injected"]

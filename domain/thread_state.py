@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentStarted,
     AgentStateSet,
     AnyEvent,
@@ -46,12 +46,14 @@ from contracts.events import (
     ToolRegistered,
     ToolRequested,
 )
-from domain.thread_children import SUBAGENT_EVENTS, ChildEntry, child_changes
-from domain.thread_parts import QueuedRequest as QueuedRequest
-from domain.thread_parts import RunView as RunView
-from domain.thread_parts import ToolOutcome
-from infra.jetstream.records import Position, RecordedEvent
-from infra.sealing import unseal
+from agency.domain.thread_children import SUBAGENT_EVENTS, ChildEntry, child_changes
+from agency.domain.thread_parts import (
+    QueuedRequest as QueuedRequest,
+    RunView as RunView,
+    ToolOutcome,
+)
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.infra.sealing import unseal
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from contracts.codec import encode
-from contracts.events import (
+from agency.contracts.codec import encode
+from agency.contracts.events import (
     AgentCompleted,
     AgentStarted,
     Event,
@@ -23,8 +23,8 @@ from contracts.events import (
     RunStarted,
     RunTick,
 )
-from domain.event_text import clip, summarize
-from infra.jetstream.records import RecordedEvent
+from agency.domain.event_text import clip, summarize
+from agency.infra.jetstream.records import RecordedEvent
 
 DELTA = "model.delta"
 _STREAMED = frozenset({DELTA, "reply.delta"})

@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 
-from contracts.events import (
+from agency.contracts.events import (
     AnyEvent,
     ChannelMessagePosted,
     MemberAnswered,
@@ -26,9 +26,9 @@ from contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from contracts.events.workflow import MemberOutcome
-from contracts.ids import derived_id
-from domain.workflow_state import Invocation, Message, WorkflowState
+from agency.contracts.events.workflow import MemberOutcome
+from agency.contracts.ids import derived_id
+from agency.domain.workflow_state import Invocation, Message, WorkflowState
 
 SYSTEM = "system"
 Decide = Callable[[WorkflowState], list[AnyEvent]]

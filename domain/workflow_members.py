@@ -6,8 +6,8 @@ import hashlib
 
 import msgspec
 
-from contracts.events import BlueprintSpec
-from contracts.ids import derived_id
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.ids import derived_id
 
 WORKFLOW_TAG = "workflow"
 GLOBAL = "global"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from contracts.events import (
+from agency.contracts.events import (
     ChannelMessagePosted,
     DocumentWritten,
     MemberAdded,
@@ -23,7 +23,7 @@ from contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from infra.jetstream.records import RecordedEvent
+from agency.infra.jetstream.records import RecordedEvent
 
 WorkflowStatus = Literal["absent", "created", "running", "stopped"]
 

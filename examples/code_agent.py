@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from services.agents import AgentContext, AgentSystem, ChatMessage, CodeAgent
+from agency import AgentContext, AgentSystem, ChatMessage, CodeAgent
 
 
 class NoteTaker(CodeAgent):

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import structlog
 
-from infra.retry import RetryPolicy
+from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +85,7 @@ async def _transaction_scoped(conn: asyncpg.Connection) -> None:
 
 
 def migration_scripts() -> list[tuple[str, str]]:
-    folder = files("infra") / "migrations"
+    folder = files("agency.infra") / "migrations"
     return sorted(
         (entry.name, entry.read_text(encoding="utf-8"))
         for entry in folder.iterdir()

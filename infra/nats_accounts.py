@@ -25,9 +25,9 @@ from typing import Any
 
 import msgspec
 
-from contracts.ids import validate_token
-from contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
-from infra.jetstream.leases import LEASES_BUCKET
+from agency.contracts.ids import validate_token
+from agency.contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
+from agency.infra.jetstream.leases import LEASES_BUCKET
 
 SERVICES_ACCOUNT = "AGENCY"
 JS_API_PREFIX = "agency.api"

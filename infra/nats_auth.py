@@ -37,10 +37,10 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import msgspec
 from nats.errors import Error as NatsError
 
-from contracts.ids import validate_token
-from contracts.subjects import EVENTS_STREAM
-from infra.jetstream.natsclient import connect as nats_connect
-from infra.nats_accounts import (
+from agency.contracts.ids import validate_token
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.jetstream.natsclient import connect as nats_connect
+from agency.infra.nats_accounts import (
     GATEWAY_ROLE,
     JS_API_PREFIX,
     AccountUser,

@@ -15,12 +15,12 @@ from types import TracebackType
 
 import structlog
 
-from infra.db import migrate_database
-from infra.jetstream.connection import Bus
-from infra.jetstream.streams import StreamSettings, provision
-from infra.launch import NatsServer, PostgresServer
-from infra.nats_auth import NatsAuth, without_credentials
-from infra.settings import InfraSettings
+from agency.infra.db import migrate_database
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.streams import StreamSettings, provision
+from agency.infra.launch import NatsServer, PostgresServer
+from agency.infra.nats_auth import NatsAuth, without_credentials
+from agency.infra.settings import InfraSettings
 
 log = structlog.get_logger(__name__)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from projections.errors import UnknownProjection
-from projections.projection import Projection
-from projections.readmodels import (
+from agency.projections.errors import UnknownProjection
+from agency.projections.projection import Projection
+from agency.projections.readmodels import (
     agent_state,
     children,
     conversation,

@@ -6,8 +6,8 @@ import hashlib
 
 import asyncpg
 
-from projections.positions import quote_ident
-from projections.projection import Projection
+from agency.projections.positions import quote_ident
+from agency.projections.projection import Projection
 
 
 async def table_checksum(conn: asyncpg.Connection, schema: str, table: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from projections.queries import View
+from agency.projections.queries import View
 
 
 class RunCost(View, frozen=True, kw_only=True):

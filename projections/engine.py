@@ -18,20 +18,23 @@ import asyncpg
 import structlog
 from nats.js import JetStreamContext
 
-from contracts.subjects import ALL_EVENTS, EVENTS_STREAM
-from infra import db
-from infra.db import lock_schema
-from infra.jetstream.deadletter import DeadLetter, DeadLetters
-from infra.jetstream.reader import Delivered
-from infra.jetstream.records import RecordedEvent, UndecodableEvent
-from infra.retry import RetryPolicy
-from projections.errors import CommitsLost, ProjectionGap
-from projections.follower import CHECKPOINTS as CHECKPOINTS  # the table's name, also here
-from projections.follower import PROJECTION_RETRY, LogFollower
-from projections.positions import advance_positions, quote_ident
-from projections.projection import Projection
-from projections.storable import storable
-from projections.tenancy import AS_PROJECTOR, PROJECTOR, confine
+from agency.contracts.subjects import ALL_EVENTS, EVENTS_STREAM
+from agency.infra import db
+from agency.infra.db import lock_schema
+from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
+from agency.infra.jetstream.reader import Delivered
+from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
+from agency.infra.retry import RetryPolicy
+from agency.projections.errors import CommitsLost, ProjectionGap
+from agency.projections.follower import (
+    CHECKPOINTS as CHECKPOINTS,  # the table's name, also here
+    PROJECTION_RETRY,
+    LogFollower,
+)
+from agency.projections.positions import advance_positions, quote_ident
+from agency.projections.projection import Projection
+from agency.projections.storable import storable
+from agency.projections.tenancy import AS_PROJECTOR, PROJECTOR, confine
 
 log = structlog.get_logger(__name__)
 

@@ -16,12 +16,12 @@ import asyncpg
 import structlog
 from nats.js import JetStreamContext
 
-from contracts.subjects import ALL_EVENTS, EVENTS_STREAM
-from infra import db
-from infra.jetstream import errors as bus_errors
-from infra.jetstream.reader import Delivered, OrderedReader
-from infra.retry import RetryPolicy, until_stopped
-from projections.errors import CommitsLost
+from agency.contracts.subjects import ALL_EVENTS, EVENTS_STREAM
+from agency.infra import db
+from agency.infra.jetstream import errors as bus_errors
+from agency.infra.jetstream.reader import Delivered, OrderedReader
+from agency.infra.retry import RetryPolicy, until_stopped
+from agency.projections.errors import CommitsLost
 
 log = structlog.get_logger(__name__)
 

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 import asyncpg
 from nats.js import JetStreamContext
 
-from infra.jetstream.deadletter import DeadLetters
-from infra.jetstream.reader import Delivered
-from projections.engine import (
+from agency.infra.jetstream.deadletter import DeadLetters
+from agency.infra.jetstream.reader import Delivered
+from agency.projections.engine import (
     CHECKPOINTS,
     LIVE_SCHEMA,
     Moved,
@@ -33,11 +33,11 @@ from projections.engine import (
     past,
     schema_path,
 )
-from projections.errors import CommitsLost, ProjectionGap
-from projections.follower import LogFollower
-from projections.positions import advance_positions
-from projections.projection import Projection
-from projections.tenancy import AS_PROJECTOR
+from agency.projections.errors import CommitsLost, ProjectionGap
+from agency.projections.follower import LogFollower
+from agency.projections.positions import advance_positions
+from agency.projections.projection import Projection
+from agency.projections.tenancy import AS_PROJECTOR
 
 
 class ProjectionGroup(LogFollower):

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import asyncpg
 
-from projections.queries import View
+from agency.projections.queries import View
 
 
 class KeyView(View, frozen=True, kw_only=True):

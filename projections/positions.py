@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from infra.jetstream.records import RecordedEvent
-from projections.errors import ProjectionGap
-from projections.projection import Projection
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.errors import ProjectionGap
+from agency.projections.projection import Projection
 
 Key = tuple[str, str, str]
 

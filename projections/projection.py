@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from infra.jetstream.records import RecordedEvent
+from agency.infra.jetstream.records import RecordedEvent
 
 ApplyFn = Callable[[asyncpg.Connection, Sequence[RecordedEvent]], Awaitable[None]]
 

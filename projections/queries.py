@@ -15,9 +15,9 @@ from typing import Any, Literal, get_args
 import asyncpg
 import msgspec
 
-from contracts.events import BlueprintSpec, ToolCall
-from contracts.events.registry import BlueprintConfig, SideConfig
-from contracts.upcasters import stored_blueprint_spec
+from agency.contracts.events import BlueprintSpec, ToolCall
+from agency.contracts.events.registry import BlueprintConfig, SideConfig
+from agency.contracts.upcasters import stored_blueprint_spec
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

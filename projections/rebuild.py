@@ -15,10 +15,10 @@ from datetime import datetime
 import asyncpg
 from nats.js import JetStreamContext
 
-from contracts.subjects import ALL_EVENTS, EVENTS_STREAM
-from infra.jetstream.reader import OrderedReader
-from infra.jetstream.records import RecordedEvent
-from projections.engine import (
+from agency.contracts.subjects import ALL_EVENTS, EVENTS_STREAM
+from agency.infra.jetstream.reader import OrderedReader
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.engine import (
     CHECKPOINTS,
     LIVE_SCHEMA,
     announce_progress,
@@ -27,9 +27,9 @@ from projections.engine import (
     ensure_tables,
     use_schema,
 )
-from projections.errors import ProjectionError
-from projections.positions import quote_ident
-from projections.projection import Projection
+from agency.projections.errors import ProjectionError
+from agency.projections.positions import quote_ident
+from agency.projections.projection import Projection
 
 Progress = Callable[[int, int], None]
 

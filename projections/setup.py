@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from projections.catalog import ALL
-from projections.engine import LIVE_SCHEMA, ensure_checkpoint, ensure_tables
+from agency.projections.catalog import ALL
+from agency.projections.engine import LIVE_SCHEMA, ensure_checkpoint, ensure_tables
 
 
 async def prepare_read_models(pool: asyncpg.Pool) -> None:

@@ -8,8 +8,8 @@ from datetime import datetime
 import asyncpg
 from nats.js import JetStreamContext
 
-from projections.engine import CHECKPOINTS
-from projections.rebuild import last_stream_seq
+from agency.projections.engine import CHECKPOINTS
+from agency.projections.rebuild import last_stream_seq
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ import dataclasses
 import hashlib
 import re
 
-from contracts.codec import decode_event
-from infra.jetstream.records import RecordedEvent
+from agency.contracts.codec import decode_event
+from agency.infra.jetstream.records import RecordedEvent
 
 # A `\u0000` escape, not an escaped backslash followed by the text "u0000".
 _NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")

@@ -14,7 +14,7 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
-from projections.queries import ThreadStatus, View
+from agency.projections.queries import ThreadStatus, View
 
 MAX_PAGE = 1000  # as `/events`: the OpenAPI document states one bound for `limit`
 

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from projections.queries import View
+from agency.projections.queries import View
 
 
 class MemberView(View, frozen=True, kw_only=True):

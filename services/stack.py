@@ -9,17 +9,17 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from infra.nats_auth import SERVICE_ROLES
-from services.agents.system import AgentSystem
-from services.gateway.service import run_gateway
-from services.llm.provider import Provider
-from services.projector.service import run_projector
-from services.registry.service import run_registry
-from services.runtime.service import run_runtime
-from services.subagents.service import run_coordinator
-from services.supervisor import ServiceRunner, Supervisor
-from services.tools.service import run_tools_service
-from services.workflows.service import WorkflowSettings, run_workflows
+from agency.infra.nats_auth import SERVICE_ROLES
+from agency.services.agents.system import AgentSystem
+from agency.services.gateway.service import run_gateway
+from agency.services.llm.provider import Provider
+from agency.services.projector.service import run_projector
+from agency.services.registry.service import run_registry
+from agency.services.runtime.service import run_runtime
+from agency.services.subagents.service import run_coordinator
+from agency.services.supervisor import ServiceRunner, Supervisor
+from agency.services.tools.service import run_tools_service
+from agency.services.workflows.service import WorkflowSettings, run_workflows
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import structlog
 
-from infra.retry import RetryPolicy, sleep_until_stopped
+from agency.infra.retry import RetryPolicy, sleep_until_stopped
 
 log = structlog.get_logger(__name__)
 

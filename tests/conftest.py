@@ -14,11 +14,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.streams import provision
-from infra.launch import NatsServer, PostgresServer
-from infra.launch.testcontainers_backend import docker_available
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.streams import provision
+from agency.infra.launch import NatsServer, PostgresServer
+from agency.infra.launch.testcontainers_backend import docker_available
 
 
 def _use_containers() -> bool:
@@ -47,7 +47,7 @@ async def nats_url(nats_server: NatsServer | None) -> AsyncIterator[str]:
     if nats_server is not None:
         yield nats_server.admin_url
         return
-    from infra.launch.testcontainers_backend import nats_container
+    from agency.infra.launch.testcontainers_backend import nats_container
 
     with nats_container() as url:
         yield url
@@ -56,7 +56,7 @@ async def nats_url(nats_server: NatsServer | None) -> AsyncIterator[str]:
 @pytest.fixture(scope="session")
 async def database_url(session_dir: Path) -> AsyncIterator[str]:
     if _use_containers():
-        from infra.launch.testcontainers_backend import postgres_container
+        from agency.infra.launch.testcontainers_backend import postgres_container
 
         with postgres_container() as url:
             yield url

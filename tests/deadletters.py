@@ -6,8 +6,8 @@ holes: it is walked with `next=True` reads, never by sequence arithmetic.
 
 from __future__ import annotations
 
-from infra.jetstream.connection import Bus
-from infra.jetstream.dlq_admin import MAX_PAGE, LetterInfo, list_letters
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.dlq_admin import MAX_PAGE, LetterInfo, list_letters
 
 
 async def dead_letters(bus: Bus, tenant: str) -> list[LetterInfo]:

@@ -1,8 +1,8 @@
 """Every event payload, grouped by family, and the union of all of them."""
 
-from contracts.events.base import ChatMessage, Event, ParentRef, Todo, ToolCall, Usage
-from contracts.events.hitl import HitlEvent, HitlInterrupt, HitlResume
-from contracts.events.model import (
+from agency.contracts.events.base import ChatMessage, Event, ParentRef, Todo, ToolCall, Usage
+from agency.contracts.events.hitl import HitlEvent, HitlInterrupt, HitlResume
+from agency.contracts.events.model import (
     MiddlewareAfterModel,
     MiddlewareBeforeModel,
     ModelCompleted,
@@ -10,7 +10,7 @@ from contracts.events.model import (
     ModelEvent,
     ModelStarted,
 )
-from contracts.events.registry import (
+from agency.contracts.events.registry import (
     AgencyCreated,
     ApiKeyIssued,
     ApiKeyRevoked,
@@ -26,14 +26,14 @@ from contracts.events.registry import (
     TenantProviderRemoved,
     TenantProviderSet,
 )
-from contracts.events.reply import (
+from agency.contracts.events.reply import (
     AgentStateSet,
     ReplyAction,
     ReplyDelta,
     ReplyEvent,
     ReplyThinking,
 )
-from contracts.events.run import (
+from agency.contracts.events.run import (
     RUN_TERMINAL_TYPES,
     AgentCompleted,
     AgentError,
@@ -47,7 +47,7 @@ from contracts.events.run import (
     RunStarted,
     RunTick,
 )
-from contracts.events.subagent import (
+from agency.contracts.events.subagent import (
     ChildStatusSet,
     ParentNotified,
     SubagentCompleted,
@@ -61,7 +61,7 @@ from contracts.events.subagent import (
     SubagentTerminateRequested,
     SubagentVariablesProvided,
 )
-from contracts.events.thread import (
+from agency.contracts.events.thread import (
     BlueprintSwitched,
     CheckpointSaved,
     ContextTrimmed,
@@ -77,7 +77,7 @@ from contracts.events.thread import (
     ThreadTerminated,
     TodosWritten,
 )
-from contracts.events.tool import (
+from agency.contracts.events.tool import (
     TOOL_RESULT_TYPES,
     McpToolRef,
     ToolError,
@@ -87,7 +87,7 @@ from contracts.events.tool import (
     ToolRequested,
     ToolStarted,
 )
-from contracts.events.workflow import (
+from agency.contracts.events.workflow import (
     ChannelMessagePosted,
     DocumentWritten,
     MemberAdded,

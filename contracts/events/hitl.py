@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.events.base import Event, ToolCall
+from agency.contracts.events.base import Event, ToolCall
 
 
 class HitlInterrupt(Event, frozen=True, kw_only=True, tag="hitl.interrupt"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.events.base import ChatMessage, Event, Usage
+from agency.contracts.events.base import ChatMessage, Event, Usage
 
 
 class ModelStarted(Event, frozen=True, kw_only=True, tag="model.started"):

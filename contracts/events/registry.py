@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from contracts.events.base import Event
+from agency.contracts.events.base import Event
 
 
 class TenantCreated(Event, frozen=True, kw_only=True, tag="tenant.created"):

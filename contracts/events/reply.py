@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.events.base import Event
+from agency.contracts.events.base import Event
 
 
 class ReplyDelta(Event, frozen=True, kw_only=True, tag="reply.delta"):

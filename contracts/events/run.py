@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from contracts.events.base import Event
+from agency.contracts.events.base import Event
 
 PauseReason = Literal["hitl", "error", "exhausted", "subagent"]
 

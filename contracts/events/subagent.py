@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from contracts.events.base import Event
-from contracts.events.registry import BlueprintSpec
+from agency.contracts.events.base import Event
+from agency.contracts.events.registry import BlueprintSpec
 
 ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
 # How a child's results reach its parent: `implicit` queues its completion and failure to

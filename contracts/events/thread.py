@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from contracts.events.base import ChatMessage, Event, ParentRef, Todo
-from contracts.events.registry import BlueprintSpec
+from agency.contracts.events.base import ChatMessage, Event, ParentRef, Todo
+from agency.contracts.events.registry import BlueprintSpec
 
 # What an invoke does while another run of the thread is active: `queue` joins it before
 # its next model step (or starts a run of its own when it ends without one), `after` waits

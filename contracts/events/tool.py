@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from contracts.events.base import Event, ToolCall
-from contracts.events.registry import McpServer
+from agency.contracts.events.base import Event, ToolCall
+from agency.contracts.events.registry import McpServer
 
 
 class McpToolRef(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from contracts.events.base import Event
+from agency.contracts.events.base import Event
 
 MemberOutcome = Literal["completed", "error", "canceled"]
 ScheduleTarget = Literal["workflow", "agent"]

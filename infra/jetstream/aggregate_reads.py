@@ -32,12 +32,11 @@ from typing import Any
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeoutError
+from nats.errors import NoRespondersError, TimeoutError as NatsTimeoutError
 
-from infra.jetstream.decoding import record_from_direct_get
-from infra.jetstream.errors import StoreError, StoreTimeout
-from infra.jetstream.records import Position, RecordedEvent, UndecodableEvent
+from agency.infra.jetstream.decoding import record_from_direct_get
+from agency.infra.jetstream.errors import StoreError, StoreTimeout
+from agency.infra.jetstream.records import Position, RecordedEvent, UndecodableEvent
 
 log = structlog.get_logger(__name__)
 

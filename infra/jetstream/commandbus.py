@@ -19,17 +19,17 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import trace
 
-from contracts.codec import command_type_of, decode_command, encode
-from contracts.commands import AnyCommand, CommandEnvelope
-from contracts.envelope import utc_now
-from contracts.errors import ContractError
-from contracts.ids import new_id, validate_token
-from contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
-from infra.jetstream.consumers import ensure_consumer
-from infra.jetstream.deadletter import DeadLetters
-from infra.jetstream.errors import StoreTimeout
-from infra.jetstream.tracing import context_from, current_carrier
-from infra.jetstream.worker import (
+from agency.contracts.codec import command_type_of, decode_command, encode
+from agency.contracts.commands import AnyCommand, CommandEnvelope
+from agency.contracts.envelope import utc_now
+from agency.contracts.errors import ContractError
+from agency.contracts.ids import new_id, validate_token
+from agency.contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
+from agency.infra.jetstream.consumers import ensure_consumer
+from agency.infra.jetstream.deadletter import DeadLetters
+from agency.infra.jetstream.errors import StoreTimeout
+from agency.infra.jetstream.tracing import context_from, current_carrier
+from agency.infra.jetstream.worker import (
     Ack,
     ConsumerWorker,
     Outcome,
@@ -38,7 +38,7 @@ from infra.jetstream.worker import (
     Undecodable,
     WorkerRetry,
 )
-from infra.keyed_locks import KeyedLocks
+from agency.infra.keyed_locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

@@ -10,11 +10,11 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from infra.jetstream.commandbus import CommandBus
-from infra.jetstream.deadletter import DeadLetters
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.headerparse import install as install_header_parser
-from infra.jetstream.natsclient import connect as nats_connect
+from agency.infra.jetstream.commandbus import CommandBus
+from agency.infra.jetstream.deadletter import DeadLetters
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.headerparse import install as install_header_parser
+from agency.infra.jetstream.natsclient import connect as nats_connect
 
 log = structlog.get_logger(__name__)
 

@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
-from contracts.subjects import EVENTS_STREAM, events_of_type_filter
+from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter
 
 STREAM_NOT_FOUND = 10059
 

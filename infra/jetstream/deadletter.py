@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import structlog
 from nats.js import JetStreamContext
 
-from contracts.subjects import dead_letter_subject
+from agency.contracts.subjects import dead_letter_subject
 
 log = structlog.get_logger(__name__)
 

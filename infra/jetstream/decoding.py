@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 from nats.aio.msg import Msg
 
-from contracts.codec import decode_event
-from contracts.errors import ContractError
-from contracts.subjects import event_token
-from infra.jetstream.records import RecordedEvent, UndecodableEvent
+from agency.contracts.codec import decode_event
+from agency.contracts.errors import ContractError
+from agency.contracts.subjects import event_token
+from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 
 
 def decode_recorded(data: bytes, stream_seq: int, subject: str) -> RecordedEvent | UndecodableEvent:

@@ -23,9 +23,9 @@ from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 from nats.js.errors import NotFoundError
 
-from contracts.errors import InvalidToken
-from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, tenant_of
-from infra.jetstream.deadletter import (
+from agency.contracts.errors import InvalidToken
+from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, tenant_of
+from agency.infra.jetstream.deadletter import (
     CONSUMER_HEADER,
     DELIVERIES_HEADER,
     DETAIL_HEADER,

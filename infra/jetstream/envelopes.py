@@ -12,13 +12,13 @@ from collections.abc import Sequence
 
 import msgspec
 
-from contracts.codec import encode, event_type_of
-from contracts.envelope import Envelope, utc_now
-from contracts.events import AnyEvent
-from contracts.ids import new_id
-from contracts.subjects import Aggregate
-from infra.jetstream.errors import InvalidEvent
-from infra.jetstream.records import EventContext, Position
+from agency.contracts.codec import encode, event_type_of
+from agency.contracts.envelope import Envelope, utc_now
+from agency.contracts.events import AnyEvent
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.errors import InvalidEvent
+from agency.infra.jetstream.records import EventContext, Position
 
 _strict_decoder = msgspec.json.Decoder(Envelope)
 _AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?:\.payload)?\.?(?P<field>[^`]*)`)?$", re.S)

@@ -22,23 +22,22 @@ from typing import Any
 import nats.js.errors
 import structlog
 from nats.aio.client import Client as NATS
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeoutError
+from nats.errors import NoRespondersError, TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 
-from contracts.envelope import Envelope
-from contracts.events import AnyEvent
-from contracts.ids import new_id
-from contracts.subjects import (
+from agency.contracts.envelope import Envelope
+from agency.contracts.events import AnyEvent
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import (
     EVENTS_STREAM,
     Aggregate,
     aggregate_filter,
     event_subject,
 )
-from infra.jetstream.aggregate_reads import AggregateReads
-from infra.jetstream.decoding import decode_recorded, record_from_direct_get
-from infra.jetstream.envelopes import encode_checked, new_envelopes
-from infra.jetstream.errors import (
+from agency.infra.jetstream.aggregate_reads import AggregateReads
+from agency.infra.jetstream.decoding import decode_recorded, record_from_direct_get
+from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
+from agency.infra.jetstream.errors import (
     AppendError,
     BatchTooLarge,
     ConcurrencyError,
@@ -46,16 +45,16 @@ from infra.jetstream.errors import (
     StoreError,
     StoreTimeout,
 )
-from infra.jetstream.records import (
+from agency.infra.jetstream.records import (
     AppendResult,
     EventContext,
     Position,
     RecordedEvent,
     UndecodableEvent,
 )
-from infra.jetstream.streams import ATOMIC_BATCH_LIMIT, MAX_EVENT_BYTES
-from infra.jetstream.tracing import current_carrier
-from infra.keyed_locks import KeyedLocks
+from agency.infra.jetstream.streams import ATOMIC_BATCH_LIMIT, MAX_EVENT_BYTES
+from agency.infra.jetstream.tracing import current_carrier
+from agency.infra.keyed_locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
 

@@ -15,13 +15,13 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry import trace
 
-from contracts.subjects import EVENTS_STREAM
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import DurableSpec, ensure_consumer
-from infra.jetstream.decoding import record_from_js_msg
-from infra.jetstream.records import RecordedEvent, UndecodableEvent
-from infra.jetstream.tracing import context_from
-from infra.jetstream.worker import (
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import DurableSpec, ensure_consumer
+from agency.infra.jetstream.decoding import record_from_js_msg
+from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
+from agency.infra.jetstream.tracing import context_from
+from agency.infra.jetstream.worker import (
     Ack,
     ConsumerWorker,
     DeadLetterHook,

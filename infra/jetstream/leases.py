@@ -21,22 +21,21 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
-from nats.errors import Error as NatsError
-from nats.errors import TimeoutError as NatsTimeoutError
+from nats.errors import Error as NatsError, TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import (
     BadRequestError,
     BucketNotFoundError,
+    Error as JetStreamError,
     KeyDeletedError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     NotFoundError,
 )
-from nats.js.errors import Error as JetStreamError
 from nats.js.kv import KeyValue
 
-from infra.tasks import cancel_and_wait, cancel_requested
+from agency.infra.tasks import cancel_and_wait, cancel_requested
 
 log = structlog.get_logger(__name__)
 

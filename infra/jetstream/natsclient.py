@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nats.aio.client import Client as _NatsClient
-from nats.aio.client import Srv
+from nats.aio.client import Client as _NatsClient, Srv
 
 
 class Client(_NatsClient):

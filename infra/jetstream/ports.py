@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from contracts.events import AnyEvent
-from contracts.subjects import Aggregate
-from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+from agency.contracts.events import AnyEvent
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 
 
 class AggregateStore(Protocol):

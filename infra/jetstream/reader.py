@@ -18,9 +18,9 @@ from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from contracts.subjects import EVENTS_STREAM
-from infra.jetstream.decoding import record_from_js_msg, stream_seq_of
-from infra.jetstream.records import RecordedEvent, UndecodableEvent
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.jetstream.decoding import record_from_js_msg, stream_seq_of
+from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 
 log = structlog.get_logger(__name__)
 

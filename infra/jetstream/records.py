@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts.envelope import Envelope
-from contracts.events import Event
+from agency.contracts.envelope import Envelope
+from agency.contracts.events import Event
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 
-from contracts.subjects import (
+from agency.contracts.subjects import (
     ALL_COMMANDS,
     ALL_DEAD_LETTERS,
     ALL_EVENTS,
@@ -18,9 +18,9 @@ from contracts.subjects import (
     DEAD_LETTER_STREAM,
     EVENTS_STREAM,
 )
-from infra.jetstream.consumers import provision_consumers
-from infra.jetstream.errors import is_transient
-from infra.retry import RetryPolicy
+from agency.infra.jetstream.consumers import provision_consumers
+from agency.infra.jetstream.errors import is_transient
+from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
 

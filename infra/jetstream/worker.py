@@ -34,10 +34,10 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from infra import db
-from infra.jetstream.deadletter import DeadLetter, DeadLetters
-from infra.jetstream.errors import is_transient
-from infra.retry import RetryPolicy, until_stopped
+from agency.infra import db
+from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
+from agency.infra.jetstream.errors import is_transient
+from agency.infra.retry import RetryPolicy, until_stopped
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """Launchers for embedded infrastructure: nats-server (single node or cluster) and PostgreSQL."""
 
-from infra.launch.errors import (
+from agency.infra.launch.errors import (
     BackendUnavailable,
     BinaryNotFound,
     CommandFailed,
@@ -10,10 +10,15 @@ from infra.launch.errors import (
     StartTimeout,
     StopTimeout,
 )
-from infra.launch.nats_server import ClusterConfig, NatsCluster, NatsServer, nats_server_binary
-from infra.launch.postgres_server import PostgresServer, ensure_database, pg_bin_dir
-from infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
-from infra.launch.testcontainers_backend import (
+from agency.infra.launch.nats_server import (
+    ClusterConfig,
+    NatsCluster,
+    NatsServer,
+    nats_server_binary,
+)
+from agency.infra.launch.postgres_server import PostgresServer, ensure_database, pg_bin_dir
+from agency.infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
+from agency.infra.launch.testcontainers_backend import (
     NatsContainerServer,
     PostgresContainerServer,
     choose_nats,

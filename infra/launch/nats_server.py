@@ -16,10 +16,16 @@ from typing import Any, NoReturn, Self
 import httpx
 import structlog
 
-from infra.launch.errors import BinaryNotFound, LaunchError, PortInUse, ProcessExited, StartTimeout
-from infra.launch.process import ChildProcess, free_port, poll_until
-from infra.nats_accounts import SERVICES_ACCOUNT
-from infra.nats_auth import PID_FILE, NatsAuth
+from agency.infra.launch.errors import (
+    BinaryNotFound,
+    LaunchError,
+    PortInUse,
+    ProcessExited,
+    StartTimeout,
+)
+from agency.infra.launch.process import ChildProcess, free_port, poll_until
+from agency.infra.nats_accounts import SERVICES_ACCOUNT
+from agency.infra.nats_auth import PID_FILE, NatsAuth
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,7 @@ from urllib.parse import quote
 import asyncpg
 import structlog
 
-from infra.launch.errors import (
+from agency.infra.launch.errors import (
     BinaryNotFound,
     CommandFailed,
     LaunchError,
@@ -36,7 +36,7 @@ from infra.launch.errors import (
     StartTimeout,
     StopTimeout,
 )
-from infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
+from agency.infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
 
 log = structlog.get_logger(__name__)
 

@@ -16,7 +16,7 @@ from typing import BinaryIO, TypeVar
 
 import structlog
 
-from infra.launch.errors import LaunchError, StopTimeout
+from agency.infra.launch.errors import LaunchError, StopTimeout
 
 log = structlog.get_logger(__name__)
 

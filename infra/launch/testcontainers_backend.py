@@ -19,9 +19,9 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import structlog
 
-from infra.launch.errors import BackendUnavailable
-from infra.launch.nats_server import NatsServer
-from infra.launch.postgres_server import PostgresServer, ensure_database
+from agency.infra.launch.errors import BackendUnavailable
+from agency.infra.launch.nats_server import NatsServer
+from agency.infra.launch.postgres_server import PostgresServer, ensure_database
 
 if TYPE_CHECKING:
     from testcontainers.community.nats import NatsContainer

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import asyncpg
 import msgspec
 
-from contracts.events import AgentStateSet
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
+from agency.contracts.events import AgentStateSet
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
 
 AGENT_STATES_DDL = """
 CREATE TABLE IF NOT EXISTS agent_states (

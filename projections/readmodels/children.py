@@ -13,16 +13,16 @@ from collections.abc import Iterable, Sequence
 
 import asyncpg
 
-from contracts.events import (
+from agency.contracts.events import (
     SubagentCompleted,
     SubagentMessaged,
     SubagentSpawned,
     SubagentStatus,
     SubagentTerminated,
 )
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
-from projections.readmodels.registry import Statement, execute_in_order
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
+from agency.projections.readmodels.registry import Statement, execute_in_order
 
 DDL = """
 CREATE TABLE IF NOT EXISTS child_registry (

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 import asyncpg
 import msgspec
 
-from contracts.events import (
+from agency.contracts.events import (
     ChatMessage,
     FileWritten,
     HitlInterrupt,
@@ -24,10 +24,10 @@ from contracts.events import (
     SubagentSpawned,
     TodosWritten,
 )
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
-from projections.readmodels.registry import Statement, execute_in_order
-from projections.storable import storable_key
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
+from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.storable import storable_key
 
 
 def _thread_events(events: Sequence[RecordedEvent]) -> Iterable[RecordedEvent]:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS events (

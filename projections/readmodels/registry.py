@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import asyncpg
 import msgspec
 
-from contracts.events import (
+from agency.contracts.events import (
     AgencyCreated,
     ApiKeyIssued,
     ApiKeyRevoked,
@@ -18,8 +18,8 @@ from contracts.events import (
     BlueprintSaved,
     TenantCreated,
 )
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
 
 Statement = tuple[str, tuple[object, ...]]
 

@@ -20,8 +20,8 @@ from decimal import Decimal
 import asyncpg
 import msgspec
 
-from contracts.envelope import Envelope
-from contracts.events import (
+from agency.contracts.envelope import Envelope
+from agency.contracts.events import (
     AgentStarted,
     BlueprintSwitched,
     MessageAppended,
@@ -39,8 +39,8 @@ from contracts.events import (
     ThreadCreated,
     ThreadTerminated,
 )
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS threads (

@@ -13,10 +13,10 @@ from decimal import Decimal
 
 import asyncpg
 
-from contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
-from projections.readmodels.registry import Statement, execute_in_order
+from agency.contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
+from agency.projections.readmodels.registry import Statement, execute_in_order
 
 DDL = """
 CREATE TABLE IF NOT EXISTS usage_threads (

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 import asyncpg
 import msgspec
 
-from contracts.events import (
+from agency.contracts.events import (
     ChannelMessagePosted,
     DocumentWritten,
     MemberAdded,
@@ -23,9 +23,9 @@ from contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from infra.jetstream.records import RecordedEvent
-from projections.projection import Projection
-from projections.readmodels.registry import Statement, execute_in_order
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
+from agency.projections.readmodels.registry import Statement, execute_in_order
 
 WORKFLOWS_DDL = """
 CREATE TABLE IF NOT EXISTS workflows (

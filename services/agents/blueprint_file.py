@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from contracts.events import BlueprintSpec
+from agency.contracts.events import BlueprintSpec
 
 _decoder = msgspec.json.Decoder(list[BlueprintSpec])
 

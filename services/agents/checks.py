@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from contracts.events import BlueprintSpec
-from contracts.events.registry import SessionToolBinding, SideConfig, SubagentEntry
-from services.agents.builtin.parent import NOTIFY_TOOL, STATUS_TOOL
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.events.registry import SessionToolBinding, SideConfig, SubagentEntry
+from agency.services.agents.builtin.parent import NOTIFY_TOOL, STATUS_TOOL
 
 if TYPE_CHECKING:
-    from services.agents.system import AgentSystem
+    from agency.services.agents.system import AgentSystem
 
 MCP_SEPARATOR = "__"  # `services/mcpclient/config.py`: an MCP tool is `<server>__<tool>`
 HITL_MIDDLEWARE = "hitl"

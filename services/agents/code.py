@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from contracts.events import ChatMessage
-from services.agents.code_context import AgentContext
+from agency.contracts.events import ChatMessage
+from agency.services.agents.code_context import AgentContext
 
 
 class SettingsError(ValueError):

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from contracts.events import ChatMessage
+from agency.contracts.events import ChatMessage
 
 # A message given to `complete`: a `ChatMessage` or its fields as a mapping.
 MessageLike = ChatMessage | Mapping[str, Any]

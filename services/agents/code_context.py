@@ -11,9 +11,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from contracts.events import ChatMessage
-from services.agents.code_ai import StreamingAi
-from services.agents.tools import ToolSpec
+from agency.contracts.events import ChatMessage
+from agency.services.agents.code_ai import StreamingAi
+from agency.services.agents.tools import ToolSpec
 
 
 class AgentReply(Protocol):

@@ -13,9 +13,9 @@ from typing import Any
 
 import msgspec
 
-from contracts.events import BlueprintSpec
-from services.agents.code import SettingsError
-from services.agents.system import CodeAgentSpec
+from agency.contracts.events import BlueprintSpec
+from agency.services.agents.code import SettingsError
+from agency.services.agents.system import CodeAgentSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contracts.events import BlueprintSpec
-from services.agents.system import AgentSystem
+from agency.contracts.events import BlueprintSpec
+from agency.services.agents.system import AgentSystem
 
 ASSISTANT_PROMPT = (
     "You are a careful assistant. Plan multi-step work, keep notes in files, "

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from contracts.events import AnyEvent, ChildStatusSet, ParentNotified
-from services.agents.view import ThreadView
+from agency.contracts.events import AnyEvent, ChildStatusSet, ParentNotified
+from agency.services.agents.view import ThreadView
 
 # A status is a line in a registry, not a report.
 MAX_STATUS_CHARS = 500

@@ -18,11 +18,11 @@ from typing import Any
 import msgspec
 import structlog
 
-from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall, ToolRegistered
-from contracts.events.registry import BlueprintConfig
-from services.agents.escalation import notify_event, status_event
-from services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
-from services.agents.view import ThreadView
+from agency.contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall, ToolRegistered
+from agency.contracts.events.registry import BlueprintConfig
+from agency.services.agents.escalation import notify_event, status_event
+from agency.services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
+from agency.services.agents.view import ThreadView
 
 log = structlog.get_logger(__name__)
 

@@ -26,21 +26,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Generic, Self, TypeVar
 
-from contracts.events import BlueprintSpec, McpServer
-from services.agents.checks import BlueprintInvalid
-from services.agents.code import CodeAgent, SettingsError, validate_settings
-from services.agents.isolation import Isolation, class_reference, function_reference
-from services.agents.middleware import (
+from agency.contracts.events import BlueprintSpec, McpServer
+from agency.services.agents.checks import BlueprintInvalid
+from agency.services.agents.code import CodeAgent, SettingsError, validate_settings
+from agency.services.agents.isolation import Isolation, class_reference, function_reference
+from agency.services.agents.middleware import (
     RESERVED_STATE_KEYS,
     Middleware,
     RegistrableTool,
     has_state,
     state_key,
 )
-from services.agents.tools import StateTool, SubagentTool, Tool
+from agency.services.agents.tools import StateTool, SubagentTool, Tool
 
 DEFAULT_MODEL = "openai:gpt-4.1-mini"
-DEFAULT_APP = "services.agents.default:system"
+DEFAULT_APP = "agency.services.agents.default:system"
 
 
 class SystemLoadError(Exception):
@@ -100,7 +100,7 @@ class AgentSystem:
     def defaults(self) -> Self:
         """planning, filesystem and subagents under `default`; hitl under `hitl`; the
         workflow context tools under `workflow`."""
-        from services.agents.builtin import default_middleware
+        from agency.services.agents.builtin import default_middleware
 
         for middleware, tags in default_middleware():
             self.use(middleware, tags)
@@ -177,7 +177,7 @@ class AgentSystem:
         """Raise `BlueprintInvalid` for a blueprint of the system (or a subagent blueprint
         it defines inline) naming a tag, a hook or a `hitl.tools` tool the system does not
         have (`services/agents/checks.py`); services check when they load the system."""
-        from services.agents.checks import BlueprintInvalid, problems_with_inline
+        from agency.services.agents.checks import BlueprintInvalid, problems_with_inline
 
         for blueprint in self._blueprints.values():
             problems = problems_with_inline(self, blueprint)

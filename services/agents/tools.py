@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
-from contracts.events import AnyEvent, McpToolRef
-from services.agents.isolation import Isolation
+from agency.contracts.events import AnyEvent, McpToolRef
+from agency.services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
-    from services.agents.view import ThreadView
+    from agency.services.agents.view import ThreadView
 
 JsonSchema = Mapping[str, Any]
 EMPTY_PARAMETERS: JsonSchema = {"type": "object", "properties": {}}
@@ -201,7 +201,7 @@ def tool(
     """
 
     def wrap(f: Callable[P, R]) -> TypedTool[P, R]:
-        from services.agents.typed_tools import signature_tool
+        from agency.services.agents.typed_tools import signature_tool
 
         call, parameters = signature_tool(f, name or f.__name__)
         spec = ToolSpec(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from services.agents.tools import JsonSchema, ToolContext, ToolFailed, ToolFn, ToolResult
+from agency.services.agents.tools import JsonSchema, ToolContext, ToolFailed, ToolFn, ToolResult
 
 _PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")

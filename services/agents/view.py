@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contracts.events import ChatMessage, ParentRef, Todo
+from agency.contracts.events import ChatMessage, ParentRef, Todo
 
 
 def _no_variables() -> Mapping[str, str]:

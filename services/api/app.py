@@ -21,37 +21,37 @@ from litestar.exceptions import HTTPException, SerializationException, Validatio
 from litestar.openapi import OpenAPIConfig
 from nats.errors import Error as NatsError
 
-from contracts.errors import InvalidToken
-from infra import db
-from infra.jetstream.errors import StoreError, StoreTimeout
-from services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
-from services.api.bodies import strict_body
-from services.api.console.pages import CONSOLE_PAGES
-from services.api.deps import ApiDeps
-from services.api.guards import PathGuard
-from services.api.langgraph.router import langgraph_router
-from services.api.mcp_server import AgencyMcp
-from services.api.openapi import (
+from agency.contracts.errors import InvalidToken
+from agency.infra import db
+from agency.infra.jetstream.errors import StoreError, StoreTimeout
+from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
+from agency.services.api.bodies import strict_body
+from agency.services.api.console.pages import CONSOLE_PAGES
+from agency.services.api.deps import ApiDeps
+from agency.services.api.guards import PathGuard
+from agency.services.api.langgraph.router import langgraph_router
+from agency.services.api.mcp_server import AgencyMcp
+from agency.services.api.openapi import (
     SECURITY_COMPONENTS,
     document_errors,
     error_response,
     tell_the_truth,
 )
-from services.api.options import AllowMiddleware
-from services.api.routes_commands import COMMAND_ROUTES
-from services.api.routes_console import CONSOLE_ROUTES
-from services.api.routes_control import CONTROL_ROUTES
-from services.api.routes_fork import FORK_ROUTES
-from services.api.routes_keys import KEY_ROUTES
-from services.api.routes_ops import OPS_ROUTES
-from services.api.routes_providers import PROVIDER_ROUTES
-from services.api.routes_queries import QUERY_ROUTES
-from services.api.routes_run import RUN_ROUTES
-from services.api.routes_settings import SETTINGS_ROUTES
-from services.api.routes_usage import USAGE_ROUTES
-from services.api.routes_variables import VARIABLE_ROUTES
-from services.api.routes_workflows import WORKFLOW_ROUTES
-from services.api.streaming import CLOSING, STREAM_ROUTES
+from agency.services.api.options import AllowMiddleware
+from agency.services.api.routes_commands import COMMAND_ROUTES
+from agency.services.api.routes_console import CONSOLE_ROUTES
+from agency.services.api.routes_control import CONTROL_ROUTES
+from agency.services.api.routes_fork import FORK_ROUTES
+from agency.services.api.routes_keys import KEY_ROUTES
+from agency.services.api.routes_ops import OPS_ROUTES
+from agency.services.api.routes_providers import PROVIDER_ROUTES
+from agency.services.api.routes_queries import QUERY_ROUTES
+from agency.services.api.routes_run import RUN_ROUTES
+from agency.services.api.routes_settings import SETTINGS_ROUTES
+from agency.services.api.routes_usage import USAGE_ROUTES
+from agency.services.api.routes_variables import VARIABLE_ROUTES
+from agency.services.api.routes_workflows import WORKFLOW_ROUTES
+from agency.services.api.streaming import CLOSING, STREAM_ROUTES
 
 log = structlog.get_logger(__name__)
 

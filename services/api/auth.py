@@ -44,21 +44,21 @@ from litestar.params import PathParameter
 from litestar.types import ASGIApp, Receive, Scope, Send
 from nats.js.errors import NotFoundError
 
-from contracts.codec import readable_event
-from contracts.errors import InvalidToken
-from contracts.events import (
+from agency.contracts.codec import readable_event
+from agency.contracts.errors import InvalidToken
+from agency.contracts.events import (
     BlueprintDeleted,
     BlueprintSaved,
     BlueprintSpec,
     ThreadCreated,
     ThreadTerminated,
 )
-from contracts.ids import new_id, validate_token
-from contracts.subjects import EVENTS_STREAM, event_subject
-from infra.jetstream.records import RecordedEvent
-from projections.queries import tenant_for_key
-from services.api.deps import ApiDeps, Principal
-from services.api.tenant_scope import current_tenant
+from agency.contracts.ids import new_id, validate_token
+from agency.contracts.subjects import EVENTS_STREAM, event_subject
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.queries import tenant_for_key
+from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.tenant_scope import current_tenant
 
 KEY_PREFIX = "ak_"
 UNAUTHORIZED = "missing or invalid credentials: send 'Authorization: Bearer <api key>'"

@@ -13,8 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from contracts.events import BlueprintSpec
-from contracts.events.registry import (
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.events.registry import (
     DEFAULT_MCP_TIMEOUT,
     AgentKind,
     EnvName,
@@ -22,8 +22,8 @@ from contracts.events.registry import (
     PropertyName,
     Seconds,
 )
-from services.api.text import refuse_nul
-from services.common.egress import refusal
+from agency.services.api.text import refuse_nul
+from agency.services.common.egress import refusal
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]

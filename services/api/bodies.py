@@ -16,7 +16,7 @@ import msgspec
 from litestar import Request
 from litestar.exceptions import ValidationException
 
-from services.api.guards import NOT_UTF8, TOO_DEEP, depth_exceeds
+from agency.services.api.guards import NOT_UTF8, TOO_DEEP, depth_exceeds
 
 # Keyed by the handler's id, holding the handler itself: an id is unique only while its
 # object lives, and a handler of an app gone (tests build many apps) must not lend its

@@ -11,19 +11,19 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from infra.jetstream.connection import Bus
-from infra.nats_auth import CredentialIssuer
-from services.agents.system import AgentSystem
-from services.api.keys import KeyCache
-from services.api.known import KnownResources
-from services.api.langgraph.views import GraphViews
-from services.api.limits import InvokeLimiter
-from services.api.progress import ProjectionProgress
-from services.api.runstatus import KeptStatuses
-from services.api.thread_create import PendingListings
-from services.common.caches import ThreadCache
-from services.llm.catalog import ProviderCatalog
-from services.observability.metrics import Metrics
+from agency.infra.jetstream.connection import Bus
+from agency.infra.nats_auth import CredentialIssuer
+from agency.services.agents.system import AgentSystem
+from agency.services.api.keys import KeyCache
+from agency.services.api.known import KnownResources
+from agency.services.api.langgraph.views import GraphViews
+from agency.services.api.limits import InvokeLimiter
+from agency.services.api.progress import ProjectionProgress
+from agency.services.api.runstatus import KeptStatuses
+from agency.services.api.thread_create import PendingListings
+from agency.services.common.caches import ThreadCache
+from agency.services.llm.catalog import ProviderCatalog
+from agency.services.observability.metrics import Metrics
 
 # Threads the API keeps folded (the least recently used go first).
 THREADS_KEPT = 2_000

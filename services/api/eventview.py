@@ -19,8 +19,8 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from contracts.envelope import Envelope
-from contracts.http import EventView
+from agency.contracts.envelope import Envelope
+from agency.contracts.http import EventView
 
 EventFormat = Literal["view", "envelope"]
 EVENT_FORMATS: tuple[str, ...] = ("view", "envelope")

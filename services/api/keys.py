@@ -33,8 +33,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
-from contracts.codec import readable_event
-from contracts.events import ApiKeyRevoked
+from agency.contracts.codec import readable_event
+from agency.contracts.events import ApiKeyRevoked
 
 log = structlog.get_logger(__name__)
 

@@ -30,8 +30,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
-from contracts.codec import readable_event
-from contracts.events import BlueprintDeleted
+from agency.contracts.codec import readable_event
+from agency.contracts.events import BlueprintDeleted
 
 # Every tenant's blueprint deletions, and nothing else.
 BLUEPRINT_DELETIONS = "tenant.*.evt.agency.*.blueprint_deleted"

@@ -8,7 +8,7 @@ import time
 import asyncpg
 from litestar.exceptions import HTTPException
 
-from services.common.fairness import FairnessLimits, TokenBuckets, retry_after_header
+from agency.services.common.fairness import FairnessLimits, TokenBuckets, retry_after_header
 
 # The read model's active runs; `request.accepted` runs queued behind them are not rows yet.
 _ACTIVE_RUNS = "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status IN ('running', 'paused')"

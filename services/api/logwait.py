@@ -32,9 +32,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from contracts.subjects import Aggregate, aggregate_filter
-from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import Position, RecordedEvent
+from agency.contracts.subjects import Aggregate, aggregate_filter
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import Position, RecordedEvent
 
 T = TypeVar("T")
 

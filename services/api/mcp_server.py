@@ -18,8 +18,7 @@ import httpx
 import mcp_types as types
 import msgspec
 import structlog
-from litestar import Litestar, Response, asgi
-from litestar import Request as Request_
+from litestar import Litestar, Request as Request_, Response, asgi
 from litestar.exceptions import HTTPException
 from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
@@ -30,14 +29,14 @@ from mcp.shared.exceptions import MCPError
 from nats.errors import Error as NatsError
 from starlette.requests import Request
 
-from contracts.http import RunStatus
-from infra.jetstream.errors import StoreTimeout
-from services.api.auth import tenant_of
-from services.api.deps import ApiDeps, Principal
-from services.api.mcp_tools import TOOLS, AgencyTool, InvalidArguments, Operations
-from services.api.run_outcome import Progress
-from services.api.streaming import closing_event
-from services.client import ApiError, AsyncAgencyClient
+from agency.contracts.http import RunStatus
+from agency.infra.jetstream.errors import StoreTimeout
+from agency.services.api.auth import tenant_of
+from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.mcp_tools import TOOLS, AgencyTool, InvalidArguments, Operations
+from agency.services.api.run_outcome import Progress
+from agency.services.api.streaming import closing_event
+from agency.services.client import ApiError, AsyncAgencyClient
 
 log = structlog.get_logger(__name__)
 

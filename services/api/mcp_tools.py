@@ -15,16 +15,16 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from contracts.errors import InvalidToken
-from contracts.events.thread import ConcurrencyStrategy
-from contracts.http import TerminateAccepted, ThreadOut
-from contracts.ids import validate_token
-from projections import queries
-from services.api.deps import ApiDeps
-from services.api.routes_commands import IdempotencyKey
-from services.api.run_outcome import Progress, RunOutcome, log_position, wait_for_outcome
-from services.client import AsyncAgencyClient
-from services.client.calls import BlueprintInfo
+from agency.contracts.errors import InvalidToken
+from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.http import TerminateAccepted, ThreadOut
+from agency.contracts.ids import validate_token
+from agency.projections import queries
+from agency.services.api.deps import ApiDeps
+from agency.services.api.routes_commands import IdempotencyKey
+from agency.services.api.run_outcome import Progress, RunOutcome, log_position, wait_for_outcome
+from agency.services.client import AsyncAgencyClient
+from agency.services.client.calls import BlueprintInfo
 
 # How long invoke, approve and cancel wait for the run by default, and at most. A wait
 # that runs out is no error: the answer says where the run stands (`get_state` follows).

@@ -5,8 +5,8 @@ served by the tenant's own settings or, where the operator lets them, the operat
 
 from __future__ import annotations
 
-from services.api.deps import ApiDeps
-from services.llm.tenant_models import tenant_model_problem, tenant_models
+from agency.services.api.deps import ApiDeps
+from agency.services.llm.tenant_models import tenant_model_problem, tenant_models
 
 
 async def model_problem(deps: ApiDeps, tenant: str, model: str) -> str | None:

@@ -34,14 +34,14 @@ from litestar.openapi.spec import (
 )
 from litestar.openapi.spec.enums import OpenAPIType
 
-from contracts.codec import EVENT_TYPES
-from contracts.ids import MAX_TOKEN_LENGTH
-from services.agents.system import AgentSystem
-from services.api.auth import PUBLIC_OPT
-from services.api.openapi_bodies import NUL_FREE_PATH, body_components
-from services.api.openapi_names import state_system_names
-from services.api.routes_console import THREAD_STATUSES
-from services.api.routes_queries import MAX_EVENTS_PAGE, MAX_SEQ
+from agency.contracts.codec import EVENT_TYPES
+from agency.contracts.ids import MAX_TOKEN_LENGTH
+from agency.services.agents.system import AgentSystem
+from agency.services.api.auth import PUBLIC_OPT
+from agency.services.api.openapi_bodies import NUL_FREE_PATH, body_components
+from agency.services.api.openapi_names import state_system_names
+from agency.services.api.routes_console import THREAD_STATUSES
+from agency.services.api.routes_queries import MAX_EVENTS_PAGE, MAX_SEQ
 
 BEARER = "bearerAuth"
 SECURITY_COMPONENTS = Components(

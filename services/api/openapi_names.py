@@ -17,10 +17,10 @@ import msgspec
 from litestar.openapi.spec import Reference, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 
-from contracts.events.registry import SubagentEntry
-from services.agents.system import AgentSystem
-from services.api.blueprint_body import HookId, SaveBlueprintBody, SubagentEntryBody
-from services.api.workflow_body import InlineMember, Member
+from agency.contracts.events.registry import SubagentEntry
+from agency.services.agents.system import AgentSystem
+from agency.services.api.blueprint_body import HookId, SaveBlueprintBody, SubagentEntryBody
+from agency.services.api.workflow_body import InlineMember, Member
 
 # The request structs whose `tags` and `hooks` are a blueprint's.
 BLUEPRINT_STRUCTS: tuple[type, ...] = (

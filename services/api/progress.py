@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
-from infra import db
-from infra.retry import RetryPolicy, sleep_until_stopped, until_stopped
-from projections.engine import CHECKPOINTS, PROGRESS_CHANNEL
+from agency.infra import db
+from agency.infra.retry import RetryPolicy, sleep_until_stopped, until_stopped
+from agency.projections.engine import CHECKPOINTS, PROGRESS_CHANNEL
 
 log = structlog.get_logger(__name__)
 

@@ -13,11 +13,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from contracts.subjects import Aggregate
-from infra.jetstream.records import RecordedEvent
-from projections import catalog
-from services.api.deps import ApiDeps
-from services.api.logwait import watch_log
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections import catalog
+from agency.services.api.deps import ApiDeps
+from agency.services.api.logwait import watch_log
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,24 +17,23 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.exceptions import ClientException, ValidationException
 from litestar.params import HeaderParameter, JSONBody
-from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import context as otel_context, trace
 
-from contracts.commands import (
+from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
     InvokeThread,
     SaveBlueprint,
 )
-from contracts.envelope import utc_now
-from contracts.events import BlueprintSaved, ChatMessage
-from contracts.events.thread import ConcurrencyStrategy
-from contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
-from contracts.ids import new_id
-from contracts.limits import limits, path_problem
-from services.agents.checks import problems_with_inline
-from services.agents.code import SettingsError
-from services.api.auth import (
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import BlueprintSaved, ChatMessage
+from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
+from agency.contracts.ids import new_id
+from agency.contracts.limits import limits, path_problem
+from agency.services.agents.checks import problems_with_inline
+from agency.services.agents.code import SettingsError
+from agency.services.api.auth import (
     ADMIN_OPT,
     AgencyId,
     Caller,
@@ -49,14 +48,14 @@ from services.api.auth import (
     thread_created,
     thread_terminated,
 )
-from services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
-from services.api.deps import ApiDeps, Principal
-from services.api.model_check import model_problem
-from services.api.openapi import error_response
-from services.api.readback import read_your_write
-from services.api.runstatus import Feed, Seen, taken_up, wait_for_status
-from services.api.text import refuse_nul
-from services.api.thread_create import create_root_thread
+from agency.services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
+from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.model_check import model_problem
+from agency.services.api.openapi import error_response
+from agency.services.api.readback import read_your_write
+from agency.services.api.runstatus import Feed, Seen, taken_up, wait_for_status
+from agency.services.api.text import refuse_nul
+from agency.services.api.thread_create import create_root_thread
 
 _tracer = trace.get_tracer(__name__)
 

@@ -14,28 +14,44 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import get, post
-from litestar.exceptions import NotFoundException, ServiceUnavailableException
-from litestar.exceptions import ValidationException as Invalid
+from litestar.exceptions import (
+    NotFoundException,
+    ServiceUnavailableException,
+    ValidationException as Invalid,
+)
 from litestar.params import JSONBody, QueryParameter
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeoutError
+from nats.errors import NoRespondersError, TimeoutError as NatsTimeoutError
 
-from contracts.http import EventView
-from contracts.reexecution import (
+from agency.contracts.http import EventView
+from agency.contracts.reexecution import (
     REEXECUTION_SECONDS,
     ComparedEvent,
     ReexecutionReply,
     ReexecutionRequest,
     ThreadComparison,
 )
-from contracts.subjects import reexecution_subject
-from domain.timeline import summary
-from projections import queries
-from projections.thread_pages import MAX_PAGE, BadCursor, ThreadFilter, ThreadPage, thread_page
-from services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of, thread_created
-from services.api.eventview import event_view
-from services.api.readback import caught_up
-from services.api.routes_queries import int_param
+from agency.contracts.subjects import reexecution_subject
+from agency.domain.timeline import summary
+from agency.projections import queries
+from agency.projections.thread_pages import (
+    MAX_PAGE,
+    BadCursor,
+    ThreadFilter,
+    ThreadPage,
+    thread_page,
+)
+from agency.services.api.auth import (
+    AgencyId,
+    Caller,
+    Deps,
+    ThreadId,
+    path_id,
+    tenant_of,
+    thread_created,
+)
+from agency.services.api.eventview import event_view
+from agency.services.api.readback import caught_up
+from agency.services.api.routes_queries import int_param
 
 # The runtime bounds a re-execution by REEXECUTION_SECONDS and says so; a little longer here.
 ANSWER_TIMEOUT = REEXECUTION_SECONDS + 5.0

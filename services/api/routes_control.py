@@ -24,12 +24,12 @@ from litestar import post
 from litestar.exceptions import HTTPException
 from litestar.params import HeaderParameter, JSONBody
 
-from contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
-from contracts.events import ToolCall
-from contracts.http import RunCommandAccepted, TerminateAccepted
-from contracts.ids import new_id
-from domain.thread_state import RunView, ThreadState
-from services.api.auth import (
+from agency.contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
+from agency.contracts.events import ToolCall
+from agency.contracts.http import RunCommandAccepted, TerminateAccepted
+from agency.contracts.ids import new_id
+from agency.domain.thread_state import RunView, ThreadState
+from agency.services.api.auth import (
     AgencyId,
     Caller,
     Deps,
@@ -38,9 +38,9 @@ from services.api.auth import (
     tenant_of,
     thread_terminated,
 )
-from services.api.deps import ApiDeps, Principal
-from services.api.openapi import error_response
-from services.api.routes_commands import (
+from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.openapi import error_response
+from agency.services.api.routes_commands import (
     Body,
     IdempotencyKey,
     NonEmpty,

@@ -16,9 +16,9 @@ from litestar import Response, post
 from litestar.exceptions import NotFoundException
 from litestar.params import JSONBody
 
-from contracts.commands import ForkThread
-from contracts.ids import new_id
-from services.api.auth import (
+from agency.contracts.commands import ForkThread
+from agency.contracts.ids import new_id
+from agency.services.api.auth import (
     AgencyId,
     Caller,
     Deps,
@@ -29,8 +29,8 @@ from services.api.auth import (
     tenant_of,
     thread_created,
 )
-from services.api.logwait import watch_log
-from services.common.fork import ForkError, plan_fork
+from agency.services.api.logwait import watch_log
+from agency.services.common.fork import ForkError, plan_fork
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 

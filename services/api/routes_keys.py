@@ -15,17 +15,17 @@ from litestar import Response, delete, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import JSONBody, PathParameter
 
-from contracts.commands import IssueApiKey, RevokeApiKey
-from contracts.events import ApiKeyIssued
-from contracts.http import Out
-from contracts.ids import new_id
-from domain.key_liveness import live_keys
-from projections.keys import KeyView, list_keys
-from services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, tenant_of
-from services.api.deps import ApiDeps, Principal
-from services.api.openapi import empty_response, error_response
-from services.api.readback import read_your_write
-from services.api.routes_commands import Body
+from agency.contracts.commands import IssueApiKey, RevokeApiKey
+from agency.contracts.events import ApiKeyIssued
+from agency.contracts.http import Out
+from agency.contracts.ids import new_id
+from agency.domain.key_liveness import live_keys
+from agency.projections.keys import KeyView, list_keys
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, tenant_of
+from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.openapi import empty_response, error_response
+from agency.services.api.readback import read_your_write
+from agency.services.api.routes_commands import Body
 
 KeyId = Annotated[str, PathParameter(name="keyId", description="The key's id.")]
 TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]

@@ -10,11 +10,11 @@ from litestar import MediaType, Response, delete, get, post
 from litestar.exceptions import ClientException, NotFoundException
 from litestar.params import PathParameter, QueryParameter
 
-from contracts.http import Out
-from infra.jetstream import dlq_admin
-from infra.jetstream.dlq_admin import DeadLetterError, LetterInfo
-from services.api.auth import ADMIN_OPT, Deps, path_id
-from services.api.openapi import error_response
+from agency.contracts.http import Out
+from agency.infra.jetstream import dlq_admin
+from agency.infra.jetstream.dlq_admin import DeadLetterError, LetterInfo
+from agency.services.api.auth import ADMIN_OPT, Deps, path_id
+from agency.services.api.openapi import error_response
 
 # Letters' sequences: JetStream's are 64-bit; the bound is one a JSON number states exactly.
 MAX_SEQ = 2**53

@@ -16,14 +16,14 @@ from litestar import Response, delete, get, put
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
-from contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
-from contracts.http import Out
-from contracts.ids import new_id
-from services.api.auth import ADMIN_OPT, Caller, Deps, path_id, tenant_of
-from services.api.deps import ApiDeps
-from services.api.readback import read_your_write
-from services.api.routes_commands import Body
-from services.llm.tenant_models import (
+from agency.contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
+from agency.contracts.http import Out
+from agency.contracts.ids import new_id
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, path_id, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.readback import read_your_write
+from agency.services.api.routes_commands import Body
+from agency.services.llm.tenant_models import (
     TenantModels,
     base_url_problem,
     seal_own,

@@ -17,25 +17,25 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter, QueryParameter
 
-from contracts.codec import EVENT_TYPES, decode_event
-from contracts.errors import InvalidToken
-from contracts.events import BlueprintSpec
-from contracts.http import EventsPage
-from contracts.ids import validate_token
-from projections import queries
-from services.agents.middleware import has_state, state_parts
-from services.api.blueprint_body import BlueprintListItem
-from services.api.deps import ApiDeps, Principal
-from services.api.eventview import (
+from agency.contracts.codec import EVENT_TYPES, decode_event
+from agency.contracts.errors import InvalidToken
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.http import EventsPage
+from agency.contracts.ids import validate_token
+from agency.projections import queries
+from agency.services.agents.middleware import has_state, state_parts
+from agency.services.api.blueprint_body import BlueprintListItem
+from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.eventview import (
     EventFormat,
     StoredEnvelope,
     camel_value,
     event_view,
     stored_envelope,
 )
-from services.api.readback import caught_up
-from services.common.registered_tools import registered_tools
-from services.common.thread_view import thread_view
+from agency.services.api.readback import caught_up
+from agency.services.common.registered_tools import registered_tools
+from agency.services.common.thread_view import thread_view
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000

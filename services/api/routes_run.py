@@ -28,18 +28,18 @@ from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from contracts.http import Out
-from contracts.ids import MAX_TOKEN_LENGTH
-from domain.workflow_decisions import mentions_in
-from domain.workflow_state import WorkflowState
-from projections.queries import list_agencies
-from services.api.auth import Caller, Deps, agency_events, path_id, tenant_of
-from services.api.deps import ApiDeps
-from services.api.openapi import ID_PATTERN, error_response
-from services.api.routes_commands import Body
-from services.api.streaming import closing_event
-from services.api.workflow_body import InlineMembers, as_document
-from services.api.workflow_ops import (
+from agency.contracts.http import Out
+from agency.contracts.ids import MAX_TOKEN_LENGTH
+from agency.domain.workflow_decisions import mentions_in
+from agency.domain.workflow_state import WorkflowState
+from agency.projections.queries import list_agencies
+from agency.services.api.auth import Caller, Deps, agency_events, path_id, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.openapi import ID_PATTERN, error_response
+from agency.services.api.routes_commands import Body
+from agency.services.api.streaming import closing_event
+from agency.services.api.workflow_body import InlineMembers, as_document
+from agency.services.api.workflow_ops import (
     AGENT_REF,
     adhoc_workflow,
     check_members,
@@ -48,8 +48,16 @@ from services.api.workflow_ops import (
     find_workflow,
     post_message,
 )
-from services.api.workflow_watch import Chunk, Done, Item, Posted, ToolCallSeen, log_position, watch
-from services.common import workflow_definition as definitions
+from agency.services.api.workflow_watch import (
+    Chunk,
+    Done,
+    Item,
+    Posted,
+    ToolCallSeen,
+    log_position,
+    watch,
+)
+from agency.services.common import workflow_definition as definitions
 
 
 class RunBody(Body, frozen=True, kw_only=True):

@@ -17,14 +17,14 @@ from litestar.exceptions import ClientException, NotFoundException, ValidationEx
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody, PathParameter
 
-from contracts.commands import SaveBlueprint
-from contracts.events import BlueprintSpec
-from contracts.http import Out
-from contracts.ids import new_id
-from services.agents.code import SettingsError
-from services.agents.code_settings import SettingsView, describe, with_overrides
-from services.agents.system import CodeAgentSpec
-from services.api.auth import (
+from agency.contracts.commands import SaveBlueprint
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.http import Out
+from agency.contracts.ids import new_id
+from agency.services.agents.code import SettingsError
+from agency.services.agents.code_settings import SettingsView, describe, with_overrides
+from agency.services.agents.system import CodeAgentSpec
+from agency.services.api.auth import (
     AgencyId,
     Caller,
     Deps,
@@ -33,10 +33,10 @@ from services.api.auth import (
     path_id,
     tenant_of,
 )
-from services.api.deps import ApiDeps
-from services.api.openapi import error_response
-from services.api.readback import read_your_write
-from services.api.routes_commands import Body
+from agency.services.api.deps import ApiDeps
+from agency.services.api.openapi import error_response
+from agency.services.api.readback import read_your_write
+from agency.services.api.routes_commands import Body
 
 BlueprintName = Annotated[str, PathParameter(name="name", description="The code agent's name.")]
 

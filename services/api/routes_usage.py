@@ -5,8 +5,8 @@ from __future__ import annotations
 from litestar import get
 from litestar.exceptions import NotFoundException
 
-from projections.costs import ThreadCost, thread_cost
-from services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of
+from agency.projections.costs import ThreadCost, thread_cost
+from agency.services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of
 
 
 @get(

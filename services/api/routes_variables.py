@@ -20,16 +20,16 @@ from litestar import get, post
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
-from contracts.commands import ProvideVariables
-from contracts.events.registry import EnvName
-from contracts.http import Out
-from domain.child_naming import child_thread_id
-from domain.subagent_variables import env_request, provided
-from infra.sealing import seal
-from services.api.auth import Caller, Deps, ThreadId, path_id, tenant_of, thread_created
-from services.api.deps import ApiDeps
-from services.api.openapi import error_response
-from services.api.routes_commands import Body
+from agency.contracts.commands import ProvideVariables
+from agency.contracts.events.registry import EnvName
+from agency.contracts.http import Out
+from agency.domain.child_naming import child_thread_id
+from agency.domain.subagent_variables import env_request, provided
+from agency.infra.sealing import seal
+from agency.services.api.auth import Caller, Deps, ThreadId, path_id, tenant_of, thread_created
+from agency.services.api.deps import ApiDeps
+from agency.services.api.openapi import error_response
+from agency.services.api.routes_commands import Body
 
 RequestId = Annotated[
     str,

@@ -16,13 +16,13 @@ from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
-from contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
-from contracts.http import Out
-from contracts.ids import new_id
-from domain.cron import CRON_PATTERN, cron_problem
-from domain.workflow_members import GLOBAL, parse_target
-from projections import workflow_queries as q
-from services.api.auth import (
+from agency.contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
+from agency.contracts.http import Out
+from agency.contracts.ids import new_id
+from agency.domain.cron import CRON_PATTERN, cron_problem
+from agency.domain.workflow_members import GLOBAL, parse_target
+from agency.projections import workflow_queries as q
+from agency.services.api.auth import (
     AgencyId,
     Caller,
     Deps,
@@ -31,11 +31,11 @@ from services.api.auth import (
     path_id,
     tenant_of,
 )
-from services.api.model_check import model_problem
-from services.api.readback import read_your_write
-from services.api.routes_commands import Accepted, Body
-from services.api.workflow_body import WorkflowDocument, as_document
-from services.api.workflow_ops import (
+from agency.services.api.model_check import model_problem
+from agency.services.api.readback import read_your_write
+from agency.services.api.routes_commands import Accepted, Body
+from agency.services.api.workflow_body import WorkflowDocument, as_document
+from agency.services.api.workflow_ops import (
     WORKFLOW_REF,
     check_members,
     create_workflow,
@@ -45,7 +45,7 @@ from services.api.workflow_ops import (
     find_workflow,
     post_message,
 )
-from services.common import workflow_definition as definitions
+from agency.services.common import workflow_definition as definitions
 
 WorkflowRef = Annotated[
     str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")

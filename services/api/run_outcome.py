@@ -14,14 +14,14 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from contracts.events import HitlInterrupt, MessageAppended
-from contracts.http import RunStatus
-from domain.thread_state import ThreadState
-from infra.jetstream.records import Position
-from projections import catalog
-from projections.queries import ToolCallView, parse_args
-from services.api.deps import ApiDeps
-from services.api.runstatus import TERMINAL, RunStatuses
+from agency.contracts.events import HitlInterrupt, MessageAppended
+from agency.contracts.http import RunStatus
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.records import Position
+from agency.projections import catalog
+from agency.projections.queries import ToolCallView, parse_args
+from agency.services.api.deps import ApiDeps
+from agency.services.api.runstatus import TERMINAL, RunStatuses
 
 # Told the run's status and step whenever either changes during a wait.
 Progress = Callable[[RunStatus, int], Awaitable[None]]

@@ -11,13 +11,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from contracts.events import RequestInjected
-from contracts.http import RunStatus
-from infra.jetstream.records import Position, RecordedEvent
-from services.api.logwait import watch_log
+from agency.contracts.events import RequestInjected
+from agency.contracts.http import RunStatus
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.api.logwait import watch_log
 
 if TYPE_CHECKING:  # the API's dependencies hold the views folded with `RunStatuses`
-    from services.api.deps import ApiDeps
+    from agency.services.api.deps import ApiDeps
 
 T = TypeVar("T")
 

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 import structlog
 import uvicorn
 
-from services.api.app import create_app
-from services.api.deps import ApiDeps
-from services.api.streaming import closing_event
+from agency.services.api.app import create_app
+from agency.services.api.deps import ApiDeps
+from agency.services.api.streaming import closing_event
 
 log = structlog.get_logger(__name__)
 

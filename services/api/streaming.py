@@ -25,11 +25,11 @@ from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import Stream
 from nats.errors import Error as NatsError
 
-from contracts.subjects import EVENTS_STREAM, aggregate_filter
-from infra.jetstream.errors import StoreError
-from infra.jetstream.reader import Delivered, OrderedReader
-from infra.jetstream.records import Position, RecordedEvent
-from services.api.auth import (
+from agency.contracts.subjects import EVENTS_STREAM, aggregate_filter
+from agency.infra.jetstream.errors import StoreError
+from agency.infra.jetstream.reader import Delivered, OrderedReader
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.api.auth import (
     QUERY_TOKEN_OPT,
     AgencyId,
     Caller,
@@ -39,9 +39,9 @@ from services.api.auth import (
     tenant_of,
     thread_created,
 )
-from services.api.deps import ApiDeps
-from services.api.eventview import EventFormat, encode_envelope, encode_view
-from services.api.routes_queries import MAX_SEQ, int_param
+from agency.services.api.deps import ApiDeps
+from agency.services.api.eventview import EventFormat, encode_envelope, encode_view
+from agency.services.api.routes_queries import MAX_SEQ, int_param
 
 log = structlog.get_logger(__name__)
 

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 
 import asyncpg
 
-from projections.tenancy import act_as_owner, act_for_tenant
+from agency.projections.tenancy import act_as_owner, act_for_tenant
 
 current_tenant: ContextVar[str | None] = ContextVar("agency_current_tenant", default=None)
 

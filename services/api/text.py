@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts.limits import has_nul
+from agency.contracts.limits import has_nul
 
 
 def refuse_nul(struct: msgspec.Struct) -> None:

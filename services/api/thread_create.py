@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING
 
 from litestar.exceptions import ClientException, ValidationException
 
-from contracts.events.thread import ThreadCreated
-from infra.jetstream.errors import ConcurrencyError, EventTooLarge, InvalidEvent
-from infra.jetstream.records import EventContext, Position, RecordedEvent
-from projections import catalog
-from services.api.progress import ProjectionProgress
+from agency.contracts.events.thread import ThreadCreated
+from agency.infra.jetstream.errors import ConcurrencyError, EventTooLarge, InvalidEvent
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
+from agency.projections import catalog
+from agency.services.api.progress import ProjectionProgress
 
 if TYPE_CHECKING:
-    from services.api.deps import ApiDeps
+    from agency.services.api.deps import ApiDeps
 
 # The read models that list a thread once they have applied its `thread.created`.
 LISTING = tuple(p.name for p in catalog.ALL if p.wants("thread.created"))

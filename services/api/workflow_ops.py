@@ -10,21 +10,21 @@ from collections.abc import Callable
 
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 
-from contracts.commands import (
+from agency.contracts.commands import (
     CreateWorkflow,
     PostChannelMessage,
     SetSchedule,
     WorkflowMemberSpec,
 )
-from contracts.events import BlueprintSpec, ScheduleSet
-from contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
-from domain.workflow_members import GLOBAL, global_workflow_id, parse_target, workflow_id
-from domain.workflow_state import WorkflowState, fold
-from projections import catalog
-from services.agents.checks import problems_with_inline
-from services.api.auth import agency_events, agency_owned, agent_types
-from services.api.deps import ApiDeps
-from services.common.workflow_definition import Definition, DefinitionError
+from agency.contracts.events import BlueprintSpec, ScheduleSet
+from agency.contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
+from agency.domain.workflow_members import GLOBAL, global_workflow_id, parse_target, workflow_id
+from agency.domain.workflow_state import WorkflowState, fold
+from agency.projections import catalog
+from agency.services.agents.checks import problems_with_inline
+from agency.services.api.auth import agency_events, agency_owned, agent_types
+from agency.services.api.deps import ApiDeps
+from agency.services.common.workflow_definition import Definition, DefinitionError
 
 # Creating members waits for the registry; past this the route answers 202.
 CREATE_WAIT = 15.0

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts.events import (
+from agency.contracts.events import (
     ChannelMessagePosted,
     ModelCompleted,
     ModelDelta,
@@ -21,11 +21,11 @@ from contracts.events import (
     ToolStarted,
     Usage,
 )
-from contracts.subjects import EVENTS_STREAM, tenant_events_filter
-from domain.workflow_state import WorkflowState, fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.reader import OrderedReader
-from infra.jetstream.records import RecordedEvent
+from agency.contracts.subjects import EVENTS_STREAM, tenant_events_filter
+from agency.domain.workflow_state import WorkflowState, fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.reader import OrderedReader
+from agency.infra.jetstream.records import RecordedEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import msgspec
 
-from contracts.commands import CreateTenant
-from projections.queries import tenant_for_key
-from services.api.auth import hash_key, key_id_of, mint_api_key
-from services.api.deps import ApiDeps
+from agency.contracts.commands import CreateTenant
+from agency.projections.queries import tenant_for_key
+from agency.services.api.auth import hash_key, key_id_of, mint_api_key
+from agency.services.api.deps import ApiDeps
 
 
 class Credentials(msgspec.Struct, kw_only=True):

@@ -6,9 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
-from infra.endpoints import Endpoints, read_endpoints, resolve_data_dir
-from services.agents.blueprint_file import load_blueprint_file
-from services.agents.system import AgentSystem, load_system
+from agency.infra.endpoints import Endpoints, read_endpoints, resolve_data_dir
+from agency.services.agents.blueprint_file import load_blueprint_file
+from agency.services.agents.system import AgentSystem, load_system
 
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:

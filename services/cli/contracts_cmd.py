@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contracts.schema import write_schemas
+from agency.contracts.schema import write_schemas
 
 
 def register(groups: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.common import add_data_dir, running_endpoints
 
 DEMO_BLUEPRINT = {
     "name": "demo-planner",

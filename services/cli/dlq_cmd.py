@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Any
 
-from infra.jetstream import dlq_admin
-from infra.jetstream.connection import Bus
-from infra.jetstream.dlq_admin import DeadLetterError, LetterInfo
-from services.cli.common import add_data_dir, running_endpoints
+from agency.infra.jetstream import dlq_admin
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.dlq_admin import DeadLetterError, LetterInfo
+from agency.services.cli.common import add_data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:

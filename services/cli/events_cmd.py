@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from contracts.ids import validate_token
-from contracts.subjects import tenant_events_filter
-from domain.event_text import format_line
-from infra.jetstream.connection import Bus
-from infra.jetstream.reader import OrderedReader
-from infra.jetstream.records import RecordedEvent
-from projections.rebuild import last_stream_seq
-from services.cli.common import add_data_dir, running_endpoints
-from services.cli.signals import stop_on_signals
+from agency.contracts.ids import validate_token
+from agency.contracts.subjects import tenant_events_filter
+from agency.domain.event_text import format_line
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.reader import OrderedReader
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.rebuild import last_stream_seq
+from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.signals import stop_on_signals
 
 
 def register(groups: Any) -> None:

@@ -9,13 +9,13 @@ from typing import Any
 import asyncpg
 import nats
 
-from infra.endpoints import Endpoints, EndpointsNotFound, remove_endpoints, write_endpoints
-from infra.jetstream.natsclient import connect as nats_connect
-from infra.nats_auth import without_credentials
-from infra.settings import InfraSettings
-from infra.system import Infrastructure
-from services.cli.common import add_data_dir, data_dir, running_endpoints
-from services.cli.signals import stop_on_signals
+from agency.infra.endpoints import Endpoints, EndpointsNotFound, remove_endpoints, write_endpoints
+from agency.infra.jetstream.natsclient import connect as nats_connect
+from agency.infra.nats_auth import without_credentials
+from agency.infra.settings import InfraSettings
+from agency.infra.system import Infrastructure
+from agency.services.cli.common import add_data_dir, data_dir, running_endpoints
+from agency.services.cli.signals import stop_on_signals
 
 
 def register(groups: Any) -> None:

@@ -9,15 +9,15 @@ from typing import Any
 
 import uvloop
 
-from contracts.errors import ContractError
-from infra.db import DatabaseRefused
-from infra.endpoints import EndpointsNotFound
-from infra.gc_tuning import tune_gc
-from infra.settings import InfraSettings
-from services.agents.blueprint_file import BlueprintFileError
-from services.agents.checks import BlueprintInvalid
-from services.agents.system import SystemLoadError
-from services.cli import (
+from agency.contracts.errors import ContractError
+from agency.infra.db import DatabaseRefused
+from agency.infra.endpoints import EndpointsNotFound
+from agency.infra.gc_tuning import tune_gc
+from agency.infra.settings import InfraSettings
+from agency.services.agents.blueprint_file import BlueprintFileError
+from agency.services.agents.checks import BlueprintInvalid
+from agency.services.agents.system import SystemLoadError
+from agency.services.cli import (
     contracts_cmd,
     demo_cmd,
     dlq_cmd,
@@ -33,10 +33,10 @@ from services.cli import (
     up_cmd,
     workflow_cmd,
 )
-from services.cli.workflow_cmd import WorkflowCliError
-from services.llm.catalog import ProvidersFileError
-from services.observability.logging import configure_logging
-from services.observability.tracing import configure_tracing, shutdown_tracing
+from agency.services.cli.workflow_cmd import WorkflowCliError
+from agency.services.llm.catalog import ProvidersFileError
+from agency.services.observability.logging import configure_logging
+from agency.services.observability.tracing import configure_tracing, shutdown_tracing
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 

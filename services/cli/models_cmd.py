@@ -7,13 +7,13 @@ import argparse
 import time
 from typing import Any
 
-from contracts.events.base import ChatMessage
-from services.llm.catalog import ProviderCatalog, ProvidersFileError
-from services.llm.errors import ModelError
-from services.llm.port import ModelRequest
-from services.llm.presets import PRESETS
-from services.llm.router import ProviderRouter
-from services.llm.settings import ModelSettings
+from agency.contracts.events.base import ChatMessage
+from agency.services.llm.catalog import ProviderCatalog, ProvidersFileError
+from agency.services.llm.errors import ModelError
+from agency.services.llm.port import ModelRequest
+from agency.services.llm.presets import PRESETS
+from agency.services.llm.router import ProviderRouter
+from agency.services.llm.settings import ModelSettings
 
 PROMPT = "Answer with the single word OK."
 

@@ -14,15 +14,15 @@ from typing import Any
 
 import asyncpg
 
-from infra.db import create_pool
-from infra.jetstream.connection import Bus
-from projections.catalog import ALL, by_name
-from projections.errors import ProjectionError
-from projections.positions import quote_ident
-from projections.projection import Projection
-from projections.rebuild import build_scratch, rebuild
-from projections.status import projection_statuses
-from services.cli.common import add_data_dir, running_endpoints
+from agency.infra.db import create_pool
+from agency.infra.jetstream.connection import Bus
+from agency.projections.catalog import ALL, by_name
+from agency.projections.errors import ProjectionError
+from agency.projections.positions import quote_ident
+from agency.projections.projection import Projection
+from agency.projections.rebuild import build_scratch, rebuild
+from agency.projections.status import projection_statuses
+from agency.services.cli.common import add_data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:

@@ -9,8 +9,8 @@ import os
 import sys
 from typing import Any
 
-from services.cli.common import add_data_dir
-from services.cli.tenants_cmd import admin_request
+from agency.services.cli.common import add_data_dir
+from agency.services.cli.tenants_cmd import admin_request
 
 
 def register(groups: Any) -> None:

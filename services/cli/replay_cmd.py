@@ -14,20 +14,20 @@ from typing import Any
 
 import httpx
 
-from contracts.events import BlueprintDeleted, BlueprintSaved
-from contracts.ids import validate_token
-from domain.comparison import format_comparison
-from domain.timeline import format_row, json_row, label, rows, window_for
-from infra.endpoints import Endpoints
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import SystemLoadError, load_system
-from services.cli.common import add_app, add_data_dir, running_endpoints
-from services.common.fork import ForkError, ForkResult, fork_thread
-from services.common.thread_reads import ThreadNotFound, read_thread
-from services.common.thread_tree import ThreadTree, TreeNode, load_tree
-from services.runtime.checkpoint import verify
-from services.runtime.replay.reexecute import reexecute
+from agency.contracts.events import BlueprintDeleted, BlueprintSaved
+from agency.contracts.ids import validate_token
+from agency.domain.comparison import format_comparison
+from agency.domain.timeline import format_row, json_row, label, rows, window_for
+from agency.infra.endpoints import Endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import SystemLoadError, load_system
+from agency.services.cli.common import add_app, add_data_dir, running_endpoints
+from agency.services.common.fork import ForkError, ForkResult, fork_thread
+from agency.services.common.thread_reads import ThreadNotFound, read_thread
+from agency.services.common.thread_tree import ThreadTree, TreeNode, load_tree
+from agency.services.runtime.checkpoint import verify
+from agency.services.runtime.replay.reexecute import reexecute
 
 HTTP_TIMEOUT = 30.0
 

@@ -13,30 +13,30 @@ import os
 from pathlib import Path
 from typing import Any
 
-from infra.db import create_pool, migrate
-from infra.endpoints import Endpoints
-from infra.jetstream.connection import Bus
-from infra.nats_auth import SERVICE_ROLES, CredentialIssuer, NatsAuth, role_url
-from infra.sealing import use_key_of
-from projections.setup import prepare_read_models
-from services.agents.system import AgentSystem
-from services.api.deps import ApiDeps, ApiSettings
-from services.api.server import run_api
-from services.api.tenant_scope import scope_session
-from services.cli.common import (
+from agency.infra.db import create_pool, migrate
+from agency.infra.endpoints import Endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer, NatsAuth, role_url
+from agency.infra.sealing import use_key_of
+from agency.projections.setup import prepare_read_models
+from agency.services.agents.system import AgentSystem
+from agency.services.api.deps import ApiDeps, ApiSettings
+from agency.services.api.server import run_api
+from agency.services.api.tenant_scope import scope_session
+from agency.services.cli.common import (
     add_app,
     add_data_dir,
     agent_system,
     data_dir,
     running_endpoints,
 )
-from services.cli.signals import stop_on_signals
-from services.cli.up_processes import endpoints_from_env
-from services.llm.catalog import ProviderCatalog
-from services.llm.provider import Provider
-from services.llm.router import provider_from_env
-from services.stack import StackConfig, service_runners
-from services.supervisor import ServiceRunner, Supervisor
+from agency.services.cli.signals import stop_on_signals
+from agency.services.cli.up_processes import endpoints_from_env
+from agency.services.llm.catalog import ProviderCatalog
+from agency.services.llm.provider import Provider
+from agency.services.llm.router import provider_from_env
+from agency.services.stack import StackConfig, service_runners
+from agency.services.supervisor import ServiceRunner, Supervisor
 
 # Every service `agency up` runs, the API among them; each connects as its own NATS user.
 SERVICES = SERVICE_ROLES

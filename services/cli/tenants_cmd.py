@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from infra.endpoints import Endpoints
-from services.cli.common import add_data_dir, running_endpoints
+from agency.infra.endpoints import Endpoints
+from agency.services.cli.common import add_data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:

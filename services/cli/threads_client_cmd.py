@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from contracts.http import EventView
-from services.cli.common import add_data_dir, running_endpoints
-from services.client import ApiError, AsyncAgencyClient
+from agency.contracts.http import EventView
+from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.client import ApiError, AsyncAgencyClient
 
 DEFAULT_AGENCY = "default"
 # Exit codes of `invoke --follow` by how the run ended: done or waiting for a person is a

@@ -10,9 +10,9 @@ from typing import Any
 import asyncpg
 import httpx
 
-from contracts.ids import validate_token
-from services.cli import threads_client_cmd
-from services.cli.common import add_data_dir, running_endpoints
+from agency.contracts.ids import validate_token
+from agency.services.cli import threads_client_cmd
+from agency.services.cli.common import add_data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:

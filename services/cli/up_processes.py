@@ -19,10 +19,10 @@ from pathlib import Path
 
 import msgspec
 
-from infra.endpoints import Endpoints
-from infra.launch.process import ChildProcess
-from infra.nats_auth import SERVICE_ROLES
-from services.supervisor import ServiceRunner
+from agency.infra.endpoints import Endpoints
+from agency.infra.launch.process import ChildProcess
+from agency.infra.nats_auth import SERVICE_ROLES
+from agency.services.supervisor import ServiceRunner
 
 # The endpoints an `agency serve` child of `agency up` uses instead of `endpoints.json`.
 ENDPOINTS_ENV = "AGENCY_SERVE_ENDPOINTS"
@@ -122,7 +122,7 @@ def service_processes(
             extra={"fake_llm_url": fake_model_url} if fake_model_url else {},
         )
         env = {**os.environ, ENDPOINTS_ENV: msgspec.json.encode(endpoints).decode()}
-        argv = [sys.executable, "-m", "services.cli.main", "serve", name, *options]
+        argv = [sys.executable, "-m", "agency.services.cli.main", "serve", name, *options]
         runners[name] = _runner(ChildProcess(f"agency-{name}", argv, log_path=None, env=env))
     return runners
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 
-from services.cli import workflow_replay_cmd
-from services.cli.common import add_data_dir, running_endpoints
-from services.common.workflow_definition import prompt_files, variables_in
+from agency.services.cli import workflow_replay_cmd
+from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.common.workflow_definition import prompt_files, variables_in
 
 DEFAULT_AGENCY = "default"
 

@@ -17,19 +17,19 @@ from typing import Any
 import httpx
 import msgspec
 
-from contracts.codec import encode
-from contracts.events import WorkflowCreated
-from contracts.ids import validate_token
-from domain.comparison import format_comparison
-from domain.event_text import summarize
-from domain.workflow_members import parse_target, workflow_id
-from infra.endpoints import Endpoints
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import SystemLoadError
-from services.cli.common import add_app, add_data_dir, agent_system, running_endpoints
-from services.cli.replay_cmd import report_json
-from services.runtime.replay.workflow import (
+from agency.contracts.codec import encode
+from agency.contracts.events import WorkflowCreated
+from agency.contracts.ids import validate_token
+from agency.domain.comparison import format_comparison
+from agency.domain.event_text import summarize
+from agency.domain.workflow_members import parse_target, workflow_id
+from agency.infra.endpoints import Endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import SystemLoadError
+from agency.services.cli.common import add_app, add_data_dir, agent_system, running_endpoints
+from agency.services.cli.replay_cmd import report_json
+from agency.services.runtime.replay.workflow import (
     WorkflowRecord,
     WorkflowReplay,
     load_workflow,

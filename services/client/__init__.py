@@ -1,7 +1,7 @@
 """A typed Python client for the HTTP API, async and sync.
 
 ```python
-from services.client import AsyncAgencyClient
+from agency.services.client import AsyncAgencyClient
 
 async with AsyncAgencyClient("http://127.0.0.1:8000", api_key) as client:
     agency = await client.create_agency("support")
@@ -12,8 +12,8 @@ async with AsyncAgencyClient("http://127.0.0.1:8000", api_key) as client:
 ```
 """
 
-from services.client.aio import AsyncAgencyClient
-from services.client.calls import ApiError
-from services.client.sync import AgencyClient
+from agency.services.client.aio import AsyncAgencyClient
+from agency.services.client.calls import ApiError
+from agency.services.client.sync import AgencyClient
 
 __all__ = ["AgencyClient", "ApiError", "AsyncAgencyClient"]

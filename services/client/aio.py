@@ -12,7 +12,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from httpx_sse import aconnect_sse
 
-from contracts.http import (
+from agency.contracts.http import (
     AgencyOut,
     EventsPage,
     EventView,
@@ -21,9 +21,9 @@ from contracts.http import (
     TerminateAccepted,
     ThreadOut,
 )
-from projections import queries
-from services.client import calls
-from services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
+from agency.projections import queries
+from agency.services.client import calls
+from agency.services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
 
 T = TypeVar("T")
 STREAM_READ_TIMEOUT = 60.0

@@ -8,8 +8,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from contracts.events.thread import ConcurrencyStrategy
-from contracts.http import (
+from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.http import (
     AgencyOut,
     EventsPage,
     EventView,
@@ -18,7 +18,7 @@ from contracts.http import (
     TerminateAccepted,
     ThreadOut,
 )
-from projections import queries
+from agency.projections import queries
 
 T = TypeVar("T")
 Strategy = ConcurrencyStrategy

@@ -16,10 +16,10 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
-from domain.thread_state import ThreadState
-from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import Position, RecordedEvent
+from agency.contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import Position, RecordedEvent
 
 
 class ThreadCache:

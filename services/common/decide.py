@@ -10,11 +10,11 @@ import asyncio
 import random
 from collections.abc import Callable, Sequence
 
-from contracts.events import AnyEvent
-from contracts.subjects import Aggregate
-from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import AppendResult, EventContext, RecordedEvent
+from agency.contracts.events import AnyEvent
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.errors import ConcurrencyError
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import AppendResult, EventContext, RecordedEvent
 
 Decision = Callable[[list[RecordedEvent]], Sequence[AnyEvent]]
 

@@ -36,8 +36,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from contracts.codec import readable_event
-from contracts.events import (
+from agency.contracts.codec import readable_event
+from agency.contracts.events import (
     RequestAccepted,
     RequestInjected,
     RunCanceled,

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from contracts.envelope import Envelope
-from contracts.events import (
+from agency.contracts.envelope import Envelope
+from agency.contracts.events import (
     AnyEvent,
     BlueprintSwitched,
     ParentRef,
@@ -40,17 +40,17 @@ from contracts.events import (
     ToolError,
     ToolRequested,
 )
-from contracts.ids import derived_id, new_id
-from contracts.subjects import Aggregate
-from domain.child_naming import child_thread_id
-from domain.run_cancel import canceled
-from domain.thread_state import ThreadState, fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
-from infra.jetstream.streams import ATOMIC_BATCH_LIMIT
-from services.common.thread_reads import Creation, read_thread, thread_creations
-from services.common.thread_tree import descendants
+from agency.contracts.ids import derived_id, new_id
+from agency.contracts.subjects import Aggregate
+from agency.domain.child_naming import child_thread_id
+from agency.domain.run_cancel import canceled
+from agency.domain.thread_state import ThreadState, fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+from agency.infra.jetstream.streams import ATOMIC_BATCH_LIMIT
+from agency.services.common.thread_reads import Creation, read_thread, thread_creations
+from agency.services.common.thread_tree import descendants
 
 FORKED_MID_RUN = "forked mid-run"
 

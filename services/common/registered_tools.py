@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from contracts.events import BlueprintSpec
-from domain.thread_state import ThreadState
-from services.agents.system import AgentSystem
-from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool, ToolSpec
+from agency.contracts.events import BlueprintSpec
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import (
+    AgentTool,
+    SessionTool,
+    StateTool,
+    SubagentTool,
+    Tool,
+    ToolSpec,
+)
 
 AnyTool = Tool | StateTool | SubagentTool | AgentTool | SessionTool
 

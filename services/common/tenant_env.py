@@ -26,8 +26,8 @@ from collections.abc import Mapping
 
 import msgspec
 
-from contracts.events import BlueprintSpec
-from contracts.events.registry import SubagentEntry
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.events.registry import SubagentEntry
 
 VARIABLE = "AGENCY_TENANT_ENV"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

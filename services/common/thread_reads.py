@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from nats.aio.client import Client as NATS
 
-from contracts.events import ThreadCreated
-from contracts.ids import validate_token
-from contracts.subjects import EVENTS_STREAM, event_token
-from infra.jetstream.aggregate_reads import scan_from
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import RecordedEvent, UndecodableEvent
+from agency.contracts.events import ThreadCreated
+from agency.contracts.ids import validate_token
+from agency.contracts.subjects import EVENTS_STREAM, event_token
+from agency.infra.jetstream.aggregate_reads import scan_from
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 
 
 class ThreadNotFound(Exception):

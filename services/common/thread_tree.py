@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from nats.aio.client import Client as NATS
 
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import RecordedEvent
-from services.common.thread_reads import Creation, read_thread, thread_creations
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.common.thread_reads import Creation, read_thread, thread_creations
 
 
 @dataclass(frozen=True, slots=True)

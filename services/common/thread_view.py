@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 
-from domain.thread_state import ThreadState
-from services.agents.view import ChildView, ThreadView
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.view import ChildView, ThreadView
 
 
 def thread_view(state: ThreadState) -> ThreadView:

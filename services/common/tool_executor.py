@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from contracts.events import ToolError, ToolOutput, ToolRequested, ToolStarted
-from contracts.limits import limits, truncate_text
-from services.agents.tools import (
+from agency.contracts.events import ToolError, ToolOutput, ToolRequested, ToolStarted
+from agency.contracts.limits import limits, truncate_text
+from agency.services.agents.tools import (
     Tool,
     ToolContext,
     ToolFailed,
@@ -141,7 +141,7 @@ async def execute(
 async def _invoke(tool: Tool, args: dict[str, Any], context: ToolContext) -> ToolResult:
     if tool.isolation is not None:
         # Imported here: only a system with isolated tools needs the sandbox's machinery.
-        from services.sandbox.host import run_isolated
+        from agency.services.sandbox.host import run_isolated
 
         return await run_isolated(tool, args, context)
     if inspect.iscoroutinefunction(tool.fn):

@@ -38,11 +38,11 @@ from typing import Any
 import msgspec
 import yaml
 
-from contracts.events import BlueprintSpec, WorkflowLimits
-from contracts.events.registry import BlueprintConfig
-from contracts.ids import is_valid_token
-from domain.cron import cron_problem
-from services.common.egress import refusal
+from agency.contracts.events import BlueprintSpec, WorkflowLimits
+from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.ids import is_valid_token
+from agency.domain.cron import cron_problem
+from agency.services.common.egress import refusal
 
 _VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_-]+)\s*\}\}")
 _INLINE_FIELDS = frozenset(

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from contracts.events import DocumentWritten, ThreadCreated
-from contracts.ids import derived_id
-from domain import workflow_decisions as decisions
-from domain.workflow_state import WorkflowState, fold
-from infra.jetstream.ports import AggregateStore
-from services.agents.tools import ToolContext, ToolFailed
-from services.common.decide import applied, decide_and_append
+from agency.contracts.events import DocumentWritten, ThreadCreated
+from agency.contracts.ids import derived_id
+from agency.domain import workflow_decisions as decisions
+from agency.domain.workflow_state import WorkflowState, fold
+from agency.infra.jetstream.ports import AggregateStore
+from agency.services.agents.tools import ToolContext, ToolFailed
+from agency.services.common.decide import applied, decide_and_append
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 

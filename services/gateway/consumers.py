@@ -19,9 +19,9 @@ from typing import Any
 
 import msgspec
 
-from contracts.ids import is_valid_token
-from contracts.subjects import EVENTS_STREAM
-from infra.nats_accounts import inbox_prefix
+from agency.contracts.ids import is_valid_token
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.nats_accounts import inbox_prefix
 
 OWNER_KEY = "agency_tenant"
 MAX_INACTIVE_NS = 3600 * 1_000_000_000

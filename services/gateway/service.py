@@ -29,10 +29,10 @@ import structlog
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from contracts.subjects import EVENTS_STREAM
-from infra.jetstream.connection import Bus
-from infra.nats_accounts import GATEWAY_SUBJECTS
-from services.gateway.consumers import Refused, checked_create, owner
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.jetstream.connection import Bus
+from agency.infra.nats_accounts import GATEWAY_SUBJECTS
+from agency.services.gateway.consumers import Refused, checked_create, owner
 
 log = structlog.get_logger(__name__)
 

@@ -5,7 +5,7 @@ The fake LLM server for tests and the offline demo lives in `services.llm.fake_s
 imported on demand so production code does not load it.
 """
 
-from services.llm.provider import (
+from agency.services.llm.provider import (
     ModelConfigError,
     ModelConnectionError,
     ModelError,
@@ -21,7 +21,7 @@ from services.llm.provider import (
     Provider,
     split_model,
 )
-from services.llm.router import ProviderRouter, provider_from_env
+from agency.services.llm.router import ProviderRouter, provider_from_env
 
 __all__ = [
     "ModelConfigError",

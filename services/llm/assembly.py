@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import pydantic
 from openai.types.chat import ChatCompletion
 
-from contracts.events.base import ChatMessage, ToolCall, Usage
-from contracts.ids import derived_id
-from services.llm.chunks import StreamChunk, ToolCallDelta
-from services.llm.errors import ModelResponseError, ModelStreamError
+from agency.contracts.events.base import ChatMessage, ToolCall, Usage
+from agency.contracts.ids import derived_id
+from agency.services.llm.chunks import StreamChunk, ToolCallDelta
+from agency.services.llm.errors import ModelResponseError, ModelStreamError
 
 OnDelta = Callable[[str], Awaitable[None]]
 

@@ -27,9 +27,9 @@ from typing import Annotated
 import msgspec
 import yaml
 
-from services.llm.errors import ModelConfigError, ModelRequestError
-from services.llm.port import split_model
-from services.llm.presets import PRESETS
+from agency.services.llm.errors import ModelConfigError, ModelRequestError
+from agency.services.llm.port import split_model
+from agency.services.llm.presets import PRESETS
 
 PROVIDERS_FILE = "AGENCY_PROVIDERS"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from contracts.events.base import ToolCall, Usage
-from services.llm.fake_calls import call_reply
+from agency.contracts.events.base import ToolCall, Usage
+from agency.services.llm.fake_calls import call_reply
 
 # --- the request as the fake reads it (unknown fields ignored) ---------------------------
 

@@ -31,7 +31,7 @@ from litestar import Litestar, Request, Response, delete, get, post
 from litestar.params import FromQuery
 from litestar.response import Stream
 
-from services.llm.fake_scripts import (
+from agency.services.llm.fake_scripts import (
     ChatRequest,
     Failure,
     Reply,
@@ -41,7 +41,7 @@ from services.llm.fake_scripts import (
     StepCount,
     validate,
 )
-from services.llm.fake_wire import (
+from agency.services.llm.fake_wire import (
     FOREIGN_JSON,
     HTML_PAGE,
     MALFORMED_CHUNK,

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import msgspec
 from litestar import Response
 
-from contracts.events.base import Usage
-from services.llm.fake_scripts import Reply, argument_fragments, text_chunks
+from agency.contracts.events.base import Usage
+from agency.services.llm.fake_scripts import Reply, argument_fragments, text_chunks
 
 CREATED = 1_700_000_000  # a fixed timestamp keeps answers byte-for-byte deterministic
 

@@ -8,11 +8,11 @@ from typing import Any, Protocol, cast
 
 from openai.types.chat import ChatCompletionMessageParam
 
-from contracts.events.base import ChatMessage
-from services.agents.tools import ToolSpec
-from services.llm.assembly import ModelResponse, OnDelta
-from services.llm.errors import ModelRequestError
-from services.llm.presets import PRESETS
+from agency.contracts.events.base import ChatMessage
+from agency.services.agents.tools import ToolSpec
+from agency.services.llm.assembly import ModelResponse, OnDelta
+from agency.services.llm.errors import ModelRequestError
+from agency.services.llm.presets import PRESETS
 
 # Prefixes naming an OpenAI-compatible provider (`services/llm/presets.py`); the adapter
 # strips them.

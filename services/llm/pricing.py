@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import structlog
 
-from contracts.events.base import Usage
+from agency.contracts.events.base import Usage
 
 log = structlog.get_logger(__name__)
 

@@ -36,8 +36,8 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from services.common.egress import EgressRefused
-from services.llm.assembly import (
+from agency.services.common.egress import EgressRefused
+from agency.services.llm.assembly import (
     Assembly,
     CallerError,
     Coalescer,
@@ -46,8 +46,8 @@ from services.llm.assembly import (
     parse_completion,
     snippet,
 )
-from services.llm.chunks import StreamChunk
-from services.llm.errors import (
+from agency.services.llm.chunks import StreamChunk
+from agency.services.llm.errors import (
     ModelConfigError,
     ModelConnectionError,
     ModelError,
@@ -58,15 +58,15 @@ from services.llm.errors import (
     ModelStreamError,
     is_retryable_status,
 )
-from services.llm.port import (
+from agency.services.llm.port import (
     ModelRequest,
     Provider,
     message_param,
     split_model,
 )
-from services.llm.pricing import PriceTable
-from services.llm.settings import ModelSettings
-from services.llm.wire import ChunkReader, WireBroken, encode_body
+from agency.services.llm.pricing import PriceTable
+from agency.services.llm.settings import ModelSettings
+from agency.services.llm.wire import ChunkReader, WireBroken, encode_body
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -15,15 +15,15 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Self
 
-from services.common.egress import EgressPolicy, guarded_transport
-from services.llm.assembly import ModelResponse, OnDelta
-from services.llm.catalog import ProviderCatalog
-from services.llm.errors import ModelConfigError
-from services.llm.port import ModelRequest
-from services.llm.pricing import PriceTable
-from services.llm.provider import OpenAIProvider
-from services.llm.settings import ModelSettings
-from services.llm.tenant_models import TenantModelSource, no_fallback
+from agency.services.common.egress import EgressPolicy, guarded_transport
+from agency.services.llm.assembly import ModelResponse, OnDelta
+from agency.services.llm.catalog import ProviderCatalog
+from agency.services.llm.errors import ModelConfigError
+from agency.services.llm.port import ModelRequest
+from agency.services.llm.pricing import PriceTable
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.llm.settings import ModelSettings
+from agency.services.llm.tenant_models import TenantModelSource, no_fallback
 
 
 class ProviderRouter:

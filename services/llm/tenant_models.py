@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from contracts.events import (
+from agency.contracts.events import (
     Event,
     TenantModelPolicySet,
     TenantProviderRemoved,
     TenantProviderSet,
 )
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import Position
-from infra.sealing import UnsealError, seal, unseal
-from services.common.egress import refusal
-from services.llm.catalog import ProviderCatalog
-from services.llm.errors import ModelConfigError, ModelRequestError
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.records import Position
+from agency.infra.sealing import UnsealError, seal, unseal
+from agency.services.common.egress import refusal
+from agency.services.llm.catalog import ProviderCatalog
+from agency.services.llm.errors import ModelConfigError, ModelRequestError
 
 # Seconds a tenant's settings are used before its log is looked at again.
 REFRESH_SECONDS = 1.0

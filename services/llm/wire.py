@@ -18,9 +18,9 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import httpx2
 import msgspec
 
-from services.llm.assembly import snippet
-from services.llm.chunks import StreamChunk
-from services.llm.errors import ModelResponseError, ModelStreamError
+from agency.services.llm.assembly import snippet
+from agency.services.llm.chunks import StreamChunk
+from agency.services.llm.errors import ModelResponseError, ModelStreamError
 
 _DONE = b"[DONE]"
 # Seconds the rest of a stream is read for after `[DONE]`.

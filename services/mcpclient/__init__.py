@@ -1,8 +1,8 @@
 """MCP servers' tools as agent tools: sessions, listing for the model, calls (`docs/mcp.md`)."""
 
-from services.mcpclient.config import McpConfigError, exposed_name
-from services.mcpclient.sessions import McpSessionLost, McpSessions, McpUnavailable
-from services.mcpclient.tools import McpCatalog, mcp_tool
+from agency.services.mcpclient.config import McpConfigError, exposed_name
+from agency.services.mcpclient.sessions import McpSessionLost, McpSessions, McpUnavailable
+from agency.services.mcpclient.tools import McpCatalog, mcp_tool
 
 __all__ = [
     "McpCatalog",

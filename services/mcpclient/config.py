@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from contracts.events import McpServer
+from agency.contracts.events import McpServer
 
 SEPARATOR = "__"
 _MAX_TOOL_NAME = 64

@@ -25,12 +25,17 @@ import structlog
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST, CallToolResult, PaginatedRequestParams
-from mcp.types import Tool as ListedTool
+from mcp.types import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    CallToolResult,
+    PaginatedRequestParams,
+    Tool as ListedTool,
+)
 
-from infra.retry import RetryPolicy
-from services.common.egress import EgressPolicy, guarded_transport
-from services.mcpclient.config import Endpoint
+from agency.infra.retry import RetryPolicy
+from agency.services.common.egress import EgressPolicy, guarded_transport
+from agency.services.mcpclient.config import Endpoint
 
 log = structlog.get_logger(__name__)
 

@@ -38,11 +38,11 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from contracts.events import McpServer, McpToolRef
-from services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, ToolSpec
-from services.common.egress import EgressRefused
-from services.mcpclient.config import McpConfigError, exposed_name, resolve
-from services.mcpclient.sessions import McpSessionLost, McpSessions, McpUnavailable
+from agency.contracts.events import McpServer, McpToolRef
+from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, ToolSpec
+from agency.services.common.egress import EgressRefused
+from agency.services.mcpclient.config import McpConfigError, exposed_name, resolve
+from agency.services.mcpclient.sessions import McpSessionLost, McpSessions, McpUnavailable
 
 log = structlog.get_logger(__name__)
 

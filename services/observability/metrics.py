@@ -33,8 +33,8 @@ from nats.js import JetStreamContext
 from nats.js.errors import Error as JetStreamError
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
-from contracts.codec import readable_event
-from contracts.events import (
+from agency.contracts.codec import readable_event
+from agency.contracts.events import (
     ModelCompleted,
     ModelStarted,
     RunCanceled,
@@ -45,9 +45,9 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
-from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
-from projections.catalog import ALL
-from projections.status import projection_statuses
+from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.projections.catalog import ALL
+from agency.projections.status import projection_statuses
 
 log = structlog.get_logger(__name__)
 

@@ -7,11 +7,11 @@ import asyncio
 
 import structlog
 
-from infra.db import create_pool
-from infra.jetstream.connection import Bus
-from projections.catalog import ALL
-from projections.group import ProjectionGroup
-from projections.projection import Projection
+from agency.infra.db import create_pool
+from agency.infra.jetstream.connection import Bus
+from agency.projections.catalog import ALL
+from agency.projections.group import ProjectionGroup
+from agency.projections.projection import Projection
 
 log = structlog.get_logger(__name__)
 

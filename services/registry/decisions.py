@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts.commands import (
+from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
     CreateThread,
@@ -15,7 +15,7 @@ from contracts.commands import (
     SetTenantModelPolicy,
     SetTenantProvider,
 )
-from contracts.events import (
+from agency.contracts.events import (
     AgencyCreated,
     AnyEvent,
     ApiKeyIssued,
@@ -27,12 +27,12 @@ from contracts.events import (
     TenantProviderSet,
     ThreadCreated,
 )
-from contracts.ids import is_valid_token
-from contracts.limits import has_nul
-from domain.key_liveness import live_keys
-from infra.jetstream.commandbus import CommandRejected
-from infra.jetstream.records import RecordedEvent
-from services.common.decide import applied
+from agency.contracts.ids import is_valid_token
+from agency.contracts.limits import has_nul
+from agency.domain.key_liveness import live_keys
+from agency.infra.jetstream.commandbus import CommandRejected
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.common.decide import applied
 
 
 def create_tenant(

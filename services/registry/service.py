@@ -8,7 +8,7 @@ from typing import Any
 
 import structlog
 
-from contracts.commands import (
+from agency.contracts.commands import (
     Command,
     CommandEnvelope,
     CreateAgency,
@@ -22,18 +22,18 @@ from contracts.commands import (
     SetTenantModelPolicy,
     SetTenantProvider,
 )
-from contracts.events import AnyEvent, BlueprintDeleted, BlueprintSaved
-from contracts.ids import is_valid_token
-from contracts.subjects import Aggregate
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
-from infra.jetstream.connection import Bus
-from infra.jetstream.errors import InvalidEvent
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.agents.system import AgentSystem
-from services.common.decide import Decision, decide_and_append
-from services.common.egress import refusal
-from services.common.fork import ForkError, fork_thread
-from services.registry import decisions
+from agency.contracts.events import AnyEvent, BlueprintDeleted, BlueprintSaved
+from agency.contracts.ids import is_valid_token
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.errors import InvalidEvent
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.common.decide import Decision, decide_and_append
+from agency.services.common.egress import refusal
+from agency.services.common.fork import ForkError, fork_thread
+from agency.services.registry import decisions
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentCompleted,
     AnyEvent,
     BlueprintSpec,
@@ -33,15 +33,15 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from contracts.limits import limits, truncate_text
-from domain.run_cancel import tool_message
-from domain.thread_state import QueuedRequest, RunView, ThreadState
-from services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
-from services.common.registered_tools import AnyTool
-from services.common.thread_view import thread_view
-from services.runtime.immediate import immediate_bootstrap
-from services.runtime.session import end_turn, session_call, turn_over
-from services.runtime.spawn import agent_call, subagent_call
+from agency.contracts.limits import limits, truncate_text
+from agency.domain.run_cancel import tool_message
+from agency.domain.thread_state import QueuedRequest, RunView, ThreadState
+from agency.services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
+from agency.services.common.registered_tools import AnyTool
+from agency.services.common.thread_view import thread_view
+from agency.services.runtime.immediate import immediate_bootstrap
+from agency.services.runtime.session import end_turn, session_call, turn_over
+from agency.services.runtime.spawn import agent_call, subagent_call
 
 DEFAULT_MAX_STEPS = 25
 REJECTED_BY_HUMAN = "The user rejected this tool call; it was not run."

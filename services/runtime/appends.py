@@ -11,14 +11,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
-from contracts.events import AnyEvent
-from domain.thread_state import ThreadState
-from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import EventContext
-from services.common.caches import ThreadCache
-from services.runtime.checkpoint import with_checkpoint
-from services.runtime.decision import Decision
+from agency.contracts.events import AnyEvent
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.errors import ConcurrencyError
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import EventContext
+from agency.services.common.caches import ThreadCache
+from agency.services.runtime.checkpoint import with_checkpoint
+from agency.services.runtime.decision import Decision
 
 
 class ThreadAppends:

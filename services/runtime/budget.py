@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts.events import ChatMessage
+from agency.contracts.events import ChatMessage
 
 
 def estimate_tokens(message: ChatMessage) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import msgspec
 import structlog
 
-from contracts.events import (
+from agency.contracts.events import (
     AnyEvent,
     ChatMessage,
     CheckpointSaved,
@@ -27,9 +27,9 @@ from contracts.events import (
     RunPaused,
     Todo,
 )
-from domain.thread_state import ThreadState
-from infra.jetstream.envelopes import new_envelopes
-from infra.jetstream.records import EventContext, RecordedEvent
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.records import EventContext, RecordedEvent
 
 log = structlog.get_logger(__name__)
 

@@ -20,7 +20,7 @@ import msgspec
 import structlog
 from opentelemetry import trace
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentError,
     AgentStateSet,
     ChatMessage,
@@ -31,12 +31,12 @@ from contracts.events import (
     ReplyDelta,
     ReplyThinking,
 )
-from contracts.limits import limits
-from services.agents.code_ai import MessageLike, StreamingAi
-from services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
-from services.runtime.code_emitter import Emitter
-from services.runtime.code_tools import Tools
-from services.runtime.failures import fit_message, fit_text
+from agency.contracts.limits import limits
+from agency.services.agents.code_ai import MessageLike, StreamingAi
+from agency.services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
+from agency.services.runtime.code_emitter import Emitter
+from agency.services.runtime.code_tools import Tools
+from agency.services.runtime.failures import fit_message, fit_text
 
 tracer = trace.get_tracer(__name__)
 

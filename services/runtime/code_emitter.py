@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentError,
     AgentStarted,
     AgentStateSet,
@@ -26,11 +26,11 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
-from domain.thread_state import ThreadState
-from infra.jetstream.records import RecordedEvent
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.records import RecordedEvent
 
 if TYPE_CHECKING:
-    from services.runtime.loop import ThreadDriver
+    from agency.services.runtime.loop import ThreadDriver
 
 _CONFLICT_ATTEMPTS = 100
 _STREAMED = (ModelDelta, ReplyDelta)

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from services.agents.code import ToolCallError
-from services.agents.isolation import Isolation, NotIsolatable, class_reference
-from services.llm.errors import ModelError
-from services.sandbox import agent_runner
-from services.sandbox.agent_protocol import (
+from agency.services.agents.code import ToolCallError
+from agency.services.agents.isolation import Isolation, NotIsolatable, class_reference
+from agency.services.llm.errors import ModelError
+from agency.services.sandbox import agent_runner
+from agency.services.sandbox.agent_protocol import (
     Action,
     AgentStart,
     Answered,
@@ -51,14 +51,20 @@ from services.sandbox.agent_protocol import (
     from_worker,
     line,
 )
-from services.sandbox.host import BWRAP, ended_message, kill_group, memory_message, sandbox_command
+from agency.services.sandbox.host import (
+    BWRAP,
+    ended_message,
+    kill_group,
+    memory_message,
+    sandbox_command,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from contracts.events import ChatMessage
-    from services.agents.code_context import AgentContext
-    from services.agents.system import CodeAgentSpec
+    from agency.contracts.events import ChatMessage
+    from agency.services.agents.code_context import AgentContext
+    from agency.services.agents.system import CodeAgentSpec
 
 AGENT_RUNNER = Path(agent_runner.__file__).resolve()
 # The longest line either side may write (a model answer, a tool output, a state).

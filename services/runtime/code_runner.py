@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentCompleted,
     AgentStarted,
     AnyEvent,
@@ -31,21 +31,21 @@ from contracts.events import (
     RunError,
     RunTick,
 )
-from contracts.limits import limits, truncate_text
-from domain.thread_state import RunView, ThreadState
-from services.agents.code import SettingsError
-from services.agents.system import CodeAgentSpec
-from services.agents.tools import StateTool, Tool
-from services.llm.provider import ModelError, Provider
-from services.runtime.actions import next_action
-from services.runtime.code_context import FLUSH_SECONDS, Ai, CodeRunContext, Reply
-from services.runtime.code_emitter import Diverged, Emitter, journal_of
-from services.runtime.code_isolated import IsolatedAgentFailed, run_isolated
-from services.runtime.code_tools import Tools
-from services.runtime.failures import describe, run_failed
+from agency.contracts.limits import limits, truncate_text
+from agency.domain.thread_state import RunView, ThreadState
+from agency.services.agents.code import SettingsError
+from agency.services.agents.system import CodeAgentSpec
+from agency.services.agents.tools import StateTool, Tool
+from agency.services.llm.provider import ModelError, Provider
+from agency.services.runtime.actions import next_action
+from agency.services.runtime.code_context import FLUSH_SECONDS, Ai, CodeRunContext, Reply
+from agency.services.runtime.code_emitter import Diverged, Emitter, journal_of
+from agency.services.runtime.code_isolated import IsolatedAgentFailed, run_isolated
+from agency.services.runtime.code_tools import Tools
+from agency.services.runtime.failures import describe, run_failed
 
 if TYPE_CHECKING:
-    from services.runtime.loop import ThreadDriver
+    from agency.services.runtime.loop import ThreadDriver
 
 log = structlog.get_logger(__name__)
 

@@ -8,16 +8,23 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from contracts.events import AnyEvent, ToolCall, ToolError, ToolOutput, ToolRequested, ToolStarted
-from contracts.limits import limits, truncate_text
-from services.agents.code import ToolCallError
-from services.agents.tools import StateTool, Tool, ToolSpec
-from services.common.thread_view import thread_view
-from services.runtime.code_emitter import Emitter
-from services.runtime.local_tools import run_local
+from agency.contracts.events import (
+    AnyEvent,
+    ToolCall,
+    ToolError,
+    ToolOutput,
+    ToolRequested,
+    ToolStarted,
+)
+from agency.contracts.limits import limits, truncate_text
+from agency.services.agents.code import ToolCallError
+from agency.services.agents.tools import StateTool, Tool, ToolSpec
+from agency.services.common.thread_view import thread_view
+from agency.services.runtime.code_emitter import Emitter
+from agency.services.runtime.local_tools import run_local
 
 if TYPE_CHECKING:
-    from services.runtime.loop import ThreadDriver
+    from agency.services.runtime.loop import ThreadDriver
 
 # How long past its own timeout and retries an external tool's result may take to arrive.
 _TOOL_MARGIN_SECONDS = 30.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, TerminateThread
-from contracts.events import (
+from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, TerminateThread
+from agency.contracts.events import (
     AnyEvent,
     HitlResume,
     RequestAccepted,
@@ -13,10 +13,10 @@ from contracts.events import (
     RunCanceled,
     ThreadTerminated,
 )
-from domain.run_cancel import canceled
-from domain.thread_state import ThreadState
-from infra.jetstream.commandbus import CommandRejected
-from services.common import fairness
+from agency.domain.run_cancel import canceled
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.commandbus import CommandRejected
+from agency.services.common import fairness
 
 
 def invoke(

@@ -21,8 +21,8 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from contracts.events import AnyEvent
-from domain.thread_state import ThreadState
+from agency.contracts.events import AnyEvent
+from agency.domain.thread_state import ThreadState
 
 
 def _future() -> asyncio.Future[ThreadState | None]:

@@ -19,14 +19,14 @@ from typing import Any
 
 import structlog
 
-from domain.thread_state import ThreadState
-from infra.jetstream.leases import Leases
-from infra.tasks import cancel_and_wait
-from services.common.caches import ThreadCache
-from services.runtime.decision import Decision
-from services.runtime.loop import ThreadDriver
-from services.runtime.settled import SettledThreads
-from services.runtime.watches import lease_key
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.leases import Leases
+from agency.infra.tasks import cancel_and_wait
+from agency.services.common.caches import ThreadCache
+from agency.services.runtime.decision import Decision
+from agency.services.runtime.loop import ThreadDriver
+from agency.services.runtime.settled import SettledThreads
+from agency.services.runtime.watches import lease_key
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentError,
     AnyEvent,
     ChatMessage,
@@ -21,14 +21,18 @@ from contracts.events import (
     RunError,
     RunStarted,
 )
-from contracts.limits import limits, truncate_text
-from domain.run_cancel import tool_message
-from domain.thread_state import ThreadState
-from infra.jetstream.errors import BatchTooLarge, EventTooLarge, InvalidEvent
-from infra.jetstream.errors import is_transient as broker_transient
-from infra.jetstream.leases import LeaseLost
-from services.common.egress import EgressRefused
-from services.runtime.actions import DEFAULT_MAX_STEPS
+from agency.contracts.limits import limits, truncate_text
+from agency.domain.run_cancel import tool_message
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.errors import (
+    BatchTooLarge,
+    EventTooLarge,
+    InvalidEvent,
+    is_transient as broker_transient,
+)
+from agency.infra.jetstream.leases import LeaseLost
+from agency.services.common.egress import EgressRefused
+from agency.services.runtime.actions import DEFAULT_MAX_STEPS
 
 _MAX_ERROR_CHARS = 2000
 

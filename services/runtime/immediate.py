@@ -21,11 +21,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from contracts.events import AnyEvent, BlueprintSpec, ChatMessage, MessageAppended, ToolCall
-from contracts.events.registry import SubagentEntry
-from contracts.ids import derived_id
-from domain.thread_state import RunView, ThreadState
-from services.agents.builtin.subagents import CREATE_TOOL, TASK_TOOL, agent_env, branch_enabled
+from agency.contracts.events import AnyEvent, BlueprintSpec, ChatMessage, MessageAppended, ToolCall
+from agency.contracts.events.registry import SubagentEntry
+from agency.contracts.ids import derived_id
+from agency.domain.thread_state import RunView, ThreadState
+from agency.services.agents.builtin.subagents import (
+    CREATE_TOOL,
+    TASK_TOOL,
+    agent_env,
+    branch_enabled,
+)
 
 DEFAULT_TASK = "Begin your work."
 

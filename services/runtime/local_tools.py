@@ -30,19 +30,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from contracts.events import (
+from agency.contracts.events import (
     TOOL_RESULT_TYPES,
     AnyEvent,
     BlueprintSpec,
     ToolRequested,
     ToolStarted,
 )
-from domain.thread_state import RunView, ThreadState
-from infra.jetstream.records import RecordedEvent
-from services.agents.builtin.hitl import guarded_tools
-from services.agents.tools import Tool, ToolContext
-from services.common.registered_tools import AnyTool
-from services.common.tool_executor import execute
+from agency.domain.thread_state import RunView, ThreadState
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.builtin.hitl import guarded_tools
+from agency.services.agents.tools import Tool, ToolContext
+from agency.services.common.registered_tools import AnyTool
+from agency.services.common.tool_executor import execute
 
 # Seconds a local tool's call may take, at most (a tool's own shorter `timeout` wins). The
 # worker holds the thread's lease meanwhile: a tool that needs longer is not local.

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import structlog
 from opentelemetry import trace
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentError,
     AnyEvent,
     BlueprintSpec,
@@ -28,36 +28,42 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from domain.thread_state import ThreadState
-from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import RecordedEvent
-from infra.keyed_locks import KeyedLocks
-from services.agents.system import AgentSystem
-from services.agents.tools import Tool
-from services.common.caches import BlueprintCache, ThreadCache
-from services.common.decide import CONFLICT_ATTEMPTS
-from services.common.tenant_env import TenantEnvSettings, with_visible_env
-from services.common.thread_view import thread_view
-from services.llm.provider import ModelError, Provider
-from services.runtime import model_step
-from services.runtime.actions import Append, CallModel, Wait, next_action
-from services.runtime.appends import ThreadAppends
-from services.runtime.code_runner import CodeRuns
-from services.runtime.decision import Decision
-from services.runtime.failures import (
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.keyed_locks import KeyedLocks
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import Tool
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.common.decide import CONFLICT_ATTEMPTS
+from agency.services.common.tenant_env import TenantEnvSettings, with_visible_env
+from agency.services.common.thread_view import thread_view
+from agency.services.llm.provider import ModelError, Provider
+from agency.services.runtime import model_step
+from agency.services.runtime.actions import Append, CallModel, Wait, next_action
+from agency.services.runtime.appends import ThreadAppends
+from agency.services.runtime.code_runner import CodeRuns
+from agency.services.runtime.decision import Decision
+from agency.services.runtime.failures import (
     LoopDidNotSettle,
     describe,
     failure_kind,
     is_transient,
     run_failed,
 )
-from services.runtime.local_tools import run_local_calls
-from services.runtime.model_call import ModelAborted, ModelCalls, Opening, answered_whole, discard
-from services.runtime.model_step import Resolved
-from services.runtime.pending import simulate, still_ours
-from services.runtime.reports import child_report_hooks
-from services.runtime.toolset import tools_now
-from services.runtime.view import StepContext
+from agency.services.runtime.local_tools import run_local_calls
+from agency.services.runtime.model_call import (
+    ModelAborted,
+    ModelCalls,
+    Opening,
+    answered_whole,
+    discard,
+)
+from agency.services.runtime.model_step import Resolved
+from agency.services.runtime.pending import simulate, still_ours
+from agency.services.runtime.reports import child_report_hooks
+from agency.services.runtime.toolset import tools_now
+from agency.services.runtime.view import StepContext
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

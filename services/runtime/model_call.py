@@ -26,11 +26,11 @@ from dataclasses import replace
 import structlog
 from opentelemetry import trace
 
-from contracts.events import AnyEvent, ModelDelta
-from contracts.limits import limits
-from domain.thread_state import ThreadState
-from services.llm.errors import ModelStreamError
-from services.llm.provider import ModelRequest, ModelResponse, Provider
+from agency.contracts.events import AnyEvent, ModelDelta
+from agency.contracts.limits import limits
+from agency.domain.thread_state import ThreadState
+from agency.services.llm.errors import ModelStreamError
+from agency.services.llm.provider import ModelRequest, ModelResponse, Provider
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import msgspec
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentStarted,
     AnyEvent,
     BlueprintSpec,
@@ -26,22 +26,22 @@ from contracts.events import (
     SideConfig,
     ToolRegistered,
 )
-from contracts.ids import derived_id
-from domain.thread_state import ThreadState
-from services.agents.middleware import (
+from agency.contracts.ids import derived_id
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.middleware import (
     Middleware,
     MiddlewareContext,
     ModelPlan,
     hooks_model_calls,
 )
-from services.agents.system import AgentSystem
-from services.agents.tools import Tool, ToolSpec
-from services.llm.provider import ModelRequest, ModelResponse
-from services.runtime.budget import trim_to_budget
-from services.runtime.failures import fit_message, fit_text
-from services.runtime.session import side_messages
-from services.runtime.toolset import side_config, tools_now
-from services.runtime.view import StepContext
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import Tool, ToolSpec
+from agency.services.llm.provider import ModelRequest, ModelResponse
+from agency.services.runtime.budget import trim_to_budget
+from agency.services.runtime.failures import fit_message, fit_text
+from agency.services.runtime.session import side_messages
+from agency.services.runtime.toolset import side_config, tools_now
+from agency.services.runtime.view import StepContext
 
 DEFAULT_TOKEN_BUDGET = 100_000
 

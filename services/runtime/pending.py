@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from contracts.events import AnyEvent
-from domain.thread_state import ThreadState
-from infra.jetstream.envelopes import new_envelopes
-from infra.jetstream.records import EventContext, RecordedEvent
+from agency.contracts.events import AnyEvent
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.records import EventContext, RecordedEvent
 
 
 def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from contracts.events import AnyEvent, MessageAppended, RequestInjected, RunStarted
-from domain.thread_state import ThreadState
-from services.agents.middleware import ChildReport, Middleware, MiddlewareContext
+from agency.contracts.events import AnyEvent, MessageAppended, RequestInjected, RunStarted
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.middleware import ChildReport, Middleware, MiddlewareContext
 
 
 async def child_report_hooks(

@@ -20,11 +20,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from contracts.events import AnyEvent, BlueprintSpec, SubagentEnvRequired, ToolCall, ToolError
-from contracts.ids import derived_id
-from domain.thread_state import RunView, ThreadState
-from infra.sealing import seal
-from services.agents.builtin.subagents import CREATE_TOOL
+from agency.contracts.events import (
+    AnyEvent,
+    BlueprintSpec,
+    SubagentEnvRequired,
+    ToolCall,
+    ToolError,
+)
+from agency.contracts.ids import derived_id
+from agency.domain.thread_state import RunView, ThreadState
+from agency.infra.sealing import seal
+from agency.services.agents.builtin.subagents import CREATE_TOOL
 
 ENV_REQUIRED = "subagent_env_required"
 

@@ -23,7 +23,7 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
-from contracts.commands import (
+from agency.contracts.commands import (
     ApproveToolCalls,
     CancelRun,
     CommandEnvelope,
@@ -31,33 +31,33 @@ from contracts.commands import (
     TerminateThread,
     WatchRun,
 )
-from contracts.events import AnyEvent, HitlResume, RequestAccepted
-from contracts.ids import new_id
-from contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
-from domain.thread_state import ThreadState
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import RUNTIME_TRIGGERS
-from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.eventworker import EventWorker, PermanentFailure
-from infra.jetstream.leases import Leases, LeaseSettings
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.agents.system import AgentSystem
-from services.common import fairness
-from services.common.caches import BlueprintCache, ThreadCache
-from services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
-from services.common.tenant_env import TenantEnvSettings
-from services.llm.provider import Provider
-from services.llm.router import ProviderRouter
-from services.llm.tenant_models import StoreTenantModels
-from services.runtime import commands, watchdog
-from services.runtime.checkpoint import with_checkpoint
-from services.runtime.decision import Decision
-from services.runtime.drives import BUSY_WAIT, Drives, StartState
-from services.runtime.local_tools import is_own_result
-from services.runtime.loop import McpTools, ThreadDriver, UnknownThread
-from services.runtime.replay.responder import Reexecutions
-from services.runtime.watches import RunWatches
+from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import RUNTIME_TRIGGERS
+from agency.infra.jetstream.errors import ConcurrencyError
+from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
+from agency.infra.jetstream.leases import Leases, LeaseSettings
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.common import fairness
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
+from agency.services.common.tenant_env import TenantEnvSettings
+from agency.services.llm.provider import Provider
+from agency.services.llm.router import ProviderRouter
+from agency.services.llm.tenant_models import StoreTenantModels
+from agency.services.runtime import commands, watchdog
+from agency.services.runtime.checkpoint import with_checkpoint
+from agency.services.runtime.decision import Decision
+from agency.services.runtime.drives import BUSY_WAIT, Drives, StartState
+from agency.services.runtime.local_tools import is_own_result
+from agency.services.runtime.loop import McpTools, ThreadDriver, UnknownThread
+from agency.services.runtime.replay.responder import Reexecutions
+from agency.services.runtime.watches import RunWatches
 
 log = structlog.get_logger(__name__)
 
@@ -397,7 +397,7 @@ async def run_runtime(
     """The runtime until `stop`. Re-execution runs `system`, the code the runtime runs,
     unless `reexecution_system` is given (code other than the live one, as in tests)."""
     # Here, not at the top: the MCP SDK takes a second to import, which the CLI never needs.
-    from services.mcpclient import McpCatalog, McpSessions
+    from agency.services.mcpclient import McpCatalog, McpSessions
 
     TenantEnvSettings.current()  # a malformed AGENCY_TENANT_ENV stops the start, named
     async with (

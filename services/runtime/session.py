@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentCompleted,
     AnyEvent,
     BlueprintSpec,
@@ -26,9 +26,9 @@ from contracts.events import (
     ToolError,
     ToolOutput,
 )
-from domain.thread_state import RunView, ThreadState
-from services.agents.tools import SessionTool
-from services.runtime.toolset import side_config
+from agency.domain.thread_state import RunView, ThreadState
+from agency.services.agents.tools import SessionTool
+from agency.services.runtime.toolset import side_config
 
 Side = Literal["A", "B"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contracts.events import (
+from agency.contracts.events import (
     AnyEvent,
     BlueprintSpec,
     BlueprintSwitched,
@@ -18,11 +18,11 @@ from contracts.events import (
     ToolError,
     ToolOutput,
 )
-from contracts.ids import derived_id
-from domain.child_naming import child_thread_id
-from domain.thread_state import RunView, ThreadState
-from infra.sealing import seal
-from services.agents.builtin.subagents import (
+from agency.contracts.ids import derived_id
+from agency.domain.child_naming import child_thread_id
+from agency.domain.thread_state import RunView, ThreadState
+from agency.infra.sealing import seal
+from agency.services.agents.builtin.subagents import (
     CREATE_TOOL,
     MESSAGE_TOOL,
     TERMINATE_TOOL,
@@ -30,8 +30,8 @@ from services.agents.builtin.subagents import (
     disabled_types,
     subagent_types,
 )
-from services.agents.tools import AgentTool
-from services.runtime.scoped import EnvRequest, env_required, scoped_values
+from agency.services.agents.tools import AgentTool
+from agency.services.runtime.scoped import EnvRequest, env_required, scoped_values
 
 
 def _args(call: ToolCall) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
-from domain.thread_state import ThreadState
-from services.agents.builtin.parent import escalation_tools
-from services.agents.builtin.subagents import (
+from agency.contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.builtin.parent import escalation_tools
+from agency.services.agents.builtin.subagents import (
     CREATE_TOOL,
     RESUMABLE_TOOLS,
     TASK_TOOL,
@@ -23,9 +23,9 @@ from services.agents.builtin.subagents import (
     agent_env,
     subagent_types,
 )
-from services.agents.system import AgentSystem
-from services.agents.tools import AgentTool, SessionTool, SubagentTool, Tool, ToolSpec
-from services.common.registered_tools import AnyTool, registered_tools
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import AgentTool, SessionTool, SubagentTool, Tool, ToolSpec
+from agency.services.common.registered_tools import AnyTool, registered_tools
 
 
 def side_config(blueprint: BlueprintSpec, side: str | None) -> SideConfig | None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.thread_state import ThreadState
-from services.agents.middleware import MiddlewareContext
-from services.common.thread_view import thread_view
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.middleware import MiddlewareContext
+from agency.services.common.thread_view import thread_view
 
 
 @dataclass

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 
-from domain.thread_state import ThreadState
+from agency.domain.thread_state import ThreadState
 
 
 @dataclass(frozen=True, slots=True)

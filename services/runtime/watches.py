@@ -13,15 +13,15 @@ from collections.abc import Callable
 import msgspec
 import structlog
 
-from contracts.commands import ApproveToolCalls, CommandEnvelope, InvokeThread, WatchRun
-from contracts.envelope import utc_now
-from domain.thread_state import ThreadState
-from infra.jetstream.commandbus import Defer, Delivery
-from infra.jetstream.connection import Bus
-from infra.jetstream.leases import Leases
-from services.common.caches import ThreadCache
-from services.runtime import watchdog
-from services.runtime.loop import ThreadDriver
+from agency.contracts.commands import ApproveToolCalls, CommandEnvelope, InvokeThread, WatchRun
+from agency.contracts.envelope import utc_now
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.commandbus import Defer, Delivery
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.leases import Leases
+from agency.services.common.caches import ThreadCache
+from agency.services.runtime import watchdog
+from agency.services.runtime.loop import ThreadDriver
 
 log = structlog.get_logger(__name__)
 

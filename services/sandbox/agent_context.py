@@ -14,12 +14,12 @@ from typing import Any
 
 import msgspec
 
-from contracts.events import ChatMessage
-from services.agents.code import ToolCallError
-from services.agents.code_ai import MessageLike, StreamingAi
-from services.agents.tools import ToolSpec
-from services.llm.errors import ModelError
-from services.sandbox.agent_protocol import (
+from agency.contracts.events import ChatMessage
+from agency.services.agents.code import ToolCallError
+from agency.services.agents.code_ai import MessageLike, StreamingAi
+from agency.services.agents.tools import ToolSpec
+from agency.services.llm.errors import ModelError
+from agency.services.sandbox.agent_protocol import (
     Action,
     Answered,
     CallTool,

@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
 
-    from services.sandbox.agent_context import Channel
-    from services.sandbox.agent_protocol import AgentStart, FromWorker
+    from agency.services.sandbox.agent_context import Channel
+    from agency.services.sandbox.agent_protocol import AgentStart, FromWorker
 
 
 def main() -> None:
     out_fd = os.dup(1)
     os.dup2(2, 1)
     sys.path[:0] = sys.argv[1:]
-    from services.sandbox.agent_context import Channel
-    from services.sandbox.agent_protocol import AgentStart, Raised, to_worker
-    from services.sandbox.runner import describe
+    from agency.services.sandbox.agent_context import Channel
+    from agency.services.sandbox.agent_protocol import AgentStart, Raised, to_worker
+    from agency.services.sandbox.runner import describe
 
     channel = Channel(out_fd)
     first = sys.stdin.buffer.readline()
@@ -54,13 +54,17 @@ def run(start: AgentStart, channel: Channel) -> FromWorker:
     """Run `on_message` under the limits; every way it can end becomes one end message."""
     import asyncio
 
-    from services.llm.errors import ModelError
-    from services.sandbox.agent_protocol import Finished, OutOfMemory, Raised, Started
-    from services.sandbox.runner import confine, describe
+    from agency.services.llm.errors import ModelError
+    from agency.services.sandbox.agent_protocol import Finished, OutOfMemory, Raised, Started
+    from agency.services.sandbox.runner import confine, describe
 
     # The framework's own modules load before the limits, so the agent's CPU time is its
     # own; the agent's module (its code) is imported under them, in `_handle`.
-    for module in ("contracts.events", "services.agents.isolation", "services.agents.tools"):
+    for module in (
+        "agency.contracts.events",
+        "agency.services.agents.isolation",
+        "agency.services.agents.tools",
+    ):
         importlib.import_module(module)
     confine(start.env, start.cpu_seconds, start.memory_bytes)
     channel.send(Started())  # the wall time is the handler's, not the worker's start
@@ -80,10 +84,10 @@ async def _handle(start: AgentStart, channel: Channel) -> Any:
 
     import msgspec
 
-    from contracts.events import ChatMessage
-    from services.agents.isolation import resolve_class
-    from services.agents.tools import ToolSpec
-    from services.sandbox.agent_context import Ai, Reply, Tools, WorkerAgentContext
+    from agency.contracts.events import ChatMessage
+    from agency.services.agents.isolation import resolve_class
+    from agency.services.agents.tools import ToolSpec
+    from agency.services.sandbox.agent_context import Ai, Reply, Tools, WorkerAgentContext
 
     cls = resolve_class(start.module, start.qualname)
     schema = getattr(cls, "Settings", None)
@@ -115,7 +119,7 @@ def _read_answers(channel: Channel, loop: asyncio.AbstractEventLoop) -> asyncio.
     """Read the runtime's lines in a thread and dispatch them on the loop, in order."""
     import asyncio
 
-    from services.sandbox.agent_protocol import to_worker
+    from agency.services.sandbox.agent_protocol import to_worker
 
     queue: asyncio.Queue[bytes] = asyncio.Queue()
 

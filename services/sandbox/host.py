@@ -26,11 +26,11 @@ from typing import Any
 
 import msgspec
 
-from contracts.limits import limits
-from services.agents.isolation import MIB, Isolation, NotIsolatable, function_reference
-from services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable
-from services.sandbox import runner
-from services.sandbox.protocol import (
+from agency.contracts.limits import limits
+from agency.services.agents.isolation import MIB, Isolation, NotIsolatable, function_reference
+from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable
+from agency.services.sandbox import runner
+from agency.services.sandbox.protocol import (
     Failed,
     OutOfMemory,
     Raised,
@@ -44,8 +44,8 @@ from services.sandbox.protocol import (
 BWRAP = "bwrap"
 RUNNER = Path(runner.__file__).resolve()
 SCRATCH = "/scratch"
-# Packages of the project the worker imports besides the tool's own.
-PROJECT_PACKAGES = ("contracts", "domain", "infra", "services")
+# The project's package, which the worker imports besides the tool's own.
+PROJECT_PACKAGES = ("agency",)
 # Files a tool allowed on the network needs to resolve names and check certificates.
 NETWORK_FILES = (
     "/etc/resolv.conf",
@@ -135,7 +135,7 @@ def sandbox_command(
     etc = ("/etc/ld.so.cache", *(NETWORK_FILES if isolation.network else ()))
     for path in etc:
         command += ["--ro-bind-try", path, path]
-    bound = _outermost([*python_paths(), *code])
+    bound = _outermost([*python_paths(), *code, *linked_paths(code)])
     for path in bound:
         command += ["--ro-bind", str(path), str(path)]
     # /tmp is the scratch directory too, unless the code itself lives under /tmp (then
@@ -182,6 +182,18 @@ def code_paths(module: str) -> list[Path]:
         else:  # a namespace package
             paths.extend(Path(os.path.abspath(p)) for p in getattr(imported, "__path__", ()))
     return paths
+
+
+def linked_paths(code: list[Path]) -> list[Path]:
+    """Where the links inside these directories lead: in a source checkout the layers are
+    linked into the package (agency/services -> ../services), and the worker follows them."""
+    return [
+        child.resolve()
+        for path in code
+        if path.is_dir()
+        for child in path.iterdir()
+        if child.is_symlink()
+    ]
 
 
 def outcome_text(

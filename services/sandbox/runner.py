@@ -17,7 +17,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from services.sandbox.protocol import SandboxCall, SandboxOutcome
+    from agency.services.sandbox.protocol import SandboxCall, SandboxOutcome
 
 
 def main() -> None:
@@ -25,7 +25,7 @@ def main() -> None:
     outcome_fd = os.dup(1)
     os.dup2(2, 1)
     sys.path[:0] = sys.argv[1:]
-    from services.sandbox.protocol import Raised, call_decoder, call_encoder
+    from agency.services.sandbox.protocol import Raised, call_decoder, call_encoder
 
     data = sys.stdin.buffer.read()
     null = os.open(os.devnull, os.O_RDONLY)
@@ -46,10 +46,10 @@ def run(call: SandboxCall) -> SandboxOutcome:
     import asyncio
     import inspect
 
-    from contracts.limits import truncate_text
-    from services.agents.isolation import resolve
-    from services.agents.tools import ToolContext, ToolFailed, ToolRetryable, result_text
-    from services.sandbox.protocol import Failed, OutOfMemory, Raised, Retryable, Returned
+    from agency.contracts.limits import truncate_text
+    from agency.services.agents.isolation import resolve
+    from agency.services.agents.tools import ToolContext, ToolFailed, ToolRetryable, result_text
+    from agency.services.sandbox.protocol import Failed, OutOfMemory, Raised, Retryable, Returned
 
     confine(call.env, call.cpu_seconds, call.memory_bytes)
     try:

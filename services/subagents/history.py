@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts.events import (
+from agency.contracts.events import (
     FileWritten,
     RunCanceled,
     RunCompleted,
@@ -16,8 +16,8 @@ from contracts.events import (
     SubagentSpawned,
     SubagentTerminated,
 )
-from domain.child_naming import child_run_id, child_thread_id, message_run_id
-from infra.jetstream.records import RecordedEvent
+from agency.domain.child_naming import child_run_id, child_thread_id, message_run_id
+from agency.infra.jetstream.records import RecordedEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from contracts.commands import InvokeThread, TerminateThread
-from contracts.events import (
+from agency.contracts.commands import InvokeThread, TerminateThread
+from agency.contracts.events import (
     ChatMessage,
     ParentRef,
     SubagentStatus,
@@ -17,12 +17,12 @@ from contracts.events import (
     SubagentTerminateRequested,
     ThreadCreated,
 )
-from contracts.ids import derived_id
-from domain.child_naming import notice_message
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.common.decide import decide_and_append
-from services.subagents.history import was_terminated
+from agency.contracts.ids import derived_id
+from agency.domain.child_naming import notice_message
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.common.decide import decide_and_append
+from agency.services.subagents.history import was_terminated
 
 _PARENTS_KEPT = 100_000
 

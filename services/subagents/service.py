@@ -39,7 +39,7 @@ from datetime import timedelta
 
 import structlog
 
-from contracts.commands import (
+from agency.contracts.commands import (
     CancelRun,
     CommandEnvelope,
     CreateThread,
@@ -47,8 +47,8 @@ from contracts.commands import (
     ProvideVariables,
     SubagentDeadline,
 )
-from contracts.envelope import utc_now
-from contracts.events import (
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import (
     AnyEvent,
     ChatMessage,
     ChildStatusSet,
@@ -69,9 +69,9 @@ from contracts.events import (
     ThreadCreated,
     ThreadTerminated,
 )
-from contracts.events.subagent import ChildOutcome
-from contracts.ids import derived_id
-from domain.child_naming import (
+from agency.contracts.events.subagent import ChildOutcome
+from agency.contracts.ids import derived_id
+from agency.domain.child_naming import (
     child_run_id,
     child_thread_id,
     child_token,
@@ -80,16 +80,16 @@ from domain.child_naming import (
     returned_path,
     thread_name,
 )
-from domain.subagent_variables import provide
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import SUBAGENT_EVENTS
-from infra.jetstream.eventworker import EventWorker
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.agents.system import AgentSystem
-from services.common.caches import BlueprintCache
-from services.common.decide import decide_and_append
-from services.subagents.history import (
+from agency.domain.subagent_variables import provide
+from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import SUBAGENT_EVENTS
+from agency.infra.jetstream.eventworker import EventWorker
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.common.caches import BlueprintCache
+from agency.services.common.decide import decide_and_append
+from agency.services.subagents.history import (
     Origin,
     call_of,
     files_of,
@@ -98,7 +98,7 @@ from services.subagents.history import (
     spawn_moot,
     with_attachments,
 )
-from services.subagents.relay import Relay
+from agency.services.subagents.relay import Relay
 
 log = structlog.get_logger(__name__)
 

@@ -1,7 +1,7 @@
 """Test an app's tools, middleware and blueprints in plain pytest: no NATS, no PostgreSQL,
 no network, no model.
 
-    from services.testing import AgentHarness, ScriptedModel, call, reply, run_tool
+    from agency.services.testing import AgentHarness, ScriptedModel, call, reply, run_tool
 
     result = await run_tool(system, "weather", {"city": "Paris"})
     assert result.output == "sunny in Paris for 1 day(s)"
@@ -30,7 +30,7 @@ a tool's attempts, and no projections or HTTP API: for those, run the system
 the tools service (bubblewrap must be installed).
 """
 
-from services.testing.harness import (
+from agency.services.testing.harness import (
     AgentHarness,
     HarnessError,
     ToolCallRecord,
@@ -38,7 +38,7 @@ from services.testing.harness import (
     Transcript,
     run_tool,
 )
-from services.testing.scripted_model import ScriptedModel, Step, call, reply
+from agency.services.testing.scripted_model import ScriptedModel, Step, call, reply
 
 __all__ = [
     "AgentHarness",

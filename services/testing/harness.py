@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.commands import ApproveToolCalls, InvokeThread
-from contracts.events import (
+from agency.contracts.commands import ApproveToolCalls, InvokeThread
+from agency.contracts.events import (
     AnyEvent,
     BlueprintSpec,
     ChatMessage,
@@ -21,17 +21,17 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from contracts.ids import new_id
-from domain.thread_state import ThreadState
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import AgentSystem
-from services.agents.tools import Tool, ToolContext
-from services.common.caches import BlueprintCache, ThreadCache
-from services.common.tool_executor import execute
-from services.llm.port import Provider
-from services.runtime import commands
-from services.runtime.loop import ThreadDriver
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.contracts.ids import new_id
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import Tool, ToolContext
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.common.tool_executor import execute
+from agency.services.llm.port import Provider
+from agency.services.runtime import commands
+from agency.services.runtime.loop import ThreadDriver
+from agency.services.runtime.replay.memstore import MemoryEventStore
 
 TENANT = "test-tenant"
 AGENCY = "test-agency"

@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.events.base import ChatMessage, ToolCall, Usage
-from services.llm.assembly import ModelResponse, OnDelta
-from services.llm.fake_scripts import Script, ScriptStep, ScriptToolCall, StepCount
-from services.llm.port import ModelRequest
+from agency.contracts.events.base import ChatMessage, ToolCall, Usage
+from agency.services.llm.assembly import ModelResponse, OnDelta
+from agency.services.llm.fake_scripts import Script, ScriptStep, ScriptToolCall, StepCount
+from agency.services.llm.port import ModelRequest
 
 # What a step past the end of the script answers, as the fake server does.
 PAST_THE_END = "done"

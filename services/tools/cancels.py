@@ -19,11 +19,11 @@ import structlog
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from contracts.events import RunCanceled
-from contracts.subjects import events_of_type_filter
-from infra.jetstream.connection import Bus
-from infra.jetstream.decoding import record_from_js_msg
-from infra.jetstream.records import RecordedEvent
+from agency.contracts.events import RunCanceled
+from agency.contracts.subjects import events_of_type_filter
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.decoding import record_from_js_msg
+from agency.infra.jetstream.records import RecordedEvent
 
 log = structlog.get_logger(__name__)
 

@@ -31,7 +31,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry import trace
 
-from contracts.events import (
+from agency.contracts.events import (
     TOOL_RESULT_TYPES,
     AnyEvent,
     McpToolRef,
@@ -40,16 +40,16 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.subjects import EVENTS_STREAM, events_of_type_filter
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
-from infra.jetstream.decoding import record_from_js_msg
-from infra.jetstream.errors import ConcurrencyError, StoreError
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.records import EventContext, Position, RecordedEvent, UndecodableEvent
-from infra.jetstream.tracing import context_from
-from infra.jetstream.worker import (
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
+from agency.infra.jetstream.decoding import record_from_js_msg
+from agency.infra.jetstream.errors import ConcurrencyError, StoreError
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent, UndecodableEvent
+from agency.infra.jetstream.tracing import context_from
+from agency.infra.jetstream.worker import (
     Ack,
     ConsumerWorker,
     Outcome,
@@ -57,14 +57,14 @@ from infra.jetstream.worker import (
     Undecodable,
     WorkerRetry,
 )
-from services.agents.system import AgentSystem
-from services.agents.tools import Tool, ToolContext
-from services.common.tool_executor import DEFAULT_BACKOFF, ToolResultEvent, describe, execute
-from services.common.workflow_tools import WorkflowContextTools
-from services.tools.cancels import RunCanceledWhileRunning, RunCancels
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import Tool, ToolContext
+from agency.services.common.tool_executor import DEFAULT_BACKOFF, ToolResultEvent, describe, execute
+from agency.services.common.workflow_tools import WorkflowContextTools
+from agency.services.tools.cancels import RunCanceledWhileRunning, RunCancels
 
 if TYPE_CHECKING:
-    from services.mcpclient import McpSessions
+    from agency.services.mcpclient import McpSessions
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -251,7 +251,7 @@ class ToolsService(ConsumerWorker[RecordedEvent]):
     def _mcp_tool(self, ref: McpToolRef) -> Tool:
         # Imported on first use: the MCP SDK takes a second to import, which the CLI and a
         # system without MCP servers never need.
-        from services.mcpclient import McpSessions, mcp_tool
+        from agency.services.mcpclient import McpSessions, mcp_tool
 
         if self._mcp is None:
             self._mcp = McpSessions()

@@ -25,9 +25,9 @@ from datetime import timedelta
 
 import structlog
 
-from contracts.commands import CancelRun, InvokeThread, RetryMember
-from contracts.envelope import utc_now
-from contracts.events import (
+from agency.contracts.commands import CancelRun, InvokeThread, RetryMember
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import (
     AnyEvent,
     ChannelMessagePosted,
     ChatMessage,
@@ -42,13 +42,13 @@ from contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from contracts.events.workflow import MemberOutcome
-from contracts.ids import derived_id, new_id
-from domain import workflow_decisions as decisions
-from domain.workflow_state import WorkflowState, fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.common.decide import decide_and_append
+from agency.contracts.events.workflow import MemberOutcome
+from agency.contracts.ids import derived_id, new_id
+from agency.domain import workflow_decisions as decisions
+from agency.domain.workflow_state import WorkflowState, fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.common.decide import decide_and_append
 
 log = structlog.get_logger(__name__)
 

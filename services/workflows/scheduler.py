@@ -20,13 +20,13 @@ import structlog
 from croniter import croniter
 from nats.errors import Error as NatsError
 
-from contracts.envelope import utc_now
-from contracts.events import AnyEvent, ScheduleFired, ScheduleRemoved, ScheduleSet
-from infra.jetstream.connection import Bus
-from infra.jetstream.errors import StoreError
-from infra.jetstream.reader import OrderedReader
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.common.decide import Decision, DecisionConflict, decide_and_append
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import AnyEvent, ScheduleFired, ScheduleRemoved, ScheduleSet
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.errors import StoreError
+from agency.infra.jetstream.reader import OrderedReader
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.common.decide import Decision, DecisionConflict, decide_and_append
 
 log = structlog.get_logger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from contracts.commands import (
+from agency.contracts.commands import (
     CommandEnvelope,
     CreateThread,
     CreateWorkflow,
@@ -25,8 +25,8 @@ from contracts.commands import (
     SetSchedule,
     StopWorkflow,
 )
-from contracts.envelope import utc_now
-from contracts.events import (
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import (
     AnyEvent,
     BlueprintSaved,
     MemberAdded,
@@ -34,18 +34,18 @@ from contracts.events import (
     ScheduleSet,
     WorkflowCreated,
 )
-from domain import workflow_decisions as decisions
-from domain.cron import cron_problem
-from domain.workflow_members import member_blueprint, workflow_request
-from domain.workflow_state import fold
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
-from infra.jetstream.connection import Bus
-from infra.jetstream.eventworker import EventWorker
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.common.decide import applied, decide_and_append
-from services.workflows.controller import WorkflowController
-from services.workflows.scheduler import Scheduler
-from services.workflows.subjects import WORKFLOW_EVENTS
+from agency.domain import workflow_decisions as decisions
+from agency.domain.cron import cron_problem
+from agency.domain.workflow_members import member_blueprint, workflow_request
+from agency.domain.workflow_state import fold
+from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.eventworker import EventWorker
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.common.decide import applied, decide_and_append
+from agency.services.workflows.controller import WorkflowController
+from agency.services.workflows.scheduler import Scheduler
+from agency.services.workflows.subjects import WORKFLOW_EVENTS
 
 log = structlog.get_logger(__name__)
 

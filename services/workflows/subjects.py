@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from nats.js.api import ConsumerConfig
 
-from contracts.subjects import events_of_type_filter
-from infra.jetstream.consumers import DurableSpec
+from agency.contracts.subjects import events_of_type_filter
+from agency.infra.jetstream.consumers import DurableSpec
 
 WORKFLOW_TRIGGERS = (
     "workflow.started",

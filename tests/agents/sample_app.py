@@ -8,7 +8,7 @@ from typing import Annotated
 
 import msgspec
 
-from services.agents import (
+from agency import (
     AgentContext,
     AgentSystem,
     BlueprintConfig,

@@ -7,27 +7,27 @@ import inspect
 
 import pytest
 
-import services.agents
-from contracts.events import ParentRef
-from domain.thread_state import ThreadState
-from services.agents import ThreadView, ToolContext, ToolFailed
-from services.agents.builtin import WorkflowMiddleware
-from services.common.thread_view import thread_view
+import agency
+from agency import ThreadView, ToolContext, ToolFailed
+from agency.contracts.events import ParentRef
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.builtin import WorkflowMiddleware
+from agency.services.common.thread_view import thread_view
 
 
 def _documented(name: str) -> bool:
-    value = getattr(services.agents, name)
+    value = getattr(agency, name)
     doc = value.__dict__.get("__doc__") if inspect.isclass(value) else value.__doc__
     # A dataclass without a docstring gets its signature as one.
     return bool(doc and doc.strip() and not doc.startswith(f"{value.__name__}("))
 
 
 def test_every_public_name_is_documented() -> None:
-    assert [name for name in services.agents.__all__ if not _documented(name)] == []
+    assert [name for name in agency.__all__ if not _documented(name)] == []
 
 
 def test_the_code_agent_context_is_the_agents_own() -> None:
-    assert services.agents.AgentContext.__module__ == "services.agents.code_context"
+    assert agency.AgentContext.__module__ == "agency.services.agents.code_context"
 
 
 def test_a_tool_is_given_no_event_store() -> None:

@@ -1,4 +1,4 @@
-"""An app written against `services.agents` alone type-checks with `mypy --strict`, loads
+"""An app written against the public `agency` package alone type-checks with `mypy --strict`, loads
 and passes the system's checks; middleware reaching for the runtime's internals does not
 type-check."""
 
@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.agents import AgentSystem
-from services.agents.system import load_system
+from agency import AgentSystem
+from agency.services.agents.system import load_system
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = Path(__file__).with_name("sample_app.py")
@@ -33,9 +33,7 @@ def test_the_sample_app_imports_only_the_agents_api() -> None:
         for node in ast.walk(ast.parse(SAMPLE.read_text()))
         if isinstance(node, ast.ImportFrom) and node.module
     }
-    assert {m for m in imported if m.split(".")[0] in {"services", "contracts", "infra"}} == {
-        "services.agents"
-    }
+    assert {m for m in imported if m.split(".")[0] == "agency"} == {"agency"}
 
 
 def test_the_sample_app_passes_mypy_strict() -> None:
@@ -46,7 +44,7 @@ def test_the_sample_app_passes_mypy_strict() -> None:
 def test_middleware_reading_the_runtime_fold_does_not_type_check(tmp_path: Path) -> None:
     app = tmp_path / "peeking_app.py"
     app.write_text(
-        "from services.agents import Middleware, MiddlewareContext, ModelPlan\n\n\n"
+        "from agency import Middleware, MiddlewareContext, ModelPlan\n\n\n"
         "class Peek(Middleware):\n"
         "    async def before_model(self, ctx: MiddlewareContext, plan: ModelPlan) -> None:\n"
         "        print(ctx.state.position, ctx.state.command_keys)\n"

@@ -10,13 +10,13 @@ import msgspec
 import pytest
 from structlog.testing import capture_logs
 
-from contracts.events import BlueprintSpec, ChatMessage, ToolCall
-from contracts.events.registry import BlueprintConfig, HitlConfig
-from services.agents import AgentSystem, Middleware, MiddlewareContext, ToolContext, tool
-from services.agents.middleware import ModelPlan
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.testing import (
+from agency import AgentSystem, Middleware, MiddlewareContext, ToolContext, tool
+from agency.contracts.events import BlueprintSpec, ChatMessage, ToolCall
+from agency.contracts.events.registry import BlueprintConfig, HitlConfig
+from agency.services.agents.middleware import ModelPlan
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.testing import (
     AgentHarness,
     HarnessError,
     ScriptedModel,

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from contracts.events import ChatMessage
-from services.agents.code import CodeAgent
+from agency.contracts.events import ChatMessage
+from agency.services.agents.code import CodeAgent
 
 if TYPE_CHECKING:
-    from services.agents import AgentContext
+    from agency import AgentContext
 
 TUNER = "tuner"
 TUNER_SETTINGS = {"tone": "warm"}

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from nats.errors import Error as NatsError
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSpec,
     ChatMessage,
     HitlInterrupt,
@@ -28,20 +28,20 @@ from contracts.events import (
     RunStarted,
     ToolCall,
 )
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM
-from infra.db import create_pool, migrate
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, RecordedEvent
-from projections.catalog import ALL
-from services.agents.builtin.hitl import HitlMiddleware
-from services.agents.system import AgentSystem
-from services.api.deps import ApiDeps, ApiSettings
-from services.api.keys import KeyCache
-from services.api.server import run_api
-from services.api.tenant_scope import scope_session
-from services.projector.service import run_projector
-from services.registry.service import run_registry
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import COMMANDS_STREAM
+from agency.infra.db import create_pool, migrate
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.projections.catalog import ALL
+from agency.services.agents.builtin.hitl import HitlMiddleware
+from agency.services.agents.system import AgentSystem
+from agency.services.api.deps import ApiDeps, ApiSettings
+from agency.services.api.keys import KeyCache
+from agency.services.api.server import run_api
+from agency.services.api.tenant_scope import scope_session
+from agency.services.projector.service import run_projector
+from agency.services.registry.service import run_registry
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 from tests.api.stateful import COUNTED, BrokenState, MessageCounter
 from tests.helpers import assert_eventually

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.events import BlueprintSpec
-from services.agents import Middleware, StateTool, StateToolOutcome, ThreadView, Tool, ToolSpec
+from agency import (
+    Middleware,
+    StateTool,
+    StateToolOutcome,
+    ThreadView,
+    Tool,
+    ToolSpec,
+)
+from agency.contracts.events import BlueprintSpec
 
 
 def _echo(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:

@@ -7,12 +7,12 @@ from dataclasses import replace
 import httpx
 import msgspec
 
-from contracts.events import AgentStateSet, ChatMessage
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext
-from services.agents import AgentContext
-from services.agents.code import CodeAgent
-from services.agents.system import AgentSystem
+from agency import AgentContext
+from agency.contracts.events import AgentStateSet, ChatMessage
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext
+from agency.services.agents.code import CodeAgent
+from agency.services.agents.system import AgentSystem
 from tests.api.conftest import Api, Tenant, Thread, create_agency, running_api
 from tests.helpers import assert_eventually
 

@@ -7,11 +7,11 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from contracts.commands import SaveBlueprint
-from contracts.events import BlueprintSaved, BlueprintSpec
-from contracts.events.registry import BlueprintConfig
-from infra.jetstream.connection import Bus
-from services.llm.catalog import ProviderCatalog
+from agency.contracts.commands import SaveBlueprint
+from agency.contracts.events import BlueprintSaved, BlueprintSpec
+from agency.contracts.events.registry import BlueprintConfig
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.catalog import ProviderCatalog
 from tests.api.conftest import STATIC_AGENT, Api, Tenant, create_agency, running_api
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually

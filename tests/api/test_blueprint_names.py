@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from infra.jetstream.connection import Bus
+from agency.infra.jetstream.connection import Bus
 from tests.api.conftest import Tenant, create_agency
 
 TAGS = "(the tags of this agent system: counted, hitl)"

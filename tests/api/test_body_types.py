@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 from litestar.params import JSONBody
 
-from services.api import bodies
+from agency.services.api import bodies
 
 
 class First(msgspec.Struct):

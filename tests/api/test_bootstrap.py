@@ -8,8 +8,8 @@ from pathlib import Path
 import nats.errors
 import pytest
 
-from infra.jetstream.connection import Bus
-from services.cli.bootstrap import ensure_default_tenant, load_credentials
+from agency.infra.jetstream.connection import Bus
+from agency.services.cli.bootstrap import ensure_default_tenant, load_credentials
 from tests.api.conftest import Api
 
 

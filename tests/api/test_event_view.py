@@ -8,9 +8,9 @@ import json
 import httpx
 from websockets.asyncio.client import connect
 
-from contracts.events import ChatMessage, MessageAppended
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, RecordedEvent
+from agency.contracts.events import ChatMessage, MessageAppended
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, RecordedEvent
 from tests.api.conftest import STATIC_AGENT, Api, Tenant, Thread, create_agency
 from tests.api.test_streams import read_sse
 from tests.helpers import assert_eventually

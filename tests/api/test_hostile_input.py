@@ -7,8 +7,8 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from contracts.limits import limits
-from infra.jetstream.connection import Bus
+from agency.contracts.limits import limits
+from agency.infra.jetstream.connection import Bus
 from tests.api.conftest import Api, Tenant, Thread, running_api
 
 NUL_FREE = "contains a NUL character (\\u0000), which cannot be stored"

@@ -11,12 +11,12 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from contracts.codec import decode_command
-from contracts.commands import ApproveToolCalls, CancelRun, CommandEnvelope, InvokeThread
-from contracts.ids import is_valid_token
-from contracts.subjects import COMMANDS_STREAM
-from infra.jetstream.connection import Bus
-from services.api.auth import UNAUTHORIZED
+from agency.contracts.codec import decode_command
+from agency.contracts.commands import ApproveToolCalls, CancelRun, CommandEnvelope, InvokeThread
+from agency.contracts.ids import is_valid_token
+from agency.contracts.subjects import COMMANDS_STREAM
+from agency.infra.jetstream.connection import Bus
+from agency.services.api.auth import UNAUTHORIZED
 from tests.api.conftest import (
     MAX_BODY,
     STATIC_AGENT,

@@ -6,10 +6,15 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from contracts.commands import SaveBlueprint
-from contracts.events import BlueprintSaved, BlueprintSpec
-from contracts.events.registry import BlueprintConfig, McpServer, SubagentEntry, SubagentsConfig
-from infra.jetstream.connection import Bus
+from agency.contracts.commands import SaveBlueprint
+from agency.contracts.events import BlueprintSaved, BlueprintSpec
+from agency.contracts.events.registry import (
+    BlueprintConfig,
+    McpServer,
+    SubagentEntry,
+    SubagentsConfig,
+)
+from agency.infra.jetstream.connection import Bus
 from tests.api.conftest import Tenant, create_agency
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually

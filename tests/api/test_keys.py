@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import nats
 
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from infra.launch import NatsServer
-from infra.nats_auth import CredentialIssuer
-from services.api.keys import KeyCache
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.launch import NatsServer
+from agency.infra.nats_auth import CredentialIssuer
+from agency.services.api.keys import KeyCache
 from tests.api.conftest import Api, Tenant, running_api
 from tests.helpers import assert_eventually
 
@@ -162,7 +162,7 @@ async def test_the_cli_lists_creates_rotates_and_revokes_a_tenants_keys(
 
     async def agency(*args: str) -> str:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.cli.main", "tenants", "keys", *args,
+            sys.executable, "-m", "agency.services.cli.main", "tenants", "keys", *args,
             "--data-dir", str(tmp_path),
             cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip

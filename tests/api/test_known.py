@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.api import known
-from services.api.known import KnownResources
+from agency.services.api import known
+from agency.services.api.known import KnownResources
 
 
 class Clock:

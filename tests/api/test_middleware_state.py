@@ -7,14 +7,14 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts.events import ToolRegistered
-from domain.thread_state import fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, Position, RecordedEvent
-from services.agents.middleware import Middleware, state_parts
-from services.agents.system import AgentSystem
-from services.agents.view import ThreadView
-from services.common.thread_view import thread_view
+from agency.contracts.events import ToolRegistered
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
+from agency.services.agents.middleware import Middleware, state_parts
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.view import ThreadView
+from agency.services.common.thread_view import thread_view
 from tests.api.conftest import Api, Tenant, Thread, append_messages, create_agency
 from tests.api.stateful import COUNTED_AGENT, BrokenState, MessageCounter
 from tests.helpers import assert_eventually

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.endpoints import Endpoints, EndpointsNotFound, read_endpoints
+from agency.infra.endpoints import Endpoints, EndpointsNotFound, read_endpoints
 from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.slow

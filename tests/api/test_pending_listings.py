@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.api.thread_create import LISTING, PendingListings
+from agency.services.api.thread_create import LISTING, PendingListings
 
 
 class Progress:

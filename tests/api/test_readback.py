@@ -10,13 +10,13 @@ import asyncpg
 import httpx
 import pytest
 
-from contracts.subjects import Aggregate
-from infra.jetstream.records import Position, RecordedEvent
-from infra.retry import RetryPolicy
-from projections.readmodels import events as events_projection
-from services.api import logwait
-from services.api.logwait import watch_log
-from services.api.progress import ProjectionProgress
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.infra.retry import RetryPolicy
+from agency.projections.readmodels import events as events_projection
+from agency.services.api import logwait
+from agency.services.api.logwait import watch_log
+from agency.services.api.progress import ProjectionProgress
 from tests.api.conftest import STATIC_AGENT, Api, Tenant, Thread, append_messages
 from tests.helpers import assert_eventually
 

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from nats.aio.msg import Msg
 
-from contracts.subjects import REEXECUTIONS
-from infra.jetstream.connection import Bus
-from services.api import routes_console
+from agency.contracts.subjects import REEXECUTIONS
+from agency.infra.jetstream.connection import Bus
+from agency.services.api import routes_console
 from tests.api.conftest import Thread
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import httpx
 
-from contracts.commands import CancelRun
-from contracts.events import RunCanceled
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext
+from agency.contracts.commands import CancelRun
+from agency.contracts.events import RunCanceled
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext
 from tests.api.conftest import Thread, paused_for_approval
 from tests.api.test_http import commands_stored, last_command
 

@@ -13,15 +13,15 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
-from contracts.events import ThreadCreated
-from contracts.ids import new_id
-from contracts.subjects import EVENTS_STREAM, aggregate_filter
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import Position, RecordedEvent
-from services.api.langgraph.follow import sse
-from services.api.langgraph.graphstate import GraphView, RunRef
-from services.api.server import run_api
-from services.api.streaming import ThreadFeed
+from agency.contracts.events import ThreadCreated
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import EVENTS_STREAM, aggregate_filter
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.api.langgraph.follow import sse
+from agency.services.api.langgraph.graphstate import GraphView, RunRef
+from agency.services.api.server import run_api
+from agency.services.api.streaming import ThreadFeed
 from tests.api.conftest import Api, Tenant, Thread, append_messages
 from tests.helpers import assert_eventually
 

@@ -8,9 +8,9 @@ import dataclasses
 
 import httpx
 
-from infra.retry import RetryPolicy
-from services.api.server import run_api
-from services.supervisor import Supervisor
+from agency.infra.retry import RetryPolicy
+from agency.services.api.server import run_api
+from agency.services.supervisor import Supervisor
 from tests.api.conftest import Api
 from tests.helpers import assert_eventually
 

@@ -14,14 +14,14 @@ import httpx
 import msgspec
 import pytest
 
-from contracts.events import ChatMessage
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from services.common.egress import EgressPolicy, guarded_transport
-from services.llm.catalog import ProviderCatalog
-from services.llm.errors import ModelConfigError
-from services.llm.port import ModelRequest
-from services.llm.provider import OpenAIProvider
+from agency.contracts.events import ChatMessage
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.services.common.egress import EgressPolicy, guarded_transport
+from agency.services.llm.catalog import ProviderCatalog
+from agency.services.llm.errors import ModelConfigError
+from agency.services.llm.port import ModelRequest
+from agency.services.llm.provider import OpenAIProvider
 from tests.api.conftest import Api, Tenant, create_agency, running_api
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,7 +133,7 @@ async def test_the_cli_sets_a_tenants_key_from_the_environment(
 
     async def agency(*args: str) -> str:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.cli.main", "providers", *args,
+            sys.executable, "-m", "agency.services.cli.main", "providers", *args,
             "--data-dir", str(tmp_path),
             cwd=REPO, env={**os.environ, "TENANT_KEY": SECRET},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from agency.infra.launch.process import free_port
 from bench.layouts import PARKED_APPENDS, PARKED_TYPES, Layout, live_heap_mb, parked, server
-from infra.launch.process import free_port
 
 
 @pytest.mark.timeout(120)

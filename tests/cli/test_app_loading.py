@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from contracts.ids import new_id
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from services.agents.system import AgentSystem, SystemLoadError, load_system
+from agency.contracts.ids import new_id
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.services.agents.system import AgentSystem, SystemLoadError, load_system
 
 REPO = Path(__file__).resolve().parents[2]
 # The command a person runs: the installed script, whose import path does not hold the
@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 AGENCY = str(Path(sys.executable).with_name("agency"))
 
 APP = """
-from contracts.events import BlueprintSpec
-from services.agents.system import AgentSystem
+from agency.contracts.events import BlueprintSpec
+from agency.services.agents.system import AgentSystem
 
 system = AgentSystem().defaults().add_agent(BlueprintSpec(name="mine", tags=("default",)))
 """
@@ -63,8 +63,8 @@ def test_a_file_path_loads_and_may_import_its_neighbours(isolated_imports: Path)
     [
         ("no_such_module_here:system", "No module named 'no_such_module_here' in the current"),
         ("missing/app.py:system", "no file"),
-        ("services.agents.default:nothing", "has no attribute 'nothing'"),
-        ("services.agents.default", "expected 'package.module:attribute'"),
+        ("agency.services.agents.default:nothing", "has no attribute 'nothing'"),
+        ("agency.services.agents.default", "expected 'package.module:attribute'"),
     ],
     ids=["missing-module", "missing-file", "missing-attribute", "no-attribute"],
 )

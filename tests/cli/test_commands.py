@@ -13,18 +13,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contracts.events import ChatMessage, MessageAppended, ThreadCreated
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import Position
-from services.agents.blueprint_file import BlueprintFileError, load_blueprint_file
+from agency.contracts.events import ChatMessage, MessageAppended, ThreadCreated
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import Position
+from agency.services.agents.blueprint_file import BlueprintFileError, load_blueprint_file
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 async def agency(*args: str, timeout: float = 60) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", *args,
+        sys.executable, "-m", "agency.services.cli.main", *args,
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
@@ -43,7 +43,7 @@ async def background() -> AsyncIterator[list[asyncio.subprocess.Process]]:
 
 async def start(procs: list[asyncio.subprocess.Process], *args: str) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", *args,
+        sys.executable, "-m", "agency.services.cli.main", *args,
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     procs.append(proc)

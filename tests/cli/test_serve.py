@@ -10,11 +10,11 @@ from pathlib import Path
 
 import asyncpg
 
-from contracts.ids import new_id
-from infra.db import migrate
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from projections.catalog import ALL
+from agency.contracts.ids import new_id
+from agency.infra.db import migrate
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.projections.catalog import ALL
 from tests.helpers import assert_eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ async def test_serve_restarts_a_service_started_before_its_database_then_serves(
     del bus  # the streams exist: only the database is missing
     write_endpoints(tmp_path, Endpoints(pid=os.getpid(), nats_url=nats_url, database_url=url))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "serve", "projector", "--data-dir", str(tmp_path),
+        sys.executable, "-m", "agency.services.cli.main", "serve", "projector", "--data-dir", str(tmp_path),
         cwd=REPO, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None

@@ -14,11 +14,11 @@ import asyncpg
 import httpx
 import pytest
 
-from contracts.ids import new_id
-from infra.launch.process import child_pids, pid_alive
-from infra.nats_auth import SERVICE_ROLES
-from services.cli.main import build_parser
-from services.cli.up_processes import CHILD_SERVICES, in_processes, usable_cores
+from agency.contracts.ids import new_id
+from agency.infra.launch.process import child_pids, pid_alive
+from agency.infra.nats_auth import SERVICE_ROLES
+from agency.services.cli.main import build_parser
+from agency.services.cli.up_processes import CHILD_SERVICES, in_processes, usable_cores
 from tests.helpers import assert_eventually, printed_until_ready, run_completes_over_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ async def test_agency_up_runs_services_in_processes_restarts_a_killed_one_and_st
     for name in ("NATS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENCY_PROCESSES"):
         env.pop(name, None)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "up", "--data-dir", str(tmp_path / "up"),
+        sys.executable, "-m", "agency.services.cli.main", "up", "--data-dir", str(tmp_path / "up"),
         "--port", "0", "--app", "tests.runtime.conftest:make_system", "--processes", "services",
         cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

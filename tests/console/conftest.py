@@ -25,19 +25,19 @@ import msgspec
 import pytest
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
-from contracts.events.registry import HitlConfig
-from contracts.ids import new_id
-from infra.db import create_pool, migrate
-from infra.jetstream.connection import Bus
-from infra.jetstream.streams import provision
-from infra.launch import NatsServer
-from projections.setup import prepare_read_models
-from services.agents.system import AgentSystem
-from services.api.deps import ApiDeps, ApiSettings
-from services.api.server import run_api
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.stack import StackConfig, run_stack
+from agency.contracts.events.registry import HitlConfig
+from agency.contracts.ids import new_id
+from agency.infra.db import create_pool, migrate
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.streams import provision
+from agency.infra.launch import NatsServer
+from agency.projections.setup import prepare_read_models
+from agency.services.agents.system import AgentSystem
+from agency.services.api.deps import ApiDeps, ApiSettings
+from agency.services.api.server import run_api
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.stack import StackConfig, run_stack
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 from tests.helpers import pipe
 from tests.runtime.conftest import make_system

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.console.conftest import ADMIN, Stack, Tenant
 from tests.helpers import assert_eventually
 

@@ -9,10 +9,16 @@ import re
 import pytest
 from playwright.async_api import Page, expect
 
-from contracts.events import ChatMessage, MessageAppended, ParentRef, RunStarted, ThreadCreated
-from contracts.ids import new_id
-from infra.jetstream.records import EventContext, Position
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events import (
+    ChatMessage,
+    MessageAppended,
+    ParentRef,
+    RunStarted,
+    ThreadCreated,
+)
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.records import EventContext, Position
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.console.conftest import NETWORK_ERRORS_EXPECTED, CuttableProxy, Stack, Tenant, shot
 from tests.helpers import assert_eventually
 

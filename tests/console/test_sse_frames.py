@@ -7,9 +7,9 @@ from typing import Any
 
 from playwright.async_api import Page
 
-from contracts.codec import EVENT_TYPES
-from contracts.ids import new_id
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.contracts.codec import EVENT_TYPES
+from agency.contracts.ids import new_id
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.console.conftest import Stack, Tenant
 from tests.console.test_scale import agency_of
 from tests.helpers import assert_eventually

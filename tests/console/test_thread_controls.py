@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from playwright.async_api import Page, expect
 
-from contracts.ids import new_id
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.ids import new_id
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.console.conftest import Stack, Tenant
 from tests.console.test_scale import agency_of
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from playwright.async_api import Page, expect
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.console.conftest import Stack, Tenant, shot
 
 REPORT = """# Event sourcing, in short

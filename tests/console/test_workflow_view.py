@@ -8,7 +8,7 @@ import re
 
 from playwright.async_api import Page, expect
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.console.conftest import Stack, Tenant, shot
 from tests.helpers import assert_eventually
 

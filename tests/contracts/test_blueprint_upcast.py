@@ -6,16 +6,16 @@ from typing import Any
 
 import msgspec
 
-from contracts.codec import decode_event, encode
-from contracts.envelope import Envelope, utc_now
-from contracts.events import BlueprintSaved, BlueprintSpec
-from contracts.events.registry import (
+from agency.contracts.codec import decode_event, encode
+from agency.contracts.envelope import Envelope, utc_now
+from agency.contracts.events import BlueprintSaved, BlueprintSpec
+from agency.contracts.events.registry import (
     BlueprintConfig,
     HitlConfig,
     SubagentEntry,
     SubagentsConfig,
 )
-from contracts.upcasters import stored_blueprint_spec
+from agency.contracts.upcasters import stored_blueprint_spec
 
 
 def stored_v1(config: dict[str, Any]) -> bytes:

@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from contracts import codec
-from contracts.codec import (
+from agency.contracts import codec
+from agency.contracts.codec import (
     _UPCASTERS,
     EVENT_TYPES,
     decode_command,
@@ -17,10 +17,10 @@ from contracts.codec import (
     readable_event,
     register_upcaster,
 )
-from contracts.commands import CommandEnvelope, InvokeThread
-from contracts.envelope import Envelope, utc_now
-from contracts.errors import DecodeError, UpcastError
-from contracts.events import ChatMessage, ModelCompleted, ToolStarted, Usage
+from agency.contracts.commands import CommandEnvelope, InvokeThread
+from agency.contracts.envelope import Envelope, utc_now
+from agency.contracts.errors import DecodeError, UpcastError
+from agency.contracts.events import ChatMessage, ModelCompleted, ToolStarted, Usage
 
 BRIEF_CATALOGUE = {
     "thread.created", "request.accepted", "run.started", "run.tick", "run.paused",

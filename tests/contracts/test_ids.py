@@ -6,7 +6,7 @@ import time
 
 from ulid import ULID
 
-from contracts.ids import new_id, validate_token
+from agency.contracts.ids import new_id, validate_token
 
 
 def test_a_new_id_is_a_ulid_of_its_creation_time() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.limits import InvalidLimit, Limits, is_truncated, truncate_text
+from agency.contracts.limits import InvalidLimit, Limits, is_truncated, truncate_text
 
 
 def test_text_within_the_limit_is_kept_as_is() -> None:

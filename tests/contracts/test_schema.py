@@ -14,11 +14,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from contracts import schema
-from contracts.codec import COMMAND_TYPES, EVENT_TYPES, encode
-from contracts.commands import CommandEnvelope, InvokeThread
-from contracts.envelope import Envelope, utc_now
-from contracts.events import (
+from agency.contracts import schema
+from agency.contracts.codec import COMMAND_TYPES, EVENT_TYPES, encode
+from agency.contracts.commands import CommandEnvelope, InvokeThread
+from agency.contracts.envelope import Envelope, utc_now
+from agency.contracts.events import (
     ChatMessage,
     ModelCompleted,
     ParentRef,
@@ -27,9 +27,9 @@ from contracts.events import (
     ToolStarted,
     Usage,
 )
-from contracts.subjects import event_token
-from infra.jetstream import deadletter
-from services.cli.main import main
+from agency.contracts.subjects import event_token
+from agency.infra.jetstream import deadletter
+from agency.services.cli.main import main
 
 # A small validator for the keywords msgspec emits (jsonschema is not a dependency). An
 # unknown keyword fails the test, so a schema can never pass by being misunderstood.

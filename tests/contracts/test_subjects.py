@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.errors import InvalidToken
-from contracts.subjects import (
+from agency.contracts.errors import InvalidToken
+from agency.contracts.subjects import (
     aggregate_filter,
     command_subject,
     event_subject,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.endpoints import Endpoints, write_endpoints
-from services.client import AgencyClient, ApiError, AsyncAgencyClient
-from services.llm.fake_scripts import ScriptStep
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.services.client import AgencyClient, ApiError, AsyncAgencyClient
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually
 
@@ -109,7 +109,7 @@ async def test_sync_client_terminates_a_thread(client: Client) -> None:
 
 async def agency_cli(data_dir: Path, *args: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "threads", *args, "--data-dir", str(data_dir),
+        sys.executable, "-m", "agency.services.cli.main", "threads", *args, "--data-dir", str(data_dir),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "AGENCY_LOG_FORMAT": "console"},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.e2e.test_http_runs import call, done
 

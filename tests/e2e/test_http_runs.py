@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from contracts.events.base import Usage
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events.base import Usage
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually
 

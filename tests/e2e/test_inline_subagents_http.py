@@ -3,7 +3,7 @@ them, spawned by `task`, the child's `/state` showing the inline blueprint's too
 
 from __future__ import annotations
 
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.e2e.conftest import Client
 
 # Seed 000: `SubagentsConfig = { subagents?: { subagents: AgentBlueprint[] } }`.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import msgspec
 
-from services.testing import ScriptedModel, call, reply
+from agency.services.testing import ScriptedModel, call, reply
 from tests.e2e.conftest import Client
 from tests.e2e.test_http_runs import done
 

@@ -14,14 +14,14 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from contracts.commands import CreateAgency, CreateThread
-from contracts.events.base import Usage
-from contracts.ids import new_id
-from contracts.subjects import EVENTS_STREAM
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from infra.jetstream.deadletter import DeadLetter
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.commands import CreateAgency, CreateThread
+from agency.contracts.events.base import Usage
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.deadletter import DeadLetter
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import ADMIN, Client
 from tests.e2e.test_http_runs import call, done
 from tests.helpers import assert_eventually
@@ -176,7 +176,7 @@ async def test_the_dlq_command_lists_shows_refuses_to_replay_an_event_and_drops_
 
     async def agency(*args: str) -> tuple[int, str, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.cli.main", "dlq", *args, "--data-dir", str(tmp_path),
+            sys.executable, "-m", "agency.services.cli.main", "dlq", *args, "--data-dir", str(tmp_path),
             cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         out, err = await asyncio.wait_for(proc.communicate(), timeout=60)

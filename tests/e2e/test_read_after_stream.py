@@ -8,7 +8,7 @@ import json
 import httpx
 from httpx_sse import aconnect_sse
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 
 

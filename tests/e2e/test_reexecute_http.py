@@ -3,7 +3,7 @@ asks the runtime on the bus, each connected as its own NATS user."""
 
 from __future__ import annotations
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.e2e.test_http_runs import done
 

@@ -9,14 +9,14 @@ import httpx
 import msgspec
 import pytest
 
-from contracts.events import SubagentEnvRequired, SubagentSpawned, ToolError
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.ids import new_id
-from domain.thread_state import fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.events import SubagentEnvRequired, SubagentSpawned, ToolError
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.ids import new_id
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually, settled
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from infra.endpoints import Endpoints, write_endpoints
+from agency.infra.endpoints import Endpoints, write_endpoints
 from tests.cli.test_commands import agency
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually

@@ -25,15 +25,15 @@ from pathlib import Path
 
 import asyncpg
 
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from projections.catalog import ALL
-from projections.checksum import projection_checksum
-from projections.engine import CHECKPOINTS
-from projections.errors import ProjectionError
-from projections.rebuild import build_scratch, last_stream_seq
-from services.cli.signals import dump_tasks
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.projections.catalog import ALL
+from agency.projections.checksum import projection_checksum
+from agency.projections.engine import CHECKPOINTS
+from agency.projections.errors import ProjectionError
+from agency.projections.rebuild import build_scratch, last_stream_seq
+from agency.services.cli.signals import dump_tasks
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.faults.harness import DEFAULT_WORKERS, Harness
 from tests.faults.workload import Workload, across_outages, outcomes, violations
 

@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from infra.jetstream.connection import Bus
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import ModelSettings, OpenAIProvider
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import ModelSettings, OpenAIProvider
 from tests.runtime.conftest import Agents, running_stack
 
 # A short timeout so a hanging model ends the run within the test's bounded wait; quick

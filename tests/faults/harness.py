@@ -29,12 +29,12 @@ from typing import Self
 import asyncpg
 import httpx
 
-from infra.db import migrate
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from infra.jetstream.streams import StreamSettings, provision
-from infra.launch import NatsCluster, NatsServer, PostgresServer, ensure_database
-from projections.setup import prepare_read_models
+from agency.infra.db import migrate
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.streams import StreamSettings, provision
+from agency.infra.launch import NatsCluster, NatsServer, PostgresServer, ensure_database
+from agency.projections.setup import prepare_read_models
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.faults.apps:system"
@@ -228,7 +228,7 @@ class Harness:
         for name in SERVICES:
             for index in range(self.workers.get(name, 0)):
                 argv = [
-                    sys.executable, "-m", "services.cli.main", "serve", name,
+                    sys.executable, "-m", "agency.services.cli.main", "serve", name,
                     "--data-dir", str(self.root), "--app", self.app,
                     "--ack-wait", str(self.ack_wait),
                 ]  # fmt: skip

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from contracts.events.run import RUN_TERMINAL_TYPES, RunError
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import Fault, ScriptStep
+from agency.contracts.events.run import RUN_TERMINAL_TYPES, RunError
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import Fault, ScriptStep
 from tests.runtime.conftest import Agents
 
 LOOKUP = {"name": "lookup", "arguments": {"word": "tea"}}

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from infra.jetstream.connection import Bus
-from services.llm.fake_server import FakeLLMServer
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.faults.harness import Harness
 from tests.faults.workload import Workload, model_calls_per_step, outcomes, violations
 

@@ -13,15 +13,21 @@ from typing import Literal, TypeVar
 import nats.errors
 import stamina
 
-from contracts.commands import ApproveToolCalls, Command, CreateAgency, CreateThread, InvokeThread
-from contracts.events import ChatMessage
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from infra.tasks import cancel_and_wait
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.commands import (
+    ApproveToolCalls,
+    Command,
+    CreateAgency,
+    CreateThread,
+    InvokeThread,
+)
+from agency.contracts.events import ChatMessage
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.tasks import cancel_and_wait
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 
 T = TypeVar("T")
 Kind = Literal["tools", "subagent", "hitl"]

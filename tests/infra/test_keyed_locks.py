@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import Position
-from infra.keyed_locks import KeyedLocks
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import Position
+from agency.infra.keyed_locks import KeyedLocks
 from tests.store.test_eventstore import user
 
 

@@ -24,7 +24,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StorageType, StreamConfig
 
-from infra.launch import (
+from agency.infra.launch import (
     BackendUnavailable,
     NatsCluster,
     NatsContainerServer,
@@ -38,7 +38,7 @@ from infra.launch import (
     pid_alive,
     poll_until,
 )
-from infra.settings import InfraSettings
+from agency.infra.settings import InfraSettings
 
 T = TypeVar("T")
 
@@ -318,7 +318,7 @@ async def test_postgres_start_stops_a_leftover_server_of_the_same_data_dir(
 _LAUNCHER_SCRIPT = """
 import asyncio, json, sys
 from pathlib import Path
-from infra.launch import NatsServer, PostgresServer, child_pids
+from agency.infra.launch import NatsServer, PostgresServer, child_pids
 
 async def main() -> None:
     root = Path(sys.argv[1])
@@ -454,7 +454,7 @@ async def test_a_new_embedded_postgres_asks_for_its_generated_password(tmp_path:
 async def test_embedded_postgres_takes_its_shared_buffers_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra.system import Infrastructure
+    from agency.infra.system import Infrastructure
 
     monkeypatch.setenv("AGENCY_POSTGRES_SHARED_BUFFERS", "lots")
     with pytest.raises(ValueError, match="AGENCY_POSTGRES_SHARED_BUFFERS='lots'"):

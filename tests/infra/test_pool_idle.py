@@ -7,7 +7,7 @@ import asyncio
 
 import asyncpg
 
-from infra.db import create_pool
+from agency.infra.db import create_pool
 from tests.helpers import assert_eventually
 
 

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from infra.retry import RetryPolicy, until_stopped
+from agency.infra.retry import RetryPolicy, until_stopped
 
 QUICK = RetryPolicy(attempts=4, timeout=5.0, wait_initial=0.001, wait_max=0.01, wait_jitter=0.0)
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
-from infra.db import create_pool, migrate, migration_scripts
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import ALL_DURABLES, RUNTIME_TRIGGERS, ensure_consumer
-from infra.jetstream.streams import provision
-from infra.launch import NatsServer
-from projections.catalog import ALL
-from projections.setup import prepare_read_models
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.infra.db import create_pool, migrate, migration_scripts
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import ALL_DURABLES, RUNTIME_TRIGGERS, ensure_consumer
+from agency.infra.jetstream.streams import provision
+from agency.infra.launch import NatsServer
+from agency.projections.catalog import ALL
+from agency.projections.setup import prepare_read_models
 
 STARTS = 6
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from infra.tasks import cancel_and_wait, cancel_requested
+from agency.infra.tasks import cancel_and_wait, cancel_requested
 
 
 async def swallows_one_cancel(rounds: list[int]) -> None:

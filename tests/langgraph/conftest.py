@@ -11,9 +11,9 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from infra.jetstream.connection import Bus
-from infra.launch import NatsServer
-from services.llm.fake_server import FakeLLMServer
+from agency.infra.jetstream.connection import Bus
+from agency.infra.launch import NatsServer
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, running_system
 
 

@@ -12,10 +12,10 @@ from langgraph_sdk.errors import (
     NotFoundError,
 )
 
-from contracts.events import BlueprintDeleted
-from infra.jetstream.connection import Bus
-from services.api import known
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events import BlueprintDeleted
+from agency.infra.jetstream.connection import Bus
+from agency.services.api import known
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.helpers import assert_eventually
 from tests.langgraph.conftest import LangGraph, new_tenant
 from tests.langgraph.helpers import ask

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from langgraph_sdk.errors import BadRequestError, ConflictError
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import WAIT, ask, call, collect
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from langgraph_sdk.errors import BadRequestError, ConflictError
 
-from services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import ask, call, collect, until_status
 

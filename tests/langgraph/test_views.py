@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from contracts.events import ChatMessage, MessageAppended, ThreadCreated
-from infra.jetstream.records import Position
-from services.api.langgraph.graphstate import GraphView, fold_view
-from services.api.langgraph.views import GraphViews
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.contracts.events import ChatMessage, MessageAppended, ThreadCreated
+from agency.infra.jetstream.records import Position
+from agency.services.api.langgraph.graphstate import GraphView, fold_view
+from agency.services.api.langgraph.views import GraphViews
+from agency.services.runtime.replay.memstore import MemoryEventStore
 
 
 def said(text: str) -> MessageAppended:

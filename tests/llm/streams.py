@@ -12,8 +12,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from services.llm.assembly import Assembly, ModelResponse
-from services.llm.wire import EventLines, chunk_of
+from agency.services.llm.assembly import Assembly, ModelResponse
+from agency.services.llm.wire import EventLines, chunk_of
 
 STREAMS = Path(__file__).parent / "streams"
 

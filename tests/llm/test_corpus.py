@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from contracts.events.base import ChatMessage
-from services.llm.provider import ModelRequest, ModelSettings, OpenAIProvider
+from agency.contracts.events.base import ChatMessage
+from agency.services.llm.provider import ModelRequest, ModelSettings, OpenAIProvider
 from tests.llm.streams import ReplayServer
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "provider-streams"

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.llm.fake_server import FakeLLMServer
+from agency.services.llm.fake_server import FakeLLMServer
 
 LOOKUP = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
 NOTE = {"type": "function", "function": {"name": "note", "parameters": {"type": "object"}}}

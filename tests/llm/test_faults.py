@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 
-from contracts.events.base import ChatMessage
-from services.llm.errors import ModelErrorKind
-from services.llm.fake_scripts import Fault, ScriptStep, ScriptToolCall
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import (
+from agency.contracts.events.base import ChatMessage
+from agency.services.llm.errors import ModelErrorKind
+from agency.services.llm.fake_scripts import Fault, ScriptStep, ScriptToolCall
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import (
     ModelError,
     ModelRequest,
     ModelSettings,

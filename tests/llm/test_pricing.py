@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from contracts.events.base import Usage
-from services.llm.pricing import PriceError, PriceTable
+from agency.contracts.events.base import Usage
+from agency.services.llm.pricing import PriceError, PriceTable
 
 MILLION = 1_000_000
 

@@ -13,11 +13,11 @@ import httpx
 import msgspec
 import pytest
 
-from contracts.events.base import ChatMessage, ToolCall, Usage
-from services.agents.tools import ToolSpec
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall, text_chunks
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import (
+from agency.contracts.events.base import ChatMessage, ToolCall, Usage
+from agency.services.agents.tools import ToolSpec
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall, text_chunks
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import (
     ModelConnectionError,
     ModelRequest,
     ModelRequestError,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import msgspec
 import pytest
 
-from contracts.commands import (
+from agency.contracts.commands import (
     Command,
     CreateAgency,
     CreateTenant,
@@ -23,7 +23,7 @@ from contracts.commands import (
     SetTenantModelPolicy,
     SetTenantProvider,
 )
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSaved,
     BlueprintSpec,
     ChatMessage,
@@ -31,14 +31,14 @@ from contracts.events import (
     RunCompleted,
     RunError,
 )
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.llm.catalog import ProviderCatalog
-from services.llm.router import ProviderRouter
-from services.llm.settings import ModelSettings
-from services.llm.tenant_models import StoreTenantModels, seal_own
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.catalog import ProviderCatalog
+from agency.services.llm.router import ProviderRouter
+from agency.services.llm.settings import ModelSettings
+from agency.services.llm.tenant_models import StoreTenantModels, seal_own
 from tests.helpers import assert_eventually
 from tests.llm.streams import SHAPES, ReplayServer, stream
 from tests.runtime.conftest import running_stack

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from contracts.events.base import ChatMessage
-from services.llm.catalog import ProviderCatalog, ProvidersFileError
-from services.llm.errors import ModelConfigError, ModelRequestError
-from services.llm.port import ModelRequest
-from services.llm.router import ProviderRouter, provider_from_env
-from services.llm.settings import ModelSettings
+from agency.contracts.events.base import ChatMessage
+from agency.services.llm.catalog import ProviderCatalog, ProvidersFileError
+from agency.services.llm.errors import ModelConfigError, ModelRequestError
+from agency.services.llm.port import ModelRequest
+from agency.services.llm.router import ProviderRouter, provider_from_env
+from agency.services.llm.settings import ModelSettings
 from tests.llm.streams import ReplayServer, stream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -195,7 +195,7 @@ async def test_a_providers_calls_at_once_are_limited() -> None:
 async def test_models_check_makes_one_call_and_says_what_failed() -> None:
     async def check(model: str, env: dict[str, str]) -> tuple[int, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.cli.main", "models", "check", model,
+            sys.executable, "-m", "agency.services.cli.main", "models", "check", model,
             "--timeout", "5",
             cwd=REPO, env={"PATH": "/usr/bin:/bin", **env},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.llm.assembly import Assembly
-from services.llm.errors import ModelStreamError
-from services.llm.wire import EventLines, chunk_of
+from agency.services.llm.assembly import Assembly
+from agency.services.llm.errors import ModelStreamError
+from agency.services.llm.wire import EventLines, chunk_of
 from tests.llm.streams import SHAPES, assemble, check, stream
 
 

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from contracts.events.base import ChatMessage
-from services.llm.errors import ModelResponseError, ModelStatusError, ModelStreamError
-from services.llm.provider import ModelRequest, ModelSettings, OpenAIProvider
-from services.llm.wire import EventLines, chunk_of
+from agency.contracts.events.base import ChatMessage
+from agency.services.llm.errors import ModelResponseError, ModelStatusError, ModelStreamError
+from agency.services.llm.provider import ModelRequest, ModelSettings, OpenAIProvider
+from agency.services.llm.wire import EventLines, chunk_of
 
 SETTINGS = ModelSettings(timeout=1.0, max_attempts=1)
 

@@ -19,16 +19,16 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 
-from contracts.ids import new_id
-from infra.db import create_pool, migrate
-from infra.jetstream.connection import Bus
-from projections.setup import prepare_read_models
-from services.api.deps import ApiDeps, ApiSettings
-from services.api.server import run_api
-from services.api.tenant_scope import scope_session
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.stack import StackConfig, run_stack
+from agency.contracts.ids import new_id
+from agency.infra.db import create_pool, migrate
+from agency.infra.jetstream.connection import Bus
+from agency.projections.setup import prepare_read_models
+from agency.services.api.deps import ApiDeps, ApiSettings
+from agency.services.api.server import run_api
+from agency.services.api.tenant_scope import scope_session
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.stack import StackConfig, run_stack
 from tests.e2e.conftest import _database
 from tests.runtime.conftest import make_system
 

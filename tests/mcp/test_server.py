@@ -9,9 +9,9 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from services.api.app import create_app
-from services.api.server import run_api
-from services.llm.fake_scripts import ScriptStep
+from agency.services.api.app import create_app
+from agency.services.api.server import run_api
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.helpers import assert_eventually
 from tests.mcp.conftest import ADMIN, System, Tenant, call, mcp_session, new_tenant, refusal
 

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 import uvicorn
 
-from contracts.commands import SaveBlueprint
-from contracts.events import (
+from agency.contracts.commands import SaveBlueprint
+from agency.contracts.events import (
     BlueprintSaved,
     BlueprintSpec,
     McpServer,
@@ -26,13 +26,13 @@ from contracts.events import (
     ToolOutput,
     ToolRequested,
 )
-from contracts.events.registry import BlueprintConfig
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import AgentSystem
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.replay.reexecute import reexecute
+from agency.contracts.events.registry import BlueprintConfig
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.replay.reexecute import reexecute
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.mcp.tool_servers import http_app

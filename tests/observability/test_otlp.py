@@ -7,13 +7,13 @@ import os
 import sys
 from pathlib import Path
 
-from services.observability.tracing import wanted
+from agency.services.observability.tracing import wanted
 
 REPO = Path(__file__).resolve().parents[2]
 
 EMIT = """
 from opentelemetry import trace
-from services.observability.tracing import configure_tracing, shutdown_tracing
+from agency.services.observability.tracing import configure_tracing, shutdown_tracing
 provider = configure_tracing("agency-probe")
 assert provider is not None, "tracing was not switched on"
 with trace.get_tracer("probe").start_as_current_span("probe-span-42"):

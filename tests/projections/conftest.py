@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import asyncpg
 import pytest
 
-from contracts.ids import new_id
-from infra.db import create_pool, migrate
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from projections.engine import ProjectionRunner
-from projections.projection import Projection
+from agency.contracts.ids import new_id
+from agency.infra.db import create_pool, migrate
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.engine import ProjectionRunner
+from agency.projections.projection import Projection
 
 
 @pytest.fixture

@@ -8,21 +8,21 @@ from collections.abc import Sequence
 import asyncpg
 import pytest
 
-from contracts.events import ChatMessage, MessageAppended, RunTick, ThreadCreated
-from contracts.ids import new_id
-from contracts.subjects import event_subject
-from infra.jetstream.connection import Bus
-from infra.jetstream.reader import Delivered, OrderedReader
-from infra.jetstream.records import Position, RecordedEvent
-from projections import engine, follower
-from projections.catalog import by_name
-from projections.checksum import projection_checksum
-from projections.engine import ProjectionRunner
-from projections.positions import advance_positions
-from projections.projection import Projection
-from projections.rebuild import build_scratch, last_stream_seq, rebuild
-from projections.status import projection_statuses
-from projections.tenancy import PROJECTOR
+from agency.contracts.events import ChatMessage, MessageAppended, RunTick, ThreadCreated
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import event_subject
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.reader import Delivered, OrderedReader
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.projections import engine, follower
+from agency.projections.catalog import by_name
+from agency.projections.checksum import projection_checksum
+from agency.projections.engine import ProjectionRunner
+from agency.projections.positions import advance_positions
+from agency.projections.projection import Projection
+from agency.projections.rebuild import build_scratch, last_stream_seq, rebuild
+from agency.projections.status import projection_statuses
+from agency.projections.tenancy import PROJECTOR
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.projections.conftest import RunProjection, counting_projection

@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator, Sequence
 import asyncpg
 import pytest
 
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from projections import engine, follower
-from projections.catalog import by_name
-from projections.group import ProjectionGroup
-from projections.projection import Projection
-from projections.rebuild import last_stream_seq
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections import engine, follower
+from agency.projections.catalog import by_name
+from agency.projections.group import ProjectionGroup
+from agency.projections.projection import Projection
+from agency.projections.rebuild import last_stream_seq
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.projections.conftest import RunProjection, counting_projection

@@ -8,7 +8,7 @@ import secrets
 import asyncpg
 import pytest
 
-from contracts.events import (
+from agency.contracts.events import (
     ChatMessage,
     FileWritten,
     MessageAppended,
@@ -18,11 +18,11 @@ from contracts.events import (
     ToolCall,
     ToolOutput,
 )
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from projections import queries
-from projections.engine import CHECKPOINTS
-from projections.storable import storable, storable_key
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.projections import queries
+from agency.projections.engine import CHECKPOINTS
+from agency.projections.storable import storable, storable_key
 from tests.deadletters import dead_letters_for
 from tests.projections.conftest import RunProjection
 from tests.projections.test_readmodels import Log, caught_up, start_all
@@ -75,9 +75,9 @@ async def test_nul_and_a_huge_path_are_projected_without_a_skip(
     ],
 )
 def test_only_real_nul_escapes_are_replaced(raw: bytes, expected: bytes) -> None:
-    from contracts.codec import encode
-    from contracts.envelope import Envelope, utc_now
-    from infra.jetstream.records import RecordedEvent
+    from agency.contracts.codec import encode
+    from agency.contracts.envelope import Envelope, utc_now
+    from agency.infra.jetstream.records import RecordedEvent
 
     event = Envelope(
         event_id="e", tenant_id="t", aggregate="thread", aggregate_id="th", seq=1, ts=utc_now(),

@@ -14,7 +14,7 @@ import pytest
 from litestar import Litestar, Request
 from litestar.di import Provide
 
-from contracts.events import (
+from agency.contracts.events import (
     AgencyCreated,
     AgentStarted,
     AnyEvent,
@@ -52,19 +52,19 @@ from contracts.events import (
     ToolRequested,
     Usage,
 )
-from contracts.ids import new_id
-from contracts.subjects import Aggregate
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, Position
-from projections import queries
-from projections.catalog import ALL
-from projections.checksum import projection_checksum
-from projections.engine import LIVE_SCHEMA, ProjectionRunner, ensure_tables
-from projections.rebuild import last_stream_seq, rebuild
-from services.agents.system import AgentSystem
-from services.agents.tools import define_tool
-from services.api.deps import ApiDeps, ApiSettings, Principal
-from services.api.routes_queries import QUERY_ROUTES
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, Position
+from agency.projections import queries
+from agency.projections.catalog import ALL
+from agency.projections.checksum import projection_checksum
+from agency.projections.engine import LIVE_SCHEMA, ProjectionRunner, ensure_tables
+from agency.projections.rebuild import last_stream_seq, rebuild
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import define_tool
+from agency.services.api.deps import ApiDeps, ApiSettings, Principal
+from agency.services.api.routes_queries import QUERY_ROUTES
 from tests.projections.conftest import RunProjection
 
 MODEL = "fake:model-a"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from contracts.ids import new_id
-from infra.db import create_pool, migrate
-from projections.setup import prepare_read_models
-from projections.tenancy import PROJECTOR, READER, act_for_tenant
-from services.api.tenant_scope import current_tenant, scope_session
+from agency.contracts.ids import new_id
+from agency.infra.db import create_pool, migrate
+from agency.projections.setup import prepare_read_models
+from agency.projections.tenancy import PROJECTOR, READER, act_for_tenant
+from agency.services.api.tenant_scope import current_tenant, scope_session
 
 
 async def _database(database_url: str) -> str:

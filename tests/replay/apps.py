@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.thread_state import ThreadState
-from services.agents.builtin import PlanningMiddleware, default_middleware
-from services.agents.builtin.planning import WRITE_TODOS, write_todos
-from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
-from services.agents.system import AgentSystem
-from services.agents.tools import StateTool, StateToolOutcome
+from agency.domain.thread_state import ThreadState
+from agency.services.agents.builtin import PlanningMiddleware, default_middleware
+from agency.services.agents.builtin.planning import WRITE_TODOS, write_todos
+from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import StateTool, StateToolOutcome
 from tests.runtime.conftest import make_system
 
 

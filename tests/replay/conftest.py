@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from contracts.commands import CreateThread
-from contracts.events import ParentRef
-from contracts.ids import new_id
-from infra.endpoints import Endpoints, write_endpoints
-from services.cli import projections_cmd, replay_cmd
-from services.llm.fake_scripts import ScriptToolCall
+from agency.contracts.commands import CreateThread
+from agency.contracts.events import ParentRef
+from agency.contracts.ids import new_id
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.services.cli import projections_cmd, replay_cmd
+from agency.services.llm.fake_scripts import ScriptToolCall
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, agents, llm  # noqa: F401
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contracts.events import CheckpointSaved, RunError
-from domain.thread_state import fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.api.eventview import event_view
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.checkpoint import STOPS, checkpoint_of, verify
+from agency.contracts.events import CheckpointSaved, RunError
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.api.eventview import event_view
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.checkpoint import STOPS, checkpoint_of, verify
 from tests.replay.apps import with_broken_hook
 from tests.replay.conftest import call, cli
 from tests.runtime.conftest import Agents, running_agents

@@ -14,7 +14,7 @@ import pytest
 from litestar import Litestar
 from litestar.di import Provide
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSwitched,
     HitlInterrupt,
     MessageAppended,
@@ -26,15 +26,15 @@ from contracts.events import (
     ThreadCreated,
     ToolError,
 )
-from domain.child_naming import child_thread_id
-from domain.thread_state import fold
-from infra.jetstream.records import RecordedEvent
-from services.api.auth import AuthMiddleware, provide_principal
-from services.api.deps import ApiDeps, ApiSettings
-from services.api.routes_fork import FORK_ROUTES
-from services.cli.replay_cmd import fork_over_http
-from services.common.fork import FORKED_MID_RUN, fork_thread
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.domain.child_naming import child_thread_id
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.api.auth import AuthMiddleware, provide_principal
+from agency.services.api.deps import ApiDeps, ApiSettings
+from agency.services.api.routes_fork import FORK_ROUTES
+from agency.services.cli.replay_cmd import fork_over_http
+from agency.services.common.fork import FORKED_MID_RUN, fork_thread
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.helpers import settled
 from tests.replay.conftest import call, child_thread, cli
 from tests.runtime.conftest import Agents, make_system

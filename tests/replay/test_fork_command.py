@@ -3,13 +3,13 @@ number of deliveries; a fork that cannot be made is dead-lettered with the reaso
 
 from __future__ import annotations
 
-from contracts.codec import encode
-from contracts.commands import CommandEnvelope, ForkThread
-from contracts.envelope import utc_now
-from contracts.ids import new_id
-from contracts.subjects import command_subject
-from services.common.fork import plan_fork
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.codec import encode
+from agency.contracts.commands import CommandEnvelope, ForkThread
+from agency.contracts.envelope import utc_now
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import command_subject
+from agency.services.common.fork import plan_fork
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents

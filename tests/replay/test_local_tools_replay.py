@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.replay.recorded import split_record
-from services.runtime.replay.reexecute import reexecute
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.replay.recorded import split_record
+from agency.services.runtime.replay.reexecute import reexecute
 from tests.replay.conftest import call, cli
 from tests.replay.test_checkpoints import assert_checkpoint_follows_each_stop
 from tests.runtime.conftest import Agents, running_agents

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.events import ChatMessage, MessageAppended, ThreadCreated
-from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.records import EventContext, Position
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.contracts.events import ChatMessage, MessageAppended, ThreadCreated
+from agency.infra.jetstream.errors import ConcurrencyError
+from agency.infra.jetstream.records import EventContext, Position
+from agency.services.runtime.replay.memstore import MemoryEventStore
 
 
 def said(text: str) -> MessageAppended:

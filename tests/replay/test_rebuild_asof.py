@@ -9,12 +9,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from contracts.events import ChatMessage, MessageAppended, ThreadCreated
-from contracts.ids import new_id
-from infra.db import migrate
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, Position, RecordedEvent
+from agency.contracts.events import ChatMessage, MessageAppended, ThreadCreated
+from agency.contracts.ids import new_id
+from agency.infra.db import migrate
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from tests.replay.conftest import cli
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from contracts.events import HitlInterrupt, ToolCall
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.runtime.replay.recorded import split_record
-from services.runtime.replay.reexecute import reexecute
+from agency.contracts.events import HitlInterrupt, ToolCall
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.runtime.replay.recorded import split_record
+from agency.services.runtime.replay.reexecute import reexecute
 from tests.helpers import settled
 from tests.replay.apps import with_audit, with_broken_hook
 from tests.replay.conftest import call, child_thread, cli, todos

@@ -9,8 +9,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.replay.conftest import NOWHERE, call, child_thread, cli, todos
 from tests.runtime.conftest import Agents
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from contracts.events import ChatMessage
-from services.agents import AgentContext
-from services.agents.code import CodeAgent
-from services.agents.system import AgentSystem
-from services.agents.tools import ToolContext, define_tool
+from agency import AgentContext
+from agency.contracts.events import ChatMessage
+from agency.services.agents.code import CodeAgent
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolContext, define_tool
 from tests.runtime.conftest import make_system
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from contracts.commands import (
+from agency.contracts.commands import (
     ApproveToolCalls,
     CancelRun,
     CreateAgency,
@@ -19,18 +19,23 @@ from contracts.commands import (
     InvokeThread,
     SaveBlueprint,
 )
-from contracts.events import BlueprintSaved, BlueprintSpec, ChatMessage, ToolCall
-from contracts.events.registry import BlueprintConfig, HitlConfig, SubagentEntry, SubagentsConfig
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import AgentSystem
-from services.agents.tools import ToolContext, define_tool
-from services.llm.fake_server import FakeLLMServer
-from services.llm.port import Provider
-from services.llm.provider import OpenAIProvider
-from services.stack import StackConfig, run_stack
+from agency.contracts.events import BlueprintSaved, BlueprintSpec, ChatMessage, ToolCall
+from agency.contracts.events.registry import (
+    BlueprintConfig,
+    HitlConfig,
+    SubagentEntry,
+    SubagentsConfig,
+)
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolContext, define_tool
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.port import Provider
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.stack import StackConfig, run_stack
 from tests.helpers import assert_eventually
 
 LOOKUP_CALLS: list[dict[str, Any]] = []

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from contracts.events import ChatMessage
-from services.agents.code import CodeAgent, ToolCallError
+from agency.contracts.events import ChatMessage
+from agency.services.agents.code import CodeAgent, ToolCallError
 
 if TYPE_CHECKING:
-    from services.agents import AgentContext
+    from agency import AgentContext
 
 
 class Echo(CodeAgent):

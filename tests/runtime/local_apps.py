@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from contracts.events import BlueprintSpec, ChatMessage
-from contracts.events.registry import BlueprintConfig, HitlConfig
-from services.agents import AgentContext
-from services.agents.code import CodeAgent, ToolCallError
-from services.agents.system import AgentSystem
-from services.agents.tools import ToolContext, define_tool
+from agency import AgentContext
+from agency.contracts.events import BlueprintSpec, ChatMessage
+from agency.contracts.events.registry import BlueprintConfig, HitlConfig
+from agency.services.agents.code import CodeAgent, ToolCallError
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolContext, define_tool
 from tests.runtime.conftest import make_system
 
 WORD = {"type": "object", "properties": {"word": {"type": "string"}}}

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.commands import ApproveToolCalls
-from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.jetstream.connection import Bus
-from infra.jetstream.leases import Leases
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.replay.reexecute import reexecute
-from services.runtime.watches import lease_key
+from agency.contracts.commands import ApproveToolCalls
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.leases import Leases
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.replay.reexecute import reexecute
+from agency.services.runtime.watches import lease_key
 from tests.runtime.conftest import make_system, running_agents
 
 GUARDED = (ScriptToolCall(name="lookup", arguments={"word": "w"}),)

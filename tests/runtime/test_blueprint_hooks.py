@@ -3,9 +3,9 @@ select; an id naming no middleware of the system is kept and ignored."""
 
 from __future__ import annotations
 
-from contracts.events import BlueprintSpec
-from contracts.ids import new_id
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.ids import new_id
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.runtime.conftest import Agents, make_system
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSpec,
     ChildStatusSet,
     ParentNotified,
@@ -13,12 +13,12 @@ from contracts.events import (
     SubagentCompleted,
     SubagentSpawned,
 )
-from contracts.events.base import Event
-from domain.thread_state import fold
-from services.agents.escalation import NotAChild
-from services.agents.middleware import MiddlewareContext
-from services.agents.view import ThreadView
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events.base import Event
+from agency.domain.thread_state import fold
+from agency.services.agents.escalation import NotAChild
+from agency.services.agents.middleware import MiddlewareContext
+from agency.services.agents.view import ThreadView
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.runtime.conftest import Agents
 
 

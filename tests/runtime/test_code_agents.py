@@ -9,8 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from contracts.commands import ForkThread
-from contracts.events import (
+from agency import AgentContext
+from agency.contracts.commands import ForkThread
+from agency.contracts.events import (
     AgentStateSet,
     BlueprintSpec,
     ChatMessage,
@@ -23,18 +24,17 @@ from contracts.events import (
     RunError,
     ToolOutput,
 )
-from contracts.events.registry import BlueprintConfig, SubagentsConfig
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.ids import new_id
-from domain.thread_state import fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents import AgentContext
-from services.agents.code import CodeAgent, SettingsError
-from services.agents.system import AgentSystem
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.replay.reexecute import reexecute
+from agency.contracts.events.registry import BlueprintConfig, SubagentsConfig
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.ids import new_id
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.code import CodeAgent, SettingsError
+from agency.services.agents.system import AgentSystem
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.replay.reexecute import reexecute
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, make_system, running_agents
 

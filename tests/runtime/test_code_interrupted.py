@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from contracts.events import (
+from agency.contracts.events import (
     AgentStarted,
     AnyEvent,
     ChatMessage,
@@ -25,15 +25,15 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
-from domain.thread_state import ThreadState
-from infra.jetstream.records import EventContext, RecordedEvent
-from infra.tasks import cancel_and_wait
-from services.common.caches import BlueprintCache, ThreadCache
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.runtime.loop import ThreadDriver
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.infra.tasks import cancel_and_wait
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.runtime.loop import ThreadDriver
+from agency.services.runtime.replay.memstore import MemoryEventStore
 from tests.helpers import assert_eventually
 from tests.runtime.test_code_agents import ABORTS, code_system
 

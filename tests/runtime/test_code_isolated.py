@@ -13,7 +13,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from contracts.events import (
+from agency import AgentContext
+from agency.contracts.events import (
     AgentStateSet,
     ChatMessage,
     FileWritten,
@@ -26,21 +27,20 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
-from domain.thread_state import fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents import AgentContext
-from services.agents.code import CodeAgent
-from services.agents.isolation import Isolation, NotIsolatable
-from services.agents.system import AgentSystem
-from services.common.caches import BlueprintCache, ThreadCache
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.runtime.code_isolated import AGENT_RUNNER
-from services.runtime.loop import ThreadDriver
-from services.runtime.replay.memstore import MemoryEventStore
-from services.runtime.replay.reexecute import reexecute
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.code import CodeAgent
+from agency.services.agents.isolation import Isolation, NotIsolatable
+from agency.services.agents.system import AgentSystem
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.runtime.code_isolated import AGENT_RUNNER
+from agency.services.runtime.loop import ThreadDriver
+from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.runtime.replay.reexecute import reexecute
 from tests.helpers import assert_eventually
 from tests.runtime import isolated_agents as agents
 from tests.runtime.conftest import Agents, make_system, running_agents

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts.events import BlueprintSpec, ChatMessage
-from contracts.events.registry import BlueprintConfig
-from services.agents import AgentContext
-from services.agents.code import CodeAgent
-from services.agents.code_settings import describe, type_label, with_overrides
-from services.agents.system import AgentSystem
+from agency import AgentContext
+from agency.contracts.events import BlueprintSpec, ChatMessage
+from agency.contracts.events.registry import BlueprintConfig
+from agency.services.agents.code import CodeAgent
+from agency.services.agents.code_settings import describe, type_label, with_overrides
+from agency.services.agents.system import AgentSystem
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from contracts.commands import ApproveToolCalls, CancelRun, InvokeThread
-from contracts.events import (
+from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread
+from agency.contracts.events import (
     AnyEvent,
     ChatMessage,
     HitlInterrupt,
@@ -19,11 +19,11 @@ from contracts.events import (
     ThreadCreated,
     ToolCall,
 )
-from domain.thread_state import ThreadState, fold
-from infra.jetstream.records import Position
-from services.common.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
-from services.runtime import commands
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.domain.thread_state import ThreadState, fold
+from agency.infra.jetstream.records import Position
+from agency.services.common.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
+from agency.services.runtime import commands
+from agency.services.runtime.replay.memstore import MemoryEventStore
 
 CALL = ToolCall(id="c1", name="lookup")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.events import FileWritten
-from contracts.limits import limits
-from services.agents.builtin.filesystem import TOOLS
-from services.agents.view import ThreadView
+from agency.contracts.events import FileWritten
+from agency.contracts.limits import limits
+from agency.services.agents.builtin.filesystem import TOOLS
+from agency.services.agents.view import ThreadView
 
 TOOL = {t.spec.name: t.fn for t in TOOLS}
 STATE = ThreadView(tenant_id="t", thread_id="th", files=(("a.md", "hello"),))

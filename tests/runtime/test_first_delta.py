@@ -6,11 +6,11 @@ go, so the order of what is stored shows whether the first text waited for anyth
 
 from __future__ import annotations
 
-from contracts.events import ModelDelta
-from infra.jetstream.connection import Bus
-from services.llm.fake_scripts import ScriptStep, text_chunks
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import ModelSettings, OpenAIProvider
+from agency.contracts.events import ModelDelta
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_scripts import ScriptStep, text_chunks
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import ModelSettings, OpenAIProvider
 from tests.runtime.conftest import Agents, running_stack
 
 # A window no test would outlast: text that waited for it would never be seen here.

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from contracts.commands import ApproveToolCalls, CommandEnvelope
-from contracts.events.run import RUN_TERMINAL_TYPES
-from domain.thread_state import ThreadState
-from infra.jetstream.connection import Bus
-from infra.jetstream.eventstore import EventStore
-from services.common.caches import ThreadCache
-from services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.service import RuntimeService
+from agency.contracts.commands import ApproveToolCalls, CommandEnvelope
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.eventstore import EventStore
+from agency.services.common.caches import ThreadCache
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.service import RuntimeService
 from tests.runtime.conftest import running_agents
 
 GUARDED = (ScriptToolCall(name="lookup", arguments={"word": "w"}),)

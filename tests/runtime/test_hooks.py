@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSpec,
     ChatMessage,
     MessageAppended,
@@ -13,18 +13,18 @@ from contracts.events import (
     TodosWritten,
     ToolCall,
 )
-from contracts.events.registry import (
+from agency.contracts.events.registry import (
     BlueprintConfig,
     HitlConfig,
     SubagentEntry,
     SubagentsConfig,
 )
-from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents.middleware import ChildReport, Middleware, MiddlewareContext
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.middleware import ChildReport, Middleware, MiddlewareContext
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.runtime.conftest import make_system, running_agents
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.connection import Bus
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.helpers import settled
 from tests.runtime.apps import build as build_app
 from tests.runtime.conftest import running_agents
@@ -31,7 +31,7 @@ class ServiceProcess:
 
     def __init__(self, name: str, data_dir: Path, *extra: str) -> None:
         self._argv = [
-            sys.executable, "-m", "services.cli.main", "serve", name,
+            sys.executable, "-m", "agency.services.cli.main", "serve", name,
             "--data-dir", str(data_dir), "--app", APP, *extra,
         ]  # fmt: skip
         self.proc: asyncio.subprocess.Process | None = None

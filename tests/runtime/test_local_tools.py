@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSpec,
     ChatMessage,
     MessageAppended,
@@ -19,19 +19,19 @@ from contracts.events import (
     ToolOutput,
     ToolRequested,
 )
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, RecordedEvent
-from services.agents.isolation import Isolation
-from services.agents.system import AgentSystem
-from services.agents.tools import ToolContext, define_tool
-from services.common.caches import BlueprintCache, ThreadCache
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.runtime.local_tools import is_own_result
-from services.runtime.loop import ThreadDriver
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.agents.isolation import Isolation
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolContext, define_tool
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.runtime.local_tools import is_own_result
+from agency.services.runtime.loop import ThreadDriver
+from agency.services.runtime.replay.memstore import MemoryEventStore
 from tests.runtime.conftest import Agents, running_agents
 from tests.runtime.local_apps import DEFINE_CALLS, build, define
 from tests.runtime.test_loop import assert_gapless, terminals, types

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from contracts.events import (
+from agency.contracts.events import (
     HitlInterrupt,
     MessageAppended,
     RequestInjected,
@@ -14,10 +14,10 @@ from contracts.events import (
     ToolCall,
     ToolOutput,
 )
-from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.jetstream.records import RecordedEvent
-from services.common.fairness import TenantLoad
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.common.fairness import TenantLoad
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents
 

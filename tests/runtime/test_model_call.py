@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from contracts.events import (
+from agency.contracts.events import (
     AnyEvent,
     BlueprintSpec,
     ChatMessage,
@@ -20,17 +20,17 @@ from contracts.events import (
     RunCompleted,
     ThreadCreated,
 )
-from contracts.ids import new_id
-from contracts.subjects import Aggregate
-from domain.thread_state import ThreadState
-from infra.jetstream.records import AppendResult, EventContext, Position
-from services.agents.system import AgentSystem
-from services.common.caches import BlueprintCache, ThreadCache
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.runtime.loop import OPENING_HOLD, ThreadDriver
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import Aggregate
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.records import AppendResult, EventContext, Position
+from agency.services.agents.system import AgentSystem
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.runtime.loop import OPENING_HOLD, ThreadDriver
+from agency.services.runtime.replay.memstore import MemoryEventStore
 from tests.helpers import assert_eventually
 from tests.runtime.test_loop import assert_gapless
 

@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 import msgspec
 from nats.errors import NoRespondersError
 
-from contracts.reexecution import ReexecutionReply, ReexecutionReport, ReexecutionRequest
-from contracts.subjects import reexecution_subject
-from infra.jetstream.connection import Bus
-from services.runtime.replay.responder import Reexecutions
+from agency.contracts.reexecution import ReexecutionReply, ReexecutionReport, ReexecutionRequest
+from agency.contracts.subjects import reexecution_subject
+from agency.infra.jetstream.connection import Bus
+from agency.services.runtime.replay.responder import Reexecutions
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSpec,
     RunError,
     ToolCall,
     ToolOutput,
     ToolRegistered,
 )
-from infra.jetstream.connection import Bus
-from services.agents.middleware import Middleware, MiddlewareContext
-from services.agents.tools import (
+from agency.infra.jetstream.connection import Bus
+from agency.services.agents.middleware import Middleware, MiddlewareContext
+from agency.services.agents.tools import (
     StateTool,
     StateToolOutcome,
     Tool,
@@ -21,10 +21,10 @@ from services.agents.tools import (
     ToolSpec,
     define_tool,
 )
-from services.agents.view import ThreadView
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.replay.reexecute import reexecute
+from agency.services.agents.view import ThreadView
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.replay.reexecute import reexecute
 from tests.runtime.conftest import make_system, running_agents
 
 

@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from contracts.events import ToolOutput
-from contracts.events.run import RUN_TERMINAL_TYPES
-from domain.thread_parts import RunView
-from domain.thread_state import ThreadState
-from infra.jetstream.connection import Bus
-from services.common.caches import ThreadCache
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime import service as runtime_service
+from agency.contracts.events import ToolOutput
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.domain.thread_parts import RunView
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.connection import Bus
+from agency.services.common.caches import ThreadCache
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime import service as runtime_service
 from tests.runtime.conftest import Agents, running_agents
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from contracts.codec import encode
-from contracts.commands import CancelRun, Command, CommandEnvelope
-from contracts.envelope import utc_now
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, command_subject
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.codec import encode
+from agency.contracts.commands import CancelRun, Command, CommandEnvelope
+from agency.contracts.envelope import utc_now
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import COMMANDS_STREAM, command_subject
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents
 from tests.runtime.test_loop import assert_gapless, terminals, types

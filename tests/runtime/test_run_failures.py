@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from contracts.events import BlueprintSpec, ChatMessage, ToolCall
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.limits import is_truncated, limits
-from infra.jetstream.connection import Bus
-from infra.jetstream.leases import Leases
-from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.runtime.service import RuntimeService
+from agency.contracts.events import BlueprintSpec, ChatMessage, ToolCall
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.limits import is_truncated, limits
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.leases import Leases
+from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.runtime.service import RuntimeService
 from tests.helpers import settled
 from tests.runtime.conftest import make_system, running_agents
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from contracts.events import AnyEvent, SubagentVariablesProvided, ThreadCreated
-from contracts.events.registry import ImmediateConfig, SubagentEntry
-from domain.thread_state import fold
-from infra.jetstream.envelopes import new_envelopes
-from infra.jetstream.records import EventContext, Position, RecordedEvent
-from infra.sealing import (
+from agency.contracts.events import AnyEvent, SubagentVariablesProvided, ThreadCreated
+from agency.contracts.events.registry import ImmediateConfig, SubagentEntry
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
+from agency.infra.sealing import (
     KEY_FILE,
     KEY_VARIABLE,
     UnsealError,
@@ -24,7 +24,7 @@ from infra.sealing import (
     unseal,
     use_key_of,
 )
-from services.runtime.scoped import scoped_values
+from agency.services.runtime.scoped import scoped_values
 
 
 def test_values_are_sealed_not_in_clear_and_open_only_with_the_same_key(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSpec,
     SessionToolBinding,
     SideConfig,
@@ -10,10 +10,10 @@ from contracts.events import (
     SubagentSpawned,
     ToolError,
 )
-from contracts.events.registry import BlueprintConfig
-from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.runtime.conftest import Agents
 
 

@@ -8,18 +8,18 @@ from collections import Counter
 
 import pytest
 
-from contracts.commands import WatchRun
-from domain.thread_state import ThreadState
-from infra.jetstream.commandbus import Defer, Delivery
-from infra.jetstream.connection import Bus
-from infra.jetstream.leases import Leases
-from services.common.caches import ThreadCache
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.runtime.service import RuntimeService
-from services.runtime.settled import SettledThreads
-from services.runtime.watches import lease_key
+from agency.contracts.commands import WatchRun
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.commandbus import Defer, Delivery
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.leases import Leases
+from agency.services.common.caches import ThreadCache
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.runtime.service import RuntimeService
+from agency.services.runtime.settled import SettledThreads
+from agency.services.runtime.watches import lease_key
 from tests.helpers import settled
 from tests.runtime.conftest import make_system, running_agents
 

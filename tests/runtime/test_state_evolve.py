@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from contracts.events import (
+from agency.contracts.events import (
     AnyEvent,
     ChatMessage,
     MessageAppended,
@@ -18,9 +18,9 @@ from contracts.events import (
     RunStarted,
     ThreadCreated,
 )
-from domain.thread_state import ThreadState, _evolve, fold
-from infra.jetstream.envelopes import new_envelopes
-from infra.jetstream.records import EventContext, Position, RecordedEvent
+from agency.domain.thread_state import ThreadState, _evolve, fold
+from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 
 CANCEL_KEY = "cancel-key"
 

@@ -7,11 +7,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from contracts.events import BlueprintSpec, SubagentSpawned, ToolError
-from contracts.events.registry import BlueprintConfig, SubagentEntry, SubagentsConfig
-from contracts.ids import new_id
-from services.agents.builtin.subagents import agent_env, branch_enabled
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events import BlueprintSpec, SubagentSpawned, ToolError
+from agency.contracts.events.registry import BlueprintConfig, SubagentEntry, SubagentsConfig
+from agency.contracts.ids import new_id
+from agency.services.agents.builtin.subagents import agent_env, branch_enabled
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.helpers import settled
 from tests.runtime.conftest import Agents
 

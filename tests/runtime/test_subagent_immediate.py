@@ -9,22 +9,22 @@ from typing import Any
 import msgspec
 import pytest
 
-from contracts.events import BlueprintSpec, SubagentCompleted, SubagentSpawned
-from contracts.events.registry import (
+from agency.contracts.events import BlueprintSpec, SubagentCompleted, SubagentSpawned
+from agency.contracts.events.registry import (
     BlueprintConfig,
     ImmediateConfig,
     SubagentEntry,
     SubagentsConfig,
 )
-from contracts.ids import new_id
-from domain.thread_state import fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
-from services.common.fork import fork_thread
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.replay.reexecute import reexecute
+from agency.contracts.ids import new_id
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from agency.services.common.fork import fork_thread
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.replay.reexecute import reexecute
 from tests.helpers import settled
 from tests.runtime.conftest import Agents, make_system, running_agents
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from contracts.events import RequestAccepted
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep
-from services.subagents.service import Coordinator
+from agency.contracts.events import RequestAccepted
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.subagents.service import Coordinator
 from tests.runtime.conftest import Agents
 from tests.runtime.test_subagents import children, task, terminal
 

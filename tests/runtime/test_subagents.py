@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from contracts.events import SubagentCompleted, SubagentSpawned, ToolOutput
-from contracts.events.run import RUN_TERMINAL_TYPES
-from domain.thread_state import fold
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events import SubagentCompleted, SubagentSpawned, ToolOutput
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.runtime.conftest import Agents
 
 

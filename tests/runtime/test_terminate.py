@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.commands import InvokeThread, TerminateThread
-from contracts.events import (
+from agency.contracts.commands import InvokeThread, TerminateThread
+from agency.contracts.events import (
     AnyEvent,
     BlueprintSpec,
     ChatMessage,
@@ -25,14 +25,14 @@ from contracts.events import (
     ToolCall,
     ToolError,
 )
-from domain.thread_state import ThreadState, fold
-from infra.jetstream.records import Position
-from services.llm.fake_scripts import ScriptStep
-from services.runtime import commands
-from services.runtime.actions import Wait, next_action
-from services.runtime.replay.memstore import MemoryEventStore
-from services.runtime.spawn import subagent_call
-from services.subagents.relay import Relay
+from agency.domain.thread_state import ThreadState, fold
+from agency.infra.jetstream.records import Position
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.runtime import commands
+from agency.services.runtime.actions import Wait, next_action
+from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.runtime.spawn import subagent_call
+from agency.services.subagents.relay import Relay
 from tests.runtime.conftest import Agents, make_system
 
 CALL = ToolCall(id="c1", name="lookup")

@@ -9,11 +9,11 @@ from typing import Annotated
 
 import pytest
 
-from contracts.events import BlueprintSpec, MessageAppended, ToolError, ToolOutput
-from infra.jetstream.connection import Bus
-from services.agents import AgentSystem, ToolContext, tool
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency import AgentSystem, ToolContext, tool
+from agency.contracts.events import BlueprintSpec, MessageAppended, ToolError, ToolOutput
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.runtime.conftest import Agents, running_agents
 from tests.runtime.test_loop import assert_gapless, terminals, types
 

@@ -9,15 +9,23 @@ from datetime import timedelta
 import pytest
 import structlog
 
-from contracts.envelope import utc_now
-from contracts.events import BlueprintSpec, ToolCall
-from contracts.events.run import RUN_TERMINAL_TYPES
-from domain.thread_state import RunView, ThreadState
-from infra.jetstream.connection import Bus
-from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.runtime.watchdog import Done, End, Later, Parked, Resume, WatchSettings, verdict
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import BlueprintSpec, ToolCall
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.domain.thread_state import RunView, ThreadState
+from agency.infra.jetstream.connection import Bus
+from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.watchdog import (
+    Done,
+    End,
+    Later,
+    Parked,
+    Resume,
+    WatchSettings,
+    verdict,
+)
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system, running_agents
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.jetstream.connection import Bus
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
-from services.llm.provider import OpenAIProvider
-from services.runtime.service import run_runtime
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.llm.provider import OpenAIProvider
+from agency.services.runtime.service import run_runtime
 from tests.runtime.conftest import make_system, running_agents
 
 

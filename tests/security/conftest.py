@@ -12,14 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts.events.run import RUN_TERMINAL_TYPES
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import (
     ADMIN,
     Client,
+    client as tenant,  # noqa: F401 (a tenant with an agency)
     system_api,  # noqa: F401
 )
-from tests.e2e.conftest import client as tenant  # noqa: F401 (a tenant with an agency)
 from tests.helpers import assert_eventually
 
 ADMIN_AUTH = {"Authorization": f"Bearer {ADMIN}"}

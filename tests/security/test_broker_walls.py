@@ -16,21 +16,27 @@ from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
-from contracts.codec import command_type_of, encode
-from contracts.commands import Command, CommandEnvelope, InvokeThread, IssueApiKey, RevokeApiKey
-from contracts.envelope import utc_now
-from contracts.events import ChatMessage
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
-from infra.jetstream import dlq_admin
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import ALL_DURABLES
-from infra.jetstream.leases import LEASES_BUCKET
-from infra.launch import NatsServer
-from infra.nats_accounts import JS_API_PREFIX
-from infra.nats_auth import CredentialIssuer, TenantCredentials
-from services.llm.fake_scripts import ScriptStep
-from services.workflows.subjects import WORKFLOW_EVENTS
+from agency.contracts.codec import command_type_of, encode
+from agency.contracts.commands import (
+    Command,
+    CommandEnvelope,
+    InvokeThread,
+    IssueApiKey,
+    RevokeApiKey,
+)
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import ChatMessage
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.infra.jetstream import dlq_admin
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import ALL_DURABLES
+from agency.infra.jetstream.leases import LEASES_BUCKET
+from agency.infra.launch import NatsServer
+from agency.infra.nats_accounts import JS_API_PREFIX
+from agency.infra.nats_auth import CredentialIssuer, TenantCredentials
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.workflows.subjects import WORKFLOW_EVENTS
 from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually
 

@@ -14,14 +14,14 @@ from nats.aio.client import Client as NATS
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BadRequestError
 
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
-from infra.jetstream.connection import Bus
-from infra.jetstream.streams import StreamSettings, provision
-from infra.launch import NatsCluster
-from infra.nats_accounts import GATEWAY_ROLE, JS_API_PREFIX
-from infra.nats_auth import CredentialIssuer, TenantCredentials
-from services.gateway.service import Gateway
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.streams import StreamSettings, provision
+from agency.infra.launch import NatsCluster
+from agency.infra.nats_accounts import GATEWAY_ROLE, JS_API_PREFIX
+from agency.infra.nats_auth import CredentialIssuer, TenantCredentials
+from agency.services.gateway.service import Gateway
 from tests.helpers import assert_eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -24,7 +24,7 @@ import mcp_types as types
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from services.api.langgraph.router import langgraph_router
+from agency.services.api.langgraph.router import langgraph_router
 from tests.helpers import assert_eventually
 from tests.mcp.conftest import mcp_session
 from tests.security.conftest import Tenant, new_tenant

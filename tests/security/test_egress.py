@@ -13,14 +13,14 @@ import msgspec
 import pytest
 import uvicorn
 
-from contracts.commands import SaveBlueprint
-from contracts.events import BlueprintSaved, BlueprintSpec, McpServer
-from contracts.events.registry import BlueprintConfig
-from contracts.ids import new_id
-from infra.jetstream import dlq_admin
-from infra.jetstream.connection import Bus
-from services.common.egress import EgressPolicy, EgressRefused, guarded_transport
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.commands import SaveBlueprint
+from agency.contracts.events import BlueprintSaved, BlueprintSpec, McpServer
+from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.ids import new_id
+from agency.infra.jetstream import dlq_admin
+from agency.infra.jetstream.connection import Bus
+from agency.services.common.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually
 from tests.mcp.test_tool_servers import McpHttpServer

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from contracts.ids import new_id
-from domain.thread_state import fold
-from infra.jetstream.connection import Bus
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.ids import new_id
+from agency.domain.thread_state import fold
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.security.conftest import save, text_of, until_runs_end
 

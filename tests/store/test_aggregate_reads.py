@@ -8,13 +8,13 @@ from contextlib import asynccontextmanager
 
 from nats.aio.msg import Msg
 
-from contracts.events import MessageAppended
-from contracts.events.base import ChatMessage
-from contracts.ids import new_id
-from contracts.subjects import aggregate_filter
-from infra.jetstream.aggregate_reads import AggregateReads
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import Position
+from agency.contracts.events import MessageAppended
+from agency.contracts.events.base import ChatMessage
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import aggregate_filter
+from agency.infra.jetstream.aggregate_reads import AggregateReads
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import Position
 
 # How far back from an aggregate's last message its newest events are looked for first; a
 # gap longer than this is one the reads must not walk.

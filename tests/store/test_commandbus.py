@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from contracts.codec import encode
-from contracts.commands import CancelRun, CommandEnvelope, CreateAgency
-from contracts.envelope import utc_now
-from contracts.ids import new_id
-from contracts.subjects import command_subject
-from infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
-from infra.jetstream.connection import Bus
+from agency.contracts.codec import encode
+from agency.contracts.commands import CancelRun, CommandEnvelope, CreateAgency
+from agency.contracts.envelope import utc_now
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import command_subject
+from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from agency.infra.jetstream.connection import Bus
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import structlog
 
-from contracts.subjects import EVENTS_STREAM
-from infra.jetstream.connection import Bus
-from infra.jetstream.natsclient import connect
-from infra.jetstream.streams import provision
-from infra.launch import NatsServer
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.natsclient import connect
+from agency.infra.jetstream.streams import provision
+from agency.infra.launch import NatsServer
 from tests.helpers import assert_eventually, pipe
 
 

@@ -6,15 +6,15 @@ import asyncio
 
 import pytest
 
-from contracts.events import FileWritten, MessageAppended, RunStarted, RunTick, ThreadCreated
-from contracts.events.base import ChatMessage
-from contracts.ids import new_id
-from contracts.subjects import tenant_events_filter
-from infra.jetstream.connection import Bus
-from infra.jetstream.errors import BatchTooLarge, ConcurrencyError
-from infra.jetstream.eventstore import EventStore
-from infra.jetstream.reader import OrderedReader
-from infra.jetstream.records import EventContext, Position, RecordedEvent
+from agency.contracts.events import FileWritten, MessageAppended, RunStarted, RunTick, ThreadCreated
+from agency.contracts.events.base import ChatMessage
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import tenant_events_filter
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.errors import BatchTooLarge, ConcurrencyError
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.reader import OrderedReader
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 
 
 def user(text: str) -> MessageAppended:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.jetstream.headerparse import original_parse_header_lines, parse_header_lines
+from agency.infra.jetstream.headerparse import original_parse_header_lines, parse_header_lines
 
 BLOCKS = [
     b"Nats-Expected-Last-Subject-Sequence: 12\r\nNats-Expected-Last-Subject-Sequence-Subject: tenant.a.evt.thread.x.>\r\n\r\n",

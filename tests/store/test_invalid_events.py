@@ -6,13 +6,13 @@ from collections.abc import Callable
 
 import pytest
 
-from contracts.events import RunStarted, RunTick
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.errors import InvalidEvent
-from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import Position
-from services.runtime.replay.memstore import MemoryEventStore
+from agency.contracts.events import RunStarted, RunTick
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.errors import InvalidEvent
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import Position
+from agency.services.runtime.replay.memstore import MemoryEventStore
 
 Backend = Callable[[Bus], AggregateStore]
 BACKENDS: dict[str, Backend] = {

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.leases import Leases
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.leases import Leases
 
 
 async def test_a_lease_is_held_by_one_owner_and_taken_again_once_released(bus: Bus) -> None:

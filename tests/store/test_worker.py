@@ -13,23 +13,28 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
-from contracts.codec import encode
-from contracts.commands import CancelRun, CommandEnvelope, CreateAgency
-from contracts.envelope import utc_now
-from contracts.events import ThreadCreated
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM, command_subject
-from infra.jetstream.commandbus import CommandWorker, Delivery
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import DurableSpec
-from infra.jetstream.dlq_admin import LetterInfo
-from infra.jetstream.errors import is_transient
-from infra.jetstream.eventworker import EventWorker, PermanentFailure
-from infra.jetstream.records import Position, RecordedEvent
-from infra.jetstream.streams import StreamSettings, provision
-from infra.jetstream.worker import WorkerRetry
-from infra.launch import NatsCluster, NatsServer
-from infra.retry import RetryPolicy
+from agency.contracts.codec import encode
+from agency.contracts.commands import CancelRun, CommandEnvelope, CreateAgency
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import ThreadCreated
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import (
+    COMMANDS_STREAM,
+    DEAD_LETTER_STREAM,
+    EVENTS_STREAM,
+    command_subject,
+)
+from agency.infra.jetstream.commandbus import CommandWorker, Delivery
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import DurableSpec
+from agency.infra.jetstream.dlq_admin import LetterInfo
+from agency.infra.jetstream.errors import is_transient
+from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.infra.jetstream.streams import StreamSettings, provision
+from agency.infra.jetstream.worker import WorkerRetry
+from agency.infra.launch import NatsCluster, NatsServer
+from agency.infra.retry import RetryPolicy
 from tests.deadletters import dead_letters, dead_letters_for
 from tests.helpers import assert_eventually
 

@@ -11,15 +11,15 @@ import asyncio
 
 import pytest
 
-from contracts.commands import CreateAgency
-from contracts.events import RequestAccepted, RequestRejected, RunCompleted, RunStarted
-from contracts.events.run import RUN_TERMINAL_TYPES
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.common.fairness import ACTIVE_RUN_LIMIT, TenantLoad
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.commands import CreateAgency
+from agency.contracts.events import RequestAccepted, RequestRejected, RunCompleted, RunStarted
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.common.fairness import ACTIVE_RUN_LIMIT, TenantLoad
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, running_agents
 

@@ -18,11 +18,11 @@ from nats.aio.client import Client as NATS
 from nats.js.api import StreamConfig
 from nats.js.errors import NotFoundError
 
-from contracts.ids import new_id
-from contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
-from infra.jetstream.connection import Bus
-from infra.launch import NatsServer
-from infra.nats_auth import AUTH_CONF, AUTH_FILE
+from agency.contracts.ids import new_id
+from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.infra.jetstream.connection import Bus
+from agency.infra.launch import NatsServer
+from agency.infra.nats_auth import AUTH_CONF, AUTH_FILE
 from tests.helpers import assert_eventually
 from tests.tenancy.test_nats_tenant import REFUSED, embedded  # noqa: F401
 

@@ -17,27 +17,25 @@ import msgspec
 import nats
 import pytest
 from nats.aio.client import Client as NATS
-from nats.errors import Error as NatsError
-from nats.errors import NoRespondersError
+from nats.errors import Error as NatsError, NoRespondersError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StreamConfig
-from nats.js.errors import Error as JetStreamError
-from nats.js.errors import NotFoundError
+from nats.js.errors import Error as JetStreamError, NotFoundError
 
-from contracts.codec import encode
-from contracts.commands import CommandEnvelope, InvokeThread
-from contracts.envelope import utc_now
-from contracts.events import ChatMessage
-from contracts.ids import new_id
-from contracts.reexecution import ReexecutionRequest
-from contracts.schema import write_schemas
-from contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, reexecution_subject
-from infra.jetstream import dlq_admin
-from infra.jetstream.connection import Bus
-from infra.launch import NatsServer
-from infra.nats_accounts import JS_API_PREFIX
-from infra.nats_auth import SERVICE_ROLES, CredentialIssuer, IssuedCredentials
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.codec import encode
+from agency.contracts.commands import CommandEnvelope, InvokeThread
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import ChatMessage
+from agency.contracts.ids import new_id
+from agency.contracts.reexecution import ReexecutionRequest
+from agency.contracts.schema import write_schemas
+from agency.contracts.subjects import COMMANDS_STREAM, EVENTS_STREAM, reexecution_subject
+from agency.infra.jetstream import dlq_admin
+from agency.infra.jetstream.connection import Bus
+from agency.infra.launch import NatsServer
+from agency.infra.nats_accounts import JS_API_PREFIX
+from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer, IssuedCredentials
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, running_agents
 

@@ -16,9 +16,9 @@ import asyncpg
 import httpx
 import pytest
 
-from contracts.ids import new_id
-from infra.db import DatabaseRefused, migrate_database
-from projections.tenancy import PROJECTOR, READER
+from agency.contracts.ids import new_id
+from agency.infra.db import DatabaseRefused, migrate_database
+from agency.projections.tenancy import PROJECTOR, READER
 from tests.helpers import printed_until_ready, run_completes_over_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ async def test_agency_up_runs_every_service_as_a_password_role_from_database_url
     env.pop("OPENAI_API_KEY", None)
     env.pop("OPENAI_BASE_URL", None)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "up", "--data-dir", str(tmp_path / "up"),
+        sys.executable, "-m", "agency.services.cli.main", "up", "--data-dir", str(tmp_path / "up"),
         "--port", "0", "--app", "tests.runtime.conftest:make_system",
         cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -156,7 +156,7 @@ async def test_agency_up_with_a_wrong_password_says_so_in_one_line(
     wrong = _with(database_url, user, "not-the-password", "postgres")
     env = {**os.environ, "DATABASE_URL": wrong, "NATS_URL": nats_url, "AGENCY_LOG_FORMAT": "json"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "up", "--data-dir", str(tmp_path),
+        sys.executable, "-m", "agency.services.cli.main", "up", "--data-dir", str(tmp_path),
         "--port", "0", cwd=REPO, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from services.agents.tools import ToolContext, ToolFailed
+from agency.services.agents.tools import ToolContext, ToolFailed
 
 
 def read_env(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

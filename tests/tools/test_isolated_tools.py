@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from contracts.events import ToolError, ToolOutput
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from services.agents.isolation import Isolation
-from services.agents.system import AgentSystem
-from services.agents.tools import ToolFn, define_tool
-from services.sandbox.host import RUNNER
-from services.tools import ToolsService
+from agency.contracts.events import ToolError, ToolOutput
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.services.agents.isolation import Isolation
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolFn, define_tool
+from agency.services.sandbox.host import RUNNER
+from agency.services.tools import ToolsService
 from tests.helpers import assert_eventually
 from tests.tools import sandboxed
 from tests.tools.test_tools_service import append, canceled_run, requested, result_of

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from services.agents.isolation import Isolation, NotIsolatable
-from services.agents.system import AgentSystem
-from services.agents.tools import ToolContext, ToolFailed, ToolRetryable, define_tool
-from services.sandbox.host import outcome_text, run_isolated, sandbox_command
+from agency.services.agents.isolation import Isolation, NotIsolatable
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolContext, ToolFailed, ToolRetryable, define_tool
+from agency.services.sandbox.host import outcome_text, run_isolated, sandbox_command
 from tests.tools import sandboxed
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from contracts.codec import encode
-from contracts.envelope import Envelope, utc_now
-from contracts.events import (
+from agency.contracts.codec import encode
+from agency.contracts.envelope import Envelope, utc_now
+from agency.contracts.events import (
     ChatMessage,
     MessageAppended,
     RunCanceled,
@@ -25,16 +25,16 @@ from contracts.events import (
     ToolRequested,
     ToolStarted,
 )
-from contracts.ids import new_id
-from contracts.limits import limits
-from contracts.subjects import EVENTS_STREAM, event_subject
-from infra.jetstream.connection import Bus
-from infra.jetstream.consumers import TOOL_REQUESTS
-from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import AgentSystem
-from services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, define_tool
-from services.tools import ToolsService, run_tools_service
+from agency.contracts.ids import new_id
+from agency.contracts.limits import limits
+from agency.contracts.subjects import EVENTS_STREAM, event_subject
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import TOOL_REQUESTS
+from agency.infra.jetstream.errors import ConcurrencyError
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, define_tool
+from agency.services.tools import ToolsService, run_tools_service
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 

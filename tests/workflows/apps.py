@@ -3,7 +3,7 @@ to catch (`--app`)."""
 
 from __future__ import annotations
 
-from services.agents.system import AgentSystem
+from agency.services.agents.system import AgentSystem
 from tests.replay.apps import AuditMiddleware
 from tests.runtime.conftest import make_system
 

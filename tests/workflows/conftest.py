@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from contracts.commands import CreateWorkflow, PostChannelMessage, WorkflowMemberSpec
-from contracts.events import BlueprintSpec, WorkflowLimits
-from contracts.ids import new_id
-from domain.workflow_members import workflow_id
-from domain.workflow_state import WorkflowState, fold
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.commands import CreateWorkflow, PostChannelMessage, WorkflowMemberSpec
+from agency.contracts.events import BlueprintSpec, WorkflowLimits
+from agency.contracts.ids import new_id
+from agency.domain.workflow_members import workflow_id
+from agency.domain.workflow_state import WorkflowState, fold
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, llm, running_agents
 

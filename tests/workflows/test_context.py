@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contracts.events import BlueprintSpec, MemberAnswered, MemberInvoked, WorkflowLimits
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events import BlueprintSpec, MemberAnswered, MemberInvoked, WorkflowLimits
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.workflows.conftest import Workflows
 
 

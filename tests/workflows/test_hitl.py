@@ -3,10 +3,10 @@ until a person decides, and the workflow goes on from there."""
 
 from __future__ import annotations
 
-from contracts.commands import ApproveToolCalls
-from contracts.events import BlueprintSpec
-from contracts.events.registry import BlueprintConfig, HitlConfig
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.commands import ApproveToolCalls
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.events.registry import BlueprintConfig, HitlConfig
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.workflows.conftest import Workflows
 
 

@@ -7,11 +7,11 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
-from contracts.events import BlueprintSpec, MemberInvoked
-from contracts.events.run import RUN_TERMINAL_TYPES
-from infra.jetstream.connection import Bus
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.events import BlueprintSpec, MemberInvoked
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.runtime.apps import build as build_app
 from tests.runtime.conftest import running_agents
 from tests.runtime.test_kill import ServiceProcess, data_dir, process_cleanup

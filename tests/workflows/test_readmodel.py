@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import asyncpg
 
-from contracts.commands import SetSchedule
-from contracts.events import BlueprintSpec
-from contracts.ids import new_id
-from infra.jetstream.connection import Bus
-from projections import workflow_queries as q
-from projections.checksum import projection_checksum
-from projections.engine import LIVE_SCHEMA, ensure_tables
-from projections.readmodels.workflows import PROJECTION
-from projections.rebuild import rebuild
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.commands import SetSchedule
+from agency.contracts.events import BlueprintSpec
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.projections import workflow_queries as q
+from agency.projections.checksum import projection_checksum
+from agency.projections.engine import LIVE_SCHEMA, ensure_tables
+from agency.projections.readmodels.workflows import PROJECTION
+from agency.projections.rebuild import rebuild
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.helpers import assert_eventually
 from tests.projections.conftest import RunProjection, pool, run_projection
 from tests.workflows.conftest import Workflows

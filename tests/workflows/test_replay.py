@@ -14,16 +14,16 @@ from pathlib import Path
 import msgspec
 from structlog.testing import capture_logs
 
-from contracts.commands import CreateThread
-from contracts.events import BlueprintSaved, BlueprintSpec, MemberInvoked
-from domain.comparison import format_comparison
-from domain.workflow_decisions import member_thread_id
-from domain.workflow_members import member_blueprint, workflow_id, workflow_request
-from infra.endpoints import Endpoints, write_endpoints
-from infra.jetstream.records import RecordedEvent
-from services.cli import workflow_cmd
-from services.llm.fake_scripts import ScriptStep
-from services.runtime.replay.workflow import check_controller, load_workflow, replay_workflow
+from agency.contracts.commands import CreateThread
+from agency.contracts.events import BlueprintSaved, BlueprintSpec, MemberInvoked
+from agency.domain.comparison import format_comparison
+from agency.domain.workflow_decisions import member_thread_id
+from agency.domain.workflow_members import member_blueprint, workflow_id, workflow_request
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.cli import workflow_cmd
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.runtime.replay.workflow import check_controller, load_workflow, replay_workflow
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system
 from tests.workflows.conftest import Workflows

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from contracts.events import BlueprintSpec, MemberAnswered, MemberInvoked
-from contracts.events.run import RUN_TERMINAL_TYPES
-from services.llm.fake_scripts import ScriptStep
+from agency.contracts.events import BlueprintSpec, MemberAnswered, MemberInvoked
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.services.llm.fake_scripts import ScriptStep
 from tests.workflows.conftest import Workflows
 
 

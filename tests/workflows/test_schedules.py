@@ -5,17 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from contracts.commands import SetSchedule
-from contracts.events import BlueprintSpec, ScheduleFired, ScheduleRemoved, ScheduleSet
-from contracts.ids import new_id
-from domain.cron import CRON_PATTERN, cron_problem
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import EventContext, Position
-from services.llm.fake_scripts import ScriptStep
-from services.workflows.scheduler import Scheduler, due_tick
+from agency.contracts.commands import SetSchedule
+from agency.contracts.events import BlueprintSpec, ScheduleFired, ScheduleRemoved, ScheduleSet
+from agency.contracts.ids import new_id
+from agency.domain.cron import CRON_PATTERN, cron_problem
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext, Position
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.workflows.scheduler import Scheduler, due_tick
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import Workflows
 

@@ -8,20 +8,20 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from contracts.events import (
+from agency.contracts.events import (
     BlueprintSpec,
     SubagentCompleted,
     SubagentSpawned,
     ToolError,
     ToolOutput,
 )
-from contracts.events.registry import BlueprintConfig, SubagentsConfig
-from domain.workflow_decisions import resource_id
-from infra.jetstream.connection import Bus
-from infra.jetstream.records import RecordedEvent
-from services.common.fork import fork_thread
-from services.llm.fake_scripts import ScriptStep
-from services.llm.fake_server import FakeLLMServer
+from agency.contracts.events.registry import BlueprintConfig, SubagentsConfig
+from agency.domain.workflow_decisions import resource_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.common.fork import fork_thread
+from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_server import FakeLLMServer
 from tests.runtime.conftest import running_agents
 from tests.workflows.conftest import SERVICES, Workflows
 from tests.workflows.test_context import blueprint, tool

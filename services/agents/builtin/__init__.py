@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from services.agents.builtin.filesystem import FilesystemMiddleware
-from services.agents.builtin.hitl import HitlMiddleware
-from services.agents.builtin.planning import PlanningMiddleware
-from services.agents.builtin.subagents import SubagentsMiddleware
-from services.agents.builtin.workflow import WorkflowMiddleware
-from services.agents.middleware import Middleware
+from agency.services.agents.builtin.filesystem import FilesystemMiddleware
+from agency.services.agents.builtin.hitl import HitlMiddleware
+from agency.services.agents.builtin.planning import PlanningMiddleware
+from agency.services.agents.builtin.subagents import SubagentsMiddleware
+from agency.services.agents.builtin.workflow import WorkflowMiddleware
+from agency.services.agents.middleware import Middleware
 
 
 def default_middleware() -> list[tuple[Middleware, tuple[str, ...]]]:

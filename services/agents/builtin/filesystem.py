@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from contracts.events import FileWritten
-from contracts.limits import limits, path_problem, truncate_text
-from services.agents.middleware import Middleware, MiddlewareContext
-from services.agents.tools import StateTool, StateToolFn, StateToolOutcome, ToolSpec
+from agency.contracts.events import FileWritten
+from agency.contracts.limits import limits, path_problem, truncate_text
+from agency.services.agents.middleware import Middleware, MiddlewareContext
+from agency.services.agents.tools import StateTool, StateToolFn, StateToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
-    from services.agents.view import ThreadView
+    from agency.services.agents.view import ThreadView
 
 FILESYSTEM_PROMPT = """You have a virtual filesystem: `ls`, `read_file`, `write_file` and
 `edit_file`. Read a file before you edit it."""

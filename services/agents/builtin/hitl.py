@@ -9,9 +9,9 @@ result.
 
 from __future__ import annotations
 
-from contracts.events import ChatMessage
-from contracts.events.registry import BlueprintConfig
-from services.agents.middleware import Middleware, MiddlewareContext
+from agency.contracts.events import ChatMessage
+from agency.contracts.events.registry import BlueprintConfig
+from agency.services.agents.middleware import Middleware, MiddlewareContext
 
 
 def guarded_tools(config: BlueprintConfig) -> frozenset[str]:

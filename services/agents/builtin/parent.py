@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from services.agents.escalation import NotAChild, notify_event, status_event
-from services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+from agency.services.agents.escalation import NotAChild, notify_event, status_event
+from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
-    from contracts.events import ParentRef
-    from services.agents.view import ThreadView
+    from agency.contracts.events import ParentRef
+    from agency.services.agents.view import ThreadView
 
 NOTIFY_TOOL = "notify_parent"
 STATUS_TOOL = "set_status"

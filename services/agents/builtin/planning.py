@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from contracts.events import Todo, TodosWritten
-from services.agents.middleware import Middleware, MiddlewareContext
-from services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+from agency.contracts.events import Todo, TodosWritten
+from agency.services.agents.middleware import Middleware, MiddlewareContext
+from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
-    from services.agents.view import ThreadView
+    from agency.services.agents.view import ThreadView
 
 WRITE_TODOS_PROMPT = """You have a `write_todos` tool to plan and track multi-step work.
 Write the plan before starting, mark an item in_progress while you work on it and

@@ -26,9 +26,9 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from contracts.events.registry import BlueprintConfig, BlueprintSpec
-from services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
-from services.agents.tools import SubagentTool, ToolSpec
+from agency.contracts.events.registry import BlueprintConfig, BlueprintSpec
+from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
+from agency.services.agents.tools import SubagentTool, ToolSpec
 
 TASK_TOOL = "task"
 CREATE_TOOL = "subagent_create"

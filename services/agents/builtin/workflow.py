@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.agents.middleware import Middleware
-from services.agents.tools import Tool, ToolContext, ToolFailed, ToolFn, define_tool
+from agency.services.agents.middleware import Middleware
+from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolFn, define_tool
 
 _STRING = {"type": "string"}
 _NAMES = {"type": "array", "items": {"type": "string"}}

@@ -15,8 +15,8 @@ from litestar.response import Response
 from litestar.static_files import create_static_files_router
 from litestar.types import FileInfo, PathType
 
-from contracts.codec import EVENT_TYPES
-from services.api.auth import PUBLIC_OPT
+from agency.contracts.codec import EVENT_TYPES
+from agency.services.api.auth import PUBLIC_OPT
 
 STATIC = Path(__file__).parent / "static"
 

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 import structlog
 from nats.errors import Error as NatsError
 
-from infra.jetstream.errors import StoreError
-from infra.jetstream.records import RecordedEvent
-from services.api.deps import ApiDeps
-from services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
-from services.api.langgraph.parts import Parts, frame
-from services.api.streaming import ThreadFeed
+from agency.infra.jetstream.errors import StoreError
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
+from agency.services.api.langgraph.parts import Parts, frame
+from agency.services.api.streaming import ThreadFeed
 
 log = structlog.get_logger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts.events import (
+from agency.contracts.events import (
     ChatMessage,
     HitlInterrupt,
     MessageAppended,
@@ -31,10 +31,10 @@ from contracts.events import (
     ThreadCreated,
     ToolCall,
 )
-from domain.thread_state import ThreadState
-from infra.jetstream.records import Position, RecordedEvent
-from services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
-from services.api.runstatus import RunStatuses
+from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
+from agency.services.api.runstatus import RunStatuses
 
 RESUME_MARK = "~"
 # Events that change `values`; with interrupts, each is a checkpoint of the thread's history.

@@ -10,9 +10,9 @@ from typing import Any
 
 from litestar.exceptions import ValidationException
 
-from contracts.events import ChatMessage, ToolCall
-from contracts.events.thread import ConcurrencyStrategy
-from services.api.langgraph.wire import MultitaskStrategy, RunCreate
+from agency.contracts.events import ChatMessage, ToolCall
+from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.services.api.langgraph.wire import MultitaskStrategy, RunCreate
 
 # LangGraph's default strategy is `reject`; ours (`/invoke`) is `queue`.
 STRATEGIES: dict[MultitaskStrategy, ConcurrencyStrategy] = {

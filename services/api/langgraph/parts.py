@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from contracts.events import (
+from agency.contracts.events import (
     FileWritten,
     HitlInterrupt,
     MessageAppended,
@@ -30,8 +30,8 @@ from contracts.events import (
     ToolOutput,
     ToolStarted,
 )
-from infra.jetstream.records import RecordedEvent
-from services.api.langgraph.graphstate import GraphView, ai_message_id, message_dict
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.api.langgraph.graphstate import GraphView, ai_message_id, message_dict
 
 MODES = ("values", "updates", "messages-tuple", "messages", "events")
 _encoder = msgspec.json.Encoder()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from litestar import Router
 
-from services.api.auth import API_KEY_HEADER_OPT
-from services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
-from services.api.langgraph.routes_stateless import STATELESS_ROUTES
-from services.api.langgraph.routes_threads import THREAD_ROUTES
+from agency.services.api.auth import API_KEY_HEADER_OPT
+from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
+from agency.services.api.langgraph.routes_stateless import STATELESS_ROUTES
+from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
 
 
 def langgraph_router() -> Router:

@@ -16,25 +16,25 @@ from litestar.exceptions import ClientException, NotFoundException, ValidationEx
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from contracts.commands import CancelRun
-from contracts.ids import new_id
-from services.api.auth import Caller, Deps, tenant_of
-from services.api.deps import ApiDeps
-from services.api.langgraph.follow import sse, wait_for_end
-from services.api.langgraph.graphstate import GraphView, RunRef
-from services.api.langgraph.inputs import (
+from agency.contracts.commands import CancelRun
+from agency.contracts.ids import new_id
+from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.follow import sse, wait_for_end
+from agency.services.api.langgraph.graphstate import GraphView, RunRef
+from agency.services.api.langgraph.inputs import (
     MULTITASK_OF,
 )
-from services.api.langgraph.parts import MODES
-from services.api.langgraph.scope import (
+from agency.services.api.langgraph.parts import MODES
+from agency.services.api.langgraph.scope import (
     RunIdPath,
     ThreadIdPath,
     load_thread,
 )
-from services.api.langgraph.start import begin_run
-from services.api.langgraph.wire import Run, RunCreate
-from services.api.routes_queries import MAX_SEQ, int_param
-from services.api.streaming import ThreadFeed, closing_event
+from agency.services.api.langgraph.start import begin_run
+from agency.services.api.langgraph.wire import Run, RunCreate
+from agency.services.api.routes_queries import MAX_SEQ, int_param
+from agency.services.api.streaming import ThreadFeed, closing_event
 
 PREFIX = "/langgraph"
 CancelAction = Literal["interrupt", "rollback"]

@@ -12,17 +12,17 @@ from litestar.exceptions import ValidationException
 from litestar.params import JSONBody
 from litestar.response import Stream
 
-from services.api.auth import Caller, Deps, tenant_of
-from services.api.deps import ApiDeps
-from services.api.langgraph.inputs import invocation, refuse_unmapped
-from services.api.langgraph.routes_runs import (
+from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.inputs import invocation, refuse_unmapped
+from agency.services.api.langgraph.routes_runs import (
     run_and_stream,
     run_and_wait,
     run_in_background,
     stream_modes,
 )
-from services.api.langgraph.scope import agency_for, assistant_named, new_thread
-from services.api.langgraph.wire import Run, RunCreate
+from agency.services.api.langgraph.scope import agency_for, assistant_named, new_thread
+from agency.services.api.langgraph.wire import Run, RunCreate
 
 
 async def _thread_for(

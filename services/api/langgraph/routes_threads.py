@@ -14,11 +14,11 @@ from litestar.exceptions import (
 )
 from litestar.params import JSONBody
 
-from contracts.ids import new_id
-from services.api.auth import Caller, Deps, tenant_of
-from services.api.deps import ApiDeps
-from services.api.langgraph.graphstate import CHECKPOINT_EVENTS, GraphView
-from services.api.langgraph.scope import (
+from agency.contracts.ids import new_id
+from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.graphstate import CHECKPOINT_EVENTS, GraphView
+from agency.services.api.langgraph.scope import (
     AGENCY_HEADER,
     AssistantIdPath,
     CheckpointIdPath,
@@ -33,7 +33,7 @@ from services.api.langgraph.scope import (
     new_thread,
     thread_id_of,
 )
-from services.api.langgraph.wire import (
+from agency.services.api.langgraph.wire import (
     Assistant,
     AssistantSearch,
     Checkpoint,

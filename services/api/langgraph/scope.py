@@ -18,14 +18,14 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
 from ulid import ULID
 
-from contracts.errors import InvalidToken
-from contracts.ids import new_id, validate_token
-from projections import queries
-from services.api.auth import agency_owned, path_id
-from services.api.deps import ApiDeps
-from services.api.langgraph.graphstate import GraphView, fold_view
-from services.api.langgraph.wire import Assistant
-from services.api.thread_create import create_root_thread
+from agency.contracts.errors import InvalidToken
+from agency.contracts.ids import new_id, validate_token
+from agency.projections import queries
+from agency.services.api.auth import agency_owned, path_id
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.graphstate import GraphView, fold_view
+from agency.services.api.langgraph.wire import Assistant
+from agency.services.api.thread_create import create_root_thread
 
 AGENCY_HEADER = "x-agency-id"
 # Threads created without an assistant get an id with this prefix and exist in the log from

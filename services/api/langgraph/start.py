@@ -10,17 +10,22 @@ from typing import Any
 from litestar import Request
 from litestar.exceptions import ClientException, ValidationException
 
-from contracts.commands import ApproveToolCalls
-from contracts.ids import new_id
-from services.api.deps import ApiDeps
-from services.api.langgraph.follow import following
-from services.api.langgraph.graphstate import GraphView, RunRef
-from services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
-from services.api.langgraph.scope import agency_for, agent_type_named, load_thread, new_thread
-from services.api.langgraph.wire import RunCreate
-from services.api.routes_commands import start_run
-from services.api.runstatus import Seen
-from services.api.streaming import ThreadFeed, closing_event
+from agency.contracts.commands import ApproveToolCalls
+from agency.contracts.ids import new_id
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.follow import following
+from agency.services.api.langgraph.graphstate import GraphView, RunRef
+from agency.services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
+from agency.services.api.langgraph.scope import (
+    agency_for,
+    agent_type_named,
+    load_thread,
+    new_thread,
+)
+from agency.services.api.langgraph.wire import RunCreate
+from agency.services.api.routes_commands import start_run
+from agency.services.api.runstatus import Seen
+from agency.services.api.streaming import ThreadFeed, closing_event
 
 
 @dataclass(frozen=True, slots=True)

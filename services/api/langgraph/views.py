@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from infra.jetstream.ports import AggregateStore
-from services.api.langgraph.graphstate import GraphView
+from agency.infra.jetstream.ports import AggregateStore
+from agency.services.api.langgraph.graphstate import GraphView
 
 # Views kept: a view holds its thread's messages, so this bounds the memory they take.
 VIEWS_KEPT = 256

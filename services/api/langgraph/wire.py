@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from services.api.text import refuse_nul
+from agency.services.api.text import refuse_nul
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from contracts.events import McpServer, ToolRequested
-from infra.jetstream.records import RecordedEvent
-from services.agents.tools import Tool, ToolContext, ToolFailed, ToolSpec
+from agency.contracts.events import McpServer, ToolRequested
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolSpec
 
 
 class RecordedMcpTools:

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from contracts.envelope import Envelope
-from contracts.events import AnyEvent
-from contracts.subjects import Aggregate, aggregate_filter, event_subject
-from infra.jetstream.envelopes import encode_checked, new_envelopes
-from infra.jetstream.errors import ConcurrencyError
-from infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+from agency.contracts.envelope import Envelope
+from agency.contracts.events import AnyEvent
+from agency.contracts.subjects import Aggregate, aggregate_filter, event_subject
+from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
+from agency.infra.jetstream.errors import ConcurrencyError
+from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 
 Key = tuple[str, str, str]
 BeforeAppend = Callable[[str, str, str], None]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, get_args
 
-from contracts.events import (
+from agency.contracts.events import (
     TOOL_RESULT_TYPES,
     AgentError,
     ModelCompleted,
@@ -31,9 +31,9 @@ from contracts.events import (
     RunError,
     ToolRequested,
 )
-from infra.jetstream.records import RecordedEvent
-from services.llm.errors import ModelErrorKind
-from services.llm.provider import ModelError, ModelRequest, ModelResponse, OnDelta
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.llm.errors import ModelErrorKind
+from agency.services.llm.provider import ModelError, ModelRequest, ModelResponse, OnDelta
 
 DELTA = "model.delta"
 # Streamed text, left out of comparisons: how it was cut into events depends on timing.

@@ -17,15 +17,15 @@ from typing import cast
 
 import structlog
 
-from contracts.events import ModelStarted
-from domain.comparison import Comparison, compare
-from infra.jetstream.records import Position, RecordedEvent
-from services.agents.system import AgentSystem
-from services.common.caches import BlueprintCache, ThreadCache
-from services.runtime.loop import ThreadDriver, UnknownThread
-from services.runtime.replay.mcp_tools import RecordedMcpTools
-from services.runtime.replay.memstore import MemoryEventStore
-from services.runtime.replay.recorded import (
+from agency.contracts.events import ModelStarted
+from agency.domain.comparison import Comparison, compare
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.common.caches import BlueprintCache, ThreadCache
+from agency.services.runtime.loop import ThreadDriver, UnknownThread
+from agency.services.runtime.replay.mcp_tools import RecordedMcpTools
+from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.runtime.replay.recorded import (
     STREAMED,
     InputGroup,
     RecordedProvider,

@@ -23,9 +23,9 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
-from contracts.errors import InvalidToken
-from contracts.ids import validate_token
-from contracts.reexecution import (
+from agency.contracts.errors import InvalidToken
+from agency.contracts.ids import validate_token
+from agency.contracts.reexecution import (
     REEXECUTION_SECONDS,
     ComparedEvent,
     FirstDivergence,
@@ -35,15 +35,15 @@ from contracts.reexecution import (
     Refusal,
     ThreadComparison,
 )
-from contracts.subjects import REEXECUTIONS, tenant_of
-from domain.comparison import Comparison
-from infra.jetstream.connection import Bus
-from infra.jetstream.errors import StoreError
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import AgentSystem
-from services.common.thread_reads import ThreadNotFound
-from services.common.thread_tree import ThreadTree, TreeNode, load_tree
-from services.runtime.replay.reexecute import reexecute
+from agency.contracts.subjects import REEXECUTIONS, tenant_of
+from agency.domain.comparison import Comparison
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.errors import StoreError
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.common.thread_reads import ThreadNotFound
+from agency.services.common.thread_tree import ThreadTree, TreeNode, load_tree
+from agency.services.runtime.replay.reexecute import reexecute
 
 log = structlog.get_logger(__name__)
 

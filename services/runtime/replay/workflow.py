@@ -18,19 +18,19 @@ from typing import Any
 
 import msgspec
 
-from contracts.events import (
+from agency.contracts.events import (
     AnyEvent,
     RunCanceled,
     RunCompleted,
     RunError,
 )
-from contracts.events.workflow import MemberOutcome
-from domain import workflow_decisions as decisions
-from domain.workflow_state import fold
-from infra.jetstream.ports import AggregateStore
-from infra.jetstream.records import RecordedEvent
-from services.agents.system import AgentSystem
-from services.runtime.replay.reexecute import Report, reexecute
+from agency.contracts.events.workflow import MemberOutcome
+from agency.domain import workflow_decisions as decisions
+from agency.domain.workflow_state import fold
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.agents.system import AgentSystem
+from agency.services.runtime.replay.reexecute import Report, reexecute
 
 
 @dataclass(frozen=True, slots=True)
