@@ -18,7 +18,7 @@ from litestar.types import FileInfo, PathType
 from agency.contracts.codec import EVENT_TYPES
 from agency.services.api.auth import PUBLIC_OPT
 
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).resolve().parent / "static"
 
 
 @functools.cache
