@@ -188,7 +188,8 @@ class Middleware:
         return
 
     async def on_resume(self, ctx: MiddlewareContext, reason: str, payload: Any) -> None:
-        """A paused run resumes (`reason`, e.g. `hitl`, with the person's `payload`)."""
+        """A paused run resumes; `reason` is why it paused (`hitl`, `subagent`, ...).
+        `payload` is None: the runtime passes none (a person's decision is in the log)."""
         return
 
     async def on_child_report(self, ctx: MiddlewareContext, child: ChildReport) -> None:

@@ -6,10 +6,15 @@ it must end with 0), ```` ```sh runnable=background ```` starts a server in a te
 its own and waits until it prints a line beginning with `ready`. The copy is a clone of the repository with the
 working tree's edits on top, sharing this virtual environment (`./run` then installs
 nothing); its servers are stopped with Ctrl-C (SIGINT) at the end.
+
+The app author's guide (`docs/extending.md`) has nothing but such blocks: its examples are
+files, imported by its tests, which a runnable block runs with pytest; and it gives every
+public method of `agency.Middleware` with its signature as the code has it.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -36,7 +41,16 @@ _EXPECTED = {
         "■ completed:",
         "tool.output",
     ],
+    # The app author's guide: its examples' own tests, one count for all of them.
+    "extending.md": [
+        "⏸ paused (subagent)",
+        "has retur […]",  # the report as the guide's own on_child_report cuts it
+        "subagents/",
+        "10 passed",
+    ],
 }
+# Documents every fenced block of which is run: none is left as an example that may rot.
+_ALL_RUN = ("extending.md",)
 
 
 @dataclass(frozen=True)
@@ -181,3 +195,48 @@ def test_the_readme_has_runnable_blocks() -> None:
     """The README's first agent is run by the test above, not left out by a typo."""
     kinds = [b.attributes.get("runnable", "file") for b in blocks(REPO / "README.md")]
     assert kinds == ["file", "background", ""], kinds
+
+
+@pytest.mark.parametrize("name", _ALL_RUN)
+def test_every_block_of_the_guide_is_run(name: str) -> None:
+    """A block without `file=` or `runnable` would be shown and never run."""
+    document = REPO / "docs" / name
+    fences = _FENCE.findall(document.read_text())
+    unrun = [f"```{language}{info}" for language, info, _ in fences
+             if not any(word.partition("=")[0] in ("file", "runnable") for word in info.split())]  # fmt: skip
+    assert fences and not unrun, f"{name}: blocks that are not run: {unrun}"
+    openings = len(re.findall(r"^```", document.read_text(), re.M))
+    assert openings == 2 * len(fences), f"{name}: a block without a language is never run"
+    files = [b.attributes["file"] for b in blocks(document) if "file" in b.attributes]
+    commands = " ".join(b.text for b in blocks(document) if "runnable" in b.attributes)
+    tests = [f for f in files if f.startswith("test_")]
+    missing = [f for f in tests if f not in commands]
+    assert not missing, f"{name}: test files no runnable block runs: {missing}"
+    imported = "\n".join(b.text for b in blocks(document) if "file" in b.attributes)
+    untested = [f for f in files if f not in tests
+                and not re.search(rf"^from {re.escape(f.removesuffix('.py'))} import", imported, re.M)]  # fmt: skip
+    assert not untested, f"{name}: files no block imports: {untested}"
+
+
+def hook_signatures() -> dict[str, str]:
+    """Each public method of `agency.Middleware`, as the guide writes it."""
+    from agency import Middleware
+
+    found = {}
+    for name, value in vars(Middleware).items():
+        if name.startswith("_") or not inspect.isfunction(value):
+            continue
+        signature = str(inspect.signature(value)).replace("'", "")
+        prefix = "async def" if inspect.iscoroutinefunction(value) else "def"
+        found[name] = f"{prefix} {name}{signature}"
+    return found
+
+
+def test_the_guide_names_every_hook_with_its_signature() -> None:
+    """A hook added to `Middleware`, or one whose signature changes, fails here until
+    `docs/extending.md` says so."""
+    text = (REPO / "docs" / "extending.md").read_text().replace("\\|", "|")
+    signatures = hook_signatures()
+    assert {"before_model", "on_model_result", "on_child_report"} <= set(signatures)
+    missing = [s for s in signatures.values() if f"`{s}`" not in text]
+    assert not missing, f"docs/extending.md does not give these hooks as written: {missing}"
