@@ -16,12 +16,15 @@ and line it reports itself.
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 import traceback
 from functools import cache
 from pathlib import Path
 
 import agency
+from agency.contracts.events.tool import MAX_RAISED_AT_CHARS
+from agency.services.agents.tools import ToolFailed
 
 
 @cache
@@ -34,9 +37,11 @@ def _agencys() -> tuple[str, ...]:
 
 @cache
 def _libraries() -> tuple[str, ...]:
-    """The folders of the standard library and the installed packages."""
+    """The folders of the standard library and the installed packages (those of the
+    environment, and any other `site-packages` a `.pth` file put on the import path)."""
     paths = sysconfig.get_paths()
     folders = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    folders += [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
     folders += [os.path.realpath(f) for f in folders]
     return tuple(f.rstrip(os.sep) + os.sep for f in folders)
 
@@ -108,3 +113,29 @@ def located(error: BaseException) -> str:
     if isinstance(error, SyntaxError) and _reported(error):  # its message repeats the place
         return f"{place}: {type(error).__name__}: {error.msg}"
     return f"{place}: {describe(error)}"
+
+
+MAX_TRACEBACK_CHARS = 8192
+
+
+def formatted(error: BaseException) -> str:
+    """The traceback's text, its last `MAX_TRACEBACK_CHARS` characters at most: those hold
+    the innermost frames and the exception."""
+    return _tail("".join(traceback.format_exception(error)))
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= MAX_TRACEBACK_CHARS else "…" + text[-MAX_TRACEBACK_CHARS:]
+
+
+class RaisedElsewhere(ToolFailed):
+    """An exception of a tool raised in another process (a sandboxed worker), as that
+    process reported it: `ExcType: message` (what the model sees), where (`where`), and
+    the traceback. The other process may run code that is not trusted: what it says is
+    bounded here."""
+
+    def __init__(self, error: str, raised_at: str = "", traceback: str = "") -> None:
+        self.error = error
+        self.raised_at = raised_at[:MAX_RAISED_AT_CHARS]
+        self.traceback = _tail(traceback)
+        super().__init__(error)
