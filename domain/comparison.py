@@ -21,7 +21,8 @@ from agency.infra.jetstream.records import RecordedEvent
 # `upto_seq` (a checkpoint's position) is a sequence number, which deltas shift.
 IGNORED_FIELDS: frozenset[str] = frozenset(
     # Sealed values differ at every seal (a fresh nonce), whatever they hold; re-execution
-    # makes no deltas, so a checkpoint's position differs (its hash is compared).
+    # makes no deltas, so a checkpoint's position differs (its hash is compared). Where a
+    # tool raised names a file, which moves with the checkout; the error itself is compared.
     {
         "run_id",
         "tool_call_id",
@@ -31,6 +32,7 @@ IGNORED_FIELDS: frozenset[str] = frozenset(
         "event_id",
         "sealed_env",
         "upto_seq",
+        "raised_at",
     }
 )
 _COLUMN = 58

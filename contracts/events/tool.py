@@ -45,13 +45,18 @@ class ToolOutput(Event, frozen=True, kw_only=True, tag="tool.output"):
 
 
 class ToolError(Event, frozen=True, kw_only=True, tag="tool.error"):
-    """The call failed for good; the model sees `error` as the tool's answer."""
+    """The call failed for good; the model sees `error` as the tool's answer.
+
+    `raised_at`: where the tool raised, if it did: the innermost line of the app's own code
+    the exception passed through, `path/to/file.py, line 12, in fn` (at most
+    `MAX_RAISED_AT_CHARS`); empty for any other failure. The model is not shown it."""
 
     run_id: str
     tool_call_id: str
     tool_name: str
     error: str
     attempts: int = 1
+    raised_at: str = ""
 
 
 class ToolRegistered(Event, frozen=True, kw_only=True, tag="tool.registered"):
@@ -67,6 +72,8 @@ class ToolRegistered(Event, frozen=True, kw_only=True, tag="tool.registered"):
     parameters: dict[str, Any] = {}
     kind: Literal["state", "external"] = "external"
 
+
+MAX_RAISED_AT_CHARS = 512
 
 TOOL_RESULT_TYPES: frozenset[str] = frozenset({"tool.output", "tool.error"})
 

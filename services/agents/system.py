@@ -38,6 +38,7 @@ from agency.services.agents.middleware import (
     state_key,
 )
 from agency.services.agents.tools import StateTool, SubagentTool, Tool
+from agency.services.agents.tracebacks import describe, located, where
 
 DEFAULT_MODEL = "openai:gpt-4.1-mini"
 DEFAULT_APP = "agency.services.agents.default:system"
@@ -272,7 +273,9 @@ def load_system(path: str | None = None) -> AgentSystem:
 
     A module is looked for in the current directory first, then in the installed
     packages, as `python -m` does; a file's own directory is put on the import path, so it
-    may import its neighbours. Any failure is a `SystemLoadError` saying what and why.
+    may import its neighbours. Any failure is a `SystemLoadError` saying what and why; an
+    exception in the app's own code also says where: the innermost line of the app's files
+    it passed through (`tracebacks.py`).
     """
     path = path or DEFAULT_APP
     target, sep, attribute = path.rpartition(":")
@@ -289,7 +292,7 @@ def load_system(path: str | None = None) -> AgentSystem:
         try:
             value = value()
         except Exception as e:
-            raise SystemLoadError(path, f"{attribute}() failed: {_describe(e)}") from e
+            raise SystemLoadError(path, f"{attribute}() failed: {located(e)}") from e
     if not isinstance(value, AgentSystem):
         raise SystemLoadError(path, f"{attribute} is a {type(value).__name__}, not an AgentSystem")
     try:
@@ -300,10 +303,6 @@ def load_system(path: str | None = None) -> AgentSystem:
 
 def _is_file(target: str) -> bool:
     return target.endswith(".py") or "/" in target or os.sep in target
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def _on_import_path(directory: Path) -> None:
@@ -322,9 +321,9 @@ def _import_module(path: str, name: str) -> ModuleType:
             where = f"the current directory ({Path.cwd()}) or the installed packages"
             raise SystemLoadError(path, f"{e} in {where}") from e
         # The module is there; something it imports is not.
-        raise SystemLoadError(path, f"import failed: {_describe(e)}") from e
-    except Exception as e:  # the module's own code failed: say how
-        raise SystemLoadError(path, f"import failed: {_describe(e)}") from e
+        raise SystemLoadError(path, f"import failed: {located(e)}") from e
+    except Exception as e:  # the module's own code failed: say where and how
+        raise SystemLoadError(path, f"import failed: {located(e)}") from e
 
 
 def _import_file(path: str, file: Path) -> ModuleType:
@@ -347,7 +346,9 @@ def _import_file(path: str, file: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # the file's own code failed: say how
+    except Exception as e:  # the file's own code failed: say where and how
         del sys.modules[name]
-        raise SystemLoadError(path, f"import of {file} failed: {_describe(e)}") from e
+        if where(e):
+            raise SystemLoadError(path, f"import failed: {located(e)}") from e
+        raise SystemLoadError(path, f"import of {file} failed: {describe(e)}") from e
     return module

@@ -5,6 +5,9 @@ returned result event, so this runs the same with or without NATS.
 
 A tool the operator marked isolated runs in a sandboxed worker process of its own
 (`services/sandbox/host.py`) under the same timeout and retries.
+
+A tool that raises is logged with its traceback and the call's ids; its `tool.error` gives
+the model `ExcType: message` and keeps, in `raised_at`, the line of the app's code it came from.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+import structlog
+
 from agency.contracts.events import ToolError, ToolOutput, ToolRequested, ToolStarted
+from agency.contracts.events.tool import MAX_RAISED_AT_CHARS
 from agency.contracts.limits import limits, truncate_text
 from agency.services.agents.tools import (
     Tool,
@@ -26,6 +32,9 @@ from agency.services.agents.tools import (
     ToolRetryable,
     result_text,
 )
+from agency.services.agents.tracebacks import RaisedElsewhere, where
+
+log = structlog.get_logger(__name__)
 
 DEFAULT_BACKOFF: tuple[float, ...] = (0.1, 0.5, 2.0)
 
@@ -118,11 +127,16 @@ async def execute(
             )
         except ToolRetryable as e:
             problem = describe(e)
+        except RaisedElsewhere as e:  # an isolated tool raised in its sandbox
+            _log_raised(request, context, e.raised_at, traceback=e.traceback)
+            return _error(request, e.error, attempts=attempt, raised_at=e.raised_at)
         except ToolFailed as e:
             # The tool wrote this message for the model (see `ToolFailed`).
             return _error(request, str(e) or describe(e), attempts=attempt)
         except Exception as e:  # the tool's own failure is the model's answer, not ours
-            return _error(request, describe(e), attempts=attempt)
+            raised_at = where(e)
+            _log_raised(request, context, raised_at, exc_info=e)
+            return _error(request, describe(e), attempts=attempt, raised_at=raised_at)
         else:
             # Output over the limit is cut with a visible marker: an event holds at most
             # `max_event_bytes`, and the model reads the head of a huge output anyway.
@@ -161,13 +175,30 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-def _error(request: ToolRequested, error: str, *, attempts: int) -> ToolError:
+def _log_raised(
+    request: ToolRequested, context: ToolContext, raised_at: str, **traceback: Any
+) -> None:
+    """The traceback of a tool that raised, for its author: the model sees only the error."""
+    log.warning(
+        "tool raised",
+        tool=request.call.name,
+        raised_at=raised_at,
+        tenant_id=context.tenant_id,
+        thread_id=context.thread_id,
+        run_id=request.run_id,
+        call_id=request.call.id,
+        **traceback,
+    )
+
+
+def _error(request: ToolRequested, error: str, *, attempts: int, raised_at: str = "") -> ToolError:
     return ToolError(
         run_id=request.run_id,
         tool_call_id=request.call.id,
         tool_name=request.call.name,
         error=truncate_text(error, limits().max_tool_output_bytes),
         attempts=attempts,
+        raised_at=raised_at[:MAX_RAISED_AT_CHARS],
     )
 
 

@@ -36,13 +36,14 @@ from agency.domain.thread_state import RunView, ThreadState
 from agency.services.agents.code import SettingsError
 from agency.services.agents.system import CodeAgentSpec
 from agency.services.agents.tools import StateTool, Tool
+from agency.services.agents.tracebacks import located, where
 from agency.services.llm.provider import ModelError, Provider
 from agency.services.runtime.actions import next_action
 from agency.services.runtime.code_context import FLUSH_SECONDS, Ai, CodeRunContext, Reply
 from agency.services.runtime.code_emitter import Diverged, Emitter, journal_of
 from agency.services.runtime.code_isolated import IsolatedAgentFailed, run_isolated
 from agency.services.runtime.code_tools import Tools
-from agency.services.runtime.failures import describe, run_failed
+from agency.services.runtime.failures import run_failed
 
 if TYPE_CHECKING:
     from agency.services.runtime.loop import ThreadDriver
@@ -211,9 +212,9 @@ class CodeRuns:
         except IsolatedAgentFailed as e:
             log.warning("isolated code agent failed", run_id=run_id, error=str(e))
             return await self._fail(emitter, "internal_error", str(e), agent_error=True)
-        except Exception as e:
-            log.warning("code agent raised", run_id=run_id, error=describe(e))
-            return await self._fail(emitter, "internal_error", describe(e), agent_error=True)
+        except Exception as e:  # the reason says where in the app's code it raised
+            log.warning("code agent raised", run_id=run_id, raised_at=where(e), exc_info=e)
+            return await self._fail(emitter, "internal_error", located(e), agent_error=True)
         finally:
             self.inflight.pop(key, None)
             flusher.cancel()

@@ -11,6 +11,10 @@ a valid conversation for the next run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import msgspec
 
 from agency.contracts.events import (
@@ -31,6 +35,8 @@ from agency.infra.jetstream.errors import (
     is_transient as broker_transient,
 )
 from agency.infra.jetstream.leases import LeaseLost
+from agency.services.agents.middleware import Middleware
+from agency.services.agents.tracebacks import describe as exception_text, where
 from agency.services.common.egress import EgressRefused
 from agency.services.runtime.actions import DEFAULT_MAX_STEPS
 
@@ -43,6 +49,34 @@ class LoopDidNotSettle(Exception):
             f"thread {thread_id}: the loop took {iterations} decisions without waiting; "
             "a middleware or tool keeps producing work"
         )
+
+
+class MiddlewareFailed(Exception):
+    """A middleware's hook raised `error`; the message says which, where and what."""
+
+    def __init__(self, middleware: Middleware, hook: str, error: Exception) -> None:
+        self.middleware = middleware.name
+        self.hook = f"{type(middleware).__name__}.{hook}"
+        self.raised_at = where(error)
+        at = f" at {self.raised_at}" if self.raised_at else ""
+        super().__init__(
+            f"middleware {self.middleware!r} ({self.hook}) raised{at}: {exception_text(error)}"
+        )
+
+    def log_fields(self) -> dict[str, Any]:
+        return {"middleware": self.middleware, "hook": self.hook, "raised_at": self.raised_at}
+
+
+@contextmanager
+def hook(middleware: Middleware, name: str) -> Iterator[None]:
+    """Run a hook of `middleware` inside: what it raises becomes `MiddlewareFailed`, but
+    the broker's transient failures, which a redelivery retries."""
+    try:
+        yield
+    except Exception as e:
+        if is_transient(e):
+            raise
+        raise MiddlewareFailed(middleware, name, e) from e
 
 
 def is_transient(error: BaseException) -> bool:
@@ -68,7 +102,7 @@ def failure_kind(error: BaseException) -> str:
 
 
 def describe(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
+    text = str(error) if isinstance(error, MiddlewareFailed) else f"{type(error).__name__}: {error}"
     return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "…"
 
 

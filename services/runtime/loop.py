@@ -46,8 +46,10 @@ from agency.services.runtime.code_runner import CodeRuns
 from agency.services.runtime.decision import Decision
 from agency.services.runtime.failures import (
     LoopDidNotSettle,
+    MiddlewareFailed,
     describe,
     failure_kind,
+    hook,
     is_transient,
     run_failed,
 )
@@ -206,7 +208,8 @@ class ThreadDriver:
                 decision.missed()
             if is_transient(e) or not self._end_runs_on_failure:
                 raise
-            log.exception("run failed", thread_id=thread_id)
+            where = e.log_fields() if isinstance(e, MiddlewareFailed) else {}
+            log.exception("run failed", thread_id=thread_id, **where)
             return await self.end_run(tenant_id, thread_id, failure_kind(e), describe(e))
 
     async def _settle(self, state: ThreadState, decision: Decision | None = None) -> ThreadState:
@@ -304,9 +307,11 @@ class ThreadDriver:
             for middleware in resolved.middleware:
                 match event:
                     case ToolRequested(call=call):
-                        await middleware.on_tool_start(ctx, call)
+                        with hook(middleware, "on_tool_start"):
+                            await middleware.on_tool_start(ctx, call)
                     case ToolStarted(tool_call_id=call_id) if call_id in calls:
-                        await middleware.on_tool_start(ctx, calls[call_id])
+                        with hook(middleware, "on_tool_start"):
+                            await middleware.on_tool_start(ctx, calls[call_id])
                     case MessageAppended(message=message) if message.role == "tool":
                         answered = calls.get(message.tool_call_id or "")
                         outcome = state.outcome(message.tool_call_id or "")
@@ -314,11 +319,14 @@ class ThreadDriver:
                             answered.id in failed_now or (outcome is not None and outcome.error)
                         )
                         if answered is not None and failed:
-                            await middleware.on_tool_error(ctx, answered, message.content)
+                            with hook(middleware, "on_tool_error"):
+                                await middleware.on_tool_error(ctx, answered, message.content)
                         elif answered is not None:
-                            await middleware.on_tool_result(ctx, answered, message.content)
+                            with hook(middleware, "on_tool_result"):
+                                await middleware.on_tool_result(ctx, answered, message.content)
                     case RunResumed():
-                        await middleware.on_resume(ctx, run.reason or "resume", None)
+                        with hook(middleware, "on_resume"):
+                            await middleware.on_resume(ctx, run.reason or "resume", None)
         return [*events, *ctx.emitted]
 
     async def _model_step(

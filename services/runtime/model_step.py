@@ -38,7 +38,7 @@ from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool, ToolSpec
 from agency.services.llm.provider import ModelRequest, ModelResponse
 from agency.services.runtime.budget import trim_to_budget
-from agency.services.runtime.failures import fit_message, fit_text
+from agency.services.runtime.failures import fit_message, fit_text, hook
 from agency.services.runtime.session import side_messages
 from agency.services.runtime.toolset import side_config, tools_now
 from agency.services.runtime.view import StepContext
@@ -84,7 +84,8 @@ async def opening(
     own_prompt = side.prompt if side is not None else blueprint.prompt
     prompts = [own_prompt] if own_prompt else []
     for middleware in resolved.middleware:
-        extra = middleware.system_prompt(ctx)
+        with hook(middleware, "system_prompt"):
+            extra = middleware.system_prompt(ctx)
         if extra:
             prompts.append(extra)
     budget = blueprint.config.token_budget or DEFAULT_TOKEN_BUDGET
@@ -101,7 +102,8 @@ async def opening(
     for middleware in resolved.middleware:
         if not hooks_model_calls(middleware)[0]:
             continue
-        await middleware.before_model(ctx, plan)
+        with hook(middleware, "before_model"):
+            await middleware.before_model(ctx, plan)
         prelude.append(
             MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
         )
@@ -194,7 +196,8 @@ async def closing(
     for middleware in resolved.middleware:
         if not hooks_model_calls(middleware)[1]:
             continue
-        await middleware.on_model_result(ctx, response.message)
+        with hook(middleware, "on_model_result"):
+            await middleware.on_model_result(ctx, response.message)
         after.append(
             MiddlewareAfterModel(run_id=run_id, step=step, middleware_name=middleware.name)
         )

@@ -15,6 +15,7 @@ import msgspec
 from agency.contracts.events import AnyEvent, MessageAppended, RequestInjected, RunStarted
 from agency.domain.thread_state import ThreadState
 from agency.services.agents.middleware import ChildReport, Middleware, MiddlewareContext
+from agency.services.runtime.failures import hook
 
 
 async def child_report_hooks(
@@ -78,7 +79,8 @@ async def _given(
     if run_id:
         ctx.run_id = run_id
     for m in middleware:
-        await m.on_child_report(ctx, child)
+        with hook(m, "on_child_report"):
+            await m.on_child_report(ctx, child)
     if child.report == event.message.content:
         return event
     message = msgspec.structs.replace(event.message, content=child.report)

@@ -29,6 +29,7 @@ import msgspec
 from agency.contracts.limits import limits
 from agency.services.agents.isolation import MIB, Isolation, NotIsolatable, function_reference
 from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable
+from agency.services.agents.tracebacks import RaisedElsewhere
 from agency.services.sandbox import runner
 from agency.services.sandbox.protocol import (
     Failed,
@@ -214,8 +215,8 @@ def outcome_text(
             raise ToolFailed(message)
         case Retryable(message=message):
             raise ToolRetryable(message)
-        case Raised(error=error):
-            raise ToolFailed(error)
+        case Raised(error=error, raised_at=raised_at, traceback=traceback):
+            raise RaisedElsewhere(error, raised_at, traceback)
         case OutOfMemory():
             raise ToolFailed(memory_message(f"isolated tool {name!r}", isolation))
     raise ToolFailed(ended_message(f"isolated tool {name!r}", isolation, returncode, stderr))

@@ -49,9 +49,12 @@ class Retryable(_Outcome, frozen=True, kw_only=True, tag="retryable"):
 
 
 class Raised(_Outcome, frozen=True, kw_only=True, tag="raised"):
-    """The tool (or importing it) raised anything else: `ExcType: message`."""
+    """The tool (or importing it) raised anything else: `ExcType: message`, the line of the
+    app's code it came from (`tracebacks.where`) and the traceback's text, for the log."""
 
     error: str
+    raised_at: str = ""
+    traceback: str = ""
 
 
 class OutOfMemory(_Outcome, frozen=True, kw_only=True, tag="out_of_memory"):

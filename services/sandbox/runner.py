@@ -49,6 +49,7 @@ def run(call: SandboxCall) -> SandboxOutcome:
     from agency.contracts.limits import truncate_text
     from agency.services.agents.isolation import resolve
     from agency.services.agents.tools import ToolContext, ToolFailed, ToolRetryable, result_text
+    from agency.services.agents.tracebacks import formatted, where
     from agency.services.sandbox.protocol import Failed, OutOfMemory, Raised, Retryable, Returned
 
     confine(call.env, call.cpu_seconds, call.memory_bytes)
@@ -73,7 +74,7 @@ def run(call: SandboxCall) -> SandboxOutcome:
     except ToolRetryable as e:
         return Retryable(message=describe(e))
     except BaseException as e:  # SystemExit and KeyboardInterrupt included: still one outcome
-        return Raised(error=describe(e))
+        return Raised(error=describe(e), raised_at=where(e), traceback=formatted(e))
 
 
 def confine(env: dict[str, str], cpu_seconds: int, memory_bytes: int) -> None:

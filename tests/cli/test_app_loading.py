@@ -78,17 +78,76 @@ def test_a_module_importing_what_is_missing_names_that(isolated_imports: Path) -
     with pytest.raises(SystemLoadError) as failed:
         load_system(f"{name}:system")
     assert str(failed.value) == (
-        f"cannot load agent system '{name}:system': import failed: "
-        "ModuleNotFoundError: No module named 'weather_sdk_not_installed'"
+        f"cannot load agent system '{name}:system': import failed: {name}.py, line 1, in "
+        "<module>: ModuleNotFoundError: No module named 'weather_sdk_not_installed'"
     )
 
 
-def test_a_module_that_raises_on_import_gives_its_message(isolated_imports: Path) -> None:
-    name = _module(isolated_imports, 'raise ValueError("bad setting")\n')
-    with pytest.raises(SystemLoadError, match="import failed: ValueError: bad setting"):
+RAISES = """\
+import json
+
+SETTINGS = {"present": 1}
+
+
+def setting(key):
+    return SETTINGS[key]
+
+
+TIMEOUT = setting("missing")
+"""
+
+
+def test_a_module_that_raises_on_import_names_the_line_in_the_apps_code(
+    isolated_imports: Path,
+) -> None:
+    """The innermost line of the app's own file, not the line that imported it."""
+    name = _module(isolated_imports, RAISES)
+    with pytest.raises(SystemLoadError) as failed:
         load_system(f"{name}:system")
-    with pytest.raises(SystemLoadError, match=f"{name}.py failed: ValueError: bad setting"):
-        load_system(f"./{name}.py:system")
+    assert str(failed.value) == (
+        f"cannot load agent system '{name}:system': import failed: "
+        f"{name}.py, line 7, in setting: KeyError: 'missing'"
+    )
+
+
+def test_a_file_that_raises_on_import_names_its_line(isolated_imports: Path) -> None:
+    folder = isolated_imports / "apps"
+    folder.mkdir()
+    (folder / "calc.py").write_text(RAISES.replace('setting("missing")', "SETTINGS['missing']"))
+    with pytest.raises(SystemLoadError) as failed:
+        load_system("apps/calc.py:system")
+    assert str(failed.value) == (
+        "cannot load agent system 'apps/calc.py:system': import failed: "
+        "apps/calc.py, line 10, in <module>: KeyError: 'missing'"
+    )
+
+
+def test_a_library_error_names_the_apps_line_that_called_it(isolated_imports: Path) -> None:
+    name = _module(isolated_imports, 'import json\n\nCONFIG = json.loads("{oops")\n')
+    with pytest.raises(SystemLoadError) as failed:
+        load_system(f"{name}:system")
+    assert f"import failed: {name}.py, line 3, in <module>: JSONDecodeError: " in str(failed.value)
+
+
+def test_a_syntax_error_names_its_file_and_line(isolated_imports: Path) -> None:
+    name = _module(isolated_imports, "x = 1\n\ndef broken(:\n    pass\n")
+    for app in (f"{name}:system", f"{name}.py:system"):
+        with pytest.raises(SystemLoadError) as failed:
+            load_system(app)
+        assert str(failed.value) == (
+            f"cannot load agent system '{app}': import failed: "
+            f"{name}.py, line 3: SyntaxError: invalid syntax"
+        )
+
+
+def test_a_factory_that_raises_names_its_line(isolated_imports: Path) -> None:
+    name = _module(isolated_imports, "def system():\n    return 1 / 0\n")
+    with pytest.raises(SystemLoadError) as failed:
+        load_system(f"{name}:system")
+    assert str(failed.value) == (
+        f"cannot load agent system '{name}:system': system() failed: "
+        f"{name}.py, line 2, in system: ZeroDivisionError: division by zero"
+    )
 
 
 async def agency(cwd: Path, *args: str) -> tuple[int, str]:
@@ -131,7 +190,7 @@ async def test_up_with_an_app_that_cannot_load_exits_with_one_line(tmp_path: Pat
     assert code == 2
     assert err == (
         "agency: cannot load agent system 'broken:system': import failed: "
-        "RuntimeError: no API key for the weather\n"
+        "broken.py, line 1, in <module>: RuntimeError: no API key for the weather\n"
     )
     code, err = await agency(tmp_path, "up", "--app", "gone/app.py:system", "--data-dir", data)
     assert (code, err) == (

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -33,6 +34,7 @@ from agency.infra.jetstream.streams import provision
 from agency.infra.launch import NatsServer
 from agency.projections.setup import prepare_read_models
 from agency.services.agents.system import AgentSystem
+from agency.services.agents.tools import ToolContext, define_tool
 from agency.services.api.deps import ApiDeps, ApiSettings
 from agency.services.api.server import run_api
 from agency.services.llm.fake_server import FakeLLMServer
@@ -65,9 +67,19 @@ CHROMIUM_ARGS = [
 ]
 
 
+def divide(args: dict[str, Any], ctx: ToolContext) -> float:
+    """Divide `a` by `b`."""
+    return float(args["a"]) / args["b"]
+
+
 def console_system() -> AgentSystem:
-    """The runtime tests' system and a code agent with a settings schema."""
-    return make_system().code_agent(TUNER, Tuner, settings=TUNER_SETTINGS)
+    """The runtime tests' system, a tool that raises on a zero `b` for the worker, and a
+    code agent with a settings schema."""
+    return (
+        make_system()
+        .add_tool(define_tool(divide), ["lookup"])
+        .code_agent(TUNER, Tuner, settings=TUNER_SETTINGS)
+    )
 
 
 def newer_system() -> AgentSystem:

@@ -20,7 +20,7 @@ from agency.contracts.codec import (
 from agency.contracts.commands import CommandEnvelope, InvokeThread
 from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.errors import DecodeError, UpcastError
-from agency.contracts.events import ChatMessage, ModelCompleted, ToolStarted, Usage
+from agency.contracts.events import ChatMessage, ModelCompleted, ToolError, ToolStarted, Usage
 
 BRIEF_CATALOGUE = {
     "thread.created", "request.accepted", "run.started", "run.tick", "run.paused",
@@ -114,6 +114,20 @@ def test_old_version_is_upcast_on_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert decoded.version == 2
     assert decoded.payload == ToolStarted(
         run_id="r", tool_call_id="c", tool_name="n", arguments='{"x": 1}'
+    )
+
+
+def test_a_tool_error_stored_before_raised_at_existed_reads_with_none() -> None:
+    stored = msgspec.json.encode(
+        {
+            "event_id": "e1", "tenant_id": "acme", "aggregate": "thread", "aggregate_id": "th",
+            "seq": 1, "ts": "2026-01-01T00:00:00Z", "type": "tool.error", "version": 1,
+            "payload": {"type": "tool.error", "run_id": "r", "tool_call_id": "c",
+                        "tool_name": "n", "error": "KeyError: 'x'", "attempts": 1},
+        }
+    )  # fmt: skip
+    assert decode_event(stored).payload == ToolError(
+        run_id="r", tool_call_id="c", tool_name="n", error="KeyError: 'x'", raised_at=""
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -96,6 +97,12 @@ class Failing(CodeAgent):
     async def on_message(self, message: ChatMessage, ctx: AgentContext) -> None:
         ctx.reply.write("partial")
         raise ValueError("the handler broke on " + message.content)
+
+
+_HANDLER = Failing.on_message.__code__
+FAILING_AT = (
+    f"{os.path.relpath(_HANDLER.co_filename)}, line {_HANDLER.co_firstlineno + 2}, in on_message"
+)
 
 
 class Slow(CodeAgent):
@@ -226,7 +233,8 @@ async def test_an_exception_in_the_handler_ends_the_run_with_run_error(
     assert terminals(events) == ["run.error"]
     error = payloads(events, RunError)[0]
     assert error.kind == "internal_error"
-    assert "ValueError: the handler broke on input" in error.error
+    # Where in the handler it raised: the line of the app's code.
+    assert error.error == f"{FAILING_AT}: ValueError: the handler broke on input"
     assert "".join(d.text for d in payloads(events, ReplyDelta)) == "partial"
     # The thread takes the next request.
     await code_agents.invoke(thread, "again")

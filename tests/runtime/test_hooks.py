@@ -209,4 +209,9 @@ async def test_a_raising_on_child_report_ends_the_run_with_an_internal_error(
         await agents.invoke(parent, key)
         events = await agents.wait_terminal(parent, timeout=30)
     (error,) = [e.payload for e in events if isinstance(e.payload, RunError)]
-    assert error.kind == "internal_error" and "cannot review" in error.error
+    assert error.kind == "internal_error"
+    assert error.error.startswith(
+        "middleware 'failing_reviewer' (FailingReviewer.on_child_report) raised at "
+        "tests/runtime/test_hooks.py, line "
+    )
+    assert error.error.endswith(", in on_child_report: RuntimeError: cannot review")

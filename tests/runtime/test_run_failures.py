@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from typing import Any
+
+from structlog.testing import capture_logs
+
 from agency.contracts.events import BlueprintSpec, ChatMessage, ToolCall
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.limits import is_truncated, limits
@@ -32,6 +38,12 @@ class BrokenToolResult(Middleware):
         raise KeyError("missing")
 
 
+def raised_at(hook: Callable[..., Any]) -> str:
+    """Where a one-line hook of this file raises, as a run's error names it."""
+    code = hook.__code__
+    return f"{os.path.relpath(code.co_filename)}, line {code.co_firstlineno + 1}, in {code.co_name}"
+
+
 async def test_a_middleware_that_raises_ends_the_run_with_its_error(
     bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
 ) -> None:
@@ -42,14 +54,26 @@ async def test_a_middleware_that_raises_ends_the_run_with_its_error(
     )
     async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
         thread = await agents.thread("broken")
-        run_id = await agents.invoke(thread, "anything")
-        events = await agents.wait_terminal(thread)
+        with capture_logs() as logs:
+            run_id = await agents.invoke(thread, "anything")
+            events = await agents.wait_terminal(thread)
     terminals = [e for e in events if e.type in RUN_TERMINAL_TYPES]
     assert [e.type for e in terminals] == ["run.error"]
     error = terminals[0].payload
     assert error.run_id == run_id
     assert error.kind == "internal_error"
-    assert "ValueError: the plan cannot be built" in error.error
+    # The middleware, its class and hook, and the line of the app's code it raised at.
+    where = raised_at(BrokenBeforeModel.before_model)
+    assert error.error == (
+        f"middleware 'broken-before-model' (BrokenBeforeModel.before_model) raised at {where}: "
+        "ValueError: the plan cannot be built"
+    )
+    # Logged with its traceback (the hook's own as its cause) by each drive that met it.
+    logged = [e for e in logs if e["event"] == "run failed" and e["thread_id"] == thread]
+    assert logged
+    assert {(e["middleware"], e["hook"], e["raised_at"], e["exc_info"]) for e in logged} == {
+        ("broken-before-model", "BrokenBeforeModel.before_model", where, True)
+    }
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert not any(e.type == "model.started" for e in events)
 
@@ -82,7 +106,10 @@ async def test_a_failing_tool_hook_ends_the_run_and_answers_its_open_calls(
         events = await agents.wait_terminal(thread, count=2)
     terminals = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
     assert [type(t).__name__ for t in terminals] == ["RunError", "RunCompleted"]
-    assert "KeyError" in terminals[0].error
+    assert terminals[0].error == (
+        "middleware 'broken-tool-result' (BrokenToolResult.on_tool_result) raised at "
+        f"{raised_at(BrokenToolResult.on_tool_result)}: KeyError: 'missing'"
+    )
     messages = [e.payload.message for e in events if e.type == "message.appended"]
     calls = [c.id for m in messages for c in m.tool_calls]
     answered = {m.tool_call_id for m in messages if m.role == "tool"}

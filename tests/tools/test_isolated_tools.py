@@ -8,12 +8,14 @@ isolation, so each test shows the sandbox, not the tool, makes the difference.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from agency.contracts.events import ToolError, ToolOutput
 from agency.contracts.ids import new_id
@@ -220,8 +222,16 @@ async def test_an_isolated_tools_answers_and_failures_reach_the_model(
     assert output(await call("async_echo", text="héllo")) == "héllo"
     failed = await call("refuse", how="tool_failed")
     assert isinstance(failed, ToolError) and failed.error == "no such city"
-    raised = await call("refuse", how="raise")
+    with capture_logs() as logs:
+        raised = await call("refuse", how="raise")
     assert isinstance(raised, ToolError) and raised.error == "ValueError: bad input"
+    # Where in the tool it raised, as the worker saw it; its traceback in the service's log.
+    source, first = inspect.getsourcelines(sandboxed.refuse)
+    line = first + next(i for i, text in enumerate(source) if "ValueError" in text)
+    assert raised.raised_at.endswith(f"tests/tools/sandboxed.py, line {line}, in refuse")
+    (logged,) = [e for e in logs if e["event"] == "tool raised" and e["tool"] == "refuse"]
+    assert logged["raised_at"] == raised.raised_at
+    assert logged["traceback"].endswith('raise ValueError("bad input")\nValueError: bad input\n')
 
 
 async def test_without_bwrap_an_isolated_tool_fails_and_never_runs_unsandboxed(

@@ -13,6 +13,7 @@ import pytest
 from agency.services.agents.isolation import Isolation, NotIsolatable
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import ToolContext, ToolFailed, ToolRetryable, define_tool
+from agency.services.agents.tracebacks import MAX_TRACEBACK_CHARS, RaisedElsewhere
 from agency.services.sandbox.host import outcome_text, run_isolated, sandbox_command
 from tests.tools import sandboxed
 
@@ -128,6 +129,18 @@ def test_outcomes_the_tool_chose_keep_their_kind() -> None:
         outcome_text(
             "x", LIMITS, 0, b'{"outcome": "retryable", "message": "ConnectionError: later"}', b""
         )
+
+
+def test_a_raised_outcome_keeps_where_and_a_bounded_traceback() -> None:
+    """What the worker says of a raise is bounded: it runs code that is not trusted."""
+    raised = (
+        b'{"outcome": "raised", "error": "KeyError: 1", "raised_at": "app.py, line 3, in f", '
+        b'"traceback": "' + b"x" * (MAX_TRACEBACK_CHARS * 2) + b'"}'
+    )
+    with pytest.raises(RaisedElsewhere) as failed:
+        outcome_text("x", LIMITS, 0, raised, b"")
+    assert (failed.value.error, failed.value.raised_at) == ("KeyError: 1", "app.py, line 3, in f")
+    assert failed.value.traceback == "…" + "x" * MAX_TRACEBACK_CHARS
 
 
 async def test_a_crashing_worker_answers_with_its_status_and_words() -> None:

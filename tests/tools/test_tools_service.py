@@ -7,11 +7,13 @@ other tests' requests; tools record calls per tenant and assertions look at one 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from agency.contracts.codec import encode
 from agency.contracts.envelope import Envelope, utc_now
@@ -293,6 +295,40 @@ async def test_failing_tool_answers_with_its_error_and_the_service_goes_on(
     assert isinstance(pong, ToolOutput) and pong.output == "pong"
     # Not transient: no second attempt.
     assert sorted(c[1:] for c in calls if c[0] == tenant) == [("c1", 1), ("c2", 1)]
+
+
+def divide(args: dict[str, Any], ctx: ToolContext) -> float:
+    return float(args["a"]) / args["b"]
+
+
+# Where `divide` raises, as a tool.error's raised_at names it (run from the project's folder).
+DIVIDE_LINE = f"{os.path.relpath(__file__)}, line {divide.__code__.co_firstlineno + 1}"
+
+
+async def test_a_raising_tool_is_logged_with_its_traceback_and_its_error_names_its_line(
+    bus: Bus, tenant: str, start: Start
+) -> None:
+    """The model reads `ExcType: message` only; the log has the traceback and the call's
+    ids, and the tool.error's `raised_at` the line of the tool that raised."""
+    await start(system_of(define_tool(divide, name="divide")))
+    thread = new_id()
+    with capture_logs() as logs:
+        await append(bus, tenant, thread, requested("c1", "divide", '{"a": 1, "b": 0}'))
+        result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
+    assert isinstance(result, ToolError)
+    assert result.error == "ZeroDivisionError: float division by zero"
+    assert result.raised_at == f"{DIVIDE_LINE}, in divide"
+    (logged,) = [e for e in logs if e["event"] == "tool raised" and e["tenant_id"] == tenant]
+    assert {k: logged[k] for k in ("thread_id", "run_id", "call_id", "tool", "raised_at")} == {
+        "thread_id": thread,
+        "run_id": "run-1",
+        "call_id": "c1",
+        "tool": "divide",
+        "raised_at": result.raised_at,
+    }
+    assert logged["log_level"] == "warning"
+    assert isinstance(logged["exc_info"], ZeroDivisionError)
+    assert logged["exc_info"].__traceback__ is not None
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,9 @@ from litestar.types import FileInfo, PathType
 from agency.contracts.codec import EVENT_TYPES
 from agency.services.api.auth import PUBLIC_OPT
 
-STATIC = Path(__file__).resolve().parent / "static"
+# Resolved: the static files router looks a file up by its real path, and in a source
+# checkout this module is reached through a link (agency/services -> ../services).
+STATIC = (Path(__file__).parent / "static").resolve()
 
 
 @functools.cache

@@ -149,7 +149,7 @@ export function summarize(event) {
     case "tool.requested": return calls([d.call]);
     case "tool.started": return `${d.toolName}(${clip(d.arguments, 100)})`;
     case "tool.output": return `${d.toolName} → ${clip(d.output)}`;
-    case "tool.error": return `${d.toolName} ✗ ${clip(d.error)}`;
+    case "tool.error": return `${d.toolName} ✗ ${clip(d.error)}${d.raisedAt ? ` · raised at ${d.raisedAt}` : ""}`;
     case "hitl.interrupt": return "approval needed: " + calls(d.proposedToolCalls);
     case "hitl.resume": return d.approved ? "approved" + (d.modifiedToolCalls ? " with edits" : "") : "rejected";
     case "subagent.requested": return `${d.subagentType}: ${clip(d.description, 100)}`;

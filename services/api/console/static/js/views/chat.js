@@ -1,5 +1,6 @@
-// The chat tab: the transcript (markdown; each tool call folded with its result), text
-// streaming in live, approvals of held tool calls, the message box and the todos.
+// The chat tab: the transcript (markdown; each tool call folded with its result, and where
+// in the app's code a tool raised), text streaming in live, approvals of held tool calls,
+// the message box and the todos.
 
 import {api} from "../api.js";
 import {clear, h, json} from "../dom.js";
@@ -35,12 +36,16 @@ export function showChat(body, ctx) {
 
   let streaming = null;  // {runId, step, node, text}
   const edits = new Map();  // tool call id → the arguments a person approved instead
+  const raised = new Map();  // tool call id → where in the app's code the tool raised
   const noteEdits = (event) => {
     for (const call of event.data.modifiedToolCalls || []) edits.set(call.id, call.arguments);
   };
+  const noteRaised = (event) => {
+    if (event.data.raisedAt) raised.set(event.data.toolCallId, event.data.raisedAt);
+  };
   const render = (view) => {
     const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
-    clear(transcript, messages(view.state.messages, edits), streaming ? streaming.node : null);
+    clear(transcript, messages(view.state.messages, edits, raised), streaming ? streaming.node : null);
     if (!view.state.messages.length && !streaming) transcript.append(h("div.empty", "No messages yet."));
     if (atBottom) transcript.scrollTop = transcript.scrollHeight;
     renderHitl(hitl, ctx, view);
@@ -48,6 +53,7 @@ export function showChat(body, ctx) {
   };
   const onEvent = (event) => {
     if (event.type === "hitl.resume") noteEdits(event);
+    if (event.type === "tool.error") noteRaised(event);
     if (event.type === "model.delta") {
       const {runId, step, delta} = event.data;
       if (!streaming || streaming.runId !== runId || streaming.step !== step) {
@@ -66,22 +72,22 @@ export function showChat(body, ctx) {
   transcript.scrollTop = transcript.scrollHeight;
   const offState = ctx.onState(render);
   const offEvents = ctx.listen(onEvent);
-  eventsPage(ctx.agency, ctx.id, {types: ["hitl.resume"], limit: 1000}).then((page) => {
-    page.events.forEach(noteEdits);
-    if (edits.size) render(ctx.state);
+  eventsPage(ctx.agency, ctx.id, {types: ["hitl.resume", "tool.error"], limit: 1000}).then((page) => {
+    for (const event of page.events) (event.type === "tool.error" ? noteRaised : noteEdits)(event);
+    if (edits.size || raised.size) render(ctx.state);
   });
   return () => { offState(); offEvents(); };
 }
 
 /** Messages with each assistant tool call folded together with its result. */
-function messages(list, edits) {
+function messages(list, edits, raised) {
   const results = new Map(list.filter((m) => m.role === "tool").map((m) => [m.toolCallId, m]));
   const shown = [];
   for (const m of list) {
     if (m.role === "tool" && m.toolCallId && list.some((a) => (a.toolCalls || []).some((c) => c.id === m.toolCallId))) continue;
     const node = h(`div.msg.${m.role}`, h("div.who", m.role + (m.name ? ` · ${m.name}` : "")));
     if (m.content) node.append(m.role === "tool" ? h("pre", m.content) : markdown(m.content));
-    for (const call of m.toolCalls || []) node.append(toolCall(call, results.get(call.id), edits.get(call.id)));
+    for (const call of m.toolCalls || []) node.append(toolCall(call, results.get(call.id), edits.get(call.id), raised.get(call.id)));
     shown.push(node);
   }
   return shown;
@@ -90,7 +96,7 @@ function messages(list, edits) {
 // Calls a person unfolded stay unfolded when the transcript is drawn again.
 const unfolded = new Set();
 
-function toolCall(call, result, edited) {
+function toolCall(call, result, edited, raisedAt) {
   const args = typeof call.args === "string" ? call.args : json(call.args);
   const brief = typeof call.args === "string" ? call.args : JSON.stringify(call.args);
   const failed = result && /^(\w+Error|Not run|rejected)/i.test(result.content || "");
@@ -101,7 +107,8 @@ function toolCall(call, result, edited) {
       edited ? h("span.badge.paused", {style: "margin-left:6px"}, "edited on approval") : ""),
     h("div.inner", highlight(args, "json"),
       edited ? h("div.edited", h("div.who", "approved with these arguments"), highlight(pretty(edited), "json")) : null,
-      result ? h(`div.result${failed ? ".error" : ""}`, h("div.who", "result"), h("pre", result.content)) : null));
+      result ? h(`div.result${failed ? ".error" : ""}`, h("div.who", "result"), h("pre", result.content),
+        raisedAt ? h("div.muted.raised-at", "raised at ", h("span.mono", raisedAt)) : null) : null));
 }
 
 function pretty(text) {
