@@ -89,6 +89,15 @@ class SaveBlueprint(Command, frozen=True, kw_only=True, tag="registry.save_bluep
     blueprint: BlueprintSpec
 
 
+class DeleteBlueprint(Command, frozen=True, kw_only=True, tag="registry.delete_blueprint"):
+    """Delete the agency's own blueprint `name` (a static one of that name comes back)."""
+
+    service = "registry"
+    verb = "delete_blueprint"
+    agency_id: str
+    name: str
+
+
 class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thread"):
     service = "registry"
     verb = "create_thread"
@@ -298,6 +307,7 @@ AnyCommand = (
     | SetTenantModelPolicy
     | CreateAgency
     | SaveBlueprint
+    | DeleteBlueprint
     | CreateThread
     | ForkThread
     | InvokeThread

@@ -8,6 +8,7 @@ from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
     CreateThread,
+    DeleteBlueprint,
     IssueApiKey,
     RemoveTenantProvider,
     RevokeApiKey,
@@ -20,6 +21,7 @@ from agency.contracts.events import (
     AnyEvent,
     ApiKeyIssued,
     ApiKeyRevoked,
+    BlueprintDeleted,
     BlueprintSaved,
     TenantCreated,
     TenantModelPolicySet,
@@ -150,6 +152,27 @@ def save_blueprint(
         and e.payload.blueprint.name == command.blueprint.name
     )
     return (BlueprintSaved(blueprint=command.blueprint, revision=revision),)
+
+
+def delete_blueprint(
+    command: DeleteBlueprint, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    """A blueprint the agency has saved, and not deleted since, is deleted; else rejected."""
+    if applied(history, key):
+        return ()
+    saved = False
+    for e in history:
+        match e.payload:
+            case BlueprintSaved(blueprint=spec) if spec.name == command.name:
+                saved = True
+            case BlueprintDeleted(name=name) if name == command.name:
+                saved = False
+    if not saved:
+        raise CommandRejected(
+            "unknown_blueprint",
+            f"agency {command.agency_id} has no saved blueprint {command.name!r}",
+        )
+    return (BlueprintDeleted(name=command.name),)
 
 
 def create_thread(

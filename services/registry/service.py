@@ -14,6 +14,7 @@ from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
     CreateThread,
+    DeleteBlueprint,
     ForkThread,
     IssueApiKey,
     RemoveTenantProvider,
@@ -107,6 +108,11 @@ class RegistryService:
                 await self._append(
                     tenant, "agency", save.agency_id, key, save.agency_id,
                     lambda h: decisions.save_blueprint(save, h, key),
+                )  # fmt: skip
+            case DeleteBlueprint() as delete:
+                await self._append(
+                    tenant, "agency", delete.agency_id, key, delete.agency_id,
+                    lambda h: decisions.delete_blueprint(delete, h, key),
                 )  # fmt: skip
             case CreateThread() as command:
                 await self._create_thread(tenant, command, key)
