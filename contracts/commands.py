@@ -112,6 +112,16 @@ class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thre
     blueprint: BlueprintSpec | None = None
 
 
+class SetThreadMetadata(Command, frozen=True, kw_only=True, tag="registry.set_thread_metadata"):
+    """Set keys of the thread's metadata (`thread.metadata_set`)."""
+
+    service = "registry"
+    verb = "set_thread_metadata"
+    agency_id: str
+    thread_id: str
+    metadata: dict[str, str]
+
+
 class ForkThread(Command, frozen=True, kw_only=True, tag="registry.fork_thread"):
     """Fork `thread_id` at its event `at_seq` into the new thread `fork_thread_id` (chosen
     by the sender, so a redelivery finishes the same fork); `agent_type` switches its
@@ -309,6 +319,7 @@ AnyCommand = (
     | SaveBlueprint
     | DeleteBlueprint
     | CreateThread
+    | SetThreadMetadata
     | ForkThread
     | InvokeThread
     | ApproveToolCalls

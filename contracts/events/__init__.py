@@ -74,6 +74,7 @@ from agency.contracts.events.thread import (
     SessionTurn,
     ThreadCreated,
     ThreadEvent,
+    ThreadMetadataSet,
     ThreadTerminated,
     TodosWritten,
 )
@@ -207,6 +208,7 @@ __all__ = [
     "TenantProviderSet",
     "ThreadCreated",
     "ThreadEvent",
+    "ThreadMetadataSet",
     "ThreadTerminated",
     "Todo",
     "TodosWritten",

@@ -120,6 +120,13 @@ class ThreadTerminated(Event, frozen=True, kw_only=True, tag="thread.terminated"
     reason: str = ""
 
 
+class ThreadMetadataSet(Event, frozen=True, kw_only=True, tag="thread.metadata_set"):
+    """Keys of the thread's metadata set (merged over those its creation and earlier
+    settings gave it)."""
+
+    metadata: dict[str, str] = {}
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     """The thread's state where a run stopped: the sha256 and byte size of a canonical
     snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
@@ -144,5 +151,6 @@ ThreadEvent = (
     | SessionTurn
     | SessionStatusSet
     | ThreadTerminated
+    | ThreadMetadataSet
     | CheckpointSaved
 )

@@ -15,6 +15,7 @@ from agency.contracts.commands import (
     SaveBlueprint,
     SetTenantModelPolicy,
     SetTenantProvider,
+    SetThreadMetadata,
 )
 from agency.contracts.events import (
     AgencyCreated,
@@ -28,6 +29,7 @@ from agency.contracts.events import (
     TenantProviderRemoved,
     TenantProviderSet,
     ThreadCreated,
+    ThreadMetadataSet,
 )
 from agency.contracts.ids import is_valid_token
 from agency.contracts.limits import has_nul
@@ -192,3 +194,15 @@ def create_thread(
             blueprint=command.blueprint,
         ),
     )
+
+
+def set_thread_metadata(
+    command: SetThreadMetadata, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    if applied(history, key):
+        return ()
+    if not history or history[0].envelope.agency_id != command.agency_id:
+        raise CommandRejected(
+            "unknown_thread", f"thread {command.thread_id} is not in agency {command.agency_id}"
+        )
+    return (ThreadMetadataSet(metadata=command.metadata),)

@@ -9,6 +9,7 @@ from agency.services.api.langgraph.routes_assistants import ASSISTANT_ROUTES
 from agency.services.api.langgraph.routes_graph import GRAPH_ROUTES
 from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
 from agency.services.api.langgraph.routes_stateless import STATELESS_ROUTES
+from agency.services.api.langgraph.routes_thread_admin import THREAD_ADMIN_ROUTES
 from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
 
 
@@ -21,6 +22,7 @@ def langgraph_router() -> Router:
             *STATELESS_ROUTES,
             *ASSISTANT_ROUTES,
             *GRAPH_ROUTES,
+            *THREAD_ADMIN_ROUTES,
         ],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.
