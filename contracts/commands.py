@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import msgspec
 
-from agency.contracts.events.base import ChatMessage, ParentRef, ToolCall
+from agency.contracts.events.base import ChatMessage, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.events.workflow import ScheduleTarget, WorkflowLimits
@@ -188,6 +188,19 @@ class TerminateThread(Command, frozen=True, kw_only=True, tag="runtime.terminate
     reason: str = ""
 
 
+class UpdateThreadState(Command, frozen=True, kw_only=True, tag="runtime.update_state"):
+    """Add to an idle thread's state, as a person would: `messages` appended, `files`
+    written, the todos replaced (when given). Refused while a run is active."""
+
+    service = "runtime"
+    verb = "update_state"
+    agency_id: str
+    thread_id: str
+    messages: tuple[ChatMessage, ...] = ()
+    files: dict[str, str] = {}
+    todos: tuple[Todo, ...] | None = None
+
+
 class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
     """The runtime's watchdog over one run, kept by the broker: delivered again and again
     (deferred) until the run has ended; a run without progress and without a worker holding
@@ -325,6 +338,7 @@ AnyCommand = (
     | ApproveToolCalls
     | CancelRun
     | TerminateThread
+    | UpdateThreadState
     | WatchRun
     | SubagentDeadline
     | ProvideVariables
