@@ -9,6 +9,7 @@ from agency.services.api.langgraph.routes_assistants import ASSISTANT_ROUTES
 from agency.services.api.langgraph.routes_graph import GRAPH_ROUTES
 from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
 from agency.services.api.langgraph.routes_stateless import STATELESS_ROUTES
+from agency.services.api.langgraph.routes_store import STORE_ROUTES
 from agency.services.api.langgraph.routes_thread_admin import THREAD_ADMIN_ROUTES
 from agency.services.api.langgraph.routes_thread_state import THREAD_STATE_ROUTES
 from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
@@ -25,6 +26,7 @@ def langgraph_router() -> Router:
             *GRAPH_ROUTES,
             *THREAD_ADMIN_ROUTES,
             *THREAD_STATE_ROUTES,
+            *STORE_ROUTES,
         ],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.
