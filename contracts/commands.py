@@ -147,6 +147,8 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     strategy: ConcurrencyStrategy = "queue"
     # Set when the messages are a non-blocking child's report (the child thread's id).
     reported_by: str | None = None
+    # A URL to POST to when the run ends (`services/webhooks/`).
+    webhook: str | None = None
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):

@@ -35,6 +35,8 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     files: dict[str, str] = {}
     # The child thread whose report the messages are (a non-blocking subagent's result).
     reported_by: str | None = None
+    # A URL the run's end is POSTed to, signed (`services/webhooks/`).
+    webhook: str | None = None
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):

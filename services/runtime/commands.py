@@ -72,6 +72,7 @@ def invoke(
         messages=command.messages,
         files=command.files,
         reported_by=command.reported_by,
+        webhook=command.webhook,
     )
     if active is not None and command.strategy == "interrupt":
         return (*canceled(state, active.run_id, "interrupted by a new request"), accepted)

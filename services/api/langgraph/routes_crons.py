@@ -24,7 +24,7 @@ from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.inputs import invocation
-from agency.services.api.langgraph.scope import ThreadIdPath, agency_for
+from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.api.readback import read_your_write
 from agency.services.api.workflow_ops import ensure_global_member, find_schedule, read_state
@@ -208,7 +208,10 @@ async def create_cron(
     status_code=200,
     summary="LangGraph: a cron of a thread (not mapped)",
 )
-async def create_thread_cron(thread_id: ThreadIdPath, principal: Caller) -> None:
+async def create_thread_cron(
+    thread_id: ThreadIdPath, data: JSONBody[CronCreate], principal: Caller, deps: Deps
+) -> None:
+    await load_thread(deps, tenant_of(principal), thread_id, deferred=True)  # 404 if not ours
     raise ValidationException(
         "a cron runs its assistant's thread in the agency's `@global` workflow, not a thread "
         "of your own: use `crons.create(assistant_id, …)`; the cron's `thread_id` names it"

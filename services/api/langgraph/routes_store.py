@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import asyncpg
 import msgspec
-from litestar import delete, get, post, put
+from litestar import Request, delete, get, post, put
 from litestar.exceptions import ValidationException
 from litestar.params import JSONBody, QueryParameter
 
@@ -25,6 +25,7 @@ from agency.infra.jetstream.errors import EventTooLarge, InvalidEvent
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.scope import AGENCY_HEADER, agency_for
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.common.decide import decide_and_append
 
@@ -143,13 +144,24 @@ async def _append(
         )
 
 
+async def _tenant(principal: Any, deps: ApiDeps, request: Request[Any, Any, Any]) -> str:
+    """The caller's tenant: the store is the tenant's, shared by its agencies; an agency
+    named (`x-agency-id`) must still be the tenant's."""
+    tenant = tenant_of(principal)
+    if request.headers.get(AGENCY_HEADER):
+        await agency_for(deps, tenant, request)
+    return tenant
+
+
 def _stored(history: list[RecordedEvent]) -> bool:
     return bool(history) and isinstance(history[-1].payload, StoreItemPut)
 
 
 @put("/store/items", status_code=204, summary="LangGraph: put a store item")
-async def put_item(data: JSONBody[PutItem], principal: Caller, deps: Deps) -> None:
-    tenant = tenant_of(principal)
+async def put_item(
+    data: JSONBody[PutItem], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> None:
+    tenant = await _tenant(principal, deps, request)
     namespace, key = _namespace(data.namespace), _key(data.key)
     if isinstance(data.index, list) or data.index is True:
         raise ValidationException(NO_EMBEDDINGS)
@@ -160,8 +172,10 @@ async def put_item(data: JSONBody[PutItem], principal: Caller, deps: Deps) -> No
 
 
 @delete("/store/items", status_code=204, summary="LangGraph: delete a store item")
-async def delete_item(data: JSONBody[DeleteItem], principal: Caller, deps: Deps) -> None:
-    tenant = tenant_of(principal)
+async def delete_item(
+    data: JSONBody[DeleteItem], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> None:
+    tenant = await _tenant(principal, deps, request)
     namespace, key = _namespace(data.namespace), _key(data.key)
     deleted = StoreItemDeleted(namespace=namespace, key=key)
     await _append(
@@ -173,12 +187,15 @@ async def delete_item(data: JSONBody[DeleteItem], principal: Caller, deps: Deps)
 async def get_item(
     principal: Caller,
     deps: Deps,
-    namespace: Annotated[str, QueryParameter(name="namespace")],
-    key: Annotated[str, QueryParameter(name="key")],
+    request: Request[Any, Any, Any],
+    namespace: Annotated[str | None, QueryParameter(name="namespace", required=False)] = None,
+    key: Annotated[str | None, QueryParameter(name="key", required=False)] = None,
     refresh_ttl: Annotated[bool | None, QueryParameter(name="refresh_ttl", required=False)] = None,
 ) -> Item | None:
     """The item, or null; `refresh_ttl` is ignored (a TTL counts from the put)."""
-    tenant = tenant_of(principal)
+    tenant = await _tenant(principal, deps, request)
+    if namespace is None or key is None:
+        raise ValidationException("name the item: query parameters `namespace` and `key`")
     labels = _namespace(namespace.split(".") if namespace else [])
     async with deps.pool.acquire() as conn:
         row = await conn.fetchrow(
@@ -208,9 +225,11 @@ def _filters(wanted: dict[str, Any], args: list[Any]) -> list[str]:
 
 
 @post("/store/items/search", status_code=200, summary="LangGraph: search store items")
-async def search_items(data: JSONBody[SearchItems], principal: Caller, deps: Deps) -> SearchOut:
+async def search_items(
+    data: JSONBody[SearchItems], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> SearchOut:
     """Items under `namespace_prefix` whose value matches `filter`, latest put first."""
-    tenant = tenant_of(principal)
+    tenant = await _tenant(principal, deps, request)
     if data.query:
         raise ValidationException(NO_EMBEDDINGS)
     _page(data.limit, data.offset)
@@ -239,11 +258,11 @@ def _fits(namespace: tuple[str, ...], pattern: list[str] | None, *, at_end: bool
 
 @post("/store/namespaces", status_code=200, summary="LangGraph: list store namespaces")
 async def list_namespaces(
-    data: JSONBody[ListNamespaces], principal: Caller, deps: Deps
+    data: JSONBody[ListNamespaces], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> NamespacesOut:
     """Namespaces holding items, matching `prefix` and `suffix` (`*` matches any label),
     cut to `max_depth` labels, sorted."""
-    tenant = tenant_of(principal)
+    tenant = await _tenant(principal, deps, request)
     _page(data.limit, data.offset)
     if data.max_depth is not None and data.max_depth < 1:
         raise ValidationException("max_depth must be 1 or more")

@@ -110,7 +110,10 @@ async def delete_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) 
 
 
 @post("/threads/prune", status_code=200, summary="LangGraph: prune threads")
-async def prune_threads(principal: Caller) -> None:
+async def prune_threads(
+    data: JSONBody[dict[str, Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> None:
+    await agency_for(deps, tenant_of(principal), request)  # an agency named must be ours
     raise ValidationException(NO_DELETE)
 
 
