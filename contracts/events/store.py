@@ -22,12 +22,14 @@ def store_item_id(namespace: tuple[str, ...], key: str) -> str:
 
 class StoreItemPut(Event, frozen=True, kw_only=True, tag="store.item_put"):
     """The item's value, replacing any before it. With `ttl_minutes`, it expires that long
-    after this event."""
+    after this event. `embedding`: the vector of its indexed text, for semantic search
+    (computed once, at the put, so a replay calls no model)."""
 
     namespace: tuple[str, ...]
     key: str
     value: dict[str, Any]
     ttl_minutes: float | None = None
+    embedding: tuple[float, ...] | None = None
 
 
 class StoreItemDeleted(Event, frozen=True, kw_only=True, tag="store.item_deleted"):

@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS store_items (
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
     expires_at timestamptz,
+    embedding  float8[],
     PRIMARY KEY (tenant_id, namespace, key)
 );
 CREATE INDEX IF NOT EXISTS store_items_by_update ON store_items (tenant_id, updated_at);
@@ -31,9 +32,10 @@ CREATE INDEX IF NOT EXISTS store_items_by_update ON store_items (tenant_id, upda
 
 _PUT = (
     "INSERT INTO store_items (tenant_id, namespace, key, value, created_at, updated_at, "
-    "expires_at) VALUES ($1, $2, $3, $4, $5, $5, $6) "
+    "expires_at, embedding) VALUES ($1, $2, $3, $4, $5, $5, $6, $7) "
     "ON CONFLICT (tenant_id, namespace, key) DO UPDATE SET value = EXCLUDED.value, "
-    "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at"
+    "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, "
+    "embedding = EXCLUDED.embedding"
 )
 _DELETE = "DELETE FROM store_items WHERE tenant_id = $1 AND namespace = $2 AND key = $3"
 
@@ -42,10 +44,13 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
     for e in events:
         env = e.envelope
         match env.payload:
-            case StoreItemPut(namespace=ns, key=key, value=value, ttl_minutes=ttl):
+            case StoreItemPut(
+                namespace=ns, key=key, value=value, ttl_minutes=ttl, embedding=embedding
+            ):
                 expires = env.ts + timedelta(minutes=ttl) if ttl is not None else None
                 value_json = msgspec.json.encode(value).decode()
-                yield _PUT, (env.tenant_id, list(ns), key, value_json, env.ts, expires)
+                vector = list(embedding) if embedding is not None else None
+                yield _PUT, (env.tenant_id, list(ns), key, value_json, env.ts, expires, vector)
             case StoreItemDeleted(namespace=ns, key=key):
                 yield _DELETE, (env.tenant_id, list(ns), key)
 

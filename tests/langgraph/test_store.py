@@ -80,10 +80,13 @@ async def test_an_item_expires_after_its_ttl(lg: LangGraph) -> None:
     assert (await lg.client.store.list_namespaces(prefix=["short"]))["namespaces"] == []
 
 
-async def test_semantic_search_and_bad_input_are_refused_with_the_reason(lg: LangGraph) -> None:
-    with pytest.raises(BadRequestError, match="embeddings model"):
+async def test_bad_input_and_search_without_embeddings_are_refused_with_the_reason(
+    lg: LangGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENCY_STORE_EMBEDDINGS", raising=False)
+    with pytest.raises(BadRequestError, match="AGENCY_STORE_EMBEDDINGS"):
         await lg.client.store.search_items(["users"], query="what does ann like")
-    with pytest.raises(BadRequestError, match="embeddings model"):
+    with pytest.raises(BadRequestError, match="AGENCY_STORE_EMBEDDINGS"):
         await lg.client.store.put_item(["docs"], "k", {"text": "x"}, index=["text"])
     with pytest.raises(BadRequestError, match="at least one label"):
         await lg.client.store.put_item([], "k", {"n": 1})
@@ -91,6 +94,24 @@ async def test_semantic_search_and_bad_input_are_refused_with_the_reason(lg: Lan
         await lg.client.store.search_items(["users"], limit=0)
     with pytest.raises(BadRequestError, match="ttl"):
         await lg.client.store.put_item(["x"], "k", {"n": 1}, ttl=-1)
+
+
+async def test_semantic_search_ranks_by_the_embeddings_model(
+    lg: LangGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENCY_PROVIDER_VLLM_BASE_URL", lg.llm.base_url)
+    monkeypatch.setenv("AGENCY_STORE_EMBEDDINGS", "vllm:fake-embed")
+    store = lg.client.store
+    await store.put_item(["mem"], "a", {"text": "ann likes green tea", "n": 1}, index=["text"])
+    await store.put_item(["mem"], "b", {"text": "bob plays chess on sundays"})
+    await store.put_item(["mem"], "c", {"text": "not indexed tea"}, index=False)
+    found = await store.search_items(["mem"], query="which tea does ann like")
+    assert [i["key"] for i in found["items"]] == ["a", "b"]
+    assert found["items"][0]["score"] > found["items"][1]["score"]
+    chess = await store.search_items(["mem"], query="chess", limit=1)
+    assert [i["key"] for i in chess["items"]] == ["b"]
+    filtered = await store.search_items(["mem"], query="tea", filter={"n": 1})
+    assert [i["key"] for i in filtered["items"]] == ["a"]
 
 
 async def test_another_tenant_sees_none_of_our_items(lg: LangGraph) -> None:

@@ -4,8 +4,9 @@ A put is a `store.item_put` and a delete a `store.item_deleted` on the item's ow
 aggregate (`contracts/events/store.py`), appended by the API; the answer waits (bounded)
 for the `store_items` read model to have it, so a get right after a put finds it. Reads
 come from `store_items` under the tenant's row-level security; expired items (`ttl`
-minutes after their put) are left out. Semantic search needs an embeddings model, which
-the store does not have: `index` lists and `query` are refused, naming that.
+minutes after their put) are left out. Semantic search (`index`, `query`) embeds through
+the model `AGENCY_STORE_EMBEDDINGS` names (`embeddings.py`); without it, both are refused
+naming the setting.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agency.infra.jetstream.errors import EventTooLarge, InvalidEvent
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph import embeddings
 from agency.services.api.langgraph.scope import AGENCY_HEADER, agency_for
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.common.decide import decide_and_append
@@ -33,10 +35,8 @@ STORE_PROJECTION = "store_items"
 MAX_LABELS = 20
 MAX_TEXT = 1000
 MAX_PAGE = 1000
-NO_EMBEDDINGS = (
-    "semantic search needs an embeddings model, and the store has none: `index` and "
-    "`query` are not served; search with `filter` and `namespace_prefix`"
-)
+# Items a semantic search scores, at most (newest first).
+MAX_CANDIDATES = 5000
 _OPERATORS = {"$eq": "=", "$ne": "IS DISTINCT FROM", "$gt": ">", "$gte": ">=", "$lt": "<",
               "$lte": "<="}  # fmt: skip
 _NOT_EXPIRED = "(expires_at IS NULL OR expires_at > now())"
@@ -72,12 +72,13 @@ class ListNamespaces(Body, frozen=True, kw_only=True):
     offset: int = 0
 
 
-class Item(Out, frozen=True, kw_only=True):
+class Item(Out, frozen=True, kw_only=True, omit_defaults=True):
     namespace: list[str]
     key: str
     value: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    score: float | None = None
 
 
 class SearchOut(Out, frozen=True, kw_only=True):
@@ -112,13 +113,14 @@ def _page(limit: int, offset: int) -> None:
         raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
 
 
-def _item(row: asyncpg.Record) -> Item:
+def _item(row: asyncpg.Record, score: float | None = None) -> Item:
     return Item(
         namespace=list(row["namespace"]),
         key=row["key"],
         value=json.loads(row["value"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        score=score,
     )
 
 
@@ -163,11 +165,15 @@ async def put_item(
 ) -> None:
     tenant = await _tenant(principal, deps, request)
     namespace, key = _namespace(data.namespace), _key(data.key)
-    if isinstance(data.index, list) or data.index is True:
-        raise ValidationException(NO_EMBEDDINGS)
+    embedding = None
+    if data.index is not False and (data.index or embeddings.model() is not None):
+        fields = data.index if isinstance(data.index, list) else None
+        (embedding,) = await embeddings.embed([embeddings.indexed_text(data.value, fields)])
     if data.ttl is not None and not 0 < data.ttl <= 60 * 24 * 365 * 100:
         raise ValidationException("ttl is minutes: more than 0")
-    event = StoreItemPut(namespace=namespace, key=key, value=data.value, ttl_minutes=data.ttl)
+    event = StoreItemPut(
+        namespace=namespace, key=key, value=data.value, ttl_minutes=data.ttl, embedding=embedding
+    )
     await _append(deps, tenant, namespace, key, lambda _history: [event])
 
 
@@ -230,21 +236,30 @@ async def search_items(
 ) -> SearchOut:
     """Items under `namespace_prefix` whose value matches `filter`, latest put first."""
     tenant = await _tenant(principal, deps, request)
-    if data.query:
-        raise ValidationException(NO_EMBEDDINGS)
     _page(data.limit, data.offset)
+    query = (await embeddings.embed([data.query]))[0] if data.query else None
     prefix = _namespace(data.namespace_prefix, empty=True)
     args: list[Any] = [tenant, list(prefix)]
     clauses = ["tenant_id = $1", "namespace[1:cardinality($2::text[])] = $2", _NOT_EXPIRED]
     clauses += _filters(data.filter or {}, args)
-    args += [data.limit, data.offset]
+    if query is not None:
+        # Ranked by similarity: every candidate read (bounded), scored, then paged.
+        clauses.append("embedding IS NOT NULL")
+        args += [MAX_CANDIDATES, 0]
+    else:
+        args += [data.limit, data.offset]
     async with deps.pool.acquire() as conn:
         rows = await conn.fetch(
             f"SELECT * FROM store_items WHERE {' AND '.join(clauses)} "
             f"ORDER BY updated_at DESC, namespace, key LIMIT ${len(args) - 1} OFFSET ${len(args)}",
             *args,
         )
-    return SearchOut(items=[_item(r) for r in rows])
+    if query is None:
+        return SearchOut(items=[_item(r) for r in rows])
+    scored = sorted(
+        ((embeddings.cosine(query, r["embedding"]), r) for r in rows), key=lambda p: -p[0]
+    )[data.offset : data.offset + data.limit]
+    return SearchOut(items=[_item(r, score) for score, r in scored])
 
 
 def _fits(namespace: tuple[str, ...], pattern: list[str] | None, *, at_end: bool) -> bool:
