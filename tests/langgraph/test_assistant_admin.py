@@ -30,6 +30,10 @@ async def test_create_update_versions_set_latest_and_delete(lg: LangGraph) -> No
     latest = await lg.client.assistants.set_latest("zed-helper", 1)
     assert latest["version"] == 3 and latest["description"] == "first"
     assert (await lg.client.assistants.get("zed-helper"))["description"] == "first"
+    assert (await lg.client.assistants.set_latest("zed-helper", 3))["version"] == 3  # as it is
+    assert await lg.client.assistants.set_latest("worker", 1) == await lg.client.assistants.get(
+        "worker"
+    )
     with pytest.raises(NotFoundError, match="no version 9"):
         await lg.client.assistants.set_latest("zed-helper", 9)
 

@@ -290,8 +290,10 @@ async def set_latest(
     as its newest revision."""
     tenant = tenant_of(principal)
     agency_id = await agency_for(deps, tenant, request)
-    await assistant_named(deps, tenant, agency_id, assistant_id)
+    latest = await assistant_named(deps, tenant, agency_id, assistant_id)
     events = await agency_events(deps, tenant, agency_id)
+    if latest.version == data.version:
+        return latest  # the latest already
     chosen = next(
         (
             e.payload.blueprint
