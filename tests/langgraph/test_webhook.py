@@ -90,3 +90,11 @@ async def test_a_webhook_to_a_private_address_or_without_a_secret_is_refused(
             thread["thread_id"], "worker", input=ask("x"), webhook="https://example.com/hook"
         )
     assert await lg.client.runs.list(thread["thread_id"]) == []
+    before = await lg.client.threads.count()
+    with pytest.raises(BadRequestError, match="AGENCY_WEBHOOK_SECRET"):
+        await lg.client.runs.create(None, "worker", input=ask("x"), webhook="https://example.com")
+    with pytest.raises(BadRequestError, match="batch item 0: webhooks are off"):
+        await lg.client.runs.create_batch(
+            [{"assistant_id": "worker", "input": ask("x"), "webhook": "https://example.com"}]
+        )
+    assert await lg.client.threads.count() == before  # no thread made for a refused run

@@ -24,6 +24,7 @@ from agency.services.api.langgraph.scope import (
     new_thread,
     thread_id_of,
 )
+from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Run, RunCreate
 
 MAX_BATCH = 100
@@ -55,6 +56,7 @@ async def create_batch(
     for index, (thread_id, run) in enumerate(items):
         try:
             refuse_unmapped(run)
+            webhook_of(run.webhook)
             invocation(run.input)
             if run.command is not None:
                 raise ValidationException("a batch starts runs: it resumes none (`command`)")
