@@ -69,8 +69,10 @@ SUBAGENT_EVENTS = DurableSpec(
         "run.canceled",
     ),
 )
-# Run terminals, for the runs whose request named a webhook (`services/webhooks/`).
-WEBHOOK_EVENTS = DurableSpec("webhooks", ("run.completed", "run.error", "run.canceled"))
+# Run terminals and pauses, for the runs whose request named a webhook (`services/webhooks/`).
+WEBHOOK_EVENTS = DurableSpec(
+    "webhooks", ("run.completed", "run.error", "run.canceled", "run.paused")
+)
 ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS, WEBHOOK_EVENTS)
 
 

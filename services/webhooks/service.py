@@ -1,14 +1,16 @@
 """`agency serve webhooks`: POST a run's end to the URL its request named.
 
-Reacts to run terminals (`run.completed`, `run.error`, `run.canceled`; durable
-`webhooks`). When the `request.accepted` of the run named a `webhook`, the run's end is
-POSTed there as JSON (`run_id`, `thread_id`, `assistant_id`, `agency_id`, `status` in
-LangGraph's words, `error`, `ended_at`), signed (`services/common/webhooks.py`), through
-the egress guard every tenant connection goes through. A failed POST (a connection error,
-a timeout, 408, 429, 5xx) is retried with backoff (`stamina`); what is still failing, or
-refused (another 4xx, an address the egress rule refuses, no secret), is dead-lettered
-with the reason. Delivery is at least once: a receiver deduplicates on the
-`X-Agency-Event-Id` header (the terminal event's id).
+Reacts to run terminals (`run.completed`, `run.error`, `run.canceled`) and to a run
+stopping at an interrupt (`run.paused`, reason `hitl`: LangGraph's run is over there,
+`success`; the run's resumed rest POSTs again when it ends), durable `webhooks`. When
+the `request.accepted` of the run named a `webhook`, the run's end is POSTed there as
+JSON (`run_id`, `thread_id`, `assistant_id`, `agency_id`, `status` in LangGraph's words,
+`error`, `ended_at`), signed (`services/common/webhooks.py`), through the egress guard
+every tenant connection goes through. A failed POST (a connection error, a timeout, 408,
+429, 5xx) is retried with backoff (`stamina`); what is still failing, or refused (another
+4xx, an address the egress rule refuses, no secret), is dead-lettered with the reason.
+Delivery is at least once: a receiver deduplicates on the `X-Agency-Event-Id` header (the
+id of the event that ended the run).
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ import msgspec
 import stamina
 import structlog
 
-from agency.contracts.events import RequestAccepted, RunCanceled, RunCompleted, RunError
+from agency.contracts.events import (
+    RequestAccepted,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    RunPaused,
+)
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import WEBHOOK_EVENTS
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
@@ -86,6 +94,8 @@ class Webhooks:
     async def handle(self, event: RecordedEvent) -> None:
         payload = event.payload
         status = STATUS.get(type(payload))
+        if isinstance(payload, RunPaused) and payload.reason == "hitl":
+            status = "success"  # stopped at an interrupt: LangGraph's run is over
         run_id = getattr(payload, "run_id", None)
         if status is None or not isinstance(run_id, str):
             return

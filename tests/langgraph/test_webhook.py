@@ -12,7 +12,7 @@ from langgraph_sdk.errors import BadRequestError
 from agency.services.common.webhooks import SIGNATURE_HEADER, verify
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import LangGraph
-from tests.langgraph.helpers import ask
+from tests.langgraph.helpers import ask, call
 
 SECRET = "whsec-test"
 
@@ -68,6 +68,22 @@ async def test_the_end_of_a_run_is_posted_signed_and_retried(
     sent = json.loads(body)
     assert sent["run_id"] == run["run_id"] and sent["thread_id"] == thread["thread_id"]
     assert sent["status"] == "success" and sent["assistant_id"] == "worker"
+
+
+async def test_a_run_stopping_at_an_interrupt_is_posted_too(
+    lg: LangGraph, receiver: Receiver
+) -> None:
+    receiver.statuses.clear()
+    key = "lg-webhook-hitl-" + lg.agency
+    lg.llm.script(key, [ScriptStep(tool_calls=[call("lookup", word="w")])])
+    thread = await lg.client.threads.create(graph_id="approver")
+    await lg.client.runs.create(
+        thread["thread_id"], "approver", input=ask(key), webhook=receiver.url
+    )
+    async with asyncio.timeout(30):
+        _, body = await receiver.received.get()
+    assert json.loads(body)["status"] == "success"
+    assert (await lg.client.threads.get(thread["thread_id"]))["status"] == "interrupted"
 
 
 async def test_a_webhook_to_a_private_address_or_without_a_secret_is_refused(
