@@ -74,6 +74,8 @@ async def test_delete_names_what_it_awaits(lg: LangGraph) -> None:
     thread = await lg.client.threads.create(graph_id="worker")
     with pytest.raises(BadRequestError, match="data-lifecycle"):
         await lg.client.threads.delete(thread["thread_id"])
+    with pytest.raises(BadRequestError, match="append-only"):
+        await lg.client.runs.delete(thread["thread_id"], "some-run")
     assert (await lg.client.threads.get(thread["thread_id"]))["thread_id"] == thread["thread_id"]
 
 

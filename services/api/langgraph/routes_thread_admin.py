@@ -22,6 +22,7 @@ from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.langgraph.routes_threads import thread_out
 from agency.services.api.langgraph.scope import (
+    RunIdPath,
     ThreadIdPath,
     agency_for,
     deferred_thread_id,
@@ -109,6 +110,21 @@ async def delete_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) 
     raise ValidationException(NO_DELETE)
 
 
+@delete(
+    "/threads/{thread_id:str}/runs/{run_id:str}",
+    status_code=204,
+    summary="LangGraph: delete a run (not mapped: the log is append-only)",
+)
+async def delete_run(
+    thread_id: ThreadIdPath, run_id: RunIdPath, principal: Caller, deps: Deps
+) -> None:
+    await load_thread(deps, tenant_of(principal), thread_id)  # 404 if not ours
+    raise ValidationException(
+        "a run cannot be deleted: the log is append-only and keeps every run (removing a "
+        "thread's data is the data-lifecycle work, not served yet)"
+    )
+
+
 @post("/threads/prune", status_code=200, summary="LangGraph: prune threads")
 async def prune_threads(
     data: JSONBody[dict[str, Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
@@ -182,4 +198,11 @@ async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) ->
     return thread_out(await load_thread(deps, tenant, fork_id))
 
 
-THREAD_ADMIN_ROUTES = [update_thread, delete_thread, prune_threads, count_threads, copy_thread]
+THREAD_ADMIN_ROUTES = [
+    update_thread,
+    delete_thread,
+    delete_run,
+    prune_threads,
+    count_threads,
+    copy_thread,
+]
