@@ -196,6 +196,7 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
         ("POST", "/langgraph/runs/crons/search"): ({}, False),
         ("POST", "/langgraph/runs/crons/count"): ({}, False),
         ("POST", "/langgraph/runs/batch"): ([run], False),
+        ("POST", "/langgraph/runs/cancel"): ({"status": "all"}, False),
         ("POST", "/langgraph/store/items/search"): ({}, False),
         ("POST", "/langgraph/store/namespaces"): ({}, False),
         ("PUT", "/providers/{name}"): ({"apiKey": "sk-of-b"}, False),

@@ -7,6 +7,7 @@ from litestar import Router
 from agency.services.api.auth import API_KEY_HEADER_OPT
 from agency.services.api.langgraph.routes_assistants import ASSISTANT_ROUTES
 from agency.services.api.langgraph.routes_batch import BATCH_ROUTES
+from agency.services.api.langgraph.routes_cancel_many import CANCEL_ROUTES
 from agency.services.api.langgraph.routes_crons import CRON_ROUTES
 from agency.services.api.langgraph.routes_graph import GRAPH_ROUTES
 from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
@@ -31,6 +32,7 @@ def langgraph_router() -> Router:
             *STORE_ROUTES,
             *CRON_ROUTES,
             *BATCH_ROUTES,
+            *CANCEL_ROUTES,
         ],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.
