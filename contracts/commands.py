@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import msgspec
 
-from agency.contracts.events.base import ChatMessage, ParentRef, ToolCall
+from agency.contracts.events.base import ChatMessage, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.events.workflow import ScheduleTarget, WorkflowLimits
@@ -89,6 +89,15 @@ class SaveBlueprint(Command, frozen=True, kw_only=True, tag="registry.save_bluep
     blueprint: BlueprintSpec
 
 
+class DeleteBlueprint(Command, frozen=True, kw_only=True, tag="registry.delete_blueprint"):
+    """Delete the agency's own blueprint `name` (a static one of that name comes back)."""
+
+    service = "registry"
+    verb = "delete_blueprint"
+    agency_id: str
+    name: str
+
+
 class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thread"):
     service = "registry"
     verb = "create_thread"
@@ -101,6 +110,16 @@ class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thre
     sealed_env: str = ""
     # The child's inline blueprint (`SubagentRequested.blueprint`).
     blueprint: BlueprintSpec | None = None
+
+
+class SetThreadMetadata(Command, frozen=True, kw_only=True, tag="registry.set_thread_metadata"):
+    """Set keys of the thread's metadata (`thread.metadata_set`)."""
+
+    service = "registry"
+    verb = "set_thread_metadata"
+    agency_id: str
+    thread_id: str
+    metadata: dict[str, str]
 
 
 class ForkThread(Command, frozen=True, kw_only=True, tag="registry.fork_thread"):
@@ -128,6 +147,8 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     strategy: ConcurrencyStrategy = "queue"
     # Set when the messages are a non-blocking child's report (the child thread's id).
     reported_by: str | None = None
+    # A URL to POST to when the run ends (`services/webhooks/`).
+    webhook: str | None = None
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):
@@ -167,6 +188,19 @@ class TerminateThread(Command, frozen=True, kw_only=True, tag="runtime.terminate
     agency_id: str
     thread_id: str
     reason: str = ""
+
+
+class UpdateThreadState(Command, frozen=True, kw_only=True, tag="runtime.update_state"):
+    """Add to an idle thread's state, as a person would: `messages` appended, `files`
+    written, the todos replaced (when given). Refused while a run is active."""
+
+    service = "runtime"
+    verb = "update_state"
+    agency_id: str
+    thread_id: str
+    messages: tuple[ChatMessage, ...] = ()
+    files: dict[str, str] = {}
+    todos: tuple[Todo, ...] | None = None
 
 
 class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
@@ -298,12 +332,15 @@ AnyCommand = (
     | SetTenantModelPolicy
     | CreateAgency
     | SaveBlueprint
+    | DeleteBlueprint
     | CreateThread
+    | SetThreadMetadata
     | ForkThread
     | InvokeThread
     | ApproveToolCalls
     | CancelRun
     | TerminateThread
+    | UpdateThreadState
     | WatchRun
     | SubagentDeadline
     | ProvideVariables

@@ -23,11 +23,14 @@ from agency.contracts.events import (
     RunPaused,
     RunStarted,
     RunTick,
+    StoreItemDeleted,
+    StoreItemPut,
     SubagentCompleted,
     SubagentEnvRequired,
     SubagentSpawned,
     SubagentVariablesProvided,
     ThreadCreated,
+    ThreadMetadataSet,
     TodosWritten,
     ToolError,
     ToolOutput,
@@ -131,6 +134,10 @@ def summarize(payload: Event) -> str:
             return name
         case BlueprintSaved(blueprint=bp, revision=revision):
             return f"{bp.name} rev {revision}"
+        case ThreadMetadataSet(metadata=metadata):
+            return clip(", ".join(f"{k}={v}" for k, v in metadata.items()))
+        case StoreItemPut(namespace=ns, key=key) | StoreItemDeleted(namespace=ns, key=key):
+            return clip("/".join((*ns, key)))
     return _code_agent(payload) or _workflow(payload)
 
 

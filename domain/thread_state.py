@@ -223,8 +223,13 @@ class ThreadState:
         # once more (the payload's changes never read what is stamped).
         _set(state, "position", event.position)
         _set(state, "last_event_at", env.ts)
-        if env.idempotency_key and isinstance(
-            env.payload, RunCanceled | HitlResume | ThreadTerminated
+        if env.idempotency_key and (
+            isinstance(env.payload, RunCanceled | HitlResume | ThreadTerminated)
+            # what a request set on an idle thread (`runtime.update_state`)
+            or (
+                isinstance(env.payload, MessageAppended | FileWritten | TodosWritten)
+                and env.payload.run_id is None
+            )
         ):
             _set(state, "command_keys", state.command_keys | {env.idempotency_key})
         return state

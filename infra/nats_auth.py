@@ -58,6 +58,7 @@ SERVICE_ROLES = (
     "subagents",
     "workflows",
     "projector",
+    "webhooks",
     "api",
     GATEWAY_ROLE,
 )

@@ -10,6 +10,7 @@ from agency.projections.readmodels import (
     conversation,
     events,
     registry,
+    store,
     threads,
     usage,
     workflows,
@@ -30,6 +31,7 @@ ALL: tuple[Projection, ...] = (
     agent_state.AGENT_STATES,
     usage.PROJECTION,
     workflows.PROJECTION,
+    store.PROJECTION,
 )
 # Every read model's name: what a read of "everything the API serves" waits for.
 NAMES: tuple[str, ...] = tuple(p.name for p in ALL)

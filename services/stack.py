@@ -19,6 +19,7 @@ from agency.services.runtime.service import run_runtime
 from agency.services.subagents.service import run_coordinator
 from agency.services.supervisor import ServiceRunner, Supervisor
 from agency.services.tools.service import run_tools_service
+from agency.services.webhooks.service import run_webhooks
 from agency.services.workflows.service import WorkflowSettings, run_workflows
 
 
@@ -72,6 +73,7 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
         ),
         "projector": lambda stop: run_projector(c.nats_for("projector"), c.database_url, stop),
         "gateway": lambda stop: run_gateway(c.nats_for("gateway"), stop),
+        "webhooks": lambda stop: run_webhooks(c.nats_for("webhooks"), stop),
     }
     runners.update(c.extra)
     return runners

@@ -47,6 +47,12 @@ from agency.contracts.events.run import (
     RunStarted,
     RunTick,
 )
+from agency.contracts.events.store import (
+    StoreEvent,
+    StoreItemDeleted,
+    StoreItemPut,
+    store_item_id,
+)
 from agency.contracts.events.subagent import (
     ChildStatusSet,
     ParentNotified,
@@ -74,6 +80,7 @@ from agency.contracts.events.thread import (
     SessionTurn,
     ThreadCreated,
     ThreadEvent,
+    ThreadMetadataSet,
     ThreadTerminated,
     TodosWritten,
 )
@@ -120,6 +127,7 @@ AnyEvent = (
     | WorkflowEvent
     | ScheduleEvent
     | ReplyEvent
+    | StoreEvent
 )
 
 __all__ = [
@@ -191,6 +199,9 @@ __all__ = [
     "SessionToolBinding",
     "SessionTurn",
     "SideConfig",
+    "StoreEvent",
+    "StoreItemDeleted",
+    "StoreItemPut",
     "SubagentCompleted",
     "SubagentEnvRequired",
     "SubagentEvent",
@@ -207,6 +218,7 @@ __all__ = [
     "TenantProviderSet",
     "ThreadCreated",
     "ThreadEvent",
+    "ThreadMetadataSet",
     "ThreadTerminated",
     "Todo",
     "TodosWritten",
@@ -223,4 +235,5 @@ __all__ = [
     "WorkflowLimits",
     "WorkflowStarted",
     "WorkflowStopped",
+    "store_item_id",
 ]

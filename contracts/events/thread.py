@@ -35,6 +35,8 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     files: dict[str, str] = {}
     # The child thread whose report the messages are (a non-blocking subagent's result).
     reported_by: str | None = None
+    # A URL the run's end is POSTed to, signed (`services/webhooks/`).
+    webhook: str | None = None
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):
@@ -120,6 +122,13 @@ class ThreadTerminated(Event, frozen=True, kw_only=True, tag="thread.terminated"
     reason: str = ""
 
 
+class ThreadMetadataSet(Event, frozen=True, kw_only=True, tag="thread.metadata_set"):
+    """Keys of the thread's metadata set (merged over those its creation and earlier
+    settings gave it)."""
+
+    metadata: dict[str, str] = {}
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     """The thread's state where a run stopped: the sha256 and byte size of a canonical
     snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
@@ -144,5 +153,6 @@ ThreadEvent = (
     | SessionTurn
     | SessionStatusSet
     | ThreadTerminated
+    | ThreadMetadataSet
     | CheckpointSaved
 )

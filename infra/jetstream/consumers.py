@@ -69,7 +69,11 @@ SUBAGENT_EVENTS = DurableSpec(
         "run.canceled",
     ),
 )
-ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS)
+# Run terminals and pauses, for the runs whose request named a webhook (`services/webhooks/`).
+WEBHOOK_EVENTS = DurableSpec(
+    "webhooks", ("run.completed", "run.error", "run.canceled", "run.paused")
+)
+ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS, WEBHOOK_EVENTS)
 
 
 # "consumer name already in use", "consumer already exists (and is active)": a concurrent

@@ -37,6 +37,7 @@ from agency.contracts.events import (
     RunStarted,
     RunTick,
     ThreadCreated,
+    ThreadMetadataSet,
     ThreadTerminated,
 )
 from agency.infra.jetstream.records import RecordedEvent
@@ -244,6 +245,9 @@ class _Fold:
                 thread.agent_type = agent_type
             case ThreadTerminated():
                 thread.status = TERMINATED
+            case ThreadMetadataSet(metadata=metadata):
+                merged = {**msgspec.json.decode(thread.request), **metadata}
+                thread.request = msgspec.json.encode(merged).decode()
 
     def _run(self, thread: ThreadRow, run_id: str) -> RunRow | None:
         key = (thread.tenant_id, thread.thread_id, run_id)

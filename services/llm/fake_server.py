@@ -4,7 +4,8 @@
         llm.script("case-42", [ScriptStep(content="hello")])
         provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
 
-Routes: `POST /v1/chat/completions` (streamed or not), `GET /v1/models`, and `POST` /
+Routes: `POST /v1/chat/completions` (streamed or not), `POST /v1/embeddings` (a bag of
+words hashed into 64 numbers), `GET /v1/models`, and `POST` /
 `DELETE /_scripts` to script answers from another process (`docs/models.md`, "The offline
 model"; a posted script counts its steps per turn unless it says `"count": "conversation"`).
 What it answers is decided in `fake_scripts` (including the faults of a misbehaving
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import random
 import socket
@@ -28,7 +30,7 @@ from typing import Any, Self
 import msgspec
 import uvicorn
 from litestar import Litestar, Request, Response, delete, get, post
-from litestar.params import FromQuery
+from litestar.params import FromQuery, JSONBody
 from litestar.response import Stream
 
 from agency.services.llm.fake_scripts import (
@@ -250,12 +252,35 @@ async def _pause(request: Request[Any, Any, Any], seconds: float) -> bool:
         await asyncio.wait((listener,), timeout=1.0)
 
 
+EMBEDDING_DIMENSIONS = 64
+
+
+def fake_embedding(text: str) -> list[float]:
+    """A bag of words hashed into a fixed vector: texts sharing words point alike."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in text.lower().split():
+        digest = hashlib.sha256(word.strip(".,!?\"'").encode()).digest()
+        vector[digest[0] % EMBEDDING_DIMENSIONS] += 1.0
+    return vector
+
+
 def create_app(llm: FakeLLM) -> Litestar:
     @post("/v1/chat/completions", status_code=200)
     async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
         body = await request.body()
         port = request.client.port if request.client else None
         return await llm.chat(body, lambda seconds: _pause(request, seconds), port)
+
+    @post("/v1/embeddings", status_code=200)
+    async def embeddings(data: JSONBody[dict[str, Any]]) -> dict[str, Any]:
+        texts = data.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        vectors = [
+            {"object": "embedding", "index": i, "embedding": fake_embedding(str(t))}
+            for i, t in enumerate(texts)
+        ]
+        return {"object": "list", "data": vectors, "model": data.get("model", ""),
+                "usage": {"prompt_tokens": 0, "total_tokens": 0}}  # fmt: skip
 
     @get("/v1/models")
     async def models() -> OutModelList:
@@ -275,7 +300,7 @@ def create_app(llm: FakeLLM) -> Litestar:
         llm.book.clear(key)
 
     return Litestar(
-        route_handlers=[chat_completions, models, add_script, clear_scripts],
+        route_handlers=[chat_completions, embeddings, models, add_script, clear_scripts],
         openapi_config=None,
         # The host process owns logging; Litestar would otherwise configure the root logger.
         logging_config=None,

@@ -8,24 +8,28 @@ from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
     CreateThread,
+    DeleteBlueprint,
     IssueApiKey,
     RemoveTenantProvider,
     RevokeApiKey,
     SaveBlueprint,
     SetTenantModelPolicy,
     SetTenantProvider,
+    SetThreadMetadata,
 )
 from agency.contracts.events import (
     AgencyCreated,
     AnyEvent,
     ApiKeyIssued,
     ApiKeyRevoked,
+    BlueprintDeleted,
     BlueprintSaved,
     TenantCreated,
     TenantModelPolicySet,
     TenantProviderRemoved,
     TenantProviderSet,
     ThreadCreated,
+    ThreadMetadataSet,
 )
 from agency.contracts.ids import is_valid_token
 from agency.contracts.limits import has_nul
@@ -152,6 +156,27 @@ def save_blueprint(
     return (BlueprintSaved(blueprint=command.blueprint, revision=revision),)
 
 
+def delete_blueprint(
+    command: DeleteBlueprint, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    """A blueprint the agency has saved, and not deleted since, is deleted; else rejected."""
+    if applied(history, key):
+        return ()
+    saved = False
+    for e in history:
+        match e.payload:
+            case BlueprintSaved(blueprint=spec) if spec.name == command.name:
+                saved = True
+            case BlueprintDeleted(name=name) if name == command.name:
+                saved = False
+    if not saved:
+        raise CommandRejected(
+            "unknown_blueprint",
+            f"agency {command.agency_id} has no saved blueprint {command.name!r}",
+        )
+    return (BlueprintDeleted(name=command.name),)
+
+
 def create_thread(
     command: CreateThread, history: list[RecordedEvent], key: str
 ) -> Sequence[AnyEvent]:
@@ -169,3 +194,15 @@ def create_thread(
             blueprint=command.blueprint,
         ),
     )
+
+
+def set_thread_metadata(
+    command: SetThreadMetadata, history: list[RecordedEvent], key: str
+) -> Sequence[AnyEvent]:
+    if applied(history, key):
+        return ()
+    if not history or history[0].envelope.agency_id != command.agency_id:
+        raise CommandRejected(
+            "unknown_thread", f"thread {command.thread_id} is not in agency {command.agency_id}"
+        )
+    return (ThreadMetadataSet(metadata=command.metadata),)

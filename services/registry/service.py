@@ -14,6 +14,7 @@ from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
     CreateThread,
+    DeleteBlueprint,
     ForkThread,
     IssueApiKey,
     RemoveTenantProvider,
@@ -21,6 +22,7 @@ from agency.contracts.commands import (
     SaveBlueprint,
     SetTenantModelPolicy,
     SetTenantProvider,
+    SetThreadMetadata,
 )
 from agency.contracts.events import AnyEvent, BlueprintDeleted, BlueprintSaved
 from agency.contracts.ids import is_valid_token
@@ -108,8 +110,15 @@ class RegistryService:
                     tenant, "agency", save.agency_id, key, save.agency_id,
                     lambda h: decisions.save_blueprint(save, h, key),
                 )  # fmt: skip
+            case DeleteBlueprint() as delete:
+                await self._append(
+                    tenant, "agency", delete.agency_id, key, delete.agency_id,
+                    lambda h: decisions.delete_blueprint(delete, h, key),
+                )  # fmt: skip
             case CreateThread() as command:
                 await self._create_thread(tenant, command, key)
+            case SetThreadMetadata() as command:
+                await self._set_thread_metadata(tenant, command, key)
             case ForkThread() as fork:
                 await self._fork(tenant, fork)
             case other:
@@ -154,6 +163,20 @@ class RegistryService:
                 thread_id=command.thread_id,
                 correlation_id=correlation,
                 causation_id=command.parent.thread_id if command.parent else None,
+            ),
+            idempotency_key=key,
+        )  # fmt: skip
+
+    async def _set_thread_metadata(self, tenant: str, command: SetThreadMetadata, key: str) -> None:
+        first = await self._bus.store.first(tenant, "thread", command.thread_id)
+        correlation = (first.envelope.correlation_id if first else None) or command.thread_id
+        await decide_and_append(
+            self._bus.store, tenant, "thread", command.thread_id,
+            lambda h: decisions.set_thread_metadata(command, h, key),
+            context=EventContext(
+                agency_id=command.agency_id,
+                thread_id=command.thread_id,
+                correlation_id=correlation,
             ),
             idempotency_key=key,
         )  # fmt: skip

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, TerminateThread
+from agency.contracts.commands import (
+    ApproveToolCalls,
+    CancelRun,
+    InvokeThread,
+    TerminateThread,
+    UpdateThreadState,
+)
 from agency.contracts.events import (
     AnyEvent,
+    FileWritten,
     HitlResume,
+    MessageAppended,
     RequestAccepted,
     RequestRejected,
     RunCanceled,
     ThreadTerminated,
+    TodosWritten,
 )
 from agency.domain.run_cancel import canceled
 from agency.domain.thread_state import ThreadState
@@ -63,6 +72,7 @@ def invoke(
         messages=command.messages,
         files=command.files,
         reported_by=command.reported_by,
+        webhook=command.webhook,
     )
     if active is not None and command.strategy == "interrupt":
         return (*canceled(state, active.run_id, "interrupted by a new request"), accepted)
@@ -138,3 +148,28 @@ def terminate(
     )
     events.append(ThreadTerminated(reason=command.reason))
     return tuple(events)
+
+
+def update_state(
+    state: ThreadState, command: UpdateThreadState, key: str | None = None
+) -> Sequence[AnyEvent]:
+    """The messages, files and todos asked for, as events of no run; refused on a thread
+    that runs (a run's steps decide on the state it holds) or is terminated."""
+    if key is not None and key in state.command_keys:
+        return ()
+    if state.terminated:
+        raise CommandRejected("terminated", refused(state))
+    if state.active_run is not None:
+        raise CommandRejected(
+            "thread_busy",
+            f"run {state.active_run.run_id} of thread {state.thread_id} is active: its state "
+            "changes when it ends",
+        )
+    events: list[AnyEvent] = [MessageAppended(message=m) for m in command.messages]
+    events += [
+        FileWritten(path=path, content=content, origin="attachment")
+        for path, content in command.files.items()
+    ]
+    if command.todos is not None:
+        events.append(TodosWritten(todos=command.todos))
+    return events

@@ -29,6 +29,7 @@ from agency.contracts.commands import (
     CommandEnvelope,
     InvokeThread,
     TerminateThread,
+    UpdateThreadState,
     WatchRun,
 )
 from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
@@ -126,7 +127,13 @@ class RuntimeService:
             case WatchRun():
                 await self.watches.handle(envelope.tenant_id, payload, delivery)
                 return
-            case InvokeThread() | ApproveToolCalls() | CancelRun() | TerminateThread():
+            case (
+                InvokeThread()
+                | ApproveToolCalls()
+                | CancelRun()
+                | TerminateThread()
+                | UpdateThreadState()
+            ):
                 thread_id = payload.thread_id
             case other:
                 raise CommandRejected(
@@ -251,7 +258,7 @@ class RuntimeService:
         self,
         state: ThreadState,
         envelope: CommandEnvelope,
-        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread,
+        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState,
     ) -> Sequence[AnyEvent]:
         match payload:
             case InvokeThread():
@@ -268,12 +275,14 @@ class RuntimeService:
                 return commands.cancel(state, payload, envelope.idempotency_key)
             case TerminateThread():
                 return commands.terminate(state, payload, envelope.idempotency_key)
+            case UpdateThreadState():
+                return commands.update_state(state, payload, envelope.idempotency_key)
 
     def _drives_decision(
         self,
         tenant: str,
         state: ThreadState,
-        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread,
+        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState,
         events: Sequence[AnyEvent],
     ) -> bool:
         """Whether the decision is stored by the drive it starts: an approval, or a request

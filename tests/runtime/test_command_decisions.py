@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread
+import pytest
+
+from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, UpdateThreadState
 from agency.contracts.events import (
     AnyEvent,
     ChatMessage,
+    FileWritten,
     HitlInterrupt,
     MessageAppended,
     ParentRef,
@@ -20,6 +23,7 @@ from agency.contracts.events import (
     ToolCall,
 )
 from agency.domain.thread_state import ThreadState, fold
+from agency.infra.jetstream.commandbus import CommandRejected
 from agency.infra.jetstream.records import Position
 from agency.services.common.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
 from agency.services.runtime import commands
@@ -88,3 +92,25 @@ def test_the_active_run_limit_refuses_a_root_run_but_never_one_inside_an_admitte
     report = InvokeThread(agency_id="ag", thread_id="lead", run_id="r3", reported_by="child")
     [accepted] = commands.invoke(lead, report, "k3", active_runs=2, limits=limits)
     assert isinstance(accepted, RequestAccepted)
+
+
+async def test_an_update_of_state_is_decided_once_per_key_and_never_on_a_running_thread() -> None:
+    store = MemoryEventStore()
+    created = await store.append(
+        "t", "thread", "th", [ThreadCreated(agency_id="ag", agent_type="worker")],
+        expected=Position(),
+    )  # fmt: skip
+    state = fold("t", "th", await store.read("t", "thread", "th"))
+    update = UpdateThreadState(
+        agency_id="ag", thread_id="th", messages=(ChatMessage(role="user", content="hi"),),
+        files={"/a.md": "a"},
+    )  # fmt: skip
+    events = commands.update_state(state, update, "upd-1")
+    assert [type(e) for e in events] == [MessageAppended, FileWritten]
+    await store.append("t", "thread", "th", list(events), expected=created.position,
+                       idempotency_key="upd-1")  # fmt: skip
+    state = fold("t", "th", await store.read("t", "thread", "th"))
+    assert commands.update_state(state, update, "upd-1") == ()
+    paused = await thread_with_run_2_paused()
+    with pytest.raises(CommandRejected, match="is active"):
+        commands.update_state(paused, update, "upd-2")

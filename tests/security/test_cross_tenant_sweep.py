@@ -135,6 +135,7 @@ def values(world: World, b: Tenant, name: str, path: str) -> list[Value]:
         "tenantId": [Value(a.id, True)],
         "seq": [Value("1", False)],
         "checkpoint_id": [Value("1", False)],
+        "namespace": [Value("x", False)],  # a subgraph's namespace: no one's object
     }
     assert name in table, f"the sweep has no value for path parameter {name!r} ({path})"
     return table[name]
@@ -147,6 +148,7 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
     run = {"assistant_id": BLUEPRINT, "input": message}
     run_a = {"agency": a.agency, "agent": "worker", "message": "hi", "timeoutSeconds": 1}
     schedule = {"name": "s", "cron": "0 9 * * *", "message": "hi", "workflow": world.workflow}
+    cron = {"assistant_id": BLUEPRINT, "schedule": "0 9 * * *", "input": message}
     return {
         ("POST", "/agencies"): ({"name": "b-own"}, False),
         ("POST", "/tenants"): ({"name": "x"}, False),
@@ -181,6 +183,22 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
         ("POST", "/langgraph/runs"): (run, False),
         ("POST", "/langgraph/runs/wait"): (run, False),
         ("POST", "/langgraph/runs/stream"): (run, False),
+        ("POST", "/langgraph/assistants"): ({"graph_id": BLUEPRINT}, False),
+        ("POST", "/langgraph/assistants/count"): ({}, False),
+        ("POST", "/langgraph/assistants/{assistant_id}/versions"): ({}, False),
+        ("POST", "/langgraph/assistants/{assistant_id}/latest"): ({"version": 1}, False),
+        ("POST", "/langgraph/threads/count"): ({}, False),
+        ("POST", "/langgraph/threads/prune"): ({"thread_ids": [world.thread]}, True),
+        ("POST", "/langgraph/threads/{thread_id}/copy"): (None, False),
+        ("POST", "/langgraph/threads/{thread_id}/state"): ({"values": message}, False),
+        ("POST", "/langgraph/threads/{thread_id}/runs/crons"): (cron, False),
+        ("POST", "/langgraph/runs/crons"): (cron, False),
+        ("POST", "/langgraph/runs/crons/search"): ({}, False),
+        ("POST", "/langgraph/runs/crons/count"): ({}, False),
+        ("POST", "/langgraph/runs/batch"): ([run], False),
+        ("POST", "/langgraph/runs/cancel"): ({"status": "all"}, False),
+        ("POST", "/langgraph/store/items/search"): ({}, False),
+        ("POST", "/langgraph/store/namespaces"): ({}, False),
         ("PUT", "/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
         ("PUT", "/tenants/{tenantId}/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
         ("PUT", "/tenants/{tenantId}/model-policy"): ({"operatorFallback": False}, False),

@@ -29,6 +29,7 @@ from agency.contracts.events import (
     RunError,
     RunPaused,
     ThreadCreated,
+    ThreadMetadataSet,
     ToolCall,
 )
 from agency.domain.thread_state import ThreadState
@@ -180,6 +181,9 @@ class GraphView:
     # Per run: when it was asked for, when it last changed, and its invoke strategy.
     run_times: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     strategies: dict[str, str] = field(default_factory=dict)
+    # Metadata set after the thread's creation (`thread.metadata_set`), merged; replaced,
+    # never changed in place.
+    metadata_set: dict[str, str] = field(default_factory=dict)
     _model_step: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -207,6 +211,8 @@ class GraphView:
                 self.strategies[run_id] = strategy
             case ThreadCreated():
                 self.created, self.created_at = payload, event.envelope.ts
+            case ThreadMetadataSet(metadata=metadata):
+                self.metadata_set = {**self.metadata_set, **metadata}
             case ModelCompleted(run_id=run_id, step=step):
                 self._model_step = (run_id, step)
             case MessageAppended(message=message, run_id=appended_by):
@@ -294,6 +300,7 @@ class GraphView:
             return {}
         return {
             **created.request,
+            **self.metadata_set,
             "graph_id": created.agent_type,
             "assistant_id": created.agent_type,
             "agency_id": created.agency_id,

@@ -37,7 +37,6 @@ def refuse_unmapped(data: RunCreate) -> None:
         "interrupt_after": data.interrupt_after,
         "checkpoint": data.checkpoint,
         "checkpoint_id": data.checkpoint_id,
-        "webhook": data.webhook,
         "after_seconds": data.after_seconds,
         "on_completion='delete'": data.on_completion == "delete",
     }

@@ -22,6 +22,7 @@ from agency.services.api.langgraph.routes_runs import (
     stream_modes,
 )
 from agency.services.api.langgraph.scope import agency_for, assistant_named, new_thread
+from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Run, RunCreate
 
 
@@ -30,6 +31,7 @@ async def _thread_for(
 ) -> str:
     """A new thread of the run's assistant, once the request is known to be one we run."""
     refuse_unmapped(data)
+    webhook_of(data.webhook)
     if data.command is not None:
         raise ValidationException("a stateless run has no interrupt to resume: name the thread")
     invocation(data.input)

@@ -148,7 +148,7 @@ def assistant(view: queries.BlueprintView, agency_id: str, since: datetime) -> A
             "type": view.type,
         },
         version=view.revision or 1,
-        name=view.name,
+        name=view.title or view.name,
         description=view.description or None,
     )
 

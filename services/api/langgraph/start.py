@@ -22,6 +22,7 @@ from agency.services.api.langgraph.scope import (
     load_thread,
     new_thread,
 )
+from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import RunCreate
 from agency.services.api.routes_commands import start_run
 from agency.services.api.runstatus import Seen
@@ -51,6 +52,7 @@ async def begin_run(
     created now, of the run's assistant. `follow`: the caller follows the run on from the
     feed it is given, which read its events as the log stored them, the status included."""
     refuse_unmapped(data)
+    webhook = webhook_of(data.webhook)
     view = await load_thread(deps, tenant, thread_id, deferred=True)
     if view.created is None:
         if data.command is not None:
@@ -88,6 +90,7 @@ async def begin_run(
             strategy_of(data),
             Seen(view.runs, view.position),
             feed,
+            webhook=webhook,
         )
         if started.status == "rejected":
             raise ClientException(

@@ -1,0 +1,319 @@
+"""Assistants of the LangGraph Agent Server API that change or describe blueprints.
+
+An assistant is a blueprint of the agency, by name; its `version` is the blueprint's saved
+revision. Creating, updating and `set_latest` save a blueprint (`registry.save_blueprint`,
+a `blueprint.saved` on the agency's log); deleting deletes the agency's own
+(`registry.delete_blueprint`). Versions are the blueprint's `blueprint.saved` events.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from litestar import Request, delete, patch, post
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
+from litestar.params import JSONBody, QueryParameter
+
+from agency.contracts.commands import DeleteBlueprint, SaveBlueprint
+from agency.contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
+from agency.contracts.ids import is_valid_token, new_id
+from agency.services.api.auth import Caller, Deps, agency_events, agent_types, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.scope import (
+    AssistantIdPath,
+    agency_for,
+    assistant_named,
+    assistants,
+)
+from agency.services.api.langgraph.wire import Assistant, Body
+from agency.services.api.readback import read_your_write
+
+MAX_PAGE = 1000
+
+
+class AssistantCreate(Body, frozen=True, kw_only=True):
+    graph_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    assistant_id: str | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    name: str | None = None
+    description: str | None = None
+
+
+class AssistantUpdate(Body, frozen=True, kw_only=True):
+    graph_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+    description: str | None = None
+
+
+class AssistantCount(Body, frozen=True, kw_only=True):
+    metadata: dict[str, Any] | None = None
+    graph_id: str | None = None
+    name: str | None = None
+
+
+class VersionsBody(Body, frozen=True, kw_only=True):
+    limit: int = 10
+    offset: int = 0
+    metadata: dict[str, Any] | None = None
+
+
+class SetLatest(Body, frozen=True, kw_only=True):
+    version: int
+
+
+def _unmapped(config: dict[str, Any] | None, context: dict[str, Any] | None, metadata: Any) -> None:
+    """An assistant's `config`, `context` and `metadata` have no place on a blueprint."""
+    given = [k for k, v in (("config", config), ("context", context), ("metadata", metadata)) if v]
+    if given:
+        raise ValidationException(
+            f"assistant `{given[0]}` does not map onto an Agency blueprint: save the "
+            "blueprint's fields with `POST /agency/{agencyId}/blueprints`"
+        )
+
+
+def _blueprint_name(value: str, field: str) -> str:
+    if not is_valid_token(value):
+        raise ValidationException(
+            f"{field} {value[:80]!r} must be a blueprint name: 1 to 64 letters, digits, `-` or `_`"
+        )
+    return value
+
+
+async def _blueprints(
+    deps: ApiDeps, tenant: str, agency_id: str
+) -> tuple[dict[str, BlueprintSpec], list[Any]]:
+    events = await agency_events(deps, tenant, agency_id)
+    return agent_types(deps, events), events
+
+
+async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec) -> Assistant:
+    key = new_id()
+    command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
+    await read_your_write(
+        deps, tenant, "agency", agency_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
+    return await assistant_named(deps, tenant, agency_id, spec.name)
+
+
+@post("/assistants", status_code=200, summary="LangGraph: create an assistant (save a blueprint)")
+async def create_assistant(
+    data: JSONBody[AssistantCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> Assistant:
+    """A new blueprint of the agency, a copy of the blueprint `graph_id` named
+    `assistant_id` (else `name`, when it is a blueprint name; else `<graph_id>-<id>`);
+    `name` is its title and `description` its description."""
+    tenant = tenant_of(principal)
+    _unmapped(data.config, data.context, data.metadata)
+    if not data.graph_id:
+        raise ValidationException("graph_id is required: the blueprint the assistant copies")
+    agency_id = await agency_for(deps, tenant, request)
+    known, _ = await _blueprints(deps, tenant, agency_id)
+    base = known.get(data.graph_id)
+    if base is None:
+        raise NotFoundException(
+            f"graph {data.graph_id[:80]!r} not found in agency {agency_id}: graphs are the "
+            "agency's blueprints, by name"
+        )
+    if data.assistant_id:
+        name = _blueprint_name(data.assistant_id, "assistant_id")
+    elif data.name and is_valid_token(data.name):
+        name = data.name
+    else:
+        name = f"{data.graph_id[:37]}-{new_id().lower()}"
+    if name in known:
+        if data.if_exists == "do_nothing":
+            return await assistant_named(deps, tenant, agency_id, name)
+        raise ClientException(status_code=409, detail=f"assistant {name!r} already exists")
+    spec = msgspec.structs.replace(
+        base,
+        name=name,
+        title=data.name or base.title,
+        description=base.description if data.description is None else data.description,
+    )
+    return await _save(deps, tenant, agency_id, spec)
+
+
+@patch("/assistants/{assistant_id:str}", summary="LangGraph: update an assistant")
+async def update_assistant(
+    assistant_id: AssistantIdPath,
+    data: JSONBody[AssistantUpdate],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, Any],
+) -> Assistant:
+    """Save a new revision of the blueprint: its title (`name`) and `description`, or a
+    copy of the blueprint `graph_id` under this name."""
+    tenant = tenant_of(principal)
+    _unmapped(data.config, data.context, data.metadata)
+    agency_id = await agency_for(deps, tenant, request)
+    known, _ = await _blueprints(deps, tenant, agency_id)
+    current = known.get(assistant_id)
+    if current is None:
+        await assistant_named(deps, tenant, agency_id, assistant_id)  # 404 naming it
+        raise AssertionError
+    if data.graph_id and data.graph_id != assistant_id:
+        base = known.get(data.graph_id)
+        if base is None:
+            raise NotFoundException(f"graph {data.graph_id[:80]!r} not found in agency {agency_id}")
+        current = msgspec.structs.replace(base, name=assistant_id)
+    spec = msgspec.structs.replace(
+        current,
+        title=current.title if data.name is None else data.name,
+        description=current.description if data.description is None else data.description,
+    )
+    return await _save(deps, tenant, agency_id, spec)
+
+
+@delete("/assistants/{assistant_id:str}", status_code=204, summary="LangGraph: delete an assistant")
+async def delete_assistant(
+    assistant_id: AssistantIdPath,
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, Any],
+    delete_threads: Annotated[bool, QueryParameter(name="delete_threads", required=False)] = False,
+) -> None:
+    """Delete the agency's own blueprint (a static one of that name comes back)."""
+    tenant = tenant_of(principal)
+    if delete_threads:
+        raise ValidationException(
+            "delete_threads: deleting threads is the data-lifecycle work, not served yet; "
+            "threads stay in the log"
+        )
+    agency_id = await agency_for(deps, tenant, request)
+    events = await agency_events(deps, tenant, agency_id)
+    if _saved_now(events, assistant_id) is None:
+        if assistant_id in deps.system.blueprints:
+            raise ClientException(
+                status_code=409,
+                detail=f"assistant {assistant_id!r} is a static blueprint of the system's "
+                "configuration; only an agency's own blueprints can be deleted",
+            )
+        await assistant_named(deps, tenant, agency_id, assistant_id)  # 404 naming it
+        raise AssertionError
+    key = new_id()
+    command = DeleteBlueprint(agency_id=agency_id, name=assistant_id)
+    await read_your_write(
+        deps, tenant, "agency", agency_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
+
+
+def _saved_now(events: list[Any], name: str) -> BlueprintSaved | None:
+    """The agency's own blueprint `name` as last saved, None if none or deleted since."""
+    saved: BlueprintSaved | None = None
+    for e in events:
+        match e.payload:
+            case BlueprintSaved(blueprint=spec) as found if spec.name == name:
+                saved = found
+            case BlueprintDeleted(name=deleted) if deleted == name:
+                saved = None
+    return saved
+
+
+@post("/assistants/count", status_code=200, summary="LangGraph: count assistants")
+async def count_assistants(
+    data: JSONBody[AssistantCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> int:
+    tenant = tenant_of(principal)
+    wanted = data.metadata or {}
+    needle = (data.name or "").lower()
+    return sum(
+        1
+        for a in await assistants(deps, tenant, await agency_for(deps, tenant, request))
+        if (data.graph_id is None or a.graph_id == data.graph_id)
+        and needle in a.name.lower()
+        and all(a.metadata.get(k) == v for k, v in wanted.items())
+    )
+
+
+@post(
+    "/assistants/{assistant_id:str}/versions",
+    status_code=200,
+    summary="LangGraph: an assistant's versions (the blueprint's saved revisions)",
+)
+async def assistant_versions(
+    assistant_id: AssistantIdPath,
+    data: JSONBody[VersionsBody],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, Any],
+) -> list[Assistant]:
+    """Newest first; a static blueprint never saved by the agency has one, version 1."""
+    tenant = tenant_of(principal)
+    if not 1 <= data.limit <= MAX_PAGE or data.offset < 0:
+        raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
+    agency_id = await agency_for(deps, tenant, request)
+    latest = await assistant_named(deps, tenant, agency_id, assistant_id)
+    events = await agency_events(deps, tenant, agency_id)
+    versions = [
+        msgspec.structs.replace(
+            latest,
+            version=e.payload.revision,
+            updated_at=e.envelope.ts,
+            name=e.payload.blueprint.title or assistant_id,
+            description=e.payload.blueprint.description or None,
+            metadata={**latest.metadata, "model": e.payload.blueprint.model},
+        )
+        for e in events
+        if isinstance(e.payload, BlueprintSaved) and e.payload.blueprint.name == assistant_id
+    ]
+    if not versions:
+        versions = [latest]
+    wanted = data.metadata or {}
+    found = [
+        v for v in reversed(versions) if all(v.metadata.get(k) == x for k, x in wanted.items())
+    ]
+    return found[data.offset : data.offset + data.limit]
+
+
+@post(
+    "/assistants/{assistant_id:str}/latest",
+    status_code=200,
+    summary="LangGraph: make a version the latest (save that revision again)",
+)
+async def set_latest(
+    assistant_id: AssistantIdPath,
+    data: JSONBody[SetLatest],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, Any],
+) -> Assistant:
+    """The log is append-only: the blueprint as saved at revision `version` is saved again,
+    as its newest revision."""
+    tenant = tenant_of(principal)
+    agency_id = await agency_for(deps, tenant, request)
+    latest = await assistant_named(deps, tenant, agency_id, assistant_id)
+    events = await agency_events(deps, tenant, agency_id)
+    if latest.version == data.version:
+        return latest  # the latest already
+    chosen = next(
+        (
+            e.payload.blueprint
+            for e in events
+            if isinstance(e.payload, BlueprintSaved)
+            and e.payload.blueprint.name == assistant_id
+            and e.payload.revision == data.version
+        ),
+        None,
+    )
+    if chosen is None:
+        raise NotFoundException(f"assistant {assistant_id!r} has no version {data.version}")
+    return await _save(deps, tenant, agency_id, chosen)
+
+
+ASSISTANT_ROUTES = [
+    create_assistant,
+    update_assistant,
+    delete_assistant,
+    count_assistants,
+    assistant_versions,
+    set_latest,
+]

@@ -1,0 +1,310 @@
+"""LangGraph crons on the agency's schedules (`docs/workflows.md`).
+
+A cron of an assistant is an agent schedule (`workflows.set_schedule`, target `agent`):
+at each tick (UTC) the input's text is posted to the assistant's thread in the agency's
+`@global` workflow, which runs it. The cron's `thread_id` is that thread. Updating sets the
+schedule again; deleting removes it (`schedule.removed`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from croniter import croniter
+from litestar import Request, delete, patch, post
+from litestar.exceptions import NotFoundException, ValidationException
+from litestar.params import JSONBody, PathParameter
+
+from agency.contracts.commands import RemoveSchedule, SetSchedule
+from agency.contracts.ids import new_id
+from agency.domain.cron import cron_problem
+from agency.domain.workflow_members import global_workflow_id
+from agency.projections import workflow_queries as q
+from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.inputs import invocation
+from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
+from agency.services.api.langgraph.wire import Body, Out
+from agency.services.api.readback import read_your_write
+from agency.services.api.workflow_ops import ensure_global_member, find_schedule, read_state
+
+MAX_PAGE = 1000
+CronIdPath = Annotated[str, PathParameter(name="cron_id")]
+CRON_PREFIX = "sch_"
+# Options of a LangGraph cron with nothing in an Agency schedule to hold them.
+_UNMAPPED = (
+    "config", "context", "metadata", "interrupt_before", "interrupt_after", "webhook",
+    "end_time",
+)  # fmt: skip
+
+
+class CronCreate(Body, frozen=True, kw_only=True):
+    assistant_id: str
+    schedule: str
+    input: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    checkpoint_during: bool | None = None
+    interrupt_before: str | list[str] | None = None
+    interrupt_after: str | list[str] | None = None
+    webhook: str | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+    multitask_strategy: str | None = None
+    end_time: str | None = None
+    enabled: bool | None = None
+    timezone: str | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    durability: str | None = None
+
+
+class CronUpdate(Body, frozen=True, kw_only=True):
+    schedule: str | None = None
+    end_time: str | None = None
+    input: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    webhook: str | None = None
+    interrupt_before: str | list[str] | None = None
+    interrupt_after: str | list[str] | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+    enabled: bool | None = None
+    timezone: str | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    durability: str | None = None
+
+
+class CronSearch(Body, frozen=True, kw_only=True):
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    enabled: bool | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+    sort_by: str | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[str] | None = None
+
+
+class Cron(Out, frozen=True, kw_only=True):
+    cron_id: str
+    assistant_id: str
+    thread_id: str | None
+    on_run_completed: str | None = None
+    end_time: datetime | None = None
+    schedule: str
+    timezone: str | None = "UTC"
+    created_at: datetime
+    updated_at: datetime
+    payload: dict[str, Any]
+    user_id: str | None = None
+    next_run_date: datetime | None
+    metadata: dict[str, Any]
+    enabled: bool
+
+
+def _refuse_unmapped(data: CronCreate | CronUpdate) -> None:
+    named = [k for k in _UNMAPPED if getattr(data, k)]
+    if data.timezone not in (None, "UTC", "Etc/UTC"):
+        named.append("timezone (schedules tick in UTC)")
+    if data.enabled is False:
+        named.append("enabled=False (delete the cron instead)")
+    if data.on_run_completed == "delete":
+        named.append("on_run_completed='delete' (a cron runs in its assistant's thread)")
+    if named:
+        raise ValidationException(
+            f"not mapped onto Agency schedules: {', '.join(named)}; see docs/langgraph.md"
+        )
+
+
+def _schedule(cron: str) -> str:
+    problem = cron_problem(cron)
+    if problem:
+        raise ValidationException(problem)
+    return cron
+
+
+def _message(data: dict[str, Any] | None) -> str:
+    """The text a tick posts: the input's messages, one paragraph each."""
+    asked = invocation(data)
+    if asked.files:
+        raise ValidationException("a cron's input takes `messages` only: files do not map")
+    text = "\n\n".join(m.content for m in asked.messages if m.content)
+    if not text:
+        raise ValidationException("a cron needs `input.messages` with text to send each tick")
+    return text
+
+
+def _cron(view: q.ScheduleView, threads: dict[str, str]) -> Cron:
+    agent = view.agent or ""
+    return Cron(
+        cron_id=view.id,
+        assistant_id=agent,
+        thread_id=threads.get(agent),
+        schedule=view.cron,
+        created_at=view.updated_at,
+        updated_at=view.updated_at,
+        payload={"input": {"messages": [{"role": "user", "content": view.message}]}},
+        next_run_date=croniter(view.cron, datetime.now(UTC)).get_next(datetime),
+        metadata={"name": view.name},
+        enabled=view.active,
+    )
+
+
+async def _crons(deps: ApiDeps, tenant: str, agency_id: str) -> list[Cron]:
+    async with deps.pool.acquire() as conn:
+        views = await q.schedules(conn, tenant, agency_id)
+    members = (await read_state(deps, tenant, global_workflow_id(tenant, agency_id))).members
+    threads = {m.agent_type: m.thread_id for m in members.values()}
+    threads.update({name: m.thread_id for name, m in members.items()})
+    return [_cron(v, threads) for v in views if v.target == "agent" and v.active]
+
+
+async def _cron_named(deps: ApiDeps, tenant: str, agency_id: str, cron_id: str) -> Cron:
+    for cron in await _crons(deps, tenant, agency_id):
+        if cron.cron_id == cron_id:
+            return cron
+    raise NotFoundException(f"cron {cron_id[:80]!r} not found in agency {agency_id}")
+
+
+async def _set(deps: ApiDeps, tenant: str, command: SetSchedule) -> None:
+    key = new_id()
+    await read_your_write(
+        deps, tenant, "schedule", command.schedule_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
+
+
+@post("/runs/crons", status_code=200, summary="LangGraph: a cron of an assistant")
+async def create_cron(
+    data: JSONBody[CronCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> Cron:
+    tenant = tenant_of(principal)
+    _refuse_unmapped(data)
+    cron, message = _schedule(data.schedule), _message(data.input)
+    agency_id = await agency_for(deps, tenant, request)
+    state = await ensure_global_member(deps, tenant, agency_id, data.assistant_id)
+    schedule_id = CRON_PREFIX + new_id()
+    await _set(
+        deps,
+        tenant,
+        SetSchedule(
+            agency_id=agency_id, schedule_id=schedule_id, name=f"cron {data.assistant_id}",
+            cron=cron, target="agent", workflow_id=state.workflow_id, agent=data.assistant_id,
+            message=message,
+        ),
+    )  # fmt: skip
+    return await _cron_named(deps, tenant, agency_id, schedule_id)
+
+
+@post(
+    "/threads/{thread_id:str}/runs/crons",
+    status_code=200,
+    summary="LangGraph: a cron of a thread (not mapped)",
+)
+async def create_thread_cron(
+    thread_id: ThreadIdPath, data: JSONBody[CronCreate], principal: Caller, deps: Deps
+) -> None:
+    await load_thread(deps, tenant_of(principal), thread_id, deferred=True)  # 404 if not ours
+    raise ValidationException(
+        "a cron runs its assistant's thread in the agency's `@global` workflow, not a thread "
+        "of your own: use `crons.create(assistant_id, …)`; the cron's `thread_id` names it"
+    )
+
+
+@patch("/runs/crons/{cron_id:str}", summary="LangGraph: update a cron")
+async def update_cron(
+    cron_id: CronIdPath,
+    data: JSONBody[CronUpdate],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, Any],
+) -> Cron:
+    tenant = tenant_of(principal)
+    _refuse_unmapped(data)
+    agency_id = await agency_for(deps, tenant, request)
+    current = await _cron_named(deps, tenant, agency_id, cron_id)
+    message = _message(data.input) if data.input is not None else None
+    async with deps.pool.acquire() as conn:
+        view = next(v for v in await q.schedules(conn, tenant, agency_id) if v.id == cron_id)
+    await _set(
+        deps,
+        tenant,
+        SetSchedule(
+            agency_id=agency_id, schedule_id=cron_id, name=view.name,
+            cron=_schedule(data.schedule) if data.schedule else current.schedule,
+            target="agent", workflow_id=view.workflow_id, agent=view.agent,
+            message=view.message if message is None else message,
+        ),
+    )  # fmt: skip
+    return await _cron_named(deps, tenant, agency_id, cron_id)
+
+
+@delete("/runs/crons/{cron_id:str}", status_code=204, summary="LangGraph: delete a cron")
+async def delete_cron(
+    cron_id: CronIdPath, principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> None:
+    tenant = tenant_of(principal)
+    agency_id = await agency_for(deps, tenant, request)
+    await _cron_named(deps, tenant, agency_id, cron_id)
+    await find_schedule(deps, tenant, agency_id, cron_id)
+    key = new_id()
+    command = RemoveSchedule(agency_id=agency_id, schedule_id=cron_id)
+    await read_your_write(
+        deps, tenant, "schedule", cron_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
+
+
+def _found(crons: list[Cron], data: CronSearch | CronCount) -> list[Cron]:
+    return [
+        c
+        for c in crons
+        if (data.assistant_id is None or c.assistant_id == data.assistant_id)
+        and (data.thread_id is None or c.thread_id == data.thread_id)
+        and all(c.metadata.get(k) == v for k, v in (data.metadata or {}).items())
+    ]
+
+
+@post("/runs/crons/search", status_code=200, summary="LangGraph: search crons")
+async def search_crons(
+    data: JSONBody[CronSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> list[Cron]:
+    tenant = tenant_of(principal)
+    if not 1 <= data.limit <= MAX_PAGE or data.offset < 0:
+        raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
+    crons = await _crons(deps, tenant, await agency_for(deps, tenant, request))
+    found = [] if data.enabled is False else _found(crons, data)
+    key = data.sort_by if data.sort_by in ("cron_id", "assistant_id", "thread_id") else "cron_id"
+    found.sort(key=lambda c: str(getattr(c, key)), reverse=data.sort_order == "desc")
+    return found[data.offset : data.offset + data.limit]
+
+
+class CronCount(Body, frozen=True, kw_only=True):
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@post("/runs/crons/count", status_code=200, summary="LangGraph: count crons")
+async def count_crons(
+    data: JSONBody[CronCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> int:
+    tenant = tenant_of(principal)
+    return len(_found(await _crons(deps, tenant, await agency_for(deps, tenant, request)), data))
+
+
+CRON_ROUTES = [
+    create_cron,
+    create_thread_cron,
+    update_cron,
+    delete_cron,
+    search_crons,
+    count_crons,
+]

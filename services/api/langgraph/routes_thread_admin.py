@@ -1,0 +1,208 @@
+"""Threads of the LangGraph Agent Server API changed, counted, copied: facts on the log.
+
+- `threads.update(metadata=…)` sets keys of the thread's metadata: `registry.set_thread_metadata`,
+  a `thread.metadata_set` on the thread's log.
+- `threads.copy` is a fork of the thread at its last event (`registry.fork_thread`).
+- `threads.count` counts what `threads.search` lists.
+- `threads.delete` would remove a thread's data: that is the data-lifecycle work, not served;
+  the log keeps every thread.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from litestar import Request, Response, delete, patch, post
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
+from litestar.params import JSONBody
+
+from agency.contracts.commands import ForkThread, SetThreadMetadata
+from agency.contracts.ids import new_id
+from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.langgraph.routes_threads import thread_out
+from agency.services.api.langgraph.scope import (
+    RunIdPath,
+    ThreadIdPath,
+    agency_for,
+    deferred_thread_id,
+    deferred_view,
+    load_thread,
+    thread_id_of,
+)
+from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
+from agency.services.api.logwait import watch_log
+from agency.services.api.readback import read_your_write
+from agency.services.common.fork import ForkError, plan_fork
+
+# Keys of a thread's metadata that say what it is, not what its users set.
+DERIVED_KEYS = ("graph_id", "assistant_id", "agency_id")
+NO_DELETE = (
+    "deleting a thread is the data-lifecycle work, not served yet: the log keeps every "
+    "thread (a thread can be shut down with `POST /agency/{agencyId}/agent/{threadId}/terminate`)"
+)
+
+
+class ThreadUpdate(Body, frozen=True, kw_only=True):
+    metadata: dict[str, Any] | None = None
+    ttl: dict[str, Any] | None = None
+
+
+class ThreadCount(Body, frozen=True, kw_only=True):
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: ThreadStatus | None = None
+
+
+@patch("/threads/{thread_id:str}", summary="LangGraph: set keys of a thread's metadata")
+async def update_thread(
+    thread_id: ThreadIdPath,
+    data: JSONBody[ThreadUpdate],
+    principal: Caller,
+    deps: Deps,
+    request: Request[Any, Any, Any],
+) -> Response[Thread | None]:
+    tenant = tenant_of(principal)
+    if data.ttl:
+        raise ValidationException(
+            "`ttl` does not map: removing a thread is the data-lifecycle work, not served yet"
+        )
+    view = await load_thread(deps, tenant, thread_id, deferred=True)
+    current = view.metadata()
+    metadata = data.metadata or {}
+    for key, value in metadata.items():
+        if key in DERIVED_KEYS and current.get(key) != value:
+            raise ClientException(
+                status_code=409,
+                detail=f"metadata {key!r} says what the thread is ({current.get(key)!r}); "
+                "it cannot be changed",
+            )
+        if not isinstance(value, str):
+            raise ValidationException(
+                f"thread metadata values must be strings; {key[:60]!r} is {type(value).__name__}"
+            )
+    wanted = {k: v for k, v in metadata.items() if k not in DERIVED_KEYS}
+    if wanted and view.created is None:
+        raise ClientException(
+            status_code=409,
+            detail=f"thread {view.thread_id} is created by its first run: its metadata has "
+            "nowhere to live until then (create it with `threads.create(graph_id=…)`)",
+        )
+    if wanted and any(current.get(k) != v for k, v in wanted.items()):
+        assert view.created is not None
+        key = new_id()
+        command = SetThreadMetadata(
+            agency_id=view.created.agency_id, thread_id=view.thread_id, metadata=wanted
+        )
+        await read_your_write(
+            deps, tenant, "thread", view.thread_id, key,
+            send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+        )  # fmt: skip
+        view = await load_thread(deps, tenant, view.thread_id)
+    if request.headers.get("prefer") == "return=minimal":
+        return Response(None, status_code=204)
+    return Response(thread_out(view), status_code=200)
+
+
+@delete("/threads/{thread_id:str}", status_code=204, summary="LangGraph: delete a thread")
+async def delete_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> None:
+    await load_thread(deps, tenant_of(principal), thread_id, deferred=True)  # 404 if not ours
+    raise ValidationException(NO_DELETE)
+
+
+@delete(
+    "/threads/{thread_id:str}/runs/{run_id:str}",
+    status_code=204,
+    summary="LangGraph: delete a run (not mapped: the log is append-only)",
+)
+async def delete_run(
+    thread_id: ThreadIdPath, run_id: RunIdPath, principal: Caller, deps: Deps
+) -> None:
+    await load_thread(deps, tenant_of(principal), thread_id)  # 404 if not ours
+    raise ValidationException(
+        "a run cannot be deleted: the log is append-only and keeps every run (removing a "
+        "thread's data is the data-lifecycle work, not served yet)"
+    )
+
+
+@post("/threads/prune", status_code=200, summary="LangGraph: prune threads")
+async def prune_threads(
+    data: JSONBody[dict[str, Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> None:
+    await agency_for(deps, tenant_of(principal), request)  # an agency named must be ours
+    raise ValidationException(NO_DELETE)
+
+
+@post("/threads/count", status_code=200, summary="LangGraph: count the agency's threads")
+async def count_threads(
+    data: JSONBody[ThreadCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> int:
+    """Root threads of the agency, as `threads.search` lists them; `status` is read from
+    each thread's log."""
+    tenant = tenant_of(principal)
+    if data.values:
+        raise ValidationException("counting threads by `values` does not map onto Agency")
+    agency_id = await agency_for(deps, tenant, request)
+    given = data.metadata or {}
+    wanted = {k: v for k, v in given.items() if k not in ("graph_id", "assistant_id")}
+    graph = given.get("graph_id") or given.get("assistant_id")
+    await deps.listings.listed(tenant, deps.settings.read_lag_timeout)
+    async with deps.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT thread_id FROM threads WHERE tenant_id = $1 AND agency_id = $2 "
+            "AND parent_thread_id IS NULL AND request @> $3::jsonb "
+            "AND ($4::text IS NULL OR agent_type = $4)",
+            tenant,
+            agency_id,
+            json.dumps(wanted),
+            graph if isinstance(graph, str) else None,
+        )
+    if data.status is None:
+        return len(rows)
+    count = 0
+    for row in rows:
+        view = await load_thread(deps, tenant, row["thread_id"])
+        count += view.status() == data.status
+    return count
+
+
+@post("/threads/{thread_id:str}/copy", status_code=200, summary="LangGraph: copy a thread")
+async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> Thread:
+    """A fork of the thread at its last event: a new thread with the same history (a run
+    in progress ends in the copy, canceled)."""
+    tenant = tenant_of(principal)
+    thread_id = thread_id_of(thread_id)
+    view = await load_thread(deps, tenant, thread_id, deferred=True)
+    if view.created is None:
+        # Nothing to copy yet: another thread awaiting its first run.
+        pending = deferred_view(tenant, deferred_thread_id(tenant))
+        assert pending is not None
+        return thread_out(pending)
+    fork_id = new_id()
+    try:
+        plan = await plan_fork(deps.bus, tenant, thread_id, view.last_seq, fork_id=fork_id)
+    except ForkError as e:
+        raise NotFoundException(str(e)) from e
+    command = ForkThread(
+        agency_id=view.created.agency_id, thread_id=thread_id, at_seq=view.last_seq,
+        fork_thread_id=fork_id,
+    )  # fmt: skip
+    expected = plan.events_of(fork_id)
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", fork_id) as log:
+        await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
+
+        def written(_: object) -> bool | None:
+            return True if log.position is not None and log.position.seq >= expected else None
+
+        await log.until(written, deps.settings.read_your_writes_timeout)
+    return thread_out(await load_thread(deps, tenant, fork_id))
+
+
+THREAD_ADMIN_ROUTES = [
+    update_thread,
+    delete_thread,
+    delete_run,
+    prune_threads,
+    count_threads,
+    copy_thread,
+]

@@ -1,0 +1,108 @@
+"""`threads.update_state`: a person adds to an idle thread's state, as events on its log.
+
+`values` may hold `messages` (appended, `message.appended`), `files` (written,
+`file.written`) and `todos` (replacing the plan, `todos.written`): `runtime.update_state`,
+decided by the runtime on the thread it holds, refused while a run is active. The answer's
+checkpoint is the last event written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import post
+from litestar.exceptions import ClientException, ValidationException
+from litestar.params import JSONBody
+
+from agency.contracts.commands import UpdateThreadState
+from agency.contracts.events import Todo
+from agency.contracts.ids import new_id
+from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.langgraph.inputs import invocation
+from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
+from agency.services.api.langgraph.wire import Body, Checkpoint, Out
+from agency.services.api.readback import read_your_write
+
+_TODOS = msgspec.json.Decoder(tuple[Todo, ...])
+
+
+class UpdateState(Body, frozen=True, kw_only=True):
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+
+
+class UpdateStateOut(Out, frozen=True, kw_only=True):
+    checkpoint: Checkpoint
+
+
+def _todos(raw: Any) -> tuple[Todo, ...]:
+    try:
+        return _TODOS.decode(msgspec.json.encode(raw))
+    except msgspec.ValidationError as e:
+        raise ValidationException(
+            f"`todos` are {{content, status: pending|in_progress|completed}} objects: {e}"
+        ) from e
+
+
+@post(
+    "/threads/{thread_id:str}/state",
+    status_code=200,
+    summary="LangGraph: add messages, files or todos to an idle thread",
+)
+async def update_state(
+    thread_id: ThreadIdPath, data: JSONBody[UpdateState], principal: Caller, deps: Deps
+) -> UpdateStateOut:
+    tenant = tenant_of(principal)
+    view = await load_thread(deps, tenant, thread_id)
+    if not isinstance(data.values, dict):
+        raise ValidationException(
+            "`values` must be an object of `messages`, `files` and `todos` (a list of "
+            "updates per node does not map: an Agency thread has one state)"
+        )
+    wanted = data.checkpoint_id or (data.checkpoint or {}).get("checkpoint_id")
+    if wanted is not None and wanted != str(view.checkpoint_seq):
+        raise ValidationException(
+            f"checkpoint {str(wanted)[:40]!r} is not the thread's latest "
+            f"({view.checkpoint_seq}): the log is append-only; fork the thread there "
+            "(`POST /agency/{agencyId}/agent/{threadId}/fork`) and update the fork"
+        )
+    values = dict(data.values)
+    todos = _todos(values.pop("todos")) if "todos" in values else None
+    asked = invocation(values)
+    if not asked.messages and not asked.files and todos is None:
+        raise ValidationException("`values` holds nothing to add: `messages`, `files`, `todos`")
+    assert view.created is not None
+    if view.status() == "busy" or view.status() == "interrupted":
+        raise ClientException(
+            status_code=409,
+            detail=f"thread {view.thread_id} is running: its state changes when the run ends",
+        )
+    key = new_id()
+    command = UpdateThreadState(
+        agency_id=view.created.agency_id,
+        thread_id=view.thread_id,
+        messages=asked.messages,
+        files=asked.files,
+        todos=todos,
+    )
+    written = await read_your_write(
+        deps, tenant, "thread", view.thread_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
+    if written.event is None:
+        now = await load_thread(deps, tenant, view.thread_id)
+        if now.status() in ("busy", "interrupted"):
+            raise ClientException(
+                status_code=409,
+                detail=f"a run of thread {view.thread_id} started first: its state was not changed",
+            )
+    now = await load_thread(deps, tenant, view.thread_id)
+    return UpdateStateOut(
+        checkpoint=Checkpoint(thread_id=now.thread_id, checkpoint_id=str(now.checkpoint_seq))
+    )
+
+
+THREAD_STATE_ROUTES = [update_state]

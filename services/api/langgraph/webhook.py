@@ -1,0 +1,33 @@
+"""A run's `webhook`, checked before the run starts (`services/common/webhooks.py`)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from litestar.exceptions import ValidationException
+
+from agency.services.common.egress import VARIABLE as ALLOW_HOSTS, refusal
+from agency.services.common.webhooks import MAX_URL, SECRET_VARIABLE, secret
+
+
+def webhook_of(url: str | None) -> str | None:
+    """The URL, or a 400 saying why no run may name it."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if len(url) > MAX_URL or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationException(
+            f"webhook {url[:80]!r} must be an http(s) URL with a host, {MAX_URL} characters at most"
+        )
+    problem = refusal(url)
+    if problem is not None:
+        raise ValidationException(
+            f"webhook {url[:80]!r} is refused: {problem} (the operator allows hosts with "
+            f"`{ALLOW_HOSTS}`)"
+        )
+    if secret() is None:
+        raise ValidationException(
+            f"webhooks are off: the operator has not set `{SECRET_VARIABLE}`, the secret "
+            "that signs them"
+        )
+    return url

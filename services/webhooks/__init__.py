@@ -1,0 +1,1 @@
+"""Run webhooks: a signed POST when a run that named one ends."""

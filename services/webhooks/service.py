@@ -1,0 +1,142 @@
+"""`agency serve webhooks`: POST a run's end to the URL its request named.
+
+Reacts to run terminals (`run.completed`, `run.error`, `run.canceled`) and to a run
+stopping at an interrupt (`run.paused`, reason `hitl`: LangGraph's run is over there,
+`success`; the run's resumed rest POSTs again when it ends), durable `webhooks`. When
+the `request.accepted` of the run named a `webhook`, the run's end is POSTed there as
+JSON (`run_id`, `thread_id`, `assistant_id`, `agency_id`, `status` in LangGraph's words,
+`error`, `ended_at`), signed (`services/common/webhooks.py`), through the egress guard
+every tenant connection goes through. A failed POST (a connection error, a timeout, 408,
+429, 5xx) is retried with backoff (`stamina`); what is still failing, or refused (another
+4xx, an address the egress rule refuses, no secret), is dead-lettered with the reason.
+Delivery is at least once: a receiver deduplicates on the `X-Agency-Event-Id` header (the
+id of the event that ended the run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx2
+import msgspec
+import stamina
+import structlog
+
+from agency.contracts.events import (
+    RequestAccepted,
+    RunCanceled,
+    RunCompleted,
+    RunError,
+    RunPaused,
+)
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.consumers import WEBHOOK_EVENTS
+from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.common.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.common.webhooks import (
+    EVENT_HEADER,
+    SECRET_VARIABLE,
+    SIGNATURE_HEADER,
+    secret,
+    signature,
+)
+
+log = structlog.get_logger(__name__)
+
+ATTEMPTS = 5
+TIMEOUT = 10.0
+# A run's end in LangGraph's words.
+STATUS = {RunCompleted: "success", RunError: "error", RunCanceled: "interrupted"}
+
+
+class Delivery(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    agency_id: str | None
+    status: str
+    error: str | None = None
+    ended_at: str
+
+
+class Retryable(Exception):
+    """A failure worth another attempt: the receiver is busy or away."""
+
+
+async def _post(url: str, body: bytes, event_id: str, key: str) -> None:
+    policy = EgressPolicy.from_env()
+    async with httpx2.AsyncClient(transport=guarded_transport(policy), timeout=TIMEOUT) as http:
+        async for attempt in stamina.retry_context(
+            on=(Retryable, httpx2.TransportError), attempts=ATTEMPTS, wait_initial=0.2,
+            wait_max=5.0, timeout=60.0,
+        ):  # fmt: skip
+            with attempt:
+                headers = {
+                    "Content-Type": "application/json",
+                    SIGNATURE_HEADER: signature(body, key, int(time.time())),
+                    EVENT_HEADER: event_id,
+                }
+                response = await http.post(url, content=body, headers=headers)
+                if response.status_code in (408, 429) or response.status_code >= 500:
+                    raise Retryable(f"{url[:200]} answered {response.status_code}")
+                if response.status_code >= 400:
+                    raise PermanentFailure(
+                        "webhook_refused", f"{url[:200]} answered {response.status_code}"
+                    )
+
+
+class Webhooks:
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+
+    async def handle(self, event: RecordedEvent) -> None:
+        payload = event.payload
+        status = STATUS.get(type(payload))
+        if isinstance(payload, RunPaused) and payload.reason == "hitl":
+            status = "success"  # stopped at an interrupt: LangGraph's run is over
+        run_id = getattr(payload, "run_id", None)
+        if status is None or not isinstance(run_id, str):
+            return
+        env = event.envelope
+        history = await self._bus.store.read(env.tenant_id, "thread", env.aggregate_id)
+        url = next(
+            (
+                e.payload.webhook
+                for e in history
+                if isinstance(e.payload, RequestAccepted) and e.payload.run_id == run_id
+            ),
+            None,
+        )
+        if url is None:
+            return
+        key = secret()
+        if key is None:
+            raise PermanentFailure("webhook_unsigned", f"{SECRET_VARIABLE} is not set")
+        created = history[0].payload if history else None
+        delivery = Delivery(
+            run_id=run_id,
+            thread_id=env.aggregate_id,
+            assistant_id=getattr(created, "agent_type", ""),
+            agency_id=env.agency_id,
+            status=status,
+            error=payload.error if isinstance(payload, RunError) else None,
+            ended_at=env.ts.isoformat(),
+        )
+        try:
+            await _post(url, msgspec.json.encode(delivery), env.event_id, key)
+        except EgressRefused as e:
+            raise PermanentFailure("webhook_egress_refused", str(e)) from e
+        except (Retryable, httpx2.TransportError) as e:
+            raise PermanentFailure(
+                "webhook_failed", f"gave up after {ATTEMPTS} attempts: {e}"
+            ) from e
+        log.info("webhook_delivered", run_id=run_id, status=status)
+
+
+async def run_webhooks(nats_url: str, stop: asyncio.Event, *, ack_wait: float = 120.0) -> None:
+    async with Bus(nats_url, name="agency-webhooks") as bus:
+        service = Webhooks(bus)
+        worker = EventWorker(bus, WEBHOOK_EVENTS, service.handle, ack_wait=ack_wait, max_deliver=1)
+        await worker.run(stop)

@@ -1,0 +1,91 @@
+"""Threads updated, counted, copied (and not deleted) through the official SDK client."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError
+
+from agency.services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import LangGraph, new_tenant
+from tests.langgraph.helpers import ask
+
+
+async def test_update_sets_metadata_as_an_event_on_the_log(lg: LangGraph) -> None:
+    thread = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
+    thread_id = thread["thread_id"]
+    updated = await lg.client.threads.update(thread_id, metadata={"topic": "tax", "user": "bob"})
+    assert updated["metadata"]["topic"] == "tax" and updated["metadata"]["user"] == "bob"
+    assert updated["metadata"]["graph_id"] == "worker"
+    got = await lg.client.threads.get(thread_id)
+    assert got["metadata"]["topic"] == "tax"
+    found = await lg.client.threads.search(metadata={"topic": "tax"})
+    assert [t["thread_id"] for t in found] == [thread_id]
+    assert (
+        await lg.client.threads.update(thread_id, metadata={"a": "b"}, return_minimal=True) is None
+    )
+    async with httpx.AsyncClient(base_url=lg.url, timeout=20) as http:
+        r = await http.get(
+            f"/agency/{lg.agency}/agent/{thread_id}/events",
+            headers={"Authorization": f"Bearer {lg.key}"},
+        )
+    assert r.status_code == 200, r.text
+    set_events = [e for e in r.json()["events"] if e["type"] == "thread.metadata_set"]
+    assert len(set_events) == 2
+
+    with pytest.raises(ConflictError, match="graph_id"):
+        await lg.client.threads.update(thread_id, metadata={"graph_id": "approver"})
+    with pytest.raises(BadRequestError, match="must be strings"):
+        await lg.client.threads.update(thread_id, metadata={"n": 1})
+    with pytest.raises(BadRequestError, match="ttl"):
+        await lg.client.threads.update(thread_id, metadata={}, ttl=5)
+    with pytest.raises(NotFoundError):
+        await lg.client.threads.update("01jnosuchthread0000000000", metadata={"a": "b"})
+
+
+async def test_count_counts_what_search_lists(lg: LangGraph) -> None:
+    for user in ("ann", "ann", "bob"):
+        await lg.client.threads.create(graph_id="worker", metadata={"user": user})
+    assert await lg.client.threads.count() == 3
+    assert await lg.client.threads.count(metadata={"user": "ann"}) == 2
+    assert await lg.client.threads.count(metadata={"graph_id": "approver"}) == 0
+    assert await lg.client.threads.count(status="idle") == 3
+    assert await lg.client.threads.count(status="busy") == 0
+
+
+async def test_copy_is_a_fork_with_the_same_history(lg: LangGraph) -> None:
+    key = "lg-copy-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="original answer")])
+    thread = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
+    await lg.client.runs.wait(thread["thread_id"], "worker", input=ask(key))
+    copy = await lg.client.threads.copy(thread["thread_id"])
+    assert copy["thread_id"] != thread["thread_id"]
+    assert copy["metadata"]["user"] == "ann" and copy["status"] == "idle"
+    contents = [m["content"] for m in copy["values"]["messages"]]
+    assert contents == [key, "original answer"]
+    lg.llm.script(key + "-more", [ScriptStep(content="on the copy")])
+    await lg.client.runs.wait(copy["thread_id"], "worker", input=ask(key + "-more"))
+    original = await lg.client.threads.get(thread["thread_id"])
+    assert len(original["values"]["messages"]) == 2
+
+
+async def test_delete_names_what_it_awaits(lg: LangGraph) -> None:
+    thread = await lg.client.threads.create(graph_id="worker")
+    with pytest.raises(BadRequestError, match="data-lifecycle"):
+        await lg.client.threads.delete(thread["thread_id"])
+    with pytest.raises(BadRequestError, match="append-only"):
+        await lg.client.runs.delete(thread["thread_id"], "some-run")
+    assert (await lg.client.threads.get(thread["thread_id"]))["thread_id"] == thread["thread_id"]
+
+
+async def test_another_tenant_cannot_update_count_or_copy_ours(lg: LangGraph) -> None:
+    thread = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
+    key, _, _ = await new_tenant(lg.url, "lg-other")
+    async with get_client(url=f"{lg.url}/langgraph", api_key=key) as other:
+        with pytest.raises(NotFoundError):
+            await other.threads.update(thread["thread_id"], metadata={"user": "eve"})
+        with pytest.raises(NotFoundError):
+            await other.threads.copy(thread["thread_id"])
+        assert await other.threads.count() == 0
+    assert (await lg.client.threads.get(thread["thread_id"]))["metadata"]["user"] == "ann"

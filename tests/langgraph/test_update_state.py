@@ -1,0 +1,67 @@
+"""`threads.update_state` through the official SDK client: events on the thread's log."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError
+
+from agency.services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import LangGraph, new_tenant
+from tests.langgraph.helpers import ask, call
+
+
+async def test_update_state_adds_messages_files_and_todos(lg: LangGraph) -> None:
+    key = "lg-update-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="seen it")])
+    thread_id = (await lg.client.threads.create(graph_id="worker"))["thread_id"]
+    done = await lg.client.threads.update_state(
+        thread_id,
+        {
+            "messages": [{"type": "human", "content": "note from a person"}],
+            "files": {"/notes.md": "hello"},
+            "todos": [{"content": "read notes", "status": "pending"}],
+        },
+        as_node="model",
+    )
+    state = await lg.client.threads.get_state(thread_id)
+    assert done["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    assert [m["content"] for m in state["values"]["messages"]] == ["note from a person"]
+    assert state["values"]["files"] == {"/notes.md": "hello"}
+    assert state["values"]["todos"] == [{"content": "read notes", "status": "pending"}]
+
+    # The next run sees what was added.
+    result = await lg.client.runs.wait(thread_id, "worker", input=ask(key))
+    assert isinstance(result, dict)
+    assert [m["content"] for m in result["messages"]] == ["note from a person", key, "seen it"]
+    with pytest.raises(BadRequestError, match="not the thread's latest"):
+        await lg.client.threads.update_state(
+            thread_id, {"messages": ["x"]}, checkpoint_id=done["checkpoint"]["checkpoint_id"]
+        )
+
+
+async def test_update_state_is_refused_while_a_run_awaits(lg: LangGraph) -> None:
+    key = "lg-update-busy-" + lg.agency
+    lg.llm.script(key, [ScriptStep(tool_calls=[call("lookup", word="w")])])
+    thread_id = (await lg.client.threads.create(graph_id="approver"))["thread_id"]
+    paused = await lg.client.runs.wait(thread_id, "approver", input=ask(key))
+    assert isinstance(paused, dict) and paused["__interrupt__"]
+    with pytest.raises(ConflictError, match="running"):
+        await lg.client.threads.update_state(thread_id, {"messages": ["more"]})
+
+
+async def test_what_update_state_cannot_take(lg: LangGraph) -> None:
+    thread_id = (await lg.client.threads.create(graph_id="worker"))["thread_id"]
+    with pytest.raises(BadRequestError, match="nothing to add"):
+        await lg.client.threads.update_state(thread_id, {})
+    with pytest.raises(BadRequestError, match="does not map"):
+        await lg.client.threads.update_state(thread_id, {"counter": 1})
+    with pytest.raises(BadRequestError, match="todos"):
+        await lg.client.threads.update_state(thread_id, {"todos": [{"status": "odd"}]})
+    with pytest.raises(BadRequestError, match="one state"):
+        await lg.client.threads.update_state(thread_id, [{"messages": []}])  # type: ignore[arg-type]
+    key, _, _ = await new_tenant(lg.url, "lg-other")
+    async with get_client(url=f"{lg.url}/langgraph", api_key=key) as other:
+        with pytest.raises(NotFoundError):
+            await other.threads.update_state(thread_id, {"messages": ["intrusion"]})
+    assert (await lg.client.threads.get_state(thread_id))["values"]["messages"] == []

@@ -1,0 +1,116 @@
+"""A run's `webhook` through the official SDK client: a signed POST when the run ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from langgraph_sdk.errors import BadRequestError
+
+from agency.services.common.webhooks import SIGNATURE_HEADER, verify
+from agency.services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import LangGraph
+from tests.langgraph.helpers import ask, call
+
+SECRET = "whsec-test"
+
+
+class Receiver:
+    """An HTTP endpoint on loopback that answers each POST with the next status given."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.received: asyncio.Queue[tuple[dict[str, str], bytes]] = asyncio.Queue()
+        self.url = ""
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")[1:]
+        headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines if ln)}
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        status = self.statuses.pop(0) if self.statuses else 200
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+        )
+        await writer.drain()
+        writer.close()
+        await self.received.put((headers, body))
+
+
+@pytest.fixture
+async def receiver(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Receiver]:
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("AGENCY_WEBHOOK_SECRET", SECRET)
+    found = Receiver([503])  # the first attempt fails: the POST is retried
+    server = await asyncio.start_server(found._serve, "127.0.0.1", 0)
+    found.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook"
+    async with server:
+        yield found
+
+
+async def test_the_end_of_a_run_is_posted_signed_and_retried(
+    lg: LangGraph, receiver: Receiver
+) -> None:
+    key = "lg-webhook-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="done")])
+    thread = await lg.client.threads.create(graph_id="worker")
+    run = await lg.client.runs.create(
+        thread["thread_id"], "worker", input=ask(key), webhook=receiver.url
+    )
+    async with asyncio.timeout(30):
+        first = await receiver.received.get()  # answered 503
+        headers, body = await receiver.received.get()
+    assert first[1] == body
+    assert verify(body, headers[SIGNATURE_HEADER.lower()], SECRET)
+    assert not verify(body, headers[SIGNATURE_HEADER.lower()], "another secret")
+    sent = json.loads(body)
+    assert sent["run_id"] == run["run_id"] and sent["thread_id"] == thread["thread_id"]
+    assert sent["status"] == "success" and sent["assistant_id"] == "worker"
+
+
+async def test_a_run_stopping_at_an_interrupt_is_posted_too(
+    lg: LangGraph, receiver: Receiver
+) -> None:
+    receiver.statuses.clear()
+    key = "lg-webhook-hitl-" + lg.agency
+    lg.llm.script(key, [ScriptStep(tool_calls=[call("lookup", word="w")])])
+    thread = await lg.client.threads.create(graph_id="approver")
+    await lg.client.runs.create(
+        thread["thread_id"], "approver", input=ask(key), webhook=receiver.url
+    )
+    async with asyncio.timeout(30):
+        _, body = await receiver.received.get()
+    assert json.loads(body)["status"] == "success"
+    assert (await lg.client.threads.get(thread["thread_id"]))["status"] == "interrupted"
+
+
+async def test_a_webhook_to_a_private_address_or_without_a_secret_is_refused(
+    lg: LangGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thread = await lg.client.threads.create(graph_id="worker")
+    monkeypatch.setenv("AGENCY_WEBHOOK_SECRET", SECRET)
+    monkeypatch.delenv("AGENCY_ALLOW_HOSTS", raising=False)
+    with pytest.raises(BadRequestError, match="AGENCY_ALLOW_HOSTS"):
+        await lg.client.runs.create(
+            thread["thread_id"], "worker", input=ask("x"), webhook="http://10.0.0.7/hook"
+        )
+    with pytest.raises(BadRequestError, match="http"):
+        await lg.client.runs.create(
+            thread["thread_id"], "worker", input=ask("x"), webhook="ftp://example.com/x"
+        )
+    monkeypatch.delenv("AGENCY_WEBHOOK_SECRET")
+    with pytest.raises(BadRequestError, match="AGENCY_WEBHOOK_SECRET"):
+        await lg.client.runs.create(
+            thread["thread_id"], "worker", input=ask("x"), webhook="https://example.com/hook"
+        )
+    assert await lg.client.runs.list(thread["thread_id"]) == []
+    before = await lg.client.threads.count()
+    with pytest.raises(BadRequestError, match="AGENCY_WEBHOOK_SECRET"):
+        await lg.client.runs.create(None, "worker", input=ask("x"), webhook="https://example.com")
+    with pytest.raises(BadRequestError, match="batch item 0: webhooks are off"):
+        await lg.client.runs.create_batch(
+            [{"assistant_id": "worker", "input": ask("x"), "webhook": "https://example.com"}]
+        )
+    assert await lg.client.threads.count() == before  # no thread made for a refused run
