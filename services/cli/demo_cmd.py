@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from agency.services.cli.common import add_data_dir, running_endpoints
 
@@ -37,6 +34,9 @@ MULTI_BLUEPRINTS = (
 )
 TERMINAL = {"run.completed", "run.error", "run.canceled"}
 
+if TYPE_CHECKING:
+    import httpx
+
 
 def register(groups: Any) -> None:
     demo = groups.add_parser("demo", help="run a demo agent against `agency up` and watch it live")
@@ -62,6 +62,8 @@ async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> d
 
 
 async def _sse(client: httpx.AsyncClient, path: str) -> AsyncIterator[dict[str, Any]]:
+    import httpx
+
     async with client.stream("GET", path, timeout=httpx.Timeout(10.0, read=None)) as response:
         if response.status_code >= 400:
             raise DemoError(f"GET {path} answered {response.status_code}")
@@ -155,6 +157,8 @@ def show(event: dict[str, Any], text: str = "", *, final: bool = True) -> str | 
 
 async def _watch_tree(client: httpx.AsyncClient, base: str, root: str, run_id: str) -> None:
     """The root's whole subagent tree, in stream order, indented by depth."""
+    import asyncio
+
     depth = {root: 0}
     labels: dict[str, str] = {}
     printer = Printer(stream=False)
@@ -197,6 +201,10 @@ async def _watch_tree(client: httpx.AsyncClient, base: str, root: str, run_id: s
 
 
 async def agency_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import httpx
+
     endpoints = running_endpoints(args)
     if not endpoints.api_url or not endpoints.api_key:
         print("agency: the running system has no API; start it with `agency up`", file=sys.stderr)

@@ -7,13 +7,13 @@ import argparse
 import json
 import sys
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from agency.contracts.http import EventView
 from agency.services.cli.common import add_data_dir, running_endpoints
-from agency.services.client import ApiError, AsyncAgencyClient
+
+if TYPE_CHECKING:
+    from agency.contracts.http import EventView
+    from agency.services.client import AsyncAgencyClient
 
 DEFAULT_AGENCY = "default"
 # Exit codes of `invoke --follow` by how the run ended: done or waiting for a person is a
@@ -67,6 +67,8 @@ def register(threads: Any) -> None:
 
 
 def _client(args: argparse.Namespace) -> AsyncAgencyClient:
+    from agency.services.client import AsyncAgencyClient
+
     endpoints = running_endpoints(args)
     if not endpoints.api_url or not endpoints.api_key:
         raise ApiUnavailable("the running system has no API; start it with `agency up`")
@@ -78,6 +80,8 @@ class ApiUnavailable(Exception):
 
 
 async def _run(args: argparse.Namespace, body: Any) -> int:
+    from agency.services.client import ApiError
+
     try:
         async with _client(args) as client:
             code: int = await body(client)
@@ -99,6 +103,8 @@ def _print(args: argparse.Namespace, value: Any, text: str) -> None:
 
 
 def _builtins(value: Any) -> Any:
+    import msgspec
+
     return msgspec.to_builtins(value)
 
 
@@ -282,3 +288,4 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
         case "request.rejected":
             return f"■ rejected: {data.get('reason')}"
     return None
+
