@@ -220,6 +220,7 @@ async def threads_terminate(args: argparse.Namespace) -> int:
 
 _STATUS_OF = {
     "run.paused": "paused",
+    "run.resumed": "running",
     "run.completed": "completed",
     "run.canceled": "canceled",
     "run.error": "error",
@@ -249,12 +250,12 @@ class EventPrinter:
             self._streaming = False
             print(flush=True)
             data = {**data, "message": {**data.get("message", {}), "content": ""}}
-        line = describe(event.type, data)
+        line = describe(event.type, data, event.thread_id or "THREAD")
         if line:
             print(line, flush=True)
 
 
-def describe(kind: str, data: dict[str, Any]) -> str | None:
+def describe(kind: str, data: dict[str, Any], thread: str = "THREAD") -> str | None:
     match kind:
         case "run.started":
             return f"▶ run {data.get('runId')} started ({data.get('agentType')})"
@@ -278,7 +279,8 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
             )
             return f"  ✋ awaiting approval: {calls}"
         case "run.paused":
-            return f"⏸ paused ({data.get('reason')}); `agency threads approve` resumes it"
+            reason = str(data.get("reason"))
+            return f"⏸ paused ({reason}); {pause_hint(reason, thread)}"
         case "run.completed":
             return f"■ completed: {data.get('result', '')}"
         case "run.error":
@@ -289,3 +291,14 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
             return f"■ rejected: {data.get('reason')}"
     return None
 
+
+def pause_hint(reason: str, thread: str) -> str:
+    """What goes on from a pause for `reason` (`contracts/events/run.py`, `PauseReason`)."""
+    match reason:
+        case "hitl":
+            return f"`agency threads approve {thread}` (or `--reject`) resumes it"
+        case "subagent":
+            return "it waits for its subagents and resumes by itself when they report"
+        case "exhausted":
+            return f"`agency threads invoke {thread} MESSAGE` continues it with more steps"
+    return f"nothing resumes it; `agency threads cancel {thread}` ends it"
