@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agency.services.cli.common import add_data_dir, running_endpoints
 
+DEMO_AGENCY = "demo"
 DEMO_BLUEPRINT = {
     "name": "demo-planner",
     "description": "Plans its work, keeps notes in files, answers briefly.",
@@ -59,6 +60,18 @@ async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> d
         raise DemoError(f"POST {path} answered {response.status_code}: {response.text}")
     result: dict[str, Any] = response.json()
     return result
+
+
+async def _demo_agency(client: httpx.AsyncClient) -> str:
+    """The tenant's agency named `demo`, created by the first demo: each demo runs in it."""
+    response = await client.get("/agencies")
+    if response.status_code >= 400:
+        raise DemoError(f"GET /agencies answered {response.status_code}: {response.text}")
+    for agency in response.json():
+        if agency.get("name") == DEMO_AGENCY:
+            return str(agency["id"])
+    created = await _post(client, "/agencies", {"name": DEMO_AGENCY})
+    return str(created["id"])
 
 
 async def _sse(client: httpx.AsyncClient, path: str) -> AsyncIterator[dict[str, Any]]:
@@ -212,8 +225,7 @@ async def agency_demo(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {endpoints.api_key}"}
     async with httpx.AsyncClient(base_url=endpoints.api_url, headers=headers, timeout=30) as client:
         try:
-            agency = await _post(client, "/agencies", {"name": "demo"})
-            agency_id = agency["id"]
+            agency_id = await _demo_agency(client)
             blueprints = MULTI_BLUEPRINTS if args.multi else (DEMO_BLUEPRINT,)
             for blueprint in blueprints:
                 await _post(client, f"/agency/{agency_id}/blueprints", dict(blueprint))
