@@ -212,3 +212,19 @@ async def test_a_run_out_of_steps_is_continued_by_the_invoke_its_pause_names(
 
     code, out = await agency_cli(tmp_path, "invoke", thread, f"go on {key}", "--follow")
     assert code == 0 and "■ completed: finished after all" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_follow_waits_through_the_streams_keep_alives(client: Client, tmp_path: Path) -> None:
+    """A model answering after more than a keep-alive's interval (15 s): the follow reads
+    the keep-alives and goes on to the end."""
+    _endpoints_of(client, tmp_path)
+    key = "cli-slow-" + client.agency
+    client.llm.script(key, [ScriptStep(content="took a while", delay_ms=17_000)])
+    code, created = await agency_cli(tmp_path, "create", "worker")
+    assert code == 0, created
+    thread = created.strip().splitlines()[-1]
+
+    code, out = await agency_cli(tmp_path, "invoke", thread, key, "--follow")
+    assert code == 0 and "■ completed: took a while" in out, out
