@@ -1,8 +1,10 @@
 """`python -m bench.cli`: how long the `agency` command takes to start and answer.
 
-Each figure is the median wall time in ms of `--runs` runs, each in a process of its own,
-against `python -c pass` with the same interpreter as the baseline (what any Python command
-costs); the ratio is baseline/ours, as for every time in `bench/` (below 1: ours is slower):
+Each figure is the median in ms of `--runs` runs, each in a process of its own, against
+`python -c pass` with the same interpreter as the baseline (what any Python command costs);
+the ratio is baseline/ours, as for every time in `bench/` (below 1: ours is slower). Each
+command has two lines: its wall time, and (`-cpu`) the CPU time its process used, which
+other work on a busy machine changes less:
 
 - `cli-help`: `agency --help`;
 - `cli-threads-ls`: `agency threads ls` against a running `agency up` (started in a
@@ -14,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import print_load
@@ -37,29 +41,47 @@ def agency_command() -> list[str]:
     return [sys.executable, "-m", "agency.services.cli.main"]
 
 
-def median_seconds(argv: Sequence[str], runs: int, expect: int = 0) -> float:
-    """The median wall time of `runs` runs of `argv`, each of which must exit with `expect`."""
-    times = []
+@dataclass(frozen=True, slots=True)
+class Times:
+    """Medians in seconds: of the wall time, and of the CPU time the process used (user and
+    system), which other work on the machine changes less."""
+
+    wall: float
+    cpu: float
+
+
+def median_times(argv: Sequence[str], runs: int, expect: int = 0) -> Times:
+    """The medians of `runs` runs of `argv`, each of which must exit with `expect`."""
+    walls, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-        times.append(time.perf_counter() - started)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if done.returncode != expect:
             raise SystemExit(
                 f"{' '.join(argv)} exited with {done.returncode}, not {expect}:\n{done.stderr}"
             )
-    return statistics.median(times)
+    return Times(statistics.median(walls), statistics.median(cpus))
 
 
-def measure(metric: str, argv: Sequence[str], runs: int, baseline: float, expect: int = 0) -> None:
-    ours, base = median_seconds(argv, runs, expect) * 1000, baseline * 1000
-    print(f"  {metric}: ours {ours:.0f} ms, baseline {base:.0f} ms", flush=True)
-    print(
-        f"bench: {metric} ours={ours:.1f} baseline={base:.1f} ratio={base / ours:.3f}", flush=True
-    )
+def line(metric: str, ours: float, baseline: float) -> None:
+    """Times in ms; the ratio is baseline/ours."""
+    ours, baseline = ours * 1000, baseline * 1000
+    print(f"  {metric}: ours {ours:.0f} ms, baseline {baseline:.0f} ms", flush=True)
+    ratio = baseline / ours if ours else 0.0
+    print(f"bench: {metric} ours={ours:.1f} baseline={baseline:.1f} ratio={ratio:.3f}", flush=True)
 
 
-async def threads_ls_against_a_system(agency: list[str], runs: int, baseline: float) -> None:
+def measure(metric: str, argv: Sequence[str], runs: int, baseline: Times, expect: int = 0) -> None:
+    ours = median_times(argv, runs, expect)
+    line(metric, ours.wall, baseline.wall)
+    line(f"{metric}-cpu", ours.cpu, baseline.cpu)
+
+
+async def threads_ls_against_a_system(agency: list[str], runs: int, baseline: Times) -> None:
     from bench.http_system import RunningSystem
 
     async with RunningSystem(NO_MODEL) as system:
@@ -82,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     agency = agency_command()
     print(f"== bench.cli: median of {args.runs} runs; {' '.join(agency)}", flush=True)
     print_load("at the start")
-    baseline = median_seconds([sys.executable, "-c", "pass"], args.runs)
+    baseline = median_times([sys.executable, "-c", "pass"], args.runs)
     measure("cli-help", [*agency, "--help"], args.runs, baseline)
     if args.no_system:
         with tempfile.TemporaryDirectory(prefix="agency-bench-cli-") as empty:

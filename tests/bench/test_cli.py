@@ -26,7 +26,7 @@ def bench_lines(*argv: str, timeout: float) -> dict[str, tuple[float, float, flo
 @pytest.mark.timeout(120)
 def test_the_benchmark_times_help_and_a_command_against_no_system() -> None:
     lines = bench_lines("--runs", "1", "--no-system", timeout=110)
-    assert set(lines) == {"cli-help", "cli-threads-ls"}
+    assert set(lines) == {"cli-help", "cli-help-cpu", "cli-threads-ls", "cli-threads-ls-cpu"}
     for ours, baseline, ratio in lines.values():
         assert ours > 0 and baseline > 0 and ratio == pytest.approx(baseline / ours, rel=0.01)
 
@@ -35,7 +35,7 @@ def test_the_benchmark_times_help_and_a_command_against_no_system() -> None:
 @pytest.mark.timeout(300)
 def test_the_benchmark_times_a_command_against_a_running_system() -> None:
     lines = bench_lines("--runs", "1", timeout=290)
-    assert set(lines) == {"cli-help", "cli-threads-ls"}
+    assert set(lines) == {"cli-help", "cli-help-cpu", "cli-threads-ls", "cli-threads-ls-cpu"}
     assert all(ours > 0 for ours, _, _ in lines.values())
 
 
