@@ -9,7 +9,8 @@ default:
 
 # --- run -------------------------------------------------------------------
 
-# bring the whole system up on its embedded defaults, in the foreground
+# bring the whole system up on its embedded defaults, in the foreground (`./run up` and
+# `./run infra` start `agency` without `just`, which would call a Ctrl-C its own error)
 up *ARGS:
     agency up {{ARGS}}
 

@@ -56,6 +56,11 @@ class RunningSystem:
         self.endpoints: Endpoints | None = None
 
     @property
+    def data_dir(self) -> Path:
+        """Where the system keeps its data and endpoints.json (`--data-dir`)."""
+        return self._dir
+
+    @property
     def pid(self) -> int:
         assert self._process is not None, "the system is not started"
         return self._process.pid

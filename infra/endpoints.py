@@ -34,7 +34,8 @@ class EndpointsNotFound(Exception):
         self.path = path
         super().__init__(
             f"no running system found: {path} does not exist; start one with "
-            f"`agency infra up --data-dir {path.parent}` (or `agency up`), or pass --data-dir"
+            f"`agency up --data-dir {path.parent}` (NATS and PostgreSQL alone: "
+            f"`agency infra up --data-dir {path.parent}`), or pass the --data-dir of one"
         )
 
 

@@ -28,10 +28,10 @@ import msgspec
 from agency.contracts.ids import validate_token
 from agency.contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
 from agency.infra.jetstream.leases import LEASES_BUCKET
+from agency.infra.roles import GATEWAY_ROLE as GATEWAY_ROLE
 
 SERVICES_ACCOUNT = "AGENCY"
 JS_API_PREFIX = "agency.api"
-GATEWAY_ROLE = "gateway"
 # Everything every tenant's account sends to the gateway: `gw.<tenant>.<kind>.<rest>`.
 GATEWAY_SUBJECTS = "gw.*.>"
 

@@ -41,7 +41,6 @@ from agency.contracts.ids import validate_token
 from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.natsclient import connect as nats_connect
 from agency.infra.nats_accounts import (
-    GATEWAY_ROLE,
     JS_API_PREFIX,
     AccountUser,
     inbox_prefix,
@@ -49,19 +48,9 @@ from agency.infra.nats_accounts import (
     service_permissions,
     tenant_permissions,
 )
+from agency.infra.roles import SERVICE_ROLES as SERVICE_ROLES
 
 ADMIN = "admin"
-SERVICE_ROLES = (
-    "registry",
-    "runtime",
-    "tools",
-    "subagents",
-    "workflows",
-    "projector",
-    "webhooks",
-    "api",
-    GATEWAY_ROLE,
-)
 AUTH_FILE = "auth.json"
 AUTH_CONF = "auth.conf"
 PID_FILE = "nats-server.pid"

@@ -1,14 +1,16 @@
-"""Arguments and look-ups shared by commands."""
+"""Arguments and look-ups shared by commands. It imports no more than the standard library
+when loaded: every command module uses it to register its arguments (`main.py`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agency.infra.endpoints import Endpoints, read_endpoints, resolve_data_dir
-from agency.services.agents.blueprint_file import load_blueprint_file
-from agency.services.agents.system import AgentSystem, load_system
+if TYPE_CHECKING:
+    from agency.infra.endpoints import Endpoints
+    from agency.services.agents.system import AgentSystem
 
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:
@@ -21,10 +23,14 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def data_dir(args: argparse.Namespace) -> Path:
+    from agency.infra.endpoints import resolve_data_dir
+
     return resolve_data_dir(args.data_dir)
 
 
 def running_endpoints(args: argparse.Namespace) -> Endpoints:
+    from agency.infra.endpoints import read_endpoints
+
     return read_endpoints(data_dir(args))
 
 
@@ -46,6 +52,9 @@ def add_app(parser: argparse.ArgumentParser) -> None:
 def agent_system(args: argparse.Namespace) -> AgentSystem:
     """The `--app` system, with the `--blueprints` file's blueprints added; a blueprint
     naming a tag, hook or tool the system does not have is a `BlueprintInvalid`."""
+    from agency.services.agents.blueprint_file import load_blueprint_file
+    from agency.services.agents.system import load_system
+
     system = load_system(args.app)
     if args.blueprints:
         for blueprint in load_blueprint_file(Path(args.blueprints)):

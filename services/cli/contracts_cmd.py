@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agency.contracts.schema import write_schemas
-
 
 def register(groups: Any) -> None:
     contracts = groups.add_parser("contracts", help="wire contracts")
@@ -24,6 +22,8 @@ def register(groups: Any) -> None:
 
 
 async def contracts_schema(args: argparse.Namespace) -> int:
+    from agency.contracts.schema import write_schemas
+
     out: Path = args.out
     try:
         written = write_schemas(out)

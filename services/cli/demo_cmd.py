@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from agency.services.cli.common import add_data_dir, running_endpoints
 
+DEMO_AGENCY = "demo"
 DEMO_BLUEPRINT = {
     "name": "demo-planner",
     "description": "Plans its work, keeps notes in files, answers briefly.",
@@ -36,6 +34,9 @@ MULTI_BLUEPRINTS = (
     },
 )
 TERMINAL = {"run.completed", "run.error", "run.canceled"}
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def register(groups: Any) -> None:
@@ -61,7 +62,21 @@ async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> d
     return result
 
 
+async def _demo_agency(client: httpx.AsyncClient) -> str:
+    """The tenant's agency named `demo`, created by the first demo: each demo runs in it."""
+    response = await client.get("/agencies")
+    if response.status_code >= 400:
+        raise DemoError(f"GET /agencies answered {response.status_code}: {response.text}")
+    for agency in response.json():
+        if agency.get("name") == DEMO_AGENCY:
+            return str(agency["id"])
+    created = await _post(client, "/agencies", {"name": DEMO_AGENCY})
+    return str(created["id"])
+
+
 async def _sse(client: httpx.AsyncClient, path: str) -> AsyncIterator[dict[str, Any]]:
+    import httpx
+
     async with client.stream("GET", path, timeout=httpx.Timeout(10.0, read=None)) as response:
         if response.status_code >= 400:
             raise DemoError(f"GET {path} answered {response.status_code}")
@@ -155,6 +170,8 @@ def show(event: dict[str, Any], text: str = "", *, final: bool = True) -> str | 
 
 async def _watch_tree(client: httpx.AsyncClient, base: str, root: str, run_id: str) -> None:
     """The root's whole subagent tree, in stream order, indented by depth."""
+    import asyncio
+
     depth = {root: 0}
     labels: dict[str, str] = {}
     printer = Printer(stream=False)
@@ -197,6 +214,10 @@ async def _watch_tree(client: httpx.AsyncClient, base: str, root: str, run_id: s
 
 
 async def agency_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import httpx
+
     endpoints = running_endpoints(args)
     if not endpoints.api_url or not endpoints.api_key:
         print("agency: the running system has no API; start it with `agency up`", file=sys.stderr)
@@ -204,8 +225,7 @@ async def agency_demo(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {endpoints.api_key}"}
     async with httpx.AsyncClient(base_url=endpoints.api_url, headers=headers, timeout=30) as client:
         try:
-            agency = await _post(client, "/agencies", {"name": "demo"})
-            agency_id = agency["id"]
+            agency_id = await _demo_agency(client)
             blueprints = MULTI_BLUEPRINTS if args.multi else (DEMO_BLUEPRINT,)
             for blueprint in blueprints:
                 await _post(client, f"/agency/{agency_id}/blueprints", dict(blueprint))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agency.infra.jetstream import dlq_admin
-from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.dlq_admin import DeadLetterError, LetterInfo
 from agency.services.cli.common import add_data_dir, running_endpoints
+
+if TYPE_CHECKING:
+    from agency.infra.jetstream.connection import Bus
+    from agency.infra.jetstream.dlq_admin import LetterInfo
 
 
 def register(groups: Any) -> None:
@@ -37,6 +38,8 @@ def register(groups: Any) -> None:
 
 
 def _bus(args: argparse.Namespace) -> Bus:
+    from agency.infra.jetstream.connection import Bus
+
     return Bus(running_endpoints(args).nats_url, name="agency-dlq")
 
 
@@ -58,6 +61,8 @@ def _summary(letter: LetterInfo) -> dict[str, Any]:
 
 
 async def dlq_ls(args: argparse.Namespace) -> int:
+    from agency.infra.jetstream import dlq_admin
+
     async with _bus(args) as bus:
         letters = await dlq_admin.list_letters(
             bus.js, from_seq=args.from_seq, limit=args.limit, tenant=args.tenant,
@@ -78,10 +83,12 @@ async def dlq_ls(args: argparse.Namespace) -> int:
 
 
 async def dlq_show(args: argparse.Namespace) -> int:
+    from agency.infra.jetstream import dlq_admin
+
     async with _bus(args) as bus:
         try:
             letter = await dlq_admin.get_letter(bus.js, args.seq)
-        except DeadLetterError as e:
+        except dlq_admin.DeadLetterError as e:
             print(f"agency: {e}", file=sys.stderr)
             return 1
     document = _summary(letter)
@@ -94,12 +101,14 @@ async def dlq_show(args: argparse.Namespace) -> int:
 
 
 async def dlq_replay(args: argparse.Namespace) -> int:
+    from agency.infra.jetstream import dlq_admin
+
     failed = 0
     async with _bus(args) as bus:
         for seq in args.seq:
             try:
                 command_seq = await dlq_admin.replay(bus.js, seq)
-            except DeadLetterError as e:
+            except dlq_admin.DeadLetterError as e:
                 print(f"agency: {e}", file=sys.stderr)
                 failed += 1
                 continue
@@ -108,12 +117,14 @@ async def dlq_replay(args: argparse.Namespace) -> int:
 
 
 async def dlq_drop(args: argparse.Namespace) -> int:
+    from agency.infra.jetstream import dlq_admin
+
     failed = 0
     async with _bus(args) as bus:
         for seq in args.seq:
             try:
                 await dlq_admin.drop(bus.js, seq)
-            except DeadLetterError as e:
+            except dlq_admin.DeadLetterError as e:
                 print(f"agency: {e}", file=sys.stderr)
                 failed += 1
                 continue

@@ -5,15 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agency.contracts.ids import validate_token
-from agency.contracts.subjects import tenant_events_filter
-from agency.domain.event_text import format_line
-from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.reader import OrderedReader
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.rebuild import last_stream_seq
 from agency.services.cli.common import add_data_dir, running_endpoints
-from agency.services.cli.signals import stop_on_signals
 
 
 def register(groups: Any) -> None:
@@ -35,6 +27,15 @@ def register(groups: Any) -> None:
 
 
 async def events_tail(args: argparse.Namespace) -> int:
+    from agency.contracts.ids import validate_token
+    from agency.contracts.subjects import tenant_events_filter
+    from agency.domain.event_text import format_line
+    from agency.infra.jetstream.connection import Bus
+    from agency.infra.jetstream.reader import OrderedReader
+    from agency.infra.jetstream.records import RecordedEvent
+    from agency.projections.rebuild import last_stream_seq
+    from agency.services.cli.signals import stop_on_signals
+
     tenant = validate_token("tenant id", args.tenant)
     endpoints = running_endpoints(args)
     stop = stop_on_signals()

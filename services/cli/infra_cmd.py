@@ -6,16 +6,7 @@ import argparse
 import os
 from typing import Any
 
-import asyncpg
-import nats
-
-from agency.infra.endpoints import Endpoints, EndpointsNotFound, remove_endpoints, write_endpoints
-from agency.infra.jetstream.natsclient import connect as nats_connect
-from agency.infra.nats_auth import without_credentials
-from agency.infra.settings import InfraSettings
-from agency.infra.system import Infrastructure
 from agency.services.cli.common import add_data_dir, data_dir, running_endpoints
-from agency.services.cli.signals import stop_on_signals
 
 
 def register(groups: Any) -> None:
@@ -33,6 +24,12 @@ def register(groups: Any) -> None:
 
 
 async def infra_up(args: argparse.Namespace) -> int:
+    from agency.infra.endpoints import Endpoints, remove_endpoints, write_endpoints
+    from agency.infra.nats_auth import without_credentials
+    from agency.infra.settings import InfraSettings
+    from agency.infra.system import Infrastructure
+    from agency.services.cli.signals import stop_on_signals
+
     directory = data_dir(args)
     stop = stop_on_signals()
     async with Infrastructure(directory, InfraSettings.from_env()) as urls:
@@ -56,6 +53,9 @@ async def infra_up(args: argparse.Namespace) -> int:
 
 
 async def infra_status(args: argparse.Namespace) -> int:
+    from agency.infra.endpoints import EndpointsNotFound
+    from agency.infra.nats_auth import without_credentials
+
     try:
         endpoints = running_endpoints(args)
     except EndpointsNotFound as e:
@@ -85,6 +85,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 async def _nats_answers(url: str) -> bool:
+    import nats
+
+    from agency.infra.jetstream.natsclient import connect as nats_connect
+
     try:
         nc = await nats_connect(
             url, connect_timeout=2, max_reconnect_attempts=0, allow_reconnect=False
@@ -101,6 +105,8 @@ async def _nats_answers(url: str) -> bool:
 
 
 async def _postgres_answers(url: str) -> bool:
+    import asyncpg
+
     try:
         conn = await asyncpg.connect(url, timeout=3)
     except (OSError, asyncpg.PostgresError, TimeoutError):

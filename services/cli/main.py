@@ -1,4 +1,10 @@
-"""`agency`: bring the system up, look at it, and talk to it."""
+"""`agency`: bring the system up, look at it, and talk to it.
+
+Parsing the command line loads no command's code: each command module registers its
+arguments with the standard library alone and imports what its handler runs inside the
+handler, so `agency --help` answers at once and a short command loads only what it uses
+(`bench/cli.py`, `tests/cli/test_startup.py`).
+"""
 
 from __future__ import annotations
 
@@ -7,16 +13,6 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-import uvloop
-
-from agency.contracts.errors import ContractError
-from agency.infra.db import DatabaseRefused
-from agency.infra.endpoints import EndpointsNotFound
-from agency.infra.gc_tuning import tune_gc
-from agency.infra.settings import InfraSettings
-from agency.services.agents.blueprint_file import BlueprintFileError
-from agency.services.agents.checks import BlueprintInvalid
-from agency.services.agents.system import SystemLoadError
 from agency.services.cli import (
     contracts_cmd,
     demo_cmd,
@@ -33,16 +29,22 @@ from agency.services.cli import (
     up_cmd,
     workflow_cmd,
 )
-from agency.services.cli.workflow_cmd import WorkflowCliError
-from agency.services.llm.catalog import ProvidersFileError
-from agency.services.observability.logging import configure_logging
-from agency.services.observability.tracing import configure_tracing, shutdown_tracing
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
-class CliError(Exception):
-    """A failure to report in one line, without a traceback."""
+# The errors reported in one line, without a traceback, as (module, class). A class whose
+# module is not imported yet cannot be what was raised, so none is imported to check.
+REPORTED = (
+    ("agency.infra.endpoints", "EndpointsNotFound"),
+    ("agency.contracts.errors", "ContractError"),
+    ("agency.services.agents.blueprint_file", "BlueprintFileError"),
+    ("agency.services.agents.checks", "BlueprintInvalid"),
+    ("agency.services.agents.system", "SystemLoadError"),
+    ("agency.services.cli.workflow_cmd", "WorkflowCliError"),
+    ("agency.infra.db", "DatabaseRefused"),
+    ("agency.services.llm.catalog", "ProvidersFileError"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,33 +72,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The commands that run the system (the others exit within seconds).
-LONG_RUNNING = frozenset({"up", "serve"})
+def reported(error: BaseException) -> bool:
+    """Whether `error` is one of `REPORTED`."""
+    for module_name, class_name in REPORTED:
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(error, getattr(module, class_name)):
+            return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.group in LONG_RUNNING:
-        tune_gc()
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+
+    import uvloop
+
+    from agency.infra.settings import InfraSettings
+    from agency.services.observability.logging import configure_logging
+    from agency.services.observability.tracing import configure_tracing, shutdown_tracing
+
     configure_logging(InfraSettings.from_env().log_format)
     tracing = configure_tracing(f"agency-{getattr(args, 'service', None) or args.group}")
-    handler: Handler = args.handler
     try:
         return uvloop.run(handler(args))
     except KeyboardInterrupt:
         return 130
-    except (
-        EndpointsNotFound,
-        ContractError,
-        CliError,
-        BlueprintFileError,
-        BlueprintInvalid,
-        SystemLoadError,
-        WorkflowCliError,
-        DatabaseRefused,
-        ProvidersFileError,
-    ) as e:
+    except Exception as e:
+        if not reported(e):
+            raise
         print(f"agency: {e}", file=sys.stderr)
         return 2
     finally:

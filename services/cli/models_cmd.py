@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agency.contracts.events.base import ChatMessage
-from agency.services.llm.catalog import ProviderCatalog, ProvidersFileError
-from agency.services.llm.errors import ModelError
-from agency.services.llm.port import ModelRequest
-from agency.services.llm.presets import PRESETS
-from agency.services.llm.router import ProviderRouter
-from agency.services.llm.settings import ModelSettings
+if TYPE_CHECKING:
+    from agency.services.llm.catalog import ProviderCatalog
 
 PROMPT = "Answer with the single word OK."
 
@@ -32,6 +27,8 @@ def register(groups: Any) -> None:
 
 
 def _catalog() -> ProviderCatalog | None:
+    from agency.services.llm.catalog import ProviderCatalog, ProvidersFileError
+
     try:
         return ProviderCatalog.from_env()
     except ProvidersFileError as e:
@@ -40,6 +37,8 @@ def _catalog() -> ProviderCatalog | None:
 
 
 async def models_ls(args: argparse.Namespace) -> int:
+    from agency.services.llm.presets import PRESETS
+
     catalog = _catalog()
     if catalog is None:
         return 2
@@ -59,6 +58,12 @@ async def models_ls(args: argparse.Namespace) -> int:
 
 async def models_check(args: argparse.Namespace) -> int:
     """One call of a few tokens; exit 0 when the model answered, 1 (with why) when not."""
+    from agency.contracts.events.base import ChatMessage
+    from agency.services.llm.errors import ModelError
+    from agency.services.llm.port import ModelRequest
+    from agency.services.llm.router import ProviderRouter
+    from agency.services.llm.settings import ModelSettings
+
     catalog = _catalog()
     if catalog is None:
         return 2

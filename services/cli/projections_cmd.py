@@ -10,19 +10,15 @@ import argparse
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import asyncpg
-
-from agency.infra.db import create_pool
-from agency.infra.jetstream.connection import Bus
-from agency.projections.catalog import ALL, by_name
-from agency.projections.errors import ProjectionError
-from agency.projections.positions import quote_ident
-from agency.projections.projection import Projection
-from agency.projections.rebuild import build_scratch, rebuild
-from agency.projections.status import projection_statuses
 from agency.services.cli.common import add_data_dir, running_endpoints
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    from agency.infra.jetstream.connection import Bus
+    from agency.projections.projection import Projection
 
 
 def register(groups: Any) -> None:
@@ -76,6 +72,12 @@ class ProgressBar:
 
 
 async def projections_rebuild(args: argparse.Namespace) -> int:
+    from agency.infra.db import create_pool
+    from agency.infra.jetstream.connection import Bus
+    from agency.projections.catalog import ALL, by_name
+    from agency.projections.errors import ProjectionError
+    from agency.projections.rebuild import rebuild
+
     try:
         chosen = [by_name(args.name)] if args.name else list(ALL)
     except ProjectionError as e:
@@ -130,6 +132,9 @@ async def _rebuild_as_of(
     until_seq: int | None,
     until_time: datetime | None,
 ) -> None:
+    from agency.projections.positions import quote_ident
+    from agency.projections.rebuild import build_scratch
+
     schema = scratch_schema(until_seq, until_time)
     async with pool.acquire() as conn:
         await conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(schema)} CASCADE")
@@ -165,6 +170,11 @@ async def _rebuild_as_of(
 
 
 async def projections_status(args: argparse.Namespace) -> int:
+    from agency.infra.db import create_pool
+    from agency.infra.jetstream.connection import Bus
+    from agency.projections.catalog import ALL
+    from agency.projections.status import projection_statuses
+
     endpoints = running_endpoints(args)
     pool = await create_pool(endpoints.database_url)
     try:

@@ -10,24 +10,18 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from agency.contracts.events import BlueprintDeleted, BlueprintSaved
-from agency.contracts.ids import validate_token
-from agency.domain.comparison import format_comparison
-from agency.domain.timeline import format_row, json_row, label, rows, window_for
-from agency.infra.endpoints import Endpoints
-from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.records import RecordedEvent
-from agency.services.agents.system import SystemLoadError, load_system
 from agency.services.cli.common import add_app, add_data_dir, running_endpoints
-from agency.services.common.fork import ForkError, ForkResult, fork_thread
-from agency.services.common.thread_reads import ThreadNotFound, read_thread
-from agency.services.common.thread_tree import ThreadTree, TreeNode, load_tree
-from agency.services.runtime.checkpoint import verify
-from agency.services.runtime.replay.reexecute import reexecute
+
+if TYPE_CHECKING:
+    import httpx
+
+    from agency.infra.endpoints import Endpoints
+    from agency.infra.jetstream.connection import Bus
+    from agency.infra.jetstream.records import RecordedEvent
+    from agency.services.common.fork import ForkResult
+    from agency.services.common.thread_tree import ThreadTree
 
 HTTP_TIMEOUT = 30.0
 
@@ -93,6 +87,8 @@ def _add_tenant(parser: argparse.ArgumentParser) -> None:
 
 
 def _tenant(args: argparse.Namespace, endpoints: Endpoints) -> str:
+    from agency.contracts.ids import validate_token
+
     tenant = args.tenant or endpoints.tenant_id
     if not tenant:
         raise _Refused("no tenant: pass --tenant (endpoints.json names none)")
@@ -116,6 +112,14 @@ def _write(lines: Iterable[str]) -> None:
 
 
 async def replay_thread(args: argparse.Namespace) -> int:
+    from agency.contracts.ids import validate_token
+    from agency.domain.comparison import format_comparison
+    from agency.infra.jetstream.connection import Bus
+    from agency.services.agents.system import SystemLoadError, load_system
+    from agency.services.common.thread_reads import ThreadNotFound, read_thread
+    from agency.services.common.thread_tree import ThreadTree, TreeNode, load_tree
+    from agency.services.runtime.replay.reexecute import reexecute
+
     try:
         endpoints = running_endpoints(args)
         tenant = _tenant(args, endpoints)
@@ -159,6 +163,9 @@ async def replay_thread(args: argparse.Namespace) -> int:
 
 
 def _timeline(args: argparse.Namespace, tree: ThreadTree) -> None:
+    from agency.domain.timeline import format_row, json_row, rows, window_for
+    from agency.services.runtime.checkpoint import verify
+
     root = tree.nodes[0]
     window = window_for(
         root.events,
@@ -179,6 +186,8 @@ def _timeline(args: argparse.Namespace, tree: ThreadTree) -> None:
 
 
 def _header(tree: ThreadTree, as_tree: bool) -> list[str]:
+    from agency.domain.timeline import label
+
     lines = []
     for node in tree.nodes:
         first = node.events[0].payload if node.events else None
@@ -221,6 +230,12 @@ def _brief(event: RecordedEvent | None) -> dict[str, Any] | None:
 
 
 async def fork_command(args: argparse.Namespace) -> int:
+    from agency.contracts.ids import validate_token
+    from agency.infra.jetstream.connection import Bus
+    from agency.services.agents.system import SystemLoadError
+    from agency.services.common.fork import ForkError
+    from agency.services.common.thread_reads import ThreadNotFound
+
     try:
         endpoints = running_endpoints(args)
         tenant = _tenant(args, endpoints)
@@ -272,6 +287,11 @@ async def fork_over_nats(
     agent_type: str | None = None,
     app: str | None = None,
 ) -> ForkResult:
+    from agency.contracts.events import BlueprintDeleted, BlueprintSaved
+    from agency.services.agents.system import load_system
+    from agency.services.common.fork import fork_thread
+    from agency.services.common.thread_reads import read_thread
+
     known = None
     if agent_type is not None:
         events = await read_thread(bus.store, tenant, thread)
@@ -289,6 +309,9 @@ async def fork_over_nats(
 
 
 async def _agency_of(endpoints: Endpoints, tenant: str, thread: str) -> str:
+    from agency.infra.jetstream.connection import Bus
+    from agency.services.common.thread_reads import read_thread
+
     async with Bus(endpoints.nats_url, name="agency-fork") as bus:
         events = await read_thread(bus.store, tenant, thread)
     agency = events[0].envelope.agency_id
@@ -308,6 +331,11 @@ async def fork_over_http(
     transport: httpx.AsyncBaseTransport | None = None,
     headers: dict[str, str] | None = None,
 ) -> ForkResult:
+    import httpx
+
+    from agency.contracts.ids import validate_token
+    from agency.services.common.fork import ForkResult
+
     body: dict[str, Any] = {"atSeq": at_seq}
     if agent_type is not None:
         body["agentType"] = agent_type

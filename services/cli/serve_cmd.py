@@ -8,21 +8,11 @@ when it fails it is logged and restarted with backoff, the process goes on.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agency.infra.db import create_pool, migrate
-from agency.infra.endpoints import Endpoints
-from agency.infra.jetstream.connection import Bus
-from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer, NatsAuth, role_url
-from agency.infra.sealing import use_key_of
-from agency.projections.setup import prepare_read_models
-from agency.services.agents.system import AgentSystem
-from agency.services.api.deps import ApiDeps, ApiSettings
-from agency.services.api.server import run_api
-from agency.services.api.tenant_scope import scope_session
+from agency.infra.roles import SERVICE_ROLES
 from agency.services.cli.common import (
     add_app,
     add_data_dir,
@@ -30,13 +20,15 @@ from agency.services.cli.common import (
     data_dir,
     running_endpoints,
 )
-from agency.services.cli.signals import stop_on_signals
-from agency.services.cli.up_processes import endpoints_from_env
-from agency.services.llm.catalog import ProviderCatalog
-from agency.services.llm.provider import Provider
-from agency.services.llm.router import provider_from_env
-from agency.services.stack import StackConfig, service_runners
-from agency.services.supervisor import ServiceRunner, Supervisor
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from agency.infra.endpoints import Endpoints
+    from agency.infra.nats_auth import CredentialIssuer
+    from agency.services.agents.system import AgentSystem
+    from agency.services.llm.provider import Provider
+    from agency.services.supervisor import ServiceRunner
 
 # Every service `agency up` runs, the API among them; each connects as its own NATS user.
 SERVICES = SERVICE_ROLES
@@ -67,6 +59,18 @@ class _NoModel:
 
 async def serve_service(args: argparse.Namespace) -> int:
     """Run the service until SIGINT / SIGTERM; it is restarted with backoff when it fails."""
+    from agency.infra.gc_tuning import tune_gc
+    from agency.infra.nats_auth import role_url
+    from agency.infra.sealing import use_key_of
+    from agency.services.cli.signals import stop_on_signals
+    from agency.services.cli.up_processes import endpoints_from_env
+    from agency.services.llm.router import provider_from_env
+    from agency.services.stack import StackConfig, service_runners
+    from agency.services.supervisor import Supervisor
+
+    if args.service == "api":
+        import agency.services.api.server  # noqa: F401  (loaded before the freeze below)
+    tune_gc()  # after the imports: what they loaded lives as long as the process
     endpoints = endpoints_from_env() or running_endpoints(args)
     use_key_of(data_dir(args))
     stop = stop_on_signals()
@@ -97,6 +101,8 @@ async def serve_service(args: argparse.Namespace) -> int:
 
 
 def _issuer(endpoints: Endpoints) -> CredentialIssuer | None:
+    from agency.infra.nats_auth import CredentialIssuer, NatsAuth
+
     if not endpoints.nats_auth_dir:
         return None
     return CredentialIssuer(NatsAuth(Path(endpoints.nats_auth_dir)), endpoints.nats_url)
@@ -127,6 +133,16 @@ class _Api:
         print(f"api: {url}", flush=True)
 
     async def serve(self, stop: asyncio.Event) -> None:
+        import asyncio
+
+        from agency.infra.db import create_pool, migrate
+        from agency.infra.jetstream.connection import Bus
+        from agency.projections.setup import prepare_read_models
+        from agency.services.api.deps import ApiDeps, ApiSettings
+        from agency.services.api.server import run_api
+        from agency.services.api.tenant_scope import scope_session
+        from agency.services.llm.catalog import ProviderCatalog
+
         pool = await create_pool(self._database_url, setup=scope_session)
         try:
             async with pool.acquire() as conn:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from agency.infra.endpoints import Endpoints
 from agency.services.cli.common import add_data_dir, running_endpoints
+
+if TYPE_CHECKING:
+    import httpx
+
+    from agency.infra.endpoints import Endpoints
 
 
 def register(groups: Any) -> None:
@@ -59,6 +61,8 @@ async def _admin(
 ) -> httpx.Response:
     if not endpoints.api_url or not endpoints.admin_secret:
         raise AdminError("the running system has no API (start it with `agency up`)")
+    import httpx
+
     headers = {"Authorization": f"Bearer {endpoints.admin_secret}"}
     async with httpx.AsyncClient(base_url=endpoints.api_url, timeout=30) as client:
         response = await client.request(method, path, json=body, headers=headers)

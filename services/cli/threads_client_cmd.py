@@ -7,13 +7,13 @@ import argparse
 import json
 import sys
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from agency.contracts.http import EventView
 from agency.services.cli.common import add_data_dir, running_endpoints
-from agency.services.client import ApiError, AsyncAgencyClient
+
+if TYPE_CHECKING:
+    from agency.contracts.http import EventView
+    from agency.services.client import AsyncAgencyClient
 
 DEFAULT_AGENCY = "default"
 # Exit codes of `invoke --follow` by how the run ended: done or waiting for a person is a
@@ -67,6 +67,8 @@ def register(threads: Any) -> None:
 
 
 def _client(args: argparse.Namespace) -> AsyncAgencyClient:
+    from agency.services.client import AsyncAgencyClient
+
     endpoints = running_endpoints(args)
     if not endpoints.api_url or not endpoints.api_key:
         raise ApiUnavailable("the running system has no API; start it with `agency up`")
@@ -78,6 +80,8 @@ class ApiUnavailable(Exception):
 
 
 async def _run(args: argparse.Namespace, body: Any) -> int:
+    from agency.services.client import ApiError
+
     try:
         async with _client(args) as client:
             code: int = await body(client)
@@ -99,6 +103,8 @@ def _print(args: argparse.Namespace, value: Any, text: str) -> None:
 
 
 def _builtins(value: Any) -> Any:
+    import msgspec
+
     return msgspec.to_builtins(value)
 
 
@@ -214,6 +220,7 @@ async def threads_terminate(args: argparse.Namespace) -> int:
 
 _STATUS_OF = {
     "run.paused": "paused",
+    "run.resumed": "running",
     "run.completed": "completed",
     "run.canceled": "canceled",
     "run.error": "error",
@@ -243,12 +250,12 @@ class EventPrinter:
             self._streaming = False
             print(flush=True)
             data = {**data, "message": {**data.get("message", {}), "content": ""}}
-        line = describe(event.type, data)
+        line = describe(event.type, data, event.thread_id or "THREAD")
         if line:
             print(line, flush=True)
 
 
-def describe(kind: str, data: dict[str, Any]) -> str | None:
+def describe(kind: str, data: dict[str, Any], thread: str = "THREAD") -> str | None:
     match kind:
         case "run.started":
             return f"▶ run {data.get('runId')} started ({data.get('agentType')})"
@@ -272,7 +279,8 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
             )
             return f"  ✋ awaiting approval: {calls}"
         case "run.paused":
-            return f"⏸ paused ({data.get('reason')}); `agency threads approve` resumes it"
+            reason = str(data.get("reason"))
+            return f"⏸ paused ({reason}); {pause_hint(reason, thread)}"
         case "run.completed":
             return f"■ completed: {data.get('result', '')}"
         case "run.error":
@@ -282,3 +290,15 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
         case "request.rejected":
             return f"■ rejected: {data.get('reason')}"
     return None
+
+
+def pause_hint(reason: str, thread: str) -> str:
+    """What goes on from a pause for `reason` (`contracts/events/run.py`, `PauseReason`)."""
+    match reason:
+        case "hitl":
+            return f"`agency threads approve {thread}` (or `--reject`) resumes it"
+        case "subagent":
+            return "it waits for its subagents and resumes by itself when they report"
+        case "exhausted":
+            return f"`agency threads invoke {thread} MESSAGE` continues it with more steps"
+    return f"nothing resumes it; `agency threads cancel {thread}` ends it"

@@ -7,10 +7,6 @@ import json
 import sys
 from typing import Any
 
-import asyncpg
-import httpx
-
-from agency.contracts.ids import validate_token
 from agency.services.cli import threads_client_cmd
 from agency.services.cli.common import add_data_dir, running_endpoints
 
@@ -28,6 +24,8 @@ def register(groups: Any) -> None:
 
 
 async def _agency_of(database_url: str, tenant: str, thread: str) -> str | None:
+    import asyncpg
+
     conn = await asyncpg.connect(database_url, timeout=10)
     try:
         value = await conn.fetchval(
@@ -75,6 +73,10 @@ def render(document: dict[str, Any]) -> str:
 
 
 async def threads_show(args: argparse.Namespace) -> int:
+    import httpx
+
+    from agency.contracts.ids import validate_token
+
     endpoints = running_endpoints(args)
     thread = validate_token("thread id", args.thread)
     tenant = validate_token("tenant id", args.tenant or endpoints.tenant_id or "")

@@ -11,31 +11,13 @@ with backoff, the others go on, and `/readyz` shows which is `restarting`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from contextlib import AsyncExitStack
 from typing import Any
 
-from agency.infra.db import create_pool
-from agency.infra.endpoints import Endpoints, remove_endpoints, write_endpoints
-from agency.infra.jetstream.connection import Bus
-from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer, without_credentials
-from agency.infra.sealing import use_key_of
-from agency.infra.settings import InfraSettings
-from agency.infra.system import Infrastructure
-from agency.projections.setup import prepare_read_models
-from agency.services.api.deps import ApiDeps, ApiSettings
-from agency.services.api.tenant_scope import scope_session
-from agency.services.cli.bootstrap import ensure_default_tenant, load_credentials
 from agency.services.cli.common import add_app, add_data_dir, agent_system, data_dir
-from agency.services.cli.signals import stop_on_signals
 from agency.services.cli.up_processes import add_processes, in_processes, service_processes
-from agency.services.llm.catalog import ProviderCatalog
-from agency.services.llm.fake_server import FakeLLMServer
-from agency.services.llm.router import provider_from_env
-from agency.services.stack import StackConfig, service_runners
-from agency.services.supervisor import Supervisor
 
 
 def register(groups: Any) -> None:
@@ -54,8 +36,29 @@ def register(groups: Any) -> None:
 
 
 async def agency_up(args: argparse.Namespace) -> int:
-    from agency.services.api.server import run_api
+    import asyncio
 
+    from agency.infra.db import create_pool
+    from agency.infra.endpoints import Endpoints, remove_endpoints, write_endpoints
+    from agency.infra.gc_tuning import tune_gc
+    from agency.infra.jetstream.connection import Bus
+    from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer, without_credentials
+    from agency.infra.sealing import use_key_of
+    from agency.infra.settings import InfraSettings
+    from agency.infra.system import Infrastructure
+    from agency.projections.setup import prepare_read_models
+    from agency.services.api.deps import ApiDeps, ApiSettings
+    from agency.services.api.server import run_api
+    from agency.services.api.tenant_scope import scope_session
+    from agency.services.cli.bootstrap import ensure_default_tenant, load_credentials
+    from agency.services.cli.signals import stop_on_signals
+    from agency.services.llm.catalog import ProviderCatalog
+    from agency.services.llm.fake_server import FakeLLMServer
+    from agency.services.llm.router import provider_from_env
+    from agency.services.stack import StackConfig, service_runners
+    from agency.services.supervisor import Supervisor
+
+    tune_gc()  # after the imports: what they loaded lives as long as the process
     directory = data_dir(args)
     use_key_of(directory)
     stop = stop_on_signals()

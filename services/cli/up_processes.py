@@ -11,18 +11,20 @@ data directory; its logs go to `agency up`'s stderr.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import msgspec
+from agency.infra.roles import SERVICE_ROLES
 
-from agency.infra.endpoints import Endpoints
-from agency.infra.launch.process import ChildProcess
-from agency.infra.nats_auth import SERVICE_ROLES
-from agency.services.supervisor import ServiceRunner
+if TYPE_CHECKING:
+    import asyncio
+
+    from agency.infra.endpoints import Endpoints
+    from agency.infra.launch.process import ChildProcess
+    from agency.services.supervisor import ServiceRunner
 
 # The endpoints an `agency serve` child of `agency up` uses instead of `endpoints.json`.
 ENDPOINTS_ENV = "AGENCY_SERVE_ENDPOINTS"
@@ -93,6 +95,10 @@ def usable_cores() -> int:
 
 def endpoints_from_env() -> Endpoints | None:
     """What `agency up` gave this `agency serve` child; None when run on its own."""
+    import msgspec
+
+    from agency.infra.endpoints import Endpoints
+
     given = os.environ.get(ENDPOINTS_ENV)
     return msgspec.json.decode(given, type=Endpoints) if given else None
 
@@ -107,6 +113,11 @@ def service_processes(
     args: argparse.Namespace,
 ) -> dict[str, ServiceRunner]:
     """A runner per service, each starting `agency serve NAME` and waiting on it."""
+    import msgspec
+
+    from agency.infra.endpoints import Endpoints
+    from agency.infra.launch.process import ChildProcess
+
     options = ["--data-dir", str(directory)]
     if args.app:
         options += ["--app", args.app]
@@ -128,6 +139,8 @@ def service_processes(
 
 
 def _runner(child: ChildProcess) -> ServiceRunner:
+    import asyncio
+
     async def run(stop: asyncio.Event) -> None:
         await child.start()
         try:

@@ -13,13 +13,12 @@ import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+from agency.services.cli.common import add_app, add_data_dir, running_endpoints
 
-from agency.services.cli import workflow_replay_cmd
-from agency.services.cli.common import add_data_dir, running_endpoints
-from agency.services.common.workflow_definition import prompt_files, variables_in
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_AGENCY = "default"
 
@@ -48,7 +47,7 @@ def register(groups: Any) -> None:
     stop.add_argument("target", help="@name or @name:tag")
     _common(stop)
     stop.set_defaults(handler=workflow_stop)
-    workflow_replay_cmd.register(verbs)
+    _register_replay(verbs)
 
     send = groups.add_parser("send", help="post to a workflow's channel: send @wf:tag @agent TEXT")
     send.add_argument("target", help="@name:tag, @name or @global")
@@ -68,6 +67,36 @@ def register(groups: Any) -> None:
     schedules_ls.set_defaults(handler=schedules_list)
 
 
+def _register_replay(verbs: Any) -> None:
+    replay = verbs.add_parser(
+        "replay", help="print a workflow's history from the log (members' threads included)"
+    )
+    replay.add_argument("target", help="@name:tag, @name, or a workflow id (wf_…)")
+    replay.add_argument(
+        "--tenant", default=None, help="tenant id (default: tenant_id in endpoints.json)"
+    )
+    replay.add_argument(
+        "--deltas", action="store_true", help="also show members' streamed model.delta events"
+    )
+    replay.add_argument("--json", action="store_true", help="one JSON object per line")
+    replay.add_argument(
+        "--re-execute",
+        action="store_true",
+        help="decide the controller's steps again and re-execute every member's thread with "
+        "the current code (no model or tool is called, nothing is written); exit status 1 "
+        "if anything diverges",
+    )
+    add_app(replay)
+    _common(replay)
+    replay.set_defaults(handler=workflow_replay)
+
+
+async def workflow_replay(args: argparse.Namespace) -> int:
+    from agency.services.cli import workflow_replay_cmd
+
+    return await workflow_replay_cmd.workflow_replay(args)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--agency", default=None, help=f"agency id (default: the one named {DEFAULT_AGENCY!r})"
@@ -76,6 +105,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace) -> httpx.AsyncClient:
+    import httpx
+
     endpoints = running_endpoints(args)
     if not endpoints.api_url or not endpoints.api_key:
         raise WorkflowCliError("the running system has no API; start it with `agency up`")
@@ -121,6 +152,8 @@ def _inputs(pairs: list[str]) -> dict[str, str]:
 async def _events(
     client: httpx.AsyncClient, body: dict[str, Any]
 ) -> AsyncIterator[tuple[str, Any]]:
+    import httpx
+
     timeout = httpx.Timeout(10.0, read=None)
     async with client.stream("POST", "/run", json=body, timeout=timeout) as response:
         if response.status_code >= 400:
@@ -140,6 +173,8 @@ def print_message(message: dict[str, Any]) -> None:
 
 
 async def workflow_run(args: argparse.Namespace) -> int:
+    from agency.services.common.workflow_definition import variables_in
+
     try:
         text = args.file.read_text()
     except OSError as e:
@@ -182,6 +217,8 @@ async def workflow_run(args: argparse.Namespace) -> int:
 
 def _prompt_files(definition: Path, text: str) -> dict[str, str]:
     """The content of each `system_prompt_file`, read relative to the definition's folder."""
+    from agency.services.common.workflow_definition import prompt_files
+
     files: dict[str, str] = {}
     for path in prompt_files(text):
         where = definition.parent / Path(path).expanduser()

@@ -3,7 +3,8 @@
 The history is the workflow's own events (channel, invocations, answers, documents,
 proposals) and every member thread's, interleaved in log order. It reads JetStream only
 (like `agency replay`), so it works with the read models down; `@name:tag` without
-`--agency` asks the API for the agency named `default`.
+`--agency` asks the API for the agency named `default`. Its arguments are registered by
+`workflow_cmd.py`, which imports this module when the command runs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from agency.infra.endpoints import Endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.system import SystemLoadError
-from agency.services.cli.common import add_app, add_data_dir, agent_system, running_endpoints
+from agency.services.cli.common import agent_system, running_endpoints
 from agency.services.cli.replay_cmd import report_json
 from agency.services.runtime.replay.workflow import (
     WorkflowRecord,
@@ -42,33 +43,6 @@ DELTA = "model.delta"
 
 class _Refused(Exception):
     """A request this command cannot carry out; reported in one line, exit status 2."""
-
-
-def register(verbs: Any) -> None:
-    replay = verbs.add_parser(
-        "replay", help="print a workflow's history from the log (members' threads included)"
-    )
-    replay.add_argument("target", help="@name:tag, @name, or a workflow id (wf_…)")
-    replay.add_argument(
-        "--agency", default=None, help=f"agency id (default: the one named {DEFAULT_AGENCY!r})"
-    )
-    replay.add_argument(
-        "--tenant", default=None, help="tenant id (default: tenant_id in endpoints.json)"
-    )
-    replay.add_argument(
-        "--deltas", action="store_true", help="also show members' streamed model.delta events"
-    )
-    replay.add_argument("--json", action="store_true", help="one JSON object per line")
-    replay.add_argument(
-        "--re-execute",
-        action="store_true",
-        help="decide the controller's steps again and re-execute every member's thread with "
-        "the current code (no model or tool is called, nothing is written); exit status 1 "
-        "if anything diverges",
-    )
-    add_app(replay)
-    add_data_dir(replay)
-    replay.set_defaults(handler=workflow_replay)
 
 
 async def workflow_replay(args: argparse.Namespace) -> int:

@@ -23,7 +23,14 @@ from agency.contracts.http import (
 )
 from agency.projections import queries
 from agency.services.client import calls
-from agency.services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
+from agency.services.client.calls import (
+    Call,
+    Strategy,
+    decode_event,
+    ends_follow,
+    followed,
+    thread_path,
+)
 
 T = TypeVar("T")
 STREAM_READ_TIMEOUT = 60.0
@@ -173,19 +180,24 @@ class AsyncAgencyClient:
                 await source.response.aread()
                 Call("GET", path, dict).decode(source.response.status_code, source.response.content)
             async for message in source.aiter_sse():
-                if message.event == "message":  # one unnamed frame an event
+                # One unnamed frame an event; a keep-alive after an `id:` comes through as
+                # one with no data (httpx-sse keeps the last id, as the SSE spec says).
+                if message.event == "message" and message.data:
                     yield decode_event(message.data)
 
     async def follow(
         self, agency_id: str, thread_id: str, run_id: str, from_seq: int = 0
     ) -> AsyncGenerator[EventView, None]:
-        """The run's events, live, ending with the one that ends it or pauses it."""
+        """The run's events, live, ending with the one that ends it or pauses it for a person
+        (it goes on through a pause for subagents, which resumes by itself). A request that
+        joins another run is followed in that run."""
+        runs = {run_id}
         async with aclosing(self.stream(agency_id, thread_id, from_seq)) as events:
             async for event in events:
-                if event.run_id != run_id and event.data.get("runId") != run_id:
+                if not followed(event, runs):
                     continue
                 yield event
-                if ends_follow(event, run_id):
+                if ends_follow(event, runs):
                     return
 
     async def wait(

@@ -189,6 +189,20 @@ RUN_STOPS = frozenset(
 )
 
 
-def ends_follow(event: EventView, run_id: str) -> bool:
-    """The event stops `run_id` from going on by itself: it ended, or it waits for a person."""
-    return event.type in RUN_STOPS and event.data.get("runId") == run_id
+def followed(event: EventView, runs: set[str]) -> bool:
+    """Whether a follow of `runs` shows the event. A request of `runs` that joins another run
+    (one running, or one out of steps that it continues) adds that run to `runs`: its events
+    are the request's from then on."""
+    data = event.data
+    if event.type == "request.injected" and data.get("requestRunId") in runs:
+        runs.add(str(data.get("runId")))
+        return True
+    return event.run_id in runs or data.get("runId") in runs
+
+
+def ends_follow(event: EventView, runs: set[str]) -> bool:
+    """The event stops a run of `runs` from going on by itself: it ended, or it waits for a
+    person (a pause for its subagents is not one: the run resumes when they report)."""
+    if event.type not in RUN_STOPS or event.data.get("runId") not in runs:
+        return False
+    return not (event.type == "run.paused" and event.data.get("reason") == "subagent")

@@ -23,7 +23,14 @@ from agency.contracts.http import (
 )
 from agency.projections import queries
 from agency.services.client import calls
-from agency.services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
+from agency.services.client.calls import (
+    Call,
+    Strategy,
+    decode_event,
+    ends_follow,
+    followed,
+    thread_path,
+)
 
 T = TypeVar("T")
 STREAM_READ_TIMEOUT = 60.0
@@ -171,19 +178,24 @@ class AgencyClient:
                 source.response.read()
                 Call("GET", path, dict).decode(source.response.status_code, source.response.content)
             for message in source.iter_sse():
-                if message.event == "message":  # one unnamed frame an event
+                # One unnamed frame an event; a keep-alive after an `id:` comes through as
+                # one with no data (httpx-sse keeps the last id, as the SSE spec says).
+                if message.event == "message" and message.data:
                     yield decode_event(message.data)
 
     def follow(
         self, agency_id: str, thread_id: str, run_id: str, from_seq: int = 0
     ) -> Generator[EventView, None, None]:
-        """The run's events, live, ending with the one that ends it or pauses it."""
+        """The run's events, live, ending with the one that ends it or pauses it for a person
+        (it goes on through a pause for subagents, which resumes by itself). A request that
+        joins another run is followed in that run."""
+        runs = {run_id}
         with closing(self.stream(agency_id, thread_id, from_seq)) as events:
             for event in events:
-                if event.run_id != run_id and event.data.get("runId") != run_id:
+                if not followed(event, runs):
                     continue
                 yield event
-                if ends_follow(event, run_id):
+                if ends_follow(event, runs):
                     return
 
     def wait(

@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import structlog
-from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 FLUSH_TIMEOUT_MS = 5000
 
@@ -42,6 +38,14 @@ def configure_tracing(service: str, env: Mapping[str, str] | None = None) -> Tra
     env = os.environ if env is None else env
     if not wanted(env):
         return None
+    # Imported only when wanted: the SDK takes a while to load, and most commands run without it.
+    import structlog
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    log = structlog.get_logger(__name__)
     if isinstance(trace.get_tracer_provider(), TracerProvider):
         return None  # configured already, by the deployment or an earlier call
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

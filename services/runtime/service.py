@@ -36,7 +36,7 @@ from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
 from agency.domain.thread_state import ThreadState
-from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
+from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import RUNTIME_TRIGGERS
 from agency.infra.jetstream.errors import ConcurrencyError
@@ -63,6 +63,10 @@ from agency.services.runtime.watches import RunWatches
 log = structlog.get_logger(__name__)
 
 TRIGGER_CONSUMER = RUNTIME_TRIGGERS.name
+# A command for a thread not created yet: the deliveries handed back without a word, each
+# `UNKNOWN_THREAD_DELAY` times its attempt later (0.2 + 0.4 + 0.6 s in all).
+UNKNOWN_THREAD_QUIET_ATTEMPTS = 4
+UNKNOWN_THREAD_DELAY = 0.2
 
 
 def thread_of(subject: str) -> str:
@@ -151,8 +155,11 @@ class RuntimeService:
             state = held or await self._threads.load(tenant, thread_id, from_leader=from_leader)
             if not state.exists:
                 await self._refuse_if_elsewhere(tenant, thread_id)
-                # The create command may not be applied yet: retried with backoff, then
-                # dead-lettered as exhausted.
+                # The create command may not be applied yet (a subagent's first invoke is
+                # sent right behind its create): handed back quietly at first, then retried
+                # with backoff (logged), then dead-lettered as exhausted.
+                if delivery.attempt < UNKNOWN_THREAD_QUIET_ATTEMPTS:
+                    raise Defer(UNKNOWN_THREAD_DELAY * delivery.attempt)
                 raise UnknownThread(tenant, thread_id)
             if state.agency_id != payload.agency_id:
                 raise CommandRejected(

@@ -99,8 +99,12 @@ from agency.services.subagents.history import (
     with_attachments,
 )
 from agency.services.subagents.relay import Relay
+from agency.services.subagents.spawns import Spawns
 
 log = structlog.get_logger(__name__)
+
+# How long a child's `thread.created` waits for its spawn under way here to be over.
+SPAWN_WAIT = 30.0
 
 
 def returned_files(
@@ -120,6 +124,7 @@ class Coordinator:
         self._system = system
         self.blueprints = BlueprintCache(bus.store)
         self.relay = Relay(bus)
+        self.spawns = Spawns()
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
@@ -173,6 +178,19 @@ class Coordinator:
             )  # fmt: skip
             return
         token = child_token(tenant, parent, request.tool_call_id)
+        self.spawns.begin(child)
+        invoked = False
+        try:
+            invoked = await self._create_and_finish(event, request, child, token)
+        finally:
+            self.spawns.end(child, invoked=invoked)
+
+    async def _create_and_finish(
+        self, event: RecordedEvent, request: SubagentRequested, child: str, token: str
+    ) -> bool:
+        """Create the child and see its spawn through; whether its first invoke went out."""
+        env = event.envelope
+        tenant, parent, agency = env.tenant_id, env.aggregate_id, env.agency_id or ""
         await self._bus.commands.send(
             tenant,
             CreateThread(
@@ -190,13 +208,15 @@ class Coordinator:
             ),
             idempotency_key=f"spawn:{child}",
         )
-        await self._finish_spawn(event, request, child, invoke_key=f"spawn-invoke:{child}")
+        return await self._finish_spawn(event, request, child, invoke_key=f"spawn-invoke:{child}")
 
     async def _adopt(self, created: RecordedEvent, parent: str, call_id: str) -> None:
         """A child thread exists: make sure its first run was asked for."""
         tenant, child = created.envelope.tenant_id, created.envelope.aggregate_id
         if child != child_thread_id(tenant, parent, call_id):
             return  # not a `task` child (a fork's copy, say): not ours to start
+        if await self.spawns.invoked(child, SPAWN_WAIT):
+            return  # the usual case: its spawn here, under way as it was created, invoked it
         history = await self._bus.store.read(tenant, "thread", parent)
         requested = next(
             (
@@ -215,8 +235,10 @@ class Coordinator:
         if isinstance(created_payload, ThreadCreated) and "forkedFrom" in created_payload.request:
             return  # a fork's copy of a child: its history came with it
         if await self._has_request(tenant, child):
-            return  # invoked: the usual case
-        log.warning("child created but never invoked; starting it", child_thread_id=child)
+            return  # invoked (by a spawn in another process of this service, say)
+        # A spawn that went no further than the child's creation, or one under way in another
+        # process (the runtime then takes one of the two invokes): recovery, not a failure.
+        log.info("child created but not invoked; starting it", child_thread_id=child)
         # A key of its own: the first invoke's key may still be in the broker's duplicate
         # window although that command was dead-lettered. The runtime accepts one request
         # per run id, so both arriving start one run.
@@ -224,9 +246,10 @@ class Coordinator:
 
     async def _finish_spawn(
         self, event: RecordedEvent, request: SubagentRequested, child: str, *, invoke_key: str
-    ) -> None:
+    ) -> bool:
         """Link the child to the parent, start its first run, arm its timeout: each step
-        idempotent, so running this again after a crash anywhere in it is harmless."""
+        idempotent, so running this again after a crash anywhere in it is harmless. True:
+        the first invoke went out (or the child had one already)."""
         env = event.envelope
         tenant, parent = env.tenant_id, env.aggregate_id
         agency = env.agency_id or ""
@@ -247,6 +270,7 @@ class Coordinator:
             origin = Origin(request.run_id, request.tool_call_id, request.blocking)
             await self._arm_deadline(tenant, context, origin, child, request.timeout_ms)
         log.info("subagent spawned", child_thread_id=child, subagent_type=request.subagent_type)
+        return True
 
     async def _registry_entry(
         self, tenant: str, agency: str, request: SubagentRequested, child: str, token: str

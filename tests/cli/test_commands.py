@@ -118,6 +118,15 @@ async def test_serve_api_alone_answers_health(
     assert await asyncio.wait_for(proc.wait(), timeout=30) == 0
 
 
+@pytest.mark.parametrize("command", [("threads", "ls"), ("demo",), ("dlq", "ls")])
+async def test_a_command_with_no_system_names_the_command_that_starts_one(
+    command: tuple[str, ...], tmp_path: Path
+) -> None:
+    code, _, err = await agency(*command, "--data-dir", str(tmp_path))
+    assert code == 2 and "no running system found" in err
+    assert f"start one with `agency up --data-dir {tmp_path}`" in err, err
+
+
 def test_blueprint_file_is_read_and_bad_files_are_refused_clearly(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(

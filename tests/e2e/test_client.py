@@ -144,7 +144,8 @@ async def test_threads_commands_create_invoke_follow_approve_and_list(
 
     code, out = await agency_cli(tmp_path, "invoke", thread, key, "--follow")
     assert code == 0, out
-    assert "▶ run" in out and "awaiting approval: lookup" in out and "⏸ paused (hitl)" in out
+    assert "▶ run" in out and "awaiting approval: lookup" in out
+    assert f"⏸ paused (hitl); `agency threads approve {thread}`" in out, out
 
     code, out = await agency_cli(tmp_path, "approve", thread, "--follow")
     assert code == 0 and "approved" in out, out
@@ -158,3 +159,72 @@ async def test_threads_commands_create_invoke_follow_approve_and_list(
     assert code == 1 and "no thread nosuchthread" in out, out
     code, out = await agency_cli(tmp_path, "terminate", thread, "--reason", "done")
     assert code == 0 and "terminate requested" in out, out
+
+
+def _endpoints_of(client: Client, data_dir: Path) -> None:
+    write_endpoints(
+        data_dir,
+        Endpoints(
+            pid=os.getpid(),
+            nats_url="nats://unused",
+            database_url="postgresql://unused",
+            api_url=str(client.http.base_url),
+            api_key=key_of(client),
+        ),
+    )
+
+
+async def test_follow_goes_on_through_a_pause_for_subagents_and_says_it_resumes_by_itself(
+    client: Client, tmp_path: Path
+) -> None:
+    _endpoints_of(client, tmp_path)
+    key = "cli-subagent-" + client.agency
+    child = "sub-" + client.agency  # shorter than the parent's key: each keeps its own script
+    task = call("task", description=f"{child} look it up", subagentType="worker")
+    client.llm.script(key, [ScriptStep(tool_calls=[task]), ScriptStep(content="all reported")])
+    client.llm.script(child, [ScriptStep(content="child done")])
+    code, created = await agency_cli(tmp_path, "create", "manager")
+    assert code == 0, created
+    thread = created.strip().splitlines()[-1]
+
+    code, out = await agency_cli(tmp_path, "invoke", thread, key, "--follow")
+    assert code == 0, out
+    assert "⏸ paused (subagent); it waits for its subagents and resumes by itself" in out, out
+    assert "approve" not in out, out
+    assert out.rstrip().endswith("■ completed: all reported"), out
+
+
+async def test_a_run_out_of_steps_is_continued_by_the_invoke_its_pause_names(
+    client: Client, tmp_path: Path
+) -> None:
+    _endpoints_of(client, tmp_path)
+    key = "cli-steps-" + client.agency
+    ls = ScriptStep(tool_calls=[call("ls")])
+    client.llm.script(key, [*[ls] * 8, ScriptStep(content="finished after all")])
+    code, created = await agency_cli(tmp_path, "create", "worker")
+    assert code == 0, created
+    thread = created.strip().splitlines()[-1]
+
+    code, out = await agency_cli(tmp_path, "invoke", thread, key, "--follow")
+    assert code == 0, out
+    hint = f"⏸ paused (exhausted); `agency threads invoke {thread} MESSAGE` continues it"
+    assert hint in out and "approve" not in out, out
+
+    code, out = await agency_cli(tmp_path, "invoke", thread, f"go on {key}", "--follow")
+    assert code == 0 and "■ completed: finished after all" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_follow_waits_through_the_streams_keep_alives(client: Client, tmp_path: Path) -> None:
+    """A model answering after more than a keep-alive's interval (15 s): the follow reads
+    the keep-alives and goes on to the end."""
+    _endpoints_of(client, tmp_path)
+    key = "cli-slow-" + client.agency
+    client.llm.script(key, [ScriptStep(content="took a while", delay_ms=17_000)])
+    code, created = await agency_cli(tmp_path, "create", "worker")
+    assert code == 0, created
+    thread = created.strip().splitlines()[-1]
+
+    code, out = await agency_cli(tmp_path, "invoke", thread, key, "--follow")
+    assert code == 0 and "■ completed: took a while" in out, out

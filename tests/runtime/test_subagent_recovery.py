@@ -1,10 +1,12 @@
-"""A child created but never invoked (a crash between the two) is found and started."""
+"""A child created but never invoked (a crash between the two) is found and started; a child
+whose spawn went through is started by it alone, and nothing is logged as amiss."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from agency.contracts.events import RequestAccepted
 from agency.infra.jetstream.records import RecordedEvent
@@ -47,6 +49,27 @@ async def test_a_child_whose_invoke_was_lost_is_started_once_it_exists(
     child_events = await agents.events(child)
     assert terminal(child_events) == ["run.completed"]
     assert sum(isinstance(e.payload, RequestAccepted) for e in child_events) == 1
+
+
+async def test_a_spawned_child_is_started_by_its_spawn_alone_with_no_warning(
+    agents: Agents,
+) -> None:
+    key = "spawned-" + agents.tenant
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[task(f"child {key}")]),
+        ScriptStep(content="the child reported"),
+    ])  # fmt: skip
+    agents.llm.script(f"child {key}", [ScriptStep(content="child report")])
+    parent = await agents.thread("manager")
+    with capture_logs() as logs:
+        await agents.invoke(parent, key)
+        events = await agents.wait_terminal(parent, timeout=30)
+
+    assert terminal(events) == ["run.completed"]
+    (child,) = children(events)
+    assert sum(isinstance(e.payload, RequestAccepted) for e in await agents.events(child)) == 1
+    assert [e for e in logs if "not invoked" in e["event"]] == []
+    assert [e for e in logs if e["log_level"] in ("warning", "error", "critical")] == []
 
 
 async def test_a_non_blocking_child_is_spawned_after_its_run_completed(
