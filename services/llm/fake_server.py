@@ -31,15 +31,14 @@ from litestar import Litestar, Request, Response, delete, get, post
 from litestar.params import FromQuery
 from litestar.response import Stream
 
+from agency.services.llm.fake_request import ChatRequest, validate
 from agency.services.llm.fake_scripts import (
-    ChatRequest,
     Failure,
     Reply,
     Script,
     ScriptBook,
     ScriptStep,
     StepCount,
-    validate,
 )
 from agency.services.llm.fake_wire import (
     FOREIGN_JSON,
