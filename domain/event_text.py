@@ -51,7 +51,7 @@ from agency.contracts.events.workflow import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from agency.infra.jetstream.records import RecordedEvent
+from agency.contracts.records import RecordedEvent
 
 _WIDTH = 100
 

@@ -1,16 +1,23 @@
 """The import contracts of `pyproject.toml` ([tool.importlinter]) hold: the layers of
 docs/architecture.md, services that import no other service, an extension API
 (`services.agents`) that imports no service (`lint-imports`), a domain that imports no
-infrastructure; and no module imports itself round a circle of imports."""
+infrastructure and names no built-in tool; and no module imports itself round a circle of
+imports."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import grimp
+
+from agency.contracts.events import BlueprintSpec
+from agency.services.agents.builtin.parent import NOTIFY_TOOL, STATUS_TOOL
+from agency.services.agents.builtin.subagents import RESUMABLE_TOOLS, TASK_TOOL
+from agency.services.agents.system import AgentSystem
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
@@ -100,3 +107,20 @@ def test_no_module_imports_the_public_package() -> None:
     where each name is defined, never `agency` itself."""
     graph = grimp.build_graph("agency", cache_dir=None)
     assert graph.find_modules_that_directly_import("agency") == set()
+
+
+def test_the_domain_names_no_built_in_tool() -> None:
+    """The fold and the decisions know events, not tools: no string in `domain/` is the
+    name of a tool the built-in middleware brings."""
+    system = AgentSystem().defaults()
+    everything = BlueprintSpec(name="everything", tags=tuple(sorted(system.tags)))
+    names = {*system.tools_for(everything), *system.registrable_for(everything)}
+    names |= {NOTIFY_TOOL, STATUS_TOOL, TASK_TOOL, *RESUMABLE_TOOLS}
+    assert "read_file" in names and "write_todos" in names
+    named = [
+        f"{path.name}:{node.lineno} {node.value!r}"
+        for path in sorted((ROOT / "domain").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in names
+    ]
+    assert named == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, TerminateThread
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AnyEvent,
     HitlResume,
@@ -15,7 +16,6 @@ from agency.contracts.events import (
 )
 from agency.domain.run_cancel import canceled
 from agency.domain.thread_state import ThreadState
-from agency.infra.jetstream.commandbus import CommandRejected
 from agency.services.common import fairness
 
 
