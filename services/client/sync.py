@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Mapping
 from contextlib import closing
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -52,12 +51,7 @@ class AgencyClient:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:

@@ -22,7 +22,6 @@ import socket
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 import msgspec
@@ -362,12 +361,7 @@ class FakeLLMServer:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def start(self) -> None:
