@@ -6,23 +6,15 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Mapping
 from contextlib import closing
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
 import httpx
 from httpx_sse import connect_sse
 
-from agency.contracts.http import (
-    AgencyOut,
-    EventsPage,
-    EventView,
-    RunAccepted,
-    RunCommandAccepted,
-    TerminateAccepted,
-    ThreadOut,
-)
+from agency.contracts import http
 from agency.projections import queries
 from agency.services.client import calls
-from agency.services.client.calls import Call, Strategy, decode_event, ends_follow, thread_path
+from agency.services.client.calls import Call, decode_event, ends_follow, thread_path
 
 T = TypeVar("T")
 STREAM_READ_TIMEOUT = 60.0
@@ -66,7 +58,7 @@ class AgencyClient:
     def list_agencies(self) -> list[queries.AgencyView]:
         return self._send(calls.list_agencies())
 
-    def create_agency(self, name: str, metadata: dict[str, str] | None = None) -> AgencyOut:
+    def create_agency(self, name: str, metadata: dict[str, str] | None = None) -> http.AgencyOut:
         return self._send(calls.create_agency(name, metadata))
 
     def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:
@@ -77,7 +69,7 @@ class AgencyClient:
 
     def create_thread(
         self, agency_id: str, agent_type: str, metadata: dict[str, str] | None = None
-    ) -> ThreadOut:
+    ) -> http.ThreadOut:
         return self._send(calls.create_thread(agency_id, agent_type, metadata))
 
     def find_thread(self, thread_id: str) -> queries.ThreadView | None:
@@ -93,47 +85,25 @@ class AgencyClient:
         agency_id: str,
         thread_id: str,
         text: str | None = None,
-        *,
-        files: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        strategy: Strategy = "queue",
-    ) -> RunAccepted:
-        call = calls.invoke(
-            agency_id,
-            thread_id,
-            text,
-            files=files,
-            idempotency_key=idempotency_key,
-            strategy=strategy,
-        )
-        return self._send(call)
+        **options: Unpack[calls.InvokeOptions],
+    ) -> http.RunAccepted:
+        return self._send(calls.invoke(agency_id, thread_id, text, **options))
 
     def approve(
         self,
         agency_id: str,
         thread_id: str,
         approved: bool = True,
-        *,
-        modified_tool_calls: list[dict[str, Any]] | None = None,
-        reason: str = "",
-        run_id: str | None = None,
-    ) -> RunCommandAccepted:
-        call = calls.approve(
-            agency_id,
-            thread_id,
-            approved,
-            modified_tool_calls=modified_tool_calls,
-            reason=reason,
-            run_id=run_id,
-        )
-        return self._send(call)
+        **options: Unpack[calls.ApproveOptions],
+    ) -> http.RunCommandAccepted:
+        return self._send(calls.approve(agency_id, thread_id, approved, **options))
 
     def cancel(
         self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
-    ) -> RunCommandAccepted:
+    ) -> http.RunCommandAccepted:
         return self._send(calls.cancel(agency_id, thread_id, reason, run_id))
 
-    def terminate(self, agency_id: str, thread_id: str, reason: str = "") -> TerminateAccepted:
+    def terminate(self, agency_id: str, thread_id: str, reason: str = "") -> http.TerminateAccepted:
         """Shut the thread down for good: its run ends canceled, later invokes are refused."""
         return self._send(calls.terminate(agency_id, thread_id, reason))
 
@@ -147,12 +117,12 @@ class AgencyClient:
         from_seq: int = 0,
         limit: int = 100,
         types: list[str] | None = None,
-    ) -> EventsPage:
+    ) -> http.EventsPage:
         return self._send(calls.events(agency_id, thread_id, from_seq, limit, types))
 
     def stream(
         self, agency_id: str, thread_id: str, from_seq: int = 0
-    ) -> Generator[EventView, None, None]:
+    ) -> Generator[http.EventView, None, None]:
         """The thread's events from `from_seq` (0: the start), stored then live, until the
         caller stops iterating or the server ends the stream."""
         path = thread_path(agency_id, thread_id) + "/stream"
@@ -170,7 +140,7 @@ class AgencyClient:
 
     def follow(
         self, agency_id: str, thread_id: str, run_id: str, from_seq: int = 0
-    ) -> Generator[EventView, None, None]:
+    ) -> Generator[http.EventView, None, None]:
         """The run's events, live, ending with the one that ends it or pauses it."""
         with closing(self.stream(agency_id, thread_id, from_seq)) as events:
             for event in events:
