@@ -25,13 +25,13 @@ from agency.contracts.events import (
     AgentCompleted,
     AgentStarted,
     AnyEvent,
-    BlueprintSpec,
     ChatMessage,
     MessageAppended,
     RunCompleted,
     RunError,
     RunTick,
 )
+from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.limits import limits, truncate_text
 from agency.domain.thread_state import RunView, ThreadState
 from agency.infra.jetstream.records import RecordedEvent
