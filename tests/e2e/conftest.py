@@ -10,11 +10,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 
-from agency.contracts.ids import new_id
 from agency.infra.db import create_pool, migrate
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
@@ -26,6 +24,7 @@ from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.stack import StackConfig, run_stack
+from tests.helpers import fresh_database
 from tests.runtime.conftest import make_system
 from tests.spans import spans  # noqa: F401
 
@@ -74,22 +73,12 @@ class Client:
                 await asyncio.sleep(0.1)
 
 
-async def _database(database_url: str) -> str:
-    name = "e" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return database_url.rsplit("/", 1)[0] + "/" + name
-
-
 @asynccontextmanager
 async def running_system(
     nats_url: str, database_url: str, nats_server: NatsServer | None, llm: FakeLLMServer
 ) -> AsyncIterator[str]:
     """Every service and the API, on a database of their own; yields the API's URL."""
-    db_url = await _database(database_url)
+    db_url = await fresh_database(database_url, "e")
     pool = await create_pool(db_url, max_size=10, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)
