@@ -85,9 +85,11 @@ if TYPE_CHECKING:
         ToolFailed as ToolFailed,
         ToolRetryable as ToolRetryable,
         ToolSpec as ToolSpec,
-        TypedTool as TypedTool,
         WorkflowTools as WorkflowTools,
         define_tool as define_tool,
+    )
+    from agency.services.agents.typed_tools import (
+        TypedTool as TypedTool,
         tool as tool,
     )
     from agency.services.agents.view import (
@@ -135,10 +137,10 @@ _WHERE: dict[str, str] = {
     "ToolFailed": "agency.services.agents.tools",
     "ToolRetryable": "agency.services.agents.tools",
     "ToolSpec": "agency.services.agents.tools",
-    "TypedTool": "agency.services.agents.tools",
+    "TypedTool": "agency.services.agents.typed_tools",
     "WorkflowTools": "agency.services.agents.tools",
     "define_tool": "agency.services.agents.tools",
-    "tool": "agency.services.agents.tools",
+    "tool": "agency.services.agents.typed_tools",
 }
 
 __all__ = sorted(_WHERE)

@@ -4,28 +4,5 @@ no network, no model (`docs/testing-apps.md`).
     from agency.testing import AgentHarness, ScriptedModel, call, reply, run_tool
 """
 
-from agency.services.testing import (
-    AgentHarness,
-    HarnessError,
-    ScriptedModel,
-    Step,
-    ToolCallRecord,
-    ToolRun,
-    Transcript,
-    call,
-    reply,
-    run_tool,
-)
-
-__all__ = [
-    "AgentHarness",
-    "HarnessError",
-    "ScriptedModel",
-    "Step",
-    "ToolCallRecord",
-    "ToolRun",
-    "Transcript",
-    "call",
-    "reply",
-    "run_tool",
-]
+from agency.services.testing import *  # noqa: F403 (the kit's public names, each listed in its __all__)
+from agency.services.testing import __all__ as __all__

@@ -112,24 +112,8 @@ def _decode_with_upcast(data: bytes) -> Envelope:
         payload = msgspec.convert(fields, AnyEvent)
     except msgspec.ValidationError as e:
         raise DecodeError(f"{wire.type} payload", str(e)) from e
-    return Envelope(
-        event_id=wire.event_id,
-        tenant_id=wire.tenant_id,
-        aggregate=wire.aggregate,
-        aggregate_id=wire.aggregate_id,
-        seq=wire.seq,
-        ts=wire.ts,
-        type=wire.type,
-        version=target,
-        agency_id=wire.agency_id,
-        thread_id=wire.thread_id,
-        run_id=wire.run_id,
-        causation_id=wire.causation_id,
-        correlation_id=wire.correlation_id,
-        idempotency_key=wire.idempotency_key,
-        trace=wire.trace,
-        payload=payload,
-    )
+    # The envelope's own fields (`EnvelopeFields`) as stored; the version the payload now has.
+    return Envelope(**{**msgspec.structs.asdict(wire), "version": target, "payload": payload})
 
 
 def decode_command(data: bytes) -> CommandEnvelope:

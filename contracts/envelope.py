@@ -10,7 +10,28 @@ from agency.contracts.events import AnyEvent
 from agency.contracts.subjects import Aggregate
 
 
-class Envelope(msgspec.Struct, frozen=True, kw_only=True):
+class EnvelopeFields(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields of an envelope but its payload (`Envelope`'s docstring says what each is);
+    each kind of envelope adds the payload as it reads it."""
+
+    event_id: str
+    tenant_id: str
+    aggregate: Aggregate
+    aggregate_id: str
+    seq: int
+    ts: datetime
+    type: str
+    version: int
+    agency_id: str | None = None
+    thread_id: str | None = None
+    run_id: str | None = None
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    idempotency_key: str | None = None
+    trace: dict[str, str] = {}
+
+
+class Envelope(EnvelopeFields, frozen=True, kw_only=True):
     """One stored fact.
 
     `seq` is the aggregate's own sequence (1, 2, 3, … with no gaps); the stream sequence is
@@ -21,42 +42,12 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
     the broker's duplicate window has passed.
     """
 
-    event_id: str
-    tenant_id: str
-    aggregate: Aggregate
-    aggregate_id: str
-    seq: int
-    ts: datetime
-    type: str
-    version: int
-    agency_id: str | None = None
-    thread_id: str | None = None
-    run_id: str | None = None
-    causation_id: str | None = None
-    correlation_id: str | None = None
-    idempotency_key: str | None = None
-    trace: dict[str, str] = {}
     payload: AnyEvent
 
 
-class WireEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+class WireEnvelope(EnvelopeFields, frozen=True, kw_only=True):
     """The envelope with its payload left undecoded, for routing and upcasting."""
 
-    event_id: str
-    tenant_id: str
-    aggregate: Aggregate
-    aggregate_id: str
-    seq: int
-    ts: datetime
-    type: str
-    version: int
-    agency_id: str | None = None
-    thread_id: str | None = None
-    run_id: str | None = None
-    causation_id: str | None = None
-    correlation_id: str | None = None
-    idempotency_key: str | None = None
-    trace: dict[str, str] = {}
     payload: msgspec.Raw
 
 

@@ -47,3 +47,14 @@ class UpcastError(ContractError):
         super().__init__(
             f"no upcaster for {event_type!r} from version {from_version} to {to_version}"
         )
+
+
+class CommandRejected(Exception):
+    """The command can never succeed (unknown thread, invalid state); do not retry it.
+    Raised by the decisions (`domain`, the services' handlers) and answered by the command
+    worker (`infra/jetstream/commandbus.py`)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")

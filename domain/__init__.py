@@ -1,5 +1,6 @@
 """The domain: pure folds and decisions over the log that more than one service uses.
 
-Nothing here reads or writes the log; the modules import `contracts`, `infra`'s record
-types, its command rejection and sealing, and each other (`docs/architecture.md`,
-"Layers")."""
+Nothing here reads or writes the log, a file or the environment, or knows a tool by name;
+the modules import `contracts` (the events, the recorded events, the command rejection)
+and each other. What needs the infrastructure, such as opening sealed values, the caller
+passes in (`docs/architecture.md`, "Layers")."""

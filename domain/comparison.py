@@ -14,9 +14,9 @@ from typing import Any
 
 import msgspec
 
+from agency.contracts.records import RecordedEvent
 from agency.domain.event_text import clip
 from agency.domain.timeline import summary as event_summary
-from agency.infra.jetstream.records import RecordedEvent
 
 # `upto_seq` (a checkpoint's position) is a sequence number, which deltas shift.
 IGNORED_FIELDS: frozenset[str] = frozenset(

@@ -54,7 +54,7 @@ from agency.contracts.events.workflow import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from agency.infra.jetstream.records import RecordedEvent
+from agency.contracts.records import RecordedEvent
 
 _WIDTH = 100
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agency.contracts.events import ApiKeyIssued, ApiKeyRevoked
-from agency.infra.jetstream.records import RecordedEvent
+from agency.contracts.records import RecordedEvent
 
 
 def live_keys(history: list[RecordedEvent]) -> dict[str, str]:

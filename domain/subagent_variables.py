@@ -7,23 +7,25 @@ call's recorded arguments, marked `deferred` and non-blocking: the call was answ
 the tool error long ago, so the child is spawned whatever became of that run, and its
 result reaches the parent as a queued message, like any non-blocking child's. From there
 the usual spawn takes over. The decision is pure and made against the parent's log, so a
-redelivered command provides nothing twice.
+redelivered command provides nothing twice; the caller hands it the sealing (`infra.sealing`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agency.contracts.commands import ProvideVariables
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AnyEvent,
     SubagentEnvRequired,
     SubagentRequested,
     SubagentVariablesProvided,
 )
-from agency.infra.jetstream.commandbus import CommandRejected
-from agency.infra.jetstream.records import RecordedEvent
-from agency.infra.sealing import seal, unseal
+from agency.contracts.records import RecordedEvent
+
+Seal = Callable[[Mapping[str, str]], str]
+Unseal = Callable[[str], Mapping[str, str]]
 
 
 def env_request(history: Sequence[RecordedEvent], request_id: str) -> SubagentEnvRequired | None:
@@ -43,8 +45,11 @@ def provided(history: Sequence[RecordedEvent], request_id: str) -> bool:
     )
 
 
-def provide(history: Sequence[RecordedEvent], command: ProvideVariables) -> tuple[AnyEvent, ...]:
-    """Record the values and ask for the deferred child; nothing if they were recorded."""
+def provide(
+    history: Sequence[RecordedEvent], command: ProvideVariables, *, seal: Seal, unseal: Unseal
+) -> tuple[AnyEvent, ...]:
+    """Record the values and ask for the deferred child; nothing if they were recorded.
+    `seal` and `unseal` open the sealed values and seal the child's scoped ones."""
     request = env_request(history, command.request_id)
     if request is None:
         raise CommandRejected(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, get_args
+from typing import Protocol, get_args
 
 from agency.contracts.events import (
     SubagentCompleted,
@@ -19,9 +19,6 @@ from agency.contracts.events import (
 )
 from agency.contracts.events.subagent import ParentCommunication
 from agency.domain.thread_parts import ToolOutcome
-
-if TYPE_CHECKING:
-    from agency.domain.thread_state import ThreadState
 
 SubagentEvent = (
     SubagentRequested
@@ -70,7 +67,33 @@ class ChildEntry:
         return self.status_text or self.status
 
 
-def child_changes(state: ThreadState, payload: SubagentEvent, at: datetime) -> dict[str, object]:
+class ChildrenState(Protocol):
+    """The part of a thread's state (`ThreadState`) that its subagent events change."""
+
+    @property
+    def requested(self) -> frozenset[str]: ...
+
+    @property
+    def outcomes(self) -> tuple[tuple[str, ToolOutcome], ...]: ...
+
+    @property
+    def spawn_requests(self) -> tuple[SubagentRequested, ...]: ...
+
+    @property
+    def children(self) -> tuple[ChildEntry, ...]: ...
+
+    @property
+    def reports(self) -> tuple[SubagentCompleted, ...]: ...
+
+    @property
+    def provided_sealed(self) -> tuple[str, ...]: ...
+
+    def outcome(self, call_id: str) -> ToolOutcome | None: ...
+
+    def child(self, reference: str) -> ChildEntry | None: ...
+
+
+def child_changes(state: ChildrenState, payload: SubagentEvent, at: datetime) -> dict[str, object]:
     """The fields of `state` that a subagent event changes (none: it stays as it is).
     `at`: when the event was stored."""
     match payload:
@@ -112,7 +135,7 @@ def child_changes(state: ThreadState, payload: SubagentEvent, at: datetime) -> d
     return {}
 
 
-def _status(state: ThreadState, reference: str, status: str) -> dict[str, object]:
+def _status(state: ChildrenState, reference: str, status: str) -> dict[str, object]:
     """A child's status changes, unless it was terminated (that stays)."""
     known = state.child(reference)
     if known is None or known.terminated:
@@ -120,7 +143,7 @@ def _status(state: ThreadState, reference: str, status: str) -> dict[str, object
     return {"children": _changed(state, reference, status=status, status_text="")}
 
 
-def _changed(state: ThreadState, reference: str, **changes: object) -> tuple[ChildEntry, ...]:
+def _changed(state: ChildrenState, reference: str, **changes: object) -> tuple[ChildEntry, ...]:
     return tuple(
         replace(c, **changes) if c.reference == reference else c  # type: ignore[arg-type]
         for c in state.children

@@ -46,14 +46,13 @@ from agency.contracts.events import (
     ToolRegistered,
     ToolRequested,
 )
+from agency.contracts.records import Position, RecordedEvent
 from agency.domain.thread_children import SUBAGENT_EVENTS, ChildEntry, child_changes
 from agency.domain.thread_parts import (
     QueuedRequest as QueuedRequest,
     RunView as RunView,
     ToolOutcome,
 )
-from agency.infra.jetstream.records import Position, RecordedEvent
-from agency.infra.sealing import unseal
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +70,8 @@ class ThreadState:
     position: Position = field(default_factory=Position)
     messages: tuple[ChatMessage, ...] = ()
     files: tuple[tuple[str, str], ...] = ()
-    read_paths: frozenset[str] = frozenset()
+    # (tool, path) of each call answered without an error whose arguments name a `path`.
+    tool_paths: frozenset[tuple[str, str]] = frozenset()
     todos: tuple[Todo, ...] = ()
     runs: tuple[RunView, ...] = ()
     active_run_id: str | None = None
@@ -173,19 +173,6 @@ class ThreadState:
             if entry.reference == reference:
                 return entry
         return None
-
-    def provided_env(self) -> dict[str, str]:
-        """Variables provided for this thread's subagents (`subagent.variables_provided`),
-        the latest value of each name."""
-        values: dict[str, str] = {}
-        for token in self.provided_sealed:
-            values.update(unseal(token))
-        return values
-
-    def scoped_env(self) -> dict[str, str]:
-        """This thread's scoped variables: runtime-only data for middleware and state
-        tools, never shown to a model."""
-        return unseal(self.sealed_env)
 
     def report_for_call(self, call_id: str) -> SubagentCompleted | None:
         for report in self.reports:
@@ -332,10 +319,9 @@ class ThreadState:
                 state = _evolve(
                     self, outcomes=(*self.outcomes, (call_id, ToolOutcome(output, error=False)))
                 )
-                if name == "read_file":
-                    read = _path_argument(self, call_id)
-                    if read is not None:
-                        state = _evolve(state, read_paths=state.read_paths | {read})
+                named = _path_argument(self, call_id)
+                if named is not None:
+                    state = _evolve(state, tool_paths=state.tool_paths | {(name, named)})
                 return state
             case ToolError(tool_call_id=call_id, error=error):
                 return _evolve(

@@ -23,8 +23,8 @@ from agency.contracts.events import (
     RunStarted,
     RunTick,
 )
+from agency.contracts.records import RecordedEvent
 from agency.domain.event_text import clip, summarize
-from agency.infra.jetstream.records import RecordedEvent
 
 DELTA = "model.delta"
 _STREAMED = frozenset({DELTA, "reply.delta"})

@@ -23,7 +23,7 @@ from agency.contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from agency.infra.jetstream.records import RecordedEvent
+from agency.contracts.records import RecordedEvent
 
 WorkflowStatus = Literal["absent", "created", "running", "stopped"]
 

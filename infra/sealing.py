@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -113,3 +113,12 @@ def unseal(token: str) -> dict[str, str]:
     if not isinstance(opened, dict):
         raise UnsealError("sealed variables are not a map")
     return {str(k): str(v) for k, v in opened.items()}
+
+
+def unseal_all(tokens: Iterable[str]) -> dict[str, str]:
+    """The values of several tokens in order, the latest value of each name (the variables
+    provided for a thread's subagents: `ThreadState.provided_sealed`)."""
+    values: dict[str, str] = {}
+    for token in tokens:
+        values.update(unseal(token))
+    return values

@@ -1,10 +1,14 @@
-"""Bounded waiting for tests: poll a condition instead of sleeping."""
+"""Bounded waiting for tests (poll a condition instead of sleeping), and a database of a
+test's own."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from agency.contracts.ids import new_id
+from agency.infra.launch.postgres_server import ensure_database
 
 if TYPE_CHECKING:
     import httpx
@@ -82,3 +86,11 @@ async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
         pass
     finally:
         dst.transport.abort()
+
+
+async def fresh_database(database_url: str, prefix: str) -> str:
+    """The URL of a new, empty database (`prefix` and a unique suffix) on the server of
+    `database_url`, so tests that share the server never meet."""
+    name = prefix + new_id().lower()
+    await ensure_database(database_url, name)
+    return database_url.rsplit("/", 1)[0] + "/" + name

@@ -22,7 +22,7 @@ from opentelemetry import trace
 from agency.contracts.codec import command_type_of, decode_command, encode
 from agency.contracts.commands import AnyCommand, CommandEnvelope
 from agency.contracts.envelope import utc_now
-from agency.contracts.errors import ContractError
+from agency.contracts.errors import CommandRejected, ContractError
 from agency.contracts.ids import new_id, validate_token
 from agency.contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
 from agency.infra.jetstream.consumers import ensure_consumer
@@ -42,15 +42,6 @@ from agency.infra.keyed_locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
-
-
-class CommandRejected(Exception):
-    """The command can never succeed (unknown thread, invalid state); do not retry it."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
 
 
 class Defer(Exception):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
 
 import nats.errors
 import structlog
@@ -109,10 +108,5 @@ class Bus:
     async def __aenter__(self) -> Bus:
         return await self.connect()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await asyncio.shield(self.close())

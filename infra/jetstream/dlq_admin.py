@@ -16,9 +16,9 @@ letter twice within the duplicate window stores it once.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 from nats.js.errors import NotFoundError
@@ -42,8 +42,10 @@ class DeadLetterError(Exception):
     """A letter that does not exist or cannot be replayed; the message says which."""
 
 
-@dataclass(frozen=True, slots=True)
-class LetterInfo:
+class LetterFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What a dead letter records of the message that could not be handled, camelCase when
+    encoded: the API's `LetterOut` answers them as they are."""
+
     seq: int
     time: datetime | None
     reason: str
@@ -55,6 +57,9 @@ class LetterInfo:
     deliveries: int
     tenant_id: str | None
     size: int
+
+
+class LetterInfo(LetterFields, frozen=True, kw_only=True):
     data: bytes
 
     @property

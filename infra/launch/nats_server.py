@@ -10,8 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, NoReturn, Self
+from typing import Any, NoReturn
 
 import httpx
 import structlog
@@ -23,6 +22,7 @@ from agency.infra.launch.errors import (
     ProcessExited,
     StartTimeout,
 )
+from agency.infra.launch.lifecycle import ProcessServer, Server
 from agency.infra.launch.process import ChildProcess, free_port, poll_until
 from agency.infra.nats_accounts import SERVICES_ACCOUNT
 from agency.infra.nats_auth import PID_FILE, NatsAuth
@@ -62,7 +62,7 @@ class ClusterConfig:
     routes: tuple[str, ...]
 
 
-class NatsServer:
+class NatsServer(ProcessServer):
     """One nats-server with JetStream whose store and log live in `store_dir`.
 
     `sync_interval` is "always" (fsync every write: acknowledged means on disk), a duration such
@@ -150,17 +150,6 @@ class NatsServer:
     def log_path(self) -> Path:
         return self.store_dir / "nats-server.log"
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.running
-
-    def log_tail(self, max_lines: int = 30) -> str:
-        return self._proc.log_tail(max_lines) if self._proc is not None else ""
-
     async def start(self, timeout: float = 10.0) -> None:
         """Start and wait until JetStream answers on the monitoring port."""
         if self.running:
@@ -211,18 +200,6 @@ class NatsServer:
             return None
         body = response.json()
         return body if isinstance(body, dict) else None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.shield(self.stop())
 
     def _choose_ports(self) -> None:
         port, monitor_port = self._requested_ports
@@ -331,7 +308,7 @@ class NatsServer:
         return True if await self.healthz() else None
 
 
-class NatsCluster:
+class NatsCluster(Server):
     """Nodes n1..nN on loopback with routes between them, JetStream on each, own store dirs.
 
     Nodes are addressed by 0-based index: `nodes[0]` is server `n1`.
@@ -442,18 +419,6 @@ class NatsCluster:
             tails = "\n".join(f"[{n.server_name}]\n{n.log_tail(10)}" for n in self._nodes)
             raise StartTimeout(f"NATS cluster {self.name} (meta leader election)", timeout, tails)
         return leader
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.shield(self.stop())
 
     def _build_nodes(self) -> tuple[NatsServer, ...]:
         cluster_ports = [free_port(self.host) for _ in range(self.size)]

@@ -20,8 +20,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 from urllib.parse import quote
 
 import asyncpg
@@ -36,6 +34,7 @@ from agency.infra.launch.errors import (
     StartTimeout,
     StopTimeout,
 )
+from agency.infra.launch.lifecycle import ProcessServer
 from agency.infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
 
 log = structlog.get_logger(__name__)
@@ -130,7 +129,7 @@ async def ensure_database(admin_url: str, name: str, *, timeout: float = 10.0) -
         await conn.close(timeout=timeout)
 
 
-class PostgresServer:
+class PostgresServer(ProcessServer):
     """A PostgreSQL cluster in `data_dir/pgdata`, served on TCP loopback while we live.
 
     Logs go to `data_dir/postgres.log` and `data_dir/initdb.log`. Port 0 picks a free port on the
@@ -201,17 +200,6 @@ class PostgresServer:
             who += ":" + quote(password, safe="")
         return f"postgresql://{who}@{self.host}:{self._port}/{quote(name, safe='')}"
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.running
-
-    def log_tail(self, max_lines: int = 30) -> str:
-        return self._proc.log_tail(max_lines) if self._proc is not None else ""
-
     async def start(self, timeout: float = 30.0) -> None:
         """initdb if needed, stop a crashed run's leftover server, start, wait until it answers."""
         if self.running:
@@ -262,18 +250,6 @@ class PostgresServer:
         """Create database `name` unless it exists; returns its URL."""
         await ensure_database(self.url, name, timeout=timeout)
         return self.database_url(name)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.shield(self.stop())
 
     def _prepare_dir(self, path: Path, account: _Account | None) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -13,21 +13,23 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Generic, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import structlog
 
 from agency.infra.launch.errors import BackendUnavailable
+from agency.infra.launch.lifecycle import Server
 from agency.infra.launch.nats_server import NatsServer
 from agency.infra.launch.postgres_server import PostgresServer, ensure_database
 
 if TYPE_CHECKING:
     from testcontainers.community.nats import NatsContainer
     from testcontainers.community.postgres import PostgresContainer
+    from testcontainers.core.container import DockerContainer
 
 log = structlog.get_logger(__name__)
+C = TypeVar("C", bound="DockerContainer")
 
 BACKEND_ENV = "AGENCY_TEST_BACKEND"
 _DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
@@ -150,7 +152,18 @@ def postgres_container(*, image: str = "postgres:18", fsync: bool = True) -> Ite
         container.stop()
 
 
-class NatsContainerServer:
+class _ContainerServer(Server, Generic[C]):
+    """A server in a container (`_container` once started), stopped with the container."""
+
+    _container: C | None = None
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        container, self._container = self._container, None
+        if container is not None:
+            await asyncio.wait_for(asyncio.to_thread(container.stop), timeout)
+
+
+class NatsContainerServer(_ContainerServer["NatsContainer"]):
     """nats-server with JetStream in a container; the same `url` / `monitor_url` as NatsServer."""
 
     def __init__(
@@ -189,25 +202,8 @@ class NatsContainerServer:
         self._monitor_url = f"http://{host}:{container.get_exposed_port(_NATS_MONITOR_PORT)}"
         log.info("nats_container_ready", url=self._url, image=self.image)
 
-    async def stop(self, timeout: float = 30.0) -> None:
-        container, self._container = self._container, None
-        if container is not None:
-            await asyncio.wait_for(asyncio.to_thread(container.stop), timeout)
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.shield(self.stop())
-
-
-class PostgresContainerServer:
+class PostgresContainerServer(_ContainerServer["PostgresContainer"]):
     """PostgreSQL in a container, with the URL helpers of PostgresServer."""
 
     def __init__(
@@ -247,23 +243,6 @@ class PostgresContainerServer:
         # driver=None: a plain postgresql:// URL, as asyncpg expects.
         self._url = container.get_connection_url(driver=None)
         log.info("postgres_container_ready", image=self.image)
-
-    async def stop(self, timeout: float = 30.0) -> None:
-        container, self._container = self._container, None
-        if container is not None:
-            await asyncio.wait_for(asyncio.to_thread(container.stop), timeout)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.shield(self.stop())
 
 
 def choose_nats(

@@ -1,18 +1,5 @@
-"""The extension API of Agency: what an app imports to build its agent system.
-
-    from agency import AgentSystem, BlueprintSpec, Middleware, ToolContext, tool
-
-    @tool
-    async def lookup(ctx: ToolContext, city: str) -> str:
-        \"\"\"The weather of a city.\"\"\"
-        return f"sunny in {city}"
-
-    system = (
-        AgentSystem()
-        .defaults()
-        .add_tool(lookup, ["weather"])
-        .add_agent(BlueprintSpec(name="forecaster", prompt="...", tags=("default", "weather")))
-    )
+"""The extension API of Agency: what an app imports to build its agent system (the
+`agency` package's docstring shows one).
 
 Everything an app needs is here: the builder (`AgentSystem`), tools (`tool`,
 `define_tool`, their context and errors), middleware (its hooks, its context and the

@@ -10,15 +10,12 @@ loads), never on reading a stored one back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
-from agency.contracts.events import BlueprintSpec
+from agency.contracts.events import BlueprintSpec, McpServer
 from agency.contracts.events.registry import SessionToolBinding, SideConfig, SubagentEntry
 from agency.services.agents.builtin.parent import NOTIFY_TOOL, STATUS_TOOL
-
-if TYPE_CHECKING:
-    from agency.services.agents.system import AgentSystem
 
 MCP_SEPARATOR = "__"  # `services/mcpclient/config.py`: an MCP tool is `<server>__<tool>`
 HITL_MIDDLEWARE = "hitl"
@@ -33,11 +30,27 @@ class BlueprintInvalid(Exception):
         super().__init__(f"blueprint {name!r}: {'; '.join(self.problems)}")
 
 
+class ToolCatalogue(Protocol):
+    """What a blueprint is checked against: what an `AgentSystem` offers, by name."""
+
+    @property
+    def tags(self) -> frozenset[str]: ...
+
+    @property
+    def middleware_names(self) -> frozenset[str]: ...
+
+    def tools_for(self, blueprint: BlueprintSpec) -> Mapping[str, object]: ...
+
+    def registrable_for(self, blueprint: BlueprintSpec) -> Mapping[str, object]: ...
+
+    def mcp_servers_for(self, blueprint: BlueprintSpec) -> Sequence[McpServer]: ...
+
+
 def _listed(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
-def blueprint_problems(system: AgentSystem, blueprint: BlueprintSpec, at: str = "") -> list[str]:
+def blueprint_problems(system: ToolCatalogue, blueprint: BlueprintSpec, at: str = "") -> list[str]:
     """Each tag, hook and `hitl.tools` name of `blueprint` that `system` does not know, in
     a sentence naming the field (under `at`, e.g. `agents.reviewer.`) and listing what
     exists. Empty when all is known."""
@@ -76,7 +89,9 @@ def blueprint_problems(system: AgentSystem, blueprint: BlueprintSpec, at: str = 
     return problems
 
 
-def problems_with_inline(system: AgentSystem, blueprint: BlueprintSpec, at: str = "") -> list[str]:
+def problems_with_inline(
+    system: ToolCatalogue, blueprint: BlueprintSpec, at: str = ""
+) -> list[str]:
     """`blueprint_problems` of the blueprint and of every subagent blueprint it defines
     inline (`config.subagents.subagents[i]`), at any depth, each naming its field."""
     problems = blueprint_problems(system, blueprint, at)
@@ -89,7 +104,7 @@ def problems_with_inline(system: AgentSystem, blueprint: BlueprintSpec, at: str 
     return problems
 
 
-def tool_names(system: AgentSystem, blueprint: BlueprintSpec) -> set[str]:
+def tool_names(system: ToolCatalogue, blueprint: BlueprintSpec) -> set[str]:
     """The names of the tools the blueprint's agent may call, but for MCP servers' tools
     (fetched only when a run starts): its own, its middleware's (registrable ones too), the
     agents it may call, its sides' session tools and the escalation tools of an explicit

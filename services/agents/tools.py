@@ -16,7 +16,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agency.contracts.events import AnyEvent, McpToolRef
 from agency.services.agents.isolation import Isolation
@@ -138,85 +138,6 @@ def define_tool(
             parameters=dict(parameters) if parameters is not None else dict(EMPTY_PARAMETERS),
         )
         return Tool(spec=spec, fn=f, timeout=timeout, max_attempts=max_attempts, local=local)
-
-    return wrap(fn) if fn is not None else wrap
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-@dataclass(frozen=True, slots=True)
-class TypedTool(Tool, Generic[P, R]):
-    """A `Tool` made by `@tool` from a typed function, which it keeps as `function` with
-    its signature (`add.function(ctx, 1, 2)` type-checks as the function does). Its `fn`
-    validates the model's arguments against that signature before calling it."""
-
-    function: Callable[P, R] = field(kw_only=True)
-
-
-class ToolDecorator(Protocol):
-    def __call__(self, fn: Callable[P, R], /) -> TypedTool[P, R]: ...
-
-
-@overload
-def tool(fn: Callable[P, R], /) -> TypedTool[P, R]: ...
-
-
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    timeout: float = 30.0,
-    max_attempts: int = 3,
-    local: bool = False,
-) -> ToolDecorator: ...
-
-
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    timeout: float = 30.0,
-    max_attempts: int = 3,
-    local: bool = False,
-) -> TypedTool[Any, Any] | ToolDecorator:
-    """Make a tool of a typed function, bare (`@tool`) or with arguments (`@tool(local=True)`).
-
-        @tool
-        async def add(ctx: ToolContext, a: Annotated[int, "the first term"], b: int = 0) -> str:
-            \"\"\"Add two numbers.\"\"\"
-            return str(a + b)
-
-    The JSON Schema the model sees comes from the parameters (their types, defaults and
-    `Annotated[T, "description"]` or `msgspec.Meta(description=...)`); the description
-    from the docstring. A first parameter named `ctx` or typed `ToolContext` receives the
-    call's context; a sole other parameter of a `msgspec.Struct` type takes the whole
-    arguments object. The arguments are converted (`msgspec.convert`) before the call, and
-    a call that does not fit is a tool error naming the argument, for the model to correct.
-    `define_tool` remains for a hand-written schema.
-    """
-
-    def wrap(f: Callable[P, R]) -> TypedTool[P, R]:
-        from agency.services.agents.typed_tools import signature_tool
-
-        call, parameters = signature_tool(f, name or f.__name__)
-        spec = ToolSpec(
-            name=name or f.__name__,
-            description=description if description is not None else inspect.getdoc(f) or "",
-            parameters=parameters,
-        )
-        return TypedTool(
-            spec=spec,
-            fn=call,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            local=local,
-            function=f,
-        )
 
     return wrap(fn) if fn is not None else wrap
 

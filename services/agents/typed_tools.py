@@ -8,11 +8,20 @@ import inspect
 import re
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import msgspec
 
-from agency.services.agents.tools import JsonSchema, ToolContext, ToolFailed, ToolFn, ToolResult
+from agency.services.agents.tools import (
+    JsonSchema,
+    Tool,
+    ToolContext,
+    ToolFailed,
+    ToolFn,
+    ToolResult,
+    ToolSpec,
+)
 
 _PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
@@ -131,3 +140,80 @@ def _plain(result: Any) -> ToolResult:
         return result
     plain: ToolResult = msgspec.to_builtins(result)
     return plain
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class TypedTool(Tool, Generic[P, R]):
+    """A `Tool` made by `@tool` from a typed function, which it keeps as `function` with
+    its signature (`add.function(ctx, 1, 2)` type-checks as the function does). Its `fn`
+    validates the model's arguments against that signature before calling it."""
+
+    function: Callable[P, R] = field(kw_only=True)
+
+
+class ToolDecorator(Protocol):
+    def __call__(self, fn: Callable[P, R], /) -> TypedTool[P, R]: ...
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> TypedTool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float = 30.0,
+    max_attempts: int = 3,
+    local: bool = False,
+) -> ToolDecorator: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float = 30.0,
+    max_attempts: int = 3,
+    local: bool = False,
+) -> TypedTool[Any, Any] | ToolDecorator:
+    """Make a tool of a typed function, bare (`@tool`) or with arguments (`@tool(local=True)`).
+
+        @tool
+        async def add(ctx: ToolContext, a: Annotated[int, "the first term"], b: int = 0) -> str:
+            \"\"\"Add two numbers.\"\"\"
+            return str(a + b)
+
+    The JSON Schema the model sees comes from the parameters (their types, defaults and
+    `Annotated[T, "description"]` or `msgspec.Meta(description=...)`); the description
+    from the docstring. A first parameter named `ctx` or typed `ToolContext` receives the
+    call's context; a sole other parameter of a `msgspec.Struct` type takes the whole
+    arguments object. The arguments are converted (`msgspec.convert`) before the call, and
+    a call that does not fit is a tool error naming the argument, for the model to correct.
+    `define_tool` remains for a hand-written schema.
+    """
+
+    def wrap(f: Callable[P, R]) -> TypedTool[P, R]:
+        call, parameters = signature_tool(f, name or f.__name__)
+        spec = ToolSpec(
+            name=name or f.__name__,
+            description=description if description is not None else inspect.getdoc(f) or "",
+            parameters=parameters,
+        )
+        return TypedTool(
+            spec=spec,
+            fn=call,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            local=local,
+            function=f,
+        )
+
+    return wrap(fn) if fn is not None else wrap

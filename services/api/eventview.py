@@ -14,12 +14,11 @@ Pure msgspec, no web framework. `EventView` itself is the HTTP contract's
 from __future__ import annotations
 
 import functools
-from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from agency.contracts.envelope import Envelope
+from agency.contracts.envelope import Envelope, EnvelopeFields
 from agency.contracts.http import EventView
 
 EventFormat = Literal["view", "envelope"]
@@ -100,24 +99,9 @@ def event_view(envelope: Envelope, stream_seq: int) -> EventView:
     )
 
 
-class StoredEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+class StoredEnvelope(EnvelopeFields, frozen=True, kw_only=True):
     """The envelope as stored on NATS (snake_case), with its `stream_seq`: `?format=envelope`."""
 
-    event_id: str
-    tenant_id: str
-    aggregate: str
-    aggregate_id: str
-    seq: int
-    ts: datetime
-    type: str
-    version: int
-    agency_id: str | None = None
-    thread_id: str | None = None
-    run_id: str | None = None
-    causation_id: str | None = None
-    correlation_id: str | None = None
-    idempotency_key: str | None = None
-    trace: dict[str, str] = {}
     payload: dict[str, Any]
     stream_seq: int = 0
 

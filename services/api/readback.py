@@ -13,6 +13,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from agency.contracts.commands import SaveBlueprint
+from agency.contracts.events import BlueprintSaved, BlueprintSpec
+from agency.contracts.ids import new_id
 from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections import catalog
@@ -81,3 +84,20 @@ async def caught_up(deps: ApiDeps, tenant: str, thread_id: str) -> bool:
     return await deps.progress.wait_passed(
         catalog.NAMES, position.stream_seq, deps.settings.read_lag_timeout
     )
+
+
+async def send_blueprint(
+    deps: ApiDeps, tenant: str, agency_id: str, blueprint: BlueprintSpec
+) -> tuple[bool, int | None]:
+    """Send `blueprints.save` and wait (as `read_your_write` does) for what it wrote:
+    whether the read models show it yet, and the revision it was saved as (None if the
+    save was not seen in time)."""
+    key = new_id()
+    command = SaveBlueprint(agency_id=agency_id, blueprint=blueprint)
+    written = await read_your_write(
+        deps, tenant, "agency", agency_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+    )  # fmt: skip
+    event = written.event
+    saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
+    return written.readable, saved.revision if saved else None

@@ -23,10 +23,9 @@ from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
     InvokeThread,
-    SaveBlueprint,
 )
 from agency.contracts.envelope import utc_now
-from agency.contracts.events import BlueprintSaved, ChatMessage
+from agency.contracts.events import ChatMessage
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
@@ -52,7 +51,7 @@ from agency.services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, 
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
 from agency.services.api.openapi import error_response
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import read_your_write, send_blueprint
 from agency.services.api.runstatus import Feed, Seen, taken_up, wait_for_status
 from agency.services.api.text import refuse_nul
 from agency.services.api.thread_create import create_root_thread
@@ -201,16 +200,8 @@ async def save_blueprint(
             code.settings_for(spec)
         except SettingsError as e:
             raise ValidationException(str(e)) from e
-    key = new_id()
-    command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
-    written = await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
-    event = written.event
-    saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
-    body = blueprint_out(spec, saved.revision if saved else None)
-    return Response(body, status_code=201 if written.readable else 202)
+    readable, revision = await send_blueprint(deps, tenant, agency_id, spec)
+    return Response(blueprint_out(spec, revision), status_code=201 if readable else 202)
 
 
 @post("/agency/{agencyId:str}/agents", status_code=201, summary="Create a thread")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from datetime import datetime
 from typing import Annotated
 
 from litestar import MediaType, Response, delete, get, post
@@ -12,7 +11,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from agency.contracts.http import Out
 from agency.infra.jetstream import dlq_admin
-from agency.infra.jetstream.dlq_admin import DeadLetterError, LetterInfo
+from agency.infra.jetstream.dlq_admin import DeadLetterError, LetterFields, LetterInfo
 from agency.services.api.auth import ADMIN_OPT, Deps, path_id
 from agency.services.api.openapi import error_response
 
@@ -24,18 +23,7 @@ Seq = Annotated[
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
-class LetterOut(Out, frozen=True, kw_only=True):
-    seq: int
-    time: datetime | None
-    reason: str
-    detail: str
-    source_stream: str
-    source_subject: str
-    source_seq: int
-    consumer: str
-    deliveries: int
-    tenant_id: str | None
-    size: int
+class LetterOut(Out, LetterFields, frozen=True, kw_only=True):
     replayable: bool
     # With `GET /dlq/{seq}` only: the message as text, or base64 when it is not UTF-8.
     data: str | None = None
@@ -55,18 +43,9 @@ def _out(letter: LetterInfo, with_data: bool = False) -> LetterOut:
             data, encoding = letter.data.decode(), "utf-8"
         except UnicodeDecodeError:
             data, encoding = base64.b64encode(letter.data).decode(), "base64"
+    recorded = {name: getattr(letter, name) for name in LetterFields.__struct_fields__}
     return LetterOut(
-        seq=letter.seq,
-        time=letter.time,
-        reason=letter.reason,
-        detail=letter.detail,
-        source_stream=letter.source_stream,
-        source_subject=letter.source_subject,
-        source_seq=letter.source_seq,
-        consumer=letter.consumer,
-        deliveries=letter.deliveries,
-        tenant_id=letter.tenant_id,
-        size=letter.size,
+        **recorded,
         replayable=letter.replayable,
         data=data,
         data_encoding=encoding,

@@ -17,10 +17,8 @@ from litestar.exceptions import ClientException, NotFoundException, ValidationEx
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody, PathParameter
 
-from agency.contracts.commands import SaveBlueprint
 from agency.contracts.events import BlueprintSpec
 from agency.contracts.http import Out
-from agency.contracts.ids import new_id
 from agency.services.agents.code import SettingsError
 from agency.services.agents.code_settings import SettingsView, describe, with_overrides
 from agency.services.agents.system import CodeAgentSpec
@@ -35,7 +33,7 @@ from agency.services.api.auth import (
 )
 from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import error_response
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_blueprint
 from agency.services.api.routes_commands import Body
 
 BlueprintName = Annotated[str, PathParameter(name="name", description="The code agent's name.")]
@@ -168,16 +166,9 @@ async def put_settings(
         code.settings_for(spec)
     except SettingsError as e:
         raise ValidationException(str(e)) from e
-    key = new_id()
-    command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
-    written = await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
-    event = written.event
-    revision = getattr(event.payload, "revision", None) if event is not None else None
+    readable, revision = await send_blueprint(deps, tenant, agency_id, spec)
     body = settings_out(code.name, describe(code, spec), revision)
-    return Response(body, status_code=200 if written.readable else 202)
+    return Response(body, status_code=200 if readable else 202)
 
 
 SETTINGS_ROUTES = [get_settings, put_settings]

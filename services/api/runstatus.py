@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from agency.contracts.events import RequestInjected
 from agency.contracts.http import RunStatus
+from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.services.api.logwait import watch_log
-
-if TYPE_CHECKING:  # the API's dependencies hold the views folded with `RunStatuses`
-    from agency.services.api.deps import ApiDeps
 
 T = TypeVar("T")
 
@@ -119,8 +117,18 @@ class KeptStatuses:
             self._kept.popitem(last=False)
 
 
+class StatusDeps(Protocol):
+    """What a wait for a run's status uses of the API's dependencies (`deps.ApiDeps`)."""
+
+    @property
+    def bus(self) -> Bus: ...
+
+    @property
+    def run_statuses(self) -> KeptStatuses: ...
+
+
 async def wait_for_status(
-    deps: ApiDeps,
+    deps: StatusDeps,
     tenant: str,
     thread_id: str,
     run_id: str,

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from litestar.exceptions import ClientException, ValidationException
 
 from agency.contracts.events.thread import ThreadCreated
+from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import ConcurrencyError, EventTooLarge, InvalidEvent
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.projections import catalog
 from agency.services.api.progress import ProjectionProgress
-
-if TYPE_CHECKING:
-    from agency.services.api.deps import ApiDeps
 
 # The read models that list a thread once they have applied its `thread.created`.
 LISTING = tuple(p.name for p in catalog.ALL if p.wants("thread.created"))
@@ -75,8 +73,29 @@ class PendingListings:
         return False
 
 
+class CreateSettings(Protocol):
+    @property
+    def read_your_writes_timeout(self) -> float: ...
+
+
+class CreateDeps(Protocol):
+    """What a root thread's creation uses of the API's dependencies (`deps.ApiDeps`)."""
+
+    @property
+    def bus(self) -> Bus: ...
+
+    @property
+    def settings(self) -> CreateSettings: ...
+
+    @property
+    def progress(self) -> ProjectionProgress: ...
+
+    @property
+    def listings(self) -> PendingListings: ...
+
+
 async def create_root_thread(
-    deps: ApiDeps,
+    deps: CreateDeps,
     tenant: str,
     agency_id: str,
     thread_id: str,

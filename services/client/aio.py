@@ -6,26 +6,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
 import httpx
 from httpx_sse import aconnect_sse
 
-from agency.contracts.http import (
-    AgencyOut,
-    EventsPage,
-    EventView,
-    RunAccepted,
-    RunCommandAccepted,
-    TerminateAccepted,
-    ThreadOut,
-)
+from agency.contracts import http
 from agency.projections import queries
 from agency.services.client import calls
 from agency.services.client.calls import (
     Call,
-    Strategy,
     decode_event,
     ends_follow,
     followed,
@@ -59,12 +49,7 @@ class AsyncAgencyClient:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -79,7 +64,9 @@ class AsyncAgencyClient:
     async def list_agencies(self) -> list[queries.AgencyView]:
         return await self._send(calls.list_agencies())
 
-    async def create_agency(self, name: str, metadata: dict[str, str] | None = None) -> AgencyOut:
+    async def create_agency(
+        self, name: str, metadata: dict[str, str] | None = None
+    ) -> http.AgencyOut:
         return await self._send(calls.create_agency(name, metadata))
 
     async def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:
@@ -90,7 +77,7 @@ class AsyncAgencyClient:
 
     async def create_thread(
         self, agency_id: str, agent_type: str, metadata: dict[str, str] | None = None
-    ) -> ThreadOut:
+    ) -> http.ThreadOut:
         return await self._send(calls.create_thread(agency_id, agent_type, metadata))
 
     async def find_thread(self, thread_id: str) -> queries.ThreadView | None:
@@ -106,49 +93,27 @@ class AsyncAgencyClient:
         agency_id: str,
         thread_id: str,
         text: str | None = None,
-        *,
-        files: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        strategy: Strategy = "queue",
-    ) -> RunAccepted:
-        call = calls.invoke(
-            agency_id,
-            thread_id,
-            text,
-            files=files,
-            idempotency_key=idempotency_key,
-            strategy=strategy,
-        )
-        return await self._send(call)
+        **options: Unpack[calls.InvokeOptions],
+    ) -> http.RunAccepted:
+        return await self._send(calls.invoke(agency_id, thread_id, text, **options))
 
     async def approve(
         self,
         agency_id: str,
         thread_id: str,
         approved: bool = True,
-        *,
-        modified_tool_calls: list[dict[str, Any]] | None = None,
-        reason: str = "",
-        run_id: str | None = None,
-    ) -> RunCommandAccepted:
-        call = calls.approve(
-            agency_id,
-            thread_id,
-            approved,
-            modified_tool_calls=modified_tool_calls,
-            reason=reason,
-            run_id=run_id,
-        )
-        return await self._send(call)
+        **options: Unpack[calls.ApproveOptions],
+    ) -> http.RunCommandAccepted:
+        return await self._send(calls.approve(agency_id, thread_id, approved, **options))
 
     async def cancel(
         self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
-    ) -> RunCommandAccepted:
+    ) -> http.RunCommandAccepted:
         return await self._send(calls.cancel(agency_id, thread_id, reason, run_id))
 
     async def terminate(
         self, agency_id: str, thread_id: str, reason: str = ""
-    ) -> TerminateAccepted:
+    ) -> http.TerminateAccepted:
         """Shut the thread down for good: its run ends canceled, later invokes are refused."""
         return await self._send(calls.terminate(agency_id, thread_id, reason))
 
@@ -162,12 +127,12 @@ class AsyncAgencyClient:
         from_seq: int = 0,
         limit: int = 100,
         types: list[str] | None = None,
-    ) -> EventsPage:
+    ) -> http.EventsPage:
         return await self._send(calls.events(agency_id, thread_id, from_seq, limit, types))
 
     async def stream(
         self, agency_id: str, thread_id: str, from_seq: int = 0
-    ) -> AsyncGenerator[EventView, None]:
+    ) -> AsyncGenerator[http.EventView, None]:
         """The thread's events from `from_seq` (0: the start), stored then live, until the
         caller stops iterating or the server ends the stream."""
         path = thread_path(agency_id, thread_id) + "/stream"
@@ -187,7 +152,7 @@ class AsyncAgencyClient:
 
     async def follow(
         self, agency_id: str, thread_id: str, run_id: str, from_seq: int = 0
-    ) -> AsyncGenerator[EventView, None]:
+    ) -> AsyncGenerator[http.EventView, None]:
         """The run's events, live, ending with the one that ends it or pauses it for a person
         (it goes on through a pause for subagents, which resumes by itself). A request that
         joins another run is followed in that run."""

@@ -4,7 +4,7 @@ sync client. The answer types are the server's own structs, so the two cannot dr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import msgspec
 
@@ -98,38 +98,44 @@ def create_thread(
     return Call("POST", f"/agency/{agency_id}/agents", ThreadOut, json=body)
 
 
+class InvokeOptions(TypedDict, total=False):
+    """An invoke's options: the files it adds to the thread, the key that makes a repeat
+    of it one run, and what it does beside a run in progress (default `"queue"`)."""
+
+    files: dict[str, str] | None
+    idempotency_key: str | None
+    strategy: Strategy
+
+
 def invoke(
-    agency_id: str,
-    thread_id: str,
-    text: str | None = None,
-    *,
-    files: dict[str, str] | None = None,
-    idempotency_key: str | None = None,
-    strategy: Strategy = "queue",
+    agency_id: str, thread_id: str, text: str | None = None, **options: Unpack[InvokeOptions]
 ) -> Call[RunAccepted]:
-    body: dict[str, Any] = {"strategy": strategy}
+    body: dict[str, Any] = {"strategy": options.get("strategy", "queue")}
     if text is not None:
         body["messages"] = [{"role": "user", "content": text}]
-    if files:
+    if files := options.get("files"):
         body["files"] = files
-    if idempotency_key is not None:
-        body["idempotencyKey"] = idempotency_key
+    if (key := options.get("idempotency_key")) is not None:
+        body["idempotencyKey"] = key
     return Call("POST", thread_path(agency_id, thread_id) + "/invoke", RunAccepted, json=body)
 
 
+class ApproveOptions(TypedDict, total=False):
+    """An approval's options: the calls as the person changed them, why (default none), and
+    the run it answers (default the thread's active one)."""
+
+    modified_tool_calls: list[dict[str, Any]] | None
+    reason: str
+    run_id: str | None
+
+
 def approve(
-    agency_id: str,
-    thread_id: str,
-    approved: bool,
-    *,
-    modified_tool_calls: list[dict[str, Any]] | None = None,
-    reason: str = "",
-    run_id: str | None = None,
+    agency_id: str, thread_id: str, approved: bool = True, **options: Unpack[ApproveOptions]
 ) -> Call[RunCommandAccepted]:
-    body: dict[str, Any] = {"approved": approved, "reason": reason}
-    if modified_tool_calls is not None:
-        body["modifiedToolCalls"] = modified_tool_calls
-    if run_id is not None:
+    body: dict[str, Any] = {"approved": approved, "reason": options.get("reason", "")}
+    if (modified := options.get("modified_tool_calls")) is not None:
+        body["modifiedToolCalls"] = modified
+    if (run_id := options.get("run_id")) is not None:
         body["runId"] = run_id
     path = thread_path(agency_id, thread_id) + "/approve"
     return Call("POST", path, RunCommandAccepted, json=body)

@@ -6,26 +6,16 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Mapping
 from contextlib import closing
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
 import httpx
 from httpx_sse import connect_sse
 
-from agency.contracts.http import (
-    AgencyOut,
-    EventsPage,
-    EventView,
-    RunAccepted,
-    RunCommandAccepted,
-    TerminateAccepted,
-    ThreadOut,
-)
+from agency.contracts import http
 from agency.projections import queries
 from agency.services.client import calls
 from agency.services.client.calls import (
     Call,
-    Strategy,
     decode_event,
     ends_follow,
     followed,
@@ -59,12 +49,7 @@ class AgencyClient:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -79,7 +64,7 @@ class AgencyClient:
     def list_agencies(self) -> list[queries.AgencyView]:
         return self._send(calls.list_agencies())
 
-    def create_agency(self, name: str, metadata: dict[str, str] | None = None) -> AgencyOut:
+    def create_agency(self, name: str, metadata: dict[str, str] | None = None) -> http.AgencyOut:
         return self._send(calls.create_agency(name, metadata))
 
     def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:
@@ -90,7 +75,7 @@ class AgencyClient:
 
     def create_thread(
         self, agency_id: str, agent_type: str, metadata: dict[str, str] | None = None
-    ) -> ThreadOut:
+    ) -> http.ThreadOut:
         return self._send(calls.create_thread(agency_id, agent_type, metadata))
 
     def find_thread(self, thread_id: str) -> queries.ThreadView | None:
@@ -106,47 +91,25 @@ class AgencyClient:
         agency_id: str,
         thread_id: str,
         text: str | None = None,
-        *,
-        files: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-        strategy: Strategy = "queue",
-    ) -> RunAccepted:
-        call = calls.invoke(
-            agency_id,
-            thread_id,
-            text,
-            files=files,
-            idempotency_key=idempotency_key,
-            strategy=strategy,
-        )
-        return self._send(call)
+        **options: Unpack[calls.InvokeOptions],
+    ) -> http.RunAccepted:
+        return self._send(calls.invoke(agency_id, thread_id, text, **options))
 
     def approve(
         self,
         agency_id: str,
         thread_id: str,
         approved: bool = True,
-        *,
-        modified_tool_calls: list[dict[str, Any]] | None = None,
-        reason: str = "",
-        run_id: str | None = None,
-    ) -> RunCommandAccepted:
-        call = calls.approve(
-            agency_id,
-            thread_id,
-            approved,
-            modified_tool_calls=modified_tool_calls,
-            reason=reason,
-            run_id=run_id,
-        )
-        return self._send(call)
+        **options: Unpack[calls.ApproveOptions],
+    ) -> http.RunCommandAccepted:
+        return self._send(calls.approve(agency_id, thread_id, approved, **options))
 
     def cancel(
         self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
-    ) -> RunCommandAccepted:
+    ) -> http.RunCommandAccepted:
         return self._send(calls.cancel(agency_id, thread_id, reason, run_id))
 
-    def terminate(self, agency_id: str, thread_id: str, reason: str = "") -> TerminateAccepted:
+    def terminate(self, agency_id: str, thread_id: str, reason: str = "") -> http.TerminateAccepted:
         """Shut the thread down for good: its run ends canceled, later invokes are refused."""
         return self._send(calls.terminate(agency_id, thread_id, reason))
 
@@ -160,12 +123,12 @@ class AgencyClient:
         from_seq: int = 0,
         limit: int = 100,
         types: list[str] | None = None,
-    ) -> EventsPage:
+    ) -> http.EventsPage:
         return self._send(calls.events(agency_id, thread_id, from_seq, limit, types))
 
     def stream(
         self, agency_id: str, thread_id: str, from_seq: int = 0
-    ) -> Generator[EventView, None, None]:
+    ) -> Generator[http.EventView, None, None]:
         """The thread's events from `from_seq` (0: the start), stored then live, until the
         caller stops iterating or the server ends the stream."""
         path = thread_path(agency_id, thread_id) + "/stream"
@@ -185,7 +148,7 @@ class AgencyClient:
 
     def follow(
         self, agency_id: str, thread_id: str, run_id: str, from_seq: int = 0
-    ) -> Generator[EventView, None, None]:
+    ) -> Generator[http.EventView, None, None]:
         """The run's events, live, ending with the one that ends it or pauses it for a person
         (it goes on through a pause for subagents, which resumes by itself). A request that
         joins another run is followed in that run."""

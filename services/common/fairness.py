@@ -28,13 +28,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import msgspec
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.errors import Error as NatsError
 
 from agency.contracts.codec import readable_event
 from agency.contracts.events import (
@@ -44,6 +41,7 @@ from agency.contracts.events import (
     RunCompleted,
     RunError,
 )
+from agency.infra.jetstream.live import thread_events_live
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
 _WATCHED = ("request_accepted", "request_injected", "run_completed", "run_error", "run_canceled")
@@ -146,21 +144,9 @@ class TenantLoad:
                 # The request joined the active run: its own run id ends here.
                 self.ended(env.tenant_id, run_id)
 
-    async def _on_message(self, msg: Msg) -> None:
-        self.observe(msg.data)
-
-    @contextlib.asynccontextmanager
-    async def watching(self, nc: NATS) -> AsyncIterator[None]:
-        subs = [
-            await nc.subscribe(f"tenant.*.evt.thread.*.{token}", cb=self._on_message)
-            for token in _WATCHED
-        ]
-        try:
-            yield
-        finally:
-            for sub in subs:
-                with contextlib.suppress(NatsError):
-                    await sub.unsubscribe()
+    def watching(self, nc: NATS) -> contextlib.AbstractAsyncContextManager[None]:
+        """Observe the live thread events while the app runs."""
+        return thread_events_live(nc, _WATCHED, self.observe)
 
 
 def _discard(runs: dict[str, set[str]], tenant: str, run_id: str) -> None:

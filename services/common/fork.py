@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import msgspec
 
@@ -149,23 +150,21 @@ class ForkPlan:
         return sum(len(c) for c in write.chunks)
 
 
-async def fork_thread(
-    bus: Bus,
-    tenant_id: str,
-    thread_id: str,
-    at_seq: int,
-    *,
-    agent_type: str | None = None,
-    known_agent_types: Collection[str] | None = None,
-    fork_id: str | None = None,
-) -> ForkResult:
-    """Fork `thread_id` (and its subtree) at its event `at_seq`; see the module docstring.
+class ForkOptions(TypedDict, total=False):
+    """How a fork is made: the agent type its root runs instead (one of
+    `known_agent_types`, when given), and the new root's id (`fork_id`: a repeat with it
+    finishes what an interrupted fork left)."""
 
-    With `fork_id` (the new thread's id) a repeat finishes what an interrupted fork left."""
-    plan = await plan_fork(
-        bus, tenant_id, thread_id, at_seq,
-        agent_type=agent_type, known_agent_types=known_agent_types, fork_id=fork_id,
-    )  # fmt: skip
+    agent_type: str | None
+    known_agent_types: Collection[str] | None
+    fork_id: str | None
+
+
+async def fork_thread(
+    bus: Bus, tenant_id: str, thread_id: str, at_seq: int, **options: Unpack[ForkOptions]
+) -> ForkResult:
+    """Fork `thread_id` (and its subtree) at its event `at_seq`; see the module docstring."""
+    plan = await plan_fork(bus, tenant_id, thread_id, at_seq, **options)
     await write_fork(bus, tenant_id, plan)
     return plan.result
 

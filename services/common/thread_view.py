@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 
 from agency.domain.thread_state import ThreadState
+from agency.infra.sealing import unseal
+from agency.services.agents.builtin.filesystem import READ_FILE
 from agency.services.agents.view import ChildView, ThreadView
 
 
@@ -20,7 +22,7 @@ def thread_view(state: ThreadState) -> ThreadView:
         parent=state.parent,
         messages=state.messages,
         files=state.files,
-        read_paths=state.read_paths,
+        read_paths=frozenset(path for tool, path in state.tool_paths if tool == READ_FILE),
         todos=state.todos,
         children=tuple(
             ChildView(
@@ -38,5 +40,5 @@ def thread_view(state: ThreadState) -> ThreadView:
         ),
         registered_tools=frozenset(state.registered_tools),
         side=state.side,
-        variables=functools.cache(state.scoped_env),
+        variables=functools.cache(functools.partial(unseal, state.sealed_env)),
     )

@@ -184,20 +184,6 @@ def load(text: str) -> dict[str, Any]:
     return document
 
 
-def parse(
-    text: str,
-    *,
-    default_name: str = "",
-    tag: str = "",
-    inputs: Mapping[str, str] | None = None,
-    env: Mapping[str, str] | None = None,
-    files: Mapping[str, str] | None = None,
-) -> Definition:
-    return build(
-        load(text), default_name=default_name, tag=tag, inputs=inputs, env=env, files=files
-    )
-
-
 def build(
     document: dict[str, Any],
     *,

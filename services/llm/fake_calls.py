@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # fake_scripts answers with this module: no import cycle at run time
-    from agency.services.llm.fake_scripts import ChatRequest, WireMessage
+from agency.services.llm.fake_request import ChatRequest, WireMessage
 
 _CALL = re.compile(r"^\s*CALL\s+(?P<name>[A-Za-z0-9_.:-]+)(?:\s+(?P<args>.*?))?\s*$")
 # How much of each result the answer quotes.

@@ -24,7 +24,6 @@ import socket
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 import msgspec
@@ -33,15 +32,14 @@ from litestar import Litestar, Request, Response, delete, get, post
 from litestar.params import FromQuery, JSONBody
 from litestar.response import Stream
 
+from agency.services.llm.fake_request import ChatRequest, validate
 from agency.services.llm.fake_scripts import (
-    ChatRequest,
     Failure,
     Reply,
     Script,
     ScriptBook,
     ScriptStep,
     StepCount,
-    validate,
 )
 from agency.services.llm.fake_wire import (
     FOREIGN_JSON,
@@ -388,12 +386,7 @@ class FakeLLMServer:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def start(self) -> None:

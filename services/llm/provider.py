@@ -24,7 +24,6 @@ import email.utils
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from types import TracebackType
 from typing import Any, Self, cast
 
 import httpx2
@@ -203,12 +202,7 @@ class OpenAIProvider:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self, timeout: float = 5.0) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import replace
-from types import TracebackType
 from typing import Self
 
 from agency.services.common.egress import EgressPolicy, guarded_transport
@@ -145,12 +144,7 @@ class ProviderRouter:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
 

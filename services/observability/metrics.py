@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import Coroutine
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 import structlog
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.errors import Error as JetStreamError
@@ -46,6 +45,7 @@ from agency.contracts.events import (
     ToolStarted,
 )
 from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.infra.jetstream.live import thread_events_live
 from agency.projections.catalog import ALL
 from agency.projections.status import projection_statuses
 
@@ -165,22 +165,9 @@ class Metrics:
         if (seconds := self._tools.end(key, ts)) is not None:
             self.tool_seconds.labels(tool, outcome).observe(seconds)
 
-    async def _on_message(self, msg: Msg) -> None:
-        self.observe(msg.data)
-
-    @contextlib.asynccontextmanager
-    async def watching(self, nc: NATS) -> AsyncIterator[None]:
+    def watching(self, nc: NATS) -> contextlib.AbstractAsyncContextManager[None]:
         """Observe latencies from the live log while the app runs."""
-        subs = [
-            await nc.subscribe(f"tenant.*.evt.thread.*.{token}", cb=self._on_message)
-            for token in WATCHED
-        ]
-        try:
-            yield
-        finally:
-            for sub in subs:
-                with contextlib.suppress(NatsError):
-                    await sub.unsubscribe()
+        return thread_events_live(nc, WATCHED, self.observe)
 
     # --- totals, at scrape time ----------------------------------------------------------
 

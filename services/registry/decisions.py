@@ -17,6 +17,7 @@ from agency.contracts.commands import (
     SetTenantProvider,
     SetThreadMetadata,
 )
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AgencyCreated,
     AnyEvent,
@@ -34,7 +35,6 @@ from agency.contracts.events import (
 from agency.contracts.ids import is_valid_token
 from agency.contracts.limits import has_nul
 from agency.domain.key_liveness import live_keys
-from agency.infra.jetstream.commandbus import CommandRejected
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.common.decide import applied
 

@@ -24,10 +24,11 @@ from agency.contracts.commands import (
     SetTenantProvider,
     SetThreadMetadata,
 )
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import AnyEvent, BlueprintDeleted, BlueprintSaved
 from agency.contracts.ids import is_valid_token
 from agency.contracts.subjects import Aggregate
-from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Delivery
+from agency.infra.jetstream.commandbus import CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import InvalidEvent
 from agency.infra.jetstream.records import EventContext, RecordedEvent

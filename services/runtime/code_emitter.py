@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agency.contracts.events import (
     AgentError,
@@ -28,9 +28,7 @@ from agency.contracts.events import (
 )
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import RecordedEvent
-
-if TYPE_CHECKING:
-    from agency.services.runtime.loop import ThreadDriver
+from agency.services.runtime.model_call import Append
 
 _CONFLICT_ATTEMPTS = 100
 _STREAMED = (ModelDelta, ReplyDelta)
@@ -73,14 +71,14 @@ class Emitter:
 
     def __init__(
         self,
-        driver: ThreadDriver,
+        append: Append,
         state: ThreadState,
         run_id: str,
         *,
         journal: deque[AnyEvent] | None = None,
         agent_state: Any = None,
     ) -> None:
-        self._driver = driver
+        self._append = append
         self.state = state
         self.run_id = run_id
         self.pending: list[AnyEvent] = []
@@ -140,7 +138,7 @@ class Emitter:
             if not batch:
                 return self.state
             for _ in range(_CONFLICT_ATTEMPTS):
-                state, appended = await self._driver.append(self.state, batch)
+                state, appended = await self._append(self.state, batch)
                 self.state = state
                 if appended:
                     return state

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import structlog
 
@@ -31,10 +31,12 @@ from agency.contracts.events import (
     RunError,
     RunTick,
 )
+from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.limits import limits, truncate_text
 from agency.domain.thread_state import RunView, ThreadState
+from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.code import SettingsError
-from agency.services.agents.system import CodeAgentSpec
+from agency.services.agents.system import AgentSystem, CodeAgentSpec
 from agency.services.agents.tools import StateTool, Tool
 from agency.services.agents.tracebacks import located, where
 from agency.services.llm.provider import ModelError, Provider
@@ -44,9 +46,6 @@ from agency.services.runtime.code_emitter import Diverged, Emitter, journal_of
 from agency.services.runtime.code_isolated import IsolatedAgentFailed, run_isolated
 from agency.services.runtime.code_tools import Tools
 from agency.services.runtime.failures import run_failed
-
-if TYPE_CHECKING:
-    from agency.services.runtime.loop import ThreadDriver
 
 log = structlog.get_logger(__name__)
 
@@ -72,10 +71,27 @@ def split_conversation(
     return head + tuple(m for m in request if m is not message), message
 
 
+class CodeDriver(Protocol):
+    """What a code run needs of the thread driver (`loop.ThreadDriver`) that runs it."""
+
+    @property
+    def system(self) -> AgentSystem: ...
+
+    async def append(
+        self, state: ThreadState, events: Sequence[AnyEvent]
+    ) -> tuple[ThreadState, bool]: ...
+
+    async def reload(self, state: ThreadState) -> ThreadState: ...
+
+    async def read_events(self, state: ThreadState) -> list[RecordedEvent]: ...
+
+    async def dynamic_blueprints(self, state: ThreadState) -> dict[str, BlueprintSpec]: ...
+
+
 class CodeRuns:
     """The code-agent half of `ThreadDriver`: one per driver."""
 
-    def __init__(self, driver: ThreadDriver, provider: Provider) -> None:
+    def __init__(self, driver: CodeDriver, provider: Provider) -> None:
         self._driver = driver
         self._provider = provider
         # The handler task in flight per thread, so a cancel can abort it.
@@ -153,9 +169,9 @@ class CodeRuns:
             model = settings.model
         if resume:
             journal, begun_with = journal_of(await driver.read_events(state), run_id)
-            emitter = Emitter(driver, state, run_id, journal=journal, agent_state=begun_with)
+            emitter = Emitter(driver.append, state, run_id, journal=journal, agent_state=begun_with)
         else:
-            emitter = Emitter(driver, state, run_id, agent_state=state.agent_state)
+            emitter = Emitter(driver.append, state, run_id, agent_state=state.agent_state)
         conversation, message = split_conversation(state.messages)
         blueprint = driver.system.blueprints[spec.name]
         chosen = {
@@ -163,7 +179,7 @@ class CodeRuns:
             for name, tool in driver.system.tools_for(blueprint).items()
             if isinstance(tool, Tool | StateTool)
         }
-        tools = Tools(emitter, driver, chosen)
+        tools = Tools(emitter, driver.reload, chosen)
         ai = Ai(
             emitter,
             self._provider,

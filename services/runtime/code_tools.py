@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from agency.contracts.events import (
     AnyEvent,
@@ -17,14 +17,12 @@ from agency.contracts.events import (
     ToolStarted,
 )
 from agency.contracts.limits import limits, truncate_text
+from agency.domain.thread_state import ThreadState
 from agency.services.agents.code import ToolCallError
 from agency.services.agents.tools import StateTool, Tool, ToolSpec
 from agency.services.common.thread_view import thread_view
 from agency.services.runtime.code_emitter import Emitter
 from agency.services.runtime.local_tools import run_local
-
-if TYPE_CHECKING:
-    from agency.services.runtime.loop import ThreadDriver
 
 # How long past its own timeout and retries an external tool's result may take to arrive.
 _TOOL_MARGIN_SECONDS = 30.0
@@ -35,10 +33,13 @@ class Tools:
     external tools through the tools service. Each call makes the usual tool events."""
 
     def __init__(
-        self, emitter: Emitter, driver: ThreadDriver, tools: Mapping[str, Tool | StateTool]
+        self,
+        emitter: Emitter,
+        reload: Callable[[ThreadState], Awaitable[ThreadState]],
+        tools: Mapping[str, Tool | StateTool],
     ) -> None:
         self._emitter = emitter
-        self._driver = driver
+        self._reload = reload
         self._tools = dict(tools)
         self._calls = 0
 
@@ -137,7 +138,7 @@ class Tools:
                 raise ToolCallError(f"tool {call.name!r} gave no result within {bound:.0f} s")
             await asyncio.sleep(wait)
             wait = min(wait * 2, 0.5)
-            state = await self._driver.reload(emitter.state)
+            state = await self._reload(emitter.state)
             emitter.state = state
             run = state.run(emitter.run_id)
             if run is None or run.status != "running":

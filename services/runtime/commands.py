@@ -11,6 +11,7 @@ from agency.contracts.commands import (
     TerminateThread,
     UpdateThreadState,
 )
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AnyEvent,
     FileWritten,
@@ -24,7 +25,6 @@ from agency.contracts.events import (
 )
 from agency.domain.run_cancel import canceled
 from agency.domain.thread_state import ThreadState
-from agency.infra.jetstream.commandbus import CommandRejected
 from agency.services.common import fairness
 
 

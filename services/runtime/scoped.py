@@ -29,7 +29,7 @@ from agency.contracts.events import (
 )
 from agency.contracts.ids import derived_id
 from agency.domain.thread_state import RunView, ThreadState
-from agency.infra.sealing import seal
+from agency.infra.sealing import seal, unseal_all
 from agency.services.agents.builtin.subagents import CREATE_TOOL
 
 ENV_REQUIRED = "subagent_env_required"
@@ -111,7 +111,7 @@ def scoped_values(
     for name in names:
         value = env.get(name, "")
         if not value:
-            provided = state.provided_env() if provided is None else provided
+            provided = unseal_all(state.provided_sealed) if provided is None else provided
             value = provided.get(name, "")
         if value:
             values[name] = value

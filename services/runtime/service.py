@@ -32,11 +32,12 @@ from agency.contracts.commands import (
     UpdateThreadState,
     WatchRun,
 )
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
 from agency.domain.thread_state import ThreadState
-from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import RUNTIME_TRIGGERS
 from agency.infra.jetstream.errors import ConcurrencyError

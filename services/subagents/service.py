@@ -48,6 +48,7 @@ from agency.contracts.commands import (
     SubagentDeadline,
 )
 from agency.contracts.envelope import utc_now
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AnyEvent,
     ChatMessage,
@@ -81,11 +82,12 @@ from agency.domain.child_naming import (
     thread_name,
 )
 from agency.domain.subagent_variables import provide
-from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import SUBAGENT_EVENTS
 from agency.infra.jetstream.eventworker import EventWorker
 from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.infra.sealing import seal, unseal
 from agency.services.agents.system import AgentSystem
 from agency.services.common.caches import BlueprintCache
 from agency.services.common.decide import decide_and_append
@@ -425,7 +427,7 @@ class Coordinator:
         )
         await decide_and_append(
             self._bus.store, tenant, "thread", parent,
-            lambda events: provide(events, command),
+            lambda events: provide(events, command, seal=seal, unseal=unseal),
             context=context,
             idempotency_key=f"variables:{command.request_id}",
         )  # fmt: skip

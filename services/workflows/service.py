@@ -26,6 +26,7 @@ from agency.contracts.commands import (
     StopWorkflow,
 )
 from agency.contracts.envelope import utc_now
+from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AnyEvent,
     BlueprintSaved,
@@ -38,7 +39,7 @@ from agency.domain import workflow_decisions as decisions
 from agency.domain.cron import cron_problem
 from agency.domain.workflow_members import member_blueprint, workflow_request
 from agency.domain.workflow_state import fold
-from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventworker import EventWorker
 from agency.infra.jetstream.records import EventContext, RecordedEvent

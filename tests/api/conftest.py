@@ -44,7 +44,7 @@ from agency.services.projector.service import run_projector
 from agency.services.registry.service import run_registry
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
 from tests.api.stateful import COUNTED, BrokenState, MessageCounter
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, fresh_database
 
 MAX_BODY = 64 * 1024
 STATIC_AGENT = "assistant"
@@ -90,16 +90,6 @@ class Thread:
         return f"/agency/{self.agency_id}/agent/{self.thread_id}"
 
 
-async def _database(database_url: str) -> str:
-    name = "api" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close(timeout=5)
-    return database_url.rsplit("/", 1)[0] + "/" + name
-
-
 async def _projections_started(pool: asyncpg.Pool) -> None:
     """Every projection has created its tables (it does so before its checkpoint row)."""
 
@@ -115,7 +105,7 @@ async def _projections_started(pool: asyncpg.Pool) -> None:
 
 @pytest.fixture(scope="package")
 async def api(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Api]:
-    db_url = await _database(database_url)
+    db_url = await fresh_database(database_url, "api")
     pool = await create_pool(db_url, max_size=8, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)

@@ -20,14 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 import msgspec
 import pytest
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from agency.contracts.events.registry import HitlConfig
-from agency.contracts.ids import new_id
 from agency.infra.db import create_pool, migrate
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.streams import provision
@@ -36,13 +34,13 @@ from agency.projections.setup import prepare_read_models
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import ToolContext, define_tool
 from agency.services.api.deps import ApiDeps, ApiSettings
-from agency.services.api.server import run_api
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
-from agency.services.stack import StackConfig, run_stack
+from agency.services.stack import StackConfig
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
-from tests.helpers import pipe
+from tests.helpers import fresh_database, pipe
 from tests.runtime.conftest import make_system
+from tests.serving import serving
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
 # The documentation's screenshots are rewritten only when asked (`just screenshots` sets
@@ -114,31 +112,19 @@ class Stack:
     bus: Bus
 
 
-async def _database(database_url: str) -> str:
-    name = "c" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return database_url.rsplit("/", 1)[0] + "/" + name
-
-
 @pytest.fixture(scope="package")
 async def stack(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Stack]:
-    db_url = await _database(database_url)
+    db_url = await fresh_database(database_url, "c")
     pool = await create_pool(db_url, max_size=10)
     async with pool.acquire() as conn:
         await migrate(conn)
     await prepare_read_models(pool)
-    stop = asyncio.Event()
     async with FakeLLMServer(instant=True) as llm:
         provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
         api_bus = await Bus(nats_url, name="console-api").connect()
         deps = ApiDeps(
             pool=pool, bus=api_bus, system=newer_system(), settings=ApiSettings(admin_secret=ADMIN)
         )
-        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         config = StackConfig(
             nats_url=nats_url,
             database_url=db_url,
@@ -146,16 +132,10 @@ async def stack(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[Sta
             provider=provider,
             reexecution_system=newer_system(),
         )
-        tasks = [
-            asyncio.create_task(run_stack(config, stop)),
-            asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
-        ]
         try:
-            url = await asyncio.wait_for(asyncio.shield(started), timeout=20)
-            yield Stack(url=url, llm=llm, bus=bus)
+            async with serving(deps, config) as url:
+                yield Stack(url=url, llm=llm, bus=bus)
         finally:
-            stop.set()
-            await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
             await provider.close()
             await api_bus.close()
             await asyncio.wait_for(pool.close(), timeout=10)

@@ -10,23 +10,22 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 
-from agency.contracts.ids import new_id
 from agency.infra.db import create_pool, migrate
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.infra.nats_auth import SERVICE_ROLES
 from agency.projections.setup import prepare_read_models
 from agency.services.api.deps import ApiDeps, ApiSettings
-from agency.services.api.server import run_api
 from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
-from agency.services.stack import StackConfig, run_stack
+from agency.services.stack import StackConfig
+from tests.helpers import fresh_database
 from tests.runtime.conftest import make_system
+from tests.serving import serving
 from tests.spans import spans  # noqa: F401
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
@@ -74,27 +73,16 @@ class Client:
                 await asyncio.sleep(0.1)
 
 
-async def _database(database_url: str) -> str:
-    name = "e" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return database_url.rsplit("/", 1)[0] + "/" + name
-
-
 @asynccontextmanager
 async def running_system(
     nats_url: str, database_url: str, nats_server: NatsServer | None, llm: FakeLLMServer
 ) -> AsyncIterator[str]:
     """Every service and the API, on a database of their own; yields the API's URL."""
-    db_url = await _database(database_url)
+    db_url = await fresh_database(database_url, "e")
     pool = await create_pool(db_url, max_size=10, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)
     await prepare_read_models(pool)
-    stop = asyncio.Event()
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
     system = make_system()
     # Each service connects as its own user, with the permissions `agency up` gives it.
@@ -102,7 +90,6 @@ async def running_system(
     urls = {r: auth.url(nats_server.url, r) for r in SERVICE_ROLES} if auth and nats_server else {}
     api_bus = await Bus(urls.get("api", nats_url), name="e2e-api").connect()
     deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN))
-    started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     config = StackConfig(
         nats_url=nats_url,
         database_url=db_url,
@@ -110,15 +97,10 @@ async def running_system(
         provider=provider,
         nats_urls=urls,
     )
-    tasks = [
-        asyncio.create_task(run_stack(config, stop)),
-        asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
-    ]
     try:
-        yield await asyncio.wait_for(asyncio.shield(started), timeout=20)
+        async with serving(deps, config) as url:
+            yield url
     finally:
-        stop.set()
-        await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
         await provider.close()
         await api_bus.close()
         await asyncio.wait_for(pool.close(), timeout=10)

@@ -15,6 +15,7 @@ from agency.contracts.ids import new_id
 from agency.domain.thread_state import fold
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.sealing import unseal
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, Client
@@ -126,7 +127,7 @@ async def test_missing_scoped_variables_are_asked_for_then_provided_and_the_chil
     assert link.child_thread_id == child_thread
     child_events = await until_log(bus, client, child_thread, 1)
     # The child has both variables in its scope, from the environment and as provided.
-    scope = fold(client.tenant, child_thread, child_events).scoped_env()
+    scope = unseal(fold(client.tenant, child_thread, child_events).sealed_env)
     assert scope == {present: "eu-west", absent: secret}
     last = next(
         r for r in reversed(client.llm.requests) if f"{parent} prompt" in str(r["messages"][0])

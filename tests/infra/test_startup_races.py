@@ -9,7 +9,6 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from agency.contracts.ids import new_id
 from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
 from agency.infra.db import create_pool, migrate, migration_scripts
 from agency.infra.jetstream.connection import Bus
@@ -18,18 +17,9 @@ from agency.infra.jetstream.streams import provision
 from agency.infra.launch import NatsServer
 from agency.projections.catalog import ALL
 from agency.projections.setup import prepare_read_models
+from tests.helpers import fresh_database
 
 STARTS = 6
-
-
-async def fresh_database(database_url: str) -> str:
-    name = "race" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close(timeout=5)
-    return database_url.rsplit("/", 1)[0] + "/" + name
 
 
 async def start_like_a_service(nats_url: str, database_url: str, durable: str) -> None:
@@ -75,7 +65,7 @@ async def assert_started(nats_url: str, database_url: str, durables: set[str]) -
 async def test_services_started_at_the_same_instant_on_a_fresh_system_all_come_up(
     tmp_path: Path, database_url: str
 ) -> None:
-    db_url = await fresh_database(database_url)
+    db_url = await fresh_database(database_url, "race")
     async with NatsServer(tmp_path / "nats", sync_interval="default") as server:
         # Half the starts share one durable (copies of a service), half have their own.
         durables = [f"race-{i % (STARTS // 2)}" for i in range(STARTS)]
@@ -91,7 +81,7 @@ async def test_services_started_at_the_same_instant_on_a_fresh_system_all_come_u
 async def test_a_first_start_cut_short_leaves_a_system_that_starts(
     tmp_path: Path, database_url: str, cut_after: float
 ) -> None:
-    db_url = await fresh_database(database_url)
+    db_url = await fresh_database(database_url, "race")
     async with NatsServer(tmp_path / "nats", sync_interval="default") as server:
         starts = [
             asyncio.create_task(start_like_a_service(server.url, db_url, f"cut-{i}"))

@@ -24,13 +24,13 @@ from agency.infra.db import create_pool, migrate
 from agency.infra.jetstream.connection import Bus
 from agency.projections.setup import prepare_read_models
 from agency.services.api.deps import ApiDeps, ApiSettings
-from agency.services.api.server import run_api
 from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
-from agency.services.stack import StackConfig, run_stack
-from tests.e2e.conftest import _database
+from agency.services.stack import StackConfig
+from tests.helpers import fresh_database
 from tests.runtime.conftest import make_system
+from tests.serving import serving
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
 
@@ -64,12 +64,11 @@ class Tenant:
 # consumers, so it must not be running while another module's services are.
 @pytest.fixture(scope="module")
 async def mcp_system(nats_url: str, database_url: str, bus: Bus) -> AsyncIterator[System]:
-    db_url = await _database(database_url)
+    db_url = await fresh_database(database_url, "mcp")
     pool = await create_pool(db_url, max_size=10, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)
     await prepare_read_models(pool)
-    stop = asyncio.Event()
     # Every model answer comes 20 to 80 ms late, so waits really wait.
     async with FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm:
         provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
@@ -78,20 +77,13 @@ async def mcp_system(nats_url: str, database_url: str, bus: Bus) -> AsyncIterato
         deps = ApiDeps(
             pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN)
         )
-        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         config = StackConfig(
             nats_url=nats_url, database_url=db_url, system=system, provider=provider
         )
-        tasks = [
-            asyncio.create_task(run_stack(config, stop)),
-            asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, started.set_result)),
-        ]
         try:
-            url = await asyncio.wait_for(asyncio.shield(started), timeout=20)
-            yield System(url=url, llm=llm, deps=deps)
+            async with serving(deps, config) as url:
+                yield System(url=url, llm=llm, deps=deps)
         finally:
-            stop.set()
-            await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
             await provider.close()
             await api_bus.close()
             await asyncio.wait_for(pool.close(), timeout=10)

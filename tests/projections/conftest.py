@@ -6,24 +6,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import asyncpg
 import pytest
 
-from agency.contracts.ids import new_id
 from agency.infra.db import create_pool, migrate
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.engine import ProjectionRunner
 from agency.projections.projection import Projection
+from tests.helpers import fresh_database
 
 
 @pytest.fixture
 async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     """A database of the test's own, so projections of different tests never meet."""
-    name = "p" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = database_url.rsplit("/", 1)[0] + "/" + name
+    url = await fresh_database(database_url, "p")
     created = await create_pool(url, max_size=4)
     async with created.acquire() as conn:
         await migrate(conn)

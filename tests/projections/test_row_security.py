@@ -5,27 +5,17 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from agency.contracts.ids import new_id
 from agency.infra.db import create_pool, migrate
 from agency.projections.setup import prepare_read_models
 from agency.projections.tenancy import PROJECTOR, READER, act_for_tenant
 from agency.services.api.tenant_scope import current_tenant, scope_session
-
-
-async def _database(database_url: str) -> str:
-    name = "rls" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close(timeout=5)
-    return database_url.rsplit("/", 1)[0] + "/" + name
+from tests.helpers import fresh_database
 
 
 async def test_a_query_without_the_tenant_setting_sees_nothing_and_with_it_only_its_rows(
     database_url: str,
 ) -> None:
-    url = await _database(database_url)
+    url = await fresh_database(database_url, "rls")
     pool = await create_pool(url, max_size=2, setup=scope_session)
     try:
         async with pool.acquire() as conn:
@@ -69,7 +59,7 @@ async def test_a_query_without_the_tenant_setting_sees_nothing_and_with_it_only_
 async def test_the_projector_role_writes_every_tenants_read_models_and_nothing_else(
     database_url: str,
 ) -> None:
-    url = await _database(database_url)
+    url = await fresh_database(database_url, "rls")
     pool = await create_pool(url, max_size=2)
     try:
         async with pool.acquire() as conn:

@@ -15,18 +15,13 @@ from agency.infra.db import migrate
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
+from tests.helpers import fresh_database
 from tests.replay.conftest import cli
 
 
 @pytest.fixture
 async def database(database_url: str) -> str:
-    name = "asof" + new_id().lower()
-    admin = await asyncpg.connect(database_url, timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close(timeout=5)
-    url = database_url.rsplit("/", 1)[0] + "/" + name
+    url = await fresh_database(database_url, "asof")
     conn = await asyncpg.connect(url, timeout=10)
     try:
         await migrate(conn)

@@ -70,7 +70,7 @@ def test_a_value_comes_from_the_environment_else_from_what_was_provided() -> Non
 
 def test_a_child_reads_its_scope_from_its_creation() -> None:
     created = ThreadCreated(agency_id="a", agent_type="x", sealed_env=seal({"K": "v"}))
-    assert fold("t1", "th1", thread(created)).scoped_env() == {"K": "v"}
+    assert unseal(fold("t1", "th1", thread(created)).sealed_env) == {"K": "v"}
 
 
 def test_immediate_takes_true_or_the_object_form_only() -> None:

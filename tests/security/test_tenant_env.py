@@ -9,6 +9,7 @@ import pytest
 from agency.contracts.ids import new_id
 from agency.domain.thread_state import fold
 from agency.infra.jetstream.connection import Bus
+from agency.infra.sealing import unseal
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.security.conftest import save, text_of, until_runs_end
@@ -156,7 +157,9 @@ async def test_exposed_variables_and_the_blueprints_env_reach_the_child_others_d
     assert r.status_code == 202, r.text
     child_thread = r.json()["childThreadId"]
     await until_runs_end(tenant, thread, runs=2)
-    scope = fold(
-        tenant.tenant, child_thread, await bus.store.read(tenant.tenant, "thread", child_thread)
-    ).scoped_env()
+    scope = unseal(
+        fold(
+            tenant.tenant, child_thread, await bus.store.read(tenant.tenant, "thread", child_thread)
+        ).sealed_env
+    )
     assert scope == {mine: "exposed-" + suffix, theirs: "given"}

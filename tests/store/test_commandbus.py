@@ -10,9 +10,10 @@ import pytest
 from agency.contracts.codec import encode
 from agency.contracts.commands import CancelRun, CommandEnvelope, CreateAgency
 from agency.contracts.envelope import utc_now
+from agency.contracts.errors import CommandRejected
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import command_subject
-from agency.infra.jetstream.commandbus import CommandRejected, CommandWorker, Defer, Delivery
+from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually

@@ -126,11 +126,13 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: lis
 
 
 STRING = {"type": "string"}
+# The tool whose successful calls mark a path read (`ThreadView.read_paths`).
+READ_FILE = "read_file"
 TOOLS = (
     StateTool(_spec("ls", "List the files of the virtual filesystem.", {}, []), ls),
     StateTool(
         _spec(
-            "read_file",
+            READ_FILE,
             "Read a file, with line numbers. Optional offset (0-based line) and limit.",
             {"path": STRING, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
             ["path"],

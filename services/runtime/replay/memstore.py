@@ -130,16 +130,8 @@ class MemoryEventStore:
         events = self.since(tenant_id, aggregate, aggregate_id, after or Position())
         return events, events[-1].position if events else (after or Position())
 
-    async def read_from_leader(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-    ) -> tuple[list[RecordedEvent], Position]:
-        """One process, one copy: the same as `read_positioned`."""
-        return await self.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
+    # One process, one copy: the leader's read is `read_positioned`.
+    read_from_leader = read_positioned
 
     def since(
         self, tenant_id: str, aggregate: str, aggregate_id: str, after: Position

@@ -1,0 +1,44 @@
+"""What every server Agency starts shares: `async with` starts it and stops it (the stop
+shielded, so a cancelled test or command still leaves no server behind), and, for one run
+as a child process, its pid, whether it runs and the tail of its log."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Self
+
+from agency.infra.launch.process import ChildProcess
+
+
+class Server:
+    """A server with `start()` and an idempotent `stop()`, used as an async context manager."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.shield(self.stop())
+
+
+class ProcessServer(Server):
+    """A server run as a child process of this one (`_proc` once started)."""
+
+    _proc: ChildProcess | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.running
+
+    def log_tail(self, max_lines: int = 30) -> str:
+        return self._proc.log_tail(max_lines) if self._proc is not None else ""
