@@ -83,7 +83,7 @@ lint:
     lint-imports --no-cache
 
 typecheck:
-    mypy contracts domain infra projections services
+    mypy -p agency
 
 fmt:
     ruff format .

@@ -1,6 +1,6 @@
 """A typed Python client of the HTTP API, async and sync (`docs/clients.md`).
 
-    from agency.client import AsyncAgencyClient
+from agency.client import AsyncAgencyClient
 """
 
 from agency.services.client import AgencyClient, ApiError, AsyncAgencyClient

@@ -310,7 +310,7 @@ class RuntimeService:
         tenant: str,
         state: ThreadState,
         envelope: CommandEnvelope,
-        payload: ApproveToolCalls | InvokeThread | CancelRun | TerminateThread,
+        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState,
         decision: Decision,
     ) -> bool:
         """Start the drive that stores the decision with its first append; True once it is
