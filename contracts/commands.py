@@ -128,6 +128,9 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     strategy: ConcurrencyStrategy = "queue"
     # Set when the messages are a non-blocking child's report (the child thread's id).
     reported_by: str | None = None
+    # What a client streams the run as (its LangGraph `stream_mode`s): a rejoin that names
+    # none streams these. Nothing else reads them.
+    stream_modes: tuple[str, ...] = ()
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):

@@ -35,6 +35,8 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     files: dict[str, str] = {}
     # The child thread whose report the messages are (a non-blocking subagent's result).
     reported_by: str | None = None
+    # The invoke's `stream_modes`: what a client's rejoin of the run streams.
+    stream_modes: tuple[str, ...] = ()
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):

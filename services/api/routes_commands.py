@@ -315,6 +315,7 @@ async def start_run(
     strategy: ConcurrencyStrategy,
     seen: Seen | None = None,
     feed: Feed | None = None,
+    stream_modes: tuple[str, ...] = (),
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
@@ -328,6 +329,7 @@ async def start_run(
         messages=messages,
         files=files,
         strategy=strategy,
+        stream_modes=stream_modes,
     )
     # One root span per run: the run's work in every service continues its trace (the
     # command carries it). A span current here (an instrumented server's) is linked.

@@ -63,6 +63,7 @@ def invoke(
         messages=command.messages,
         files=command.files,
         reported_by=command.reported_by,
+        stream_modes=command.stream_modes,
     )
     if active is not None and command.strategy == "interrupt":
         return (*canceled(state, active.run_id, "interrupted by a new request"), accepted)

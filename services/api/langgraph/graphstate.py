@@ -180,6 +180,8 @@ class GraphView:
     # Per run: when it was asked for, when it last changed, and its invoke strategy.
     run_times: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     strategies: dict[str, str] = field(default_factory=dict)
+    # Per run: the stream modes it was started with (what a rejoin naming none streams).
+    stream_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _model_step: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -203,8 +205,10 @@ class GraphView:
             ts = event.envelope.ts
             self.run_times[run_of] = (self.run_times.get(run_of, (ts, ts))[0], ts)
         match payload:
-            case RequestAccepted(run_id=run_id, strategy=strategy):
+            case RequestAccepted(run_id=run_id, strategy=strategy, stream_modes=modes):
                 self.strategies[run_id] = strategy
+                if modes:
+                    self.stream_modes[run_id] = modes
             case ThreadCreated():
                 self.created, self.created_at = payload, event.envelope.ts
             case ModelCompleted(run_id=run_id, step=step):
@@ -230,6 +234,7 @@ class GraphView:
         twin.stretch_ends = {run: list(seqs) for run, seqs in self.stretch_ends.items()}
         twin.run_times = dict(self.run_times)
         twin.strategies = dict(self.strategies)
+        twin.stream_modes = dict(self.stream_modes)
         twin.runs = self.runs.copy()
         return twin
 

@@ -16,6 +16,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.follow import following
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
+from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.scope import (
     agency_for,
     agent_type_named,
@@ -88,6 +89,7 @@ async def begin_run(
             strategy_of(data),
             Seen(view.runs, view.position),
             feed,
+            stream_modes(data.stream_mode),
         )
         if started.status == "rejected":
             raise ClientException(
