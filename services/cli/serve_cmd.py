@@ -20,6 +20,7 @@ from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer, NatsAuth, ro
 from agency.infra.sealing import use_key_of
 from agency.projections.setup import prepare_read_models
 from agency.services.agents.system import AgentSystem
+from agency.services.api.cors import CorsSettings
 from agency.services.api.deps import ApiDeps, ApiSettings
 from agency.services.api.server import run_api
 from agency.services.api.tenant_scope import scope_session
@@ -137,7 +138,9 @@ class _Api:
                     pool=pool,
                     bus=bus,
                     system=self._system,
-                    settings=ApiSettings(admin_secret=self._admin_secret),
+                    settings=ApiSettings(
+                        admin_secret=self._admin_secret, cors=CorsSettings.from_env()
+                    ),
                     nats_credentials=self.issuer,
                     models=ProviderCatalog.from_env(),
                 )

@@ -86,9 +86,14 @@ async def _database(database_url: str) -> str:
 
 @asynccontextmanager
 async def running_system(
-    nats_url: str, database_url: str, nats_server: NatsServer | None, llm: FakeLLMServer
+    nats_url: str,
+    database_url: str,
+    nats_server: NatsServer | None,
+    llm: FakeLLMServer,
+    settings: ApiSettings | None = None,
 ) -> AsyncIterator[str]:
-    """Every service and the API, on a database of their own; yields the API's URL."""
+    """Every service and the API (with `settings`), on a database of their own; yields the
+    API's URL."""
     db_url = await _database(database_url)
     pool = await create_pool(db_url, max_size=10, setup=scope_session)
     async with pool.acquire() as conn:
@@ -101,7 +106,8 @@ async def running_system(
     auth = nats_server.auth if nats_server is not None else None
     urls = {r: auth.url(nats_server.url, r) for r in SERVICE_ROLES} if auth and nats_server else {}
     api_bus = await Bus(urls.get("api", nats_url), name="e2e-api").connect()
-    deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN))
+    settings = settings or ApiSettings(admin_secret=ADMIN)
+    deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=settings)
     started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     config = StackConfig(
         nats_url=nats_url,

@@ -13,8 +13,14 @@ from langgraph_sdk.client import LangGraphClient
 
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
+from agency.services.api.cors import CorsSettings
+from agency.services.api.deps import ApiSettings
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, running_system
+
+# A browser app's origin the operator allowed, besides pages on this machine.
+APP_ORIGIN = "https://app.example"
+SETTINGS = ApiSettings(admin_secret=ADMIN, cors=CorsSettings.parse(f"{APP_ORIGIN}, local"))
 
 
 @dataclass
@@ -33,7 +39,7 @@ async def lg_system(
 ) -> AsyncIterator[tuple[str, FakeLLMServer]]:
     async with (
         FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm,
-        running_system(nats_url, database_url, nats_server, llm) as url,
+        running_system(nats_url, database_url, nats_server, llm, SETTINGS) as url,
     ):
         yield url, llm
 

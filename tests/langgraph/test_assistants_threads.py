@@ -35,7 +35,7 @@ async def test_assistants_are_the_agencys_blueprints(lg: LangGraph) -> None:
 
 async def test_the_sdk_key_header_is_required(lg: LangGraph) -> None:
     async with get_client(url=f"{lg.url}/langgraph", api_key="ak_wrong_key") as bad:
-        with pytest.raises(AuthenticationError):
+        with pytest.raises(AuthenticationError, match="as 'x-api-key'"):
             await bad.assistants.search()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Router
 
 from agency.services.api.auth import API_KEY_HEADER_OPT
+from agency.services.api.langgraph.routes_meta import META_ROUTES
 from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
 from agency.services.api.langgraph.routes_stateless import STATELESS_ROUTES
 from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
@@ -13,7 +14,7 @@ from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
 def langgraph_router() -> Router:
     return Router(
         PREFIX,
-        route_handlers=[*THREAD_ROUTES, *RUN_ROUTES, *STATELESS_ROUTES],
+        route_handlers=[*THREAD_ROUTES, *RUN_ROUTES, *STATELESS_ROUTES, *META_ROUTES],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.
         include_in_schema=False,

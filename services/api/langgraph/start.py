@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request
-from litestar.exceptions import ClientException, ValidationException
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
 
 from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.ids import new_id
@@ -20,8 +20,10 @@ from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.scope import (
     agency_for,
     agent_type_named,
+    awaiting_view,
     load_thread,
     new_thread,
+    thread_id_of,
 )
 from agency.services.api.langgraph.wire import RunCreate
 from agency.services.api.routes_commands import start_run
@@ -52,7 +54,12 @@ async def begin_run(
     created now, of the run's assistant. `follow`: the caller follows the run on from the
     feed it is given, which read its events as the log stored them, the status included."""
     refuse_unmapped(data)
-    view = await load_thread(deps, tenant, thread_id, deferred=True)
+    try:
+        view = await load_thread(deps, tenant, thread_id, deferred=True)
+    except NotFoundException:
+        if data.if_not_exists != "create":
+            raise
+        view = awaiting_view(tenant, thread_id_of(thread_id))
     if view.created is None:
         if data.command is not None:
             raise ClientException(
