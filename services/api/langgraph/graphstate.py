@@ -20,6 +20,7 @@ from typing import Any
 from agency.contracts.events import (
     ChatMessage,
     HitlInterrupt,
+    HitlResume,
     MessageAppended,
     ModelCompleted,
     RequestAccepted,
@@ -182,6 +183,10 @@ class GraphView:
     strategies: dict[str, str] = field(default_factory=dict)
     # Per run: the stream modes it was started with (what a rejoin naming none streams).
     stream_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Runs refused (never run: not LangGraph runs), and per run the seqs of the pauses for
+    # approval it was resumed from (each begins a stretch `<run id>~<seq>`).
+    rejected: set[str] = field(default_factory=set)
+    resumed_from: dict[str, list[int]] = field(default_factory=dict)
     _model_step: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -221,6 +226,10 @@ class GraphView:
                 self.messages.append(message_dict(message, message_id))
             case HitlInterrupt(run_id=run_id):
                 self.interrupt_ids[run_id] = event.envelope.event_id
+            case HitlResume(run_id=run_id) if self.hitl_pauses.get(run_id):
+                self.resumed_from.setdefault(run_id, []).append(self.hitl_pauses[run_id][-1])
+            case RequestRejected(run_id=run_id):
+                self.rejected.add(run_id)
             case RunPaused(run_id=run_id, reason="hitl"):
                 self.hitl_pauses.setdefault(run_id, []).append(event.seq)
 
@@ -235,6 +244,8 @@ class GraphView:
         twin.run_times = dict(self.run_times)
         twin.strategies = dict(self.strategies)
         twin.stream_modes = dict(self.stream_modes)
+        twin.rejected = set(self.rejected)
+        twin.resumed_from = {run: list(seqs) for run, seqs in self.resumed_from.items()}
         twin.runs = self.runs.copy()
         return twin
 
@@ -284,6 +295,19 @@ class GraphView:
             case "canceled":
                 return "interrupted"
         return "running"
+
+    def stretches(self) -> list[RunRef]:
+        """The LangGraph runs of the thread, oldest first: each run that was not refused,
+        then each stretch of it that followed an approval."""
+        return [
+            ref
+            for run in self.state.runs
+            if run.run_id not in self.rejected
+            for ref in (
+                RunRef(run.run_id),
+                *(RunRef(run.run_id, seq) for seq in self.resumed_from.get(run.run_id, ())),
+            )
+        ]
 
     def stretch_ended(self, ref: RunRef) -> bool:
         """The view holds the event that ended the stretch `ref`."""

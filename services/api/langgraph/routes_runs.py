@@ -51,7 +51,7 @@ def _ref(lg_run_id: str) -> RunRef:
 
 def run_out(view: GraphView, ref: RunRef) -> Run:
     times = view.run_times.get(ref.run_id)
-    if times is None:
+    if times is None or ref.run_id in view.rejected:
         raise NotFoundException(f"run {ref.id} not found in thread {view.thread_id}")
     strategy = view.strategies.get(ref.run_id, "queue")
     return Run(
@@ -283,7 +283,7 @@ async def list_runs(
     status: Annotated[str | None, QueryParameter(name="status")] = None,
 ) -> list[Run]:
     view = await load_thread(deps, tenant_of(principal), thread_id)
-    runs = [run_out(view, RunRef(r.run_id)) for r in reversed(view.state.runs)]
+    runs = [run_out(view, ref) for ref in reversed(view.stretches())]
     runs = [r for r in runs if status is None or r.status == status]
     return runs[offset : offset + limit]
 

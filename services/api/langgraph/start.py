@@ -84,6 +84,11 @@ async def begin_run(
         return Begun(view, await resume_run(deps, tenant, view, data.command.resume), feed)
     await deps.limiter.admit(deps.pool, tenant)
     asked = invocation(data.input)
+    strategy = strategy_of(data)
+    if awaits_approval(view):
+        # LangGraph runs new input on an interrupted thread: the approval it awaits is
+        # withdrawn (its run canceled, its calls answered "Not run") and the input runs.
+        strategy = "interrupt"
     try:
         started = await start_run(
             deps,
@@ -93,7 +98,7 @@ async def begin_run(
             new_id(),
             asked.messages,
             asked.files,
-            strategy_of(data),
+            strategy,
             Seen(view.runs, view.position),
             feed,
             stream_modes(data.stream_mode),
@@ -111,9 +116,14 @@ async def begin_run(
     return Begun(view, RunRef(started.run_id), feed)
 
 
+def awaits_approval(view: GraphView) -> bool:
+    run = view.state.active_run
+    return run is not None and run.status == "paused" and bool(run.hitl_pending)
+
+
 async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -> RunRef:
     run = view.state.active_run
-    if run is None or run.status != "paused" or not run.hitl_pending:
+    if run is None or not awaits_approval(view):
         raise ClientException(
             status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
         )
@@ -129,4 +139,6 @@ async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -
         run_id=run.run_id,
     )
     await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
-    return RunRef(run.run_id, view.last_seq)
+    # The stretch after the pause: the id `runs.list` names it by once it began.
+    pauses = view.hitl_pauses.get(run.run_id)
+    return RunRef(run.run_id, pauses[-1] if pauses else view.last_seq)
