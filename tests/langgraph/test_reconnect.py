@@ -110,3 +110,34 @@ async def test_locations_are_paths_under_the_base_url_behind_any_host(lg: LangGr
         assert answer.headers["content-location"] == f"/threads/{thread}/runs/{run_id}"
         assert answer.headers["location"] == f"/threads/{thread}/runs/{run_id}/stream"
         assert b"event: values" in body
+
+
+async def test_a_thread_stream_follows_each_run_in_its_own_modes(lg: LangGraph) -> None:
+    """`threads.join_stream`: every run of the thread, opened and closed by `metadata`;
+    `Last-Event-ID` resumes (here from the log's start), then runs as they happen."""
+    first, second = "lg-thread-a-" + lg.agency, "lg-thread-b-" + lg.agency
+    lg.llm.script(first, [ScriptStep(content="first answer")])
+    lg.llm.script(second, [ScriptStep(content="second answer", stream_delay_ms=20)] * 2)
+    thread = (await lg.client.threads.create(graph_id="worker"))["thread_id"]
+    done = await lg.client.runs.create(thread, "worker", input=ask(first), stream_mode="updates")
+    await lg.client.runs.join(thread, done["run_id"])
+    parts: list[StreamPart] = []
+    runs_done: list[str] = []
+    async with asyncio.timeout(WAIT):
+        async for part in await lg.client.threads.join_stream(thread, last_event_id="0"):
+            parts.append(part)
+            if part.event == "metadata" and part.data.get("status") == "run_done":
+                runs_done.append(part.data["run_id"])
+                if len(runs_done) == 1:
+                    await lg.client.runs.create(
+                        thread, "worker", input=ask(second), stream_mode="messages-tuple"
+                    )
+                else:
+                    break
+    starts = [p.data["run_id"] for p in parts if p.event == "metadata" and "attempt" in p.data]
+    assert starts == runs_done and len(set(starts)) == 2
+    cut = next(i for i, p in enumerate(parts) if p.event == "metadata" and p.data.get("status"))
+    assert {p.event for p in parts[:cut]} == {"metadata", "updates"}
+    assert {p.event for p in parts[cut + 1 :]} == {"metadata", "messages"}
+    text = "".join(p.data[0]["content"] for p in parts if _text_chunk(p))
+    assert text == "second answer"

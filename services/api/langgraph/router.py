@@ -9,12 +9,19 @@ from agency.services.api.langgraph.routes_meta import META_ROUTES
 from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
 from agency.services.api.langgraph.routes_stateless import STATELESS_ROUTES
 from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
+from agency.services.api.langgraph.thread_stream import THREAD_STREAM_ROUTES
 
 
 def langgraph_router() -> Router:
     return Router(
         PREFIX,
-        route_handlers=[*THREAD_ROUTES, *RUN_ROUTES, *STATELESS_ROUTES, *META_ROUTES],
+        route_handlers=[
+            *THREAD_ROUTES,
+            *RUN_ROUTES,
+            *STATELESS_ROUTES,
+            *META_ROUTES,
+            *THREAD_STREAM_ROUTES,
+        ],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.
         include_in_schema=False,
