@@ -131,6 +131,9 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     # What a client streams the run as (its LangGraph `stream_mode`s): a rejoin that names
     # none streams these. Nothing else reads them.
     stream_modes: tuple[str, ...] = ()
+    # Run as this blueprint: the thread switches to it first (`thread.blueprint_switched`),
+    # when it has no active run or the strategy is `interrupt`; refused otherwise.
+    agent_type: str | None = None
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):

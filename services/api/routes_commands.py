@@ -316,6 +316,7 @@ async def start_run(
     seen: Seen | None = None,
     feed: Feed | None = None,
     stream_modes: tuple[str, ...] = (),
+    agent_type: str | None = None,
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
@@ -330,6 +331,7 @@ async def start_run(
         files=files,
         strategy=strategy,
         stream_modes=stream_modes,
+        agent_type=agent_type,
     )
     # One root span per run: the run's work in every service continues its trace (the
     # command carries it). A span current here (an instrumented server's) is linked.

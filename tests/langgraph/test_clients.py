@@ -67,14 +67,15 @@ async def test_info_and_ok_answer_without_a_key(lg: LangGraph) -> None:
         assert ok.status_code == 200 and ok.json() == {"ok": True}
 
 
-async def test_a_thread_the_client_names_is_created_by_its_first_run(lg: LangGraph) -> None:
-    """AG-UI's flow: `threads.create(thread_id=…)`, then a run with `if_not_exists`, its
-    input carrying keys of its own (`tools`), which are ignored."""
+async def test_a_thread_the_client_names_is_run_by_any_assistant(lg: LangGraph) -> None:
+    """AG-UI's flow: `threads.create(thread_id=…)` without an assistant, then a run with
+    `if_not_exists`, its input carrying keys of its own (`tools`), which are ignored."""
     key = "lg-named-" + lg.agency
     lg.llm.script(key, [ScriptStep(content="made on the way")])
     thread_id = str(uuid.uuid4())
     thread = await lg.client.threads.create(thread_id=thread_id)
     assert thread["thread_id"] == thread_id and thread["status"] == "idle"
+    assert (await lg.client.threads.get_state(thread_id))["values"]["messages"] == []
     final = await lg.client.runs.wait(
         thread_id,
         "approver",
@@ -92,3 +93,12 @@ async def test_a_run_on_an_unknown_thread_without_if_not_exists_is_not_found(
 ) -> None:
     with pytest.raises(NotFoundError, match="not found"):
         await lg.client.runs.create(str(uuid.uuid4()), "worker", input=ask("x"))
+
+
+async def test_a_run_with_if_not_exists_creates_the_thread_it_names(lg: LangGraph) -> None:
+    key = "lg-if-not-exists-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="created by the run")])
+    thread_id = str(uuid.uuid4())
+    final = await lg.client.runs.wait(thread_id, "worker", input=ask(key), if_not_exists="create")
+    assert isinstance(final, dict) and final["messages"][-1]["content"] == "created by the run"
+    assert (await lg.client.threads.get(thread_id))["metadata"]["graph_id"] == "worker"

@@ -4,12 +4,14 @@ by values with `select`, the `custom` stream mode."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import LangGraph
-from tests.langgraph.helpers import ask, call, collect, until_status
+from tests.langgraph.helpers import WAIT, ask, call, collect, until_status
 
 
 async def _paused(lg: LangGraph, name: str) -> tuple[str, str, str]:
@@ -97,3 +99,33 @@ async def test_the_custom_stream_mode_is_accepted_and_sends_nothing(lg: LangGrap
     assert {p.event for p in parts} == {"metadata", "values"}
     with pytest.raises(NotFoundError):
         await lg.client.runs.get(thread, "run_nosuch")
+
+
+async def test_a_run_of_another_assistant_switches_the_thread_to_it(lg: LangGraph) -> None:
+    """On an idle thread, or with `interrupt`; the history stays. A busy thread refuses."""
+    key = "lg-switch-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="switch slow", delay_ms=20_000)])
+    lg.llm.script(key + "-2", [ScriptStep(content="switched")] * 3)
+    lg.llm.script(key + "-3", [ScriptStep(content="switched back")] * 4)
+    thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    slow = await lg.client.runs.create(thread, "worker", input=ask(key))
+    await until_status(lg.client, thread, slow["run_id"], {"running"})
+    with pytest.raises(ConflictError, match="multitask_strategy 'interrupt'"):
+        await lg.client.runs.create(
+            thread, "approver", input=ask(key + "-2"), multitask_strategy="enqueue"
+        )
+    final = await lg.client.runs.wait(
+        thread, "approver", input=ask(key + "-2"), multitask_strategy="interrupt"
+    )
+    assert isinstance(final, dict) and final["messages"][-1]["content"] == "switched"
+    assert (await lg.client.threads.get(thread))["metadata"]["graph_id"] == "approver"
+    back = await lg.client.runs.wait(thread, "worker", input=ask(key + "-3"))
+    assert isinstance(back, dict) and back["messages"][-1]["content"] == "switched back"
+    assert [m["type"] for m in back["messages"]] == ["human", "human", "ai", "human", "ai"]
+    async with asyncio.timeout(WAIT):  # the read model follows the log
+        while True:
+            if await lg.client.threads.search(metadata={"graph_id": "worker"}, ids=[thread]):
+                break
+            await asyncio.sleep(0.05)
+    runs = await lg.client.runs.list(thread)
+    assert [r["assistant_id"] for r in runs] == ["worker", "approver", "worker"]

@@ -323,8 +323,8 @@ class GraphView:
             return {}
         return {
             **created.request,
-            "graph_id": created.agent_type,
-            "assistant_id": created.agent_type,
+            "graph_id": self.state.agent_type or created.agent_type,
+            "assistant_id": self.state.agent_type or created.agent_type,
             "agency_id": created.agency_id,
         }
 

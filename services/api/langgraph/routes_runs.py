@@ -57,7 +57,7 @@ def run_out(view: GraphView, ref: RunRef) -> Run:
     return Run(
         run_id=ref.id,
         thread_id=view.thread_id,
-        assistant_id=view.state.agent_type,
+        assistant_id=getattr(view.state.run(ref.run_id), "agent_type", "") or view.state.agent_type,
         created_at=times[0],
         updated_at=times[1],
         status=view.run_status(ref),

@@ -27,7 +27,6 @@ from agency.services.api.langgraph.scope import (
     agent_type_named,
     assistant_named,
     assistants,
-    awaiting_view,
     deferred_thread_id,
     deferred_view,
     load_thread,
@@ -164,13 +163,15 @@ async def create_thread(
             if data.if_exists == "do_nothing":
                 return thread_out(existing)
             raise ClientException(status_code=409, detail=f"thread {thread_id} already exists")
-        if not metadata:
-            # Named by the client, no assistant: of the agency's only one, else bound (and
-            # created) by its first run.
+        if not any(metadata.get(k) for k in ASSISTANT_KEYS):
+            # Named by the client, no assistant: created now, of the agency's only (else
+            # first) assistant; a run of another switches it (`start.begin_run`).
             agency_id = await agency_for(deps, tenant, request)
-            known = await assistants(deps, tenant, agency_id)
-            if len(known) != 1:
-                return thread_out(awaiting_view(tenant, thread_id))
+            known = sorted(a.assistant_id for a in await assistants(deps, tenant, agency_id))
+            if not known:
+                raise ValidationException(f"agency {agency_id} has no assistant to run")
+            view = await new_thread(deps, tenant, agency_id, known[0], metadata, thread_id)
+            return thread_out(view)
     elif not metadata:
         # No assistant named and nothing to keep: the thread is bound by its first run.
         if request.headers.get(AGENCY_HEADER):

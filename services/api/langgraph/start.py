@@ -70,12 +70,17 @@ async def begin_run(
         agent_type = await agent_type_named(deps, tenant, agency_id, data.assistant_id)
         view = await new_thread(deps, tenant, agency_id, agent_type, {}, view.thread_id)
     assert view.created is not None
-    if data.assistant_id not in (view.created.agent_type, view.state.agent_type):
-        raise ClientException(
-            status_code=409,
-            detail=f"thread {view.thread_id} belongs to assistant "
-            f"{view.state.agent_type!r}, not {data.assistant_id[:80]!r}",
-        )
+    switch_to: str | None = None
+    if data.assistant_id != view.state.agent_type:
+        if data.command is not None:
+            raise ClientException(
+                status_code=409,
+                detail=f"the interrupt of thread {view.thread_id} is assistant "
+                f"{view.state.agent_type!r}'s to resume, not {data.assistant_id[:80]!r}'s",
+            )
+        # Another assistant's run: the thread switches to its blueprint, history kept.
+        named = await agent_type_named(deps, tenant, view.created.agency_id, data.assistant_id)
+        switch_to = named if named != view.state.agent_type else None
     # Holds nothing until read: only the invoke's wait below opens it.
     feed = following(deps, view, closing_event(request.app.state)) if follow else None
     if data.command is not None and data.command.resume is not None:
@@ -102,18 +107,27 @@ async def begin_run(
             Seen(view.runs, view.position),
             feed,
             stream_modes(data.stream_mode),
+            switch_to,
         )
         if started.status == "rejected":
-            raise ClientException(
-                status_code=409,
-                detail=f"thread {view.thread_id} is busy and multitask_strategy is "
-                f"{data.multitask_strategy or 'reject'!r}: the run was rejected",
-            )
+            raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
     except BaseException:
         if feed is not None:
             await feed.aclose()
         raise
     return Begun(view, RunRef(started.run_id), feed)
+
+
+def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
+    if switch_to is not None:
+        return (
+            f"thread {view.thread_id} is busy with assistant {view.state.agent_type!r}: a run "
+            f"of {switch_to!r} starts on an idle thread or with multitask_strategy 'interrupt'"
+        )
+    return (
+        f"thread {view.thread_id} is busy and multitask_strategy is "
+        f"{data.multitask_strategy or 'reject'!r}: the run was rejected"
+    )
 
 
 def awaits_approval(view: GraphView) -> bool:
