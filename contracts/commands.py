@@ -148,6 +148,8 @@ class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"
     modified_tool_calls: tuple[ToolCall, ...] | None = None
     reason: str = ""
     run_id: str | None = None
+    # What a client streams the resumed run as: a rejoin that names no modes streams these.
+    stream_modes: tuple[str, ...] = ()
 
 
 class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):

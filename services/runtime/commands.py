@@ -123,6 +123,7 @@ def approve(
             approved=command.approved,
             modified_tool_calls=command.modified_tool_calls,
             reason=command.reason,
+            stream_modes=command.stream_modes,
         ),
     )
 

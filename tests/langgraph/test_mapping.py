@@ -70,6 +70,9 @@ async def test_history_before_a_checkpoint_starts_below_it(lg: LangGraph) -> Non
     assert [h["checkpoint"]["checkpoint_id"] for h in below] == ids[2:]
     by_id = await lg.client.threads.get_history(thread, before=ids[0], limit=1)
     assert [h["checkpoint"]["checkpoint_id"] for h in by_id] == ids[1:2]
+    config = {"configurable": {"thread_id": thread, "checkpoint_id": ids[1]}}
+    by_config = await lg.client.threads.get_history(thread, before=config)  # type: ignore[arg-type]
+    assert [h["checkpoint"]["checkpoint_id"] for h in by_config] == ids[2:]
 
 
 async def test_thread_search_by_values_and_select(lg: LangGraph) -> None:

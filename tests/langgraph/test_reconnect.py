@@ -141,3 +141,20 @@ async def test_a_thread_stream_follows_each_run_in_its_own_modes(lg: LangGraph) 
     assert {p.event for p in parts[cut + 1 :]} == {"metadata", "messages"}
     text = "".join(p.data[0]["content"] for p in parts if _text_chunk(p))
     assert text == "second answer"
+
+
+async def test_a_resumed_run_is_rejoined_in_the_modes_its_resume_asked_for(lg: LangGraph) -> None:
+    key = "lg-resume-modes-" + lg.agency
+    lg.llm.script(
+        key, [ScriptStep(tool_calls=[call("lookup", word="r")]), ScriptStep(content="resumed")]
+    )
+    thread = (await lg.client.threads.create(graph_id="approver"))["thread_id"]
+    paused = await lg.client.runs.create(thread, "approver", input=ask(key), stream_mode="values")
+    await lg.client.runs.join(thread, paused["run_id"])
+    resumed = await lg.client.runs.create(
+        thread, "approver", command={"resume": True}, stream_mode=["updates", "messages-tuple"]
+    )
+    joined = await collect(lg.client.runs.join_stream(thread, resumed["run_id"]))
+    assert {p.event for p in joined} == {"metadata", "updates", "messages"}
+    first = await collect(lg.client.runs.join_stream(thread, paused["run_id"]))
+    assert {p.event for p in first} == {"metadata", "values"}

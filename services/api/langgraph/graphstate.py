@@ -181,7 +181,8 @@ class GraphView:
     # Per run: when it was asked for, when it last changed, and its invoke strategy.
     run_times: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
     strategies: dict[str, str] = field(default_factory=dict)
-    # Per run: the stream modes it was started with (what a rejoin naming none streams).
+    # Per run, and per stretch resumed (`<run id>~<seq>`): the stream modes it was started
+    # with (what a rejoin naming none streams).
     stream_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Runs refused (never run: not LangGraph runs), and per run the seqs of the pauses for
     # approval it was resumed from (each begins a stretch `<run id>~<seq>`).
@@ -226,8 +227,11 @@ class GraphView:
                 self.messages.append(message_dict(message, message_id))
             case HitlInterrupt(run_id=run_id):
                 self.interrupt_ids[run_id] = event.envelope.event_id
-            case HitlResume(run_id=run_id) if self.hitl_pauses.get(run_id):
-                self.resumed_from.setdefault(run_id, []).append(self.hitl_pauses[run_id][-1])
+            case HitlResume(run_id=run_id, stream_modes=modes) if self.hitl_pauses.get(run_id):
+                paused = self.hitl_pauses[run_id][-1]
+                self.resumed_from.setdefault(run_id, []).append(paused)
+                if modes:
+                    self.stream_modes[RunRef(run_id, paused).id] = modes
             case RequestRejected(run_id=run_id):
                 self.rejected.add(run_id)
             case RunPaused(run_id=run_id, reason="hitl"):

@@ -264,7 +264,11 @@ async def join_stream(
     after = int_param("Last-Event-ID", last_event_id, 0, 0, MAX_SEQ) if last_event_id else 0
     # No modes named (the SDK's reconnect, `useStream`'s rejoin): the run's own.
     named = [m for m in stream_mode or [] if m]  # the SDK sends `stream_mode=` for none
-    modes = stream_modes(named) if named else view.stream_modes.get(ref.run_id)
+    modes = (
+        stream_modes(named)
+        if named
+        else view.stream_modes.get(ref.id) or view.stream_modes.get(ref.run_id)
+    )
     return _stream(deps, tenant, view, ref, modes or ("values",), after, request)
 
 

@@ -86,7 +86,8 @@ async def begin_run(
     if data.command is not None and data.command.resume is not None:
         if data.input:
             raise ValidationException("send `input` or `command.resume`, not both")
-        return Begun(view, await resume_run(deps, tenant, view, data.command.resume), feed)
+        modes = stream_modes(data.stream_mode)
+        return Begun(view, await resume_run(deps, tenant, view, data.command.resume, modes), feed)
     await deps.limiter.admit(deps.pool, tenant)
     asked = invocation(data.input)
     strategy = strategy_of(data)
@@ -135,7 +136,9 @@ def awaits_approval(view: GraphView) -> bool:
     return run is not None and run.status == "paused" and bool(run.hitl_pending)
 
 
-async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -> RunRef:
+async def resume_run(
+    deps: ApiDeps, tenant: str, view: GraphView, resume: Any, modes: tuple[str, ...] = ()
+) -> RunRef:
     run = view.state.active_run
     if run is None or not awaits_approval(view):
         raise ClientException(
@@ -151,6 +154,7 @@ async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -
         modified_tool_calls=decided.modified,
         reason=decided.reason,
         run_id=run.run_id,
+        stream_modes=modes,
     )
     await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
     # The stretch after the pause: the id `runs.list` names it by once it began.

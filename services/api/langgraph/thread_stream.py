@@ -48,7 +48,8 @@ class ThreadFrames:
         self._open: dict[str, tuple[RunRef, Parts]] = {}  # by our run id
 
     def _begin(self, ref: RunRef, seq: int) -> bytes:
-        modes = self._view.stream_modes.get(ref.run_id, ("values",))
+        kept = self._view.stream_modes
+        modes = kept.get(ref.id) or kept.get(ref.run_id) or ("values",)
         self._open[ref.run_id] = (ref, Parts(modes, ref.id))
         if "run_modes" in self._modes or "lifecycle" in self._modes:
             return frame("metadata", {"run_id": ref.id, "attempt": 1}, seq)
