@@ -149,7 +149,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         },
         # Preflights are answered before authentication: a browser sends no key on one.
         middleware=[
-            *([CorsMiddleware(deps.settings.cors)] if deps.settings.cors.enabled else []),
+            CorsMiddleware(deps.settings.cors),
             PathGuard(),
             AllowMiddleware(),
             AuthMiddleware(deps),

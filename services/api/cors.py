@@ -88,7 +88,7 @@ class CorsSettings:
 
 
 class CorsMiddleware(ASGIMiddleware):
-    """Answers preflights, before authentication."""
+    """Answers preflights, before authentication: with no origin allowed, a clear 403."""
 
     scopes = (ScopeType.HTTP,)
 
@@ -96,10 +96,12 @@ class CorsMiddleware(ASGIMiddleware):
         self._settings = settings
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        if scope.get("method") != "OPTIONS":
+            await next_app(scope, receive, send)
+            return
         headers = MutableScopeHeaders(scope)
         origin = headers.get("origin")
-        preflight = scope.get("method") == "OPTIONS" and "access-control-request-method" in headers
-        if origin is not None and preflight:
+        if origin is not None and "access-control-request-method" in headers:
             allowed = self._settings.allows(origin)
             await _preflight(send, origin, allowed, headers.get("access-control-request-headers"))
             return
