@@ -1,8 +1,8 @@
 """A small HTTP reverse proxy in front of the API, as clients meet one: it forwards each
 request on a connection of its own (`Connection: close` upstream, as nginx's plain
 `proxy_pass` does), may rewrite `Host` to the upstream's address (nginx's default
-`proxy_set_header Host $proxy_host`), and can cut every response it is relaying, as a
-proxy timeout or a dropped network does."""
+`proxy_set_header Host $proxy_host`), can cut every response it is relaying, as a proxy
+timeout or a dropped network does, and can send what follows to another server."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ HEAD_LIMIT = 64 * 1024
 
 class Proxy:
     def __init__(self, upstream: str, *, rewrite_host: bool = False) -> None:
-        host, _, port = upstream.removeprefix("http://").partition(":")
-        self._upstream = (host, int(port))
+        self._upstream = _address(upstream)
         self._rewrite_host = rewrite_host
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
         self.requests: list[bytes] = []  # each request's first line, as forwarded
+        self.sent_to: list[tuple[str, int]] = []  # and the server it went to
         self.cuts = 0
 
     @property
@@ -39,6 +39,11 @@ class Proxy:
         if self._server is not None:
             async with asyncio.timeout(10):
                 await self._server.wait_closed()
+
+    def retarget(self, upstream: str) -> None:
+        """Send the next connections to another server (as a balancer does after one
+        went away); those open go on."""
+        self._upstream = _address(upstream)
 
     def cut(self) -> None:
         """Abort every connection the proxy holds, both sides: responses end mid-stream."""
@@ -70,6 +75,7 @@ class Proxy:
                 return
             head = self._head(raw[:-4]) + b"\r\n\r\n"
             self.requests.append(head.split(b"\r\n", 1)[0])
+            self.sent_to.append(self._upstream)
             upstream_r, upstream_w = await asyncio.open_connection(*self._upstream)
             self._open.add(upstream_w)
             upstream_w.write(head)
@@ -87,6 +93,11 @@ class Proxy:
                 if writer is not None:
                     self._open.discard(writer)
                     writer.transport.abort()
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, _, port = url.removeprefix("http://").partition(":")
+    return host, int(port)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

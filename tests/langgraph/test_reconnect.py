@@ -158,3 +158,31 @@ async def test_a_resumed_run_is_rejoined_in_the_modes_its_resume_asked_for(lg: L
     assert {p.event for p in joined} == {"metadata", "updates", "messages"}
     first = await collect(lg.client.runs.join_stream(thread, paused["run_id"]))
     assert {p.event for p in first} == {"metadata", "values"}
+
+
+async def test_a_cut_stream_resumes_on_another_api_server(lg: LangGraph) -> None:
+    """The balancer sends the SDK's reconnect to a second API server, which has never seen
+    the run: it streams every mode the run was started with, from the log."""
+    key = "lg-other-api-" + lg.agency
+    _script(lg, key)
+    async with (
+        proxy(lg.url) as front,
+        get_client(url=f"{front.url}/langgraph", api_key=lg.key, timeout=60) as client,
+    ):
+        thread = (await client.threads.create(graph_id="worker"))["thread_id"]
+        parts: list[StreamPart] = []
+        async with asyncio.timeout(WAIT):
+            async for part in client.runs.stream(
+                thread, "worker", input=ask(key), stream_mode=MODES
+            ):
+                parts.append(part)
+                if _text_chunk(part) and front.cuts == 0:
+                    front.retarget(lg.other_url)
+                    front.cut()
+        assert front.cuts == 1
+        rejoin = front.requests.index(next(r for r in front.requests if r.startswith(b"GET")))
+        other_port = int(lg.other_url.rsplit(":", 1)[1])
+        assert front.sent_to[rejoin][1] == other_port
+    full = await collect(lg.client.runs.join_stream(thread, parts[0].data["run_id"]))
+    assert _frames(parts) == _frames(full)
+    assert "".join(p.data[0]["content"] for p in parts if _text_chunk(p)) == TEXT

@@ -58,13 +58,13 @@ class ThreadFrames:
     def after(self, event: RecordedEvent) -> bytes:
         out: list[bytes] = []
         match event.payload:
-            case RequestAccepted(run_id=run_id):
-                out.append(self._begin(RunRef(run_id), event.seq))
-            case HitlResume(run_id=run_id):
-                pauses = self._view.hitl_pauses.get(run_id) or [event.seq]
-                out.append(self._begin(RunRef(run_id, pauses[-1]), event.seq))
-        run_id = getattr(event.payload, "run_id", None) or event.envelope.run_id
-        opened = self._open.get(run_id) if isinstance(run_id, str) else None
+            case RequestAccepted(run_id=accepted):
+                out.append(self._begin(RunRef(accepted), event.seq))
+            case HitlResume(run_id=resumed):
+                pauses = self._view.hitl_pauses.get(resumed) or [event.seq]
+                out.append(self._begin(RunRef(resumed, pauses[-1]), event.seq))
+        of_run = getattr(event.payload, "run_id", None) or event.envelope.run_id
+        opened = self._open.get(of_run) if isinstance(of_run, str) else None
         if opened is not None:
             ref, parts = opened
             if "run_modes" in self._modes:
