@@ -73,8 +73,9 @@ async def test_a_thread_the_client_names_is_run_by_any_assistant(lg: LangGraph) 
     key = "lg-named-" + lg.agency
     lg.llm.script(key, [ScriptStep(content="made on the way")])
     thread_id = str(uuid.uuid4())
-    thread = await lg.client.threads.create(thread_id=thread_id)
+    thread = await lg.client.threads.create(thread_id=thread_id, metadata={"user": "ann"})
     assert thread["thread_id"] == thread_id and thread["status"] == "idle"
+    assert thread["metadata"]["user"] == "ann"
     assert (await lg.client.threads.get_state(thread_id))["values"]["messages"] == []
     final = await lg.client.runs.wait(
         thread_id,
