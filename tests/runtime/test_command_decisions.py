@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
+
 from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread
 from agency.contracts.events import (
     AnyEvent,
+    BlueprintSwitched,
     ChatMessage,
     HitlInterrupt,
     MessageAppended,
@@ -88,3 +91,19 @@ def test_the_active_run_limit_refuses_a_root_run_but_never_one_inside_an_admitte
     report = InvokeThread(agency_id="ag", thread_id="lead", run_id="r3", reported_by="child")
     [accepted] = commands.invoke(lead, report, "k3", active_runs=2, limits=limits)
     assert isinstance(accepted, RequestAccepted)
+
+
+async def test_a_request_for_another_blueprint_switches_the_thread_only_between_runs() -> None:
+    busy = await thread_with_run_2_paused()
+    asked = InvokeThread(agency_id="ag", thread_id="th", run_id="r3", agent_type="approver")
+    (refused,) = commands.invoke(busy, msgspec.structs.replace(asked, strategy="queue"), "k3")
+    assert isinstance(refused, RequestRejected) and "'interrupt'" in refused.reason
+    *canceling, switched, accepted = commands.invoke(
+        busy, msgspec.structs.replace(asked, strategy="interrupt"), "k3"
+    )
+    assert isinstance(canceling[-1], RunCanceled) and canceling[-1].run_id == "r2"
+    assert isinstance(switched, BlueprintSwitched)
+    assert (switched.from_agent_type, switched.to_agent_type) == ("worker", "approver")
+    assert isinstance(accepted, RequestAccepted) and accepted.run_id == "r3"
+    same = msgspec.structs.replace(asked, agent_type="worker", strategy="interrupt")
+    assert not any(isinstance(e, BlueprintSwitched) for e in commands.invoke(busy, same, "k4"))
