@@ -149,6 +149,12 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     reported_by: str | None = None
     # A URL to POST to when the run ends (`services/webhooks/`).
     webhook: str | None = None
+    # What a client streams the run as (its LangGraph `stream_mode`s): a rejoin that names
+    # none streams these. Nothing else reads them.
+    stream_modes: tuple[str, ...] = ()
+    # Run as this blueprint: the thread switches to it first (`thread.blueprint_switched`),
+    # when it has no active run or the strategy is `interrupt`; refused otherwise.
+    agent_type: str | None = None
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):
@@ -163,6 +169,8 @@ class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"
     modified_tool_calls: tuple[ToolCall, ...] | None = None
     reason: str = ""
     run_id: str | None = None
+    # What a client streams the resumed run as: a rejoin that names no modes streams these.
+    stream_modes: tuple[str, ...] = ()
 
 
 class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):

@@ -15,6 +15,8 @@ class HitlResume(Event, frozen=True, kw_only=True, tag="hitl.resume"):
     approved: bool
     modified_tool_calls: tuple[ToolCall, ...] | None = None
     reason: str = ""
+    # The approval's `stream_modes`: what a client's rejoin of the resumed run streams.
+    stream_modes: tuple[str, ...] = ()
 
 
 HitlEvent = HitlInterrupt | HitlResume

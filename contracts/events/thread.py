@@ -37,6 +37,8 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     reported_by: str | None = None
     # A URL the run's end is POSTed to, signed (`services/webhooks/`).
     webhook: str | None = None
+    # The invoke's `stream_modes`: what a client's rejoin of the run streams.
+    stream_modes: tuple[str, ...] = ()
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):

@@ -27,6 +27,7 @@ from agency.infra.jetstream.errors import StoreError, StoreTimeout
 from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
 from agency.services.api.bodies import strict_body
 from agency.services.api.console.pages import CONSOLE_PAGES
+from agency.services.api.cors import CorsMiddleware, cors_headers
 from agency.services.api.deps import ApiDeps
 from agency.services.api.guards import PathGuard
 from agency.services.api.langgraph.router import langgraph_router
@@ -146,8 +147,15 @@ def create_app(deps: ApiDeps) -> Litestar:
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),
         },
-        middleware=[PathGuard(), AllowMiddleware(), AuthMiddleware(deps)],
+        # Preflights are answered before authentication: a browser sends no key on one.
+        middleware=[
+            CorsMiddleware(deps.settings.cors),
+            PathGuard(),
+            AllowMiddleware(),
+            AuthMiddleware(deps),
+        ],
         before_request=strict_body,
+        before_send=[cors_headers(deps.settings.cors)] if deps.settings.cors.enabled else [],
         exception_handlers={Exception: _handle_error},
         request_max_body_size=deps.settings.max_body_bytes,
         openapi_config=OpenAPIConfig(

@@ -62,6 +62,11 @@ from agency.services.api.tenant_scope import current_tenant
 
 KEY_PREFIX = "ak_"
 UNAUTHORIZED = "missing or invalid credentials: send 'Authorization: Bearer <api key>'"
+# Where the key may also come as `x-api-key` (the LangGraph SDK's header).
+UNAUTHORIZED_KEY_HEADER = (
+    "missing or invalid credentials: send a tenant's API key as 'x-api-key' "
+    "(or 'Authorization: Bearer <api key>')"
+)
 ADMIN_TENANT = ""  # the admin acts for no tenant
 ADMIN_ON_TENANT_ROUTE = (
     "the admin credential acts for no tenant: call tenant routes with a tenant's API key"
@@ -174,7 +179,9 @@ class AuthMiddleware(ASGIMiddleware):
         admin_route = route_handler is not None and bool(route_handler.opt.get(ADMIN_OPT))
         refusal: HTTPException | None = None
         if principal is None:
-            refusal = NotAuthorizedException(UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+            key_header = route_handler is not None and route_handler.opt.get(API_KEY_HEADER_OPT)
+            message = UNAUTHORIZED_KEY_HEADER if key_header else UNAUTHORIZED
+            refusal = NotAuthorizedException(message, headers={"WWW-Authenticate": "Bearer"})
         elif principal.admin and not admin_route:
             refusal = PermissionDeniedException(ADMIN_ON_TENANT_ROUTE)
         elif admin_route and not principal.admin:

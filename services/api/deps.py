@@ -14,6 +14,7 @@ import asyncpg
 from agency.infra.jetstream.connection import Bus
 from agency.infra.nats_auth import CredentialIssuer
 from agency.services.agents.system import AgentSystem
+from agency.services.api.cors import CorsSettings
 from agency.services.api.keys import KeyCache
 from agency.services.api.known import KnownResources
 from agency.services.api.langgraph.views import GraphViews
@@ -51,6 +52,8 @@ class ApiSettings:
     # How long a read of one thread waits for the read models to have applied its log as
     # far as it goes (`readback.caught_up`); past it the read answers what they hold.
     read_lag_timeout: float = 1.0
+    # The browser origins that may call the API (`AGENCY_CORS_ORIGINS`, `services/api/cors.py`).
+    cors: CorsSettings = field(default_factory=CorsSettings)
 
 
 @dataclass(frozen=True, slots=True)

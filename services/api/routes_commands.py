@@ -306,6 +306,8 @@ async def start_run(
     strategy: ConcurrencyStrategy,
     seen: Seen | None = None,
     feed: Feed | None = None,
+    stream_modes: tuple[str, ...] = (),
+    agent_type: str | None = None,
     webhook: str | None = None,
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
@@ -320,6 +322,8 @@ async def start_run(
         messages=messages,
         files=files,
         strategy=strategy,
+        stream_modes=stream_modes,
+        agent_type=agent_type,
         webhook=webhook,
     )
     # One root span per run: the run's work in every service continues its trace (the

@@ -138,6 +138,7 @@ class _Api:
         from agency.infra.db import create_pool, migrate
         from agency.infra.jetstream.connection import Bus
         from agency.projections.setup import prepare_read_models
+        from agency.services.api.cors import CorsSettings
         from agency.services.api.deps import ApiDeps, ApiSettings
         from agency.services.api.server import run_api
         from agency.services.api.tenant_scope import scope_session
@@ -153,7 +154,9 @@ class _Api:
                     pool=pool,
                     bus=bus,
                     system=self._system,
-                    settings=ApiSettings(admin_secret=self._admin_secret),
+                    settings=ApiSettings(
+                        admin_secret=self._admin_secret, cors=CorsSettings.from_env()
+                    ),
                     nats_credentials=self.issuer,
                     models=ProviderCatalog.from_env(),
                 )

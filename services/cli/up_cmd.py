@@ -47,6 +47,7 @@ async def agency_up(args: argparse.Namespace) -> int:
     from agency.infra.settings import InfraSettings
     from agency.infra.system import Infrastructure
     from agency.projections.setup import prepare_read_models
+    from agency.services.api.cors import CorsSettings
     from agency.services.api.deps import ApiDeps, ApiSettings
     from agency.services.api.server import run_api
     from agency.services.api.tenant_scope import scope_session
@@ -111,7 +112,9 @@ async def agency_up(args: argparse.Namespace) -> int:
             pool=pool,
             bus=bus,
             system=system,
-            settings=ApiSettings(admin_secret=credentials.admin_secret),
+            settings=ApiSettings(
+                admin_secret=credentials.admin_secret, cors=CorsSettings.from_env(default="local")
+            ),
             services=supervisor.states,
             models=models,
             nats_credentials=(

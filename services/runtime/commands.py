@@ -14,6 +14,7 @@ from agency.contracts.commands import (
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AnyEvent,
+    BlueprintSwitched,
     FileWritten,
     HitlResume,
     MessageAppended,
@@ -65,6 +66,29 @@ def invoke(
                 reason=f"run {active.run_id} is active and the request asked to be rejected",
             ),
         )
+    switch = command.agent_type is not None and command.agent_type != state.agent_type
+    if switch and active is not None and command.strategy != "interrupt":
+        return (
+            RequestRejected(
+                run_id=command.run_id,
+                idempotency_key=key,
+                reason=f"run {active.run_id} of {state.agent_type!r} is active: a run of "
+                f"{command.agent_type!r} starts on an idle thread or with the strategy "
+                "'interrupt'",
+            ),
+        )
+    switched = (
+        (
+            BlueprintSwitched(
+                run_id=command.run_id,
+                from_agent_type=state.agent_type,
+                to_agent_type=command.agent_type or state.agent_type,
+                reason="a run of this blueprint was asked for",
+            ),
+        )
+        if switch
+        else ()
+    )
     accepted = RequestAccepted(
         run_id=command.run_id,
         idempotency_key=key,
@@ -73,10 +97,15 @@ def invoke(
         files=command.files,
         reported_by=command.reported_by,
         webhook=command.webhook,
+        stream_modes=command.stream_modes,
     )
     if active is not None and command.strategy == "interrupt":
-        return (*canceled(state, active.run_id, "interrupted by a new request"), accepted)
-    return (accepted,)
+        return (
+            *canceled(state, active.run_id, "interrupted by a new request"),
+            *switched,
+            accepted,
+        )
+    return (*switched, accepted)
 
 
 def approve(
@@ -104,6 +133,7 @@ def approve(
             approved=command.approved,
             modified_tool_calls=command.modified_tool_calls,
             reason=command.reason,
+            stream_modes=command.stream_modes,
         ),
     )
 

@@ -19,13 +19,13 @@ from agency.infra.launch import NatsServer
 from agency.infra.nats_auth import SERVICE_ROLES
 from agency.projections.setup import prepare_read_models
 from agency.services.api.deps import ApiDeps, ApiSettings
+from agency.services.api.server import run_api
 from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
-from agency.services.stack import StackConfig
+from agency.services.stack import StackConfig, run_stack
 from tests.helpers import fresh_database
 from tests.runtime.conftest import make_system
-from tests.serving import serving
 from tests.spans import spans  # noqa: F401
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
@@ -75,21 +75,41 @@ class Client:
 
 @asynccontextmanager
 async def running_system(
-    nats_url: str, database_url: str, nats_server: NatsServer | None, llm: FakeLLMServer
+    nats_url: str,
+    database_url: str,
+    nats_server: NatsServer | None,
+    llm: FakeLLMServer,
+    settings: ApiSettings | None = None,
 ) -> AsyncIterator[str]:
-    """Every service and the API, on a database of their own; yields the API's URL."""
+    """Every service and the API (with `settings`), on a database of their own; yields the
+    API's URL."""
+    async with running_apis(nats_url, database_url, nats_server, llm, settings) as urls:
+        yield urls[0]
+
+
+@asynccontextmanager
+async def running_apis(
+    nats_url: str,
+    database_url: str,
+    nats_server: NatsServer | None,
+    llm: FakeLLMServer,
+    settings: ApiSettings | None = None,
+    apis: int = 1,
+) -> AsyncIterator[list[str]]:
+    """Every service and `apis` API servers, each with its own connection and caches as a
+    process of its own would have, on a database of their own; yields their URLs."""
     db_url = await fresh_database(database_url, "e")
     pool = await create_pool(db_url, max_size=10, setup=scope_session)
     async with pool.acquire() as conn:
         await migrate(conn)
     await prepare_read_models(pool)
+    stop = asyncio.Event()
     provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
     system = make_system()
     # Each service connects as its own user, with the permissions `agency up` gives it.
     auth = nats_server.auth if nats_server is not None else None
     urls = {r: auth.url(nats_server.url, r) for r in SERVICE_ROLES} if auth and nats_server else {}
-    api_bus = await Bus(urls.get("api", nats_url), name="e2e-api").connect()
-    deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN))
+    settings = settings or ApiSettings(admin_secret=ADMIN)
     config = StackConfig(
         nats_url=nats_url,
         database_url=db_url,
@@ -97,12 +117,24 @@ async def running_system(
         provider=provider,
         nats_urls=urls,
     )
+    tasks = [asyncio.create_task(run_stack(config, stop))]
+    buses: list[Bus] = []
+    started: list[asyncio.Future[str]] = []
     try:
-        async with serving(deps, config) as url:
-            yield url
+        for n in range(apis):
+            api_bus = await Bus(urls.get("api", nats_url), name=f"e2e-api-{n}").connect()
+            buses.append(api_bus)
+            deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=settings)
+            ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            started.append(ready)
+            tasks.append(asyncio.create_task(run_api(deps, "127.0.0.1", 0, stop, ready.set_result)))
+        yield [await asyncio.wait_for(asyncio.shield(ready), timeout=20) for ready in started]
     finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
         await provider.close()
-        await api_bus.close()
+        for api_bus in buses:
+            await api_bus.close()
         await asyncio.wait_for(pool.close(), timeout=10)
 
 

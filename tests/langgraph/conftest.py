@@ -13,8 +13,14 @@ from langgraph_sdk.client import LangGraphClient
 
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
+from agency.services.api.cors import CorsSettings
+from agency.services.api.deps import ApiSettings
 from agency.services.llm.fake_server import FakeLLMServer
-from tests.e2e.conftest import ADMIN, running_system
+from tests.e2e.conftest import ADMIN, running_apis
+
+# A browser app's origin the operator allowed, besides pages on this machine.
+APP_ORIGIN = "https://app.example"
+SETTINGS = ApiSettings(admin_secret=ADMIN, cors=CorsSettings.parse(f"{APP_ORIGIN}, local"))
 
 
 @dataclass
@@ -25,17 +31,26 @@ class LangGraph:
     url: str
     key: str
     tenant: str
+    # Another API server on the same system, as a second process behind a balancer.
+    other_url: str
+
+
+@dataclass(frozen=True)
+class System:
+    url: str
+    llm: FakeLLMServer
+    other_url: str
 
 
 @pytest.fixture(scope="package")
 async def lg_system(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
-) -> AsyncIterator[tuple[str, FakeLLMServer]]:
+) -> AsyncIterator[System]:
     async with (
         FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm,
-        running_system(nats_url, database_url, nats_server, llm) as url,
+        running_apis(nats_url, database_url, nats_server, llm, SETTINGS, apis=2) as urls,
     ):
-        yield url, llm
+        yield System(url=urls[0], llm=llm, other_url=urls[1])
 
 
 async def new_tenant(url: str, name: str) -> tuple[str, str, str]:
@@ -54,9 +69,17 @@ async def new_tenant(url: str, name: str) -> tuple[str, str, str]:
 
 
 @pytest.fixture
-async def lg(lg_system: tuple[str, FakeLLMServer]) -> AsyncIterator[LangGraph]:
+async def lg(lg_system: System) -> AsyncIterator[LangGraph]:
     """A new tenant with an agency named `default`, and the SDK client for it."""
-    url, llm = lg_system
+    url, llm = lg_system.url, lg_system.llm
     key, tenant, agency = await new_tenant(url, "lg")
     async with get_client(url=f"{url}/langgraph", api_key=key, timeout=60) as client:
-        yield LangGraph(client=client, llm=llm, agency=agency, url=url, key=key, tenant=tenant)
+        yield LangGraph(
+            client=client,
+            llm=llm,
+            agency=agency,
+            url=url,
+            key=key,
+            tenant=tenant,
+            other_url=lg_system.other_url,
+        )

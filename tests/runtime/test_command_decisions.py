@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
 import pytest
 
 from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, UpdateThreadState
 from agency.contracts.events import (
     AnyEvent,
+    BlueprintSwitched,
     ChatMessage,
     FileWritten,
     HitlInterrupt,
@@ -114,3 +116,19 @@ async def test_an_update_of_state_is_decided_once_per_key_and_never_on_a_running
     paused = await thread_with_run_2_paused()
     with pytest.raises(CommandRejected, match="is active"):
         commands.update_state(paused, update, "upd-2")
+
+
+async def test_a_request_for_another_blueprint_switches_the_thread_only_between_runs() -> None:
+    busy = await thread_with_run_2_paused()
+    asked = InvokeThread(agency_id="ag", thread_id="th", run_id="r3", agent_type="approver")
+    (refused,) = commands.invoke(busy, msgspec.structs.replace(asked, strategy="queue"), "k3")
+    assert isinstance(refused, RequestRejected) and "'interrupt'" in refused.reason
+    *canceling, switched, accepted = commands.invoke(
+        busy, msgspec.structs.replace(asked, strategy="interrupt"), "k3"
+    )
+    assert isinstance(canceling[-1], RunCanceled) and canceling[-1].run_id == "r2"
+    assert isinstance(switched, BlueprintSwitched)
+    assert (switched.from_agent_type, switched.to_agent_type) == ("worker", "approver")
+    assert isinstance(accepted, RequestAccepted) and accepted.run_id == "r3"
+    same = msgspec.structs.replace(asked, agent_type="worker", strategy="interrupt")
+    assert not any(isinstance(e, BlueprintSwitched) for e in commands.invoke(busy, same, "k4"))

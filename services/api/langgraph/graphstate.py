@@ -20,6 +20,7 @@ from typing import Any
 from agency.contracts.events import (
     ChatMessage,
     HitlInterrupt,
+    HitlResume,
     MessageAppended,
     ModelCompleted,
     RequestAccepted,
@@ -184,6 +185,13 @@ class GraphView:
     # Metadata set after the thread's creation (`thread.metadata_set`), merged; replaced,
     # never changed in place.
     metadata_set: dict[str, str] = field(default_factory=dict)
+    # Per run, and per stretch resumed (`<run id>~<seq>`): the stream modes it was started
+    # with (what a rejoin naming none streams).
+    stream_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Runs refused (never run: not LangGraph runs), and per run the seqs of the pauses for
+    # approval it was resumed from (each begins a stretch `<run id>~<seq>`).
+    rejected: set[str] = field(default_factory=set)
+    resumed_from: dict[str, list[int]] = field(default_factory=dict)
     _model_step: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -207,8 +215,10 @@ class GraphView:
             ts = event.envelope.ts
             self.run_times[run_of] = (self.run_times.get(run_of, (ts, ts))[0], ts)
         match payload:
-            case RequestAccepted(run_id=run_id, strategy=strategy):
+            case RequestAccepted(run_id=run_id, strategy=strategy, stream_modes=modes):
                 self.strategies[run_id] = strategy
+                if modes:
+                    self.stream_modes[run_id] = modes
             case ThreadCreated():
                 self.created, self.created_at = payload, event.envelope.ts
             case ThreadMetadataSet(metadata=metadata):
@@ -223,6 +233,13 @@ class GraphView:
                 self.messages.append(message_dict(message, message_id))
             case HitlInterrupt(run_id=run_id):
                 self.interrupt_ids[run_id] = event.envelope.event_id
+            case HitlResume(run_id=run_id, stream_modes=modes) if self.hitl_pauses.get(run_id):
+                paused = self.hitl_pauses[run_id][-1]
+                self.resumed_from.setdefault(run_id, []).append(paused)
+                if modes:
+                    self.stream_modes[RunRef(run_id, paused).id] = modes
+            case RequestRejected(run_id=run_id):
+                self.rejected.add(run_id)
             case RunPaused(run_id=run_id, reason="hitl"):
                 self.hitl_pauses.setdefault(run_id, []).append(event.seq)
 
@@ -236,6 +253,9 @@ class GraphView:
         twin.stretch_ends = {run: list(seqs) for run, seqs in self.stretch_ends.items()}
         twin.run_times = dict(self.run_times)
         twin.strategies = dict(self.strategies)
+        twin.stream_modes = dict(self.stream_modes)
+        twin.rejected = set(self.rejected)
+        twin.resumed_from = {run: list(seqs) for run, seqs in self.resumed_from.items()}
         twin.runs = self.runs.copy()
         return twin
 
@@ -286,6 +306,19 @@ class GraphView:
                 return "interrupted"
         return "running"
 
+    def stretches(self) -> list[RunRef]:
+        """The LangGraph runs of the thread, oldest first: each run that was not refused,
+        then each stretch of it that followed an approval."""
+        return [
+            ref
+            for run in self.state.runs
+            if run.run_id not in self.rejected
+            for ref in (
+                RunRef(run.run_id),
+                *(RunRef(run.run_id, seq) for seq in self.resumed_from.get(run.run_id, ())),
+            )
+        ]
+
     def stretch_ended(self, ref: RunRef) -> bool:
         """The view holds the event that ended the stretch `ref`."""
         return any(seq > ref.after_seq for seq in self.stretch_ends.get(ref.run_id, ()))
@@ -301,8 +334,8 @@ class GraphView:
         return {
             **created.request,
             **self.metadata_set,
-            "graph_id": created.agent_type,
-            "assistant_id": created.agent_type,
+            "graph_id": self.state.agent_type or created.agent_type,
+            "assistant_id": self.state.agent_type or created.agent_type,
             "agency_id": created.agency_id,
         }
 

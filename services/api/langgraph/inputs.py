@@ -90,13 +90,9 @@ class Invocation:
 
 def invocation(data: dict[str, Any] | None) -> Invocation:
     """`input`: `messages` (LangChain message dicts, `[role, content]` pairs or strings)
-    and `files` (path → text); nothing else is in an Agency thread's input."""
+    and `files` (path → text). Other keys (a graph's own state, AG-UI's `tools`, …) are
+    ignored, as a graph ignores keys its state does not have."""
     data = data or {}
-    extra = sorted(set(data) - {"messages", "files"})
-    if extra:
-        raise ValidationException(
-            f"input key {extra[0][:40]!r} does not map: an Agency run takes `messages` and `files`"
-        )
     raw = data.get("messages") or []
     files = data.get("files") or {}
     if not isinstance(raw, list) or not isinstance(files, dict):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from litestar.exceptions import ValidationException
 
 from agency.contracts.events import (
     FileWritten,
@@ -33,7 +34,32 @@ from agency.contracts.events import (
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.langgraph.graphstate import GraphView, ai_message_id, message_dict
 
-MODES = ("values", "updates", "messages-tuple", "messages", "events")
+MODES = ("values", "updates", "messages-tuple", "messages", "events", "custom")
+# `custom` frames are what a graph's own code writes; an Agency run has none to send.
+
+
+def stream_modes(raw: str | list[str] | None) -> tuple[str, ...]:
+    """The modes asked for: a name, a list of them, or (as a query parameter may carry
+    them) a JSON array of them; none is `values`."""
+    given: list[Any] = []
+    for item in [raw] if isinstance(raw, str) else list(raw or []):
+        if isinstance(item, str) and item.startswith("["):
+            try:
+                item = msgspec.json.decode(item)
+            except msgspec.DecodeError as e:
+                raise ValidationException(f"stream_mode {item[:40]!r} is not a JSON list") from e
+        given.extend(item if isinstance(item, list) else [item])
+    if not all(isinstance(m, str) for m in given):
+        raise ValidationException("stream_mode names modes: a string or a list of strings")
+    modes = tuple(dict.fromkeys(m for m in given if m)) or ("values",)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValidationException(
+            f"stream_mode {unknown[0][:40]!r} does not map; Agency streams " + ", ".join(MODES)
+        )
+    return modes
+
+
 _encoder = msgspec.json.Encoder()
 
 

@@ -10,12 +10,14 @@ from agency.services.api.langgraph.routes_batch import BATCH_ROUTES
 from agency.services.api.langgraph.routes_cancel_many import CANCEL_ROUTES
 from agency.services.api.langgraph.routes_crons import CRON_ROUTES
 from agency.services.api.langgraph.routes_graph import GRAPH_ROUTES
+from agency.services.api.langgraph.routes_meta import META_ROUTES
 from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
 from agency.services.api.langgraph.routes_stateless import STATELESS_ROUTES
 from agency.services.api.langgraph.routes_store import STORE_ROUTES
 from agency.services.api.langgraph.routes_thread_admin import THREAD_ADMIN_ROUTES
 from agency.services.api.langgraph.routes_thread_state import THREAD_STATE_ROUTES
 from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
+from agency.services.api.langgraph.thread_stream import THREAD_STREAM_ROUTES
 
 
 def langgraph_router() -> Router:
@@ -33,6 +35,8 @@ def langgraph_router() -> Router:
             *CRON_ROUTES,
             *BATCH_ROUTES,
             *CANCEL_ROUTES,
+            *META_ROUTES,
+            *THREAD_STREAM_ROUTES,
         ],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.

@@ -25,7 +25,7 @@ from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import (
     MULTITASK_OF,
 )
-from agency.services.api.langgraph.parts import MODES
+from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.scope import (
     RunIdPath,
     ThreadIdPath,
@@ -51,13 +51,13 @@ def _ref(lg_run_id: str) -> RunRef:
 
 def run_out(view: GraphView, ref: RunRef) -> Run:
     times = view.run_times.get(ref.run_id)
-    if times is None:
+    if times is None or ref.run_id in view.rejected:
         raise NotFoundException(f"run {ref.id} not found in thread {view.thread_id}")
     strategy = view.strategies.get(ref.run_id, "queue")
     return Run(
         run_id=ref.id,
         thread_id=view.thread_id,
-        assistant_id=view.state.agent_type,
+        assistant_id=getattr(view.state.run(ref.run_id), "agent_type", "") or view.state.agent_type,
         created_at=times[0],
         updated_at=times[1],
         status=view.run_status(ref),
@@ -66,21 +66,12 @@ def run_out(view: GraphView, ref: RunRef) -> Run:
     )
 
 
-def stream_modes(raw: str | list[str] | None) -> tuple[str, ...]:
-    given = [raw] if isinstance(raw, str) else list(raw or [])
-    modes = tuple(dict.fromkeys(m for m in given if m)) or ("values",)
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        raise ValidationException(
-            f"stream_mode {unknown[0][:40]!r} does not map; Agency streams " + ", ".join(MODES)
-        )
-    return modes
-
-
-def _locations(request: Request[Any, Any, Any], thread_id: str, ref: RunRef) -> dict[str, str]:
+def locations(thread_id: str, ref: RunRef) -> dict[str, str]:
     """`Content-Location` names the run (the SDK's `on_run_created`); `Location` is where a
-    cut stream resumes (the SDK reconnects there with `Last-Event-ID`)."""
-    base = f"{request.url.scheme}://{request.url.netloc}{PREFIX}/threads/{thread_id}/runs/{ref.id}"
+    cut stream resumes (the SDK reconnects there with `Last-Event-ID`). Both are paths
+    under `/langgraph`, as LangGraph's own server answers them: the SDKs join them onto
+    their base URL, so they hold behind any proxy, prefix or `Host` rewrite."""
+    base = f"/threads/{thread_id}/runs/{ref.id}"
     return {"Content-Location": base, "Location": f"{base}/stream"}
 
 
@@ -100,7 +91,7 @@ async def run_in_background(
 ) -> Response[Run]:
     ref = (await begin_run(deps, tenant, thread_id, data, request)).ref
     view = await load_thread(deps, tenant, thread_id)
-    headers = _locations(request, view.thread_id, ref)
+    headers = locations(view.thread_id, ref)
     headers.pop("Location")
     if view.run_times.get(ref.run_id) is None:  # the invoke answered `pending`: not stored yet
         view.run_times[ref.run_id] = (view.updated_at, view.updated_at)  # type: ignore[assignment]
@@ -152,7 +143,7 @@ async def run_and_wait(
 ) -> Response[dict[str, Any]]:
     begun = await begin_run(deps, tenant, thread_id, data, request, follow=True)
     view, ref = begun.view, begun.ref
-    headers = _locations(request, view.thread_id, ref)
+    headers = locations(view.thread_id, ref)
     headers.pop("Location")
     body = await _final(deps, tenant, view.thread_id, ref, request, view, begun.feed)
     return Response(body, headers=headers)
@@ -206,7 +197,7 @@ def _stream(
         headers={
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
-            **_locations(request, view.thread_id, ref),
+            **locations(view.thread_id, ref),
         },
         background=BackgroundTask(feed.aclose),
     )
@@ -271,7 +262,14 @@ async def join_stream(
     if cancel_on_disconnect in ("true", "1"):
         raise ValidationException("cancel_on_disconnect does not map: a run outlives its streams")
     after = int_param("Last-Event-ID", last_event_id, 0, 0, MAX_SEQ) if last_event_id else 0
-    return _stream(deps, tenant, view, ref, stream_modes(stream_mode), after, request)
+    # No modes named (the SDK's reconnect, `useStream`'s rejoin): the run's own.
+    named = [m for m in stream_mode or [] if m]  # the SDK sends `stream_mode=` for none
+    modes = (
+        stream_modes(named)
+        if named
+        else view.stream_modes.get(ref.id) or view.stream_modes.get(ref.run_id)
+    )
+    return _stream(deps, tenant, view, ref, modes or ("values",), after, request)
 
 
 @get("/threads/{thread_id:str}/runs/{run_id:str}", summary="LangGraph: a run")
@@ -289,7 +287,7 @@ async def list_runs(
     status: Annotated[str | None, QueryParameter(name="status")] = None,
 ) -> list[Run]:
     view = await load_thread(deps, tenant_of(principal), thread_id)
-    runs = [run_out(view, RunRef(r.run_id)) for r in reversed(view.state.runs)]
+    runs = [run_out(view, ref) for ref in reversed(view.stretches())]
     runs = [r for r in runs if status is None or r.status == status]
     return runs[offset : offset + limit]
 

@@ -15,11 +15,11 @@ from litestar.response import Stream
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.inputs import invocation, refuse_unmapped
+from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.routes_runs import (
     run_and_stream,
     run_and_wait,
     run_in_background,
-    stream_modes,
 )
 from agency.services.api.langgraph.scope import agency_for, assistant_named, new_thread
 from agency.services.api.langgraph.webhook import webhook_of

@@ -163,6 +163,15 @@ async def create_thread(
             if data.if_exists == "do_nothing":
                 return thread_out(existing)
             raise ClientException(status_code=409, detail=f"thread {thread_id} already exists")
+        if not any(metadata.get(k) for k in ASSISTANT_KEYS):
+            # Named by the client, no assistant: created now, of the agency's only (else
+            # first) assistant; a run of another switches it (`start.begin_run`).
+            agency_id = await agency_for(deps, tenant, request)
+            known = sorted(a.assistant_id for a in await assistants(deps, tenant, agency_id))
+            if not known:
+                raise ValidationException(f"agency {agency_id} has no assistant to run")
+            view = await new_thread(deps, tenant, agency_id, known[0], metadata, thread_id)
+            return thread_out(view)
     elif not metadata:
         # No assistant named and nothing to keep: the thread is bound by its first run.
         if request.headers.get(AGENCY_HEADER):
@@ -188,13 +197,17 @@ async def get_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> 
 @post("/threads/search", status_code=200, summary="LangGraph: search the agency's threads")
 async def search_threads(
     data: JSONBody[ThreadSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> list[Thread]:
+) -> list[dict[str, Any]]:
     """Root threads of the agency (subagents' child threads are not listed), newest first;
-    `metadata` and `status` filter, `values` does not map."""
+    `metadata`, `status` and `values` (top-level keys equal) filter; `select` picks fields."""
     tenant = tenant_of(principal)
     limit, offset = _page(data.limit, data.offset)
-    if data.values:
-        raise ValidationException("searching threads by `values` does not map onto Agency")
+    unknown = sorted(set(data.select or ()) - set(Thread.__struct_fields__))
+    if unknown:
+        raise ValidationException(
+            f"select names {unknown[0][:40]!r}, not a thread field: "
+            + ", ".join(Thread.__struct_fields__)
+        )
     agency_id = await agency_for(deps, tenant, request)
     wanted = {
         k: v for k, v in (data.metadata or {}).items() if k not in ("graph_id", "assistant_id")
@@ -219,19 +232,22 @@ async def search_threads(
             json.dumps(wanted),
             graph if isinstance(graph, str) else None,
             data.ids,
-            # With a status filter, statuses come from the log: read until the page is full.
-            None if data.status else offset + limit,
+            # Statuses and values come from the log: then read until the page is full.
+            None if data.status or data.values else offset + limit,
         )
-    found: list[Thread] = []
+    found: list[dict[str, Any]] = []
     skipped = 0
     for row in rows:
         thread = thread_out(await load_thread(deps, tenant, row["thread_id"]))
         if data.status is not None and thread.status != data.status:
             continue
+        if not _matches(thread.values, data.values):
+            continue
         if skipped < offset:
             skipped += 1
             continue
-        found.append(thread)
+        whole = msgspec.to_builtins(thread)
+        found.append({k: whole[k] for k in data.select} if data.select else whole)
         if len(found) == limit:
             break
     return found
@@ -297,7 +313,11 @@ async def get_history(
     tenant = tenant_of(principal)
     if not 1 <= data.limit <= MAX_PAGE:
         raise ValidationException(f"limit must be 1 to {MAX_PAGE}")
-    before = data.before.get("checkpoint_id") if isinstance(data.before, dict) else data.before
+    before = data.before
+    if isinstance(before, dict):  # a checkpoint, or a config holding one
+        before = before.get("checkpoint_id") or (before.get("configurable") or {}).get(
+            "checkpoint_id"
+        )
     bound = _seq(before) if isinstance(before, str) else None
     thread_id = thread_id_of(thread_id)
     events = await deps.bus.store.read(tenant, "thread", thread_id)

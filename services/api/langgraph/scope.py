@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Request
@@ -91,6 +91,13 @@ def deferred_view(tenant: str, thread_id: str) -> GraphView | None:
         return None
     view = GraphView(tenant_id=tenant, thread_id=thread_id)
     view.created_at = view.updated_at = since
+    return view
+
+
+def awaiting_view(tenant: str, thread_id: str) -> GraphView:
+    """A thread a client named that its first run creates: idle and empty until then."""
+    view = GraphView(tenant_id=tenant, thread_id=thread_id)
+    view.created_at = view.updated_at = datetime.now(UTC)
     return view
 
 

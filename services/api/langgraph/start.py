@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request
-from litestar.exceptions import ClientException, ValidationException
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
 
 from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.ids import new_id
@@ -16,11 +16,14 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.follow import following
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
+from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.scope import (
     agency_for,
     agent_type_named,
+    awaiting_view,
     load_thread,
     new_thread,
+    thread_id_of,
 )
 from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import RunCreate
@@ -53,7 +56,12 @@ async def begin_run(
     feed it is given, which read its events as the log stored them, the status included."""
     refuse_unmapped(data)
     webhook = webhook_of(data.webhook)
-    view = await load_thread(deps, tenant, thread_id, deferred=True)
+    try:
+        view = await load_thread(deps, tenant, thread_id, deferred=True)
+    except NotFoundException:
+        if data.if_not_exists != "create":
+            raise
+        view = awaiting_view(tenant, thread_id_of(thread_id))
     if view.created is None:
         if data.command is not None:
             raise ClientException(
@@ -64,20 +72,31 @@ async def begin_run(
         agent_type = await agent_type_named(deps, tenant, agency_id, data.assistant_id)
         view = await new_thread(deps, tenant, agency_id, agent_type, {}, view.thread_id)
     assert view.created is not None
-    if data.assistant_id not in (view.created.agent_type, view.state.agent_type):
-        raise ClientException(
-            status_code=409,
-            detail=f"thread {view.thread_id} belongs to assistant "
-            f"{view.state.agent_type!r}, not {data.assistant_id[:80]!r}",
-        )
+    switch_to: str | None = None
+    if data.assistant_id != view.state.agent_type:
+        if data.command is not None:
+            raise ClientException(
+                status_code=409,
+                detail=f"the interrupt of thread {view.thread_id} is assistant "
+                f"{view.state.agent_type!r}'s to resume, not {data.assistant_id[:80]!r}'s",
+            )
+        # Another assistant's run: the thread switches to its blueprint, history kept.
+        named = await agent_type_named(deps, tenant, view.created.agency_id, data.assistant_id)
+        switch_to = named if named != view.state.agent_type else None
     # Holds nothing until read: only the invoke's wait below opens it.
     feed = following(deps, view, closing_event(request.app.state)) if follow else None
     if data.command is not None and data.command.resume is not None:
         if data.input:
             raise ValidationException("send `input` or `command.resume`, not both")
-        return Begun(view, await resume_run(deps, tenant, view, data.command.resume), feed)
+        modes = stream_modes(data.stream_mode)
+        return Begun(view, await resume_run(deps, tenant, view, data.command.resume, modes), feed)
     await deps.limiter.admit(deps.pool, tenant)
     asked = invocation(data.input)
+    strategy = strategy_of(data)
+    if awaits_approval(view):
+        # LangGraph runs new input on an interrupted thread: the approval it awaits is
+        # withdrawn (its run canceled, its calls answered "Not run") and the input runs.
+        strategy = "interrupt"
     try:
         started = await start_run(
             deps,
@@ -87,17 +106,15 @@ async def begin_run(
             new_id(),
             asked.messages,
             asked.files,
-            strategy_of(data),
+            strategy,
             Seen(view.runs, view.position),
             feed,
+            stream_modes(data.stream_mode),
+            switch_to,
             webhook=webhook,
         )
         if started.status == "rejected":
-            raise ClientException(
-                status_code=409,
-                detail=f"thread {view.thread_id} is busy and multitask_strategy is "
-                f"{data.multitask_strategy or 'reject'!r}: the run was rejected",
-            )
+            raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
     except BaseException:
         if feed is not None:
             await feed.aclose()
@@ -105,9 +122,28 @@ async def begin_run(
     return Begun(view, RunRef(started.run_id), feed)
 
 
-async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -> RunRef:
+def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
+    if switch_to is not None:
+        return (
+            f"thread {view.thread_id} is busy with assistant {view.state.agent_type!r}: a run "
+            f"of {switch_to!r} starts on an idle thread or with multitask_strategy 'interrupt'"
+        )
+    return (
+        f"thread {view.thread_id} is busy and multitask_strategy is "
+        f"{data.multitask_strategy or 'reject'!r}: the run was rejected"
+    )
+
+
+def awaits_approval(view: GraphView) -> bool:
     run = view.state.active_run
-    if run is None or run.status != "paused" or not run.hitl_pending:
+    return run is not None and run.status == "paused" and bool(run.hitl_pending)
+
+
+async def resume_run(
+    deps: ApiDeps, tenant: str, view: GraphView, resume: Any, modes: tuple[str, ...] = ()
+) -> RunRef:
+    run = view.state.active_run
+    if run is None or not awaits_approval(view):
         raise ClientException(
             status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
         )
@@ -121,6 +157,9 @@ async def resume_run(deps: ApiDeps, tenant: str, view: GraphView, resume: Any) -
         modified_tool_calls=decided.modified,
         reason=decided.reason,
         run_id=run.run_id,
+        stream_modes=modes,
     )
     await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
-    return RunRef(run.run_id, view.last_seq)
+    # The stretch after the pause: the id `runs.list` names it by once it began.
+    pauses = view.hitl_pauses.get(run.run_id)
+    return RunRef(run.run_id, pauses[-1] if pauses else view.last_seq)
