@@ -78,15 +78,16 @@ const scenarios = {
   },
 
   // A background run started in `started` modes, followed with joinStream in `modes`
-  // (none: the run's own), then joined.
-  async join({ text, modes, started, graph = "worker" }) {
+  // (none: the run's own) from `lastEventId` (none: from now on; "-1": from its start, as
+  // useStream rejoins), then joined.
+  async join({ text, modes, started, lastEventId, graph = "worker" }) {
     const thread = await client.threads.create({ graphId: graph });
     const run = await client.runs.create(thread.thread_id, graph, {
       input: ask(text),
       streamMode: started,
     });
     const parts = await collect(
-      client.runs.joinStream(thread.thread_id, run.run_id, { streamMode: modes }),
+      client.runs.joinStream(thread.thread_id, run.run_id, { streamMode: modes, lastEventId }),
     );
     const joined = await client.runs.join(thread.thread_id, run.run_id);
     const runs = await client.runs.list(thread.thread_id);

@@ -150,6 +150,21 @@ async def test_join_stream_without_modes_streams_the_runs_own(lg: LangGraph) -> 
     assert _frames(got["parts"]) == await _whole(lg, thread, run, modes)
 
 
+async def test_join_stream_from_minus_one_replays_the_run_from_its_start(lg: LangGraph) -> None:
+    """`useStream` rejoins a run after a reload with `Last-Event-ID: -1`: LangGraph's
+    server replays the run from its start, then follows it."""
+    key = _script(lg, "replayed")
+    modes = ["messages-tuple", "values"]
+    got = await run_node(
+        "sdk.mjs",
+        "join",
+        json.dumps({"text": key, "modes": modes, "started": modes, "lastEventId": "-1"}),
+        env=_env(lg.url, lg),
+    )
+    thread, run = got["thread"]["thread_id"], got["run"]["run_id"]
+    assert _frames(got["parts"]) == await _whole(lg, thread, run, modes)
+
+
 async def test_an_interrupt_is_resumed_with_command_resume(lg: LangGraph) -> None:
     key = f"js-hitl-{lg.agency}"
     lg.llm.script(
