@@ -21,7 +21,17 @@ async function collect(stream) {
   return parts;
 }
 
-async function until(check, what) {
+// The SDK's errors say what was asked of the server, not which call asked it.
+async function step(name, promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    error.message = `${name}: ${error.message}`;
+    throw error;
+  }
+}
+
+async function until(check) {
   for (;;) {
     const value = await check();
     if (value) return value;
@@ -44,11 +54,17 @@ const scenarios = {
   // run on a thread that does not exist yet, created by the run (ifNotExists: "create").
   async named({ text, graph = "worker" }) {
     const id = crypto.randomUUID();
-    const thread = await client.threads.create({ threadId: id });
-    const values = await client.runs.wait(id, graph, { input: ask(text) });
+    const thread = await step("threads.create({threadId})", client.threads.create({ threadId: id }));
+    const values = await step(
+      "runs.wait on it",
+      client.runs.wait(id, graph, { input: ask(text) }),
+    );
     const other = crypto.randomUUID();
-    const created = await client.runs.wait(other, graph, { input: ask(text), ifNotExists: "create" });
-    const got = await client.threads.get(other);
+    const created = await step(
+      'runs.wait(new id, {ifNotExists: "create"})',
+      client.runs.wait(other, graph, { input: ask(text), ifNotExists: "create" }),
+    );
+    const got = await step("threads.get(that id)", client.threads.get(other));
     return { id, thread, values, other, created, got };
   },
 
