@@ -1,5 +1,6 @@
 // Bundles a page from npm packages with esbuild: node build.mjs ENTRY OUTDIR
-// writes OUTDIR/index.html and OUTDIR/app.js (React in its production build).
+// writes OUTDIR/index.html and OUTDIR/app.js (React in its production build). As Vite
+// does, the environment's VITE_* variables are the page's `import.meta.env.VITE_*`.
 import { build } from "esbuild";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -12,7 +13,14 @@ await build({
   jsx: "automatic",
   target: "es2022",
   outfile: join(out, "app.js"),
-  define: { "process.env.NODE_ENV": '"production"' },
+  define: {
+    "process.env.NODE_ENV": '"production"',
+    ...Object.fromEntries(
+      Object.entries(process.env)
+        .filter(([name]) => name.startsWith("VITE_"))
+        .map(([name, value]) => [`import.meta.env.${name}`, JSON.stringify(value)]),
+    ),
+  },
   minify: true,
   logLevel: "warning",
 });
