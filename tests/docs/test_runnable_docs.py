@@ -227,8 +227,13 @@ def run_page(copy: Path, entry: str, message: str, shows: list[str]) -> str:
 def copy(tmp_path: Path) -> Path:
     target = fresh_copy(tmp_path / "agency")
     shared_venv(target)
-    shared_node_modules(target)
     return target
+
+
+def needs_npm(document: Path) -> bool:
+    """Whether a document's files import npm packages (JavaScript files)."""
+    names = [b.attributes.get("file", "") for b in blocks(document)]
+    return any(name.endswith((".js", ".mjs", ".jsx")) for name in names)
 
 
 @pytest.mark.parametrize("document", documents(), ids=lambda path: path.name)
@@ -236,6 +241,8 @@ def test_a_documents_commands_run_as_written(document: Path, copy: Path) -> None
     terminals: list[Terminal] = []
     stopped: list[bool] = []
     output: list[str] = []
+    if needs_npm(document):
+        shared_node_modules(copy)
     try:
         for number, block in enumerate(blocks(document)):
             if "file" in block.attributes:
