@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ class Proxy:
     cuts: int = 0
     seen: list[Seen] = field(default_factory=list)
     cut: int = 0
+    # The id of the last frame the client got before each cut.
+    cut_ids: list[str | None] = field(default_factory=list)
     url: str = ""
     _server: asyncio.Server | None = None
     _open: set[asyncio.StreamWriter] = field(default_factory=set)
@@ -134,6 +137,7 @@ class Proxy:
         cutting = sse and self.cut < self.cuts and self.cut_after > 0
         frames = 0
         pending = b""
+        last: bytes | None = None  # the id of the last frame forwarded
         if length is not None:
             remaining = int(length)
             while remaining:
@@ -147,22 +151,38 @@ class Proxy:
         while data := await up.read(65536):
             if cutting:
                 # Frames end with a blank line; the chunk framing uses \r\n, never \n\n.
+                # The cut falls between two events: after the frame that reaches
+                # `cut_after`, the frames of the same event (same id) that came with it
+                # go too.
                 pending += data
                 while (end := pending.find(b"\n\n")) >= 0:
+                    frame_id = _frame_id(pending[: end + 2])
+                    if frames >= self.cut_after and (frame_id is None or frame_id != last):
+                        break
                     writer.write(pending[: end + 2])
                     pending = pending[end + 2 :]
                     frames += 1
-                    if frames >= self.cut_after:
-                        await writer.drain()
-                        self.cut += 1
-                        writer.transport.abort()
-                        return False
+                    last = frame_id if frame_id is not None else last
+                if frames >= self.cut_after:
+                    await writer.drain()
+                    self.cut += 1
+                    self.cut_ids.append(last.decode() if last is not None else None)
+                    writer.transport.abort()
+                    return False
                 continue
             writer.write(data)
             await writer.drain()
         writer.write(pending)
         await writer.drain()
         return keep and chunked
+
+
+_ID = re.compile(rb"(?m)^id: ?(\S+)")
+
+
+def _frame_id(frame: bytes) -> bytes | None:
+    found = _ID.search(frame)
+    return found.group(1) if found else None
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
