@@ -58,7 +58,7 @@ _EXPECTED = {
         "ai: Done. write_todos answered",  # the JS SDK
         "messages",
         "info: ok",  # Agent Chat UI's first requests
-        "access-control-allow-origin: http://localhost:3000",
+        "http://localhost:3000",  # the preflight answered for its origin
     ],
 }
 # What a page shows once it has its answer: the runner waits for each of these.
