@@ -7,6 +7,7 @@ what is expected."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,6 +18,13 @@ from tests.langgraph.helpers import call, collect
 from tests.langgraph.jsclients import Proxy, run_node
 
 TEXT = "one two three four five six seven eight nine ten eleven twelve"
+
+
+@pytest.fixture
+async def nginx(lg: LangGraph) -> AsyncIterator[Proxy]:
+    """A proxy that rewrites `Host` as nginx's `proxy_pass http://agency;` does."""
+    async with Proxy(lg.url, host="agency") as proxy:
+        yield proxy
 
 
 def _env(url: str, lg: LangGraph) -> dict[str, str]:
@@ -107,11 +115,12 @@ async def test_a_stream_through_a_proxy_that_rewrites_host_resumes_through_it(
     assert _frames(got["parts"]) == await _whole(lg, thread, run, modes)
 
 
-async def test_wait_history_and_get_through_a_proxy_that_rewrites_host(lg: LangGraph) -> None:
+async def test_wait_history_and_get_through_a_proxy_that_rewrites_host(
+    lg: LangGraph, nginx: Proxy
+) -> None:
     key = f"js-wait-{lg.agency}"
     lg.llm.script(key, [ScriptStep(content="waited for")])
-    async with Proxy(lg.url, host="agency") as nginx:
-        got = await run_node("sdk.mjs", "wait", json.dumps({"text": key}), env=_env(nginx.url, lg))
+    got = await run_node("sdk.mjs", "wait", json.dumps({"text": key}), env=_env(nginx.url, lg))
     assert [m["type"] for m in got["values"]["messages"]] == ["human", "ai"]
     assert got["values"]["messages"][-1]["content"] == "waited for"
     history = got["history"]
@@ -123,11 +132,13 @@ async def test_wait_history_and_get_through_a_proxy_that_rewrites_host(lg: LangG
     assert got["got"]["status"] == "idle" and got["got"]["metadata"]["graph_id"] == "worker"
 
 
-async def test_a_background_run_is_followed_with_join_stream_and_joined(lg: LangGraph) -> None:
+async def test_a_background_run_is_followed_with_join_stream_and_joined(
+    lg: LangGraph, nginx: Proxy
+) -> None:
     key = _script(lg, "join")
     modes = ["messages-tuple", "values"]
     got = await run_node(
-        "sdk.mjs", "join", json.dumps({"text": key, "modes": modes}), env=_env(lg.url, lg)
+        "sdk.mjs", "join", json.dumps({"text": key, "modes": modes}), env=_env(nginx.url, lg)
     )
     thread, run = got["thread"]["thread_id"], got["run"]["run_id"]
     assert got["run"]["status"] in ("pending", "running")
@@ -165,7 +176,7 @@ async def test_join_stream_from_minus_one_replays_the_run_from_its_start(lg: Lan
     assert _frames(got["parts"]) == await _whole(lg, thread, run, modes)
 
 
-async def test_an_interrupt_is_resumed_with_command_resume(lg: LangGraph) -> None:
+async def test_an_interrupt_is_resumed_with_command_resume(lg: LangGraph, nginx: Proxy) -> None:
     key = f"js-hitl-{lg.agency}"
     lg.llm.script(
         key,
@@ -176,7 +187,7 @@ async def test_an_interrupt_is_resumed_with_command_resume(lg: LangGraph) -> Non
         "sdk.mjs",
         "interrupt",
         json.dumps({"text": key, "modes": ["updates", "values"], "resume": resume}),
-        env=_env(lg.url, lg),
+        env=_env(nginx.url, lg),
     )
     updates = [p["data"] for p in got["paused"] if p["event"] == "updates"]
     (interrupt,) = updates[-1]["__interrupt__"]
@@ -196,10 +207,10 @@ async def test_an_interrupt_is_resumed_with_command_resume(lg: LangGraph) -> Non
     ]
 
 
-async def test_the_active_run_is_canceled(lg: LangGraph) -> None:
+async def test_the_active_run_is_canceled(lg: LangGraph, nginx: Proxy) -> None:
     key = f"js-cancel-{lg.agency}"
     lg.llm.script(key, [ScriptStep(content="never", delay_ms=20_000)])
-    got = await run_node("sdk.mjs", "cancel", json.dumps({"text": key}), env=_env(lg.url, lg))
+    got = await run_node("sdk.mjs", "cancel", json.dumps({"text": key}), env=_env(nginx.url, lg))
     assert got["after"]["status"] == "interrupted"
     assert got["got"]["status"] == "idle"
 
