@@ -102,7 +102,7 @@ async def test_use_stream_streams_approves_and_rejoins_after_a_reload(
         key,
         [
             ScriptStep(content=FIRST, tool_calls=[call("lookup", word="w")], stream_delay_ms=60),
-            ScriptStep(content=SECOND, stream_delay_ms=120),
+            ScriptStep(content=SECOND, stream_delay_ms=200),
         ],
     )
     context = await browser.new_context()
