@@ -3,9 +3,15 @@
 A fenced block is taken when its info string says so: ```` ```python file=NAME ```` is saved
 as NAME, ```` ```sh runnable ```` is run by bash (each line in turn, one shell for the block;
 it must end with 0), ```` ```sh runnable=background ```` starts a server in a terminal of
-its own and waits until it prints a line beginning with `ready`. The copy is a clone of the repository with the
-working tree's edits on top, sharing this virtual environment (`./run` then installs
-nothing); its servers are stopped with Ctrl-C (SIGINT) at the end.
+its own and waits until it prints a line beginning with `ready`. ```` ```jsx file=NAME
+page=MESSAGE ```` is a page: saved, bundled with its npm packages as Vite would (the
+`VITE_AGENCY_URL` and `VITE_AGENCY_KEY` of its `.env` being the running system's URL and
+key), served on an origin of its own and opened in Debian's chromium, where MESSAGE (URL-encoded)
+is typed into its input and sent; its text is then read as a block's output. The copy is a
+clone of the repository with the working tree's edits on top, sharing this virtual
+environment (`./run` then installs nothing) and the npm packages tests/js pins (what
+`npm install` of the packages a document names gives); its servers are stopped with
+Ctrl-C (SIGINT) at the end.
 
 The app author's guide (`docs/extending.md`) has nothing but such blocks: its examples are
 files, imported by its tests, which a runnable block runs with pytest; and it gives every
@@ -14,23 +20,35 @@ public method of `agency.Middleware` with its signature as the code has it.
 
 from __future__ import annotations
 
+import functools
+import http.server
 import inspect
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
 _FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 _READY_TIMEOUT = 300.0
 _BLOCK_TIMEOUT = 300.0
 _STOP_TIMEOUT = 60.0
+_PAGE_TIMEOUT_MS = 30_000
+_NODE_MODULES = REPO / "tests" / "js" / "node_modules"
 # What a person would see; a document not listed here only has to run without failing.
 _EXPECTED = {
     "README.md": [
@@ -48,9 +66,17 @@ _EXPECTED = {
         "subagents/",
         "10 passed",
     ],
+    "frontends.md": [
+        "ai: Done. write_todos answered",  # the JS SDK
+        "messages",
+        "info: ok",  # Agent Chat UI's first requests
+        "http://localhost:3000",  # the preflight answered for its origin
+    ],
 }
 # Documents every fenced block of which is run: none is left as an example that may rot.
 _ALL_RUN = ("extending.md",)
+# What a page shows once it has its answer: the runner waits for each of these.
+_PAGE_SHOWS = {"frontends.md": ["ai: Done. write_todos answered"]}
 
 
 @dataclass(frozen=True)
@@ -154,6 +180,63 @@ class Terminal:
         return self.process.returncode in (0, 128 + signal.SIGINT)
 
 
+def shared_node_modules(copy: Path) -> None:
+    """The copy's `node_modules`: the packages tests/js pins (`npm ci`, see .ci/run)."""
+    if not _NODE_MODULES.is_dir():
+        pytest.fail("tests/js has no node_modules: npm ci --prefix tests/js --ignore-scripts")
+    (copy / "node_modules").symlink_to(_NODE_MODULES)
+
+
+@contextmanager
+def served(root: Path) -> Iterator[str]:
+    """`root` over HTTP at localhost: an origin other than the API's (127.0.0.1)."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_page(copy: Path, entry: str, message: str, shows: list[str]) -> str:
+    """Bundle the page, open it, send `message`, wait until it shows each of `shows`."""
+    endpoints = json.loads((copy / ".agency" / "endpoints.json").read_text())
+    out = copy.parent / "page"
+    env = {**user_env(), "VITE_AGENCY_URL": endpoints["api_url"],
+           "VITE_AGENCY_KEY": endpoints["api_key"]}  # fmt: skip
+    subprocess.run(["node", str(REPO / "tests" / "js" / "build.mjs"), entry, str(out)],
+                   cwd=copy, env=env, check=True, timeout=120)  # fmt: skip
+    problems: list[str] = []
+    with served(out) as url, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000
+        )
+        try:
+            page = browser.new_page()
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}"))
+            page.goto(f"{url}/index.html")
+            page.fill("input", message)
+            page.press("input", "Enter")
+            wanted = json.dumps(shows)
+            try:
+                page.wait_for_function(
+                    f"() => {wanted}.every((s) => document.body.innerText.includes(s))",
+                    timeout=_PAGE_TIMEOUT_MS,
+                )
+            except Exception as error:
+                text = page.inner_text("body")
+                pytest.fail(
+                    f"{entry} never showed {shows}: {error}\n{text}\n" + "\n".join(problems)
+                )
+            return page.inner_text("body")
+        finally:
+            browser.close()
+
+
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
     target = fresh_copy(tmp_path / "agency")
@@ -161,15 +244,27 @@ def copy(tmp_path: Path) -> Path:
     return target
 
 
+def needs_npm(document: Path) -> bool:
+    """Whether a document's files import npm packages (JavaScript files)."""
+    names = [b.attributes.get("file", "") for b in blocks(document)]
+    return any(name.endswith((".js", ".mjs", ".jsx")) for name in names)
+
+
 @pytest.mark.parametrize("document", documents(), ids=lambda path: path.name)
 def test_a_documents_commands_run_as_written(document: Path, copy: Path) -> None:
     terminals: list[Terminal] = []
     stopped: list[bool] = []
     output: list[str] = []
+    if needs_npm(document):
+        shared_node_modules(copy)
     try:
         for number, block in enumerate(blocks(document)):
             if "file" in block.attributes:
                 (copy / block.attributes["file"]).write_text(block.text)
+                if "page" in block.attributes:
+                    shows = _PAGE_SHOWS.get(document.name, [])
+                    message = unquote(block.attributes["page"])
+                    output.append(run_page(copy, block.attributes["file"], message, shows))
             elif block.attributes["runnable"] == "background":
                 terminal = Terminal(block.text, copy, copy.parent / f"terminal-{number}.log")
                 terminals.append(terminal)

@@ -1,0 +1,156 @@
+// The LangGraph JS SDK as an application runs it, against Agency's /langgraph routes.
+//
+//   node sdk.mjs SCENARIO '{"text": "...", ...}'
+//
+// LG_URL is the API's /langgraph URL (a test proxy's, as the case may be), LG_KEY the
+// tenant's key. Each scenario prints what the SDK gave it as one JSON line; the test
+// asserts on it. Any error fails the script (exit status 1, the error on stderr); a
+// scenario that takes longer than LG_TIMEOUT_MS (60 s) fails too.
+import { Client } from "@langchain/langgraph-sdk";
+
+const url = process.env.LG_URL;
+const key = process.env.LG_KEY;
+const [scenario, raw] = process.argv.slice(2);
+const params = JSON.parse(raw ?? "{}");
+const client = new Client({ apiUrl: url, apiKey: key });
+const ask = (text) => ({ messages: [{ role: "user", content: text }] });
+
+async function collect(stream) {
+  const parts = [];
+  for await (const part of stream) parts.push({ event: part.event, data: part.data, id: part.id });
+  return parts;
+}
+
+// The SDK's errors say what was asked of the server, not which call asked it.
+async function step(name, promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    error.message = `${name}: ${error.message}`;
+    throw error;
+  }
+}
+
+async function until(check) {
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const scenarios = {
+  // What Agent Chat UI asks first: is there a server at this URL, with this key?
+  async info() {
+    const answers = {};
+    for (const path of ["/info", "/ok"]) {
+      const response = await fetch(`${url}${path}`, { headers: { "X-Api-Key": key } });
+      answers[path] = { status: response.status, body: await response.text() };
+    }
+    return answers;
+  },
+
+  // A thread named by the client, with no assistant (as UIs do), then a run on it.
+  async named({ text, graph = "worker" }) {
+    const id = crypto.randomUUID();
+    const thread = await step("threads.create({threadId})", client.threads.create({ threadId: id }));
+    const values = await step("runs.wait on it", client.runs.wait(id, graph, { input: ask(text) }));
+    return { id, thread, values };
+  },
+
+  // A run on a thread that does not exist yet, created by the run (ifNotExists: "create").
+  async createdByRun({ text, graph = "worker" }) {
+    const id = crypto.randomUUID();
+    const values = await step(
+      'runs.wait(new id, {ifNotExists: "create"})',
+      client.runs.wait(id, graph, { input: ask(text), ifNotExists: "create" }),
+    );
+    const got = await step("threads.get(that id)", client.threads.get(id));
+    return { id, values, got };
+  },
+
+  // threads.create, then runs.stream in the given modes; the SDK reconnects by itself
+  // (the answer's Location, Last-Event-ID) when the stream is cut while the run goes on.
+  async stream({ text, modes, graph = "worker" }) {
+    const thread = await client.threads.create({ graphId: graph });
+    let created;
+    const parts = await collect(
+      client.runs.stream(thread.thread_id, graph, {
+        input: ask(text),
+        streamMode: modes,
+        onRunCreated: (meta) => (created = meta),
+      }),
+    );
+    const state = await client.threads.getState(thread.thread_id);
+    return { thread, created, parts, state };
+  },
+
+  // runs.wait, then the thread's history as checkpoints, newest first.
+  async wait({ text, graph = "worker" }) {
+    const thread = await client.threads.create({ graphId: graph });
+    const values = await client.runs.wait(thread.thread_id, graph, { input: ask(text) });
+    const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
+    const got = await client.threads.get(thread.thread_id);
+    return { thread, values, history, got };
+  },
+
+  // A background run started in `started` modes, followed with joinStream in `modes`
+  // (none: the run's own) from `lastEventId` (none: from now on; "-1": from its start, as
+  // useStream rejoins), then joined.
+  async join({ text, modes, started, lastEventId, graph = "worker" }) {
+    const thread = await client.threads.create({ graphId: graph });
+    const run = await client.runs.create(thread.thread_id, graph, {
+      input: ask(text),
+      streamMode: started,
+    });
+    const parts = await collect(
+      client.runs.joinStream(thread.thread_id, run.run_id, { streamMode: modes, lastEventId }),
+    );
+    const joined = await client.runs.join(thread.thread_id, run.run_id);
+    const runs = await client.runs.list(thread.thread_id);
+    return { thread, run, parts, joined, runs };
+  },
+
+  // A run that stops for approval, resumed with command.resume in a new stream.
+  async interrupt({ text, modes, resume, graph = "approver" }) {
+    const thread = await client.threads.create({ graphId: graph });
+    const paused = await collect(
+      client.runs.stream(thread.thread_id, graph, { input: ask(text), streamMode: modes }),
+    );
+    const state = await client.threads.getState(thread.thread_id);
+    const waiting = await client.threads.get(thread.thread_id);
+    const resumed = await collect(
+      client.runs.stream(thread.thread_id, graph, { command: { resume }, streamMode: modes }),
+    );
+    const after = await client.threads.get(thread.thread_id);
+    const history = await client.threads.getHistory(thread.thread_id, { limit: 20 });
+    return { thread, paused, state, waiting, resumed, after, history };
+  },
+
+  // The active run canceled, waiting until it ended.
+  async cancel({ text, graph = "worker" }) {
+    const thread = await client.threads.create({ graphId: graph });
+    const run = await client.runs.create(thread.thread_id, graph, { input: ask(text) });
+    await until(async () => (await client.runs.get(thread.thread_id, run.run_id)).status === "running");
+    await client.runs.cancel(thread.thread_id, run.run_id, true);
+    const after = await client.runs.get(thread.thread_id, run.run_id);
+    const got = await client.threads.get(thread.thread_id);
+    return { thread, run, after, got };
+  },
+};
+
+const timer = setTimeout(() => {
+  console.error(`${scenario}: no end in ${process.env.LG_TIMEOUT_MS ?? 60000} ms`);
+  process.exit(3);
+}, Number(process.env.LG_TIMEOUT_MS ?? 60000));
+
+try {
+  if (!scenarios[scenario]) throw new Error(`no scenario ${scenario}`);
+  console.log(JSON.stringify(await scenarios[scenario](params)));
+} catch (error) {
+  console.error(error?.stack ?? String(error));
+  if (error?.cause) console.error("cause:", error.cause?.stack ?? error.cause);
+  process.exitCode = 1;
+} finally {
+  clearTimeout(timer);
+}
