@@ -235,9 +235,22 @@ LastEventId = Annotated[
     HeaderParameter(
         name="Last-Event-ID",
         required=False,
-        description="The last event seq received: the stream resumes after it.",
+        description=(
+            "The last event seq received: the stream resumes after it; -1 (as `useStream` "
+            "rejoins after a reload) replays it from its start."
+        ),
     ),
 ]
+
+
+def after_last_event(last_event_id: str | None, default: int) -> int:
+    """The seq a stream resumes after: `default` without a `Last-Event-ID`; -1, as
+    LangGraph's clients send to replay a stream whole, is from the start."""
+    if not last_event_id:
+        return default
+    if last_event_id.strip() == "-1":
+        return 0
+    return int_param("Last-Event-ID", last_event_id, 0, 0, MAX_SEQ)
 
 
 @get(
@@ -261,7 +274,7 @@ async def join_stream(
     run_out(view, ref)
     if cancel_on_disconnect in ("true", "1"):
         raise ValidationException("cancel_on_disconnect does not map: a run outlives its streams")
-    after = int_param("Last-Event-ID", last_event_id, 0, 0, MAX_SEQ) if last_event_id else 0
+    after = after_last_event(last_event_id, 0)
     # No modes named (the SDK's reconnect, `useStream`'s rejoin): the run's own.
     named = [m for m in stream_mode or [] if m]  # the SDK sends `stream_mode=` for none
     modes = (

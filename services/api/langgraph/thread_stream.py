@@ -29,9 +29,8 @@ from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.langgraph.follow import KEEPALIVE
 from agency.services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
 from agency.services.api.langgraph.parts import Parts, frame
-from agency.services.api.langgraph.routes_runs import LastEventId
+from agency.services.api.langgraph.routes_runs import LastEventId, after_last_event
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
-from agency.services.api.routes_queries import MAX_SEQ, int_param
 from agency.services.api.streaming import ThreadFeed, closing_event
 
 log = structlog.get_logger(__name__)
@@ -134,9 +133,7 @@ async def join_thread_stream(
     tenant = tenant_of(principal)
     modes = thread_modes([*(stream_mode or []), *(stream_modes or [])])
     view = await load_thread(deps, tenant, thread_id)
-    after = (
-        int_param("Last-Event-ID", last_event_id, 0, 0, MAX_SEQ) if last_event_id else view.last_seq
-    )
+    after = after_last_event(last_event_id, view.last_seq)
     closing = closing_event(request.app.state)
     feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing)
     folding = GraphView(tenant_id=tenant, thread_id=view.thread_id)
