@@ -71,6 +71,12 @@ async def update_state(
         )
     values = dict(data.values)
     todos = _todos(values.pop("todos")) if "todos" in values else None
+    unknown = sorted(set(values) - {"messages", "files"})
+    if unknown:
+        raise ValidationException(
+            f"`values` key {unknown[0][:80]!r} does not map: an Agency thread's state is "
+            "`messages`, `files` and `todos`"
+        )
     asked = invocation(values)
     if not asked.messages and not asked.files and todos is None:
         raise ValidationException("`values` holds nothing to add: `messages`, `files`, `todos`")
