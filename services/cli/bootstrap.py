@@ -1,4 +1,5 @@
-"""The default tenant `agency up` creates on loopback, so a first run has a key to use."""
+"""The default tenant `agency up` creates on loopback, so a first run has a key to use, and
+its agency named `default`, where the CLI and the LangGraph routes work unless told another."""
 
 from __future__ import annotations
 
@@ -78,3 +79,4 @@ async def ensure_default_tenant(
                     break
             await asyncio.sleep(0.1)
     return credentials
+

@@ -9,13 +9,13 @@ import sys
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from agency.services.cli.agencies import DEFAULT_AGENCY, ensure_default_agency
 from agency.services.cli.common import add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
     from agency.contracts.http import EventView
     from agency.services.client import AsyncAgencyClient
 
-DEFAULT_AGENCY = "default"
 # Exit codes of `invoke --follow` by how the run ended: done or waiting for a person is a
 # success; an error, a cancel or a refusal is not.
 _EXIT = {"completed": 0, "paused": 0, "error": 1, "canceled": 1, "rejected": 1}
@@ -124,20 +124,12 @@ async def threads_ls(args: argparse.Namespace) -> int:
 
 async def threads_create(args: argparse.Namespace) -> int:
     async def body(client: AsyncAgencyClient) -> int:
-        agency = args.agency or await _default_agency(client)
+        agency = args.agency or await ensure_default_agency(client)
         thread = await client.create_thread(agency, args.agent_type)
         _print(args, thread, thread.id)
         return 0
 
     return await _run(args, body)
-
-
-async def _default_agency(client: AsyncAgencyClient) -> str:
-    """The tenant's agency named `default`, created on first use."""
-    for agency in await client.list_agencies():
-        if agency.name == DEFAULT_AGENCY:
-            return agency.id
-    return (await client.create_agency(DEFAULT_AGENCY)).id
 
 
 async def threads_invoke(args: argparse.Namespace) -> int:

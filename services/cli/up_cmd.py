@@ -51,8 +51,10 @@ async def agency_up(args: argparse.Namespace) -> int:
     from agency.services.api.deps import ApiDeps, ApiSettings
     from agency.services.api.server import run_api
     from agency.services.api.tenant_scope import scope_session
+    from agency.services.cli.agencies import ensure_default_agency
     from agency.services.cli.bootstrap import ensure_default_tenant, load_credentials
     from agency.services.cli.signals import stop_on_signals
+    from agency.services.client import AsyncAgencyClient
     from agency.services.llm.catalog import ProviderCatalog
     from agency.services.llm.fake_server import FakeLLMServer
     from agency.services.llm.router import provider_from_env
@@ -131,6 +133,9 @@ async def agency_up(args: argparse.Namespace) -> int:
                     print(f"the API did not start within 30 s: {error}", file=sys.stderr)
                     return 1
                 credentials = await ensure_default_tenant(deps, credentials, directory)
+                assert credentials.api_key is not None
+                async with AsyncAgencyClient(api_url, credentials.api_key) as client:
+                    await ensure_default_agency(client)
                 endpoints = Endpoints(
                     pid=os.getpid(),
                     nats_url=urls.nats_url,

@@ -121,6 +121,8 @@ async def test_agency_up_runs_services_in_processes_restarts_a_killed_one_and_st
                 assert r.status_code == 200, r.text
 
             await assert_eventually(ready, timeout=30)
+            # The tenant's agency named `default`, where the CLI and LangGraph's clients work.
+            assert [a["name"] for a in (await http.get("/agencies")).json()] == ["default"]
             r = await http.post("/agencies", json={"name": "processes"})
             assert r.status_code == 201, r.text
             agency = r.json()["id"]
