@@ -22,7 +22,6 @@ import traceback
 from functools import cache
 from pathlib import Path
 
-import agency
 from agency.contracts.events.tool import MAX_RAISED_AT_CHARS
 from agency.services.agents.tools import ToolFailed
 
@@ -30,7 +29,8 @@ from agency.services.agents.tools import ToolFailed
 @cache
 def _agencys() -> tuple[str, ...]:
     """The folders of agency's own files: the package and the folders its layers link to."""
-    package = Path(agency.__file__).parent
+    # This module is agency/services/agents/tracebacks.py, reached through the package.
+    package = Path(__file__).absolute().parents[2]
     folders = {str(package), *(str(p.resolve()) for p in package.iterdir() if p.is_dir())}
     return tuple(f.rstrip(os.sep) + os.sep for f in folders)
 
