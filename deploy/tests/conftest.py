@@ -25,7 +25,12 @@ def podman_env() -> dict[str, str]:
 
 def sh(*argv: str, timeout: float = 120, check: bool = True, **kw: object) -> str:
     done = subprocess.run(
-        list(argv), capture_output=True, text=True, timeout=timeout, env=podman_env(), **kw  # type: ignore[arg-type]
+        list(argv),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=podman_env(),
+        **kw,  # type: ignore[arg-type]
     )
     if check:
         assert done.returncode == 0, f"{argv}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
@@ -56,7 +61,9 @@ def image() -> str:
 def run_demo_thread(http: httpx.Client, admin_secret: str, message: str = "hello") -> None:
     """A tenant made with the admin secret, an agency, a thread of the default system's
     `assistant` invoked against the offline model, until its run completes."""
-    r = http.post("/tenants", json={"name": "ship"}, headers={"Authorization": f"Bearer {admin_secret}"})
+    r = http.post(
+        "/tenants", json={"name": "ship"}, headers={"Authorization": f"Bearer {admin_secret}"}
+    )
     assert r.status_code == 201, r.text
     auth = {"Authorization": f"Bearer {r.json()['apiKey']}"}
     r = http.post("/agencies", json={"name": "demo"}, headers=auth)

@@ -4,6 +4,7 @@ checks against its bundled schemas), with the promised parts in them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +95,17 @@ def test_credentials_come_from_secrets_and_none_is_written_in_a_pod() -> None:
             for doc in by_kind(docs, kind).values():
                 for container in doc["spec"]["template"]["spec"]["containers"]:
                     env = {e["name"]: e for e in container.get("env", [])}
-                    for name in ("AGENCY_ADMIN_SECRET", "AGENCY_VARIABLES_KEY", "NATS_PASSWORD", "POSTGRES_PASSWORD"):
+                    for name in (
+                        "AGENCY_ADMIN_SECRET",
+                        "AGENCY_VARIABLES_KEY",
+                        "NATS_PASSWORD",
+                        "POSTGRES_PASSWORD",
+                    ):
                         if name in env:
-                            assert "secretKeyRef" in env[name]["valueFrom"], (doc["metadata"]["name"], name)
+                            assert "secretKeyRef" in env[name]["valueFrom"], (
+                                doc["metadata"]["name"],
+                                name,
+                            )
                     if "NATS_URL" in env and "value" in env["NATS_URL"]:
                         assert "$(NATS_PASSWORD)" in env["NATS_URL"]["value"]
     external = render(VALUE_SETS["external"])
@@ -104,8 +113,14 @@ def test_credentials_come_from_secrets_and_none_is_written_in_a_pod() -> None:
     assert not by_kind(external, "StatefulSet")
     api = by_kind(external, "Deployment")["agency-api"]["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e for e in api["env"]}
-    assert env["NATS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "agency-nats", "key": "nats-url"}
-    assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "agency-db", "key": "database-url"}
+    assert env["NATS_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "agency-nats",
+        "key": "nats-url",
+    }
+    assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "agency-db",
+        "key": "database-url",
+    }
     assert env["AGENCY_ADMIN_SECRET"]["valueFrom"]["secretKeyRef"]["name"] == "agency-secrets"
     assert api["envFrom"] == [{"secretRef": {"name": "agency-models"}}]
 
@@ -120,5 +135,5 @@ def test_the_migration_job_runs_after_every_install_and_upgrade() -> None:
 
 
 def test_external_services_without_their_secret_are_refused() -> None:
-    with pytest.raises(helm.HelmError, match="nats.external.existingSecret is required"):
+    with pytest.raises(helm.HelmError, match=re.escape("nats.external.existingSecret is required")):
         render({"nats": {"bundled": False}})
