@@ -30,6 +30,6 @@ mkdir -p "$work/context/wheels"
 cp deploy/image/Containerfile deploy/image/container.py "$work/context/"
 
 echo "building $tag..." >&2
-podman build --quiet --build-arg BASE="$base" --build-arg VERSION="$version" \
+podman build --quiet --format docker --build-arg BASE="$base" --build-arg VERSION="$version" \
   -t "$tag" -t localhost/agency:latest -f "$work/context/Containerfile" "$work/context"
 echo "$tag"
