@@ -20,6 +20,7 @@ Configuration is by environment only; nothing secret is kept in the image.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -121,6 +122,13 @@ def main() -> None:
         _postgres()
     if args[:1] == ["nats-server"]:
         from agency.infra.launch import nats_server_binary
+
+        # nats-server parses a variable's value as configuration (a password beginning with
+        # a digit is a parse error): the variables its config names are given as strings.
+        for name in ("NATS_NAME", "NATS_PASSWORD"):
+            value = os.environ.get(name)
+            if value and not value.startswith('"'):
+                os.environ[name] = json.dumps(value)
 
         binary = str(nats_server_binary())
         os.execv(binary, [binary, *args[1:]])
