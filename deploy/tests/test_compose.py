@@ -112,10 +112,10 @@ def test_runs_with_tools_subagents_and_approvals_end_once_through_node_and_worke
         r = http.post(
             "/tenants", json={"name": "compose"}, headers={"Authorization": f"Bearer {admin}"}
         )
-        assert r.status_code == 201, r.text
+        assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
         auth = {"Authorization": f"Bearer {r.json()['apiKey']}"}
         r = http.post("/agencies", json={"name": "compose"}, headers=auth)
-        assert r.status_code == 201, r.text
+        assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
         agency = r.json()["id"]
         for blueprint in BLUEPRINTS:
             r = http.post(f"/agency/{agency}/blueprints", json=blueprint, headers=auth)
@@ -123,7 +123,7 @@ def test_runs_with_tools_subagents_and_approvals_end_once_through_node_and_worke
 
         def start(agent_type: str, message: str) -> str:
             r = http.post(f"/agency/{agency}/agents", json={"agentType": agent_type}, headers=auth)
-            assert r.status_code == 201, r.text
+            assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
             thread = r.json()["id"]
             body = {"messages": [{"role": "user", "content": message}]}
             r = http.post(f"/agency/{agency}/agent/{thread}/invoke", json=body, headers=auth)
