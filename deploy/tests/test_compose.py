@@ -121,12 +121,24 @@ def test_runs_with_tools_subagents_and_approvals_end_once_through_node_and_worke
             r = http.post(f"/agency/{agency}/blueprints", json=blueprint, headers=auth)
             assert r.status_code in (200, 201), r.text
 
+        def post(path: str, body: dict[str, object]) -> httpx.Response:
+            """POST, again while the API answers 503 (the event store did not answer in
+            time, as while a NATS node is lost): the client's part, as documented."""
+
+            def answered() -> httpx.Response:
+                r = http.post(path, json=body, headers=auth)
+                assert r.status_code != 503, r.text
+                return r
+
+            return eventually(answered, timeout=60, every=1)
+
         def start(agent_type: str, message: str) -> str:
-            r = http.post(f"/agency/{agency}/agents", json={"agentType": agent_type}, headers=auth)
+            r = post(f"/agency/{agency}/agents", {"agentType": agent_type})
             assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
             thread = r.json()["id"]
-            body = {"messages": [{"role": "user", "content": message}]}
-            r = http.post(f"/agency/{agency}/agent/{thread}/invoke", json=body, headers=auth)
+            # One idempotency key: an invoke sent again after a 503 is one run.
+            body = {"messages": [{"role": "user", "content": message}], "idempotencyKey": thread}
+            r = post(f"/agency/{agency}/agent/{thread}/invoke", body)
             assert r.status_code == 202, r.text
             return str(thread)
 
