@@ -88,4 +88,4 @@ def run_demo_thread(http: httpx.Client, admin_secret: str, message: str = "hello
 def container_name(request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"agency-test-{os.getpid()}-{request.node.name[:30].replace('_', '-')}"
     yield name
-    sh("podman", "rm", "--force", "--time", "5", name, check=False, timeout=60)
+    sh("podman", "rm", "--force", "--volumes", "--time", "5", name, check=False, timeout=60)
