@@ -82,6 +82,8 @@ def system(image: str) -> Iterator[tuple[str, str, str]]:
                 if line.startswith(project):
                     out.write(f"=== {line}\n")
                     out.write(sh("podman", "logs", "--tail", "200", line, check=False, timeout=60))
+                    # with its anonymous volume (the image's data directory)
+                    sh("podman", "rm", "--force", "--volumes", "--time", "10", line, check=False)
         subprocess_run([*compose_cmd(project), "down", "-v", "-t", "10"], env, timeout=600)
 
 
