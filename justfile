@@ -67,6 +67,17 @@ test-python VERSION *ARGS:
     export PATH="$PWD/$venv/bin:$PATH"
     exec python -m pytest {{core_tests}} {{ARGS}}
 
+# the deployment's tests: the image built and run with podman, the compose file brought up
+# with podman-compose, the Helm chart rendered and validated (slow: not part of `just test`)
+test-deploy *ARGS:
+    timeout 3000 python -m pytest -p no:cacheprovider deploy/tests {{ARGS}}
+
+# --- ship ------------------------------------------------------------------
+
+# build the OCI image with podman: just image [TAG] (default localhost/agency:VERSION)
+image *ARGS:
+    nice -n 19 deploy/image/build.sh {{ARGS}}
+
 # --- measure ---------------------------------------------------------------
 
 # run a benchmark: just bench store (agent, replay, store; system: the whole system over

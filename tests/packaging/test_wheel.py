@@ -95,3 +95,15 @@ def test_an_app_with_its_own_services_package_runs_beside_agency(
     where = run(python, "-c", "import agency; print(agency.__file__)", cwd=app)
     assert where.startswith(str(site))
     assert "usage: agency" in run(env_dir / "bin" / "agency", "--help", cwd=app)
+
+
+def test_the_wheel_carries_the_licence_and_the_version(wheel: Path) -> None:
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert wheel.name.startswith(f"agency-{version}-")
+    names = zipfile.ZipFile(wheel).namelist()
+    meta = zipfile.ZipFile(wheel).read(f"agency-{version}.dist-info/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in meta.splitlines()
+    assert f"agency-{version}.dist-info/licenses/LICENSE" in names
+    assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text()
