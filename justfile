@@ -70,6 +70,7 @@ test-python VERSION *ARGS:
 # the deployment's tests: the image built and run with podman, the compose file brought up
 # with podman-compose, the Helm chart rendered and validated (slow: not part of `just test`)
 test-deploy *ARGS:
+    python -m pip install --quiet --disable-pip-version-check -e '.[dev,deploy]'
     timeout 3000 python -m pytest -p no:cacheprovider deploy/tests {{ARGS}}
 
 # --- ship ------------------------------------------------------------------

@@ -15,7 +15,6 @@ contracts give byte-identical files.
 from __future__ import annotations
 
 import copy
-import importlib.metadata
 import inspect
 import json
 from collections.abc import Iterator, Mapping
@@ -30,13 +29,13 @@ from agency.contracts.envelope import Envelope
 from agency.contracts.events import Event
 from agency.contracts.ids import MAX_TOKEN_LENGTH
 from agency.contracts.subjects import AGGREGATES, COMMANDS_STREAM, EVENTS_STREAM, event_token
+from agency.contracts.version import package_version
 
 JsonObject = dict[str, Any]
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ASYNCAPI_VERSION = "3.0.0"
 TITLE = "Agency"
-_FALLBACK_VERSION = "0.1.0"
 
 _DEFS_REF = "#/$defs/{name}"
 _COMPONENTS_REF = "#/components/schemas/{name}"
@@ -181,7 +180,7 @@ def asyncapi_document() -> JsonObject:
     operations["receive_dead_letters"] = _operation("receive", "dead_letters", "DeadLetter")
     return {
         "asyncapi": ASYNCAPI_VERSION,
-        "info": {"title": TITLE, "version": _package_version(), "description": _GUARANTEES},
+        "info": {"title": TITLE, "version": package_version(), "description": _GUARANTEES},
         "defaultContentType": "application/json",
         "servers": {"nats": _server()},
         "channels": channels,
@@ -193,12 +192,6 @@ def asyncapi_document() -> JsonObject:
         },
     }
 
-
-def _package_version() -> str:
-    try:
-        return importlib.metadata.version("agency")
-    except importlib.metadata.PackageNotFoundError:
-        return _FALLBACK_VERSION
 
 
 def _server() -> JsonObject:

@@ -22,6 +22,7 @@ from litestar.openapi import OpenAPIConfig
 from nats.errors import Error as NatsError
 
 from agency.contracts.errors import InvalidToken
+from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
 from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
@@ -160,7 +161,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         request_max_body_size=deps.settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="Agency API",
-            version="0.1.0",
+            version=package_version(),
             description=(
                 "Agents for many tenants. Authenticate with `Authorization: Bearer <api key>` "
                 "(or `X-SECRET` in a single-tenant set-up). Every error answers "

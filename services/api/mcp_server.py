@@ -30,6 +30,7 @@ from nats.errors import Error as NatsError
 from starlette.requests import Request
 
 from agency.contracts.http import RunStatus
+from agency.contracts.version import package_version
 from agency.infra.jetstream.errors import StoreTimeout
 from agency.services.api.auth import tenant_of
 from agency.services.api.deps import ApiDeps, Principal
@@ -103,7 +104,7 @@ class AgencyMcp:
         self._listing = types.ListToolsResult(tools=[_describe(t) for t in TOOLS])
         self._server: Server[Any] = Server(
             "agency",
-            version="0.1.0",
+            version=package_version(),
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,

@@ -81,8 +81,8 @@ def test_an_app_with_its_own_services_package_runs_beside_agency(
                     cwd=tmp_path).strip())  # fmt: skip
     # Agency's dependencies from this environment, but not its own checkout: a path in a
     # .pth file is put on sys.path without the .pth files inside it (the editable install's).
-    deps = Path(next(p for p in sys.path if p.endswith("site-packages")))
-    (site / "deps.pth").write_text(f"{deps}\n")
+    deps = [p for p in sys.path if p.endswith("site-packages")]
+    (site / "deps.pth").write_text("".join(f"{p}\n" for p in deps))
     run(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps",
         "--no-index", wheel, cwd=tmp_path)  # fmt: skip
     app = tmp_path / "app"
