@@ -193,7 +193,6 @@ def asyncapi_document() -> JsonObject:
     }
 
 
-
 def _server() -> JsonObject:
     return {
         "host": "{host}",

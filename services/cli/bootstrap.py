@@ -79,4 +79,3 @@ async def ensure_default_tenant(
                     break
             await asyncio.sleep(0.1)
     return credentials
-

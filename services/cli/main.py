@@ -27,6 +27,7 @@ from agency.services.cli import (
     tenants_cmd,
     threads_cmd,
     up_cmd,
+    version_cmd,
     workflow_cmd,
 )
 
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         workflow_cmd,
         models_cmd,
         providers_cmd,
+        version_cmd,
     ):
         module.register(groups)
     return parser
