@@ -172,7 +172,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         # process (the model's HTTP client among them) would print a line per request.
         logging_config=None,
     )
-    tell_the_truth(app, handlers, deps.system)
+    tell_the_truth(app, handlers, deps.system, deps.models.known)
     return app
 
 

@@ -95,6 +95,8 @@ class WorkflowCreatedOut(Out, frozen=True, kw_only=True):
     members: list[str]
     kickoff: str
     schedules: int
+    # `hitl.tools` names of inline members that are none of their tools: they guard nothing.
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
 class PostBody(Body, frozen=True, kw_only=True):
@@ -164,7 +166,7 @@ async def create(
         )  # fmt: skip
     except definitions.DefinitionError as e:
         raise definition_error(e) from e
-    check_members(deps, parsed)
+    warnings = check_members(deps, parsed)
     for agent in parsed.agents:
         model = agent.inline.model if agent.inline is not None else ""
         if problem := await model_problem(deps, tenant, model):
@@ -174,7 +176,7 @@ async def create(
     wf, state = await create_workflow(deps, tenant, agency_id, parsed)
     body = WorkflowCreatedOut(
         id=wf, name=parsed.name, tag=parsed.tag, members=[a.name for a in parsed.agents],
-        kickoff=parsed.kickoff, schedules=len(parsed.triggers),
+        kickoff=parsed.kickoff, schedules=len(parsed.triggers), warnings=warnings,
     )  # fmt: skip
     return Response(body, status_code=201 if state is not None else 202)
 
