@@ -51,6 +51,7 @@ from agency.services.api.routes_settings import SETTINGS_ROUTES
 from agency.services.api.routes_usage import USAGE_ROUTES
 from agency.services.api.routes_variables import VARIABLE_ROUTES
 from agency.services.api.routes_workflows import WORKFLOW_ROUTES
+from agency.services.api.schema_page import ONLY_THIS_HOST, schema_pages
 from agency.services.api.streaming import CLOSING, STREAM_ROUTES
 
 log = structlog.get_logger(__name__)
@@ -160,9 +161,14 @@ def create_app(deps: ApiDeps) -> Litestar:
                 "text in them must not contain NUL (`\\u0000`). Events: see `docs/api.md`."
             ),
             components=SECURITY_COMPONENTS,
+            render_plugins=schema_pages(),
             # The docs are public: the router's opt reaches its handlers.
             openapi_router=Router(
-                "/schema", route_handlers=[], opt={PUBLIC_OPT: True}, include_in_schema=False
+                "/schema",
+                route_handlers=[],
+                opt={PUBLIC_OPT: True},
+                include_in_schema=False,
+                response_headers=[ONLY_THIS_HOST],
             ),
         ),
         state=State({CLOSING: asyncio.Event()}),
