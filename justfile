@@ -41,6 +41,11 @@ test-fast *ARGS:
 screenshots *ARGS:
     AGENCY_SCREENSHOTS=1 python -m pytest tests/console -m "not cluster" {{ARGS}}
 
+# The suite's schemathesis run bounds its examples; this one takes schemathesis's defaults.
+# schemathesis against `agency up`: every check and phase, default settings (long)
+schemathesis *ARGS:
+    AGENCY_SCHEMATHESIS_FULL=1 python -m pytest -p no:cacheprovider tests/api/test_openapi_conformance.py {{ARGS}}
+
 # the core of the suite (contracts, store, the loop, API, CLI, providers) in a few minutes,
 # run on every supported Python besides the main one
 core_tests := "tests/contracts tests/store tests/runtime/test_loop.py tests/api tests/llm --ignore=tests/api/test_openapi_conformance.py"

@@ -5,12 +5,17 @@ A misspelt tag selects nothing and a misspelt tool name in `hitl.tools` guards n
 either would leave an agent without its tools or a tool without its approval, silently.
 Checked where a blueprint comes in (over HTTP: a saved blueprint, a workflow's inline
 members, the inline blueprints of their subagents; the static blueprints of an app when it
-loads), never on reading a stored one back.
+loads), never on reading a stored one back. An app's static blueprints must be right on
+every count. Over HTTP an unknown tag or hook is refused (the OpenAPI document lists those
+the system has), while a `hitl.tools` name that is none of the blueprint's tools is taken
+and answered as a warning: which tools a blueprint has depends on its tags, hooks, sides
+and MCP servers, which no schema can state, so a body valid by the document is never
+refused for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from agency.contracts.events import BlueprintSpec, McpServer
@@ -54,6 +59,12 @@ def blueprint_problems(system: ToolCatalogue, blueprint: BlueprintSpec, at: str 
     """Each tag, hook and `hitl.tools` name of `blueprint` that `system` does not know, in
     a sentence naming the field (under `at`, e.g. `agents.reviewer.`) and listing what
     exists. Empty when all is known."""
+    return naming_problems(system, blueprint, at) + unguarded_names(system, blueprint, at)
+
+
+def naming_problems(system: ToolCatalogue, blueprint: BlueprintSpec, at: str = "") -> list[str]:
+    """`blueprint_problems` but for `hitl.tools` names: unknown tags and hooks, and
+    `hitl.tools` given in a system without the hitl middleware."""
     problems: list[str] = []
     tags = system.tags
     for tag in dict.fromkeys(blueprint.tags):
@@ -75,32 +86,45 @@ def blueprint_problems(system: ToolCatalogue, blueprint: BlueprintSpec, at: str 
             f"field '{at}config.hitl': this agent system has no hitl middleware to hold the "
             "calls for approval (AgentSystem.defaults() adds it)"
         )
-    elif guarded:
-        tools = tool_names(system, blueprint)
-        servers = [s.name for s in system.mcp_servers_for(blueprint)]
-        for name in dict.fromkeys(guarded):
-            if name in tools or any(name.startswith(s + MCP_SEPARATOR) for s in servers):
-                continue
-            mcp = "".join(f", {s}{MCP_SEPARATOR}<tool>" for s in sorted(servers))
-            problems.append(
-                f"field '{at}config.hitl.tools': {name!r} is no tool of this blueprint (its "
-                f"tools: {_listed(tools)}{mcp})"
-            )
+    return problems
+
+
+def unguarded_names(system: ToolCatalogue, blueprint: BlueprintSpec, at: str = "") -> list[str]:
+    """Each `hitl.tools` name that is none of the blueprint's tools (it guards nothing),
+    listing the tools it has."""
+    guarded = blueprint.config.hitl.tools if blueprint.config.hitl else ()
+    if not guarded or HITL_MIDDLEWARE not in system.middleware_names:
+        return []
+    problems: list[str] = []
+    tools = tool_names(system, blueprint)
+    servers = [s.name for s in system.mcp_servers_for(blueprint)]
+    for name in dict.fromkeys(guarded):
+        if name in tools or any(name.startswith(s + MCP_SEPARATOR) for s in servers):
+            continue
+        mcp = "".join(f", {s}{MCP_SEPARATOR}<tool>" for s in sorted(servers))
+        problems.append(
+            f"field '{at}config.hitl.tools': {name!r} is no tool of this blueprint (its "
+            f"tools: {_listed(tools)}{mcp})"
+        )
     return problems
 
 
 def problems_with_inline(
-    system: ToolCatalogue, blueprint: BlueprintSpec, at: str = ""
+    system: ToolCatalogue,
+    blueprint: BlueprintSpec,
+    at: str = "",
+    check: Callable[[ToolCatalogue, BlueprintSpec, str], list[str]] = blueprint_problems,
 ) -> list[str]:
-    """`blueprint_problems` of the blueprint and of every subagent blueprint it defines
-    inline (`config.subagents.subagents[i]`), at any depth, each naming its field."""
-    problems = blueprint_problems(system, blueprint, at)
+    """`check` (`blueprint_problems` unless told) of the blueprint and of every subagent
+    blueprint it defines inline (`config.subagents.subagents[i]`), at any depth, each
+    naming its field."""
+    problems = check(system, blueprint, at)
     subagents = blueprint.config.subagents
     for i, entry in enumerate(subagents.subagents if subagents is not None else ()):
         inline = entry.blueprint() if isinstance(entry, SubagentEntry) else None
         if inline is not None:
             where = f"{at}config.subagents.subagents[{i}]."
-            problems.extend(problems_with_inline(system, inline, where))
+            problems.extend(problems_with_inline(system, inline, where, check))
     return problems
 
 

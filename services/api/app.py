@@ -53,6 +53,7 @@ from agency.services.api.routes_settings import SETTINGS_ROUTES
 from agency.services.api.routes_usage import USAGE_ROUTES
 from agency.services.api.routes_variables import VARIABLE_ROUTES
 from agency.services.api.routes_workflows import WORKFLOW_ROUTES
+from agency.services.api.schema_page import ONLY_THIS_HOST, schema_pages
 from agency.services.api.streaming import CLOSING, STREAM_ROUTES
 
 log = structlog.get_logger(__name__)
@@ -169,9 +170,14 @@ def create_app(deps: ApiDeps) -> Litestar:
                 "text in them must not contain NUL (`\\u0000`). Events: see `docs/api.md`."
             ),
             components=SECURITY_COMPONENTS,
+            render_plugins=schema_pages(),
             # The docs are public: the router's opt reaches its handlers.
             openapi_router=Router(
-                "/schema", route_handlers=[], opt={PUBLIC_OPT: True}, include_in_schema=False
+                "/schema",
+                route_handlers=[],
+                opt={PUBLIC_OPT: True},
+                include_in_schema=False,
+                response_headers=[ONLY_THIS_HOST],
             ),
         ),
         state=State({CLOSING: asyncio.Event()}),
@@ -181,7 +187,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         # process (the model's HTTP client among them) would print a line per request.
         logging_config=None,
     )
-    tell_the_truth(app, handlers, deps.system)
+    tell_the_truth(app, handlers, deps.system, deps.models.known)
     return app
 
 

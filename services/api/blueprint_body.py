@@ -279,6 +279,9 @@ class BlueprintOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     init_user_message_property: str | None
     init_attachments_property: str | None
     revision: int | None
+    # On save: each `hitl.tools` name that is none of the blueprint's tools (it guards
+    # nothing), listing the tools it has.
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
 class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -320,7 +323,9 @@ def config_body(spec: BlueprintSpec) -> ConfigBody:
     return msgspec.convert(spec.config, ConfigBody, from_attributes=True)
 
 
-def blueprint_out(spec: BlueprintSpec, revision: int | None) -> BlueprintOut:
+def blueprint_out(
+    spec: BlueprintSpec, revision: int | None, warnings: list[str] | None = None
+) -> BlueprintOut:
     def side(value: object) -> SideBody | None:
         return None if value is None else msgspec.convert(value, SideBody, from_attributes=True)
 
@@ -348,4 +353,5 @@ def blueprint_out(spec: BlueprintSpec, revision: int | None) -> BlueprintOut:
         init_user_message_property=spec.init_user_message_property,
         init_attachments_property=spec.init_attachments_property,
         revision=revision,
+        warnings=warnings or [],
     )

@@ -39,7 +39,7 @@ from agency.contracts.ids import MAX_TOKEN_LENGTH
 from agency.services.agents.system import AgentSystem
 from agency.services.api.auth import PUBLIC_OPT
 from agency.services.api.openapi_bodies import NUL_FREE_PATH, body_components
-from agency.services.api.openapi_names import state_system_names
+from agency.services.api.openapi_names import state_model_names, state_system_names
 from agency.services.api.routes_console import THREAD_STATUSES
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, MAX_SEQ
 
@@ -181,6 +181,12 @@ _PARAMETERS: dict[tuple[str, str], Schema] = {
     ("query", "fromSeq"): _count(0, MAX_SEQ),
     ("query", "limit"): _count(1, MAX_EVENTS_PAGE),
     ("header", "Last-Event-ID"): Schema(type=OpenAPIType.STRING, pattern=r"^[0-9]{1,18}$"),
+    # `routes_commands._header_key`: printable ASCII, no spaces.
+    ("header", "Idempotency-Key"): Schema(
+        type=OpenAPIType.STRING,
+        pattern=r"^[\x21-\x7e]{1,200}$",
+        description="The request's idempotency key, when the body has none.",
+    ),
     ("query", "type"): Schema(
         type=OpenAPIType.ARRAY,
         items=Schema(type=OpenAPIType.STRING, pattern=_TYPE_LIST),
@@ -322,9 +328,12 @@ def _optional_body(operation: Operation) -> None:
             body.required = False
 
 
-def tell_the_truth(app: Litestar, handlers: Iterable[object], system: AgentSystem) -> None:
-    """State in the built document the constraints the handlers enforce themselves, and
-    the tags and middleware of the app's agent `system` a blueprint may name."""
+def tell_the_truth(
+    app: Litestar, handlers: Iterable[object], system: AgentSystem, providers: Iterable[str]
+) -> None:
+    """State in the built document the constraints the handlers enforce themselves, the
+    tags and middleware of the app's agent `system` a blueprint may name and the model
+    `providers` it may prefix a model with."""
     openapi = app.plugins.get(OpenAPIPlugin).provide_openapi()
     for operation in _operations(openapi):
         _optional_body(operation)
@@ -346,9 +355,9 @@ def tell_the_truth(app: Litestar, handlers: Iterable[object], system: AgentSyste
         if key == name or key.endswith("_" + name)
     }
     components.update(body_components([info.cls for info in structs.values()], names))
-    state_system_names(
-        system, components, {info.cls: names.get(name, name) for name, info in structs.items()}
-    )
+    keys = {info.cls: names.get(name, name) for name, info in structs.items()}
+    state_system_names(system, components, keys)
+    state_model_names(providers, components, keys)
     for key, schema in components.items():
         if not isinstance(schema, Schema):
             continue

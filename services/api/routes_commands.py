@@ -30,7 +30,7 @@ from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
 from agency.contracts.limits import limits, path_problem
-from agency.services.agents.checks import problems_with_inline
+from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.agents.code import SettingsError
 from agency.services.api.auth import (
     ADMIN_OPT,
@@ -188,9 +188,10 @@ async def save_blueprint(
     agency_id = path_id("agency id", agency_id)
     await agency_events(deps, tenant, agency_id)
     spec = data.spec()
-    problems = problems_with_inline(deps.system, spec)
+    problems = problems_with_inline(deps.system, spec, check=naming_problems)
     if problems:
         raise ValidationException("; ".join(problems))
+    warnings = problems_with_inline(deps.system, spec, check=unguarded_names)
     problem = await model_problem(deps, tenant, spec.model)
     if problem is not None:
         raise ValidationException(f"field 'model': {problem}")
@@ -201,7 +202,7 @@ async def save_blueprint(
         except SettingsError as e:
             raise ValidationException(str(e)) from e
     readable, revision = await send_blueprint(deps, tenant, agency_id, spec)
-    return Response(blueprint_out(spec, revision), status_code=201 if readable else 202)
+    return Response(blueprint_out(spec, revision, warnings), status_code=201 if readable else 202)
 
 
 @post("/agency/{agencyId:str}/agents", status_code=201, summary="Create a thread")

@@ -147,7 +147,7 @@ async def _target(
     agents = {a.name: a.inline for a in inline.agents if a.inline is not None}
     if len(agents) != len(inline.agents):
         raise ValidationException("`agents` must define each agent inline")
-    check_members(deps, inline)
+    check_members(deps, inline)  # its warnings: a `hitl.tools` name that guards nothing
     state = await adhoc_workflow(deps, tenant, agency, agents)
     named = mentions_in(data.message, list(state.members), "user")
     return state, () if named else tuple(sorted(agents))

@@ -51,6 +51,7 @@ WorkflowRef = Annotated[
     str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")
 ]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+NOT_BLANK_NOR_NUL = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
 Tag = Annotated[str, msgspec.Meta(max_length=64, pattern=r"^[A-Za-z0-9_-]*$")]
 
 
@@ -95,11 +96,16 @@ class WorkflowCreatedOut(Out, frozen=True, kw_only=True):
     members: list[str]
     kickoff: str
     schedules: int
+    # `hitl.tools` names of inline members that are none of their tools: they guard nothing.
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
 class PostBody(Body, frozen=True, kw_only=True):
-    # Not blank: something must be said.
-    content: Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024, pattern=r"\S")]
+    # Not blank: something must be said. No NUL either, in the one pattern (two patterns on
+    # one string make schema-valid values slow to draw).
+    content: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=64 * 1024, pattern=NOT_BLANK_NOR_NUL)
+    ]
     to: tuple[str, ...] = ()
 
 
@@ -164,7 +170,7 @@ async def create(
         )  # fmt: skip
     except definitions.DefinitionError as e:
         raise definition_error(e) from e
-    check_members(deps, parsed)
+    warnings = check_members(deps, parsed)
     for agent in parsed.agents:
         model = agent.inline.model if agent.inline is not None else ""
         if problem := await model_problem(deps, tenant, model):
@@ -174,7 +180,7 @@ async def create(
     wf, state = await create_workflow(deps, tenant, agency_id, parsed)
     body = WorkflowCreatedOut(
         id=wf, name=parsed.name, tag=parsed.tag, members=[a.name for a in parsed.agents],
-        kickoff=parsed.kickoff, schedules=len(parsed.triggers),
+        kickoff=parsed.kickoff, schedules=len(parsed.triggers), warnings=warnings,
     )  # fmt: skip
     return Response(body, status_code=201 if state is not None else 202)
 

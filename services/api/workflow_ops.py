@@ -21,7 +21,7 @@ from agency.contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
 from agency.domain.workflow_members import GLOBAL, global_workflow_id, parse_target, workflow_id
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.projections import catalog
-from agency.services.agents.checks import problems_with_inline
+from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.api.auth import agency_events, agency_owned, agent_types
 from agency.services.api.deps import ApiDeps
 from agency.services.common.workflow_definition import Definition, DefinitionError
@@ -242,17 +242,23 @@ async def post_message(
     return message_id
 
 
-def check_members(deps: ApiDeps, definition: Definition) -> None:
-    """400 naming each tag, hook or `hitl.tools` name of an inline member (or of a subagent
-    blueprint one defines inline) that the agent system does not have."""
+def check_members(deps: ApiDeps, definition: Definition) -> list[str]:
+    """400 naming each tag or hook of an inline member (or of a subagent blueprint one
+    defines inline) that the agent system does not have; else the warnings: each
+    `hitl.tools` name there that is none of its blueprint's tools (it guards nothing)."""
+    inline = [(e.name, e.inline) for e in definition.agents if e.inline is not None]
     problems = [
         problem
-        for entry in definition.agents
-        if entry.inline is not None
-        for problem in problems_with_inline(deps.system, entry.inline, f"agents.{entry.name}.")
+        for name, spec in inline
+        for problem in problems_with_inline(deps.system, spec, f"agents.{name}.", naming_problems)
     ]
     if problems:
         raise ValidationException(f"invalid workflow definition: {'; '.join(problems)}")
+    return [
+        warning
+        for name, spec in inline
+        for warning in problems_with_inline(deps.system, spec, f"agents.{name}.", unguarded_names)
+    ]
 
 
 def definition_error(e: DefinitionError) -> ValidationException:

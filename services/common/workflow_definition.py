@@ -169,8 +169,19 @@ def _walk(
     if isinstance(value, list):
         return [_walk(v, scopes, f"{where}[{i}]", budget) for i, v in enumerate(value)]
     if isinstance(value, dict):
+        _string_keys(value, where)
         return {k: _walk(v, scopes, f"{where}.{k}", budget) for k, v in value.items()}
     return value
+
+
+def _string_keys(mapping: dict[Any, Any], where: str) -> None:
+    """Every key of a YAML mapping is text: `1:`, `true:` or `~:` make a number, a boolean
+    or null, which no field of a definition is."""
+    for key in mapping:
+        if not isinstance(key, str):
+            raise DefinitionError(
+                f"{where}: key {key!r} is a {type(key).__name__}, not text: quote it in the YAML"
+            )
 
 
 def load(text: str) -> dict[str, Any]:
@@ -194,6 +205,7 @@ def build(
     files: Mapping[str, str] | None = None,
 ) -> Definition:
     """A definition from its mapping (the YAML's, or the API's typed object)."""
+    _string_keys(document, "definition")
     unknown = sorted(set(document) - _TOP_FIELDS)
     if unknown:
         raise DefinitionError(

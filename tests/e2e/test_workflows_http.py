@@ -130,6 +130,15 @@ async def test_bad_definitions_and_bodies_get_clear_errors(client: Client) -> No
           "env": {"P": "a"}, "files": {"a.md": "hi"}}, "the path is taken as written"),
         ({"definition": "name: x\nagents:\n  a: {system_prompt: hi, model: 'acme:m1'}"},
          "agents.a.model: unknown model provider 'acme'"),
+        # YAML keys that are not text (a number, a boolean, null), at any level.
+        ({"definition": "name: x\nagents:\n  a: worker\n1: 2"},
+         "definition: key 1 is a int, not text"),
+        ({"definition": "name: x\nagents:\n  a: {true: hi}"},
+         "definition.agents.a: key True is a bool, not text"),
+        ({"definition": "name: x\nagents:\n  a: worker\nlimits: {~: 2}"},
+         "definition.limits: key None is a NoneType, not text"),
+        ({"definition": "name: x\nagents:\n  a: worker\ntriggers: [{cron: '0 * * * *', 1: x}]"},
+         "definition.triggers[0]: key 1 is a int, not text"),
     ]  # fmt: skip
     # A well-formed definition naming a blueprint the agency does not have: not found.
     r = await client.http.post(path, json={"definition": "name: x\nagents:\n  a: nosuchblueprint"})

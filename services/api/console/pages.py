@@ -41,7 +41,8 @@ class ConsoleFiles(BaseLocalFileSystem):
     one the operating system cannot look up (too long, say), which would fail otherwise."""
 
     def __init__(self, root: Path) -> None:
-        self._files = frozenset(str(p) for p in root.rglob("*") if p.is_file())
+        # As the router resolves its directories: the package reaches this one by a link.
+        self._files = frozenset(str(p) for p in root.resolve().rglob("*") if p.is_file())
 
     async def info(self, path: PathType, **kwargs: Any) -> FileInfo:
         if str(path) not in self._files:

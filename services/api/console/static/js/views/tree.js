@@ -55,7 +55,7 @@ export class ThreadTree {
     try {
       const list = await api("GET", `${paths.agency(this.agency)}/blueprints`);
       const value = this.blueprint.value;
-      clear(this.blueprint, list.map((b) => h("option", {value: b.name}, b.name)));
+      clear(this.blueprint, list.map((b) => h("option", {value: b.name, title: b.name}, b.name)));
       if (list.some((b) => b.name === value)) this.blueprint.value = value;
     } catch (e) {
       flash(e.message, true);
@@ -117,7 +117,7 @@ export class ThreadTree {
       STATUSES.filter((s) => counts[s] || s === this.status.value)
         .map((s) => h("option", {value: s}, `${s} (${counts[s] || 0})`))]);
     keep(this.type, [h("option", {value: ""}, "any agent type"),
-      page.agentTypes.map((t) => h("option", {value: t}, t))]);
+      page.agentTypes.map((t) => h("option", {value: t, title: t}, t))]);
   }
 
   branch(node, depth) {
@@ -135,7 +135,7 @@ export class ThreadTree {
       style: `padding-left:${10 + depth * 16}px`,
       title: `${node.agentType} ${node.id}\n${node.runCount} runs · ${node.messageCount} messages`,
       onclick: () => this.onOpen(node.id),
-    }, twist, h("span.type", node.agentType), h("span.tid", shortId(node.id)), badge(node.status));
+    }, twist, h("span.type", {title: node.agentType}, node.agentType), h("span.tid", shortId(node.id)), badge(node.status));
     return [row, folded ? [] : kids.map((k) => this.branch(k, depth + 1))];
   }
 }
