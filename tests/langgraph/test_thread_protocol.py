@@ -13,7 +13,7 @@ import httpx
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import LangGraph
-from tests.langgraph.helpers import WAIT, ask
+from tests.langgraph.helpers import WAIT, ask, call
 
 TEXT = "alpha beta gamma delta epsilon"
 
@@ -112,3 +112,30 @@ async def test_bad_protocol_requests_are_refused_saying_why(lg: LangGraph) -> No
         assert r.status_code == 400 and "'debug'" in r.json()["error"]
         r = await http.post(f"/threads/{uuid.uuid4()}/stream/events", json={"channels": ["values"]})
         assert r.status_code == 404
+
+
+async def test_run_start_with_input_on_an_interrupted_thread_resumes_it(lg: LangGraph) -> None:
+    """As LangGraph's server: `run.start` on a thread awaiting approval is a resume, its
+    `input` the resume value."""
+    key = f"wire-resume-{lg.agency}"
+    lg.llm.script(
+        key, [ScriptStep(tool_calls=[call("lookup", word="w")]), ScriptStep(content="done")]
+    )
+    thread_id = str(uuid.uuid4())
+    channels = {"channels": ["lifecycle", "input"]}
+    async with _http(lg) as http:
+        path = f"/threads/{thread_id}/commands"
+        start = {"assistant_id": "approver", "input": ask(key)}
+        r = await http.post(path, json={"id": 1, "method": "run.start", "params": start})
+        assert r.status_code == 200, r.text
+        paused = await _events(http, thread_id, channels)
+        assert [e["method"] for e in paused] == ["lifecycle", "input.requested", "lifecycle"]
+        assert paused[-1]["params"]["data"]["event"] == "interrupted"
+        approve = {"assistant_id": "approver", "input": {"decisions": [{"type": "approve"}]}}
+        r = await http.post(path, json={"id": 2, "method": "run.start", "params": approve})
+        assert r.status_code == 200, r.text
+        assert "~" in r.json()["result"]["run_id"]  # the stretch of the run after its pause
+        rest = await _events(http, thread_id, {**channels, "since": paused[-1]["seq"]})
+        assert [e["params"]["data"]["event"] for e in rest] == ["running", "completed"]
+    state = await lg.client.threads.get_state(thread_id)
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "tool", "ai"]
