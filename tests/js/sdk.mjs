@@ -137,6 +137,57 @@ const scenarios = {
     const got = await client.threads.get(thread.thread_id);
     return { thread, run, after, got };
   },
+  // The thread protocol (threads.stream): run.start, then the thread's events as they come
+  // until the run ends; with `resume`, the interrupt it stops at answered with input.respond
+  // and the rest of the run read on the same subscription.
+  async threadStream({ text, resume, graph = "worker" }) {
+    const threadId = crypto.randomUUID();
+    const thread = client.threads.stream(threadId, { assistantId: graph });
+    const started = await step("run.start", thread.run.start({ input: ask(text) }));
+    const channels = ["lifecycle", "messages", "tools", "input", "values"];
+    const subscription = await step("subscribe", thread.subscribe(channels));
+    const read = async () => {
+      const events = [];
+      for await (const e of subscription) {
+        events.push({ id: e.event_id, seq: e.seq, method: e.method, node: e.params.node, data: e.params.data });
+      }
+      return events;
+    };
+    const first = await read();
+    const output = (await thread.output)?.messages?.map((m) => m.content) ?? null;
+    const interrupts = thread.interrupts.map((i) => ({ ...i }));
+    let resumed = null;
+    if (resume !== undefined) {
+      const { interruptId, namespace } = interrupts[0];
+      await step(
+        "input.respond",
+        thread.input.respond({ interrupt_id: interruptId, namespace, response: resume }),
+      );
+      resumed = await read();
+    }
+    await thread.close();
+    const state = await client.threads.getState(threadId);
+    return { threadId, started, first, output, interrupts, resumed, state };
+  },
+
+  // Another tenant's thread through the thread protocol: each call's error.
+  async threadStreamOf({ threadId, graph = "worker" }) {
+    const thread = client.threads.stream(threadId, { assistantId: graph, maxReconnectAttempts: 0 });
+    const failed = async (promise) => {
+      try {
+        await promise;
+        return null;
+      } catch (error) {
+        return { status: error.status ?? null, message: error.message };
+      }
+    };
+    const subscribe = await failed(thread.subscribe(["values"]));
+    const respond = await failed(
+      thread.input.respond({ interrupt_id: "i", namespace: [], response: true }),
+    );
+    await thread.close();
+    return { subscribe, respond };
+  },
 };
 
 const timer = setTimeout(() => {

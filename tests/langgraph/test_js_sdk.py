@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agency.services.llm.fake_scripts import ScriptStep
-from tests.langgraph.conftest import LangGraph
+from tests.langgraph.conftest import LangGraph, new_tenant
 from tests.langgraph.helpers import call, collect
 from tests.langgraph.jsclients import Proxy, run_node
 
@@ -232,3 +232,83 @@ async def test_a_run_creates_its_thread_if_not_exists(lg: LangGraph) -> None:
     assert got["values"]["messages"][-1]["content"] == "created"
     assert got["got"]["thread_id"] == got["id"]
     assert got["got"]["metadata"]["graph_id"] == "worker"
+
+
+def _of(events: list[dict[str, Any]], method: str) -> list[Any]:
+    return [e["data"] for e in events if e["method"] == method]
+
+
+def _lifecycle(events: list[dict[str, Any]]) -> list[str]:
+    return [d["event"] for d in _of(events, "lifecycle")]
+
+
+async def test_the_thread_protocol_streams_a_runs_tokens_and_its_end(lg: LangGraph) -> None:
+    """`threads.stream`: `run.start` (`POST …/commands`) creates the thread and starts the
+    run; the SDK's subscription (`POST …/stream/events`) gets its tokens as the model
+    streams them, then its end."""
+    key = f"js-protocol-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content=TEXT, stream_delay_ms=30)])
+    got = await run_node("sdk.mjs", "threadStream", json.dumps({"text": key}), env=_env(lg.url, lg))
+    events = got["first"]
+    assert got["started"]["run_id"]
+    assert _lifecycle(events) == ["running", "completed"]
+    assert events[-1]["method"] == "lifecycle"
+    messages = _of(events, "messages")
+    assert messages[0] == {"event": "message-start", "role": "ai", "id": messages[0]["id"]}
+    tokens = [m["delta"]["text"] for m in messages if m["event"] == "content-block-delta"]
+    assert len(tokens) > 1 and "".join(tokens) == TEXT
+    assert messages[-1]["event"] == "message-finish"
+    ids, seqs = [e["id"] for e in events], [e["seq"] for e in events]
+    assert len(set(ids)) == len(ids) and seqs == sorted(set(seqs))
+    assert got["output"] == [key, TEXT]
+    assert got["state"]["values"]["messages"][-1]["content"] == TEXT
+    assert got["interrupts"] == [] and got["resumed"] is None
+
+
+async def test_the_thread_protocol_resumes_an_interrupt_with_input_respond(lg: LangGraph) -> None:
+    key = f"js-protocol-hitl-{lg.agency}"
+    lg.llm.script(
+        key,
+        [ScriptStep(tool_calls=[call("lookup", word="w")]), ScriptStep(content="approved, done")],
+    )
+    resume = {"decisions": [{"type": "approve"}]}
+    got = await run_node(
+        "sdk.mjs",
+        "threadStream",
+        json.dumps({"text": key, "graph": "approver", "resume": resume}),
+        env=_env(lg.url, lg),
+    )
+    first, resumed = got["first"], got["resumed"]
+    assert _lifecycle(first) == ["running", "interrupted"]
+    (asked,) = _of(first, "input.requested")
+    (request,) = asked["payload"]["action_requests"]
+    assert request["name"] == "lookup" and request["args"] == {"word": "w"}
+    (interrupt,) = got["interrupts"]
+    assert interrupt["interruptId"] == asked["interrupt_id"] and interrupt["namespace"] == []
+    assert _lifecycle(resumed) == ["running", "completed"]
+    tools = _of(resumed, "tools")
+    assert [t["event"] for t in tools] == ["tool-started", "tool-finished"]
+    assert tools[0]["tool_name"] == "lookup" and tools[0]["input"] == {"word": "w"}
+    assert not {e["id"] for e in first} & {e["id"] for e in resumed}
+    types = [m["type"] for m in got["state"]["values"]["messages"]]
+    assert types == ["human", "ai", "tool", "ai"]
+    assert got["state"]["values"]["messages"][-1]["content"] == "approved, done"
+
+
+async def test_the_thread_protocol_on_another_tenants_thread_is_not_found(lg: LangGraph) -> None:
+    key = f"js-protocol-own-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="private")])
+    thread = await lg.client.threads.create(graph_id="worker")
+    await lg.client.runs.wait(
+        thread["thread_id"], "worker", input={"messages": [{"role": "user", "content": key}]}
+    )
+    other_key, _, _ = await new_tenant(lg.url, "intruder")
+    got = await run_node(
+        "sdk.mjs",
+        "threadStreamOf",
+        json.dumps({"threadId": thread["thread_id"]}),
+        env={"LG_URL": f"{lg.url}/langgraph", "LG_KEY": other_key},
+    )
+    assert got["subscribe"]["status"] == 404, got
+    assert got["respond"]["status"] == 404, got
+    assert "not found" in got["subscribe"]["message"]

@@ -11,6 +11,7 @@ from agency.services.api.langgraph.routes_cancel_many import CANCEL_ROUTES
 from agency.services.api.langgraph.routes_crons import CRON_ROUTES
 from agency.services.api.langgraph.routes_graph import GRAPH_ROUTES
 from agency.services.api.langgraph.routes_meta import META_ROUTES
+from agency.services.api.langgraph.routes_protocol import PROTOCOL_ROUTES
 from agency.services.api.langgraph.routes_runs import PREFIX, RUN_ROUTES
 from agency.services.api.langgraph.routes_stateless import STATELESS_ROUTES
 from agency.services.api.langgraph.routes_store import STORE_ROUTES
@@ -37,6 +38,7 @@ def langgraph_router() -> Router:
             *CANCEL_ROUTES,
             *META_ROUTES,
             *THREAD_STREAM_ROUTES,
+            *PROTOCOL_ROUTES,
         ],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.

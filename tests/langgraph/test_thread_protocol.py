@@ -1,0 +1,141 @@
+"""LangGraph's thread protocol (`threads.stream`): `POST /threads/{id}/commands` and `POST
+/threads/{id}/stream/events`, through the Python SDK's `AsyncThreadStream` and as bytes on
+the wire (the JS SDK's tests are in test_js_sdk.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import httpx
+
+from agency.services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import LangGraph
+from tests.langgraph.helpers import WAIT, ask, call
+
+TEXT = "alpha beta gamma delta epsilon"
+
+
+def _http(lg: LangGraph) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=f"{lg.url}/langgraph", headers={"x-api-key": lg.key}, timeout=WAIT
+    )
+
+
+async def _events(http: httpx.AsyncClient, thread_id: str, body: dict[str, Any]) -> list[Any]:
+    """The stream's events up to the first root lifecycle that ends a run."""
+    events: list[Any] = []
+    async with (
+        asyncio.timeout(WAIT),
+        http.stream("POST", f"/threads/{thread_id}/stream/events", json=body) as r,
+    ):
+        assert r.status_code == 200, await r.aread()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[6:])
+            events.append(event)
+            if event["method"] == "lifecycle" and event["params"]["data"]["event"] != "running":
+                return events
+    return events
+
+
+async def test_the_python_sdks_thread_stream_runs_and_reads_the_output(lg: LangGraph) -> None:
+    key = f"py-protocol-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content=TEXT, stream_delay_ms=20)])
+    async with lg.client.threads.stream(assistant_id="worker") as thread:
+        started = await thread.run.start(input=ask(key))
+        tokens: list[str] = []
+        async with asyncio.timeout(WAIT):
+            async for event in thread.subscribe(["messages", "lifecycle"]):
+                data = event["params"]["data"]
+                if data.get("event") == "content-block-delta":
+                    tokens.append(data["delta"]["text"])
+                if event["method"] == "lifecycle" and data["event"] == "completed":
+                    break
+            output = await thread.output
+    assert started["run_id"]
+    assert "".join(tokens) == TEXT and len(tokens) > 1
+    assert output["messages"][-1]["content"] == TEXT
+
+
+async def test_since_resumes_after_a_seq_and_channels_filter(lg: LangGraph) -> None:
+    key = f"wire-protocol-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content=TEXT)])
+    thread_id = str(uuid.uuid4())
+    async with _http(lg) as http:
+        command = {"id": 1, "method": "run.start", "params": {"assistant_id": "worker"}}
+        command["params"]["input"] = ask(key)
+        r = await http.post(f"/threads/{thread_id}/commands", json=command)
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["type"] == "success" and answer["id"] == 1 and answer["result"]["run_id"]
+        whole = await _events(http, thread_id, {"channels": ["lifecycle", "values", "messages"]})
+        assert [e["seq"] for e in whole] == sorted({e["seq"] for e in whole})
+        assert {e["method"] for e in whole} == {"lifecycle", "values", "messages"}
+        assert all(e["params"]["namespace"] == [] for e in whole)
+        cut = whole[2]["seq"]
+        rest = await _events(
+            http, thread_id, {"channels": ["lifecycle", "values", "messages"], "since": cut}
+        )
+        assert rest == [e for e in whole if e["seq"] > cut]
+        only = await _events(http, thread_id, {"channels": ["lifecycle"]})
+        assert only == [e for e in whole if e["method"] == "lifecycle"]
+
+
+async def test_bad_protocol_requests_are_refused_saying_why(lg: LangGraph) -> None:
+    key = f"wire-bad-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="ok")])
+    thread = await lg.client.threads.create(graph_id="worker")
+    thread_id = thread["thread_id"]
+    async with _http(lg) as http:
+        path = f"/threads/{thread_id}/commands"
+        r = await http.post(path, json={"id": 1, "method": "state.fork", "params": {}})
+        assert r.status_code == 400 and "run.start, input.respond" in r.json()["error"]
+        r = await http.post(path, json={"method": "run.start"})
+        assert r.status_code == 400
+        r = await http.post(path, json={"id": 2, "method": "run.start", "params": {}})
+        assert r.status_code == 400 and "assistant_id" in r.json()["error"]
+        forked = {"assistant_id": "worker", "config": {"configurable": {"checkpoint_id": "c"}}}
+        r = await http.post(path, json={"id": 3, "method": "run.start", "params": forked})
+        assert r.status_code == 400 and "forkFrom" in r.json()["error"]
+        respond = {"interrupt_id": "nope", "namespace": [], "response": True}
+        r = await http.post(path, json={"id": 4, "method": "input.respond", "params": respond})
+        assert r.status_code == 404 and "not pending" in r.json()["error"]
+        events = f"/threads/{thread_id}/stream/events"
+        r = await http.post(events, json={"channels": []})
+        assert r.status_code == 400 and "channel" in r.json()["error"]
+        r = await http.post(events, json={"channels": ["debug"]})
+        assert r.status_code == 400 and "'debug'" in r.json()["error"]
+        r = await http.post(f"/threads/{uuid.uuid4()}/stream/events", json={"channels": ["values"]})
+        assert r.status_code == 404
+
+
+async def test_run_start_with_input_on_an_interrupted_thread_resumes_it(lg: LangGraph) -> None:
+    """As LangGraph's server: `run.start` on a thread awaiting approval is a resume, its
+    `input` the resume value."""
+    key = f"wire-resume-{lg.agency}"
+    lg.llm.script(
+        key, [ScriptStep(tool_calls=[call("lookup", word="w")]), ScriptStep(content="done")]
+    )
+    thread_id = str(uuid.uuid4())
+    channels = {"channels": ["lifecycle", "input"]}
+    async with _http(lg) as http:
+        path = f"/threads/{thread_id}/commands"
+        start = {"assistant_id": "approver", "input": ask(key)}
+        r = await http.post(path, json={"id": 1, "method": "run.start", "params": start})
+        assert r.status_code == 200, r.text
+        paused = await _events(http, thread_id, channels)
+        assert [e["method"] for e in paused] == ["lifecycle", "input.requested", "lifecycle"]
+        assert paused[-1]["params"]["data"]["event"] == "interrupted"
+        approve = {"assistant_id": "approver", "input": {"decisions": [{"type": "approve"}]}}
+        r = await http.post(path, json={"id": 2, "method": "run.start", "params": approve})
+        assert r.status_code == 200, r.text
+        assert "~" in r.json()["result"]["run_id"]  # the stretch of the run after its pause
+        rest = await _events(http, thread_id, {**channels, "since": paused[-1]["seq"]})
+        assert [e["params"]["data"]["event"] for e in rest] == ["running", "completed"]
+    state = await lg.client.threads.get_state(thread_id)
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "tool", "ai"]
