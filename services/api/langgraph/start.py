@@ -27,6 +27,7 @@ from agency.services.api.langgraph.scope import (
 )
 from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import RunCreate
+from agency.services.api.logwait import watch_log
 from agency.services.api.routes_commands import start_run
 from agency.services.api.runstatus import Seen
 from agency.services.api.streaming import ThreadFeed, closing_event
@@ -159,7 +160,15 @@ async def resume_run(
         run_id=run.run_id,
         stream_modes=modes,
     )
-    await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
+    key = new_id()
+    # Answered once the runtime recorded the resume (bounded): a client joining the stretch
+    # right after finds it, in the modes it was asked in.
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", view.thread_id) as log:
+        await deps.bus.commands.send(tenant, command, idempotency_key=key)
+        await log.until(
+            lambda events: next((e for e in events if e.envelope.idempotency_key == key), None),
+            deps.settings.read_your_writes_timeout,
+        )
     # The stretch after the pause: the id `runs.list` names it by once it began.
     pauses = view.hitl_pauses.get(run.run_id)
     return RunRef(run.run_id, pauses[-1] if pauses else view.last_seq)
