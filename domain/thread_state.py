@@ -251,7 +251,10 @@ class ThreadState:
                     self,
                     keys=(*self.keys, (key, run_id)),
                     queue=(*self.queue, queued),
-                    runs=(*self.runs, RunView(run_id=run_id)),
+                    runs=(
+                        *self.runs,
+                        RunView(run_id=run_id, pause_before_tools=payload.pause_before_tools),
+                    ),
                 )
             case RequestInjected(run_id=host, request_run_id=request_run_id):
                 state = self._with_run(request_run_id, status="injected", reason=host)
