@@ -258,6 +258,10 @@ class ThreadState:
                 )
             case RequestInjected(run_id=host, request_run_id=request_run_id):
                 state = self._with_run(request_run_id, status="injected", reason=host)
+                joining = self.run(request_run_id)
+                if joining is not None and joining.pause_before_tools:
+                    # What the request asked for holds for the run it joined, from here on.
+                    state = state._with_run(host, pause_before_tools=True)
                 return _evolve(
                     state, queue=tuple(q for q in state.queue if q.run_id != request_run_id)
                 )

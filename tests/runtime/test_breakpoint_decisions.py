@@ -10,6 +10,7 @@ from agency.contracts.events import (
     BlueprintSpec,
     ChatMessage,
     RequestAccepted,
+    RequestInjected,
     RunStarted,
     ThreadCreated,
     ToolCall,
@@ -27,27 +28,36 @@ WRITE = ToolCall(id="c2", name="write", arguments="{}")
 ANSWER = ChatMessage(role="assistant", tool_calls=(SEARCH, WRITE))
 
 
-async def thread_running(pause_before_tools: bool) -> ThreadState:
-    empty = fold("t", "th", [])
+def invoked(run_id: str, pause_before_tools: bool, state: ThreadState | None = None) -> AnyEvent:
     asked = InvokeThread(
-        agency_id="ag", thread_id="th", run_id="r1", pause_before_tools=pause_before_tools
+        agency_id="ag", thread_id="th", run_id=run_id, pause_before_tools=pause_before_tools
     )
-    events: list[AnyEvent] = [
-        ThreadCreated(agency_id="ag", agent_type="worker"),
-        *commands.invoke(empty, asked, "k1"),
-        RunStarted(run_id="r1", agent_type="worker", max_steps=5),
-    ]
-    store = MemoryEventStore()
-    await store.append("t", "thread", "th", events, expected=empty.position)
+    (accepted,) = commands.invoke(state or fold("t", "th", []), asked, f"key-{run_id}")
+    return accepted
+
+
+async def folded(*appends: list[AnyEvent]) -> ThreadState:
+    """The thread after these appends, one after the other, as the log stores them."""
+    store, position = MemoryEventStore(), fold("t", "th", []).position
+    for events in appends:
+        position = (await store.append("t", "thread", "th", events, expected=position)).position
     return fold("t", "th", await store.read("t", "thread", "th"))
 
 
+def started(pause_before_tools: bool) -> list[AnyEvent]:
+    return [
+        ThreadCreated(agency_id="ag", agent_type="worker"),
+        invoked("r1", pause_before_tools),
+        RunStarted(run_id="r1", agent_type="worker", max_steps=5),
+    ]
+
+
+async def thread_running(pause_before_tools: bool) -> ThreadState:
+    return await folded(started(pause_before_tools))
+
+
 async def test_the_invoke_s_pause_is_on_its_acceptance_and_its_run() -> None:
-    (accepted,) = commands.invoke(
-        fold("t", "th", []),
-        InvokeThread(agency_id="ag", thread_id="th", run_id="r1", pause_before_tools=True),
-        "k1",
-    )
+    accepted = invoked("r1", True)
     assert isinstance(accepted, RequestAccepted) and accepted.pause_before_tools
     paused = await thread_running(True)
     assert paused.run("r1").pause_before_tools  # type: ignore[union-attr]
@@ -75,3 +85,12 @@ async def test_a_pausing_run_s_calls_never_run_in_the_runtime() -> None:
     paused, plain = await thread_running(True), await thread_running(False)
     assert local_tool(tool, request, plain.run("r1"), blueprint) is tool  # type: ignore[arg-type]
     assert local_tool(tool, request, paused.run("r1"), blueprint) is None  # type: ignore[arg-type]
+
+
+async def test_a_pausing_request_that_joins_the_active_run_makes_it_pause() -> None:
+    running = await thread_running(False)
+    joined = RequestInjected(run_id="r1", request_run_id="r2", idempotency_key="key-r2")
+    state = await folded(started(False), [invoked("r2", True, running), joined])
+    assert state.run("r1").pause_before_tools  # type: ignore[union-attr]
+    assert state.run("r2").status == "injected"  # type: ignore[union-attr]
+    assert held_calls(state, "r1", ANSWER, ()) == (SEARCH, WRITE)
