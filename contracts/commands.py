@@ -155,6 +155,9 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     # Run as this blueprint: the thread switches to it first (`thread.blueprint_switched`),
     # when it has no active run or the strategy is `interrupt`; refused otherwise.
     agent_type: str | None = None
+    # Every tool call of this run waits for a person's approval before it runs, as if the
+    # blueprint's `hitl.tools` named every tool (LangGraph's `interrupt_before=["tools"]`).
+    pause_before_tools: bool = False
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):

@@ -27,6 +27,8 @@ class RunView:
     hitl_pending: tuple[ToolCall, ...] = ()
     hitl_overrides: tuple[tuple[str, ToolCall], ...] = ()
     hitl_rejected: frozenset[str] = frozenset()
+    # Every tool call of the run waits for approval (its `request.accepted` asked so).
+    pause_before_tools: bool = False
 
     @property
     def terminal(self) -> bool:

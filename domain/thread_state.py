@@ -251,10 +251,17 @@ class ThreadState:
                     self,
                     keys=(*self.keys, (key, run_id)),
                     queue=(*self.queue, queued),
-                    runs=(*self.runs, RunView(run_id=run_id)),
+                    runs=(
+                        *self.runs,
+                        RunView(run_id=run_id, pause_before_tools=payload.pause_before_tools),
+                    ),
                 )
             case RequestInjected(run_id=host, request_run_id=request_run_id):
                 state = self._with_run(request_run_id, status="injected", reason=host)
+                joining = self.run(request_run_id)
+                if joining is not None and joining.pause_before_tools:
+                    # What the request asked for holds for the run it joined, from here on.
+                    state = state._with_run(host, pause_before_tools=True)
                 return _evolve(
                     state, queue=tuple(q for q in state.queue if q.run_id != request_run_id)
                 )

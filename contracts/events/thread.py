@@ -39,6 +39,9 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     webhook: str | None = None
     # The invoke's `stream_modes`: what a client's rejoin of the run streams.
     stream_modes: tuple[str, ...] = ()
+    # Every tool call of the run waits for approval before it runs (the invoke's
+    # `pause_before_tools`): the runtime pauses the run as for the blueprint's `hitl.tools`.
+    pause_before_tools: bool = False
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):

@@ -98,6 +98,7 @@ def invoke(
         reported_by=command.reported_by,
         webhook=command.webhook,
         stream_modes=command.stream_modes,
+        pause_before_tools=command.pause_before_tools,
     )
     if active is not None and command.strategy == "interrupt":
         return (

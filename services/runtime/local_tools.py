@@ -22,7 +22,7 @@ appended it went on deciding after it.
 
 Never local, whatever the declaration: an isolated tool (it runs in a sandbox), an MCP
 server's tool, and a call that needs a person's approval (the blueprint's `hitl.tools`,
-or a call a person modified).
+a call of a run whose invoke pauses before every tool call, or a call a person modified).
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def local_tool(
         return None
     call = request.call
     if call.name in guarded_tools(blueprint.config) or call.id in dict(run.hitl_overrides):
+        return None
+    if run.pause_before_tools:
         return None
     return tool
 

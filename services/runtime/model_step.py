@@ -5,6 +5,7 @@ between them, and the appends, are the loop's (`ThreadDriver._model_step`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import msgspec
@@ -24,6 +25,7 @@ from agency.contracts.events import (
     RunPaused,
     RunTick,
     SideConfig,
+    ToolCall,
     ToolRegistered,
 )
 from agency.contracts.ids import derived_id
@@ -203,7 +205,20 @@ async def closing(
         )
     after.append(MessageAppended(run_id=run_id, message=response.message))
     after.extend(ctx.emitted)
-    if ctx.held_calls:
-        after.append(HitlInterrupt(run_id=run_id, proposed_tool_calls=tuple(ctx.held_calls)))
+    held = held_calls(ctx.thread, run_id, response.message, ctx.held_calls)
+    if held:
+        after.append(HitlInterrupt(run_id=run_id, proposed_tool_calls=held))
         after.append(RunPaused(run_id=run_id, reason="hitl"))
     return after
+
+
+def held_calls(
+    thread: ThreadState, run_id: str, message: ChatMessage, by_middleware: Sequence[ToolCall]
+) -> tuple[ToolCall, ...]:
+    """The answer's calls that wait for approval: those the middleware held back (the
+    blueprint's `hitl.tools`), or all of them when the run's invoke asked for a pause
+    before every tool call (`pause_before_tools`, on its `request.accepted`)."""
+    run = thread.run(run_id)
+    if run is not None and run.pause_before_tools and message.tool_calls:
+        return message.tool_calls
+    return tuple(by_middleware)

@@ -20,7 +20,14 @@ from agency.contracts.codec import (
 from agency.contracts.commands import CommandEnvelope, InvokeThread
 from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.errors import DecodeError, UpcastError
-from agency.contracts.events import ChatMessage, ModelCompleted, ToolError, ToolStarted, Usage
+from agency.contracts.events import (
+    ChatMessage,
+    ModelCompleted,
+    RequestAccepted,
+    ToolError,
+    ToolStarted,
+    Usage,
+)
 
 BRIEF_CATALOGUE = {
     "thread.created", "request.accepted", "run.started", "run.tick", "run.paused",
@@ -156,3 +163,30 @@ def test_command_whose_type_does_not_match_its_payload_is_refused() -> None:
                 b'"type":"runtime.invoke","version"', b'"type":"runtime.cancel","version"'
             )
         )
+
+
+def test_an_invoke_and_its_acceptance_stored_before_breakpoints_read_without_a_pause() -> None:
+    stored = msgspec.json.encode(
+        {
+            "event_id": "e1", "tenant_id": "acme", "aggregate": "thread", "aggregate_id": "th",
+            "seq": 1, "ts": "2026-01-01T00:00:00Z", "type": "request.accepted", "version": 1,
+            "payload": {"type": "request.accepted", "run_id": "r", "idempotency_key": "k",
+                        "stream_modes": ["values"]},
+        }
+    )  # fmt: skip
+    accepted = decode_event(stored).payload
+    assert accepted == RequestAccepted(run_id="r", idempotency_key="k", stream_modes=("values",))
+    assert accepted.pause_before_tools is False  # type: ignore[attr-defined]
+    command = CommandEnvelope(
+        command_id="c1",
+        tenant_id="acme",
+        idempotency_key="k",
+        ts=utc_now(),
+        type="runtime.invoke",
+        payload=InvokeThread(agency_id="a", thread_id="t", run_id="r"),
+    )
+    old = encode(command).replace(b',"pause_before_tools":false', b"")
+    assert b"pause_before_tools" not in old
+    assert decode_command(old).payload == InvokeThread(agency_id="a", thread_id="t", run_id="r")
+    paused = RequestAccepted(run_id="r", idempotency_key="k", pause_before_tools=True)
+    assert decode_event(encode(envelope(paused))).payload == paused

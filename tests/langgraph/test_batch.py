@@ -37,7 +37,7 @@ async def test_a_bad_item_starts_nothing_and_is_named(lg: LangGraph) -> None:
         )
     with pytest.raises(BadRequestError, match="batch item 0: not mapped"):
         await lg.client.runs.create_batch(
-            [{"assistant_id": "worker", "input": ask("x"), "interrupt_before": ["tools"]}]
+            [{"assistant_id": "worker", "input": ask("x"), "interrupt_before": ["agent"]}]
         )
     with pytest.raises(BadRequestError, match="batch holds"):
         await lg.client.runs.create_batch([])

@@ -30,17 +30,53 @@ _ROLES = {
 }
 
 
+# The nodes of every blueprint's graph (`routes_graph`): the agent loop.
+NODES = ("model", "tools")
+
+
+def _nodes(value: str | list[str] | None) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def _breakpoints(data: RunCreate) -> list[str]:
+    """What of `interrupt_before` / `interrupt_after` does not map. A run pauses for
+    approval before its tool calls, so `interrupt_before=["tools"]` (or `"*"`) maps; no
+    pause before the model's call or after a node does."""
+    named: list[str] = []
+    for option in ("interrupt_before", "interrupt_after"):
+        unknown = [n for n in _nodes(getattr(data, option)) if n != "*" and n not in NODES]
+        if unknown:
+            listed = ", ".join(repr(n[:40]) for n in unknown[:5])
+            named.append(f"{option} {listed} (the graph's nodes are 'model' and 'tools')")
+    if "model" in _nodes(data.interrupt_before):
+        named.append(
+            "interrupt_before 'model' (a run pauses for approval before its tool calls only: "
+            "interrupt_before=['tools'])"
+        )
+    if data.interrupt_after:
+        named.append(
+            "interrupt_after (a run pauses for approval before its tool calls, never after a "
+            "node: a model answer without tool calls ends the run, and tool results go on to "
+            "the next model call; use interrupt_before=['tools'])"
+        )
+    return named
+
+
+def pauses_before_tools(data: RunCreate) -> bool:
+    """`interrupt_before=["tools"]` (or `"*"`): every tool call of the run waits for
+    approval, as the blueprint's `hitl.tools` makes the calls it names wait."""
+    return any(n in ("*", "tools") for n in _nodes(data.interrupt_before))
+
+
 def refuse_unmapped(data: RunCreate) -> None:
     """Options of a LangGraph run that Agency has no counterpart for: a clear 400."""
     unmapped = {
-        "interrupt_before": data.interrupt_before,
-        "interrupt_after": data.interrupt_after,
         "checkpoint": data.checkpoint,
         "checkpoint_id": data.checkpoint_id,
         "after_seconds": data.after_seconds,
         "on_completion='delete'": data.on_completion == "delete",
     }
-    named = [k for k, v in unmapped.items() if v]
+    named = [*_breakpoints(data), *(k for k, v in unmapped.items() if v)]
     if data.command is not None and (data.command.goto or data.command.update):
         named.append("command.goto/command.update")
     if data.multitask_strategy == "rollback":

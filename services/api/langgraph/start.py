@@ -15,7 +15,13 @@ from agency.contracts.ids import new_id
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.follow import following
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
-from agency.services.api.langgraph.inputs import approval, invocation, refuse_unmapped, strategy_of
+from agency.services.api.langgraph.inputs import (
+    approval,
+    invocation,
+    pauses_before_tools,
+    refuse_unmapped,
+    strategy_of,
+)
 from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.scope import (
     agency_for,
@@ -74,8 +80,9 @@ async def begin_run(
         view = await new_thread(deps, tenant, agency_id, agent_type, {}, view.thread_id)
     assert view.created is not None
     switch_to: str | None = None
+    resuming = data.command is not None or (data.input is None and awaits_approval(view))
     if data.assistant_id != view.state.agent_type:
-        if data.command is not None:
+        if resuming:
             raise ClientException(
                 status_code=409,
                 detail=f"the interrupt of thread {view.thread_id} is assistant "
@@ -91,6 +98,9 @@ async def begin_run(
             raise ValidationException("send `input` or `command.resume`, not both")
         modes = stream_modes(data.stream_mode)
         return Begun(view, await resume_run(deps, tenant, view, data.command.resume, modes), feed)
+    if data.input is None and data.command is None and awaits_approval(view):
+        # LangGraph resumes a static breakpoint with a run without input: its calls approved.
+        return Begun(view, await resume_breakpoint(deps, tenant, view, data), feed)
     await deps.limiter.admit(deps.pool, tenant)
     asked = invocation(data.input)
     strategy = strategy_of(data)
@@ -113,6 +123,7 @@ async def begin_run(
             stream_modes(data.stream_mode),
             switch_to,
             webhook=webhook,
+            pause_before_tools=pauses_before_tools(data),
         )
         if started.status == "rejected":
             raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
@@ -138,6 +149,21 @@ def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
 def awaits_approval(view: GraphView) -> bool:
     run = view.state.active_run
     return run is not None and run.status == "paused" and bool(run.hitl_pending)
+
+
+async def resume_breakpoint(deps: ApiDeps, tenant: str, view: GraphView, data: RunCreate) -> RunRef:
+    """A run without input on a thread paused at a static breakpoint (a run started with
+    `interrupt_before=["tools"]`): the calls it awaits are approved. A pause the blueprint's
+    `hitl.tools` made awaits a decision: no input is none."""
+    run = view.state.active_run
+    assert run is not None
+    if not run.pause_before_tools:
+        raise ClientException(
+            status_code=409,
+            detail=f"thread {view.thread_id} awaits a decision on the tool calls its "
+            "blueprint's hitl.tools hold: resume it with command={'resume': ...}",
+        )
+    return await resume_run(deps, tenant, view, True, stream_modes(data.stream_mode))
 
 
 async def resume_run(
