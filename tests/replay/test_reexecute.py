@@ -207,7 +207,13 @@ async def test_code_that_raises_is_reported_not_crashed(agents: Agents) -> None:
     report = await reexecute([events], with_broken_hook())
     assert not report.same
     comparison = report.comparisons[0]
-    assert comparison.failed == "the runtime raised RuntimeError: the new hook is broken"
+    # The failure names the middleware, its hook and the app's line it raised at.
+    assert comparison.failed is not None
+    assert comparison.failed.startswith(
+        "the runtime raised MiddlewareFailed: middleware 'planning' "
+        "(BrokenMiddleware.before_model) raised at tests/replay/apps.py, line "
+    )
+    assert comparison.failed.endswith("in before_model: RuntimeError: the new hook is broken")
 
 
 async def test_model_errors_queued_requests_and_background_children_replay(agents: Agents) -> None:

@@ -49,6 +49,8 @@ NAMES_NOTHING = {
     ("GET", "/keys"): "the caller's own keys",
     ("POST", "/keys"): "creates a key of the caller's",
     ("GET", "/usage"): "the caller's own totals",
+    ("GET", "/langgraph/info"): "the server's own description (LangGraph's health check)",
+    ("GET", "/langgraph/ok"): "public liveness probe of the LangGraph surface",
 }
 STREAM_READ = 4.0  # seconds a stream that answers is read for, at most
 READ_BYTES = 64 * 1024
@@ -199,6 +201,11 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
         ("POST", "/langgraph/runs/cancel"): ({"status": "all"}, False),
         ("POST", "/langgraph/store/items/search"): ({}, False),
         ("POST", "/langgraph/store/namespaces"): ({}, False),
+        ("POST", "/langgraph/threads/{thread_id}/commands"): (
+            {"id": 1, "method": "input.respond",
+             "params": {"interrupt_id": "interrupt-of-a", "response": True}}, False),
+        ("POST", "/langgraph/threads/{thread_id}/stream/events"): (
+            {"channels": ["values", "lifecycle"]}, False),
         ("PUT", "/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
         ("PUT", "/tenants/{tenantId}/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
         ("PUT", "/tenants/{tenantId}/model-policy"): ({"operatorFallback": False}, False),

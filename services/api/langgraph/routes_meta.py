@@ -4,21 +4,14 @@ own server does: they say nothing of any tenant."""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from litestar import Request, get
 
+from agency.contracts.version import package_version
 from agency.services.api.auth import PUBLIC_OPT
 
 PREFIX = "/langgraph"
-
-
-def _version() -> str:
-    try:
-        return version("agency")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _serves(request: Request[Any, Any, Any], part: str) -> bool:
@@ -29,7 +22,7 @@ def _serves(request: Request[Any, Any, Any], part: str) -> bool:
 @get("/info", opt={PUBLIC_OPT: True}, summary="LangGraph: the server and what it serves")
 async def info(request: Request[Any, Any, Any]) -> dict[str, Any]:
     return {
-        "version": _version(),
+        "version": package_version(),
         "server": "agency",
         "flags": {
             "assistants": True,
