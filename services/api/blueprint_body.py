@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, ForwardRef, Literal,
 import msgspec
 
 from agency.contracts.events import BlueprintSpec, registry as contract
-from agency.contracts.events.registry import AgentKind, Checked
+from agency.contracts.events.registry import Checked
 from agency.services.api.text import refuse_nul
 from agency.services.common.egress import server_refusals
 
@@ -82,9 +82,10 @@ def _camel_words(message: str, source: type[msgspec.Struct]) -> str:
     return message
 
 
-def at_boundary(tp: Any) -> Any:
+def at_boundary(tp: Any, rules: bool = True) -> Any:
     """The type of a contract field in a body: `Checked` rules in place of the field's own
-    `msgspec.Meta`, tuples as lists, contract structs as their bodies (by name)."""
+    `msgspec.Meta` (no rules at all in an answer, `rules=False`), tuples as lists, contract
+    structs as their bodies (by name)."""
     if isinstance(tp, type) and tp in BODY_NAMES:
         return ForwardRef(BODY_NAMES[tp])
     origin = typing.get_origin(tp)
@@ -92,17 +93,17 @@ def at_boundary(tp: Any) -> Any:
     if origin is Annotated:
         inner, *extras = args
         checked = [e for e in extras if isinstance(e, Checked)]
-        metas = [e for e in extras if isinstance(e, msgspec.Meta)]
-        if checked and checked[0].meta is not None:
+        metas = [e for e in extras if isinstance(e, msgspec.Meta)] if rules else []
+        if rules and checked and checked[0].meta is not None:
             metas = [checked[0].meta]
-        inner = at_boundary(inner)
+        inner = at_boundary(inner, rules)
         return Annotated[(inner, *metas)] if metas else inner
     if origin in (typing.Union, types.UnionType):
-        return typing.Union[tuple(at_boundary(a) for a in args)]  # noqa: UP007
+        return typing.Union[tuple(at_boundary(a, rules) for a in args)]  # noqa: UP007
     if origin is tuple:
-        return list[at_boundary(args[0])]  # type: ignore[misc]
+        return list[at_boundary(args[0], rules)]  # type: ignore[misc]
     if origin is dict:
-        return dict[at_boundary(args[0]), at_boundary(args[1])]  # type: ignore[misc]
+        return dict[at_boundary(args[0], rules), at_boundary(args[1], rules)]  # type: ignore[misc]
     return tp
 
 
@@ -218,33 +219,26 @@ class SaveBlueprintBody(_SaveBlueprintFields, frozen=True, kw_only=True):
         return msgspec.convert(self, BlueprintSpec, from_attributes=True)
 
 
-class BlueprintOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    name: str
-    description: str
-    prompt: str
-    model: str
-    tags: list[str]
-    config: ConfigBody
-    type: AgentKind
-    side_a: SideBody | None
-    side_b: SideBody | None
-    max_session_turns: int | None
-    expose_as_tool: bool
-    tool_description: str
-    title: str
-    icon: str
-    env: dict[str, str]
-    hooks: list[str]
-    package_name: str
-    version: str
-    author: str
-    license: str
-    init_user_message_property: str | None
-    init_attachments_property: str | None
-    revision: int | None
-    # On save: each `hitl.tools` name that is none of the blueprint's tools (it guards
-    # nothing), listing the tools it has.
-    warnings: list[str] = msgspec.field(default_factory=list)
+def _answer() -> type[msgspec.Struct]:
+    """`BlueprintSpec` as answered: every field, camelCase and present, then the revision
+    and, on save, each `hitl.tools` name that is none of the blueprint's tools (it guards
+    nothing), listing the tools it has."""
+    fields: list[Any] = [
+        (f.name, at_boundary(f.type, rules=False)) for f in msgspec.structs.fields(BlueprintSpec)
+    ]
+    fields += [
+        ("revision", int | None),
+        ("warnings", list[str], msgspec.field(default_factory=list)),
+    ]
+    return msgspec.defstruct(
+        "BlueprintOut", fields, module=__name__, frozen=True, kw_only=True, rename="camel"
+    )
+
+
+if TYPE_CHECKING:
+    BlueprintOut: TypeAlias = msgspec.Struct
+else:
+    BlueprintOut = _answer()
 
 
 class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -282,39 +276,9 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     init_attachments_property: str | None = None
 
 
-def config_body(spec: BlueprintSpec) -> ConfigBody:
-    return msgspec.convert(spec.config, ConfigBody, from_attributes=True)
-
-
 def blueprint_out(
     spec: BlueprintSpec, revision: int | None, warnings: list[str] | None = None
 ) -> BlueprintOut:
-    def side(value: object) -> SideBody | None:
-        return None if value is None else msgspec.convert(value, SideBody, from_attributes=True)
-
-    return BlueprintOut(
-        name=spec.name,
-        description=spec.description,
-        prompt=spec.prompt,
-        model=spec.model,
-        tags=list(spec.tags),
-        config=config_body(spec),
-        type=spec.type,
-        side_a=side(spec.side_a),
-        side_b=side(spec.side_b),
-        max_session_turns=spec.max_session_turns,
-        expose_as_tool=spec.expose_as_tool,
-        tool_description=spec.tool_description,
-        title=spec.title,
-        icon=spec.icon,
-        env=dict(spec.env),
-        hooks=list(spec.hooks),
-        package_name=spec.package_name,
-        version=spec.version,
-        author=spec.author,
-        license=spec.license,
-        init_user_message_property=spec.init_user_message_property,
-        init_attachments_property=spec.init_attachments_property,
-        revision=revision,
-        warnings=warnings or [],
-    )
+    fields = {name: getattr(spec, name) for name in spec.__struct_fields__}
+    answer = types.SimpleNamespace(**fields, revision=revision, warnings=warnings or [])
+    return msgspec.convert(answer, BlueprintOut, from_attributes=True)
