@@ -98,11 +98,14 @@ SemVer = Annotated[
         )
     ),
 ]
-EnvName = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-]
+_ENV_NAME = msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+EnvName = Annotated[str, _ENV_NAME]
+# A blueprint's `env`: its names are checked as `EnvName`s where a blueprint comes in only
+# (blueprints stored before the rule hold other names, and still read).
 EnvValue = Annotated[str, Checked(msgspec.Meta(max_length=10_000))]
-Env = Annotated[dict[EnvName, EnvValue], Checked(msgspec.Meta(max_length=200))]
+Env = Annotated[
+    dict[Annotated[str, Checked(_ENV_NAME)], EnvValue], Checked(msgspec.Meta(max_length=200))
+]
 
 
 class SessionToolBinding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
