@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
@@ -50,11 +51,68 @@ class AgencyCreated(Event, frozen=True, kw_only=True, tag="agency.created"):
     metadata: dict[str, str] = {}
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A field's rule where a blueprint comes in from a client (`services/api/blueprint_body.py`
+    derives the HTTP body from these structs), not where a stored event is read: events
+    stored before the rule, or through a path that did not check it, still decode. `meta`
+    takes the place of the field's own `msgspec.Meta` there; `required` makes a field with
+    a default required there; `operator` leaves the field out (the operator's only)."""
+
+    meta: msgspec.Meta | None = None
+    required: bool = False
+    operator: bool = False
+
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+CheckedPositive = Annotated[int, Checked(msgspec.Meta(ge=1))]
+# A blueprint's own name: it is in paths and subjects.
+Token = Annotated[
+    str, Checked(msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$"))
+]
+Name = Annotated[str, Checked(msgspec.Meta(min_length=1, max_length=200))]
+Label = Annotated[str, Checked(msgspec.Meta(max_length=200))]
+Icon = Annotated[str, Checked(msgspec.Meta(max_length=2000))]
+ModelName = Annotated[str, Checked(msgspec.Meta(max_length=200))]
+HookId = Annotated[
+    str, Checked(msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@-]+$"))
+]
+Hooks = Annotated[tuple[HookId, ...], Checked(msgspec.Meta(max_length=100))]
+# npm's rule for package names: lower case, optionally scoped (`@scope/name`).
+PackageName = Annotated[
+    str,
+    Checked(
+        msgspec.Meta(
+            max_length=214, pattern=r"^$|^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$"
+        )
+    ),
+]
+# Semantic versioning: MAJOR.MINOR.PATCH, optionally -prerelease and +build.
+SemVer = Annotated[
+    str,
+    Checked(
+        msgspec.Meta(
+            max_length=100,
+            pattern=r"^$|^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+            r"(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$",
+        )
+    ),
+]
+_ENV_NAME = msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+EnvName = Annotated[str, _ENV_NAME]
+# A blueprint's `env`: its names are checked as `EnvName`s where a blueprint comes in only
+# (blueprints stored before the rule hold other names, and still read).
+EnvValue = Annotated[str, Checked(msgspec.Meta(max_length=10_000))]
+Env = Annotated[
+    dict[Annotated[str, Checked(_ENV_NAME)], EnvValue], Checked(msgspec.Meta(max_length=200))
+]
+
+
 class SessionToolBinding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A tool that drives a dual-AI session's lifecycle; `message_property` names the
     argument whose text becomes the lifecycle message (the result, the failure, the status)."""
 
-    name: str
+    name: Name
     message_property: str = "message"
     attachments_property: str | None = None
 
@@ -72,14 +130,13 @@ class SideConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     stop_on_response: bool = True
     stop_tool: str | None = None
     stop_tool_response_property: str | None = None
-    max_steps: int | None = None
+    max_steps: CheckedPositive | None = None
     session_stop: Binding | None = None
     session_fail: Binding | None = None
     session_status: Binding | None = None
 
 
 AgentKind = Literal["ai_human", "dual_ai"]
-Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class Config(
@@ -92,11 +149,6 @@ class HitlConfig(Config, frozen=True, kw_only=True):
     """Calls to these tools wait for a person's decision."""
 
     tools: tuple[str, ...] = ()
-
-
-EnvName = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-]
 
 
 PropertyName = Annotated[
@@ -139,7 +191,10 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
     blueprint, carried in their `thread.created`, whatever the agency saves under the name.
     """
 
-    name: Annotated[str, msgspec.Meta(min_length=1)]
+    # The children's agent type: unlike a saved blueprint's name it is in no path.
+    name: Annotated[
+        str, msgspec.Meta(min_length=1), Checked(msgspec.Meta(min_length=1, max_length=200))
+    ]
     blocking: bool | None = None
     resumable: bool = False
     max_instances: Positive | None = None
@@ -164,23 +219,23 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
     # An inline blueprint's fields (`BlueprintSpec`'s, with the same defaults).
     description: str = ""
     prompt: str = ""
-    model: str = ""
+    model: ModelName = ""
     tags: tuple[str, ...] = ()
     config: BlueprintConfig | None = None
     type: AgentKind = "ai_human"
     side_a: SideConfig | None = None
     side_b: SideConfig | None = None
-    max_session_turns: int | None = None
+    max_session_turns: CheckedPositive | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
-    title: str = ""
-    icon: str = ""
-    env: dict[str, str] = {}
-    hooks: tuple[str, ...] = ()
-    package_name: str = ""
-    version: str = ""
-    author: str = ""
-    license: str = ""
+    title: Label = ""
+    icon: Icon = ""
+    env: Env = {}
+    hooks: Hooks = ()
+    package_name: PackageName = ""
+    version: SemVer = ""
+    author: Label = ""
+    license: Label = ""
 
     @property
     def inline(self) -> bool:
@@ -269,6 +324,12 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 # One object, shared by every shape of a server: msgspec leaves a float default out of an
 # encoding only when it is this very object.
 DEFAULT_MCP_TIMEOUT = 30.0
+# A blueprint from a client names streamable HTTP servers only; a header value naming the
+# environment (`${ENV:NAME}`) is the operator's.
+HttpUrl = Annotated[
+    str, Checked(msgspec.Meta(pattern=r"^https?://", max_length=2000), required=True)
+]
+HeaderValue = Annotated[str, Checked(msgspec.Meta(pattern=r"^(?!.*\$\{ENV:)"))]
 
 
 class McpServer(Config, frozen=True, kw_only=True):
@@ -283,10 +344,10 @@ class McpServer(Config, frozen=True, kw_only=True):
     """
 
     name: McpServerName
-    url: str = ""
-    headers: dict[str, str] = {}
-    command: tuple[str, ...] = ()
-    env: dict[str, str] = {}
+    url: HttpUrl = ""
+    headers: dict[str, HeaderValue] = {}
+    command: Annotated[tuple[str, ...], Checked(operator=True)] = ()
+    env: Annotated[dict[str, str], Checked(operator=True)] = {}
     tools: tuple[str, ...] = ()
     timeout: Seconds = DEFAULT_MCP_TIMEOUT
 
@@ -377,26 +438,26 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     caller's files copied to the child.
     """
 
-    name: str
+    name: Token
     description: str = ""
     prompt: str = ""
-    model: str = ""
+    model: ModelName = ""
     tags: tuple[str, ...] = ()
     config: BlueprintConfig = msgspec.field(default_factory=BlueprintConfig)
     type: AgentKind = "ai_human"
     side_a: SideConfig | None = None
     side_b: SideConfig | None = None
-    max_session_turns: int | None = None
+    max_session_turns: CheckedPositive | None = None
     expose_as_tool: bool = False
     tool_description: str = ""
-    title: str = ""
-    icon: str = ""
-    env: dict[str, str] = {}
-    hooks: tuple[str, ...] = ()
-    package_name: str = ""
-    version: str = ""
-    author: str = ""
-    license: str = ""
+    title: Label = ""
+    icon: Icon = ""
+    env: Env = {}
+    hooks: Hooks = ()
+    package_name: PackageName = ""
+    version: SemVer = ""
+    author: Label = ""
+    license: Label = ""
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
 

@@ -1,54 +1,42 @@
-"""The HTTP shape of a blueprint: the contract's `BlueprintSpec` with camelCase names.
+"""The HTTP shape of a blueprint: the contract's structs, derived here with camelCase names.
 
-Request structs refuse unknown fields, so a misspelt setting (`maxStep`) is a 400 naming it
-rather than a setting silently ignored; settings of user middleware go in `config.extra`.
-Conversion to and from the contract reads attributes (`from_attributes`), so the two
-shapes differ only in their wire names.
+`contracts/events/registry.py` declares a blueprint once, with the rules of each field; a
+rule a stored event need not meet is a `Checked` annotation there, applied here and not when
+events are read. Each body below is made from its contract struct by `camel_body`: the same
+fields and defaults, camelCase on the wire, lists for tuples, the `Checked` rules in place,
+the fields `Checked(operator=True)` left out, unknown fields refused (a misspelt `maxStep`
+is a 400 naming it; settings of user middleware go in `config.extra`). A field added to
+the contract is a field of the body. Conversion to the contract reads attributes
+(`from_attributes`).
 """
 
 from __future__ import annotations
 
+import re
+import types
+import typing
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, ForwardRef, Literal, TypeAlias
 
 import msgspec
 
-from agency.contracts.events import BlueprintSpec
-from agency.contracts.events.registry import (
-    DEFAULT_MCP_TIMEOUT,
-    AgentKind,
-    EnvName,
-    McpServerName,
-    PropertyName,
-    Seconds,
-)
+from agency.contracts.events import BlueprintSpec, registry as contract
+from agency.contracts.events.registry import Checked
 from agency.services.api.text import refuse_nul
-from agency.services.common.egress import refusal
+from agency.services.common.egress import server_refusals
 
-Positive = Annotated[int, msgspec.Meta(ge=1)]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-Label = Annotated[str, msgspec.Meta(max_length=200)]
-Icon = Annotated[str, msgspec.Meta(max_length=2000)]
-EnvValue = Annotated[str, msgspec.Meta(max_length=10_000)]
-Env = Annotated[dict[EnvName, EnvValue], msgspec.Meta(max_length=200)]
-HookId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@-]+$")]
-# npm's rule for package names: lower case, optionally scoped (`@scope/name`).
-PackageName = Annotated[
-    str,
-    msgspec.Meta(
-        max_length=214, pattern=r"^$|^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$"
-    ),
-]
-# Semantic versioning: MAJOR.MINOR.PATCH, optionally -prerelease and +build.
-SemVer = Annotated[
-    str,
-    msgspec.Meta(
-        max_length=100,
-        pattern=r"^$|^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
-        r"(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$",
-    ),
-]
+# Each contract struct of a blueprint and the name of its body.
+BODY_NAMES: dict[type[msgspec.Struct], str] = {
+    contract.HitlConfig: "HitlBody",
+    contract.ImmediateConfig: "ImmediateBody",
+    contract.SubagentEntry: "SubagentEntryBody",
+    contract.SubagentsConfig: "SubagentsBody",
+    contract.McpServer: "McpServerBody",
+    contract.BlueprintConfig: "ConfigBody",
+    contract.SessionToolBinding: "BindingBody",
+    contract.SideConfig: "SideBody",
+    contract.BlueprintSpec: "SaveBlueprintBody",
+}
 
 
 class Camel(
@@ -59,229 +47,198 @@ class Camel(
     omit_defaults=True,
     rename="camel",
 ):
-    """camelCase on the wire, unknown fields refused, defaults left out of answers, no NUL."""
+    """camelCase on the wire, unknown fields refused, defaults left out of answers, no NUL;
+    then the contract's own rules (`__post_init__`) when the body has all its fields, and
+    the checks of `_BOUNDARY_CHECKS`."""
+
+    __contract__: ClassVar[type[msgspec.Struct] | None] = None
+    __contract_rules__: ClassVar[typing.Callable[[Any], None] | None] = None
 
     def __post_init__(self) -> None:
         refuse_nul(self)
+        source = type(self).__contract__
+        if source is None:
+            return
+        rules = type(self).__contract_rules__
+        if rules is not None:
+            try:
+                rules(self)
+            except ValueError as e:
+                raise ValueError(_camel_words(str(e), source)) from None
+        check = _BOUNDARY_CHECKS.get(source)
+        if check is not None:
+            check(self)
 
 
-class HitlBody(Camel, frozen=True, kw_only=True):
-    tools: list[str] = []
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
-class ImmediateBody(Camel, frozen=True, kw_only=True):
-    """The object form of `immediate`: `nameEnv` / `descriptionEnv` name runtime variables
-    whose values become the child's initial name and task (model-visible); `scopedEnv`
-    names variables passed to the child's runtime only, never to a model."""
-
-    name_env: EnvName | None = None
-    description_env: EnvName | None = None
-    scoped_env: list[EnvName] = []
+def _camel_words(message: str, source: type[msgspec.Struct]) -> str:
+    """A contract's message with its field names as the body spells them."""
+    for field in msgspec.structs.fields(source):
+        message = re.sub(rf"\b{field.name}\b", camel(field.name), message)
+    return message
 
 
-class SubagentEntryBody(Camel, frozen=True, kw_only=True):
-    """A subagent this agent may spawn: a blueprint named by `name` (the agency's, else the
-    system's), or, with any blueprint field besides `name` (`description`, `prompt`,
-    `tags`, `model`, `config`, ...), a whole blueprint inline, each field checked as a
-    saved blueprint's; its children run it. The name is the children's agent type (1 to
-    200 characters, as for a reference: unlike a saved blueprint's it is in no path).
-    `optional` names an environment variable of the runtime: the branch exists only while
-    it is `true`, `1` or `yes`. `immediate` (true, or the object form) spawns the child as
-    soon as the agent's prompt becomes active, before its first model step.
-    `initUserMessageProperty` names the call's argument that becomes the child's first user
-    message, `initAttachmentsProperty` the one naming the files copied to it."""
+def at_boundary(tp: Any, rules: bool = True) -> Any:
+    """The type of a contract field in a body: `Checked` rules in place of the field's own
+    `msgspec.Meta` (no rules at all in an answer, `rules=False`), tuples as lists, contract
+    structs as their bodies (by name)."""
+    if isinstance(tp, type) and tp in BODY_NAMES:
+        return ForwardRef(BODY_NAMES[tp])
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Annotated:
+        inner, *extras = args
+        checked = [e for e in extras if isinstance(e, Checked)]
+        metas = [e for e in extras if isinstance(e, msgspec.Meta)] if rules else []
+        if rules and checked and checked[0].meta is not None:
+            metas = [checked[0].meta]
+        inner = at_boundary(inner, rules)
+        return Annotated[(inner, *metas)] if metas else inner
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(at_boundary(a, rules) for a in args)]  # noqa: UP007
+    if origin is tuple:
+        return list[at_boundary(args[0], rules)]  # type: ignore[misc]
+    if origin is dict:
+        return dict[at_boundary(args[0], rules), at_boundary(args[1], rules)]  # type: ignore[misc]
+    return tp
 
-    name: Name
-    blocking: bool | None = None
-    resumable: bool = False
-    max_instances: Positive | None = None
-    optional: EnvName | None = None
-    init_user_message_property: PropertyName | None = None
-    init_attachments_property: PropertyName | None = None
-    immediate: bool | ImmediateBody = False
-    parent_communication: Literal["implicit", "explicit"] = "implicit"
-    # An inline blueprint: `SaveBlueprintBody`'s fields, with its checks.
-    description: str = ""
-    prompt: str = ""
-    model: Annotated[str, msgspec.Meta(max_length=200)] = ""
-    tags: list[str] = []
-    config: ConfigBody | None = None
-    type: AgentKind = "ai_human"
-    side_a: SideBody | None = None
-    side_b: SideBody | None = None
-    max_session_turns: Positive | None = None
-    expose_as_tool: bool = False
-    tool_description: str = ""
-    title: Label = ""
-    icon: Icon = ""
-    env: Env = {}
-    hooks: Annotated[list[HookId], msgspec.Meta(max_length=100)] = []
-    package_name: PackageName = ""
-    version: SemVer = ""
-    author: Label = ""
-    license: Label = ""
 
-    # The document states the rule `__post_init__` checks: `explicit` needs `resumable`
-    # and a `blocking` that is not true.
-    __json_schema_extra__: ClassVar[dict[str, Any]] = {
-        "anyOf": [
-            {"properties": {"parentCommunication": {"const": "implicit"}}},
-            {
-                "properties": {"resumable": {"const": True}, "blocking": {"enum": [False, None]}},
-                "required": ["resumable"],
-            },
-        ]
+def _checked(tp: Any) -> Checked:
+    if typing.get_origin(tp) is Annotated:
+        for extra in typing.get_args(tp)[1:]:
+            if isinstance(extra, Checked):
+                return extra
+    return Checked()
+
+
+def camel_body(source: type[msgspec.Struct], name: str | None = None) -> type[Camel]:
+    """The HTTP body of a contract struct, named as in `BODY_NAMES` unless told (see the
+    module's docstring)."""
+    fields: list[tuple[str, Any, Any]] = []
+    for field in msgspec.structs.fields(source):
+        checked = _checked(field.type)
+        if checked.operator:
+            continue
+        tp = at_boundary(field.type)
+        if field.required or checked.required:
+            fields.append((field.name, tp))  # type: ignore[arg-type]
+        elif field.default_factory is not msgspec.NODEFAULT:
+            factory = field.default_factory
+            if isinstance(factory, type) and factory in BODY_NAMES:
+                factory = _lazy(BODY_NAMES[factory])
+            fields.append((field.name, tp, msgspec.field(default_factory=factory)))
+        else:
+            default = [] if field.default == () else field.default
+            fields.append((field.name, tp, default))
+    # The contract's own rules read the body's attributes: all its fields must be there.
+    whole = len(fields) == len(msgspec.structs.fields(source))
+    namespace: dict[str, Any] = {
+        "__contract__": source,
+        "__contract_rules__": getattr(source, "__post_init__", None) if whole else None,
+        "__doc__": source.__doc__,
     }
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.parent_communication == "explicit" and (not self.resumable or self.blocking):
-            raise ValueError(
-                f"subagent {self.name!r}: parentCommunication `explicit` needs `resumable` "
-                "and cannot be `blocking`"
-            )
-        # An inline blueprint's MCP servers pass the egress wall as a saved blueprint's do.
-        for i, server in enumerate(self.config.mcp_servers if self.config else ()):
-            problem = refusal(server.url)
-            if problem is not None:
-                raise ValueError(
-                    f"field 'config.mcpServers[{i}].url': {server.url[:200]!r} is refused: "
-                    f"{problem}"
-                )
+    extra = getattr(source, "__json_schema_extra__", None)
+    if extra is not None:
+        namespace["__json_schema_extra__"] = _camel_properties(extra)
+    body: type[Camel] = msgspec.defstruct(  # type: ignore[assignment]
+        name or BODY_NAMES[source],
+        fields,
+        bases=(Camel,),
+        module=__name__,
+        namespace=namespace,
+        kw_only=True,
+    )
+    return body
 
 
-class SubagentsBody(Camel, frozen=True, kw_only=True):
-    subagents: list[str | SubagentEntryBody] = []
+def _lazy(name: str) -> Any:
+    return lambda: globals()[name]()
 
 
-HttpUrl = Annotated[str, msgspec.Meta(pattern=r"^https?://", max_length=2000)]
-# A value naming the environment (`${ENV:NAME}`) is the operator's, never a tenant's.
-HeaderValue = Annotated[str, msgspec.Meta(pattern=r"^(?!.*\$\{ENV:)")]
+def _camel_properties(schema: Any) -> Any:
+    """A JSON Schema fragment with the names under `properties` and `required` in camelCase."""
+    if isinstance(schema, dict):
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key == "properties":
+                out[key] = {camel(k): _camel_properties(v) for k, v in value.items()}
+            elif key == "required":
+                out[key] = [camel(k) for k in value]
+            else:
+                out[key] = _camel_properties(value)
+        return out
+    if isinstance(schema, list):
+        return [_camel_properties(v) for v in schema]
+    return schema
 
 
-class McpServerBody(Camel, frozen=True, kw_only=True):
-    """`McpServer`: an MCP server whose tools the agent gets as `<name>__<tool>`
-    (`docs/mcp.md`). A blueprint saved here names streamable HTTP servers only: stdio
-    servers (`command`, `env`) and `${ENV:NAME}` references in headers are the operator's
-    (its agent system or static blueprints)."""
-
-    name: McpServerName
-    url: HttpUrl
-    headers: dict[str, HeaderValue] = {}
-    tools: list[str] = []
-    timeout: Seconds = DEFAULT_MCP_TIMEOUT
+def _refuse_egress(body: Any) -> None:
+    """An address no connection for a tenant may reach (`services/common/egress.py`); a
+    name is resolved and checked again on connecting. Checked where a blueprint comes in
+    only: a stored blueprint still reads back (its runs are refused on connecting)."""
+    for i, url, problem in server_refusals(body.config.mcp_servers if body.config else ()):
+        raise ValueError(f"field 'config.mcpServers[{i}].url': {url!r} is refused: {problem}")
 
 
-class ConfigBody(Camel, frozen=True, kw_only=True):
-    """`BlueprintConfig`: `maxSteps`, `tokenBudget`, `hitl`, `subagents`, `callableAgents`,
-    `mcpServers`; `extra` holds settings of middleware added by users, under their own
-    names."""
+_BOUNDARY_CHECKS: dict[type[msgspec.Struct], typing.Callable[[Any], None]] = {
+    contract.BlueprintSpec: _refuse_egress,
+    contract.SubagentEntry: _refuse_egress,  # an inline blueprint, as a saved one
+}
 
-    max_steps: Positive | None = None
-    token_budget: Positive | None = None
-    hitl: HitlBody | None = None
-    subagents: SubagentsBody | None = None
-    callable_agents: list[str] = []
-    mcp_servers: list[McpServerBody] = []
-    extra: dict[str, Any] = {}
-
-
-class BindingBody(Camel, frozen=True, kw_only=True):
-    name: Name
-    message_property: str = "message"
-    attachments_property: str | None = None
-
-
-class SideBody(Camel, frozen=True, kw_only=True):
-    """`SideConfig` of a dual-AI blueprint."""
-
-    prompt: str
-    label: str = ""
-    stop_on_response: bool = True
-    stop_tool: str | None = None
-    stop_tool_response_property: str | None = None
-    max_steps: Positive | None = None
-    session_stop: str | BindingBody | None = None
-    session_fail: str | BindingBody | None = None
-    session_status: str | BindingBody | None = None
+if TYPE_CHECKING:  # made at import; the checker sees what they all are
+    HitlBody: TypeAlias = Camel
+    ImmediateBody: TypeAlias = Camel
+    SubagentEntryBody: TypeAlias = Camel
+    SubagentsBody: TypeAlias = Camel
+    McpServerBody: TypeAlias = Camel
+    ConfigBody: TypeAlias = Camel
+    BindingBody: TypeAlias = Camel
+    SideBody: TypeAlias = Camel
+    _SaveBlueprintFields: TypeAlias = Camel
+else:
+    HitlBody = camel_body(contract.HitlConfig)
+    ImmediateBody = camel_body(contract.ImmediateConfig)
+    SubagentEntryBody = camel_body(contract.SubagentEntry)
+    SubagentsBody = camel_body(contract.SubagentsConfig)
+    McpServerBody = camel_body(contract.McpServer)
+    ConfigBody = camel_body(contract.BlueprintConfig)
+    BindingBody = camel_body(contract.SessionToolBinding)
+    SideBody = camel_body(contract.SideConfig)
+    _SaveBlueprintFields = camel_body(contract.BlueprintSpec, "SaveBlueprintFields")
+HookId = at_boundary(contract.HookId)
 
 
-class SaveBlueprintBody(Camel, frozen=True, kw_only=True):
-    """`BlueprintSpec`. `title` and `icon` label the agent in a UI; `env` holds default
-    values of variables (names like environment variables); `hooks` the ids of fallback
-    hooks; `packageName` (npm's rule), `version` (semantic versioning), `author` and
-    `license` are packaging metadata. Called as a tool (`exposeAsTool`), the tool's
-    argument `initUserMessageProperty` (default `message`) becomes the child's first user
-    message and `initAttachmentsProperty` (default `attachments`) names the files copied
-    to it."""
-
-    name: Token
-    description: str = ""
-    prompt: str = ""
-    model: Annotated[str, msgspec.Meta(max_length=200)] = ""
-    tags: list[str] = []
-    config: ConfigBody = msgspec.field(default_factory=ConfigBody)
-    type: AgentKind = "ai_human"
-    side_a: SideBody | None = None
-    side_b: SideBody | None = None
-    max_session_turns: Positive | None = None
-    expose_as_tool: bool = False
-    tool_description: str = ""
-    title: Label = ""
-    icon: Icon = ""
-    env: Env = {}
-    hooks: Annotated[list[HookId], msgspec.Meta(max_length=100)] = []
-    package_name: PackageName = ""
-    version: SemVer = ""
-    author: Label = ""
-    license: Label = ""
-    init_user_message_property: PropertyName | None = None
-    init_attachments_property: PropertyName | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        # An address no connection for a tenant may reach (`services/common/egress.py`);
-        # a name is resolved and checked again on connecting. Checked on save only: a
-        # stored blueprint still reads back (its runs are refused on connecting).
-        for i, server in enumerate(self.config.mcp_servers):
-            problem = refusal(server.url)
-            if problem is not None:
-                raise ValueError(
-                    f"field 'config.mcpServers[{i}].url': {server.url[:200]!r} is refused: "
-                    f"{problem}"
-                )
+class SaveBlueprintBody(_SaveBlueprintFields, frozen=True, kw_only=True):
+    """`BlueprintSpec` as saved over HTTP."""
 
     def spec(self) -> BlueprintSpec:
         return msgspec.convert(self, BlueprintSpec, from_attributes=True)
 
 
-class BlueprintOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    name: str
-    description: str
-    prompt: str
-    model: str
-    tags: list[str]
-    config: ConfigBody
-    type: AgentKind
-    side_a: SideBody | None
-    side_b: SideBody | None
-    max_session_turns: int | None
-    expose_as_tool: bool
-    tool_description: str
-    title: str
-    icon: str
-    env: dict[str, str]
-    hooks: list[str]
-    package_name: str
-    version: str
-    author: str
-    license: str
-    init_user_message_property: str | None
-    init_attachments_property: str | None
-    revision: int | None
-    # On save: each `hitl.tools` name that is none of the blueprint's tools (it guards
-    # nothing), listing the tools it has.
-    warnings: list[str] = msgspec.field(default_factory=list)
+def _answer() -> type[msgspec.Struct]:
+    """`BlueprintSpec` as answered: every field, camelCase and present, then the revision
+    and, on save, each `hitl.tools` name that is none of the blueprint's tools (it guards
+    nothing), listing the tools it has."""
+    fields: list[Any] = [
+        (f.name, at_boundary(f.type, rules=False)) for f in msgspec.structs.fields(BlueprintSpec)
+    ]
+    fields += [
+        ("revision", int | None),
+        ("warnings", list[str], msgspec.field(default_factory=list)),
+    ]
+    return msgspec.defstruct(
+        "BlueprintOut", fields, module=__name__, frozen=True, kw_only=True, rename="camel"
+    )
+
+
+if TYPE_CHECKING:
+    BlueprintOut: TypeAlias = msgspec.Struct
+else:
+    BlueprintOut = _answer()
 
 
 class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -319,39 +276,9 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     init_attachments_property: str | None = None
 
 
-def config_body(spec: BlueprintSpec) -> ConfigBody:
-    return msgspec.convert(spec.config, ConfigBody, from_attributes=True)
-
-
 def blueprint_out(
     spec: BlueprintSpec, revision: int | None, warnings: list[str] | None = None
 ) -> BlueprintOut:
-    def side(value: object) -> SideBody | None:
-        return None if value is None else msgspec.convert(value, SideBody, from_attributes=True)
-
-    return BlueprintOut(
-        name=spec.name,
-        description=spec.description,
-        prompt=spec.prompt,
-        model=spec.model,
-        tags=list(spec.tags),
-        config=config_body(spec),
-        type=spec.type,
-        side_a=side(spec.side_a),
-        side_b=side(spec.side_b),
-        max_session_turns=spec.max_session_turns,
-        expose_as_tool=spec.expose_as_tool,
-        tool_description=spec.tool_description,
-        title=spec.title,
-        icon=spec.icon,
-        env=dict(spec.env),
-        hooks=list(spec.hooks),
-        package_name=spec.package_name,
-        version=spec.version,
-        author=spec.author,
-        license=spec.license,
-        init_user_message_property=spec.init_user_message_property,
-        init_attachments_property=spec.init_attachments_property,
-        revision=revision,
-        warnings=warnings or [],
-    )
+    fields = {name: getattr(spec, name) for name in spec.__struct_fields__}
+    answer = types.SimpleNamespace(**fields, revision=revision, warnings=warnings or [])
+    return msgspec.convert(answer, BlueprintOut, from_attributes=True)

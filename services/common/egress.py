@@ -24,8 +24,8 @@ import asyncio
 import ipaddress
 import os
 import socket
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpcore2
@@ -165,6 +165,22 @@ def refusal(url: str, policy: EgressPolicy | None = None) -> str | None:
     except ValueError:
         return "the URL's port is not a number from 0 to 65535"
     return policy.address_refusal(literal, port, named=False)
+
+
+class _Server(Protocol):
+    @property
+    def url(self) -> str: ...
+
+
+def server_refusals(servers: Iterable[_Server]) -> Iterator[tuple[int, str, str]]:
+    """Each MCP server of a blueprint's config whose URL is refused as written (`refusal`):
+    its index, its URL (cut to 200 characters) and why. The one check of every way a
+    blueprint comes in (HTTP, NATS, a workflow's member, an inline subagent); a stdio
+    server (no URL) is the operator's only, refused elsewhere (`McpServer.operator_only`)."""
+    for i, server in enumerate(servers):
+        problem = refusal(server.url) if server.url else None
+        if problem is not None:
+            yield i, server.url[:200], problem
 
 
 def guarded_transport(policy: EgressPolicy) -> httpx2.AsyncHTTPTransport:

@@ -42,7 +42,7 @@ from agency.contracts.events import BlueprintSpec, WorkflowLimits
 from agency.contracts.events.registry import BlueprintConfig
 from agency.contracts.ids import is_valid_token
 from agency.domain.cron import cron_problem
-from agency.services.common.egress import refusal
+from agency.services.common.egress import server_refusals
 
 _VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_-]+)\s*\}\}")
 _INLINE_FIELDS = frozenset(
@@ -325,10 +325,8 @@ def _inline(name: str, spec: dict[str, Any], where: str) -> BlueprintSpec:
         # An address no connection for a tenant may reach (`services/common/egress.py`),
         # in the member's config or a subagent blueprint it defines inline.
         inner = where if blueprint.name == name else f"{where} (subagent {blueprint.name})"
-        for i, server in enumerate(blueprint.config.mcp_servers):
-            problem = refusal(server.url) if server.url else None
-            if problem is not None:
-                raise DefinitionError(f"{inner}.config.mcp_servers[{i}].url: {problem}")
+        for i, _, problem in server_refusals(blueprint.config.mcp_servers):
+            raise DefinitionError(f"{inner}.config.mcp_servers[{i}].url: {problem}")
     for key in ("model", "system_prompt", "description"):
         if not isinstance(spec.get(key, ""), str):
             raise DefinitionError(f"{where}.{key} must be a string")

@@ -34,7 +34,7 @@ from agency.infra.jetstream.errors import InvalidEvent
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.common.decide import Decision, decide_and_append
-from agency.services.common.egress import refusal
+from agency.services.common.egress import server_refusals
 from agency.services.common.fork import ForkError, fork_thread
 from agency.services.registry import decisions
 
@@ -59,16 +59,12 @@ def _check_egress(save: SaveBlueprint) -> None:
     or `localhost`, `services/common/egress.py`) is refused however it arrives: over HTTP,
     on the tenant's own NATS subjects, or from a workflow."""
     for blueprint in save.blueprint.with_inline():  # and the subagents it defines inline
-        for i, server in enumerate(blueprint.config.mcp_servers):
-            if not server.url:
-                continue  # a stdio server: only the operator's may be (`decisions`)
-            problem = refusal(server.url)
-            if problem is not None:
-                raise CommandRejected(
-                    "egress_refused",
-                    f"blueprint {blueprint.name!r}: config.mcpServers[{i}].url "
-                    f"{server.url[:200]!r} is refused: {problem}",
-                )
+        for i, url, problem in server_refusals(blueprint.config.mcp_servers):
+            raise CommandRejected(
+                "egress_refused",
+                f"blueprint {blueprint.name!r}: config.mcpServers[{i}].url {url!r} is refused: "
+                f"{problem}",
+            )
 
 
 class RegistryService:
