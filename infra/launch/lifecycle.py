@@ -5,19 +5,20 @@ as a child process, its pid, whether it runs and the tail of its log."""
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from typing import Self
 
 from agency.infra.launch.process import ChildProcess
 
 
-class Server:
+class Server(ABC):
     """A server with `start()` and an idempotent `stop()`, used as an async context manager."""
 
-    async def start(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def start(self) -> None: ...
 
-    async def stop(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def stop(self) -> None: ...
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -19,7 +19,6 @@ from typing import Any
 import msgspec
 import structlog
 from litestar import Request, Response, post
-from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody
@@ -35,8 +34,9 @@ from agency.services.api.langgraph.parts import frame
 from agency.services.api.langgraph.protocol_events import CHANNELS, ProtocolEvents, channel_of
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
 from agency.services.api.langgraph.start import awaits_approval, begin_run
+from agency.services.api.langgraph.thread_stream import folded_stream
 from agency.services.api.langgraph.wire import Body, Command, MultitaskStrategy, RunCreate
-from agency.services.api.streaming import ThreadFeed, closing_event
+from agency.services.api.streaming import ThreadFeed
 
 log = structlog.get_logger(__name__)
 
@@ -249,15 +249,10 @@ async def thread_events(
     if not root:  # Agency's events are all in the root namespace
         channels = set()
     since = data.since if data.since is not None and data.since >= 0 else -1
-    closing = closing_event(request.app.state)
-    feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing)
-    folding = GraphView(tenant_id=tenant, thread_id=view.thread_id)
-    return Stream(
-        protocol_sse(feed, folding, channels, since),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(feed.aclose),
-    )
+    return folded_stream(
+        deps, tenant, view, request,
+        lambda feed, folding: protocol_sse(feed, folding, channels, since),
+    )  # fmt: skip
 
 
 PROTOCOL_ROUTES = [thread_command, thread_events]

@@ -10,7 +10,7 @@ it the stream starts now.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import structlog
@@ -26,6 +26,7 @@ from agency.contracts.events import HitlResume, RequestAccepted
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.follow import KEEPALIVE
 from agency.services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
 from agency.services.api.langgraph.parts import Parts, frame
@@ -134,11 +135,23 @@ async def join_thread_stream(
     modes = thread_modes([*(stream_mode or []), *(stream_modes or [])])
     view = await load_thread(deps, tenant, thread_id)
     after = after_last_event(last_event_id, view.last_seq)
-    closing = closing_event(request.app.state)
-    feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing)
-    folding = GraphView(tenant_id=tenant, thread_id=view.thread_id)
+    return folded_stream(
+        deps, tenant, view, request, lambda feed, folding: thread_sse(feed, folding, modes, after)
+    )
+
+
+def folded_stream(
+    deps: ApiDeps,
+    tenant: str,
+    view: GraphView,
+    request: Request[Any, Any, State],
+    frames: Callable[[ThreadFeed, GraphView], AsyncIterator[bytes]],
+) -> Stream:
+    """An SSE answer of `frames` over the thread's events from its start, each folded into
+    a view of its own as it comes; the feed closes with the answer."""
+    feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing_event(request.app.state))
     return Stream(
-        thread_sse(feed, folding, modes, after),
+        frames(feed, GraphView(tenant_id=tenant, thread_id=view.thread_id)),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         background=BackgroundTask(feed.aclose),
