@@ -39,45 +39,35 @@ _UNMAPPED = (
 )  # fmt: skip
 
 
-class CronCreate(Body, frozen=True, kw_only=True):
+class CronOptions(Body, frozen=True, kw_only=True):
+    """What a cron's create and update both take (LangGraph's wire)."""
+
+    input: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    interrupt_before: str | list[str] | None = None
+    interrupt_after: str | list[str] | None = None
+    webhook: str | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+    end_time: str | None = None
+    enabled: bool | None = None
+    timezone: str | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    durability: str | None = None
+
+
+class CronCreate(CronOptions, frozen=True, kw_only=True):
     assistant_id: str
     schedule: str
-    input: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
     checkpoint_during: bool | None = None
-    interrupt_before: str | list[str] | None = None
-    interrupt_after: str | list[str] | None = None
-    webhook: str | None = None
-    on_run_completed: Literal["delete", "keep"] | None = None
     multitask_strategy: str | None = None
-    end_time: str | None = None
-    enabled: bool | None = None
-    timezone: str | None = None
-    stream_mode: str | list[str] | None = None
-    stream_subgraphs: bool | None = None
-    stream_resumable: bool | None = None
-    durability: str | None = None
 
 
-class CronUpdate(Body, frozen=True, kw_only=True):
+class CronUpdate(CronOptions, frozen=True, kw_only=True):
     schedule: str | None = None
-    end_time: str | None = None
-    input: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    webhook: str | None = None
-    interrupt_before: str | list[str] | None = None
-    interrupt_after: str | list[str] | None = None
-    on_run_completed: Literal["delete", "keep"] | None = None
-    enabled: bool | None = None
-    timezone: str | None = None
-    stream_mode: str | list[str] | None = None
-    stream_subgraphs: bool | None = None
-    stream_resumable: bool | None = None
-    durability: str | None = None
 
 
 class CronSearch(Body, frozen=True, kw_only=True):
