@@ -30,6 +30,7 @@ from agency.services.api.bodies import strict_body
 from agency.services.api.console.pages import CONSOLE_PAGES
 from agency.services.api.cors import CorsMiddleware, cors_headers
 from agency.services.api.deps import ApiDeps
+from agency.services.api.forwarded import ForwardedMiddleware
 from agency.services.api.guards import PathGuard
 from agency.services.api.langgraph.router import langgraph_router
 from agency.services.api.mcp_server import AgencyMcp
@@ -149,8 +150,10 @@ def create_app(deps: ApiDeps) -> Litestar:
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),
         },
-        # Preflights are answered before authentication: a browser sends no key on one.
+        # A trusted proxy's `X-Forwarded-*` first (what the client asked for); preflights
+        # are answered before authentication: a browser sends no key on one.
         middleware=[
+            ForwardedMiddleware(deps.settings.trusted_proxies),
             CorsMiddleware(deps.settings.cors),
             PathGuard(),
             AllowMiddleware(),

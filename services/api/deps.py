@@ -15,6 +15,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.nats_auth import CredentialIssuer
 from agency.services.agents.system import AgentSystem
 from agency.services.api.cors import CorsSettings
+from agency.services.api.forwarded import TrustedProxies
 from agency.services.api.keys import KeyCache
 from agency.services.api.known import KnownResources
 from agency.services.api.langgraph.views import GraphViews
@@ -54,6 +55,9 @@ class ApiSettings:
     read_lag_timeout: float = 1.0
     # The browser origins that may call the API (`AGENCY_CORS_ORIGINS`, `services/api/cors.py`).
     cors: CorsSettings = field(default_factory=CorsSettings)
+    # The reverse proxies whose `X-Forwarded-*` are believed (`AGENCY_TRUSTED_PROXIES`,
+    # `services/api/forwarded.py`).
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
 
 
 @dataclass(frozen=True, slots=True)

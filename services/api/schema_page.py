@@ -9,8 +9,13 @@ and so are not served."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from litestar import Request
 from litestar.datastructures import ResponseHeader
 from litestar.openapi.plugins import OpenAPIRenderPlugin, RedocRenderPlugin, YamlRenderPlugin
+
+from agency.services.api.forwarded import forwarded_prefix
 
 REDOC_JS = "/console/vendor/redoc/redoc.standalone.js"
 NO_ICON = '<link rel="icon" href="data:,">'
@@ -26,11 +31,19 @@ ONLY_THIS_HOST = ResponseHeader(
 )
 
 
+class _Redoc(RedocRenderPlugin):
+    """Redoc's page, its bundle under the path a trusted proxy serves Agency at."""
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        html = super().render(request, openapi_schema)
+        if prefix := forwarded_prefix(request.scope):
+            html = html.replace(f'src="{REDOC_JS}"'.encode(), f'src="{prefix}{REDOC_JS}"'.encode())
+        return html
+
+
 def schema_pages() -> list[OpenAPIRenderPlugin]:
     """The render plugins of `OpenAPIConfig`: Redoc on the vendored bundle, and YAML."""
     return [
-        RedocRenderPlugin(
-            path=["/", "/redoc"], js_url=REDOC_JS, google_fonts=False, favicon=NO_ICON
-        ),
+        _Redoc(path=["/", "/redoc"], js_url=REDOC_JS, google_fonts=False, favicon=NO_ICON),
         YamlRenderPlugin(),
     ]

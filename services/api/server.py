@@ -64,6 +64,9 @@ async def run_api(
         lifespan="on",
         log_config=None,  # logging belongs to the host process
         access_log=False,
+        # Which proxy may say who the client is: the operator's `AGENCY_TRUSTED_PROXIES`
+        # (`forwarded.py`), not uvicorn's default trust of 127.0.0.1.
+        proxy_headers=False,
         timeout_graceful_shutdown=int(GRACEFUL_TIMEOUT),
         ws_ping_interval=20.0,
     )

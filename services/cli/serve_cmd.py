@@ -140,6 +140,7 @@ class _Api:
         from agency.projections.setup import prepare_read_models
         from agency.services.api.cors import CorsSettings
         from agency.services.api.deps import ApiDeps, ApiSettings
+        from agency.services.api.forwarded import TrustedProxies
         from agency.services.api.server import run_api
         from agency.services.api.tenant_scope import scope_session
         from agency.services.llm.catalog import ProviderCatalog
@@ -155,7 +156,9 @@ class _Api:
                     bus=bus,
                     system=self._system,
                     settings=ApiSettings(
-                        admin_secret=self._admin_secret, cors=CorsSettings.from_env()
+                        admin_secret=self._admin_secret,
+                        cors=CorsSettings.from_env(),
+                        trusted_proxies=TrustedProxies.from_env(),
                     ),
                     nats_credentials=self.issuer,
                     models=ProviderCatalog.from_env(),

@@ -49,6 +49,7 @@ async def agency_up(args: argparse.Namespace) -> int:
     from agency.projections.setup import prepare_read_models
     from agency.services.api.cors import CorsSettings
     from agency.services.api.deps import ApiDeps, ApiSettings
+    from agency.services.api.forwarded import TrustedProxies
     from agency.services.api.server import run_api
     from agency.services.api.tenant_scope import scope_session
     from agency.services.cli.agencies import ensure_default_agency
@@ -115,7 +116,9 @@ async def agency_up(args: argparse.Namespace) -> int:
             bus=bus,
             system=system,
             settings=ApiSettings(
-                admin_secret=credentials.admin_secret, cors=CorsSettings.from_env(default="local")
+                admin_secret=credentials.admin_secret,
+                cors=CorsSettings.from_env(default="local"),
+                trusted_proxies=TrustedProxies.from_env(),
             ),
             services=supervisor.states,
             models=models,

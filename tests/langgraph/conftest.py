@@ -15,12 +15,18 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.api.cors import CorsSettings
 from agency.services.api.deps import ApiSettings
+from agency.services.api.forwarded import TrustedProxies
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, running_apis
 
 # A browser app's origin the operator allowed, besides pages on this machine.
 APP_ORIGIN = "https://app.example"
-SETTINGS = ApiSettings(admin_secret=ADMIN, cors=CorsSettings.parse(f"{APP_ORIGIN}, local"))
+# The reverse proxies of the tests run on this machine: their `X-Forwarded-*` are believed.
+SETTINGS = ApiSettings(
+    admin_secret=ADMIN,
+    cors=CorsSettings.parse(f"{APP_ORIGIN}, local"),
+    trusted_proxies=TrustedProxies.parse("127.0.0.1"),
+)
 
 
 @dataclass

@@ -2,7 +2,10 @@
 request on a connection of its own (`Connection: close` upstream, as nginx's plain
 `proxy_pass` does), may rewrite `Host` to the upstream's address (nginx's default
 `proxy_set_header Host $proxy_host`), can cut every response it is relaying, as a proxy
-timeout or a dropped network does, and can send what follows to another server."""
+timeout or a dropped network does, and can send what follows to another server. With a
+`prefix` it serves the API under that path, as an operator mounts Agency beside other
+apps: it strips the prefix and says what the client asked for in `X-Forwarded-Prefix`,
+`-Host`, `-Proto` and `-For`."""
 
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ HEAD_LIMIT = 64 * 1024
 
 
 class Proxy:
-    def __init__(self, upstream: str, *, rewrite_host: bool = False) -> None:
+    def __init__(self, upstream: str, *, rewrite_host: bool = False, prefix: str = "") -> None:
         self._upstream = _address(upstream)
-        self._rewrite_host = rewrite_host
+        self._rewrite_host = rewrite_host or bool(prefix)
+        self._prefix = prefix.encode()
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
         self.requests: list[bytes] = []  # each request's first line, as forwarded
@@ -54,17 +58,30 @@ class Proxy:
 
     def _head(self, raw: bytes) -> bytes:
         lines = raw.split(b"\r\n")
-        kept = [lines[0]]
+        kept = [self._strip_prefix(lines[0])]
         for line in lines[1:]:
-            name = line.partition(b":")[0].strip().lower()
-            if name == b"connection" or (self._rewrite_host and name == b"host"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"host" and self._prefix:
+                kept.append(b"X-Forwarded-Host: " + value.strip())
+            if name.strip().lower() == b"connection" or (
+                self._rewrite_host and name.strip().lower() == b"host"
+            ):
                 continue
             kept.append(line)
+        if self._prefix:
+            kept[1:1] = [
+                b"X-Forwarded-Prefix: " + self._prefix,
+                b"X-Forwarded-Proto: https",
+                b"X-Forwarded-For: 203.0.113.7",
+            ]
         if self._rewrite_host:
             host, port = self._upstream
             kept.insert(1, b"Host: %s:%d" % (host.encode(), port))
         kept.insert(1, b"Connection: close")
         return b"\r\n".join(kept)
+
+    def _strip_prefix(self, line: bytes) -> bytes:
+        return _strip(line, self._prefix) if self._prefix else line
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self._open.add(client_w)
@@ -95,6 +112,17 @@ class Proxy:
                     writer.transport.abort()
 
 
+def _strip(line: bytes, prefix: bytes) -> bytes:
+    """The request line with `prefix` taken off its path (a path outside it unchanged)."""
+    method, _, rest = line.partition(b" ")
+    path, _, version = rest.partition(b" ")
+    if path == prefix or path.startswith((prefix + b"/", prefix + b"?")):
+        path = path[len(prefix) :] or b"/"
+        if path.startswith(b"?"):
+            path = b"/" + path
+    return b" ".join((method, path, version))
+
+
 def _address(url: str) -> tuple[str, int]:
     host, _, port = url.removeprefix("http://").partition(":")
     return host, int(port)
@@ -111,8 +139,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 @contextlib.asynccontextmanager
-async def proxy(upstream: str, *, rewrite_host: bool = False) -> AsyncIterator[Proxy]:
-    running = Proxy(upstream, rewrite_host=rewrite_host)
+async def proxy(
+    upstream: str, *, rewrite_host: bool = False, prefix: str = ""
+) -> AsyncIterator[Proxy]:
+    running = Proxy(upstream, rewrite_host=rewrite_host, prefix=prefix)
     await running.start()
     try:
         yield running

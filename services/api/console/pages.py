@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from litestar import MediaType, Router, get
+from litestar import MediaType, Request, Router, get
 from litestar.file_system import BaseLocalFileSystem
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Response
@@ -17,23 +17,28 @@ from litestar.types import FileInfo, PathType
 
 from agency.contracts.codec import EVENT_TYPES
 from agency.services.api.auth import PUBLIC_OPT
+from agency.services.api.forwarded import forwarded_prefix
 
 # Resolved: the static files router looks a file up by its real path, and in a source
 # checkout this module is reached through a link (agency/services -> ../services).
 STATIC = (Path(__file__).parent / "static").resolve()
 
 
-@functools.cache
-def page() -> str:
-    """The page, with the event types the streams may send (for per-type SSE listeners)."""
+@functools.lru_cache(maxsize=8)
+def page(prefix: str = "") -> str:
+    """The page, with the event types the streams may send (for per-type SSE listeners),
+    its assets and API calls under the path a trusted proxy serves Agency at (`prefix`,
+    `services/api/forwarded.py`: a plain path, nothing to escape)."""
     html = (STATIC / "index.html").read_text(encoding="utf-8")
+    html = html.replace('"/console/', f'"{prefix}/console/').replace("__ROOT__", prefix)
     return html.replace("__EVENT_TYPES__", json.dumps(sorted(EVENT_TYPES)))
 
 
 @get("/", opt={PUBLIC_OPT: True}, include_in_schema=False, media_type=MediaType.HTML)
-async def console_page() -> Response[str]:
+async def console_page(request: Request[Any, Any, Any]) -> Response[str]:
     # The page is small and names its assets; it must never be served stale.
-    return Response(page(), media_type=MediaType.HTML, headers={"Cache-Control": "no-cache"})
+    html = page(forwarded_prefix(request.scope))
+    return Response(html, media_type=MediaType.HTML, headers={"Cache-Control": "no-cache"})
 
 
 class ConsoleFiles(BaseLocalFileSystem):

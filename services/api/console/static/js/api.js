@@ -1,6 +1,8 @@
 // The HTTP API as the console calls it: the key from localStorage, errors as ApiError.
 
 const KEY = "agency.key";
+// The path a reverse proxy serves Agency under (`X-Forwarded-Prefix`), "" when none.
+export const ROOT = document.querySelector('meta[name="agency-root"]')?.content || "";
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -29,7 +31,7 @@ export async function api(method, path, body, query) {
   const url = query ? `${path}?${params(query)}` : path;
   let response;
   try {
-    response = await fetch(url, init);
+    response = await fetch(ROOT + url, init);
   } catch (e) {
     throw new ApiError(0, "the API does not answer: " + e.message);
   }

@@ -2,7 +2,7 @@
 // shape of an event: everything else reads {threadId, runId, seq, streamSeq, ts, type,
 // data, eventId, correlationId} with `data` in camelCase.
 
-import {api, apiKey, paths} from "./api.js";
+import {ROOT, api, apiKey, paths} from "./api.js";
 
 // Keys whose values are maps of the user's own keys (file paths, metadata): kept as they are.
 const OPAQUE = new Set(["files", "metadata", "request", "config", "args"]);
@@ -81,7 +81,7 @@ export class EventFeed {
   open() {
     if (this.closed) return;
     const key = encodeURIComponent(apiKey());
-    const source = new EventSource(`${this.url}?fromSeq=${this.lastSeq + 1}&access_token=${key}`);
+    const source = new EventSource(`${ROOT}${this.url}?fromSeq=${this.lastSeq + 1}&access_token=${key}`);
     this.source = source;
     // One unnamed frame an event: every event reaches onmessage, once.
     source.onmessage = (message) => this.receive(message);
