@@ -14,7 +14,7 @@ import msgspec
 from agency.contracts.events.base import ChatMessage, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.events.thread import ConcurrencyStrategy
-from agency.contracts.events.workflow import ScheduleTarget, WorkflowLimits
+from agency.contracts.events.workflow import ScheduleOptions, ScheduleTarget, WorkflowLimits
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -325,6 +325,7 @@ class SetSchedule(Command, frozen=True, kw_only=True, tag="workflows.set_schedul
     workflow_id: str | None = None
     agent: str | None = None
     message: str = ""
+    options: ScheduleOptions = msgspec.field(default_factory=ScheduleOptions)
 
 
 class RemoveSchedule(Command, frozen=True, kw_only=True, tag="workflows.remove_schedule"):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import zoneinfo
+from datetime import UTC, datetime, tzinfo
+from functools import lru_cache
 
 from croniter import croniter
 
@@ -39,3 +42,33 @@ def cron_problem(expression: str) -> str | None:
             "number, a range or a list of them, with an optional `/step`, within its range"
         )
     return None
+
+
+@lru_cache(maxsize=256)
+def _zone(name: str) -> tzinfo | None:
+    if name in ("UTC", "Etc/UTC"):
+        return UTC
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def timezone_problem(name: str) -> str | None:
+    """Why `name` is not a time zone a schedule may tick in (an IANA name), or None."""
+    if len(name) > 64 or _zone(name) is None:
+        return f"timezone {name[:80]!r} is not an IANA time zone name (such as Europe/Paris)"
+    return None
+
+
+def ticks_after(expression: str, after: datetime, timezone: str = "UTC") -> croniter:
+    """The ticks of `expression` after `after`, read on the clocks of `timezone` (a day's
+    ticks follow its daylight saving time); each `get_next(datetime)` is time-zone aware."""
+    zone = _zone(timezone) or UTC
+    return croniter(expression, after.astimezone(zone))
+
+
+def next_tick(expression: str, after: datetime, timezone: str = "UTC") -> datetime:
+    """The first tick after `after`, in UTC."""
+    tick: datetime = ticks_after(expression, after, timezone).get_next(datetime)
+    return tick.astimezone(UTC)

@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from agency.contracts.events import ScheduleOptions
 from agency.projections.queries import View
 
 
@@ -87,6 +88,7 @@ class ScheduleView(View, frozen=True, kw_only=True):
     last_tick: datetime | None
     fired: int
     updated_at: datetime
+    options: ScheduleOptions = msgspec.field(default_factory=ScheduleOptions)
 
 
 def _workflow(r: asyncpg.Record, members: list[MemberView]) -> WorkflowView:
@@ -242,6 +244,7 @@ async def schedules(conn: asyncpg.Connection, tenant: str, agency_id: str) -> li
             last_tick=r["last_tick"],
             fired=r["fired"],
             updated_at=r["updated_at"],
+            options=msgspec.json.decode(r["options"], type=ScheduleOptions),
         )
         for r in rows
     ]

@@ -142,9 +142,20 @@ class ProposalClosed(Event, frozen=True, kw_only=True, tag="proposal.closed"):
     reason: str = ""
 
 
+class ScheduleOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """When a schedule ticks besides its cron: in which time zone (an IANA name), until
+    when (no tick after `end_time`), whether at all (`enabled`), and the labels its owner
+    gave it (`metadata`, strings)."""
+
+    timezone: str = "UTC"
+    end_time: datetime | None = None
+    enabled: bool = True
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+
 class ScheduleSet(Event, frozen=True, kw_only=True, tag="schedule.set"):
-    """A cron trigger (UTC) of a workflow (a message posted to it) or of an agent (a run of
-    its thread in the agency's `@global` workflow)."""
+    """A cron trigger (in `options.timezone`, UTC unless said) of a workflow (a message
+    posted to it) or of an agent (a run of its thread in the agency's `@global` workflow)."""
 
     agency_id: str
     name: str
@@ -153,6 +164,7 @@ class ScheduleSet(Event, frozen=True, kw_only=True, tag="schedule.set"):
     workflow_id: str | None = None
     agent: str | None = None
     message: str = ""
+    options: ScheduleOptions = msgspec.field(default_factory=ScheduleOptions)
 
 
 class ScheduleRemoved(Event, frozen=True, kw_only=True, tag="schedule.removed"):

@@ -111,6 +111,7 @@ CREATE TABLE IF NOT EXISTS schedules (
     PRIMARY KEY (tenant_id, schedule_id)
 );
 CREATE INDEX IF NOT EXISTS schedules_by_agency ON schedules (tenant_id, agency_id, name);
+ALTER TABLE schedules ADD COLUMN IF NOT EXISTS options jsonb NOT NULL DEFAULT '{}';
 """
 
 _CREATED = (
@@ -165,11 +166,12 @@ _CLOSED = (
 )
 _SCHEDULE = (
     "INSERT INTO schedules (tenant_id, schedule_id, agency_id, name, cron, target, workflow_id, "
-    "agent, message, active, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true, $10) "
+    "agent, message, active, updated_at, options) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true, $10, $11) "
     "ON CONFLICT (tenant_id, schedule_id) DO UPDATE SET name = EXCLUDED.name, "
     "cron = EXCLUDED.cron, target = EXCLUDED.target, workflow_id = EXCLUDED.workflow_id, "
     "agent = EXCLUDED.agent, message = EXCLUDED.message, active = true, "
-    "updated_at = EXCLUDED.updated_at"
+    "updated_at = EXCLUDED.updated_at, options = EXCLUDED.options"
 )
 _REMOVED = (
     "UPDATE schedules SET active = false, updated_at = $3 WHERE tenant_id = $1 AND schedule_id = $2"
@@ -221,7 +223,7 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
             case ScheduleSet() as s:
                 yield _SCHEDULE, (
                     t, a, s.agency_id, s.name, s.cron, s.target,
-                    s.workflow_id, s.agent, s.message, ts,
+                    s.workflow_id, s.agent, s.message, ts, _json(s.options),
                 )  # fmt: skip
             case ScheduleRemoved():
                 yield _REMOVED, (t, a, ts)

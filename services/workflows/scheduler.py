@@ -7,21 +7,23 @@ ordered reader from the start, then live) and, when a tick is due, appends
 `fire:<tick>`: of several schedulers seeing the same tick one append wins, the others
 reload, find the tick fired and do nothing. The controller then acts on the fired event
 once (its durable consumer). Ticks missed while no scheduler ran are not replayed one by
-one: the latest due tick fires once.
+one: the latest due tick fires once. A schedule's ticks are read on the clocks of its time
+zone (`options.timezone`); one disabled (`options.enabled`) or past its `end_time` does not
+fire.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import structlog
-from croniter import croniter
 from nats.errors import Error as NatsError
 
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import AnyEvent, ScheduleFired, ScheduleRemoved, ScheduleSet
+from agency.domain.cron import ticks_after
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.reader import OrderedReader
@@ -35,21 +37,26 @@ ALL_SCHEDULES = "tenant.*.evt.schedule.>"
 _CATCH_UP = timedelta(days=1)
 
 
-def due_tick(cron: str, since: datetime, now: datetime) -> datetime | None:
-    """The latest tick in (since, now], or None."""
+def due_tick(cron: str, since: datetime, now: datetime, timezone: str = "UTC") -> datetime | None:
+    """The latest tick in (since, now], in UTC, or None."""
     since = max(since, now - _CATCH_UP)
-    ticks = croniter(cron, since)
+    ticks = ticks_after(cron, since, timezone)
     latest: datetime | None = None
     while True:
-        tick: datetime = ticks.get_next(datetime)
+        tick: datetime = ticks.get_next(datetime).astimezone(UTC)
         if tick > now:
             return latest
         latest = tick
 
 
-def next_tick(cron: str, after: datetime) -> datetime:
-    result: datetime = croniter(cron, after).get_next(datetime)
-    return result
+def firing_tick(spec: ScheduleSet, since: datetime, now: datetime) -> datetime | None:
+    """The tick `spec` fires now, if any: none while disabled or after its `end_time`."""
+    options = spec.options
+    if not options.enabled:
+        return None
+    if options.end_time is not None:
+        now = min(now, options.end_time)
+    return due_tick(spec.cron, since, now, options.timezone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +95,9 @@ class Scheduler:
         match event.payload:
             case ScheduleSet() as spec:
                 entry = self._entries.get(key)
-                since = entry.since if entry else env.ts
+                # Enabled again: the ticks it slept through are not caught up.
+                resumed = entry is not None and not entry.spec.options.enabled
+                since = entry.since if entry and not resumed else env.ts
                 self._entries[key] = Entry(env.tenant_id, env.aggregate_id, spec, since)
             case ScheduleRemoved():
                 self._entries.pop(key, None)
@@ -107,7 +116,7 @@ class Scheduler:
 
     async def fire_due(self, now: datetime) -> None:
         for entry in list(self._entries.values()):
-            tick = due_tick(entry.spec.cron, entry.since, now)
+            tick = firing_tick(entry.spec, entry.since, now)
             if tick is None:
                 continue
             try:

@@ -36,7 +36,7 @@ from agency.contracts.events import (
     WorkflowCreated,
 )
 from agency.domain import workflow_decisions as decisions
-from agency.domain.cron import cron_problem
+from agency.domain.cron import cron_problem, timezone_problem
 from agency.domain.workflow_members import member_blueprint, workflow_request
 from agency.domain.workflow_state import fold
 from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
@@ -203,6 +203,8 @@ class WorkflowCommands:
         problem = cron_problem(command.cron)
         if problem:
             raise CommandRejected("invalid_cron", problem)
+        if problem := timezone_problem(command.options.timezone):
+            raise CommandRejected("invalid_timezone", problem)
         event = ScheduleSet(
             agency_id=command.agency_id,
             name=command.name,
@@ -211,6 +213,7 @@ class WorkflowCommands:
             workflow_id=command.workflow_id,
             agent=command.agent,
             message=command.message,
+            options=command.options,
         )
         await decide_and_append(
             self._bus.store, tenant, "schedule", command.schedule_id,

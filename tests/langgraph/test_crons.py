@@ -3,6 +3,10 @@ assistant's thread of `@global`."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import BadRequestError, NotFoundError
@@ -46,10 +50,22 @@ async def test_a_cron_runs_its_assistant_each_tick_until_deleted(lg: LangGraph) 
 async def test_what_a_cron_cannot_take_is_refused_with_the_reason(lg: LangGraph) -> None:
     with pytest.raises(BadRequestError, match="5 fields"):
         await lg.client.crons.create("worker", schedule="every day", input=ask("x"))
-    with pytest.raises(BadRequestError, match="timezone"):
+    with pytest.raises(BadRequestError, match="IANA"):
         await lg.client.crons.create(
-            "worker", schedule="0 9 * * *", input=ask("x"), timezone="Europe/Paris"
+            "worker", schedule="0 9 * * *", input=ask("x"), timezone="Mars/Olympus"
         )
+    with pytest.raises(BadRequestError, match="webhook"):
+        await lg.client.crons.create(
+            "worker", schedule="0 9 * * *", input=ask("x"), webhook="https://hooks.example/x"
+        )
+    async with httpx.AsyncClient(base_url=f"{lg.url}/langgraph", timeout=20) as http:
+        r = await http.post(
+            "/runs/crons",
+            json={"assistant_id": "worker", "schedule": "0 9 * * *", "input": ask("x"),
+                  "end_time": "tomorrow"},
+            headers={"x-api-key": lg.key},
+        )  # fmt: skip
+        assert r.status_code == 400 and "ISO 8601" in r.text
     with pytest.raises(BadRequestError, match=r"input\.messages"):
         await lg.client.crons.create("worker", schedule="0 9 * * *")
     with pytest.raises(NotFoundError, match="nosuch"):
@@ -71,3 +87,62 @@ async def test_another_tenant_sees_no_cron_of_ours(lg: LangGraph) -> None:
         with pytest.raises(NotFoundError):
             await other.crons.update(cron["cron_id"], schedule="0 10 * * *")
     assert [c["cron_id"] for c in await lg.client.crons.search()] == [cron["cron_id"]]
+
+
+async def test_a_cron_keeps_its_time_zone_end_metadata_and_whether_it_is_enabled(
+    lg: LangGraph,
+) -> None:
+    end = datetime.now(UTC) + timedelta(days=30)
+    cron = await lg.client.crons.create(
+        "worker", schedule="0 9 * * *", input=ask("morning"), timezone="Europe/Paris",
+        end_time=end, metadata={"team": "ops"}, config={"tags": ["a"]},
+    )  # fmt: skip
+    assert cron["timezone"] == "Europe/Paris" and cron["enabled"] is True
+    assert datetime.fromisoformat(cron["end_time"]) == end
+    assert cron["metadata"]["team"] == "ops"
+    upcoming = datetime.fromisoformat(cron["next_run_date"])
+    local = upcoming.astimezone(ZoneInfo("Europe/Paris"))
+    assert (local.hour, local.minute) == (9, 0) and upcoming.utcoffset() is not None
+    assert [c["cron_id"] for c in await lg.client.crons.search(metadata={"team": "ops"})] == [
+        cron["cron_id"]
+    ]
+    assert await lg.client.crons.search(metadata={"team": "dev"}) == []
+
+    paused = await lg.client.crons.update(cron["cron_id"], enabled=False)
+    assert paused["enabled"] is False and paused["next_run_date"] is None
+    assert paused["timezone"] == "Europe/Paris" and paused["metadata"]["team"] == "ops"
+    assert await lg.client.crons.search(enabled=True) == []
+    assert [c["cron_id"] for c in await lg.client.crons.search(enabled=False)] == [cron["cron_id"]]
+    again = await lg.client.crons.update(cron["cron_id"], enabled=True, schedule="30 7 * * *")
+    assert again["enabled"] is True and again["schedule"] == "30 7 * * *"
+    assert again["next_run_date"] is not None
+
+
+async def test_a_cron_past_its_end_time_runs_no_more(lg: LangGraph) -> None:
+    """Every second until an end a few seconds away: it runs, then stops by itself."""
+    key = "lg-cron-end-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="tick answered")] * 50)
+    end = datetime.now(UTC) + timedelta(seconds=3)
+    cron = await lg.client.crons.create(
+        "worker", schedule="* * * * * *", input=ask(key), end_time=end
+    )
+    thread_id = cron["thread_id"]
+
+    async def answered() -> None:
+        state = await lg.client.threads.get_state(thread_id)
+        assert "tick answered" in [m["content"] for m in state["values"]["messages"]]
+
+    await assert_eventually(answered, timeout=20)
+
+    async def over() -> None:
+        [found] = await lg.client.crons.search()
+        assert found["next_run_date"] is None
+
+    await assert_eventually(over, timeout=10)
+    async with httpx.AsyncClient(base_url=lg.url, timeout=20) as http:
+        r = await http.get(
+            f"/agency/{lg.agency}/schedules", headers={"Authorization": f"Bearer {lg.key}"}
+        )
+        [schedule] = [s for s in r.json() if s["id"] == cron["cron_id"]]
+    last = datetime.fromisoformat(schedule["lastTick"])
+    assert last <= end, "no tick fired after the end time"

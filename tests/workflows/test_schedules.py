@@ -8,13 +8,19 @@ from collections import Counter
 from hypothesis import given, settings, strategies as st
 
 from agency.contracts.commands import SetSchedule
-from agency.contracts.events import BlueprintSpec, ScheduleFired, ScheduleRemoved, ScheduleSet
+from agency.contracts.events import (
+    BlueprintSpec,
+    ScheduleFired,
+    ScheduleOptions,
+    ScheduleRemoved,
+    ScheduleSet,
+)
 from agency.contracts.ids import new_id
-from agency.domain.cron import CRON_PATTERN, cron_problem
+from agency.domain.cron import CRON_PATTERN, cron_problem, next_tick, timezone_problem
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, Position
 from agency.services.llm.fake_scripts import ScriptStep
-from agency.services.workflows.scheduler import Scheduler, due_tick
+from agency.services.workflows.scheduler import Scheduler, due_tick, firing_tick
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import Workflows
 
@@ -134,3 +140,36 @@ def test_a_missed_stretch_fires_its_latest_tick_only() -> None:
     now = datetime(2026, 1, 1, 3, 30, tzinfo=UTC)
     assert due_tick("0 * * * *", since, now) == datetime(2026, 1, 1, 3, 0, tzinfo=UTC)
     assert due_tick("0 * * * *", now, now) is None
+
+
+def _spec(cron: str, **options: object) -> ScheduleSet:
+    return ScheduleSet(
+        agency_id="a", name="n", cron=cron, target="agent", agent="bot",
+        options=ScheduleOptions(**options),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_schedule_ticks_on_the_clocks_of_its_time_zone() -> None:
+    from datetime import UTC, datetime
+
+    since = datetime(2026, 7, 1, 0, 0, tzinfo=UTC)
+    now = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
+    # 09:00 in Paris in summer is 07:00 UTC; in winter, 08:00 UTC.
+    assert firing_tick(_spec("0 9 * * *", timezone="Europe/Paris"), since, now) == datetime(
+        2026, 7, 1, 7, 0, tzinfo=UTC
+    )
+    winter = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)
+    assert next_tick("0 9 * * *", winter, "Europe/Paris") == datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+    assert timezone_problem("Europe/Paris") is None
+    assert "IANA" in (timezone_problem("Mars/Olympus") or "")
+
+
+def test_a_disabled_schedule_or_one_past_its_end_does_not_fire() -> None:
+    from datetime import UTC, datetime
+
+    since = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)
+    now = datetime(2026, 1, 1, 3, 30, tzinfo=UTC)
+    assert firing_tick(_spec("0 * * * *", enabled=False), since, now) is None
+    ended = _spec("0 * * * *", end_time=datetime(2026, 1, 1, 1, 30, tzinfo=UTC))
+    assert firing_tick(ended, since, now) == datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+    assert firing_tick(ended, datetime(2026, 1, 1, 1, 0, tzinfo=UTC), now) is None

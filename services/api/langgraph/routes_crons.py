@@ -1,9 +1,11 @@
 """LangGraph crons on the agency's schedules (`docs/workflows.md`).
 
 A cron of an assistant is an agent schedule (`workflows.set_schedule`, target `agent`):
-at each tick (UTC) the input's text is posted to the assistant's thread in the agency's
-`@global` workflow, which runs it. The cron's `thread_id` is that thread. Updating sets the
-schedule again; deleting removes it (`schedule.removed`).
+at each tick (in the cron's `timezone`, UTC unless said) the input's text is posted to the
+assistant's thread in the agency's `@global` workflow, which runs it. The cron's
+`thread_id` is that thread. `enabled`, `end_time` and `metadata` are the schedule's
+options. Updating sets the schedule again (what the update leaves out stays); deleting
+removes it (`schedule.removed`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from croniter import croniter
 from litestar import Request, delete, patch, post
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import RemoveSchedule, SetSchedule
+from agency.contracts.events import ScheduleOptions
 from agency.contracts.ids import new_id
-from agency.domain.cron import cron_problem
+from agency.domain.cron import cron_problem, next_tick, timezone_problem
 from agency.domain.workflow_members import global_workflow_id
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
@@ -32,11 +34,9 @@ from agency.services.api.workflow_ops import ensure_global_member, find_schedule
 MAX_PAGE = 1000
 CronIdPath = Annotated[str, PathParameter(name="cron_id")]
 CRON_PREFIX = "sch_"
-# Options of a LangGraph cron with nothing in an Agency schedule to hold them.
-_UNMAPPED = (
-    "config", "context", "metadata", "interrupt_before", "interrupt_after", "webhook",
-    "end_time",
-)  # fmt: skip
+# Options of a LangGraph cron with nothing in an Agency schedule to hold them. (`config`
+# and `context` are accepted and ignored, as on runs.)
+_UNMAPPED = ("interrupt_before", "interrupt_after", "webhook")
 
 
 class CronOptions(Body, frozen=True, kw_only=True):
@@ -101,16 +101,36 @@ class Cron(Out, frozen=True, kw_only=True):
 
 def _refuse_unmapped(data: CronCreate | CronUpdate) -> None:
     named = [k for k in _UNMAPPED if getattr(data, k)]
-    if data.timezone not in (None, "UTC", "Etc/UTC"):
-        named.append("timezone (schedules tick in UTC)")
-    if data.enabled is False:
-        named.append("enabled=False (delete the cron instead)")
     if data.on_run_completed == "delete":
         named.append("on_run_completed='delete' (a cron runs in its assistant's thread)")
     if named:
         raise ValidationException(
             f"not mapped onto Agency schedules: {', '.join(named)}; see docs/langgraph.md"
         )
+
+
+def _options(data: CronCreate | CronUpdate, now: ScheduleOptions) -> ScheduleOptions:
+    """The schedule's options after `data`: what it names replaces what `now` holds."""
+    timezone = now.timezone if data.timezone is None else data.timezone
+    if problem := timezone_problem(timezone):
+        raise ValidationException(problem)
+    metadata = now.metadata
+    if data.metadata is not None:
+        if not all(isinstance(v, str) for v in data.metadata.values()):
+            raise ValidationException("a cron's metadata values must be strings")
+        metadata = {k[:200]: v for k, v in data.metadata.items()}
+    end_time = now.end_time
+    if data.end_time is not None:
+        try:
+            end_time = datetime.fromisoformat(data.end_time)
+        except ValueError:
+            raise ValidationException(
+                f"end_time {data.end_time[:80]!r} is not an ISO 8601 date and time"
+            ) from None
+        if end_time.tzinfo is None:
+            end_time = end_time.replace(tzinfo=UTC)
+    enabled = now.enabled if data.enabled is None else data.enabled
+    return ScheduleOptions(timezone=timezone, end_time=end_time, enabled=enabled, metadata=metadata)
 
 
 def _schedule(cron: str) -> str:
@@ -132,7 +152,9 @@ def _message(data: dict[str, Any] | None) -> str:
 
 
 def _cron(view: q.ScheduleView, threads: dict[str, str]) -> Cron:
-    agent = view.agent or ""
+    agent, options = view.agent or "", view.options
+    upcoming = next_tick(view.cron, datetime.now(UTC), options.timezone)
+    over = options.end_time is not None and upcoming > options.end_time
     return Cron(
         cron_id=view.id,
         assistant_id=agent,
@@ -141,9 +163,11 @@ def _cron(view: q.ScheduleView, threads: dict[str, str]) -> Cron:
         created_at=view.updated_at,
         updated_at=view.updated_at,
         payload={"input": {"messages": [{"role": "user", "content": view.message}]}},
-        next_run_date=croniter(view.cron, datetime.now(UTC)).get_next(datetime),
-        metadata={"name": view.name},
-        enabled=view.active,
+        next_run_date=None if over or not options.enabled else upcoming,
+        metadata={"name": view.name, **options.metadata},
+        enabled=options.enabled,
+        timezone=options.timezone,
+        end_time=options.end_time,
     )
 
 
@@ -178,6 +202,7 @@ async def create_cron(
     tenant = tenant_of(principal)
     _refuse_unmapped(data)
     cron, message = _schedule(data.schedule), _message(data.input)
+    options = _options(data, ScheduleOptions())
     agency_id = await agency_for(deps, tenant, request)
     state = await ensure_global_member(deps, tenant, agency_id, data.assistant_id)
     schedule_id = CRON_PREFIX + new_id()
@@ -187,7 +212,7 @@ async def create_cron(
         SetSchedule(
             agency_id=agency_id, schedule_id=schedule_id, name=f"cron {data.assistant_id}",
             cron=cron, target="agent", workflow_id=state.workflow_id, agent=data.assistant_id,
-            message=message,
+            message=message, options=options,
         ),
     )  # fmt: skip
     return await _cron_named(deps, tenant, agency_id, schedule_id)
@@ -223,6 +248,7 @@ async def update_cron(
     message = _message(data.input) if data.input is not None else None
     async with deps.pool.acquire() as conn:
         view = next(v for v in await q.schedules(conn, tenant, agency_id) if v.id == cron_id)
+    options = _options(data, view.options)
     await _set(
         deps,
         tenant,
@@ -231,6 +257,7 @@ async def update_cron(
             cron=_schedule(data.schedule) if data.schedule else current.schedule,
             target="agent", workflow_id=view.workflow_id, agent=view.agent,
             message=view.message if message is None else message,
+            options=options,
         ),
     )  # fmt: skip
     return await _cron_named(deps, tenant, agency_id, cron_id)
@@ -270,7 +297,7 @@ async def search_crons(
     if not 1 <= data.limit <= MAX_PAGE or data.offset < 0:
         raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
     crons = await _crons(deps, tenant, await agency_for(deps, tenant, request))
-    found = [] if data.enabled is False else _found(crons, data)
+    found = [c for c in _found(crons, data) if data.enabled in (None, c.enabled)]
     key = data.sort_by if data.sort_by in ("cron_id", "assistant_id", "thread_id") else "cron_id"
     found.sort(key=lambda c: str(getattr(c, key)), reverse=data.sort_order == "desc")
     return found[data.offset : data.offset + data.limit]
