@@ -28,6 +28,7 @@ from nats.errors import Error as NatsError
 from agency.infra.jetstream.errors import StoreError
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph import protocol_state as ps
 from agency.services.api.langgraph.follow import KEEPALIVE
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.parts import frame
@@ -40,7 +41,10 @@ from agency.services.api.streaming import ThreadFeed
 
 log = structlog.get_logger(__name__)
 
-COMMANDS = ("run.start", "input.respond")
+COMMANDS = (
+    "run.start", "input.respond", "input.inject", "state.get", "state.listCheckpoints",
+    "state.fork", "agent.getTree",
+)  # fmt: skip
 # What a run started here remembers for a client that joins it with `runs.join_stream`.
 RUN_MODES = ["values", "updates", "messages-tuple"]
 
@@ -165,7 +169,7 @@ async def _input_respond(
 @post(
     "/threads/{thread_id:str}/commands",
     status_code=200,
-    summary="LangGraph protocol: a command on a thread (run.start, input.respond)",
+    summary="LangGraph protocol: a command on a thread (runs, input, state, agent tree)",
 )
 async def thread_command(
     thread_id: ThreadIdPath,
@@ -174,12 +178,22 @@ async def thread_command(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Response[dict[str, Any]]:
-    tenant = tenant_of(principal)
+    tenant, params = tenant_of(principal), data.params
     match data.method:
         case "run.start":
             answer = await _run_start(deps, tenant, thread_id, data, request)
         case "input.respond":
             answer = await _input_respond(deps, tenant, thread_id, data, request)
+        case "input.inject":
+            answer = _success(data, await ps.input_inject(deps, tenant, thread_id, params, request))
+        case "state.get":
+            answer = _success(data, await ps.state_get(deps, tenant, thread_id, params))
+        case "state.listCheckpoints":
+            answer = _success(data, await ps.list_checkpoints(deps, tenant, thread_id, params))
+        case "state.fork":
+            answer = _success(data, await ps.state_fork(deps, tenant, thread_id, params, request))
+        case "agent.getTree":
+            answer = _success(data, await ps.agent_tree(deps, tenant, thread_id, params))
         case _:
             raise ValidationException(
                 f"protocol command {data.method[:60]!r} does not map; Agency serves "

@@ -20,6 +20,8 @@ from litestar.params import JSONBody
 from agency.contracts.commands import ForkThread, SetThreadMetadata
 from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.routes_threads import thread_out
 from agency.services.api.langgraph.scope import (
     RunIdPath,
@@ -178,13 +180,21 @@ async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) ->
         pending = deferred_view(tenant, deferred_thread_id(tenant))
         assert pending is not None
         return thread_out(pending)
+    fork_id = await fork_thread(deps, tenant, view, view.last_seq)
+    return thread_out(await load_thread(deps, tenant, fork_id))
+
+
+async def fork_thread(deps: ApiDeps, tenant: str, view: GraphView, at_seq: int) -> str:
+    """A new thread with `view`'s history up to `at_seq` (`registry.fork_thread`): its id,
+    once written (bounded wait). 404 when the thread has no event `at_seq`."""
+    assert view.created is not None
     fork_id = new_id()
     try:
-        plan = await plan_fork(deps.bus, tenant, thread_id, view.last_seq, fork_id=fork_id)
+        plan = await plan_fork(deps.bus, tenant, view.thread_id, at_seq, fork_id=fork_id)
     except ForkError as e:
         raise NotFoundException(str(e)) from e
     command = ForkThread(
-        agency_id=view.created.agency_id, thread_id=thread_id, at_seq=view.last_seq,
+        agency_id=view.created.agency_id, thread_id=view.thread_id, at_seq=at_seq,
         fork_thread_id=fork_id,
     )  # fmt: skip
     expected = plan.events_of(fork_id)
@@ -195,7 +205,7 @@ async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) ->
             return True if log.position is not None and log.position.seq >= expected else None
 
         await log.until(written, deps.settings.read_your_writes_timeout)
-    return thread_out(await load_thread(deps, tenant, fork_id))
+    return fork_id
 
 
 THREAD_ADMIN_ROUTES = [

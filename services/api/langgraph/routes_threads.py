@@ -319,10 +319,20 @@ async def get_history(
             "checkpoint_id"
         )
     bound = _seq(before) if isinstance(before, str) else None
+    metadata = data.metadata or {}
+    states = await history(deps, tenant, thread_id, bound, data.limit)
+    return [s for s in states if _matches(s.metadata, metadata)]
+
+
+async def history(
+    deps: ApiDeps, tenant: str, thread_id: str, before: int | None, limit: int
+) -> list[ThreadState]:
+    """The thread's last `limit` checkpoints before the event `before` (all, when None),
+    newest first; 404 when the tenant has no such thread."""
     thread_id = thread_id_of(thread_id)
     events = await deps.bus.store.read(tenant, "thread", thread_id)
     seqs = [e.seq for e in events if e.type in CHECKPOINT_EVENTS]
-    chosen = set([s for s in seqs if bound is None or s < bound][-data.limit :])
+    chosen = set([s for s in seqs if before is None or s < before][-limit:])
     view = GraphView(tenant_id=tenant, thread_id=thread_id)
     states: list[ThreadState] = []
     for event in events:
@@ -333,8 +343,7 @@ async def get_history(
         if deferred_view(tenant, thread_id) is not None:
             return []  # a thread awaiting its first run has no past
         raise NotFoundException(f"thread {thread_id} not found")
-    metadata = data.metadata or {}
-    return [s for s in reversed(states) if _matches(s.metadata, metadata)]
+    return states[::-1]
 
 
 THREAD_ROUTES = [
