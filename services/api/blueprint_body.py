@@ -23,7 +23,7 @@ import msgspec
 from agency.contracts.events import BlueprintSpec, registry as contract
 from agency.contracts.events.registry import Checked
 from agency.services.api.text import refuse_nul
-from agency.services.common.egress import server_refusals
+from agency.services.egress import server_refusals
 
 # Each contract struct of a blueprint and the name of its body.
 BODY_NAMES: dict[type[msgspec.Struct], str] = {
@@ -177,7 +177,7 @@ def _camel_properties(schema: Any) -> Any:
 
 
 def _refuse_egress(body: Any) -> None:
-    """An address no connection for a tenant may reach (`services/common/egress.py`); a
+    """An address no connection for a tenant may reach (`services/egress.py`); a
     name is resolved and checked again on connecting. Checked where a blueprint comes in
     only: a stored blueprint still reads back (its runs are refused on connecting)."""
     for i, url, problem in server_refusals(body.config.mcp_servers if body.config else ()):

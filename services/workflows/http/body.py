@@ -19,7 +19,7 @@ from msgspec import UNSET, UnsetType
 from agency.contracts.events.registry import BlueprintConfig
 from agency.domain.cron import CRON_PATTERN
 from agency.services.api.text import refuse_nul
-from agency.services.common import workflow_definition as definitions
+from agency.services.workflows import definition as definitions
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 # A member's name: a token, and neither `user` nor `system` (the channel's own senders).

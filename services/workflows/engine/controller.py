@@ -48,7 +48,7 @@ from agency.domain import workflow_decisions as decisions
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, RecordedEvent
-from agency.services.common.decide import decide_and_append
+from agency.services.decide import decide_and_append
 
 log = structlog.get_logger(__name__)
 
