@@ -90,7 +90,7 @@ class WorkflowController:
             self._bus.store, tenant, "workflow", workflow_id,
             lambda history: decisions.dispatch(fold(history, workflow_id)),
             context=EventContext(),
-            # Marks the events of one pass as one decision (see `replay.py`).
+            # Marks the events of one pass as one decision (see `../cli/replay.py`).
             idempotency_key=f"dispatch:{new_id()}",
         )  # fmt: skip
         state = await self.read(tenant, workflow_id)
