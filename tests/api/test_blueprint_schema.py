@@ -25,8 +25,14 @@ from agency.contracts.events.registry import (
     SubagentEntry,
     SubagentsConfig,
 )
+from agency.projections import queries
 from agency.services.api import blueprint_body
-from agency.services.api.blueprint_body import BODY_NAMES, SaveBlueprintBody, camel
+from agency.services.api.blueprint_body import (
+    BODY_NAMES,
+    BlueprintListItem,
+    SaveBlueprintBody,
+    camel,
+)
 
 
 def _checked(tp: Any) -> Checked:
@@ -157,6 +163,48 @@ def test_a_blueprint_with_every_field_set_is_the_same_through_its_http_body() ->
     wire["config"]["extra"] = {"mine": {"k": 1}}  # its keys are the user's own
     body = msgspec.json.decode(msgspec.json.encode(wire), type=SaveBlueprintBody)
     assert body.spec() == spec
+
+
+def _whole_spec() -> BlueprintSpec:
+    side = SideConfig(
+        prompt="p", label="A", stop_on_response=False, stop_tool="done",
+        stop_tool_response_property="r", max_steps=3, session_stop="stop",
+        session_fail=SessionToolBinding(name="fail", message_property="why",
+                                        attachments_property="files"),
+        session_status="status",
+    )  # fmt: skip
+    return BlueprintSpec(
+        name="whole", description="d", prompt="p", model="m", tags=("a", "b"),
+        config=BlueprintConfig(max_steps=5, mcp_servers=(McpServer(name="m", url="https://mcp.example/"),)),
+        type="dual_ai", side_a=side, side_b=side, max_session_turns=4, expose_as_tool=True,
+        tool_description="td", title="T", icon="i", env={"K": "v"}, hooks=("h",),
+        package_name="@s/pkg", version="1.2.3-rc.1", author="me", license="MIT",
+        init_user_message_property="msg", init_attachments_property="att",
+    )  # fmt: skip
+
+
+def test_a_listed_blueprint_is_every_contract_field_in_camel_case_then_its_origin() -> None:
+    """`BlueprintListItem` is derived from the contract: each field of `BlueprintSpec`,
+    camelCase and always present, then `source`, `kind`, `revision` and `updatedAt`."""
+    fields = {f.name: f for f in msgspec.structs.fields(BlueprintListItem)}
+    contract = [f.name for f in msgspec.structs.fields(BlueprintSpec)]
+    assert set(fields) == {*contract, "source", "kind", "revision", "updated_at"}
+    for name in contract:
+        assert fields[name].encode_name == camel(name) and fields[name].required, name
+    assert fields["updated_at"].encode_name == "updatedAt"
+
+
+def test_a_listed_blueprint_answers_every_field_of_a_saved_one() -> None:
+    """A blueprint with every field set is listed with each of them, camelCase, as it was
+    saved: the read model's view carries every field the contract has."""
+    spec = _whole_spec()
+    stored = queries.StoredBlueprint(spec=spec, revision=3, updated_at=utc_now())
+    (view,) = queries.merge_blueprints({}, [stored])
+    item = msgspec.convert(view, BlueprintListItem, from_attributes=True)
+    answer = msgspec.to_builtins(item)
+    expected = _camel_keys(msgspec.to_builtins(spec))
+    assert {k: answer[k] for k in expected} == expected
+    assert (answer["source"], answer["kind"], answer["revision"]) == ("dynamic", "prompt", 3)
 
 
 # Each rule a client is held to and blueprints stored before it may break: (the contract's
