@@ -84,11 +84,12 @@ def _camel_words(message: str, source: type[msgspec.Struct]) -> str:
     return message
 
 
-def at_boundary(tp: Any, rules: bool = True) -> Any:
+def at_boundary(tp: Any, rules: bool = True, bodies: bool = True) -> Any:
     """The type of a contract field in a body: `Checked` rules in place of the field's own
     `msgspec.Meta` (no rules at all in an answer, `rules=False`), tuples as lists, contract
-    structs as their bodies (by name)."""
-    if isinstance(tp, type) and tp in BODY_NAMES:
+    structs as their bodies (by name; kept as they are with `bodies=False`, for a document
+    in snake_case such as a workflow definition)."""
+    if bodies and isinstance(tp, type) and tp in BODY_NAMES:
         return ForwardRef(BODY_NAMES[tp])
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -98,14 +99,14 @@ def at_boundary(tp: Any, rules: bool = True) -> Any:
         metas = [e for e in extras if isinstance(e, msgspec.Meta)] if rules else []
         if rules and checked and checked[0].meta is not None:
             metas = [checked[0].meta]
-        inner = at_boundary(inner, rules)
+        inner = at_boundary(inner, rules, bodies)
         return Annotated[(inner, *metas)] if metas else inner
     if origin in (typing.Union, types.UnionType):
-        return typing.Union[tuple(at_boundary(a, rules) for a in args)]  # noqa: UP007
+        return typing.Union[tuple(at_boundary(a, rules, bodies) for a in args)]  # noqa: UP007
     if origin is tuple:
-        return list[at_boundary(args[0], rules)]  # type: ignore[misc]
+        return list[at_boundary(args[0], rules, bodies)]  # type: ignore[misc]
     if origin is dict:
-        return dict[at_boundary(args[0], rules), at_boundary(args[1], rules)]  # type: ignore[misc]
+        return dict[at_boundary(args[0], rules, bodies), at_boundary(args[1], rules, bodies)]  # type: ignore[misc]
     return tp
 
 

@@ -33,6 +33,7 @@ from agency.services.api.blueprint_body import (
     SaveBlueprintBody,
     camel,
 )
+from agency.services.workflows.http.body import MEMBER_FIELDS, InlineMember, WorkflowDocument
 
 
 def _checked(tp: Any) -> Checked:
@@ -205,6 +206,37 @@ def test_a_listed_blueprint_answers_every_field_of_a_saved_one() -> None:
     expected = _camel_keys(msgspec.to_builtins(spec))
     assert {k: answer[k] for k in expected} == expected
     assert (answer["source"], answer["kind"], answer["revision"]) == ("dynamic", "prompt", 3)
+
+
+def test_a_workflow_member_defined_inline_has_its_contract_fields_and_rules() -> None:
+    """Each field of an inline member is its contract field (`MEMBER_FIELDS`: the blueprint's,
+    `max_steps` its config's), optional, with the rules the contract holds clients to."""
+    fields = {f.name: f for f in msgspec.structs.fields(InlineMember)}
+    assert set(fields) == set(MEMBER_FIELDS)
+    hints = typing.get_type_hints(InlineMember, include_extras=True)
+    for name, (source, field) in MEMBER_FIELDS.items():
+        contract = typing.get_type_hints(source, include_extras=True)[field]
+        assert not fields[name].required and fields[name].default is msgspec.UNSET, name
+        assert _rules(hints[name], at_boundary=False) == _rules(contract), name
+
+
+@pytest.mark.parametrize(
+    ("member", "refusal"),
+    [
+        ({"model": "m" * 201}, "length <= 200"),
+        ({"max_steps": 0}, ">= 1"),
+        ({"max_steps": None}, "got `null`"),
+        ({"config": {"max_steps": 0}}, ">= 1"),
+    ],
+    ids=["model", "max_steps", "max_steps-null", "config.max_steps"],
+)
+def test_a_workflow_member_defined_inline_is_refused_as_its_blueprint_would_be(
+    member: dict[str, Any], refusal: str
+) -> None:
+    """A member's field breaking the blueprint contract's rule is refused by the body."""
+    document = {"agents": {"writer": member}, "kickoff": "go"}
+    with pytest.raises(msgspec.ValidationError, match=re.escape(refusal)):
+        msgspec.json.decode(msgspec.json.encode(document), type=WorkflowDocument)
 
 
 # Each rule a client is held to and blueprints stored before it may break: (the contract's
