@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.common import add_app, add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_app, add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
     import httpx

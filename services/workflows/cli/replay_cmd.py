@@ -28,7 +28,7 @@ from agency.infra.endpoints import Endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.system import SystemLoadError
-from agency.services.cli.common import agent_system, running_endpoints
+from agency.services.cli.arguments import agent_system, running_endpoints
 from agency.services.cli.replay_cmd import report_json
 from agency.services.workflows.cli.replay import (
     WorkflowRecord,
