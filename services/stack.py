@@ -20,7 +20,7 @@ from agency.services.subagents.service import run_coordinator
 from agency.services.supervisor import ServiceRunner, Supervisor
 from agency.services.tools.service import run_tools_service
 from agency.services.webhooks.service import run_webhooks
-from agency.services.workflows.service import WorkflowSettings, run_workflows
+from agency.services.workflows.engine.service import WorkflowSettings, run_workflows
 
 
 @dataclass

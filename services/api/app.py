@@ -53,9 +53,9 @@ from agency.services.api.routes_run import RUN_ROUTES
 from agency.services.api.routes_settings import SETTINGS_ROUTES
 from agency.services.api.routes_usage import USAGE_ROUTES
 from agency.services.api.routes_variables import VARIABLE_ROUTES
-from agency.services.api.routes_workflows import WORKFLOW_ROUTES
 from agency.services.api.schema_page import ONLY_THIS_HOST, schema_pages
 from agency.services.api.streaming import CLOSING, STREAM_ROUTES
+from agency.services.workflows.http.routes import WORKFLOW_ROUTES
 
 log = structlog.get_logger(__name__)
 

@@ -7,7 +7,8 @@ fields and defaults, camelCase on the wire, lists for tuples, the `Checked` rule
 the fields `Checked(operator=True)` left out, unknown fields refused (a misspelt `maxStep`
 is a 400 naming it; settings of user middleware go in `config.extra`). A field added to
 the contract is a field of the body. Conversion to the contract reads attributes
-(`from_attributes`).
+(`from_attributes`). The answers (`BlueprintOut`, `BlueprintListItem`) are every contract
+field, camelCase and present, then what the answer adds.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import msgspec
 
 from agency.contracts.events import BlueprintSpec, registry as contract
 from agency.contracts.events.registry import Checked
+from agency.projections.queries import BlueprintSource
 from agency.services.api.text import refuse_nul
-from agency.services.common.egress import server_refusals
+from agency.services.egress import server_refusals
 
 # Each contract struct of a blueprint and the name of its body.
 BODY_NAMES: dict[type[msgspec.Struct], str] = {
@@ -82,11 +84,12 @@ def _camel_words(message: str, source: type[msgspec.Struct]) -> str:
     return message
 
 
-def at_boundary(tp: Any, rules: bool = True) -> Any:
+def at_boundary(tp: Any, rules: bool = True, bodies: bool = True) -> Any:
     """The type of a contract field in a body: `Checked` rules in place of the field's own
     `msgspec.Meta` (no rules at all in an answer, `rules=False`), tuples as lists, contract
-    structs as their bodies (by name)."""
-    if isinstance(tp, type) and tp in BODY_NAMES:
+    structs as their bodies (by name; kept as they are with `bodies=False`, for a document
+    in snake_case such as a workflow definition)."""
+    if bodies and isinstance(tp, type) and tp in BODY_NAMES:
         return ForwardRef(BODY_NAMES[tp])
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -96,14 +99,14 @@ def at_boundary(tp: Any, rules: bool = True) -> Any:
         metas = [e for e in extras if isinstance(e, msgspec.Meta)] if rules else []
         if rules and checked and checked[0].meta is not None:
             metas = [checked[0].meta]
-        inner = at_boundary(inner, rules)
+        inner = at_boundary(inner, rules, bodies)
         return Annotated[(inner, *metas)] if metas else inner
     if origin in (typing.Union, types.UnionType):
-        return typing.Union[tuple(at_boundary(a, rules) for a in args)]  # noqa: UP007
+        return typing.Union[tuple(at_boundary(a, rules, bodies) for a in args)]  # noqa: UP007
     if origin is tuple:
-        return list[at_boundary(args[0], rules)]  # type: ignore[misc]
+        return list[at_boundary(args[0], rules, bodies)]  # type: ignore[misc]
     if origin is dict:
-        return dict[at_boundary(args[0], rules), at_boundary(args[1], rules)]  # type: ignore[misc]
+        return dict[at_boundary(args[0], rules, bodies), at_boundary(args[1], rules, bodies)]  # type: ignore[misc]
     return tp
 
 
@@ -177,7 +180,7 @@ def _camel_properties(schema: Any) -> Any:
 
 
 def _refuse_egress(body: Any) -> None:
-    """An address no connection for a tenant may reach (`services/common/egress.py`); a
+    """An address no connection for a tenant may reach (`services/egress.py`); a
     name is resolved and checked again on connecting. Checked where a blueprint comes in
     only: a stored blueprint still reads back (its runs are refused on connecting)."""
     for i, url, problem in server_refusals(body.config.mcp_servers if body.config else ()):
@@ -219,13 +222,18 @@ class SaveBlueprintBody(_SaveBlueprintFields, frozen=True, kw_only=True):
         return msgspec.convert(self, BlueprintSpec, from_attributes=True)
 
 
+def _answer_fields() -> list[Any]:
+    """Every field of `BlueprintSpec` as answered: present (required), without rules."""
+    return [
+        (f.name, at_boundary(f.type, rules=False)) for f in msgspec.structs.fields(BlueprintSpec)
+    ]
+
+
 def _answer() -> type[msgspec.Struct]:
     """`BlueprintSpec` as answered: every field, camelCase and present, then the revision
     and, on save, each `hitl.tools` name that is none of the blueprint's tools (it guards
     nothing), listing the tools it has."""
-    fields: list[Any] = [
-        (f.name, at_boundary(f.type, rules=False)) for f in msgspec.structs.fields(BlueprintSpec)
-    ]
+    fields = _answer_fields()
     fields += [
         ("revision", int | None),
         ("warnings", list[str], msgspec.field(default_factory=list)),
@@ -235,45 +243,39 @@ def _answer() -> type[msgspec.Struct]:
     )
 
 
+def _list_item() -> type[msgspec.Struct]:
+    """`BlueprintSpec` as listed: every field, camelCase and present, then where it comes
+    from, its kind, and its revision and time when saved through the API."""
+    fields = _answer_fields()
+    fields += [
+        ("source", BlueprintSource),
+        ("kind", Literal["prompt", "code"], "prompt"),
+        ("revision", int | None, None),
+        ("updated_at", datetime | None, None),
+    ]
+    return msgspec.defstruct(
+        "BlueprintListItem",
+        fields,
+        module=__name__,
+        frozen=True,
+        kw_only=True,
+        rename="camel",
+        namespace={"__doc__": _LIST_ITEM_DOC},
+    )
+
+
+_LIST_ITEM_DOC = """A blueprint in the agency's list: static or dynamic (saved through the API).
+`sideA` and `sideB` are a dual-AI blueprint's sides, null for an ai_human one;
+`exposeAsTool` says whether agents listing it in `callableAgents` may call it (a
+subagent session of a dual-AI blueprint, a handoff to an ai_human one). `kind` is
+`code` for a code agent (its settings: `…/blueprints/{name}/settings`), else `prompt`."""
+
 if TYPE_CHECKING:
     BlueprintOut: TypeAlias = msgspec.Struct
+    BlueprintListItem: TypeAlias = msgspec.Struct
 else:
     BlueprintOut = _answer()
-
-
-class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A blueprint in the agency's list: static or dynamic (saved through the API).
-    `sideA` and `sideB` are a dual-AI blueprint's sides, null for an ai_human one;
-    `exposeAsTool` says whether agents listing it in `callableAgents` may call it (a
-    subagent session of a dual-AI blueprint, a handoff to an ai_human one). `kind` is
-    `code` for a code agent (its settings: `…/blueprints/{name}/settings`), else `prompt`."""
-
-    name: str
-    description: str
-    prompt: str
-    model: str
-    tags: list[str]
-    config: ConfigBody
-    type: str
-    source: str
-    kind: Literal["prompt", "code"] = "prompt"
-    revision: int | None = None
-    updated_at: datetime | None = None
-    title: str = ""
-    icon: str = ""
-    env: dict[str, str] = {}
-    hooks: list[str] = []
-    package_name: str = ""
-    version: str = ""
-    author: str = ""
-    license: str = ""
-    side_a: SideBody | None = None
-    side_b: SideBody | None = None
-    max_session_turns: int | None = None
-    expose_as_tool: bool = False
-    tool_description: str = ""
-    init_user_message_property: str | None = None
-    init_attachments_property: str | None = None
+    BlueprintListItem = _list_item()
 
 
 def blueprint_out(

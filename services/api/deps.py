@@ -23,9 +23,9 @@ from agency.services.api.limits import InvokeLimiter
 from agency.services.api.progress import ProjectionProgress
 from agency.services.api.runstatus import KeptStatuses
 from agency.services.api.thread_create import PendingListings
-from agency.services.common.caches import ThreadCache
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
+from agency.services.threads.caches import ThreadCache
 
 # Threads the API keeps folded (the least recently used go first).
 THREADS_KEPT = 2_000

@@ -1,4 +1,4 @@
-"""Per-tenant limits on `invoke` over HTTP: 429 with `Retry-After` (services/common/fairness.py
+"""Per-tenant limits on `invoke` over HTTP: 429 with `Retry-After` (services/tenancy/fairness.py
 has the rules; the runtime applies the same active-run limit to commands over NATS)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import asyncpg
 from litestar.exceptions import HTTPException
 
-from agency.services.common.fairness import FairnessLimits, TokenBuckets, retry_after_header
+from agency.services.tenancy.fairness import FairnessLimits, TokenBuckets, retry_after_header
 
 # The read model's active runs; `request.accepted` runs queued behind them are not rows yet.
 _ACTIVE_RUNS = "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status IN ('running', 'paused')"

@@ -24,8 +24,8 @@ from litestar.openapi.spec.enums import OpenAPIType
 from agency.contracts.events.registry import SubagentEntry
 from agency.services.agents.system import AgentSystem
 from agency.services.api.blueprint_body import HookId, SaveBlueprintBody, SubagentEntryBody
-from agency.services.api.workflow_body import InlineMember, Member
 from agency.services.llm.port import NAME_PREFIXES
+from agency.services.workflows.http.body import InlineMember, Member
 
 # The request structs whose `tags` and `hooks` are a blueprint's.
 BLUEPRINT_STRUCTS: tuple[type, ...] = (

@@ -30,7 +30,7 @@ from agency.services.api.auth import (
     thread_created,
 )
 from agency.services.api.logwait import watch_log
-from agency.services.common.fork import ForkError, plan_fork
+from agency.services.threads.fork import ForkError, plan_fork
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 

@@ -34,8 +34,8 @@ from agency.services.api.eventview import (
     stored_envelope,
 )
 from agency.services.api.readback import caught_up
-from agency.services.common.registered_tools import registered_tools
-from agency.services.common.thread_view import thread_view
+from agency.services.threads.view import thread_view
+from agency.services.tool_execution.registered import registered_tools
 
 DEFAULT_EVENTS_PAGE = 100
 MAX_EVENTS_PAGE = 1000

@@ -38,8 +38,9 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import ID_PATTERN, error_response
 from agency.services.api.routes_commands import Body
 from agency.services.api.streaming import closing_event
-from agency.services.api.workflow_body import InlineMembers, as_document
-from agency.services.api.workflow_ops import (
+from agency.services.workflows import definition as definitions
+from agency.services.workflows.http.body import InlineMembers, as_document
+from agency.services.workflows.http.ops import (
     AGENT_REF,
     adhoc_workflow,
     check_members,
@@ -48,7 +49,7 @@ from agency.services.api.workflow_ops import (
     find_workflow,
     post_message,
 )
-from agency.services.api.workflow_watch import (
+from agency.services.workflows.http.watch import (
     Chunk,
     Done,
     Item,
@@ -57,7 +58,6 @@ from agency.services.api.workflow_watch import (
     log_position,
     watch,
 )
-from agency.services.common import workflow_definition as definitions
 
 
 class RunBody(Body, frozen=True, kw_only=True):

@@ -8,7 +8,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 DEMO_AGENCY = "demo"
 DEMO_BLUEPRINT = {

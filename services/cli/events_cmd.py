@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:

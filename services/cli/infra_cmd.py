@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from agency.services.cli.common import add_data_dir, data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:

@@ -28,8 +28,8 @@ from agency.services.cli import (
     threads_cmd,
     up_cmd,
     version_cmd,
-    workflow_cmd,
 )
+from agency.services.workflows.cli import commands as workflow_cmd
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
@@ -42,7 +42,7 @@ REPORTED = (
     ("agency.services.agents.blueprint_file", "BlueprintFileError"),
     ("agency.services.agents.checks", "BlueprintInvalid"),
     ("agency.services.agents.system", "SystemLoadError"),
-    ("agency.services.cli.workflow_cmd", "WorkflowCliError"),
+    ("agency.services.workflows.cli.commands", "WorkflowCliError"),
     ("agency.infra.db", "DatabaseRefused"),
     ("agency.services.llm.catalog", "ProvidersFileError"),
 )

@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
     import asyncpg

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from agency.services.cli.common import add_data_dir
+from agency.services.cli.arguments import add_data_dir
 from agency.services.cli.tenants_cmd import admin_request
 
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.common import add_app, add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_app, add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
     import httpx
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from agency.infra.endpoints import Endpoints
     from agency.infra.jetstream.connection import Bus
     from agency.infra.jetstream.records import RecordedEvent
-    from agency.services.common.fork import ForkResult
-    from agency.services.common.thread_tree import ThreadTree
+    from agency.services.threads.fork import ForkResult
+    from agency.services.threads.tree import ThreadTree
 
 HTTP_TIMEOUT = 30.0
 
@@ -116,9 +116,9 @@ async def replay_thread(args: argparse.Namespace) -> int:
     from agency.domain.comparison import format_comparison
     from agency.infra.jetstream.connection import Bus
     from agency.services.agents.system import SystemLoadError, load_system
-    from agency.services.common.thread_reads import ThreadNotFound, read_thread
-    from agency.services.common.thread_tree import ThreadTree, TreeNode, load_tree
     from agency.services.runtime.replay.reexecute import reexecute
+    from agency.services.threads.reads import ThreadNotFound, read_thread
+    from agency.services.threads.tree import ThreadTree, TreeNode, load_tree
 
     try:
         endpoints = running_endpoints(args)
@@ -233,8 +233,8 @@ async def fork_command(args: argparse.Namespace) -> int:
     from agency.contracts.ids import validate_token
     from agency.infra.jetstream.connection import Bus
     from agency.services.agents.system import SystemLoadError
-    from agency.services.common.fork import ForkError
-    from agency.services.common.thread_reads import ThreadNotFound
+    from agency.services.threads.fork import ForkError
+    from agency.services.threads.reads import ThreadNotFound
 
     try:
         endpoints = running_endpoints(args)
@@ -289,8 +289,8 @@ async def fork_over_nats(
 ) -> ForkResult:
     from agency.contracts.events import BlueprintDeleted, BlueprintSaved
     from agency.services.agents.system import load_system
-    from agency.services.common.fork import fork_thread
-    from agency.services.common.thread_reads import read_thread
+    from agency.services.threads.fork import fork_thread
+    from agency.services.threads.reads import read_thread
 
     known = None
     if agent_type is not None:
@@ -310,7 +310,7 @@ async def fork_over_nats(
 
 async def _agency_of(endpoints: Endpoints, tenant: str, thread: str) -> str:
     from agency.infra.jetstream.connection import Bus
-    from agency.services.common.thread_reads import read_thread
+    from agency.services.threads.reads import read_thread
 
     async with Bus(endpoints.nats_url, name="agency-fork") as bus:
         events = await read_thread(bus.store, tenant, thread)
@@ -334,7 +334,7 @@ async def fork_over_http(
     import httpx
 
     from agency.contracts.ids import validate_token
-    from agency.services.common.fork import ForkResult
+    from agency.services.threads.fork import ForkResult
 
     body: dict[str, Any] = {"atSeq": at_seq}
     if agent_type is not None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agency.infra.roles import SERVICE_ROLES
-from agency.services.cli.common import (
+from agency.services.cli.arguments import (
     add_app,
     add_data_dir,
     agent_system,

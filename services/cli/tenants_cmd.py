@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
     import httpx

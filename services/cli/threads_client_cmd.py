@@ -10,7 +10,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from agency.services.cli.agencies import DEFAULT_AGENCY, ensure_default_agency
-from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
     from agency.contracts.http import EventView

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from agency.services.cli import threads_client_cmd
-from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 
 def register(groups: Any) -> None:

@@ -16,7 +16,7 @@ import sys
 from contextlib import AsyncExitStack
 from typing import Any
 
-from agency.services.cli.common import add_app, add_data_dir, agent_system, data_dir
+from agency.services.cli.arguments import add_app, add_data_dir, agent_system, data_dir
 from agency.services.cli.up_processes import add_processes, in_processes, service_processes
 
 

@@ -35,7 +35,7 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agency.services.common.egress import EgressRefused
+from agency.services.egress import EgressRefused
 from agency.services.llm.assembly import (
     Assembly,
     CallerError,
@@ -170,7 +170,7 @@ class OpenAIProvider:
         self.settings = s = settings or ModelSettings()
         timeout = openai.Timeout(s.timeout, connect=min(s.timeout, s.connect_timeout))
         # `transport`: where a tenant's own settings are used, one that connects only to
-        # addresses a tenant may reach (`services/common/egress.py`).
+        # addresses a tenant may reach (`services/egress.py`).
         self._http = openai.DefaultAsyncHttpxClient(
             timeout=timeout,
             transport=transport,

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import replace
 from typing import Self
 
-from agency.services.common.egress import EgressPolicy, guarded_transport
+from agency.services.egress import EgressPolicy, guarded_transport
 from agency.services.llm.assembly import ModelResponse, OnDelta
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.llm.errors import ModelConfigError

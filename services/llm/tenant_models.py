@@ -24,7 +24,7 @@ from agency.contracts.events import (
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import Position
 from agency.infra.sealing import UnsealError, seal, unseal
-from agency.services.common.egress import refusal
+from agency.services.egress import refusal
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.llm.errors import ModelConfigError, ModelRequestError
 

@@ -6,7 +6,7 @@ task go through it. A session opens on first use (connecting is retried under th
 retry policy), is dropped when its transport fails and opened afresh by the next call, and
 a request the server refuses for an unknown session (it restarted) is sent once more on a
 new one; an HTTP server is reached only where the egress policy allows
-(`services/common/egress.py`: checked before opening, and on every connection), a refusal
+(`services/egress.py`: checked before opening, and on every connection), a refusal
 raised as `EgressRefused` and never retried; `aclose()` closes every one of them within a
 bounded time; a stdio server's process is stopped with its session.
 """
@@ -34,7 +34,7 @@ from mcp.types import (
 )
 
 from agency.infra.retry import RetryPolicy
-from agency.services.common.egress import EgressPolicy, guarded_transport
+from agency.services.egress import EgressPolicy, guarded_transport
 from agency.services.mcpclient.config import Endpoint
 
 log = structlog.get_logger(__name__)

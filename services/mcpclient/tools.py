@@ -40,7 +40,7 @@ from mcp.types import (
 
 from agency.contracts.events import McpServer, McpToolRef
 from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolRetryable, ToolSpec
-from agency.services.common.egress import EgressRefused
+from agency.services.egress import EgressRefused
 from agency.services.mcpclient.config import McpConfigError, exposed_name, resolve
 from agency.services.mcpclient.sessions import McpSessionLost, McpSessions, McpUnavailable
 

@@ -36,7 +36,7 @@ from agency.contracts.ids import is_valid_token
 from agency.contracts.limits import has_nul
 from agency.domain.key_liveness import live_keys
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.common.decide import applied
+from agency.services.decide import applied
 
 
 def create_tenant(

@@ -33,10 +33,10 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import InvalidEvent
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.system import AgentSystem
-from agency.services.common.decide import Decision, decide_and_append
-from agency.services.common.egress import server_refusals
-from agency.services.common.fork import ForkError, fork_thread
+from agency.services.decide import Decision, decide_and_append
+from agency.services.egress import server_refusals
 from agency.services.registry import decisions
+from agency.services.threads.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +56,7 @@ _TENANT_DECISIONS: dict[
 
 def _check_egress(save: SaveBlueprint) -> None:
     """A blueprint naming an MCP server no connection for a tenant may reach (an address
-    or `localhost`, `services/common/egress.py`) is refused however it arrives: over HTTP,
+    or `localhost`, `services/egress.py`) is refused however it arrives: over HTTP,
     on the tenant's own NATS subjects, or from a workflow."""
     for blueprint in save.blueprint.with_inline():  # and the subagents it defines inline
         for i, url, problem in server_refusals(blueprint.config.mcp_servers):
@@ -179,7 +179,7 @@ class RegistryService:
         )  # fmt: skip
 
     async def _fork(self, tenant: str, command: ForkThread) -> None:
-        """Fork through `services.common.fork`; a redelivery finishes the same fork (its id
+        """Fork through `services.threads.fork`; a redelivery finishes the same fork (its id
         is the command's), and a fork that cannot be made is rejected with the reason."""
         if not is_valid_token(command.fork_thread_id):
             raise CommandRejected(

@@ -37,11 +37,11 @@ from agency.contracts.limits import limits, truncate_text
 from agency.domain.run_cancel import tool_message
 from agency.domain.thread_state import QueuedRequest, RunView, ThreadState
 from agency.services.agents.tools import AgentTool, SessionTool, StateTool, SubagentTool, Tool
-from agency.services.common.registered_tools import AnyTool
-from agency.services.common.thread_view import thread_view
 from agency.services.runtime.immediate import immediate_bootstrap
 from agency.services.runtime.session import end_turn, session_call, turn_over
 from agency.services.runtime.spawn import agent_call, subagent_call
+from agency.services.threads.view import thread_view
+from agency.services.tool_execution.registered import AnyTool
 
 DEFAULT_MAX_STEPS = 25
 REJECTED_BY_HUMAN = "The user rejected this tool call; it was not run."

@@ -16,9 +16,9 @@ from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import EventContext
-from agency.services.common.caches import ThreadCache
 from agency.services.runtime.checkpoint import with_checkpoint
 from agency.services.runtime.decision import Decision
+from agency.services.threads.caches import ThreadCache
 
 
 class ThreadAppends:

@@ -20,9 +20,9 @@ from agency.contracts.limits import limits, truncate_text
 from agency.domain.thread_state import ThreadState
 from agency.services.agents.code import ToolCallError
 from agency.services.agents.tools import StateTool, Tool, ToolSpec
-from agency.services.common.thread_view import thread_view
 from agency.services.runtime.code_emitter import Emitter
 from agency.services.runtime.local_tools import run_local
+from agency.services.threads.view import thread_view
 
 # How long past its own timeout and retries an external tool's result may take to arrive.
 _TOOL_MARGIN_SECONDS = 30.0

@@ -26,7 +26,7 @@ from agency.contracts.events import (
 )
 from agency.domain.run_cancel import canceled
 from agency.domain.thread_state import ThreadState
-from agency.services.common import fairness
+from agency.services.tenancy import fairness
 
 
 def invoke(
@@ -46,7 +46,7 @@ def invoke(
         return ()  # nor does the same run id, sent again under another key
     if state.terminated:
         return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refused(state)),)
-    # --- per-tenant fairness: the one place it decides (services/common/fairness.py) ---
+    # --- per-tenant fairness: the one place it decides (services/tenancy/fairness.py) ---
     # A run inside an admitted tree (a subagent's, a report to its parent) is never
     # refused: its root holds the tenant's slot, and a refused child would strand it.
     in_tree = state.parent is not None or command.reported_by is not None

@@ -22,11 +22,11 @@ import structlog
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.leases import Leases
 from agency.infra.tasks import cancel_and_wait
-from agency.services.common.caches import ThreadCache
 from agency.services.runtime.decision import Decision
 from agency.services.runtime.loop import ThreadDriver
 from agency.services.runtime.settled import SettledThreads
 from agency.services.runtime.watches import lease_key
+from agency.services.threads.caches import ThreadCache
 
 log = structlog.get_logger(__name__)
 

@@ -37,7 +37,7 @@ from agency.infra.jetstream.errors import (
 from agency.infra.jetstream.leases import LeaseLost
 from agency.services.agents.middleware import Middleware
 from agency.services.agents.tracebacks import describe as exception_text, where
-from agency.services.common.egress import EgressRefused
+from agency.services.egress import EgressRefused
 from agency.services.runtime.actions import DEFAULT_MAX_STEPS
 
 _MAX_ERROR_CHARS = 2000

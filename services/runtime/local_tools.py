@@ -41,8 +41,8 @@ from agency.domain.thread_state import RunView, ThreadState
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.builtin.hitl import guarded_tools
 from agency.services.agents.tools import Tool, ToolContext
-from agency.services.common.registered_tools import AnyTool
-from agency.services.common.tool_executor import execute
+from agency.services.tool_execution.executor import execute
+from agency.services.tool_execution.registered import AnyTool
 
 # Seconds a local tool's call may take, at most (a tool's own shorter `timeout` wins). The
 # worker holds the thread's lease meanwhile: a tool that needs longer is not local.

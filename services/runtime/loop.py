@@ -34,10 +34,7 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.keyed_locks import KeyedLocks
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool
-from agency.services.common.caches import BlueprintCache, ThreadCache
-from agency.services.common.decide import CONFLICT_ATTEMPTS
-from agency.services.common.tenant_env import TenantEnvSettings, with_visible_env
-from agency.services.common.thread_view import thread_view
+from agency.services.decide import CONFLICT_ATTEMPTS
 from agency.services.llm.provider import ModelError, Provider
 from agency.services.runtime import model_step
 from agency.services.runtime.actions import Append, CallModel, Wait, next_action
@@ -66,6 +63,9 @@ from agency.services.runtime.pending import simulate, still_ours
 from agency.services.runtime.reports import child_report_hooks
 from agency.services.runtime.toolset import tools_now
 from agency.services.runtime.view import StepContext
+from agency.services.tenancy.env import TenantEnvSettings, with_visible_env
+from agency.services.threads.caches import BlueprintCache, ThreadCache
+from agency.services.threads.view import thread_view
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

@@ -45,10 +45,7 @@ from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.leases import Leases, LeaseSettings
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.system import AgentSystem
-from agency.services.common import fairness
-from agency.services.common.caches import BlueprintCache, ThreadCache
-from agency.services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
-from agency.services.common.tenant_env import TenantEnvSettings
+from agency.services.decide import CONFLICT_ATTEMPTS, conflict_pause
 from agency.services.llm.provider import Provider
 from agency.services.llm.router import ProviderRouter
 from agency.services.llm.tenant_models import StoreTenantModels
@@ -60,6 +57,9 @@ from agency.services.runtime.local_tools import is_own_result
 from agency.services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from agency.services.runtime.replay.responder import Reexecutions
 from agency.services.runtime.watches import RunWatches
+from agency.services.tenancy import fairness
+from agency.services.tenancy.env import TenantEnvSettings
+from agency.services.threads.caches import BlueprintCache, ThreadCache
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +116,7 @@ class RuntimeService:
         self._concurrency = concurrency
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
-        # Per-tenant fairness (services/common/fairness.py): limits, and the load they need.
+        # Per-tenant fairness (services/tenancy/fairness.py): limits, and the load they need.
         self.fairness = fairness.FairnessLimits.from_env()
         self.load = fairness.TenantLoad()
 

@@ -25,7 +25,7 @@ from agency.services.agents.builtin.subagents import (
 )
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import AgentTool, SessionTool, SubagentTool, Tool, ToolSpec
-from agency.services.common.registered_tools import AnyTool, registered_tools
+from agency.services.tool_execution.registered import AnyTool, registered_tools
 
 
 def side_config(blueprint: BlueprintSpec, side: str | None) -> SideConfig | None:

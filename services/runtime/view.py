@@ -1,5 +1,5 @@
 """The runtime's side of the middleware API: the context its own steps keep beside the one
-hooks see, with the thread's state as the runtime holds it (`services.common.thread_view`
+hooks see, with the thread's state as the runtime holds it (`services.threads.view`
 makes what hooks see of it)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from agency.domain.thread_state import ThreadState
 from agency.services.agents.middleware import MiddlewareContext
-from agency.services.common.thread_view import thread_view
+from agency.services.threads.view import thread_view
 
 
 @dataclass

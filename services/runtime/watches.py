@@ -19,9 +19,9 @@ from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.commandbus import Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.leases import Leases
-from agency.services.common.caches import ThreadCache
 from agency.services.runtime import watchdog
 from agency.services.runtime.loop import ThreadDriver
+from agency.services.threads.caches import ThreadCache
 
 log = structlog.get_logger(__name__)
 

@@ -21,7 +21,7 @@ from agency.contracts.ids import derived_id
 from agency.domain.child_naming import notice_message
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, RecordedEvent
-from agency.services.common.decide import decide_and_append
+from agency.services.decide import decide_and_append
 from agency.services.subagents.history import was_terminated
 
 _PARENTS_KEPT = 100_000

@@ -89,8 +89,7 @@ from agency.infra.jetstream.eventworker import EventWorker
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.infra.sealing import seal, unseal
 from agency.services.agents.system import AgentSystem
-from agency.services.common.caches import BlueprintCache
-from agency.services.common.decide import decide_and_append
+from agency.services.decide import decide_and_append
 from agency.services.subagents.history import (
     Origin,
     call_of,
@@ -102,6 +101,7 @@ from agency.services.subagents.history import (
 )
 from agency.services.subagents.relay import Relay
 from agency.services.subagents.spawns import Spawns
+from agency.services.threads.caches import BlueprintCache
 
 log = structlog.get_logger(__name__)
 

@@ -11,7 +11,7 @@ no network, no model.
     transcript = await harness.run("Weather in Paris?")
     assert transcript.status == "completed" and transcript.answer == "It is sunny."
 
-What is real: `run_tool` runs a tool as the tools service does (`services.common.tool_executor`:
+What is real: `run_tool` runs a tool as the tools service does (`services.tool_execution.executor`:
 the arguments parsed and validated against the tool's signature, its timeout and retries,
 the text the model is given, a failure as the error text the model sees). `AgentHarness`
 drives a thread with the runtime's own loop (`ThreadDriver`, the decisions of

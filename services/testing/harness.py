@@ -26,12 +26,12 @@ from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool, ToolContext
-from agency.services.common.caches import BlueprintCache, ThreadCache
-from agency.services.common.tool_executor import execute
 from agency.services.llm.port import Provider
 from agency.services.runtime import commands
 from agency.services.runtime.loop import ThreadDriver
 from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.threads.caches import BlueprintCache, ThreadCache
+from agency.services.tool_execution.executor import execute
 
 TENANT = "test-tenant"
 AGENCY = "test-agency"

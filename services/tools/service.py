@@ -59,9 +59,14 @@ from agency.infra.jetstream.worker import (
 )
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool, ToolContext
-from agency.services.common.tool_executor import DEFAULT_BACKOFF, ToolResultEvent, describe, execute
-from agency.services.common.workflow_tools import WorkflowContextTools
+from agency.services.tool_execution.executor import (
+    DEFAULT_BACKOFF,
+    ToolResultEvent,
+    describe,
+    execute,
+)
 from agency.services.tools.cancels import RunCanceledWhileRunning, RunCancels
+from agency.services.workflows.context_tools import WorkflowContextTools
 
 if TYPE_CHECKING:
     from agency.services.mcpclient import McpSessions

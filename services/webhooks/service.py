@@ -5,7 +5,7 @@ stopping at an interrupt (`run.paused`, reason `hitl`: LangGraph's run is over t
 `success`; the run's resumed rest POSTs again when it ends), durable `webhooks`. When
 the `request.accepted` of the run named a `webhook`, the run's end is POSTed there as
 JSON (`run_id`, `thread_id`, `assistant_id`, `agency_id`, `status` in LangGraph's words,
-`error`, `ended_at`), signed (`services/common/webhooks.py`), through the egress guard
+`error`, `ended_at`), signed (`services/webhook_signing.py`), through the egress guard
 every tenant connection goes through. A failed POST (a connection error, a timeout, 408,
 429, 5xx) is retried with backoff (`stamina`); what is still failing, or refused (another
 4xx, an address the egress rule refuses, no secret), is dead-lettered with the reason.
@@ -34,8 +34,8 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import WEBHOOK_EVENTS
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.common.egress import EgressPolicy, EgressRefused, guarded_transport
-from agency.services.common.webhooks import (
+from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.webhook_signing import (
     EVENT_HEADER,
     SECRET_VARIABLE,
     SIGNATURE_HEADER,

@@ -12,7 +12,7 @@ from agency import ThreadView, ToolContext, ToolFailed
 from agency.contracts.events import ParentRef
 from agency.domain.thread_state import ThreadState
 from agency.services.agents.builtin import WorkflowMiddleware
-from agency.services.common.thread_view import thread_view
+from agency.services.threads.view import thread_view
 
 
 def _documented(name: str) -> bool:

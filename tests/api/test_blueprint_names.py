@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from agency.infra.jetstream.connection import Bus
-from agency.services.api.workflow_ops import CREATE_WAIT
+from agency.services.workflows.http.ops import CREATE_WAIT
 from tests.api.conftest import Tenant, create_agency
 
 TAGS = "(the tags of this agent system: counted, hitl)"

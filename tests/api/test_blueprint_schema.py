@@ -25,8 +25,15 @@ from agency.contracts.events.registry import (
     SubagentEntry,
     SubagentsConfig,
 )
+from agency.projections import queries
 from agency.services.api import blueprint_body
-from agency.services.api.blueprint_body import BODY_NAMES, SaveBlueprintBody, camel
+from agency.services.api.blueprint_body import (
+    BODY_NAMES,
+    BlueprintListItem,
+    SaveBlueprintBody,
+    camel,
+)
+from agency.services.workflows.http.body import MEMBER_FIELDS, InlineMember, WorkflowDocument
 
 
 def _checked(tp: Any) -> Checked:
@@ -157,6 +164,79 @@ def test_a_blueprint_with_every_field_set_is_the_same_through_its_http_body() ->
     wire["config"]["extra"] = {"mine": {"k": 1}}  # its keys are the user's own
     body = msgspec.json.decode(msgspec.json.encode(wire), type=SaveBlueprintBody)
     assert body.spec() == spec
+
+
+def _whole_spec() -> BlueprintSpec:
+    side = SideConfig(
+        prompt="p", label="A", stop_on_response=False, stop_tool="done",
+        stop_tool_response_property="r", max_steps=3, session_stop="stop",
+        session_fail=SessionToolBinding(name="fail", message_property="why",
+                                        attachments_property="files"),
+        session_status="status",
+    )  # fmt: skip
+    return BlueprintSpec(
+        name="whole", description="d", prompt="p", model="m", tags=("a", "b"),
+        config=BlueprintConfig(max_steps=5, mcp_servers=(McpServer(name="m", url="https://mcp.example/"),)),
+        type="dual_ai", side_a=side, side_b=side, max_session_turns=4, expose_as_tool=True,
+        tool_description="td", title="T", icon="i", env={"K": "v"}, hooks=("h",),
+        package_name="@s/pkg", version="1.2.3-rc.1", author="me", license="MIT",
+        init_user_message_property="msg", init_attachments_property="att",
+    )  # fmt: skip
+
+
+def test_a_listed_blueprint_is_every_contract_field_in_camel_case_then_its_origin() -> None:
+    """`BlueprintListItem` is derived from the contract: each field of `BlueprintSpec`,
+    camelCase and always present, then `source`, `kind`, `revision` and `updatedAt`."""
+    fields = {f.name: f for f in msgspec.structs.fields(BlueprintListItem)}
+    contract = [f.name for f in msgspec.structs.fields(BlueprintSpec)]
+    assert set(fields) == {*contract, "source", "kind", "revision", "updated_at"}
+    for name in contract:
+        assert fields[name].encode_name == camel(name) and fields[name].required, name
+    assert fields["updated_at"].encode_name == "updatedAt"
+
+
+def test_a_listed_blueprint_answers_every_field_of_a_saved_one() -> None:
+    """A blueprint with every field set is listed with each of them, camelCase, as it was
+    saved: the read model's view carries every field the contract has."""
+    spec = _whole_spec()
+    stored = queries.StoredBlueprint(spec=spec, revision=3, updated_at=utc_now())
+    (view,) = queries.merge_blueprints({}, [stored])
+    item = msgspec.convert(view, BlueprintListItem, from_attributes=True)
+    answer = msgspec.to_builtins(item)
+    expected = _camel_keys(msgspec.to_builtins(spec))
+    assert {k: answer[k] for k in expected} == expected
+    assert (answer["source"], answer["kind"], answer["revision"]) == ("dynamic", "prompt", 3)
+
+
+def test_a_workflow_member_defined_inline_has_its_contract_fields_and_rules() -> None:
+    """Each field of an inline member is its contract field (`MEMBER_FIELDS`: the blueprint's,
+    `max_steps` its config's), optional, with the rules the contract holds clients to."""
+    fields = {f.name: f for f in msgspec.structs.fields(InlineMember)}
+    assert set(fields) == set(MEMBER_FIELDS)
+    hints = typing.get_type_hints(InlineMember, include_extras=True)
+    for name, (source, field) in MEMBER_FIELDS.items():
+        contract = typing.get_type_hints(source, include_extras=True)[field]
+        assert not fields[name].required and fields[name].default is msgspec.UNSET, name
+        assert _rules(hints[name], at_boundary=False) == _rules(contract), name
+
+
+@pytest.mark.parametrize(
+    ("member", "refusal"),
+    [
+        ({"model": "m" * 201}, "length <= 200"),
+        ({"max_steps": 0}, ">= 1"),
+        ({"max_steps": None}, "got `null`"),
+        ({"config": {"max_steps": 0}}, ">= 1"),
+    ],
+    ids=["model", "max_steps", "max_steps-null", "config.max_steps"],
+)
+def test_a_workflow_member_defined_inline_is_refused_as_its_blueprint_would_be(
+    member: dict[str, Any], refusal: str
+) -> None:
+    """A member's field breaking the blueprint contract's rule is refused by the body."""
+    document = {"agents": {"writer": member}, "kickoff": "go"}
+    with pytest.raises(msgspec.ValidationError, match=re.escape(refusal)):
+        msgspec.json.decode(msgspec.json.encode(document), type=WorkflowDocument)
 
 
 # Each rule a client is held to and blueprints stored before it may break: (the contract's

@@ -10,7 +10,7 @@ from agency.contracts.events import RunStarted
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext
 from agency.services.api.limits import InvokeLimiter
-from agency.services.common.fairness import FairnessLimits
+from agency.services.tenancy.fairness import FairnessLimits
 from tests.api.conftest import Api, Thread, create_tenant, create_thread, running_api
 from tests.helpers import assert_eventually
 

@@ -14,7 +14,7 @@ from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.agents.middleware import Middleware, state_parts
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.view import ThreadView
-from agency.services.common.thread_view import thread_view
+from agency.services.threads.view import thread_view
 from tests.api.conftest import Api, Tenant, Thread, append_messages, create_agency
 from tests.api.stateful import COUNTED_AGENT, BrokenState, MessageCounter
 from tests.helpers import assert_eventually

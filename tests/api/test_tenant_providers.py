@@ -17,7 +17,7 @@ import pytest
 from agency.contracts.events import ChatMessage
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
-from agency.services.common.egress import EgressPolicy, guarded_transport
+from agency.services.egress import EgressPolicy, guarded_transport
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.llm.errors import ModelConfigError
 from agency.services.llm.port import ModelRequest

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 from langgraph_sdk.errors import BadRequestError
 
-from agency.services.common.webhooks import SIGNATURE_HEADER, verify
 from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.webhook_signing import SIGNATURE_HEADER, verify
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import ask, call
 

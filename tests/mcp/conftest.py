@@ -160,7 +160,7 @@ async def refusal(session: ClientSession, tool: str, **arguments: Any) -> str:
 @pytest.fixture(scope="package", autouse=True)
 def allow_loopback() -> Iterator[None]:
     """The operator's allowance for the test's MCP servers, on loopback: connections made
-    for a tenant reach no private address otherwise (`services/common/egress.py`)."""
+    for a tenant reach no private address otherwise (`services/egress.py`)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
         yield

@@ -8,8 +8,8 @@ from agency.contracts.commands import CommandEnvelope, ForkThread
 from agency.contracts.envelope import utc_now
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import command_subject
-from agency.services.common.fork import plan_fork
 from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.threads.fork import plan_fork
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents

@@ -28,12 +28,12 @@ from agency.contracts.events import (
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.infra.tasks import cancel_and_wait
-from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.runtime.loop import ThreadDriver
 from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.threads.caches import BlueprintCache, ThreadCache
 from tests.helpers import assert_eventually
 from tests.runtime.test_code_agents import ABORTS, code_system
 

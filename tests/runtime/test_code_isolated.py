@@ -33,7 +33,6 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.code import CodeAgent
 from agency.services.agents.isolation import Isolation, NotIsolatable
 from agency.services.agents.system import AgentSystem
-from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
@@ -41,6 +40,7 @@ from agency.services.runtime.code_isolated import AGENT_RUNNER
 from agency.services.runtime.loop import ThreadDriver
 from agency.services.runtime.replay.memstore import MemoryEventStore
 from agency.services.runtime.replay.reexecute import reexecute
+from agency.services.threads.caches import BlueprintCache, ThreadCache
 from tests.helpers import assert_eventually
 from tests.runtime import isolated_agents as agents
 from tests.runtime.conftest import Agents, make_system, running_agents

@@ -27,9 +27,9 @@ from agency.contracts.events import (
 from agency.domain.thread_state import ThreadState, fold
 from agency.infra.jetstream.commandbus import CommandRejected
 from agency.infra.jetstream.records import Position
-from agency.services.common.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
 from agency.services.runtime import commands
 from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.tenancy.fairness import ACTIVE_RUN_LIMIT, FairnessLimits
 
 CALL = ToolCall(id="c1", name="lookup")
 

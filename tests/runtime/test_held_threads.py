@@ -14,10 +14,10 @@ from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventstore import EventStore
-from agency.services.common.caches import ThreadCache
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.runtime.service import RuntimeService
+from agency.services.threads.caches import ThreadCache
 from tests.runtime.conftest import running_agents
 
 GUARDED = (ScriptToolCall(name="lookup", arguments={"word": "w"}),)

@@ -25,13 +25,13 @@ from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.isolation import Isolation
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import ToolContext, define_tool
-from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.runtime.local_tools import is_own_result
 from agency.services.runtime.loop import ThreadDriver
 from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.threads.caches import BlueprintCache, ThreadCache
 from tests.runtime.conftest import Agents, running_agents
 from tests.runtime.local_apps import DEFINE_CALLS, build, define
 from tests.runtime.test_loop import assert_gapless, terminals, types

@@ -16,8 +16,8 @@ from agency.contracts.events import (
 )
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.common.fairness import TenantLoad
 from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.tenancy.fairness import TenantLoad
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents
 

@@ -25,12 +25,12 @@ from agency.contracts.subjects import Aggregate
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import AppendResult, EventContext, Position
 from agency.services.agents.system import AgentSystem
-from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.runtime.loop import OPENING_HOLD, ThreadDriver
 from agency.services.runtime.replay.memstore import MemoryEventStore
+from agency.services.threads.caches import BlueprintCache, ThreadCache
 from tests.helpers import assert_eventually
 from tests.runtime.test_loop import assert_gapless
 

@@ -16,7 +16,7 @@ from agency.contracts.events import (
 from agency.contracts.records import EventContext, Position, RecordedEvent
 from agency.domain.thread_state import fold
 from agency.infra.jetstream.envelopes import new_envelopes
-from agency.services.common.thread_view import thread_view
+from agency.services.threads.view import thread_view
 
 
 def thread(*payloads: AnyEvent) -> list[RecordedEvent]:

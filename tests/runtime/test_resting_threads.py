@@ -13,10 +13,10 @@ from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.domain.thread_parts import RunView
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.connection import Bus
-from agency.services.common.caches import ThreadCache
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.runtime import service as runtime_service
+from agency.services.threads.caches import ThreadCache
 from tests.runtime.conftest import Agents, running_agents
 
 

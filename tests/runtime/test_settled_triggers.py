@@ -13,13 +13,13 @@ from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.commandbus import Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.leases import Leases
-from agency.services.common.caches import ThreadCache
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.runtime.service import RuntimeService
 from agency.services.runtime.settled import SettledThreads
 from agency.services.runtime.watches import lease_key
+from agency.services.threads.caches import ThreadCache
 from tests.helpers import settled
 from tests.runtime.conftest import make_system, running_agents
 

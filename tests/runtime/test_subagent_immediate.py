@@ -21,10 +21,10 @@ from agency.domain.thread_state import fold
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
-from agency.services.common.fork import fork_thread
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.runtime.replay.reexecute import reexecute
+from agency.services.threads.fork import fork_thread
 from tests.helpers import settled
 from tests.runtime.conftest import Agents, make_system, running_agents
 

@@ -17,9 +17,9 @@ from agency.contracts.events import (
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.blueprint_body import SaveBlueprintBody
-from agency.services.common.fork import fork_thread
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from agency.services.runtime.replay.reexecute import reexecute
+from agency.services.threads.fork import fork_thread
 from tests.runtime.conftest import Agents, make_system
 
 # Seed 000's shapes: an `AgentBlueprint` (`name`, `description`, `prompt`, `tags`,

@@ -36,7 +36,7 @@ from agency.infra.launch import NatsServer
 from agency.infra.nats_accounts import JS_API_PREFIX
 from agency.infra.nats_auth import CredentialIssuer, TenantCredentials
 from agency.services.llm.fake_scripts import ScriptStep
-from agency.services.workflows.subjects import WORKFLOW_EVENTS
+from agency.services.workflows.engine.subjects import WORKFLOW_EVENTS
 from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually
 

@@ -19,7 +19,7 @@ from agency.contracts.events.registry import BlueprintConfig
 from agency.contracts.ids import new_id
 from agency.infra.jetstream import dlq_admin
 from agency.infra.jetstream.connection import Bus
-from agency.services.common.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually

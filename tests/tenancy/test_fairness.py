@@ -17,9 +17,9 @@ from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.common.fairness import ACTIVE_RUN_LIMIT, TenantLoad
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.tenancy.fairness import ACTIVE_RUN_LIMIT, TenantLoad
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, running_agents
 

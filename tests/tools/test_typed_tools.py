@@ -14,7 +14,7 @@ from agency import TypedTool, tool
 from agency.contracts.events import ToolCall, ToolError, ToolOutput, ToolRequested, ToolStarted
 from agency.services.agents.isolation import function_reference, resolve
 from agency.services.agents.tools import ToolContext, ToolFailed
-from agency.services.common.tool_executor import execute
+from agency.services.tool_execution.executor import execute
 
 CTX = ToolContext(tenant_id="t", agency_id="a", thread_id="th", run_id="r", call_id="c")
 

@@ -21,9 +21,9 @@ from agency.domain.workflow_decisions import member_thread_id
 from agency.domain.workflow_members import member_blueprint, workflow_id, workflow_request
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.cli import workflow_cmd
 from agency.services.llm.fake_scripts import ScriptStep
-from agency.services.runtime.replay.workflow import check_controller, load_workflow, replay_workflow
+from agency.services.workflows.cli import commands as workflow_cmd
+from agency.services.workflows.cli.replay import check_controller, load_workflow, replay_workflow
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import make_system
 from tests.workflows.conftest import Workflows

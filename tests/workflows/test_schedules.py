@@ -20,7 +20,7 @@ from agency.domain.cron import CRON_PATTERN, cron_problem, next_tick, timezone_p
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, Position
 from agency.services.llm.fake_scripts import ScriptStep
-from agency.services.workflows.scheduler import Scheduler, due_tick, firing_tick
+from agency.services.workflows.engine.scheduler import Scheduler, due_tick, firing_tick
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import Workflows
 

@@ -19,9 +19,9 @@ from agency.contracts.events.registry import BlueprintConfig, SubagentsConfig
 from agency.domain.workflow_decisions import resource_id
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.common.fork import fork_thread
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.threads.fork import fork_thread
 from tests.runtime.conftest import running_agents
 from tests.workflows.conftest import SERVICES, Workflows
 from tests.workflows.test_context import blueprint, tool

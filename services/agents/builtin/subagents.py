@@ -13,7 +13,7 @@ again with `subagent_message` and shut down with `subagent_terminate`;
 while children exist, the parent's model sees them listed in a system message. An entry
 with `"optional": "SOME_FLAG"` is a branch that exists only while the variable `SOME_FLAG`
 is `true`, `1` or `yes` (`agent_env`: the blueprint's `env`, which the runtime fills with
-the process's values the blueprint may read, `services/common/tenant_env.py`).
+the process's values the blueprint may read, `services/tenancy/env.py`).
 `"init_user_message_property": "brief"` and `"init_attachments_property": "inputs"` make
 a call of that type read its task from `brief` and the files to copy from `inputs`
 (instead of `description` / `message`, `attachments`).
@@ -131,7 +131,7 @@ def agent_env(blueprint: BlueprintSpec, env: Mapping[str, str] | None = None) ->
     `descriptionEnv`, `scopedEnv`): `env` when given, then the blueprint's `env` for the
     names it does not set. Never the process's environment: the runtime resolves a
     blueprint with the process's values it may read already in its `env`
-    (`services/common/tenant_env.py`), so a tenant's blueprint reads only its own."""
+    (`services/tenancy/env.py`), so a tenant's blueprint reads only its own."""
     if env is None:
         return blueprint.env
     if not blueprint.env:

@@ -4,7 +4,7 @@
 `resource_put|get`, `proposal_open|vote|status`. Blueprints of workflow members carry the
 tag `workflow`, which selects this middleware. The tools run in the tools service, which
 gives each call the workflow the calling thread belongs to as `ctx.workflow`
-(`services/common/workflow_tools.py` does what each tool does); anywhere else a call is a
+(`services/workflows/context_tools.py` does what each tool does); anywhere else a call is a
 tool error saying so.
 """
 

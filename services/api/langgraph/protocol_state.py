@@ -30,8 +30,8 @@ from agency.services.api.langgraph.routes_threads import history, state_out
 from agency.services.api.langgraph.scope import load_thread, thread_id_of
 from agency.services.api.langgraph.start import begin_run
 from agency.services.api.langgraph.wire import RunCreate
-from agency.services.common.thread_reads import read_thread, thread_creations
-from agency.services.common.thread_tree import descendants
+from agency.services.threads.reads import read_thread, thread_creations
+from agency.services.threads.tree import descendants
 
 MAX_CHECKPOINTS = 1000
 # A thread's LangGraph status as the protocol's agent status.

@@ -29,7 +29,7 @@ from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.api.readback import read_your_write
-from agency.services.api.workflow_ops import ensure_global_member, find_schedule, read_state
+from agency.services.workflows.http.ops import ensure_global_member, find_schedule, read_state
 
 MAX_PAGE = 1000
 CronIdPath = Annotated[str, PathParameter(name="cron_id")]

@@ -29,7 +29,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph import embeddings
 from agency.services.api.langgraph.scope import AGENCY_HEADER, agency_for
 from agency.services.api.langgraph.wire import Body, Out
-from agency.services.common.decide import decide_and_append
+from agency.services.decide import decide_and_append
 
 STORE_PROJECTION = "store_items"
 MAX_LABELS = 20

@@ -35,7 +35,7 @@ from agency.services.api.langgraph.scope import (
 from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
 from agency.services.api.logwait import watch_log
 from agency.services.api.readback import read_your_write
-from agency.services.common.fork import ForkError, plan_fork
+from agency.services.threads.fork import ForkError, plan_fork
 
 # Keys of a thread's metadata that say what it is, not what its users set.
 DERIVED_KEYS = ("graph_id", "assistant_id", "agency_id")

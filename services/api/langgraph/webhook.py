@@ -1,4 +1,4 @@
-"""A run's `webhook`, checked before the run starts (`services/common/webhooks.py`)."""
+"""A run's `webhook`, checked before the run starts (`services/webhook_signing.py`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from urllib.parse import urlsplit
 
 from litestar.exceptions import ValidationException
 
-from agency.services.common.egress import VARIABLE as ALLOW_HOSTS, refusal
-from agency.services.common.webhooks import MAX_URL, SECRET_VARIABLE, secret
+from agency.services.egress import VARIABLE as ALLOW_HOSTS, refusal
+from agency.services.webhook_signing import MAX_URL, SECRET_VARIABLE, secret
 
 
 def webhook_of(url: str | None) -> str | None:

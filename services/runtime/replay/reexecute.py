@@ -21,7 +21,6 @@ from agency.contracts.events import ModelStarted
 from agency.domain.comparison import Comparison, compare
 from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.services.agents.system import AgentSystem
-from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.runtime.loop import ThreadDriver, UnknownThread
 from agency.services.runtime.replay.mcp_tools import RecordedMcpTools
 from agency.services.runtime.replay.memstore import MemoryEventStore
@@ -33,6 +32,7 @@ from agency.services.runtime.replay.recorded import (
     ThreadRecord,
     split_record,
 )
+from agency.services.threads.caches import BlueprintCache, ThreadCache
 
 log = structlog.get_logger(__name__)
 

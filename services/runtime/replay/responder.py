@@ -41,9 +41,9 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.system import AgentSystem
-from agency.services.common.thread_reads import ThreadNotFound
-from agency.services.common.thread_tree import ThreadTree, TreeNode, load_tree
 from agency.services.runtime.replay.reexecute import reexecute
+from agency.services.threads.reads import ThreadNotFound
+from agency.services.threads.tree import ThreadTree, TreeNode, load_tree
 
 log = structlog.get_logger(__name__)
 

@@ -11,15 +11,19 @@ the YAML form has: `system_prompt_file` (the files come in the body's `files`) a
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+import types
+import typing
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from agency.contracts.events import BlueprintSpec
 from agency.contracts.events.registry import BlueprintConfig
 from agency.domain.cron import CRON_PATTERN
+from agency.services.api.blueprint_body import at_boundary
 from agency.services.api.text import refuse_nul
-from agency.services.common import workflow_definition as definitions
+from agency.services.workflows import definition as definitions
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 # A member's name: a token, and neither `user` nor `system` (the channel's own senders).
@@ -34,7 +38,6 @@ MemberName = Annotated[
 ]
 NotBlank = Annotated[str, msgspec.Meta(pattern=r"\S")]
 Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
-Steps = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class Document(
@@ -46,15 +49,52 @@ class Document(
         refuse_nul(self)
 
 
-class InlineMember(Document, frozen=True, kw_only=True):
-    """A member defined here: its blueprint's fields (`max_steps` goes to its config)."""
+# A member defined inline: each field is the contract's (`BlueprintSpec`, and `max_steps` of
+# its `BlueprintConfig`), under the YAML's name, with the rules the contract holds clients to.
+MEMBER_FIELDS: dict[str, tuple[type[msgspec.Struct], str]] = {
+    "description": (BlueprintSpec, "description"),
+    "system_prompt": (BlueprintSpec, "prompt"),
+    "model": (BlueprintSpec, "model"),
+    "tags": (BlueprintSpec, "tags"),
+    "config": (BlueprintSpec, "config"),
+    "max_steps": (BlueprintConfig, "max_steps"),
+}
 
-    description: str | UnsetType = UNSET
-    system_prompt: str | UnsetType = UNSET
-    model: str | UnsetType = UNSET
-    tags: list[str] | UnsetType = UNSET
-    config: BlueprintConfig | UnsetType = UNSET
-    max_steps: Steps | UnsetType = UNSET
+
+def _without_none(tp: Any) -> Any:
+    """`tp` without `None`: in a document an absent key (`UNSET`) is what `None` says."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        kept = tuple(a for a in typing.get_args(tp) if a is not type(None))
+        return typing.Union[kept]  # noqa: UP007
+    return tp
+
+
+def _inline_member() -> type[Document]:
+    """The fields of `MEMBER_FIELDS`, each optional (absent: `UNSET`)."""
+    fields: list[tuple[str, Any, Any]] = []
+    for name, (source, field) in MEMBER_FIELDS.items():
+        contract = {f.name: f.type for f in msgspec.structs.fields(source)}[field]
+        tp = _without_none(at_boundary(contract, bodies=False))
+        fields.append((name, typing.Union[tp, UnsetType], UNSET))  # noqa: UP007
+    member: type[Document] = msgspec.defstruct(  # type: ignore[assignment]
+        "InlineMember",
+        fields,
+        bases=(Document,),
+        module=__name__,
+        namespace={
+            "__doc__": "A member defined here: its blueprint's fields (`max_steps` goes to "
+            "its config)."
+        },
+        kw_only=True,
+        frozen=True,
+    )
+    return member
+
+
+if TYPE_CHECKING:
+    InlineMember: TypeAlias = Document
+else:
+    InlineMember = _inline_member()
 
 
 class Member(InlineMember, frozen=True, kw_only=True):

@@ -42,7 +42,7 @@ from agency.contracts.events import BlueprintSpec, WorkflowLimits
 from agency.contracts.events.registry import BlueprintConfig
 from agency.contracts.ids import is_valid_token
 from agency.domain.cron import cron_problem
-from agency.services.common.egress import server_refusals
+from agency.services.egress import server_refusals
 
 _VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_-]+)\s*\}\}")
 _INLINE_FIELDS = frozenset(
@@ -322,7 +322,7 @@ def _inline(name: str, spec: dict[str, Any], where: str) -> BlueprintSpec:
     except msgspec.ValidationError as e:
         raise DefinitionError(f"{where}.config: {e}") from e
     for blueprint in BlueprintSpec(name=name, config=typed).with_inline():
-        # An address no connection for a tenant may reach (`services/common/egress.py`),
+        # An address no connection for a tenant may reach (`services/egress.py`),
         # in the member's config or a subagent blueprint it defines inline.
         inner = where if blueprint.name == name else f"{where} (subagent {blueprint.name})"
         for i, _, problem in server_refusals(blueprint.config.mcp_servers):

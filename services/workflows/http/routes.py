@@ -34,8 +34,9 @@ from agency.services.api.auth import (
 from agency.services.api.model_check import model_problem
 from agency.services.api.readback import read_your_write
 from agency.services.api.routes_commands import Accepted, Body
-from agency.services.api.workflow_body import WorkflowDocument, as_document
-from agency.services.api.workflow_ops import (
+from agency.services.workflows import definition as definitions
+from agency.services.workflows.http.body import WorkflowDocument, as_document
+from agency.services.workflows.http.ops import (
     WORKFLOW_REF,
     check_members,
     create_workflow,
@@ -45,7 +46,6 @@ from agency.services.api.workflow_ops import (
     find_workflow,
     post_message,
 )
-from agency.services.common import workflow_definition as definitions
 
 WorkflowRef = Annotated[
     str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")

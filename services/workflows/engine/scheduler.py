@@ -28,7 +28,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.reader import OrderedReader
 from agency.infra.jetstream.records import EventContext, RecordedEvent
-from agency.services.common.decide import Decision, DecisionConflict, decide_and_append
+from agency.services.decide import Decision, DecisionConflict, decide_and_append
 
 log = structlog.get_logger(__name__)
 

@@ -20,7 +20,7 @@ from agency.domain import workflow_decisions as decisions
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.ports import AggregateStore
 from agency.services.agents.tools import ToolContext, ToolFailed
-from agency.services.common.decide import applied, decide_and_append
+from agency.services.decide import applied, decide_and_append
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 

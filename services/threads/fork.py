@@ -50,8 +50,8 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 from agency.infra.jetstream.streams import ATOMIC_BATCH_LIMIT
-from agency.services.common.thread_reads import Creation, read_thread, thread_creations
-from agency.services.common.thread_tree import descendants
+from agency.services.threads.reads import Creation, read_thread, thread_creations
+from agency.services.threads.tree import descendants
 
 FORKED_MID_RUN = "forked mid-run"
 

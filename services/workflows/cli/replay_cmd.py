@@ -4,7 +4,7 @@ The history is the workflow's own events (channel, invocations, answers, documen
 proposals) and every member thread's, interleaved in log order. It reads JetStream only
 (like `agency replay`), so it works with the read models down; `@name:tag` without
 `--agency` asks the API for the agency named `default`. Its arguments are registered by
-`workflow_cmd.py`, which imports this module when the command runs.
+`commands.py`, which imports this module when the command runs.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from agency.infra.endpoints import Endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.system import SystemLoadError
-from agency.services.cli.common import agent_system, running_endpoints
+from agency.services.cli.arguments import agent_system, running_endpoints
 from agency.services.cli.replay_cmd import report_json
-from agency.services.runtime.replay.workflow import (
+from agency.services.workflows.cli.replay import (
     WorkflowRecord,
     WorkflowReplay,
     load_workflow,

@@ -1,6 +1,6 @@
 """`agency workflow run|ls|stop`, `agency send`, `agency peek`, `agency schedules ls`:
 workflows through the HTTP API of a running system (`agency workflow replay` reads the log:
-`services/cli/workflow_replay_cmd.py`).
+`services/workflows/cli/replay_cmd.py`).
 
 Targets are the seed's: `@review:pr-1` (a workflow and its tag), `@review`, `@global`
 (every agency's workflow of standalone agents).
@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.common import add_app, add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_app, add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
     import httpx
@@ -92,9 +92,9 @@ def _register_replay(verbs: Any) -> None:
 
 
 async def workflow_replay(args: argparse.Namespace) -> int:
-    from agency.services.cli import workflow_replay_cmd
+    from agency.services.workflows.cli import replay_cmd
 
-    return await workflow_replay_cmd.workflow_replay(args)
+    return await replay_cmd.workflow_replay(args)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -173,7 +173,7 @@ def print_message(message: dict[str, Any]) -> None:
 
 
 async def workflow_run(args: argparse.Namespace) -> int:
-    from agency.services.common.workflow_definition import variables_in
+    from agency.services.workflows.definition import variables_in
 
     try:
         text = args.file.read_text()
@@ -217,7 +217,7 @@ async def workflow_run(args: argparse.Namespace) -> int:
 
 def _prompt_files(definition: Path, text: str) -> dict[str, str]:
     """The content of each `system_prompt_file`, read relative to the definition's folder."""
-    from agency.services.common.workflow_definition import prompt_files
+    from agency.services.workflows.definition import prompt_files
 
     files: dict[str, str] = {}
     for path in prompt_files(text):

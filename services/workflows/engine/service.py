@@ -43,10 +43,10 @@ from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventworker import EventWorker
 from agency.infra.jetstream.records import EventContext, RecordedEvent
-from agency.services.common.decide import applied, decide_and_append
-from agency.services.workflows.controller import WorkflowController
-from agency.services.workflows.scheduler import Scheduler
-from agency.services.workflows.subjects import WORKFLOW_EVENTS
+from agency.services.decide import applied, decide_and_append
+from agency.services.workflows.engine.controller import WorkflowController
+from agency.services.workflows.engine.scheduler import Scheduler
+from agency.services.workflows.engine.subjects import WORKFLOW_EVENTS
 
 log = structlog.get_logger(__name__)
 

@@ -48,7 +48,7 @@ from agency.domain import workflow_decisions as decisions
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, RecordedEvent
-from agency.services.common.decide import decide_and_append
+from agency.services.decide import decide_and_append
 
 log = structlog.get_logger(__name__)
 
@@ -90,7 +90,7 @@ class WorkflowController:
             self._bus.store, tenant, "workflow", workflow_id,
             lambda history: decisions.dispatch(fold(history, workflow_id)),
             context=EventContext(),
-            # Marks the events of one pass as one decision (see `replay.py`).
+            # Marks the events of one pass as one decision (see `../cli/replay.py`).
             idempotency_key=f"dispatch:{new_id()}",
         )  # fmt: skip
         state = await self.read(tenant, workflow_id)

@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.common.thread_reads import Creation, read_thread, thread_creations
+from agency.services.threads.reads import Creation, read_thread, thread_creations
 
 
 @dataclass(frozen=True, slots=True)

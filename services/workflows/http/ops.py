@@ -24,7 +24,7 @@ from agency.projections import catalog
 from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.api.auth import agency_events, agency_owned, agent_types
 from agency.services.api.deps import ApiDeps
-from agency.services.common.workflow_definition import Definition, DefinitionError
+from agency.services.workflows.definition import Definition, DefinitionError
 
 # Creating members waits for the registry; past this the route answers 202.
 CREATE_WAIT = 15.0

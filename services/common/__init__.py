@@ -1,1 +1,0 @@
-"""Pieces every service uses."""

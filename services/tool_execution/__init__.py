@@ -1,0 +1,1 @@
+"""Running one tool call (arguments, timeout, retries, result) and the tools a thread registered."""

@@ -1,0 +1,1 @@
+"""`agency workflow ...`, `agency send`, `agency peek`, `agency schedules`, and workflow replay."""

@@ -1,0 +1,1 @@
+"""The workflows service: workflow commands, the controller that drives members, schedules."""
