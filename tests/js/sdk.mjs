@@ -170,6 +170,37 @@ const scenarios = {
     return { threadId, started, first, output, interrupts, resumed, state };
   },
 
+  // The thread protocol's other commands: a message injected while the run works, then the
+  // state, the checkpoints, the agent tree, and a fork at the first checkpoint with input.
+  async threadCommands({ text, inject, fork, graph = "manager" }) {
+    const threadId = crypto.randomUUID();
+    const thread = client.threads.stream(threadId, { assistantId: graph });
+    await step("run.start", thread.run.start({ input: ask(text) }));
+    const subscription = await step("subscribe", thread.subscribe(["lifecycle", "messages"]));
+    let injected = false;
+    for await (const e of subscription) {
+      if (!injected && e.method === "messages") {
+        // The model is streaming its first answer: the run takes the message up next.
+        await step("input.inject", thread.input.inject({ namespace: [], message: { role: "user", content: inject } }));
+        injected = true;
+      }
+      if (e.method === "lifecycle" && ["completed", "failed"].includes(e.params.data.event)) break;
+    }
+    const state = await step("state.get", thread.state.get({ namespace: [] }));
+    const some = await step("state.get keys", thread.state.get({ namespace: [], keys: ["todos"] }));
+    const checkpoints = await step("state.listCheckpoints", thread.state.listCheckpoints({ limit: 50 }));
+    const older = await step(
+      "state.listCheckpoints before",
+      thread.state.listCheckpoints({ limit: 2, before: checkpoints.checkpoints[1].id }),
+    );
+    const tree = await step("agent.getTree", thread.agent.getTree({}));
+    const first = checkpoints.checkpoints.at(-1).id;
+    const forked = await step("state.fork", thread.state.fork({ checkpoint_id: first, input: ask(fork) }));
+    const forkValues = await step("join the fork's run", client.runs.join(forked.thread_id, forked.run_id));
+    await thread.close();
+    return { threadId, state, some, checkpoints, older, tree, forked, forkValues };
+  },
+
   // Another tenant's thread through the thread protocol: each call's error.
   async threadStreamOf({ threadId, graph = "worker" }) {
     const thread = client.threads.stream(threadId, { assistantId: graph, maxReconnectAttempts: 0 });

@@ -312,3 +312,47 @@ async def test_the_thread_protocol_on_another_tenants_thread_is_not_found(lg: La
     assert got["subscribe"]["status"] == 404, got
     assert got["respond"]["status"] == 404, got
     assert "not found" in got["subscribe"]["message"]
+
+
+async def test_the_thread_protocols_state_tree_fork_and_inject_commands(lg: LangGraph) -> None:
+    """The JS SDK's `thread.input.inject`, `thread.state.get` / `listCheckpoints` /
+    `fork` and `thread.agent.getTree` on a thread whose agent delegates to a subagent."""
+    key, child = f"js-commands-{lg.agency}", f"js-commands-child-{lg.agency}"
+    slow = "thinking it over before delegating, one small piece at a time"
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(
+                content=slow, stream_delay_ms=60,
+                tool_calls=[call("task", description=child, subagentType="worker")],
+            ),
+            ScriptStep(content="delegated and done"),
+        ],
+    )  # fmt: skip
+    lg.llm.script(child, [ScriptStep(content="the child's part")])
+    lg.llm.script(f"fork-{key}", [ScriptStep(content="the fork's answer")])
+    got = await run_node(
+        "sdk.mjs",
+        "threadCommands",
+        json.dumps({"text": key, "inject": "and keep it short", "fork": f"fork-{key}"}),
+        env=_env(lg.url, lg),
+    )
+    contents = [m["content"] for m in got["state"]["values"]["messages"]]
+    # Taken up by the run before its second model call: one run, the message in its middle.
+    assert "and keep it short" in contents and contents[-1] == "delegated and done"
+    assert contents.index("and keep it short") < len(contents) - 1
+    assert set(got["some"]["values"]) <= {"todos"}
+    assert got["state"]["checkpoint"]["id"] == got["checkpoints"]["checkpoints"][0]["id"]
+    ids = [int(c["id"]) for c in got["checkpoints"]["checkpoints"]]
+    assert ids == sorted(ids, reverse=True) and len(ids) >= 4
+    assert [int(c["id"]) for c in got["older"]["checkpoints"]] == ids[2:4]
+    tree = got["tree"]["tree"]
+    assert tree["namespace"] == [] and tree["graph_name"] == "manager"
+    assert tree["status"] == "completed"
+    (sub,) = tree["children"]
+    assert sub["graph_name"] == "worker" and sub["namespace"] == [sub["metadata"]["thread_id"]]
+    assert sub["status"] == "completed"
+    assert got["forked"]["thread_id"] != got["threadId"] and got["forked"]["run_id"]
+    fork_contents = [m["content"] for m in got["forkValues"]["messages"]]
+    assert fork_contents[0] == key and fork_contents[-1] == "the fork's answer"
+    assert "delegated and done" not in fork_contents

@@ -93,8 +93,19 @@ async def test_bad_protocol_requests_are_refused_saying_why(lg: LangGraph) -> No
     thread_id = thread["thread_id"]
     async with _http(lg) as http:
         path = f"/threads/{thread_id}/commands"
-        r = await http.post(path, json={"id": 1, "method": "state.fork", "params": {}})
+        r = await http.post(path, json={"id": 1, "method": "state.erase", "params": {}})
         assert r.status_code == 400 and "run.start, input.respond" in r.json()["error"]
+        r = await http.post(path, json={"id": 1, "method": "state.fork", "params": {}})
+        assert r.status_code == 400 and "checkpoint_id" in r.json()["error"]
+        fork = {"checkpoint_id": "1"}
+        r = await http.post(path, json={"id": 1, "method": "state.fork", "params": fork})
+        assert r.status_code == 400 and "needs an input" in r.json()["error"]
+        other = {"namespace": ["elsewhere"]}
+        r = await http.post(path, json={"id": 1, "method": "state.get", "params": other})
+        assert r.status_code == 404 and "root namespace" in r.json()["error"]
+        inject = {"namespace": [], "message": {"role": "tool", "content": "x"}}
+        r = await http.post(path, json={"id": 1, "method": "input.inject", "params": inject})
+        assert r.status_code == 400 and "role" in r.json()["error"]
         r = await http.post(path, json={"method": "run.start"})
         assert r.status_code == 400
         r = await http.post(path, json={"id": 2, "method": "run.start", "params": {}})
