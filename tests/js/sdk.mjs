@@ -7,6 +7,7 @@
 // asserts on it. Any error fails the script (exit status 1, the error on stderr); a
 // scenario that takes longer than LG_TIMEOUT_MS (60 s) fails too.
 import { Client } from "@langchain/langgraph-sdk";
+import WebSocket from "ws";
 
 const url = process.env.LG_URL;
 const key = process.env.LG_KEY;
@@ -199,6 +200,41 @@ const scenarios = {
     const forkValues = await step("join the fork's run", client.runs.join(forked.thread_id, forked.run_id));
     await thread.close();
     return { threadId, state, some, checkpoints, older, tree, forked, forkValues };
+  },
+
+  // The thread protocol over a WebSocket: as a browser opens one (no header: the key in the
+  // URL, through the SDK's webSocketFactory), a run streamed and an interrupt answered.
+  async threadSocket({ text, resume, graph = "approver", header = false }) {
+    const threadId = crypto.randomUUID();
+    const opened = [];
+    const webSocketFactory = (socketUrl) => {
+      opened.push(socketUrl.replace(key, "KEY"));
+      return header
+        ? new WebSocket(socketUrl, { headers: { "x-api-key": key } })
+        : new WebSocket(`${socketUrl}?access_token=${encodeURIComponent(key)}`);
+    };
+    const bare = new Client({ apiUrl: url, apiKey: null });
+    const thread = bare.threads.stream(threadId, { assistantId: graph, transport: "websocket", webSocketFactory });
+    const started = await step("run.start", thread.run.start({ input: ask(text) }));
+    const subscription = await step("subscribe", thread.subscribe(["lifecycle", "messages", "tools", "input"]));
+    const read = async () => {
+      const events = [];
+      for await (const e of subscription) {
+        events.push({ id: e.event_id, method: e.method, data: e.params.data });
+      }
+      return events;
+    };
+    const first = await read();
+    const interrupts = thread.interrupts.map((i) => ({ ...i }));
+    let resumed = null;
+    if (resume !== undefined && interrupts.length) {
+      const { interruptId, namespace } = interrupts[0];
+      await step("input.respond", thread.input.respond({ interrupt_id: interruptId, namespace, response: resume }));
+      resumed = await read();
+    }
+    const state = await step("state.get", thread.state.get({ namespace: [] }));
+    await thread.close();
+    return { threadId, opened, started, first, interrupts, resumed, state };
   },
 
   // Another tenant's thread through the thread protocol: each call's error.

@@ -356,3 +356,42 @@ async def test_the_thread_protocols_state_tree_fork_and_inject_commands(lg: Lang
     fork_contents = [m["content"] for m in got["forkValues"]["messages"]]
     assert fork_contents[0] == key and fork_contents[-1] == "the fork's answer"
     assert "delegated and done" not in fork_contents
+
+
+@pytest.mark.parametrize("header", [False, True], ids=["browser-query-key", "x-api-key"])
+async def test_the_thread_protocol_over_a_websocket_streams_and_resumes(
+    lg: LangGraph, header: bool
+) -> None:
+    """`threads.stream(…, {transport: "websocket"})`: commands and events on one socket,
+    the key in the URL as a browser must send it (or in `x-api-key`)."""
+    key = f"js-socket-{header}-{lg.agency}"
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(content="checking first", stream_delay_ms=20,
+                       tool_calls=[call("lookup", word="w")]),
+            ScriptStep(content="approved over the socket", stream_delay_ms=20),
+        ],
+    )  # fmt: skip
+    resume = {"decisions": [{"type": "approve"}]}
+    got = await run_node(
+        "sdk.mjs",
+        "threadSocket",
+        json.dumps({"text": key, "resume": resume, "header": header}),
+        env=_env(lg.url, lg),
+    )
+    assert all(u.startswith("ws://") and "/stream/events" in u for u in got["opened"])
+    assert got["started"]["run_id"]
+    first, resumed = got["first"], got["resumed"]
+    assert _lifecycle(first) == ["running", "interrupted"]
+    tokens = [
+        m["delta"]["text"] for m in _of(first, "messages") if m["event"] == "content-block-delta"
+    ]
+    assert "".join(tokens) == "checking first" and len(tokens) > 1
+    (interrupt,) = got["interrupts"]
+    assert interrupt["namespace"] == []
+    assert resumed is not None and _lifecycle(resumed) == ["running", "completed"]
+    assert [t["event"] for t in _of(resumed, "tools")] == ["tool-started", "tool-finished"]
+    assert not {e["id"] for e in first} & {e["id"] for e in resumed}
+    messages = got["state"]["values"]["messages"]
+    assert messages[-1]["content"] == "approved over the socket"

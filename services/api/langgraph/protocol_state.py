@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request
 from litestar.exceptions import NotFoundException, ValidationException
 
 from agency.services.api.deps import ApiDeps
@@ -29,7 +28,7 @@ from agency.services.api.langgraph.routes_thread_admin import fork_thread
 from agency.services.api.langgraph.routes_threads import history, state_out
 from agency.services.api.langgraph.scope import load_thread, thread_id_of
 from agency.services.api.langgraph.start import begin_run
-from agency.services.api.langgraph.wire import RunCreate
+from agency.services.api.langgraph.wire import Connection, RunCreate
 from agency.services.threads.reads import read_thread, thread_creations
 from agency.services.threads.tree import descendants
 
@@ -87,7 +86,7 @@ async def state_fork(
     tenant: str,
     thread_id: str,
     params: dict[str, Any],
-    request: Request[Any, Any, Any],
+    request: Connection,
 ) -> Any:
     checkpoint = params.get("checkpoint_id")
     if not isinstance(checkpoint, str) or not checkpoint.isdigit() or len(checkpoint) > 18:
@@ -137,7 +136,7 @@ async def input_inject(
     tenant: str,
     thread_id: str,
     params: dict[str, Any],
-    request: Request[Any, Any, Any],
+    request: Connection,
 ) -> Any:
     root_namespace(params, "input.inject")
     message = params.get("message")

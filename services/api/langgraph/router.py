@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Router
 
 from agency.services.api.auth import API_KEY_HEADER_OPT
+from agency.services.api.langgraph.protocol_ws import PROTOCOL_SOCKET_ROUTES
 from agency.services.api.langgraph.routes_assistants import ASSISTANT_ROUTES
 from agency.services.api.langgraph.routes_batch import BATCH_ROUTES
 from agency.services.api.langgraph.routes_cancel_many import CANCEL_ROUTES
@@ -39,6 +40,7 @@ def langgraph_router() -> Router:
             *META_ROUTES,
             *THREAD_STREAM_ROUTES,
             *PROTOCOL_ROUTES,
+            *PROTOCOL_SOCKET_ROUTES,
         ],
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.

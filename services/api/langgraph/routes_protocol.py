@@ -36,7 +36,13 @@ from agency.services.api.langgraph.protocol_events import CHANNELS, ProtocolEven
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
 from agency.services.api.langgraph.start import awaits_approval, begin_run
 from agency.services.api.langgraph.thread_stream import folded_stream
-from agency.services.api.langgraph.wire import Body, Command, MultitaskStrategy, RunCreate
+from agency.services.api.langgraph.wire import (
+    Body,
+    Command,
+    Connection,
+    MultitaskStrategy,
+    RunCreate,
+)
 from agency.services.api.streaming import ThreadFeed
 
 log = structlog.get_logger(__name__)
@@ -100,7 +106,7 @@ async def _run_start(
     tenant: str,
     thread_id: str,
     command: ProtocolCommand,
-    request: Request[Any, Any, Any],
+    request: Connection,
 ) -> dict[str, Any]:
     params = command.params
     assistant_id = params.get("assistant_id")
@@ -149,7 +155,7 @@ async def _input_respond(
     tenant: str,
     thread_id: str,
     command: ProtocolCommand,
-    request: Request[Any, Any, Any],
+    request: Connection,
 ) -> dict[str, Any]:
     answers = _responses(command.params)
     view = await load_thread(deps, tenant, thread_id)
@@ -178,7 +184,14 @@ async def thread_command(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Response[dict[str, Any]]:
-    tenant, params = tenant_of(principal), data.params
+    return Response(await run_command(deps, tenant_of(principal), thread_id, data, request))
+
+
+async def run_command(
+    deps: ApiDeps, tenant: str, thread_id: str, data: ProtocolCommand, request: Connection
+) -> dict[str, Any]:
+    """A command's success answer (over HTTP or the WebSocket); a 4xx when it fails."""
+    params = data.params
     match data.method:
         case "run.start":
             answer = await _run_start(deps, tenant, thread_id, data, request)
@@ -199,10 +212,10 @@ async def thread_command(
                 f"protocol command {data.method[:60]!r} does not map; Agency serves "
                 + ", ".join(COMMANDS)
             )
-    return Response(answer)
+    return answer
 
 
-def _wanted(request: EventStreamRequest) -> tuple[set[str], bool]:
+def wanted_channels(request: EventStreamRequest) -> tuple[set[str], bool]:
     """The channels asked for, and whether the namespaces asked for hold the root's."""
     if not request.channels:
         raise ValidationException("channels names at least one channel")
@@ -258,7 +271,7 @@ async def thread_events(
     request: Request[Any, Any, State],
 ) -> Stream:
     tenant = tenant_of(principal)
-    channels, root = _wanted(data)
+    channels, root = wanted_channels(data)
     view = await load_thread(deps, tenant, thread_id)
     if not root:  # Agency's events are all in the root namespace
         channels = set()

@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from litestar import Request
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
 from ulid import ULID
@@ -24,7 +23,7 @@ from agency.projections import queries
 from agency.services.api.auth import agency_owned, path_id
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView, fold_view
-from agency.services.api.langgraph.wire import Assistant
+from agency.services.api.langgraph.wire import Assistant, Connection
 from agency.services.api.thread_create import create_root_thread
 
 AGENCY_HEADER = "x-agency-id"
@@ -42,7 +41,7 @@ CheckpointIdPath = Annotated[str, PathParameter(name="checkpoint_id")]
 DEFAULT_AGENCY = "default"
 
 
-async def agency_for(deps: ApiDeps, tenant: str, request: Request[Any, Any, Any]) -> str:
+async def agency_for(deps: ApiDeps, tenant: str, request: Connection) -> str:
     named = request.headers.get(AGENCY_HEADER)
     if named:
         agency_id = path_id("agency id", named)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from litestar import Request
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 
 from agency.contracts.commands import ApproveToolCalls
@@ -32,7 +31,7 @@ from agency.services.api.langgraph.scope import (
     thread_id_of,
 )
 from agency.services.api.langgraph.webhook import webhook_of
-from agency.services.api.langgraph.wire import RunCreate
+from agency.services.api.langgraph.wire import Connection, RunCreate
 from agency.services.api.logwait import watch_log
 from agency.services.api.routes_commands import start_run
 from agency.services.api.runstatus import Seen
@@ -54,7 +53,7 @@ async def begin_run(
     tenant: str,
     thread_id: str,
     data: RunCreate,
-    request: Request[Any, Any, Any],
+    request: Connection,
     *,
     follow: bool = False,
 ) -> Begun:

@@ -11,8 +11,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
+from litestar.connection import ASGIConnection
 
 from agency.services.api.text import refuse_nul
+
+# What a route hands on to the code that starts runs: an HTTP request or a WebSocket (its
+# headers name the agency; its app's state says when the server is closing).
+Connection = ASGIConnection[Any, Any, Any, Any]
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
