@@ -13,6 +13,10 @@ A key whose creation was answered 202 (accepted, not yet recorded) is remembered
 with its command's idempotency key, so that revoking it at once waits for that creation
 instead of answering "no such key".
 
+A request made with a key (a stream above all) can `watch` it: the event it gets is set
+when the key is revoked, here or by any other process, so an open stream is cut at once
+(`services/api/revocation.py`).
+
 Last-used times are noted in memory and written to `agency_api_key_usage` every few seconds
 (and at shutdown), never on the request path.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -75,6 +79,8 @@ class KeyCache:
     _used: dict[KeyRef, datetime] = field(default_factory=dict)
     # key id → (tenant, idempotency key) of creations answered before they were recorded.
     _pending: dict[KeyRef, str] = field(default_factory=dict)
+    # The open requests of each key, told when it is revoked.
+    _watchers: dict[KeyRef, set[asyncio.Future[None]]] = field(default_factory=dict)
 
     async def tenant_of(self, key_id: str, key_hash: str, lookup: Lookup) -> str | None:
         now = time.monotonic()
@@ -92,6 +98,27 @@ class KeyCache:
 
     def revoke(self, tenant: str, key_id: str) -> None:
         self._revoked.add((tenant, key_id))
+        for revoked in self._watchers.pop((tenant, key_id), ()):
+            if not revoked.done():
+                revoked.set_result(None)
+
+    @contextlib.contextmanager
+    def watch(self, tenant: str, key_id: str) -> Iterator[asyncio.Future[None]]:
+        """A future done when the key is revoked (done already if it is)."""
+        revoked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ref = (tenant, key_id)
+        if ref in self._revoked:
+            revoked.set_result(None)
+            yield revoked
+            return
+        watchers = self._watchers.setdefault(ref, set())
+        watchers.add(revoked)
+        try:
+            yield revoked
+        finally:
+            watchers.discard(revoked)
+            if not watchers and self._watchers.get(ref) is watchers:
+                del self._watchers[ref]
 
     def is_revoked(self, tenant: str, key_id: str) -> bool:
         return (tenant, key_id) in self._revoked
