@@ -15,7 +15,9 @@ instead of answering "no such key".
 
 A request made with a key (a stream above all) can `watch` it: the event it gets is set
 when the key is revoked, here or by any other process, so an open stream is cut at once
-(`services/api/revocation.py`).
+(`services/api/revocation.py`). A process that missed the revocation's message (it was
+cut off from NATS then) still cuts them: every `flush_interval` it asks the tenants read
+model which of the keys it watches are revoked.
 
 Last-used times are noted in memory and written to `agency_api_key_usage` every few seconds
 (and at shutdown), never on the request path.
@@ -54,6 +56,11 @@ _USAGE = (
     "SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) "
     "ON CONFLICT (tenant_id, key_id) DO UPDATE SET last_used_at = "
     "GREATEST(agency_api_key_usage.last_used_at, EXCLUDED.last_used_at)"
+)
+
+_REVOKED_OF = (
+    "SELECT tenant_id, key_id FROM api_keys "
+    "WHERE key_id = ANY($1::text[]) AND revoked_at IS NOT NULL"
 )
 
 # A key is named by its tenant and its id: another tenant may hold the same id (it chose
@@ -147,6 +154,23 @@ class KeyCache:
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
             log.warning("could not record API key use", keys=len(ids), error=str(e))
 
+    async def recheck(self, pool: asyncpg.Pool) -> None:
+        """Revoke the watched keys the read model has revoked (a revocation whose message
+        this process missed)."""
+        refs = {ref for ref in self._watchers if ref not in self._revoked}
+        if not refs:
+            return
+        try:
+            rows = await pool.fetch(_REVOKED_OF, [key_id for _, key_id in refs], timeout=5)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            log.warning("could not recheck the watched API keys", keys=len(refs), error=str(e))
+            return
+        for row in rows:
+            ref = (row["tenant_id"], row["key_id"])
+            if ref in refs:
+                self.revoke(*ref)
+                log.info("api key revoked (read model)", tenant=ref[0], key_id=ref[1])
+
     async def _on_revoked(self, msg: Msg) -> None:
         envelope = readable_event(msg.data)
         if envelope is not None and isinstance(envelope.payload, ApiKeyRevoked):
@@ -155,7 +179,8 @@ class KeyCache:
 
     @contextlib.asynccontextmanager
     async def watching(self, nc: NATS, pool: asyncpg.Pool) -> AsyncIterator[None]:
-        """Follow revocations and flush last-used times while the app runs."""
+        """Follow revocations, flush last-used times and recheck watched keys while the
+        app runs."""
         sub: Subscription = await nc.subscribe(REVOCATIONS, cb=self._on_revoked)
         flusher = asyncio.create_task(self._flush_every(pool), name="api-key-usage")
         try:
@@ -171,3 +196,4 @@ class KeyCache:
         while True:
             await asyncio.sleep(self.flush_interval)
             await self.flush(pool)
+            await self.recheck(pool)
