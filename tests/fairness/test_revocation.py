@@ -132,10 +132,12 @@ async def cut_sse(
     *,
     live: Callable[[ServerSentEvent], bool],
     rotate: bool = False,
+    seen: list[ServerSentEvent] | None = None,
 ) -> list[ServerSentEvent]:
     """Open an SSE stream on the second API process, wait for a live frame, revoke the key
     on the first and wait (bounded) for the stream to end: the frames received after the
-    revocation was answered."""
+    revocation was answered (`seen` gets the live frame)."""
+    seen = [] if seen is None else seen
     loop = asyncio.get_running_loop()
     after: list[ServerSentEvent] = []
     async with (
@@ -145,8 +147,9 @@ async def cut_sse(
         assert source.response.status_code == 200, await source.response.aread()
         frames = source.aiter_sse()
         async with asyncio.timeout(WAIT):
-            while not live(await anext(frames)):
+            while not live(sse := await anext(frames)):
                 pass
+        seen.append(sse)
         revoked_at = await revoke(tenant, rotate=rotate)
         async with asyncio.timeout(CUT_SECONDS + 1.0):
             async for sse in frames:
@@ -173,14 +176,15 @@ async def refused(tenant: Tenant, path: str) -> None:
         assert r.status_code == 401, r.text
 
 
-async def goes_on(tenant: Tenant, thread: str, frames: int = 20) -> None:
-    """The thread went on after the cut: its owner's stream, from where the cut one was,
-    carries `frames` more deltas (bounded)."""
+async def goes_on(tenant: Tenant, thread: str, after: ServerSentEvent, frames: int = 20) -> None:
+    """The thread went on after the cut: its owner's stream, from the cut one's last live
+    frame, carries `frames` more deltas (bounded) that the cut one never got."""
     path = f"/agency/{tenant.agency}/agent/{thread}/stream"
     count = 0
+    headers = {**tenant.auth, "Last-Event-ID": after.id}
     async with (
         httpx.AsyncClient(base_url=tenant.system.urls[1], timeout=WAIT) as http,
-        aconnect_sse(http, "GET", path, headers=tenant.auth) as source,
+        aconnect_sse(http, "GET", path, headers=headers) as source,
         asyncio.timeout(WAIT),
     ):
         async for sse in source.aiter_sse():
@@ -203,10 +207,12 @@ def a_delta(sse: ServerSentEvent) -> bool:
 async def test_deleting_a_key_cuts_its_thread_stream_on_another_process(tenant: Tenant) -> None:
     thread, _ = await busy_thread(tenant)
     path = f"/agency/{tenant.agency}/agent/{thread}/stream"
-    after = await cut_sse(tenant, stream_of("GET", path, headers=tenant.bearer), live=a_delta)
+    seen: list[ServerSentEvent] = []
+    opened = stream_of("GET", path, headers=tenant.bearer)
+    after = await cut_sse(tenant, opened, live=a_delta, seen=seen)
     only_the_revocation(after)
     await refused(tenant, path)
-    await goes_on(tenant, thread)
+    await goes_on(tenant, thread, seen[-1], frames=len(after) + 20)
 
 
 async def test_rotating_a_key_cuts_the_old_keys_stream(tenant: Tenant) -> None:
