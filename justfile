@@ -88,7 +88,8 @@ image *ARGS:
 
 # run a benchmark: just bench store (agent, replay, store; system: the whole system over
 # HTTP against LangGraph: just bench system --parked 10000; http: one langgraph-sdk script
-# against our /langgraph routes and against Aegra: just bench http)
+# against our /langgraph routes and against Aegra: just bench http; blueprints: the
+# 10,000th blueprint save against the first)
 bench NAME *ARGS:
     python -m bench.{{NAME}} {{ARGS}}
 

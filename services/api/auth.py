@@ -27,7 +27,6 @@ import secrets
 from typing import Annotated, Any
 
 import asyncpg
-import msgspec
 from litestar.connection import ASGIConnection
 from litestar.di import NamedDependency
 from litestar.enums import ScopeType
@@ -58,6 +57,7 @@ from agency.contracts.subjects import EVENTS_STREAM, event_subject
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.queries import tenant_for_key
 from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.revocation import deny_websocket, serve_until_revoked
 from agency.services.api.tenant_scope import current_tenant
 
 KEY_PREFIX = "ak_"
@@ -121,7 +121,7 @@ async def principal_for(deps: ApiDeps, token: str | None, shared: str | None) ->
         if key_id is not None:
             tenant = await tenant_of_key(deps, key_id, hash_key(token))
             if tenant is not None:
-                return Principal(tenant_id=tenant)
+                return Principal(tenant_id=tenant, key_id=key_id)
     tenant = settings.shared_secret_tenant
     if shared and settings.shared_secret and tenant and _same(shared, settings.shared_secret):
         return Principal(tenant_id=tenant)
@@ -192,7 +192,12 @@ class AuthMiddleware(ASGIMiddleware):
             # The request's database sessions read as its tenant (row-level security).
             scoped = current_tenant.set(None if principal.admin else principal.tenant_id)
             try:
-                await next_app(scope, receive, send)
+                if principal.key_id is None:
+                    await next_app(scope, receive, send)
+                else:
+                    # A stream of the key ends when the key is revoked.
+                    with self._deps.keys.watch(principal.tenant_id, principal.key_id) as revoked:
+                        await serve_until_revoked(revoked, scope, receive, send, next_app)
             finally:
                 current_tenant.reset(scoped)
         elif scope["type"] == ScopeType.WEBSOCKET:
@@ -207,18 +212,6 @@ def provide_principal(scope: Scope) -> Principal:
         # A handler asked for a principal on a public route: a wiring mistake, still a 401.
         raise NotAuthorizedException(UNAUTHORIZED)
     return principal
-
-
-async def deny_websocket(scope: Scope, send: Send, status: int, message: str) -> None:
-    """Refuse a WebSocket handshake with an HTTP status where the server can say one
-    (the ASGI `websocket.http.response` extension), else close with 4000 + status."""
-    body = msgspec.json.encode({"error": message, "status": status})
-    if "websocket.http.response" in (scope.get("extensions") or {}):
-        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
-        await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
-        return
-    await send({"type": "websocket.close", "code": 4000 + status, "reason": message[:120]})
 
 
 def tenant_of(principal: Principal) -> str:

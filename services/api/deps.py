@@ -37,6 +37,8 @@ class Principal:
 
     tenant_id: str
     admin: bool = False
+    # The API key the caller authenticated with (None for the admin and `X-SECRET`).
+    key_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,12 @@ A key whose creation was answered 202 (accepted, not yet recorded) is remembered
 with its command's idempotency key, so that revoking it at once waits for that creation
 instead of answering "no such key".
 
+A request made with a key (a stream above all) can `watch` it: the event it gets is set
+when the key is revoked, here or by any other process, so an open stream is cut at once
+(`services/api/revocation.py`). A process that missed the revocation's message (it was
+cut off from NATS then) still cuts them: every `flush_interval` it asks the tenants read
+model which of the keys it watches are revoked.
+
 Last-used times are noted in memory and written to `agency_api_key_usage` every few seconds
 (and at shutdown), never on the request path.
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -52,6 +58,11 @@ _USAGE = (
     "GREATEST(agency_api_key_usage.last_used_at, EXCLUDED.last_used_at)"
 )
 
+_REVOKED_OF = (
+    "SELECT tenant_id, key_id FROM api_keys "
+    "WHERE key_id = ANY($1::text[]) AND revoked_at IS NOT NULL"
+)
+
 # A key is named by its tenant and its id: another tenant may hold the same id (it chose
 # it in its own command), and nothing it does to that id touches this tenant's key.
 KeyRef = tuple[str, str]
@@ -75,6 +86,8 @@ class KeyCache:
     _used: dict[KeyRef, datetime] = field(default_factory=dict)
     # key id → (tenant, idempotency key) of creations answered before they were recorded.
     _pending: dict[KeyRef, str] = field(default_factory=dict)
+    # The open requests of each key, told when it is revoked.
+    _watchers: dict[KeyRef, set[asyncio.Future[None]]] = field(default_factory=dict)
 
     async def tenant_of(self, key_id: str, key_hash: str, lookup: Lookup) -> str | None:
         now = time.monotonic()
@@ -92,6 +105,27 @@ class KeyCache:
 
     def revoke(self, tenant: str, key_id: str) -> None:
         self._revoked.add((tenant, key_id))
+        for revoked in self._watchers.pop((tenant, key_id), ()):
+            if not revoked.done():
+                revoked.set_result(None)
+
+    @contextlib.contextmanager
+    def watch(self, tenant: str, key_id: str) -> Iterator[asyncio.Future[None]]:
+        """A future done when the key is revoked (done already if it is)."""
+        revoked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ref = (tenant, key_id)
+        if ref in self._revoked:
+            revoked.set_result(None)
+            yield revoked
+            return
+        watchers = self._watchers.setdefault(ref, set())
+        watchers.add(revoked)
+        try:
+            yield revoked
+        finally:
+            watchers.discard(revoked)
+            if not watchers and self._watchers.get(ref) is watchers:
+                del self._watchers[ref]
 
     def is_revoked(self, tenant: str, key_id: str) -> bool:
         return (tenant, key_id) in self._revoked
@@ -120,6 +154,23 @@ class KeyCache:
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
             log.warning("could not record API key use", keys=len(ids), error=str(e))
 
+    async def recheck(self, pool: asyncpg.Pool) -> None:
+        """Revoke the watched keys the read model has revoked (a revocation whose message
+        this process missed)."""
+        refs = {ref for ref in self._watchers if ref not in self._revoked}
+        if not refs:
+            return
+        try:
+            rows = await pool.fetch(_REVOKED_OF, [key_id for _, key_id in refs], timeout=5)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            log.warning("could not recheck the watched API keys", keys=len(refs), error=str(e))
+            return
+        for row in rows:
+            ref = (row["tenant_id"], row["key_id"])
+            if ref in refs:
+                self.revoke(*ref)
+                log.info("api key revoked (read model)", tenant=ref[0], key_id=ref[1])
+
     async def _on_revoked(self, msg: Msg) -> None:
         envelope = readable_event(msg.data)
         if envelope is not None and isinstance(envelope.payload, ApiKeyRevoked):
@@ -128,7 +179,8 @@ class KeyCache:
 
     @contextlib.asynccontextmanager
     async def watching(self, nc: NATS, pool: asyncpg.Pool) -> AsyncIterator[None]:
-        """Follow revocations and flush last-used times while the app runs."""
+        """Follow revocations, flush last-used times and recheck watched keys while the
+        app runs."""
         sub: Subscription = await nc.subscribe(REVOCATIONS, cb=self._on_revoked)
         flusher = asyncio.create_task(self._flush_every(pool), name="api-key-usage")
         try:
@@ -144,3 +196,4 @@ class KeyCache:
         while True:
             await asyncio.sleep(self.flush_interval)
             await self.flush(pool)
+            await self.recheck(pool)

@@ -42,6 +42,8 @@ async def read_your_write(
     aggregate_id: str,
     key: str,
     send: Callable[[], Awaitable[object]] | None = None,
+    *,
+    from_end: bool = False,
 ) -> Written:
     """Wait for the event our command produced (the registry stores the command's key on
     it), then for every projection handling its type to have passed it and whatever the
@@ -49,7 +51,11 @@ async def read_your_write(
     aggregate's log as read (so the caller need not read it again).
 
     `send` sends the command once the aggregate is watched: see `watch_log` for why a
-    command sent before would sometimes be found only by the periodic re-read."""
+    command sent before would sometimes be found only by the periodic re-read.
+
+    `from_end`: read only what the aggregate stores from now on (its position is looked up
+    once the watch is in place), for a command whose events can only follow: `log` then
+    holds those alone, and the wait costs the same however long the aggregate's log is."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deps.settings.read_your_writes_timeout
     log: list[RecordedEvent] = []
@@ -59,6 +65,8 @@ async def read_your_write(
         return next((e for e in events if e.envelope.idempotency_key == key), None)
 
     async with watch_log(deps.bus.nc, deps.bus.store, tenant, aggregate, aggregate_id) as watch:
+        if from_end:
+            watch.position = await deps.bus.store.last_position(tenant, aggregate, aggregate_id)
         if send is not None:
             await send()
         event = await watch.until(ours, deadline - loop.time())
@@ -97,6 +105,7 @@ async def send_blueprint(
     written = await read_your_write(
         deps, tenant, "agency", agency_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+        from_end=True,
     )  # fmt: skip
     event = written.event
     saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None

@@ -38,7 +38,7 @@ from agency.services.api.auth import (
     Caller,
     Deps,
     ThreadId,
-    agency_events,
+    agency_owned,
     mint_api_key,
     path_id,
     require_admin,
@@ -186,7 +186,7 @@ async def save_blueprint(
 ) -> Response[BlueprintOut]:
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
-    await agency_events(deps, tenant, agency_id)
+    await agency_owned(deps, tenant, agency_id)  # not its history: a save costs the same
     spec = data.spec()
     problems = problems_with_inline(deps.system, spec, check=naming_problems)
     if problems:

@@ -3,7 +3,8 @@ admin for any tenant (`/tenants/{tenantId}/keys`).
 
 A new key is shown once, in the answer that creates it; only its sha256 is stored. A
 rotation issues the new key and revokes the old one in one append. A revoked key is refused
-by every API process as soon as the revocation is appended (`services/api/keys.py`).
+by every API process as soon as the revocation is appended (`services/api/keys.py`), and
+the requests still open with it are cut (`services/api/revocation.py`).
 """
 
 from __future__ import annotations

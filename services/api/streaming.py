@@ -35,12 +35,12 @@ from agency.services.api.auth import (
     Caller,
     Deps,
     ThreadId,
-    deny_websocket,
     tenant_of,
     thread_created,
 )
 from agency.services.api.deps import ApiDeps
 from agency.services.api.eventview import EventFormat, encode_envelope, encode_view
+from agency.services.api.revocation import deny_websocket
 from agency.services.api.routes_queries import MAX_SEQ, int_param
 
 log = structlog.get_logger(__name__)

@@ -1,4 +1,5 @@
-"""Pure decisions of the registry: command + the aggregate's history → new events."""
+"""Pure decisions of the registry: command + the aggregate's history (an agency's: its
+folded state, `services/registry/agencies.py`) → new events."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from agency.contracts.limits import has_nul
 from agency.domain.key_liveness import live_keys
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.decide import applied
+from agency.services.registry.agencies import AgencyState
 
 
 def create_tenant(
@@ -114,22 +116,18 @@ def set_tenant_model_policy(
     return (TenantModelPolicySet(operator_fallback=command.operator_fallback),)
 
 
-def create_agency(
-    command: CreateAgency, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
+def create_agency(command: CreateAgency, state: AgencyState, key: str) -> Sequence[AnyEvent]:
+    if key in state.keys:
         return ()
-    if any(e.type == "agency.created" for e in history):
+    if state.created:
         raise CommandRejected("agency_exists", f"agency {command.agency_id} already exists")
     return (AgencyCreated(name=command.name, metadata=command.metadata),)
 
 
-def save_blueprint(
-    command: SaveBlueprint, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
+def save_blueprint(command: SaveBlueprint, state: AgencyState, key: str) -> Sequence[AnyEvent]:
+    if key in state.keys:
         return ()
-    if not any(e.type == "agency.created" for e in history):
+    if not state.created:
         raise CommandRejected("unknown_agency", f"agency {command.agency_id} does not exist")
     if not is_valid_token(command.blueprint.name):
         raise CommandRejected(
@@ -147,29 +145,15 @@ def save_blueprint(
             problem = server.operator_only()
             if problem is not None:
                 raise CommandRejected("invalid_blueprint", problem)
-    revision = 1 + sum(
-        1
-        for e in history
-        if isinstance(e.payload, BlueprintSaved)
-        and e.payload.blueprint.name == command.blueprint.name
-    )
+    revision = 1 + state.revisions.get(command.blueprint.name, 0)
     return (BlueprintSaved(blueprint=command.blueprint, revision=revision),)
 
 
-def delete_blueprint(
-    command: DeleteBlueprint, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
+def delete_blueprint(command: DeleteBlueprint, state: AgencyState, key: str) -> Sequence[AnyEvent]:
     """A blueprint the agency has saved, and not deleted since, is deleted; else rejected."""
-    if applied(history, key):
+    if key in state.keys:
         return ()
-    saved = False
-    for e in history:
-        match e.payload:
-            case BlueprintSaved(blueprint=spec) if spec.name == command.name:
-                saved = True
-            case BlueprintDeleted(name=name) if name == command.name:
-                saved = False
-    if not saved:
+    if command.name not in state.saved:
         raise CommandRejected(
             "unknown_blueprint",
             f"agency {command.agency_id} has no saved blueprint {command.name!r}",

@@ -25,7 +25,7 @@ from agency.contracts.commands import (
     SetThreadMetadata,
 )
 from agency.contracts.errors import CommandRejected
-from agency.contracts.events import AnyEvent, BlueprintDeleted, BlueprintSaved
+from agency.contracts.events import AnyEvent
 from agency.contracts.ids import is_valid_token
 from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.commandbus import CommandWorker, Delivery
@@ -36,6 +36,7 @@ from agency.services.agents.system import AgentSystem
 from agency.services.decide import Decision, decide_and_append
 from agency.services.egress import server_refusals
 from agency.services.registry import decisions
+from agency.services.registry.agencies import Agencies
 from agency.services.threads.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
@@ -71,6 +72,7 @@ class RegistryService:
     def __init__(self, bus: Bus, system: AgentSystem) -> None:
         self._bus = bus
         self._system = system
+        self._agencies = Agencies(bus.store)
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         """Decide and append; a command whose events would break their contract is
@@ -96,21 +98,24 @@ class RegistryService:
                 await self._append(
                     tenant, "tenant", tenant, key, None, lambda h: decide(command, h, key)
                 )
-            case CreateAgency() as create_agency:
-                await self._append(
-                    tenant, "agency", create_agency.agency_id, key, create_agency.agency_id,
-                    lambda h: decisions.create_agency(create_agency, h, key),
+            case CreateAgency() as create:
+                await self._agencies.decide_and_append(
+                    tenant, create.agency_id,
+                    lambda state: decisions.create_agency(create, state, key),
+                    idempotency_key=key,
                 )  # fmt: skip
             case SaveBlueprint() as save:
                 _check_egress(save)
-                await self._append(
-                    tenant, "agency", save.agency_id, key, save.agency_id,
-                    lambda h: decisions.save_blueprint(save, h, key),
+                await self._agencies.decide_and_append(
+                    tenant, save.agency_id,
+                    lambda state: decisions.save_blueprint(save, state, key),
+                    idempotency_key=key,
                 )  # fmt: skip
             case DeleteBlueprint() as delete:
-                await self._append(
-                    tenant, "agency", delete.agency_id, key, delete.agency_id,
-                    lambda h: decisions.delete_blueprint(delete, h, key),
+                await self._agencies.decide_and_append(
+                    tenant, delete.agency_id,
+                    lambda state: decisions.delete_blueprint(delete, state, key),
+                    idempotency_key=key,
                 )  # fmt: skip
             case CreateThread() as command:
                 await self._create_thread(tenant, command, key)
@@ -193,13 +198,8 @@ class RegistryService:
             )
         known = None
         if command.agent_type is not None:
-            known = set(self._system.blueprints)
-            for event in await self._bus.store.read(tenant, "agency", command.agency_id):
-                match event.payload:
-                    case BlueprintSaved(blueprint=spec):
-                        known.add(spec.name)
-                    case BlueprintDeleted(name=name) if name not in self._system.blueprints:
-                        known.discard(name)
+            state = await self._agencies.current(tenant, command.agency_id)
+            known = set(self._system.blueprints) | state.saved
         try:
             await fork_thread(
                 self._bus, tenant, command.thread_id, command.at_seq,

@@ -94,6 +94,26 @@ async def test_a_revoked_key_is_refused_within_a_second_also_by_a_process_that_c
     assert next(k for k in listed if k["keyId"] == key_id)["revokedAt"] is not None
 
 
+async def test_a_process_that_missed_the_revocation_message_still_cuts_the_keys_requests(
+    client: httpx.AsyncClient, api: Api, tenant_a: Tenant
+) -> None:
+    key_id, _ = await new_key(client, tenant_a, "missed")
+    # Follows no revocation: a process cut off from NATS when the revocation was appended.
+    deaf = KeyCache()
+    with deaf.watch(tenant_a.id, key_id) as revoked:
+        await deaf.recheck(api.deps.pool)
+        assert not revoked.done()
+        r = await client.delete(f"/keys/{key_id}", headers=tenant_a.auth)
+        assert r.status_code == 204, r.text
+
+        async def cut() -> None:
+            await deaf.recheck(api.deps.pool)
+            assert revoked.done()
+
+        await assert_eventually(cut, timeout=10)
+    assert deaf.is_revoked(tenant_a.id, key_id)
+
+
 async def test_a_key_whose_creation_answered_202_can_be_revoked_at_once(
     client: httpx.AsyncClient, api: Api, tenant_a: Tenant, tenant_b: Tenant
 ) -> None:

@@ -29,7 +29,7 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.errors import StoreError
-from agency.services.api.auth import QUERY_TOKEN_OPT, Caller, Deps, deny_websocket, tenant_of
+from agency.services.api.auth import QUERY_TOKEN_OPT, Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.protocol_events import ProtocolEvents, channel_of
@@ -40,6 +40,7 @@ from agency.services.api.langgraph.routes_protocol import (
     wanted_channels,
 )
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread, thread_id_of
+from agency.services.api.revocation import deny_websocket
 from agency.services.api.streaming import ThreadFeed, closing_event
 
 log = structlog.get_logger(__name__)

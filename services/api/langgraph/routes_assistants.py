@@ -99,6 +99,7 @@ async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec)
     await read_your_write(
         deps, tenant, "agency", agency_id, key,
         send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+        from_end=True,
     )  # fmt: skip
     return await assistant_named(deps, tenant, agency_id, spec.name)
 
