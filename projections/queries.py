@@ -146,33 +146,15 @@ async def get_blueprint(
 def _blueprint_view(
     spec: BlueprintSpec, source: BlueprintSource, stored: StoredBlueprint | None = None
 ) -> BlueprintView:
+    # The sides are a dual-AI session's; an ai_human blueprint has none to show.
+    shown = (
+        spec if spec.type == "dual_ai" else msgspec.structs.replace(spec, side_a=None, side_b=None)
+    )
     return BlueprintView(
-        name=spec.name,
-        description=spec.description,
-        prompt=spec.prompt,
-        model=spec.model,
-        tags=spec.tags,
-        config=spec.config,
-        type=spec.type,
+        **msgspec.structs.asdict(shown),
         source=source,
         revision=stored.revision if stored else None,
         updated_at=stored.updated_at if stored else None,
-        title=spec.title,
-        icon=spec.icon,
-        env=dict(spec.env),
-        hooks=spec.hooks,
-        package_name=spec.package_name,
-        version=spec.version,
-        author=spec.author,
-        license=spec.license,
-        # The sides are a dual-AI session's; an ai_human blueprint has none to show.
-        side_a=spec.side_a if spec.type == "dual_ai" else None,
-        side_b=spec.side_b if spec.type == "dual_ai" else None,
-        max_session_turns=spec.max_session_turns,
-        expose_as_tool=spec.expose_as_tool,
-        tool_description=spec.tool_description,
-        init_user_message_property=spec.init_user_message_property,
-        init_attachments_property=spec.init_attachments_property,
     )
 
 
