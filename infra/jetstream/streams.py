@@ -3,7 +3,7 @@ and runs at every start."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 from nats.js import JetStreamContext
@@ -37,15 +37,27 @@ class StreamSettings:
     duplicate_window: float = DUPLICATE_WINDOW_SECONDS
 
 
-def event_stream(settings: StreamSettings) -> StreamConfig:
-    # Facts are never deleted: deny delete and purge; no age or count limits.
+def _file_stream(
+    settings: StreamSettings, name: str, description: str, subject: str
+) -> StreamConfig:
+    """What every stream shares: one subject filter, file storage, the settings' replicas."""
     return StreamConfig(
-        name=EVENTS_STREAM,
-        description="Every event of every tenant; the source of truth.",
-        subjects=[ALL_EVENTS],
-        retention=RetentionPolicy.LIMITS,
+        name=name,
+        description=description,
+        subjects=[subject],
         storage=StorageType.FILE,
         num_replicas=settings.replicas,
+    )
+
+
+def event_stream(settings: StreamSettings) -> StreamConfig:
+    # Facts are never deleted: deny delete and purge; no age or count limits.
+    stream = _file_stream(
+        settings, EVENTS_STREAM, "Every event of every tenant; the source of truth.", ALL_EVENTS
+    )
+    return replace(
+        stream,
+        retention=RetentionPolicy.LIMITS,
         duplicate_window=settings.duplicate_window,
         max_msg_size=MAX_EVENT_BYTES,
         deny_delete=True,
@@ -57,13 +69,11 @@ def event_stream(settings: StreamSettings) -> StreamConfig:
 
 
 def command_stream(settings: StreamSettings) -> StreamConfig:
-    return StreamConfig(
-        name=COMMANDS_STREAM,
-        description="Commands to services; each is removed once a worker acknowledges it.",
-        subjects=[ALL_COMMANDS],
+    description = "Commands to services; each is removed once a worker acknowledges it."
+    stream = _file_stream(settings, COMMANDS_STREAM, description, ALL_COMMANDS)
+    return replace(
+        stream,
         retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        num_replicas=settings.replicas,
         duplicate_window=settings.duplicate_window,
         max_msg_size=MAX_EVENT_BYTES,
         discard=DiscardPolicy.NEW,
@@ -71,13 +81,11 @@ def command_stream(settings: StreamSettings) -> StreamConfig:
 
 
 def dead_letter_stream(settings: StreamSettings) -> StreamConfig:
-    return StreamConfig(
-        name=DEAD_LETTER_STREAM,
-        description="Messages that could not be processed, with the reason in headers.",
-        subjects=[ALL_DEAD_LETTERS],
+    description = "Messages that could not be processed, with the reason in headers."
+    stream = _file_stream(settings, DEAD_LETTER_STREAM, description, ALL_DEAD_LETTERS)
+    return replace(
+        stream,
         retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        num_replicas=settings.replicas,
         max_msg_size=2 * MAX_EVENT_BYTES,
         allow_direct=True,
     )
