@@ -7,6 +7,7 @@ from datetime import datetime
 import asyncpg
 
 from agency.projections.queries import View
+from agency.projections.rows import from_row
 
 
 class KeyView(View, frozen=True, kw_only=True):
@@ -27,13 +28,4 @@ async def list_keys(conn: asyncpg.Connection, tenant: str) -> list[KeyView]:
         "ORDER BY k.revoked_at IS NOT NULL, k.issued_at, k.key_id",
         tenant,
     )
-    return [
-        KeyView(
-            key_id=r["key_id"],
-            name=r["name"],
-            issued_at=r["issued_at"],
-            revoked_at=r["revoked_at"],
-            last_used_at=r["last_used_at"],
-        )
-        for r in rows
-    ]
+    return [from_row(KeyView, r) for r in rows]

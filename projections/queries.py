@@ -18,6 +18,7 @@ import msgspec
 from agency.contracts.events import BlueprintSpec, ToolCall
 from agency.contracts.events.registry import BlueprintConfig, SideConfig
 from agency.contracts.upcasters import stored_blueprint_spec
+from agency.projections.rows import from_row
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -255,21 +256,7 @@ def _parent(r: asyncpg.Record) -> ParentInfo | None:
 
 
 def _thread(r: asyncpg.Record) -> ThreadView:
-    return ThreadView(
-        id=r["thread_id"],
-        agency_id=r["agency_id"],
-        agent_type=r["agent_type"],
-        model=r["model"],
-        parent=_parent(r),
-        correlation_id=r["correlation_id"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        status=r["status"],
-        current_run_id=r["current_run_id"],
-        message_count=r["message_count"],
-        run_count=r["run_count"],
-        last_seq=r["last_seq"],
-    )
+    return from_row(ThreadView, r, id=r["thread_id"], parent=_parent(r))
 
 
 async def list_threads(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ThreadView]:
@@ -324,15 +311,8 @@ async def thread_tree(
 
     def node(view: ThreadView, seen: frozenset[str]) -> TreeNode:
         kids = [k for k in below.get(view.id, []) if k.id not in seen]
-        return TreeNode(
-            id=view.id,
-            agent_type=view.agent_type,
-            status=view.status,
-            current_run_id=view.current_run_id,
-            created_at=view.created_at,
-            parent=view.parent,
-            children=[node(k, seen | {k.id}) for k in kids],
-        )
+        children = [node(k, seen | {k.id}) for k in kids]
+        return from_row(TreeNode, msgspec.structs.asdict(view), children=children)
 
     return node(_thread(top), frozenset({thread_id}))
 
@@ -455,20 +435,11 @@ class ChildRegistryEntry(View, frozen=True, kw_only=True):
 
 
 def _child(r: asyncpg.Record) -> ChildRegistryEntry:
-    return ChildRegistryEntry(
-        reference=r["reference"],
-        name=r["name"],
-        title=r["title"],
-        description=r["description"],
-        resumable=r["resumable"],
-        blocking=r["blocking"],
-        thread_name=r["thread_name"],
-        spawn_group_id=r["spawn_group_id"],
+    return from_row(
+        ChildRegistryEntry,
+        r,
         created_at=round(r["created_at"].timestamp() * 1000),
         status=r["status_text"] or r["state"],
-        parent_communication=r["parent_communication"],
-        subagent_type=r["subagent_type"],
-        state=r["state"],
     )
 
 
@@ -533,16 +504,12 @@ def _epoch_ms(value: datetime | None) -> int | None:
 
 
 def _link(r: asyncpg.Record) -> SubagentLink:
-    return SubagentLink(
-        child_thread_id=r["child_thread_id"],
-        token=r["token"],
-        status=r["status"],
+    return from_row(
+        SubagentLink,
+        r,
         created_at=round(r["created_at"].timestamp() * 1000),
         completed_at=_epoch_ms(r["completed_at"]),
-        report=r["report"],
         tool_call_id=r["tool_call_id"] or None,
-        subagent_type=r["subagent_type"],
-        outcome=r["outcome"],
     )
 
 

@@ -11,6 +11,7 @@ import asyncpg
 import msgspec
 
 from agency.projections.queries import View
+from agency.projections.rows import from_row
 
 
 class MemberView(View, frozen=True, kw_only=True):
@@ -90,12 +91,8 @@ class ScheduleView(View, frozen=True, kw_only=True):
 
 
 def _workflow(r: asyncpg.Record, members: list[MemberView]) -> WorkflowView:
-    return WorkflowView(
-        id=r["workflow_id"], agency_id=r["agency_id"], name=r["name"], tag=r["tag"],
-        status=r["status"], run_id=r["run_id"], stop_reason=r["stop_reason"],
-        message_count=r["message_count"], limits=json.loads(r["limits"]),
-        created_at=r["created_at"], updated_at=r["updated_at"], members=members,
-    )  # fmt: skip
+    limits = json.loads(r["limits"])
+    return from_row(WorkflowView, r, id=r["workflow_id"], limits=limits, members=members)
 
 
 async def _members(
@@ -109,17 +106,7 @@ async def _members(
     )
     found: dict[str, list[MemberView]] = {}
     for r in rows:
-        found.setdefault(r["workflow_id"], []).append(
-            MemberView(
-                name=r["member"],
-                blueprint=r["blueprint"],
-                agent_type=r["agent_type"],
-                thread_id=r["thread_id"],
-                status=r["status"],
-                run_id=r["run_id"],
-                runs=r["runs"],
-            )
-        )
+        found.setdefault(r["workflow_id"], []).append(from_row(MemberView, r, name=r["member"]))
     return found
 
 
@@ -167,19 +154,7 @@ async def channel_page(
         "ORDER BY seq LIMIT $5",
         tenant, workflow_id, after_seq, mention, limit + 1,
     )  # fmt: skip
-    messages = [
-        ChannelMessageView(
-            seq=r["seq"],
-            message_id=r["message_id"],
-            sender=r["sender"],
-            content=r["content"],
-            mentions=list(r["mentions"]),
-            hop=r["hop"],
-            run_id=r["run_id"],
-            posted_at=r["posted_at"],
-        )
-        for r in rows[:limit]
-    ]
+    messages = [from_row(ChannelMessageView, r, mentions=list(r["mentions"])) for r in rows[:limit]]
     return ChannelPage(messages=messages, has_more=len(rows) > limit)
 
 
@@ -189,12 +164,7 @@ async def documents(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> 
         tenant,
         workflow_id,
     )
-    return [
-        DocumentView(
-            path=r["path"], content=r["content"], author=r["author"], updated_at=r["updated_at"]
-        )
-        for r in rows
-    ]
+    return [from_row(DocumentView, r) for r in rows]
 
 
 async def proposals(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> list[ProposalView]:
@@ -205,18 +175,14 @@ async def proposals(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> 
         workflow_id,
     )
     return [
-        ProposalView(
+        from_row(
+            ProposalView,
+            r,
             id=r["proposal_id"],
-            title=r["title"],
-            description=r["description"],
-            author=r["author"],
             options=list(r["options"]),
             voters=list(r["voters"]),
             votes=json.loads(r["votes"]),
-            status=r["status"],
-            outcome=r["outcome"],
             tally=json.loads(r["tally"]),
-            opened_at=r["opened_at"],
         )
         for r in rows
     ]
@@ -229,19 +195,4 @@ async def schedules(conn: asyncpg.Connection, tenant: str, agency_id: str) -> li
         tenant,
         agency_id,
     )
-    return [
-        ScheduleView(
-            id=r["schedule_id"],
-            name=r["name"],
-            cron=r["cron"],
-            target=r["target"],
-            workflow_id=r["workflow_id"],
-            agent=r["agent"],
-            message=r["message"],
-            active=r["active"],
-            last_tick=r["last_tick"],
-            fired=r["fired"],
-            updated_at=r["updated_at"],
-        )
-        for r in rows
-    ]
+    return [from_row(ScheduleView, r, id=r["schedule_id"]) for r in rows]
