@@ -1,14 +1,13 @@
 """What a thread holds: its messages, todos, files, calls awaiting approval, and children.
 
 Each is a projection of its own so each can be rebuilt alone. Statements run in stream
-order, consecutive ones of a kind batched (`execute_in_order`).
+order, consecutive ones of a kind batched (`projections.statements`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import asyncpg
 import msgspec
 
 from agency.contracts.events import (
@@ -25,8 +24,7 @@ from agency.contracts.events import (
     TodosWritten,
 )
 from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 from agency.projections.storable import storable_key
 
 
@@ -75,23 +73,13 @@ def _message_row(e: RecordedEvent, message: ChatMessage) -> tuple[object, ...]:
     )
 
 
-async def apply_messages(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    rows = [
-        _message_row(e, e.envelope.payload.message)
-        for e in _thread_events(events)
-        if isinstance(e.envelope.payload, MessageAppended)
-    ]
-    if rows:
-        await conn.executemany(_MESSAGE, rows)
+def _message_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+    for e in _thread_events(events):
+        if isinstance(e.envelope.payload, MessageAppended):
+            yield _MESSAGE, _message_row(e, e.envelope.payload.message)
 
 
-MESSAGES = Projection(
-    name="messages",
-    tables=("messages",),
-    ddl=MESSAGES_DDL,
-    apply=apply_messages,
-    handles=frozenset({"message.appended"}),
-)
+MESSAGES = statement_projection("messages", MESSAGES_DDL, _message_statements, {"message.appended"})
 
 # --- todos -----------------------------------------------------------------------------
 
@@ -139,17 +127,7 @@ def _todo_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
             )
 
 
-async def apply_todos(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _todo_statements(events))
-
-
-TODOS = Projection(
-    name="todos",
-    tables=("todos",),
-    ddl=TODOS_DDL,
-    apply=apply_todos,
-    handles=frozenset({"todos.written"}),
-)
+TODOS = statement_projection("todos", TODOS_DDL, _todo_statements, {"todos.written"})
 
 # --- files -----------------------------------------------------------------------------
 
@@ -171,7 +149,7 @@ _FILE = (
 )
 
 
-async def apply_files(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+def _file_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
     # The latest write of a path wins: keep only it, so no row is written twice.
     latest: dict[tuple[str, str, str], tuple[object, ...]] = {}
     for e in _thread_events(events):
@@ -179,17 +157,11 @@ async def apply_files(conn: asyncpg.Connection, events: Sequence[RecordedEvent])
         if isinstance(env.payload, FileWritten):
             key = (env.tenant_id, env.aggregate_id, storable_key(env.payload.path))
             latest[key] = (*key, env.payload.content, env.ts)
-    if latest:
-        await conn.executemany(_FILE, [latest[k] for k in sorted(latest)])
+    for key in sorted(latest):
+        yield _FILE, latest[key]
 
 
-FILES = Projection(
-    name="files",
-    tables=("files",),
-    ddl=FILES_DDL,
-    apply=apply_files,
-    handles=frozenset({"file.written"}),
-)
+FILES = statement_projection("files", FILES_DDL, _file_statements, {"file.written"})
 
 # --- tool calls awaiting a person ------------------------------------------------------
 
@@ -248,18 +220,11 @@ def _pending_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _PENDING_CLEAR, (*run, run_id)
 
 
-async def apply_pending(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _pending_statements(events))
-
-
-PENDING_TOOL_CALLS = Projection(
-    name="pending_tool_calls",
-    tables=("pending_tool_calls",),
-    ddl=PENDING_DDL,
-    apply=apply_pending,
-    handles=frozenset(
-        {"hitl.interrupt", "hitl.resume", "run.completed", "run.error", "run.canceled"}
-    ),
+PENDING_TOOL_CALLS = statement_projection(
+    "pending_tool_calls",
+    PENDING_DDL,
+    _pending_statements,
+    {"hitl.interrupt", "hitl.resume", "run.completed", "run.error", "run.canceled"},
 )
 
 # --- subagent links --------------------------------------------------------------------
@@ -338,14 +303,9 @@ def _subagent_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]
                 )
 
 
-async def apply_subagents(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _subagent_statements(events))
-
-
-SUBAGENT_LINKS = Projection(
-    name="subagent_links",
-    tables=("subagent_links",),
-    ddl=SUBAGENTS_DDL,
-    apply=apply_subagents,
-    handles=frozenset({"subagent.spawned", "subagent.completed"}),
+SUBAGENT_LINKS = statement_projection(
+    "subagent_links",
+    SUBAGENTS_DDL,
+    _subagent_statements,
+    {"subagent.spawned", "subagent.completed"},
 )

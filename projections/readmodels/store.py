@@ -7,13 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
-import asyncpg
 import msgspec
 
 from agency.contracts.events import StoreItemDeleted, StoreItemPut
 from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS store_items (
@@ -55,14 +53,6 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _DELETE, (env.tenant_id, list(ns), key)
 
 
-async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _statements(events))
-
-
-PROJECTION = Projection(
-    name="store_items",
-    tables=("store_items",),
-    ddl=DDL,
-    apply=apply,
-    handles=frozenset({"store.item_put", "store.item_deleted"}),
+PROJECTION = statement_projection(
+    "store_items", DDL, _statements, {"store.item_put", "store.item_deleted"}
 )

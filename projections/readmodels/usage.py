@@ -11,12 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
-import asyncpg
-
 from agency.contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
 from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS usage_threads (
@@ -85,14 +82,10 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 )
 
 
-async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _statements(events))
-
-
-PROJECTION = Projection(
-    name="usage",
+PROJECTION = statement_projection(
+    "usage",
+    DDL,
+    _statements,
+    {"thread.created", "thread.blueprint_switched", "model.completed"},
     tables=("usage_threads", "usage_totals"),
-    ddl=DDL,
-    apply=apply,
-    handles=frozenset({"thread.created", "thread.blueprint_switched", "model.completed"}),
 )
