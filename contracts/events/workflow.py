@@ -142,9 +142,10 @@ class ProposalClosed(Event, frozen=True, kw_only=True, tag="proposal.closed"):
     reason: str = ""
 
 
-class ScheduleSet(Event, frozen=True, kw_only=True, tag="schedule.set"):
+class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     """A cron trigger (UTC) of a workflow (a message posted to it) or of an agent (a run of
-    its thread in the agency's `@global` workflow)."""
+    its thread in the agency's `@global` workflow): what `workflows.set_schedule` asks for
+    and `schedule.set` records."""
 
     agency_id: str
     name: str
@@ -153,6 +154,10 @@ class ScheduleSet(Event, frozen=True, kw_only=True, tag="schedule.set"):
     workflow_id: str | None = None
     agent: str | None = None
     message: str = ""
+
+
+class ScheduleSet(Event, Schedule, frozen=True, kw_only=True, tag="schedule.set"):
+    """A schedule was set (created, or replaced whole)."""
 
 
 class ScheduleRemoved(Event, frozen=True, kw_only=True, tag="schedule.removed"):
