@@ -568,23 +568,16 @@ async def _thread_state(
     )
     agent_state = await conn.fetchval(f"SELECT value::text FROM agent_states {where}", *key)
     thread = _thread(row)
+    request = msgspec.json.decode(row["request"], type=dict[str, str])
     state = AgentState(
         messages=[_message(m) for m in messages],
         tools=[],
-        thread=ThreadMetadata(
-            id=thread.id,
-            agency_id=thread.agency_id,
-            agent_type=thread.agent_type,
-            created_at=thread.created_at,
-            request=msgspec.json.decode(row["request"], type=dict[str, str]),
-            parent=thread.parent,
-            status=thread.status,
-        ),
+        thread=from_row(ThreadMetadata, msgspec.structs.asdict(thread), request=request),
         thread_id=thread.id,
         parent=thread.parent,
         agent_type=thread.agent_type,
         model=thread.model,
-        todos=[TodoView(content=t["content"], status=t["status"]) for t in todos],
+        todos=[from_row(TodoView, t) for t in todos],
         files={f["path"]: f["content"] for f in files},
         pending_tool_calls=[
             _call_view(p["tool_call_id"], p["name"], p["arguments"]) for p in pending
