@@ -18,7 +18,7 @@ import msgspec
 from agency.contracts.events import BlueprintSpec, ToolCall
 from agency.contracts.events.registry import BlueprintConfig, SideConfig
 from agency.contracts.upcasters import stored_blueprint_spec
-from agency.projections.rows import from_row
+from agency.projections.rows import fetch_all, from_row
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -95,12 +95,11 @@ _AGENCY_COLUMNS = "agency_id, name, metadata::text AS metadata, created_at"
 
 
 async def list_agencies(conn: asyncpg.Connection, tenant: str) -> list[AgencyView]:
-    rows = await conn.fetch(
+    query = (
         f"SELECT {_AGENCY_COLUMNS} FROM agencies WHERE tenant_id = $1 "
-        "ORDER BY created_at, agency_id",
-        tenant,
+        "ORDER BY created_at, agency_id"
     )
-    return [_agency(r) for r in rows]
+    return await fetch_all(conn, _agency, query, tenant)
 
 
 async def get_agency(conn: asyncpg.Connection, tenant: str, agency_id: str) -> AgencyView | None:
@@ -122,13 +121,11 @@ async def list_blueprints(
     conn: asyncpg.Connection, tenant: str, agency_id: str
 ) -> list[StoredBlueprint]:
     """The agency's dynamic blueprints (saved through the API), by name."""
-    rows = await conn.fetch(
+    query = (
         "SELECT spec::text AS spec, revision, updated_at FROM blueprints "
-        "WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name",
-        tenant,
-        agency_id,
+        "WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name"
     )
-    return [_stored_blueprint(r) for r in rows]
+    return await fetch_all(conn, _stored_blueprint, query, tenant, agency_id)
 
 
 async def get_blueprint(
@@ -260,13 +257,11 @@ def _thread(r: asyncpg.Record) -> ThreadView:
 
 
 async def list_threads(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ThreadView]:
-    rows = await conn.fetch(
+    query = (
         f"SELECT {_THREAD_COLUMNS} FROM threads WHERE tenant_id = $1 AND agency_id = $2 "
-        "ORDER BY created_at, thread_id",
-        tenant,
-        agency_id,
+        "ORDER BY created_at, thread_id"
     )
-    return [_thread(r) for r in rows]
+    return await fetch_all(conn, _thread, query, tenant, agency_id)
 
 
 async def _thread_row(
@@ -298,12 +293,8 @@ async def thread_tree(
     top = await _thread_row(conn, tenant, agency_id, thread_id)
     if top is None:
         return None
-    rows = await conn.fetch(
-        "SELECT * FROM threads WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY created_at",
-        tenant,
-        top["correlation_id"],
-    )
-    views = [_thread(r) for r in rows]
+    query = "SELECT * FROM threads WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY created_at"
+    views = await fetch_all(conn, _thread, query, tenant, top["correlation_id"])
     below: dict[str, list[ThreadView]] = {}
     for view in views:
         if view.parent is not None:
@@ -349,12 +340,10 @@ async def get_run(
 
 
 async def list_runs(conn: asyncpg.Connection, tenant: str, thread_id: str) -> list[RunView]:
-    rows = await conn.fetch(
-        f"SELECT {_RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND thread_id = $2 ORDER BY ordinal",
-        tenant,
-        thread_id,
+    query = (
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND thread_id = $2 ORDER BY ordinal"
     )
-    return [_run(r) for r in rows]
+    return await fetch_all(conn, _run, query, tenant, thread_id)
 
 
 # --- the state of a thread -----------------------------------------------------------

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import asyncpg
 import msgspec
 
 from agency.projections.queries import View
-from agency.projections.rows import from_row
+from agency.projections.rows import fetch_all, from_row
 
 
 class MemberView(View, frozen=True, kw_only=True):
@@ -159,40 +160,38 @@ async def channel_page(
 
 
 async def documents(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> list[DocumentView]:
-    rows = await conn.fetch(
-        "SELECT * FROM workflow_documents WHERE tenant_id = $1 AND workflow_id = $2 ORDER BY path",
-        tenant,
-        workflow_id,
+    query = (
+        "SELECT * FROM workflow_documents WHERE tenant_id = $1 AND workflow_id = $2 ORDER BY path"
     )
-    return [from_row(DocumentView, r) for r in rows]
+    return await fetch_all(conn, partial(from_row, DocumentView), query, tenant, workflow_id)
+
+
+def _proposal(r: asyncpg.Record) -> ProposalView:
+    return from_row(
+        ProposalView,
+        r,
+        id=r["proposal_id"],
+        options=list(r["options"]),
+        voters=list(r["voters"]),
+        votes=json.loads(r["votes"]),
+        tally=json.loads(r["tally"]),
+    )
 
 
 async def proposals(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> list[ProposalView]:
-    rows = await conn.fetch(
+    query = (
         "SELECT * FROM workflow_proposals WHERE tenant_id = $1 AND workflow_id = $2 "
-        "ORDER BY opened_at, proposal_id",
-        tenant,
-        workflow_id,
+        "ORDER BY opened_at, proposal_id"
     )
-    return [
-        from_row(
-            ProposalView,
-            r,
-            id=r["proposal_id"],
-            options=list(r["options"]),
-            voters=list(r["voters"]),
-            votes=json.loads(r["votes"]),
-            tally=json.loads(r["tally"]),
-        )
-        for r in rows
-    ]
+    return await fetch_all(conn, _proposal, query, tenant, workflow_id)
+
+
+def _schedule(r: asyncpg.Record) -> ScheduleView:
+    return from_row(ScheduleView, r, id=r["schedule_id"])
 
 
 async def schedules(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ScheduleView]:
-    rows = await conn.fetch(
-        "SELECT * FROM schedules WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name, "
-        "schedule_id",
-        tenant,
-        agency_id,
+    query = (
+        "SELECT * FROM schedules WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name, schedule_id"
     )
-    return [from_row(ScheduleView, r, id=r["schedule_id"]) for r in rows]
+    return await fetch_all(conn, _schedule, query, tenant, agency_id)
