@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import AgentStateSet
-from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.statements import Statement, statement_projection
 
 AGENT_STATES_DDL = """
@@ -27,12 +27,11 @@ _UPSERT = (
 )
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # Each set replaces the value: only a thread's last one of the batch is written.
     latest: dict[tuple[str, str], tuple[object, ...]] = {}
-    for e in events:
-        env = e.envelope
-        if env.aggregate == "thread" and isinstance(env.payload, AgentStateSet):
+    for env in envelopes:
+        if isinstance(env.payload, AgentStateSet):
             key = (env.tenant_id, env.aggregate_id)
             latest[key] = (*key, msgspec.json.encode(env.payload.value).decode(), env.ts)
     for key in sorted(latest):
@@ -40,5 +39,5 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
 
 
 AGENT_STATES = statement_projection(
-    "agent_states", AGENT_STATES_DDL, _statements, {"agent.state_set"}
+    "agent_states", AGENT_STATES_DDL, _statements, {"agent.state_set"}, aggregate="thread"
 )

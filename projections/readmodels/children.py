@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     SubagentCompleted,
     SubagentMessaged,
@@ -18,7 +19,6 @@ from agency.contracts.events import (
     SubagentStatus,
     SubagentTerminated,
 )
-from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.statements import Statement, statement_projection
 
 DDL = """
@@ -65,11 +65,8 @@ _TERMINATED = (
 )
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
-        if env.aggregate != "thread":
-            continue
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         parent = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case SubagentSpawned() as s:
@@ -107,4 +104,4 @@ _HANDLES = {
     "subagent.status",
     "subagent.terminated",
 }
-PROJECTION = statement_projection("child_registry", DDL, _statements, _HANDLES)
+PROJECTION = statement_projection("child_registry", DDL, _statements, _HANDLES, aggregate="thread")

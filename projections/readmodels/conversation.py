@@ -7,9 +7,12 @@ order, consecutive ones of a kind batched (`projections.statements`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
+from functools import partial
 
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     ChatMessage,
     FileWritten,
@@ -23,13 +26,11 @@ from agency.contracts.events import (
     SubagentSpawned,
     TodosWritten,
 )
-from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.statements import Statement, statement_projection
 from agency.projections.storable import storable_key
 
-
-def _thread_events(events: Sequence[RecordedEvent]) -> Iterable[RecordedEvent]:
-    return (e for e in events if e.envelope.aggregate == "thread")
+# Every read model here is of threads' events.
+_thread_projection = partial(statement_projection, aggregate="thread")
 
 
 # --- messages --------------------------------------------------------------------------
@@ -56,8 +57,7 @@ _MESSAGE = (
 )
 
 
-def _message_row(e: RecordedEvent, message: ChatMessage) -> tuple[object, ...]:
-    env = e.envelope
+def _message_row(env: Envelope, message: ChatMessage) -> tuple[object, ...]:
     calls = msgspec.json.encode(message.tool_calls).decode() if message.tool_calls else None
     return (
         env.tenant_id,
@@ -73,13 +73,13 @@ def _message_row(e: RecordedEvent, message: ChatMessage) -> tuple[object, ...]:
     )
 
 
-def _message_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in _thread_events(events):
-        if isinstance(e.envelope.payload, MessageAppended):
-            yield _MESSAGE, _message_row(e, e.envelope.payload.message)
+def _message_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
+        if isinstance(env.payload, MessageAppended):
+            yield _MESSAGE, _message_row(env, env.payload.message)
 
 
-MESSAGES = statement_projection("messages", MESSAGES_DDL, _message_statements, {"message.appended"})
+MESSAGES = _thread_projection("messages", MESSAGES_DDL, _message_statements, {"message.appended"})
 
 # --- todos -----------------------------------------------------------------------------
 
@@ -103,16 +103,14 @@ _TODOS_INSERT = (
 )
 
 
-def _todo_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+def _todo_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # Each write replaces the whole list, so only a thread's last write of the batch counts.
-    last: dict[tuple[str, str], RecordedEvent] = {}
-    for e in _thread_events(events):
-        if isinstance(e.envelope.payload, TodosWritten):
-            last[(e.envelope.tenant_id, e.envelope.aggregate_id)] = e
-    for (tenant, thread), e in sorted(last.items()):
+    last: dict[tuple[str, str], tuple[TodosWritten, datetime]] = {}
+    for env in envelopes:
+        if isinstance(env.payload, TodosWritten):
+            last[(env.tenant_id, env.aggregate_id)] = (env.payload, env.ts)
+    for (tenant, thread), (payload, ts) in sorted(last.items()):
         yield _TODOS_CLEAR, (tenant, thread)
-        payload = e.envelope.payload
-        assert isinstance(payload, TodosWritten)
         if payload.todos:
             yield (
                 _TODOS_INSERT,
@@ -122,12 +120,12 @@ def _todo_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                     list(range(len(payload.todos))),
                     [t.content for t in payload.todos],
                     [t.status for t in payload.todos],
-                    e.envelope.ts,
+                    ts,
                 ),
             )
 
 
-TODOS = statement_projection("todos", TODOS_DDL, _todo_statements, {"todos.written"})
+TODOS = _thread_projection("todos", TODOS_DDL, _todo_statements, {"todos.written"})
 
 # --- files -----------------------------------------------------------------------------
 
@@ -149,11 +147,10 @@ _FILE = (
 )
 
 
-def _file_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+def _file_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # The latest write of a path wins: keep only it, so no row is written twice.
     latest: dict[tuple[str, str, str], tuple[object, ...]] = {}
-    for e in _thread_events(events):
-        env = e.envelope
+    for env in envelopes:
         if isinstance(env.payload, FileWritten):
             key = (env.tenant_id, env.aggregate_id, storable_key(env.payload.path))
             latest[key] = (*key, env.payload.content, env.ts)
@@ -161,7 +158,7 @@ def _file_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
         yield _FILE, latest[key]
 
 
-FILES = statement_projection("files", FILES_DDL, _file_statements, {"file.written"})
+FILES = _thread_projection("files", FILES_DDL, _file_statements, {"file.written"})
 
 # --- tool calls awaiting a person ------------------------------------------------------
 
@@ -190,11 +187,10 @@ _PENDING_INSERT = (
 )
 
 
-def _pending_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+def _pending_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # Mirrors the runtime: an interrupt sets the run's pending calls; a resume or the end of
     # the run clears them.
-    for e in _thread_events(events):
-        env = e.envelope
+    for env in envelopes:
         run = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
@@ -220,7 +216,7 @@ def _pending_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _PENDING_CLEAR, (*run, run_id)
 
 
-PENDING_TOOL_CALLS = statement_projection(
+PENDING_TOOL_CALLS = _thread_projection(
     "pending_tool_calls",
     PENDING_DDL,
     _pending_statements,
@@ -268,9 +264,8 @@ _COMPLETED = (
 LINK_STATUS = {"completed": "completed", "error": "completed", "canceled": "canceled"}
 
 
-def _subagent_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in _thread_events(events):
-        env = e.envelope
+def _subagent_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         parent = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case SubagentSpawned() as s:
@@ -303,7 +298,7 @@ def _subagent_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]
                 )
 
 
-SUBAGENT_LINKS = statement_projection(
+SUBAGENT_LINKS = _thread_projection(
     "subagent_links",
     SUBAGENTS_DDL,
     _subagent_statements,

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     AgencyCreated,
     ApiKeyIssued,
@@ -14,7 +15,6 @@ from agency.contracts.events import (
     BlueprintSaved,
     TenantCreated,
 )
-from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.statements import Statement, statement_projection
 
 # --- tenants ---------------------------------------------------------------------------
@@ -55,9 +55,8 @@ _KEY_REVOKED = (
 )
 
 
-def _tenant_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
+def _tenant_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         match env.payload:
             case TenantCreated(name=name):
                 yield _TENANT, (env.tenant_id, name, env.ts)
@@ -96,15 +95,16 @@ _AGENCY = (
 )
 
 
-def _agency_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
-        if env.aggregate == "agency" and isinstance(env.payload, AgencyCreated):
+def _agency_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
+        if isinstance(env.payload, AgencyCreated):
             metadata = msgspec.json.encode(env.payload.metadata).decode()
             yield _AGENCY, (env.tenant_id, env.aggregate_id, env.payload.name, metadata, env.ts)
 
 
-AGENCIES = statement_projection("agencies", AGENCIES_DDL, _agency_statements, {"agency.created"})
+AGENCIES = statement_projection(
+    "agencies", AGENCIES_DDL, _agency_statements, {"agency.created"}, aggregate="agency"
+)
 
 # --- blueprints ------------------------------------------------------------------------
 
@@ -128,11 +128,8 @@ _BLUEPRINT_SAVED = (
 _BLUEPRINT_DELETED = "DELETE FROM blueprints WHERE tenant_id = $1 AND agency_id = $2 AND name = $3"
 
 
-def _blueprint_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
-        if env.aggregate != "agency":
-            continue
+def _blueprint_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         match env.payload:
             case BlueprintSaved(blueprint=spec, revision=revision):
                 spec_json = msgspec.json.encode(spec).decode()
@@ -143,5 +140,9 @@ def _blueprint_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement
 
 
 BLUEPRINTS = statement_projection(
-    "blueprints", BLUEPRINTS_DDL, _blueprint_statements, {"blueprint.saved", "blueprint.deleted"}
+    "blueprints",
+    BLUEPRINTS_DDL,
+    _blueprint_statements,
+    {"blueprint.saved", "blueprint.deleted"},
+    aggregate="agency",
 )

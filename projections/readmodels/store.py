@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import StoreItemDeleted, StoreItemPut
-from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.statements import Statement, statement_projection
 
 DDL = """
@@ -38,9 +38,8 @@ _PUT = (
 _DELETE = "DELETE FROM store_items WHERE tenant_id = $1 AND namespace = $2 AND key = $3"
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         match env.payload:
             case StoreItemPut(
                 namespace=ns, key=key, value=value, ttl_minutes=ttl, embedding=embedding

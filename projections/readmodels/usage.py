@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
-from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.statements import Statement, statement_projection
 
 DDL = """
@@ -57,11 +57,8 @@ ON CONFLICT (tenant_id, agency_id, blueprint, model) DO UPDATE SET
 """
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
-        if env.aggregate != "thread":
-            continue
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         thread = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case ThreadCreated(agency_id=agency_id, agent_type=agent_type):
@@ -88,4 +85,5 @@ PROJECTION = statement_projection(
     _statements,
     {"thread.created", "thread.blueprint_switched", "model.completed"},
     tables=("usage_threads", "usage_totals"),
+    aggregate="thread",
 )

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     ChannelMessagePosted,
     DocumentWritten,
@@ -22,7 +23,6 @@ from agency.contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.statements import Statement, statement_projection
 
 WORKFLOWS_DDL = """
@@ -182,9 +182,8 @@ def _json(value: object) -> str:
     return msgspec.json.encode(value).decode()
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         t, a, ts = env.tenant_id, env.aggregate_id, env.ts
         match env.payload:
             case WorkflowCreated(agency_id=agency, name=name, tag=tag, limits=limits):
