@@ -6,7 +6,7 @@ from typing import Literal
 
 import msgspec
 
-from agency.contracts.events.base import Event
+from agency.contracts.events.base import Event, InRun
 from agency.contracts.events.registry import BlueprintSpec
 
 ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
@@ -50,10 +50,9 @@ class SubagentRequested(Event, SubagentCall, frozen=True, kw_only=True, tag="sub
     parent_communication: ParentCommunication = "implicit"
 
 
-class SubagentMessaged(Event, frozen=True, kw_only=True, tag="subagent.messaged"):
+class SubagentMessaged(InRun, frozen=True, kw_only=True, tag="subagent.messaged"):
     """A tool call sends a resumable child another message (it starts a run there)."""
 
-    run_id: str
     tool_call_id: str
     child_thread_id: str
     message: str
@@ -68,12 +67,11 @@ class SubagentStatus(Event, frozen=True, kw_only=True, tag="subagent.status"):
     status: str
 
 
-class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
+class SubagentSpawned(InRun, frozen=True, kw_only=True, tag="subagent.spawned"):
     """A child thread exists and is linked to the parent; the rest is its entry in the
     parent's child registry (`ThreadState.children`), completed by the coordinator from
     the request and the child's blueprint."""
 
-    run_id: str
     tool_call_id: str
     child_thread_id: str
     token: str
@@ -88,10 +86,9 @@ class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
     parent_communication: ParentCommunication = "implicit"
 
 
-class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.completed"):
+class SubagentCompleted(InRun, frozen=True, kw_only=True, tag="subagent.completed"):
     """A child's run ended; `attachments` are the parent-local paths of returned files."""
 
-    run_id: str
     tool_call_id: str
     child_thread_id: str
     outcome: ChildOutcome

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from agency.contracts.events.base import Event
+from agency.contracts.events.base import Event, InRun
 
 MemberOutcome = Literal["completed", "error", "canceled"]
 ScheduleTarget = Literal["workflow", "agent"]
@@ -48,8 +48,8 @@ class MemberAdded(Event, frozen=True, kw_only=True, tag="workflow.member_added")
     thread_id: str
 
 
-class WorkflowStarted(Event, frozen=True, kw_only=True, tag="workflow.started"):
-    run_id: str
+class WorkflowStarted(InRun, frozen=True, kw_only=True, tag="workflow.started"):
+    """The workflow's run `run_id` began."""
 
 
 class WorkflowStopped(Event, frozen=True, kw_only=True, tag="workflow.stopped"):
