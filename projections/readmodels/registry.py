@@ -66,12 +66,9 @@ def _tenant_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
                 yield _KEY_REVOKED, (env.tenant_id, key_id, env.ts)
 
 
+_TENANT_EVENTS = {"tenant.created", "tenant.api_key_issued", "tenant.api_key_revoked"}
 TENANTS = statement_projection(
-    "tenants",
-    TENANTS_DDL,
-    _tenant_statements,
-    {"tenant.created", "tenant.api_key_issued", "tenant.api_key_revoked"},
-    tables=("tenants", "api_keys"),
+    "tenants", TENANTS_DDL, _tenant_statements, _TENANT_EVENTS, tables=("tenants", "api_keys")
 )
 
 # --- agencies --------------------------------------------------------------------------

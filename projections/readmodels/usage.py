@@ -79,11 +79,12 @@ def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
                 )
 
 
+_HANDLES = {"thread.created", "thread.blueprint_switched", "model.completed"}
 PROJECTION = statement_projection(
     "usage",
     DDL,
     _statements,
-    {"thread.created", "thread.blueprint_switched", "model.completed"},
+    _HANDLES,
     tables=("usage_threads", "usage_totals"),
     aggregate="thread",
 )
