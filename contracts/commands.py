@@ -14,7 +14,7 @@ import msgspec
 from agency.contracts.events.base import ChatMessage, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.events.thread import ConcurrencyStrategy
-from agency.contracts.events.workflow import ScheduleOptions, ScheduleTarget, WorkflowLimits
+from agency.contracts.events.workflow import Schedule, WorkflowLimits
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -314,18 +314,10 @@ class RetryMember(Command, frozen=True, kw_only=True, tag="workflows.retry"):
     not_before: datetime
 
 
-class SetSchedule(Command, frozen=True, kw_only=True, tag="workflows.set_schedule"):
+class SetSchedule(Command, Schedule, frozen=True, kw_only=True, tag="workflows.set_schedule"):
     service = "workflows"
     verb = "set_schedule"
-    agency_id: str
     schedule_id: str
-    name: str
-    cron: str
-    target: ScheduleTarget
-    workflow_id: str | None = None
-    agent: str | None = None
-    message: str = ""
-    options: ScheduleOptions = msgspec.field(default_factory=ScheduleOptions)
 
 
 class RemoveSchedule(Command, frozen=True, kw_only=True, tag="workflows.remove_schedule"):

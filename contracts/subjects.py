@@ -36,20 +36,21 @@ def _aggregate(aggregate: str) -> str:
     return aggregate
 
 
-def event_subject(tenant_id: str, aggregate: str, aggregate_id: str, event_type: str) -> str:
+def _aggregate_prefix(tenant_id: str, aggregate: str, aggregate_id: str) -> str:
     return (
         f"tenant.{validate_token('tenant id', tenant_id)}.evt."
-        f"{_aggregate(aggregate)}.{validate_token('aggregate id', aggregate_id)}."
-        f"{validate_token('event type', event_token(event_type))}"
+        f"{_aggregate(aggregate)}.{validate_token('aggregate id', aggregate_id)}"
     )
+
+
+def event_subject(tenant_id: str, aggregate: str, aggregate_id: str, event_type: str) -> str:
+    prefix = _aggregate_prefix(tenant_id, aggregate, aggregate_id)
+    return f"{prefix}.{validate_token('event type', event_token(event_type))}"
 
 
 def aggregate_filter(tenant_id: str, aggregate: str, aggregate_id: str) -> str:
     """Every event of one aggregate instance: the unit of ordering and of concurrency."""
-    return (
-        f"tenant.{validate_token('tenant id', tenant_id)}.evt."
-        f"{_aggregate(aggregate)}.{validate_token('aggregate id', aggregate_id)}.>"
-    )
+    return f"{_aggregate_prefix(tenant_id, aggregate, aggregate_id)}.>"
 
 
 def tenant_events_filter(tenant_id: str) -> str:
@@ -62,11 +63,15 @@ def events_of_type_filter(event_type: str, aggregate: str = "thread") -> str:
     return f"tenant.*.evt.{_aggregate(aggregate)}.*.{token}"
 
 
-def command_subject(tenant_id: str, service: str, verb: str) -> str:
+def _service_subject(kind: str, tenant_id: str, service: str, verb: str) -> str:
     return (
-        f"tenant.{validate_token('tenant id', tenant_id)}.cmd."
+        f"tenant.{validate_token('tenant id', tenant_id)}.{kind}."
         f"{validate_token('service', service)}.{validate_token('verb', verb)}"
     )
+
+
+def command_subject(tenant_id: str, service: str, verb: str) -> str:
+    return _service_subject("cmd", tenant_id, service, verb)
 
 
 def service_commands_filter(service: str) -> str:
@@ -75,10 +80,7 @@ def service_commands_filter(service: str) -> str:
 
 def request_subject(tenant_id: str, service: str, verb: str) -> str:
     """A request one service answers for the system's own users: `tenant.<t>.req.…`."""
-    return (
-        f"tenant.{validate_token('tenant id', tenant_id)}.req."
-        f"{validate_token('service', service)}.{validate_token('verb', verb)}"
-    )
+    return _service_subject("req", tenant_id, service, verb)
 
 
 def reexecution_subject(tenant_id: str) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import msgspec
+
 from agency.contracts.commands import ProvideVariables
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
@@ -66,18 +68,11 @@ def provide(
         SubagentVariablesProvided(
             request_id=command.request_id, names=command.names, sealed_env=command.sealed_env
         ),
-        SubagentRequested(
-            run_id=request.run_id,
-            tool_call_id=request.tool_call_id,
-            subagent_type=request.subagent_type,
-            description=request.description,
-            timeout_ms=request.timeout_ms,
+        # The call's own arguments, as it recorded them.
+        msgspec.structs.replace(
+            msgspec.convert(request, SubagentRequested, from_attributes=True),
             blocking=False,
-            name=request.name,
-            resumable=request.resumable,
-            attachments=request.attachments,
             sealed_env=seal(scoped),
             deferred=True,
-            blueprint=request.blueprint,
         ),
     )

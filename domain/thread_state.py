@@ -169,34 +169,19 @@ class ThreadState:
         return ()
 
     def child(self, reference: str) -> ChildEntry | None:
-        for entry in self.children:
-            if entry.reference == reference:
-                return entry
-        return None
+        return next((e for e in self.children if e.reference == reference), None)
 
     def report_for_call(self, call_id: str) -> SubagentCompleted | None:
-        for report in self.reports:
-            if report.tool_call_id == call_id:
-                return report
-        return None
+        return next((r for r in self.reports if r.tool_call_id == call_id), None)
 
     def last_report_of(self, child: str) -> SubagentCompleted | None:
-        for report in reversed(self.reports):
-            if report.child_thread_id == child:
-                return report
-        return None
+        return next((r for r in reversed(self.reports) if r.child_thread_id == child), None)
 
     def queued(self, run_id: str) -> QueuedRequest | None:
-        for request in self.queue:
-            if request.run_id == run_id:
-                return request
-        return None
+        return next((q for q in self.queue if q.run_id == run_id), None)
 
     def last_assistant(self) -> ChatMessage | None:
-        for message in reversed(self.messages):
-            if message.role == "assistant":
-                return message
-        return None
+        return next((m for m in reversed(self.messages) if m.role == "assistant"), None)
 
     # --- the fold -----------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from agency.projections.queries import View
+from agency.projections.rows import from_row
 
 
 class RunCost(View, frozen=True, kw_only=True):
@@ -43,10 +44,9 @@ async def thread_cost(
         thread_id,
     )
     runs = [
-        RunCost(
-            run_id=r["run_id"],
-            status=r["status"],
-            model=r["model"],
+        from_row(
+            RunCost,
+            r,
             input_tokens=int(r["input_tokens"]),
             output_tokens=int(r["output_tokens"]),
             cost_usd=float(r["cost_usd"]),

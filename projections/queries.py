@@ -18,6 +18,7 @@ import msgspec
 from agency.contracts.events import BlueprintSpec, ToolCall
 from agency.contracts.events.registry import BlueprintConfig, SideConfig
 from agency.contracts.upcasters import stored_blueprint_spec
+from agency.projections.rows import fetch_all, from_row
 
 
 class View(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -94,12 +95,11 @@ _AGENCY_COLUMNS = "agency_id, name, metadata::text AS metadata, created_at"
 
 
 async def list_agencies(conn: asyncpg.Connection, tenant: str) -> list[AgencyView]:
-    rows = await conn.fetch(
+    query = (
         f"SELECT {_AGENCY_COLUMNS} FROM agencies WHERE tenant_id = $1 "
-        "ORDER BY created_at, agency_id",
-        tenant,
+        "ORDER BY created_at, agency_id"
     )
-    return [_agency(r) for r in rows]
+    return await fetch_all(conn, _agency, query, tenant)
 
 
 async def get_agency(conn: asyncpg.Connection, tenant: str, agency_id: str) -> AgencyView | None:
@@ -121,13 +121,11 @@ async def list_blueprints(
     conn: asyncpg.Connection, tenant: str, agency_id: str
 ) -> list[StoredBlueprint]:
     """The agency's dynamic blueprints (saved through the API), by name."""
-    rows = await conn.fetch(
+    query = (
         "SELECT spec::text AS spec, revision, updated_at FROM blueprints "
-        "WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name",
-        tenant,
-        agency_id,
+        "WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name"
     )
-    return [_stored_blueprint(r) for r in rows]
+    return await fetch_all(conn, _stored_blueprint, query, tenant, agency_id)
 
 
 async def get_blueprint(
@@ -146,33 +144,15 @@ async def get_blueprint(
 def _blueprint_view(
     spec: BlueprintSpec, source: BlueprintSource, stored: StoredBlueprint | None = None
 ) -> BlueprintView:
+    # The sides are a dual-AI session's; an ai_human blueprint has none to show.
+    shown = (
+        spec if spec.type == "dual_ai" else msgspec.structs.replace(spec, side_a=None, side_b=None)
+    )
     return BlueprintView(
-        name=spec.name,
-        description=spec.description,
-        prompt=spec.prompt,
-        model=spec.model,
-        tags=spec.tags,
-        config=spec.config,
-        type=spec.type,
+        **msgspec.structs.asdict(shown),
         source=source,
         revision=stored.revision if stored else None,
         updated_at=stored.updated_at if stored else None,
-        title=spec.title,
-        icon=spec.icon,
-        env=dict(spec.env),
-        hooks=spec.hooks,
-        package_name=spec.package_name,
-        version=spec.version,
-        author=spec.author,
-        license=spec.license,
-        # The sides are a dual-AI session's; an ai_human blueprint has none to show.
-        side_a=spec.side_a if spec.type == "dual_ai" else None,
-        side_b=spec.side_b if spec.type == "dual_ai" else None,
-        max_session_turns=spec.max_session_turns,
-        expose_as_tool=spec.expose_as_tool,
-        tool_description=spec.tool_description,
-        init_user_message_property=spec.init_user_message_property,
-        init_attachments_property=spec.init_attachments_property,
     )
 
 
@@ -273,31 +253,15 @@ def _parent(r: asyncpg.Record) -> ParentInfo | None:
 
 
 def _thread(r: asyncpg.Record) -> ThreadView:
-    return ThreadView(
-        id=r["thread_id"],
-        agency_id=r["agency_id"],
-        agent_type=r["agent_type"],
-        model=r["model"],
-        parent=_parent(r),
-        correlation_id=r["correlation_id"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        status=r["status"],
-        current_run_id=r["current_run_id"],
-        message_count=r["message_count"],
-        run_count=r["run_count"],
-        last_seq=r["last_seq"],
-    )
+    return from_row(ThreadView, r, id=r["thread_id"], parent=_parent(r))
 
 
 async def list_threads(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ThreadView]:
-    rows = await conn.fetch(
+    query = (
         f"SELECT {_THREAD_COLUMNS} FROM threads WHERE tenant_id = $1 AND agency_id = $2 "
-        "ORDER BY created_at, thread_id",
-        tenant,
-        agency_id,
+        "ORDER BY created_at, thread_id"
     )
-    return [_thread(r) for r in rows]
+    return await fetch_all(conn, _thread, query, tenant, agency_id)
 
 
 async def _thread_row(
@@ -329,12 +293,8 @@ async def thread_tree(
     top = await _thread_row(conn, tenant, agency_id, thread_id)
     if top is None:
         return None
-    rows = await conn.fetch(
-        "SELECT * FROM threads WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY created_at",
-        tenant,
-        top["correlation_id"],
-    )
-    views = [_thread(r) for r in rows]
+    query = "SELECT * FROM threads WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY created_at"
+    views = await fetch_all(conn, _thread, query, tenant, top["correlation_id"])
     below: dict[str, list[ThreadView]] = {}
     for view in views:
         if view.parent is not None:
@@ -342,15 +302,8 @@ async def thread_tree(
 
     def node(view: ThreadView, seen: frozenset[str]) -> TreeNode:
         kids = [k for k in below.get(view.id, []) if k.id not in seen]
-        return TreeNode(
-            id=view.id,
-            agent_type=view.agent_type,
-            status=view.status,
-            current_run_id=view.current_run_id,
-            created_at=view.created_at,
-            parent=view.parent,
-            children=[node(k, seen | {k.id}) for k in kids],
-        )
+        children = [node(k, seen | {k.id}) for k in kids]
+        return from_row(TreeNode, msgspec.structs.asdict(view), children=children)
 
     return node(_thread(top), frozenset({thread_id}))
 
@@ -387,12 +340,10 @@ async def get_run(
 
 
 async def list_runs(conn: asyncpg.Connection, tenant: str, thread_id: str) -> list[RunView]:
-    rows = await conn.fetch(
-        f"SELECT {_RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND thread_id = $2 ORDER BY ordinal",
-        tenant,
-        thread_id,
+    query = (
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND thread_id = $2 ORDER BY ordinal"
     )
-    return [_run(r) for r in rows]
+    return await fetch_all(conn, _run, query, tenant, thread_id)
 
 
 # --- the state of a thread -----------------------------------------------------------
@@ -473,20 +424,11 @@ class ChildRegistryEntry(View, frozen=True, kw_only=True):
 
 
 def _child(r: asyncpg.Record) -> ChildRegistryEntry:
-    return ChildRegistryEntry(
-        reference=r["reference"],
-        name=r["name"],
-        title=r["title"],
-        description=r["description"],
-        resumable=r["resumable"],
-        blocking=r["blocking"],
-        thread_name=r["thread_name"],
-        spawn_group_id=r["spawn_group_id"],
+    return from_row(
+        ChildRegistryEntry,
+        r,
         created_at=round(r["created_at"].timestamp() * 1000),
         status=r["status_text"] or r["state"],
-        parent_communication=r["parent_communication"],
-        subagent_type=r["subagent_type"],
-        state=r["state"],
     )
 
 
@@ -551,16 +493,12 @@ def _epoch_ms(value: datetime | None) -> int | None:
 
 
 def _link(r: asyncpg.Record) -> SubagentLink:
-    return SubagentLink(
-        child_thread_id=r["child_thread_id"],
-        token=r["token"],
-        status=r["status"],
+    return from_row(
+        SubagentLink,
+        r,
         created_at=round(r["created_at"].timestamp() * 1000),
         completed_at=_epoch_ms(r["completed_at"]),
-        report=r["report"],
         tool_call_id=r["tool_call_id"] or None,
-        subagent_type=r["subagent_type"],
-        outcome=r["outcome"],
     )
 
 
@@ -619,23 +557,16 @@ async def _thread_state(
     )
     agent_state = await conn.fetchval(f"SELECT value::text FROM agent_states {where}", *key)
     thread = _thread(row)
+    request = msgspec.json.decode(row["request"], type=dict[str, str])
     state = AgentState(
         messages=[_message(m) for m in messages],
         tools=[],
-        thread=ThreadMetadata(
-            id=thread.id,
-            agency_id=thread.agency_id,
-            agent_type=thread.agent_type,
-            created_at=thread.created_at,
-            request=msgspec.json.decode(row["request"], type=dict[str, str]),
-            parent=thread.parent,
-            status=thread.status,
-        ),
+        thread=from_row(ThreadMetadata, msgspec.structs.asdict(thread), request=request),
         thread_id=thread.id,
         parent=thread.parent,
         agent_type=thread.agent_type,
         model=thread.model,
-        todos=[TodoView(content=t["content"], status=t["status"]) for t in todos],
+        todos=[from_row(TodoView, t) for t in todos],
         files={f["path"]: f["content"] for f in files},
         pending_tool_calls=[
             _call_view(p["tool_call_id"], p["name"], p["arguments"]) for p in pending

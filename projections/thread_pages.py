@@ -15,6 +15,7 @@ import asyncpg
 import msgspec
 
 from agency.projections.queries import ThreadStatus, View
+from agency.projections.rows import from_row
 
 MAX_PAGE = 1000  # as `/events`: the OpenAPI document states one bound for `limit`
 
@@ -149,18 +150,7 @@ def _trees(root_ids: list[str], rows: list[asyncpg.Record]) -> list[ThreadNode]:
 
     def node(r: asyncpg.Record, seen: frozenset[str]) -> ThreadNode:
         kids = [k for k in below.get(r["thread_id"], []) if k["thread_id"] not in seen]
-        return ThreadNode(
-            id=r["thread_id"],
-            agent_type=r["agent_type"],
-            status=r["status"],
-            current_run_id=r["current_run_id"],
-            created_at=r["created_at"],
-            updated_at=r["updated_at"],
-            run_count=r["run_count"],
-            message_count=r["message_count"],
-            last_seq=r["last_seq"],
-            match=bool(r["match"]),
-            children=[node(k, seen | {k["thread_id"]}) for k in kids],
-        )
+        children = [node(k, seen | {k["thread_id"]}) for k in kids]
+        return from_row(ThreadNode, r, id=r["thread_id"], match=bool(r["match"]), children=children)
 
     return [node(by_id[t], frozenset({t})) for t in root_ids if t in by_id]

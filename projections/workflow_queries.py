@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import asyncpg
@@ -12,6 +13,7 @@ import msgspec
 
 from agency.contracts.events import ScheduleOptions
 from agency.projections.queries import View
+from agency.projections.rows import fetch_all, from_row
 
 
 class MemberView(View, frozen=True, kw_only=True):
@@ -92,12 +94,8 @@ class ScheduleView(View, frozen=True, kw_only=True):
 
 
 def _workflow(r: asyncpg.Record, members: list[MemberView]) -> WorkflowView:
-    return WorkflowView(
-        id=r["workflow_id"], agency_id=r["agency_id"], name=r["name"], tag=r["tag"],
-        status=r["status"], run_id=r["run_id"], stop_reason=r["stop_reason"],
-        message_count=r["message_count"], limits=json.loads(r["limits"]),
-        created_at=r["created_at"], updated_at=r["updated_at"], members=members,
-    )  # fmt: skip
+    limits = json.loads(r["limits"])
+    return from_row(WorkflowView, r, id=r["workflow_id"], limits=limits, members=members)
 
 
 async def _members(
@@ -111,17 +109,7 @@ async def _members(
     )
     found: dict[str, list[MemberView]] = {}
     for r in rows:
-        found.setdefault(r["workflow_id"], []).append(
-            MemberView(
-                name=r["member"],
-                blueprint=r["blueprint"],
-                agent_type=r["agent_type"],
-                thread_id=r["thread_id"],
-                status=r["status"],
-                run_id=r["run_id"],
-                runs=r["runs"],
-            )
-        )
+        found.setdefault(r["workflow_id"], []).append(from_row(MemberView, r, name=r["member"]))
     return found
 
 
@@ -169,82 +157,44 @@ async def channel_page(
         "ORDER BY seq LIMIT $5",
         tenant, workflow_id, after_seq, mention, limit + 1,
     )  # fmt: skip
-    messages = [
-        ChannelMessageView(
-            seq=r["seq"],
-            message_id=r["message_id"],
-            sender=r["sender"],
-            content=r["content"],
-            mentions=list(r["mentions"]),
-            hop=r["hop"],
-            run_id=r["run_id"],
-            posted_at=r["posted_at"],
-        )
-        for r in rows[:limit]
-    ]
+    messages = [from_row(ChannelMessageView, r, mentions=list(r["mentions"])) for r in rows[:limit]]
     return ChannelPage(messages=messages, has_more=len(rows) > limit)
 
 
 async def documents(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> list[DocumentView]:
-    rows = await conn.fetch(
-        "SELECT * FROM workflow_documents WHERE tenant_id = $1 AND workflow_id = $2 ORDER BY path",
-        tenant,
-        workflow_id,
+    query = (
+        "SELECT * FROM workflow_documents WHERE tenant_id = $1 AND workflow_id = $2 ORDER BY path"
     )
-    return [
-        DocumentView(
-            path=r["path"], content=r["content"], author=r["author"], updated_at=r["updated_at"]
-        )
-        for r in rows
-    ]
+    return await fetch_all(conn, partial(from_row, DocumentView), query, tenant, workflow_id)
+
+
+def _proposal(r: asyncpg.Record) -> ProposalView:
+    return from_row(
+        ProposalView,
+        r,
+        id=r["proposal_id"],
+        options=list(r["options"]),
+        voters=list(r["voters"]),
+        votes=json.loads(r["votes"]),
+        tally=json.loads(r["tally"]),
+    )
 
 
 async def proposals(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> list[ProposalView]:
-    rows = await conn.fetch(
+    query = (
         "SELECT * FROM workflow_proposals WHERE tenant_id = $1 AND workflow_id = $2 "
-        "ORDER BY opened_at, proposal_id",
-        tenant,
-        workflow_id,
+        "ORDER BY opened_at, proposal_id"
     )
-    return [
-        ProposalView(
-            id=r["proposal_id"],
-            title=r["title"],
-            description=r["description"],
-            author=r["author"],
-            options=list(r["options"]),
-            voters=list(r["voters"]),
-            votes=json.loads(r["votes"]),
-            status=r["status"],
-            outcome=r["outcome"],
-            tally=json.loads(r["tally"]),
-            opened_at=r["opened_at"],
-        )
-        for r in rows
-    ]
+    return await fetch_all(conn, _proposal, query, tenant, workflow_id)
+
+
+def _schedule(r: asyncpg.Record) -> ScheduleView:
+    options = msgspec.json.decode(r["options"], type=ScheduleOptions)
+    return from_row(ScheduleView, r, id=r["schedule_id"], options=options)
 
 
 async def schedules(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ScheduleView]:
-    rows = await conn.fetch(
-        "SELECT * FROM schedules WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name, "
-        "schedule_id",
-        tenant,
-        agency_id,
+    query = (
+        "SELECT * FROM schedules WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name, schedule_id"
     )
-    return [
-        ScheduleView(
-            id=r["schedule_id"],
-            name=r["name"],
-            cron=r["cron"],
-            target=r["target"],
-            workflow_id=r["workflow_id"],
-            agent=r["agent"],
-            message=r["message"],
-            active=r["active"],
-            last_tick=r["last_tick"],
-            fired=r["fired"],
-            updated_at=r["updated_at"],
-            options=msgspec.json.decode(r["options"], type=ScheduleOptions),
-        )
-        for r in rows
-    ]
+    return await fetch_all(conn, _schedule, query, tenant, agency_id)

@@ -17,6 +17,12 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     schema_version: ClassVar[int] = 1
 
 
+class InRun(Event, frozen=True, kw_only=True):
+    """An event of one run (of a thread, or of a workflow): `run_id` names the run."""
+
+    run_id: str
+
+
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     """A call the model proposed. `arguments` is the JSON text the model produced."""
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from agency.contracts.events.base import Event, ToolCall
+from agency.contracts.events.base import InRun, ToolCall
 
 
-class HitlInterrupt(Event, frozen=True, kw_only=True, tag="hitl.interrupt"):
-    run_id: str
+class HitlInterrupt(InRun, frozen=True, kw_only=True, tag="hitl.interrupt"):
     proposed_tool_calls: tuple[ToolCall, ...]
 
 
-class HitlResume(Event, frozen=True, kw_only=True, tag="hitl.resume"):
-    run_id: str
+class HitlResume(InRun, frozen=True, kw_only=True, tag="hitl.resume"):
     approved: bool
     modified_tool_calls: tuple[ToolCall, ...] | None = None
     reason: str = ""

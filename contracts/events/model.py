@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-from agency.contracts.events.base import ChatMessage, Event, Usage
+from agency.contracts.events.base import ChatMessage, InRun, Usage
 
 
-class ModelStarted(Event, frozen=True, kw_only=True, tag="model.started"):
-    run_id: str
+class ModelStarted(InRun, frozen=True, kw_only=True, tag="model.started"):
     step: int
     model: str
     message_count: int = 0
 
 
-class ModelDelta(Event, frozen=True, kw_only=True, tag="model.delta"):
+class ModelDelta(InRun, frozen=True, kw_only=True, tag="model.delta"):
     """Streamed text, coalesced: one event carries every token of a short time window."""
 
-    run_id: str
     step: int
     delta: str
 
 
-class ModelCompleted(Event, frozen=True, kw_only=True, tag="model.completed"):
+class ModelCompleted(InRun, frozen=True, kw_only=True, tag="model.completed"):
     """`reasoning`: what the model reasoned before its answer, where its provider streams
     it (`reasoning_content`, `reasoning`); kept in the log, never sent back to the model."""
 
-    run_id: str
     step: int
     model: str
     message: ChatMessage
@@ -34,14 +31,12 @@ class ModelCompleted(Event, frozen=True, kw_only=True, tag="model.completed"):
     reasoning: str = ""
 
 
-class MiddlewareBeforeModel(Event, frozen=True, kw_only=True, tag="middleware.before_model"):
-    run_id: str
+class MiddlewareBeforeModel(InRun, frozen=True, kw_only=True, tag="middleware.before_model"):
     step: int
     middleware_name: str
 
 
-class MiddlewareAfterModel(Event, frozen=True, kw_only=True, tag="middleware.after_model"):
-    run_id: str
+class MiddlewareAfterModel(InRun, frozen=True, kw_only=True, tag="middleware.after_model"):
     step: int
     middleware_name: str
 

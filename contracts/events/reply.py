@@ -6,33 +6,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from agency.contracts.events.base import Event
+from agency.contracts.events.base import InRun
 
 
-class ReplyDelta(Event, frozen=True, kw_only=True, tag="reply.delta"):
+class ReplyDelta(InRun, frozen=True, kw_only=True, tag="reply.delta"):
     """Text the agent wrote to its reply (`ctx.reply.write`), coalesced per ~50 ms."""
 
-    run_id: str
     text: str
 
 
-class ReplyThinking(Event, frozen=True, kw_only=True, tag="reply.thinking"):
-    run_id: str
+class ReplyThinking(InRun, frozen=True, kw_only=True, tag="reply.thinking"):
     text: str
 
 
-class ReplyAction(Event, frozen=True, kw_only=True, tag="reply.action"):
+class ReplyAction(InRun, frozen=True, kw_only=True, tag="reply.action"):
     """An action the agent shows (`ctx.reply.action(name, args)`); `arguments` is JSON."""
 
-    run_id: str
     name: str
     arguments: str = "{}"
 
 
-class AgentStateSet(Event, frozen=True, kw_only=True, tag="agent.state_set"):
+class AgentStateSet(InRun, frozen=True, kw_only=True, tag="agent.state_set"):
     """The agent's state is now `value` (any JSON value); the fold keeps the last one."""
 
-    run_id: str
     value: Any = None
 
 

@@ -4,73 +4,63 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agency.contracts.events.base import Event
+from agency.contracts.events.base import InRun
 
 PauseReason = Literal["hitl", "error", "exhausted", "subagent"]
 
 
-class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
-    run_id: str
+class RunStarted(InRun, frozen=True, kw_only=True, tag="run.started"):
     agent_type: str
     max_steps: int
 
 
-class RunTick(Event, frozen=True, kw_only=True, tag="run.tick"):
-    run_id: str
+class RunTick(InRun, frozen=True, kw_only=True, tag="run.tick"):
     step: int
 
 
-class RunPaused(Event, frozen=True, kw_only=True, tag="run.paused"):
-    run_id: str
+class RunPaused(InRun, frozen=True, kw_only=True, tag="run.paused"):
     reason: PauseReason
 
 
-class RunResumed(Event, frozen=True, kw_only=True, tag="run.resumed"):
+class RunResumed(InRun, frozen=True, kw_only=True, tag="run.resumed"):
     """The run goes on. Resuming from `exhausted` raises its step limit to `max_steps`
     (another blueprint's worth of steps); 0 keeps the limit it had."""
 
-    run_id: str
     max_steps: int = 0
 
 
-class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
+class RunCompleted(InRun, frozen=True, kw_only=True, tag="run.completed"):
     """`attachments`: the files a dual-AI session returns to its parent, named by its
     `session_stop` tool; None (any other end) returns every file the run wrote."""
 
-    run_id: str
     result: str = ""
     attachments: tuple[str, ...] | None = None
 
 
-class RunError(Event, frozen=True, kw_only=True, tag="run.error"):
+class RunError(InRun, frozen=True, kw_only=True, tag="run.error"):
     """`attachments`: as `RunCompleted`'s, named by a `session_fail` tool."""
 
-    run_id: str
     error: str
     kind: str = "error"
     attachments: tuple[str, ...] | None = None
 
 
-class RunCanceled(Event, frozen=True, kw_only=True, tag="run.canceled"):
-    run_id: str
+class RunCanceled(InRun, frozen=True, kw_only=True, tag="run.canceled"):
     reason: str = ""
 
 
-class AgentStarted(Event, frozen=True, kw_only=True, tag="agent.started"):
-    run_id: str
+class AgentStarted(InRun, frozen=True, kw_only=True, tag="agent.started"):
     agent_type: str
     model: str
 
 
-class AgentCompleted(Event, frozen=True, kw_only=True, tag="agent.completed"):
-    run_id: str
+class AgentCompleted(InRun, frozen=True, kw_only=True, tag="agent.completed"):
     result: str = ""
 
 
-class AgentError(Event, frozen=True, kw_only=True, tag="agent.error"):
+class AgentError(InRun, frozen=True, kw_only=True, tag="agent.error"):
     """An error inside a step. Whether the run goes on is told by the run events."""
 
-    run_id: str
     error: str
     retryable: bool = False
 

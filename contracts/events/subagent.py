@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agency.contracts.events.base import Event
+import msgspec
+
+from agency.contracts.events.base import Event, InRun
 from agency.contracts.events.registry import BlueprintSpec
 
 ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
@@ -13,23 +15,30 @@ ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
 ParentCommunication = Literal["implicit", "explicit"]
 
 
-class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requested"):
-    """A tool call asks for a child thread. A resumable child has a `name` and can be
-    messaged again later; `attachments` are paths of the parent's files to copy over.
-    `sealed_env` holds the child's scoped variables (`scopedEnv`), sealed
-    (`infra/sealing.py`): runtime-only data, never shown to a model. `deferred`:
-    asked for after the call was answered (its variables were provided later), so it is
-    spawned whatever became of the run, and reports as a non-blocking child."""
+class SubagentCall(msgspec.Struct, frozen=True, kw_only=True):
+    """The arguments of a tool call that spawns a child. A resumable child has a `name`
+    and can be messaged again later; `attachments` are paths of the parent's files to copy
+    over. `blueprint` is the child's when the subagent entry defines it inline (else it is
+    the agency's or the system's blueprint named `subagent_type`)."""
 
     run_id: str
     tool_call_id: str
     subagent_type: str
     description: str
     timeout_ms: int | None = None
-    blocking: bool = True
     name: str | None = None
     resumable: bool = False
     attachments: tuple[str, ...] = ()
+    blueprint: BlueprintSpec | None = None
+
+
+class SubagentRequested(Event, SubagentCall, frozen=True, kw_only=True, tag="subagent.requested"):
+    """A tool call asks for a child thread. `sealed_env` holds the child's scoped variables
+    (`scopedEnv`), sealed (`infra/sealing.py`): runtime-only data, never shown to a model.
+    `deferred`: asked for after the call was answered (its variables were provided later),
+    so it is spawned whatever became of the run, and reports as a non-blocking child."""
+
+    blocking: bool = True
     sealed_env: str = ""
     deferred: bool = False
     # For the parent's child registry: a short title and what the child is for (the call's
@@ -39,15 +48,11 @@ class SubagentRequested(Event, frozen=True, kw_only=True, tag="subagent.requeste
     entry_description: str | None = None
     spawn_group_id: str | None = None
     parent_communication: ParentCommunication = "implicit"
-    # The child's blueprint when the subagent entry defines it inline (else it is the
-    # agency's or the system's blueprint named `subagent_type`).
-    blueprint: BlueprintSpec | None = None
 
 
-class SubagentMessaged(Event, frozen=True, kw_only=True, tag="subagent.messaged"):
+class SubagentMessaged(InRun, frozen=True, kw_only=True, tag="subagent.messaged"):
     """A tool call sends a resumable child another message (it starts a run there)."""
 
-    run_id: str
     tool_call_id: str
     child_thread_id: str
     message: str
@@ -62,12 +67,11 @@ class SubagentStatus(Event, frozen=True, kw_only=True, tag="subagent.status"):
     status: str
 
 
-class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
+class SubagentSpawned(InRun, frozen=True, kw_only=True, tag="subagent.spawned"):
     """A child thread exists and is linked to the parent; the rest is its entry in the
     parent's child registry (`ThreadState.children`), completed by the coordinator from
     the request and the child's blueprint."""
 
-    run_id: str
     tool_call_id: str
     child_thread_id: str
     token: str
@@ -82,10 +86,9 @@ class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
     parent_communication: ParentCommunication = "implicit"
 
 
-class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.completed"):
+class SubagentCompleted(InRun, frozen=True, kw_only=True, tag="subagent.completed"):
     """A child's run ended; `attachments` are the parent-local paths of returned files."""
 
-    run_id: str
     tool_call_id: str
     child_thread_id: str
     outcome: ChildOutcome
@@ -93,26 +96,19 @@ class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.complete
     attachments: tuple[str, ...] = ()
 
 
-class SubagentEnvRequired(Event, frozen=True, kw_only=True, tag="subagent.env_required"):
+class SubagentEnvRequired(
+    Event, SubagentCall, frozen=True, kw_only=True, tag="subagent.env_required"
+):
     """A `task` / `subagent_create` call could not spawn its child: scoped variables the
     entry requires (`scopedEnv`) are set neither in the runtime's environment nor provided.
     The call was answered with a tool error naming `request_id`; values posted to
     `/threads/{t}/variables/{request_id}` spawn the child with the call's own arguments
     (kept here). `sealed_present` holds the values that were found, sealed."""
 
-    run_id: str
-    tool_call_id: str
     request_id: str
-    subagent_type: str
     required: tuple[str, ...]
     missing: tuple[str, ...]
-    description: str
-    name: str | None = None
-    resumable: bool = False
-    timeout_ms: int | None = None
-    attachments: tuple[str, ...] = ()
     sealed_present: str = ""
-    blueprint: BlueprintSpec | None = None
 
 
 class SubagentVariablesProvided(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agency.contracts.events.base import ChatMessage, Event, ParentRef, Todo
+from agency.contracts.events.base import ChatMessage, Event, InRun, ParentRef, Todo
 from agency.contracts.events.registry import BlueprintSpec
 
 # What an invoke does while another run of the thread is active: `queue` joins it before
@@ -25,10 +25,9 @@ class ThreadCreated(Event, frozen=True, kw_only=True, tag="thread.created"):
     blueprint: BlueprintSpec | None = None
 
 
-class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
+class RequestAccepted(InRun, frozen=True, kw_only=True, tag="request.accepted"):
     """An invoke was accepted; the run it starts (now or when queued runs finish)."""
 
-    run_id: str
     idempotency_key: str
     strategy: ConcurrencyStrategy = "queue"
     messages: tuple[ChatMessage, ...] = ()
@@ -44,19 +43,17 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     pause_before_tools: bool = False
 
 
-class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):
-    run_id: str
+class RequestRejected(InRun, frozen=True, kw_only=True, tag="request.rejected"):
     idempotency_key: str
     reason: str
 
 
-class RequestInjected(Event, frozen=True, kw_only=True, tag="request.injected"):
+class RequestInjected(InRun, frozen=True, kw_only=True, tag="request.injected"):
     """A queued request joined the thread's active run instead of starting one of its own:
     its files and messages follow, appended to `run_id` before that run's next model step
     (or as it resumes from `exhausted`). The request's own run id (`request_run_id`) ends
     here; what the client asked for is answered by `run_id`."""
 
-    run_id: str
     request_run_id: str
     idempotency_key: str
 
@@ -84,10 +81,9 @@ class TodosWritten(Event, frozen=True, kw_only=True, tag="todos.written"):
     todos: tuple[Todo, ...]
 
 
-class ContextTrimmed(Event, frozen=True, kw_only=True, tag="context.trimmed"):
+class ContextTrimmed(InRun, frozen=True, kw_only=True, tag="context.trimmed"):
     """History assembly dropped the oldest turns to stay within the token budget."""
 
-    run_id: str
     step: int
     dropped_messages: int
     tokens_before: int
@@ -104,18 +100,16 @@ class BlueprintSwitched(Event, frozen=True, kw_only=True, tag="thread.blueprint_
     reason: str = ""
 
 
-class SessionTurn(Event, frozen=True, kw_only=True, tag="session.turn"):
+class SessionTurn(InRun, frozen=True, kw_only=True, tag="session.turn"):
     """A dual-AI session hands the floor to a side (`A` or `B`) for turn number `turn`."""
 
-    run_id: str
     side: Literal["A", "B"]
     turn: int
 
 
-class SessionStatusSet(Event, frozen=True, kw_only=True, tag="session.status"):
+class SessionStatusSet(InRun, frozen=True, kw_only=True, tag="session.status"):
     """A dual-AI side published a progress note (its session status tool)."""
 
-    run_id: str
     side: Literal["A", "B"]
     status: str
 

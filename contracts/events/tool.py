@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agency.contracts.events.base import Event, ToolCall
+from agency.contracts.events.base import Event, InRun, ToolCall
 from agency.contracts.events.registry import McpServer
 
 
@@ -18,10 +18,9 @@ class McpToolRef(msgspec.Struct, frozen=True, kw_only=True):
     tool: str
 
 
-class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
+class ToolRequested(InRun, frozen=True, kw_only=True, tag="tool.requested"):
     """`mcp` is set when the call runs a tool of an MCP server."""
 
-    run_id: str
     step: int
     call: ToolCall
     timeout_ms: int = 30_000
@@ -29,29 +28,26 @@ class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
     mcp: McpToolRef | None = None
 
 
-class ToolStarted(Event, frozen=True, kw_only=True, tag="tool.started"):
-    run_id: str
+class ToolStarted(InRun, frozen=True, kw_only=True, tag="tool.started"):
     tool_call_id: str
     tool_name: str
     arguments: str
     attempt: int = 1
 
 
-class ToolOutput(Event, frozen=True, kw_only=True, tag="tool.output"):
-    run_id: str
+class ToolOutput(InRun, frozen=True, kw_only=True, tag="tool.output"):
     tool_call_id: str
     tool_name: str
     output: str
 
 
-class ToolError(Event, frozen=True, kw_only=True, tag="tool.error"):
+class ToolError(InRun, frozen=True, kw_only=True, tag="tool.error"):
     """The call failed for good; the model sees `error` as the tool's answer.
 
     `raised_at`: where the tool raised, if it did: the innermost line of the app's own code
     the exception passed through, `path/to/file.py, line 12, in fn` (at most
     `MAX_RAISED_AT_CHARS`); empty for any other failure. The model is not shown it."""
 
-    run_id: str
     tool_call_id: str
     tool_name: str
     error: str

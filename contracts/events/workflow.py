@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from agency.contracts.events.base import Event
+from agency.contracts.events.base import Event, InRun
 
 MemberOutcome = Literal["completed", "error", "canceled"]
 ScheduleTarget = Literal["workflow", "agent"]
@@ -48,8 +48,8 @@ class MemberAdded(Event, frozen=True, kw_only=True, tag="workflow.member_added")
     thread_id: str
 
 
-class WorkflowStarted(Event, frozen=True, kw_only=True, tag="workflow.started"):
-    run_id: str
+class WorkflowStarted(InRun, frozen=True, kw_only=True, tag="workflow.started"):
+    """The workflow's run `run_id` began."""
 
 
 class WorkflowStopped(Event, frozen=True, kw_only=True, tag="workflow.stopped"):
@@ -153,9 +153,10 @@ class ScheduleOptions(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class ScheduleSet(Event, frozen=True, kw_only=True, tag="schedule.set"):
+class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     """A cron trigger (in `options.timezone`, UTC unless said) of a workflow (a message
-    posted to it) or of an agent (a run of its thread in the agency's `@global` workflow)."""
+    posted to it) or of an agent (a run of its thread in the agency's `@global` workflow):
+    what `workflows.set_schedule` asks for and `schedule.set` records."""
 
     agency_id: str
     name: str
@@ -165,6 +166,10 @@ class ScheduleSet(Event, frozen=True, kw_only=True, tag="schedule.set"):
     agent: str | None = None
     message: str = ""
     options: ScheduleOptions = msgspec.field(default_factory=ScheduleOptions)
+
+
+class ScheduleSet(Event, Schedule, frozen=True, kw_only=True, tag="schedule.set"):
+    """A schedule was set (created, or replaced whole)."""
 
 
 class ScheduleRemoved(Event, frozen=True, kw_only=True, tag="schedule.removed"):

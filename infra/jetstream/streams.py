@@ -3,7 +3,7 @@ and runs at every start."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 from nats.js import JetStreamContext
@@ -37,50 +37,58 @@ class StreamSettings:
     duplicate_window: float = DUPLICATE_WINDOW_SECONDS
 
 
-def event_stream(settings: StreamSettings) -> StreamConfig:
-    # Facts are never deleted: deny delete and purge; no age or count limits.
+def _file_stream(
+    settings: StreamSettings,
+    name: str,
+    description: str,
+    subject: str,
+    retention: RetentionPolicy,
+    max_msg_size: int = MAX_EVENT_BYTES,
+) -> StreamConfig:
+    """What every stream shares: one subject filter, file storage, the settings' replicas."""
     return StreamConfig(
-        name=EVENTS_STREAM,
-        description="Every event of every tenant; the source of truth.",
-        subjects=[ALL_EVENTS],
-        retention=RetentionPolicy.LIMITS,
+        name=name,
+        description=description,
+        subjects=[subject],
+        retention=retention,
         storage=StorageType.FILE,
         num_replicas=settings.replicas,
-        duplicate_window=settings.duplicate_window,
-        max_msg_size=MAX_EVENT_BYTES,
-        deny_delete=True,
-        deny_purge=True,
-        allow_direct=True,
-        allow_atomic=True,
-        discard=DiscardPolicy.NEW,
+        max_msg_size=max_msg_size,
     )
+
+
+def _deduplicated(stream: StreamConfig, settings: StreamSettings) -> StreamConfig:
+    """Repeats of a `Nats-Msg-Id` within the window are dropped; a full stream refuses."""
+    return replace(stream, duplicate_window=settings.duplicate_window, discard=DiscardPolicy.NEW)
+
+
+def event_stream(settings: StreamSettings) -> StreamConfig:
+    description = "Every event of every tenant; the source of truth."
+    stream = _file_stream(settings, EVENTS_STREAM, description, ALL_EVENTS, RetentionPolicy.LIMITS)
+    # Facts are never deleted: deny delete and purge; no age or count limits.
+    facts = replace(stream, deny_delete=True, deny_purge=True, allow_direct=True, allow_atomic=True)
+    return _deduplicated(facts, settings)
 
 
 def command_stream(settings: StreamSettings) -> StreamConfig:
-    return StreamConfig(
-        name=COMMANDS_STREAM,
-        description="Commands to services; each is removed once a worker acknowledges it.",
-        subjects=[ALL_COMMANDS],
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        num_replicas=settings.replicas,
-        duplicate_window=settings.duplicate_window,
-        max_msg_size=MAX_EVENT_BYTES,
-        discard=DiscardPolicy.NEW,
+    description = "Commands to services; each is removed once a worker acknowledges it."
+    stream = _file_stream(
+        settings, COMMANDS_STREAM, description, ALL_COMMANDS, RetentionPolicy.WORK_QUEUE
     )
+    return _deduplicated(stream, settings)
 
 
 def dead_letter_stream(settings: StreamSettings) -> StreamConfig:
-    return StreamConfig(
-        name=DEAD_LETTER_STREAM,
-        description="Messages that could not be processed, with the reason in headers.",
-        subjects=[ALL_DEAD_LETTERS],
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        num_replicas=settings.replicas,
+    description = "Messages that could not be processed, with the reason in headers."
+    stream = _file_stream(
+        settings,
+        DEAD_LETTER_STREAM,
+        description,
+        ALL_DEAD_LETTERS,
+        RetentionPolicy.LIMITS,
         max_msg_size=2 * MAX_EVENT_BYTES,
-        allow_direct=True,
     )
+    return replace(stream, allow_direct=True)
 
 
 # One round of provisioning retries: a cluster electing its leaders answers with timeouts

@@ -8,7 +8,8 @@ import asyncio
 from abc import ABC, abstractmethod
 from typing import Self
 
-from agency.infra.launch.process import ChildProcess
+from agency.infra.launch.errors import StartTimeout
+from agency.infra.launch.process import ChildProcess, poll_until
 
 
 class Server(ABC):
@@ -43,3 +44,27 @@ class ProcessServer(Server):
 
     def log_tail(self, max_lines: int = 30) -> str:
         return self._proc.log_tail(max_lines) if self._proc is not None else ""
+
+    async def kill(self) -> None:
+        """SIGKILL, as in a crash; idempotent."""
+        if self._proc is not None:
+            await self._proc.kill()
+
+    @abstractmethod
+    async def _ready_check(self) -> bool | None:
+        """True once the server answers; None while it starts; raises if it exited."""
+
+    async def _start_until_ready(self, proc: ChildProcess, timeout: float, interval: float) -> None:
+        """Start `proc` as this server and wait for `_ready_check`; a start that fails or
+        times out (`StartTimeout`, with the log's tail) kills it first, shielded."""
+        self._proc = proc
+        await proc.start()
+        try:
+            ready = await poll_until(self._ready_check, timeout=timeout, interval=interval)
+        except BaseException:
+            await asyncio.shield(self.kill())
+            raise
+        if ready is None:
+            tail = proc.log_tail()
+            await asyncio.shield(self.kill())
+            raise StartTimeout(proc.name, timeout, tail)

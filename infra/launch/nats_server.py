@@ -174,11 +174,6 @@ class NatsServer(ProcessServer):
         if self._proc is not None:
             await self._proc.stop(timeout)
 
-    async def kill(self) -> None:
-        """SIGKILL, as in a crash; idempotent."""
-        if self._proc is not None:
-            await self._proc.kill()
-
     async def healthz(self, *, js_enabled_only: bool = True) -> bool:
         """Whether `/healthz` answers 200; without `js_enabled_only` streams must be caught up."""
         query = "?js-enabled-only=true" if js_enabled_only else ""
@@ -274,18 +269,8 @@ class NatsServer(ProcessServer):
             # A clean shutdown on parent death; nats-server never ignores SIGTERM.
             death_signal=signal.SIGTERM,
         )
-        self._proc = proc
         started = time.monotonic()
-        await proc.start()
-        try:
-            ready = await poll_until(self._ready_check, timeout=timeout, interval=0.02)
-        except BaseException:
-            await asyncio.shield(proc.kill())
-            raise
-        if ready is None:
-            tail = proc.log_tail()
-            await asyncio.shield(proc.kill())
-            raise StartTimeout(self.component, timeout, tail)
+        await self._start_until_ready(proc, timeout, interval=0.02)
         log.info(
             "nats_server_ready",
             name=self.server_name,

@@ -31,7 +31,6 @@ from agency.infra.launch.errors import (
     LaunchError,
     PortInUse,
     ProcessExited,
-    StartTimeout,
     StopTimeout,
 )
 from agency.infra.launch.lifecycle import ProcessServer
@@ -355,18 +354,8 @@ class PostgresServer(ProcessServer):
             death_signal=None if account is not None else signal.SIGINT,
             cwd=self.pgdata,
         )
-        self._proc = proc
         started = time.monotonic()
-        await proc.start()
-        try:
-            ready = await poll_until(self._ready_check, timeout=timeout, interval=0.05)
-        except BaseException:
-            await asyncio.shield(self.kill())
-            raise
-        if ready is None:
-            tail = proc.log_tail()
-            await asyncio.shield(self.kill())
-            raise StartTimeout("postgres", timeout, tail)
+        await self._start_until_ready(proc, timeout, interval=0.05)
         log.info("postgres_ready", url=self.shown_url, pid=proc.pid,
                  seconds=round(time.monotonic() - started, 3))  # fmt: skip
 

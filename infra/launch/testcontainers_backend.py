@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -156,6 +157,30 @@ class _ContainerServer(Server, Generic[C]):
     """A server in a container (`_container` once started), stopped with the container."""
 
     _container: C | None = None
+    _url = ""
+    start_timeout: float
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    async def start(self) -> None:
+        if self._container is not None:
+            return
+        # The thread cannot be cancelled; Ryuk removes a container whose start we gave up on.
+        container = await asyncio.wait_for(
+            asyncio.to_thread(self._start_container), self.start_timeout
+        )
+        self._container = container
+        self._started(container)
+
+    @abstractmethod
+    def _start_container(self) -> C:
+        """Start the container and wait until it is ready (blocking: run in a thread)."""
+
+    @abstractmethod
+    def _started(self, container: C) -> None:
+        """Take the URLs of the started container."""
 
     async def stop(self, timeout: float = 30.0) -> None:
         container, self._container = self._container, None
@@ -177,26 +202,16 @@ class NatsContainerServer(_ContainerServer["NatsContainer"]):
         self.sync_interval = sync_interval
         self.start_timeout = start_timeout
         self._container: NatsContainer | None = None
-        self._url = ""
         self._monitor_url = ""
-
-    @property
-    def url(self) -> str:
-        return self._url
 
     @property
     def monitor_url(self) -> str:
         return self._monitor_url
 
-    async def start(self) -> None:
-        if self._container is not None:
-            return
-        # The thread cannot be cancelled; Ryuk removes a container whose start we gave up on.
-        container = await asyncio.wait_for(
-            asyncio.to_thread(_start_nats_container, self.image, self.sync_interval),
-            self.start_timeout,
-        )
-        self._container = container
+    def _start_container(self) -> NatsContainer:
+        return _start_nats_container(self.image, self.sync_interval)
+
+    def _started(self, container: NatsContainer) -> None:
         host = container.get_container_host_ip()
         self._url = container.nats_uri()
         self._monitor_url = f"http://{host}:{container.get_exposed_port(_NATS_MONITOR_PORT)}"
@@ -217,11 +232,6 @@ class PostgresContainerServer(_ContainerServer["PostgresContainer"]):
         self.fsync = fsync
         self.start_timeout = start_timeout
         self._container: PostgresContainer | None = None
-        self._url = ""
-
-    @property
-    def url(self) -> str:
-        return self._url
 
     def database_url(self, name: str) -> str:
         parts = urlsplit(self._url)
@@ -231,15 +241,10 @@ class PostgresContainerServer(_ContainerServer["PostgresContainer"]):
         await ensure_database(self._url, name, timeout=timeout)
         return self.database_url(name)
 
-    async def start(self) -> None:
-        if self._container is not None:
-            return
-        # The thread cannot be cancelled; Ryuk removes a container whose start we gave up on.
-        container = await asyncio.wait_for(
-            asyncio.to_thread(_start_postgres_container, self.image, self.fsync),
-            self.start_timeout,
-        )
-        self._container = container
+    def _start_container(self) -> PostgresContainer:
+        return _start_postgres_container(self.image, self.fsync)
+
+    def _started(self, container: PostgresContainer) -> None:
         # driver=None: a plain postgresql:// URL, as asyncpg expects.
         self._url = container.get_connection_url(driver=None)
         log.info("postgres_container_ready", image=self.image)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-import asyncpg
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import AgentStateSet
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
+from agency.projections.statements import Statement, statement_projection
 
 AGENT_STATES_DDL = """
 CREATE TABLE IF NOT EXISTS agent_states (
@@ -28,22 +27,17 @@ _UPSERT = (
 )
 
 
-async def apply_agent_states(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # Each set replaces the value: only a thread's last one of the batch is written.
     latest: dict[tuple[str, str], tuple[object, ...]] = {}
-    for e in events:
-        env = e.envelope
-        if env.aggregate == "thread" and isinstance(env.payload, AgentStateSet):
+    for env in envelopes:
+        if isinstance(env.payload, AgentStateSet):
             key = (env.tenant_id, env.aggregate_id)
             latest[key] = (*key, msgspec.json.encode(env.payload.value).decode(), env.ts)
-    if latest:
-        await conn.executemany(_UPSERT, [latest[k] for k in sorted(latest)])
+    for key in sorted(latest):
+        yield _UPSERT, latest[key]
 
 
-AGENT_STATES = Projection(
-    name="agent_states",
-    tables=("agent_states",),
-    ddl=AGENT_STATES_DDL,
-    apply=apply_agent_states,
-    handles=frozenset({"agent.state_set"}),
+AGENT_STATES = statement_projection(
+    "agent_states", AGENT_STATES_DDL, _statements, {"agent.state_set"}, aggregate="thread"
 )

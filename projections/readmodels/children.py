@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import asyncpg
-
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     SubagentCompleted,
     SubagentMessaged,
@@ -20,9 +19,7 @@ from agency.contracts.events import (
     SubagentStatus,
     SubagentTerminated,
 )
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS child_registry (
@@ -68,11 +65,8 @@ _TERMINATED = (
 )
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
-        if env.aggregate != "thread":
-            continue
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         parent = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case SubagentSpawned() as s:
@@ -103,22 +97,11 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _TERMINATED, (*parent, child, env.ts)
 
 
-async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _statements(events))
-
-
-PROJECTION = Projection(
-    name="child_registry",
-    tables=("child_registry",),
-    ddl=DDL,
-    apply=apply,
-    handles=frozenset(
-        {
-            "subagent.spawned",
-            "subagent.messaged",
-            "subagent.completed",
-            "subagent.status",
-            "subagent.terminated",
-        }
-    ),
-)
+_HANDLES = {
+    "subagent.spawned",
+    "subagent.messaged",
+    "subagent.completed",
+    "subagent.status",
+    "subagent.terminated",
+}
+PROJECTION = statement_projection("child_registry", DDL, _statements, _HANDLES, aggregate="thread")

@@ -1,16 +1,18 @@
 """What a thread holds: its messages, todos, files, calls awaiting approval, and children.
 
 Each is a projection of its own so each can be rebuilt alone. Statements run in stream
-order, consecutive ones of a kind batched (`execute_in_order`).
+order, consecutive ones of a kind batched (`projections.statements`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
+from functools import partial
 
-import asyncpg
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     ChatMessage,
     FileWritten,
@@ -24,14 +26,11 @@ from agency.contracts.events import (
     SubagentSpawned,
     TodosWritten,
 )
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 from agency.projections.storable import storable_key
 
-
-def _thread_events(events: Sequence[RecordedEvent]) -> Iterable[RecordedEvent]:
-    return (e for e in events if e.envelope.aggregate == "thread")
+# Every read model here is of threads' events.
+_thread_projection = partial(statement_projection, aggregate="thread")
 
 
 # --- messages --------------------------------------------------------------------------
@@ -58,8 +57,7 @@ _MESSAGE = (
 )
 
 
-def _message_row(e: RecordedEvent, message: ChatMessage) -> tuple[object, ...]:
-    env = e.envelope
+def _message_row(env: Envelope, message: ChatMessage) -> tuple[object, ...]:
     calls = msgspec.json.encode(message.tool_calls).decode() if message.tool_calls else None
     return (
         env.tenant_id,
@@ -75,23 +73,13 @@ def _message_row(e: RecordedEvent, message: ChatMessage) -> tuple[object, ...]:
     )
 
 
-async def apply_messages(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    rows = [
-        _message_row(e, e.envelope.payload.message)
-        for e in _thread_events(events)
-        if isinstance(e.envelope.payload, MessageAppended)
-    ]
-    if rows:
-        await conn.executemany(_MESSAGE, rows)
+def _message_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
+        if isinstance(env.payload, MessageAppended):
+            yield _MESSAGE, _message_row(env, env.payload.message)
 
 
-MESSAGES = Projection(
-    name="messages",
-    tables=("messages",),
-    ddl=MESSAGES_DDL,
-    apply=apply_messages,
-    handles=frozenset({"message.appended"}),
-)
+MESSAGES = _thread_projection("messages", MESSAGES_DDL, _message_statements, {"message.appended"})
 
 # --- todos -----------------------------------------------------------------------------
 
@@ -115,16 +103,14 @@ _TODOS_INSERT = (
 )
 
 
-def _todo_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+def _todo_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # Each write replaces the whole list, so only a thread's last write of the batch counts.
-    last: dict[tuple[str, str], RecordedEvent] = {}
-    for e in _thread_events(events):
-        if isinstance(e.envelope.payload, TodosWritten):
-            last[(e.envelope.tenant_id, e.envelope.aggregate_id)] = e
-    for (tenant, thread), e in sorted(last.items()):
+    last: dict[tuple[str, str], tuple[TodosWritten, datetime]] = {}
+    for env in envelopes:
+        if isinstance(env.payload, TodosWritten):
+            last[(env.tenant_id, env.aggregate_id)] = (env.payload, env.ts)
+    for (tenant, thread), (payload, ts) in sorted(last.items()):
         yield _TODOS_CLEAR, (tenant, thread)
-        payload = e.envelope.payload
-        assert isinstance(payload, TodosWritten)
         if payload.todos:
             yield (
                 _TODOS_INSERT,
@@ -134,22 +120,12 @@ def _todo_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                     list(range(len(payload.todos))),
                     [t.content for t in payload.todos],
                     [t.status for t in payload.todos],
-                    e.envelope.ts,
+                    ts,
                 ),
             )
 
 
-async def apply_todos(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _todo_statements(events))
-
-
-TODOS = Projection(
-    name="todos",
-    tables=("todos",),
-    ddl=TODOS_DDL,
-    apply=apply_todos,
-    handles=frozenset({"todos.written"}),
-)
+TODOS = _thread_projection("todos", TODOS_DDL, _todo_statements, {"todos.written"})
 
 # --- files -----------------------------------------------------------------------------
 
@@ -171,25 +147,18 @@ _FILE = (
 )
 
 
-async def apply_files(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+def _file_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # The latest write of a path wins: keep only it, so no row is written twice.
     latest: dict[tuple[str, str, str], tuple[object, ...]] = {}
-    for e in _thread_events(events):
-        env = e.envelope
+    for env in envelopes:
         if isinstance(env.payload, FileWritten):
             key = (env.tenant_id, env.aggregate_id, storable_key(env.payload.path))
             latest[key] = (*key, env.payload.content, env.ts)
-    if latest:
-        await conn.executemany(_FILE, [latest[k] for k in sorted(latest)])
+    for key in sorted(latest):
+        yield _FILE, latest[key]
 
 
-FILES = Projection(
-    name="files",
-    tables=("files",),
-    ddl=FILES_DDL,
-    apply=apply_files,
-    handles=frozenset({"file.written"}),
-)
+FILES = _thread_projection("files", FILES_DDL, _file_statements, {"file.written"})
 
 # --- tool calls awaiting a person ------------------------------------------------------
 
@@ -218,11 +187,10 @@ _PENDING_INSERT = (
 )
 
 
-def _pending_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
+def _pending_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     # Mirrors the runtime: an interrupt sets the run's pending calls; a resume or the end of
     # the run clears them.
-    for e in _thread_events(events):
-        env = e.envelope
+    for env in envelopes:
         run = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
@@ -248,18 +216,11 @@ def _pending_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _PENDING_CLEAR, (*run, run_id)
 
 
-async def apply_pending(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _pending_statements(events))
-
-
-PENDING_TOOL_CALLS = Projection(
-    name="pending_tool_calls",
-    tables=("pending_tool_calls",),
-    ddl=PENDING_DDL,
-    apply=apply_pending,
-    handles=frozenset(
-        {"hitl.interrupt", "hitl.resume", "run.completed", "run.error", "run.canceled"}
-    ),
+PENDING_TOOL_CALLS = _thread_projection(
+    "pending_tool_calls",
+    PENDING_DDL,
+    _pending_statements,
+    {"hitl.interrupt", "hitl.resume", "run.completed", "run.error", "run.canceled"},
 )
 
 # --- subagent links --------------------------------------------------------------------
@@ -303,9 +264,8 @@ _COMPLETED = (
 LINK_STATUS = {"completed": "completed", "error": "completed", "canceled": "canceled"}
 
 
-def _subagent_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in _thread_events(events):
-        env = e.envelope
+def _subagent_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         parent = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case SubagentSpawned() as s:
@@ -338,14 +298,9 @@ def _subagent_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]
                 )
 
 
-async def apply_subagents(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _subagent_statements(events))
-
-
-SUBAGENT_LINKS = Projection(
-    name="subagent_links",
-    tables=("subagent_links",),
-    ddl=SUBAGENTS_DDL,
-    apply=apply_subagents,
-    handles=frozenset({"subagent.spawned", "subagent.completed"}),
+SUBAGENT_LINKS = _thread_projection(
+    "subagent_links",
+    SUBAGENTS_DDL,
+    _subagent_statements,
+    {"subagent.spawned", "subagent.completed"},
 )

@@ -1,15 +1,12 @@
-"""Tenants and their API keys, agencies, and the agencies' dynamic blueprints.
-
-Also home of `execute_in_order`, the statement runner the small read models share.
-"""
+"""Tenants and their API keys, agencies, and the agencies' dynamic blueprints."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import asyncpg
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     AgencyCreated,
     ApiKeyIssued,
@@ -18,25 +15,7 @@ from agency.contracts.events import (
     BlueprintSaved,
     TenantCreated,
 )
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-
-Statement = tuple[str, tuple[object, ...]]
-
-
-async def execute_in_order(conn: asyncpg.Connection, statements: Iterable[Statement]) -> None:
-    """Run statements in order; consecutive runs of the same SQL go as one executemany."""
-    sql: str | None = None
-    group: list[tuple[object, ...]] = []
-    for next_sql, args in statements:
-        if next_sql != sql and group:
-            await conn.executemany(sql, group)
-            group = []
-        sql = next_sql
-        group.append(args)
-    if group:
-        await conn.executemany(sql, group)
-
+from agency.projections.statements import Statement, statement_projection
 
 # --- tenants ---------------------------------------------------------------------------
 
@@ -76,9 +55,8 @@ _KEY_REVOKED = (
 )
 
 
-def _tenant_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
+def _tenant_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         match env.payload:
             case TenantCreated(name=name):
                 yield _TENANT, (env.tenant_id, name, env.ts)
@@ -88,16 +66,9 @@ def _tenant_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _KEY_REVOKED, (env.tenant_id, key_id, env.ts)
 
 
-async def apply_tenants(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _tenant_statements(events))
-
-
-TENANTS = Projection(
-    name="tenants",
-    tables=("tenants", "api_keys"),
-    ddl=TENANTS_DDL,
-    apply=apply_tenants,
-    handles=frozenset({"tenant.created", "tenant.api_key_issued", "tenant.api_key_revoked"}),
+_TENANT_EVENTS = {"tenant.created", "tenant.api_key_issued", "tenant.api_key_revoked"}
+TENANTS = statement_projection(
+    "tenants", TENANTS_DDL, _tenant_statements, _TENANT_EVENTS, tables=("tenants", "api_keys")
 )
 
 # --- agencies --------------------------------------------------------------------------
@@ -121,28 +92,15 @@ _AGENCY = (
 )
 
 
-async def apply_agencies(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    rows = [
-        (
-            e.envelope.tenant_id,
-            e.envelope.aggregate_id,
-            e.envelope.payload.name,
-            msgspec.json.encode(e.envelope.payload.metadata).decode(),
-            e.envelope.ts,
-        )
-        for e in events
-        if isinstance(e.envelope.payload, AgencyCreated) and e.envelope.aggregate == "agency"
-    ]
-    if rows:
-        await conn.executemany(_AGENCY, rows)
+def _agency_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
+        if isinstance(env.payload, AgencyCreated):
+            metadata = msgspec.json.encode(env.payload.metadata).decode()
+            yield _AGENCY, (env.tenant_id, env.aggregate_id, env.payload.name, metadata, env.ts)
 
 
-AGENCIES = Projection(
-    name="agencies",
-    tables=("agencies",),
-    ddl=AGENCIES_DDL,
-    apply=apply_agencies,
-    handles=frozenset({"agency.created"}),
+AGENCIES = statement_projection(
+    "agencies", AGENCIES_DDL, _agency_statements, {"agency.created"}, aggregate="agency"
 )
 
 # --- blueprints ------------------------------------------------------------------------
@@ -167,11 +125,8 @@ _BLUEPRINT_SAVED = (
 _BLUEPRINT_DELETED = "DELETE FROM blueprints WHERE tenant_id = $1 AND agency_id = $2 AND name = $3"
 
 
-def _blueprint_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
-        if env.aggregate != "agency":
-            continue
+def _blueprint_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         match env.payload:
             case BlueprintSaved(blueprint=spec, revision=revision):
                 spec_json = msgspec.json.encode(spec).decode()
@@ -181,14 +136,10 @@ def _blueprint_statements(events: Sequence[RecordedEvent]) -> Iterable[Statement
                 yield _BLUEPRINT_DELETED, (env.tenant_id, env.aggregate_id, name)
 
 
-async def apply_blueprints(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _blueprint_statements(events))
-
-
-BLUEPRINTS = Projection(
-    name="blueprints",
-    tables=("blueprints",),
-    ddl=BLUEPRINTS_DDL,
-    apply=apply_blueprints,
-    handles=frozenset({"blueprint.saved", "blueprint.deleted"}),
+BLUEPRINTS = statement_projection(
+    "blueprints",
+    BLUEPRINTS_DDL,
+    _blueprint_statements,
+    {"blueprint.saved", "blueprint.deleted"},
+    aggregate="agency",
 )

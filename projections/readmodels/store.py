@@ -7,13 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
-import asyncpg
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import StoreItemDeleted, StoreItemPut
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS store_items (
@@ -40,9 +38,8 @@ _PUT = (
 _DELETE = "DELETE FROM store_items WHERE tenant_id = $1 AND namespace = $2 AND key = $3"
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         match env.payload:
             case StoreItemPut(
                 namespace=ns, key=key, value=value, ttl_minutes=ttl, embedding=embedding
@@ -55,14 +52,6 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _DELETE, (env.tenant_id, list(ns), key)
 
 
-async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _statements(events))
-
-
-PROJECTION = Projection(
-    name="store_items",
-    tables=("store_items",),
-    ddl=DDL,
-    apply=apply,
-    handles=frozenset({"store.item_put", "store.item_deleted"}),
+PROJECTION = statement_projection(
+    "store_items", DDL, _statements, {"store.item_put", "store.item_deleted"}
 )

@@ -103,21 +103,22 @@ class ThreadRow:
     thread_id: str
     agency_id: str
     agent_type: str
-    model: str
     parent_thread_id: str | None
     parent_token: str | None
     parent_tool_call_id: str | None
     correlation_id: str
     request: str
     created_at: datetime
-    status: str
-    current_run_id: str | None
-    active_run_id: str | None
-    latest_run_id: str | None
-    message_count: int
-    run_count: int
     last_seq: int
     updated_at: datetime
+    # What a new thread starts with: no run, no message, no model yet.
+    model: str = ""
+    status: str = "idle"
+    current_run_id: str | None = None
+    active_run_id: str | None = None
+    latest_run_id: str | None = None
+    message_count: int = 0
+    run_count: int = 0
 
 
 @dataclass(slots=True)
@@ -314,23 +315,16 @@ def _new_thread(env: Envelope, created: ThreadCreated) -> ThreadRow:
     return ThreadRow(
         tenant_id=env.tenant_id,
         thread_id=env.aggregate_id,
+        correlation_id=env.correlation_id or env.aggregate_id,
+        created_at=env.ts,
+        last_seq=env.seq,
+        updated_at=env.ts,
         agency_id=created.agency_id,
         agent_type=created.agent_type,
-        model="",
+        request=msgspec.json.encode(created.request).decode(),
         parent_thread_id=parent.thread_id if parent else None,
         parent_token=parent.token if parent else None,
         parent_tool_call_id=parent.tool_call_id if parent else None,
-        correlation_id=env.correlation_id or env.aggregate_id,
-        request=msgspec.json.encode(created.request).decode(),
-        created_at=env.ts,
-        status="idle",
-        current_run_id=None,
-        active_run_id=None,
-        latest_run_id=None,
-        message_count=0,
-        run_count=0,
-        last_seq=env.seq,
-        updated_at=env.ts,
     )
 
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
-import asyncpg
-
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS usage_threads (
@@ -60,11 +57,8 @@ ON CONFLICT (tenant_id, agency_id, blueprint, model) DO UPDATE SET
 """
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
-        if env.aggregate != "thread":
-            continue
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         thread = (env.tenant_id, env.aggregate_id)
         match env.payload:
             case ThreadCreated(agency_id=agency_id, agent_type=agent_type):
@@ -85,14 +79,12 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 )
 
 
-async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _statements(events))
-
-
-PROJECTION = Projection(
-    name="usage",
+_HANDLES = {"thread.created", "thread.blueprint_switched", "model.completed"}
+PROJECTION = statement_projection(
+    "usage",
+    DDL,
+    _statements,
+    _HANDLES,
     tables=("usage_threads", "usage_totals"),
-    ddl=DDL,
-    apply=apply,
-    handles=frozenset({"thread.created", "thread.blueprint_switched", "model.completed"}),
+    aggregate="thread",
 )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import asyncpg
 import msgspec
 
+from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     ChannelMessagePosted,
     DocumentWritten,
@@ -23,9 +23,7 @@ from agency.contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.projection import Projection
-from agency.projections.readmodels.registry import Statement, execute_in_order
+from agency.projections.statements import Statement, statement_projection
 
 WORKFLOWS_DDL = """
 CREATE TABLE IF NOT EXISTS workflows (
@@ -186,9 +184,8 @@ def _json(value: object) -> str:
     return msgspec.json.encode(value).decode()
 
 
-def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
-    for e in events:
-        env = e.envelope
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
         t, a, ts = env.tenant_id, env.aggregate_id, env.ts
         match env.payload:
             case WorkflowCreated(agency_id=agency, name=name, tag=tag, limits=limits):
@@ -231,38 +228,28 @@ def _statements(events: Sequence[RecordedEvent]) -> Iterable[Statement]:
                 yield _FIRED, (t, a, tick, ts)
 
 
-async def apply_workflows(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-    await execute_in_order(conn, _statements(events))
-
-
-PROJECTION = Projection(
-    name="workflows",
-    tables=(
-        "workflows",
-        "workflow_members",
-        "channel_messages",
-        "workflow_documents",
-        "workflow_proposals",
-        "schedules",
-    ),
-    ddl=WORKFLOWS_DDL,
-    apply=apply_workflows,
-    handles=frozenset(
-        {
-            "workflow.created",
-            "workflow.member_added",
-            "workflow.started",
-            "workflow.stopped",
-            "channel.message_posted",
-            "member.invoked",
-            "member.answered",
-            "document.written",
-            "proposal.opened",
-            "proposal.voted",
-            "proposal.closed",
-            "schedule.set",
-            "schedule.removed",
-            "schedule.fired",
-        }
-    ),
+_TABLES = (
+    "workflows",
+    "workflow_members",
+    "channel_messages",
+    "workflow_documents",
+    "workflow_proposals",
+    "schedules",
 )
+_HANDLES = {
+    "workflow.created",
+    "workflow.member_added",
+    "workflow.started",
+    "workflow.stopped",
+    "channel.message_posted",
+    "member.invoked",
+    "member.answered",
+    "document.written",
+    "proposal.opened",
+    "proposal.voted",
+    "proposal.closed",
+    "schedule.set",
+    "schedule.removed",
+    "schedule.fired",
+}
+PROJECTION = statement_projection("workflows", WORKFLOWS_DDL, _statements, _HANDLES, tables=_TABLES)

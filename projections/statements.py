@@ -1,0 +1,54 @@
+"""Read models written by statements: a batch of envelopes becomes SQL with its arguments,
+run in stream order, consecutive statements of the same SQL sent as one `executemany`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import asyncpg
+
+from agency.contracts.envelope import Envelope
+from agency.contracts.subjects import Aggregate
+from agency.infra.jetstream.records import RecordedEvent
+from agency.projections.projection import Projection
+
+Statement = tuple[str, tuple[object, ...]]
+StatementsFn = Callable[[Sequence[Envelope]], Iterable[Statement]]
+
+
+async def execute_in_order(conn: asyncpg.Connection, statements: Iterable[Statement]) -> None:
+    """Run statements in order; consecutive runs of the same SQL go as one executemany."""
+    sql: str | None = None
+    group: list[tuple[object, ...]] = []
+    for next_sql, args in statements:
+        if next_sql != sql and group:
+            await conn.executemany(sql, group)
+            group = []
+        sql = next_sql
+        group.append(args)
+    if group:
+        await conn.executemany(sql, group)
+
+
+def statement_projection(
+    name: str,
+    ddl: str,
+    statements: StatementsFn,
+    handles: Iterable[str],
+    *,
+    tables: tuple[str, ...] = (),
+    aggregate: Aggregate | None = None,
+) -> Projection:
+    """The projection `name` of `tables` (by default the one table of its name): the events
+    of the types it `handles` (of `aggregate`'s, when named) become `statements`, run in
+    order."""
+
+    async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+        envelopes = [e.envelope for e in events]
+        if aggregate is not None:
+            envelopes = [env for env in envelopes if env.aggregate == aggregate]
+        await execute_in_order(conn, statements(envelopes))
+
+    return Projection(
+        name=name, tables=tables or (name,), ddl=ddl, apply=apply, handles=frozenset(handles)
+    )
