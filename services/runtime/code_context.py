@@ -33,7 +33,13 @@ from agency.contracts.events import (
 )
 from agency.contracts.limits import limits
 from agency.services.agents.code_ai import MessageLike, StreamingAi
-from agency.services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
+from agency.services.llm.provider import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    recorded_response,
+)
 from agency.services.runtime.code_emitter import Emitter
 from agency.services.runtime.code_tools import Tools
 from agency.services.runtime.failures import fit_message, fit_text
@@ -157,14 +163,7 @@ class Ai(StreamingAi):
         if isinstance(recorded, AgentError):
             raise ModelError(recorded.error, retryable=recorded.retryable)
         if recorded is not None:  # a resumed handler: the answer the record holds
-            return ModelResponse(
-                message=recorded.message,
-                usage=recorded.usage,
-                finish_reason=recorded.finish_reason,
-                model=recorded.model,
-                cost_usd=recorded.cost_usd,
-                reasoning=recorded.reasoning,
-            )
+            return recorded_response(recorded)
         room = [limits().max_message_bytes]
 
         async def deltas(text: str) -> None:
