@@ -56,6 +56,11 @@ def _error(run: RunView, call: ToolCall, problem: str) -> tuple[AnyEvent, ...]:
     return (ToolError(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, error=problem),)
 
 
+def _output(run: RunView, call: ToolCall, text: str) -> ToolOutput:
+    """The answer to `call` the runtime gives at once: what became of it."""
+    return ToolOutput(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, output=text)
+
+
 def _missing_files(state: ThreadState, paths: tuple[str, ...]) -> list[str]:
     return [p for p in paths if state.file(p) is None]
 
@@ -74,12 +79,7 @@ def _started_answer(
         if communication == "explicit"
         else "its result will arrive as a message when it is done."
     )
-    return ToolOutput(
-        run_id=run.run_id,
-        tool_call_id=call.id,
-        tool_name=call.name,
-        output=f"Subagent started (reference: {child}). Continue; {later}",
-    )
+    return _output(run, call, f"Subagent started (reference: {child}). Continue; {later}")
 
 
 def switched_off(kind: str, flag: str) -> str:
@@ -221,12 +221,7 @@ def _message(
         if child.parent_communication == "explicit"
         else "its answer will arrive as a message."
     )
-    answer = ToolOutput(
-        run_id=run.run_id,
-        tool_call_id=call.id,
-        tool_name=call.name,
-        output=f"Message sent to {child.reference}; {later}",
-    )
+    answer = _output(run, call, f"Message sent to {child.reference}; {later}")
     return (messaged, answer)
 
 
@@ -260,12 +255,7 @@ def _terminate(state: ThreadState, run: RunView, call: ToolCall) -> tuple[AnyEve
             child_thread_id=child.reference,
             reason=reason,
         ),
-        ToolOutput(
-            run_id=run.run_id,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            output=f"Subagent {child.reference} ({child.name}) is being terminated.",
-        ),
+        _output(run, call, f"Subagent {child.reference} ({child.name}) is being terminated."),
     )
 
 
@@ -289,12 +279,7 @@ def agent_call(
                 to_agent_type=tool.target,
                 reason=reason,
             ),
-            ToolOutput(
-                run_id=run.run_id,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                output=f"Handed off to {tool.target}; it continues this conversation.",
-            ),
+            _output(run, call, f"Handed off to {tool.target}; it continues this conversation."),
         )
     if not isinstance(text, str) or not text.strip():
         return _error(run, call, f"{call.name} needs a non-empty `{tool.message_property}`")
