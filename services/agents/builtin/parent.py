@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agency.services.agents.escalation import NotAChild, notify_event, status_event
-from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec, object_schema
 
 if TYPE_CHECKING:
     from agency.contracts.events import ParentRef
@@ -63,11 +63,9 @@ NOTIFY_PARENT = StateTool(
         name=NOTIFY_TOOL,
         description="Send your parent agent a message (a result, a question, a failure). "
         "Nothing else reaches it: it sees only what you send this way.",
-        parameters={
-            "type": "object",
-            "properties": {"content": {"type": "string", "description": "the message"}},
-            "required": ["content"],
-        },
+        parameters=object_schema(
+            ["content"], content={"type": "string", "description": "the message"}
+        ),
     ),
     fn=_notify,
 )
@@ -76,11 +74,9 @@ SET_STATUS = StateTool(
         name=STATUS_TOOL,
         description="Set a short status line your parent agent sees in its list of "
         "subagents; you carry on working.",
-        parameters={
-            "type": "object",
-            "properties": {"status": {"type": "string", "description": "e.g. 'halfway'"}},
-            "required": ["status"],
-        },
+        parameters=object_schema(
+            ["status"], status={"type": "string", "description": "e.g. 'halfway'"}
+        ),
     ),
     fn=_status,
 )
