@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -33,6 +33,7 @@ from agency.contracts.events import (
 )
 from agency.contracts.limits import limits
 from agency.services.agents.code_ai import MessageLike, StreamingAi
+from agency.services.agents.code_reply import WrittenReply
 from agency.services.llm.provider import (
     ModelError,
     ModelRequest,
@@ -49,21 +50,15 @@ tracer = trace.get_tracer(__name__)
 FLUSH_SECONDS = 0.05
 
 
-@dataclass
-class Reply:
+class Reply(WrittenReply):
     """The agent's reply, streamed as `reply.*` events; its text is the run's result."""
 
-    _emitter: Emitter
-    parts: list[str] = field(default_factory=list)
+    def __init__(self, emitter: Emitter) -> None:
+        super().__init__()
+        self._emitter = emitter
 
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def write(self, text: str) -> None:
-        if text:
-            self.parts.append(text)
-            self._emitter.queue(ReplyDelta(run_id=self._emitter.run_id, text=text))
+    def _send(self, text: str) -> None:
+        self._emitter.queue(ReplyDelta(run_id=self._emitter.run_id, text=text))
 
     def thinking(self, text: str) -> None:
         if text:

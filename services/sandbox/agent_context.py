@@ -17,6 +17,7 @@ import msgspec
 from agency.contracts.events import ChatMessage
 from agency.services.agents.code import ToolCallError
 from agency.services.agents.code_ai import MessageLike, StreamingAi
+from agency.services.agents.code_reply import WrittenReply
 from agency.services.agents.tools import ToolSpec
 from agency.services.llm.errors import ModelError
 from agency.services.sandbox.agent_protocol import (
@@ -89,19 +90,13 @@ class Channel:
                 future.set_exception(error)
 
 
-@dataclass
-class Reply:
-    _channel: Channel
-    parts: list[str] = field(default_factory=list)
+class Reply(WrittenReply):
+    def __init__(self, channel: Channel) -> None:
+        super().__init__()
+        self._channel = channel
 
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def write(self, text: str) -> None:
-        if text:
-            self.parts.append(text)
-            self._channel.send(Write(text=text))
+    def _send(self, text: str) -> None:
+        self._channel.send(Write(text=text))
 
     def thinking(self, text: str) -> None:
         if text:
