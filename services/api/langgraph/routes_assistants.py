@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Request, delete, patch, post
+from litestar import Request, delete, patch
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody, QueryParameter
 
@@ -20,6 +20,7 @@ from agency.contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintS
 from agency.contracts.ids import is_valid_token, new_id
 from agency.services.api.auth import Caller, Deps, agency_events, agent_types, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.scope import (
     AssistantIdPath,
     agency_for,
@@ -103,7 +104,7 @@ async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec)
     return await assistant_named(deps, tenant, agency_id, spec.name)
 
 
-@post("/assistants", status_code=200, summary="LangGraph: create an assistant (save a blueprint)")
+@post_ok("/assistants", summary="LangGraph: create an assistant (save a blueprint)")
 async def create_assistant(
     data: JSONBody[AssistantCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Assistant:
@@ -218,7 +219,7 @@ def _saved_now(events: list[Any], name: str) -> BlueprintSaved | None:
     return saved
 
 
-@post("/assistants/count", status_code=200, summary="LangGraph: count assistants")
+@post_ok("/assistants/count", summary="LangGraph: count assistants")
 async def count_assistants(
     data: JSONBody[AssistantCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> int:
@@ -234,9 +235,8 @@ async def count_assistants(
     )
 
 
-@post(
+@post_ok(
     "/assistants/{assistant_id:str}/versions",
-    status_code=200,
     summary="LangGraph: an assistant's versions (the blueprint's saved revisions)",
 )
 async def assistant_versions(
@@ -274,9 +274,8 @@ async def assistant_versions(
     return found[data.offset : data.offset + data.limit]
 
 
-@post(
+@post_ok(
     "/assistants/{assistant_id:str}/latest",
-    status_code=200,
     summary="LangGraph: make a version the latest (save that revision again)",
 )
 async def set_latest(

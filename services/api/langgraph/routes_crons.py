@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from croniter import croniter
-from litestar import Request, delete, patch, post
+from litestar import Request, delete, patch
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
@@ -23,6 +23,7 @@ from agency.domain.workflow_members import global_workflow_id
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
@@ -171,7 +172,7 @@ async def _set(deps: ApiDeps, tenant: str, command: SetSchedule) -> None:
     )  # fmt: skip
 
 
-@post("/runs/crons", status_code=200, summary="LangGraph: a cron of an assistant")
+@post_ok("/runs/crons", summary="LangGraph: a cron of an assistant")
 async def create_cron(
     data: JSONBody[CronCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Cron:
@@ -193,10 +194,8 @@ async def create_cron(
     return await _cron_named(deps, tenant, agency_id, schedule_id)
 
 
-@post(
-    "/threads/{thread_id:str}/runs/crons",
-    status_code=200,
-    summary="LangGraph: a cron of a thread (not mapped)",
+@post_ok(
+    "/threads/{thread_id:str}/runs/crons", summary="LangGraph: a cron of a thread (not mapped)"
 )
 async def create_thread_cron(
     thread_id: ThreadIdPath, data: JSONBody[CronCreate], principal: Caller, deps: Deps
@@ -262,7 +261,7 @@ def _found(crons: list[Cron], data: CronSearch | CronCount) -> list[Cron]:
     ]
 
 
-@post("/runs/crons/search", status_code=200, summary="LangGraph: search crons")
+@post_ok("/runs/crons/search", summary="LangGraph: search crons")
 async def search_crons(
     data: JSONBody[CronSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> list[Cron]:
@@ -282,7 +281,7 @@ class CronCount(Body, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
 
 
-@post("/runs/crons/count", status_code=200, summary="LangGraph: count crons")
+@post_ok("/runs/crons/count", summary="LangGraph: count crons")
 async def count_crons(
     data: JSONBody[CronCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 import structlog
-from litestar import Request, Response, post
+from litestar import Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody
@@ -28,6 +28,7 @@ from nats.errors import Error as NatsError
 from agency.infra.jetstream.errors import StoreError
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.follow import KEEPALIVE
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.parts import frame
@@ -162,9 +163,8 @@ async def _input_respond(
     return _success(command, {})
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/commands",
-    status_code=200,
     summary="LangGraph protocol: a command on a thread (run.start, input.respond)",
 )
 async def thread_command(
@@ -230,9 +230,8 @@ async def protocol_sse(
         await feed.aclose()
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/stream/events",
-    status_code=200,
     summary="LangGraph protocol: a thread's events of the channels asked for (SSE)",
     media_type="text/event-stream",
 )

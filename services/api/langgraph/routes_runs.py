@@ -20,6 +20,7 @@ from agency.contracts.commands import CancelRun
 from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.follow import sse, wait_for_end
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import (
@@ -75,7 +76,7 @@ def locations(thread_id: str, ref: RunRef) -> dict[str, str]:
     return {"Content-Location": base, "Location": f"{base}/stream"}
 
 
-@post("/threads/{thread_id:str}/runs", status_code=200, summary="LangGraph: start a run")
+@post_ok("/threads/{thread_id:str}/runs", summary="LangGraph: start a run")
 async def create_run(
     thread_id: ThreadIdPath,
     data: JSONBody[RunCreate],
@@ -123,9 +124,8 @@ async def _final(
     return view.values_with_interrupts()
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/runs/wait",
-    status_code=200,
     summary="LangGraph: start a run and answer its final state",
 )
 async def wait_run(
@@ -203,9 +203,8 @@ def _stream(
     )
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/runs/stream",
-    status_code=200,
     summary="LangGraph: start a run and stream it (SSE)",
     media_type="text/event-stream",
 )

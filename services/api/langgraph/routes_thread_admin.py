@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from litestar import Request, Response, delete, patch, post
+from litestar import Request, Response, delete, patch
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody
 
 from agency.contracts.commands import ForkThread, SetThreadMetadata
 from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.routes_threads import thread_out
 from agency.services.api.langgraph.scope import (
     RunIdPath,
@@ -125,7 +126,7 @@ async def delete_run(
     )
 
 
-@post("/threads/prune", status_code=200, summary="LangGraph: prune threads")
+@post_ok("/threads/prune", summary="LangGraph: prune threads")
 async def prune_threads(
     data: JSONBody[dict[str, Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> None:
@@ -133,7 +134,7 @@ async def prune_threads(
     raise ValidationException(NO_DELETE)
 
 
-@post("/threads/count", status_code=200, summary="LangGraph: count the agency's threads")
+@post_ok("/threads/count", summary="LangGraph: count the agency's threads")
 async def count_threads(
     data: JSONBody[ThreadCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> int:
@@ -166,7 +167,7 @@ async def count_threads(
     return count
 
 
-@post("/threads/{thread_id:str}/copy", status_code=200, summary="LangGraph: copy a thread")
+@post_ok("/threads/{thread_id:str}/copy", summary="LangGraph: copy a thread")
 async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> Thread:
     """A fork of the thread at its last event: a new thread with the same history (a run
     in progress ends in the copy, canceled)."""

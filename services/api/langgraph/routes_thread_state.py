@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import post
 from litestar.exceptions import ClientException, ValidationException
 from litestar.params import JSONBody
 
@@ -19,6 +18,7 @@ from agency.contracts.commands import UpdateThreadState
 from agency.contracts.events import Todo
 from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
 from agency.services.api.langgraph.wire import Body, Checkpoint, Out
@@ -47,9 +47,8 @@ def _todos(raw: Any) -> tuple[Todo, ...]:
         ) from e
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/state",
-    status_code=200,
     summary="LangGraph: add messages, files or todos to an idle thread",
 )
 async def update_state(
