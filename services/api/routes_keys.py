@@ -258,17 +258,7 @@ async def issue_nats_credentials(tenant_id: TenantId, deps: Deps) -> NatsCredent
             "tenant a user with the permissions docs/nats.md lists",
         )
     issued = await deps.nats_credentials.issue(tenant)
-    c = issued.credentials
-    return NatsCredentialsOut(
-        tenant_id=c.tenant_id,
-        servers=issued.servers,
-        user=c.user,
-        password=c.password,
-        inbox_prefix=c.inbox_prefix,
-        commands=c.commands,
-        events=c.events,
-        js_api_prefix=c.js_api_prefix,
-    )
+    return NatsCredentialsOut(servers=issued.servers, **msgspec.structs.asdict(issued.credentials))
 
 
 KEY_ROUTES = [
