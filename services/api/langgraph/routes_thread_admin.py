@@ -32,8 +32,8 @@ from agency.services.api.langgraph.scope import (
     thread_id_of,
 )
 from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
-from agency.services.api.logwait import watch_log
 from agency.services.api.readback import read_your_write
+from agency.services.api.routes_fork import send_fork
 from agency.services.common.fork import ForkError, plan_fork
 
 # Keys of a thread's metadata that say what it is, not what its users set.
@@ -188,14 +188,7 @@ async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) ->
         agency_id=view.created.agency_id, thread_id=thread_id, at_seq=view.last_seq,
         fork_thread_id=fork_id,
     )  # fmt: skip
-    expected = plan.events_of(fork_id)
-    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", fork_id) as log:
-        await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
-
-        def written(_: object) -> bool | None:
-            return True if log.position is not None and log.position.seq >= expected else None
-
-        await log.until(written, deps.settings.read_your_writes_timeout)
+    await send_fork(deps, tenant, command, plan)
     return thread_out(await load_thread(deps, tenant, fork_id))
 
 
