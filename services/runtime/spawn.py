@@ -4,7 +4,6 @@ ai_human agents."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agency.contracts.events import (
@@ -32,14 +31,7 @@ from agency.services.agents.builtin.subagents import (
 )
 from agency.services.agents.tools import AgentTool
 from agency.services.runtime.scoped import EnvRequest, env_required, scoped_values
-
-
-def _args(call: ToolCall) -> dict[str, Any]:
-    try:
-        value = json.loads(call.arguments or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+from agency.services.runtime.toolset import call_arguments
 
 
 def _attachments(args: dict[str, Any], prop: str = "attachments") -> tuple[str, ...] | str:
@@ -99,7 +91,7 @@ def subagent_call(
         return _terminate(state, run, call)
     env = agent_env(blueprint)
     types = subagent_types(blueprint.config, env)
-    args = _args(call)
+    args = call_arguments(call)
     creating = call.name == CREATE_TOOL
     kind = args.get("subagentType")
     timeout = args.get("timeoutMs")
@@ -188,7 +180,7 @@ def subagent_call(
 def _message(
     state: ThreadState, run: RunView, call: ToolCall, blueprint: BlueprintSpec
 ) -> tuple[AnyEvent, ...]:
-    args = _args(call)
+    args = call_arguments(call)
     reference, text = args.get("reference"), args.get("message")
     attachments = _attachments(args)
     if isinstance(attachments, str):
@@ -228,7 +220,7 @@ def _message(
 def _terminate(state: ThreadState, run: RunView, call: ToolCall) -> tuple[AnyEvent, ...]:
     """`subagent_terminate`: a resumable child, by reference or name, is shut down (the
     coordinator has its runtime terminate it); the call is answered at once."""
-    args = _args(call)
+    args = call_arguments(call)
     reference, name, reason = args.get("reference"), args.get("name"), args.get("reason", "")
     resumable = [c for c in state.children if c.resumable]
     child = next(
@@ -263,7 +255,7 @@ def agent_call(
     state: ThreadState, run: RunView, call: ToolCall, tool: AgentTool
 ) -> tuple[AnyEvent, ...]:
     """An exposed agent: a handoff on this thread, or a dual-AI session in a child."""
-    args = _args(call)
+    args = call_arguments(call)
     # The target's initUserMessageProperty / initAttachmentsProperty (`message`,
     # `attachments` unless it names others).
     text = args.get(tool.message_property, "")
