@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.common import add_data_dir, running_endpoints
+from agency.services.cli.common import add_data_dir, error_message, running_endpoints
 
 if TYPE_CHECKING:
     import httpx
@@ -68,11 +68,7 @@ async def _admin(
     async with httpx.AsyncClient(base_url=endpoints.api_url, timeout=30) as client:
         response = await client.request(method, path, json=body, headers=headers)
     if response.status_code >= 400:
-        try:
-            message = response.json().get("error", response.text)
-        except ValueError:
-            message = response.text
-        raise AdminError(f"{method} {path}: {response.status_code} {message}")
+        raise AdminError(f"{method} {path}: {response.status_code} {error_message(response)}")
     return response
 
 
