@@ -1,19 +1,26 @@
 """What a code agent's `ctx` (`services.agents.AgentContext`) is alike in the runtime and
-in a sandboxed worker: its logger, and whether its run was aborted."""
+in a sandboxed worker: what it is told of its run, its logger, and whether the run was
+aborted."""
 
 from __future__ import annotations
 
 import abc
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
+from agency.contracts.events import ChatMessage
 
+
+@dataclass
 class RunContextBasics(abc.ABC):
-    """The logger and abort flag of `ctx`, given its ids and its `abort_signal`."""
+    """What `ctx` is told of its run, and its logger and abort flag (`abort_signal`)."""
 
     thread_id: str
     run_id: str
     agent_type: str
+    settings: Any
+    conversation: tuple[ChatMessage, ...]
 
     @property
     def log(self) -> Any:

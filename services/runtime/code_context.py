@@ -187,11 +187,6 @@ class Ai(StreamingAi):
 class CodeRunContext(RunContextBasics):
     """`ctx` of `CodeAgent.on_message` in the runtime (`services.agents.AgentContext`)."""
 
-    thread_id: str
-    run_id: str
-    agent_type: str
-    settings: Any
-    conversation: tuple[ChatMessage, ...]
     ai: Ai
     tools: Tools
     reply: Reply

@@ -162,11 +162,6 @@ class Ai(StreamingAi):
 class WorkerAgentContext(RunContextBasics):
     """`ctx` of `CodeAgent.on_message` in the worker (`services.agents.AgentContext`)."""
 
-    thread_id: str
-    run_id: str
-    agent_type: str
-    settings: Any
-    conversation: tuple[ChatMessage, ...]
     ai: Ai
     tools: Tools
     reply: Reply
