@@ -24,7 +24,7 @@ from agency.projections.keys import KeyView, list_keys
 from agency.services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, tenant_of
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.openapi import empty_response, error_response
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import read_your_write, send_and_read
 from agency.services.api.routes_commands import Body
 
 KeyId = Annotated[str, PathParameter(name="keyId", description="The key's id.")]
@@ -87,10 +87,7 @@ async def _issue(
     key, key_id, key_hash = mint_api_key()
     idempotency_key = new_id()
     command = IssueApiKey(key_id=key_id, key_hash=key_hash, name=name, replaces=replaces)
-    written = await read_your_write(
-        deps, tenant, "tenant", tenant, idempotency_key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=idempotency_key),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "tenant", tenant, command, idempotency_key)
     if written.event is None:
         deps.keys.note_pending(tenant, key_id, idempotency_key)
     elif replaces is not None:

@@ -35,7 +35,7 @@ from agency.services.api.auth import (
 )
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Accepted, Body
 from agency.services.api.workflow_body import WorkflowDocument, as_document
 from agency.services.api.workflow_ops import (
@@ -359,10 +359,7 @@ async def add_schedule(
         agent=data.agent, message=data.message,
     )  # fmt: skip
     # Answered once recorded (bounded), so a remove right after finds the schedule.
-    await read_your_write(
-        deps, tenant, "schedule", schedule, schedule,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=schedule),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "schedule", schedule, command, schedule)
     return ScheduleOut(id=schedule)
 
 

@@ -28,7 +28,7 @@ from agency.services.api.langgraph.scope import (
     assistants,
 )
 from agency.services.api.langgraph.wire import Assistant, Body
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 
 MAX_PAGE = 1000
 
@@ -95,12 +95,8 @@ async def _blueprints(
 
 
 async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec) -> Assistant:
-    key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
-    await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "agency", agency_id, command)
     return await assistant_named(deps, tenant, agency_id, spec.name)
 
 
@@ -199,12 +195,8 @@ async def delete_assistant(
             )
         await assistant_named(deps, tenant, agency_id, assistant_id)  # 404 naming it
         raise AssertionError
-    key = new_id()
     command = DeleteBlueprint(agency_id=agency_id, name=assistant_id)
-    await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "agency", agency_id, command)
 
 
 def _saved_now(events: list[Any], name: str) -> BlueprintSaved | None:

@@ -27,7 +27,7 @@ from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 from agency.services.api.workflow_ops import ensure_global_member, find_schedule, read_state
 
 MAX_PAGE = 1000
@@ -165,11 +165,7 @@ async def _cron_named(deps: ApiDeps, tenant: str, agency_id: str, cron_id: str) 
 
 
 async def _set(deps: ApiDeps, tenant: str, command: SetSchedule) -> None:
-    key = new_id()
-    await read_your_write(
-        deps, tenant, "schedule", command.schedule_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "schedule", command.schedule_id, command)
 
 
 @post_ok("/runs/crons", summary="LangGraph: a cron of an assistant")
@@ -243,12 +239,8 @@ async def delete_cron(
     agency_id = await agency_for(deps, tenant, request)
     await _cron_named(deps, tenant, agency_id, cron_id)
     await find_schedule(deps, tenant, agency_id, cron_id)
-    key = new_id()
     command = RemoveSchedule(agency_id=agency_id, schedule_id=cron_id)
-    await read_your_write(
-        deps, tenant, "schedule", cron_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "schedule", cron_id, command)
 
 
 def _found(crons: list[Cron], data: CronSearch | CronCount) -> list[Cron]:

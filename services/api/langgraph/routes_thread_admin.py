@@ -32,7 +32,7 @@ from agency.services.api.langgraph.scope import (
     thread_id_of,
 )
 from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 from agency.services.api.routes_fork import send_fork
 from agency.services.common.fork import ForkError, plan_fork
 
@@ -95,10 +95,7 @@ async def update_thread(
         command = SetThreadMetadata(
             agency_id=view.created.agency_id, thread_id=view.thread_id, metadata=wanted
         )
-        await read_your_write(
-            deps, tenant, "thread", view.thread_id, key,
-            send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-        )  # fmt: skip
+        await send_and_read(deps, tenant, "thread", view.thread_id, command, key)
         view = await load_thread(deps, tenant, view.thread_id)
     if request.headers.get("prefer") == "return=minimal":
         return Response(None, status_code=204)
