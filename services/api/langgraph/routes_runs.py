@@ -16,8 +16,6 @@ from litestar.exceptions import ClientException, NotFoundException, ValidationEx
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from agency.contracts.commands import CancelRun
-from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
@@ -27,6 +25,7 @@ from agency.services.api.langgraph.inputs import (
     MULTITASK_OF,
 )
 from agency.services.api.langgraph.parts import stream_modes
+from agency.services.api.langgraph.routes_cancel_many import send_cancel
 from agency.services.api.langgraph.scope import (
     RunIdPath,
     ThreadIdPath,
@@ -331,14 +330,7 @@ async def cancel_run(
             status_code=409,
             detail=f"run {ref.id} is {status}: only the thread's active run can be canceled",
         )
-    assert view.created is not None
-    command = CancelRun(
-        agency_id=view.created.agency_id,
-        thread_id=view.thread_id,
-        reason="canceled by request",
-        run_id=ref.run_id,
-    )
-    await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
+    await send_cancel(deps, tenant, view, ref.run_id)
     if wait in ("1", "true"):
         await wait_for_end(
             deps,
