@@ -24,7 +24,7 @@ from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
-from agency.services.api.langgraph.inputs import invocation
+from agency.services.api.langgraph.inputs import invocation, refuse_options
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.api.readback import send_and_read
@@ -108,10 +108,7 @@ def _refuse_unmapped(data: CronCreate | CronUpdate) -> None:
         named.append("enabled=False (delete the cron instead)")
     if data.on_run_completed == "delete":
         named.append("on_run_completed='delete' (a cron runs in its assistant's thread)")
-    if named:
-        raise ValidationException(
-            f"not mapped onto Agency schedules: {', '.join(named)}; see docs/langgraph.md"
-        )
+    refuse_options(named, "schedules")
 
 
 def _schedule(cron: str) -> str:
