@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agency.contracts.events import AnyEvent, McpToolRef
+from agency.contracts.events import AnyEvent, McpToolRef, ToolRequested
 from agency.services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
@@ -67,6 +67,25 @@ class ToolContext:
     # Where the tools service runs the call: the workflow the calling thread belongs to,
     # for the built-in workflow context tools. None anywhere else.
     workflow: WorkflowTools | None = None
+
+    @classmethod
+    def of_request(
+        cls,
+        tenant_id: str,
+        agency_id: str | None,
+        thread_id: str,
+        request: ToolRequested,
+        workflow: WorkflowTools | None = None,
+    ) -> ToolContext:
+        """The context of the call `request` asks for in that tenant's thread."""
+        return cls(
+            tenant_id=tenant_id,
+            agency_id=agency_id or "",
+            thread_id=thread_id,
+            run_id=request.run_id,
+            call_id=request.call.id,
+            workflow=workflow,
+        )
 
 
 class WorkflowTools(Protocol):
