@@ -55,6 +55,15 @@ def _listed(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
+def _unknown(names: Iterable[str], known: frozenset[str], problem: str, kind: str) -> list[str]:
+    """`problem` with each of `names` (once) that is not `known`, listing the `kind` known."""
+    return [
+        f"{problem} {name!r} (the {kind} of this agent system: {_listed(known)})"
+        for name in dict.fromkeys(names)
+        if name not in known
+    ]
+
+
 def blueprint_problems(system: ToolCatalogue, blueprint: BlueprintSpec, at: str = "") -> list[str]:
     """Each tag, hook and `hitl.tools` name of `blueprint` that `system` does not know, in
     a sentence naming the field (under `at`, e.g. `agents.reviewer.`) and listing what
@@ -65,21 +74,11 @@ def blueprint_problems(system: ToolCatalogue, blueprint: BlueprintSpec, at: str 
 def naming_problems(system: ToolCatalogue, blueprint: BlueprintSpec, at: str = "") -> list[str]:
     """`blueprint_problems` but for `hitl.tools` names: unknown tags and hooks, and
     `hitl.tools` given in a system without the hitl middleware."""
-    problems: list[str] = []
-    tags = system.tags
-    for tag in dict.fromkeys(blueprint.tags):
-        if tag not in tags:
-            problems.append(
-                f"field '{at}tags': unknown tag {tag!r} (the tags of this agent system: "
-                f"{_listed(tags)})"
-            )
     middleware = system.middleware_names
-    for hook in dict.fromkeys(blueprint.hooks):
-        if hook not in middleware:
-            problems.append(
-                f"field '{at}hooks': no middleware {hook!r} (the middleware of this agent "
-                f"system: {_listed(middleware)})"
-            )
+    problems = [
+        *_unknown(blueprint.tags, system.tags, f"field '{at}tags': unknown tag", "tags"),
+        *_unknown(blueprint.hooks, middleware, f"field '{at}hooks': no middleware", "middleware"),
+    ]
     guarded = blueprint.config.hitl.tools if blueprint.config.hitl else ()
     if guarded and HITL_MIDDLEWARE not in middleware:
         problems.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agency.contracts.events import ChatMessage
@@ -14,10 +15,27 @@ from agency.contracts.events import ChatMessage
 MessageLike = ChatMessage | Mapping[str, Any]
 
 
-class StreamingAi(abc.ABC):
-    """`ctx.ai` of a code agent: model calls, each recorded as the thread's events."""
+OnDelta = Callable[[str], Awaitable[None]]
 
-    @abc.abstractmethod
+
+@dataclass(frozen=True, slots=True)
+class ModelAsk:
+    """What one `complete` asks of the model, as its caller gave it."""
+
+    prompt: str | None
+    messages: Sequence[MessageLike] | None
+    system: str | None
+    model: str | None
+    tools: bool | Sequence[str]
+
+
+class StreamingAi(abc.ABC):
+    """`ctx.ai` of a code agent: model calls, each recorded as the thread's events.
+    `calls` counts them; each context makes a call its own way (`_complete`)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
     async def complete(
         self,
         prompt: str | None = None,
@@ -26,9 +44,18 @@ class StreamingAi(abc.ABC):
         system: str | None = None,
         model: str | None = None,
         tools: bool | Sequence[str] = False,
-        on_delta: Callable[[str], Awaitable[None]] | None = None,
+        on_delta: OnDelta | None = None,
     ) -> ChatMessage:
-        """One model call; the whole answer."""
+        """One model call; the whole answer (text and any tool calls the model made).
+        `prompt` alone is one user message; neither it nor `messages`: the conversation
+        and the incoming message. `tools=True` offers every tool of `ctx.tools`, a list
+        the ones named."""
+        self.calls += 1
+        return await self._complete(ModelAsk(prompt, messages, system, model, tools), on_delta)
+
+    @abc.abstractmethod
+    async def _complete(self, ask: ModelAsk, on_delta: OnDelta | None) -> ChatMessage:
+        """Model call number `calls`; its text handed to `on_delta` as it arrives."""
 
     async def generate(self, prompt: str | None = None, **options: Any) -> str:
         """The text of one model call (see `complete`)."""

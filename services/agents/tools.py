@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agency.contracts.events import AnyEvent, McpToolRef
+from agency.contracts.events import AnyEvent, McpToolRef, ToolRequested
 from agency.services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
@@ -26,6 +26,12 @@ if TYPE_CHECKING:
 
 JsonSchema = Mapping[str, Any]
 EMPTY_PARAMETERS: JsonSchema = {"type": "object", "properties": {}}
+
+
+def object_schema(required: Sequence[str] = (), /, **properties: Any) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments, as the model is told: an object of
+    `properties`, of which those `required` must be given."""
+    return {"type": "object", "properties": properties, "required": list(required)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,25 @@ class ToolContext:
     # Where the tools service runs the call: the workflow the calling thread belongs to,
     # for the built-in workflow context tools. None anywhere else.
     workflow: WorkflowTools | None = None
+
+    @classmethod
+    def of_request(
+        cls,
+        tenant_id: str,
+        agency_id: str | None,
+        thread_id: str,
+        request: ToolRequested,
+        workflow: WorkflowTools | None = None,
+    ) -> ToolContext:
+        """The context of the call `request` asks for in that tenant's thread."""
+        return cls(
+            tenant_id=tenant_id,
+            agency_id=agency_id or "",
+            thread_id=thread_id,
+            run_id=request.run_id,
+            call_id=request.call.id,
+            workflow=workflow,
+        )
 
 
 class WorkflowTools(Protocol):
@@ -164,57 +189,47 @@ StateToolFn = Callable[[dict[str, Any], "ThreadView", str], StateToolOutcome]
 
 
 @dataclass(frozen=True, slots=True)
-class StateTool:
+class SpecTool:
+    """A tool the runtime or a coordinator runs, named by its spec."""
+
+    spec: ToolSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True, slots=True)
+class StateTool(SpecTool):
     """A tool over the thread's own state, run by the runtime: `fn(args, thread, run_id)`,
     `thread` the read-only `ThreadView`; it returns its output and the events it adds."""
 
-    spec: ToolSpec
     fn: StateToolFn
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
 
 @dataclass(frozen=True, slots=True)
-class SubagentTool:
+class SubagentTool(SpecTool):
     """A tool whose call spawns a child thread; the subagent coordinator runs it."""
 
-    spec: ToolSpec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
 
 @dataclass(frozen=True, slots=True)
-class AgentTool:
+class AgentTool(SpecTool):
     """Another blueprint exposed as a tool: a handoff to it on this thread (ai_human) or a
     dual-AI session of it in a child thread (dual_ai)."""
 
-    spec: ToolSpec
     target: str
     handoff: bool
     message_property: str = "message"
     attachments_property: str = "attachments"
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
 
 
 SessionAction = Literal["stop", "fail", "status", "end_turn"]
 
 
 @dataclass(frozen=True, slots=True)
-class SessionTool:
+class SessionTool(SpecTool):
     """A dual-AI lifecycle tool of the side holding the floor."""
 
-    spec: ToolSpec
     action: SessionAction
     message_property: str = "message"
     attachments_property: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.spec.name

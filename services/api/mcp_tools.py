@@ -102,37 +102,30 @@ class InvalidArguments(Exception):
     """A tool's arguments are not what its schema says: the message says what is wrong."""
 
 
+@dataclass(eq=False)
 class Operations:
     """The tools' work for one caller: `client` calls the API as that caller."""
 
-    def __init__(
-        self,
-        client: AsyncAgencyClient,
-        deps: ApiDeps,
-        tenant: str,
-        stop: asyncio.Event,
-        progress: Progress | None = None,
-    ) -> None:
-        self._client = client
-        self._deps = deps
-        self._tenant = tenant
-        self._stop = stop
-        self._progress = progress
+    client: AsyncAgencyClient
+    deps: ApiDeps
+    tenant: str
+    stop: asyncio.Event
+    progress: Progress | None = None
 
     async def list_agencies(self, _: NoInput) -> Agencies:
-        return Agencies(agencies=await self._client.list_agencies())
+        return Agencies(agencies=await self.client.list_agencies())
 
     async def list_blueprints(self, args: AgencyInput) -> Blueprints:
-        return Blueprints(blueprints=await self._client.list_blueprints(args.agency_id))
+        return Blueprints(blueprints=await self.client.list_blueprints(args.agency_id))
 
     async def create_thread(self, args: CreateThreadInput) -> ThreadOut:
-        return await self._client.create_thread(args.agency_id, args.agent_type, args.metadata)
+        return await self.client.create_thread(args.agency_id, args.agent_type, args.metadata)
 
     async def get_state(self, args: ThreadInput) -> queries.ThreadStateView:
-        return await self._client.state(args.agency_id, args.thread_id)
+        return await self.client.state(args.agency_id, args.thread_id)
 
     async def invoke_and_wait(self, args: InvokeInput) -> RunOutcome:
-        accepted = await self._client.invoke(
+        accepted = await self.client.invoke(
             args.agency_id,
             args.thread_id,
             args.message,
@@ -144,32 +137,32 @@ class Operations:
     async def approve(self, args: ApproveInput) -> RunOutcome:
         # Only an approval asked for after this point answers the wait: the one being
         # decided is already in the log.
-        since = await log_position(self._deps, self._tenant, _token("threadId", args.thread_id))
-        answer = await self._client.approve(
+        since = await log_position(self.deps, self.tenant, _token("threadId", args.thread_id))
+        answer = await self.client.approve(
             args.agency_id, args.thread_id, args.approved, reason=args.reason, run_id=args.run_id
         )
         return await self._wait(args.thread_id, answer.run_id, args.wait_seconds, since)
 
     async def cancel(self, args: CancelInput) -> RunOutcome:
-        since = await log_position(self._deps, self._tenant, _token("threadId", args.thread_id))
-        answer = await self._client.cancel(
+        since = await log_position(self.deps, self.tenant, _token("threadId", args.thread_id))
+        answer = await self.client.cancel(
             args.agency_id, args.thread_id, args.reason, run_id=args.run_id
         )
         return await self._wait(args.thread_id, answer.run_id, args.wait_seconds, since)
 
     async def terminate(self, args: TerminateInput) -> TerminateAccepted:
-        return await self._client.terminate(args.agency_id, args.thread_id, args.reason)
+        return await self.client.terminate(args.agency_id, args.thread_id, args.reason)
 
     async def _wait(self, thread_id: str, run_id: str, timeout: float, since: int) -> RunOutcome:
         return await wait_for_outcome(
-            self._deps,
-            self._tenant,
+            self.deps,
+            self.tenant,
             thread_id,
             run_id,
             timeout,
             since=since,
-            stop=self._stop,
-            progress=self._progress,
+            stop=self.stop,
+            progress=self.progress,
         )
 
 

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from agency.contracts.commands import SaveBlueprint
+from agency.contracts.commands import AnyCommand, SaveBlueprint
 from agency.contracts.events import BlueprintSaved, BlueprintSpec
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import Aggregate
@@ -81,6 +81,27 @@ async def read_your_write(
     return Written(event, readable, log)
 
 
+async def send_and_read(
+    deps: ApiDeps,
+    tenant: str,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    command: AnyCommand,
+    key: str | None = None,
+    *,
+    from_end: bool = False,
+) -> Written:
+    """Send `command` under the idempotency `key` (a fresh one without it) once its
+    aggregate is watched, and read back what it wrote (`read_your_write`; `from_end`: the
+    wait starts at the aggregate's end, for one with a long history)."""
+    key = key or new_id()
+    return await read_your_write(
+        deps, tenant, aggregate, aggregate_id, key,
+        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
+        from_end=from_end,
+    )  # fmt: skip
+
+
 async def caught_up(deps: ApiDeps, tenant: str, thread_id: str) -> bool:
     """Wait for every read model to have applied the thread's log as far as it goes now
     (within `read_lag_timeout`), so a read of the thread shows what its stream has shown or
@@ -100,13 +121,8 @@ async def send_blueprint(
     """Send `blueprints.save` and wait (as `read_your_write` does) for what it wrote:
     whether the read models show it yet, and the revision it was saved as (None if the
     save was not seen in time)."""
-    key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=blueprint)
-    written = await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-        from_end=True,
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "agency", agency_id, command, from_end=True)
     event = written.event
     saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
     return written.readable, saved.revision if saved else None

@@ -51,7 +51,7 @@ from agency.services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, 
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
 from agency.services.api.openapi import error_response
-from agency.services.api.readback import read_your_write, send_blueprint
+from agency.services.api.readback import send_and_read, send_blueprint
 from agency.services.api.runstatus import Feed, Seen, taken_up, wait_for_status
 from agency.services.api.text import refuse_nul
 from agency.services.api.thread_create import create_root_thread
@@ -152,10 +152,7 @@ async def create_tenant(
     key, key_id, key_hash = mint_api_key()
     command = CreateTenant(name=data.name, key_id=key_id, key_hash=key_hash)
     # The tenant's id is the command's key: answered once the key can be looked up.
-    written = await read_your_write(
-        deps, tenant, "tenant", tenant, tenant,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=tenant),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "tenant", tenant, command, tenant)
     body = TenantOut(tenant_id=tenant, api_key=key, name=data.name)
     return Response(body, status_code=201 if written.readable else 202)
 
@@ -165,12 +162,9 @@ async def create_agency(
     data: JSONBody[CreateAgencyBody], principal: Caller, deps: Deps
 ) -> Response[AgencyOut]:
     tenant = tenant_of(principal)
-    agency_id, key = new_id(), new_id()
+    agency_id = new_id()
     command = CreateAgency(agency_id=agency_id, name=data.name, metadata=data.metadata)
-    written = await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "agency", agency_id, command)
     created_at = written.event.envelope.ts if written.event else utc_now()
     body = AgencyOut(id=agency_id, name=data.name, metadata=data.metadata, created_at=created_at)
     return Response(body, status_code=201 if written.readable else 202)

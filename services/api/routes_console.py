@@ -256,18 +256,12 @@ def _side(events: tuple[ComparedEvent, ...]) -> list[SideEvent]:
 
 
 def _thread_report(t: ThreadComparison) -> ThreadReport:
-    d = t.divergence
-    return ThreadReport(
-        thread_id=t.thread_id,
-        parent_id=t.parent_id,
-        depth=t.depth,
-        same=t.same,
-        compared=t.compared,
-        divergence=Divergence(index=d.index, differences=list(d.differences)) if d else None,
-        note=t.note,
-        error=t.error,
-        recorded=_side(t.recorded),
-        reexecuted=_side(t.reexecuted),
+    """`t` as the console shows it: the comparison's own fields, and each side's events
+    summarised (`_side`)."""
+    fields = msgspec.structs.replace(t, recorded=(), reexecuted=())
+    report = msgspec.convert(fields, ThreadReport, from_attributes=True)
+    return msgspec.structs.replace(
+        report, recorded=_side(t.recorded), reexecuted=_side(t.reexecuted)
     )
 
 

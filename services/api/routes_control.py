@@ -117,9 +117,8 @@ async def approve(
         reason=data.reason,
         run_id=run.run_id,
     )
-    key = data.idempotency_key or _header_key(idempotency_header)
-    await deps.bus.commands.send(
-        tenant, command, idempotency_key=_bus_key(thread_id, "approve", key)
+    await _send(
+        deps, tenant, "approve", command, data.idempotency_key or _header_key(idempotency_header)
     )
     return RunCommandAccepted(run_id=run.run_id)
 
@@ -145,9 +144,8 @@ async def cancel(
     command = CancelRun(
         agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run.run_id
     )
-    key = data.idempotency_key or _header_key(idempotency_header)
-    await deps.bus.commands.send(
-        tenant, command, idempotency_key=_bus_key(thread_id, "cancel", key)
+    await _send(
+        deps, tenant, "cancel", command, data.idempotency_key or _header_key(idempotency_header)
     )
     return RunCommandAccepted(run_id=run.run_id)
 
@@ -174,9 +172,8 @@ async def terminate(
         return TerminateAccepted(thread_id=thread_id, status="terminated")
     data = data or TerminateBody()
     command = TerminateThread(agency_id=agency_id, thread_id=thread_id, reason=data.reason)
-    key = data.idempotency_key or _header_key(idempotency_header)
-    await deps.bus.commands.send(
-        tenant, command, idempotency_key=_bus_key(thread_id, "terminate", key)
+    await _send(
+        deps, tenant, "terminate", command, data.idempotency_key or _header_key(idempotency_header)
     )
     return TerminateAccepted(thread_id=thread_id, status="terminating")
 
@@ -219,6 +216,14 @@ def _bound_run(state: ThreadState, thread_id: str, run_id: str | None) -> RunVie
     return named
 
 
-def _bus_key(thread_id: str, verb: str, key: str | None) -> str:
-    """The command's key on the bus: the broker dedupes per tenant, so the thread is in it."""
-    return f"{thread_id}:{verb}:{key}" if key else new_id()
+async def _send(
+    deps: ApiDeps,
+    tenant: str,
+    verb: str,
+    command: ApproveToolCalls | CancelRun | TerminateThread,
+    key: str | None,
+) -> None:
+    """Sends `command` keyed on the bus by its thread, `verb` and the request's idempotency
+    `key` (the broker dedupes per tenant, so the thread is in it); no key, a fresh one."""
+    bus_key = f"{command.thread_id}:{verb}:{key}" if key else new_id()
+    await deps.bus.commands.send(tenant, command, idempotency_key=bus_key)

@@ -29,8 +29,9 @@ from agency.services.api.auth import (
     tenant_of,
     thread_created,
 )
+from agency.services.api.deps import ApiDeps
 from agency.services.api.logwait import watch_log
-from agency.services.threads.fork import ForkError, plan_fork
+from agency.services.threads.fork import ForkError, ForkPlan, plan_fork
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
@@ -90,16 +91,7 @@ async def fork(
         agency_id=agency_id, thread_id=thread_id, at_seq=data.at_seq,
         fork_thread_id=fork_id, agent_type=data.agent_type,
     )  # fmt: skip
-    expected = plan.events_of(fork_id)
-
-    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", fork_id) as log:
-        # Sent once the copy is watched (see `watch_log`).
-        await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
-
-        def written(_: object) -> bool | None:
-            return True if log.position is not None and log.position.seq >= expected else None
-
-        done = await log.until(written, deps.settings.read_your_writes_timeout) is not None
+    done = await send_fork(deps, tenant, command, plan)
     result = plan.result
     body = ForkOut(
         thread_id=result.thread_id,
@@ -109,6 +101,20 @@ async def fork(
         canceled_runs=[run for runs in result.canceled_runs.values() for run in runs],
     )
     return Response(body, status_code=201 if done else 202)
+
+
+async def send_fork(deps: ApiDeps, tenant: str, command: ForkThread, plan: ForkPlan) -> bool:
+    """Sends `command` once the copy's log is watched (see `watch_log`); whether the copy
+    was all written within the read-your-writes wait."""
+    fork_id = command.fork_thread_id
+    expected = plan.events_of(fork_id)
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", fork_id) as log:
+        await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
+
+        def written(_: object) -> bool | None:
+            return True if log.position is not None and log.position.seq >= expected else None
+
+        return await log.until(written, deps.settings.read_your_writes_timeout) is not None
 
 
 FORK_ROUTES = [fork]

@@ -25,7 +25,7 @@ from agency.projections.keys import KeyView, list_keys
 from agency.services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, tenant_of
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.openapi import empty_response, error_response
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import read_your_write, send_and_read
 from agency.services.api.routes_commands import Body
 
 KeyId = Annotated[str, PathParameter(name="keyId", description="The key's id.")]
@@ -88,10 +88,7 @@ async def _issue(
     key, key_id, key_hash = mint_api_key()
     idempotency_key = new_id()
     command = IssueApiKey(key_id=key_id, key_hash=key_hash, name=name, replaces=replaces)
-    written = await read_your_write(
-        deps, tenant, "tenant", tenant, idempotency_key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=idempotency_key),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "tenant", tenant, command, idempotency_key)
     if written.event is None:
         deps.keys.note_pending(tenant, key_id, idempotency_key)
     elif replaces is not None:
@@ -259,17 +256,7 @@ async def issue_nats_credentials(tenant_id: TenantId, deps: Deps) -> NatsCredent
             "tenant a user with the permissions docs/nats.md lists",
         )
     issued = await deps.nats_credentials.issue(tenant)
-    c = issued.credentials
-    return NatsCredentialsOut(
-        tenant_id=c.tenant_id,
-        servers=issued.servers,
-        user=c.user,
-        password=c.password,
-        inbox_prefix=c.inbox_prefix,
-        commands=c.commands,
-        events=c.events,
-        js_api_prefix=c.js_api_prefix,
-    )
+    return NatsCredentialsOut(servers=issued.servers, **msgspec.structs.asdict(issued.credentials))
 
 
 KEY_ROUTES = [

@@ -18,10 +18,9 @@ from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
 from agency.contracts.http import Out
-from agency.contracts.ids import new_id
 from agency.services.api.auth import ADMIN_OPT, Caller, Deps, path_id, tenant_of
 from agency.services.api.deps import ApiDeps
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Body
 from agency.services.llm.tenant_models import (
     TenantModels,
@@ -95,12 +94,8 @@ async def _set(deps: ApiDeps, tenant: str, name: str, data: ProviderBody) -> Res
         raise ValidationException("field 'apiKey': give the key, a baseUrl, or both")
     if data.base_url and (problem := base_url_problem(data.base_url)):
         raise ValidationException(f"field 'baseUrl': {problem}")
-    key = new_id()
     command = SetTenantProvider(name=name, sealed=seal_own(data.api_key, data.base_url))
-    written = await read_your_write(
-        deps, tenant, "tenant", tenant, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "tenant", tenant, command)
     body = ProviderOut(name=name, has_key=bool(data.api_key), base_url_set=bool(data.base_url))
     return Response(body, status_code=200 if written.event is not None else 202)
 
@@ -109,13 +104,7 @@ async def _remove(deps: ApiDeps, tenant: str, name: str) -> Response[None]:
     name = _known(deps, name)
     if name not in (await _models(deps, tenant)).sealed:
         return Response(None, status_code=204)
-    key = new_id()
-    written = await read_your_write(
-        deps, tenant, "tenant", tenant, key,
-        send=lambda: deps.bus.commands.send(
-            tenant, RemoveTenantProvider(name=name), idempotency_key=key
-        ),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "tenant", tenant, RemoveTenantProvider(name=name))
     return Response(None, status_code=204 if written.event is not None else 202)
 
 
@@ -178,12 +167,8 @@ async def set_model_policy(
 ) -> Response[ProvidersOut]:
     tenant = path_id("tenant id", tenant_id)
     await _models(deps, tenant)
-    key = new_id()
     command = SetTenantModelPolicy(operator_fallback=data.operator_fallback)
-    written = await read_your_write(
-        deps, tenant, "tenant", tenant, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "tenant", tenant, command)
     status = 200 if written.event is not None else 202
     return Response(_out(await _models(deps, tenant)), status_code=status)
 

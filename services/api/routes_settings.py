@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
 from litestar import Response, get, put
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
@@ -78,17 +79,7 @@ def settings_out(name: str, view: SettingsView, revision: int | None = None) -> 
     return AgentSettingsOut(
         agent_type=name,
         settings_schema=view.schema,
-        fields=[
-            SettingsFieldOut(
-                name=f.name,
-                type=f.type,
-                required=f.required,
-                default=f.default,
-                value=f.value,
-                overridden=f.overridden,
-            )
-            for f in view.fields
-        ],
+        fields=msgspec.convert(view.fields, list[SettingsFieldOut], from_attributes=True),
         registered=view.registered,
         overrides=view.overrides,
         settings=view.settings,

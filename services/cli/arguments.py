@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import httpx
+
     from agency.infra.endpoints import Endpoints
     from agency.services.agents.system import AgentSystem
 
@@ -61,3 +63,26 @@ def agent_system(args: argparse.Namespace) -> AgentSystem:
             system.add_agent(blueprint)
         system.check()
     return system
+
+
+def add_replay_options(parser: argparse.ArgumentParser, deltas: str, re_execute: str) -> None:
+    """`--deltas`, `--json` and `--re-execute` of a replay, with what each shows or does."""
+    parser.add_argument("--deltas", action="store_true", help=deltas)
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--re-execute", action="store_true", help=re_execute)
+
+
+def error_message(response: httpx.Response) -> str:
+    """What an API error answer says: its `error`, or else its body."""
+    try:
+        return str(response.json().get("error", response.text))
+    except ValueError:
+        return response.text
+
+
+def print_urls(nats_url: str, database_url: str) -> None:
+    """The running system's NATS and PostgreSQL, as `up` and `infra up` show them."""
+    from agency.infra.nats_auth import without_credentials
+
+    print(f"nats:     {without_credentials(nats_url)}", flush=True)
+    print(f"postgres: {without_credentials(database_url)}", flush=True)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+
     from agency.infra.jetstream.connection import Bus
     from agency.infra.jetstream.dlq_admin import LetterInfo
 
@@ -38,6 +41,7 @@ def register(groups: Any) -> None:
 
 
 def _bus(args: argparse.Namespace) -> Bus:
+
     from agency.infra.jetstream.connection import Bus
 
     return Bus(running_endpoints(args).nats_url, name="agency-dlq")
@@ -103,30 +107,34 @@ async def dlq_show(args: argparse.Namespace) -> int:
 async def dlq_replay(args: argparse.Namespace) -> int:
     from agency.infra.jetstream import dlq_admin
 
-    failed = 0
-    async with _bus(args) as bus:
-        for seq in args.seq:
-            try:
-                command_seq = await dlq_admin.replay(bus.js, seq)
-            except dlq_admin.DeadLetterError as e:
-                print(f"agency: {e}", file=sys.stderr)
-                failed += 1
-                continue
-            print(f"replayed {seq} as command {command_seq}")
-    return 1 if failed else 0
+    async def replay(js: JetStreamContext, seq: int) -> str:
+        return f"replayed {seq} as command {await dlq_admin.replay(js, seq)}"
+
+    return await _each_letter(args, replay)
 
 
 async def dlq_drop(args: argparse.Namespace) -> int:
+    from agency.infra.jetstream import dlq_admin
+
+    async def drop(js: JetStreamContext, seq: int) -> str:
+        await dlq_admin.drop(js, seq)
+        return f"dropped {seq}"
+
+    return await _each_letter(args, drop)
+
+
+async def _each_letter(
+    args: argparse.Namespace, act: Callable[[JetStreamContext, int], Awaitable[str]]
+) -> int:
+    """`act` on each dead letter `args.seq` names, saying what it did; 1 if any failed."""
     from agency.infra.jetstream import dlq_admin
 
     failed = 0
     async with _bus(args) as bus:
         for seq in args.seq:
             try:
-                await dlq_admin.drop(bus.js, seq)
+                print(await act(bus.js, seq))
             except dlq_admin.DeadLetterError as e:
                 print(f"agency: {e}", file=sys.stderr)
                 failed += 1
-                continue
-            print(f"dropped {seq}")
     return 1 if failed else 0

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from agency.services.cli.arguments import add_data_dir, data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, data_dir, print_urls, running_endpoints
 
 
 def register(groups: Any) -> None:
@@ -25,7 +25,6 @@ def register(groups: Any) -> None:
 
 async def infra_up(args: argparse.Namespace) -> int:
     from agency.infra.endpoints import Endpoints, remove_endpoints, write_endpoints
-    from agency.infra.nats_auth import without_credentials
     from agency.infra.settings import InfraSettings
     from agency.infra.system import Infrastructure
     from agency.services.cli.signals import stop_on_signals
@@ -41,8 +40,7 @@ async def infra_up(args: argparse.Namespace) -> int:
         )
         path = write_endpoints(directory, endpoints)
         try:
-            print(f"nats:     {without_credentials(urls.nats_url)}", flush=True)
-            print(f"postgres: {without_credentials(urls.database_url)}", flush=True)
+            print_urls(urls.nats_url, urls.database_url)
             print(f"endpoints: {path}", flush=True)
             print("ready; Ctrl-C to stop", flush=True)
             await stop.wait()

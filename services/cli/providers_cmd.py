@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from agency.services.cli.arguments import add_data_dir
-from agency.services.cli.tenants_cmd import admin_request
+from agency.services.cli.tenants_cmd import admin_command
 
 
 def register(groups: Any) -> None:
@@ -42,21 +42,18 @@ def register(groups: Any) -> None:
         add_data_dir(parser)
 
 
-def _show(body: dict[str, Any]) -> None:
+def _shown(body: dict[str, Any]) -> str:
     fallback = "on" if body.get("operatorFallback") else "off"
-    print(f"operator fallback: {fallback}")
+    lines = [f"operator fallback: {fallback}"]
     for p in body.get("providers", []):
         key = "key set" if p["hasKey"] else "no key"
         url = ", own base URL" if p["baseUrlSet"] else ""
-        print(f"{p['name']:<12} {key}{url}")
+        lines.append(f"{p['name']:<12} {key}{url}")
+    return "\n".join(lines)
 
 
 async def providers_ls(args: argparse.Namespace) -> int:
-    body = await admin_request(args, "GET", f"/tenants/{args.tenant}/providers")
-    if body is None:
-        return 1
-    _show(body)
-    return 0
+    return await admin_command(args, "GET", f"/tenants/{args.tenant}/providers", _shown)
 
 
 def _key(args: argparse.Namespace) -> str | None:
@@ -82,26 +79,22 @@ async def providers_set(args: argparse.Namespace) -> int:
     if key is None:
         return 2
     body = {"apiKey": key, "baseUrl": args.base_url}
-    said = await admin_request(args, "PUT", f"/tenants/{args.tenant}/providers/{args.name}", body)
-    if said is None:
-        return 1
-    url = " and base URL" if said.get("baseUrlSet") else ""
-    print(f"{args.name}: the tenant's own key{url} stored sealed; its runs use them")
-    return 0
+    path = f"/tenants/{args.tenant}/providers/{args.name}"
+
+    def stored(said: Any) -> str:
+        url = " and base URL" if said.get("baseUrlSet") else ""
+        return f"{args.name}: the tenant's own key{url} stored sealed; its runs use them"
+
+    return await admin_command(args, "PUT", path, stored, body)
 
 
 async def providers_rm(args: argparse.Namespace) -> int:
-    said = await admin_request(args, "DELETE", f"/tenants/{args.tenant}/providers/{args.name}")
-    if said is None:
-        return 1
-    print(f"{args.name}: the tenant's own settings removed")
-    return 0
+    path = f"/tenants/{args.tenant}/providers/{args.name}"
+    return await admin_command(
+        args, "DELETE", path, lambda _: f"{args.name}: the tenant's own settings removed"
+    )
 
 
 async def providers_policy(args: argparse.Namespace) -> int:
     body = {"operatorFallback": args.operator_fallback == "on"}
-    said = await admin_request(args, "PUT", f"/tenants/{args.tenant}/model-policy", body)
-    if said is None:
-        return 1
-    _show(said)
-    return 0
+    return await admin_command(args, "PUT", f"/tenants/{args.tenant}/model-policy", _shown, body)

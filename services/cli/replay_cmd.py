@@ -12,7 +12,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.arguments import add_app, add_data_dir, running_endpoints
+from agency.services.cli.arguments import (
+    add_app,
+    add_data_dir,
+    add_replay_options,
+    running_endpoints,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -52,15 +57,11 @@ def register(groups: Any) -> None:
         metavar="TYPE",
         help="only these event types (repeatable, comma-separated, patterns like 'tool.*')",
     )
-    replay.add_argument(
-        "--deltas", action="store_true", help="also show streamed model.delta events"
-    )
-    replay.add_argument("--json", action="store_true", help="one JSON object per line")
-    replay.add_argument(
-        "--re-execute",
-        action="store_true",
-        help="run the current runtime code over the recorded history (no model, tool or "
-        "person is called, nothing is written) and compare; exit status 1 if it diverges",
+    add_replay_options(
+        replay,
+        deltas="also show streamed model.delta events",
+        re_execute="run the current runtime code over the recorded history (no model, tool "
+        "or person is called, nothing is written) and compare; exit status 1 if it diverges",
     )
     add_app(replay)
     add_data_dir(replay)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,28 +109,20 @@ def _issuer(endpoints: Endpoints) -> CredentialIssuer | None:
     return CredentialIssuer(NatsAuth(Path(endpoints.nats_auth_dir)), endpoints.nats_url)
 
 
+@dataclass(eq=False)
 class _Api:
     """The API on its own; a restart keeps the port the first start got."""
 
-    def __init__(
-        self,
-        nats_url: str,
-        database_url: str,
-        system: AgentSystem,
-        admin_secret: str | None,
-        host: str,
-        port: int,
-    ) -> None:
-        self._nats_url = nats_url
-        self._database_url = database_url
-        self._system = system
-        self._admin_secret = admin_secret
-        self._host = host
-        self._port = port
-        self.issuer: CredentialIssuer | None = None
+    nats_url: str
+    database_url: str
+    system: AgentSystem
+    admin_secret: str | None
+    host: str
+    port: int
+    issuer: CredentialIssuer | None = None
 
     def _ready(self, url: str) -> None:
-        self._port = int(url.rsplit(":", 1)[1])
+        self.port = int(url.rsplit(":", 1)[1])
         print(f"api: {url}", flush=True)
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -145,24 +138,24 @@ class _Api:
         from agency.services.api.tenant_scope import scope_session
         from agency.services.llm.catalog import ProviderCatalog
 
-        pool = await create_pool(self._database_url, setup=scope_session)
+        pool = await create_pool(self.database_url, setup=scope_session)
         try:
             async with pool.acquire() as conn:
                 await migrate(conn)
             await prepare_read_models(pool)
-            async with Bus(self._nats_url, name="agency-api") as bus:
+            async with Bus(self.nats_url, name="agency-api") as bus:
                 deps = ApiDeps(
                     pool=pool,
                     bus=bus,
-                    system=self._system,
+                    system=self.system,
                     settings=ApiSettings(
-                        admin_secret=self._admin_secret,
+                        admin_secret=self.admin_secret,
                         cors=CorsSettings.from_env(),
                         trusted_proxies=TrustedProxies.from_env(),
                     ),
                     nats_credentials=self.issuer,
                     models=ProviderCatalog.from_env(),
                 )
-                await run_api(deps, self._host, self._port, stop, ready=self._ready)
+                await run_api(deps, self.host, self.port, stop, ready=self._ready)
         finally:
             await asyncio.wait_for(pool.close(), timeout=10)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.arguments import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, error_message, running_endpoints
 
 if TYPE_CHECKING:
     import httpx
@@ -67,11 +68,7 @@ async def _admin(
     async with httpx.AsyncClient(base_url=endpoints.api_url, timeout=30) as client:
         response = await client.request(method, path, json=body, headers=headers)
     if response.status_code >= 400:
-        try:
-            message = response.json().get("error", response.text)
-        except ValueError:
-            message = response.text
-        raise AdminError(f"{method} {path}: {response.status_code} {message}")
+        raise AdminError(f"{method} {path}: {response.status_code} {error_message(response)}")
     return response
 
 
@@ -84,20 +81,26 @@ async def admin_request(args: argparse.Namespace, method: str, path: str, body: 
     return response.json() if response.content else {}
 
 
-async def tenants_create(args: argparse.Namespace) -> int:
-    body = await admin_request(args, "POST", "/tenants", {"name": args.name})
-    if body is None:
+async def admin_command(
+    args: argparse.Namespace, method: str, path: str, said: Callable[[Any], str], body: Any = None
+) -> int:
+    """One admin request, its answer printed as `said` words it: 0, or 1 when it failed."""
+    answer = await admin_request(args, method, path, body)
+    if answer is None:
         return 1
-    print(f"tenant   {body['tenantId']}\napi key  {body['apiKey']}  (shown once)")
+    print(said(answer))
     return 0
+
+
+async def tenants_create(args: argparse.Namespace) -> int:
+    return await admin_command(
+        args, "POST", "/tenants", _issued("tenant", "tenantId"), {"name": args.name}
+    )
 
 
 async def tenants_credentials(args: argparse.Namespace) -> int:
-    body = await admin_request(args, "POST", f"/tenants/{args.tenant}/nats-credentials")
-    if body is None:
-        return 1
-    print(json.dumps(body, indent=2))
-    return 0
+    path = f"/tenants/{args.tenant}/nats-credentials"
+    return await admin_command(args, "POST", path, lambda body: json.dumps(body, indent=2))
 
 
 async def keys_ls(args: argparse.Namespace) -> int:
@@ -117,29 +120,28 @@ async def keys_ls(args: argparse.Namespace) -> int:
 
 
 async def keys_create(args: argparse.Namespace) -> int:
-    body = await admin_request(args, "POST", f"/tenants/{args.tenant}/keys", {"name": args.name})
-    if body is None:
-        return 1
-    print(f"key id   {body['keyId']}\napi key  {body['apiKey']}  (shown once)")
-    return 0
+    path = f"/tenants/{args.tenant}/keys"
+    return await admin_command(args, "POST", path, _issued("key id", "keyId"), {"name": args.name})
 
 
 async def keys_rotate(args: argparse.Namespace) -> int:
-    body = await admin_request(args, "POST", f"/tenants/{args.tenant}/keys/{args.key_id}/rotate")
-    if body is None:
-        return 1
-    print(
-        f"key id   {body['keyId']} (replaces {body['replaces']}, now revoked)\n"
-        f"api key  {body['apiKey']}  (shown once)"
-    )
-    return 0
+    path = f"/tenants/{args.tenant}/keys/{args.key_id}/rotate"
+    return await admin_command(args, "POST", path, _issued("key id", "keyId", replacing=True))
 
 
 async def keys_revoke(args: argparse.Namespace) -> int:
-    if await admin_request(args, "DELETE", f"/tenants/{args.tenant}/keys/{args.key_id}") is None:
-        return 1
-    print(f"revoked {args.key_id}")
-    return 0
+    path = f"/tenants/{args.tenant}/keys/{args.key_id}"
+    return await admin_command(args, "DELETE", path, lambda _: f"revoked {args.key_id}")
+
+
+def _issued(label: str, field: str, *, replacing: bool = False) -> Callable[[Any], str]:
+    """How an answer that issues an API key is shown: its id under `label`, the key once."""
+
+    def said(body: Any) -> str:
+        replaces = f" (replaces {body['replaces']}, now revoked)" if replacing else ""
+        return f"{label:<8} {body[field]}{replaces}\napi key  {body['apiKey']}  (shown once)"
+
+    return said
 
 
 def _short(value: str | None) -> str:

@@ -16,7 +16,13 @@ import sys
 from contextlib import AsyncExitStack
 from typing import Any
 
-from agency.services.cli.arguments import add_app, add_data_dir, agent_system, data_dir
+from agency.services.cli.arguments import (
+    add_app,
+    add_data_dir,
+    agent_system,
+    data_dir,
+    print_urls,
+)
 from agency.services.cli.up_processes import add_processes, in_processes, service_processes
 
 
@@ -42,7 +48,7 @@ async def agency_up(args: argparse.Namespace) -> int:
     from agency.infra.endpoints import Endpoints, remove_endpoints, write_endpoints
     from agency.infra.gc_tuning import tune_gc
     from agency.infra.jetstream.connection import Bus
-    from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer, without_credentials
+    from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer
     from agency.infra.sealing import use_key_of
     from agency.infra.settings import InfraSettings
     from agency.infra.system import Infrastructure
@@ -158,8 +164,7 @@ async def agency_up(args: argparse.Namespace) -> int:
                 print(f"api key:  {credentials.api_key}", flush=True)
                 served = ", ".join(sorted(models.configured)) or "fake (offline)"
                 print(f"models:   {served}", flush=True)
-                print(f"nats:     {without_credentials(urls.nats_url)}", flush=True)
-                print(f"postgres: {without_credentials(urls.database_url)}", flush=True)
+                print_urls(urls.nats_url, urls.database_url)
                 print("ready; try `agency demo`; Ctrl-C to stop", flush=True)
                 await stop.wait()
             finally:

@@ -27,10 +27,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+import msgspec
 import pydantic
 from openai.types.chat import ChatCompletion
 
 from agency.contracts.events.base import ChatMessage, ToolCall, Usage
+from agency.contracts.events.model import ModelCompleted
 from agency.contracts.ids import derived_id
 from agency.services.llm.chunks import StreamChunk, ToolCallDelta
 from agency.services.llm.errors import ModelResponseError, ModelStreamError
@@ -49,6 +51,11 @@ class ModelResponse:
     # What the model reasoned before answering (`reasoning_content` or `reasoning`): kept
     # apart from the answer's text and never sent back to the model.
     reasoning: str = ""
+
+
+def recorded_response(done: ModelCompleted) -> ModelResponse:
+    """The answer a `model.completed` event records, as the provider gave it."""
+    return msgspec.convert(done, ModelResponse, from_attributes=True)
 
 
 class CallerError(Exception):

@@ -43,6 +43,7 @@ from agency.services.llm.assembly import (
     ModelResponse,
     OnDelta,
     parse_completion,
+    recorded_response,
     snippet,
 )
 from agency.services.llm.chunks import StreamChunk
@@ -84,6 +85,7 @@ __all__ = [
     "OpenAIProvider",
     "Provider",
     "is_retryable_status",
+    "recorded_response",
     "split_model",
 ]
 

@@ -21,7 +21,7 @@ import asyncio
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import msgspec
@@ -58,23 +58,17 @@ class _Listing:
     ok: bool
 
 
+@dataclass(eq=False)
 class McpCatalog:
     """The tools of MCP servers, cached per server configuration."""
 
-    def __init__(
-        self,
-        sessions: McpSessions,
-        *,
-        ttl: float = DEFAULT_TTL,
-        list_timeout: float = DEFAULT_LIST_TIMEOUT,
-        retry_after: float = DEFAULT_RETRY_AFTER,
-    ) -> None:
-        self.sessions = sessions
-        self._ttl = ttl
-        self._list_timeout = list_timeout
-        self._retry_after = retry_after
-        self._listings: dict[bytes, _Listing] = {}
-        self._locks: dict[bytes, asyncio.Lock] = {}
+    sessions: McpSessions
+    _: KW_ONLY
+    ttl: float = DEFAULT_TTL
+    list_timeout: float = DEFAULT_LIST_TIMEOUT
+    retry_after: float = DEFAULT_RETRY_AFTER
+    _listings: dict[bytes, _Listing] = field(default_factory=dict, init=False)
+    _locks: dict[bytes, asyncio.Lock] = field(default_factory=dict, init=False)
 
     @classmethod
     def from_env(cls, sessions: McpSessions) -> McpCatalog:
@@ -106,10 +100,10 @@ class McpCatalog:
             cached = self._listings.get(key)
             if cached is not None:
                 age = loop.time() - cached.at
-                if age < (self._ttl if cached.ok else self._retry_after):
+                if age < (self.ttl if cached.ok else self.retry_after):
                     return cached.tools
             try:
-                async with asyncio.timeout(self._list_timeout):
+                async with asyncio.timeout(self.list_timeout):
                     tools = await self._list(server)
             except EgressRefused:
                 raise  # not the server's doing: a run may not use it, and ends saying why
@@ -118,7 +112,7 @@ class McpCatalog:
                 log.warning(
                     "MCP server's tools not listed; offering its last known list",
                     server=server.name,
-                    error=str(e) or f"no list within {self._list_timeout:g} s",
+                    error=str(e) or f"no list within {self.list_timeout:g} s",
                     tools=len(stale),
                 )
                 self._listings[key] = _Listing(stale, loop.time(), ok=False)

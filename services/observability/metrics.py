@@ -87,47 +87,57 @@ class _Open:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.step_seconds = Histogram(
-            "agency_step_seconds", "A run's step, run.tick to the next tick or the run's end.",
-            ["tenant"], buckets=_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.model_seconds = Histogram(
-            "agency_model_call_seconds", "A model call, model.started to model.completed.",
-            ["model"], buckets=_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.tool_seconds = Histogram(
-            "agency_tool_call_seconds", "A tool call, tool.started to its output or error.",
-            ["tool", "outcome"], buckets=_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.runs = Gauge(
-            "agency_runs", "Runs by tenant and status (read model).", ["tenant", "status"],
-            registry=r,
-        )  # fmt: skip
-        self.tokens = Gauge(
-            "agency_tokens", "Model tokens by tenant (read model).", ["tenant", "kind"],
-            registry=r,
-        )  # fmt: skip
-        self.cost = Gauge(
-            "agency_cost_usd", "Model cost in USD by tenant (read model).", ["tenant"],
-            registry=r,
-        )  # fmt: skip
-        self.consumer_pending = Gauge(
-            "agency_consumer_pending", "Messages a durable consumer has not yet been given.",
-            ["stream", "consumer"], registry=r,
-        )  # fmt: skip
-        self.consumer_ack_pending = Gauge(
-            "agency_consumer_ack_pending", "Messages given to a durable consumer, not yet acked.",
-            ["stream", "consumer"], registry=r,
-        )  # fmt: skip
-        self.dead_letters = Gauge(
-            "agency_dead_letters", "Messages in the dead-letter stream by source and reason.",
-            ["stream", "reason"], registry=r,
-        )  # fmt: skip
-        self.projection_lag = Gauge(
-            "agency_projection_lag_events", "Events stored but not yet applied, by projection.",
-            ["projection"], registry=r,
-        )  # fmt: skip
+
+        def histogram(name: str, doc: str, *labels: str) -> Histogram:
+            return Histogram(name, doc, labels, buckets=_BUCKETS, registry=self.registry)
+
+        def gauge(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=self.registry)
+
+        self.step_seconds = histogram(
+            "agency_step_seconds",
+            "A run's step, run.tick to the next tick or the run's end.",
+            "tenant",
+        )
+        self.model_seconds = histogram(
+            "agency_model_call_seconds", "A model call, model.started to model.completed.", "model"
+        )
+        self.tool_seconds = histogram(
+            "agency_tool_call_seconds",
+            "A tool call, tool.started to its output or error.",
+            "tool",
+            "outcome",
+        )
+        self.runs = gauge(
+            "agency_runs", "Runs by tenant and status (read model).", "tenant", "status"
+        )
+        self.tokens = gauge(
+            "agency_tokens", "Model tokens by tenant (read model).", "tenant", "kind"
+        )
+        self.cost = gauge("agency_cost_usd", "Model cost in USD by tenant (read model).", "tenant")
+        self.consumer_pending = gauge(
+            "agency_consumer_pending",
+            "Messages a durable consumer has not yet been given.",
+            "stream",
+            "consumer",
+        )
+        self.consumer_ack_pending = gauge(
+            "agency_consumer_ack_pending",
+            "Messages given to a durable consumer, not yet acked.",
+            "stream",
+            "consumer",
+        )
+        self.dead_letters = gauge(
+            "agency_dead_letters",
+            "Messages in the dead-letter stream by source and reason.",
+            "stream",
+            "reason",
+        )
+        self.projection_lag = gauge(
+            "agency_projection_lag_events",
+            "Events stored but not yet applied, by projection.",
+            "projection",
+        )
         self._steps = _Open()
         self._models = _Open()
         self._tools = _Open()

@@ -3,7 +3,11 @@ folded state, `services/registry/agencies.py`) → new events."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import msgspec
 
 from agency.contracts.commands import (
     CreateAgency,
@@ -40,12 +44,23 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.services.decide import applied
 from agency.services.registry.agencies import AgencyState
 
+C = TypeVar("C")
+Decide = Callable[[C, list[RecordedEvent]], Sequence[AnyEvent]]
 
-def create_tenant(
-    command: CreateTenant, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
+
+def once_per_key(decide: Decide[C]) -> Callable[[C, list[RecordedEvent], str], Sequence[AnyEvent]]:
+    """`decide` for a command with an idempotency key: nothing when the history holds what
+    that key decided already (a redelivery, or a retried request)."""
+
+    @functools.wraps(decide)
+    def decided(command: C, history: list[RecordedEvent], key: str) -> Sequence[AnyEvent]:
+        return () if applied(history, key) else decide(command, history)
+
+    return decided
+
+
+@once_per_key
+def create_tenant(command: CreateTenant, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
     if history:
         raise CommandRejected("tenant_exists", "the tenant already exists")
     return (
@@ -54,11 +69,8 @@ def create_tenant(
     )
 
 
-def issue_api_key(
-    command: IssueApiKey, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
+@once_per_key
+def issue_api_key(command: IssueApiKey, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
     if not any(e.type == "tenant.created" for e in history):
         raise CommandRejected("unknown_tenant", "the tenant does not exist")
     live = live_keys(history)
@@ -74,11 +86,8 @@ def issue_api_key(
     return (issued, ApiKeyRevoked(key_id=command.replaces))
 
 
-def revoke_api_key(
-    command: RevokeApiKey, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
+@once_per_key
+def revoke_api_key(command: RevokeApiKey, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
     if command.key_id not in live_keys(history):
         raise CommandRejected("unknown_key", f"no live API key {command.key_id}")
     return (ApiKeyRevoked(key_id=command.key_id),)
@@ -89,31 +98,20 @@ def _existing_tenant(history: list[RecordedEvent]) -> None:
         raise CommandRejected("unknown_tenant", "the tenant does not exist")
 
 
-def set_tenant_provider(
-    command: SetTenantProvider, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
+TenantChange = SetTenantProvider | RemoveTenantProvider | SetTenantModelPolicy
+
+
+@once_per_key
+def change_tenant(command: TenantChange, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
+    """A change of an existing tenant's own settings: the one event that records it."""
     _existing_tenant(history)
-    return (TenantProviderSet(name=command.name, sealed=command.sealed),)
-
-
-def remove_tenant_provider(
-    command: RemoveTenantProvider, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
-    _existing_tenant(history)
-    return (TenantProviderRemoved(name=command.name),)
-
-
-def set_tenant_model_policy(
-    command: SetTenantModelPolicy, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
-    _existing_tenant(history)
-    return (TenantModelPolicySet(operator_fallback=command.operator_fallback),)
+    match command:
+        case SetTenantProvider(name=name, sealed=sealed):
+            return (TenantProviderSet(name=name, sealed=sealed),)
+        case RemoveTenantProvider(name=name):
+            return (TenantProviderRemoved(name=name),)
+        case SetTenantModelPolicy(operator_fallback=fallback):
+            return (TenantModelPolicySet(operator_fallback=fallback),)
 
 
 def create_agency(command: CreateAgency, state: AgencyState, key: str) -> Sequence[AnyEvent]:
@@ -161,30 +159,18 @@ def delete_blueprint(command: DeleteBlueprint, state: AgencyState, key: str) -> 
     return (BlueprintDeleted(name=command.name),)
 
 
-def create_thread(
-    command: CreateThread, history: list[RecordedEvent], key: str
-) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
+@once_per_key
+def create_thread(command: CreateThread, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
     if history:
         raise CommandRejected("thread_exists", f"thread {command.thread_id} already exists")
-    return (
-        ThreadCreated(
-            agency_id=command.agency_id,
-            agent_type=command.agent_type,
-            parent=command.parent,
-            request=command.request,
-            sealed_env=command.sealed_env,
-            blueprint=command.blueprint,
-        ),
-    )
+    # The event records the command as given: each of its fields is one of the command's.
+    return (msgspec.convert(command, ThreadCreated, from_attributes=True),)
 
 
+@once_per_key
 def set_thread_metadata(
-    command: SetThreadMetadata, history: list[RecordedEvent], key: str
+    command: SetThreadMetadata, history: list[RecordedEvent]
 ) -> Sequence[AnyEvent]:
-    if applied(history, key):
-        return ()
     if not history or history[0].envelope.agency_id != command.agency_id:
         raise CommandRejected(
             "unknown_thread", f"thread {command.thread_id} is not in agency {command.agency_id}"

@@ -36,22 +36,29 @@ from agency.services.agents.system import AgentSystem
 from agency.services.decide import Decision, decide_and_append
 from agency.services.egress import server_refusals
 from agency.services.registry import decisions
-from agency.services.registry.agencies import Agencies
+from agency.services.registry.agencies import Agencies, AgencyState
 from agency.services.threads.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
 
 
-# The commands decided on the tenant's own aggregate, each by its pure decision.
-_TENANT_DECISIONS: dict[
-    type[Command], Callable[[Any, list[RecordedEvent], str], Sequence[AnyEvent]]
-] = {
+# The pure decision of each command decided on the tenant's own aggregate, and of each on
+# an agency's: (command, history, idempotency key) -> events.
+Decide = Callable[[Any, list[RecordedEvent], str], Sequence[AnyEvent]]
+AgencyDecide = Callable[[Any, AgencyState, str], Sequence[AnyEvent]]
+_TENANT_DECISIONS: dict[type[Command], Decide] = {
     CreateTenant: decisions.create_tenant,
     IssueApiKey: decisions.issue_api_key,
     RevokeApiKey: decisions.revoke_api_key,
-    SetTenantProvider: decisions.set_tenant_provider,
-    RemoveTenantProvider: decisions.remove_tenant_provider,
-    SetTenantModelPolicy: decisions.set_tenant_model_policy,
+    SetTenantProvider: decisions.change_tenant,
+    RemoveTenantProvider: decisions.change_tenant,
+    SetTenantModelPolicy: decisions.change_tenant,
+}
+# Decided on the agency's kept state (`agencies.py`), not on its whole history.
+_AGENCY_DECISIONS: dict[type[Command], AgencyDecide] = {
+    CreateAgency: decisions.create_agency,
+    SaveBlueprint: decisions.save_blueprint,
+    DeleteBlueprint: decisions.delete_blueprint,
 }
 
 
@@ -98,23 +105,13 @@ class RegistryService:
                 await self._append(
                     tenant, "tenant", tenant, key, None, lambda h: decide(command, h, key)
                 )
-            case CreateAgency() as create:
+            case CreateAgency() | SaveBlueprint() | DeleteBlueprint() as command:
+                if isinstance(command, SaveBlueprint):
+                    _check_egress(command)
+                decide_agency = _AGENCY_DECISIONS[type(command)]
                 await self._agencies.decide_and_append(
-                    tenant, create.agency_id,
-                    lambda state: decisions.create_agency(create, state, key),
-                    idempotency_key=key,
-                )  # fmt: skip
-            case SaveBlueprint() as save:
-                _check_egress(save)
-                await self._agencies.decide_and_append(
-                    tenant, save.agency_id,
-                    lambda state: decisions.save_blueprint(save, state, key),
-                    idempotency_key=key,
-                )  # fmt: skip
-            case DeleteBlueprint() as delete:
-                await self._agencies.decide_and_append(
-                    tenant, delete.agency_id,
-                    lambda state: decisions.delete_blueprint(delete, state, key),
+                    tenant, command.agency_id,
+                    lambda state: decide_agency(command, state, key),
                     idempotency_key=key,
                 )  # fmt: skip
             case CreateThread() as command:
@@ -157,30 +154,37 @@ class RegistryService:
             parent = await self._bus.store.read(tenant, "thread", command.parent.thread_id)
             if parent:
                 correlation = parent[0].envelope.correlation_id or command.parent.thread_id
-        await decide_and_append(
-            self._bus.store, tenant, "thread", command.thread_id,
-            lambda h: decisions.create_thread(command, h, key),
-            context=EventContext(
-                agency_id=command.agency_id,
-                thread_id=command.thread_id,
-                correlation_id=correlation,
-                causation_id=command.parent.thread_id if command.parent else None,
-            ),
-            idempotency_key=key,
+        await self._append_to_thread(
+            tenant, command, key, lambda h: decisions.create_thread(command, h, key),
+            correlation, causation=command.parent.thread_id if command.parent else None,
         )  # fmt: skip
 
     async def _set_thread_metadata(self, tenant: str, command: SetThreadMetadata, key: str) -> None:
         first = await self._bus.store.first(tenant, "thread", command.thread_id)
         correlation = (first.envelope.correlation_id if first else None) or command.thread_id
+        await self._append_to_thread(
+            tenant, command, key, lambda h: decisions.set_thread_metadata(command, h, key),
+            correlation,
+        )  # fmt: skip
+
+    async def _append_to_thread(
+        self,
+        tenant: str,
+        command: CreateThread | SetThreadMetadata,
+        key: str,
+        decide: Decision,
+        correlation: str,
+        causation: str | None = None,
+    ) -> None:
+        context = EventContext(
+            agency_id=command.agency_id,
+            thread_id=command.thread_id,
+            correlation_id=correlation,
+            causation_id=causation,
+        )
         await decide_and_append(
-            self._bus.store, tenant, "thread", command.thread_id,
-            lambda h: decisions.set_thread_metadata(command, h, key),
-            context=EventContext(
-                agency_id=command.agency_id,
-                thread_id=command.thread_id,
-                correlation_id=correlation,
-            ),
-            idempotency_key=key,
+            self._bus.store, tenant, "thread", command.thread_id, decide,
+            context=context, idempotency_key=key,
         )  # fmt: skip
 
     async def _fork(self, tenant: str, command: ForkThread) -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-import structlog
 from opentelemetry import trace
 
 from agency.contracts.events import (
@@ -32,8 +31,16 @@ from agency.contracts.events import (
     ReplyThinking,
 )
 from agency.contracts.limits import limits
-from agency.services.agents.code_ai import MessageLike, StreamingAi
-from agency.services.llm.provider import ModelError, ModelRequest, ModelResponse, Provider
+from agency.services.agents.code_ai import MessageLike, ModelAsk, OnDelta, StreamingAi
+from agency.services.agents.code_reply import WrittenReply
+from agency.services.agents.code_run import RunContextBasics
+from agency.services.llm.provider import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    recorded_response,
+)
 from agency.services.runtime.code_emitter import Emitter
 from agency.services.runtime.code_tools import Tools
 from agency.services.runtime.failures import fit_message, fit_text
@@ -43,21 +50,15 @@ tracer = trace.get_tracer(__name__)
 FLUSH_SECONDS = 0.05
 
 
-@dataclass
-class Reply:
+class Reply(WrittenReply):
     """The agent's reply, streamed as `reply.*` events; its text is the run's result."""
 
-    _emitter: Emitter
-    parts: list[str] = field(default_factory=list)
+    def __init__(self, emitter: Emitter) -> None:
+        super().__init__()
+        self._emitter = emitter
 
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def write(self, text: str) -> None:
-        if text:
-            self.parts.append(text)
-            self._emitter.queue(ReplyDelta(run_id=self._emitter.run_id, text=text))
+    def _send(self, text: str) -> None:
+        self._emitter.queue(ReplyDelta(run_id=self._emitter.run_id, text=text))
 
     def thinking(self, text: str) -> None:
         if text:
@@ -95,45 +96,24 @@ class Ai(StreamingAi):
         self._model = model
         self._default_messages = default_messages
         self._tools = tools
-        self.calls = 0
+        super().__init__()
 
-    def _request(
-        self,
-        prompt: str | None,
-        messages: Sequence[MessageLike] | None,
-        system: str | None,
-        model: str | None,
-        tools: bool | Sequence[str],
-    ) -> ModelRequest:
-        if messages is not None:
-            chat = [_message(m) for m in messages]
-        elif prompt is not None:
-            chat = [ChatMessage(role="user", content=prompt)]
+    def _request(self, ask: ModelAsk) -> ModelRequest:
+        if ask.messages is not None:
+            chat = [_message(m) for m in ask.messages]
+        elif ask.prompt is not None:
+            chat = [ChatMessage(role="user", content=ask.prompt)]
         else:
             chat = self._default_messages()
-        if system:
-            chat = [ChatMessage(role="system", content=system), *chat]
-        specs = self._tools.specs_of(tools)
+        if ask.system:
+            chat = [ChatMessage(role="system", content=ask.system), *chat]
+        specs = self._tools.specs_of(ask.tools)
         return ModelRequest(
-            model=model or self._model, messages=tuple(chat), tools=specs, tenant=self._tenant
+            model=ask.model or self._model, messages=tuple(chat), tools=specs, tenant=self._tenant
         )
 
-    async def complete(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        model: str | None = None,
-        tools: bool | Sequence[str] = False,
-        on_delta: Callable[[str], Awaitable[None]] | None = None,
-    ) -> ChatMessage:
-        """One model call; the whole answer (text and any tool calls the model made).
-        `prompt` alone is one user message; neither it nor `messages`: the conversation
-        and the incoming message. `tools=True` offers every tool of `ctx.tools`, a list
-        the ones named."""
-        request = self._request(prompt, messages, system, model, tools)
-        response = await self._call(request, on_delta)
+    async def _complete(self, ask: ModelAsk, on_delta: OnDelta | None) -> ChatMessage:
+        response = await self._call(self._request(ask), on_delta)
         return response.message
 
     async def _call(
@@ -141,7 +121,6 @@ class Ai(StreamingAi):
     ) -> ModelResponse:
         emitter = self._emitter
         run_id = emitter.run_id
-        self.calls += 1
         step = self.calls
         await emitter.emit(
             [
@@ -157,14 +136,7 @@ class Ai(StreamingAi):
         if isinstance(recorded, AgentError):
             raise ModelError(recorded.error, retryable=recorded.retryable)
         if recorded is not None:  # a resumed handler: the answer the record holds
-            return ModelResponse(
-                message=recorded.message,
-                usage=recorded.usage,
-                finish_reason=recorded.finish_reason,
-                model=recorded.model,
-                cost_usd=recorded.cost_usd,
-                reasoning=recorded.reasoning,
-            )
+            return recorded_response(recorded)
         room = [limits().max_message_bytes]
 
         async def deltas(text: str) -> None:
@@ -212,14 +184,9 @@ class Ai(StreamingAi):
 
 
 @dataclass
-class CodeRunContext:
+class CodeRunContext(RunContextBasics):
     """`ctx` of `CodeAgent.on_message` in the runtime (`services.agents.AgentContext`)."""
 
-    thread_id: str
-    run_id: str
-    agent_type: str
-    settings: Any
-    conversation: tuple[ChatMessage, ...]
     ai: Ai
     tools: Tools
     reply: Reply
@@ -235,19 +202,6 @@ class CodeRunContext:
         value = msgspec.to_builtins(value)
         await self._emitter.emit([AgentStateSet(run_id=self.run_id, value=value)])
         self._emitter.agent_state = value
-
-    @property
-    def log(self) -> Any:
-        """A structlog logger bound to the thread and run."""
-        return structlog.get_logger("agency.code_agent").bind(
-            agent_type=self.agent_type, thread_id=self.thread_id, run_id=self.run_id
-        )
-
-    @property
-    def aborted(self) -> bool:
-        """True once the run was canceled or its drive stopped (shutdown, a lost lease):
-        the agent's task is then cancelled."""
-        return self._emitter.aborted.is_set()
 
     @property
     def abort_signal(self) -> asyncio.Event:

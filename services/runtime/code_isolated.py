@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,11 +51,12 @@ from agency.services.sandbox.agent_protocol import (
     line,
 )
 from agency.services.sandbox.host import (
-    BWRAP,
+    NoSandbox,
+    bubblewrap,
     ended_message,
     kill_group,
     memory_message,
-    sandbox_command,
+    start_sandboxed,
 )
 
 if TYPE_CHECKING:
@@ -86,15 +86,10 @@ async def run_isolated(spec: CodeAgentSpec, message: ChatMessage, ctx: AgentCont
     isolation = spec.isolation
     assert isolation is not None
     what = f"isolated code agent {spec.name!r}"
-    bwrap = shutil.which(BWRAP)
-    if bwrap is None:
-        raise IsolatedAgentFailed(
-            f"{what} cannot run: bubblewrap ({BWRAP}) is not installed where the runtime "
-            "runs, and an isolated agent never runs without its sandbox"
-        )
     try:
+        bwrap = bubblewrap(what, "the runtime", "agent")
         module, qualname = class_reference(spec.name, spec.cls)
-    except NotIsolatable as e:
+    except (NoSandbox, NotIsolatable) as e:
         raise IsolatedAgentFailed(str(e)) from e
     start = AgentStart(
         module=module,
@@ -114,15 +109,7 @@ async def run_isolated(spec: CodeAgentSpec, message: ChatMessage, ctx: AgentCont
         cpu_seconds=isolation.cpu_seconds,
         memory_bytes=isolation.memory_bytes,
     )
-    process = await asyncio.create_subprocess_exec(
-        *sandbox_command(bwrap, isolation, module, AGENT_RUNNER),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        env={},
-        limit=LINE_LIMIT,
-    )
+    process = await start_sandboxed(bwrap, isolation, module, AGENT_RUNNER, limit=LINE_LIMIT)
     session = _Session(process, ctx, what, isolation)
     try:
         async with asyncio.timeout(START_TIMEOUT) as deadline:

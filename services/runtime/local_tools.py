@@ -105,13 +105,7 @@ async def run_local(state: ThreadState, request: ToolRequested, tool: Tool) -> t
         timeout_ms=int(min(tool.timeout, LOCAL_TOOL_TIMEOUT) * 1000),
         max_attempts=1,
     )
-    context = ToolContext(
-        tenant_id=state.tenant_id,
-        agency_id=state.agency_id or "",
-        thread_id=state.thread_id,
-        run_id=request.run_id,
-        call_id=request.call.id,
-    )
+    context = ToolContext.of_request(state.tenant_id, state.agency_id, state.thread_id, request)
     started: list[ToolStarted] = []
 
     async def on_attempt(event: ToolStarted) -> None:

@@ -9,7 +9,6 @@ other side as the user.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from agency.contracts.events import (
@@ -28,7 +27,7 @@ from agency.contracts.events import (
 )
 from agency.domain.thread_state import RunView, ThreadState
 from agency.services.agents.tools import SessionTool
-from agency.services.runtime.toolset import side_config
+from agency.services.runtime.toolset import call_arguments, side_config
 
 Side = Literal["A", "B"]
 
@@ -112,18 +111,10 @@ def turn_over(state: ThreadState, blueprint: BlueprintSpec) -> bool:
     )
 
 
-def _args(call: ToolCall) -> dict[str, Any]:
-    try:
-        value = json.loads(call.arguments or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def session_call(
     state: ThreadState, run: RunView, call: ToolCall, tool: SessionTool, blueprint: BlueprintSpec
 ) -> tuple[AnyEvent, ...]:
-    args = _args(call)
+    args = call_arguments(call)
     message = args.get(tool.message_property)
     if not isinstance(message, str):
         return _refused(run, call, f"needs a string `{tool.message_property}`")

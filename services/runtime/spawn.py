@@ -4,7 +4,6 @@ ai_human agents."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agency.contracts.events import (
@@ -32,14 +31,7 @@ from agency.services.agents.builtin.subagents import (
 )
 from agency.services.agents.tools import AgentTool
 from agency.services.runtime.scoped import EnvRequest, env_required, scoped_values
-
-
-def _args(call: ToolCall) -> dict[str, Any]:
-    try:
-        value = json.loads(call.arguments or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+from agency.services.runtime.toolset import call_arguments
 
 
 def _attachments(args: dict[str, Any], prop: str = "attachments") -> tuple[str, ...] | str:
@@ -54,6 +46,11 @@ def _attachments(args: dict[str, Any], prop: str = "attachments") -> tuple[str, 
 
 def _error(run: RunView, call: ToolCall, problem: str) -> tuple[AnyEvent, ...]:
     return (ToolError(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, error=problem),)
+
+
+def _output(run: RunView, call: ToolCall, text: str) -> ToolOutput:
+    """The answer to `call` the runtime gives at once: what became of it."""
+    return ToolOutput(run_id=run.run_id, tool_call_id=call.id, tool_name=call.name, output=text)
 
 
 def _missing_files(state: ThreadState, paths: tuple[str, ...]) -> list[str]:
@@ -74,12 +71,7 @@ def _started_answer(
         if communication == "explicit"
         else "its result will arrive as a message when it is done."
     )
-    return ToolOutput(
-        run_id=run.run_id,
-        tool_call_id=call.id,
-        tool_name=call.name,
-        output=f"Subagent started (reference: {child}). Continue; {later}",
-    )
+    return _output(run, call, f"Subagent started (reference: {child}). Continue; {later}")
 
 
 def switched_off(kind: str, flag: str) -> str:
@@ -99,7 +91,7 @@ def subagent_call(
         return _terminate(state, run, call)
     env = agent_env(blueprint)
     types = subagent_types(blueprint.config, env)
-    args = _args(call)
+    args = call_arguments(call)
     creating = call.name == CREATE_TOOL
     kind = args.get("subagentType")
     timeout = args.get("timeoutMs")
@@ -188,7 +180,7 @@ def subagent_call(
 def _message(
     state: ThreadState, run: RunView, call: ToolCall, blueprint: BlueprintSpec
 ) -> tuple[AnyEvent, ...]:
-    args = _args(call)
+    args = call_arguments(call)
     reference, text = args.get("reference"), args.get("message")
     attachments = _attachments(args)
     if isinstance(attachments, str):
@@ -221,19 +213,14 @@ def _message(
         if child.parent_communication == "explicit"
         else "its answer will arrive as a message."
     )
-    answer = ToolOutput(
-        run_id=run.run_id,
-        tool_call_id=call.id,
-        tool_name=call.name,
-        output=f"Message sent to {child.reference}; {later}",
-    )
+    answer = _output(run, call, f"Message sent to {child.reference}; {later}")
     return (messaged, answer)
 
 
 def _terminate(state: ThreadState, run: RunView, call: ToolCall) -> tuple[AnyEvent, ...]:
     """`subagent_terminate`: a resumable child, by reference or name, is shut down (the
     coordinator has its runtime terminate it); the call is answered at once."""
-    args = _args(call)
+    args = call_arguments(call)
     reference, name, reason = args.get("reference"), args.get("name"), args.get("reason", "")
     resumable = [c for c in state.children if c.resumable]
     child = next(
@@ -260,12 +247,7 @@ def _terminate(state: ThreadState, run: RunView, call: ToolCall) -> tuple[AnyEve
             child_thread_id=child.reference,
             reason=reason,
         ),
-        ToolOutput(
-            run_id=run.run_id,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            output=f"Subagent {child.reference} ({child.name}) is being terminated.",
-        ),
+        _output(run, call, f"Subagent {child.reference} ({child.name}) is being terminated."),
     )
 
 
@@ -273,7 +255,7 @@ def agent_call(
     state: ThreadState, run: RunView, call: ToolCall, tool: AgentTool
 ) -> tuple[AnyEvent, ...]:
     """An exposed agent: a handoff on this thread, or a dual-AI session in a child."""
-    args = _args(call)
+    args = call_arguments(call)
     # The target's initUserMessageProperty / initAttachmentsProperty (`message`,
     # `attachments` unless it names others).
     text = args.get(tool.message_property, "")
@@ -289,12 +271,7 @@ def agent_call(
                 to_agent_type=tool.target,
                 reason=reason,
             ),
-            ToolOutput(
-                run_id=run.run_id,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                output=f"Handed off to {tool.target}; it continues this conversation.",
-            ),
+            _output(run, call, f"Handed off to {tool.target}; it continues this conversation."),
         )
     if not isinstance(text, str) or not text.strip():
         return _error(run, call, f"{call.name} needs a non-empty `{tool.message_property}`")

@@ -10,9 +10,11 @@ tools of the side holding the floor.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
-from agency.contracts.events import BlueprintSpec, SessionToolBinding, SideConfig
+from agency.contracts.events import BlueprintSpec, SessionToolBinding, SideConfig, ToolCall
 from agency.domain.thread_state import ThreadState
 from agency.services.agents.builtin.parent import escalation_tools
 from agency.services.agents.builtin.subagents import (
@@ -185,3 +187,13 @@ def tools_now(
     if side is not None:
         tools.update(session_tools(side))
     return tools
+
+
+def call_arguments(call: ToolCall) -> dict[str, Any]:
+    """The arguments of a call the runtime answers itself, read leniently: arguments that
+    are no JSON object read as none (each tool then says what it misses)."""
+    try:
+        value = json.loads(call.arguments or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

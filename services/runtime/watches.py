@@ -9,6 +9,7 @@ it drives the thread again, or ends the run with `run.error` of kind `stalled`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import msgspec
 import structlog
@@ -34,22 +35,14 @@ def lease_key(tenant: str, thread_id: str) -> str:
     return f"thread.{tenant}.{thread_id}"
 
 
+@dataclass(eq=False)
 class RunWatches:
-    def __init__(
-        self,
-        bus: Bus,
-        threads: ThreadCache,
-        leases: Leases,
-        driver: ThreadDriver,
-        settings: watchdog.WatchSettings,
-        drive_soon: Callable[[str, str], None],
-    ) -> None:
-        self._bus = bus
-        self._threads = threads
-        self.leases = leases
-        self.driver = driver
-        self.settings = settings
-        self._drive_soon = drive_soon
+    bus: Bus
+    threads: ThreadCache
+    leases: Leases
+    driver: ThreadDriver
+    settings: watchdog.WatchSettings
+    drive_soon: Callable[[str, str], None]
 
     @staticmethod
     def arming(envelope: CommandEnvelope, command: object, state: ThreadState) -> list[WatchRun]:
@@ -83,7 +76,7 @@ class RunWatches:
 
     async def send(self, tenant: str, watch: WatchRun) -> None:
         epoch = f"{watch.epoch}:" if watch.epoch else ""
-        await self._bus.commands.send(
+        await self.bus.commands.send(
             tenant, watch, idempotency_key=f"watch:{watch.run_id}:{epoch}{watch.generation}"
         )
 
@@ -98,7 +91,7 @@ class RunWatches:
             # stopped by its own bound (`DriveStalled`). Looked at again later.
             judged = watchdog.Later(self.settings.stall_after)
         else:
-            state = await self._threads.load(tenant, watch.thread_id)
+            state = await self.threads.load(tenant, watch.thread_id)
             leased = await self.leases.holder(key) is not None
             judged = watchdog.verdict(state, watch.run_id, utc_now(), leased, self.settings)
         match judged:
@@ -111,7 +104,7 @@ class RunWatches:
                 pass
             case watchdog.Resume(seconds=seconds):
                 log.info("watchdog resumes a run", thread_id=watch.thread_id, run=watch.run_id)
-                self._drive_soon(tenant, watch.thread_id)
+                self.drive_soon(tenant, watch.thread_id)
             case watchdog.End(reason=reason):
                 ended = await self.leases.run_owned(
                     key, lambda: self._end_watched(tenant, watch, reason)
@@ -127,7 +120,7 @@ class RunWatches:
         raise Defer(seconds)
 
     async def _end_watched(self, tenant: str, watch: WatchRun, reason: str) -> bool:
-        state = await self._threads.load(tenant, watch.thread_id)
+        state = await self.threads.load(tenant, watch.thread_id)
         run = state.run(watch.run_id)
         if run is None or run.terminal:
             return True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,9 @@ import msgspec
 
 from agency.contracts.events import ChatMessage
 from agency.services.agents.code import ToolCallError
-from agency.services.agents.code_ai import MessageLike, StreamingAi
+from agency.services.agents.code_ai import ModelAsk, OnDelta, StreamingAi
+from agency.services.agents.code_reply import WrittenReply
+from agency.services.agents.code_run import RunContextBasics
 from agency.services.agents.tools import ToolSpec
 from agency.services.llm.errors import ModelError
 from agency.services.sandbox.agent_protocol import (
@@ -89,19 +91,13 @@ class Channel:
                 future.set_exception(error)
 
 
-@dataclass
-class Reply:
-    _channel: Channel
-    parts: list[str] = field(default_factory=list)
+class Reply(WrittenReply):
+    def __init__(self, channel: Channel) -> None:
+        super().__init__()
+        self._channel = channel
 
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def write(self, text: str) -> None:
-        if text:
-            self.parts.append(text)
-            self._channel.send(Write(text=text))
+    def _send(self, text: str) -> None:
+        self._channel.send(Write(text=text))
 
     def thinking(self, text: str) -> None:
         if text:
@@ -140,30 +136,20 @@ class Tools:
 
 class Ai(StreamingAi):
     def __init__(self, channel: Channel) -> None:
+        super().__init__()
         self._channel = channel
-        self.calls = 0
 
-    async def complete(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Sequence[MessageLike] | None = None,
-        system: str | None = None,
-        model: str | None = None,
-        tools: bool | Sequence[str] = False,
-        on_delta: Callable[[str], Awaitable[None]] | None = None,
-    ) -> ChatMessage:
-        """One model call (made by the runtime); the whole answer."""
-        self.calls += 1
-        plain = None if messages is None else [msgspec.to_builtins(m) for m in messages]
-        chosen: bool | list[str] = tools if isinstance(tools, bool) else list(tools)
+    async def _complete(self, ask: ModelAsk, on_delta: OnDelta | None) -> ChatMessage:
+        """Made by the runtime, asked over the channel."""
+        plain = None if ask.messages is None else [msgspec.to_builtins(m) for m in ask.messages]
+        chosen: bool | list[str] = ask.tools if isinstance(ask.tools, bool) else list(ask.tools)
         value = await self._channel.request(
             lambda i: Complete(
                 id=i,
-                prompt=prompt,
+                prompt=ask.prompt,
                 messages=plain,
-                system=system,
-                model=model,
+                system=ask.system,
+                model=ask.model,
                 tools=chosen,
                 stream=on_delta is not None,
             ),
@@ -173,14 +159,9 @@ class Ai(StreamingAi):
 
 
 @dataclass
-class WorkerAgentContext:
+class WorkerAgentContext(RunContextBasics):
     """`ctx` of `CodeAgent.on_message` in the worker (`services.agents.AgentContext`)."""
 
-    thread_id: str
-    run_id: str
-    agent_type: str
-    settings: Any
-    conversation: tuple[ChatMessage, ...]
     ai: Ai
     tools: Tools
     reply: Reply
@@ -196,20 +177,6 @@ class WorkerAgentContext:
         value = msgspec.to_builtins(value)
         await self._channel.request(lambda i: SetState(id=i, value=value))
         self._state = value
-
-    @property
-    def log(self) -> Any:
-        """A structlog logger bound to the thread and run, writing to the worker's stderr."""
-        import structlog
-
-        return structlog.get_logger("agency.code_agent").bind(
-            agent_type=self.agent_type, thread_id=self.thread_id, run_id=self.run_id
-        )
-
-    @property
-    def aborted(self) -> bool:
-        """A cancelled run kills the worker, so the agent never sees this turn true."""
-        return self._aborted.is_set()
 
     @property
     def abort_signal(self) -> asyncio.Event:

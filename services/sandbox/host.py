@@ -64,15 +64,10 @@ async def run_isolated(tool: Tool, args: dict[str, Any], context: ToolContext) -
     """Run `tool` in a sandboxed worker; its result text, or a `ToolFailed` saying why not."""
     isolation = tool.isolation
     assert isolation is not None
-    bwrap = shutil.which(BWRAP)
-    if bwrap is None:
-        raise ToolFailed(
-            f"isolated tool {tool.name!r} cannot run: bubblewrap ({BWRAP}) is not installed "
-            "where the tools service runs, and an isolated tool never runs without its sandbox"
-        )
     try:
+        bwrap = bubblewrap(f"isolated tool {tool.name!r}", "the tools service", "tool")
         module, qualname = function_reference(tool.name, tool.fn)
-    except NotIsolatable as e:
+    except (NoSandbox, NotIsolatable) as e:
         raise ToolFailed(str(e)) from e
     max_output = limits().max_tool_output_bytes
     call = SandboxCall(
@@ -90,15 +85,7 @@ async def run_isolated(tool: Tool, args: dict[str, Any], context: ToolContext) -
         memory_bytes=isolation.memory_bytes,
         max_output_bytes=max_output,
     )
-    command = sandbox_command(bwrap, isolation, module)
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        env={},
-    )
+    process = await start_sandboxed(bwrap, isolation, module)
     try:
         stdout, stderr = await _exchange(
             process, call_encoder.encode(call), tool.name, 6 * max_output + 64 * 1024
@@ -107,6 +94,38 @@ async def run_isolated(tool: Tool, args: dict[str, Any], context: ToolContext) -
     finally:
         await kill_group(process)
     return outcome_text(tool.name, isolation, returncode, stdout, stderr)
+
+
+class NoSandbox(Exception):
+    """Bubblewrap is not installed: nothing isolated runs without its sandbox."""
+
+
+def bubblewrap(what: str, where: str, kind: str) -> str:
+    """The path of bubblewrap, which `what` (an isolated `kind`) runs in; `NoSandbox` when
+    it is not installed where `where` runs."""
+    bwrap = shutil.which(BWRAP)
+    if bwrap is None:
+        raise NoSandbox(
+            f"{what} cannot run: bubblewrap ({BWRAP}) is not installed where {where} runs, "
+            f"and an isolated {kind} never runs without its sandbox"
+        )
+    return bwrap
+
+
+async def start_sandboxed(
+    bwrap: str, isolation: Isolation, module: str, runner: Path = RUNNER, **options: Any
+) -> asyncio.subprocess.Process:
+    """The worker `runner` started in its sandbox (`sandbox_command`) in a session of its
+    own, with an empty environment and its pipes open; `options` go to the subprocess."""
+    return await asyncio.create_subprocess_exec(
+        *sandbox_command(bwrap, isolation, module, runner),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        env={},
+        **options,
+    )
 
 
 def sandbox_command(

@@ -216,13 +216,8 @@ class ToolsService(ConsumerWorker[RecordedEvent]):
                 if request.mcp is not None
                 else self._system.external_tool(request.call.name)
             )
-            context = ToolContext(
-                tenant_id=env.tenant_id,
-                agency_id=env.agency_id or "",
-                thread_id=env.aggregate_id,
-                run_id=request.run_id,
-                call_id=request.call.id,
-                workflow=self._workflow_tools,
+            context = ToolContext.of_request(
+                env.tenant_id, env.agency_id, env.aggregate_id, request, self._workflow_tools
             )
             result = await self._cancels.run(
                 (env.tenant_id, env.aggregate_id, request.run_id),

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 from agency.contracts.events import FileWritten
 from agency.contracts.limits import limits, path_problem, truncate_text
 from agency.services.agents.middleware import Middleware, MiddlewareContext
-from agency.services.agents.tools import StateTool, StateToolFn, StateToolOutcome, ToolSpec
+from agency.services.agents.tools import (
+    StateTool,
+    StateToolFn,
+    StateToolOutcome,
+    ToolSpec,
+    object_schema,
+)
 
 if TYPE_CHECKING:
     from agency.services.agents.view import ThreadView
@@ -121,7 +127,7 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: lis
     return ToolSpec(
         name=name,
         description=description,
-        parameters={"type": "object", "properties": properties, "required": required},
+        parameters=object_schema(required, **properties),
     )
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agency.services.agents.escalation import NotAChild, notify_event, status_event
-from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec, object_schema
 
 if TYPE_CHECKING:
-    from agency.contracts.events import ParentRef
+    from collections.abc import Callable
+
+    from agency.contracts.events import AnyEvent, ParentRef
     from agency.services.agents.view import ThreadView
 
 NOTIFY_TOOL = "notify_parent"
@@ -36,53 +38,46 @@ def _text(args: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _notify(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
-    content = _text(args, "content")
-    if content is None:
-        return StateToolOutcome("notify_parent needs a string `content`", error=True)
-    try:
-        event = notify_event(state, run_id, content)
-    except (NotAChild, ValueError) as e:
-        return StateToolOutcome(str(e), error=True)
-    return StateToolOutcome("Your parent will receive the message.", events=(event,))
+def _to_parent(
+    tool: str,
+    description: str,
+    argument: tuple[str, str],
+    event_of: Callable[[ThreadView, str, str], AnyEvent],
+    done: str,
+) -> StateTool:
+    """The state tool `tool` of an explicit child: its one string `argument` (name and
+    description) made into the event `event_of` gives, answered `done`."""
+    key, about = argument
+
+    def run(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
+        value = _text(args, key)
+        if value is None:
+            return StateToolOutcome(f"{tool} needs a string `{key}`", error=True)
+        try:
+            event = event_of(state, run_id, value)
+        except (NotAChild, ValueError) as e:
+            return StateToolOutcome(str(e), error=True)
+        return StateToolOutcome(done, events=(event,))
+
+    parameters = object_schema([key], **{key: {"type": "string", "description": about}})
+    return StateTool(ToolSpec(tool, description, parameters), run)
 
 
-def _status(args: dict[str, Any], state: ThreadView, run_id: str) -> StateToolOutcome:
-    status = _text(args, "status")
-    if status is None:
-        return StateToolOutcome("set_status needs a string `status`", error=True)
-    try:
-        event = status_event(state, run_id, status)
-    except (NotAChild, ValueError) as e:
-        return StateToolOutcome(str(e), error=True)
-    return StateToolOutcome("Status set in your parent's registry.", events=(event,))
-
-
-NOTIFY_PARENT = StateTool(
-    spec=ToolSpec(
-        name=NOTIFY_TOOL,
-        description="Send your parent agent a message (a result, a question, a failure). "
-        "Nothing else reaches it: it sees only what you send this way.",
-        parameters={
-            "type": "object",
-            "properties": {"content": {"type": "string", "description": "the message"}},
-            "required": ["content"],
-        },
-    ),
-    fn=_notify,
+NOTIFY_PARENT = _to_parent(
+    NOTIFY_TOOL,
+    "Send your parent agent a message (a result, a question, a failure). "
+    "Nothing else reaches it: it sees only what you send this way.",
+    ("content", "the message"),
+    notify_event,
+    "Your parent will receive the message.",
 )
-SET_STATUS = StateTool(
-    spec=ToolSpec(
-        name=STATUS_TOOL,
-        description="Set a short status line your parent agent sees in its list of "
-        "subagents; you carry on working.",
-        parameters={
-            "type": "object",
-            "properties": {"status": {"type": "string", "description": "e.g. 'halfway'"}},
-            "required": ["status"],
-        },
-    ),
-    fn=_status,
+SET_STATUS = _to_parent(
+    STATUS_TOOL,
+    "Set a short status line your parent agent sees in its list of "
+    "subagents; you carry on working.",
+    ("status", "e.g. 'halfway'"),
+    status_event,
+    "Status set in your parent's registry.",
 )
 
 

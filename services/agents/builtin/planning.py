@@ -8,7 +8,7 @@ import msgspec
 
 from agency.contracts.events import Todo, TodosWritten
 from agency.services.agents.middleware import Middleware, MiddlewareContext
-from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec
+from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec, object_schema
 
 if TYPE_CHECKING:
     from agency.services.agents.view import ThreadView
@@ -21,26 +21,17 @@ WRITE_TODOS = ToolSpec(
     name="write_todos",
     description="Replace the todo list. Each todo has content and a status: "
     "pending, in_progress or completed.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "todos": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "content": {"type": "string"},
-                        "status": {
-                            "type": "string",
-                            "enum": ["pending", "in_progress", "completed"],
-                        },
-                    },
-                    "required": ["content", "status"],
-                },
-            }
+    parameters=object_schema(
+        ["todos"],
+        todos={
+            "type": "array",
+            "items": object_schema(
+                ["content", "status"],
+                content={"type": "string"},
+                status={"type": "string", "enum": ["pending", "in_progress", "completed"]},
+            ),
         },
-        "required": ["todos"],
-    },
+    ),
 )
 
 

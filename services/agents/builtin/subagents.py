@@ -28,7 +28,7 @@ from typing import Literal, cast
 
 from agency.contracts.events.registry import BlueprintConfig, BlueprintSpec
 from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
-from agency.services.agents.tools import SubagentTool, ToolSpec
+from agency.services.agents.tools import SubagentTool, ToolSpec, object_schema
 
 TASK_TOOL = "task"
 CREATE_TOOL = "subagent_create"
@@ -36,6 +36,7 @@ MESSAGE_TOOL = "subagent_message"
 TERMINATE_TOOL = "subagent_terminate"
 RESUMABLE_TOOLS = (CREATE_TOOL, MESSAGE_TOOL, TERMINATE_TOOL)
 
+_STRING = {"type": "string"}
 _TITLE = {"type": "string", "description": "a short title for the subagent's entry"}
 _ATTACHMENTS = {
     "type": "array",
@@ -47,47 +48,35 @@ TASK = ToolSpec(
     name=TASK_TOOL,
     description="Delegate a self-contained task to a subagent. It works in its own thread "
     "and answers with a report. Calls in one step run in parallel.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "description": {"type": "string", "description": "the task, with all context needed"},
-            "subagentType": {"type": "string", "description": "which subagent to use"},
-            "timeoutMs": {"type": "integer", "description": "give up after this many ms"},
-            "title": _TITLE,
-            "attachments": _ATTACHMENTS,
-        },
-        "required": ["description", "subagentType"],
-    },
+    parameters=object_schema(
+        ["description", "subagentType"],
+        description={"type": "string", "description": "the task, with all context needed"},
+        subagentType={"type": "string", "description": "which subagent to use"},
+        timeoutMs={"type": "integer", "description": "give up after this many ms"},
+        title=_TITLE,
+        attachments=_ATTACHMENTS,
+    ),
 )
 CREATE = ToolSpec(
     name=CREATE_TOOL,
     description="Create a named, persistent subagent and give it its first task. "
     "Message it again later with subagent_message.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "description": "a name for this instance"},
-            "subagentType": {"type": "string"},
-            "message": {"type": "string", "description": "its first task"},
-            "title": _TITLE,
-            "description": {"type": "string", "description": "what this instance is for"},
-            "attachments": _ATTACHMENTS,
-        },
-        "required": ["name", "subagentType", "message"],
-    },
+    parameters=object_schema(
+        ["name", "subagentType", "message"],
+        name={"type": "string", "description": "a name for this instance"},
+        subagentType=_STRING,
+        message={"type": "string", "description": "its first task"},
+        title=_TITLE,
+        description={"type": "string", "description": "what this instance is for"},
+        attachments=_ATTACHMENTS,
+    ),
 )
 MESSAGE = ToolSpec(
     name=MESSAGE_TOOL,
     description="Send a persistent subagent another message, by its reference.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "reference": {"type": "string"},
-            "message": {"type": "string"},
-            "attachments": _ATTACHMENTS,
-        },
-        "required": ["reference", "message"],
-    },
+    parameters=object_schema(
+        ["reference", "message"], reference=_STRING, message=_STRING, attachments=_ATTACHMENTS
+    ),
 )
 
 
@@ -95,14 +84,11 @@ TERMINATE = ToolSpec(
     name=TERMINATE_TOOL,
     description="Shut a persistent subagent down for good, by its reference or name: its "
     "current work stops and it takes no more messages.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "reference": {"type": "string"},
-            "name": {"type": "string"},
-            "reason": {"type": "string", "description": "why, for the record"},
-        },
-    },
+    parameters=object_schema(
+        reference=_STRING,
+        name=_STRING,
+        reason={"type": "string", "description": "why, for the record"},
+    ),
 )
 
 

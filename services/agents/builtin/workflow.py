@@ -13,14 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 from agency.services.agents.middleware import Middleware
-from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolFn, define_tool
+from agency.services.agents.tools import (
+    Tool,
+    ToolContext,
+    ToolFailed,
+    ToolFn,
+    define_tool,
+    object_schema,
+)
 
 _STRING = {"type": "string"}
 _NAMES = {"type": "array", "items": {"type": "string"}}
-
-
-def _schema(required: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(required)}
 
 
 # name → (description, parameters), as the model is told.
@@ -28,34 +31,34 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "channel_send": (
         "Post a message to the workflow's channel; `to` (or @name in the text) asks members\n"
         "to act.",
-        _schema(("message",), message=_STRING, to=_NAMES),
+        object_schema(("message",), message=_STRING, to=_NAMES),
     ),
     "channel_read": (
         "Read the latest messages of the channel (`limit`, default 20).",
-        _schema(limit={"type": "integer"}),
+        object_schema(limit={"type": "integer"}),
     ),
     "my_inbox": (
         "Messages that mention you (`limit`, default 20).",
-        _schema(limit={"type": "integer"}),
+        object_schema(limit={"type": "integer"}),
     ),
-    "team_doc_read": ("Read a team document by path.", _schema(("path",), path=_STRING)),
+    "team_doc_read": ("Read a team document by path.", object_schema(("path",), path=_STRING)),
     "team_doc_write": (
         "Write (create or replace) a team document.",
-        _schema(("path", "content"), path=_STRING, content=_STRING),
+        object_schema(("path", "content"), path=_STRING, content=_STRING),
     ),
-    "team_doc_list": ("List the team documents with their last authors.", _schema()),
+    "team_doc_list": ("List the team documents with their last authors.", object_schema()),
     "resource_put": (
         "Store large content; returns its content address (sha256:…) to share instead.",
-        _schema(("content",), content=_STRING),
+        object_schema(("content",), content=_STRING),
     ),
     "resource_get": (
         "Fetch stored content by its id (sha256:…).",
-        _schema(("id",), id=_STRING),
+        object_schema(("id",), id=_STRING),
     ),
     "proposal_open": (
         "Put a decision to a vote among members (all by default); it closes when everyone\n"
         "has voted.",
-        _schema(
+        object_schema(
             ("title", "options"),
             title=_STRING,
             options=_NAMES,
@@ -66,11 +69,11 @@ SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "proposal_vote": (
         "Vote on an open proposal with one of its options (`proposalId` defaults to the\n"
         "latest open proposal you have not voted on).",
-        _schema(("choice",), proposalId=_STRING, choice=_STRING, reason=_STRING),
+        object_schema(("choice",), proposalId=_STRING, choice=_STRING, reason=_STRING),
     ),
     "proposal_status": (
         "The votes and outcome of a proposal (or of all when no id is given).",
-        _schema(proposalId=_STRING),
+        object_schema(proposalId=_STRING),
     ),
 }
 

@@ -5,6 +5,7 @@ each refusal says what does not map."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,9 +82,15 @@ def refuse_unmapped(data: RunCreate) -> None:
         named.append("command.goto/command.update")
     if data.multitask_strategy == "rollback":
         named.append("multitask_strategy 'rollback' (the log is append-only: use 'interrupt')")
+    refuse_options(named, "runs")
+
+
+def refuse_options(named: Sequence[str], onto: str) -> None:
+    """A 400 naming each of LangGraph's options asked for that does not map onto Agency's
+    `onto` (runs, schedules)."""
     if named:
         raise ValidationException(
-            f"not mapped onto Agency runs: {', '.join(named)}; see docs/langgraph.md"
+            f"not mapped onto Agency {onto}: {', '.join(named)}; see docs/langgraph.md"
         )
 
 

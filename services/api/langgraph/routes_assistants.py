@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Request, delete, patch, post
+from litestar import Request, delete, patch
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody, QueryParameter
 
@@ -20,6 +20,7 @@ from agency.contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintS
 from agency.contracts.ids import is_valid_token, new_id
 from agency.services.api.auth import Caller, Deps, agency_events, agent_types, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.scope import (
     AssistantIdPath,
     agency_for,
@@ -27,7 +28,7 @@ from agency.services.api.langgraph.scope import (
     assistants,
 )
 from agency.services.api.langgraph.wire import Assistant, Body
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 
 MAX_PAGE = 1000
 
@@ -94,17 +95,12 @@ async def _blueprints(
 
 
 async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec) -> Assistant:
-    key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
-    await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-        from_end=True,
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "agency", agency_id, command, from_end=True)
     return await assistant_named(deps, tenant, agency_id, spec.name)
 
 
-@post("/assistants", status_code=200, summary="LangGraph: create an assistant (save a blueprint)")
+@post_ok("/assistants", summary="LangGraph: create an assistant (save a blueprint)")
 async def create_assistant(
     data: JSONBody[AssistantCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Assistant:
@@ -199,12 +195,8 @@ async def delete_assistant(
             )
         await assistant_named(deps, tenant, agency_id, assistant_id)  # 404 naming it
         raise AssertionError
-    key = new_id()
     command = DeleteBlueprint(agency_id=agency_id, name=assistant_id)
-    await read_your_write(
-        deps, tenant, "agency", agency_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "agency", agency_id, command)
 
 
 def _saved_now(events: list[Any], name: str) -> BlueprintSaved | None:
@@ -219,7 +211,7 @@ def _saved_now(events: list[Any], name: str) -> BlueprintSaved | None:
     return saved
 
 
-@post("/assistants/count", status_code=200, summary="LangGraph: count assistants")
+@post_ok("/assistants/count", summary="LangGraph: count assistants")
 async def count_assistants(
     data: JSONBody[AssistantCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> int:
@@ -235,9 +227,8 @@ async def count_assistants(
     )
 
 
-@post(
+@post_ok(
     "/assistants/{assistant_id:str}/versions",
-    status_code=200,
     summary="LangGraph: an assistant's versions (the blueprint's saved revisions)",
 )
 async def assistant_versions(
@@ -275,9 +266,8 @@ async def assistant_versions(
     return found[data.offset : data.offset + data.limit]
 
 
-@post(
+@post_ok(
     "/assistants/{assistant_id:str}/latest",
-    status_code=200,
     summary="LangGraph: make a version the latest (save that revision again)",
 )
 async def set_latest(

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import Request, post
+from litestar import Request
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.params import JSONBody
 
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation, refuse_unmapped
 from agency.services.api.langgraph.routes_runs import run_in_background
 from agency.services.api.langgraph.scope import (
@@ -44,7 +45,7 @@ def _item(index: int, raw: Any) -> tuple[str | None, RunCreate]:
     return thread_id, data
 
 
-@post("/runs/batch", status_code=200, summary="LangGraph: start several background runs")
+@post_ok("/runs/batch", summary="LangGraph: start several background runs")
 async def create_batch(
     data: JSONBody[list[Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> list[Run]:

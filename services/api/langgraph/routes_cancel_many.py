@@ -46,12 +46,17 @@ async def _cancel(deps: ApiDeps, tenant: str, view: GraphView, run_ids: list[str
             )
     if active is None or (wanted is not None and active.run_id not in wanted):
         return
+    await send_cancel(deps, tenant, view, active.run_id)
+
+
+async def send_cancel(deps: ApiDeps, tenant: str, view: GraphView, run_id: str) -> None:
+    """Send `runtime.cancel` bound to the thread's run `run_id`."""
     assert view.created is not None
     command = CancelRun(
         agency_id=view.created.agency_id,
         thread_id=view.thread_id,
         reason="canceled by request",
-        run_id=active.run_id,
+        run_id=run_id,
     )
     await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from litestar import Request, delete, patch, post
+from litestar import Request, delete, patch
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
@@ -25,10 +25,11 @@ from agency.domain.workflow_members import global_workflow_id
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
-from agency.services.api.langgraph.inputs import invocation
+from agency.services.api.langgraph.answer import post_ok
+from agency.services.api.langgraph.inputs import invocation, refuse_options
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 from agency.services.workflows.http.ops import ensure_global_member, find_schedule, read_state
 
 MAX_PAGE = 1000
@@ -103,10 +104,7 @@ def _refuse_unmapped(data: CronCreate | CronUpdate) -> None:
     named = [k for k in _UNMAPPED if getattr(data, k)]
     if data.on_run_completed == "delete":
         named.append("on_run_completed='delete' (a cron runs in its assistant's thread)")
-    if named:
-        raise ValidationException(
-            f"not mapped onto Agency schedules: {', '.join(named)}; see docs/langgraph.md"
-        )
+    refuse_options(named, "schedules")
 
 
 def _options(data: CronCreate | CronUpdate, now: ScheduleOptions) -> ScheduleOptions:
@@ -188,14 +186,10 @@ async def _cron_named(deps: ApiDeps, tenant: str, agency_id: str, cron_id: str) 
 
 
 async def _set(deps: ApiDeps, tenant: str, command: SetSchedule) -> None:
-    key = new_id()
-    await read_your_write(
-        deps, tenant, "schedule", command.schedule_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "schedule", command.schedule_id, command)
 
 
-@post("/runs/crons", status_code=200, summary="LangGraph: a cron of an assistant")
+@post_ok("/runs/crons", summary="LangGraph: a cron of an assistant")
 async def create_cron(
     data: JSONBody[CronCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Cron:
@@ -218,10 +212,8 @@ async def create_cron(
     return await _cron_named(deps, tenant, agency_id, schedule_id)
 
 
-@post(
-    "/threads/{thread_id:str}/runs/crons",
-    status_code=200,
-    summary="LangGraph: a cron of a thread (not mapped)",
+@post_ok(
+    "/threads/{thread_id:str}/runs/crons", summary="LangGraph: a cron of a thread (not mapped)"
 )
 async def create_thread_cron(
     thread_id: ThreadIdPath, data: JSONBody[CronCreate], principal: Caller, deps: Deps
@@ -271,12 +263,8 @@ async def delete_cron(
     agency_id = await agency_for(deps, tenant, request)
     await _cron_named(deps, tenant, agency_id, cron_id)
     await find_schedule(deps, tenant, agency_id, cron_id)
-    key = new_id()
     command = RemoveSchedule(agency_id=agency_id, schedule_id=cron_id)
-    await read_your_write(
-        deps, tenant, "schedule", cron_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "schedule", cron_id, command)
 
 
 def _found(crons: list[Cron], data: CronSearch | CronCount) -> list[Cron]:
@@ -289,7 +277,7 @@ def _found(crons: list[Cron], data: CronSearch | CronCount) -> list[Cron]:
     ]
 
 
-@post("/runs/crons/search", status_code=200, summary="LangGraph: search crons")
+@post_ok("/runs/crons/search", summary="LangGraph: search crons")
 async def search_crons(
     data: JSONBody[CronSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> list[Cron]:
@@ -309,7 +297,7 @@ class CronCount(Body, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
 
 
-@post("/runs/crons/count", status_code=200, summary="LangGraph: count crons")
+@post_ok("/runs/crons/count", summary="LangGraph: count crons")
 async def count_crons(
     data: JSONBody[CronCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 import structlog
-from litestar import Request, Response, post
+from litestar import Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody
@@ -29,6 +29,7 @@ from agency.infra.jetstream.errors import StoreError
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph import protocol_state as ps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.follow import KEEPALIVE
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.parts import frame
@@ -172,9 +173,8 @@ async def _input_respond(
     return _success(command, {})
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/commands",
-    status_code=200,
     summary="LangGraph protocol: a command on a thread (runs, input, state, agent tree)",
 )
 async def thread_command(
@@ -257,9 +257,8 @@ async def protocol_sse(
         await feed.aclose()
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/stream/events",
-    status_code=200,
     summary="LangGraph protocol: a thread's events of the channels asked for (SSE)",
     media_type="text/event-stream",
 )

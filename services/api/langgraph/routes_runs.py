@@ -16,16 +16,16 @@ from litestar.exceptions import ClientException, NotFoundException, ValidationEx
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from agency.contracts.commands import CancelRun
-from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.follow import sse, wait_for_end
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import (
     MULTITASK_OF,
 )
 from agency.services.api.langgraph.parts import stream_modes
+from agency.services.api.langgraph.routes_cancel_many import send_cancel
 from agency.services.api.langgraph.scope import (
     RunIdPath,
     ThreadIdPath,
@@ -75,7 +75,7 @@ def locations(thread_id: str, ref: RunRef) -> dict[str, str]:
     return {"Content-Location": base, "Location": f"{base}/stream"}
 
 
-@post("/threads/{thread_id:str}/runs", status_code=200, summary="LangGraph: start a run")
+@post_ok("/threads/{thread_id:str}/runs", summary="LangGraph: start a run")
 async def create_run(
     thread_id: ThreadIdPath,
     data: JSONBody[RunCreate],
@@ -123,9 +123,8 @@ async def _final(
     return view.values_with_interrupts()
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/runs/wait",
-    status_code=200,
     summary="LangGraph: start a run and answer its final state",
 )
 async def wait_run(
@@ -203,9 +202,8 @@ def _stream(
     )
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/runs/stream",
-    status_code=200,
     summary="LangGraph: start a run and stream it (SSE)",
     media_type="text/event-stream",
 )
@@ -332,14 +330,7 @@ async def cancel_run(
             status_code=409,
             detail=f"run {ref.id} is {status}: only the thread's active run can be canceled",
         )
-    assert view.created is not None
-    command = CancelRun(
-        agency_id=view.created.agency_id,
-        thread_id=view.thread_id,
-        reason="canceled by request",
-        run_id=ref.run_id,
-    )
-    await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
+    await send_cancel(deps, tenant, view, ref.run_id)
     if wait in ("1", "true"):
         await wait_for_end(
             deps,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, Response, post
+from litestar import Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import ValidationException
 from litestar.params import JSONBody
@@ -14,6 +14,7 @@ from litestar.response import Stream
 
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation, refuse_unmapped
 from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.routes_runs import (
@@ -42,7 +43,7 @@ async def _thread_for(
     return view.thread_id
 
 
-@post("/runs", status_code=200, summary="LangGraph: start a run on a new thread")
+@post_ok("/runs", summary="LangGraph: start a run on a new thread")
 async def create_stateless(
     data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Response[Run]:
@@ -51,7 +52,7 @@ async def create_stateless(
     return await run_in_background(deps, tenant, thread_id, data, request)
 
 
-@post("/runs/wait", status_code=200, summary="LangGraph: run on a new thread; its final state")
+@post_ok("/runs/wait", summary="LangGraph: run on a new thread; its final state")
 async def wait_stateless(
     data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, State]
 ) -> Response[dict[str, Any]]:
@@ -60,9 +61,8 @@ async def wait_stateless(
     return await run_and_wait(deps, tenant, thread_id, data, request)
 
 
-@post(
+@post_ok(
     "/runs/stream",
-    status_code=200,
     summary="LangGraph: run on a new thread, streamed (SSE)",
     media_type="text/event-stream",
 )

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import asyncpg
 import msgspec
-from litestar import Request, delete, get, post, put
+from litestar import Request, delete, get, put
 from litestar.exceptions import ValidationException
 from litestar.params import JSONBody, QueryParameter
 
@@ -27,6 +27,7 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph import embeddings
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.scope import AGENCY_HEADER, agency_for
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.decide import decide_and_append
@@ -230,7 +231,7 @@ def _filters(wanted: dict[str, Any], args: list[Any]) -> list[str]:
     return clauses
 
 
-@post("/store/items/search", status_code=200, summary="LangGraph: search store items")
+@post_ok("/store/items/search", summary="LangGraph: search store items")
 async def search_items(
     data: JSONBody[SearchItems], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> SearchOut:
@@ -271,7 +272,7 @@ def _fits(namespace: tuple[str, ...], pattern: list[str] | None, *, at_end: bool
     return all(p in ("*", n) for p, n in zip(pattern, part, strict=True))
 
 
-@post("/store/namespaces", status_code=200, summary="LangGraph: list store namespaces")
+@post_ok("/store/namespaces", summary="LangGraph: list store namespaces")
 async def list_namespaces(
     data: JSONBody[ListNamespaces], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> NamespacesOut:

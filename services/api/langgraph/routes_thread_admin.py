@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from litestar import Request, Response, delete, patch, post
+from litestar import Request, Response, delete, patch
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody
 
@@ -21,6 +21,7 @@ from agency.contracts.commands import ForkThread, SetThreadMetadata
 from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.routes_threads import thread_out
 from agency.services.api.langgraph.scope import (
@@ -33,8 +34,8 @@ from agency.services.api.langgraph.scope import (
     thread_id_of,
 )
 from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
-from agency.services.api.logwait import watch_log
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
+from agency.services.api.routes_fork import send_fork
 from agency.services.threads.fork import ForkError, plan_fork
 
 # Keys of a thread's metadata that say what it is, not what its users set.
@@ -96,10 +97,7 @@ async def update_thread(
         command = SetThreadMetadata(
             agency_id=view.created.agency_id, thread_id=view.thread_id, metadata=wanted
         )
-        await read_your_write(
-            deps, tenant, "thread", view.thread_id, key,
-            send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-        )  # fmt: skip
+        await send_and_read(deps, tenant, "thread", view.thread_id, command, key)
         view = await load_thread(deps, tenant, view.thread_id)
     if request.headers.get("prefer") == "return=minimal":
         return Response(None, status_code=204)
@@ -127,7 +125,7 @@ async def delete_run(
     )
 
 
-@post("/threads/prune", status_code=200, summary="LangGraph: prune threads")
+@post_ok("/threads/prune", summary="LangGraph: prune threads")
 async def prune_threads(
     data: JSONBody[dict[str, Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> None:
@@ -135,7 +133,7 @@ async def prune_threads(
     raise ValidationException(NO_DELETE)
 
 
-@post("/threads/count", status_code=200, summary="LangGraph: count the agency's threads")
+@post_ok("/threads/count", summary="LangGraph: count the agency's threads")
 async def count_threads(
     data: JSONBody[ThreadCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> int:
@@ -168,7 +166,7 @@ async def count_threads(
     return count
 
 
-@post("/threads/{thread_id:str}/copy", status_code=200, summary="LangGraph: copy a thread")
+@post_ok("/threads/{thread_id:str}/copy", summary="LangGraph: copy a thread")
 async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> Thread:
     """A fork of the thread at its last event: a new thread with the same history (a run
     in progress ends in the copy, canceled)."""
@@ -197,14 +195,7 @@ async def fork_thread(deps: ApiDeps, tenant: str, view: GraphView, at_seq: int) 
         agency_id=view.created.agency_id, thread_id=view.thread_id, at_seq=at_seq,
         fork_thread_id=fork_id,
     )  # fmt: skip
-    expected = plan.events_of(fork_id)
-    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", fork_id) as log:
-        await deps.bus.commands.send(tenant, command, idempotency_key=f"fork:{fork_id}")
-
-        def written(_: object) -> bool | None:
-            return True if log.position is not None and log.position.seq >= expected else None
-
-        await log.until(written, deps.settings.read_your_writes_timeout)
+    await send_fork(deps, tenant, command, plan)
     return fork_id
 
 

@@ -11,18 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import post
 from litestar.exceptions import ClientException, ValidationException
 from litestar.params import JSONBody
 
 from agency.contracts.commands import UpdateThreadState
 from agency.contracts.events import Todo
-from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
 from agency.services.api.langgraph.wire import Body, Checkpoint, Out
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 
 _TODOS = msgspec.json.Decoder(tuple[Todo, ...])
 
@@ -47,9 +46,8 @@ def _todos(raw: Any) -> tuple[Todo, ...]:
         ) from e
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/state",
-    status_code=200,
     summary="LangGraph: add messages, files or todos to an idle thread",
 )
 async def update_state(
@@ -86,7 +84,6 @@ async def update_state(
             status_code=409,
             detail=f"thread {view.thread_id} is running: its state changes when the run ends",
         )
-    key = new_id()
     command = UpdateThreadState(
         agency_id=view.created.agency_id,
         thread_id=view.thread_id,
@@ -94,10 +91,7 @@ async def update_state(
         files=asked.files,
         todos=todos,
     )
-    written = await read_your_write(
-        deps, tenant, "thread", view.thread_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+    written = await send_and_read(deps, tenant, "thread", view.thread_id, command)
     if written.event is None:
         now = await load_thread(deps, tenant, view.thread_id)
         if now.status() in ("busy", "interrupted"):

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import msgspec
-from litestar import Request, get, post
+from litestar import Request, get
 from litestar.exceptions import (
     ClientException,
     NotFoundException,
@@ -17,6 +17,7 @@ from litestar.params import JSONBody
 from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.graphstate import CHECKPOINT_EVENTS, GraphView
 from agency.services.api.langgraph.scope import (
     AGENCY_HEADER,
@@ -60,7 +61,7 @@ def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
     return all(metadata.get(k) == v for k, v in (wanted or {}).items())
 
 
-@post("/assistants/search", status_code=200, summary="LangGraph: search assistants (blueprints)")
+@post_ok("/assistants/search", summary="LangGraph: search assistants (blueprints)")
 async def search_assistants(
     data: JSONBody[AssistantSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> list[Assistant]:
@@ -145,7 +146,7 @@ def _string_metadata(metadata: dict[str, Any]) -> dict[str, str]:
     return dict(metadata)
 
 
-@post("/threads", status_code=200, summary="LangGraph: create a thread")
+@post_ok("/threads", summary="LangGraph: create a thread")
 async def create_thread(
     data: JSONBody[ThreadCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Thread:
@@ -194,7 +195,7 @@ async def get_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> 
     return thread_out(await load_thread(deps, tenant_of(principal), thread_id, deferred=True))
 
 
-@post("/threads/search", status_code=200, summary="LangGraph: search the agency's threads")
+@post_ok("/threads/search", summary="LangGraph: search the agency's threads")
 async def search_threads(
     data: JSONBody[ThreadSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> list[dict[str, Any]]:
@@ -275,9 +276,8 @@ class CheckpointBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     select: list[str] | None = None
 
 
-@post(
+@post_ok(
     "/threads/{thread_id:str}/state/checkpoint",
-    status_code=200,
     summary="LangGraph: a thread's state at a checkpoint",
 )
 async def post_state_at(
@@ -300,10 +300,8 @@ async def _state_at(deps: ApiDeps, tenant: str, thread_id: str, upto: int | None
     return state_out(await load_thread(deps, tenant, thread_id, upto, deferred=True))
 
 
-@post(
-    "/threads/{thread_id:str}/history",
-    status_code=200,
-    summary="LangGraph: a thread's past states, newest first",
+@post_ok(
+    "/threads/{thread_id:str}/history", summary="LangGraph: a thread's past states, newest first"
 )
 async def get_history(
     thread_id: ThreadIdPath, data: JSONBody[HistoryBody], principal: Caller, deps: Deps

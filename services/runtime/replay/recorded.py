@@ -33,7 +33,13 @@ from agency.contracts.events import (
 )
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.llm.errors import ModelErrorKind
-from agency.services.llm.provider import ModelError, ModelRequest, ModelResponse, OnDelta
+from agency.services.llm.provider import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    OnDelta,
+    recorded_response,
+)
 
 DELTA = "model.delta"
 # Streamed text, left out of comparisons: how it was cut into events depends on timing.
@@ -236,12 +242,4 @@ class RecordedProvider:
                 kind=kind if kind in get_args(ModelErrorKind) else "model_error",  # type: ignore[arg-type]
             )
         assert call.completed is not None
-        done = call.completed
-        return ModelResponse(
-            message=done.message,
-            usage=done.usage,
-            finish_reason=done.finish_reason,
-            model=done.model,
-            cost_usd=done.cost_usd,
-            reasoning=done.reasoning,
-        )
+        return recorded_response(call.completed)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import KW_ONLY, dataclass, field
 
 import msgspec
 import structlog
@@ -53,26 +54,20 @@ _request_decoder = msgspec.json.Decoder(ReexecutionRequest)
 _encoder = msgspec.json.Encoder()
 
 
+@dataclass(eq=False)
 class Reexecutions:
     """The runtime's answers to re-execution requests, `max_running` at a time."""
 
-    def __init__(
-        self,
-        bus: Bus,
-        system: AgentSystem,
-        *,
-        max_running: int = MAX_RUNNING,
-        timeout: float = REEXECUTION_SECONDS,
-    ) -> None:
-        self._bus = bus
-        self._system = system
-        self._max_running = max_running
-        self._timeout = timeout
-        self._tasks: set[asyncio.Task[None]] = set()
+    bus: Bus
+    system: AgentSystem
+    _: KW_ONLY
+    max_running: int = MAX_RUNNING
+    timeout: float = REEXECUTION_SECONDS
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
-        sub: Subscription = await self._bus.nc.subscribe(REEXECUTIONS, queue=QUEUE, cb=self._on_msg)
-        log.info("re-executions answered", subject=REEXECUTIONS, max_running=self._max_running)
+        sub: Subscription = await self.bus.nc.subscribe(REEXECUTIONS, queue=QUEUE, cb=self._on_msg)
+        log.info("re-executions answered", subject=REEXECUTIONS, max_running=self.max_running)
         try:
             await stop.wait()
         finally:
@@ -86,9 +81,9 @@ class Reexecutions:
                     await asyncio.wait(late, timeout=drain_timeout)
 
     async def _on_msg(self, msg: Msg) -> None:
-        if len(self._tasks) >= self._max_running:
+        if len(self._tasks) >= self.max_running:
             reason = (
-                f"the runtime is running {self._max_running} re-executions already; "
+                f"the runtime is running {self.max_running} re-executions already; "
                 "retry in a moment"
             )
             await self._respond(msg, _refused("busy", reason))
@@ -113,12 +108,12 @@ class Reexecutions:
         except (InvalidToken, msgspec.DecodeError) as e:
             return _refused("invalid", f"malformed re-execution request: {e}")
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self.timeout):
                 report = await self._reexecute(tenant, request)
         except TimeoutError:
             return _refused(
                 "timeout",
-                f"re-execution took longer than {self._timeout:g} s; try the thread alone "
+                f"re-execution took longer than {self.timeout:g} s; try the thread alone "
                 "(tree: false) or the CLI (agency replay --re-execute)",
             )
         except ThreadNotFound:
@@ -129,13 +124,13 @@ class Reexecutions:
         return ReexecutionReply(report=report)
 
     async def _reexecute(self, tenant: str, request: ReexecutionRequest) -> ReexecutionReport:
-        tree = await _tree(self._bus, tenant, request.thread_id, whole=request.tree)
+        tree = await _tree(self.bus, tenant, request.thread_id, whole=request.tree)
         agency_events: list[RecordedEvent] = []
         agencies = {n.events[0].envelope.agency_id for n in tree.nodes if n.events}
         for agency in sorted(a for a in agencies if a):
-            agency_events.extend(await self._bus.store.read(tenant, "agency", agency))
+            agency_events.extend(await self.bus.store.read(tenant, "agency", agency))
         report = await reexecute(
-            [node.events for node in tree.nodes], self._system, agency_events=agency_events
+            [node.events for node in tree.nodes], self.system, agency_events=agency_events
         )
         by_thread = {c.thread_id: c for c in report.comparisons}
         threads = tuple(
@@ -146,7 +141,7 @@ class Reexecutions:
         return ReexecutionReport(same=report.same, compared=report.compared, threads=threads)
 
     async def _respond(self, msg: Msg, reply: ReexecutionReply) -> None:
-        await _respond(msg, reply, self._bus.nc.max_payload)
+        await _respond(msg, reply, self.bus.nc.max_payload)
 
 
 async def _tree(bus: Bus, tenant: str, thread_id: str, *, whole: bool) -> ThreadTree:

@@ -15,7 +15,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.arguments import add_app, add_data_dir, running_endpoints
+from agency.services.cli.arguments import (
+    add_app,
+    add_data_dir,
+    add_replay_options,
+    error_message,
+    running_endpoints,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -75,16 +81,12 @@ def _register_replay(verbs: Any) -> None:
     replay.add_argument(
         "--tenant", default=None, help="tenant id (default: tenant_id in endpoints.json)"
     )
-    replay.add_argument(
-        "--deltas", action="store_true", help="also show members' streamed model.delta events"
-    )
-    replay.add_argument("--json", action="store_true", help="one JSON object per line")
-    replay.add_argument(
-        "--re-execute",
-        action="store_true",
-        help="decide the controller's steps again and re-execute every member's thread with "
-        "the current code (no model or tool is called, nothing is written); exit status 1 "
-        "if anything diverges",
+    add_replay_options(
+        replay,
+        deltas="also show members' streamed model.delta events",
+        re_execute="decide the controller's steps again and re-execute every member's thread "
+        "with the current code (no model or tool is called, nothing is written); exit status "
+        "1 if anything diverges",
     )
     add_app(replay)
     _common(replay)
@@ -116,11 +118,8 @@ def _client(args: argparse.Namespace) -> httpx.AsyncClient:
 
 def _ok(response: httpx.Response) -> Any:
     if response.status_code >= 400:
-        try:
-            message = response.json().get("error", response.text)
-        except ValueError:
-            message = response.text
-        raise WorkflowCliError(f"{response.request.method} {response.request.url.path}: {message}")
+        request = response.request
+        raise WorkflowCliError(f"{request.method} {request.url.path}: {error_message(response)}")
     return response.json()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 
@@ -16,7 +16,7 @@ from agency.contracts.commands import (
     SetSchedule,
     WorkflowMemberSpec,
 )
-from agency.contracts.events import BlueprintSpec, ScheduleSet
+from agency.contracts.events import BlueprintSpec, ScheduleSet, WorkflowLimits
 from agency.contracts.ids import MAX_TOKEN_LENGTH, derived_id, new_id
 from agency.domain.workflow_members import GLOBAL, global_workflow_id, parse_target, workflow_id
 from agency.domain.workflow_state import WorkflowState, fold
@@ -110,19 +110,10 @@ async def create_workflow(
             )
         members.append(WorkflowMemberSpec(name=entry.name, blueprint=blueprint))
     wf = workflow_id(tenant, agency_id, definition.name, definition.tag)
-    await deps.bus.commands.send(
-        tenant,
-        CreateWorkflow(
-            agency_id=agency_id,
-            workflow_id=wf,
-            name=definition.name,
-            tag=definition.tag,
-            members=tuple(members),
-            limits=definition.limits,
-            source="definition",
-        ),
-        idempotency_key=new_id(),
-    )
+    await _ensure(
+        deps, tenant, agency_id, wf, definition.name, definition.tag, members,
+        limits=definition.limits, source="definition",
+    )  # fmt: skip
     for i, trigger in enumerate(definition.triggers):
         schedule = derived_id("sch_", wf, str(i), trigger.cron, trigger.message)
         await deps.bus.commands.send(
@@ -157,7 +148,8 @@ async def ensure_global_member(
             f"no agent {agent[:80]!r} in agency {agency_id}; it has "
             f"{', '.join(sorted(known)) or 'no blueprints'}"
         )
-    await _ensure(deps, tenant, agency_id, wf, GLOBAL, "", {agent: known[agent]})
+    members = [WorkflowMemberSpec(name=agent, blueprint=known[agent])]
+    await _ensure(deps, tenant, agency_id, wf, GLOBAL, "", members)
     found = await wait_for(deps, tenant, wf, lambda s: agent in s.members, CREATE_WAIT)
     if found is None:
         raise TimeoutError(f"@global did not get member {agent} in time")
@@ -173,7 +165,8 @@ async def adhoc_workflow(
     state = await read_state(deps, tenant, wf)
     if set(agents) <= set(state.members):
         return state
-    await _ensure(deps, tenant, agency_id, wf, "run", digest, agents)
+    members = [WorkflowMemberSpec(name=n, blueprint=b) for n, b in agents.items()]
+    await _ensure(deps, tenant, agency_id, wf, "run", digest, members)
     found = await wait_for(deps, tenant, wf, lambda s: set(agents) <= set(s.members), CREATE_WAIT)
     if found is None:
         raise TimeoutError("the workflow's members were not created in time")
@@ -187,19 +180,17 @@ async def _ensure(
     wf: str,
     name: str,
     tag: str,
-    agents: dict[str, BlueprintSpec],
+    members: Sequence[WorkflowMemberSpec],
+    *,
+    limits: WorkflowLimits | None = None,
+    source: str = "",
 ) -> None:
-    await deps.bus.commands.send(
-        tenant,
-        CreateWorkflow(
-            agency_id=agency_id,
-            workflow_id=wf,
-            name=name,
-            tag=tag,
-            members=tuple(WorkflowMemberSpec(name=n, blueprint=b) for n, b in agents.items()),
-        ),
-        idempotency_key=new_id(),
-    )
+    """Create workflow `wf` if it does not exist, and add the `members` it lacks."""
+    command = CreateWorkflow(
+        agency_id=agency_id, workflow_id=wf, name=name, tag=tag, members=tuple(members),
+        limits=limits or WorkflowLimits(), source=source,
+    )  # fmt: skip
+    await deps.bus.commands.send(tenant, command, idempotency_key=new_id())
 
 
 async def post_message(

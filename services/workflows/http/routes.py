@@ -7,8 +7,10 @@ lookup); every agency has `global`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
+import asyncpg
 import msgspec
 from litestar import Response, get, post
 from litestar.exceptions import NotFoundException, ValidationException
@@ -31,8 +33,9 @@ from agency.services.api.auth import (
     path_id,
     tenant_of,
 )
+from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Accepted, Body
 from agency.services.workflows import definition as definitions
 from agency.services.workflows.http.body import WorkflowDocument, as_document
@@ -54,6 +57,8 @@ Name = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za
 NOT_BLANK_NOR_NUL = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
 Tag = Annotated[str, msgspec.Meta(max_length=64, pattern=r"^[A-Za-z0-9_-]*$")]
 
+
+T = TypeVar("T")
 
 PromptPath = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 PromptText = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
@@ -185,14 +190,32 @@ async def create(
     return Response(body, status_code=201 if state is not None else 202)
 
 
+Read = Callable[[asyncpg.Connection, str, str], Awaitable[T]]
+
+
+async def _agency_read(principal: Principal, deps: ApiDeps, agency_id: str, read: Read[T]) -> T:
+    """`read(conn, tenant, agency_id)` of the caller's agency; 404 when it has none such."""
+    tenant = tenant_of(principal)
+    await agency_events(deps, tenant, agency_id)
+    async with deps.pool.acquire() as conn:
+        return await read(conn, tenant, agency_id)
+
+
+async def _workflow_read(
+    principal: Principal, deps: ApiDeps, agency_id: str, workflow: str, read: Read[T]
+) -> T:
+    """`read(conn, tenant, workflow_id)` of the caller's `workflow`; 404 when it has none."""
+    tenant = tenant_of(principal)
+    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    async with deps.pool.acquire() as conn:
+        return await read(conn, tenant, state.workflow_id)
+
+
 @get("/agency/{agencyId:str}/workflows", summary="The agency's workflows and their members")
 async def list_workflows(
     agency_id: AgencyId, principal: Caller, deps: Deps
 ) -> list[q.WorkflowView]:
-    tenant = tenant_of(principal)
-    await agency_events(deps, tenant, agency_id)
-    async with deps.pool.acquire() as conn:
-        return await q.list_workflows(conn, tenant, agency_id)
+    return await _agency_read(principal, deps, agency_id, q.list_workflows)
 
 
 @get("/agency/{agencyId:str}/workflows/{workflow:str}", summary="One workflow and its members")
@@ -255,20 +278,14 @@ async def inbox(
 async def documents(
     agency_id: AgencyId, workflow: WorkflowRef, principal: Caller, deps: Deps
 ) -> list[q.DocumentView]:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
-    async with deps.pool.acquire() as conn:
-        return await q.documents(conn, tenant, state.workflow_id)
+    return await _workflow_read(principal, deps, agency_id, workflow, q.documents)
 
 
 @get("/agency/{agencyId:str}/workflows/{workflow:str}/proposals", summary="Proposals and votes")
 async def proposals(
     agency_id: AgencyId, workflow: WorkflowRef, principal: Caller, deps: Deps
 ) -> list[q.ProposalView]:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
-    async with deps.pool.acquire() as conn:
-        return await q.proposals(conn, tenant, state.workflow_id)
+    return await _workflow_read(principal, deps, agency_id, workflow, q.proposals)
 
 
 @post(
@@ -317,10 +334,7 @@ async def stop(
 async def list_schedules(
     agency_id: AgencyId, principal: Caller, deps: Deps
 ) -> list[q.ScheduleView]:
-    tenant = tenant_of(principal)
-    await agency_events(deps, tenant, agency_id)
-    async with deps.pool.acquire() as conn:
-        return await q.schedules(conn, tenant, agency_id)
+    return await _agency_read(principal, deps, agency_id, q.schedules)
 
 
 @post("/agency/{agencyId:str}/schedules", status_code=202, summary="Add a cron schedule")
@@ -345,10 +359,7 @@ async def add_schedule(
         agent=data.agent, message=data.message,
     )  # fmt: skip
     # Answered once recorded (bounded), so a remove right after finds the schedule.
-    await read_your_write(
-        deps, tenant, "schedule", schedule, schedule,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=schedule),
-    )  # fmt: skip
+    await send_and_read(deps, tenant, "schedule", schedule, command, schedule)
     return ScheduleOut(id=schedule)
 
 
