@@ -23,6 +23,7 @@ from agency.services.api.progress import ProjectionProgress
 from agency.services.api.runstatus import KeptStatuses
 from agency.services.api.thread_create import PendingListings
 from agency.services.common.caches import ThreadCache
+from agency.services.common.door_limits import DoorLimits
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
 
@@ -70,6 +71,8 @@ class ApiDeps:
     nats_credentials: CredentialIssuer | None = None
     # Per-tenant invoke limits (`AGENCY_TENANT_*`); 429 with Retry-After beyond them.
     limiter: InvokeLimiter = field(default_factory=InvokeLimiter)
+    # A blueprint's prompt and an invoke's messages, bounded (`AGENCY_MAX_*`): 400 beyond.
+    door: DoorLimits = field(default_factory=DoorLimits.from_env)
     # The model providers the runtime may call: a blueprint naming another is refused.
     # The default is offline (every known provider, the fake model standing in).
     models: ProviderCatalog = field(default_factory=ProviderCatalog)

@@ -55,6 +55,7 @@ from agency.services.api.readback import read_your_write, send_blueprint
 from agency.services.api.runstatus import Feed, Seen, taken_up, wait_for_status
 from agency.services.api.text import refuse_nul
 from agency.services.api.thread_create import create_root_thread
+from agency.services.common.door_limits import messages_problem
 
 _tracer = trace.get_tracer(__name__)
 
@@ -316,6 +317,8 @@ async def start_run(
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
     runs as already read from its log, which the wait reads on from; `feed`: the thread's
     events from there on, which the caller follows on after the status."""
+    if (problem := messages_problem(messages, deps.door)) is not None:
+        raise ValidationException(problem)
     run_id = run_id_for(tenant, thread_id, key)
     command = InvokeThread(
         agency_id=agency_id,

@@ -34,6 +34,7 @@ from agency.infra.jetstream.errors import InvalidEvent
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.common.decide import Decision, decide_and_append
+from agency.services.common.door_limits import DoorLimits, prompt_problem
 from agency.services.common.egress import server_refusals
 from agency.services.common.fork import ForkError, fork_thread
 from agency.services.registry import decisions
@@ -71,6 +72,7 @@ class RegistryService:
     def __init__(self, bus: Bus, system: AgentSystem) -> None:
         self._bus = bus
         self._system = system
+        self._door = DoorLimits.from_env()
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         """Decide and append; a command whose events would break their contract is
@@ -103,6 +105,8 @@ class RegistryService:
                 )  # fmt: skip
             case SaveBlueprint() as save:
                 _check_egress(save)
+                if (problem := prompt_problem(save.blueprint, self._door)) is not None:
+                    raise CommandRejected("invalid_blueprint", problem)
                 await self._append(
                     tenant, "agency", save.agency_id, key, save.agency_id,
                     lambda h: decisions.save_blueprint(save, h, key),

@@ -48,6 +48,7 @@ from agency.services.agents.system import AgentSystem
 from agency.services.common import fairness
 from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
+from agency.services.common.door_limits import DoorLimits
 from agency.services.common.tenant_env import TenantEnvSettings
 from agency.services.llm.provider import Provider
 from agency.services.llm.router import ProviderRouter
@@ -118,6 +119,7 @@ class RuntimeService:
         self._max_deliver = max_deliver
         # Per-tenant fairness (services/common/fairness.py): limits, and the load they need.
         self.fairness = fairness.FairnessLimits.from_env()
+        self.door = DoorLimits.from_env()
         self.load = fairness.TenantLoad()
 
     def attach(self, background: asyncio.TaskGroup) -> None:
@@ -276,6 +278,7 @@ class RuntimeService:
                     envelope.idempotency_key,
                     active_runs=self.load.active(envelope.tenant_id),
                     limits=self.fairness,
+                    door=self.door,
                 )
             case ApproveToolCalls():
                 return commands.approve(state, payload, envelope.idempotency_key)

@@ -27,7 +27,7 @@ from agency.services.api.langgraph.scope import (
     assistants,
 )
 from agency.services.api.langgraph.wire import Assistant, Body
-from agency.services.api.readback import read_your_write
+from agency.services.api.readback import read_your_write, refuse_prompt
 
 MAX_PAGE = 1000
 
@@ -94,6 +94,7 @@ async def _blueprints(
 
 
 async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec) -> Assistant:
+    refuse_prompt(deps, spec)
     key = new_id()
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
     await read_your_write(
