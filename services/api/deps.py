@@ -24,6 +24,7 @@ from agency.services.api.runstatus import KeptStatuses
 from agency.services.api.thread_create import PendingListings
 from agency.services.common.caches import ThreadCache
 from agency.services.common.door_limits import DoorLimits
+from agency.services.common.spend_ledger import SpendLedger
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
 
@@ -89,9 +90,12 @@ class ApiDeps:
     listings: PendingListings = field(init=False)
     # Agencies and agencies' blueprints found to exist, not read again on a create.
     known: KnownResources = field(default_factory=KnownResources)
+    # What each tenant and agency spent this period, from the log, and their budgets.
+    spend: SpendLedger = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_views", GraphViews(self.bus.store))
         object.__setattr__(self, "progress", ProjectionProgress(self.pool))
         object.__setattr__(self, "listings", PendingListings(self.progress))
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))
+        object.__setattr__(self, "spend", SpendLedger(self.bus.nc, self.bus.store))

@@ -48,6 +48,7 @@ from agency.services.api.auth import (
     thread_terminated,
 )
 from agency.services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
+from agency.services.api.budget_door import refuse_over_budget
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
 from agency.services.api.openapi import error_response
@@ -319,6 +320,7 @@ async def start_run(
     events from there on, which the caller follows on after the status."""
     if (problem := messages_problem(messages, deps.door)) is not None:
         raise ValidationException(problem)
+    await refuse_over_budget(deps, tenant, agency_id)
     run_id = run_id_for(tenant, thread_id, key)
     command = InvokeThread(
         agency_id=agency_id,

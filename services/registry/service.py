@@ -20,6 +20,8 @@ from agency.contracts.commands import (
     RemoveTenantProvider,
     RevokeApiKey,
     SaveBlueprint,
+    SetAgencyBudget,
+    SetTenantBudget,
     SetTenantModelPolicy,
     SetTenantProvider,
     SetThreadMetadata,
@@ -52,6 +54,7 @@ _TENANT_DECISIONS: dict[
     SetTenantProvider: decisions.set_tenant_provider,
     RemoveTenantProvider: decisions.remove_tenant_provider,
     SetTenantModelPolicy: decisions.set_tenant_model_policy,
+    SetTenantBudget: decisions.set_tenant_budget,
 }
 
 
@@ -93,6 +96,7 @@ class RegistryService:
                 | SetTenantProvider()
                 | RemoveTenantProvider()
                 | SetTenantModelPolicy()
+                | SetTenantBudget()
             ) as command:
                 decide = _TENANT_DECISIONS[type(command)]
                 await self._append(
@@ -110,6 +114,11 @@ class RegistryService:
                 await self._append(
                     tenant, "agency", save.agency_id, key, save.agency_id,
                     lambda h: decisions.save_blueprint(save, h, key),
+                )  # fmt: skip
+            case SetAgencyBudget() as budget:
+                await self._append(
+                    tenant, "agency", budget.agency_id, key, budget.agency_id,
+                    lambda h: decisions.set_agency_budget(budget, h, key),
                 )  # fmt: skip
             case DeleteBlueprint() as delete:
                 await self._append(

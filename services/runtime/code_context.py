@@ -88,8 +88,10 @@ class Ai(StreamingAi):
         default_messages: Callable[[], list[ChatMessage]],
         tools: Tools,
         tenant: str = "",
+        agency: str = "",
     ) -> None:
         self._tenant = tenant
+        self._agency = agency
         self._emitter = emitter
         self._provider = provider
         self._model = model
@@ -115,7 +117,11 @@ class Ai(StreamingAi):
             chat = [ChatMessage(role="system", content=system), *chat]
         specs = self._tools.specs_of(tools)
         return ModelRequest(
-            model=model or self._model, messages=tuple(chat), tools=specs, tenant=self._tenant
+            model=model or self._model,
+            messages=tuple(chat),
+            tools=specs,
+            tenant=self._tenant,
+            agency=self._agency,
         )
 
     async def complete(

@@ -49,6 +49,7 @@ from agency.services.common import fairness
 from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.common.decide import CONFLICT_ATTEMPTS, conflict_pause
 from agency.services.common.door_limits import DoorLimits
+from agency.services.common.spend_ledger import SpendLedger
 from agency.services.common.tenant_env import TenantEnvSettings
 from agency.services.llm.provider import Provider
 from agency.services.llm.router import ProviderRouter
@@ -60,6 +61,7 @@ from agency.services.runtime.drives import BUSY_WAIT, Drives, StartState
 from agency.services.runtime.local_tools import is_own_result
 from agency.services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from agency.services.runtime.replay.responder import Reexecutions
+from agency.services.runtime.spend_guard import SpendGuard
 from agency.services.runtime.watches import RunWatches
 
 log = structlog.get_logger(__name__)
@@ -99,6 +101,9 @@ class RuntimeService:
         if isinstance(provider, ProviderRouter):
             # Tenants' own provider settings, read from their logs.
             provider.use_tenant_models(StoreTenantModels(bus.store))
+        # Every model call asks the tenant's and its agency's spend budgets first.
+        self.spend = SpendLedger(bus.nc, bus.store)
+        provider = SpendGuard(provider, self.spend)
         self.driver = ThreadDriver(
             bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
         )
