@@ -24,6 +24,7 @@ from agency.projections import catalog
 from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.api.auth import agency_events, agency_owned, agent_types
 from agency.services.api.deps import ApiDeps
+from agency.services.api.workflow_door import refuse_members
 from agency.services.common.workflow_definition import Definition, DefinitionError
 
 # Creating members waits for the registry; past this the route answers 202.
@@ -109,6 +110,7 @@ async def create_workflow(
                 f"{agency_id}; it has {', '.join(sorted(known)) or 'none'}"
             )
         members.append(WorkflowMemberSpec(name=entry.name, blueprint=blueprint))
+    refuse_members(deps, definition.name, ((m.name, m.blueprint) for m in members))
     wf = workflow_id(tenant, agency_id, definition.name, definition.tag)
     await deps.bus.commands.send(
         tenant,
@@ -189,6 +191,7 @@ async def _ensure(
     tag: str,
     agents: dict[str, BlueprintSpec],
 ) -> None:
+    refuse_members(deps, name, agents.items())
     await deps.bus.commands.send(
         tenant,
         CreateWorkflow(

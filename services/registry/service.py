@@ -35,9 +35,9 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import InvalidEvent
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.system import AgentSystem
+from agency.services.common.blueprint_checks import save_refusal
 from agency.services.common.decide import Decision, decide_and_append
-from agency.services.common.door_limits import DoorLimits, prompt_problem
-from agency.services.common.egress import server_refusals
+from agency.services.common.door_limits import DoorLimits
 from agency.services.common.fork import ForkError, fork_thread
 from agency.services.registry import decisions
 
@@ -56,19 +56,6 @@ _TENANT_DECISIONS: dict[
     SetTenantModelPolicy: decisions.set_tenant_model_policy,
     SetTenantBudget: decisions.set_tenant_budget,
 }
-
-
-def _check_egress(save: SaveBlueprint) -> None:
-    """A blueprint naming an MCP server no connection for a tenant may reach (an address
-    or `localhost`, `services/common/egress.py`) is refused however it arrives: over HTTP,
-    on the tenant's own NATS subjects, or from a workflow."""
-    for blueprint in save.blueprint.with_inline():  # and the subagents it defines inline
-        for i, url, problem in server_refusals(blueprint.config.mcp_servers):
-            raise CommandRejected(
-                "egress_refused",
-                f"blueprint {blueprint.name!r}: config.mcpServers[{i}].url {url!r} is refused: "
-                f"{problem}",
-            )
 
 
 class RegistryService:
@@ -108,9 +95,10 @@ class RegistryService:
                     lambda h: decisions.create_agency(create_agency, h, key),
                 )  # fmt: skip
             case SaveBlueprint() as save:
-                _check_egress(save)
-                if (problem := prompt_problem(save.blueprint, self._door)) is not None:
-                    raise CommandRejected("invalid_blueprint", problem)
+                # However it arrives (HTTP, the tenant's own NATS subjects, a workflow):
+                # no stdio server, no address a tenant may not reach, no oversized prompt.
+                if (refused := save_refusal(save.blueprint, self._door)) is not None:
+                    raise CommandRejected(*refused)
                 await self._append(
                     tenant, "agency", save.agency_id, key, save.agency_id,
                     lambda h: decisions.save_blueprint(save, h, key),
