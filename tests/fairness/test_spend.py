@@ -87,6 +87,8 @@ async def test_spent_budget_refuses_the_next_model_call_and_http_invokes_with_42
         json={"assistant_id": "worker", "input": {"messages": [{"role": "user", "content": "x"}]}},
     )
     assert r.status_code == 429 and BUDGET_EXCEEDED in r.text, r.text
+    r = await tenant.http.post("/serve", json={"agent": "worker", "message": "x"})
+    assert r.status_code == 429 and BUDGET_EXCEEDED in r.text, r.text
     r = await tenant.http.get("/budget")
     assert r.status_code == 200 and r.json()["tokensSpent"] == 10_000, r.text
 
