@@ -44,6 +44,8 @@ REFRESH_SECONDS = 1.0
 class _Usage:
     since: datetime
     stream_seq: int = 0
+    # When the log was last read to its end (monotonic seconds).
+    read_at: float = -1e9
     total: Spent = field(default_factory=Spent)
     agencies: dict[str, Spent] = field(default_factory=dict)
 
@@ -89,8 +91,9 @@ class SpendLedger:
 
     async def standing(self, tenant: str, agency: str, now: datetime | None = None) -> Standing:
         now = now or datetime.now(UTC)
+        asked = time.monotonic()
         async with self._locks.setdefault(tenant, asyncio.Lock()):
-            usage = await self._usage_of(tenant, now)
+            usage = await self._usage_of(tenant, now, asked)
             tenant_set = await self._set_of(tenant, "tenant", tenant)
             agency_set = await self._set_of(tenant, "agency", agency) if agency else _Set()
         overrides = Overrides(
@@ -129,12 +132,17 @@ class SpendLedger:
             if key.startswith(f"{tenant}.") or (aggregate == "tenant" and key == tenant):
                 kept.checked = -1e9
 
-    async def _usage_of(self, tenant: str, now: datetime) -> _Usage:
+    async def _usage_of(self, tenant: str, now: datetime, asked: float) -> _Usage:
+        """The tenant's usage, read from the log to its end since `asked` (one read serves
+        every look that waited for it)."""
         since = period_start(self.settings.period, now)
         usage = self._usage.get(tenant)
         if usage is None or usage.since != since:
             # A new period: counted afresh from its start.
             usage = self._usage[tenant] = _Usage(since=since)
+        elif usage.read_at >= asked:
+            return usage
+        started = time.monotonic()
         subject = f"tenant.{tenant}.evt.thread.*.{_USAGE}"
         request: dict[str, object] = {"next_by_subj": subject, "batch": _PAGE}
         if usage.stream_seq:
@@ -150,6 +158,7 @@ class SpendLedger:
                 if isinstance(recorded, RecordedEvent):
                     _count(usage, recorded)
             if count < _PAGE:
+                usage.read_at = started
                 return usage
             request = {"seq": usage.stream_seq + 1, "next_by_subj": subject, "batch": _PAGE}
 
