@@ -8,7 +8,8 @@
   LangGraph's runs, `request.rejected` on NATS), so an oversized request never joins, nor
   harms, the run it was queued behind.
 
-The checks are pure; each answers why a request is refused, or None. 0 switches a limit off.
+The checks are pure; each answers why a request is refused, or None. 0 switches a byte
+limit off; the message count is 1 to 500 (`MOST_INVOKE_MESSAGES`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,23 @@ from agency.contracts.events import BlueprintSpec, ChatMessage
 PROMPT_LIMIT = "prompt_too_large"
 MESSAGES_LIMIT = "too_many_messages"
 MESSAGES_SIZE_LIMIT = "messages_too_large"
+# A run's first append carries each message of its request besides its own events, and one
+# append holds at most 1,000 events: more messages than this could never start a run.
+MOST_INVOKE_MESSAGES = 500
 
 
 class DoorLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_prompt_bytes: int = 65_536
     max_invoke_messages: int = 100
     max_invoke_bytes: int = 262_144
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_invoke_messages <= MOST_INVOKE_MESSAGES:
+            raise ValueError(
+                f"AGENCY_MAX_INVOKE_MESSAGES is {self.max_invoke_messages}: it must be 1 to "
+                f"{MOST_INVOKE_MESSAGES} (one append holds a run's first events and its "
+                "request's messages)"
+            )
 
     @classmethod
     def from_env(cls) -> DoorLimits:

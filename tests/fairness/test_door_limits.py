@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agency.contracts.commands import InvokeThread, SaveBlueprint
 from agency.contracts.events import (
     BlueprintSpec,
@@ -163,3 +165,11 @@ async def test_a_queued_oversized_request_is_rejected_and_leaves_the_active_run_
         if e.type.startswith("run.") and e.type in {"run.completed", "run.error", "run.canceled"}
     ] == ["run.completed", "run.completed"]
     assert asyncio.get_running_loop().time() - started < HANG_GUARD
+
+
+def test_a_message_limit_no_run_could_start_with_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENCY_MAX_INVOKE_MESSAGES", "999")
+    with pytest.raises(ValueError, match="AGENCY_MAX_INVOKE_MESSAGES is 999: it must be 1 to 500"):
+        DoorLimits.from_env()
