@@ -128,8 +128,8 @@ class SpendLedger:
 
     def forget(self, tenant: str) -> None:
         """Read the tenant's budgets (and its agencies') from the log at the next look."""
-        for (aggregate, key), kept in self._sets.items():
-            if key.startswith(f"{tenant}.") or (aggregate == "tenant" and key == tenant):
+        for (_, key), kept in self._sets.items():
+            if key.startswith(f"{tenant}."):
                 kept.checked = -1e9
 
     async def _usage_of(self, tenant: str, now: datetime, asked: float) -> _Usage:
