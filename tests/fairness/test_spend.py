@@ -6,12 +6,18 @@ was spent is counted from the log, so another process (or a restarted one) agree
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from agency.contracts.commands import InvokeThread
 from agency.contracts.events import ChatMessage, RunCompleted, RunError, Usage
 from agency.contracts.ids import new_id
+from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.records import RecordedEvent
+from agency.services.cli.main import build_parser
 from agency.services.common.spend import (
     BUDGET_EXCEEDED,
     Budget,
@@ -23,7 +29,8 @@ from agency.services.common.spend import (
 )
 from agency.services.common.spend_ledger import SpendLedger
 from agency.services.llm.fake_scripts import ScriptStep
-from tests.fairness.conftest import Tenant
+from tests.e2e.conftest import ADMIN
+from tests.fairness.conftest import System, Tenant
 
 
 def _run_error(events: list[RecordedEvent]) -> RunError:
@@ -166,3 +173,31 @@ def test_a_period_resets_at_the_next_utc_day_or_month() -> None:
     assert period_end("month", datetime(2026, 2, 10, tzinfo=UTC)) == datetime(
         2026, 3, 1, tzinfo=UTC
     )
+
+
+async def test_the_operator_sets_and_reads_a_tenants_budget_with_the_cli(
+    tenant: Tenant, fair_system: System, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_endpoints(
+        tmp_path,
+        Endpoints(
+            pid=os.getpid(), nats_url="nats://unused", database_url="postgresql://unused",
+            api_url=fair_system.url, admin_secret=ADMIN,
+        ),
+    )  # fmt: skip
+    data_dir = ["--data-dir", str(tmp_path)]
+    args = build_parser().parse_args(
+        ["tenants", "budget", tenant.id, "--tokens", "5000", "--usd", "2.5", *data_dir]
+    )
+    assert await args.handler(args) == 0
+    assert "per day: 5000 tokens, $2.5; spent 0 tokens" in capsys.readouterr().out
+    r = await tenant.http.get("/budget")
+    assert r.json()["tokenBudget"] == 5000 and r.json()["usdBudget"] == 2.5, r.text
+
+    args = build_parser().parse_args(["tenants", "budget", tenant.id, "--tokens", "0", *data_dir])
+    assert await args.handler(args) == 0
+    # The budget is set whole: the USD one not given is the operator's default again.
+    assert "per day: no limit tokens, $10;" in capsys.readouterr().out
+    args = build_parser().parse_args(["tenants", "budget", "nosuchtenant", *data_dir])
+    assert await args.handler(args) == 1
+    assert "404" in capsys.readouterr().err
