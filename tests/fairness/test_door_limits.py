@@ -5,8 +5,6 @@ joined."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from agency.contracts.commands import InvokeThread, SaveBlueprint
@@ -17,6 +15,7 @@ from agency.contracts.events import (
     RequestRejected,
     RunCompleted,
 )
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.ids import new_id
 from agency.infra.jetstream import dlq_admin
 from agency.infra.jetstream.records import RecordedEvent
@@ -155,16 +154,13 @@ async def test_a_queued_oversized_request_is_rejected_and_leaves_the_active_run_
     accepted = [e.payload.run_id for e in events if isinstance(e.payload, RequestAccepted)]
     assert oversized not in accepted
 
-    started = asyncio.get_running_loop().time()
+    # The next request runs at once: its wait is bounded well below the 60 s delay a
+    # refused request once caused.
     r = await tenant.invoke(thread, "next")
     assert r.status_code == 202, r.text
     events = await tenant.wait_terminal(thread, count=2, timeout=HANG_GUARD)
-    assert [
-        e.type
-        for e in events
-        if e.type.startswith("run.") and e.type in {"run.completed", "run.error", "run.canceled"}
-    ] == ["run.completed", "run.completed"]
-    assert asyncio.get_running_loop().time() - started < HANG_GUARD
+    terminal = [e.type for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert terminal == ["run.completed", "run.completed"]
 
 
 def test_a_message_limit_no_run_could_start_with_is_refused_at_start(
