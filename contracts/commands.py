@@ -74,6 +74,25 @@ class SetTenantModelPolicy(
     operator_fallback: bool
 
 
+class SetTenantBudget(Command, frozen=True, kw_only=True, tag="registry.set_tenant_budget"):
+    """The operator's: the tenant's spend budget per period (None: the default)."""
+
+    service = "registry"
+    verb = "set_tenant_budget"
+    tokens: int | None = None
+    usd: float | None = None
+
+
+class SetAgencyBudget(Command, frozen=True, kw_only=True, tag="registry.set_agency_budget"):
+    """The tenant's: one agency's spend budget per period (None: the default)."""
+
+    service = "registry"
+    verb = "set_agency_budget"
+    agency_id: str
+    tokens: int | None = None
+    usd: float | None = None
+
+
 class CreateAgency(Command, frozen=True, kw_only=True, tag="registry.create_agency"):
     service = "registry"
     verb = "create_agency"
@@ -334,6 +353,8 @@ AnyCommand = (
     | SetTenantProvider
     | RemoveTenantProvider
     | SetTenantModelPolicy
+    | SetTenantBudget
+    | SetAgencyBudget
     | CreateAgency
     | SaveBlueprint
     | DeleteBlueprint

@@ -11,6 +11,7 @@ from agency.contracts.events.model import (
     ModelStarted,
 )
 from agency.contracts.events.registry import (
+    AgencyBudgetSet,
     AgencyCreated,
     ApiKeyIssued,
     ApiKeyRevoked,
@@ -21,6 +22,7 @@ from agency.contracts.events.registry import (
     RegistryEvent,
     SessionToolBinding,
     SideConfig,
+    TenantBudgetSet,
     TenantCreated,
     TenantModelPolicySet,
     TenantProviderRemoved,
@@ -134,6 +136,7 @@ AnyEvent = (
 __all__ = [
     "RUN_TERMINAL_TYPES",
     "TOOL_RESULT_TYPES",
+    "AgencyBudgetSet",
     "AgencyCreated",
     "AgentCompleted",
     "AgentError",
@@ -214,6 +217,7 @@ __all__ = [
     "SubagentTerminateRequested",
     "SubagentTerminated",
     "SubagentVariablesProvided",
+    "TenantBudgetSet",
     "TenantCreated",
     "TenantModelPolicySet",
     "TenantProviderRemoved",

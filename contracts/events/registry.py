@@ -46,6 +46,22 @@ class TenantModelPolicySet(Event, frozen=True, kw_only=True, tag="tenant.model_p
     operator_fallback: bool
 
 
+class TenantBudgetSet(Event, frozen=True, kw_only=True, tag="tenant.budget_set"):
+    """Set by the operator: the tenant's spend budget per period (`services/tenancy/spend.py`),
+    in tokens and in USD. None leaves the operator's default; 0 is no budget."""
+
+    tokens: int | None = None
+    usd: float | None = None
+
+
+class AgencyBudgetSet(Event, frozen=True, kw_only=True, tag="agency.budget_set"):
+    """Set by the tenant: one agency's spend budget per period, within the tenant's. None
+    leaves the operator's default for agencies; 0 is no budget of its own."""
+
+    tokens: int | None = None
+    usd: float | None = None
+
+
 class AgencyCreated(Event, frozen=True, kw_only=True, tag="agency.created"):
     name: str
     metadata: dict[str, str] = {}
@@ -493,7 +509,9 @@ RegistryEvent = (
     | TenantProviderSet
     | TenantProviderRemoved
     | TenantModelPolicySet
+    | TenantBudgetSet
     | AgencyCreated
+    | AgencyBudgetSet
     | BlueprintSaved
     | BlueprintDeleted
 )

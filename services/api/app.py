@@ -41,6 +41,7 @@ from agency.services.api.openapi import (
     tell_the_truth,
 )
 from agency.services.api.options import AllowMiddleware
+from agency.services.api.routes_budget import BUDGET_ROUTES
 from agency.services.api.routes_commands import COMMAND_ROUTES
 from agency.services.api.routes_console import CONSOLE_ROUTES
 from agency.services.api.routes_control import CONTROL_ROUTES
@@ -131,6 +132,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *FORK_ROUTES,
         *KEY_ROUTES,
         *PROVIDER_ROUTES,
+        *BUDGET_ROUTES,
         *USAGE_ROUTES,
         *OPS_ROUTES,
         *STREAM_ROUTES,

@@ -25,6 +25,8 @@ from agency.services.api.runstatus import KeptStatuses
 from agency.services.api.thread_create import PendingListings
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
+from agency.services.tenancy.door_limits import DoorLimits
+from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import ThreadCache
 
 # Threads the API keeps folded (the least recently used go first).
@@ -76,6 +78,8 @@ class ApiDeps:
     nats_credentials: CredentialIssuer | None = None
     # Per-tenant invoke limits (`AGENCY_TENANT_*`); 429 with Retry-After beyond them.
     limiter: InvokeLimiter = field(default_factory=InvokeLimiter)
+    # A blueprint's prompt and an invoke's messages, bounded (`AGENCY_MAX_*`): 400 beyond.
+    door: DoorLimits = field(default_factory=DoorLimits.from_env)
     # The model providers the runtime may call: a blueprint naming another is refused.
     # The default is offline (every known provider, the fake model standing in).
     models: ProviderCatalog = field(default_factory=ProviderCatalog)
@@ -92,9 +96,12 @@ class ApiDeps:
     listings: PendingListings = field(init=False)
     # Agencies and agencies' blueprints found to exist, not read again on a create.
     known: KnownResources = field(default_factory=KnownResources)
+    # What each tenant and agency spent this period, from the log, and their budgets.
+    spend: SpendLedger = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_views", GraphViews(self.bus.store))
         object.__setattr__(self, "progress", ProjectionProgress(self.pool))
         object.__setattr__(self, "listings", PendingListings(self.progress))
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))
+        object.__setattr__(self, "spend", SpendLedger(self.bus.nc, self.bus.store))

@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from litestar.exceptions import ValidationException
+
 from agency.contracts.commands import AnyCommand, SaveBlueprint
 from agency.contracts.events import BlueprintSaved, BlueprintSpec
 from agency.contracts.ids import new_id
@@ -21,6 +23,7 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.projections import catalog
 from agency.services.api.deps import ApiDeps
 from agency.services.api.logwait import watch_log
+from agency.services.tenancy.door_limits import prompt_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +123,17 @@ async def send_blueprint(
 ) -> tuple[bool, int | None]:
     """Send `blueprints.save` and wait (as `read_your_write` does) for what it wrote:
     whether the read models show it yet, and the revision it was saved as (None if the
-    save was not seen in time)."""
+    save was not seen in time). A prompt beyond the limit is refused here (400), as the
+    registry would."""
+    refuse_prompt(deps, blueprint)
     command = SaveBlueprint(agency_id=agency_id, blueprint=blueprint)
     written = await send_and_read(deps, tenant, "agency", agency_id, command, from_end=True)
     event = written.event
     saved = event.payload if event and isinstance(event.payload, BlueprintSaved) else None
     return written.readable, saved.revision if saved else None
+
+
+def refuse_prompt(deps: ApiDeps, blueprint: BlueprintSpec) -> None:
+    """400 naming the limit when the blueprint's prompt is larger than the operator allows."""
+    if (problem := prompt_problem(blueprint, deps.door)) is not None:
+        raise ValidationException(problem)

@@ -48,6 +48,7 @@ from agency.services.api.auth import (
     thread_terminated,
 )
 from agency.services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
+from agency.services.api.budget_door import refuse_over_budget
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
 from agency.services.api.openapi import error_response
@@ -55,6 +56,7 @@ from agency.services.api.readback import send_and_read, send_blueprint
 from agency.services.api.runstatus import Feed, Seen, taken_up, wait_for_status
 from agency.services.api.text import refuse_nul
 from agency.services.api.thread_create import create_root_thread
+from agency.services.tenancy.door_limits import messages_problem
 
 _tracer = trace.get_tracer(__name__)
 
@@ -310,6 +312,9 @@ async def start_run(
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
     runs as already read from its log, which the wait reads on from; `feed`: the thread's
     events from there on, which the caller follows on after the status."""
+    if (problem := messages_problem(messages, deps.door)) is not None:
+        raise ValidationException(problem)
+    await refuse_over_budget(deps, tenant, agency_id)
     run_id = run_id_for(tenant, thread_id, key)
     command = InvokeThread(
         agency_id=agency_id,

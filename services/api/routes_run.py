@@ -34,6 +34,7 @@ from agency.domain.workflow_decisions import mentions_in
 from agency.domain.workflow_state import WorkflowState
 from agency.projections.queries import list_agencies
 from agency.services.api.auth import Caller, Deps, agency_events, path_id, tenant_of
+from agency.services.api.budget_door import refuse_over_budget
 from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import ID_PATTERN, error_response
 from agency.services.api.routes_commands import Body
@@ -155,6 +156,7 @@ async def _target(
 
 async def _start(deps: ApiDeps, tenant: str, data: RunBody) -> tuple[str, str, int]:
     state, to = await _target(deps, tenant, data)
+    await refuse_over_budget(deps, tenant, state.agency_id)
     position = await log_position(deps.bus)
     message_id = await post_message(deps, tenant, state, data.message, to=to)
     return state.workflow_id, message_id, position
@@ -198,6 +200,7 @@ _RUN_ERRORS = {
     409: error_response(
         409, "No `agency` named while the tenant has several; or the workflow has no members."
     ),
+    429: error_response(429, "The tenant's or the agency's spend budget is spent this period."),
 }
 
 

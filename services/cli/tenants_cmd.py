@@ -31,6 +31,17 @@ def register(groups: Any) -> None:
     add_data_dir(creds)
     creds.set_defaults(handler=tenants_credentials)
 
+    budget = sub.add_parser(
+        "budget",
+        help="a tenant's spend budget per period and what it spent; with --tokens or --usd, "
+        "set it (0: none; the one not given goes back to the default; docs/operations.md)",
+    )
+    budget.add_argument("tenant")
+    budget.add_argument("--tokens", type=int, default=None, help="tokens a period")
+    budget.add_argument("--usd", type=float, default=None, help="USD a period")
+    add_data_dir(budget)
+    budget.set_defaults(handler=tenants_budget)
+
     keys = sub.add_parser("keys", help="a tenant's API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
     ls = keys_sub.add_parser("ls", help="list keys: id, name, issued, last used, revoked")
@@ -101,6 +112,24 @@ async def tenants_create(args: argparse.Namespace) -> int:
 async def tenants_credentials(args: argparse.Namespace) -> int:
     path = f"/tenants/{args.tenant}/nats-credentials"
     return await admin_command(args, "POST", path, lambda body: json.dumps(body, indent=2))
+
+
+async def tenants_budget(args: argparse.Namespace) -> int:
+    path = f"/tenants/{args.tenant}/budget"
+    if args.tokens is None and args.usd is None:
+        body = await admin_request(args, "GET", path)
+    else:
+        asked = {k: v for k, v in (("tokens", args.tokens), ("usd", args.usd)) if v is not None}
+        body = await admin_request(args, "PUT", path, asked)
+    if body is None:
+        return 1
+    tokens = body["tokenBudget"] or "no limit"
+    usd = f"${body['usdBudget']:g}" if body["usdBudget"] else "no limit"
+    print(
+        f"per {body['period']}: {tokens} tokens, {usd}; spent {body['tokensSpent']} tokens, "
+        f"${body['usdSpent']:.4f}; resets at {body['resetsAt']}"
+    )
+    return 0
 
 
 async def keys_ls(args: argparse.Namespace) -> int:

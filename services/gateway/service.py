@@ -41,6 +41,9 @@ MAX_REQUEST_BYTES = 1 << 20
 _FORWARD_TIMEOUT = 10.0
 _CREATE_RESPONSE = "io.nats.jetstream.api.v1.consumer_create_response"
 _PUB_RESPONSE = "io.nats.jetstream.api.v1.pub_ack_response"
+# Commands only the operator sends (over the admin's HTTP routes): a tenant's own
+# credentials may not raise its budget.
+OPERATOR_COMMANDS = frozenset({"registry.set_tenant_budget"})
 
 
 class Gateway:
@@ -104,6 +107,8 @@ class Gateway:
         await _answer(msg, answer)
 
     async def _command(self, msg: Msg, tenant: str, rest: str) -> bytes:
+        if rest in OPERATOR_COMMANDS:
+            raise Refused(f"{rest} is the operator's command", code=403)
         headers = {
             k: v for k, v in (msg.headers or {}).items() if not k.lower().startswith("nats-")
         }

@@ -25,6 +25,7 @@ ModelErrorKind = Literal[
     "not_openai_json",  # JSON, but not a chat completion (chunk)
     "invalid_tool_call",  # tool calls that cannot be answered (duplicate ids, no name)
     "answer_too_large",  # more than the configured answer size
+    "budget_exceeded",  # refused before the call: a spend budget would be passed
 ]
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})

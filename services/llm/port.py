@@ -46,12 +46,14 @@ def split_model(model: str, known: frozenset[str] = KNOWN_PROVIDERS) -> tuple[st
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One chat completion request. `model` may carry a provider prefix ("openai:…");
-    `tenant`, whose run asks (its own provider settings, if any, are used)."""
+    `tenant`, whose run asks (its own provider settings, if any, are used), and `agency`,
+    the tenant's agency it runs in (whose spend budget it counts against)."""
 
     model: str
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
     tenant: str = ""
+    agency: str = ""
 
 
 class Provider(Protocol):

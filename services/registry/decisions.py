@@ -18,18 +18,22 @@ from agency.contracts.commands import (
     RemoveTenantProvider,
     RevokeApiKey,
     SaveBlueprint,
+    SetAgencyBudget,
+    SetTenantBudget,
     SetTenantModelPolicy,
     SetTenantProvider,
     SetThreadMetadata,
 )
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
+    AgencyBudgetSet,
     AgencyCreated,
     AnyEvent,
     ApiKeyIssued,
     ApiKeyRevoked,
     BlueprintDeleted,
     BlueprintSaved,
+    TenantBudgetSet,
     TenantCreated,
     TenantModelPolicySet,
     TenantProviderRemoved,
@@ -112,6 +116,29 @@ def change_tenant(command: TenantChange, history: list[RecordedEvent]) -> Sequen
             return (TenantProviderRemoved(name=name),)
         case SetTenantModelPolicy(operator_fallback=fallback):
             return (TenantModelPolicySet(operator_fallback=fallback),)
+
+
+def _budget_problem(tokens: int | None, usd: float | None) -> None:
+    if (tokens is not None and tokens < 0) or (usd is not None and not usd >= 0):
+        raise CommandRejected(
+            "invalid_budget", "a budget's tokens and usd are 0 (none) or more, or null"
+        )
+
+
+@once_per_key
+def set_tenant_budget(command: SetTenantBudget, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
+    _existing_tenant(history)
+    _budget_problem(command.tokens, command.usd)
+    return (TenantBudgetSet(tokens=command.tokens, usd=command.usd),)
+
+
+def set_agency_budget(command: SetAgencyBudget, state: AgencyState, key: str) -> Sequence[AnyEvent]:
+    if key in state.keys:
+        return ()
+    if not state.created:
+        raise CommandRejected("unknown_agency", f"agency {command.agency_id} does not exist")
+    _budget_problem(command.tokens, command.usd)
+    return (AgencyBudgetSet(tokens=command.tokens, usd=command.usd),)
 
 
 def create_agency(command: CreateAgency, state: AgencyState, key: str) -> Sequence[AnyEvent]:

@@ -20,6 +20,8 @@ from agency.contracts.commands import (
     RemoveTenantProvider,
     RevokeApiKey,
     SaveBlueprint,
+    SetAgencyBudget,
+    SetTenantBudget,
     SetTenantModelPolicy,
     SetTenantProvider,
     SetThreadMetadata,
@@ -34,9 +36,10 @@ from agency.infra.jetstream.errors import InvalidEvent
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.decide import Decision, decide_and_append
-from agency.services.egress import server_refusals
 from agency.services.registry import decisions
 from agency.services.registry.agencies import Agencies, AgencyState
+from agency.services.tenancy.blueprint_checks import save_refusal
+from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.threads.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
@@ -53,26 +56,15 @@ _TENANT_DECISIONS: dict[type[Command], Decide] = {
     SetTenantProvider: decisions.change_tenant,
     RemoveTenantProvider: decisions.change_tenant,
     SetTenantModelPolicy: decisions.change_tenant,
+    SetTenantBudget: decisions.set_tenant_budget,
 }
 # Decided on the agency's kept state (`agencies.py`), not on its whole history.
 _AGENCY_DECISIONS: dict[type[Command], AgencyDecide] = {
     CreateAgency: decisions.create_agency,
     SaveBlueprint: decisions.save_blueprint,
     DeleteBlueprint: decisions.delete_blueprint,
+    SetAgencyBudget: decisions.set_agency_budget,
 }
-
-
-def _check_egress(save: SaveBlueprint) -> None:
-    """A blueprint naming an MCP server no connection for a tenant may reach (an address
-    or `localhost`, `services/egress.py`) is refused however it arrives: over HTTP,
-    on the tenant's own NATS subjects, or from a workflow."""
-    for blueprint in save.blueprint.with_inline():  # and the subagents it defines inline
-        for i, url, problem in server_refusals(blueprint.config.mcp_servers):
-            raise CommandRejected(
-                "egress_refused",
-                f"blueprint {blueprint.name!r}: config.mcpServers[{i}].url {url!r} is refused: "
-                f"{problem}",
-            )
 
 
 class RegistryService:
@@ -80,6 +72,7 @@ class RegistryService:
         self._bus = bus
         self._system = system
         self._agencies = Agencies(bus.store)
+        self._door = DoorLimits.from_env()
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         """Decide and append; a command whose events would break their contract is
@@ -100,14 +93,22 @@ class RegistryService:
                 | SetTenantProvider()
                 | RemoveTenantProvider()
                 | SetTenantModelPolicy()
+                | SetTenantBudget()
             ) as command:
                 decide = _TENANT_DECISIONS[type(command)]
                 await self._append(
                     tenant, "tenant", tenant, key, None, lambda h: decide(command, h, key)
                 )
-            case CreateAgency() | SaveBlueprint() | DeleteBlueprint() as command:
-                if isinstance(command, SaveBlueprint):
-                    _check_egress(command)
+            case (
+                CreateAgency() | SaveBlueprint() | DeleteBlueprint() | SetAgencyBudget() as command
+            ):
+                # However a save arrives (HTTP, the tenant's own NATS subjects, a workflow):
+                # no stdio server, no address a tenant may not reach, no oversized prompt.
+                if (
+                    isinstance(command, SaveBlueprint)
+                    and (refused := save_refusal(command.blueprint, self._door)) is not None
+                ):
+                    raise CommandRejected(*refused)
                 decide_agency = _AGENCY_DECISIONS[type(command)]
                 await self._agencies.decide_and_append(
                     tenant, command.agency_id,

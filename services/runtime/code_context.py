@@ -89,8 +89,10 @@ class Ai(StreamingAi):
         default_messages: Callable[[], list[ChatMessage]],
         tools: Tools,
         tenant: str = "",
+        agency: str = "",
     ) -> None:
         self._tenant = tenant
+        self._agency = agency
         self._emitter = emitter
         self._provider = provider
         self._model = model
@@ -109,7 +111,11 @@ class Ai(StreamingAi):
             chat = [ChatMessage(role="system", content=ask.system), *chat]
         specs = self._tools.specs_of(ask.tools)
         return ModelRequest(
-            model=ask.model or self._model, messages=tuple(chat), tools=specs, tenant=self._tenant
+            model=ask.model or self._model,
+            messages=tuple(chat),
+            tools=specs,
+            tenant=self._tenant,
+            agency=self._agency,
         )
 
     async def _complete(self, ask: ModelAsk, on_delta: OnDelta | None) -> ChatMessage:

@@ -187,6 +187,7 @@ class CodeRuns:
             lambda: [*conversation, message],
             tools,
             tenant=state.tenant_id,
+            agency=state.agency_id,
         )
         reply = Reply(emitter)
         ctx = CodeRunContext(

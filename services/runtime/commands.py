@@ -27,6 +27,7 @@ from agency.contracts.events import (
 from agency.domain.run_cancel import canceled
 from agency.domain.thread_state import ThreadState
 from agency.services.tenancy import fairness
+from agency.services.tenancy.door_limits import DoorLimits, messages_problem
 
 
 def invoke(
@@ -36,10 +37,11 @@ def invoke(
     *,
     active_runs: int = 0,
     limits: fairness.FairnessLimits | None = None,
+    door: DoorLimits | None = None,
 ) -> Sequence[AnyEvent]:
     """Accept the request; the loop starts it now, joins it to the active run, or starts it
     after that run (see `actions.injectable`). `active_runs` is the tenant's admitted runs,
-    for its fairness `limits`."""
+    for its fairness `limits`; `door` bounds the request's messages."""
     if state.run_for_key(key) is not None:
         return ()  # the same key never starts a second run
     if state.run(command.run_id) is not None:
@@ -53,6 +55,9 @@ def invoke(
     refusal = (
         fairness.refuse_invoke(active_runs, limits) if limits is not None and not in_tree else None
     )
+    if refusal is None and door is not None and not in_tree:
+        # Refused before it is accepted: an oversized request never joins the active run.
+        refusal = messages_problem(command.messages, door)
     if refusal is not None:
         return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refusal),)
     # -------------------------------------------------------------------------------------

@@ -138,7 +138,11 @@ async def opening(
     prelude.extend(ctx.emitted)
     ctx.emitted.clear()
     request = ModelRequest(
-        model=model, messages=(*system_messages, *trimmed.messages), tools=tuple(plan.tools)
+        model=model,
+        messages=(*system_messages, *trimmed.messages),
+        tools=tuple(plan.tools),
+        tenant=state.tenant_id,
+        agency=state.agency_id,
     )
     return Opened(prelude=prelude, request=request, model=model, side=side)
 

@@ -56,9 +56,12 @@ from agency.services.runtime.drives import BUSY_WAIT, Drives, StartState
 from agency.services.runtime.local_tools import is_own_result
 from agency.services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from agency.services.runtime.replay.responder import Reexecutions
+from agency.services.runtime.spend_guard import SpendGuard
 from agency.services.runtime.watches import RunWatches
 from agency.services.tenancy import fairness
+from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.tenancy.env import TenantEnvSettings
+from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import BlueprintCache, ThreadCache
 
 log = structlog.get_logger(__name__)
@@ -98,6 +101,9 @@ class RuntimeService:
         if isinstance(provider, ProviderRouter):
             # Tenants' own provider settings, read from their logs.
             provider.use_tenant_models(StoreTenantModels(bus.store))
+        # Every model call asks the tenant's and its agency's spend budgets first.
+        self.spend = SpendLedger(bus.nc, bus.store)
+        provider = SpendGuard(provider, self.spend)
         self.driver = ThreadDriver(
             bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
         )
@@ -118,6 +124,7 @@ class RuntimeService:
         self._max_deliver = max_deliver
         # Per-tenant fairness (services/tenancy/fairness.py): limits, and the load they need.
         self.fairness = fairness.FairnessLimits.from_env()
+        self.door = DoorLimits.from_env()
         self.load = fairness.TenantLoad()
 
     def attach(self, background: asyncio.TaskGroup) -> None:
@@ -276,6 +283,7 @@ class RuntimeService:
                     envelope.idempotency_key,
                     active_runs=self.load.active(envelope.tenant_id),
                     limits=self.fairness,
+                    door=self.door,
                 )
             case ApproveToolCalls():
                 return commands.approve(state, payload, envelope.idempotency_key)

@@ -14,7 +14,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 from agency.contracts.codec import command_type_of, encode
 from agency.contracts.commands import (
@@ -23,6 +23,7 @@ from agency.contracts.commands import (
     InvokeThread,
     IssueApiKey,
     RevokeApiKey,
+    SetTenantBudget,
 )
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import ChatMessage
@@ -285,3 +286,21 @@ async def test_a_tenants_nats_user_reaches_nothing_outside_its_account(
     await nc.flush(timeout=10)
     assert heard == []
     await bus.js.stream_info(EVENTS_STREAM)
+
+
+async def test_a_tenant_cannot_set_its_own_spend_budget_over_nats(
+    hostile: tuple[NATS, TenantCredentials], bus: Bus
+) -> None:
+    """Only the operator sets a tenant's budget: the gateway refuses the command."""
+    nc, c = hostile
+    raise_it = SetTenantBudget(tokens=0, usd=0.0)  # 0: no budget at all
+    with pytest.raises(APIError) as refused:
+        await nc.jetstream(timeout=10).publish(
+            f"tenant.{c.tenant_id}.cmd.registry.set_tenant_budget",
+            command(c.tenant_id, raise_it, "b-" + new_id()),
+        )
+    assert refused.value.code == 403 and "operator" in str(refused.value.description)
+    with pytest.raises(NotFoundError):
+        await bus.js.get_last_msg(
+            COMMANDS_STREAM, f"tenant.{c.tenant_id}.cmd.registry.set_tenant_budget"
+        )

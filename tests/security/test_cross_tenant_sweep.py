@@ -49,6 +49,7 @@ NAMES_NOTHING = {
     ("GET", "/keys"): "the caller's own keys",
     ("POST", "/keys"): "creates a key of the caller's",
     ("GET", "/usage"): "the caller's own totals",
+    ("GET", "/budget"): "the caller's own spend budget",
     ("GET", "/langgraph/info"): "the server's own description (LangGraph's health check)",
     ("GET", "/langgraph/ok"): "public liveness probe of the LangGraph surface",
 }
@@ -167,6 +168,8 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
         ("POST", "/agency/{agencyId}/agent/{threadId}/reexecute"): ({}, False),
         ("POST", "/threads/{threadId}/variables/{requestId}"): ({"values": {"X": "y"}}, False),
         ("PUT", "/agency/{agencyId}/blueprints/{name}/settings"): ({"settings": {}}, False),
+        ("PUT", "/agency/{agencyId}/budget"): ({"tokens": 1000}, False),
+        ("PUT", "/tenants/{tenantId}/budget"): ({"tokens": 1000}, False),
         ("POST", "/agency/{agencyId}/workflows"): ({"definition": DEFINITION, "tag": "t1"}, False),
         ("POST", "/agency/{agencyId}/workflows/{workflow}/messages"): ({"content": "hi"}, False),
         ("POST", "/agency/{agencyId}/workflows/{workflow}/stop"): ({}, False),

@@ -28,7 +28,7 @@ from agency.services.api.langgraph.scope import (
     assistants,
 )
 from agency.services.api.langgraph.wire import Assistant, Body
-from agency.services.api.readback import send_and_read
+from agency.services.api.readback import refuse_prompt, send_and_read
 
 MAX_PAGE = 1000
 
@@ -95,6 +95,7 @@ async def _blueprints(
 
 
 async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec) -> Assistant:
+    refuse_prompt(deps, spec)
     command = SaveBlueprint(agency_id=agency_id, blueprint=spec)
     await send_and_read(deps, tenant, "agency", agency_id, command, from_end=True)
     return await assistant_named(deps, tenant, agency_id, spec.name)

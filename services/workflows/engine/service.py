@@ -44,6 +44,8 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventworker import EventWorker
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.decide import applied, decide_and_append
+from agency.services.tenancy.blueprint_checks import save_refusal
+from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.workflows.engine.controller import WorkflowController
 from agency.services.workflows.engine.scheduler import Scheduler
 from agency.services.workflows.engine.subjects import WORKFLOW_EVENTS
@@ -65,6 +67,7 @@ class WorkflowCommands:
     def __init__(self, bus: Bus, controller: WorkflowController) -> None:
         self._bus = bus
         self._controller = controller
+        self._door = DoorLimits.from_env()
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         tenant, key = envelope.tenant_id, envelope.idempotency_key
@@ -128,6 +131,9 @@ class WorkflowCommands:
         added: list[MemberAdded] = []
         for spec in command.members:
             blueprint = member_blueprint(command.name, spec.name, spec.blueprint)
+            if (refused := save_refusal(blueprint, self._door)) is not None:
+                # Refused now, with the reason, not after waiting for a save that never comes.
+                raise CommandRejected(refused[0], f"agents.{spec.name}: {refused[1]}")
             thread = decisions.member_thread_id(tenant, wf, spec.name)
             await self._bus.commands.send(
                 tenant,

@@ -24,6 +24,7 @@ from agency.projections import catalog
 from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.api.auth import agency_events, agency_owned, agent_types
 from agency.services.api.deps import ApiDeps
+from agency.services.api.workflow_door import refuse_members
 from agency.services.workflows.definition import Definition, DefinitionError
 
 # Creating members waits for the registry; past this the route answers 202.
@@ -109,6 +110,7 @@ async def create_workflow(
                 f"{agency_id}; it has {', '.join(sorted(known)) or 'none'}"
             )
         members.append(WorkflowMemberSpec(name=entry.name, blueprint=blueprint))
+    refuse_members(deps, definition.name, ((m.name, m.blueprint) for m in members))
     wf = workflow_id(tenant, agency_id, definition.name, definition.tag)
     await _ensure(
         deps, tenant, agency_id, wf, definition.name, definition.tag, members,
@@ -186,6 +188,7 @@ async def _ensure(
     source: str = "",
 ) -> None:
     """Create workflow `wf` if it does not exist, and add the `members` it lacks."""
+    refuse_members(deps, name, ((m.name, m.blueprint) for m in members))
     command = CreateWorkflow(
         agency_id=agency_id, workflow_id=wf, name=name, tag=tag, members=tuple(members),
         limits=limits or WorkflowLimits(), source=source,

@@ -1,0 +1,96 @@
+"""The whole system (every service, the API, real NATS and PostgreSQL) with the fake model
+answering after some latency; a fresh tenant per test, over HTTP and on the bus."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.launch import NatsServer
+from agency.services.llm.fake_server import FakeLLMServer
+from tests.e2e.conftest import ADMIN, running_system
+from tests.helpers import assert_eventually
+from tests.langgraph.conftest import new_tenant
+
+
+@dataclass(frozen=True)
+class System:
+    url: str
+    llm: FakeLLMServer
+
+
+@dataclass
+class Tenant:
+    http: httpx.AsyncClient
+    admin: httpx.AsyncClient
+    bus: Bus
+    llm: FakeLLMServer
+    key: str
+    id: str
+    agency: str
+
+    async def thread(self, agent_type: str = "worker") -> str:
+        r = await self.http.post(f"/agency/{self.agency}/agents", json={"agentType": agent_type})
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+    def path(self, thread: str) -> str:
+        return f"/agency/{self.agency}/agent/{thread}"
+
+    async def invoke(self, thread: str, text: str, **extra: Any) -> httpx.Response:
+        body = {"messages": [{"role": "user", "content": text}], **extra}
+        return await self.http.post(f"{self.path(thread)}/invoke", json=body)
+
+    async def events(self, thread: str) -> list[RecordedEvent]:
+        return await self.bus.store.read(self.id, "thread", thread)
+
+    async def wait_for(
+        self, thread: str, check: Callable[[list[RecordedEvent]], bool], timeout: float = 30
+    ) -> list[RecordedEvent]:
+        async def ready() -> list[RecordedEvent]:
+            events = await self.events(thread)
+            assert check(events), [e.type for e in events]
+            return events
+
+        return await assert_eventually(ready, timeout=timeout)
+
+    async def wait_terminal(
+        self, thread: str, count: int = 1, timeout: float = 30
+    ) -> list[RecordedEvent]:
+        return await self.wait_for(
+            thread, lambda es: sum(e.type in RUN_TERMINAL_TYPES for e in es) >= count, timeout
+        )
+
+
+@pytest.fixture(scope="package")
+async def fair_system(
+    nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
+) -> AsyncIterator[System]:
+    async with (
+        FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm,
+        running_system(nats_url, database_url, nats_server, llm) as url,
+    ):
+        yield System(url=url, llm=llm)
+
+
+@pytest.fixture
+async def tenant(fair_system: System, bus: Bus) -> AsyncIterator[Tenant]:
+    """A fresh tenant with an agency named `default`."""
+    key, tenant_id, agency = await new_tenant(fair_system.url, "fair")
+    auth = {"Authorization": f"Bearer {key}"}
+    admin_auth = {"Authorization": f"Bearer {ADMIN}"}
+    async with (
+        httpx.AsyncClient(base_url=fair_system.url, timeout=30, headers=auth) as http,
+        httpx.AsyncClient(base_url=fair_system.url, timeout=30, headers=admin_auth) as admin,
+    ):
+        yield Tenant(
+            http=http, admin=admin, bus=bus, llm=fair_system.llm, key=key, id=tenant_id,
+            agency=agency,
+        )  # fmt: skip
