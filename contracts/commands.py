@@ -158,6 +158,11 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     # Every tool call of this run waits for a person's approval before it runs, as if the
     # blueprint's `hitl.tools` named every tool (LangGraph's `interrupt_before=["tools"]`).
     pause_before_tools: bool = False
+    # The run pauses (`run.paused`, reason `breakpoint`) before every model call, the first
+    # included (LangGraph's `interrupt_before=["model"]`), or before each model call that
+    # follows a tool step's results (`interrupt_after=["tools"]`); an approval goes on.
+    pause_before_model: bool = False
+    pause_after_tools: bool = False
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):

@@ -42,6 +42,10 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     # Every tool call of the run waits for approval before it runs (the invoke's
     # `pause_before_tools`): the runtime pauses the run as for the blueprint's `hitl.tools`.
     pause_before_tools: bool = False
+    # The run pauses before every model call, or before each one that follows a tool
+    # step's results (the invoke's `pause_before_model`, `pause_after_tools`).
+    pause_before_model: bool = False
+    pause_after_tools: bool = False
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):

@@ -89,6 +89,9 @@ def next_action(
     if run.status == "paused" and run.reason == "hitl" and not run.hitl_pending:
         # A person has decided: resume here, where middleware sees the resume.
         return Append((RunResumed(run_id=run.run_id),))
+    if run.status == "paused" and run.reason == "breakpoint" and not run.at_breakpoint:
+        # Approved at a breakpoint: the model call it paused before goes ahead.
+        return Append((RunResumed(run_id=run.run_id),))
     if run.status == "paused" and run.reason == "subagent":
         # Resume once every child of the step has reported (its report is the call's outcome).
         waiting = [c for c in state.open_tool_calls() if state.outcome(c.id) is None]
@@ -123,7 +126,22 @@ def next_action(
     if joining:
         # Messages queued while the run executes join it before its next model step.
         return Append(inject(run.run_id, joining))
+    if breakpoint_before_model(state, run):
+        return Append((RunPaused(run_id=run.run_id, reason="breakpoint"),))
     return CallModel(run_id=run.run_id, step=run.step + 1)
+
+
+def breakpoint_before_model(state: ThreadState, run: RunView) -> bool:
+    """The run pauses before its next model call: its invoke asked for a pause before every
+    model call (`pause_before_model`), or before each that follows a tool step's results
+    (`pause_after_tools`: the last answer had tool calls), and no approval let this call
+    through yet."""
+    if run.breakpoint_passed == run.step + 1:
+        return False
+    if run.pause_before_model:
+        return True
+    last = state.last_assistant()
+    return run.pause_after_tools and run.step > 0 and last is not None and bool(last.tool_calls)
 
 
 def injectable(state: ThreadState) -> tuple[QueuedRequest, ...]:

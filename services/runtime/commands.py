@@ -99,6 +99,8 @@ def invoke(
         webhook=command.webhook,
         stream_modes=command.stream_modes,
         pause_before_tools=command.pause_before_tools,
+        pause_before_model=command.pause_before_model,
+        pause_after_tools=command.pause_after_tools,
     )
     if active is not None and command.strategy == "interrupt":
         return (
@@ -118,6 +120,8 @@ def approve(
     run = state.active_run
     if command.run_id is not None and (run is None or run.run_id != command.run_id):
         return ()  # bound to a run that is over: nothing to approve any more
+    if run is not None and run.at_breakpoint:
+        return (at_breakpoint(run.run_id, command),)
     if run is None or run.status != "paused" or not run.hitl_pending:
         raise CommandRejected("not_awaiting_approval", "no run of this thread awaits approval")
     if command.modified_tool_calls:
@@ -136,6 +140,20 @@ def approve(
             reason=command.reason,
             stream_modes=command.stream_modes,
         ),
+    )
+
+
+def at_breakpoint(run_id: str, command: ApproveToolCalls) -> HitlResume:
+    """An approval of a run paused at a breakpoint before its model call: it goes on. There
+    are no calls to reject or edit there."""
+    if not command.approved or command.modified_tool_calls:
+        raise CommandRejected(
+            "at_breakpoint",
+            f"run {run_id} paused at a breakpoint before its model call, with no tool calls "
+            "to reject or edit: approve it to go on, or cancel it",
+        )
+    return HitlResume(
+        run_id=run_id, approved=True, reason=command.reason, stream_modes=command.stream_modes
     )
 
 
