@@ -13,7 +13,7 @@ import msgspec
 
 from agency.contracts.events.base import ChatMessage, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
-from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode
 from agency.contracts.events.workflow import ScheduleTarget, WorkflowLimits
 
 
@@ -217,6 +217,8 @@ class UpdateThreadState(Command, frozen=True, kw_only=True, tag="runtime.update_
     messages: tuple[ChatMessage, ...] = ()
     files: dict[str, str] = {}
     todos: tuple[Todo, ...] | None = None
+    # Made as this node of the graph (LangGraph's `as_node`): `thread.state_updated` first.
+    as_node: GraphNode | None = None
 
 
 class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):

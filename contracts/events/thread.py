@@ -138,6 +138,19 @@ class ThreadMetadataSet(Event, frozen=True, kw_only=True, tag="thread.metadata_s
     metadata: dict[str, str] = {}
 
 
+# The nodes of the agent loop's graph as LangGraph names them (`model` ⇄ `tools`).
+GraphNode = Literal["model", "tools"]
+
+
+class StateUpdated(Event, frozen=True, kw_only=True, tag="thread.state_updated"):
+    """A person's update of an idle thread's state (`runtime.update_state`) was made as the
+    graph's node `as_node` (LangGraph's `update_state(as_node=…)`): the update's events
+    follow it, and what comes after that node is the thread's next step until its next run
+    (`tools` → `model`)."""
+
+    as_node: GraphNode
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     """The thread's state where a run stopped: the sha256 and byte size of a canonical
     snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
@@ -163,5 +176,6 @@ ThreadEvent = (
     | SessionStatusSet
     | ThreadTerminated
     | ThreadMetadataSet
+    | StateUpdated
     | CheckpointSaved
 )

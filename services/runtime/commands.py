@@ -21,6 +21,7 @@ from agency.contracts.events import (
     RequestAccepted,
     RequestRejected,
     RunCanceled,
+    StateUpdated,
     ThreadTerminated,
     TodosWritten,
 )
@@ -214,7 +215,8 @@ def update_state(
             f"run {state.active_run.run_id} of thread {state.thread_id} is active: its state "
             "changes when it ends",
         )
-    events: list[AnyEvent] = [MessageAppended(message=m) for m in command.messages]
+    made_as: list[AnyEvent] = [StateUpdated(as_node=command.as_node)] if command.as_node else []
+    events: list[AnyEvent] = [*made_as, *(MessageAppended(message=m) for m in command.messages)]
     events += [
         FileWritten(path=path, content=content, origin="attachment")
         for path, content in command.files.items()

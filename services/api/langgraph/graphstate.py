@@ -30,6 +30,7 @@ from agency.contracts.events import (
     RunCompleted,
     RunError,
     RunPaused,
+    StateUpdated,
     ThreadCreated,
     ThreadMetadataSet,
     ToolCall,
@@ -208,6 +209,9 @@ class GraphView:
     # approval it was resumed from (each begins a stretch `<run id>~<seq>`).
     rejected: set[str] = field(default_factory=set)
     resumed_from: dict[str, list[int]] = field(default_factory=dict)
+    # The node the last update of the idle thread's state was made as (`update_state`'s
+    # `as_node`), until a run is asked for: what follows it is next.
+    updated_as: str | None = None
     _model_step: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -231,7 +235,10 @@ class GraphView:
             ts = event.envelope.ts
             self.run_times[run_of] = (self.run_times.get(run_of, (ts, ts))[0], ts)
         match payload:
+            case StateUpdated(as_node=node):
+                self.updated_as = node
             case RequestAccepted(run_id=run_id, strategy=strategy, stream_modes=modes):
+                self.updated_as = None
                 self.strategies[run_id] = strategy
                 if modes:
                     self.stream_modes[run_id] = modes
@@ -299,10 +306,16 @@ class GraphView:
 
     def next_node(self) -> str | None:
         """The node the thread stopped before: `tools` while calls await approval, `model`
-        at a breakpoint before a model call; None while it runs or is idle."""
+        at a breakpoint before a model call; on an idle thread whose state was last updated
+        as a node, what follows that node (`tools` → `model`; `model` → `tools` while its
+        last answer has calls without results, else nothing). None while it runs."""
         run = self.state.active_run
         if run is None:
-            return None
+            if self.state.queue:
+                return None
+            if self.updated_as == "tools":
+                return "model"
+            return "tools" if self.updated_as == "model" and self.state.open_tool_calls() else None
         if run.hitl_pending:
             return "tools"
         return "model" if run.at_breakpoint else None

@@ -105,11 +105,11 @@ def thread_out(view: GraphView) -> Thread:
 def state_out(view: GraphView) -> ThreadState:
     pending = view.interrupts()
     node = view.next_node()
-    run = view.state.active_run
-    # A breakpoint before a model call holds no interrupt: its task names the node only.
+    # A breakpoint before a model call, or a node next after an update, holds no interrupt:
+    # its task names the node only.
     tasks = [ThreadTask(id=i.id, name="tools", interrupts=[i]) for i in pending]
-    if node == "model" and run is not None:
-        tasks = [ThreadTask(id=f"{run.run_id}-model-{run.step + 1}", name="model", interrupts=[])]
+    if node is not None and not pending:
+        tasks = [ThreadTask(id=f"{node}-{view.last_seq}", name=node, interrupts=[])]
     checkpoint = Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.checkpoint_seq))
     parent = (
         Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.parent_seq))
