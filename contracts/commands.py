@@ -152,8 +152,10 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     # What a client streams the run as (its LangGraph `stream_mode`s): a rejoin that names
     # none streams these. Nothing else reads them.
     stream_modes: tuple[str, ...] = ()
-    # Run as this blueprint: the thread switches to it first (`thread.blueprint_switched`),
-    # when it has no active run or the strategy is `interrupt`; refused otherwise.
+    # Run as this blueprint: the thread switches to it first (`thread.blueprint_switched`):
+    # at once when it has no active run or the strategy is `interrupt`; with `queue` or
+    # `after`, when the request's run starts, after the active one (it never joins a run
+    # of another blueprint); refused with `reject`, or while the active run is out of steps.
     agent_type: str | None = None
     # Every tool call of this run waits for a person's approval before it runs, as if the
     # blueprint's `hitl.tools` named every tool (LangGraph's `interrupt_before=["tools"]`).

@@ -59,6 +59,8 @@ class QueuedRequest:
     strategy: str = "queue"
     # The child whose report the messages are (a non-blocking subagent's result).
     reported_by: str | None = None
+    # The blueprint its run runs as (the thread switches to it when the run starts).
+    agent_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

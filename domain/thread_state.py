@@ -245,7 +245,13 @@ class ThreadState:
                 run_id=run_id, idempotency_key=key, messages=msgs, files=files, strategy=strategy
             ):
                 queued = QueuedRequest(
-                    run_id, key, msgs, tuple(files.items()), strategy, payload.reported_by
+                    run_id,
+                    key,
+                    msgs,
+                    tuple(files.items()),
+                    strategy,
+                    payload.reported_by,
+                    payload.agent_type,
                 )
                 return _evolve(
                     self,

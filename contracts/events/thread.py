@@ -46,6 +46,10 @@ class RequestAccepted(Event, frozen=True, kw_only=True, tag="request.accepted"):
     # step's results (the invoke's `pause_before_model`, `pause_after_tools`).
     pause_before_model: bool = False
     pause_after_tools: bool = False
+    # The blueprint the run runs as (the invoke's `agent_type`): when the run starts, the
+    # thread switches to it first (`thread.blueprint_switched`) if it runs another then. A
+    # request of another blueprint than the active run's never joins that run.
+    agent_type: str | None = None
 
 
 class RequestRejected(Event, frozen=True, kw_only=True, tag="request.rejected"):

@@ -17,6 +17,7 @@ from agency.contracts.events import (
     AgentCompleted,
     AnyEvent,
     BlueprintSpec,
+    BlueprintSwitched,
     FileWritten,
     MessageAppended,
     RequestInjected,
@@ -76,12 +77,14 @@ def next_action(
     run = state.active_run
     if run is None:
         if state.queue and not state.terminated:
-            return Append(_start(state, blueprint))
+            switched = _switch(state, state.queue[0])
+            # The blueprint switch first: the run starts as the blueprint it names.
+            return Append(switched) if switched else Append(_start(state, blueprint))
         return Wait()
     if run.status == "paused" and run.reason == "exhausted":
         # Out of steps: the next request (whatever its strategy) continues the run, with
-        # another blueprint's worth of steps.
-        joining = state.queue
+        # another blueprint's worth of steps; one of another blueprint waits for its end.
+        joining = _of_blueprint(state, state.queue)
         if not joining:
             return Wait()
         resumed = RunResumed(run_id=run.run_id, max_steps=run.step + max_steps_of(blueprint))
@@ -153,7 +156,34 @@ def injectable(state: ThreadState) -> tuple[QueuedRequest, ...]:
         if queued.strategy != "queue":
             break
         taken.append(queued)
+    return _of_blueprint(state, tuple(taken))
+
+
+def _of_blueprint(
+    state: ThreadState, requests: tuple[QueuedRequest, ...]
+) -> tuple[QueuedRequest, ...]:
+    """The leading requests that may join the active run: none of another blueprint (its
+    run starts as that blueprint once the active run ends), nor any behind it."""
+    taken: list[QueuedRequest] = []
+    for queued in requests:
+        if queued.agent_type is not None and queued.agent_type != state.agent_type:
+            break
+        taken.append(queued)
     return tuple(taken)
+
+
+def _switch(state: ThreadState, head: QueuedRequest) -> tuple[AnyEvent, ...]:
+    """The switch to the blueprint the queued request runs as, if the thread runs another."""
+    if head.agent_type is None or head.agent_type == state.agent_type:
+        return ()
+    return (
+        BlueprintSwitched(
+            run_id=head.run_id,
+            from_agent_type=state.agent_type,
+            to_agent_type=head.agent_type,
+            reason="a run of this blueprint was queued and starts now",
+        ),
+    )
 
 
 def inject(run_id: str, requests: tuple[QueuedRequest, ...]) -> tuple[AnyEvent, ...]:

@@ -68,16 +68,19 @@ def invoke(
             ),
         )
     switch = command.agent_type is not None and command.agent_type != state.agent_type
-    if switch and active is not None and command.strategy != "interrupt":
+    if switch and active is not None and exhausted and command.strategy != "interrupt":
         return (
             RequestRejected(
                 run_id=command.run_id,
                 idempotency_key=key,
-                reason=f"run {active.run_id} of {state.agent_type!r} is active: a run of "
-                f"{command.agent_type!r} starts on an idle thread or with the strategy "
-                "'interrupt'",
+                reason=f"run {active.run_id} of {state.agent_type!r} is out of steps and "
+                f"waits to be continued: a run of {command.agent_type!r} starts once it "
+                "ends, or with the strategy 'interrupt'",
             ),
         )
+    # On a busy thread (`queue`, `after`) the switch waits for the request's run to start
+    # (`actions.next_action`): the active run goes on as the blueprint it is.
+    now = switch and (active is None or command.strategy == "interrupt")
     switched = (
         (
             BlueprintSwitched(
@@ -87,7 +90,7 @@ def invoke(
                 reason="a run of this blueprint was asked for",
             ),
         )
-        if switch
+        if now
         else ()
     )
     accepted = RequestAccepted(
@@ -102,6 +105,7 @@ def invoke(
         pause_before_tools=command.pause_before_tools,
         pause_before_model=command.pause_before_model,
         pause_after_tools=command.pause_after_tools,
+        agent_type=command.agent_type,
     )
     if active is not None and command.strategy == "interrupt":
         return (

@@ -124,7 +124,9 @@ async def begin_run(
             Seen(view.runs, view.position),
             feed,
             stream_modes(data.stream_mode),
-            switch_to,
+            # The run's own blueprint, always: queued behind a run of another (`enqueue`),
+            # it runs as this one when it starts.
+            switch_to or view.state.agent_type,
             webhook=webhook,
             pause_before_tools=stops.pause_before_tools,
             pause_before_model=stops.pause_before_model,
@@ -143,7 +145,8 @@ def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
     if switch_to is not None:
         return (
             f"thread {view.thread_id} is busy with assistant {view.state.agent_type!r}: a run "
-            f"of {switch_to!r} starts on an idle thread or with multitask_strategy 'interrupt'"
+            f"of {switch_to!r} waits for it with multitask_strategy 'enqueue' (not while it "
+            "is out of steps), or starts now with 'interrupt'"
         )
     return (
         f"thread {view.thread_id} is busy and multitask_strategy is "
