@@ -11,6 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk.errors import BadRequestError
 
+from agency.infra.jetstream.connection import Bus
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import ask, call, collect, until_status
@@ -226,3 +227,30 @@ async def test_a_run_without_input_does_not_approve_a_blueprints_hold(lg: LangGr
         await lg.client.runs.wait(thread, "approver", input=None)
     assert held.value.response.status_code == 409
     assert (await lg.client.threads.get(thread))["status"] == "interrupted"
+
+
+async def test_new_input_at_a_breakpoint_cancels_the_paused_run_and_runs(
+    lg: LangGraph, bus: Bus
+) -> None:
+    key = f"lg-breakpoint-new-input-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="answered the new input")])
+    thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    paused = await lg.client.runs.create(
+        thread, "worker", input=ask("first"), interrupt_before=["model"]
+    )
+    await until_status(lg.client, thread, paused["run_id"], {"success"})
+    assert (await lg.client.threads.get(thread))["status"] == "interrupted"
+    final = await lg.client.runs.wait(thread, "worker", input=ask(key))
+    assert isinstance(final, dict) and final["messages"][-1]["content"] == "answered the new input"
+    # The paused run's LangGraph run ended at its pause; the new one ran after it.
+    runs = await lg.client.runs.list(thread)
+    assert [r["status"] for r in runs] == ["success", "success"]
+    assert runs[-1]["run_id"] == paused["run_id"]
+    assert [m["content"] for m in final["messages"]] == ["first", key, "answered the new input"]
+    assert await _state(lg, thread) == ("idle", [], [])
+    canceled = [
+        e.payload.run_id  # type: ignore[attr-defined]
+        for e in await bus.store.read(lg.tenant, "thread", thread)
+        if e.type == "run.canceled"
+    ]
+    assert canceled == [paused["run_id"]]
