@@ -13,7 +13,7 @@ import msgspec
 
 from agency.contracts.events.base import ChatMessage, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
-from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode
 from agency.contracts.events.workflow import Schedule, WorkflowLimits
 
 
@@ -171,12 +171,19 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     # What a client streams the run as (its LangGraph `stream_mode`s): a rejoin that names
     # none streams these. Nothing else reads them.
     stream_modes: tuple[str, ...] = ()
-    # Run as this blueprint: the thread switches to it first (`thread.blueprint_switched`),
-    # when it has no active run or the strategy is `interrupt`; refused otherwise.
+    # Run as this blueprint: the thread switches to it first (`thread.blueprint_switched`):
+    # at once when it has no active run or the strategy is `interrupt`; with `queue` or
+    # `after`, when the request's run starts, after the active one (it never joins a run
+    # of another blueprint); refused with `reject`, or while the active run is out of steps.
     agent_type: str | None = None
     # Every tool call of this run waits for a person's approval before it runs, as if the
     # blueprint's `hitl.tools` named every tool (LangGraph's `interrupt_before=["tools"]`).
     pause_before_tools: bool = False
+    # The run pauses (`run.paused`, reason `breakpoint`) before every model call, the first
+    # included (LangGraph's `interrupt_before=["model"]`), or before each model call that
+    # follows a tool step's results (`interrupt_after=["tools"]`); an approval goes on.
+    pause_before_model: bool = False
+    pause_after_tools: bool = False
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):
@@ -231,6 +238,8 @@ class UpdateThreadState(Command, frozen=True, kw_only=True, tag="runtime.update_
     messages: tuple[ChatMessage, ...] = ()
     files: dict[str, str] = {}
     todos: tuple[Todo, ...] | None = None
+    # Made as this node of the graph (LangGraph's `as_node`): `thread.state_updated` first.
+    as_node: GraphNode | None = None
 
 
 class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):

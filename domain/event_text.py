@@ -37,6 +37,7 @@ from agency.contracts.events import (
     RunPaused,
     RunStarted,
     RunTick,
+    StateUpdated,
     StoreItemDeleted,
     StoreItemPut,
     SubagentCompleted,
@@ -137,6 +138,8 @@ def summarize(payload: Event) -> str:
             return f"{bp.name} rev {revision}"
         case ThreadMetadataSet(metadata=metadata):
             return clip(", ".join(f"{k}={v}" for k, v in metadata.items()))
+        case StateUpdated(as_node=node):
+            return f"as {node}"
         case StoreItemPut(namespace=ns, key=key) | StoreItemDeleted(namespace=ns, key=key):
             return clip("/".join((*ns, key)))
     return _code_agent(payload) or _workflow(payload)

@@ -29,10 +29,25 @@ class RunView:
     hitl_rejected: frozenset[str] = frozenset()
     # Every tool call of the run waits for approval (its `request.accepted` asked so).
     pause_before_tools: bool = False
+    # Static breakpoints before model calls: every one, or each after a tool step's results.
+    pause_before_model: bool = False
+    pause_after_tools: bool = False
+    # The step whose model call an approval let through after the run paused before it
+    # (reason `breakpoint`): that call is not paused for again.
+    breakpoint_passed: int = 0
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def at_breakpoint(self) -> bool:
+        """Paused at a breakpoint before its next model call, awaiting an approval."""
+        return (
+            self.status == "paused"
+            and self.reason == "breakpoint"
+            and self.breakpoint_passed != self.step + 1
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +59,8 @@ class QueuedRequest:
     strategy: str = "queue"
     # The child whose report the messages are (a non-blocking subagent's result).
     reported_by: str | None = None
+    # The blueprint its run runs as (the thread switches to it when the run starts).
+    agent_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -230,7 +230,13 @@ class ThreadState:
                 run_id=run_id, idempotency_key=key, messages=msgs, files=files, strategy=strategy
             ):
                 queued = QueuedRequest(
-                    run_id, key, msgs, tuple(files.items()), strategy, payload.reported_by
+                    run_id,
+                    key,
+                    msgs,
+                    tuple(files.items()),
+                    strategy,
+                    payload.reported_by,
+                    payload.agent_type,
                 )
                 return _evolve(
                     self,
@@ -238,15 +244,25 @@ class ThreadState:
                     queue=(*self.queue, queued),
                     runs=(
                         *self.runs,
-                        RunView(run_id=run_id, pause_before_tools=payload.pause_before_tools),
+                        RunView(
+                            run_id=run_id,
+                            pause_before_tools=payload.pause_before_tools,
+                            pause_before_model=payload.pause_before_model,
+                            pause_after_tools=payload.pause_after_tools,
+                        ),
                     ),
                 )
             case RequestInjected(run_id=host, request_run_id=request_run_id):
                 state = self._with_run(request_run_id, status="injected", reason=host)
-                joining = self.run(request_run_id)
-                if joining is not None and joining.pause_before_tools:
+                joining, joined = self.run(request_run_id), self.run(host)
+                if joining is not None and joined is not None:
                     # What the request asked for holds for the run it joined, from here on.
-                    state = state._with_run(host, pause_before_tools=True)
+                    state = state._with_run(
+                        host,
+                        pause_before_tools=joined.pause_before_tools or joining.pause_before_tools,
+                        pause_before_model=joined.pause_before_model or joining.pause_before_model,
+                        pause_after_tools=joined.pause_after_tools or joining.pause_after_tools,
+                    )
                 return _evolve(
                     state, queue=tuple(q for q in state.queue if q.run_id != request_run_id)
                 )
@@ -323,6 +339,9 @@ class ThreadState:
                 return self._with_run(run_id, hitl_pending=calls)
             case HitlResume(run_id=run_id, approved=approved, modified_tool_calls=modified):
                 view = self.run(run_id)
+                if view is not None and view.at_breakpoint:
+                    # The model call the run paused before goes ahead.
+                    return self._with_run(run_id, breakpoint_passed=view.step + 1)
                 pending = view.hitl_pending if view else ()
                 if not approved:
                     return self._with_run(

@@ -6,7 +6,9 @@ from typing import Literal
 
 from agency.contracts.events.base import InRun
 
-PauseReason = Literal["hitl", "error", "exhausted", "subagent"]
+# `breakpoint`: before a model call, as the run's invoke asked (a static breakpoint: its
+# `pause_before_model` or `pause_after_tools`); an approval (`hitl.resume`) lets it go on.
+PauseReason = Literal["hitl", "error", "exhausted", "subagent", "breakpoint"]
 
 
 class RunStarted(InRun, frozen=True, kw_only=True, tag="run.started"):

@@ -41,6 +41,14 @@ class RequestAccepted(InRun, frozen=True, kw_only=True, tag="request.accepted"):
     # Every tool call of the run waits for approval before it runs (the invoke's
     # `pause_before_tools`): the runtime pauses the run as for the blueprint's `hitl.tools`.
     pause_before_tools: bool = False
+    # The run pauses before every model call, or before each one that follows a tool
+    # step's results (the invoke's `pause_before_model`, `pause_after_tools`).
+    pause_before_model: bool = False
+    pause_after_tools: bool = False
+    # The blueprint the run runs as (the invoke's `agent_type`): when the run starts, the
+    # thread switches to it first (`thread.blueprint_switched`) if it runs another then. A
+    # request of another blueprint than the active run's never joins that run.
+    agent_type: str | None = None
 
 
 class RequestRejected(InRun, frozen=True, kw_only=True, tag="request.rejected"):
@@ -128,6 +136,19 @@ class ThreadMetadataSet(Event, frozen=True, kw_only=True, tag="thread.metadata_s
     metadata: dict[str, str] = {}
 
 
+# The nodes of the agent loop's graph as LangGraph names them (`model` ⇄ `tools`).
+GraphNode = Literal["model", "tools"]
+
+
+class StateUpdated(Event, frozen=True, kw_only=True, tag="thread.state_updated"):
+    """A person's update of an idle thread's state (`runtime.update_state`) was made as the
+    graph's node `as_node` (LangGraph's `update_state(as_node=…)`): the update's events
+    follow it, and what comes after that node is the thread's next step until its next run
+    (`tools` → `model`)."""
+
+    as_node: GraphNode
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     """The thread's state where a run stopped: the sha256 and byte size of a canonical
     snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
@@ -153,5 +174,6 @@ ThreadEvent = (
     | SessionStatusSet
     | ThreadTerminated
     | ThreadMetadataSet
+    | StateUpdated
     | CheckpointSaved
 )

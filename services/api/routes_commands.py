@@ -307,6 +307,8 @@ async def start_run(
     agent_type: str | None = None,
     webhook: str | None = None,
     pause_before_tools: bool = False,
+    pause_before_model: bool = False,
+    pause_after_tools: bool = False,
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
@@ -327,6 +329,8 @@ async def start_run(
         agent_type=agent_type,
         webhook=webhook,
         pause_before_tools=pause_before_tools,
+        pause_before_model=pause_before_model,
+        pause_after_tools=pause_after_tools,
     )
     # One root span per run: the run's work in every service continues its trace (the
     # command carries it). A span current here (an instrumented server's) is linked.

@@ -104,7 +104,12 @@ async def approve(
     idempotency_header: KeyHeader = None,
 ) -> RunCommandAccepted:
     tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
-    if run.status != "paused" or not run.hitl_pending:
+    if run.at_breakpoint and (not data.approved or data.modified_tool_calls):
+        raise RunNotActive(
+            detail=f"run {run.run_id} paused at a breakpoint before its model call, with no "
+            "tool calls to reject or edit: approve it to go on, or cancel it"
+        )
+    if not run.at_breakpoint and (run.status != "paused" or not run.hitl_pending):
         raise RunNotActive(detail=f"run {run.run_id} is {run.status} and awaits no approval")
     calls = data.modified_tool_calls
     command = ApproveToolCalls(

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from agency.contracts.events import HitlInterrupt, MessageAppended
+from agency.contracts.events import HitlInterrupt, MessageAppended, RunPaused
 from agency.contracts.http import RunStatus
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import Position
@@ -68,6 +68,8 @@ class RunWatch:
                     self._last_message = message.content
                 case HitlInterrupt(run_id=run_id) if run_id == self.run_id:
                     self.interrupted_at = event.stream_seq
+                case RunPaused(run_id=run_id, reason="breakpoint") if run_id == self.run_id:
+                    self.interrupted_at = event.stream_seq
         self._statuses.fold(events)
 
     @property
@@ -80,9 +82,11 @@ class RunWatch:
         return self._statuses.of.get(self.run_id) or "pending"
 
     def waits_for_approval(self, since: int) -> bool:
-        """The run waits on a person for calls it proposed after stream sequence `since`."""
+        """The run waits on a person for calls it proposed, or at a breakpoint it reached,
+        after stream sequence `since`."""
         run = self._thread.run(self.run_id)
-        return bool(run and run.hitl_pending) and self.interrupted_at > since
+        waits = run is not None and (bool(run.hitl_pending) or run.at_breakpoint)
+        return waits and self.interrupted_at > since
 
     def outcome(self) -> RunOutcome:
         run = self._thread.run(self.run_id)

@@ -293,4 +293,6 @@ def pause_hint(reason: str, thread: str) -> str:
             return "it waits for its subagents and resumes by itself when they report"
         case "exhausted":
             return f"`agency threads invoke {thread} MESSAGE` continues it with more steps"
+        case "breakpoint":
+            return f"before its model call; `agency threads approve {thread}` goes on"
     return f"nothing resumes it; `agency threads cancel {thread}` ends it"

@@ -17,6 +17,7 @@ from agency.contracts.events import (
     AgentCompleted,
     AnyEvent,
     BlueprintSpec,
+    BlueprintSwitched,
     FileWritten,
     MessageAppended,
     RequestInjected,
@@ -76,18 +77,23 @@ def next_action(
     run = state.active_run
     if run is None:
         if state.queue and not state.terminated:
-            return Append(_start(state, blueprint))
+            switched = _switch(state, state.queue[0])
+            # The blueprint switch first: the run starts as the blueprint it names.
+            return Append(switched) if switched else Append(_start(state, blueprint))
         return Wait()
     if run.status == "paused" and run.reason == "exhausted":
         # Out of steps: the next request (whatever its strategy) continues the run, with
-        # another blueprint's worth of steps.
-        joining = state.queue
+        # another blueprint's worth of steps; one of another blueprint waits for its end.
+        joining = _of_blueprint(state, state.queue)
         if not joining:
             return Wait()
         resumed = RunResumed(run_id=run.run_id, max_steps=run.step + max_steps_of(blueprint))
         return Append((*inject(run.run_id, joining), resumed))
     if run.status == "paused" and run.reason == "hitl" and not run.hitl_pending:
         # A person has decided: resume here, where middleware sees the resume.
+        return Append((RunResumed(run_id=run.run_id),))
+    if run.status == "paused" and run.reason == "breakpoint" and not run.at_breakpoint:
+        # Approved at a breakpoint: the model call it paused before goes ahead.
         return Append((RunResumed(run_id=run.run_id),))
     if run.status == "paused" and run.reason == "subagent":
         # Resume once every child of the step has reported (its report is the call's outcome).
@@ -123,7 +129,22 @@ def next_action(
     if joining:
         # Messages queued while the run executes join it before its next model step.
         return Append(inject(run.run_id, joining))
+    if breakpoint_before_model(state, run):
+        return Append((RunPaused(run_id=run.run_id, reason="breakpoint"),))
     return CallModel(run_id=run.run_id, step=run.step + 1)
+
+
+def breakpoint_before_model(state: ThreadState, run: RunView) -> bool:
+    """The run pauses before its next model call: its invoke asked for a pause before every
+    model call (`pause_before_model`), or before each that follows a tool step's results
+    (`pause_after_tools`: the last answer had tool calls), and no approval let this call
+    through yet."""
+    if run.breakpoint_passed == run.step + 1:
+        return False
+    if run.pause_before_model:
+        return True
+    last = state.last_assistant()
+    return run.pause_after_tools and run.step > 0 and last is not None and bool(last.tool_calls)
 
 
 def injectable(state: ThreadState) -> tuple[QueuedRequest, ...]:
@@ -135,7 +156,34 @@ def injectable(state: ThreadState) -> tuple[QueuedRequest, ...]:
         if queued.strategy != "queue":
             break
         taken.append(queued)
+    return _of_blueprint(state, tuple(taken))
+
+
+def _of_blueprint(
+    state: ThreadState, requests: tuple[QueuedRequest, ...]
+) -> tuple[QueuedRequest, ...]:
+    """The leading requests that may join the active run: none of another blueprint (its
+    run starts as that blueprint once the active run ends), nor any behind it."""
+    taken: list[QueuedRequest] = []
+    for queued in requests:
+        if queued.agent_type is not None and queued.agent_type != state.agent_type:
+            break
+        taken.append(queued)
     return tuple(taken)
+
+
+def _switch(state: ThreadState, head: QueuedRequest) -> tuple[AnyEvent, ...]:
+    """The switch to the blueprint the queued request runs as, if the thread runs another."""
+    if head.agent_type is None or head.agent_type == state.agent_type:
+        return ()
+    return (
+        BlueprintSwitched(
+            run_id=head.run_id,
+            from_agent_type=state.agent_type,
+            to_agent_type=head.agent_type,
+            reason="a run of this blueprint was queued and starts now",
+        ),
+    )
 
 
 def inject(run_id: str, requests: tuple[QueuedRequest, ...]) -> tuple[AnyEvent, ...]:

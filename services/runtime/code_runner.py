@@ -120,6 +120,8 @@ class CodeRuns:
                 action = next_action(state, blueprint, {})
                 events = getattr(action, "events", ())
                 state, _ = await driver.append(state, events)
+                if state.agent_type != spec.name:
+                    return state  # a queued run of another blueprint: its runner goes on
                 continue
             if run.status != "running":
                 return state

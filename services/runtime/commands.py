@@ -21,6 +21,7 @@ from agency.contracts.events import (
     RequestAccepted,
     RequestRejected,
     RunCanceled,
+    StateUpdated,
     ThreadTerminated,
     TodosWritten,
 )
@@ -72,16 +73,19 @@ def invoke(
             ),
         )
     switch = command.agent_type is not None and command.agent_type != state.agent_type
-    if switch and active is not None and command.strategy != "interrupt":
+    if switch and active is not None and exhausted and command.strategy != "interrupt":
         return (
             RequestRejected(
                 run_id=command.run_id,
                 idempotency_key=key,
-                reason=f"run {active.run_id} of {state.agent_type!r} is active: a run of "
-                f"{command.agent_type!r} starts on an idle thread or with the strategy "
-                "'interrupt'",
+                reason=f"run {active.run_id} of {state.agent_type!r} is out of steps and "
+                f"waits to be continued: a run of {command.agent_type!r} starts once it "
+                "ends, or with the strategy 'interrupt'",
             ),
         )
+    # On a busy thread (`queue`, `after`) the switch waits for the request's run to start
+    # (`actions.next_action`): the active run goes on as the blueprint it is.
+    now = switch and (active is None or command.strategy == "interrupt")
     switched = (
         (
             BlueprintSwitched(
@@ -91,7 +95,7 @@ def invoke(
                 reason="a run of this blueprint was asked for",
             ),
         )
-        if switch
+        if now
         else ()
     )
     accepted = RequestAccepted(
@@ -104,6 +108,9 @@ def invoke(
         webhook=command.webhook,
         stream_modes=command.stream_modes,
         pause_before_tools=command.pause_before_tools,
+        pause_before_model=command.pause_before_model,
+        pause_after_tools=command.pause_after_tools,
+        agent_type=command.agent_type,
     )
     if active is not None and command.strategy == "interrupt":
         return (
@@ -123,6 +130,8 @@ def approve(
     run = state.active_run
     if command.run_id is not None and (run is None or run.run_id != command.run_id):
         return ()  # bound to a run that is over: nothing to approve any more
+    if run is not None and run.at_breakpoint:
+        return (at_breakpoint(run.run_id, command),)
     if run is None or run.status != "paused" or not run.hitl_pending:
         raise CommandRejected("not_awaiting_approval", "no run of this thread awaits approval")
     if command.modified_tool_calls:
@@ -141,6 +150,20 @@ def approve(
             reason=command.reason,
             stream_modes=command.stream_modes,
         ),
+    )
+
+
+def at_breakpoint(run_id: str, command: ApproveToolCalls) -> HitlResume:
+    """An approval of a run paused at a breakpoint before its model call: it goes on. There
+    are no calls to reject or edit there."""
+    if not command.approved or command.modified_tool_calls:
+        raise CommandRejected(
+            "at_breakpoint",
+            f"run {run_id} paused at a breakpoint before its model call, with no tool calls "
+            "to reject or edit: approve it to go on, or cancel it",
+        )
+    return HitlResume(
+        run_id=run_id, approved=True, reason=command.reason, stream_modes=command.stream_modes
     )
 
 
@@ -201,7 +224,8 @@ def update_state(
             f"run {state.active_run.run_id} of thread {state.thread_id} is active: its state "
             "changes when it ends",
         )
-    events: list[AnyEvent] = [MessageAppended(message=m) for m in command.messages]
+    made_as: list[AnyEvent] = [StateUpdated(as_node=command.as_node)] if command.as_node else []
+    events: list[AnyEvent] = [*made_as, *(MessageAppended(message=m) for m in command.messages)]
     events += [
         FileWritten(path=path, content=content, origin="attachment")
         for path, content in command.files.items()

@@ -37,7 +37,7 @@ from agency.services.agents.tools import Tool
 from agency.services.decide import CONFLICT_ATTEMPTS
 from agency.services.llm.provider import ModelError, Provider
 from agency.services.runtime import model_step
-from agency.services.runtime.actions import Append, CallModel, Wait, next_action
+from agency.services.runtime.actions import Action, Append, CallModel, Wait, next_action
 from agency.services.runtime.appends import ThreadAppends
 from agency.services.runtime.code_runner import CodeRuns
 from agency.services.runtime.decision import Decision
@@ -71,6 +71,8 @@ log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
 _MAX_ITERATIONS = 500
+# Drives of one thread handed between the model loop and a code agent's runner in a row.
+_HANDOVERS = 8
 # How long a step's opening waits for the model's answer before it is appended alone: an
 # answer that comes whole meanwhile goes into the same atomic append. Shorter than any
 # model's time to first token that is worth streaming, so a streamed answer's first text
@@ -197,12 +199,20 @@ class ThreadDriver:
         if not state.exists:
             raise UnknownThread(tenant_id, thread_id)
         try:
-            code = self._system.code_agent_for(state.agent_type)
-            if code is not None:
-                if decision is not None:
-                    decision.missed()  # a code agent's handler decides on the log's state
-                return await self.code.settle(state, code)
-            return await self._settle(state, decision)
+            for _ in range(_HANDOVERS):
+                code = self._system.code_agent_for(state.agent_type)
+                if code is not None:
+                    if decision is not None:
+                        decision.missed()  # a code agent's handler decides on the log's state
+                    state = await self.code.settle(state, code)
+                else:
+                    state = await self._settle(state, decision)
+                decision = None
+                # A queued run of another blueprint switched the thread to an agent the other
+                # runner drives (a code agent's handler, or the model loop): it goes on there.
+                if (self._system.code_agent_for(state.agent_type) is None) == (code is None):
+                    return state
+            return state
         except Exception as e:
             if decision is not None:
                 decision.missed()
@@ -230,11 +240,19 @@ class ThreadDriver:
             if counted < len(pending):
                 virtual = simulate(virtual, pending[counted:])
                 counted = len(pending)
-            resolved = await self.resolve(virtual)
-            tools = tools_now(
-                self._system, resolved.blueprint, virtual, resolved.blueprints, resolved.mcp_tools
-            )
-            action = next_action(virtual, resolved.blueprint, tools)
+            action: Action = Wait()
+            # Switched to a code agent (a queued run of it starts): what is decided is
+            # stored, and its runner goes on from there (`drive_locked`).
+            if self._system.code_agent_for(virtual.agent_type) is None:
+                resolved = await self.resolve(virtual)
+                tools = tools_now(
+                    self._system,
+                    resolved.blueprint,
+                    virtual,
+                    resolved.blueprints,
+                    resolved.mcp_tools,
+                )
+                action = next_action(virtual, resolved.blueprint, tools)
             match action:
                 case Append(events=events):
                     ran = await run_local_calls(virtual, resolved.blueprint, tools, events)

@@ -10,10 +10,10 @@ delivering (deferred) until the run has ended. Each delivery asks `verdict`:
 - nothing changed for `stall_after` and nobody drives it: resume it (drive the thread,
   which does whatever the log says is next: a lost trigger is made good this way);
 - a running (or startable) run without progress for `end_after`: end it as `stalled`.
-- a run paused on a person's approval (HITL) gives its watch up once it has been still
-  for `stall_after`: only the person's command moves it, and the runtime arms a new watch
-  when it takes that command. Ten thousand parked runs so hold no deferred command on the
-  broker (each one costs the broker timer work for as long as it is pending).
+- a run paused on a person's approval (HITL, a breakpoint) gives its watch up once it has
+  been still for `stall_after`: only the person's command moves it, and the runtime arms a
+  new watch when it takes that command. Ten thousand parked runs so hold no deferred
+  command on the broker (each one costs the broker timer work for as long as it is pending).
 - a run paused for its subagents (or out of steps) is resumed when it has waited long,
   but never ended: waiting is what it is meant to do. It is looked at less often the
   longer it waits (after as long again as it has waited, at most `paused_look_max`).
@@ -91,7 +91,7 @@ def verdict(
     idle = (now - since).total_seconds()
     if idle < settings.stall_after:
         return Later(max(settings.stall_after - idle, 0.05))
-    if run.status == "paused" and run.reason == "hitl" and run.hitl_pending:
+    if run.at_breakpoint or (run.status == "paused" and run.reason == "hitl" and run.hitl_pending):
         return Parked()
     if run.status == "paused":
         longest = max(settings.paused_look_max, settings.stall_after)

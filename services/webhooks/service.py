@@ -94,7 +94,7 @@ class Webhooks:
     async def handle(self, event: RecordedEvent) -> None:
         payload = event.payload
         status = STATUS.get(type(payload))
-        if isinstance(payload, RunPaused) and payload.reason == "hitl":
+        if isinstance(payload, RunPaused) and payload.reason in ("hitl", "breakpoint"):
             status = "success"  # stopped at an interrupt: LangGraph's run is over
         run_id = getattr(payload, "run_id", None)
         if status is None or not isinstance(run_id, str):

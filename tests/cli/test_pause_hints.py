@@ -15,6 +15,7 @@ HINTS = {
     "hitl": ("`agency threads approve t1` (or `--reject`) resumes it", "invoke"),
     "subagent": ("resumes by itself when they report", "agency threads"),
     "exhausted": ("`agency threads invoke t1 MESSAGE` continues it", "approve"),
+    "breakpoint": ("before its model call; `agency threads approve t1` goes on", "--reject"),
     "error": ("nothing resumes it; `agency threads cancel t1` ends it", "approve"),
 }
 

@@ -105,3 +105,33 @@ async def test_terminate_a_running_thread_from_its_page(
     await page.fill("#message", "are you there?")
     await page.click("#send")
     await expect(page.locator("#flash.error")).to_contain_text("terminated")
+
+
+async def test_a_run_paused_at_a_breakpoint_goes_on_from_its_page(
+    page: Page, stack: Stack, tenant: Tenant
+) -> None:
+    agency = await agency_of(stack, tenant)
+    key = "bp-" + new_id()
+    stack.llm.script(key, [ScriptStep(content="Answered after the breakpoint.")])
+    async with tenant.http(stack) as http:
+        r = await http.post(f"/agency/{agency}/agents", json={"agentType": "worker"})
+        assert r.status_code == 201, r.text
+        thread = r.json()["id"]
+        # A LangGraph run that pauses before its model call.
+        r = await http.post(
+            f"/langgraph/threads/{thread}/runs",
+            json={
+                "assistant_id": "worker",
+                "input": {"messages": [{"role": "user", "content": key}]},
+                "interrupt_before": ["model"],
+            },
+        )
+        assert r.status_code == 200, r.text
+    await page.goto(f"{stack.url}/#/a/{agency}/t/{thread}")
+    status = page.locator(".thead .badge").first
+    await expect(status).to_have_text("paused · breakpoint")
+    await expect(page.locator("#hitl")).to_contain_text("breakpoint before the model call")
+    await page.click("#breakpoint-go")
+    await expect(status).to_have_text("completed")
+    await expect(page.locator("#transcript")).to_contain_text("Answered after the breakpoint.")
+    await expect(page.locator("#hitl")).to_have_count(0)

@@ -185,8 +185,10 @@ def test_an_invoke_and_its_acceptance_stored_before_breakpoints_read_without_a_p
         type="runtime.invoke",
         payload=InvokeThread(agency_id="a", thread_id="t", run_id="r"),
     )
-    old = encode(command).replace(b',"pause_before_tools":false', b"")
-    assert b"pause_before_tools" not in old
+    old = encode(command)
+    for field in (b"pause_before_tools", b"pause_before_model", b"pause_after_tools"):
+        old = old.replace(b',"' + field + b'":false', b"")
+        assert field not in old
     assert decode_command(old).payload == InvokeThread(agency_id="a", thread_id="t", run_id="r")
     paused = RequestAccepted(run_id="r", idempotency_key="k", pause_before_tools=True)
     assert decode_event(encode(envelope(paused))).payload == paused

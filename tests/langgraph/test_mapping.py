@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError
 
+from agency.infra.jetstream.connection import Bus
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import WAIT, ask, call, collect, until_status
@@ -105,7 +106,8 @@ async def test_the_custom_stream_mode_is_accepted_and_sends_nothing(lg: LangGrap
 
 
 async def test_a_run_of_another_assistant_switches_the_thread_to_it(lg: LangGraph) -> None:
-    """On an idle thread, or with `interrupt`; the history stays. A busy thread refuses."""
+    """On an idle thread, or with `interrupt`; the history stays. A busy thread refuses
+    with `reject`."""
     key = "lg-switch-" + lg.agency
     lg.llm.script(key, [ScriptStep(content="switch slow", delay_ms=20_000)])
     lg.llm.script(key + "-2", [ScriptStep(content="switched")] * 3)
@@ -113,9 +115,9 @@ async def test_a_run_of_another_assistant_switches_the_thread_to_it(lg: LangGrap
     thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
     slow = await lg.client.runs.create(thread, "worker", input=ask(key))
     await until_status(lg.client, thread, slow["run_id"], {"running"})
-    with pytest.raises(ConflictError, match="multitask_strategy 'interrupt'"):
+    with pytest.raises(ConflictError, match="waits for it with multitask_strategy 'enqueue'"):
         await lg.client.runs.create(
-            thread, "approver", input=ask(key + "-2"), multitask_strategy="enqueue"
+            thread, "approver", input=ask(key + "-2"), multitask_strategy="reject"
         )
     final = await lg.client.runs.wait(
         thread, "approver", input=ask(key + "-2"), multitask_strategy="interrupt"
@@ -132,3 +134,44 @@ async def test_a_run_of_another_assistant_switches_the_thread_to_it(lg: LangGrap
             await asyncio.sleep(0.05)
     runs = await lg.client.runs.list(thread)
     assert [r["assistant_id"] for r in runs] == ["worker", "approver", "worker"]
+
+
+async def test_a_run_of_another_assistant_enqueued_on_a_busy_thread_runs_after_as_it(
+    lg: LangGraph, bus: Bus
+) -> None:
+    key = "lg-switch-queued-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="worker first", delay_ms=1500)])
+    lg.llm.script(key + "-2", [ScriptStep(content="approver next")] * 3)
+    thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    first = await lg.client.runs.create(thread, "worker", input=ask(key))
+    await until_status(lg.client, thread, first["run_id"], {"running"})
+    queued = await lg.client.runs.create(
+        thread, "approver", input=ask(key + "-2"), multitask_strategy="enqueue"
+    )
+    # It waits its turn: the worker's run goes on as the worker's, nothing joins it.
+    assert (await lg.client.runs.get(thread, queued["run_id"]))["status"] == "pending"
+    assert (await lg.client.threads.get(thread))["metadata"]["graph_id"] == "worker"
+    done = await lg.client.runs.join(thread, queued["run_id"])
+    assert isinstance(done, dict)
+    contents = [m["content"] for m in done["messages"]]
+    assert contents == [key, "worker first", key + "-2", "approver next"]
+    runs = await lg.client.runs.list(thread)
+    assert [(r["assistant_id"], r["status"]) for r in runs] == [
+        ("approver", "success"),
+        ("worker", "success"),
+    ]
+    assert (await lg.client.threads.get(thread))["metadata"]["graph_id"] == "approver"
+    # The switch is on the log where it took effect: after the worker's run, before the
+    # approver's began.
+    kinds = [
+        (e.type, getattr(e.payload, "run_id", None))
+        for e in await bus.store.read(lg.tenant, "thread", thread)
+        if e.type in ("run.completed", "thread.blueprint_switched", "run.started")
+    ]
+    assert kinds == [
+        ("run.started", first["run_id"]),
+        ("run.completed", first["run_id"]),
+        ("thread.blueprint_switched", queued["run_id"]),
+        ("run.started", queued["run_id"]),
+        ("run.completed", queued["run_id"]),
+    ]

@@ -205,8 +205,8 @@ async def test_multitask_rollback_does_not_map(lg: LangGraph) -> None:
     thread = await _thread(lg)
     with pytest.raises(BadRequestError, match="rollback"):
         await lg.client.runs.create(thread, "worker", input=ask("x"), multitask_strategy="rollback")
-    with pytest.raises(BadRequestError, match="interrupt_after"):
-        await lg.client.runs.create(thread, "worker", input=ask("x"), interrupt_after="*")
+    with pytest.raises(BadRequestError, match="interrupt_after 'agent'"):
+        await lg.client.runs.create(thread, "worker", input=ask("x"), interrupt_after=["agent"])
 
 
 async def test_a_stateless_run_gets_a_thread_of_its_own(lg: LangGraph) -> None:

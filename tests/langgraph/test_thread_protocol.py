@@ -150,3 +150,19 @@ async def test_run_start_with_input_on_an_interrupted_thread_resumes_it(lg: Lang
         assert [e["params"]["data"]["event"] for e in rest] == ["running", "completed"]
     state = await lg.client.threads.get_state(thread_id)
     assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "tool", "ai"]
+
+
+async def test_a_breakpoint_before_the_model_reads_as_interrupted_with_no_input_asked(
+    lg: LangGraph,
+) -> None:
+    key = f"wire-breakpoint-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content=TEXT)])
+    thread_id = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    await lg.client.runs.wait(thread_id, "worker", input=ask(key), interrupt_before=["model"])
+    async with _http(lg) as http:
+        events = await _events(http, thread_id, {"channels": ["lifecycle", "input"]})
+    # The run paused: `interrupted`, and no `input.requested` (there is no interrupt).
+    assert [(e["method"], e["params"]["data"]["event"]) for e in events] == [
+        ("lifecycle", "running"),
+        ("lifecycle", "interrupted"),
+    ]

@@ -65,3 +65,32 @@ async def test_what_update_state_cannot_take(lg: LangGraph) -> None:
         with pytest.raises(NotFoundError):
             await other.threads.update_state(thread_id, {"messages": ["intrusion"]})
     assert (await lg.client.threads.get_state(thread_id))["values"]["messages"] == []
+
+
+async def test_an_update_as_a_node_decides_what_is_next(lg: LangGraph) -> None:
+    key = "lg-update-as-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="went on from the update")])
+    thread_id = (await lg.client.threads.create(graph_id="worker"))["thread_id"]
+    note = {"messages": [{"type": "human", "content": f"look this up {key}"}]}
+    await lg.client.threads.update_state(thread_id, note, as_node="tools")
+    # As after a tool step: the model is next, as a task of its own.
+    state = await lg.client.threads.get_state(thread_id)
+    assert state["next"] == ["model"] and [t["name"] for t in state["tasks"]] == ["model"]
+    (newest, *_) = await lg.client.threads.get_history(thread_id)
+    assert newest["next"] == ["model"]
+    assert (await lg.client.threads.get(thread_id))["status"] == "idle"
+
+    # A run without input goes on from there: the model answers what the update left.
+    result = await lg.client.runs.wait(thread_id, "worker", input=None)
+    assert isinstance(result, dict)
+    assert result["messages"][-1]["content"] == "went on from the update"
+    assert (await lg.client.threads.get_state(thread_id))["next"] == []
+
+    # As the model, after an answer without tool calls: nothing is next.
+    await lg.client.threads.update_state(
+        thread_id, {"messages": [{"type": "ai", "content": "a person's answer"}]}, as_node="model"
+    )
+    state = await lg.client.threads.get_state(thread_id)
+    assert state["next"] == [] and state["tasks"] == []
+    with pytest.raises(BadRequestError, match=r"as_node 'agent'.*'model' and 'tools'"):
+        await lg.client.threads.update_state(thread_id, {"messages": ["x"]}, as_node="agent")

@@ -86,6 +86,27 @@ async def test_a_run_stopping_at_an_interrupt_is_posted_too(
     assert (await lg.client.threads.get(thread["thread_id"]))["status"] == "interrupted"
 
 
+async def test_a_run_stopping_at_a_breakpoint_before_the_model_is_posted_too(
+    lg: LangGraph, receiver: Receiver
+) -> None:
+    receiver.statuses.clear()
+    key = "lg-webhook-breakpoint-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="never asked yet")])
+    thread = await lg.client.threads.create(graph_id="worker")
+    run = await lg.client.runs.create(
+        thread["thread_id"],
+        "worker",
+        input=ask(key),
+        webhook=receiver.url,
+        interrupt_before=["model"],
+    )
+    async with asyncio.timeout(30):
+        _, body = await receiver.received.get()
+    sent = json.loads(body)
+    assert sent["run_id"] == run["run_id"] and sent["status"] == "success"
+    assert (await lg.client.threads.get(thread["thread_id"]))["status"] == "interrupted"
+
+
 async def test_a_webhook_to_a_private_address_or_without_a_secret_is_refused(
     lg: LangGraph, monkeypatch: pytest.MonkeyPatch
 ) -> None:

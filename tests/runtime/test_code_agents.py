@@ -11,10 +11,11 @@ import msgspec
 import pytest
 
 from agency import AgentContext
-from agency.contracts.commands import ForkThread
+from agency.contracts.commands import ForkThread, InvokeThread
 from agency.contracts.events import (
     AgentStateSet,
     BlueprintSpec,
+    BlueprintSwitched,
     ChatMessage,
     MessageAppended,
     ModelCompleted,
@@ -357,5 +358,41 @@ async def test_a_code_agent_runs_the_tools_the_model_calls(code_agents: Agents) 
     assert [e.type for e in events].count("model.completed") == 2
     state = fold(code_agents.tenant, thread, events)
     assert [t.content for t in state.todos] == ["count"]
+    report = await reexecute([events], code_system())
+    assert report.same, report
+
+
+async def test_queued_runs_of_a_code_agent_and_a_model_agent_hand_the_thread_over(
+    code_agents: Agents,
+) -> None:
+    """A model agent's thread, then a queued run of a code agent, then one of the model
+    agent again: each starts as its own blueprint, switched to when it starts."""
+    key = "code-handover-" + code_agents.tenant
+    # By the conversation's assistant messages: the worker's, the counter's, the worker's.
+    steps = [ScriptStep(content="worker first", delay_ms=500), ScriptStep(content="unused")]
+    code_agents.llm.script(key, [*steps, ScriptStep(content="worker back")])
+    thread = await code_agents.thread("worker")
+    first = await code_agents.invoke(thread, f"start {key}")
+    await code_agents.wait_for(thread, lambda es: "model.started" in [e.type for e in es])
+    for agent_type, text in (("counter", "count this"), ("worker", f"again {key}")):
+        await code_agents.bus.commands.send(
+            code_agents.tenant,
+            InvokeThread(
+                agency_id=code_agents.agency,
+                thread_id=thread,
+                run_id="run_" + new_id(),
+                messages=(ChatMessage(role="user", content=text),),
+                agent_type=agent_type,
+            ),
+        )
+    events = await code_agents.wait_terminal(thread, count=3)
+    assert terminals(events) == ["run.completed"] * 3
+    switches = [(s.from_agent_type, s.to_agent_type) for s in payloads(events, BlueprintSwitched)]
+    assert switches == [("worker", "counter"), ("counter", "worker")]
+    results = [r.result for r in payloads(events, RunCompleted)]
+    assert results[0] == "worker first" and results[1].startswith("count 1")
+    assert results[2] == "worker back"
+    assert payloads(events, RunCompleted)[0].run_id == first
+    # Re-executed from the log, the switches are decided where they were.
     report = await reexecute([events], code_system())
     assert report.same, report

@@ -21,7 +21,10 @@ from agency.contracts.events import (
     RunCanceled,
     RunPaused,
     RunStarted,
+    StateUpdated,
     ThreadCreated,
+    Todo,
+    TodosWritten,
     ToolCall,
 )
 from agency.domain.thread_state import ThreadState, fold
@@ -118,11 +121,24 @@ async def test_an_update_of_state_is_decided_once_per_key_and_never_on_a_running
         commands.update_state(paused, update, "upd-2")
 
 
+def test_an_update_made_as_a_node_says_so_before_its_events() -> None:
+    state = fold("t", "th", [])
+    update = UpdateThreadState(
+        agency_id="ag", thread_id="th", todos=(Todo(content="plan", status="pending"),),
+        as_node="tools",
+    )  # fmt: skip
+    events = commands.update_state(state, update, "upd-1")
+    assert events == [StateUpdated(as_node="tools"), TodosWritten(todos=update.todos or ())]
+
+
 async def test_a_request_for_another_blueprint_switches_the_thread_only_between_runs() -> None:
     busy = await thread_with_run_2_paused()
     asked = InvokeThread(agency_id="ag", thread_id="th", run_id="r3", agent_type="approver")
-    (refused,) = commands.invoke(busy, msgspec.structs.replace(asked, strategy="queue"), "k3")
-    assert isinstance(refused, RequestRejected) and "'interrupt'" in refused.reason
+    # Queued: no switch now; it is its run's to make when it starts (`actions.next_action`).
+    (queued,) = commands.invoke(busy, msgspec.structs.replace(asked, strategy="queue"), "k3")
+    assert isinstance(queued, RequestAccepted) and queued.agent_type == "approver"
+    (refused,) = commands.invoke(busy, msgspec.structs.replace(asked, strategy="reject"), "k3")
+    assert isinstance(refused, RequestRejected)
     *canceling, switched, accepted = commands.invoke(
         busy, msgspec.structs.replace(asked, strategy="interrupt"), "k3"
     )

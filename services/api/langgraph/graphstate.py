@@ -6,7 +6,8 @@ what LangGraph clients read: messages as LangChain message dicts with stable ids
 
 A LangGraph run is one stretch of one of our runs: ours from its start (LangGraph run id =
 our run id) or from a resume (`<run id>~<seq>`: what follows the thread's event `seq`). A
-stretch ends when the run ends or pauses for approval; a resume starts the next stretch.
+stretch ends when the run ends or pauses (for approval, or at a breakpoint before a model
+call); a resume starts the next stretch.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agency.contracts.events import (
     RunCompleted,
     RunError,
     RunPaused,
+    StateUpdated,
     ThreadCreated,
     ThreadMetadataSet,
     ToolCall,
@@ -39,9 +41,22 @@ from agency.services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatu
 from agency.services.api.runstatus import RunStatuses
 
 RESUME_MARK = "~"
-# Events that change `values`; with interrupts, each is a checkpoint of the thread's history.
+# Events that change `values`; with interrupts and breakpoints, each is a checkpoint of the
+# thread's history (`is_checkpoint`).
 VALUE_EVENTS = frozenset({"message.appended", "file.written", "todos.written"})
 CHECKPOINT_EVENTS = VALUE_EVENTS | {"hitl.interrupt"}
+# The pauses that end a stretch: for approval of tool calls (an interrupt, or a breakpoint
+# before tools), and at a breakpoint before a model call (`interrupt_before=["model"]`,
+# `interrupt_after=["tools"]`). A resume (`hitl.resume`) begins the next stretch.
+STRETCH_PAUSES = frozenset({"hitl", "breakpoint"})
+
+
+def is_checkpoint(event: RecordedEvent) -> bool:
+    """The event is a checkpoint: it changed the values, raised an interrupt, or paused the
+    run at a breakpoint before a model call (the state there has `next: ["model"]`)."""
+    if event.type in CHECKPOINT_EVENTS:
+        return True
+    return isinstance(event.payload, RunPaused) and event.payload.reason == "breakpoint"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +83,9 @@ def ends_stretch(event: RecordedEvent, ref: RunRef) -> bool:
     if event.seq <= ref.after_seq or getattr(event.payload, "run_id", None) != ref.run_id:
         return False
     match event.payload:
-        case RunPaused(reason="hitl") | RunCompleted() | RunError() | RunCanceled():
+        case RunPaused(reason=reason) if reason in STRETCH_PAUSES:
+            return True
+        case RunCompleted() | RunError() | RunCanceled():
             return True
         case RequestRejected():
             return True
@@ -174,9 +191,9 @@ class GraphView:
     parent_seq: int | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     # The event id of each run's latest hitl.interrupt (the LangGraph interrupt id), and the
-    # seqs at which each run paused for approval.
+    # seqs at which each run paused for approval or at a breakpoint (`STRETCH_PAUSES`).
     interrupt_ids: dict[str, str] = field(default_factory=dict)
-    hitl_pauses: dict[str, list[int]] = field(default_factory=dict)
+    pauses: dict[str, list[int]] = field(default_factory=dict)
     # The seqs of the events that ended a stretch of each run (`ends_stretch`).
     stretch_ends: dict[str, list[int]] = field(default_factory=dict)
     # Per run: when it was asked for, when it last changed, and its invoke strategy.
@@ -192,6 +209,9 @@ class GraphView:
     # approval it was resumed from (each begins a stretch `<run id>~<seq>`).
     rejected: set[str] = field(default_factory=set)
     resumed_from: dict[str, list[int]] = field(default_factory=dict)
+    # The node the last update of the idle thread's state was made as (`update_state`'s
+    # `as_node`), until a run is asked for: what follows it is next.
+    updated_as: str | None = None
     _model_step: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -205,7 +225,7 @@ class GraphView:
         ended = getattr(event.payload, "run_id", None)
         if isinstance(ended, str) and ends_stretch(event, RunRef(ended)):
             self.stretch_ends.setdefault(ended, []).append(event.seq)
-        if event.type in CHECKPOINT_EVENTS:
+        if is_checkpoint(event):
             self.parent_seq = self.checkpoint_seq or None
             self.checkpoint_seq = event.seq
         self.updated_at = event.envelope.ts
@@ -215,7 +235,10 @@ class GraphView:
             ts = event.envelope.ts
             self.run_times[run_of] = (self.run_times.get(run_of, (ts, ts))[0], ts)
         match payload:
+            case StateUpdated(as_node=node):
+                self.updated_as = node
             case RequestAccepted(run_id=run_id, strategy=strategy, stream_modes=modes):
+                self.updated_as = None
                 self.strategies[run_id] = strategy
                 if modes:
                     self.stream_modes[run_id] = modes
@@ -233,15 +256,15 @@ class GraphView:
                 self.messages.append(message_dict(message, message_id))
             case HitlInterrupt(run_id=run_id):
                 self.interrupt_ids[run_id] = event.envelope.event_id
-            case HitlResume(run_id=run_id, stream_modes=modes) if self.hitl_pauses.get(run_id):
-                paused = self.hitl_pauses[run_id][-1]
+            case HitlResume(run_id=run_id, stream_modes=modes) if self.pauses.get(run_id):
+                paused = self.pauses[run_id][-1]
                 self.resumed_from.setdefault(run_id, []).append(paused)
                 if modes:
                     self.stream_modes[RunRef(run_id, paused).id] = modes
             case RequestRejected(run_id=run_id):
                 self.rejected.add(run_id)
-            case RunPaused(run_id=run_id, reason="hitl"):
-                self.hitl_pauses.setdefault(run_id, []).append(event.seq)
+            case RunPaused(run_id=run_id, reason=reason) if reason in STRETCH_PAUSES:
+                self.pauses.setdefault(run_id, []).append(event.seq)
 
     def copy(self) -> GraphView:
         """A view folded as far as this one, sharing nothing that a fold or a caller changes
@@ -249,7 +272,7 @@ class GraphView:
         twin = copy.copy(self)
         twin.messages = list(self.messages)
         twin.interrupt_ids = dict(self.interrupt_ids)
-        twin.hitl_pauses = {run: list(seqs) for run, seqs in self.hitl_pauses.items()}
+        twin.pauses = {run: list(seqs) for run, seqs in self.pauses.items()}
         twin.stretch_ends = {run: list(seqs) for run, seqs in self.stretch_ends.items()}
         twin.run_times = dict(self.run_times)
         twin.strategies = dict(self.strategies)
@@ -281,10 +304,26 @@ class GraphView:
             values["__interrupt__"] = [{"value": i.value, "id": i.id} for i in pending]
         return values
 
+    def next_node(self) -> str | None:
+        """The node the thread stopped before: `tools` while calls await approval, `model`
+        at a breakpoint before a model call; on an idle thread whose state was last updated
+        as a node, what follows that node (`tools` → `model`; `model` → `tools` while its
+        last answer has calls without results, else nothing). None while it runs."""
+        run = self.state.active_run
+        if run is None:
+            if self.state.queue:
+                return None
+            if self.updated_as == "tools":
+                return "model"
+            return "tools" if self.updated_as == "model" and self.state.open_tool_calls() else None
+        if run.hitl_pending:
+            return "tools"
+        return "model" if run.at_breakpoint else None
+
     def status(self) -> ThreadStatus:
         run = self.state.active_run
         if run is not None:
-            return "interrupted" if run.hitl_pending else "busy"
+            return "interrupted" if self.next_node() else "busy"
         if self.state.queue:
             return "busy"
         last = self.state.last_run
@@ -295,8 +334,8 @@ class GraphView:
         run = self.state.run(ref.run_id)
         if run is None or run.status == "registered":
             return "pending"
-        if any(seq > ref.after_seq for seq in self.hitl_pauses.get(ref.run_id, ())):
-            return "success"  # the stretch ended at an interrupt: the thread is interrupted
+        if any(seq > ref.after_seq for seq in self.pauses.get(ref.run_id, ())):
+            return "success"  # the stretch ended at a pause: the thread is interrupted
         match run.status:
             case "completed":
                 return "success"

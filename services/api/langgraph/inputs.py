@@ -39,34 +39,42 @@ def _nodes(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def _breakpoints(data: RunCreate) -> list[str]:
-    """What of `interrupt_before` / `interrupt_after` does not map. A run pauses for
-    approval before its tool calls, so `interrupt_before=["tools"]` (or `"*"`) maps; no
-    pause before the model's call or after a node does."""
+def _unknown_nodes(data: RunCreate) -> list[str]:
+    """Node names of `interrupt_before` / `interrupt_after` the graph does not have."""
     named: list[str] = []
     for option in ("interrupt_before", "interrupt_after"):
         unknown = [n for n in _nodes(getattr(data, option)) if n != "*" and n not in NODES]
         if unknown:
             listed = ", ".join(repr(n[:40]) for n in unknown[:5])
             named.append(f"{option} {listed} (the graph's nodes are 'model' and 'tools')")
-    if "model" in _nodes(data.interrupt_before):
-        named.append(
-            "interrupt_before 'model' (a run pauses for approval before its tool calls only: "
-            "interrupt_before=['tools'])"
-        )
-    if data.interrupt_after:
-        named.append(
-            "interrupt_after (a run pauses for approval before its tool calls, never after a "
-            "node: a model answer without tool calls ends the run, and tool results go on to "
-            "the next model call; use interrupt_before=['tools'])"
-        )
     return named
 
 
-def pauses_before_tools(data: RunCreate) -> bool:
-    """`interrupt_before=["tools"]` (or `"*"`): every tool call of the run waits for
-    approval, as the blueprint's `hitl.tools` makes the calls it names wait."""
-    return any(n in ("*", "tools") for n in _nodes(data.interrupt_before))
+@dataclass(frozen=True, slots=True)
+class Breakpoints:
+    """A run's static breakpoints, as the runtime pauses (`runtime.invoke`): before the
+    tool calls of each answer (`interrupt_before=["tools"]`, and `interrupt_after=["model"]`,
+    which stops at the same point: after an answer with tool calls; after a final answer
+    nothing is next and the run completes), before every model call
+    (`interrupt_before=["model"]`, the first included), and before each model call that
+    follows a tool step (`interrupt_after=["tools"]`). `"*"` names both nodes."""
+
+    pause_before_tools: bool = False
+    pause_before_model: bool = False
+    pause_after_tools: bool = False
+
+
+def breakpoints(data: RunCreate) -> Breakpoints:
+    before, after = _nodes(data.interrupt_before), _nodes(data.interrupt_after)
+
+    def named(nodes: list[str], node: str) -> bool:
+        return node in nodes or "*" in nodes
+
+    return Breakpoints(
+        pause_before_tools=named(before, "tools") or named(after, "model"),
+        pause_before_model=named(before, "model"),
+        pause_after_tools=named(after, "tools"),
+    )
 
 
 def refuse_unmapped(data: RunCreate) -> None:
@@ -77,7 +85,7 @@ def refuse_unmapped(data: RunCreate) -> None:
         "after_seconds": data.after_seconds,
         "on_completion='delete'": data.on_completion == "delete",
     }
-    named = [*_breakpoints(data), *(k for k, v in unmapped.items() if v)]
+    named = [*_unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
     if data.command is not None and (data.command.goto or data.command.update):
         named.append("command.goto/command.update")
     if data.multitask_strategy == "rollback":

@@ -25,6 +25,7 @@ from agency.contracts.events import (
     ModelStarted,
     RunCompleted,
     RunError,
+    RunPaused,
     RunStarted,
     TodosWritten,
     ToolError,
@@ -115,6 +116,9 @@ class Parts:
             case HitlInterrupt():
                 pending = view.values_with_interrupts().get("__interrupt__", [])
                 return [("updates", {"__interrupt__": pending})]
+            case RunPaused(reason="breakpoint"):
+                # As LangGraph at a static breakpoint: an interrupt without values.
+                return [("updates", {"__interrupt__": []})]
             case MessageAppended(message=message) if message.role in ("assistant", "tool"):
                 node = "model" if message.role == "assistant" else "tools"
                 return [("updates", {node: {"messages": [view.messages[-1]]}})]

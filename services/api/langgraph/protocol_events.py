@@ -77,7 +77,7 @@ class ProtocolEvents:
             case RunStarted(run_id=run_id):
                 parts.append(self._begin(RunRef(run_id)))
             case HitlResume(run_id=run_id):
-                pauses = self._view.hitl_pauses.get(run_id) or [event.seq]
+                pauses = self._view.pauses.get(run_id) or [event.seq]
                 parts.append(self._begin(RunRef(run_id, pauses[-1])))
         of_run = getattr(payload, "run_id", None) or event.envelope.run_id
         ref = self._open.get(of_run) if isinstance(of_run, str) else None

@@ -2,7 +2,9 @@
 
 `values` may hold `messages` (appended, `message.appended`), `files` (written,
 `file.written`) and `todos` (replacing the plan, `todos.written`): `runtime.update_state`,
-decided by the runtime on the thread it holds, refused while a run is active. The answer's
+decided by the runtime on the thread it holds, refused while a run is active. `as_node`
+(`model` or `tools`) makes the update as that node of the graph (`thread.state_updated`
+first): what follows the node is the thread's `next` until its next run. The answer's
 checkpoint is the last event written.
 """
 
@@ -16,6 +18,7 @@ from litestar.params import JSONBody
 
 from agency.contracts.commands import UpdateThreadState
 from agency.contracts.events import Todo
+from agency.contracts.events.thread import GraphNode
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation
@@ -46,6 +49,19 @@ def _todos(raw: Any) -> tuple[Todo, ...]:
         ) from e
 
 
+def _as_node(node: str | None) -> GraphNode | None:
+    """`as_node`: a node of the graph (`model` ⇄ `tools`), or none."""
+    match node:
+        case None:
+            return None
+        case "model" | "tools":
+            return node
+    raise ValidationException(
+        f"as_node {node[:40]!r} does not map: the graph's nodes are 'model' and 'tools' (an "
+        "update as 'tools' makes 'model' next; as 'model', the answer's tool calls)"
+    )
+
+
 @post_ok(
     "/threads/{thread_id:str}/state",
     summary="LangGraph: add messages, files or todos to an idle thread",
@@ -67,6 +83,7 @@ async def update_state(
             f"({view.checkpoint_seq}): the log is append-only; fork the thread there "
             "(`POST /agency/{agencyId}/agent/{threadId}/fork`) and update the fork"
         )
+    as_node = _as_node(data.as_node)
     values = dict(data.values)
     todos = _todos(values.pop("todos")) if "todos" in values else None
     unknown = sorted(set(values) - {"messages", "files"})
@@ -90,6 +107,7 @@ async def update_state(
         messages=asked.messages,
         files=asked.files,
         todos=todos,
+        as_node=as_node,
     )
     written = await send_and_read(deps, tenant, "thread", view.thread_id, command)
     if written.event is None:

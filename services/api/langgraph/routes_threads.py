@@ -18,7 +18,7 @@ from agency.contracts.ids import new_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
-from agency.services.api.langgraph.graphstate import CHECKPOINT_EVENTS, GraphView
+from agency.services.api.langgraph.graphstate import GraphView, is_checkpoint
 from agency.services.api.langgraph.scope import (
     AGENCY_HEADER,
     AssistantIdPath,
@@ -105,6 +105,12 @@ def thread_out(view: GraphView) -> Thread:
 
 def state_out(view: GraphView) -> ThreadState:
     pending = view.interrupts()
+    node = view.next_node()
+    # A breakpoint before a model call, or a node next after an update, holds no interrupt:
+    # its task names the node only.
+    tasks = [ThreadTask(id=i.id, name="tools", interrupts=[i]) for i in pending]
+    if node is not None and not pending:
+        tasks = [ThreadTask(id=f"{node}-{view.last_seq}", name=node, interrupts=[])]
     checkpoint = Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.checkpoint_seq))
     parent = (
         Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.parent_seq))
@@ -113,12 +119,12 @@ def state_out(view: GraphView) -> ThreadState:
     )
     return ThreadState(
         values=view.values(),
-        next=["tools"] if pending else [],
+        next=[node] if node else [],
         checkpoint=checkpoint,
         metadata={**view.metadata(), "step": view.checkpoint_seq},
         created_at=view.updated_at,
         parent_checkpoint=parent,
-        tasks=[ThreadTask(id=i.id, name="tools", interrupts=[i]) for i in pending],
+        tasks=tasks,
         interrupts=pending,
     )
 
@@ -307,7 +313,8 @@ async def get_history(
     thread_id: ThreadIdPath, data: JSONBody[HistoryBody], principal: Caller, deps: Deps
 ) -> list[ThreadState]:
     """A checkpoint is the state after each event that changed the values (a message, a
-    file, the todos) or raised an interrupt; its id is that event's seq."""
+    file, the todos), raised an interrupt or paused at a breakpoint; its id is that event's
+    seq."""
     tenant = tenant_of(principal)
     if not 1 <= data.limit <= MAX_PAGE:
         raise ValidationException(f"limit must be 1 to {MAX_PAGE}")
@@ -329,7 +336,7 @@ async def history(
     newest first; 404 when the tenant has no such thread."""
     thread_id = thread_id_of(thread_id)
     events = await deps.bus.store.read(tenant, "thread", thread_id)
-    seqs = [e.seq for e in events if e.type in CHECKPOINT_EVENTS]
+    seqs = [e.seq for e in events if is_checkpoint(e)]
     chosen = set([s for s in seqs if before is None or s < before][-limit:])
     view = GraphView(tenant_id=tenant, thread_id=thread_id)
     states: list[ThreadState] = []

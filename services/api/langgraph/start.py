@@ -15,9 +15,10 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.follow import following
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import (
+    Approval,
     approval,
+    breakpoints,
     invocation,
-    pauses_before_tools,
     refuse_unmapped,
     strategy_of,
 )
@@ -98,10 +99,12 @@ async def begin_run(
         modes = stream_modes(data.stream_mode)
         return Begun(view, await resume_run(deps, tenant, view, data.command.resume, modes), feed)
     if data.input is None and data.command is None and awaits_approval(view):
-        # LangGraph resumes a static breakpoint with a run without input: its calls approved.
+        # LangGraph resumes a static breakpoint with a run without input: it goes on (the
+        # calls it paused before approved).
         return Begun(view, await resume_breakpoint(deps, tenant, view, data), feed)
     await deps.limiter.admit(deps.pool, tenant)
     asked = invocation(data.input)
+    stops = breakpoints(data)
     strategy = strategy_of(data)
     if awaits_approval(view):
         # LangGraph runs new input on an interrupted thread: the approval it awaits is
@@ -120,9 +123,13 @@ async def begin_run(
             Seen(view.runs, view.position),
             feed,
             stream_modes(data.stream_mode),
-            switch_to,
+            # The run's own blueprint, always: queued behind a run of another (`enqueue`),
+            # it runs as this one when it starts.
+            switch_to or view.state.agent_type,
             webhook=webhook,
-            pause_before_tools=pauses_before_tools(data),
+            pause_before_tools=stops.pause_before_tools,
+            pause_before_model=stops.pause_before_model,
+            pause_after_tools=stops.pause_after_tools,
         )
         if started.status == "rejected":
             raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
@@ -137,7 +144,8 @@ def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
     if switch_to is not None:
         return (
             f"thread {view.thread_id} is busy with assistant {view.state.agent_type!r}: a run "
-            f"of {switch_to!r} starts on an idle thread or with multitask_strategy 'interrupt'"
+            f"of {switch_to!r} waits for it with multitask_strategy 'enqueue' (not while it "
+            "is out of steps), or starts now with 'interrupt'"
         )
     return (
         f"thread {view.thread_id} is busy and multitask_strategy is "
@@ -146,17 +154,22 @@ def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
 
 
 def awaits_approval(view: GraphView) -> bool:
+    """The thread is interrupted: its run awaits a decision on tool calls, or waits at a
+    breakpoint before a model call."""
     run = view.state.active_run
-    return run is not None and run.status == "paused" and bool(run.hitl_pending)
+    return (
+        run is not None and run.status == "paused" and (bool(run.hitl_pending) or run.at_breakpoint)
+    )
 
 
 async def resume_breakpoint(deps: ApiDeps, tenant: str, view: GraphView, data: RunCreate) -> RunRef:
-    """A run without input on a thread paused at a static breakpoint (a run started with
-    `interrupt_before=["tools"]`): the calls it awaits are approved. A pause the blueprint's
+    """A run without input on a thread paused at a static breakpoint: before tool calls (a
+    run started with `interrupt_before=["tools"]` or `interrupt_after=["model"]`), the calls
+    it awaits are approved; before a model call, the run goes on. A pause the blueprint's
     `hitl.tools` made awaits a decision: no input is none."""
     run = view.state.active_run
     assert run is not None
-    if not run.pause_before_tools:
+    if not run.pause_before_tools and not run.at_breakpoint:
         raise ClientException(
             status_code=409,
             detail=f"thread {view.thread_id} awaits a decision on the tool calls its "
@@ -174,7 +187,13 @@ async def resume_run(
             status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
         )
     interrupt_id = view.interrupt_ids.get(run.run_id, run.run_id)
-    decided = approval(resume, run.hitl_pending, interrupt_id)
+    # At a breakpoint before a model call there is no interrupt to take the value (as in
+    # LangGraph): the run goes on, whatever it is.
+    decided = (
+        Approval(True, None, "")
+        if run.at_breakpoint
+        else approval(resume, run.hitl_pending, interrupt_id)
+    )
     assert view.created is not None
     command = ApproveToolCalls(
         agency_id=view.created.agency_id,
@@ -195,5 +214,5 @@ async def resume_run(
             deps.settings.read_your_writes_timeout,
         )
     # The stretch after the pause: the id `runs.list` names it by once it began.
-    pauses = view.hitl_pauses.get(run.run_id)
+    pauses = view.pauses.get(run.run_id)
     return RunRef(run.run_id, pauses[-1] if pauses else view.last_seq)

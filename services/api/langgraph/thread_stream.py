@@ -61,7 +61,7 @@ class ThreadFrames:
             case RequestAccepted(run_id=accepted):
                 out.append(self._begin(RunRef(accepted), event.seq))
             case HitlResume(run_id=resumed):
-                pauses = self._view.hitl_pauses.get(resumed) or [event.seq]
+                pauses = self._view.pauses.get(resumed) or [event.seq]
                 out.append(self._begin(RunRef(resumed, pauses[-1]), event.seq))
         of_run = getattr(event.payload, "run_id", None) or event.envelope.run_id
         opened = self._open.get(of_run) if isinstance(of_run, str) else None

@@ -117,12 +117,15 @@ function pretty(text) {
 
 function renderHitl(box, ctx, view) {
   const pending = view.state.pendingToolCalls || [];
-  const held = view.run.status === "paused" && pending.length ? pending.map((c) => c.id).join(",") : "";
+  const atBreakpoint = view.run.status === "paused" && view.run.reason === "breakpoint";
+  const held = view.run.status === "paused" && pending.length ? pending.map((c) => c.id).join(",")
+    : atBreakpoint ? `breakpoint:${view.run.runId}:${view.run.step}` : "";
   // Rebuilding would throw away what the person is typing: keep the card while the same
   // calls are pending.
   if (box.dataset.held === held) return;
   box.dataset.held = held;
   if (!held) return clear(box);
+  if (atBreakpoint) return renderBreakpoint(box, ctx);
   const decisions = new Map(pending.map((c) => [c.id, "approve"]));
   const editors = new Map();
   const error = h("div.err");
@@ -170,6 +173,22 @@ function renderHitl(box, ctx, view) {
   update();
   clear(box, h("div.card.hitl#hitl", h("h3", `Approval needed: ${pending.length} tool call${pending.length > 1 ? "s" : ""}`),
     cards, h("div.row", submit, error)));
+}
+
+// A run paused at a breakpoint before its model call (LangGraph's interrupt_before=["model"]
+// or interrupt_after=["tools"]): no calls to decide on; approving goes on, cancel ends it.
+function renderBreakpoint(box, ctx) {
+  const error = h("div.err");
+  const go = async () => {
+    try {
+      await api("POST", `${ctx.base}/approve`, {approved: true});
+      flash("going on");
+    } catch (e) {
+      error.textContent = e.message;
+    }
+  };
+  clear(box, h("div.card.hitl#hitl", h("h3", "Paused at a breakpoint before the model call"),
+    h("div.row", h("button.primary#breakpoint-go", {onclick: go}, "Go on"), error)));
 }
 
 function renderTodos(box, todos) {
