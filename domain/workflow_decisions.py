@@ -26,7 +26,7 @@ from agency.contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from agency.contracts.events.workflow import MemberOutcome
+from agency.contracts.events.workflow import MemberOutcome, RunOptions
 from agency.contracts.ids import derived_id
 from agency.domain.workflow_state import Invocation, Message, WorkflowState
 
@@ -93,6 +93,7 @@ def post(
     to: Sequence[str] = (),
     hop: int = 0,
     reply_to: str | None = None,
+    run: RunOptions | None = None,
 ) -> list[AnyEvent]:
     """A message onto the channel. One from outside (a person, a schedule) starts a run of
     the workflow; a member may post only while a run goes on."""
@@ -127,6 +128,7 @@ def post(
             hop=hop,
             run_id=run_id,
             reply_to=reply_to,
+            run=run,
         )
     )
     if sender != SYSTEM and run_messages + 1 >= state.limits.max_messages:
@@ -183,6 +185,7 @@ def dispatch(state: WorkflowState) -> list[AnyEvent]:
                 upto_seq=upto,
                 hop=hop,
                 prompt=prompt_for(state, name, pending),
+                run=next((m.run for m in reversed(pending) if m.run is not None), None),
             )
         )
     return events
@@ -260,6 +263,7 @@ def retry(state: WorkflowState, member: str, failed_run_id: str) -> list[AnyEven
             hop=current.hop,
             prompt=current.prompt,
             attempt=attempt,
+            run=current.run,
         )
     ]
 

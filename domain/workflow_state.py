@@ -23,6 +23,7 @@ from agency.contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
+from agency.contracts.events.workflow import RunOptions
 from agency.contracts.records import RecordedEvent
 
 WorkflowStatus = Literal["absent", "created", "running", "stopped"]
@@ -47,6 +48,7 @@ class Message:
     hop: int
     run_id: str | None
     reply_to: str | None
+    run: RunOptions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,7 @@ class Invocation:
     hop: int
     prompt: str
     attempt: int
+    run: RunOptions | None = None
 
 
 @dataclass
@@ -168,12 +171,15 @@ def apply(state: WorkflowState, event: RecordedEvent) -> None:
                     p.hop,
                     p.run_id,
                     p.reply_to,
+                    p.run,
                 )
             )
             if p.sender != "system":
                 state.run_messages += 1
         case MemberInvoked() as i:
-            invocation = Invocation(i.member, i.run_id, i.upto_seq, i.hop, i.prompt, i.attempt)
+            invocation = Invocation(
+                i.member, i.run_id, i.upto_seq, i.hop, i.prompt, i.attempt, i.run
+            )
             state.invocations[i.run_id] = invocation
             state.active[i.member] = invocation
             state.retrying.discard(i.member)

@@ -57,6 +57,17 @@ class WorkflowStopped(Event, frozen=True, kw_only=True, tag="workflow.stopped"):
     reason: str = ""
 
 
+class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """How the runs a message sets off are asked for beyond their prompt (as on
+    `runtime.invoke`): a URL each run's end is POSTed to, and the static breakpoints it
+    pauses at. A schedule's tick carries its schedule's."""
+
+    webhook: str | None = None
+    pause_before_tools: bool = False
+    pause_before_model: bool = False
+    pause_after_tools: bool = False
+
+
 class ChannelMessagePosted(Event, frozen=True, kw_only=True, tag="channel.message_posted"):
     """A message on the channel. `mentions` are the members it asks to act (their inboxes);
     `hop` counts answers since a person spoke; `run_id` is the workflow run it belongs to."""
@@ -68,6 +79,7 @@ class ChannelMessagePosted(Event, frozen=True, kw_only=True, tag="channel.messag
     hop: int = 0
     run_id: str | None = None
     reply_to: str | None = None
+    run: RunOptions | None = None
 
 
 class MemberInvoked(Event, frozen=True, kw_only=True, tag="member.invoked"):
@@ -79,6 +91,8 @@ class MemberInvoked(Event, frozen=True, kw_only=True, tag="member.invoked"):
     hop: int
     prompt: str
     attempt: int = 1
+    # How the run is asked for, from the newest message of the inbox that said (a tick's).
+    run: RunOptions | None = None
 
 
 class MemberAnswered(Event, frozen=True, kw_only=True, tag="member.answered"):
@@ -151,6 +165,8 @@ class ScheduleOptions(msgspec.Struct, frozen=True, kw_only=True):
     end_time: datetime | None = None
     enabled: bool = True
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    # How each tick's runs are asked for (a LangGraph cron's `webhook` and breakpoints).
+    run: RunOptions | None = None
 
 
 class Schedule(msgspec.Struct, frozen=True, kw_only=True):

@@ -135,3 +135,40 @@ async def test_a_webhook_to_a_private_address_or_without_a_secret_is_refused(
             [{"assistant_id": "worker", "input": ask("x"), "webhook": "https://example.com"}]
         )
     assert await lg.client.threads.count() == before  # no thread made for a refused run
+
+
+async def test_a_crons_runs_carry_its_webhook_and_breakpoints(
+    lg: LangGraph, receiver: Receiver
+) -> None:
+    """A cron's `webhook` and `interrupt_before` are its schedule's: each tick's run is
+    asked for with them, so it stops before its model call and its end is posted."""
+    key = "lg-cron-webhook-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="not before the breakpoint")] * 5)
+    cron = await lg.client.crons.create(
+        "worker", schedule="* * * * * *", input=ask(key), webhook=receiver.url,
+        interrupt_before=["model"],
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(30):
+            first = await receiver.received.get()  # answered 503
+            headers, body = await receiver.received.get()
+    finally:
+        await lg.client.crons.delete(cron["cron_id"])
+    assert first[1] == body and verify(body, headers[SIGNATURE_HEADER.lower()], SECRET)
+    sent = json.loads(body)
+    assert sent["thread_id"] == cron["thread_id"] and sent["status"] == "success"
+    state = await lg.client.threads.get_state(cron["thread_id"])
+    assert state["next"] == ["model"]
+    contents = [m["content"] for m in state["values"]["messages"]]
+    assert any(key in c for c in contents) and "not before the breakpoint" not in contents
+
+
+async def test_a_cron_webhook_is_held_to_the_same_rules(lg: LangGraph) -> None:
+    with pytest.raises(BadRequestError, match="refused"):
+        await lg.client.crons.create(
+            "worker", schedule="0 9 * * *", input=ask("x"), webhook="http://10.0.0.7/hook"
+        )
+    with pytest.raises(BadRequestError, match="'nodes'"):
+        await lg.client.crons.create(
+            "worker", schedule="0 9 * * *", input=ask("x"), interrupt_before=["nodes"]
+        )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from litestar.exceptions import ValidationException
 
@@ -39,7 +39,16 @@ def _nodes(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def _unknown_nodes(data: RunCreate) -> list[str]:
+class NamesBreakpoints(Protocol):
+    """A run's or a cron's `interrupt_before` / `interrupt_after`."""
+
+    @property
+    def interrupt_before(self) -> str | list[str] | None: ...
+    @property
+    def interrupt_after(self) -> str | list[str] | None: ...
+
+
+def unknown_nodes(data: NamesBreakpoints) -> list[str]:
     """Node names of `interrupt_before` / `interrupt_after` the graph does not have."""
     named: list[str] = []
     for option in ("interrupt_before", "interrupt_after"):
@@ -64,7 +73,7 @@ class Breakpoints:
     pause_after_tools: bool = False
 
 
-def breakpoints(data: RunCreate) -> Breakpoints:
+def breakpoints(data: NamesBreakpoints) -> Breakpoints:
     before, after = _nodes(data.interrupt_before), _nodes(data.interrupt_after)
 
     def named(nodes: list[str], node: str) -> bool:
@@ -85,7 +94,7 @@ def refuse_unmapped(data: RunCreate) -> None:
         "after_seconds": data.after_seconds,
         "on_completion='delete'": data.on_completion == "delete",
     }
-    named = [*_unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
+    named = [*unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
     if data.command is not None and (data.command.goto or data.command.update):
         named.append("command.goto/command.update")
     if data.multitask_strategy == "rollback":

@@ -4,8 +4,9 @@ A cron of an assistant is an agent schedule (`workflows.set_schedule`, target `a
 at each tick (in the cron's `timezone`, UTC unless said) the input's text is posted to the
 assistant's thread in the agency's `@global` workflow, which runs it. The cron's
 `thread_id` is that thread. `enabled`, `end_time` and `metadata` are the schedule's
-options. Updating sets the schedule again (what the update leaves out stays); deleting
-removes it (`schedule.removed`).
+options, and so are `webhook` and `interrupt_before` / `interrupt_after`: each tick's run
+is asked for with them, as a run of `runs.create` is. Updating sets the schedule again
+(what the update leaves out stays); deleting removes it (`schedule.removed`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import RemoveSchedule, SetSchedule
-from agency.contracts.events import ScheduleOptions
+from agency.contracts.events import RunOptions, ScheduleOptions
 from agency.contracts.ids import new_id
 from agency.domain.cron import cron_problem, next_tick, timezone_problem
 from agency.domain.workflow_members import global_workflow_id
@@ -26,8 +27,14 @@ from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
-from agency.services.api.langgraph.inputs import invocation, refuse_options
+from agency.services.api.langgraph.inputs import (
+    breakpoints,
+    invocation,
+    refuse_options,
+    unknown_nodes,
+)
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
+from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.api.readback import send_and_read
 from agency.services.workflows.http.ops import ensure_global_member, find_schedule, read_state
@@ -35,9 +42,6 @@ from agency.services.workflows.http.ops import ensure_global_member, find_schedu
 MAX_PAGE = 1000
 CronIdPath = Annotated[str, PathParameter(name="cron_id")]
 CRON_PREFIX = "sch_"
-# Options of a LangGraph cron with nothing in an Agency schedule to hold them. (`config`
-# and `context` are accepted and ignored, as on runs.)
-_UNMAPPED = ("interrupt_before", "interrupt_after", "webhook")
 
 
 class CronOptions(Body, frozen=True, kw_only=True):
@@ -101,10 +105,26 @@ class Cron(Out, frozen=True, kw_only=True):
 
 
 def _refuse_unmapped(data: CronCreate | CronUpdate) -> None:
-    named = [k for k in _UNMAPPED if getattr(data, k)]
+    named = unknown_nodes(data)
     if data.on_run_completed == "delete":
         named.append("on_run_completed='delete' (a cron runs in its assistant's thread)")
     refuse_options(named, "schedules")
+
+
+def _run(data: CronCreate | CronUpdate, now: RunOptions | None) -> RunOptions | None:
+    """How each tick's run is asked for after `data`: its webhook and static breakpoints
+    (as a run's, `inputs.breakpoints`); what `data` leaves out stays."""
+    stopping = data.interrupt_before is not None or data.interrupt_after is not None
+    if data.webhook is None and not stopping:
+        return now
+    base = now or RunOptions()
+    stops = breakpoints(data) if stopping else base
+    return RunOptions(
+        webhook=base.webhook if data.webhook is None else webhook_of(data.webhook),
+        pause_before_tools=stops.pause_before_tools,
+        pause_before_model=stops.pause_before_model,
+        pause_after_tools=stops.pause_after_tools,
+    )
 
 
 def _options(data: CronCreate | CronUpdate, now: ScheduleOptions) -> ScheduleOptions:
@@ -128,7 +148,10 @@ def _options(data: CronCreate | CronUpdate, now: ScheduleOptions) -> ScheduleOpt
         if end_time.tzinfo is None:
             end_time = end_time.replace(tzinfo=UTC)
     enabled = now.enabled if data.enabled is None else data.enabled
-    return ScheduleOptions(timezone=timezone, end_time=end_time, enabled=enabled, metadata=metadata)
+    return ScheduleOptions(
+        timezone=timezone, end_time=end_time, enabled=enabled, metadata=metadata,
+        run=_run(data, now.run),
+    )  # fmt: skip
 
 
 def _schedule(cron: str) -> str:

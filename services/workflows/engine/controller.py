@@ -36,6 +36,7 @@ from agency.contracts.events import (
     RunCanceled,
     RunCompleted,
     RunError,
+    RunOptions,
     ScheduleFired,
     ScheduleSet,
     ThreadCreated,
@@ -98,6 +99,7 @@ class WorkflowController:
             if invocation.run_id in state.answered:
                 continue
             member = state.members[invocation.member]
+            run = invocation.run or RunOptions()
             await self._bus.commands.send(
                 tenant,
                 InvokeThread(
@@ -105,6 +107,10 @@ class WorkflowController:
                     thread_id=member.thread_id,
                     run_id=invocation.run_id,
                     messages=(ChatMessage(role="user", content=invocation.prompt),),
+                    webhook=run.webhook,
+                    pause_before_tools=run.pause_before_tools,
+                    pause_before_model=run.pause_before_model,
+                    pause_after_tools=run.pause_after_tools,
                 ),
                 idempotency_key=f"wf-invoke:{invocation.run_id}",
             )
@@ -222,6 +228,7 @@ class WorkflowController:
                 sender=f"schedule:{spec.name}",
                 content=spec.message,
                 to=[n for n in to if n in state.members],
+                run=spec.options.run,
             )
 
         await decide_and_append(
