@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 from croniter import croniter
 
@@ -37,5 +38,35 @@ def cron_problem(expression: str) -> str | None:
         return (
             f"cron {expression!r} is not a valid cron expression: each field is `*`, a "
             "number, a range or a list of them, with an optional `/step`, within its range"
+        )
+    return None
+
+
+# Ticks looked at for the shortest interval: more than a minute's worth of seconds, so a
+# seconds field is seen over a whole minute in which it fires.
+_SAMPLED_TICKS = 128
+_SAMPLE_FROM = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def shortest_interval(expression: str) -> float:
+    """The shortest time in seconds between two ticks of `expression` (an accepted one)."""
+    ticks = croniter(expression, _SAMPLE_FROM)
+    previous: datetime = ticks.get_next(datetime)
+    shortest = float("inf")
+    for _ in range(_SAMPLED_TICKS):
+        tick: datetime = ticks.get_next(datetime)
+        shortest = min(shortest, (tick - previous).total_seconds())
+        previous = tick
+    return shortest
+
+
+def interval_problem(expression: str, min_interval: float) -> str | None:
+    """Why `expression` (an accepted one) fires more often than once every `min_interval`
+    seconds, or None."""
+    interval = shortest_interval(expression)
+    if interval < min_interval:
+        return (
+            f"schedule_too_frequent: cron {expression!r} fires every {interval:g} s; a "
+            f"schedule may fire at most once every {min_interval:g} s"
         )
     return None

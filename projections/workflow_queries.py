@@ -222,6 +222,14 @@ async def proposals(conn: asyncpg.Connection, tenant: str, workflow_id: str) -> 
     ]
 
 
+async def active_schedule_count(conn: asyncpg.Connection, tenant: str) -> int:
+    """The tenant's schedules not removed, in every agency of it."""
+    count: int = await conn.fetchval(
+        "SELECT count(*) FROM schedules WHERE tenant_id = $1 AND active", tenant
+    )
+    return count
+
+
 async def schedules(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ScheduleView]:
     rows = await conn.fetch(
         "SELECT * FROM schedules WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name, "

@@ -23,6 +23,7 @@ from agency.services.api.progress import ProjectionProgress
 from agency.services.api.runstatus import KeptStatuses
 from agency.services.api.thread_create import PendingListings
 from agency.services.common.caches import ThreadCache
+from agency.services.common.fairness import ScheduleLimits
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
 
@@ -54,6 +55,9 @@ class ApiSettings:
     read_lag_timeout: float = 1.0
     # The browser origins that may call the API (`AGENCY_CORS_ORIGINS`, `services/api/cors.py`).
     cors: CorsSettings = field(default_factory=CorsSettings)
+    # How often a schedule may fire, how many a tenant may have (`AGENCY_SCHEDULE_*`,
+    # `AGENCY_TENANT_*SCHEDULE*`); refused at the door beyond them.
+    schedules: ScheduleLimits = field(default_factory=ScheduleLimits.from_env)
 
 
 @dataclass(frozen=True, slots=True)

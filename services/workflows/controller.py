@@ -11,6 +11,13 @@ It reacts, on one durable consumer shared by every copy of the service, to:
   (a `workflows.retry` command the broker holds until it is due);
 - `schedule.fired`: the schedule's message is posted.
 
+Events are handled in lanes (`lane`): one per workflow, its run terminals in its lane once
+the member thread is known, and one per tenant for its schedule fires; a lane's handlers
+run one at a time, so a hot workflow is worked on by one handler, not raced by sixteen. A
+pump that read a workflow up to some sequence covers every trigger at or before it: a
+trigger the last pump already read is passed over without reading the workflow again, so a
+backlog of one hot workflow drains at the speed of its reads, not its appends.
+
 Every step is a decision appended with an expected sequence and an idempotency key, and
 every command it sends has a key derived from what it acts on: a redelivered event, or a
 controller killed between an append and a send, repeats nothing and loses nothing (the
@@ -20,6 +27,8 @@ key).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -52,6 +61,9 @@ from agency.services.common.decide import decide_and_append
 
 log = structlog.get_logger(__name__)
 
+# Workflows whose last pumped sequence is remembered (the least recently pumped forgotten).
+_PUMPED_REMEMBERED = 10_000
+
 
 @dataclass(frozen=True, slots=True)
 class MemberLink:
@@ -63,12 +75,31 @@ class WorkflowController:
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
         self._links: dict[tuple[str, str], MemberLink | None] = {}
+        # (tenant, workflow) -> the workflow's sequence the last pump read.
+        self._pumped: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def lane(self, event: RecordedEvent) -> Hashable | None:
+        """The lane of an event: its workflow's, or the tenant's schedules'; None for what
+        is not a workflow's (other threads' run terminals, passed over at once)."""
+        env = event.envelope
+        match env.aggregate:
+            case "workflow":
+                return ("workflow", env.tenant_id, env.aggregate_id)
+            case "schedule":
+                return ("schedules", env.tenant_id)
+            case "thread" if decisions.is_member_thread(env.aggregate_id):
+                link = self._links.get((env.tenant_id, env.aggregate_id))
+                if link is not None:
+                    return ("workflow", env.tenant_id, link.workflow_id)
+                return ("thread", env.tenant_id, env.aggregate_id)
+        return None
 
     async def handle(self, event: RecordedEvent) -> None:
         env = event.envelope
         match event.payload:
             case ChannelMessagePosted() | WorkflowStarted() | MemberAnswered() | MemberSkipped():
-                await self.pump(env.tenant_id, env.aggregate_id)
+                if not self._pumped_past(env.tenant_id, env.aggregate_id, env.seq):
+                    await self.pump(env.tenant_id, env.aggregate_id)
             case WorkflowStopped():
                 await self._cancel_members(event)
                 await self.pump(env.tenant_id, env.aggregate_id)
@@ -82,6 +113,17 @@ class WorkflowController:
 
     async def read(self, tenant: str, workflow_id: str) -> WorkflowState:
         return fold(await self._bus.store.read(tenant, "workflow", workflow_id), workflow_id)
+
+    def _pumped_past(self, tenant: str, workflow_id: str, seq: int) -> bool:
+        """Whether a pump of this process already read the workflow at or past `seq`."""
+        return self._pumped.get((tenant, workflow_id), 0) >= seq
+
+    def _remember_pump(self, tenant: str, workflow_id: str, seq: int) -> None:
+        key = (tenant, workflow_id)
+        self._pumped[key] = max(seq, self._pumped.get(key, 0))
+        self._pumped.move_to_end(key)
+        while len(self._pumped) > _PUMPED_REMEMBERED:
+            self._pumped.popitem(last=False)
 
     async def pump(self, tenant: str, workflow_id: str) -> WorkflowState:
         """Start the runs the inboxes call for, then (re)send the invoke of every run under
@@ -108,6 +150,7 @@ class WorkflowController:
                 ),
                 idempotency_key=f"wf-invoke:{invocation.run_id}",
             )
+        self._remember_pump(tenant, workflow_id, state.last_seq)
         return state
 
     # --- answers ------------------------------------------------------------------------

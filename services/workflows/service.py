@@ -10,7 +10,7 @@ fires once whoever sees it first (see `scheduler.py`).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -36,7 +36,6 @@ from agency.contracts.events import (
     WorkflowCreated,
 )
 from agency.domain import workflow_decisions as decisions
-from agency.domain.cron import cron_problem
 from agency.domain.workflow_members import member_blueprint, workflow_request
 from agency.domain.workflow_state import fold
 from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
@@ -44,6 +43,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventworker import EventWorker
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.common.decide import applied, decide_and_append
+from agency.services.common.fairness import ScheduleLimits, schedule_problem
 from agency.services.workflows.controller import WorkflowController
 from agency.services.workflows.scheduler import Scheduler
 from agency.services.workflows.subjects import WORKFLOW_EVENTS
@@ -56,15 +56,28 @@ _REGISTRY_WAIT = 10.0
 
 @dataclass(frozen=True, slots=True)
 class WorkflowSettings:
+    """The controller's bounds, per process (docs/operations.md): `concurrency` handlers at
+    once, one per lane (a workflow); up to `held` events waiting their lane's turn; one
+    tenant's handlers at most `tenant_running` of them, its waiting events at most
+    `tenant_held` (beyond it an event is dead-lettered, `tenant_backlog`)."""
+
     ack_wait: float = 30.0
     scheduler_interval: float = 1.0
     schedules: bool = True
+    concurrency: int = 16
+    held: int = 256
+    tenant_running: int = 4
+    tenant_held: int = 64
+    schedule_limits: ScheduleLimits = field(default_factory=ScheduleLimits.from_env)
 
 
 class WorkflowCommands:
-    def __init__(self, bus: Bus, controller: WorkflowController) -> None:
+    def __init__(
+        self, bus: Bus, controller: WorkflowController, limits: ScheduleLimits | None = None
+    ) -> None:
         self._bus = bus
         self._controller = controller
+        self._limits = limits or ScheduleLimits.from_env()
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         tenant, key = envelope.tenant_id, envelope.idempotency_key
@@ -200,7 +213,7 @@ class WorkflowCommands:
             await asyncio.sleep(0.05)
 
     async def _set_schedule(self, tenant: str, command: SetSchedule, key: str) -> None:
-        problem = cron_problem(command.cron)
+        problem = schedule_problem(command.cron, self._limits)
         if problem:
             raise CommandRejected("invalid_cron", problem)
         event = ScheduleSet(
@@ -229,12 +242,22 @@ async def run_workflows(
     settings = settings or WorkflowSettings()
     async with Bus(nats_url, name="agency-workflows") as bus:
         controller = WorkflowController(bus)
-        commands = WorkflowCommands(bus, controller)
-        events = EventWorker(bus, WORKFLOW_EVENTS, controller.handle, ack_wait=settings.ack_wait)
+        commands = WorkflowCommands(bus, controller, settings.schedule_limits)
+        events = EventWorker(
+            bus, WORKFLOW_EVENTS, controller.handle,
+            ack_wait=settings.ack_wait,
+            lane=controller.lane,
+            concurrency=settings.concurrency,
+            held=settings.held,
+            tenant_running=settings.tenant_running,
+            tenant_held=settings.tenant_held,
+        )  # fmt: skip
         worker = CommandWorker(bus.js, "workflows", commands.handle, dead_letters=bus.dead_letters)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(events.run(stop))
             tg.create_task(worker.run(stop))
             if settings.schedules:
-                scheduler = Scheduler(bus, interval=settings.scheduler_interval)
+                scheduler = Scheduler(
+                    bus, interval=settings.scheduler_interval, limits=settings.schedule_limits
+                )
                 tg.create_task(scheduler.run(stop))

@@ -134,3 +134,16 @@ def test_a_missed_stretch_fires_its_latest_tick_only() -> None:
     now = datetime(2026, 1, 1, 3, 30, tzinfo=UTC)
     assert due_tick("0 * * * *", since, now) == datetime(2026, 1, 1, 3, 0, tzinfo=UTC)
     assert due_tick("0 * * * *", now, now) is None
+
+
+def test_a_schedule_firing_more_often_than_the_minimum_interval_is_refused() -> None:
+    from agency.services.common.fairness import ScheduleLimits, refuse_schedule, schedule_problem
+
+    limits = ScheduleLimits()  # the documented defaults: 10 s, 20 schedules per tenant
+    assert "fires every 1 s" in (schedule_problem("* * * * * *", limits) or "")
+    assert "at most once every 10 s" in (schedule_problem("* * * * * */5", limits) or "")
+    assert schedule_problem("* * * * * */10", limits) is None
+    assert schedule_problem("*/5 * * * *", limits) is None
+    assert "not a valid" in (schedule_problem("61 * * * *", limits) or "")
+    assert refuse_schedule(19, limits) is None
+    assert "the limit is 20" in (refuse_schedule(20, limits) or "")

@@ -18,7 +18,6 @@ from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import RemoveSchedule, SetSchedule
 from agency.contracts.ids import new_id
-from agency.domain.cron import cron_problem
 from agency.domain.workflow_members import global_workflow_id
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
@@ -27,6 +26,7 @@ from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
 from agency.services.api.readback import read_your_write
+from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.api.workflow_ops import ensure_global_member, find_schedule, read_state
 
 MAX_PAGE = 1000
@@ -113,13 +113,6 @@ def _refuse_unmapped(data: CronCreate | CronUpdate) -> None:
         )
 
 
-def _schedule(cron: str) -> str:
-    problem = cron_problem(cron)
-    if problem:
-        raise ValidationException(problem)
-    return cron
-
-
 def _message(data: dict[str, Any] | None) -> str:
     """The text a tick posts: the input's messages, one paragraph each."""
     asked = invocation(data)
@@ -177,8 +170,9 @@ async def create_cron(
 ) -> Cron:
     tenant = tenant_of(principal)
     _refuse_unmapped(data)
-    cron, message = _schedule(data.schedule), _message(data.input)
+    cron, message = checked_cron(deps, data.schedule), _message(data.input)
     agency_id = await agency_for(deps, tenant, request)
+    await room_for_schedule(deps, tenant)
     state = await ensure_global_member(deps, tenant, agency_id, data.assistant_id)
     schedule_id = CRON_PREFIX + new_id()
     await _set(
@@ -228,7 +222,7 @@ async def update_cron(
         tenant,
         SetSchedule(
             agency_id=agency_id, schedule_id=cron_id, name=view.name,
-            cron=_schedule(data.schedule) if data.schedule else current.schedule,
+            cron=checked_cron(deps, data.schedule) if data.schedule else current.schedule,
             target="agent", workflow_id=view.workflow_id, agent=view.agent,
             message=view.message if message is None else message,
         ),
