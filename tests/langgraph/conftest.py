@@ -15,12 +15,18 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.api.cors import CorsSettings
 from agency.services.api.deps import ApiSettings
+from agency.services.common.fairness import ScheduleLimits
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, running_apis
 
 # A browser app's origin the operator allowed, besides pages on this machine.
 APP_ORIGIN = "https://app.example"
-SETTINGS = ApiSettings(admin_secret=ADMIN, cors=CorsSettings.parse(f"{APP_ORIGIN}, local"))
+SETTINGS = ApiSettings(
+    admin_secret=ADMIN,
+    cors=CorsSettings.parse(f"{APP_ORIGIN}, local"),
+    # The crons of these tests tick every second.
+    schedules=ScheduleLimits(min_interval=1.0, fires_per_minute=0.0),
+)
 
 
 @dataclass
