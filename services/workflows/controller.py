@@ -56,13 +56,20 @@ from agency.contracts.ids import derived_id, new_id
 from agency.domain import workflow_decisions as decisions
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.common.decide import decide_and_append
 
 log = structlog.get_logger(__name__)
 
-# Workflows whose last pumped sequence is remembered (the least recently pumped forgotten).
-_PUMPED_REMEMBERED = 10_000
+# Workflows whose last pumped sequence, and schedules whose settings, are remembered (the
+# least recently used forgotten).
+_REMEMBERED = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _ScheduleSets:
+    position: Position
+    sets: tuple[tuple[int, ScheduleSet], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,7 @@ class WorkflowController:
         self._links: dict[tuple[str, str], MemberLink | None] = {}
         # (tenant, workflow) -> the workflow's sequence the last pump read.
         self._pumped: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._schedules: OrderedDict[tuple[str, str], _ScheduleSets] = OrderedDict()
 
     def lane(self, event: RecordedEvent) -> Hashable | None:
         """The lane of an event: its workflow's, or the tenant's schedules'; None for what
@@ -122,20 +130,26 @@ class WorkflowController:
         key = (tenant, workflow_id)
         self._pumped[key] = max(seq, self._pumped.get(key, 0))
         self._pumped.move_to_end(key)
-        while len(self._pumped) > _PUMPED_REMEMBERED:
+        while len(self._pumped) > _REMEMBERED:
             self._pumped.popitem(last=False)
 
     async def pump(self, tenant: str, workflow_id: str) -> WorkflowState:
         """Start the runs the inboxes call for, then (re)send the invoke of every run under
         way: the runtime keeps one run per key, so a repeat costs nothing."""
-        await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
-            lambda history: decisions.dispatch(fold(history, workflow_id)),
+        read: list[RecordedEvent] = []
+
+        def dispatch(history: list[RecordedEvent]) -> list[AnyEvent]:
+            read[:] = history
+            return decisions.dispatch(fold(history, workflow_id))
+
+        result = await decide_and_append(
+            self._bus.store, tenant, "workflow", workflow_id, dispatch,
             context=EventContext(),
             # Marks the events of one pass as one decision (see `replay.py`).
             idempotency_key=f"dispatch:{new_id()}",
         )  # fmt: skip
-        state = await self.read(tenant, workflow_id)
+        # The workflow as the decision left it: what it read and what it appended.
+        state = fold([*read, *result.events], workflow_id)
         for invocation in state.active.values():
             if invocation.run_id in state.answered:
                 continue
@@ -238,17 +252,27 @@ class WorkflowController:
 
     # --- schedules ----------------------------------------------------------------------
 
+    async def _schedule_sets(self, tenant: str, schedule_id: str, upto: int) -> _ScheduleSets:
+        """The schedule's `schedule.set` events, read at least up to sequence `upto`: only
+        what was appended since the last look is read (a schedule's log grows by a fire a
+        tick; its settings rarely change)."""
+        key = (tenant, schedule_id)
+        known = self._schedules.pop(key, None) or _ScheduleSets(Position(), ())
+        if known.position.seq < upto:
+            events, position = await self._bus.store.read_positioned(
+                tenant, "schedule", schedule_id, after=known.position
+            )
+            added = tuple((e.seq, e.payload) for e in events if isinstance(e.payload, ScheduleSet))
+            known = _ScheduleSets(position, known.sets + added)
+        self._schedules[key] = known
+        while len(self._schedules) > _REMEMBERED:
+            self._schedules.popitem(last=False)
+        return known
+
     async def _fired(self, event: RecordedEvent) -> None:
         env = event.envelope
-        history = await self._bus.store.read(env.tenant_id, "schedule", env.aggregate_id)
-        spec = next(
-            (
-                e.payload
-                for e in reversed(history)
-                if isinstance(e.payload, ScheduleSet) and e.seq < env.seq
-            ),
-            None,
-        )
+        known = await self._schedule_sets(env.tenant_id, env.aggregate_id, env.seq)
+        spec = next((s for seq, s in reversed(known.sets) if seq < env.seq), None)
         if spec is None or spec.workflow_id is None:
             return
         workflow_id = spec.workflow_id
