@@ -23,9 +23,19 @@ import contextlib
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass
 
+from agency.contracts.errors import InvalidToken
+from agency.contracts.subjects import tenant_of
 from agency.infra.keyed_locks import KeyedLocks
 
 TENANT_BACKLOG = "tenant_backlog"
+
+
+def subject_tenant(subject: str) -> str:
+    """The tenant a message belongs to, by its subject ("" for a subject of no tenant)."""
+    try:
+        return tenant_of(subject)
+    except InvalidToken:
+        return ""
 
 
 @dataclass(frozen=True, slots=True)

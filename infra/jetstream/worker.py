@@ -39,12 +39,10 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from agency.contracts.errors import InvalidToken
-from agency.contracts.subjects import tenant_of
 from agency.infra import db
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.errors import is_transient
-from agency.infra.jetstream.lanes import TENANT_BACKLOG, LaneBounds, Lanes
+from agency.infra.jetstream.lanes import TENANT_BACKLOG, LaneBounds, Lanes, subject_tenant
 from agency.infra.retry import RetryPolicy, until_stopped
 
 log = structlog.get_logger(__name__)
@@ -146,14 +144,6 @@ def _any_failure(exc: Exception) -> bool:
 def _outage(exc: Exception) -> bool:
     """The handler's broker or database did not answer: not the message's fault."""
     return is_transient(exc) or db.is_transient(exc)
-
-
-def _tenant(msg: Msg) -> str:
-    """The tenant a message belongs to, by its subject ("" for a subject of no tenant)."""
-    try:
-        return tenant_of(msg.subject)
-    except InvalidToken:
-        return ""
 
 
 class ConsumerWorker(abc.ABC, Generic[T]):
@@ -269,7 +259,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                             continue
                         failures, backlog = 0, len(msgs) >= wanted
                         for msg in msgs:
-                            task = tg.create_task(self._process(msg, _tenant(msg)))
+                            task = tg.create_task(self._process(msg, subject_tenant(msg.subject)))
                             in_flight.add(task)
                             task.add_done_callback(in_flight.discard)
                 finally:
