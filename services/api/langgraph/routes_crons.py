@@ -25,6 +25,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.wire import Body, Out
+from agency.services.api.openapi import error_response
 from agency.services.api.readback import read_your_write
 from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.api.workflow_ops import ensure_global_member, find_schedule, read_state
@@ -164,7 +165,16 @@ async def _set(deps: ApiDeps, tenant: str, command: SetSchedule) -> None:
     )  # fmt: skip
 
 
-@post("/runs/crons", status_code=200, summary="LangGraph: a cron of an assistant")
+@post(
+    "/runs/crons",
+    status_code=200,
+    summary="LangGraph: a cron of an assistant",
+    responses={
+        409: error_response(
+            409, "The tenant has as many schedules as it may (`AGENCY_TENANT_MAX_SCHEDULES`)."
+        )
+    },
+)
 async def create_cron(
     data: JSONBody[CronCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Cron:
