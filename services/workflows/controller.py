@@ -56,6 +56,7 @@ from agency.contracts.ids import derived_id, new_id
 from agency.domain import workflow_decisions as decisions
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.common.decide import decide_and_append
 
@@ -64,6 +65,9 @@ log = structlog.get_logger(__name__)
 # Workflows whose last pumped sequence, and schedules whose settings, are remembered (the
 # least recently used forgotten).
 _REMEMBERED = 10_000
+
+
+_PUMP_TRIGGERS = (ChannelMessagePosted, WorkflowStarted, MemberAnswered, MemberSkipped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +83,15 @@ class MemberLink:
 
 
 class WorkflowController:
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, store: AggregateStore | None = None) -> None:
         self._bus = bus
+        # The workflows' decisions read through it (`histories.py`); the rest, the bus's.
+        self._store = store or bus.store
         self._links: dict[tuple[str, str], MemberLink | None] = {}
         # (tenant, workflow) -> the workflow's sequence the last pump read.
         self._pumped: OrderedDict[tuple[str, str], int] = OrderedDict()
+        # (tenant, workflow) -> the last trigger of it dead-lettered here.
+        self._owed: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._schedules: OrderedDict[tuple[str, str], _ScheduleSets] = OrderedDict()
 
     def lane(self, event: RecordedEvent) -> Hashable | None:
@@ -120,11 +128,24 @@ class WorkflowController:
     # --- dispatch -----------------------------------------------------------------------
 
     async def read(self, tenant: str, workflow_id: str) -> WorkflowState:
-        return fold(await self._bus.store.read(tenant, "workflow", workflow_id), workflow_id)
+        return fold(await self._store.read(tenant, "workflow", workflow_id), workflow_id)
 
     def _pumped_past(self, tenant: str, workflow_id: str, seq: int) -> bool:
-        """Whether a pump of this process already read the workflow at or past `seq`."""
-        return self._pumped.get((tenant, workflow_id), 0) >= seq
+        """Whether a pump of this process already read the workflow at or past `seq`, and
+        past every trigger of it this process dead-lettered."""
+        owed = self._owed.get((tenant, workflow_id), 0)
+        return self._pumped.get((tenant, workflow_id), 0) >= max(seq, owed)
+
+    async def dead_lettered(self, event: RecordedEvent, reason: str, detail: str) -> None:
+        """Before a trigger is dead-lettered (its tenant's backlog over its bound): the next
+        trigger of its workflow pumps even if a pump already read past its own sequence."""
+        env = event.envelope
+        if env.aggregate == "workflow" and isinstance(event.payload, _PUMP_TRIGGERS):
+            key = (env.tenant_id, env.aggregate_id)
+            self._owed[key] = max(env.seq, self._owed.get(key, 0))
+            self._owed.move_to_end(key)
+            while len(self._owed) > _REMEMBERED:
+                self._owed.popitem(last=False)
 
     def _remember_pump(self, tenant: str, workflow_id: str, seq: int) -> None:
         key = (tenant, workflow_id)
@@ -143,7 +164,7 @@ class WorkflowController:
             return decisions.dispatch(fold(history, workflow_id))
 
         result = await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id, dispatch,
+            self._store, tenant, "workflow", workflow_id, dispatch,
             context=EventContext(),
             # Marks the events of one pass as one decision (see `replay.py`).
             idempotency_key=f"dispatch:{new_id()}",
@@ -198,7 +219,7 @@ class WorkflowController:
                 return
         tenant, workflow_id = env.tenant_id, link.workflow_id
         await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
+            self._store, tenant, "workflow", workflow_id,
             lambda history: decisions.answer(
                 fold(history, workflow_id), run_id=run_id, outcome=outcome, text=text
             ),
@@ -225,7 +246,7 @@ class WorkflowController:
     async def retry(self, tenant: str, command: RetryMember) -> None:
         workflow_id = command.workflow_id
         await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
+            self._store, tenant, "workflow", workflow_id,
             lambda history: decisions.retry(
                 fold(history, workflow_id), command.member, command.failed_run_id
             ),
@@ -292,7 +313,7 @@ class WorkflowController:
             )
 
         await decide_and_append(
-            self._bus.store, env.tenant_id, "workflow", workflow_id,
+            self._store, env.tenant_id, "workflow", workflow_id,
             decide,
             context=EventContext(agency_id=spec.agency_id),
             idempotency_key=f"fired:{env.event_id}",

@@ -41,10 +41,12 @@ from agency.domain.workflow_state import fold
 from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventworker import EventWorker
+from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.common.decide import applied, decide_and_append
 from agency.services.common.fairness import ScheduleLimits, schedule_problem
 from agency.services.workflows.controller import WorkflowController
+from agency.services.workflows.histories import WorkflowHistories
 from agency.services.workflows.scheduler import Scheduler
 from agency.services.workflows.subjects import WORKFLOW_EVENTS
 
@@ -73,9 +75,15 @@ class WorkflowSettings:
 
 class WorkflowCommands:
     def __init__(
-        self, bus: Bus, controller: WorkflowController, limits: ScheduleLimits | None = None
+        self,
+        bus: Bus,
+        controller: WorkflowController,
+        limits: ScheduleLimits | None = None,
+        store: AggregateStore | None = None,
     ) -> None:
         self._bus = bus
+        # The workflows' decisions read through it (`histories.py`); the rest, the bus's.
+        self._store = store or bus.store
         self._controller = controller
         self._limits = limits or ScheduleLimits.from_env()
 
@@ -128,7 +136,7 @@ class WorkflowCommands:
         decide: decisions.Decide,
     ) -> None:
         await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
+            self._store, tenant, "workflow", workflow_id,
             lambda h: [] if applied(h, key) else decide(fold(h, workflow_id)),
             context=EventContext(agency_id=agency_id),
             idempotency_key=key,
@@ -184,7 +192,7 @@ class WorkflowCommands:
             return events
 
         await decide_and_append(
-            self._bus.store, tenant, "workflow", wf, decide,
+            self._store, tenant, "workflow", wf, decide,
             context=EventContext(agency_id=command.agency_id),
             idempotency_key=key,
         )  # fmt: skip
@@ -241,12 +249,14 @@ async def run_workflows(
 ) -> None:
     settings = settings or WorkflowSettings()
     async with Bus(nats_url, name="agency-workflows") as bus:
-        controller = WorkflowController(bus)
-        commands = WorkflowCommands(bus, controller, settings.schedule_limits)
+        histories = WorkflowHistories(bus.store)
+        controller = WorkflowController(bus, histories)
+        commands = WorkflowCommands(bus, controller, settings.schedule_limits, histories)
         events = EventWorker(
             bus, WORKFLOW_EVENTS, controller.handle,
             ack_wait=settings.ack_wait,
             lane=controller.lane,
+            on_dead_letter=controller.dead_lettered,
             concurrency=settings.concurrency,
             held=settings.held,
             tenant_running=settings.tenant_running,
