@@ -72,3 +72,33 @@ def next_tick(expression: str, after: datetime, timezone: str = "UTC") -> dateti
     """The first tick after `after`, in UTC."""
     tick: datetime = ticks_after(expression, after, timezone).get_next(datetime)
     return tick.astimezone(UTC)
+
+
+# Ticks looked at for the shortest interval: more than a minute's worth of seconds, so a
+# seconds field is seen over a whole minute in which it fires.
+_SAMPLED_TICKS = 128
+_SAMPLE_FROM = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def shortest_interval(expression: str) -> float:
+    """The shortest time in seconds between two ticks of `expression` (an accepted one)."""
+    ticks = croniter(expression, _SAMPLE_FROM)
+    previous: datetime = ticks.get_next(datetime)
+    shortest = float("inf")
+    for _ in range(_SAMPLED_TICKS):
+        tick: datetime = ticks.get_next(datetime)
+        shortest = min(shortest, (tick - previous).total_seconds())
+        previous = tick
+    return shortest
+
+
+def interval_problem(expression: str, min_interval: float) -> str | None:
+    """Why `expression` (an accepted one) fires more often than once every `min_interval`
+    seconds, or None."""
+    interval = shortest_interval(expression)
+    if interval < min_interval:
+        return (
+            f"schedule_too_frequent: cron {expression!r} fires every {interval:g} s; a "
+            f"schedule may fire at most once every {min_interval:g} s"
+        )
+    return None

@@ -193,6 +193,14 @@ def _schedule(r: asyncpg.Record) -> ScheduleView:
     return from_row(ScheduleView, r, id=r["schedule_id"], options=options)
 
 
+async def active_schedule_count(conn: asyncpg.Connection, tenant: str) -> int:
+    """The tenant's schedules not removed, in every agency of it."""
+    count: int = await conn.fetchval(
+        "SELECT count(*) FROM schedules WHERE tenant_id = $1 AND active", tenant
+    )
+    return count
+
+
 async def schedules(conn: asyncpg.Connection, tenant: str, agency_id: str) -> list[ScheduleView]:
     query = (
         "SELECT * FROM schedules WHERE tenant_id = $1 AND agency_id = $2 ORDER BY name, schedule_id"

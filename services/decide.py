@@ -7,7 +7,6 @@ number of concurrent writers.
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Callable, Sequence
 
 from agency.contracts.events import AnyEvent
@@ -15,15 +14,22 @@ from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import AppendResult, EventContext, RecordedEvent
+from agency.infra.retry import RetryPolicy
 
 Decision = Callable[[list[RecordedEvent]], Sequence[AnyEvent]]
 
 CONFLICT_ATTEMPTS = 50
+# Losing an append to another writer: decide again after a short, growing, jittered pause
+# (the one retry policy's schedule), at most `CONFLICT_ATTEMPTS` times.
+CONFLICT_RETRY = RetryPolicy(
+    attempts=CONFLICT_ATTEMPTS, timeout=None, wait_initial=0.002, wait_max=0.05,
+    wait_jitter=0.01, wait_exp_base=1.5,
+)  # fmt: skip
 
 
 def conflict_pause(attempt: int) -> float:
-    """A short, growing, jittered pause before deciding again after losing an append."""
-    return min(0.05, 0.002 * (attempt + 1)) * (0.5 + random.random())
+    """The pause before deciding again after losing the `attempt`-th append (0-based)."""
+    return CONFLICT_RETRY.delay(attempt + 1)
 
 
 class DecisionConflict(Exception):

@@ -25,6 +25,16 @@ def _use_containers() -> bool:
     return os.environ.get("AGENCY_TEST_BACKEND") == "testcontainers" and docker_available()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def every_second_schedules() -> Iterator[None]:
+    """Schedules in tests may tick every second, as often as they like: the documented
+    limits (`ScheduleLimits`) are held where a test names them (tests/fairness)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENCY_SCHEDULE_MIN_INTERVAL", "1")
+        patch.setenv("AGENCY_TENANT_SCHEDULE_FIRES_PER_MINUTE", "0")
+        yield
+
+
 @pytest.fixture(scope="session")
 def session_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="agency-test-") as d:

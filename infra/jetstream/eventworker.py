@@ -8,7 +8,7 @@ on a broker that is briefly away (see `infra/jetstream/worker.py`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 
 import structlog
 from nats.aio.msg import Msg
@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
 EventHandler = Callable[[RecordedEvent], Awaitable[None]]
+# The lane of an event: handlers of one lane run one at a time (see `lanes.py`).
+LaneOf = Callable[[RecordedEvent], Hashable | None]
 
 # Redelivery delays after the 1st, 2nd, … failed attempt.
 EVENT_BACKOFF = (0.4, 0.8, 1.6, 3.2, 6.4, 10.0)
@@ -52,7 +54,11 @@ class PermanentFailure(Exception):
 class EventWorker(ConsumerWorker[RecordedEvent]):
     """`on_dead_letter(event, reason, detail)` is awaited before an event is dead-lettered
     because its handler failed for good (`exhausted`) or raised `PermanentFailure`; its own
-    failures are retried, logged, and the event is dead-lettered anyway."""
+    failures are retried, logged, and the event is dead-lettered anyway.
+
+    With `lane`, events of one lane are handled one at a time, `concurrency` at once, while
+    up to `held` wait their lane's turn; `tenant_running` and `tenant_held` bound one
+    tenant's share of both (0: no bound)."""
 
     def __init__(
         self,
@@ -68,6 +74,10 @@ class EventWorker(ConsumerWorker[RecordedEvent]):
         shutdown_grace: float = 5.0,
         poll_interval: float = 1.0,
         retry: WorkerRetry | None = None,
+        lane: LaneOf | None = None,
+        held: int | None = None,
+        tenant_running: int = 0,
+        tenant_held: int = 0,
     ) -> None:
         super().__init__(
             dead_letters=bus.dead_letters,
@@ -81,7 +91,11 @@ class EventWorker(ConsumerWorker[RecordedEvent]):
             shutdown_grace=shutdown_grace,
             poll_interval=poll_interval,
             retry=retry,
+            held=held,
+            tenant_running=tenant_running,
+            tenant_held=tenant_held,
         )
+        self._lane_of = lane
         self._bus = bus
         self._spec = spec
         self._handler = handler
@@ -91,7 +105,7 @@ class EventWorker(ConsumerWorker[RecordedEvent]):
             ack_wait=self._ack_wait,
             # One more than ours so the worker, not the server, dead-letters the last attempt.
             max_deliver=self._max_deliver + 1,
-            max_ack_pending=self._concurrency * 4,
+            max_ack_pending=max(self._concurrency * 4, self._held),
         )
         config.durable_name = self.durable
         return await ensure_consumer(self._bus.js, config)
@@ -101,6 +115,9 @@ class EventWorker(ConsumerWorker[RecordedEvent]):
         if isinstance(recorded, UndecodableEvent):
             raise Undecodable(recorded.reason)
         return recorded
+
+    def _lane(self, item: RecordedEvent, msg: Msg) -> Hashable | None:
+        return None if self._lane_of is None else self._lane_of(item)
 
     async def _handle(self, item: RecordedEvent, msg: Msg) -> Outcome[RecordedEvent]:
         env = item.envelope

@@ -18,6 +18,11 @@
   node answers `nats: timeout` for a few seconds; the worker waits it out.
 - On `stop`, messages in flight get `shutdown_grace` seconds; the rest are cancelled and
   handed back (nak), so another worker takes them at once.
+- Messages may go in lanes (`lanes.py`): a subclass names each message's lane (`_lane`,
+  e.g. its aggregate), a lane runs one handler at a time, `concurrency` handlers run at
+  once, and the worker may hold more (`held`) so a busy lane does not keep the others
+  waiting. A tenant's running handlers and held messages may be bounded too; a message
+  beyond its tenant's held bound is dead-lettered (`tenant_backlog`) at once.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -37,6 +42,7 @@ from nats.js import JetStreamContext
 from agency.infra import db
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.errors import is_transient
+from agency.infra.jetstream.lanes import TENANT_BACKLOG, LaneBounds, Lanes, subject_tenant
 from agency.infra.retry import RetryPolicy, until_stopped
 
 log = structlog.get_logger(__name__)
@@ -157,9 +163,14 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         shutdown_grace: float = 5.0,
         poll_interval: float = 1.0,
         retry: WorkerRetry | None = None,
+        held: int | None = None,
+        tenant_running: int = 0,
+        tenant_held: int = 0,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if held is not None and held < concurrency:
+            raise ValueError(f"held ({held}) must be at least concurrency ({concurrency})")
         if not backoff:
             raise ValueError("backoff needs at least one delay")
         self._dead_letters = dead_letters
@@ -173,6 +184,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         self._shutdown_grace = shutdown_grace
         self._poll_interval = poll_interval
         self._retry = retry or WorkerRetry()
+        self._held = held or concurrency
+        self._lanes = Lanes(LaneBounds(concurrency, tenant_running, tenant_held))
 
     # --- what a subclass provides -------------------------------------------------------
 
@@ -188,6 +201,10 @@ class ConsumerWorker(abc.ABC, Generic[T]):
     async def _handle(self, item: T, msg: Msg) -> Outcome[T]:
         """Act on one message. Raising means a failure: retried, then dead-lettered."""
 
+    def _lane(self, item: T, msg: Msg) -> Hashable | None:
+        """The lane whose handlers run one at a time (None: no lane, only the bounds)."""
+        return None
+
     # --- the loop -----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -196,7 +213,12 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         sub = await self._subscribe_until_stopped(stop)
         if sub is None:
             return
-        log.info("consumer started", durable=self.durable, concurrency=self._concurrency)
+        log.info(
+            "consumer started",
+            durable=self.durable,
+            concurrency=self._concurrency,
+            held=self._held,
+        )
         in_flight: set[asyncio.Task[None]] = set()
         failures = 0
         backlog = False
@@ -204,7 +226,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             async with asyncio.TaskGroup() as tg:
                 try:
                     while not stop.is_set():
-                        free = self._concurrency - len(in_flight)
+                        free = self._held - len(in_flight)
                         if free <= 0:
                             await asyncio.wait(
                                 set(in_flight),
@@ -237,7 +259,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                             continue
                         failures, backlog = 0, len(msgs) >= wanted
                         for msg in msgs:
-                            task = tg.create_task(self._process(msg))
+                            task = tg.create_task(self._process(msg, subject_tenant(msg.subject)))
                             in_flight.add(task)
                             task.add_done_callback(in_flight.discard)
                 finally:
@@ -283,26 +305,39 @@ class ConsumerWorker(abc.ABC, Generic[T]):
 
     # --- one message ----------------------------------------------------------------------
 
-    async def _process(self, msg: Msg) -> None:
+    async def _process(self, msg: Msg, tenant: str) -> None:
         """Never raises but `CancelledError`: no message and no failure stops the worker."""
+        refused = self._lanes.hold(tenant)
         try:
             async with self._heartbeat(msg):
-                await self._settle(msg, await self._outcome(msg))
+                await self._settle(msg, await self._outcome(msg, tenant, refused))
         except asyncio.CancelledError:
             with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
                 await asyncio.wait_for(msg.nak(), timeout=_SETTLE_TIMEOUT)
             raise
         except Exception:  # a bug of ours: unsettled, the message comes back after ack_wait
             log.exception("message processing failed", durable=self.durable)
+        finally:
+            if refused is None:
+                self._lanes.release(tenant)
 
-    async def _outcome(self, msg: Msg) -> Outcome[T]:
+    async def _outcome(self, msg: Msg, tenant: str, refused: str | None) -> Outcome[T]:
         try:
             item = self._decode(msg)
         except Undecodable as e:
             return Reject("undecodable", e.reason)
+        if refused is not None:
+            log.warning(
+                "tenant backlog over its bound, dead-lettered",
+                durable=self.durable,
+                tenant_id=tenant,
+                bound=self._lanes.bounds.tenant_held,
+            )
+            return Reject(TENANT_BACKLOG, refused, item)
         attempt = msg.metadata.num_delivered
         try:
-            return await self._retry.handler.call(_outage, self._handle, item, msg)
+            async with self._lanes.turn(self._lane(item, msg), tenant):
+                return await self._retry.handler.call(_outage, self._handle, item, msg)
         except Exception as e:  # retried through redelivery, then dead-lettered
             detail = describe(e)
             if attempt >= self._max_deliver:

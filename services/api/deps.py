@@ -26,6 +26,7 @@ from agency.services.api.thread_create import PendingListings
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
 from agency.services.tenancy.door_limits import DoorLimits
+from agency.services.tenancy.fairness import ScheduleLimits
 from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import ThreadCache
 
@@ -62,6 +63,9 @@ class ApiSettings:
     # The reverse proxies whose `X-Forwarded-*` are believed (`AGENCY_TRUSTED_PROXIES`,
     # `services/api/forwarded.py`).
     trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
+    # How often a schedule may fire, how many a tenant may have (`AGENCY_SCHEDULE_*`,
+    # `AGENCY_TENANT_*SCHEDULE*`); refused at the door beyond them.
+    schedules: ScheduleLimits = field(default_factory=ScheduleLimits.from_env)
 
 
 @dataclass(frozen=True, slots=True)

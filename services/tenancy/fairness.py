@@ -1,4 +1,5 @@
-"""Per-tenant fairness: how many runs a tenant may have at once, how fast it may invoke.
+"""Per-tenant fairness: how many runs a tenant may have at once, how fast it may invoke,
+how many schedules it may have and how often they may fire (`ScheduleLimits`).
 
 One tenant's flood must not starve another's runs. Two limits, per tenant:
 
@@ -41,6 +42,7 @@ from agency.contracts.events import (
     RunCompleted,
     RunError,
 )
+from agency.domain.cron import cron_problem, interval_problem
 from agency.infra.jetstream.live import thread_events_live
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
@@ -155,3 +157,57 @@ def _discard(runs: dict[str, set[str]], tenant: str, run_id: str) -> None:
         found.discard(run_id)
         if not found:
             del runs[tenant]
+
+
+SCHEDULE_LIMIT = "tenant_schedule_limit"
+SCHEDULE_RATE = "tenant_schedule_rate"
+
+
+class ScheduleLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """Per tenant: how often one schedule may fire (`min_interval`, seconds), how many
+    active schedules it may have (`max_per_tenant`), how many fires per minute all of them
+    may make (`fires_per_minute`, with a burst of `fire_burst`); 0 switches a limit off."""
+
+    min_interval: float = 10.0
+    max_per_tenant: int = 20
+    fires_per_minute: float = 30.0
+    fire_burst: int = 10
+
+    @classmethod
+    def from_env(cls) -> ScheduleLimits:
+        d = cls()
+        env = os.environ.get
+        return cls(
+            min_interval=float(env("AGENCY_SCHEDULE_MIN_INTERVAL", d.min_interval)),
+            max_per_tenant=int(env("AGENCY_TENANT_MAX_SCHEDULES", d.max_per_tenant)),
+            fires_per_minute=float(
+                env("AGENCY_TENANT_SCHEDULE_FIRES_PER_MINUTE", d.fires_per_minute)
+            ),
+            fire_burst=int(env("AGENCY_TENANT_SCHEDULE_FIRE_BURST", d.fire_burst)),
+        )
+
+    def fire_buckets(self) -> TokenBuckets:
+        """Fires per tenant as a token bucket (the invoke bucket's arithmetic)."""
+        return TokenBuckets(
+            FairnessLimits(
+                invokes_per_second=self.fires_per_minute / 60.0, invoke_burst=self.fire_burst
+            )
+        )
+
+
+def refuse_schedule(active_schedules: int, limits: ScheduleLimits) -> str | None:
+    """Why a tenant with `active_schedules` may not add another, or None."""
+    if limits.max_per_tenant and active_schedules >= limits.max_per_tenant:
+        return (
+            f"{SCHEDULE_LIMIT}: the tenant has {active_schedules} active schedules, the limit "
+            f"is {limits.max_per_tenant}; remove one first"
+        )
+    return None
+
+
+def schedule_problem(cron: str, limits: ScheduleLimits) -> str | None:
+    """Why `cron` may not be a schedule's: not an accepted expression, or firing more often
+    than `limits.min_interval` allows; None if it may."""
+    return cron_problem(cron) or (
+        interval_problem(cron, limits.min_interval) if limits.min_interval else None
+    )

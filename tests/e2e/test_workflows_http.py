@@ -290,3 +290,26 @@ async def test_a_definition_as_an_object_creates_the_same_workflow_as_its_yaml(
         assert message in r.json()["error"], r.json()
     r = await client.http.post("/run", json={"agents": {"a": {"model": 3}}, "message": "m"})
     assert r.status_code == 400 and "agents" in r.json()["error"] and "model" in r.json()["error"]
+
+
+async def test_a_schedule_past_the_tenants_limit_is_refused_with_the_limit_named(
+    client: Client,
+) -> None:
+    path = f"/agency/{client.agency}/schedules"
+    body = {"cron": "0 9 * * 1", "agent": "worker", "message": "weekly"}
+    added = []
+    for n in range(20):  # the documented AGENCY_TENANT_MAX_SCHEDULES
+        r = await client.http.post(path, json={**body, "name": f"weekly-{n}"})
+        assert r.status_code == 202, r.text
+        added.append(r.json()["id"])
+    r = await client.http.post(path, json={**body, "name": "one-too-many"})
+    assert r.status_code == 409, r.text
+    assert "tenant_schedule_limit" in r.text and "the limit is 20" in r.text
+    r = await client.http.post(f"{path}/{added[0]}/remove")
+    assert r.status_code == 202, r.text
+
+    async def room_again() -> None:
+        r = await client.http.post(path, json={**body, "name": "in-its-place"})
+        assert r.status_code == 202, r.text
+
+    await assert_eventually(room_again, timeout=15)

@@ -38,7 +38,9 @@ from agency.projections.setup import prepare_read_models
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.faults.apps:system"
-SERVICES = ("registry", "runtime", "tools", "subagents", "projector", "gateway", "api")
+SERVICES = (
+    "registry", "runtime", "tools", "subagents", "workflows", "projector", "gateway", "api",
+)  # fmt: skip
 DEFAULT_WORKERS: Mapping[str, int] = {
     "registry": 1,
     "runtime": 2,
@@ -133,6 +135,8 @@ class Harness:
     model_timeout: float = 30.0
     ready_timeout: float = 120.0
     slow_starters: list[str] = field(default_factory=list)
+    # Set in every service's environment, over the harness's own.
+    env: Mapping[str, str] = field(default_factory=dict)
     services: list[ServiceProcess] = field(default_factory=list)
     crashes: list[Crash] = field(default_factory=list)
     nats: NatsServer | None = None
@@ -278,6 +282,7 @@ class Harness:
             AGENCY_MODEL_TIMEOUT=str(self.model_timeout),
             AGENCY_LOG_FORMAT="json",
         )
+        env.update(self.env)
         return env
 
     async def _supervise(self) -> None:

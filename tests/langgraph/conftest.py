@@ -17,6 +17,7 @@ from agency.services.api.cors import CorsSettings
 from agency.services.api.deps import ApiSettings
 from agency.services.api.forwarded import TrustedProxies
 from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.tenancy.fairness import ScheduleLimits
 from tests.e2e.conftest import ADMIN, running_apis
 
 # A browser app's origin the operator allowed, besides pages on this machine.
@@ -26,6 +27,8 @@ SETTINGS = ApiSettings(
     admin_secret=ADMIN,
     cors=CorsSettings.parse(f"{APP_ORIGIN}, local"),
     trusted_proxies=TrustedProxies.parse("127.0.0.1"),
+    # The crons of these tests tick every second.
+    schedules=ScheduleLimits(min_interval=1.0, fires_per_minute=0.0),
 )
 
 

@@ -173,3 +173,59 @@ def test_a_disabled_schedule_or_one_past_its_end_does_not_fire() -> None:
     ended = _spec("0 * * * *", end_time=datetime(2026, 1, 1, 1, 30, tzinfo=UTC))
     assert firing_tick(ended, since, now) == datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
     assert firing_tick(ended, datetime(2026, 1, 1, 1, 0, tzinfo=UTC), now) is None
+
+
+def test_a_schedule_firing_more_often_than_the_minimum_interval_is_refused() -> None:
+    from agency.services.tenancy.fairness import ScheduleLimits, refuse_schedule, schedule_problem
+
+    limits = ScheduleLimits()  # the documented defaults: 10 s, 20 schedules per tenant
+    assert "fires every 1 s" in (schedule_problem("* * * * * *", limits) or "")
+    assert "at most once every 10 s" in (schedule_problem("* * * * * */5", limits) or "")
+    assert schedule_problem("* * * * * */10", limits) is None
+    assert schedule_problem("*/5 * * * *", limits) is None
+    assert "not a valid" in (schedule_problem("61 * * * *", limits) or "")
+    assert refuse_schedule(19, limits) is None
+    assert "the limit is 20" in (refuse_schedule(20, limits) or "")
+
+
+async def test_a_tenants_fires_beyond_its_rate_are_skipped_and_fast_ticks_coalesced(
+    bus: Bus, tenant: str
+) -> None:
+    from datetime import timedelta
+
+    from structlog.testing import capture_logs
+
+    from agency.contracts.envelope import utc_now
+    from agency.services.tenancy.fairness import ScheduleLimits
+
+    agency = new_id()
+    context = EventContext(agency_id=agency)
+    ids = ["sch_" + new_id(), "sch_" + new_id()]
+    scheduler = Scheduler(
+        bus, limits=ScheduleLimits(min_interval=10.0, fires_per_minute=1.0, fire_burst=1)
+    )
+    for schedule in ids:
+        set_ = ScheduleSet(
+            agency_id=agency, name=schedule, cron="* * * * * *", target="workflow",
+            workflow_id="wf_" + new_id(), message="tick",
+        )  # fmt: skip
+        result = await bus.store.append(
+            tenant, "schedule", schedule, [set_], expected=Position(), context=context
+        )
+        scheduler.apply(result.events[0])
+
+    async def fired(schedule: str) -> int:
+        history = await bus.store.read(tenant, "schedule", schedule)
+        return sum(isinstance(e.payload, ScheduleFired) for e in history)
+
+    now = utc_now() + timedelta(seconds=30)
+    with capture_logs() as logs:
+        await scheduler.fire_due(now)
+    # One token: the first schedule fires, the second's tick is skipped with the reason.
+    assert [await fired(s) for s in ids] == [1, 0]
+    assert scheduler.skipped == {tenant: 1}
+    [skipped] = [e for e in logs if e["event"] == "schedule fire skipped"]
+    assert skipped["schedule"] == ids[1] and skipped["reason"].startswith("tenant_schedule_rate")
+    # Within the minimum interval neither fires, though their cron ticks every second.
+    await scheduler.fire_due(now + timedelta(seconds=5))
+    assert [await fired(s) for s in ids] == [1, 0] and scheduler.skipped == {tenant: 1}

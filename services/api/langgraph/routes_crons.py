@@ -21,7 +21,7 @@ from litestar.params import JSONBody, PathParameter
 from agency.contracts.commands import RemoveSchedule, SetSchedule
 from agency.contracts.events import RunOptions, ScheduleOptions
 from agency.contracts.ids import new_id
-from agency.domain.cron import cron_problem, next_tick, timezone_problem
+from agency.domain.cron import next_tick, timezone_problem
 from agency.domain.workflow_members import global_workflow_id
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import Caller, Deps, tenant_of
@@ -36,7 +36,9 @@ from agency.services.api.langgraph.inputs import (
 from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
 from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Body, Out
+from agency.services.api.openapi import error_response
 from agency.services.api.readback import send_and_read
+from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.workflows.http.ops import ensure_global_member, find_schedule, read_state
 
 MAX_PAGE = 1000
@@ -154,13 +156,6 @@ def _options(data: CronCreate | CronUpdate, now: ScheduleOptions) -> ScheduleOpt
     )  # fmt: skip
 
 
-def _schedule(cron: str) -> str:
-    problem = cron_problem(cron)
-    if problem:
-        raise ValidationException(problem)
-    return cron
-
-
 def _message(data: dict[str, Any] | None) -> str:
     """The text a tick posts: the input's messages, one paragraph each."""
     asked = invocation(data)
@@ -212,15 +207,24 @@ async def _set(deps: ApiDeps, tenant: str, command: SetSchedule) -> None:
     await send_and_read(deps, tenant, "schedule", command.schedule_id, command)
 
 
-@post_ok("/runs/crons", summary="LangGraph: a cron of an assistant")
+@post_ok(
+    "/runs/crons",
+    summary="LangGraph: a cron of an assistant",
+    responses={
+        409: error_response(
+            409, "The tenant has as many schedules as it may (`AGENCY_TENANT_MAX_SCHEDULES`)."
+        )
+    },
+)
 async def create_cron(
     data: JSONBody[CronCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Cron:
     tenant = tenant_of(principal)
     _refuse_unmapped(data)
-    cron, message = _schedule(data.schedule), _message(data.input)
+    cron, message = checked_cron(deps, data.schedule), _message(data.input)
     options = _options(data, ScheduleOptions())
     agency_id = await agency_for(deps, tenant, request)
+    await room_for_schedule(deps, tenant)
     state = await ensure_global_member(deps, tenant, agency_id, data.assistant_id)
     schedule_id = CRON_PREFIX + new_id()
     await _set(
@@ -269,7 +273,7 @@ async def update_cron(
         tenant,
         SetSchedule(
             agency_id=agency_id, schedule_id=cron_id, name=view.name,
-            cron=_schedule(data.schedule) if data.schedule else current.schedule,
+            cron=checked_cron(deps, data.schedule) if data.schedule else current.schedule,
             target="agent", workflow_id=view.workflow_id, agent=view.agent,
             message=view.message if message is None else message,
             options=options,

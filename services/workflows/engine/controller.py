@@ -11,6 +11,13 @@ It reacts, on one durable consumer shared by every copy of the service, to:
   (a `workflows.retry` command the broker holds until it is due);
 - `schedule.fired`: the schedule's message is posted.
 
+Events are handled in lanes (`lane`): one per workflow, its run terminals in its lane once
+the member thread is known, and one per tenant for its schedule fires; a lane's handlers
+run one at a time, so a hot workflow is worked on by one handler, not raced by sixteen. A
+pump that read a workflow up to some sequence covers every trigger at or before it: a
+trigger the last pump already read is passed over without reading the workflow again, so a
+backlog of one hot workflow drains at the speed of its reads, not its appends.
+
 Every step is a decision appended with an expected sequence and an idempotency key, and
 every command it sends has a key derived from what it acts on: a redelivered event, or a
 controller killed between an append and a send, repeats nothing and loses nothing (the
@@ -20,6 +27,8 @@ key).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -48,10 +57,24 @@ from agency.contracts.ids import derived_id, new_id
 from agency.domain import workflow_decisions as decisions
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.decide import decide_and_append
 
 log = structlog.get_logger(__name__)
+
+# Workflows whose last pumped sequence, and schedules whose settings, are remembered (the
+# least recently used forgotten).
+_REMEMBERED = 10_000
+
+
+_PUMP_TRIGGERS = (ChannelMessagePosted, WorkflowStarted, MemberAnswered, MemberSkipped)
+
+
+@dataclass(frozen=True, slots=True)
+class _ScheduleSets:
+    position: Position
+    sets: tuple[tuple[int, ScheduleSet], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +84,39 @@ class MemberLink:
 
 
 class WorkflowController:
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, store: AggregateStore | None = None) -> None:
         self._bus = bus
+        # The workflows' decisions read through it (`histories.py`); the rest, the bus's.
+        self._store = store or bus.store
         self._links: dict[tuple[str, str], MemberLink | None] = {}
+        # (tenant, workflow) -> the workflow's sequence the last pump read.
+        self._pumped: OrderedDict[tuple[str, str], int] = OrderedDict()
+        # (tenant, workflow) -> the last trigger of it dead-lettered here.
+        self._owed: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._schedules: OrderedDict[tuple[str, str], _ScheduleSets] = OrderedDict()
+
+    def lane(self, event: RecordedEvent) -> Hashable | None:
+        """The lane of an event: its workflow's, or the tenant's schedules'; None for what
+        is not a workflow's (other threads' run terminals, passed over at once)."""
+        env = event.envelope
+        match env.aggregate:
+            case "workflow":
+                return ("workflow", env.tenant_id, env.aggregate_id)
+            case "schedule":
+                return ("schedules", env.tenant_id)
+            case "thread" if decisions.is_member_thread(env.aggregate_id):
+                link = self._links.get((env.tenant_id, env.aggregate_id))
+                if link is not None:
+                    return ("workflow", env.tenant_id, link.workflow_id)
+                return ("thread", env.tenant_id, env.aggregate_id)
+        return None
 
     async def handle(self, event: RecordedEvent) -> None:
         env = event.envelope
         match event.payload:
             case ChannelMessagePosted() | WorkflowStarted() | MemberAnswered() | MemberSkipped():
-                await self.pump(env.tenant_id, env.aggregate_id)
+                if not self._pumped_past(env.tenant_id, env.aggregate_id, env.seq):
+                    await self.pump(env.tenant_id, env.aggregate_id)
             case WorkflowStopped():
                 await self._cancel_members(event)
                 await self.pump(env.tenant_id, env.aggregate_id)
@@ -82,19 +129,49 @@ class WorkflowController:
     # --- dispatch -----------------------------------------------------------------------
 
     async def read(self, tenant: str, workflow_id: str) -> WorkflowState:
-        return fold(await self._bus.store.read(tenant, "workflow", workflow_id), workflow_id)
+        return fold(await self._store.read(tenant, "workflow", workflow_id), workflow_id)
+
+    def _pumped_past(self, tenant: str, workflow_id: str, seq: int) -> bool:
+        """Whether a pump of this process already read the workflow at or past `seq`, and
+        past every trigger of it this process dead-lettered."""
+        owed = self._owed.get((tenant, workflow_id), 0)
+        return self._pumped.get((tenant, workflow_id), 0) >= max(seq, owed)
+
+    async def dead_lettered(self, event: RecordedEvent, reason: str, detail: str) -> None:
+        """Before a trigger is dead-lettered (its tenant's backlog over its bound): the next
+        trigger of its workflow pumps even if a pump already read past its own sequence."""
+        env = event.envelope
+        if env.aggregate == "workflow" and isinstance(event.payload, _PUMP_TRIGGERS):
+            key = (env.tenant_id, env.aggregate_id)
+            self._owed[key] = max(env.seq, self._owed.get(key, 0))
+            self._owed.move_to_end(key)
+            while len(self._owed) > _REMEMBERED:
+                self._owed.popitem(last=False)
+
+    def _remember_pump(self, tenant: str, workflow_id: str, seq: int) -> None:
+        key = (tenant, workflow_id)
+        self._pumped[key] = max(seq, self._pumped.get(key, 0))
+        self._pumped.move_to_end(key)
+        while len(self._pumped) > _REMEMBERED:
+            self._pumped.popitem(last=False)
 
     async def pump(self, tenant: str, workflow_id: str) -> WorkflowState:
         """Start the runs the inboxes call for, then (re)send the invoke of every run under
         way: the runtime keeps one run per key, so a repeat costs nothing."""
-        await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
-            lambda history: decisions.dispatch(fold(history, workflow_id)),
+        read: list[RecordedEvent] = []
+
+        def dispatch(history: list[RecordedEvent]) -> list[AnyEvent]:
+            read[:] = history
+            return decisions.dispatch(fold(history, workflow_id))
+
+        result = await decide_and_append(
+            self._store, tenant, "workflow", workflow_id, dispatch,
             context=EventContext(),
             # Marks the events of one pass as one decision (see `../cli/replay.py`).
             idempotency_key=f"dispatch:{new_id()}",
         )  # fmt: skip
-        state = await self.read(tenant, workflow_id)
+        # The workflow as the decision left it: what it read and what it appended.
+        state = fold([*read, *result.events], workflow_id)
         for invocation in state.active.values():
             if invocation.run_id in state.answered:
                 continue
@@ -114,6 +191,7 @@ class WorkflowController:
                 ),
                 idempotency_key=f"wf-invoke:{invocation.run_id}",
             )
+        self._remember_pump(tenant, workflow_id, state.last_seq)
         return state
 
     # --- answers ------------------------------------------------------------------------
@@ -147,7 +225,7 @@ class WorkflowController:
                 return
         tenant, workflow_id = env.tenant_id, link.workflow_id
         await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
+            self._store, tenant, "workflow", workflow_id,
             lambda history: decisions.answer(
                 fold(history, workflow_id), run_id=run_id, outcome=outcome, text=text
             ),
@@ -174,7 +252,7 @@ class WorkflowController:
     async def retry(self, tenant: str, command: RetryMember) -> None:
         workflow_id = command.workflow_id
         await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
+            self._store, tenant, "workflow", workflow_id,
             lambda history: decisions.retry(
                 fold(history, workflow_id), command.member, command.failed_run_id
             ),
@@ -201,17 +279,27 @@ class WorkflowController:
 
     # --- schedules ----------------------------------------------------------------------
 
+    async def _schedule_sets(self, tenant: str, schedule_id: str, upto: int) -> _ScheduleSets:
+        """The schedule's `schedule.set` events, read at least up to sequence `upto`: only
+        what was appended since the last look is read (a schedule's log grows by a fire a
+        tick; its settings rarely change)."""
+        key = (tenant, schedule_id)
+        known = self._schedules.pop(key, None) or _ScheduleSets(Position(), ())
+        if known.position.seq < upto:
+            events, position = await self._bus.store.read_positioned(
+                tenant, "schedule", schedule_id, after=known.position
+            )
+            added = tuple((e.seq, e.payload) for e in events if isinstance(e.payload, ScheduleSet))
+            known = _ScheduleSets(position, known.sets + added)
+        self._schedules[key] = known
+        while len(self._schedules) > _REMEMBERED:
+            self._schedules.popitem(last=False)
+        return known
+
     async def _fired(self, event: RecordedEvent) -> None:
         env = event.envelope
-        history = await self._bus.store.read(env.tenant_id, "schedule", env.aggregate_id)
-        spec = next(
-            (
-                e.payload
-                for e in reversed(history)
-                if isinstance(e.payload, ScheduleSet) and e.seq < env.seq
-            ),
-            None,
-        )
+        known = await self._schedule_sets(env.tenant_id, env.aggregate_id, env.seq)
+        spec = next((s for seq, s in reversed(known.sets) if seq < env.seq), None)
         if spec is None or spec.workflow_id is None:
             return
         workflow_id = spec.workflow_id
@@ -232,7 +320,7 @@ class WorkflowController:
             )
 
         await decide_and_append(
-            self._bus.store, env.tenant_id, "workflow", workflow_id,
+            self._store, env.tenant_id, "workflow", workflow_id,
             decide,
             context=EventContext(agency_id=spec.agency_id),
             idempotency_key=f"fired:{env.event_id}",

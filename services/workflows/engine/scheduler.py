@@ -10,6 +10,13 @@ once (its durable consumer). Ticks missed while no scheduler ran are not replaye
 one: the latest due tick fires once. A schedule's ticks are read on the clocks of its time
 zone (`options.timezone`); one disabled (`options.enabled`) or past its `end_time` does not
 fire.
+
+Each scheduler holds every tenant to its `ScheduleLimits` as it fires: a schedule fires at
+most once every `min_interval` seconds (a stored cron that ticks faster has its ticks
+coalesced: the latest due tick fires once the interval has passed), and a tenant's fires
+beyond `fires_per_minute` (a token bucket per tenant, per scheduler) are skipped with a
+warning naming the reason, `tenant_schedule_rate`. A skipped tick is not recorded; the
+schedule's next tick fires as usual.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.reader import OrderedReader
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.decide import Decision, DecisionConflict, decide_and_append
+from agency.services.tenancy.fairness import SCHEDULE_RATE, ScheduleLimits
 
 log = structlog.get_logger(__name__)
 
@@ -80,10 +88,16 @@ def fired_decision(tick: datetime) -> Decision:
 
 
 class Scheduler:
-    def __init__(self, bus: Bus, *, interval: float = 1.0) -> None:
+    def __init__(
+        self, bus: Bus, *, interval: float = 1.0, limits: ScheduleLimits | None = None
+    ) -> None:
         self._bus = bus
         self._interval = interval
+        self._limits = limits or ScheduleLimits.from_env()
+        self._buckets = self._limits.fire_buckets()
         self._entries: dict[tuple[str, str], Entry] = {}
+        # Ticks skipped over the tenant's fire rate, per tenant, since this scheduler began.
+        self.skipped: dict[str, int] = {}
 
     @property
     def schedules(self) -> list[Entry]:
@@ -119,11 +133,31 @@ class Scheduler:
             tick = firing_tick(entry.spec, entry.since, now)
             if tick is None:
                 continue
+            if (now - entry.since).total_seconds() < self._limits.min_interval:
+                continue  # coalesced: the latest due tick fires once the interval is over
+            wait = self._buckets.take(entry.tenant_id, now.timestamp())
+            if wait is not None:
+                self._skip(entry, tick)
+                continue
             try:
                 await self._fire(entry, tick)
             except (StoreError, NatsError, TimeoutError, DecisionConflict) as e:
                 # Tried again on the next pass; another replica may fire it meanwhile.
                 log.warning("schedule firing failed", schedule=entry.schedule_id, error=str(e))
+
+    def _skip(self, entry: Entry, tick: datetime) -> None:
+        self.skipped[entry.tenant_id] = self.skipped.get(entry.tenant_id, 0) + 1
+        log.warning(
+            "schedule fire skipped",
+            tenant_id=entry.tenant_id,
+            schedule=entry.schedule_id,
+            tick=tick.isoformat(),
+            reason=f"{SCHEDULE_RATE}: the tenant's schedules may fire "
+            f"{self._limits.fires_per_minute:g} times a minute",
+        )
+        key = (entry.tenant_id, entry.schedule_id)
+        if key in self._entries:
+            self._entries[key] = replace(self._entries[key], since=tick)
 
     async def _fire(self, entry: Entry, tick: datetime) -> None:
         result = await decide_and_append(

@@ -10,7 +10,7 @@ fires once whoever sees it first (see `scheduler.py`).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -36,17 +36,20 @@ from agency.contracts.events import (
     WorkflowCreated,
 )
 from agency.domain import workflow_decisions as decisions
-from agency.domain.cron import cron_problem, timezone_problem
+from agency.domain.cron import timezone_problem
 from agency.domain.workflow_members import member_blueprint, workflow_request
 from agency.domain.workflow_state import fold
 from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.eventworker import EventWorker
+from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.decide import applied, decide_and_append
 from agency.services.tenancy.blueprint_checks import save_refusal
 from agency.services.tenancy.door_limits import DoorLimits
+from agency.services.tenancy.fairness import ScheduleLimits, schedule_problem
 from agency.services.workflows.engine.controller import WorkflowController
+from agency.services.workflows.engine.histories import WorkflowHistories
 from agency.services.workflows.engine.scheduler import Scheduler
 from agency.services.workflows.engine.subjects import WORKFLOW_EVENTS
 
@@ -58,16 +61,35 @@ _REGISTRY_WAIT = 10.0
 
 @dataclass(frozen=True, slots=True)
 class WorkflowSettings:
+    """The controller's bounds, per process (docs/operations.md): `concurrency` handlers at
+    once, one per lane (a workflow); up to `held` events waiting their lane's turn; one
+    tenant's handlers at most `tenant_running` of them, its waiting events at most
+    `tenant_held` (beyond it an event is dead-lettered, `tenant_backlog`)."""
+
     ack_wait: float = 30.0
     scheduler_interval: float = 1.0
     schedules: bool = True
+    concurrency: int = 16
+    held: int = 256
+    tenant_running: int = 4
+    tenant_held: int = 64
+    schedule_limits: ScheduleLimits = field(default_factory=ScheduleLimits.from_env)
 
 
 class WorkflowCommands:
-    def __init__(self, bus: Bus, controller: WorkflowController) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        controller: WorkflowController,
+        limits: ScheduleLimits | None = None,
+        store: AggregateStore | None = None,
+    ) -> None:
         self._bus = bus
+        # The workflows' decisions read through it (`histories.py`); the rest, the bus's.
+        self._store = store or bus.store
         self._controller = controller
         self._door = DoorLimits.from_env()
+        self._limits = limits or ScheduleLimits.from_env()
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         tenant, key = envelope.tenant_id, envelope.idempotency_key
@@ -118,7 +140,7 @@ class WorkflowCommands:
         decide: decisions.Decide,
     ) -> None:
         await decide_and_append(
-            self._bus.store, tenant, "workflow", workflow_id,
+            self._store, tenant, "workflow", workflow_id,
             lambda h: [] if applied(h, key) else decide(fold(h, workflow_id)),
             context=EventContext(agency_id=agency_id),
             idempotency_key=key,
@@ -177,7 +199,7 @@ class WorkflowCommands:
             return events
 
         await decide_and_append(
-            self._bus.store, tenant, "workflow", wf, decide,
+            self._store, tenant, "workflow", wf, decide,
             context=EventContext(agency_id=command.agency_id),
             idempotency_key=key,
         )  # fmt: skip
@@ -206,7 +228,7 @@ class WorkflowCommands:
             await asyncio.sleep(0.05)
 
     async def _set_schedule(self, tenant: str, command: SetSchedule, key: str) -> None:
-        problem = cron_problem(command.cron)
+        problem = schedule_problem(command.cron, self._limits)
         if problem:
             raise CommandRejected("invalid_cron", problem)
         if problem := timezone_problem(command.options.timezone):
@@ -237,13 +259,25 @@ async def run_workflows(
 ) -> None:
     settings = settings or WorkflowSettings()
     async with Bus(nats_url, name="agency-workflows") as bus:
-        controller = WorkflowController(bus)
-        commands = WorkflowCommands(bus, controller)
-        events = EventWorker(bus, WORKFLOW_EVENTS, controller.handle, ack_wait=settings.ack_wait)
+        histories = WorkflowHistories(bus.store)
+        controller = WorkflowController(bus, histories)
+        commands = WorkflowCommands(bus, controller, settings.schedule_limits, histories)
+        events = EventWorker(
+            bus, WORKFLOW_EVENTS, controller.handle,
+            ack_wait=settings.ack_wait,
+            lane=controller.lane,
+            on_dead_letter=controller.dead_lettered,
+            concurrency=settings.concurrency,
+            held=settings.held,
+            tenant_running=settings.tenant_running,
+            tenant_held=settings.tenant_held,
+        )  # fmt: skip
         worker = CommandWorker(bus.js, "workflows", commands.handle, dead_letters=bus.dead_letters)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(events.run(stop))
             tg.create_task(worker.run(stop))
             if settings.schedules:
-                scheduler = Scheduler(bus, interval=settings.scheduler_interval)
+                scheduler = Scheduler(
+                    bus, interval=settings.scheduler_interval, limits=settings.schedule_limits
+                )
                 tg.create_task(scheduler.run(stop))

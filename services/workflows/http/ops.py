@@ -24,6 +24,7 @@ from agency.projections import catalog
 from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.api.auth import agency_events, agency_owned, agent_types
 from agency.services.api.deps import ApiDeps
+from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.api.workflow_door import refuse_members
 from agency.services.workflows.definition import Definition, DefinitionError
 
@@ -96,6 +97,10 @@ async def create_workflow(
     deps: ApiDeps, tenant: str, agency_id: str, definition: Definition
 ) -> tuple[str, WorkflowState | None]:
     """Send the create command (and one schedule per trigger); wait for the members."""
+    for trigger in definition.triggers:
+        checked_cron(deps, trigger.cron)
+    if definition.triggers:
+        await room_for_schedule(deps, tenant)
     known = agent_types(deps, await agency_events(deps, tenant, agency_id))
     members: list[WorkflowMemberSpec] = []
     for entry in definition.agents:

@@ -21,7 +21,7 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 from agency.contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
 from agency.contracts.http import Out
 from agency.contracts.ids import new_id
-from agency.domain.cron import CRON_PATTERN, cron_problem
+from agency.domain.cron import CRON_PATTERN
 from agency.domain.workflow_members import GLOBAL, parse_target
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import (
@@ -37,6 +37,7 @@ from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Accepted, Body
+from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.workflows import definition as definitions
 from agency.services.workflows.http.body import WorkflowDocument, as_document
 from agency.services.workflows.http.ops import (
@@ -343,11 +344,10 @@ async def add_schedule(
 ) -> ScheduleOut:
     tenant = tenant_of(principal)
     agency_id = path_id("agency id", agency_id)
-    problem = cron_problem(data.cron)
-    if problem:
-        raise ValidationException(problem)
+    checked_cron(deps, data.cron)
     if (data.workflow is None) == (data.agent is None):
         raise ValidationException("name exactly one of `workflow` and `agent`")
+    await room_for_schedule(deps, tenant)
     if data.agent is not None:
         state = await ensure_global_member(deps, tenant, agency_id, data.agent)
     else:
