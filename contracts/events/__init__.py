@@ -25,6 +25,7 @@ from agency.contracts.events.registry import (
     TenantModelPolicySet,
     TenantProviderRemoved,
     TenantProviderSet,
+    TreeLimits,
 )
 from agency.contracts.events.reply import (
     AgentStateSet,
@@ -94,6 +95,7 @@ from agency.contracts.events.tool import (
     ToolRequested,
     ToolStarted,
 )
+from agency.contracts.events.tree import StopMode, TreeEvent, TreeStopped, TreeThreadAdmitted
 from agency.contracts.events.workflow import (
     ChannelMessagePosted,
     DocumentWritten,
@@ -128,6 +130,7 @@ AnyEvent = (
     | ScheduleEvent
     | ReplyEvent
     | StoreEvent
+    | TreeEvent
 )
 
 __all__ = [
@@ -199,6 +202,7 @@ __all__ = [
     "SessionToolBinding",
     "SessionTurn",
     "SideConfig",
+    "StopMode",
     "StoreEvent",
     "StoreItemDeleted",
     "StoreItemPut",
@@ -229,6 +233,10 @@ __all__ = [
     "ToolRegistered",
     "ToolRequested",
     "ToolStarted",
+    "TreeEvent",
+    "TreeLimits",
+    "TreeStopped",
+    "TreeThreadAdmitted",
     "Usage",
     "WorkflowCreated",
     "WorkflowEvent",

@@ -35,6 +35,7 @@ BODY_NAMES: dict[type[msgspec.Struct], str] = {
     contract.BlueprintConfig: "ConfigBody",
     contract.SessionToolBinding: "BindingBody",
     contract.SideConfig: "SideBody",
+    contract.TreeLimits: "TreeLimitsBody",
     contract.BlueprintSpec: "SaveBlueprintBody",
 }
 
@@ -198,6 +199,7 @@ if TYPE_CHECKING:  # made at import; the checker sees what they all are
     ConfigBody: TypeAlias = Camel
     BindingBody: TypeAlias = Camel
     SideBody: TypeAlias = Camel
+    TreeLimitsBody: TypeAlias = Camel
     _SaveBlueprintFields: TypeAlias = Camel
 else:
     HitlBody = camel_body(contract.HitlConfig)
@@ -208,6 +210,7 @@ else:
     ConfigBody = camel_body(contract.BlueprintConfig)
     BindingBody = camel_body(contract.SessionToolBinding)
     SideBody = camel_body(contract.SideConfig)
+    TreeLimitsBody = camel_body(contract.TreeLimits)
     _SaveBlueprintFields = camel_body(contract.BlueprintSpec, "SaveBlueprintFields")
 HookId = at_boundary(contract.HookId)
 
@@ -274,6 +277,7 @@ class BlueprintListItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     tool_description: str = ""
     init_user_message_property: str | None = None
     init_attachments_property: str | None = None
+    limits: TreeLimitsBody | None = None
 
 
 def blueprint_out(
