@@ -56,7 +56,10 @@ class TerminateAccepted(Out, frozen=True, kw_only=True):
 
 
 class RunCommandAccepted(Out, frozen=True, kw_only=True):
-    run_id: str
+    """`runId`: the run the command is bound to; null for a cancel of a thread with no
+    active run whose subagents' runs are canceled."""
+
+    run_id: str | None
     status: str = "accepted"
 
 

@@ -28,6 +28,7 @@ from agency.contracts.commands import ApproveToolCalls, CancelRun, TerminateThre
 from agency.contracts.events import ToolCall
 from agency.contracts.http import RunCommandAccepted, TerminateAccepted
 from agency.contracts.ids import new_id
+from agency.domain import tree_bounds
 from agency.domain.thread_state import RunView, ThreadState
 from agency.services.api.auth import (
     AgencyId,
@@ -129,8 +130,12 @@ async def approve(
     status_code=202,
     summary="Cancel the thread's active run (and its subagents)",
     description="Bound to `runId` (default: the run active now); 409 when that run is not "
-    "active. A retried cancel never cancels a later run.",
-    responses={409: error_response(409, "The thread has no active run, or not that one.")},
+    "active. A retried cancel never cancels a later run. Without `runId`, a thread with no "
+    "active run but subagents below it answers 202 (`runId` null): their runs are canceled, "
+    "and the runs under way in its tree start no more subagents.",
+    responses={
+        409: error_response(409, "The thread has no active run nor subagents, or not that run.")
+    },
 )
 async def cancel(
     agency_id: AgencyId,
@@ -141,15 +146,20 @@ async def cancel(
     idempotency_header: KeyHeader = None,
 ) -> RunCommandAccepted:
     data = data or CancelBody()
-    tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
-    command = CancelRun(
-        agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run.run_id
-    )
+    try:
+        tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
+    except RunNotActive:
+        # No run here, but its subagents may run: the cancel reaches them (`tree_stops`).
+        if data.run_id is not None or not await _has_subagents(principal, deps, thread_id):
+            raise
+        tenant, run = tenant_of(principal), None
+    run_id = run.run_id if run is not None else None
+    command = CancelRun(agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run_id)
     key = data.idempotency_key or _header_key(idempotency_header)
     await deps.bus.commands.send(
         tenant, command, idempotency_key=_bus_key(thread_id, "cancel", key)
     )
-    return RunCommandAccepted(run_id=run.run_id)
+    return RunCommandAccepted(run_id=run_id)
 
 
 @post(
@@ -202,6 +212,15 @@ async def _thread_and_run(
     if isinstance(state, BaseException):
         raise state
     return tenant, _bound_run(state, thread_id, run_id)
+
+
+async def _has_subagents(principal: Principal, deps: ApiDeps, thread_id: str) -> bool:
+    """Whether threads were admitted below `thread_id` in its subagent tree."""
+    tenant = tenant_of(principal)
+    state = await deps.threads.load(tenant, thread_id)
+    root = state.correlation_id or thread_id
+    history = await deps.bus.store.read(tenant, "tree", root)
+    return bool(tree_bounds.fold(root, [e.payload for e in history]).below(thread_id))
 
 
 def _bound_run(state: ThreadState, thread_id: str, run_id: str | None) -> RunView:

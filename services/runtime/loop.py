@@ -34,6 +34,7 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.keyed_locks import KeyedLocks
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool
+from agency.services.common.agent_trees import AgentTrees
 from agency.services.common.caches import BlueprintCache, ThreadCache
 from agency.services.common.decide import CONFLICT_ATTEMPTS
 from agency.services.common.tenant_env import TenantEnvSettings, with_visible_env
@@ -65,6 +66,7 @@ from agency.services.runtime.model_step import Resolved
 from agency.services.runtime.pending import simulate, still_ours
 from agency.services.runtime.reports import child_report_hooks
 from agency.services.runtime.toolset import tools_now
+from agency.services.runtime.tree_admission import admit_spawns
 from agency.services.runtime.view import StepContext
 
 log = structlog.get_logger(__name__)
@@ -125,6 +127,7 @@ class ThreadDriver:
         self.watched = self.appends.watched
         self.calls = ModelCalls(provider, self.append)
         self.code = CodeRuns(self, provider)
+        self.trees = AgentTrees(store)
 
     @property
     def system(self) -> AgentSystem:
@@ -236,7 +239,8 @@ class ThreadDriver:
             )
             action = next_action(virtual, resolved.blueprint, tools)
             match action:
-                case Append(events=events):
+                case Append(events=decided):
+                    events = await admit_spawns(self.trees, virtual, resolved.blueprint, decided)
                     ran = await run_local_calls(virtual, resolved.blueprint, tools, events)
                     given = await self._report_hooks(virtual, resolved, ran)
                     pending += await self._tool_hooks(virtual, resolved, given)

@@ -69,6 +69,7 @@ from agency.contracts.events import (
     SubagentTerminateRequested,
     ThreadCreated,
     ThreadTerminated,
+    TreeLimits,
 )
 from agency.contracts.events.subagent import ChildOutcome
 from agency.contracts.ids import derived_id
@@ -89,6 +90,13 @@ from agency.infra.jetstream.eventworker import EventWorker
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.infra.sealing import seal, unseal
 from agency.services.agents.system import AgentSystem
+from agency.services.common.agent_trees import (
+    PARENT_CANCELED,
+    TREE_CANCELED,
+    TREE_TERMINATED,
+    AgentTrees,
+    stopped_by_sweep,
+)
 from agency.services.common.caches import BlueprintCache
 from agency.services.common.decide import decide_and_append
 from agency.services.subagents.history import (
@@ -127,6 +135,7 @@ class Coordinator:
         self.blueprints = BlueprintCache(bus.store)
         self.relay = Relay(bus)
         self.spawns = Spawns()
+        self.trees = AgentTrees(bus.store)
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
@@ -179,6 +188,8 @@ class Coordinator:
                 context, key=f"report:{child}:unknown",
             )  # fmt: skip
             return
+        if await self._refused_by_tree(event, request, history, child):
+            return
         token = child_token(tenant, parent, request.tool_call_id)
         self.spawns.begin(child)
         invoked = False
@@ -186,6 +197,52 @@ class Coordinator:
             invoked = await self._create_and_finish(event, request, child, token)
         finally:
             self.spawns.end(child, invoked=invoked)
+
+    async def _refused_by_tree(
+        self,
+        event: RecordedEvent,
+        request: SubagentRequested,
+        history: list[RecordedEvent],
+        child: str,
+    ) -> bool:
+        """Admit the child into its tree (the runtime has, unless the spawn came another
+        way); when the tree refuses it, or a stop came after its admission, the call is
+        reported as refused and nothing is created."""
+        env = event.envelope
+        tenant, parent, agency = env.tenant_id, env.aggregate_id, env.agency_id or ""
+        root = env.correlation_id or parent
+        bounds = self.trees.bounds.lowered(await self._limits_of(tenant, agency, history))
+        why = await self.trees.admit(
+            tenant, root, parent=parent, child=child, run_id=request.run_id,
+            tool_call_id=request.tool_call_id, bounds=bounds,
+            context=EventContext(agency_id=agency, thread_id=root, correlation_id=root),
+        )  # fmt: skip
+        outcome: ChildOutcome = "error"
+        if why is None:
+            stopped = (await self.trees.view(tenant, root)).stopped_child(child)
+            if stopped is None:
+                return False
+            outcome = "canceled"
+            why = TREE_TERMINATED if stopped.mode == "terminate" else TREE_CANCELED
+        log.info("subagent refused by its tree", child_thread_id=child, reason=why)
+        await self._complete(
+            tenant, parent, Origin(request.run_id, request.tool_call_id, request.blocking),
+            child, outcome, why, self._context(event), key=f"report:{child}:tree",
+        )  # fmt: skip
+        return True
+
+    async def _limits_of(
+        self, tenant: str, agency: str, history: list[RecordedEvent]
+    ) -> TreeLimits | None:
+        """The tree limits of the blueprint a thread (given by its history) runs."""
+        created = history[0].payload if history else None
+        if not isinstance(created, ThreadCreated):
+            return None
+        if created.blueprint is not None:
+            return created.blueprint.limits
+        dynamic = await self.blueprints.dynamic(tenant, agency)
+        found = dynamic.get(created.agent_type) or self._system.blueprints.get(created.agent_type)
+        return found.limits if found is not None else None
 
     async def _create_and_finish(
         self, event: RecordedEvent, request: SubagentRequested, child: str, token: str
@@ -217,6 +274,9 @@ class Coordinator:
         tenant, child = created.envelope.tenant_id, created.envelope.aggregate_id
         if child != child_thread_id(tenant, parent, call_id):
             return  # not a `task` child (a fork's copy, say): not ours to start
+        root, agency = created.envelope.correlation_id or parent, created.envelope.agency_id or ""
+        if await self.trees.on_created(self._bus.commands, tenant, agency, root, child):
+            return  # its tree was stopped while it was being spawned: ended as it appears
         if await self.spawns.invoked(child, SPAWN_WAIT):
             return  # the usual case: its spawn here, under way as it was created, invoked it
         history = await self._bus.store.read(tenant, "thread", parent)
@@ -475,7 +535,9 @@ class Coordinator:
             key=f"report:{child}:{child_run}", files=returned,
         )  # fmt: skip
         # An explicit child's results are in the registry; it escalates by itself.
-        if reported and not origin.blocking and parent.communication != "explicit":
+        # Nor is a report of a child its tree's stop ended: its parent was stopped with it.
+        queued = not origin.blocking and parent.communication != "explicit"
+        if reported and queued and not stopped_by_sweep(report):
             text = report_message(child, outcome, report, tuple(returned))
             await self._bus.commands.send(
                 tenant,
@@ -542,7 +604,7 @@ class Coordinator:
                 await self._bus.commands.send(
                     tenant,
                     CancelRun(
-                        agency_id=env.agency_id or "", thread_id=child, reason="parent canceled"
+                        agency_id=env.agency_id or "", thread_id=child, reason=PARENT_CANCELED
                     ),
                     idempotency_key=f"cascade:{child}:{env.event_id}",
                 )
