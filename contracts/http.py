@@ -56,8 +56,13 @@ class TerminateAccepted(Out, frozen=True, kw_only=True):
 
 
 class RunCommandAccepted(Out, frozen=True, kw_only=True):
-    """`runId`: the run the command is bound to; null for a cancel of a thread with no
-    active run whose subagents' runs are canceled."""
+    run_id: str
+    status: str = "accepted"
+
+
+class CancelAccepted(Out, frozen=True, kw_only=True):
+    """`runId`: the run the cancel is bound to; null for a thread with no active run whose
+    subagents' runs the cancel reaches."""
 
     run_id: str | None
     status: str = "accepted"

@@ -26,7 +26,7 @@ from litestar.params import HeaderParameter, JSONBody
 
 from agency.contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
 from agency.contracts.events import ToolCall
-from agency.contracts.http import RunCommandAccepted, TerminateAccepted
+from agency.contracts.http import CancelAccepted, RunCommandAccepted, TerminateAccepted
 from agency.contracts.ids import new_id
 from agency.domain import tree_bounds
 from agency.domain.thread_state import RunView, ThreadState
@@ -144,7 +144,7 @@ async def cancel(
     deps: Deps,
     data: JSONBody[CancelBody | None] = None,
     idempotency_header: KeyHeader = None,
-) -> RunCommandAccepted:
+) -> CancelAccepted:
     data = data or CancelBody()
     try:
         tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
@@ -159,7 +159,7 @@ async def cancel(
     await deps.bus.commands.send(
         tenant, command, idempotency_key=_bus_key(thread_id, "cancel", key)
     )
-    return RunCommandAccepted(run_id=run_id)
+    return CancelAccepted(run_id=run_id)
 
 
 @post(
@@ -215,12 +215,16 @@ async def _thread_and_run(
 
 
 async def _has_subagents(principal: Principal, deps: ApiDeps, thread_id: str) -> bool:
-    """Whether threads were admitted below `thread_id` in its subagent tree."""
+    """Whether a thread below `thread_id` in its subagent tree has a run active or queued."""
     tenant = tenant_of(principal)
     state = await deps.threads.load(tenant, thread_id)
     root = state.correlation_id or thread_id
     history = await deps.bus.store.read(tenant, "tree", root)
-    return bool(tree_bounds.fold(root, [e.payload for e in history]).below(thread_id))
+    for child in tree_bounds.fold(root, [e.payload for e in history]).below(thread_id):
+        below = await deps.threads.load(tenant, child)
+        if below.active_run is not None or below.queue:
+            return True
+    return False
 
 
 def _bound_run(state: ThreadState, thread_id: str, run_id: str | None) -> RunView:

@@ -132,9 +132,7 @@ class RuntimeService:
         payload = envelope.payload
         if isinstance(payload, CancelRun | TerminateThread):
             # The thread's part of its subagent tree stops with it (`tree_stops.py`).
-            await stop_tree(
-                self.driver.trees, self._threads, self._bus.commands, envelope, payload
-            )
+            await stop_tree(self.driver.trees, self._threads, self._bus.commands, envelope, payload)
 
     async def _apply_command(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         payload = envelope.payload

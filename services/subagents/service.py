@@ -1,6 +1,8 @@
 """The subagent coordinator.
 
-- `subagent.requested` on a parent: create the child thread (a registry command), record
+- `subagent.requested` on a parent: unless its tree refuses the child (a limit, or a stop
+  of the tree since its admission: `tree_gate.py`; the call is then reported as refused),
+  create the child thread (a registry command), record
   `subagent.spawned` on the parent, start the child with the task as its user message (and
   the parent's attached files copied into its filesystem), and arm the call's timeout (a
   `subagents.deadline` command the broker redelivers until it is due).
@@ -23,7 +25,8 @@
   it is reported as an error with the reason.
 - A parent's `subagent.terminate_requested`: `runtime.terminate` for the child. A child's
   `thread.terminated`: `subagent.terminated` on its parent, once (its registry entry).
-- A child thread is created (`thread.created` with a parent call): if its first run was
+- A child thread is created (`thread.created` with a parent call): if its tree was stopped
+  after its admission, terminate it (`AgentTrees.on_created`). Else, if its first run was
   never requested (the coordinator died between creating and invoking it, or the invoke
   was dead-lettered while the thread did not exist yet), finish the spawn. The log, not the
   coordinator's memory, says what is left to do, so no child is lost to a crash.
@@ -69,7 +72,6 @@ from agency.contracts.events import (
     SubagentTerminateRequested,
     ThreadCreated,
     ThreadTerminated,
-    TreeLimits,
 )
 from agency.contracts.events.subagent import ChildOutcome
 from agency.contracts.ids import derived_id
@@ -92,8 +94,6 @@ from agency.infra.sealing import seal, unseal
 from agency.services.agents.system import AgentSystem
 from agency.services.common.agent_trees import (
     PARENT_CANCELED,
-    TREE_CANCELED,
-    TREE_TERMINATED,
     AgentTrees,
     stopped_by_sweep,
 )
@@ -110,6 +110,7 @@ from agency.services.subagents.history import (
 )
 from agency.services.subagents.relay import Relay
 from agency.services.subagents.spawns import Spawns
+from agency.services.subagents.tree_gate import TreeGate
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +136,7 @@ class Coordinator:
         self.blueprints = BlueprintCache(bus.store)
         self.relay = Relay(bus)
         self.spawns = Spawns()
-        self.trees = AgentTrees(bus.store)
+        self.gate = TreeGate(AgentTrees(bus.store), self.blueprints, system)
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
@@ -188,7 +189,14 @@ class Coordinator:
                 context, key=f"report:{child}:unknown",
             )  # fmt: skip
             return
-        if await self._refused_by_tree(event, request, history, child):
+        refused = await self.gate.refusal(event, request, history, child)
+        if refused is not None:
+            outcome, why = refused
+            log.info("subagent refused by its tree", child_thread_id=child, reason=why)
+            await self._complete(
+                tenant, parent, Origin(request.run_id, request.tool_call_id, request.blocking),
+                child, outcome, why, context, key=f"report:{child}:tree",
+            )  # fmt: skip
             return
         token = child_token(tenant, parent, request.tool_call_id)
         self.spawns.begin(child)
@@ -197,52 +205,6 @@ class Coordinator:
             invoked = await self._create_and_finish(event, request, child, token)
         finally:
             self.spawns.end(child, invoked=invoked)
-
-    async def _refused_by_tree(
-        self,
-        event: RecordedEvent,
-        request: SubagentRequested,
-        history: list[RecordedEvent],
-        child: str,
-    ) -> bool:
-        """Admit the child into its tree (the runtime has, unless the spawn came another
-        way); when the tree refuses it, or a stop came after its admission, the call is
-        reported as refused and nothing is created."""
-        env = event.envelope
-        tenant, parent, agency = env.tenant_id, env.aggregate_id, env.agency_id or ""
-        root = env.correlation_id or parent
-        bounds = self.trees.bounds.lowered(await self._limits_of(tenant, agency, history))
-        why = await self.trees.admit(
-            tenant, root, parent=parent, child=child, run_id=request.run_id,
-            tool_call_id=request.tool_call_id, bounds=bounds,
-            context=EventContext(agency_id=agency, thread_id=root, correlation_id=root),
-        )  # fmt: skip
-        outcome: ChildOutcome = "error"
-        if why is None:
-            stopped = (await self.trees.view(tenant, root)).stopped_child(child)
-            if stopped is None:
-                return False
-            outcome = "canceled"
-            why = TREE_TERMINATED if stopped.mode == "terminate" else TREE_CANCELED
-        log.info("subagent refused by its tree", child_thread_id=child, reason=why)
-        await self._complete(
-            tenant, parent, Origin(request.run_id, request.tool_call_id, request.blocking),
-            child, outcome, why, self._context(event), key=f"report:{child}:tree",
-        )  # fmt: skip
-        return True
-
-    async def _limits_of(
-        self, tenant: str, agency: str, history: list[RecordedEvent]
-    ) -> TreeLimits | None:
-        """The tree limits of the blueprint a thread (given by its history) runs."""
-        created = history[0].payload if history else None
-        if not isinstance(created, ThreadCreated):
-            return None
-        if created.blueprint is not None:
-            return created.blueprint.limits
-        dynamic = await self.blueprints.dynamic(tenant, agency)
-        found = dynamic.get(created.agent_type) or self._system.blueprints.get(created.agent_type)
-        return found.limits if found is not None else None
 
     async def _create_and_finish(
         self, event: RecordedEvent, request: SubagentRequested, child: str, token: str
@@ -275,7 +237,7 @@ class Coordinator:
         if child != child_thread_id(tenant, parent, call_id):
             return  # not a `task` child (a fork's copy, say): not ours to start
         root, agency = created.envelope.correlation_id or parent, created.envelope.agency_id or ""
-        if await self.trees.on_created(self._bus.commands, tenant, agency, root, child):
+        if await self.gate.trees.on_created(self._bus.commands, tenant, agency, root, child):
             return  # its tree was stopped while it was being spawned: ended as it appears
         if await self.spawns.invoked(child, SPAWN_WAIT):
             return  # the usual case: its spawn here, under way as it was created, invoked it
