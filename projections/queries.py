@@ -16,7 +16,7 @@ import asyncpg
 import msgspec
 
 from agency.contracts.events import BlueprintSpec, ToolCall
-from agency.contracts.events.registry import BlueprintConfig, SideConfig
+from agency.contracts.events.registry import BlueprintConfig, SideConfig, TreeLimits
 from agency.contracts.upcasters import stored_blueprint_spec
 
 
@@ -69,6 +69,7 @@ class BlueprintView(View, frozen=True, kw_only=True):
     tool_description: str = ""
     init_user_message_property: str | None = None
     init_attachments_property: str | None = None
+    limits: TreeLimits | None = None
 
 
 async def tenant_for_key(conn: asyncpg.Connection, key_id: str, key_hash: str) -> str | None:
@@ -173,6 +174,7 @@ def _blueprint_view(
         tool_description=spec.tool_description,
         init_user_message_property=spec.init_user_message_property,
         init_attachments_property=spec.init_attachments_property,
+        limits=spec.limits,
     )
 
 

@@ -112,6 +112,8 @@ async def test_the_tree_stops_at_depth_fan_out_and_size_and_the_model_reads_why(
         assert any(limit in r for r in results), limit
     admitted = await tree_log(bus, client.tenant, root)
     assert len(admitted) == 5 and all(isinstance(e, TreeThreadAdmitted) for e in admitted)
+    r = await client.http.get(f"/agency/{client.agency}/blueprints/recurse")
+    assert r.status_code == 200 and r.json()["limits"] == blueprint["limits"], r.text
 
 
 async def every_started_run_ended_canceled(client: Client, thread: str) -> None:
@@ -193,3 +195,27 @@ async def test_cancel_of_an_idle_root_cancels_its_growing_tree_in_one_call(
     statuses = {t["status"] for t in listed}
     assert "canceled" in statuses or "terminated" in statuses, statuses
     assert len(await threads(client)) == len(listed)
+
+
+async def test_cancel_of_a_waiting_root_mid_growth_cancels_every_run_of_its_tree(
+    client: Client, bus: Bus
+) -> None:
+    # Blocking children: the root's run waits for them, so the cancel is bound to it.
+    blueprint = recursive("nest", {"maxChildren": 2})
+    root = await start(client, blueprint, parts=2)
+    await growing(client, root, at_least=5)
+
+    r = await client.http.post(f"{client.path(root)}/cancel", json={"reason": "enough"})
+    assert r.status_code == 202 and r.json()["runId"] is not None, r.text
+
+    async def nothing_runs() -> list[dict[str, Any]]:
+        listed = await threads(client)
+        assert not [t for t in listed if t["status"] in ACTIVE], [t["status"] for t in listed]
+        return listed
+
+    listed = await assert_eventually(nothing_runs, timeout=60, interval=0.2)
+    stop = nothing_admitted_after_the_stop(await tree_log(bus, client.tenant, root))
+    assert (stop.thread_id, stop.mode) == (root, "cancel")
+    assert (await client.state(root))["run"]["status"] == "canceled"
+    for thread in listed:
+        await every_started_run_ended_canceled(client, thread["id"])
