@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import msgspec
+import pytest
+
 from agency.contracts.events import AnyEvent, TreeLimits
 from agency.domain import tree_bounds
 from agency.domain.child_naming import child_run_id
 from agency.domain.tree_bounds import TreeBounds
+from agency.services.api.blueprint_body import SaveBlueprintBody
 
 ROOT = "th_root"
 
@@ -89,3 +93,31 @@ def test_a_cancel_refuses_the_runs_under_way_then_but_not_later_ones() -> None:
     view = tree_bounds.fold(ROOT, history)
     assert view.stopped_child("th_a") is not None and view.stopped_child("th_d") is None
     assert view.below(ROOT) == ["th_a", "th_d"]
+
+
+@pytest.mark.parametrize(
+    ("limits", "problem"),
+    [
+        ({"maxDepth": 0}, "Expected `int` >= 1 - at `$.limits.maxDepth`"),
+        ({"maxThreads": -3}, "Expected `int` >= 1 - at `$.limits.maxThreads`"),
+        ({"max_children": 2}, "Object contains unknown field `max_children` - at `$.limits`"),
+    ],
+    ids=["zero-depth", "negative-size", "snake-case-over-http"],
+)
+def test_a_blueprint_body_with_limits_that_bound_nothing_is_refused(
+    limits: dict[str, int], problem: str
+) -> None:
+    raw = msgspec.json.encode({"name": "x", "limits": limits})
+    with pytest.raises(msgspec.ValidationError) as refused:
+        msgspec.json.decode(raw, type=SaveBlueprintBody)
+    assert str(refused.value) == problem
+
+
+def test_limits_are_camel_case_over_http_and_snake_case_where_stored() -> None:
+    raw = b'{"name": "x", "limits": {"maxDepth": 2, "maxThreads": 7}}'
+    spec = msgspec.json.decode(raw, type=SaveBlueprintBody).spec()
+    assert spec.limits == TreeLimits(max_depth=2, max_threads=7)
+    assert msgspec.json.decode(msgspec.json.encode(spec))["limits"] == {
+        "max_depth": 2,
+        "max_threads": 7,
+    }
