@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agency.contracts.commands import TerminateThread
 from agency.contracts.events import TreeStopped, TreeThreadAdmitted
 from agency.infra.jetstream.connection import Bus
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
@@ -145,15 +146,20 @@ def nothing_admitted_after_the_stop(log: list[Any]) -> TreeStopped:
     return stop
 
 
+@pytest.mark.parametrize("via", ["http", "nats"])
 async def test_terminate_of_the_root_mid_growth_stops_the_whole_tree_in_one_call(
-    client: Client, bus: Bus
+    client: Client, bus: Bus, via: str
 ) -> None:
-    blueprint = recursive("sprawl", {"maxChildren": 2})
+    blueprint = recursive(f"sprawl-{via}", {"maxChildren": 2})
     root = await start(client, blueprint, parts=2)
     await growing(client, root, at_least=5)
 
-    r = await client.http.post(f"{client.path(root)}/terminate", json={"reason": "enough"})
-    assert r.status_code == 202 and r.json()["status"] == "terminating", r.text
+    if via == "http":
+        r = await client.http.post(f"{client.path(root)}/terminate", json={"reason": "enough"})
+        assert r.status_code == 202 and r.json()["status"] == "terminating", r.text
+    else:  # the runtime.terminate command, as a service or the gateway sends it
+        command = TerminateThread(agency_id=client.agency, thread_id=root, reason="enough")
+        await bus.commands.send(client.tenant, command)
 
     async def all_terminated() -> list[dict[str, Any]]:
         listed = await threads(client)
