@@ -129,6 +129,26 @@ async def every_started_run_ended_canceled(client: Client, thread: str) -> None:
     assert all(kind == "run.canceled" for kind in ended.values()), (thread, ended)
 
 
+async def test_a_non_blocking_spawn_beyond_the_limit_is_a_tool_error_not_a_started_answer(
+    client: Client, bus: Bus
+) -> None:
+    blueprint = recursive("scatter", {"maxThreads": 3}, blocking=False)
+    root = await start(client, blueprint, parts=3)
+
+    async def settled() -> list[dict[str, Any]]:
+        listed = await threads(client)
+        assert len(listed) == 3 and all(t["status"] == "completed" for t in listed), listed
+        return listed
+
+    await assert_eventually(settled, timeout=60, interval=0.2)
+    results = tool_results(client, f"scatter-{client.agency}")
+    assert any("the tree limit (maxThreads) is 3 threads" in r for r in results), results
+    # Only the two children admitted were answered "started" (each names its child).
+    started = {r for r in results if r.startswith("Subagent started")}
+    assert len(started) == 2, started
+    assert len(await tree_log(bus, client.tenant, root)) == 2
+
+
 async def growing(client: Client, root: str, at_least: int) -> None:
     async def grown() -> None:
         assert len(await threads(client)) >= at_least
