@@ -140,7 +140,10 @@ class AgentTrees:
         await decide_and_append(
             self._store, tenant, "tree", root, decide, context=context, idempotency_key=key
         )
-        return await self.view(tenant, root)
+        # From the stream's leader: a replica behind it could miss a thread admitted just
+        # before the stop, which the sweep would then leave running.
+        history, _ = await self._store.read_from_leader(tenant, "tree", root)
+        return tree_bounds.fold(root, [e.payload for e in history])
 
     async def sweep(
         self,
