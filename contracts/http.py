@@ -60,6 +60,14 @@ class RunCommandAccepted(Out, frozen=True, kw_only=True):
     status: str = "accepted"
 
 
+class CancelAccepted(Out, frozen=True, kw_only=True):
+    """`runId`: the run the cancel is bound to; null for a thread with no active run whose
+    subagents' runs the cancel reaches."""
+
+    run_id: str | None
+    status: str = "accepted"
+
+
 class EventView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """One event as HTTP clients see it.
 

@@ -13,7 +13,7 @@ from typing import Literal, get_args
 from agency.contracts.errors import InvalidToken
 from agency.contracts.ids import validate_token
 
-Aggregate = Literal["tenant", "agency", "thread", "workflow", "schedule", "store"]
+Aggregate = Literal["tenant", "agency", "thread", "workflow", "schedule", "store", "tree"]
 AGGREGATES: frozenset[str] = frozenset(get_args(Aggregate))
 
 EVENTS_STREAM = "AGENCY_EVENTS"

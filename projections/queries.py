@@ -16,7 +16,7 @@ import asyncpg
 import msgspec
 
 from agency.contracts.events import BlueprintSpec, ToolCall
-from agency.contracts.events.registry import BlueprintConfig, SideConfig
+from agency.contracts.events.registry import BlueprintConfig, SideConfig, TreeLimits
 from agency.contracts.upcasters import stored_blueprint_spec
 from agency.projections.rows import fetch_all, from_row
 
@@ -70,6 +70,7 @@ class BlueprintView(View, frozen=True, kw_only=True):
     tool_description: str = ""
     init_user_message_property: str | None = None
     init_attachments_property: str | None = None
+    limits: TreeLimits | None = None
 
 
 async def tenant_for_key(conn: asyncpg.Connection, key_id: str, key_hash: str) -> str | None:

@@ -27,6 +27,7 @@ from agency.contracts.events.registry import (
     TenantModelPolicySet,
     TenantProviderRemoved,
     TenantProviderSet,
+    TreeLimits,
 )
 from agency.contracts.events.reply import (
     AgentStateSet,
@@ -97,6 +98,7 @@ from agency.contracts.events.tool import (
     ToolRequested,
     ToolStarted,
 )
+from agency.contracts.events.tree import StopMode, TreeEvent, TreeStopped, TreeThreadAdmitted
 from agency.contracts.events.workflow import (
     ChannelMessagePosted,
     DocumentWritten,
@@ -133,6 +135,7 @@ AnyEvent = (
     | ScheduleEvent
     | ReplyEvent
     | StoreEvent
+    | TreeEvent
 )
 
 __all__ = [
@@ -208,6 +211,7 @@ __all__ = [
     "SessionTurn",
     "SideConfig",
     "StateUpdated",
+    "StopMode",
     "StoreEvent",
     "StoreItemDeleted",
     "StoreItemPut",
@@ -239,6 +243,10 @@ __all__ = [
     "ToolRegistered",
     "ToolRequested",
     "ToolStarted",
+    "TreeEvent",
+    "TreeLimits",
+    "TreeStopped",
+    "TreeThreadAdmitted",
     "Usage",
     "WorkflowCreated",
     "WorkflowEvent",

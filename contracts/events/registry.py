@@ -415,6 +415,18 @@ class McpServer(Config, frozen=True, kw_only=True):
         return None
 
 
+class TreeLimits(Config, frozen=True, kw_only=True):
+    """Bounds on the subagent tree a thread of this blueprint grows: `max_depth` (levels
+    below the root), `max_children` (children per thread), `max_threads` (threads in the
+    whole tree, the root included). Each only lowers the operator's maximum
+    (`AGENCY_TREE_MAX_DEPTH`, `AGENCY_TREE_MAX_CHILDREN`, `AGENCY_TREE_MAX_THREADS`); unset,
+    the maximum holds."""
+
+    max_depth: CheckedPositive | None = None
+    max_children: CheckedPositive | None = None
+    max_threads: CheckedPositive | None = None
+
+
 class BlueprintConfig(Config, frozen=True, kw_only=True):
     """What built-in middleware and the runtime read of a blueprint, typed.
 
@@ -451,7 +463,8 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     distribution. Called as a tool (`expose_as_tool`), the tool's argument
     `init_user_message_property` (default `message`) becomes the child's first user message
     (a handoff's reason) and `init_attachments_property` (default `attachments`) names the
-    caller's files copied to the child.
+    caller's files copied to the child. `limits` bounds the subagent tree its threads grow
+    (`TreeLimits`), below the operator's maxima.
     """
 
     name: Token
@@ -476,6 +489,7 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     license: Label = ""
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
+    limits: TreeLimits | None = None
 
     def with_inline(self) -> list[BlueprintSpec]:
         """The blueprint and every subagent blueprint defined inline in it, at any depth."""

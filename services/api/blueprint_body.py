@@ -37,6 +37,7 @@ BODY_NAMES: dict[type[msgspec.Struct], str] = {
     contract.BlueprintConfig: "ConfigBody",
     contract.SessionToolBinding: "BindingBody",
     contract.SideConfig: "SideBody",
+    contract.TreeLimits: "TreeLimitsBody",
     contract.BlueprintSpec: "SaveBlueprintBody",
 }
 
@@ -201,6 +202,7 @@ if TYPE_CHECKING:  # made at import; the checker sees what they all are
     ConfigBody: TypeAlias = Camel
     BindingBody: TypeAlias = Camel
     SideBody: TypeAlias = Camel
+    TreeLimitsBody: TypeAlias = Camel
     _SaveBlueprintFields: TypeAlias = Camel
 else:
     HitlBody = camel_body(contract.HitlConfig)
@@ -211,6 +213,7 @@ else:
     ConfigBody = camel_body(contract.BlueprintConfig)
     BindingBody = camel_body(contract.SessionToolBinding)
     SideBody = camel_body(contract.SideConfig)
+    TreeLimitsBody = camel_body(contract.TreeLimits)
     _SaveBlueprintFields = camel_body(contract.BlueprintSpec, "SaveBlueprintFields")
 HookId = at_boundary(contract.HookId)
 

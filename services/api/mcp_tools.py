@@ -148,10 +148,19 @@ class Operations:
         answer = await self.client.cancel(
             args.agency_id, args.thread_id, args.reason, run_id=args.run_id
         )
-        return await self._wait(args.thread_id, answer.run_id, args.wait_seconds, since)
+        # No run of its own was active: the cancel reached its subagents' runs; the
+        # outcome is the thread's last run's.
+        run_id = answer.run_id or await self._last_run(args.thread_id)
+        return await self._wait(args.thread_id, run_id, args.wait_seconds, since)
 
     async def terminate(self, args: TerminateInput) -> TerminateAccepted:
         return await self.client.terminate(args.agency_id, args.thread_id, args.reason)
+
+    async def _last_run(self, thread_id: str) -> str:
+        last = (await self.deps.threads.load(self.tenant, thread_id)).last_run
+        if last is None:
+            raise InvalidArguments(f"thread {thread_id} has no run")
+        return last.run_id
 
     async def _wait(self, thread_id: str, run_id: str, timeout: float, since: int) -> RunOutcome:
         return await wait_for_outcome(

@@ -26,8 +26,9 @@ from litestar.params import HeaderParameter, JSONBody
 
 from agency.contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
 from agency.contracts.events import ToolCall
-from agency.contracts.http import RunCommandAccepted, TerminateAccepted
+from agency.contracts.http import CancelAccepted, RunCommandAccepted, TerminateAccepted
 from agency.contracts.ids import new_id
+from agency.domain import tree_bounds
 from agency.domain.thread_state import RunView, ThreadState
 from agency.services.api.auth import (
     AgencyId,
@@ -133,8 +134,12 @@ async def approve(
     status_code=202,
     summary="Cancel the thread's active run (and its subagents)",
     description="Bound to `runId` (default: the run active now); 409 when that run is not "
-    "active. A retried cancel never cancels a later run.",
-    responses={409: error_response(409, "The thread has no active run, or not that one.")},
+    "active. A retried cancel never cancels a later run. Without `runId`, a thread with no "
+    "active run but subagents below it answers 202 (`runId` null): their runs are canceled, "
+    "and the runs under way in its tree start no more subagents.",
+    responses={
+        409: error_response(409, "The thread has no active run nor subagents, or not that run.")
+    },
 )
 async def cancel(
     agency_id: AgencyId,
@@ -143,16 +148,21 @@ async def cancel(
     deps: Deps,
     data: JSONBody[CancelBody | None] = None,
     idempotency_header: KeyHeader = None,
-) -> RunCommandAccepted:
+) -> CancelAccepted:
     data = data or CancelBody()
-    tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
-    command = CancelRun(
-        agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run.run_id
-    )
+    try:
+        tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
+    except RunNotActive:
+        # No run here, but its subagents may run: the cancel reaches them (`tree_stops`).
+        if data.run_id is not None or not await _has_subagents(principal, deps, thread_id):
+            raise
+        tenant, run = tenant_of(principal), None
+    run_id = run.run_id if run is not None else None
+    command = CancelRun(agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run_id)
     await _send(
         deps, tenant, "cancel", command, data.idempotency_key or _header_key(idempotency_header)
     )
-    return RunCommandAccepted(run_id=run.run_id)
+    return CancelAccepted(run_id=run_id)
 
 
 @post(
@@ -204,6 +214,19 @@ async def _thread_and_run(
     if isinstance(state, BaseException):
         raise state
     return tenant, _bound_run(state, thread_id, run_id)
+
+
+async def _has_subagents(principal: Principal, deps: ApiDeps, thread_id: str) -> bool:
+    """Whether a thread below `thread_id` in its subagent tree has a run active or queued."""
+    tenant = tenant_of(principal)
+    state = await deps.threads.load(tenant, thread_id)
+    root = state.correlation_id or thread_id
+    history = await deps.bus.store.read(tenant, "tree", root)
+    for child in tree_bounds.fold(root, [e.payload for e in history]).below(thread_id):
+        below = await deps.threads.load(tenant, child)
+        if below.active_run is not None or below.queue:
+            return True
+    return False
 
 
 def _bound_run(state: ThreadState, thread_id: str, run_id: str | None) -> RunView:

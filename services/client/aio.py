@@ -108,7 +108,7 @@ class AsyncAgencyClient:
 
     async def cancel(
         self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
-    ) -> http.RunCommandAccepted:
+    ) -> http.CancelAccepted:
         return await self._send(calls.cancel(agency_id, thread_id, reason, run_id))
 
     async def terminate(

@@ -11,6 +11,7 @@ import msgspec
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import (
     AgencyOut,
+    CancelAccepted,
     EventsPage,
     EventView,
     RunAccepted,
@@ -143,12 +144,12 @@ def approve(
 
 def cancel(
     agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
-) -> Call[RunCommandAccepted]:
+) -> Call[CancelAccepted]:
     body: dict[str, Any] = {"reason": reason}
     if run_id is not None:
         body["runId"] = run_id
     path = thread_path(agency_id, thread_id) + "/cancel"
-    return Call("POST", path, RunCommandAccepted, json=body)
+    return Call("POST", path, CancelAccepted, json=body)
 
 
 def terminate(agency_id: str, thread_id: str, reason: str = "") -> Call[TerminateAccepted]:

@@ -106,7 +106,7 @@ class AgencyClient:
 
     def cancel(
         self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
-    ) -> http.RunCommandAccepted:
+    ) -> http.CancelAccepted:
         return self._send(calls.cancel(agency_id, thread_id, reason, run_id))
 
     def terminate(self, agency_id: str, thread_id: str, reason: str = "") -> http.TerminateAccepted:

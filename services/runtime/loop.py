@@ -62,8 +62,10 @@ from agency.services.runtime.model_step import Resolved
 from agency.services.runtime.pending import simulate, still_ours
 from agency.services.runtime.reports import child_report_hooks
 from agency.services.runtime.toolset import tools_now
+from agency.services.runtime.tree_admission import admit_spawns
 from agency.services.runtime.view import StepContext
 from agency.services.tenancy.env import TenantEnvSettings, with_visible_env
+from agency.services.threads.agent_trees import AgentTrees
 from agency.services.threads.caches import BlueprintCache, ThreadCache
 from agency.services.threads.view import thread_view
 
@@ -127,6 +129,7 @@ class ThreadDriver:
         self.watched = self.appends.watched
         self.calls = ModelCalls(provider, self.append)
         self.code = CodeRuns(self, provider)
+        self.trees = AgentTrees(store)
 
     @property
     def system(self) -> AgentSystem:
@@ -254,7 +257,8 @@ class ThreadDriver:
                 )
                 action = next_action(virtual, resolved.blueprint, tools)
             match action:
-                case Append(events=events):
+                case Append(events=decided):
+                    events = await admit_spawns(self.trees, virtual, resolved.blueprint, decided)
                     ran = await run_local_calls(virtual, resolved.blueprint, tools, events)
                     given = await self._report_hooks(virtual, resolved, ran)
                     pending += await self._tool_hooks(virtual, resolved, given)

@@ -57,6 +57,7 @@ from agency.services.runtime.local_tools import is_own_result
 from agency.services.runtime.loop import McpTools, ThreadDriver, UnknownThread
 from agency.services.runtime.replay.responder import Reexecutions
 from agency.services.runtime.spend_guard import SpendGuard
+from agency.services.runtime.tree_stops import stop_tree
 from agency.services.runtime.watches import RunWatches
 from agency.services.tenancy import fairness
 from agency.services.tenancy.door_limits import DoorLimits
@@ -134,6 +135,13 @@ class RuntimeService:
     # --- commands -----------------------------------------------------------------
 
     async def handle_command(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
+        await self._apply_command(envelope, delivery)
+        payload = envelope.payload
+        if isinstance(payload, CancelRun | TerminateThread):
+            # The thread's part of its subagent tree stops with it (`tree_stops.py`).
+            await stop_tree(self.driver.trees, self._threads, self._bus.commands, envelope, payload)
+
+    async def _apply_command(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         payload = envelope.payload
         match payload:
             case WatchRun():

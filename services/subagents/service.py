@@ -1,6 +1,8 @@
 """The subagent coordinator.
 
-- `subagent.requested` on a parent: create the child thread (a registry command), record
+- `subagent.requested` on a parent: unless its tree refuses the child (a limit, or a stop
+  of the tree since its admission: `tree_gate.py`; the call is then reported as refused),
+  create the child thread (a registry command), record
   `subagent.spawned` on the parent, start the child with the task as its user message (and
   the parent's attached files copied into its filesystem), and arm the call's timeout (a
   `subagents.deadline` command the broker redelivers until it is due).
@@ -23,7 +25,8 @@
   it is reported as an error with the reason.
 - A parent's `subagent.terminate_requested`: `runtime.terminate` for the child. A child's
   `thread.terminated`: `subagent.terminated` on its parent, once (its registry entry).
-- A child thread is created (`thread.created` with a parent call): if its first run was
+- A child thread is created (`thread.created` with a parent call): if its tree was stopped
+  after its admission, terminate it (`AgentTrees.on_created`). Else, if its first run was
   never requested (the coordinator died between creating and invoking it, or the invoke
   was dead-lettered while the thread did not exist yet), finish the spawn. The log, not the
   coordinator's memory, says what is left to do, so no child is lost to a crash.
@@ -101,6 +104,12 @@ from agency.services.subagents.history import (
 )
 from agency.services.subagents.relay import Relay
 from agency.services.subagents.spawns import Spawns
+from agency.services.subagents.tree_gate import TreeGate
+from agency.services.threads.agent_trees import (
+    PARENT_CANCELED,
+    AgentTrees,
+    stopped_by_sweep,
+)
 from agency.services.threads.caches import BlueprintCache
 
 log = structlog.get_logger(__name__)
@@ -127,6 +136,7 @@ class Coordinator:
         self.blueprints = BlueprintCache(bus.store)
         self.relay = Relay(bus)
         self.spawns = Spawns()
+        self.gate = TreeGate(AgentTrees(bus.store), self.blueprints, system)
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
@@ -179,6 +189,15 @@ class Coordinator:
                 context, key=f"report:{child}:unknown",
             )  # fmt: skip
             return
+        refused = await self.gate.refusal(event, request, history, child)
+        if refused is not None:
+            outcome, why = refused
+            log.info("subagent refused by its tree", child_thread_id=child, reason=why)
+            await self._complete(
+                tenant, parent, Origin(request.run_id, request.tool_call_id, request.blocking),
+                child, outcome, why, context, key=f"report:{child}:tree",
+            )  # fmt: skip
+            return
         token = child_token(tenant, parent, request.tool_call_id)
         self.spawns.begin(child)
         invoked = False
@@ -217,6 +236,9 @@ class Coordinator:
         tenant, child = created.envelope.tenant_id, created.envelope.aggregate_id
         if child != child_thread_id(tenant, parent, call_id):
             return  # not a `task` child (a fork's copy, say): not ours to start
+        root, agency = created.envelope.correlation_id or parent, created.envelope.agency_id or ""
+        if await self.gate.trees.on_created(self._bus.commands, tenant, agency, root, child):
+            return  # its tree was stopped while it was being spawned: ended as it appears
         if await self.spawns.invoked(child, SPAWN_WAIT):
             return  # the usual case: its spawn here, under way as it was created, invoked it
         history = await self._bus.store.read(tenant, "thread", parent)
@@ -475,7 +497,9 @@ class Coordinator:
             key=f"report:{child}:{child_run}", files=returned,
         )  # fmt: skip
         # An explicit child's results are in the registry; it escalates by itself.
-        if reported and not origin.blocking and parent.communication != "explicit":
+        # Nor is a report of a child its tree's stop ended: its parent was stopped with it.
+        queued = not origin.blocking and parent.communication != "explicit"
+        if reported and queued and not stopped_by_sweep(report):
             text = report_message(child, outcome, report, tuple(returned))
             await self._bus.commands.send(
                 tenant,
@@ -542,7 +566,7 @@ class Coordinator:
                 await self._bus.commands.send(
                     tenant,
                     CancelRun(
-                        agency_id=env.agency_id or "", thread_id=child, reason="parent canceled"
+                        agency_id=env.agency_id or "", thread_id=child, reason=PARENT_CANCELED
                     ),
                     idempotency_key=f"cascade:{child}:{env.event_id}",
                 )

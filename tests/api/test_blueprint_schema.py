@@ -24,6 +24,7 @@ from agency.contracts.events.registry import (
     SideConfig,
     SubagentEntry,
     SubagentsConfig,
+    TreeLimits,
 )
 from agency.projections import queries
 from agency.services.api import blueprint_body
@@ -118,7 +119,7 @@ def test_no_contract_struct_of_a_blueprint_is_without_a_body() -> None:
             pending.extend(typing.get_args(tp))
     assert seen == set(BODY_NAMES) == {
         BlueprintSpec, BlueprintConfig, HitlConfig, SubagentsConfig, SubagentEntry,
-        ImmediateConfig, McpServer, SideConfig, SessionToolBinding,
+        ImmediateConfig, McpServer, SideConfig, SessionToolBinding, TreeLimits,
     }  # fmt: skip
 
 

@@ -4,6 +4,7 @@ service, the API, the projector, real NATS and PostgreSQL, the fake model over H
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,7 +24,7 @@ from agency.services.api.server import run_api
 from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
-from agency.services.stack import StackConfig, run_stack
+from agency.services.stack import StackConfig, run_stack, service_runners
 from tests.helpers import fresh_database
 from tests.runtime.conftest import make_system
 from tests.spans import spans  # noqa: F401
@@ -80,10 +81,14 @@ async def running_system(
     nats_server: NatsServer | None,
     llm: FakeLLMServer,
     settings: ApiSettings | None = None,
+    *,
+    workers: int = 1,
 ) -> AsyncIterator[str]:
     """Every service and the API (with `settings`), on a database of their own; yields the
-    API's URL."""
-    async with running_apis(nats_url, database_url, nats_server, llm, settings) as urls:
+    API's URL. `workers`: copies of the runtime and the subagents coordinator."""
+    async with running_apis(
+        nats_url, database_url, nats_server, llm, settings, workers=workers
+    ) as urls:
         yield urls[0]
 
 
@@ -95,9 +100,12 @@ async def running_apis(
     llm: FakeLLMServer,
     settings: ApiSettings | None = None,
     apis: int = 1,
+    *,
+    workers: int = 1,
 ) -> AsyncIterator[list[str]]:
     """Every service and `apis` API servers, each with its own connection and caches as a
-    process of its own would have, on a database of their own; yields their URLs."""
+    process of its own would have, on a database of their own; yields their URLs.
+    `workers`: copies of the runtime and the subagents coordinator, as several processes."""
     db_url = await fresh_database(database_url, "e")
     pool = await create_pool(db_url, max_size=10, setup=scope_session)
     async with pool.acquire() as conn:
@@ -117,6 +125,14 @@ async def running_apis(
         provider=provider,
         nats_urls=urls,
     )
+    if workers > 1:
+        runners = service_runners(config)
+        extra = {
+            f"{name}-{n}": runners[name]
+            for name in ("runtime", "subagents")
+            for n in range(2, workers + 1)
+        }
+        config = dataclasses.replace(config, extra=extra, services=(*config.services, *extra))
     tasks = [asyncio.create_task(run_stack(config, stop))]
     buses: list[Bus] = []
     started: list[asyncio.Future[str]] = []

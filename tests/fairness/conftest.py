@@ -1,5 +1,7 @@
 """The whole system (every service, the API, real NATS and PostgreSQL) with the fake model
-answering after some latency; a fresh tenant per test, over HTTP and on the bus."""
+answering after some latency; a fresh tenant per test, over HTTP and on the bus. And
+(`system_api`, for tests/e2e's `client`) the same with two runtime and two subagents
+workers and a fake model that takes 0.5 to 1 s per answer, as a real one would."""
 
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.launch import NatsServer
 from agency.services.llm.fake_server import FakeLLMServer
-from tests.e2e.conftest import ADMIN, running_system
+from tests.e2e.conftest import ADMIN, client, running_system
 from tests.helpers import assert_eventually
 from tests.langgraph.conftest import new_tenant
+
+__all__ = ["client"]
 
 
 @dataclass(frozen=True)
@@ -94,3 +98,14 @@ async def tenant(fair_system: System, bus: Bus) -> AsyncIterator[Tenant]:
             http=http, admin=admin, bus=bus, llm=fair_system.llm, key=key, id=tenant_id,
             agency=agency,
         )  # fmt: skip
+
+
+@pytest.fixture(scope="package")
+async def system_api(
+    nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
+) -> AsyncIterator[tuple[str, FakeLLMServer]]:
+    async with (
+        FakeLLMServer(instant=True, latency_ms=(500, 1000)) as llm,
+        running_system(nats_url, database_url, nats_server, llm, workers=2) as url,
+    ):
+        yield url, llm
