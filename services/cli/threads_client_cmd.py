@@ -156,11 +156,13 @@ async def _follow(
     status: str = "running",
 ) -> int:
     """Print the run's events from `from_seq` until it ends or pauses; its exit code."""
+    from agency.services.client.calls import RUN_STATUS_OF
+
     printer = EventPrinter(as_json=args.json)
     async with aclosing(client.follow(agency, args.thread, run_id, from_seq)) as events:
         async for event in events:
             printer(event)
-            status = _STATUS_OF.get(event.type, status)
+            status = RUN_STATUS_OF.get(event.type, status)
     return _EXIT.get(status, 0)
 
 
@@ -208,16 +210,6 @@ async def threads_terminate(args: argparse.Namespace) -> int:
         return 0
 
     return await _run(args, body)
-
-
-_STATUS_OF = {
-    "run.paused": "paused",
-    "run.resumed": "running",
-    "run.completed": "completed",
-    "run.canceled": "canceled",
-    "run.error": "error",
-    "request.rejected": "rejected",
-}
 
 
 class EventPrinter:
