@@ -245,14 +245,7 @@ def describe(kind: str, data: dict[str, Any], thread: str = "THREAD") -> str | N
             return f"▶ run {data.get('runId')} started ({data.get('agentType')})"
         case "model.completed":
             message = data.get("message", {})
-            calls = ", ".join(
-                f"{c.get('name')}({str(c.get('arguments', ''))[:60]})"
-                for c in message.get("toolCalls", [])
-            )
-            parts = [f"  🤖 {message['content']}"] if message.get("content") else []
-            if calls:
-                parts.append(f"  🔧 {calls}")
-            return "\n".join(parts) or None
+            return model_answer(message.get("content", ""), message.get("toolCalls", []))
         case "tool.output":
             return f"  ✓ {data.get('toolName')}: {' '.join(str(data.get('output')).split())[:100]}"
         case "tool.error":
@@ -274,6 +267,15 @@ def describe(kind: str, data: dict[str, Any], thread: str = "THREAD") -> str | N
         case "request.rejected":
             return f"■ rejected: {data.get('reason')}"
     return None
+
+
+def model_answer(text: str, tool_calls: list[dict[str, Any]]) -> str | None:
+    """A model's answer as lines: its text, then the tools it calls (arguments cut short)."""
+    calls = ", ".join(f"{c.get('name')}({str(c.get('arguments', ''))[:60]})" for c in tool_calls)
+    lines = [f"  🤖 {text}"] if text else []
+    if calls:
+        lines.append(f"  🔧 calls {calls}")
+    return "\n".join(lines) or None
 
 
 def pause_hint(reason: str, thread: str) -> str:
