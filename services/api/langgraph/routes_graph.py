@@ -31,22 +31,17 @@ GRAPH: dict[str, list[dict[str, Any]]] = {
 }
 
 _MESSAGES = {"type": "array", "items": {"type": "object"}, "title": "Messages"}
+_TODOS = {"type": "array", "items": {"type": "object"}}
+_FILES = {"type": "object", "additionalProperties": {"type": "string"}}
 _INPUT = {
     "title": "Input",
     "type": "object",
-    "properties": {
-        "messages": _MESSAGES,
-        "files": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
+    "properties": {"messages": _MESSAGES, "files": _FILES},
 }
 _STATE = {
     "title": "State",
     "type": "object",
-    "properties": {
-        "messages": _MESSAGES,
-        "todos": {"type": "array", "items": {"type": "object"}},
-        "files": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
+    "properties": {"messages": _MESSAGES, "todos": _TODOS, "files": _FILES},
     "required": ["messages"],
 }
 
