@@ -126,6 +126,8 @@ class StopBody(Body, frozen=True, kw_only=True):
 
 # A channel's positions are PostgreSQL `integer`s: a larger `afterSeq` is a 400, not a 500.
 MAX_CHANNEL_SEQ = 2**31 - 1
+AfterSeq = Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)]
+PageSize = Annotated[int, QueryParameter(ge=1, le=1000)]
 
 
 class ScheduleBody(Body, frozen=True, kw_only=True):
@@ -240,15 +242,10 @@ async def channel(
     workflow: WorkflowRef,
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
-    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    after_seq: AfterSeq = 0,
+    limit: PageSize = 100,
 ) -> q.ChannelPage:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
-    async with deps.pool.acquire() as conn:
-        return await q.channel_page(
-            conn, tenant, state.workflow_id, after_seq=after_seq, limit=limit
-        )
+    return await _channel_page(principal, deps, agency_id, workflow, after_seq, limit)
 
 
 @get(
@@ -261,12 +258,26 @@ async def inbox(
     member: Annotated[str, PathParameter(name="member", description="A member's name.")],
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
-    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    after_seq: AfterSeq = 0,
+    limit: PageSize = 100,
 ) -> q.ChannelPage:
+    return await _channel_page(principal, deps, agency_id, workflow, after_seq, limit, member)
+
+
+async def _channel_page(
+    principal: Principal,
+    deps: ApiDeps,
+    agency_id: str,
+    workflow: str,
+    after_seq: int,
+    limit: int,
+    member: str | None = None,
+) -> q.ChannelPage:
+    """A page of the workflow's channel: the whole of it, or the messages mentioning
+    `member` (404 when the workflow has no such member)."""
     tenant = tenant_of(principal)
     state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
-    if member not in state.members:
+    if member is not None and member not in state.members:
         raise NotFoundException(f"no member {member!r} in {state.display_name}")
     async with deps.pool.acquire() as conn:
         return await q.channel_page(
