@@ -85,6 +85,7 @@ Caller = NamedDependency[Principal]
 Deps = NamedDependency[ApiDeps]
 AgencyId = Annotated[str, PathParameter(name="agencyId", description="The agency's id.")]
 ThreadId = Annotated[str, PathParameter(name="threadId", description="The thread's id.")]
+TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]
 
 
 def mint_api_key() -> tuple[str, str, str]:

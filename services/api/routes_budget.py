@@ -12,7 +12,7 @@ from typing import Annotated
 import msgspec
 from litestar import get, put
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.params import JSONBody, PathParameter
+from litestar.params import JSONBody
 
 from agency.contracts.commands import SetAgencyBudget, SetTenantBudget
 from agency.contracts.http import Out
@@ -23,6 +23,7 @@ from agency.services.api.auth import (
     AgencyId,
     Caller,
     Deps,
+    TenantId,
     agency_events,
     path_id,
     tenant_of,
@@ -31,8 +32,6 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.readback import read_your_write
 from agency.services.api.routes_commands import Body
 from agency.services.tenancy.spend import period_end, period_start
-
-TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]
 
 
 class BudgetBody(Body, frozen=True, kw_only=True):
