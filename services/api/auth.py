@@ -222,6 +222,11 @@ def tenant_of(principal: Principal) -> str:
     return principal.tenant_id
 
 
+def tenant_and_agency(principal: Principal, agency_id: str) -> tuple[str, str]:
+    """The tenant a tenant route acts for and the agency id of its path, checked."""
+    return tenant_of(principal), path_id("agency id", agency_id)
+
+
 def require_admin(principal: Principal) -> None:
     if not principal.admin:
         raise PermissionDeniedException("this route needs the admin credential")

@@ -26,6 +26,7 @@ from agency.services.api.auth import (
     TenantId,
     agency_events,
     path_id,
+    tenant_and_agency,
     tenant_of,
 )
 from agency.services.api.deps import ApiDeps
@@ -139,8 +140,7 @@ async def set_tenant_budget(
     summary="An agency's spend budget and what it spent this period",
 )
 async def agency_budget(agency_id: AgencyId, principal: Caller, deps: Deps) -> BudgetOut:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     await agency_events(deps, tenant, agency_id)
     return await _standing(deps, tenant, agency_id)
 
@@ -152,8 +152,7 @@ async def agency_budget(agency_id: AgencyId, principal: Caller, deps: Deps) -> B
 async def set_agency_budget(
     agency_id: AgencyId, data: JSONBody[BudgetBody], principal: Caller, deps: Deps
 ) -> BudgetOut:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     await agency_events(deps, tenant, agency_id)
     outer = (await deps.spend.standing(tenant, agency_id)).tenant
     period = deps.spend.settings.period

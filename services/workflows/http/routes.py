@@ -31,6 +31,7 @@ from agency.services.api.auth import (
     agency_events,
     agency_owned,
     path_id,
+    tenant_and_agency,
     tenant_of,
 )
 from agency.services.api.deps import ApiDeps, Principal
@@ -163,8 +164,7 @@ class ScheduleOut(Out, frozen=True, kw_only=True):
 async def create(
     agency_id: AgencyId, data: JSONBody[CreateWorkflowBody], principal: Caller, deps: Deps
 ) -> Response[WorkflowCreatedOut]:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     try:
         document = (
             definitions.load(data.definition)
@@ -309,8 +309,7 @@ async def send(
     agency_id: AgencyId, workflow: WorkflowRef, data: JSONBody[PostBody], principal: Caller,
     deps: Deps,
 ) -> PostedOut:  # fmt: skip
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     state = await find_workflow(deps, tenant, agency_id, workflow)
     to = tuple(n.lstrip("@") for n in data.to)
     if parse_target(workflow)[0] == GLOBAL or state.name == GLOBAL:
@@ -352,8 +351,7 @@ async def list_schedules(
 async def add_schedule(
     agency_id: AgencyId, data: JSONBody[ScheduleBody], principal: Caller, deps: Deps
 ) -> ScheduleOut:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     problem = cron_problem(data.cron)
     if problem:
         raise ValidationException(problem)
@@ -385,8 +383,7 @@ async def remove_schedule(
     principal: Caller,
     deps: Deps,
 ) -> Accepted:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     schedule_id = path_id("schedule id", schedule_id)
     await agency_owned(deps, tenant, agency_id)
     await find_schedule(deps, tenant, agency_id, schedule_id)
