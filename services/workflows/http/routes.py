@@ -23,6 +23,7 @@ from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.domain.cron import CRON_PATTERN, cron_problem
 from agency.domain.workflow_members import GLOBAL, parse_target
+from agency.domain.workflow_state import WorkflowState
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import (
     AgencyId,
@@ -203,12 +204,19 @@ async def _agency_read(principal: Principal, deps: ApiDeps, agency_id: str, read
         return await read(conn, tenant, agency_id)
 
 
+async def _callers_workflow(
+    principal: Principal, deps: ApiDeps, agency_id: str, workflow: str
+) -> tuple[str, WorkflowState]:
+    """The caller's tenant and its `workflow` of the agency; 404 when it has none."""
+    tenant = tenant_of(principal)
+    return tenant, await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+
+
 async def _workflow_read(
     principal: Principal, deps: ApiDeps, agency_id: str, workflow: str, read: Read[T]
 ) -> T:
     """`read(conn, tenant, workflow_id)` of the caller's `workflow`; 404 when it has none."""
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
     async with deps.pool.acquire() as conn:
         return await read(conn, tenant, state.workflow_id)
 
@@ -224,8 +232,7 @@ async def list_workflows(
 async def get_workflow(
     agency_id: AgencyId, workflow: WorkflowRef, principal: Caller, deps: Deps
 ) -> q.WorkflowView:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
     async with deps.pool.acquire() as conn:
         view = await q.get_workflow(conn, tenant, agency_id, state.workflow_id)
     if view is None:
@@ -275,8 +282,7 @@ async def _channel_page(
 ) -> q.ChannelPage:
     """A page of the workflow's channel: the whole of it, or the messages mentioning
     `member` (404 when the workflow has no such member)."""
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
     if member is not None and member not in state.members:
         raise NotFoundException(f"no member {member!r} in {state.display_name}")
     async with deps.pool.acquire() as conn:
@@ -331,8 +337,7 @@ async def stop(
     deps: Deps,
     data: JSONBody[StopBody | None] = None,
 ) -> Accepted:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
     command = StopWorkflow(
         agency_id=agency_id, workflow_id=state.workflow_id, reason=data.reason if data else ""
     )
