@@ -85,6 +85,7 @@ Caller = NamedDependency[Principal]
 Deps = NamedDependency[ApiDeps]
 AgencyId = Annotated[str, PathParameter(name="agencyId", description="The agency's id.")]
 ThreadId = Annotated[str, PathParameter(name="threadId", description="The thread's id.")]
+TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]
 
 
 def mint_api_key() -> tuple[str, str, str]:
@@ -219,6 +220,11 @@ def tenant_of(principal: Principal) -> str:
     if principal.admin:
         raise PermissionDeniedException(ADMIN_ON_TENANT_ROUTE)
     return principal.tenant_id
+
+
+def tenant_and_agency(principal: Principal, agency_id: str) -> tuple[str, str]:
+    """The tenant a tenant route acts for and the agency id of its path, checked."""
+    return tenant_of(principal), path_id("agency id", agency_id)
 
 
 def require_admin(principal: Principal) -> None:

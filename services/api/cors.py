@@ -27,6 +27,8 @@ from litestar.types import (
     Send,
 )
 
+from agency.services.api.setting_entry import SettingEntryError
+
 ENV = "AGENCY_CORS_ORIGINS"
 # `local`: a page served from this machine, on any port (a dev server, the console).
 _LOCAL = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
@@ -37,12 +39,9 @@ MAX_AGE = "600"
 _encoder = msgspec.json.Encoder()
 
 
-class CorsSettingError(ValueError):
+class CorsSettingError(SettingEntryError):
     def __init__(self, entry: str) -> None:
-        self.entry = entry
-        super().__init__(
-            f"{ENV}: {entry[:80]!r} is not an origin (scheme://host[:port]), `local` or `*`"
-        )
+        super().__init__(ENV, entry, "an origin (scheme://host[:port]), `local` or `*`")
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,8 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
+from agency.services.api.setting_entry import SettingEntryError
+
 ENV = "AGENCY_TRUSTED_PROXIES"
 PREFIX_KEY = "agency.forwarded_prefix"
 # A prefix is a plain path: segments of URL-safe characters, no dot segments.
@@ -35,12 +37,9 @@ _SCHEMES = {"http": "http", "https": "https"}
 _WS_SCHEMES = {"http": "ws", "https": "wss"}
 
 
-class TrustedProxiesError(ValueError):
+class TrustedProxiesError(SettingEntryError):
     def __init__(self, entry: str) -> None:
-        self.entry = entry
-        super().__init__(
-            f"{ENV}: {entry[:80]!r} is not an IP address, a network (10.0.0.0/8) or `*`"
-        )
+        super().__init__(ENV, entry, "an IP address, a network (10.0.0.0/8) or `*`")
 
 
 @dataclass(frozen=True, slots=True)

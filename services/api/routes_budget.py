@@ -12,7 +12,7 @@ from typing import Annotated
 import msgspec
 from litestar import get, put
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.params import JSONBody, PathParameter
+from litestar.params import JSONBody
 
 from agency.contracts.commands import SetAgencyBudget, SetTenantBudget
 from agency.contracts.http import Out
@@ -23,16 +23,16 @@ from agency.services.api.auth import (
     AgencyId,
     Caller,
     Deps,
+    TenantId,
     agency_events,
     path_id,
+    tenant_and_agency,
     tenant_of,
 )
 from agency.services.api.deps import ApiDeps
 from agency.services.api.readback import read_your_write
 from agency.services.api.routes_commands import Body
 from agency.services.tenancy.spend import period_end, period_start
-
-TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]
 
 
 class BudgetBody(Body, frozen=True, kw_only=True):
@@ -140,8 +140,7 @@ async def set_tenant_budget(
     summary="An agency's spend budget and what it spent this period",
 )
 async def agency_budget(agency_id: AgencyId, principal: Caller, deps: Deps) -> BudgetOut:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     await agency_events(deps, tenant, agency_id)
     return await _standing(deps, tenant, agency_id)
 
@@ -153,8 +152,7 @@ async def agency_budget(agency_id: AgencyId, principal: Caller, deps: Deps) -> B
 async def set_agency_budget(
     agency_id: AgencyId, data: JSONBody[BudgetBody], principal: Caller, deps: Deps
 ) -> BudgetOut:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     await agency_events(deps, tenant, agency_id)
     outer = (await deps.spend.standing(tenant, agency_id)).tenant
     period = deps.spend.settings.period

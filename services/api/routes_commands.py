@@ -40,9 +40,9 @@ from agency.services.api.auth import (
     ThreadId,
     agency_owned,
     mint_api_key,
-    path_id,
     require_admin,
     require_agent_type,
+    tenant_and_agency,
     tenant_of,
     thread_created,
     thread_terminated,
@@ -180,8 +180,7 @@ async def create_agency(
 async def save_blueprint(
     agency_id: AgencyId, data: JSONBody[SaveBlueprintBody], principal: Caller, deps: Deps
 ) -> Response[BlueprintOut]:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     await agency_owned(deps, tenant, agency_id)  # not its history: a save costs the same
     spec = data.spec()
     problems = problems_with_inline(deps.system, spec, check=naming_problems)
@@ -209,8 +208,7 @@ async def create_thread(
     deps: Deps,
     request: Request[Any, Any, Any],
 ) -> Response[ThreadOut]:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     await require_agent_type(deps, tenant, agency_id, data.agent_type)
     thread_id = new_id()
     # The event has no metadata field of its own; the request context carries it.

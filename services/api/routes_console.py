@@ -46,6 +46,7 @@ from agency.services.api.auth import (
     Deps,
     ThreadId,
     path_id,
+    tenant_and_agency,
     tenant_of,
     thread_created,
 )
@@ -102,8 +103,7 @@ async def thread_trees(
         ),
     ] = None,
 ) -> ThreadPage:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     if status and status not in THREAD_STATUSES:
         raise Invalid(f"status must be one of {', '.join(THREAD_STATUSES)}, got {status[:40]!r}")
     if q is not None and len(q) > 64:
@@ -126,8 +126,7 @@ async def thread_trees(
 async def thread_view(
     agency_id: AgencyId, thread_id: ThreadId, principal: Caller, deps: Deps
 ) -> queries.ThreadView:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     thread_id = path_id("thread id", thread_id)
     await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
@@ -144,8 +143,7 @@ async def thread_view(
 async def thread_runs(
     agency_id: AgencyId, thread_id: ThreadId, principal: Caller, deps: Deps
 ) -> list[queries.RunView]:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     thread_id = path_id("thread id", thread_id)
     await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:

@@ -123,9 +123,7 @@ async def approve(
         reason=data.reason,
         run_id=run.run_id,
     )
-    await _send(
-        deps, tenant, "approve", command, data.idempotency_key or _header_key(idempotency_header)
-    )
+    await _send(deps, tenant, "approve", command, data.idempotency_key, idempotency_header)
     return RunCommandAccepted(run_id=run.run_id)
 
 
@@ -159,9 +157,7 @@ async def cancel(
         tenant, run = tenant_of(principal), None
     run_id = run.run_id if run is not None else None
     command = CancelRun(agency_id=agency_id, thread_id=thread_id, reason=data.reason, run_id=run_id)
-    await _send(
-        deps, tenant, "cancel", command, data.idempotency_key or _header_key(idempotency_header)
-    )
+    await _send(deps, tenant, "cancel", command, data.idempotency_key, idempotency_header)
     return CancelAccepted(run_id=run_id)
 
 
@@ -187,9 +183,7 @@ async def terminate(
         return TerminateAccepted(thread_id=thread_id, status="terminated")
     data = data or TerminateBody()
     command = TerminateThread(agency_id=agency_id, thread_id=thread_id, reason=data.reason)
-    await _send(
-        deps, tenant, "terminate", command, data.idempotency_key or _header_key(idempotency_header)
-    )
+    await _send(deps, tenant, "terminate", command, data.idempotency_key, idempotency_header)
     return TerminateAccepted(thread_id=thread_id, status="terminating")
 
 
@@ -249,9 +243,12 @@ async def _send(
     tenant: str,
     verb: str,
     command: ApproveToolCalls | CancelRun | TerminateThread,
-    key: str | None,
+    body_key: str | None,
+    header: str | None,
 ) -> None:
     """Sends `command` keyed on the bus by its thread, `verb` and the request's idempotency
-    `key` (the broker dedupes per tenant, so the thread is in it); no key, a fresh one."""
+    key (the body's, else the header's; the broker dedupes per tenant, so the thread is in
+    it); no key, a fresh one."""
+    key = body_key or _header_key(header)
     bus_key = f"{command.thread_id}:{verb}:{key}" if key else new_id()
     await deps.bus.commands.send(tenant, command, idempotency_key=bus_key)

@@ -26,7 +26,7 @@ from agency.services.api.auth import (
     agency_events,
     agent_types,
     path_id,
-    tenant_of,
+    tenant_and_agency,
     thread_created,
 )
 from agency.services.api.deps import ApiDeps
@@ -70,8 +70,7 @@ async def fork(
     principal: Caller,
     deps: Deps,
 ) -> Response[ForkOut]:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     thread_id = path_id("thread id", thread_id)
     await thread_created(deps, tenant, agency_id, thread_id)
     known = None

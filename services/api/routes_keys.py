@@ -22,14 +22,21 @@ from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.domain.key_liveness import live_keys
 from agency.projections.keys import KeyView, list_keys
-from agency.services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, tenant_of
+from agency.services.api.auth import (
+    ADMIN_OPT,
+    Caller,
+    Deps,
+    TenantId,
+    mint_api_key,
+    path_id,
+    tenant_of,
+)
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.openapi import empty_response, error_response
 from agency.services.api.readback import read_your_write, send_and_read
 from agency.services.api.routes_commands import Body
 
 KeyId = Annotated[str, PathParameter(name="keyId", description="The key's id.")]
-TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]
 KeyName = Annotated[str, msgspec.Meta(max_length=200)]
 
 

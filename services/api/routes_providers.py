@@ -18,7 +18,7 @@ from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
 from agency.contracts.http import Out
-from agency.services.api.auth import ADMIN_OPT, Caller, Deps, path_id, tenant_of
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Body
@@ -32,7 +32,6 @@ from agency.services.llm.tenant_models import (
 ProviderName = Annotated[
     str, PathParameter(name="name", description="A model provider's name, e.g. `openai`.")
 ]
-TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]
 
 
 class ProviderBody(Body, frozen=True, kw_only=True):

@@ -85,24 +85,13 @@ class UsageOut(Out, frozen=True, kw_only=True):
     output_tokens: int
 
 
-class ToolCallOut(Out, frozen=True, kw_only=True):
-    agent: str
-    tool: str
-    args: Any
-
-
-class MessageOut(Out, frozen=True, kw_only=True):
-    seq: int
-    sender: str
-    content: str
-    mentions: list[str]
-
-
 class ServeOut(Out, frozen=True, kw_only=True):
+    """`toolCalls` and `messages` as the watch saw them (their fields are single words)."""
+
     content: str
-    tool_calls: list[ToolCallOut]
+    tool_calls: list[ToolCallSeen]
     usage: UsageOut
-    messages: list[MessageOut]
+    messages: list[Posted]
     status: str
     workflow_id: str
 
@@ -260,14 +249,11 @@ async def serve(data: JSONBody[RunBody], principal: Caller, deps: Deps) -> Serve
             done = item
     return ServeOut(
         content=done.content,
-        tool_calls=[ToolCallOut(agent=c.agent, tool=c.tool, args=c.args) for c in done.tool_calls],
+        tool_calls=done.tool_calls,
         usage=UsageOut(
             input_tokens=done.usage.input_tokens, output_tokens=done.usage.output_tokens
         ),
-        messages=[
-            MessageOut(seq=m.seq, sender=m.sender, content=m.content, mentions=list(m.mentions))
-            for m in done.messages
-        ],
+        messages=done.messages,
         status=done.status,
         workflow_id=workflow_id,
     )

@@ -6,7 +6,14 @@ from litestar import get
 from litestar.exceptions import NotFoundException
 
 from agency.projections.costs import ThreadCost, thread_cost
-from agency.services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, tenant_of
+from agency.services.api.auth import (
+    AgencyId,
+    Caller,
+    Deps,
+    ThreadId,
+    path_id,
+    tenant_and_agency,
+)
 
 
 @get(
@@ -16,8 +23,7 @@ from agency.services.api.auth import AgencyId, Caller, Deps, ThreadId, path_id, 
 async def thread_usage(
     agency_id: AgencyId, thread_id: ThreadId, principal: Caller, deps: Deps
 ) -> ThreadCost:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     thread_id = path_id("thread id", thread_id)
     async with deps.pool.acquire() as conn:
         cost = await thread_cost(conn, tenant, agency_id, thread_id)

@@ -16,6 +16,7 @@ from agency.contracts.http import RunStatus
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.services.api.logwait import watch_log
+from agency.services.client.calls import RUN_STATUS_OF
 
 T = TypeVar("T")
 
@@ -23,16 +24,7 @@ T = TypeVar("T")
 STATUSES_KEPT = 1_000
 TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "rejected"})
 
-_STATUS_OF: dict[str, RunStatus] = {
-    "request.accepted": "queued",
-    "request.rejected": "rejected",
-    "run.started": "running",
-    "run.resumed": "running",
-    "run.paused": "paused",
-    "run.completed": "completed",
-    "run.canceled": "canceled",
-    "run.error": "error",
-}
+_STATUS_OF: dict[str, RunStatus] = {"request.accepted": "queued", **RUN_STATUS_OF}
 
 
 class RunStatuses:

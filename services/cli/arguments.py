@@ -6,13 +6,19 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import httpx
 
     from agency.infra.endpoints import Endpoints
     from agency.services.agents.system import AgentSystem
+
+
+def command_group(groups: Any, name: str, help: str) -> Any:
+    """A command group (`agency NAME COMMAND ...`): the subparsers of its commands."""
+    group = groups.add_parser(name, help=help)
+    return group.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:

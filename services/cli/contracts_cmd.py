@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agency.services.cli.arguments import command_group
+
 
 def register(groups: Any) -> None:
-    contracts = groups.add_parser("contracts", help="wire contracts")
-    sub = contracts.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "contracts", "wire contracts")
     schema = sub.add_parser(
         "schema",
         help="write the JSON Schema of every event and command and an AsyncAPI document",

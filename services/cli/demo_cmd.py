@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agency.services.cli.arguments import add_data_dir, running_endpoints
+from agency.services.cli.threads_client_cmd import model_answer
 
 DEMO_AGENCY = "demo"
 DEMO_BLUEPRINT = {
@@ -131,14 +132,7 @@ def show(event: dict[str, Any], text: str = "", *, final: bool = True) -> str | 
         case "run.started":
             return f"▶ run {payload.get('run_id')} started"
         case "model.completed":
-            message = payload.get("message", {})
-            calls = ", ".join(
-                f"{c['name']}({c.get('arguments', '')[:60]})" for c in message.get("tool_calls", [])
-            )
-            lines = [f"  🤖 {text}"] if text else []
-            if calls:
-                lines.append(f"  🔧 calls {calls}")
-            return "\n".join(lines) or None
+            return model_answer(text, payload.get("message", {}).get("tool_calls", []))
         case "subagent.spawned":
             kind, child = payload.get("subagent_type"), payload.get("child_thread_id")
             return f"  ↳ spawned {kind} → thread {child}"

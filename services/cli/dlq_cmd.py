@@ -8,7 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.arguments import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, command_group, running_endpoints
 
 if TYPE_CHECKING:
     from nats.js import JetStreamContext
@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 
 def register(groups: Any) -> None:
-    group = groups.add_parser("dlq", help="the dead-letter stream: inspect, replay, drop")
-    sub = group.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "dlq", "the dead-letter stream: inspect, replay, drop")
     ls = sub.add_parser("ls", help="dead letters, oldest first")
     ls.add_argument("--from-seq", type=int, default=1)
     ls.add_argument("--limit", type=int, default=50)

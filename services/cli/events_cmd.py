@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agency.services.cli.arguments import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, command_group, running_endpoints
 
 
 def register(groups: Any) -> None:
-    events = groups.add_parser("events", help="read the event log")
-    sub = events.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "events", "read the event log")
     tail = sub.add_parser("tail", help="print a tenant's events as they arrive")
     tail.add_argument("--tenant", required=True, help="tenant id")
     tail.add_argument(

@@ -6,12 +6,17 @@ import argparse
 import os
 from typing import Any
 
-from agency.services.cli.arguments import add_data_dir, data_dir, print_urls, running_endpoints
+from agency.services.cli.arguments import (
+    add_data_dir,
+    command_group,
+    data_dir,
+    print_urls,
+    running_endpoints,
+)
 
 
 def register(groups: Any) -> None:
-    infra = groups.add_parser("infra", help="embedded NATS and PostgreSQL")
-    sub = infra.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "infra", "embedded NATS and PostgreSQL")
     up = sub.add_parser(
         "up",
         help="start NATS and PostgreSQL in the data directory and stay in the foreground",

@@ -7,6 +7,8 @@ import argparse
 import time
 from typing import TYPE_CHECKING, Any
 
+from agency.services.cli.arguments import command_group
+
 if TYPE_CHECKING:
     from agency.services.llm.catalog import ProviderCatalog
 
@@ -14,8 +16,7 @@ PROMPT = "Answer with the single word OK."
 
 
 def register(groups: Any) -> None:
-    models = groups.add_parser("models", help="model providers: list them, check one")
-    sub = models.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "models", "model providers: list them, check one")
     ls = sub.add_parser("ls", help="the providers known here, configured or not, and where")
     ls.set_defaults(handler=models_ls)
     check = sub.add_parser("check", help="make one tiny call to MODEL and say what failed")

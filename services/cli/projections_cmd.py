@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.arguments import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, command_group, running_endpoints
 
 if TYPE_CHECKING:
     import asyncpg
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 
 
 def register(groups: Any) -> None:
-    group = groups.add_parser("projections", help="read models built from the log")
-    sub = group.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "projections", "read models built from the log")
     rb = sub.add_parser("rebuild", help="drop and rebuild read models from sequence 1")
     rb.add_argument("name", nargs="?", default=None, help="one projection (default: all)")
     moment = rb.add_mutually_exclusive_group()

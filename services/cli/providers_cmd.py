@@ -9,15 +9,14 @@ import os
 import sys
 from typing import Any
 
-from agency.services.cli.arguments import add_data_dir
+from agency.services.cli.arguments import add_data_dir, command_group
 from agency.services.cli.tenants_cmd import admin_command
 
 
 def register(groups: Any) -> None:
-    providers = groups.add_parser(
-        "providers", help="tenants' own model provider keys (admin; docs/models.md)"
+    sub = command_group(
+        groups, "providers", "tenants' own model provider keys (admin; docs/models.md)"
     )
-    sub = providers.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ls = sub.add_parser("ls", help="a tenant's own providers: whether key and URL are set")
     ls.add_argument("tenant")
     ls.set_defaults(handler=providers_ls)

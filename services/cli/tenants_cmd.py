@@ -8,7 +8,12 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agency.services.cli.arguments import add_data_dir, error_message, running_endpoints
+from agency.services.cli.arguments import (
+    add_data_dir,
+    command_group,
+    error_message,
+    running_endpoints,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -17,8 +22,7 @@ if TYPE_CHECKING:
 
 
 def register(groups: Any) -> None:
-    tenants = groups.add_parser("tenants", help="tenants and their API keys (admin)")
-    sub = tenants.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "tenants", "tenants and their API keys (admin)")
     create = sub.add_parser("create", help="create a tenant; prints its id and first key")
     create.add_argument("name")
     add_data_dir(create)

@@ -156,11 +156,13 @@ async def _follow(
     status: str = "running",
 ) -> int:
     """Print the run's events from `from_seq` until it ends or pauses; its exit code."""
+    from agency.services.client.calls import RUN_STATUS_OF
+
     printer = EventPrinter(as_json=args.json)
     async with aclosing(client.follow(agency, args.thread, run_id, from_seq)) as events:
         async for event in events:
             printer(event)
-            status = _STATUS_OF.get(event.type, status)
+            status = RUN_STATUS_OF.get(event.type, status)
     return _EXIT.get(status, 0)
 
 
@@ -210,16 +212,6 @@ async def threads_terminate(args: argparse.Namespace) -> int:
     return await _run(args, body)
 
 
-_STATUS_OF = {
-    "run.paused": "paused",
-    "run.resumed": "running",
-    "run.completed": "completed",
-    "run.canceled": "canceled",
-    "run.error": "error",
-    "request.rejected": "rejected",
-}
-
-
 class EventPrinter:
     """A run's events as lines; model text streams in place."""
 
@@ -253,14 +245,7 @@ def describe(kind: str, data: dict[str, Any], thread: str = "THREAD") -> str | N
             return f"▶ run {data.get('runId')} started ({data.get('agentType')})"
         case "model.completed":
             message = data.get("message", {})
-            calls = ", ".join(
-                f"{c.get('name')}({str(c.get('arguments', ''))[:60]})"
-                for c in message.get("toolCalls", [])
-            )
-            parts = [f"  🤖 {message['content']}"] if message.get("content") else []
-            if calls:
-                parts.append(f"  🔧 {calls}")
-            return "\n".join(parts) or None
+            return model_answer(message.get("content", ""), message.get("toolCalls", []))
         case "tool.output":
             return f"  ✓ {data.get('toolName')}: {' '.join(str(data.get('output')).split())[:100]}"
         case "tool.error":
@@ -282,6 +267,15 @@ def describe(kind: str, data: dict[str, Any], thread: str = "THREAD") -> str | N
         case "request.rejected":
             return f"■ rejected: {data.get('reason')}"
     return None
+
+
+def model_answer(text: str, tool_calls: list[dict[str, Any]]) -> str | None:
+    """A model's answer as lines: its text, then the tools it calls (arguments cut short)."""
+    calls = ", ".join(f"{c.get('name')}({str(c.get('arguments', ''))[:60]})" for c in tool_calls)
+    lines = [f"  🤖 {text}"] if text else []
+    if calls:
+        lines.append(f"  🔧 calls {calls}")
+    return "\n".join(lines) or None
 
 
 def pause_hint(reason: str, thread: str) -> str:

@@ -8,12 +8,11 @@ import sys
 from typing import Any
 
 from agency.services.cli import threads_client_cmd
-from agency.services.cli.arguments import add_data_dir, running_endpoints
+from agency.services.cli.arguments import add_data_dir, command_group, running_endpoints
 
 
 def register(groups: Any) -> None:
-    threads = groups.add_parser("threads", help="look at threads, create and run them")
-    sub = threads.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = command_group(groups, "threads", "look at threads, create and run them")
     show = sub.add_parser("show", help="print a thread's state")
     show.add_argument("thread", help="thread id")
     show.add_argument("--tenant", default=None, help="tenant id (default: the system's default)")

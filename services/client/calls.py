@@ -16,6 +16,7 @@ from agency.contracts.http import (
     EventView,
     RunAccepted,
     RunCommandAccepted,
+    RunStatus,
     TerminateAccepted,
     ThreadOut,
 )
@@ -182,7 +183,7 @@ def decode_event(data: str) -> EventView:
 
 
 # The run's status each event type leaves it in; a follow ends at the ones that end a wait.
-RUN_STATUS_OF = {
+RUN_STATUS_OF: dict[str, RunStatus] = {
     "run.started": "running",
     "run.resumed": "running",
     "run.paused": "paused",

@@ -24,23 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agency.contracts.events import (
-    FileWritten,
-    HitlInterrupt,
-    HitlResume,
-    MessageAppended,
-    ModelCompleted,
-    ModelDelta,
-    RunCanceled,
-    RunCompleted,
-    RunError,
-    RunPaused,
-    RunStarted,
-    TodosWritten,
-    ToolError,
-    ToolOutput,
-    ToolStarted,
-)
+from agency.contracts import events as ev
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.langgraph.graphstate import (
     GraphView,
@@ -74,9 +58,9 @@ class ProtocolEvents:
         parts: list[Part] = []
         payload = event.payload
         match payload:
-            case RunStarted(run_id=run_id):
+            case ev.RunStarted(run_id=run_id):
                 parts.append(self._begin(RunRef(run_id)))
-            case HitlResume(run_id=run_id):
+            case ev.HitlResume(run_id=run_id):
                 pauses = self._view.pauses.get(run_id) or [event.seq]
                 parts.append(self._begin(RunRef(run_id, pauses[-1])))
         of_run = getattr(payload, "run_id", None) or event.envelope.run_id
@@ -98,11 +82,11 @@ class ProtocolEvents:
     def _end(self, event: RecordedEvent) -> dict[str, Any]:
         data: dict[str, Any] = {"graph_name": self._graph()}
         match event.payload:
-            case RunCompleted():
+            case ev.RunCompleted():
                 data["event"] = "completed"
-            case RunError(error=error):
+            case ev.RunError(error=error):
                 data.update(event="failed", error=error)
-            case RunPaused() | RunCanceled():
+            case ev.RunPaused() | ev.RunCanceled():
                 data["event"] = "interrupted"
             case _:  # a request refused
                 data.update(event="failed", error="the run was rejected")
@@ -111,7 +95,7 @@ class ProtocolEvents:
     def _parts(self, event: RecordedEvent) -> list[Part]:
         view = self._view
         match event.payload:
-            case ModelDelta(run_id=run_id, step=step, delta=delta):
+            case ev.ModelDelta(run_id=run_id, step=step, delta=delta):
                 key = ai_message_id(run_id, step)
                 out: list[Part] = []
                 if key not in self._streamed:
@@ -126,32 +110,32 @@ class ProtocolEvents:
                     "delta": {"type": "text-delta", "text": delta},
                 }
                 return [*out, ("messages", delta_data, "model")]
-            case ModelCompleted(run_id=run_id, step=step, message=message):
+            case ev.ModelCompleted(run_id=run_id, step=step, message=message):
                 return self._answer(ai_message_id(run_id, step), message.content, message)
-            case MessageAppended(message=message):
+            case ev.MessageAppended(message=message):
                 out = [("values", view.values(), None)]
                 if message.role in ("assistant", "tool"):
                     node = "model" if message.role == "assistant" else "tools"
                     update = {"node": node, "values": {"messages": [view.messages[-1]]}}
                     out.append(("updates", update, node))
                 return out
-            case FileWritten(path=path, content=content):
+            case ev.FileWritten(path=path, content=content):
                 update = {"node": "tools", "values": {"files": {path: content}}}
                 return [("values", view.values(), None), ("updates", update, "tools")]
-            case TodosWritten():
+            case ev.TodosWritten():
                 update = {"node": "tools", "values": {"todos": view.values()["todos"]}}
                 return [("values", view.values(), None), ("updates", update, "tools")]
-            case ToolStarted(tool_call_id=call_id, tool_name=name, arguments=arguments):
+            case ev.ToolStarted(tool_call_id=call_id, tool_name=name, arguments=arguments):
                 started = _input(arguments)
                 data = {"event": "tool-started", "tool_call_id": call_id, "tool_name": name}
                 return [("tools", {**data, "input": started}, "tools")]
-            case ToolOutput(tool_call_id=call_id, output=output):
+            case ev.ToolOutput(tool_call_id=call_id, output=output):
                 data = {"event": "tool-finished", "tool_call_id": call_id, "output": output}
                 return [("tools", data, "tools")]
-            case ToolError(tool_call_id=call_id, error=error):
+            case ev.ToolError(tool_call_id=call_id, error=error):
                 data = {"event": "tool-error", "tool_call_id": call_id, "message": error}
                 return [("tools", data, "tools")]
-            case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
+            case ev.HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
                 interrupt_id = view.interrupt_ids.get(run_id, run_id)
                 asked = {"interrupt_id": interrupt_id, "payload": interrupt_value(calls)}
                 return [("input.requested", asked, None)]

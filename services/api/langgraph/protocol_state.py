@@ -18,6 +18,7 @@ Agency's events are all in the root namespace: a command naming another is a 404
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from litestar.exceptions import NotFoundException, ValidationException
@@ -37,6 +38,16 @@ MAX_CHECKPOINTS = 1000
 _AGENT_STATUS = {"idle": "completed", "busy": "running", "interrupted": "interrupted"}
 
 
+@dataclass(frozen=True, slots=True)
+class ThreadCall:
+    """Who sends a protocol command, on which thread: what each command acts with."""
+
+    deps: ApiDeps
+    tenant: str
+    thread_id: str
+    request: Connection
+
+
 def root_namespace(params: dict[str, Any], command: str) -> None:
     namespace = params.get("namespace")
     if namespace not in (None, []):
@@ -46,28 +57,27 @@ def root_namespace(params: dict[str, Any], command: str) -> None:
         )
 
 
-async def state_get(deps: ApiDeps, tenant: str, thread_id: str, params: dict[str, Any]) -> Any:
+async def state_get(call: ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
     root_namespace(params, "state.get")
     keys = params.get("keys")
     if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
         raise ValidationException("state.get: keys must be a list of state keys")
-    state = state_out(await load_thread(deps, tenant, thread_id, deferred=True))
+    state = state_out(await load_thread(call.deps, call.tenant, call.thread_id, deferred=True))
     values = state.values
     if keys is not None:
         values = {k: v for k, v in values.items() if k in keys}
     return {"values": values, "checkpoint": {"id": state.checkpoint.checkpoint_id}}
 
 
-async def list_checkpoints(
-    deps: ApiDeps, tenant: str, thread_id: str, params: dict[str, Any]
-) -> Any:
+async def list_checkpoints(call: ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
     root_namespace(params, "state.listCheckpoints")
     limit, before = params.get("limit", 10), params.get("before")
     if not isinstance(limit, int) or not 1 <= limit <= MAX_CHECKPOINTS:
         raise ValidationException(f"state.listCheckpoints: limit must be 1 to {MAX_CHECKPOINTS}")
     if before is not None and not (isinstance(before, str) and before.isdigit()):
         raise ValidationException("state.listCheckpoints: before is a checkpoint id (digits)")
-    states = await history(deps, tenant, thread_id, int(before) if before else None, limit)
+    upto = int(before) if before else None
+    states = await history(call.deps, call.tenant, call.thread_id, upto, limit)
     return {
         "checkpoints": [
             {
@@ -81,13 +91,7 @@ async def list_checkpoints(
     }
 
 
-async def state_fork(
-    deps: ApiDeps,
-    tenant: str,
-    thread_id: str,
-    params: dict[str, Any],
-    request: Connection,
-) -> Any:
+async def state_fork(call: ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
     checkpoint = params.get("checkpoint_id")
     if not isinstance(checkpoint, str) or not checkpoint.isdigit() or len(checkpoint) > 18:
         raise ValidationException("state.fork needs a checkpoint_id (a checkpoint's id: digits)")
@@ -95,10 +99,10 @@ async def state_fork(
         raise ValidationException(
             "state.fork needs an input: the fork is a new thread, and its run starts from input"
         )
-    view = await load_thread(deps, tenant, thread_id)
-    fork_id = await fork_thread(deps, tenant, view, int(checkpoint))
+    view = await load_thread(call.deps, call.tenant, call.thread_id)
+    fork_id = await fork_thread(call.deps, call.tenant, view, int(checkpoint))
     data = RunCreate(assistant_id=view.state.agent_type, input=params["input"])
-    begun = await begin_run(deps, tenant, fork_id, data, request)
+    begun = await begin_run(call.deps, call.tenant, fork_id, data, call.request)
     return {"run_id": begun.ref.id, "thread_id": fork_id}
 
 
@@ -114,8 +118,9 @@ def _node(view: GraphView, namespace: list[str], children: list[Any]) -> dict[st
     return node
 
 
-async def agent_tree(deps: ApiDeps, tenant: str, thread_id: str, params: dict[str, Any]) -> Any:
-    root = await load_thread(deps, tenant, thread_id)
+async def agent_tree(call: ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
+    deps, tenant = call.deps, call.tenant
+    root = await load_thread(deps, tenant, call.thread_id)
     events = await read_thread(deps.bus.store, tenant, root.thread_id)
     # Children are created after their parent: the scan starts at the root's creation.
     creations = await thread_creations(deps.bus.nc, tenant, start_seq=events[0].stream_seq)
@@ -131,24 +136,18 @@ async def agent_tree(deps: ApiDeps, tenant: str, thread_id: str, params: dict[st
     return {"tree": await node(root, [])}
 
 
-async def input_inject(
-    deps: ApiDeps,
-    tenant: str,
-    thread_id: str,
-    params: dict[str, Any],
-    request: Connection,
-) -> Any:
+async def input_inject(call: ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
     root_namespace(params, "input.inject")
     message = params.get("message")
     if not isinstance(message, dict) or not isinstance(message.get("content"), str):
         raise ValidationException("input.inject needs a message with text content")
     if message.get("role", "user") not in ("user", "system"):
         raise ValidationException("input.inject: a message's role is user or system")
-    view = await load_thread(deps, tenant, thread_id_of(thread_id))
+    view = await load_thread(call.deps, call.tenant, thread_id_of(call.thread_id))
     data = RunCreate(
         assistant_id=view.state.agent_type,
         input={"messages": [{"role": message.get("role", "user"), "content": message["content"]}]},
         multitask_strategy="enqueue",
     )
-    await begin_run(deps, tenant, view.thread_id, data, request)
+    await begin_run(call.deps, call.tenant, view.thread_id, data, call.request)
     return {}

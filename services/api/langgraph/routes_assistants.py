@@ -33,17 +33,6 @@ from agency.services.api.readback import refuse_prompt, send_and_read
 MAX_PAGE = 1000
 
 
-class AssistantCreate(Body, frozen=True, kw_only=True):
-    graph_id: str | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    assistant_id: str | None = None
-    if_exists: Literal["raise", "do_nothing"] | None = None
-    name: str | None = None
-    description: str | None = None
-
-
 class AssistantUpdate(Body, frozen=True, kw_only=True):
     graph_id: str | None = None
     config: dict[str, Any] | None = None
@@ -51,6 +40,13 @@ class AssistantUpdate(Body, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
     name: str | None = None
     description: str | None = None
+
+
+class AssistantCreate(AssistantUpdate, frozen=True, kw_only=True):
+    """An update's fields, and the new assistant's id and what to do if it exists."""
+
+    assistant_id: str | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
 
 
 class AssistantCount(Body, frozen=True, kw_only=True):

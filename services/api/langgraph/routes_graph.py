@@ -13,7 +13,9 @@ from litestar import Request, get
 from litestar.params import QueryParameter
 
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.langgraph.scope import AssistantIdPath, agency_for, assistant_named
+from agency.services.api.langgraph.wire import Assistant, Connection
 
 GRAPH: dict[str, list[dict[str, Any]]] = {
     "nodes": [
@@ -31,24 +33,29 @@ GRAPH: dict[str, list[dict[str, Any]]] = {
 }
 
 _MESSAGES = {"type": "array", "items": {"type": "object"}, "title": "Messages"}
+_TODOS = {"type": "array", "items": {"type": "object"}}
+_FILES = {"type": "object", "additionalProperties": {"type": "string"}}
 _INPUT = {
     "title": "Input",
     "type": "object",
-    "properties": {
-        "messages": _MESSAGES,
-        "files": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
+    "properties": {"messages": _MESSAGES, "files": _FILES},
 }
 _STATE = {
     "title": "State",
     "type": "object",
-    "properties": {
-        "messages": _MESSAGES,
-        "todos": {"type": "array", "items": {"type": "object"}},
-        "files": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
+    "properties": {"messages": _MESSAGES, "todos": _TODOS, "files": _FILES},
     "required": ["messages"],
 }
+
+
+async def _assistant(
+    principal: Principal, deps: ApiDeps, request: Connection, assistant_id: str
+) -> Assistant:
+    """The assistant `assistant_id` of the caller's agency, or 404."""
+    tenant = tenant_of(principal)
+    return await assistant_named(
+        deps, tenant, await agency_for(deps, tenant, request), assistant_id
+    )
 
 
 @get("/assistants/{assistant_id:str}/graph", summary="LangGraph: an assistant's graph")
@@ -59,8 +66,7 @@ async def assistant_graph(
     request: Request[Any, Any, Any],
     xray: Annotated[str | None, QueryParameter(name="xray", required=False)] = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    tenant = tenant_of(principal)
-    await assistant_named(deps, tenant, await agency_for(deps, tenant, request), assistant_id)
+    await _assistant(principal, deps, request, assistant_id)
     return GRAPH
 
 
@@ -68,10 +74,7 @@ async def assistant_graph(
 async def assistant_schemas(
     assistant_id: AssistantIdPath, principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> dict[str, Any]:
-    tenant = tenant_of(principal)
-    found = await assistant_named(
-        deps, tenant, await agency_for(deps, tenant, request), assistant_id
-    )
+    found = await _assistant(principal, deps, request, assistant_id)
     return {
         "graph_id": found.graph_id,
         "input_schema": _INPUT,
@@ -96,8 +99,7 @@ async def assistant_subgraphs(
     request: Request[Any, Any, Any],
     recurse: Annotated[bool, QueryParameter(name="recurse", required=False)] = False,
 ) -> dict[str, Any]:
-    tenant = tenant_of(principal)
-    await assistant_named(deps, tenant, await agency_for(deps, tenant, request), assistant_id)
+    await _assistant(principal, deps, request, assistant_id)
     return {}
 
 

@@ -13,7 +13,7 @@ leaves.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -48,10 +48,6 @@ from agency.services.api.streaming import ThreadFeed
 
 log = structlog.get_logger(__name__)
 
-COMMANDS = (
-    "run.start", "input.respond", "input.inject", "state.get", "state.listCheckpoints",
-    "state.fork", "agent.getTree",
-)  # fmt: skip
 # What a run started here remembers for a client that joins it with `runs.join_stream`.
 RUN_MODES = ["values", "updates", "messages-tuple"]
 
@@ -102,19 +98,12 @@ def _run_create(params: dict[str, Any], **fields: Any) -> RunCreate:
         raise ValidationException(f"run.start: {e}") from e
 
 
-async def _run_start(
-    deps: ApiDeps,
-    tenant: str,
-    thread_id: str,
-    command: ProtocolCommand,
-    request: Connection,
-) -> dict[str, Any]:
-    params = command.params
+async def _run_start(call: ps.ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
     assistant_id = params.get("assistant_id")
     if not isinstance(assistant_id, str) or not assistant_id:
         raise ValidationException("run.start needs an assistant_id")
     try:
-        view = await load_thread(deps, tenant, thread_id, deferred=True)
+        view = await load_thread(call.deps, call.tenant, call.thread_id, deferred=True)
     except NotFoundException:
         view = None
     if view is not None and view.created is not None and awaits_approval(view):
@@ -125,8 +114,8 @@ async def _run_start(
         data = _run_create(
             params, assistant_id=assistant_id, input=params.get("input"), if_not_exists="create"
         )
-    begun = await begin_run(deps, tenant, thread_id, data, request)
-    return _success(command, {"run_id": begun.ref.id})
+    begun = await begin_run(call.deps, call.tenant, call.thread_id, data, call.request)
+    return {"run_id": begun.ref.id}
 
 
 def _responses(params: dict[str, Any]) -> dict[str, Any]:
@@ -151,15 +140,9 @@ def _responses(params: dict[str, Any]) -> dict[str, Any]:
     return answers
 
 
-async def _input_respond(
-    deps: ApiDeps,
-    tenant: str,
-    thread_id: str,
-    command: ProtocolCommand,
-    request: Connection,
-) -> dict[str, Any]:
-    answers = _responses(command.params)
-    view = await load_thread(deps, tenant, thread_id)
+async def _input_respond(call: ps.ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
+    answers = _responses(params)
+    view = await load_thread(call.deps, call.tenant, call.thread_id)
     run = view.state.active_run
     pending = view.interrupt_ids.get(run.run_id, run.run_id) if run is not None else None
     unknown = [i for i in answers if i != pending or not awaits_approval(view)]
@@ -169,8 +152,20 @@ async def _input_respond(
         )
     resume = Command(resume=answers)
     data = _run_create({}, assistant_id=view.state.agent_type, command=resume)
-    await begin_run(deps, tenant, thread_id, data, request)
-    return _success(command, {})
+    await begin_run(call.deps, call.tenant, call.thread_id, data, call.request)
+    return {}
+
+
+# The commands by method, each answering its `result`.
+COMMANDS: dict[str, Callable[[ps.ThreadCall, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "run.start": _run_start,
+    "input.respond": _input_respond,
+    "input.inject": ps.input_inject,
+    "state.get": ps.state_get,
+    "state.listCheckpoints": ps.list_checkpoints,
+    "state.fork": ps.state_fork,
+    "agent.getTree": ps.agent_tree,
+}
 
 
 @post_ok(
@@ -191,28 +186,14 @@ async def run_command(
     deps: ApiDeps, tenant: str, thread_id: str, data: ProtocolCommand, request: Connection
 ) -> dict[str, Any]:
     """A command's success answer (over HTTP or the WebSocket); a 4xx when it fails."""
-    params = data.params
-    match data.method:
-        case "run.start":
-            answer = await _run_start(deps, tenant, thread_id, data, request)
-        case "input.respond":
-            answer = await _input_respond(deps, tenant, thread_id, data, request)
-        case "input.inject":
-            answer = _success(data, await ps.input_inject(deps, tenant, thread_id, params, request))
-        case "state.get":
-            answer = _success(data, await ps.state_get(deps, tenant, thread_id, params))
-        case "state.listCheckpoints":
-            answer = _success(data, await ps.list_checkpoints(deps, tenant, thread_id, params))
-        case "state.fork":
-            answer = _success(data, await ps.state_fork(deps, tenant, thread_id, params, request))
-        case "agent.getTree":
-            answer = _success(data, await ps.agent_tree(deps, tenant, thread_id, params))
-        case _:
-            raise ValidationException(
-                f"protocol command {data.method[:60]!r} does not map; Agency serves "
-                + ", ".join(COMMANDS)
-            )
-    return answer
+    command = COMMANDS.get(data.method)
+    if command is None:
+        raise ValidationException(
+            f"protocol command {data.method[:60]!r} does not map; Agency serves "
+            + ", ".join(COMMANDS)
+        )
+    call = ps.ThreadCall(deps=deps, tenant=tenant, thread_id=thread_id, request=request)
+    return _success(data, await command(call, data.params))
 
 
 def wanted_channels(request: EventStreamRequest) -> tuple[set[str], bool]:

@@ -156,6 +156,13 @@ async def _tenant(principal: Any, deps: ApiDeps, request: Request[Any, Any, Any]
     return tenant
 
 
+async def _addressed(
+    principal: Any, deps: ApiDeps, request: Request[Any, Any, Any], item: PutItem | DeleteItem
+) -> tuple[str, tuple[str, ...], str]:
+    """The caller's tenant and the item's namespace and key, each checked."""
+    return await _tenant(principal, deps, request), _namespace(item.namespace), _key(item.key)
+
+
 def _stored(history: list[RecordedEvent]) -> bool:
     return bool(history) and isinstance(history[-1].payload, StoreItemPut)
 
@@ -164,8 +171,7 @@ def _stored(history: list[RecordedEvent]) -> bool:
 async def put_item(
     data: JSONBody[PutItem], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> None:
-    tenant = await _tenant(principal, deps, request)
-    namespace, key = _namespace(data.namespace), _key(data.key)
+    tenant, namespace, key = await _addressed(principal, deps, request, data)
     embedding = None
     if data.index is not False and (data.index or embeddings.model() is not None):
         fields = data.index if isinstance(data.index, list) else None
@@ -182,8 +188,7 @@ async def put_item(
 async def delete_item(
     data: JSONBody[DeleteItem], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> None:
-    tenant = await _tenant(principal, deps, request)
-    namespace, key = _namespace(data.namespace), _key(data.key)
+    tenant, namespace, key = await _addressed(principal, deps, request, data)
     deleted = StoreItemDeleted(namespace=namespace, key=key)
     await _append(
         deps, tenant, namespace, key, lambda history: [deleted] if _stored(history) else []

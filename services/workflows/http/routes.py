@@ -23,6 +23,7 @@ from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.domain.cron import CRON_PATTERN
 from agency.domain.workflow_members import GLOBAL, parse_target
+from agency.domain.workflow_state import WorkflowState
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import (
     AgencyId,
@@ -31,6 +32,7 @@ from agency.services.api.auth import (
     agency_events,
     agency_owned,
     path_id,
+    tenant_and_agency,
     tenant_of,
 )
 from agency.services.api.deps import ApiDeps, Principal
@@ -127,6 +129,8 @@ class StopBody(Body, frozen=True, kw_only=True):
 
 # A channel's positions are PostgreSQL `integer`s: a larger `afterSeq` is a 400, not a 500.
 MAX_CHANNEL_SEQ = 2**31 - 1
+AfterSeq = Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)]
+PageSize = Annotated[int, QueryParameter(ge=1, le=1000)]
 
 
 class ScheduleBody(Body, frozen=True, kw_only=True):
@@ -162,8 +166,7 @@ class ScheduleOut(Out, frozen=True, kw_only=True):
 async def create(
     agency_id: AgencyId, data: JSONBody[CreateWorkflowBody], principal: Caller, deps: Deps
 ) -> Response[WorkflowCreatedOut]:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     try:
         document = (
             definitions.load(data.definition)
@@ -202,12 +205,19 @@ async def _agency_read(principal: Principal, deps: ApiDeps, agency_id: str, read
         return await read(conn, tenant, agency_id)
 
 
+async def _callers_workflow(
+    principal: Principal, deps: ApiDeps, agency_id: str, workflow: str
+) -> tuple[str, WorkflowState]:
+    """The caller's tenant and its `workflow` of the agency; 404 when it has none."""
+    tenant = tenant_of(principal)
+    return tenant, await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+
+
 async def _workflow_read(
     principal: Principal, deps: ApiDeps, agency_id: str, workflow: str, read: Read[T]
 ) -> T:
     """`read(conn, tenant, workflow_id)` of the caller's `workflow`; 404 when it has none."""
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
     async with deps.pool.acquire() as conn:
         return await read(conn, tenant, state.workflow_id)
 
@@ -223,8 +233,7 @@ async def list_workflows(
 async def get_workflow(
     agency_id: AgencyId, workflow: WorkflowRef, principal: Caller, deps: Deps
 ) -> q.WorkflowView:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
     async with deps.pool.acquire() as conn:
         view = await q.get_workflow(conn, tenant, agency_id, state.workflow_id)
     if view is None:
@@ -241,15 +250,10 @@ async def channel(
     workflow: WorkflowRef,
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
-    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    after_seq: AfterSeq = 0,
+    limit: PageSize = 100,
 ) -> q.ChannelPage:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
-    async with deps.pool.acquire() as conn:
-        return await q.channel_page(
-            conn, tenant, state.workflow_id, after_seq=after_seq, limit=limit
-        )
+    return await _channel_page(principal, deps, agency_id, workflow, after_seq, limit)
 
 
 @get(
@@ -262,12 +266,25 @@ async def inbox(
     member: Annotated[str, PathParameter(name="member", description="A member's name.")],
     principal: Caller,
     deps: Deps,
-    after_seq: Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)] = 0,
-    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    after_seq: AfterSeq = 0,
+    limit: PageSize = 100,
 ) -> q.ChannelPage:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
-    if member not in state.members:
+    return await _channel_page(principal, deps, agency_id, workflow, after_seq, limit, member)
+
+
+async def _channel_page(
+    principal: Principal,
+    deps: ApiDeps,
+    agency_id: str,
+    workflow: str,
+    after_seq: int,
+    limit: int,
+    member: str | None = None,
+) -> q.ChannelPage:
+    """A page of the workflow's channel: the whole of it, or the messages mentioning
+    `member` (404 when the workflow has no such member)."""
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
+    if member is not None and member not in state.members:
         raise NotFoundException(f"no member {member!r} in {state.display_name}")
     async with deps.pool.acquire() as conn:
         return await q.channel_page(
@@ -299,8 +316,7 @@ async def send(
     agency_id: AgencyId, workflow: WorkflowRef, data: JSONBody[PostBody], principal: Caller,
     deps: Deps,
 ) -> PostedOut:  # fmt: skip
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     state = await find_workflow(deps, tenant, agency_id, workflow)
     to = tuple(n.lstrip("@") for n in data.to)
     if parse_target(workflow)[0] == GLOBAL or state.name == GLOBAL:
@@ -322,8 +338,7 @@ async def stop(
     deps: Deps,
     data: JSONBody[StopBody | None] = None,
 ) -> Accepted:
-    tenant = tenant_of(principal)
-    state = await find_workflow(deps, tenant, path_id("agency id", agency_id), workflow)
+    tenant, state = await _callers_workflow(principal, deps, agency_id, workflow)
     command = StopWorkflow(
         agency_id=agency_id, workflow_id=state.workflow_id, reason=data.reason if data else ""
     )
@@ -342,8 +357,7 @@ async def list_schedules(
 async def add_schedule(
     agency_id: AgencyId, data: JSONBody[ScheduleBody], principal: Caller, deps: Deps
 ) -> ScheduleOut:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     checked_cron(deps, data.cron)
     if (data.workflow is None) == (data.agent is None):
         raise ValidationException("name exactly one of `workflow` and `agent`")
@@ -374,8 +388,7 @@ async def remove_schedule(
     principal: Caller,
     deps: Deps,
 ) -> Accepted:
-    tenant = tenant_of(principal)
-    agency_id = path_id("agency id", agency_id)
+    tenant, agency_id = tenant_and_agency(principal, agency_id)
     schedule_id = path_id("schedule id", schedule_id)
     await agency_owned(deps, tenant, agency_id)
     await find_schedule(deps, tenant, agency_id, schedule_id)
