@@ -58,3 +58,65 @@ class AggregateStore(Protocol):
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
     ) -> Position: ...
+
+
+class DelegatingStore:
+    """An `AggregateStore` that hands every call to `inner`: a base for a store that changes
+    one call (a cache of some reads, say) and leaves the others as they are."""
+
+    def __init__(self, inner: AggregateStore) -> None:
+        self.inner = inner
+
+    async def append(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        payloads: Sequence[AnyEvent],
+        *,
+        expected: Position,
+        context: EventContext | None = None,
+        idempotency_key: str | None = None,
+        keyed: int | None = None,
+    ) -> AppendResult:
+        return await self.inner.append(
+            tenant_id, aggregate, aggregate_id, payloads,
+            expected=expected, context=context, idempotency_key=idempotency_key, keyed=keyed,
+        )  # fmt: skip
+
+    async def read(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> list[RecordedEvent]:
+        """What `read_positioned` reads (so a subclass changes reads in one place)."""
+        events, _ = await self.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
+        return events
+
+    async def read_positioned(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]:
+        return await self.inner.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
+
+    async def read_from_leader(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        after: Position | None = None,
+    ) -> tuple[list[RecordedEvent], Position]:
+        return await self.inner.read_from_leader(tenant_id, aggregate, aggregate_id, after=after)
+
+    async def last_position(
+        self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
+    ) -> Position:
+        return await self.inner.last_position(tenant_id, aggregate, aggregate_id)

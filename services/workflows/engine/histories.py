@@ -10,22 +10,20 @@ every other read, and every append, goes to the store as it is.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
 
-from agency.contracts.events import AnyEvent
 from agency.contracts.subjects import Aggregate
-from agency.infra.jetstream.ports import AggregateStore
-from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+from agency.infra.jetstream.ports import AggregateStore, DelegatingStore
+from agency.infra.jetstream.records import Position, RecordedEvent
 
 # Workflows whose history is kept; each is as long as its log.
 CAPACITY = 128
 
 
-class WorkflowHistories:
+class WorkflowHistories(DelegatingStore):
     """An `AggregateStore` over `store` that keeps the workflows' histories it read."""
 
     def __init__(self, store: AggregateStore, capacity: int = CAPACITY) -> None:
-        self._store = store
+        super().__init__(store)
         self._capacity = capacity
         self._kept: OrderedDict[tuple[str, str], tuple[list[RecordedEvent], Position]] = (
             OrderedDict()
@@ -40,12 +38,10 @@ class WorkflowHistories:
         after: Position | None = None,
     ) -> tuple[list[RecordedEvent], Position]:
         if aggregate != "workflow" or after is not None:
-            return await self._store.read_positioned(
-                tenant_id, aggregate, aggregate_id, after=after
-            )
+            return await self.inner.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
         key = (tenant_id, aggregate_id)
         kept, position = self._kept.pop(key, ([], Position()))
-        more, position = await self._store.read_positioned(
+        more, position = await self.inner.read_positioned(
             tenant_id, aggregate, aggregate_id, after=position
         )
         history = kept + more
@@ -53,46 +49,3 @@ class WorkflowHistories:
         while len(self._kept) > self._capacity:
             self._kept.popitem(last=False)
         return list(history), position
-
-    async def read(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-    ) -> list[RecordedEvent]:
-        events, _ = await self.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
-        return events
-
-    async def append(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        payloads: Sequence[AnyEvent],
-        *,
-        expected: Position,
-        context: EventContext | None = None,
-        idempotency_key: str | None = None,
-        keyed: int | None = None,
-    ) -> AppendResult:
-        return await self._store.append(
-            tenant_id, aggregate, aggregate_id, payloads,
-            expected=expected, context=context, idempotency_key=idempotency_key, keyed=keyed,
-        )  # fmt: skip
-
-    async def read_from_leader(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-    ) -> tuple[list[RecordedEvent], Position]:
-        return await self._store.read_from_leader(tenant_id, aggregate, aggregate_id, after=after)
-
-    async def last_position(
-        self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
-    ) -> Position:
-        return await self._store.last_position(tenant_id, aggregate, aggregate_id)
