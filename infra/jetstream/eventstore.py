@@ -123,8 +123,18 @@ class EventStore:
         if len(payloads) > ATOMIC_BATCH_LIMIT:
             raise BatchTooLarge(len(payloads), ATOMIC_BATCH_LIMIT)
         family = aggregate_filter(tenant_id, aggregate, aggregate_id)
-        envelopes = self._envelopes(
-            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key, keyed
+        envelopes = self._stamp(
+            new_envelopes(
+                tenant_id,
+                aggregate,
+                aggregate_id,
+                payloads,
+                expected,
+                context,
+                idempotency_key,
+                keyed,
+                trace=current_carrier(),
+            )
         )
         subjects = [event_subject(tenant_id, aggregate, aggregate_id, e.type) for e in envelopes]
         # Without a key no message id is stored: a retried publish that had landed is
@@ -167,28 +177,9 @@ class EventStore:
         )
         return AppendResult(position=recorded[-1].position, events=recorded)
 
-    def _envelopes(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        payloads: Sequence[AnyEvent],
-        expected: Position,
-        context: EventContext | None,
-        idempotency_key: str | None,
-        keyed: int | None = None,
-    ) -> list[Envelope]:
-        return new_envelopes(
-            tenant_id,
-            aggregate,
-            aggregate_id,
-            payloads,
-            expected,
-            context,
-            idempotency_key,
-            keyed,
-            trace=current_carrier(),
-        )
+    def _stamp(self, envelopes: list[Envelope]) -> list[Envelope]:
+        """The envelopes of one append as stored; a subclass may set fields per event."""
+        return envelopes
 
     async def _publish_single(
         self, subject: str, body: bytes, msg_id: str | None, family: str, expected: Position
