@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from dataclasses import dataclass, field
 
 import msgspec
@@ -42,6 +41,7 @@ from agency.contracts.events import (
     RunError,
 )
 from agency.infra.jetstream.live import thread_events_live
+from agency.services.tenancy.settings_env import from_environ
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
 _WATCHED = ("request_accepted", "request_injected", "run_completed", "run_error", "run_canceled")
@@ -56,15 +56,11 @@ class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls) -> FairnessLimits:
-        default = cls()
-        return cls(
-            max_active_runs=int(
-                os.environ.get("AGENCY_TENANT_MAX_ACTIVE_RUNS", default.max_active_runs)
-            ),
-            invokes_per_second=float(
-                os.environ.get("AGENCY_TENANT_INVOKES_PER_SECOND", default.invokes_per_second)
-            ),
-            invoke_burst=int(os.environ.get("AGENCY_TENANT_INVOKE_BURST", default.invoke_burst)),
+        return from_environ(
+            cls,
+            max_active_runs="AGENCY_TENANT_MAX_ACTIVE_RUNS",
+            invokes_per_second="AGENCY_TENANT_INVOKES_PER_SECOND",
+            invoke_burst="AGENCY_TENANT_INVOKE_BURST",
         )
 
 
