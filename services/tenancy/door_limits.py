@@ -44,12 +44,8 @@ class DoorLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls) -> DoorLimits:
-        return from_environ(
-            cls,
-            max_prompt_bytes="AGENCY_MAX_PROMPT_BYTES",
-            max_invoke_messages="AGENCY_MAX_INVOKE_MESSAGES",
-            max_invoke_bytes="AGENCY_MAX_INVOKE_BYTES",
-        )
+        """`AGENCY_MAX_PROMPT_BYTES`, `AGENCY_MAX_INVOKE_MESSAGES`, `AGENCY_MAX_INVOKE_BYTES`."""
+        return from_environ(cls, "AGENCY_")
 
 
 def _prompts(blueprint: BlueprintSpec) -> Iterable[tuple[str, str]]:

@@ -56,12 +56,9 @@ class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls) -> FairnessLimits:
-        return from_environ(
-            cls,
-            max_active_runs="AGENCY_TENANT_MAX_ACTIVE_RUNS",
-            invokes_per_second="AGENCY_TENANT_INVOKES_PER_SECOND",
-            invoke_burst="AGENCY_TENANT_INVOKE_BURST",
-        )
+        """`AGENCY_TENANT_MAX_ACTIVE_RUNS`, `AGENCY_TENANT_INVOKES_PER_SECOND`,
+        `AGENCY_TENANT_INVOKE_BURST`."""
+        return from_environ(cls, "AGENCY_TENANT_")
 
 
 def refuse_invoke(active_runs: int, limits: FairnessLimits) -> str | None:

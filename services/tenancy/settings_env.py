@@ -1,4 +1,4 @@
-"""Settings structs read from the environment, each field from its own variable."""
+"""Settings structs read from the environment: each field from `<prefix><FIELD>`."""
 
 from __future__ import annotations
 
@@ -10,15 +10,14 @@ import msgspec
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-def from_environ(cls: type[S], **variables: str) -> S:
-    """`cls` with each field named in `variables` read from that environment variable
-    (converted to the field's type) when it is set, the field's default when not; checked
-    as the struct checks itself, the error naming the variable."""
-    given = {field: os.environ[name] for field, name in variables.items() if name in os.environ}
+def from_environ(cls: type[S], prefix: str) -> S:
+    """`cls` with each field read from the variable `prefix` + its name in capitals
+    (converted to the field's type) when that is set, its default when not; checked as the
+    struct checks itself, the error naming the variables."""
+    names = {field: prefix + field.upper() for field in cls.__struct_fields__}
+    given = {field: os.environ[name] for field, name in names.items() if name in os.environ}
     try:
         return msgspec.convert(given, cls, strict=False)
     except msgspec.ValidationError as e:
-        names = ", ".join(
-            f"{name}={given[field]!r}" for field, name in variables.items() if field in given
-        )
-        raise ValueError(f"{e} (from {names})") from e
+        shown = ", ".join(f"{names[field]}={value!r}" for field, value in given.items())
+        raise ValueError(f"{e} (from {shown})") from e
