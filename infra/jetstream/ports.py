@@ -44,15 +44,7 @@ class AggregateStore(Protocol):
         aggregate_id: str,
         *,
         after: Position | None = None,
-    ) -> tuple[list[RecordedEvent], Position]: ...
-
-    async def read_from_leader(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
+        from_leader: bool = False,
     ) -> tuple[list[RecordedEvent], Position]: ...
 
     async def last_position(
