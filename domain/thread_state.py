@@ -134,16 +134,10 @@ class ThreadState:
         return None
 
     def run_for_key(self, key: str) -> str | None:
-        for k, run_id in self.keys:
-            if k == key:
-                return run_id
-        return None
+        return next((run_id for k, run_id in self.keys if k == key), None)
 
     def file(self, path: str) -> str | None:
-        for p, content in self.files:
-            if p == path:
-                return content
-        return None
+        return next((content for p, content in self.files if p == path), None)
 
     @property
     def file_map(self) -> dict[str, str]:

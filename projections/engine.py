@@ -18,17 +18,15 @@ import asyncpg
 import structlog
 from nats.js import JetStreamContext
 
-from agency.contracts.subjects import ALL_EVENTS, EVENTS_STREAM
+from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra import db
 from agency.infra.db import lock_schema
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.reader import Delivered
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
-from agency.infra.retry import RetryPolicy
 from agency.projections.errors import CommitsLost, ProjectionGap
 from agency.projections.follower import (
     CHECKPOINTS as CHECKPOINTS,  # the table's name, also here
-    PROJECTION_RETRY,
     LogFollower,
 )
 from agency.projections.positions import advance_positions, quote_ident
@@ -134,12 +132,8 @@ class ProjectionRunner(LogFollower):
         *,
         dead_letters: DeadLetters,
         batch: int = 1000,
-        filter_subject: str = ALL_EVENTS,
-        retry: RetryPolicy = PROJECTION_RETRY,
     ) -> None:
-        super().__init__(
-            pool, js, projection.name, batch=batch, filter_subject=filter_subject, retry=retry
-        )
+        super().__init__(pool, js, projection.name, batch=batch)
         self.projection = projection
         self._dead_letters = dead_letters
 

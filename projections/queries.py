@@ -581,8 +581,6 @@ async def _thread_state(
 
 # --- events --------------------------------------------------------------------------
 
-_event_decoder = msgspec.json.Decoder(dict[str, Any])
-
 
 async def event_rows(
     conn: asyncpg.Connection,
@@ -617,27 +615,6 @@ async def event_rows(
     )
     page = [(r["envelope"].encode(), int(r["stream_seq"])) for r in rows[:limit]]
     return page, len(rows) > limit
-
-
-async def events_page(
-    conn: asyncpg.Connection,
-    tenant: str,
-    thread_id: str,
-    from_seq: int,
-    limit: int,
-    types: list[str] | None = None,
-    correlation_id: str | None = None,
-) -> tuple[list[dict[str, Any]], bool]:
-    """`event_rows` decoded: each envelope a dict with its `stream_seq` added."""
-    rows, has_more = await event_rows(
-        conn, tenant, thread_id, from_seq, limit, types, correlation_id
-    )
-    page = []
-    for raw, stream_seq in rows:
-        event = _event_decoder.decode(raw)
-        event["stream_seq"] = stream_seq
-        page.append(event)
-    return page, has_more
 
 
 # --- usage ---------------------------------------------------------------------------

@@ -123,8 +123,18 @@ class EventStore:
         if len(payloads) > ATOMIC_BATCH_LIMIT:
             raise BatchTooLarge(len(payloads), ATOMIC_BATCH_LIMIT)
         family = aggregate_filter(tenant_id, aggregate, aggregate_id)
-        envelopes = self._envelopes(
-            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key, keyed
+        envelopes = self._stamp(
+            new_envelopes(
+                tenant_id,
+                aggregate,
+                aggregate_id,
+                payloads,
+                expected,
+                context,
+                idempotency_key,
+                keyed,
+                trace=current_carrier(),
+            )
         )
         subjects = [event_subject(tenant_id, aggregate, aggregate_id, e.type) for e in envelopes]
         # Without a key no message id is stored: a retried publish that had landed is
@@ -167,28 +177,9 @@ class EventStore:
         )
         return AppendResult(position=recorded[-1].position, events=recorded)
 
-    def _envelopes(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        payloads: Sequence[AnyEvent],
-        expected: Position,
-        context: EventContext | None,
-        idempotency_key: str | None,
-        keyed: int | None = None,
-    ) -> list[Envelope]:
-        return new_envelopes(
-            tenant_id,
-            aggregate,
-            aggregate_id,
-            payloads,
-            expected,
-            context,
-            idempotency_key,
-            keyed,
-            trace=current_carrier(),
-        )
+    def _stamp(self, envelopes: list[Envelope]) -> list[Envelope]:
+        """The envelopes of one append as stored; a subclass may set fields per event."""
+        return envelopes
 
     async def _publish_single(
         self, subject: str, body: bytes, msg_id: str | None, family: str, expected: Position
@@ -311,32 +302,28 @@ class EventStore:
         aggregate_id: str,
         *,
         after: Position | None = None,
+        from_leader: bool = False,
     ) -> tuple[list[RecordedEvent], Position]:
         """The events after `after`, and the position to append at next.
 
         A message on the aggregate's subjects that is no event (garbage, or a forged
         envelope) is skipped, but the position passes it: the stream holds it, so an
         append expecting an earlier position would be refused forever.
+
+        `from_leader`: answered by the stream's leader, one message at a time. A direct get
+        may be answered by any replica of a replicated stream, and a replica that is
+        catching up (after a restart) answers with what it has: reads are not
+        read-your-writes. A decision that must not rest on a stale read, such as refusing a
+        command for good, is checked again with this slower read first.
         """
         family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+        if from_leader:
+            return await self._read_from_leader(family, after or Position())
         return await self._reads.after(family, after or Position())
 
-    async def read_from_leader(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
+    async def _read_from_leader(
+        self, family: str, position: Position
     ) -> tuple[list[RecordedEvent], Position]:
-        """As `read_positioned`, but answered by the stream's leader, one message at a time.
-
-        A direct get may be answered by any replica of a replicated stream, and a replica
-        that is catching up (after a restart) answers with what it has: reads are not
-        read-your-writes. A decision that must not rest on a stale read, such as refusing a
-        command for good, is checked again with this slower read first."""
-        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
-        position = after or Position()
         events: list[RecordedEvent] = []
         while True:
             try:

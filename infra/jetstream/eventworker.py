@@ -51,7 +51,17 @@ class PermanentFailure(Exception):
         super().__init__(f"{reason}: {detail}")
 
 
-class EventWorker(ConsumerWorker[RecordedEvent]):
+class EventConsumer(ConsumerWorker[RecordedEvent]):
+    """A worker over stored events: a message that is no event is undecodable."""
+
+    def _decode(self, msg: Msg) -> RecordedEvent:
+        recorded = record_from_js_msg(msg)
+        if isinstance(recorded, UndecodableEvent):
+            raise Undecodable(recorded.reason)
+        return recorded
+
+
+class EventWorker(EventConsumer):
     """`on_dead_letter(event, reason, detail)` is awaited before an event is dead-lettered
     because its handler failed for good (`exhausted`) or raised `PermanentFailure`; its own
     failures are retried, logged, and the event is dead-lettered anyway.
@@ -109,12 +119,6 @@ class EventWorker(ConsumerWorker[RecordedEvent]):
         )
         config.durable_name = self.durable
         return await ensure_consumer(self._bus.js, config)
-
-    def _decode(self, msg: Msg) -> RecordedEvent:
-        recorded = record_from_js_msg(msg)
-        if isinstance(recorded, UndecodableEvent):
-            raise Undecodable(recorded.reason)
-        return recorded
 
     def _lane(self, item: RecordedEvent, msg: Msg) -> Hashable | None:
         return None if self._lane_of is None else self._lane_of(item)

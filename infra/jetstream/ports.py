@@ -44,15 +44,7 @@ class AggregateStore(Protocol):
         aggregate_id: str,
         *,
         after: Position | None = None,
-    ) -> tuple[list[RecordedEvent], Position]: ...
-
-    async def read_from_leader(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
+        from_leader: bool = False,
     ) -> tuple[list[RecordedEvent], Position]: ...
 
     async def last_position(
@@ -103,18 +95,11 @@ class DelegatingStore:
         aggregate_id: str,
         *,
         after: Position | None = None,
+        from_leader: bool = False,
     ) -> tuple[list[RecordedEvent], Position]:
-        return await self.inner.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
-
-    async def read_from_leader(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-    ) -> tuple[list[RecordedEvent], Position]:
-        return await self.inner.read_from_leader(tenant_id, aggregate, aggregate_id, after=after)
+        return await self.inner.read_positioned(
+            tenant_id, aggregate, aggregate_id, after=after, from_leader=from_leader
+        )
 
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str

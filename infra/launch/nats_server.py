@@ -23,14 +23,13 @@ from agency.infra.launch.errors import (
     StartTimeout,
 )
 from agency.infra.launch.lifecycle import ProcessServer, Server
-from agency.infra.launch.process import ChildProcess, free_port, poll_until
+from agency.infra.launch.process import ChildProcess, free_port, poll_until, start_on_free_ports
 from agency.infra.nats_accounts import SERVICES_ACCOUNT
 from agency.infra.nats_auth import PID_FILE, NatsAuth
 
 log = structlog.get_logger(__name__)
 
 # Ports we picked ourselves can be taken before the server binds them; a fresh pick usually wins.
-_PORT_ATTEMPTS = 3
 _HTTP_TIMEOUT = 1.0
 _READY_LINE = "Server is ready"
 # The ready line comes within the first few dozen lines of a run.
@@ -154,20 +153,13 @@ class NatsServer(ProcessServer):
         """Start and wait until JetStream answers on the monitoring port."""
         if self.running:
             return
-        attempts = _PORT_ATTEMPTS if self._pick_ports else 1
-        for attempt in range(1, attempts + 1):
-            if self._pick_ports:
-                self._choose_ports()
-            try:
-                await self._start_once(timeout)
-            except PortInUse:
-                if attempt == attempts:
-                    raise
-                log.info("nats_port_taken_retrying", name=self.server_name, attempt=attempt)
-                continue
-            # Keep the ports we got, so a restart comes back on the same URL.
-            self._pick_ports = False
-            return
+        await start_on_free_ports(
+            f"nats-server {self.server_name}".rstrip(),
+            lambda: self._start_once(timeout),
+            self._choose_ports if self._pick_ports else None,
+        )
+        # Keep the ports we got, so a restart comes back on the same URL.
+        self._pick_ports = False
 
     async def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (nats-server shuts down cleanly), SIGKILL after `timeout`; idempotent."""
@@ -350,16 +342,12 @@ class NatsCluster(Server):
             await asyncio.gather(*(n.start(timeout) for n in self._nodes if not n.running))
             await self.wait_for_meta_leader(timeout)
             return
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            self._nodes = self._build_nodes()
-            try:
-                await self._start_all(timeout)
-            except PortInUse:
-                if attempt == _PORT_ATTEMPTS:
-                    raise
-                log.info("nats_cluster_port_taken_retrying", attempt=attempt)
-                continue
-            return
+        await start_on_free_ports(
+            "nats cluster", lambda: self._start_all(timeout), self._build_nodes_on_free_ports
+        )
+
+    def _build_nodes_on_free_ports(self) -> None:
+        self._nodes = self._build_nodes()
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop every node; idempotent."""

@@ -34,12 +34,18 @@ from agency.infra.launch.errors import (
     StopTimeout,
 )
 from agency.infra.launch.lifecycle import ProcessServer
-from agency.infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
+from agency.infra.launch.process import (
+    ChildProcess,
+    child_pids,
+    free_port,
+    pid_alive,
+    poll_until,
+    start_on_free_ports,
+)
 
 log = structlog.get_logger(__name__)
 
 BIN_DIR_ENV = "AGENCY_PG_BIN_DIR"
-_PORT_ATTEMPTS = 3
 # initdb writes here, in a directory of each attempt's own, renamed to `pgdata` when complete.
 _STAGING_PREFIX = "pgdata.initdb-"
 # sockaddr_un.sun_path is 108 bytes including the terminating NUL.
@@ -213,19 +219,15 @@ class PostgresServer(ProcessServer):
             if self.password_auth and self.password is None:
                 _write_secret(self.password_path, secrets.token_urlsafe(24))
             await self._initdb(bin_dir, account, max(deadline - loop.time(), 0.1))
-        attempts = _PORT_ATTEMPTS if self._pick_port else 1
-        for attempt in range(1, attempts + 1):
-            if self._pick_port:
-                self._port = free_port(self.host)
-            try:
-                await self._start_once(bin_dir, account, max(deadline - loop.time(), 0.1))
-            except PortInUse:
-                if attempt == attempts:
-                    raise
-                log.info("postgres_port_taken_retrying", port=self._port, attempt=attempt)
-                continue
-            self._pick_port = False
-            return
+        await start_on_free_ports(
+            "postgres",
+            lambda: self._start_once(bin_dir, account, max(deadline - loop.time(), 0.1)),
+            self._choose_port if self._pick_port else None,
+        )
+        self._pick_port = False
+
+    def _choose_port(self) -> None:
+        self._port = free_port(self.host)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """SIGINT (fast shutdown), SIGKILL after `timeout`; idempotent."""

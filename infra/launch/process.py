@@ -16,7 +16,7 @@ from typing import BinaryIO, TypeVar
 
 import structlog
 
-from agency.infra.launch.errors import LaunchError, StopTimeout
+from agency.infra.launch.errors import LaunchError, PortInUse, StopTimeout
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +54,31 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+PORT_ATTEMPTS = 3
+
+
+async def start_on_free_ports(
+    server: str,
+    start_once: Callable[[], Awaitable[None]],
+    choose_ports: Callable[[], None] | None,
+) -> None:
+    """`start_once` on ports `choose_ports` picks, picked again (up to `PORT_ATTEMPTS`
+    times) while someone takes one before the server binds it; one attempt when the ports
+    are fixed (`choose_ports` None)."""
+    attempts = PORT_ATTEMPTS if choose_ports is not None else 1
+    for attempt in range(1, attempts + 1):
+        if choose_ports is not None:
+            choose_ports()
+        try:
+            await start_once()
+        except PortInUse:
+            if attempt == attempts:
+                raise
+            log.info("port_taken_retrying", server=server, attempt=attempt)
+            continue
+        return
 
 
 def _proc_stat(pid: int) -> list[str] | None:

@@ -233,3 +233,17 @@ def state_parts(middleware: list[Middleware], state: ThreadView) -> dict[str, An
             log.warning("middleware state failed", middleware=m.name, error=str(e))
             parts[state_key(m.name)] = {"error": f"{type(e).__name__}: {e}"}
     return parts
+
+
+class PromptedStateTools(Middleware):
+    """A middleware that is a fixed part of the system prompt and the state tools it
+    tells the model about."""
+
+    prompt: str = ""
+    prompted_tools: tuple[StateTool, ...] = ()
+
+    def system_prompt(self, ctx: MiddlewareContext) -> str | None:
+        return self.prompt
+
+    def state_tools(self) -> tuple[StateTool, ...]:
+        return self.prompted_tools

@@ -66,17 +66,11 @@ class ThreadView:
 
     def file(self, path: str) -> str | None:
         """The content of the file at `path`, or None when the thread has none there."""
-        for p, content in self.files:
-            if p == path:
-                return content
-        return None
+        return next((content for p, content in self.files if p == path), None)
 
     def child(self, reference: str) -> ChildView | None:
         """The child of this reference, or None."""
-        for entry in self.children:
-            if entry.reference == reference:
-                return entry
-        return None
+        return next((entry for entry in self.children if entry.reference == reference), None)
 
     def scoped_env(self) -> dict[str, str]:
         """The thread's scoped variables: runtime-only data for middleware and state tools

@@ -381,12 +381,8 @@ class OpenAIProvider:
         body = bytearray()
         try:
             await _read_into(body, response, limit)
-        except httpx2.TimeoutException as e:
-            raise self._timeout() from e
-        except httpx2.RequestError as e:
-            raise ModelStreamError(
-                f"the model provider's answer broke off ({type(e).__name__}: {e})"
-            ) from e
+        except (httpx2.TimeoutException, httpx2.RequestError) as e:
+            raise self._broken(e) from e
         if "json" in content_type or body.lstrip()[:1] == b"{":
             return parse_completion(bytes(body), name, limit, seed)
         shown = content_type or "no content type"
@@ -443,10 +439,10 @@ class OpenAIProvider:
         )
 
     def _broken(self, cause: Exception) -> ModelError:
-        """The transport failed while the answer streamed in."""
+        """The transport failed while the answer came in (streamed or whole)."""
         if isinstance(cause, httpx2.TimeoutException):
             return self._timeout()
         return ModelStreamError(
-            f"the model stream from {self.base_url} broke off ({type(cause).__name__}: {cause})",
+            f"the answer from {self.base_url} broke off ({type(cause).__name__}: {cause})",
             kind="truncated_stream",
         )

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from agency.contracts.commands import (
+    Command,
     CreateAgency,
     CreateTenant,
     CreateThread,
@@ -61,6 +62,24 @@ def once_per_key(decide: Decide[C]) -> Callable[[C, list[RecordedEvent], str], S
         return () if applied(history, key) else decide(command, history)
 
     return decided
+
+
+AgencyDecide = Callable[[C, AgencyState, str], Sequence[AnyEvent]]
+
+
+def once_per_agency_key(decide: AgencyDecide[C]) -> AgencyDecide[C]:
+    """`decide` on an agency's kept state: nothing when that state holds the key already."""
+
+    @functools.wraps(decide)
+    def decided(command: C, state: AgencyState, key: str) -> Sequence[AnyEvent]:
+        return () if key in state.keys else decide(command, state, key)
+
+    return decided
+
+
+def _existing_agency(agency_id: str, state: AgencyState) -> None:
+    if not state.created:
+        raise CommandRejected("unknown_agency", f"agency {agency_id} does not exist")
 
 
 @once_per_key
@@ -132,28 +151,23 @@ def set_tenant_budget(command: SetTenantBudget, history: list[RecordedEvent]) ->
     return (TenantBudgetSet(tokens=command.tokens, usd=command.usd),)
 
 
+@once_per_agency_key
 def set_agency_budget(command: SetAgencyBudget, state: AgencyState, key: str) -> Sequence[AnyEvent]:
-    if key in state.keys:
-        return ()
-    if not state.created:
-        raise CommandRejected("unknown_agency", f"agency {command.agency_id} does not exist")
+    _existing_agency(command.agency_id, state)
     _budget_problem(command.tokens, command.usd)
     return (AgencyBudgetSet(tokens=command.tokens, usd=command.usd),)
 
 
+@once_per_agency_key
 def create_agency(command: CreateAgency, state: AgencyState, key: str) -> Sequence[AnyEvent]:
-    if key in state.keys:
-        return ()
     if state.created:
         raise CommandRejected("agency_exists", f"agency {command.agency_id} already exists")
     return (AgencyCreated(name=command.name, metadata=command.metadata),)
 
 
+@once_per_agency_key
 def save_blueprint(command: SaveBlueprint, state: AgencyState, key: str) -> Sequence[AnyEvent]:
-    if key in state.keys:
-        return ()
-    if not state.created:
-        raise CommandRejected("unknown_agency", f"agency {command.agency_id} does not exist")
+    _existing_agency(command.agency_id, state)
     if not is_valid_token(command.blueprint.name):
         raise CommandRejected(
             "invalid_blueprint",
@@ -174,10 +188,9 @@ def save_blueprint(command: SaveBlueprint, state: AgencyState, key: str) -> Sequ
     return (BlueprintSaved(blueprint=command.blueprint, revision=revision),)
 
 
+@once_per_agency_key
 def delete_blueprint(command: DeleteBlueprint, state: AgencyState, key: str) -> Sequence[AnyEvent]:
     """A blueprint the agency has saved, and not deleted since, is deleted; else rejected."""
-    if key in state.keys:
-        return ()
     if command.name not in state.saved:
         raise CommandRejected(
             "unknown_blueprint",
@@ -203,3 +216,25 @@ def set_thread_metadata(
             "unknown_thread", f"thread {command.thread_id} is not in agency {command.agency_id}"
         )
     return (ThreadMetadataSet(metadata=command.metadata),)
+
+
+# The pure decision of each command decided on the tenant's own aggregate, and of each on
+# an agency's kept state (`agencies.py`), not on its whole history.
+TENANT_DECISIONS: dict[
+    type[Command], Callable[[Any, list[RecordedEvent], str], Sequence[AnyEvent]]
+] = {
+    CreateTenant: create_tenant,
+    IssueApiKey: issue_api_key,
+    RevokeApiKey: revoke_api_key,
+    SetTenantProvider: change_tenant,
+    RemoveTenantProvider: change_tenant,
+    SetTenantModelPolicy: change_tenant,
+    SetTenantBudget: set_tenant_budget,
+}
+AgencyCommand = CreateAgency | SaveBlueprint | DeleteBlueprint | SetAgencyBudget
+AGENCY_DECISIONS: dict[type[Command], AgencyDecide[Any]] = {
+    CreateAgency: create_agency,
+    SaveBlueprint: save_blueprint,
+    DeleteBlueprint: delete_blueprint,
+    SetAgencyBudget: set_agency_budget,
+}

@@ -3,68 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Any
 
 import structlog
 
 from agency.contracts.commands import (
-    Command,
     CommandEnvelope,
-    CreateAgency,
-    CreateTenant,
     CreateThread,
-    DeleteBlueprint,
     ForkThread,
-    IssueApiKey,
-    RemoveTenantProvider,
-    RevokeApiKey,
     SaveBlueprint,
-    SetAgencyBudget,
-    SetTenantBudget,
-    SetTenantModelPolicy,
-    SetTenantProvider,
     SetThreadMetadata,
 )
 from agency.contracts.errors import CommandRejected
-from agency.contracts.events import AnyEvent
 from agency.contracts.ids import is_valid_token
 from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.commandbus import CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import InvalidEvent
-from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.infra.jetstream.records import EventContext
 from agency.services.agents.system import AgentSystem
 from agency.services.decide import Decision, decide_and_append
 from agency.services.registry import decisions
-from agency.services.registry.agencies import Agencies, AgencyState
+from agency.services.registry.agencies import Agencies
 from agency.services.tenancy.blueprint_checks import save_refusal
 from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.threads.fork import ForkError, fork_thread
 
 log = structlog.get_logger(__name__)
-
-
-# The pure decision of each command decided on the tenant's own aggregate, and of each on
-# an agency's: (command, history, idempotency key) -> events.
-Decide = Callable[[Any, list[RecordedEvent], str], Sequence[AnyEvent]]
-AgencyDecide = Callable[[Any, AgencyState, str], Sequence[AnyEvent]]
-_TENANT_DECISIONS: dict[type[Command], Decide] = {
-    CreateTenant: decisions.create_tenant,
-    IssueApiKey: decisions.issue_api_key,
-    RevokeApiKey: decisions.revoke_api_key,
-    SetTenantProvider: decisions.change_tenant,
-    RemoveTenantProvider: decisions.change_tenant,
-    SetTenantModelPolicy: decisions.change_tenant,
-    SetTenantBudget: decisions.set_tenant_budget,
-}
-# Decided on the agency's kept state (`agencies.py`), not on its whole history.
-_AGENCY_DECISIONS: dict[type[Command], AgencyDecide] = {
-    CreateAgency: decisions.create_agency,
-    SaveBlueprint: decisions.save_blueprint,
-    DeleteBlueprint: decisions.delete_blueprint,
-    SetAgencyBudget: decisions.set_agency_budget,
-}
 
 
 class RegistryService:
@@ -85,36 +49,28 @@ class RegistryService:
     async def _handle(self, envelope: CommandEnvelope) -> None:
         tenant = envelope.tenant_id
         key = envelope.idempotency_key
-        match envelope.payload:
-            case (
-                CreateTenant()
-                | IssueApiKey()
-                | RevokeApiKey()
-                | SetTenantProvider()
-                | RemoveTenantProvider()
-                | SetTenantModelPolicy()
-                | SetTenantBudget()
-            ) as command:
-                decide = _TENANT_DECISIONS[type(command)]
-                await self._append(
-                    tenant, "tenant", tenant, key, None, lambda h: decide(command, h, key)
-                )
-            case (
-                CreateAgency() | SaveBlueprint() | DeleteBlueprint() | SetAgencyBudget() as command
+        command = envelope.payload
+        if (decide := decisions.TENANT_DECISIONS.get(type(command))) is not None:
+            await self._append(
+                tenant, "tenant", tenant, key, None, lambda h: decide(command, h, key)
+            )
+            return
+        if isinstance(command, decisions.AgencyCommand):
+            # However a save arrives (HTTP, the tenant's own NATS subjects, a workflow):
+            # no stdio server, no address a tenant may not reach, no oversized prompt.
+            if (
+                isinstance(command, SaveBlueprint)
+                and (refused := save_refusal(command.blueprint, self._door)) is not None
             ):
-                # However a save arrives (HTTP, the tenant's own NATS subjects, a workflow):
-                # no stdio server, no address a tenant may not reach, no oversized prompt.
-                if (
-                    isinstance(command, SaveBlueprint)
-                    and (refused := save_refusal(command.blueprint, self._door)) is not None
-                ):
-                    raise CommandRejected(*refused)
-                decide_agency = _AGENCY_DECISIONS[type(command)]
-                await self._agencies.decide_and_append(
-                    tenant, command.agency_id,
-                    lambda state: decide_agency(command, state, key),
-                    idempotency_key=key,
-                )  # fmt: skip
+                raise CommandRejected(*refused)
+            decide_agency = decisions.AGENCY_DECISIONS[type(command)]
+            await self._agencies.decide_and_append(
+                tenant, command.agency_id,
+                lambda state: decide_agency(command, state, key),
+                idempotency_key=key,
+            )  # fmt: skip
+            return
+        match command:
             case CreateThread() as command:
                 await self._create_thread(tenant, command, key)
             case SetThreadMetadata() as command:

@@ -30,7 +30,6 @@ from agency.contracts.events import (
     ReplyDelta,
     ReplyThinking,
 )
-from agency.contracts.limits import limits
 from agency.services.agents.code_ai import MessageLike, ModelAsk, OnDelta, StreamingAi
 from agency.services.agents.code_reply import WrittenReply
 from agency.services.agents.code_run import RunContextBasics
@@ -43,7 +42,7 @@ from agency.services.llm.provider import (
 )
 from agency.services.runtime.code_emitter import Emitter
 from agency.services.runtime.code_tools import Tools
-from agency.services.runtime.failures import fit_message, fit_text
+from agency.services.runtime.failures import StreamRoom, fit_message, fit_text
 
 tracer = trace.get_tracer(__name__)
 
@@ -143,13 +142,12 @@ class Ai(StreamingAi):
             raise ModelError(recorded.error, retryable=recorded.retryable)
         if recorded is not None:  # a resumed handler: the answer the record holds
             return recorded_response(recorded)
-        room = [limits().max_message_bytes]
+        room = StreamRoom()
 
         async def deltas(text: str) -> None:
-            text = text[: room[0]]
+            text = room.take(text)
             if not text:
                 return
-            room[0] -= len(text)
             await emitter.emit([ModelDelta(run_id=run_id, step=step, delta=text)])
             if on_delta is not None:
                 await on_delta(text)

@@ -30,6 +30,11 @@ from agency.domain.thread_state import ThreadState
 from agency.services.tenancy import fairness
 from agency.services.tenancy.door_limits import DoorLimits, messages_problem
 
+# A request's fields, each an invoke's of the same name (the key comes from its envelope).
+_ACCEPTED_FROM_COMMAND = tuple(
+    f for f in RequestAccepted.__struct_fields__ if f != "idempotency_key"
+)
+
 
 def invoke(
     state: ThreadState,
@@ -99,18 +104,8 @@ def invoke(
         else ()
     )
     accepted = RequestAccepted(
-        run_id=command.run_id,
         idempotency_key=key,
-        strategy=command.strategy,
-        messages=command.messages,
-        files=command.files,
-        reported_by=command.reported_by,
-        webhook=command.webhook,
-        stream_modes=command.stream_modes,
-        pause_before_tools=command.pause_before_tools,
-        pause_before_model=command.pause_before_model,
-        pause_after_tools=command.pause_after_tools,
-        agent_type=command.agent_type,
+        **{f: getattr(command, f) for f in _ACCEPTED_FROM_COMMAND},
     )
     if active is not None and command.strategy == "interrupt":
         return (

@@ -146,6 +146,20 @@ def fit_text(text: str) -> str:
     return truncate_text(text, limit)
 
 
+class StreamRoom:
+    """What is left of `max_message_bytes` for a model call's streamed text: text past the
+    answer limit is not streamed either (characters: at most as many)."""
+
+    def __init__(self) -> None:
+        self._left = limits().max_message_bytes
+
+    def take(self, text: str) -> str:
+        """As much of `text` as there is room left for."""
+        text = text[: self._left]
+        self._left -= len(text)
+        return text
+
+
 def fit_message(message: ChatMessage) -> ChatMessage:
     """A model answer whose text is longer than an event should carry (`max_message_bytes`;
     it is stored twice in one append, in `model.completed` and the assistant's message),

@@ -27,10 +27,10 @@ import structlog
 from opentelemetry import trace
 
 from agency.contracts.events import AnyEvent, ModelDelta
-from agency.contracts.limits import limits
 from agency.domain.thread_state import ThreadState
 from agency.services.llm.errors import ModelStreamError
 from agency.services.llm.provider import ModelRequest, ModelResponse, Provider
+from agency.services.runtime.failures import StreamRoom
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -114,14 +114,12 @@ class ModelCalls:
         self, opening: Opening, key: tuple[str, str], request: ModelRequest, run_id: str, step: int
     ) -> tuple[ModelResponse, ThreadState | None]:
         latest: list[ThreadState] = []
-        # Text past the answer limit is not streamed either (characters: at most as many).
-        room = [limits().max_message_bytes]
+        room = StreamRoom()
 
         async def on_delta(text: str) -> None:
-            text = text[: room[0]]
+            text = room.take(text)
             if not text:
                 return
-            room[0] -= len(text)
             current = latest[-1] if latest else await opened(opening)
             updated, _ = await self._append(
                 current, [ModelDelta(run_id=run_id, step=step, delta=text)]

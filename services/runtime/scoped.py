@@ -16,6 +16,7 @@ request spawn the child as the call asked (`domain/subagent_variables.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,16 +81,11 @@ def env_required(
             run_id=run.run_id,
             tool_call_id=call.id,
             request_id=request_id,
-            subagent_type=request.subagent_type,
-            required=request.required,
-            missing=request.missing,
-            description=request.description,
-            name=request.name,
             resumable=call.name == CREATE_TOOL,
             timeout_ms=timeout_ms,
-            attachments=request.attachments,
             sealed_present=seal(present),
-            blueprint=request.blueprint,
+            # The request as held back: each of its fields is the event's of that name.
+            **{f.name: getattr(request, f.name) for f in dataclasses.fields(request)},
         ),
         ToolError(
             run_id=run.run_id,

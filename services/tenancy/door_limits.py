@@ -14,12 +14,12 @@ limit off; the message count is 1 to 500 (`MOST_INVOKE_MESSAGES`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
 import msgspec
 
 from agency.contracts.events import BlueprintSpec, ChatMessage
+from agency.services.tenancy.settings_env import from_environ
 
 PROMPT_LIMIT = "prompt_too_large"
 MESSAGES_LIMIT = "too_many_messages"
@@ -44,18 +44,8 @@ class DoorLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls) -> DoorLimits:
-        default = cls()
-        return cls(
-            max_prompt_bytes=int(
-                os.environ.get("AGENCY_MAX_PROMPT_BYTES", default.max_prompt_bytes)
-            ),
-            max_invoke_messages=int(
-                os.environ.get("AGENCY_MAX_INVOKE_MESSAGES", default.max_invoke_messages)
-            ),
-            max_invoke_bytes=int(
-                os.environ.get("AGENCY_MAX_INVOKE_BYTES", default.max_invoke_bytes)
-            ),
-        )
+        """`AGENCY_MAX_PROMPT_BYTES`, `AGENCY_MAX_INVOKE_MESSAGES`, `AGENCY_MAX_INVOKE_BYTES`."""
+        return from_environ(cls, "AGENCY_")
 
 
 def _prompts(blueprint: BlueprintSpec) -> Iterable[tuple[str, str]]:

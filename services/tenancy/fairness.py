@@ -44,6 +44,7 @@ from agency.contracts.events import (
 )
 from agency.domain.cron import cron_problem, interval_problem
 from agency.infra.jetstream.live import thread_events_live
+from agency.services.tenancy.settings_env import from_environ
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
 _WATCHED = ("request_accepted", "request_injected", "run_completed", "run_error", "run_canceled")
@@ -58,16 +59,9 @@ class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls) -> FairnessLimits:
-        default = cls()
-        return cls(
-            max_active_runs=int(
-                os.environ.get("AGENCY_TENANT_MAX_ACTIVE_RUNS", default.max_active_runs)
-            ),
-            invokes_per_second=float(
-                os.environ.get("AGENCY_TENANT_INVOKES_PER_SECOND", default.invokes_per_second)
-            ),
-            invoke_burst=int(os.environ.get("AGENCY_TENANT_INVOKE_BURST", default.invoke_burst)),
-        )
+        """`AGENCY_TENANT_MAX_ACTIVE_RUNS`, `AGENCY_TENANT_INVOKES_PER_SECOND`,
+        `AGENCY_TENANT_INVOKE_BURST`."""
+        return from_environ(cls, "AGENCY_TENANT_")
 
 
 def refuse_invoke(active_runs: int, limits: FairnessLimits) -> str | None:

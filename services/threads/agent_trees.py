@@ -142,7 +142,7 @@ class AgentTrees:
         )
         # From the stream's leader: a replica behind it could miss a thread admitted just
         # before the stop, which the sweep would then leave running.
-        history, _ = await self._store.read_from_leader(tenant, "tree", root)
+        history, _ = await self._store.read_positioned(tenant, "tree", root, from_leader=True)
         return tree_bounds.fold(root, [e.payload for e in history])
 
     async def sweep(

@@ -39,11 +39,12 @@ class ThreadCache:
         self, tenant_id: str, thread_id: str, *, from_leader: bool = False
     ) -> ThreadState:
         """The thread as the log has it; `from_leader` reads what is new from the stream's
-        leader, never from a replica that may lag (see `EventStore.read_from_leader`)."""
+        leader, never from a replica that may lag (see `EventStore.read_positioned`)."""
         key = (tenant_id, thread_id)
         state = self._get(key) or ThreadState(tenant_id=tenant_id, thread_id=thread_id)
-        read = self._store.read_from_leader if from_leader else self._store.read_positioned
-        newer, position = await read(tenant_id, "thread", thread_id, after=state.position)
+        newer, position = await self._store.read_positioned(
+            tenant_id, "thread", thread_id, after=state.position, from_leader=from_leader
+        )
         for event in newer:
             state = state.apply(event)
         if position != state.position:

@@ -42,7 +42,6 @@ from agency.contracts.events import (
     ToolRequested,
 )
 from agency.contracts.ids import derived_id, new_id
-from agency.contracts.subjects import Aggregate
 from agency.domain.child_naming import child_thread_id
 from agency.domain.run_cancel import canceled
 from agency.domain.thread_state import ThreadState, fold
@@ -105,20 +104,7 @@ class _CopyStore(EventStore):
             tenant_id, "thread", thread_id, payloads, expected=expected, context=context
         )
 
-    def _envelopes(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        payloads: Sequence[AnyEvent],
-        expected: Position,
-        context: EventContext | None,
-        idempotency_key: str | None,
-        keyed: int | None = None,
-    ) -> list[Envelope]:
-        envelopes = super()._envelopes(
-            tenant_id, aggregate, aggregate_id, payloads, expected, context, idempotency_key, keyed
-        )
+    def _stamp(self, envelopes: list[Envelope]) -> list[Envelope]:
         # Only the envelope carries the copied key: the broker's message ids stay unset,
         # so the copy is never mistaken for a retry of the original's appends.
         return [

@@ -3,12 +3,15 @@ state: made by the runtime for its hooks and by the API for `/state`'s middlewar
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from agency.domain.thread_state import ThreadState
 from agency.infra.sealing import unseal
 from agency.services.agents.builtin.filesystem import READ_FILE
 from agency.services.agents.view import ChildView, ThreadView
+
+_CHILD_FIELDS = tuple(f.name for f in dataclasses.fields(ChildView))
 
 
 def thread_view(state: ThreadState) -> ThreadView:
@@ -24,19 +27,9 @@ def thread_view(state: ThreadState) -> ThreadView:
         files=state.files,
         read_paths=frozenset(path for tool, path in state.tool_paths if tool == READ_FILE),
         todos=state.todos,
+        # Each child as its registry entry has it, in the fields middleware are shown.
         children=tuple(
-            ChildView(
-                reference=c.reference,
-                subagent_type=c.subagent_type,
-                name=c.name,
-                title=c.title,
-                description=c.description,
-                status=c.status,
-                status_text=c.status_text,
-                blocking=c.blocking,
-                resumable=c.resumable,
-            )
-            for c in state.children
+            ChildView(**{name: getattr(c, name) for name in _CHILD_FIELDS}) for c in state.children
         ),
         registered_tools=frozenset(state.registered_tools),
         side=state.side,

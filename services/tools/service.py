@@ -44,19 +44,12 @@ from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
-from agency.infra.jetstream.decoding import record_from_js_msg
 from agency.infra.jetstream.errors import ConcurrencyError, StoreError
 from agency.infra.jetstream.eventstore import EventStore
-from agency.infra.jetstream.records import EventContext, Position, RecordedEvent, UndecodableEvent
+from agency.infra.jetstream.eventworker import EventConsumer
+from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.infra.jetstream.tracing import context_from
-from agency.infra.jetstream.worker import (
-    Ack,
-    ConsumerWorker,
-    Outcome,
-    Reject,
-    Undecodable,
-    WorkerRetry,
-)
+from agency.infra.jetstream.worker import Ack, Outcome, Reject, WorkerRetry
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool, ToolContext
 from agency.services.tool_execution.executor import (
@@ -102,7 +95,7 @@ class RunEnded(AlreadyAnswered):
         super().__init__(f"run {run_id} ended ({how})")
 
 
-class ToolsService(ConsumerWorker[RecordedEvent]):
+class ToolsService(EventConsumer):
     """Consumes `tool.requested` events; several instances may share the durable consumer.
 
     The loop (free-slot fetches, heartbeats, retries, graceful shutdown) is the one every
@@ -167,12 +160,6 @@ class ToolsService(ConsumerWorker[RecordedEvent]):
         return await ensure_consumer(self._bus.js, config)
 
     # --- one message ------------------------------------------------------------------
-
-    def _decode(self, msg: Msg) -> RecordedEvent:
-        recorded = record_from_js_msg(msg)
-        if isinstance(recorded, UndecodableEvent):
-            raise Undecodable(recorded.reason)
-        return recorded
 
     async def _handle(self, item: RecordedEvent, msg: Msg) -> Outcome[RecordedEvent]:
         problem = _misfit(item)

@@ -424,21 +424,29 @@ async def test_read_models_follow_a_whole_run(
         assert [(u.model, u.calls) for u in models] == [("fake:model-a", 2), ("fake:model-b", 1)]
 
 
-async def test_events_page_filters_and_pages(
+async def _events_page(
+    conn: asyncpg.Connection, *args: Any, **kwargs: Any
+) -> tuple[list[dict[str, Any]], bool]:
+    """`event_rows` decoded: each envelope a dict with its `stream_seq` added."""
+    rows, more = await queries.event_rows(conn, *args, **kwargs)
+    return [msgspec.json.decode(raw) | {"stream_seq": seq} for raw, seq in rows], more
+
+
+async def test_event_rows_filter_and_page(
     bus: Bus, world: World, pool: asyncpg.Pool, built: Built
 ) -> None:
     await built.finish(world)
     async with pool.acquire() as conn:
-        page, more = await queries.events_page(conn, world.a, world.thread, 1, 5)
+        page, more = await _events_page(conn, world.a, world.thread, 1, 5)
         assert [e["seq"] for e in page] == [1, 2, 3, 4, 5] and more
         assert page[0]["type"] == "thread.created" and page[0]["payload"]["agency_id"] == "ag1"
-        rest, more = await queries.events_page(conn, world.a, world.thread, 6, 1000)
+        rest, more = await _events_page(conn, world.a, world.thread, 6, 1000)
         assert [e["seq"] for e in rest] == list(range(6, 31)) and not more
-        ticks, _ = await queries.events_page(
+        ticks, _ = await _events_page(
             conn, world.a, world.thread, 1, 100, ["run.tick", "run.completed"]
         )
         assert [e["type"] for e in ticks] == ["run.tick", "run.tick", "run.completed"]
-        tree, _ = await queries.events_page(
+        tree, _ = await _events_page(
             conn, world.a, world.thread, 1, 100, correlation_id=world.thread
         )
         assert {e["aggregate_id"] for e in tree} == {world.thread, world.child}
@@ -459,7 +467,7 @@ async def test_a_tenant_sees_nothing_of_another(
         assert await queries.get_thread(conn, b, world.agency_b, world.thread) is None
         assert await queries.thread_state(conn, b, world.agency, world.thread) is None
         assert await queries.get_run(conn, b, world.thread, "r1") is None
-        assert await queries.events_page(conn, b, world.thread, 1, 100) == ([], False)
+        assert await queries.event_rows(conn, b, world.thread, 1, 100) == ([], False)
         assert await queries.tenant_for_key(conn, world.key_id, world.key_hash) == world.a
         (usage,) = await queries.usage(conn, b, "agency")
         assert (usage.agency_id, usage.calls, usage.output_tokens) == ("ag2", 1, 5)

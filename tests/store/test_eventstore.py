@@ -186,7 +186,9 @@ async def test_a_read_from_the_leader_sees_what_a_direct_read_sees_past_garbage(
     await bus.store.append(tenant, "thread", other, [user("x")], expected=Position())
 
     direct = await bus.store.read_positioned(tenant, "thread", thread, after=first.position)
-    leader = await bus.store.read_from_leader(tenant, "thread", thread, after=first.position)
+    leader = await bus.store.read_positioned(
+        tenant, "thread", thread, after=first.position, from_leader=True
+    )
     assert [e.seq for e in leader[0]] == [e.seq for e in direct[0]] == [2, 3]
     assert leader[1] == direct[1]
     assert [e.envelope.event_id for e in leader[0]] == [e.envelope.event_id for e in direct[0]]

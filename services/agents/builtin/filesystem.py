@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agency.contracts.events import FileWritten
 from agency.contracts.limits import limits, path_problem, truncate_text
-from agency.services.agents.middleware import Middleware, MiddlewareContext
+from agency.services.agents.middleware import PromptedStateTools
 from agency.services.agents.tools import (
     StateTool,
     StateToolFn,
@@ -171,12 +171,8 @@ TOOLS = (
 )
 
 
-class FilesystemMiddleware(Middleware):
+class FilesystemMiddleware(PromptedStateTools):
     name = "filesystem"
     tags = ("fs",)
-
-    def system_prompt(self, ctx: MiddlewareContext) -> str | None:
-        return FILESYSTEM_PROMPT
-
-    def state_tools(self) -> tuple[StateTool, ...]:
-        return TOOLS
+    prompt = FILESYSTEM_PROMPT
+    prompted_tools = TOOLS

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agency.contracts.events import Todo, TodosWritten
-from agency.services.agents.middleware import Middleware, MiddlewareContext
+from agency.services.agents.middleware import PromptedStateTools
 from agency.services.agents.tools import StateTool, StateToolOutcome, ToolSpec, object_schema
 
 if TYPE_CHECKING:
@@ -47,12 +47,8 @@ def write_todos(args: dict[str, Any], state: ThreadView, run_id: str) -> StateTo
     )
 
 
-class PlanningMiddleware(Middleware):
+class PlanningMiddleware(PromptedStateTools):
     name = "planning"
     tags = ("planning",)
-
-    def system_prompt(self, ctx: MiddlewareContext) -> str | None:
-        return WRITE_TODOS_PROMPT
-
-    def state_tools(self) -> tuple[StateTool, ...]:
-        return (StateTool(spec=WRITE_TODOS, fn=write_todos),)
+    prompt = WRITE_TODOS_PROMPT
+    prompted_tools = (StateTool(spec=WRITE_TODOS, fn=write_todos),)

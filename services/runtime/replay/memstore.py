@@ -126,12 +126,11 @@ class MemoryEventStore:
         aggregate_id: str,
         *,
         after: Position | None = None,
+        from_leader: bool = False,
     ) -> tuple[list[RecordedEvent], Position]:
+        # One process, one copy: every read is the leader's.
         events = self.since(tenant_id, aggregate, aggregate_id, after or Position())
         return events, events[-1].position if events else (after or Position())
-
-    # One process, one copy: the leader's read is `read_positioned`.
-    read_from_leader = read_positioned
 
     def since(
         self, tenant_id: str, aggregate: str, aggregate_id: str, after: Position

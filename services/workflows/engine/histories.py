@@ -36,9 +36,12 @@ class WorkflowHistories(DelegatingStore):
         aggregate_id: str,
         *,
         after: Position | None = None,
+        from_leader: bool = False,
     ) -> tuple[list[RecordedEvent], Position]:
-        if aggregate != "workflow" or after is not None:
-            return await self.inner.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
+        if aggregate != "workflow" or after is not None or from_leader:
+            return await self.inner.read_positioned(
+                tenant_id, aggregate, aggregate_id, after=after, from_leader=from_leader
+            )
         key = (tenant_id, aggregate_id)
         kept, position = self._kept.pop(key, ([], Position()))
         more, position = await self.inner.read_positioned(
