@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -49,21 +49,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
-        env = os.environ if environ is None else environ
-        default = cls()
-        return cls(
-            max_event_bytes=_int(env, "AGENCY_MAX_EVENT_BYTES", default.max_event_bytes),
-            max_message_bytes=_int(env, "AGENCY_MAX_MESSAGE_BYTES", default.max_message_bytes),
-            max_tool_output_bytes=_int(
-                env, "AGENCY_MAX_TOOL_OUTPUT_BYTES", default.max_tool_output_bytes
-            ),
-            max_file_bytes=_int(env, "AGENCY_MAX_FILE_BYTES", default.max_file_bytes),
-            max_events_per_append=_int(
-                env, "AGENCY_MAX_EVENTS_PER_APPEND", default.max_events_per_append
-            ),
-            max_path_chars=_int(env, "AGENCY_MAX_PATH_CHARS", default.max_path_chars),
-            max_request_bytes=_int(env, "AGENCY_MAX_REQUEST_BYTES", default.max_request_bytes),
-        )
+        return positive_ints(cls, "AGENCY_", environ)
 
 
 @functools.cache
@@ -72,7 +58,20 @@ def limits() -> Limits:
     return Limits.from_env()
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+def positive_ints(cls: type[T], prefix: str, environ: Mapping[str, str] | None = None) -> T:
+    """`cls`, a struct of positive whole numbers, each field from the variable `prefix` +
+    its name in capitals when set (`InvalidLimit` naming it when not a positive number)."""
+    env = os.environ if environ is None else environ
+    default = cls()
+    fields = cls.__struct_fields__
+    return cls(**{f: positive_int(env, prefix + f.upper(), getattr(default, f)) for f in fields})
+
+
+def positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """The positive whole number the variable `name` holds, `default` when unset."""
     raw = env.get(name)
     if not raw:
         return default

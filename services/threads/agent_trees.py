@@ -14,14 +14,13 @@ only lowers them), each a positive integer:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 
 import structlog
 
 from agency.contracts.commands import CancelRun, TerminateThread
 from agency.contracts.events import AnyEvent, RequestAccepted, StopMode, ThreadCreated
-from agency.contracts.limits import InvalidLimit
+from agency.contracts.limits import positive_ints
 from agency.domain import tree_bounds
 from agency.domain.tree_bounds import TreeBounds, TreeView
 from agency.infra.jetstream.commandbus import CommandBus
@@ -42,26 +41,8 @@ FROM_A_STOP = frozenset({TREE_CANCELED, TREE_TERMINATED, PARENT_CANCELED})
 
 
 def bounds_from_env(environ: Mapping[str, str] | None = None) -> TreeBounds:
-    env = os.environ if environ is None else environ
-    default = TreeBounds()
-    return TreeBounds(
-        max_depth=_positive(env, "AGENCY_TREE_MAX_DEPTH", default.max_depth),
-        max_children=_positive(env, "AGENCY_TREE_MAX_CHILDREN", default.max_children),
-        max_threads=_positive(env, "AGENCY_TREE_MAX_THREADS", default.max_threads),
-    )
-
-
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidLimit(name, raw) from None
-    if value <= 0:
-        raise InvalidLimit(name, raw)
-    return value
+    """`AGENCY_TREE_MAX_DEPTH`, `_MAX_CHILDREN`, `_MAX_THREADS`, each a positive number."""
+    return positive_ints(TreeBounds, "AGENCY_TREE_", environ)
 
 
 def stopped_by_sweep(report: str) -> bool:
