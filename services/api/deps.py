@@ -108,4 +108,4 @@ class ApiDeps:
         object.__setattr__(self, "progress", ProjectionProgress(self.pool))
         object.__setattr__(self, "listings", PendingListings(self.progress))
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))
-        object.__setattr__(self, "spend", SpendLedger(self.bus.nc, self.bus.store))
+        object.__setattr__(self, "spend", SpendLedger(self.bus))

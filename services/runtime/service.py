@@ -103,7 +103,7 @@ class RuntimeService:
             # Tenants' own provider settings, read from their logs.
             provider.use_tenant_models(StoreTenantModels(bus.store))
         # Every model call asks the tenant's and its agency's spend budgets first.
-        self.spend = SpendLedger(bus.nc, bus.store)
+        self.spend = SpendLedger(bus)
         provider = SpendGuard(provider, self.spend)
         self.driver = ThreadDriver(
             bus.store, system, provider, self._threads, self.blueprints, mcp=mcp

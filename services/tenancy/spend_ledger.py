@@ -16,14 +16,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from nats.aio.client import Client as NATS
-
 from agency.contracts.events import AgencyBudgetSet, ModelCompleted, TenantBudgetSet
 from agency.contracts.records import Position, RecordedEvent
 from agency.contracts.subjects import EVENTS_STREAM, event_token
 from agency.infra.jetstream.aggregate_reads import direct_batch
+from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.decoding import record_from_direct_get
-from agency.infra.jetstream.eventstore import EventStore
 from agency.services.tenancy.spend import (
     Budget,
     Overrides,
@@ -69,10 +67,12 @@ class Standing:
 
 
 class SpendLedger:
+    """Spend and budgets read over `bus`, on first use (a ledger is made with its process's
+    dependencies, before their connection is used)."""
+
     def __init__(
         self,
-        nc: NATS,
-        store: EventStore,
+        bus: Bus,
         settings: SpendSettings | None = None,
         *,
         timeout: float = 5.0,
@@ -80,8 +80,7 @@ class SpendLedger:
         stream: str = EVENTS_STREAM,
     ) -> None:
         self.settings = settings or SpendSettings.from_env()
-        self._nc = nc
-        self._store = store
+        self._bus = bus
         self._timeout = timeout
         self._refresh = refresh
         self._stream = stream
@@ -151,7 +150,7 @@ class SpendLedger:
             request["start_time"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         while True:
             count = 0
-            async for msg in direct_batch(self._nc, self._stream, request, self._timeout):
+            async for msg in direct_batch(self._bus.nc, self._stream, request, self._timeout):
                 count += 1
                 recorded = record_from_direct_get(msg)
                 usage.stream_seq = max(usage.stream_seq, recorded.stream_seq)
@@ -166,7 +165,7 @@ class SpendLedger:
         kept = self._sets.setdefault((aggregate, f"{tenant}.{aggregate_id}"), _Set())
         if time.monotonic() - kept.checked < self._refresh:
             return kept
-        events, kept.position = await self._store.read_positioned(
+        events, kept.position = await self._bus.store.read_positioned(
             tenant,
             "tenant" if aggregate == "tenant" else "agency",
             aggregate_id,

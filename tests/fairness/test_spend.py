@@ -115,7 +115,7 @@ async def test_spent_budget_refuses_the_next_model_call_and_http_invokes_with_42
     assert not _sent(tenant, later)
 
     # Another process, or this one restarted, counts the same spend from the log.
-    fresh = SpendLedger(tenant.bus.nc, tenant.bus.store)
+    fresh = SpendLedger(tenant.bus)
     standing = await fresh.standing(tenant.id, tenant.agency)
     assert standing.tenant_spent.tokens == 10_000 and standing.tenant.tokens == 10_000
 
