@@ -11,7 +11,7 @@ from typing import Annotated
 
 import msgspec
 from litestar import get, put
-from litestar.exceptions import NotFoundException, ValidationException
+from litestar.exceptions import ClientException, NotFoundException
 from litestar.params import JSONBody
 
 from agency.contracts.commands import SetAgencyBudget, SetTenantBudget
@@ -30,6 +30,7 @@ from agency.services.api.auth import (
     tenant_of,
 )
 from agency.services.api.deps import ApiDeps
+from agency.services.api.openapi import error_response
 from agency.services.api.readback import read_your_write
 from agency.services.api.routes_commands import Body
 from agency.services.tenancy.spend import period_end, period_start
@@ -148,6 +149,9 @@ async def agency_budget(agency_id: AgencyId, principal: Caller, deps: Deps) -> B
 @put(
     "/agency/{agencyId:str}/budget",
     summary="Set an agency's spend budget per period, within the tenant's",
+    responses={
+        409: error_response(409, "Beyond the tenant's budget: the answer says the tenant's.")
+    },
 )
 async def set_agency_budget(
     agency_id: AgencyId, data: JSONBody[BudgetBody], principal: Caller, deps: Deps
@@ -156,15 +160,18 @@ async def set_agency_budget(
     await agency_events(deps, tenant, agency_id)
     outer = (await deps.spend.standing(tenant, agency_id)).tenant
     period = deps.spend.settings.period
+    # The tenant's budget is state the request conflicts with, not a rule of its body.
     if _beyond(data.tokens, outer.tokens):
-        raise ValidationException(
-            f"field 'tokens': the agency's budget must be within the tenant's, "
-            f"{outer.tokens} tokens a {period}"
+        raise ClientException(
+            status_code=409,
+            detail=f"field 'tokens': the agency's budget must be within the tenant's, "
+            f"{outer.tokens} tokens a {period}",
         )
     if _beyond(data.usd, outer.usd):
-        raise ValidationException(
-            f"field 'usd': the agency's budget must be within the tenant's, "
-            f"${outer.usd:g} a {period}"
+        raise ClientException(
+            status_code=409,
+            detail=f"field 'usd': the agency's budget must be within the tenant's, "
+            f"${outer.usd:g} a {period}",
         )
     command = SetAgencyBudget(agency_id=agency_id, tokens=data.tokens, usd=data.usd)
     await _send(deps, tenant, "agency", agency_id, command)

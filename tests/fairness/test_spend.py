@@ -127,7 +127,7 @@ async def test_an_agencys_cost_budget_is_set_within_the_tenants_and_holds(
     assert r.status_code == 200, r.text
     path = f"/agency/{tenant.agency}/budget"
     r = await tenant.http.put(path, json={"usd": 2.0})
-    assert r.status_code == 400 and "within the tenant's, $1 a day" in r.json()["error"], r.text
+    assert r.status_code == 409 and "within the tenant's, $1 a day" in r.json()["error"], r.text
     r = await tenant.http.put(path, json={"usd": 0.1})
     assert r.status_code == 200 and r.json()["usdBudget"] == 0.1, r.text
     # gpt-4o-mini input costs $0.15 a million tokens: this answer costs $0.15.
