@@ -31,6 +31,7 @@ from agency.services.tenancy.spend import (
 from agency.services.tenancy.spend_ledger import SpendLedger
 from tests.e2e.conftest import ADMIN
 from tests.fairness.conftest import System, Tenant
+from tests.helpers import assert_eventually
 
 
 def _run_error(events: list[RecordedEvent]) -> RunError:
@@ -69,6 +70,17 @@ async def test_a_call_whose_prompt_alone_passes_the_tenants_budget_is_refused_un
     assert not _sent(tenant, key), "the refused call reached the model"
 
 
+async def _spent_seen(tenant: Tenant, path: str, field: str, at_least: float) -> None:
+    """Until the API's spend ledger shows what the run spent (it reads the log at most once
+    a second per tenant)."""
+
+    async def seen() -> None:
+        r = await tenant.http.get(path)
+        assert r.status_code == 200 and r.json()[field] >= at_least - 1e-9, r.text
+
+    await assert_eventually(seen, timeout=20)
+
+
 async def test_spent_budget_refuses_the_next_model_call_and_http_invokes_with_429(
     tenant: Tenant,
 ) -> None:
@@ -82,7 +94,9 @@ async def test_spent_budget_refuses_the_next_model_call_and_http_invokes_with_42
     events = await tenant.wait_terminal(thread)
     assert any(isinstance(e.payload, RunCompleted) for e in events), [e.type for e in events]
 
-    # The budget is spent: HTTP invokes are refused at the door, saying which and when.
+    # The budget is spent (the API's ledger reads it within its refresh): HTTP invokes are
+    # refused at the door, saying which and when.
+    await _spent_seen(tenant, "/budget", "tokensSpent", 10_000)
     r = await tenant.invoke(thread, "more")
     assert r.status_code == 429, r.text
     error = r.json()["error"]
@@ -142,6 +156,7 @@ async def test_an_agencys_cost_budget_is_set_within_the_tenants_and_holds(
     events = await tenant.wait_terminal(thread)
     assert any(isinstance(e.payload, RunCompleted) for e in events), [e.type for e in events]
 
+    await _spent_seen(tenant, path, "usdSpent", 0.15)
     r = await tenant.invoke(thread, "again")
     assert r.status_code == 429, r.text
     error = r.json()["error"]
