@@ -1,7 +1,11 @@
 """The whole system (every service, the API, real NATS and PostgreSQL) with the fake model
 answering after some latency; a fresh tenant per test, over HTTP and on the bus. And
 (`system_api`, for tests/e2e's `client`) the same with two runtime and two subagents
-workers and a fake model that takes 0.5 to 1 s per answer, as a real one would."""
+workers and a fake model that takes 0.5 to 1 s per answer, as a real one would.
+
+Each system lives for one module only: systems share the session's NATS and its durable
+consumers, so two alive at once would take each other's runs to their own fake models,
+and one module's scripts would meet another's model."""
 
 from __future__ import annotations
 
@@ -73,7 +77,7 @@ class Tenant:
         )
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 async def fair_system(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
 ) -> AsyncIterator[System]:
@@ -100,7 +104,7 @@ async def tenant(fair_system: System, bus: Bus) -> AsyncIterator[Tenant]:
         )  # fmt: skip
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 async def system_api(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
 ) -> AsyncIterator[tuple[str, FakeLLMServer]]:
