@@ -166,3 +166,36 @@ async def test_a_breakpoint_before_the_model_reads_as_interrupted_with_no_input_
         ("lifecycle", "running"),
         ("lifecycle", "interrupted"),
     ]
+
+
+async def test_another_tenants_thread_is_not_found_over_the_protocol_socket(lg: LangGraph) -> None:
+    """Tenant B, with its own key, on tenant A's thread over the WebSocket transport: every
+    read is `no_such_run`, nothing of A's is sent."""
+    from websockets.asyncio.client import connect
+
+    from tests.langgraph.conftest import new_tenant
+
+    key = f"ws-own-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="private to A")])
+    thread = (await lg.client.threads.create(graph_id="worker"))["thread_id"]
+    await lg.client.runs.wait(
+        thread, "worker", input={"messages": [{"role": "user", "content": key}]}
+    )
+    other_key, _, _ = await new_tenant(lg.url, "ws-other")
+    url = lg.url.replace("http://", "ws://") + f"/langgraph/threads/{thread}/stream/events"
+    async with (
+        asyncio.timeout(WAIT),
+        connect(url, additional_headers={"x-api-key": other_key}, open_timeout=10) as socket,
+    ):
+        answers = []
+        for i, (method, params) in enumerate([
+            ("subscription.subscribe", {"channels": ["values", "messages"]}),
+            ("state.get", {"namespace": []}),
+            ("state.listCheckpoints", {"limit": 5}),
+            ("agent.getTree", {}),
+        ]):  # fmt: skip
+            await socket.send(json.dumps({"id": i, "method": method, "params": params}))
+            answers.append(json.loads(await socket.recv()))
+    assert [a["type"] for a in answers] == ["error"] * 4, answers
+    assert all(a["error"] == "no_such_run" for a in answers), answers
+    assert "private to A" not in json.dumps(answers)
