@@ -111,21 +111,11 @@ def test_runs_with_tools_subagents_and_approvals_end_once_through_node_and_worke
             assert http.get("/readyz").status_code == 200
 
         eventually(ready, timeout=300, every=2)
-        r = http.post(
-            "/tenants", json={"name": "compose"}, headers={"Authorization": f"Bearer {admin}"}
-        )
-        assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
-        auth = {"Authorization": f"Bearer {r.json()['apiKey']}"}
-        r = http.post("/agencies", json={"name": "compose"}, headers=auth)
-        assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
-        agency = r.json()["id"]
-        for blueprint in BLUEPRINTS:
-            r = http.post(f"/agency/{agency}/blueprints", json=blueprint, headers=auth)
-            assert r.status_code in (200, 201), r.text
 
-        def post(path: str, body: dict[str, object]) -> httpx.Response:
+        def post(path: str, body: dict[str, object], auth: dict[str, str]) -> httpx.Response:
             """POST, again while the API answers 503 (the event store did not answer in
-            time, as while a NATS node is lost): the client's part, as documented."""
+            time, as while a NATS node is lost or a fresh cluster settles): the client's
+            part, as documented."""
 
             def answered() -> httpx.Response:
                 r = http.post(path, json=body, headers=auth)
@@ -134,13 +124,23 @@ def test_runs_with_tools_subagents_and_approvals_end_once_through_node_and_worke
 
             return eventually(answered, timeout=60, every=1)
 
+        r = post("/tenants", {"name": "compose"}, {"Authorization": f"Bearer {admin}"})
+        assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
+        auth = {"Authorization": f"Bearer {r.json()['apiKey']}"}
+        r = post("/agencies", {"name": "compose"}, auth)
+        assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
+        agency = r.json()["id"]
+        for blueprint in BLUEPRINTS:
+            r = post(f"/agency/{agency}/blueprints", blueprint, auth)
+            assert r.status_code in (200, 201), r.text
+
         def start(agent_type: str, message: str) -> str:
-            r = post(f"/agency/{agency}/agents", {"agentType": agent_type})
+            r = post(f"/agency/{agency}/agents", {"agentType": agent_type}, auth)
             assert r.status_code in (201, 202), r.text  # 202: stored, read models behind
             thread = r.json()["id"]
             # One idempotency key: an invoke sent again after a 503 is one run.
             body = {"messages": [{"role": "user", "content": message}], "idempotencyKey": thread}
-            r = post(f"/agency/{agency}/agent/{thread}/invoke", body)
+            r = post(f"/agency/{agency}/agent/{thread}/invoke", body, auth)
             assert r.status_code == 202, r.text
             return str(thread)
 

@@ -22,6 +22,7 @@ from litestar.openapi import OpenAPIConfig
 from nats.errors import Error as NatsError
 
 from agency.contracts.errors import InvalidToken
+from agency.contracts.subjects import EVENTS_STREAM
 from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
@@ -78,7 +79,10 @@ class Readiness(msgspec.Struct, frozen=True, omit_defaults=True):
 @get(
     "/readyz",
     opt={PUBLIC_OPT: True},
-    summary="Readiness: NATS connected, database answers, every supervised service running",
+    summary=(
+        "Readiness: NATS connected, the event stream answers (it has a leader), the database"
+        " answers, every supervised service running"
+    ),
     responses={503: error_response(503, "Not ready: what is missing.")},
 )
 async def readyz(deps: Deps) -> Response[Any]:
@@ -89,6 +93,12 @@ async def readyz(deps: Deps) -> Response[Any]:
         connected = False
     if not connected:
         problems.append("NATS is not connected")
+    else:
+        try:  # answered by the stream's leader: none while a cluster elects one
+            async with asyncio.timeout(2.0):
+                await deps.bus.js.stream_info(EVENTS_STREAM)
+        except (TimeoutError, NatsError) as e:
+            problems.append(f"the event stream does not answer: {type(e).__name__}: {e}")
     try:
         async with asyncio.timeout(2.0):
             await deps.pool.fetchval("SELECT 1")
