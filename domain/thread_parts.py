@@ -35,6 +35,8 @@ class RunView:
     # The step whose model call an approval let through after the run paused before it
     # (reason `breakpoint`): that call is not paused for again.
     breakpoint_passed: int = 0
+    # The run has started (`run.started`): a queued request that never did is canceled alone.
+    started: bool = False
 
     @property
     def terminal(self) -> bool:

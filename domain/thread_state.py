@@ -280,8 +280,9 @@ class ThreadState:
                 if state.run(run_id) is None:
                     state = _evolve(state, runs=(*state.runs, RunView(run_id=run_id)))
                 return state._with_run(
-                    run_id, status="running", agent_type=agent_type, max_steps=max_steps
-                )
+                    run_id, status="running", agent_type=agent_type, max_steps=max_steps,
+                    started=True,
+                )  # fmt: skip
             case AgentStarted(model=model):
                 return _evolve(self, model=model)
             case RunTick(run_id=run_id, step=step):

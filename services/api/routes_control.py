@@ -130,13 +130,17 @@ async def approve(
 @post(
     "/agency/{agencyId:str}/agent/{threadId:str}/cancel",
     status_code=202,
-    summary="Cancel the thread's active run (and its subagents)",
-    description="Bound to `runId` (default: the run active now); 409 when that run is not "
-    "active. A retried cancel never cancels a later run. Without `runId`, a thread with no "
+    summary="Cancel the thread's active run (and its subagents), or a queued one",
+    description="Bound to `runId` (default: the run active now); 409 when that run is "
+    "neither active nor queued. A queued run named by `runId` is withdrawn (`run.canceled`): "
+    "it never starts nor joins the active run, which goes on. A retried cancel never "
+    "cancels a later run. Without `runId`, a thread with no "
     "active run but subagents below it answers 202 (`runId` null): their runs are canceled, "
     "and the runs under way in its tree start no more subagents.",
     responses={
-        409: error_response(409, "The thread has no active run nor subagents, or not that run.")
+        409: error_response(
+            409, "The thread has no active run nor subagents, or that run is not active nor queued."
+        )
     },
 )
 async def cancel(
@@ -149,7 +153,9 @@ async def cancel(
 ) -> CancelAccepted:
     data = data or CancelBody()
     try:
-        tenant, run = await _thread_and_run(principal, deps, agency_id, thread_id, data.run_id)
+        tenant, run = await _thread_and_run(
+            principal, deps, agency_id, thread_id, data.run_id, queued=True
+        )
     except RunNotActive:
         # No run here, but its subagents may run: the cancel reaches them (`tree_stops`).
         if data.run_id is not None or not await _has_subagents(principal, deps, thread_id):
@@ -191,7 +197,13 @@ CONTROL_ROUTES = [approve, cancel, terminate]
 
 
 async def _thread_and_run(
-    principal: Principal, deps: ApiDeps, agency_id: str, thread_id: str, run_id: str | None
+    principal: Principal,
+    deps: ApiDeps,
+    agency_id: str,
+    thread_id: str,
+    run_id: str | None,
+    *,
+    queued: bool = False,
 ) -> tuple[str, RunView]:
     """The caller's tenant and the run a command will be bound to (`_bound_run`), the
     thread checked to be the caller's (404 first) while it is read, not before."""
@@ -207,7 +219,7 @@ async def _thread_and_run(
         raise owned
     if isinstance(state, BaseException):
         raise state
-    return tenant, _bound_run(state, thread_id, run_id)
+    return tenant, _bound_run(state, thread_id, run_id, queued=queued)
 
 
 async def _has_subagents(principal: Principal, deps: ApiDeps, thread_id: str) -> bool:
@@ -223,8 +235,11 @@ async def _has_subagents(principal: Principal, deps: ApiDeps, thread_id: str) ->
     return False
 
 
-def _bound_run(state: ThreadState, thread_id: str, run_id: str | None) -> RunView:
-    """The run a command will be bound to: `run_id`, or the active one; 409 if not active."""
+def _bound_run(
+    state: ThreadState, thread_id: str, run_id: str | None, *, queued: bool = False
+) -> RunView:
+    """The run a command will be bound to: `run_id`, or the active one; 409 if not active
+    (nor, with `queued`, a request queued behind it)."""
     active = state.active_run
     if run_id is None:
         if active is None:
@@ -233,6 +248,8 @@ def _bound_run(state: ThreadState, thread_id: str, run_id: str | None) -> RunVie
     named = state.run(run_id)
     if named is None:
         raise RunNotActive(detail=f"thread {thread_id} has no run {run_id}")
+    if queued and state.queued(run_id) is not None:
+        return named
     if active is None or active.run_id != run_id:
         raise RunNotActive(detail=f"run {run_id} is not active (it is {named.status})")
     return named

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
+from agency.contracts.codec import decode_event
 from agency.contracts.commands import (
     ApproveToolCalls,
     CancelRun,
@@ -166,6 +169,10 @@ def cancel(state: ThreadState, command: CancelRun, key: str | None = None) -> Se
     """`key` is the command's idempotency key: a key already decided cancels nothing."""
     if key is not None and key in state.command_keys:
         return ()
+    if command.run_id is not None and state.queued(command.run_id) is not None:
+        # A queued request withdrawn: it neither starts nor joins the active run.
+        reason = command.reason or "canceled by request"
+        return (RunCanceled(run_id=command.run_id, reason=f"{WITHDRAWN}: {reason}"),)
     run = state.active_run
     if run is None:
         return ()  # nothing runs: cancel is a no-op, not an error
@@ -175,6 +182,18 @@ def cancel(state: ThreadState, command: CancelRun, key: str | None = None) -> Se
 
 
 TERMINATED = "terminated"
+# The reason's prefix for a request canceled while queued, before it started or joined a run.
+WITHDRAWN = "canceled while queued"
+
+
+def withdrew_a_queued_request(data: bytes) -> bool:
+    """Whether a `run.canceled` event's body withdrew a queued request: no run of it was
+    under way, so the thread's model call in flight (the active run's) goes on."""
+    try:
+        payload = decode_event(data).payload
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return isinstance(payload, RunCanceled) and payload.reason.startswith(WITHDRAWN)
 
 
 def refused(state: ThreadState) -> str:

@@ -405,6 +405,8 @@ class RuntimeService:
     async def run_cancel_listener(self, stop: asyncio.Event) -> None:
         async def on_cancel(msg: Msg) -> None:
             tenant, thread = tenant_of(msg.subject), thread_of(msg.subject)
+            if commands.withdrew_a_queued_request(msg.data):
+                return  # a queued request's: the active run's call goes on
             if self.driver.abort_model_call(tenant, thread):
                 log.info("model call aborted by cancel", tenant_id=tenant, thread_id=thread)
 

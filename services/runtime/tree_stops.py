@@ -31,6 +31,9 @@ async def stop_tree(
     state = await threads.load(tenant, thread_id)
     if not state.exists:
         return 0
+    named = state.run(payload.run_id) if isinstance(payload, CancelRun) and payload.run_id else None
+    if named is not None and not named.started:
+        return 0  # a queued request withdrawn: nothing of the tree is its
     root = state.correlation_id or thread_id
     view = await trees.view(tenant, root)
     if not view.below(thread_id):

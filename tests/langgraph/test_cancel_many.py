@@ -26,7 +26,7 @@ async def test_cancel_many_by_thread_and_by_status(lg: LangGraph) -> None:
     await lg.client.runs.cancel_many(thread_id=one, run_ids=[run_one])
     await until_status(lg.client, one, run_one, {"interrupted"})
     assert (await lg.client.runs.get(two, run_two))["status"] == "running"
-    await lg.client.runs.cancel_many(status="pending")  # queued runs: nothing is canceled
+    await lg.client.runs.cancel_many(status="pending")  # queued runs only: none here
     assert (await lg.client.runs.get(two, run_two))["status"] == "running"
     await lg.client.runs.cancel_many(status="running")
 

@@ -150,7 +150,7 @@ async def test_cancel_ends_the_active_run(lg: LangGraph) -> None:
     await lg.client.runs.cancel(thread, run["run_id"], wait=True)
     assert (await lg.client.runs.get(thread, run["run_id"]))["status"] == "interrupted"
     assert (await lg.client.threads.get(thread))["status"] == "idle"
-    with pytest.raises(ConflictError, match="only the thread's active run"):
+    with pytest.raises(ConflictError, match="only an active or a queued run"):
         await lg.client.runs.cancel(thread, run["run_id"])
     with pytest.raises(BadRequestError, match="rollback"):
         await lg.client.runs.cancel(thread, run["run_id"], action="rollback")
@@ -189,6 +189,34 @@ async def test_multitask_enqueue_runs_after_the_active_run(lg: LangGraph) -> Non
     contents = [m["content"] for m in final["messages"]]
     assert contents[1] == "enqueue first" and contents[-1] == "enqueue second"
     assert (await lg.client.runs.get(thread, first))["status"] == "success"
+
+
+async def test_a_queued_run_is_canceled_alone_and_never_joins_the_active_run(
+    lg: LangGraph,
+) -> None:
+    """The active run is held inside a slow model call while two runs are enqueued: one is
+    canceled by `runs.cancel`, the other by `cancel_many(status="pending")`. Neither starts
+    nor joins; the active run goes on and completes; the thread ends idle."""
+    thread, first, second = await _busy(lg, "withdrawn", 2_500)
+    one = await lg.client.runs.create(
+        thread, "worker", input=ask(second), multitask_strategy="enqueue"
+    )
+    two = await lg.client.runs.create(
+        thread, "worker", input=ask(second + " again"), multitask_strategy="enqueue"
+    )
+    assert one["status"] == two["status"] == "pending"
+    await lg.client.runs.cancel(thread, one["run_id"], wait=True)
+    assert (await lg.client.runs.get(thread, one["run_id"]))["status"] == "interrupted"
+    assert (await lg.client.runs.get(thread, first))["status"] == "running"
+    await lg.client.runs.cancel_many(thread_id=thread, status="pending")
+    await until_status(lg.client, thread, two["run_id"], {"interrupted"})
+    final = await lg.client.runs.join(thread, first)
+    contents = [m["content"] for m in final["messages"]]
+    assert contents[-1] == "withdrawn first" and not any(second in c for c in contents)
+    assert (await lg.client.runs.get(thread, first))["status"] == "success"
+    assert (await lg.client.threads.get(thread))["status"] == "idle"
+    with pytest.raises(ConflictError, match="only an active or a queued run"):
+        await lg.client.runs.cancel(thread, one["run_id"])
 
 
 async def test_multitask_interrupt_cancels_the_active_run(lg: LangGraph) -> None:

@@ -70,6 +70,27 @@ async def test_a_cancel_whose_key_was_decided_cancels_nothing_however_late() -> 
     assert isinstance(fresh[-1], RunCanceled) and fresh[-1].run_id == "r2"
 
 
+async def test_a_cancel_bound_to_a_queued_request_withdraws_it_and_leaves_the_active_run() -> None:
+    store, position = MemoryEventStore(), Position()
+
+    async def fold_after(*events: AnyEvent) -> ThreadState:
+        nonlocal position
+        position = (await store.append("t", "thread", "th", events, expected=position)).position
+        return fold("t", "th", await store.read("t", "thread", "th"))
+
+    await fold_after(ThreadCreated(agency_id="ag", agent_type="worker"), *started("r1"))
+    queued = await fold_after(RequestAccepted(run_id="r2", idempotency_key="r2"))
+    assert queued.queued("r2") is not None
+    (withdrawn,) = commands.cancel(queued, CancelRun(agency_id="ag", thread_id="th", run_id="r2"))
+    assert isinstance(withdrawn, RunCanceled) and withdrawn.run_id == "r2"
+    assert withdrawn.reason.startswith(commands.WITHDRAWN)
+    after = await fold_after(withdrawn)
+    assert after.queue == () and after.active_run is not None
+    assert after.active_run.run_id == "r1" and after.active_run.status == "running"
+    run = after.run("r2")
+    assert run is not None and run.status == "canceled" and not run.started
+
+
 async def test_commands_bound_to_an_ended_run_do_nothing() -> None:
     state = await thread_with_run_2_paused()
     assert commands.cancel(state, CancelRun(agency_id="ag", thread_id="th", run_id="r1"), "k") == ()

@@ -1,8 +1,9 @@
-"""`runs.cancel_many`: cancel the active runs of one thread, or of every thread of the
-agency, each with `runtime.cancel` bound to that run (as `runs.cancel`).
+"""`runs.cancel_many`: cancel the runs of one thread, or of every thread of the agency,
+each with `runtime.cancel` bound to that run (as `runs.cancel`).
 
-Only a thread's active run can be canceled (a queued request starts when it ends): naming a
-queued run is a 409 saying so, and `status="pending"` cancels nothing.
+`status="running"` selects the active runs, `"pending"` the queued ones (withdrawn: they
+never start nor join the active run), `"all"` both; named `run_ids` are canceled whichever
+they are.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from litestar import Request, post
-from litestar.exceptions import ClientException, ValidationException
+from litestar.exceptions import ValidationException
 from litestar.params import JSONBody, QueryParameter
 
 from agency.contracts.commands import CancelRun
@@ -25,28 +26,31 @@ from agency.services.api.langgraph.wire import Body
 MAX_THREADS = 1000
 
 
+Status = Literal["pending", "running", "all"]
+
+
 class CancelMany(Body, frozen=True, kw_only=True):
     thread_id: str | None = None
     run_ids: list[str] | None = None
-    status: Literal["pending", "running", "all"] | None = None
+    status: Status | None = None
 
 
-async def _cancel(deps: ApiDeps, tenant: str, view: GraphView, run_ids: list[str] | None) -> None:
-    active = view.state.active_run
+async def _cancel(
+    deps: ApiDeps, tenant: str, view: GraphView, run_ids: list[str] | None, status: Status | None
+) -> None:
+    """Cancel the thread's runs named by `run_ids` (all when None) that `status` selects:
+    the active one (`running`), the queued ones (`pending`), or both. The queued go first,
+    so that none of them joins the active run as it ends."""
     wanted = None if run_ids is None else {r.split("~", 1)[0] for r in run_ids}
-    if wanted is not None:
-        queued = sorted(
-            r.run_id for r in view.state.runs
-            if r.run_id in wanted and r.status == "registered"
-        )  # fmt: skip
-        if queued:
-            raise ClientException(
-                status_code=409,
-                detail=f"run {queued[0]} is queued: only the thread's active run can be canceled",
-            )
-    if active is None or (wanted is not None and active.run_id not in wanted):
+    if status in ("pending", "all") or wanted is not None:
+        for queued in view.state.queue:
+            if wanted is None or queued.run_id in wanted:
+                await send_cancel(deps, tenant, view, queued.run_id)
+    active = view.state.active_run
+    if status == "pending" or active is None:
         return
-    await send_cancel(deps, tenant, view, active.run_id)
+    if wanted is None or active.run_id in wanted:
+        await send_cancel(deps, tenant, view, active.run_id)
 
 
 async def send_cancel(deps: ApiDeps, tenant: str, view: GraphView, run_id: str) -> None:
@@ -74,10 +78,9 @@ async def cancel_many(
         raise ValidationException("cancel action 'rollback' does not map: the log is append-only")
     if data.thread_id is None and data.status is None:
         raise ValidationException("name the runs: `thread_id` (with `run_ids`) or `status`")
-    if data.status == "pending":
-        return  # queued runs are not canceled: each starts when the active one ends
     if data.thread_id is not None:
-        await _cancel(deps, tenant, await load_thread(deps, tenant, data.thread_id), data.run_ids)
+        view = await load_thread(deps, tenant, data.thread_id)
+        await _cancel(deps, tenant, view, data.run_ids, data.status)
         return
     agency_id = await agency_for(deps, tenant, request)
     async with deps.pool.acquire() as conn:
@@ -89,7 +92,8 @@ async def cancel_many(
             MAX_THREADS,
         )
     for row in rows:
-        await _cancel(deps, tenant, await load_thread(deps, tenant, row["thread_id"]), None)
+        view = await load_thread(deps, tenant, row["thread_id"])
+        await _cancel(deps, tenant, view, None, data.status)
 
 
 CANCEL_ROUTES = [cancel_many]

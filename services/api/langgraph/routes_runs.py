@@ -306,7 +306,7 @@ async def list_runs(
 @post(
     "/threads/{thread_id:str}/runs/{run_id:str}/cancel",
     status_code=202,
-    summary="LangGraph: cancel a run (our cancel of the thread's active run)",
+    summary="LangGraph: cancel a run (the thread's active run, or a queued one)",
 )
 async def cancel_run(
     thread_id: ThreadIdPath,
@@ -324,11 +324,12 @@ async def cancel_run(
     view = await load_thread(deps, tenant, thread_id)
     run_out(view, ref)
     active = view.state.active_run
-    if active is None or active.run_id != ref.run_id:
+    queued = view.state.queued(ref.run_id) is not None
+    if not queued and (active is None or active.run_id != ref.run_id):
         status = view.run_status(ref)
         raise ClientException(
             status_code=409,
-            detail=f"run {ref.id} is {status}: only the thread's active run can be canceled",
+            detail=f"run {ref.id} is {status}: only an active or a queued run can be canceled",
         )
     await send_cancel(deps, tenant, view, ref.run_id)
     if wait in ("1", "true"):
