@@ -6,7 +6,8 @@ one write: `values` (the whole state after a change), `updates` (what a node ret
 (for `messages-tuple`: `[message chunk, metadata]`), `messages/metadata`,
 `messages/partial` and `messages/complete` (for `messages`: each message's metadata once,
 then the text so far, then the whole message), `events` (LangChain's `astream_events` v2
-shape). An approval pause is `__interrupt__` in `values` and `updates`.
+shape), `tasks`, `checkpoints` and `debug` (`debug_parts.py`). An approval pause is
+`__interrupt__` in `values` and `updates`.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from agency.contracts.events import (
     ToolStarted,
 )
 from agency.infra.jetstream.records import RecordedEvent
+from agency.services.api.langgraph.debug_parts import DEBUG_MODES, debug_parts
 from agency.services.api.langgraph.graphstate import GraphView, ai_message_id, message_dict
 
-MODES = ("values", "updates", "messages-tuple", "messages", "events", "custom")
+MODES = ("values", "updates", "messages-tuple", "messages", "events", "custom", *DEBUG_MODES)
 # `custom` frames are what a graph's own code writes; an Agency run has none to send.
 
 
@@ -101,6 +103,8 @@ class Parts:
                 return self._whole_messages(event, view)
             case "events":
                 return self._events(event, view)
+            case "tasks" | "checkpoints" | "debug":
+                return debug_parts(mode, event, view)
         return []
 
     def _values(self, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:

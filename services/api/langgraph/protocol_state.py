@@ -26,8 +26,9 @@ from litestar.exceptions import NotFoundException, ValidationException
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.routes_thread_admin import fork_thread
-from agency.services.api.langgraph.routes_threads import history, state_out
+from agency.services.api.langgraph.routes_threads import history
 from agency.services.api.langgraph.scope import load_thread, thread_id_of
+from agency.services.api.langgraph.snapshot import state_out
 from agency.services.api.langgraph.start import begin_run
 from agency.services.api.langgraph.wire import Connection, RunCreate
 from agency.services.threads.reads import read_thread, thread_creations

@@ -23,7 +23,6 @@ from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.graphstate import GraphView
-from agency.services.api.langgraph.routes_threads import thread_out
 from agency.services.api.langgraph.scope import (
     RunIdPath,
     ThreadIdPath,
@@ -33,6 +32,7 @@ from agency.services.api.langgraph.scope import (
     load_thread,
     thread_id_of,
 )
+from agency.services.api.langgraph.snapshot import thread_out
 from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_fork import send_fork
