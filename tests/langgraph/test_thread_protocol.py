@@ -199,3 +199,39 @@ async def test_another_tenants_thread_is_not_found_over_the_protocol_socket(lg: 
     assert [a["type"] for a in answers] == ["error"] * 4, answers
     assert all(a["error"] == "no_such_run" for a in answers), answers
     assert "private to A" not in json.dumps(answers)
+
+
+async def test_the_tasks_and_checkpoints_channels_follow_the_run(lg: LangGraph) -> None:
+    """Through the Python SDK: a task starts and ends per model call and per tool call, and
+    each checkpoint's id is one `state.listCheckpoints` lists, linked to its parent."""
+    key = f"py-protocol-tasks-{lg.agency}"
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[call("lookup", word="w")], delay_ms=300),
+            ScriptStep(content="looked up", delay_ms=300),
+        ],
+    )
+    events: list[Any] = []
+    async with lg.client.threads.stream(assistant_id="worker") as thread:
+        await thread.run.start(input=ask(key))
+        async with asyncio.timeout(WAIT):
+            async for event in thread.subscribe(["tasks", "checkpoints", "lifecycle"]):
+                events.append(event)
+                data = event["params"]["data"]
+                if event["method"] == "lifecycle" and data["event"] == "completed":
+                    break
+        thread_id = thread.thread_id
+    tasks = [e["params"]["data"] for e in events if e["method"] == "tasks"]
+    assert [t["name"] for t in tasks if "triggers" in t] == ["model", "tools", "model"]
+    assert [t["name"] for t in tasks if "result" in t] == ["model", "tools", "model"]
+    checkpoints = [e["params"]["data"] for e in events if e["method"] == "checkpoints"]
+    async with _http(lg) as http:
+        command = {"id": 1, "method": "state.listCheckpoints", "params": {"limit": 100}}
+        r = await http.post(f"/threads/{thread_id}/commands", json=command)
+        assert r.status_code == 200, r.text
+        listed = {c["id"] for c in r.json()["result"]["checkpoints"]}
+    assert len(checkpoints) >= 4 and {c["id"] for c in checkpoints} <= listed
+    for before, after in zip(checkpoints, checkpoints[1:], strict=False):
+        assert after["parent_id"] == before["id"]
+    assert checkpoints[0]["source"] == "input"

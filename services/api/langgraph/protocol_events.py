@@ -16,7 +16,10 @@ Between: `messages` (`message-start`, `content-block-start` / `-delta` / `-finis
 its tool calls as `tool_call` blocks; `tools` (`tool-started`, `tool-finished`,
 `tool-error`); `values` after each event that changed them; `updates` (`{"node", "values"}`:
 `model` for a model answer, `tools` for a tool result, files and todos); and
-`input.requested` (`{"interrupt_id", "payload"}`) when the run awaits approval.
+`input.requested` (`{"interrupt_id", "payload"}`) when the run awaits approval; `tasks`
+(a task's start and result, as the `tasks` stream mode sends them, `debug_parts.py`) and
+`checkpoints` (`{"id", "parent_id", "step", "source"}` for each checkpoint the run makes:
+the ids `state.listCheckpoints` lists).
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from typing import Any
 
 from agency.contracts import events as ev
 from agency.infra.jetstream.records import RecordedEvent
+from agency.services.api.langgraph.debug_parts import task_parts
 from agency.services.api.langgraph.graphstate import (
     GraphView,
     RunRef,
     ai_message_id,
     ends_stretch,
     interrupt_value,
+    is_checkpoint,
     message_dict,
 )
 
@@ -67,6 +72,9 @@ class ProtocolEvents:
         ref = self._open.get(of_run) if isinstance(of_run, str) else None
         if ref is not None:
             parts.extend(self._parts(event))
+            parts.extend(("tasks", data, data["name"]) for _, data in task_parts(event, self._view))
+            if is_checkpoint(event):
+                parts.append(("checkpoints", self._checkpoint(event), None))
             if ends_stretch(event, ref):
                 del self._open[ref.run_id]
                 parts.append(("lifecycle", self._end(event), None))
@@ -78,6 +86,22 @@ class ProtocolEvents:
     def _begin(self, ref: RunRef) -> Part:
         self._open[ref.run_id] = ref
         return ("lifecycle", {"event": "running", "graph_name": self._graph()}, None)
+
+    def _checkpoint(self, event: RecordedEvent) -> dict[str, Any]:
+        """The checkpoint the event made: its id (the one `state.listCheckpoints` lists and
+        `state.fork` takes), its parent's, the run's step, and what made it."""
+        view = self._view
+        run = view.state.active_run
+        payload = event.payload
+        by_input = isinstance(payload, ev.MessageAppended) and payload.message.role == "user"
+        data: dict[str, Any] = {
+            "id": str(view.checkpoint_seq),
+            "step": run.step if run is not None else 0,
+            "source": "input" if by_input else "loop",
+        }
+        if view.parent_seq:
+            data["parent_id"] = str(view.parent_seq)
+        return data
 
     def _end(self, event: RecordedEvent) -> dict[str, Any]:
         data: dict[str, Any] = {"graph_name": self._graph()}
