@@ -5,6 +5,7 @@ the wire (the JS SDK's tests are in test_js_sdk.py)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import uuid
 from typing import Any
@@ -232,6 +233,6 @@ async def test_the_tasks_and_checkpoints_channels_follow_the_run(lg: LangGraph) 
         assert r.status_code == 200, r.text
         listed = {c["id"] for c in r.json()["result"]["checkpoints"]}
     assert len(checkpoints) >= 4 and {c["id"] for c in checkpoints} <= listed
-    for before, after in zip(checkpoints, checkpoints[1:], strict=False):
+    for before, after in itertools.pairwise(checkpoints):
         assert after["parent_id"] == before["id"]
     assert checkpoints[0]["source"] == "input"
