@@ -236,3 +236,14 @@ async def test_the_tasks_and_checkpoints_channels_follow_the_run(lg: LangGraph) 
     for before, after in itertools.pairwise(checkpoints):
         assert after["parent_id"] == before["id"]
     assert checkpoints[0]["source"] == "input"
+
+
+async def test_a_reconnect_is_told_to_subscribe_again(lg: LangGraph) -> None:
+    thread = await lg.client.threads.create(graph_id="worker")
+    async with _http(lg) as http:
+        reconnect = {"id": 7, "method": "subscription.reconnect", "params": {"run_id": "r"}}
+        r = await http.post(f"/threads/{thread['thread_id']}/commands", json=reconnect)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"type": "success", "id": 7, "result": {"restored": False}}
+        r = await http.post(f"/threads/{uuid.uuid4()}/commands", json=reconnect)
+        assert r.status_code == 404

@@ -152,3 +152,11 @@ async def input_inject(call: ThreadCall, params: dict[str, Any]) -> dict[str, An
     )
     await begin_run(call.deps, call.tenant, view.thread_id, data, call.request)
     return {}
+
+
+async def subscription_reconnect(call: ThreadCall, params: dict[str, Any]) -> dict[str, Any]:
+    """`restored: false`: a subscription lives as long as its stream or socket, so a client
+    subscribes again after a reconnect, with `since` its last `seq` (nothing is lost: the
+    thread's events are folded from the log). The thread is checked to be the caller's."""
+    await load_thread(call.deps, call.tenant, call.thread_id)
+    return {"restored": False}

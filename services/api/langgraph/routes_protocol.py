@@ -165,6 +165,7 @@ COMMANDS: dict[str, Callable[[ps.ThreadCall, dict[str, Any]], Awaitable[dict[str
     "state.listCheckpoints": ps.list_checkpoints,
     "state.fork": ps.state_fork,
     "agent.getTree": ps.agent_tree,
+    "subscription.reconnect": ps.subscription_reconnect,
 }
 
 
