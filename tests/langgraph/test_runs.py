@@ -290,3 +290,18 @@ async def test_runs_on_a_slow_model_are_waited_on_and_streamed_whole(lg: LangGra
         assert ids == sorted(set(ids)), f"each event once, in order ({mode})"
     values = [p.data for p in parts if p.event == "values"]
     assert values[-1]["messages"][-1]["content"] == text
+
+
+async def test_a_command_update_is_what_the_run_starts_from(lg: LangGraph) -> None:
+    key = f"lg-command-update-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="updated and answered")])
+    thread = await _thread(lg)
+    update = {"messages": [{"role": "user", "content": key}], "files": {"notes.md": "kept"}}
+    final = await lg.client.runs.wait(thread, "worker", command={"update": update})
+    assert isinstance(final, dict)
+    assert [m["content"] for m in final["messages"]] == [key, "updated and answered"]
+    assert final["files"]["notes.md"] == "kept"
+    with pytest.raises(BadRequestError, match="todos"):
+        await lg.client.runs.create(thread, "worker", command={"update": {"todos": []}})
+    with pytest.raises(BadRequestError, match=r"command\.goto"):
+        await lg.client.runs.create(thread, "worker", command={"goto": "model"})

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 from litestar.exceptions import ValidationException
 
 from agency.contracts.events import ChatMessage, ToolCall
@@ -95,8 +96,10 @@ def refuse_unmapped(data: RunCreate) -> None:
         "on_completion='delete'": data.on_completion == "delete",
     }
     named = [*unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
-    if data.command is not None and (data.command.goto or data.command.update):
-        named.append("command.goto/command.update")
+    if data.command is not None and data.command.goto:
+        named.append("command.goto")
+    if data.command is not None and data.command.update and data.command.resume is not None:
+        named.append("command.update with command.resume")
     if data.multitask_strategy == "rollback":
         named.append("multitask_strategy 'rollback' (the log is append-only: use 'interrupt')")
     refuse_options(named, "runs")
@@ -140,6 +143,27 @@ def _message(item: Any) -> ChatMessage:
             f"input message role {str(role)[:40]!r} does not map: use human, ai or system"
         )
     return ChatMessage(role=mapped, content=_text(content))  # type: ignore[arg-type]
+
+
+def with_update_as_input(data: RunCreate) -> RunCreate:
+    """A run with `command: {update}` (and no resume): the update is what the run starts
+    from, as LangGraph applies it before the graph goes on; its `messages` and `files` are
+    the run's input. Its other keys do not map (`todos`: `threads.update_state`)."""
+    command = data.command
+    if command is None or not command.update or command.resume is not None:
+        return data
+    if data.input:
+        raise ValidationException("send `input` or `command.update`, not both")
+    update = command.update
+    if not isinstance(update, dict):
+        raise ValidationException("`command.update` maps state keys (messages, files) to values")
+    other = sorted(k for k in update if k not in ("messages", "files"))
+    if other:
+        raise ValidationException(
+            f"`command.update` of {', '.join(other)[:80]} does not map: a run starts from "
+            "messages and files (todos: threads.update_state)"
+        )
+    return msgspec.structs.replace(data, input=update, command=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from agency.services.api.langgraph.inputs import (
     invocation,
     refuse_unmapped,
     strategy_of,
+    with_update_as_input,
 )
 from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.scope import (
@@ -62,6 +63,7 @@ async def begin_run(
     created now, of the run's assistant. `follow`: the caller follows the run on from the
     feed it is given, which read its events as the log stored them, the status included."""
     refuse_unmapped(data)
+    data = with_update_as_input(data)
     webhook = webhook_of(data.webhook)
     try:
         view = await load_thread(deps, tenant, thread_id, deferred=True)
