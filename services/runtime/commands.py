@@ -81,19 +81,13 @@ def invoke(
             ),
         )
     switch = command.agent_type is not None and command.agent_type != state.agent_type
-    if switch and active is not None and exhausted and command.strategy != "interrupt":
-        return (
-            RequestRejected(
-                run_id=command.run_id,
-                idempotency_key=key,
-                reason=f"run {active.run_id} of {state.agent_type!r} is out of steps and "
-                f"waits to be continued: a run of {command.agent_type!r} starts once it "
-                "ends, or with the strategy 'interrupt'",
-            ),
-        )
+    # A run out of steps is continued by a request of its blueprint; one of another
+    # blueprint cannot continue it, so it ends there (as a run past its step limit ends
+    # elsewhere) and the request's run starts at once, as with `interrupt`.
+    ends_exhausted = switch and exhausted
     # On a busy thread (`queue`, `after`) the switch waits for the request's run to start
     # (`actions.next_action`): the active run goes on as the blueprint it is.
-    now = switch and (active is None or command.strategy == "interrupt")
+    now = switch and (active is None or command.strategy == "interrupt" or ends_exhausted)
     switched = (
         (
             BlueprintSwitched(
@@ -110,12 +104,13 @@ def invoke(
         idempotency_key=key,
         **{f: getattr(command, f) for f in _ACCEPTED_FROM_COMMAND},
     )
-    if active is not None and command.strategy == "interrupt":
-        return (
-            *canceled(state, active.run_id, "interrupted by a new request"),
-            *switched,
-            accepted,
+    if active is not None and (command.strategy == "interrupt" or ends_exhausted):
+        reason = (
+            f"out of steps; a run of {command.agent_type!r} was asked for"
+            if ends_exhausted and command.strategy != "interrupt"
+            else "interrupted by a new request"
         )
+        return (*canceled(state, active.run_id, reason), *switched, accepted)
     return (*switched, accepted)
 
 

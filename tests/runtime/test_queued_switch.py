@@ -79,10 +79,19 @@ async def test_a_request_of_the_same_blueprint_behind_it_waits_its_turn() -> Non
     assert [q.run_id for q in log.state.queue] == ["r2", "r3"]
 
 
-async def test_a_run_out_of_steps_refuses_another_blueprint_unless_interrupted() -> None:
+async def test_a_run_out_of_steps_ends_for_a_run_of_another_blueprint() -> None:
+    """A run out of steps waits to be continued by its own blueprint; a request of another
+    (whatever its strategy) ends it and its run starts at once as that blueprint."""
     log = await running()
     await log.add(RunPaused(run_id="r1", reason="exhausted"))
-    (refused,) = commands.invoke(log.state, asked("r2", "approver"), "k2")
-    assert isinstance(refused, RequestRejected) and "out of steps" in refused.reason
     (same,) = commands.invoke(log.state, asked("r3", "worker"), "k3")
-    assert isinstance(same, RequestAccepted)
+    assert isinstance(same, RequestAccepted)  # its own blueprint continues it
+    decided = commands.invoke(log.state, asked("r2", "approver"), "k2")
+    assert not any(isinstance(e, RequestRejected) for e in decided)
+    for event in decided:
+        await log.add(event)
+    ended = log.state.run("r1")
+    assert ended is not None and ended.status == "canceled"
+    assert ended.reason is not None and "out of steps" in ended.reason
+    assert log.state.agent_type == "approver" and log.state.active_run_id is None
+    assert [q.run_id for q in log.state.queue] == ["r2"]

@@ -146,8 +146,8 @@ def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
     if switch_to is not None:
         return (
             f"thread {view.thread_id} is busy with assistant {view.state.agent_type!r}: a run "
-            f"of {switch_to!r} waits for it with multitask_strategy 'enqueue' (not while it "
-            "is out of steps), or starts now with 'interrupt'"
+            f"of {switch_to!r} waits for it with multitask_strategy 'enqueue', or starts "
+            "now with 'interrupt'"
         )
     return (
         f"thread {view.thread_id} is busy and multitask_strategy is "
