@@ -94,3 +94,33 @@ async def test_an_update_as_a_node_decides_what_is_next(lg: LangGraph) -> None:
     assert state["next"] == [] and state["tasks"] == []
     with pytest.raises(BadRequestError, match=r"as_node 'agent'.*'model' and 'tools'"):
         await lg.client.threads.update_state(thread_id, {"messages": ["x"]}, as_node="agent")
+
+
+async def test_a_thread_is_created_with_its_supersteps_written_in_order(lg: LangGraph) -> None:
+    """`threads.create(supersteps=…)`, as a thread copied from elsewhere is: each update
+    written as `update_state` writes it; the thread reads as the copy, and a run goes on."""
+    key = f"lg-supersteps-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="continued")] * 3)  # whichever step it counts
+    supersteps = [
+        {"updates": [{"values": {"messages": [{"role": "user", "content": "first"}]},
+                      "as_node": "__start__"}]},
+        {"updates": [{"values": {"messages": [{"role": "ai", "content": "an answer"}],
+                                 "todos": [{"content": "plan", "status": "pending"}]},
+                      "as_node": "model"}]},
+        {"updates": [{"values": {"files": {"notes.md": "copied"}}, "as_node": None}]},
+    ]  # fmt: skip
+    thread = await lg.client.threads.create(graph_id="worker", supersteps=supersteps)
+    state = await lg.client.threads.get_state(thread["thread_id"])
+    assert [m["content"] for m in state["values"]["messages"]] == ["first", "an answer"]
+    assert state["values"]["todos"][0]["content"] == "plan"
+    assert state["values"]["files"] == {"notes.md": "copied"}
+    history = await lg.client.threads.get_history(thread["thread_id"], limit=100)
+    assert len(history) >= 4
+    final = await lg.client.runs.wait(thread["thread_id"], "worker", input=ask(key))
+    assert isinstance(final, dict) and final["messages"][-1]["content"] == "continued"
+    malformed = [{"updates": [{"values": "x", "as_node": "model"}]}]
+    with pytest.raises(BadRequestError, match="superstep 0"):
+        await lg.client.threads.create(graph_id="worker", supersteps=malformed)
+    bad = [{"updates": [{"values": {"messages": []}, "as_node": "agent"}]}]
+    with pytest.raises(BadRequestError, match="as_node"):
+        await lg.client.threads.create(graph_id="worker", supersteps=bad)

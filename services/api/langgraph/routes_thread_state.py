@@ -20,7 +20,9 @@ from agency.contracts.commands import UpdateThreadState
 from agency.contracts.events import Todo
 from agency.contracts.events.thread import GraphNode
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
+from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
 from agency.services.api.langgraph.wire import Body, Checkpoint, Out
@@ -50,9 +52,10 @@ def _todos(raw: Any) -> tuple[Todo, ...]:
 
 
 def _as_node(node: str | None) -> GraphNode | None:
-    """`as_node`: a node of the graph (`model` ⇄ `tools`), or none."""
+    """`as_node`: a node of the graph (`model` ⇄ `tools`), or none (also the graph's input,
+    `__start__` or `__input__`, as a copied thread's first superstep names it)."""
     match node:
-        case None:
+        case None | "__start__" | "__input__":
             return None
         case "model" | "tools":
             return node
@@ -83,8 +86,20 @@ async def update_state(
             f"({view.checkpoint_seq}): the log is append-only; fork the thread there "
             "(`POST /agency/{agencyId}/agent/{threadId}/fork`) and update the fork"
         )
-    as_node = _as_node(data.as_node)
-    values = dict(data.values)
+    await apply_update(deps, tenant, view, data.values, data.as_node)
+    now = await load_thread(deps, tenant, view.thread_id)
+    return UpdateStateOut(
+        checkpoint=Checkpoint(thread_id=now.thread_id, checkpoint_id=str(now.checkpoint_seq))
+    )
+
+
+async def apply_update(
+    deps: ApiDeps, tenant: str, view: GraphView, given: dict[str, Any], node: str | None
+) -> None:
+    """Write one update of `messages`, `files` and `todos` as `node` (or none) on an idle
+    thread: `runtime.update_state`, read back; 409 when a run is active or starts first."""
+    as_node = _as_node(node)
+    values = dict(given)
     todos = _todos(values.pop("todos")) if "todos" in values else None
     unknown = sorted(set(values) - {"messages", "files"})
     if unknown:
@@ -117,10 +132,28 @@ async def update_state(
                 status_code=409,
                 detail=f"a run of thread {view.thread_id} started first: its state was not changed",
             )
-    now = await load_thread(deps, tenant, view.thread_id)
-    return UpdateStateOut(
-        checkpoint=Checkpoint(thread_id=now.thread_id, checkpoint_id=str(now.checkpoint_seq))
-    )
+
+
+async def apply_supersteps(
+    deps: ApiDeps, tenant: str, view: GraphView, supersteps: list[dict[str, Any]]
+) -> GraphView:
+    """`threads.create(supersteps=…)`: each superstep's updates (`{values, as_node}`), in
+    order, as `update_state` writes them; the thread after them."""
+    for n, superstep in enumerate(supersteps):
+        updates = superstep.get("updates") if isinstance(superstep, dict) else None
+        if not isinstance(updates, list):
+            raise ValidationException(f"superstep {n} is not {{updates: [...]}}")
+        for update in updates:
+            if not isinstance(update, dict) or not isinstance(update.get("values"), dict):
+                raise ValidationException(
+                    f"an update of superstep {n} is not {{values: {{...}}, as_node?}}"
+                )
+            if update.get("command") is not None:
+                raise ValidationException(f"superstep {n}: an update's `command` does not map")
+            node = update.get("as_node")
+            await apply_update(deps, tenant, view, update["values"], node if node else None)
+            view = await load_thread(deps, tenant, view.thread_id)
+    return view
 
 
 THREAD_STATE_ROUTES = [update_state]

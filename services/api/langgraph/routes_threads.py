@@ -19,6 +19,7 @@ from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.graphstate import GraphView, is_checkpoint
+from agency.services.api.langgraph.routes_thread_state import apply_supersteps
 from agency.services.api.langgraph.scope import (
     AGENCY_HEADER,
     AssistantIdPath,
@@ -116,8 +117,20 @@ async def create_thread(
     data: JSONBody[ThreadCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Thread:
     tenant = tenant_of(principal)
-    if data.supersteps or data.ttl:
-        raise ValidationException("`supersteps` and `ttl` do not map onto Agency threads")
+    if data.ttl:
+        raise ValidationException("`ttl` does not map onto Agency threads")
+    view, fresh = await _created(data, tenant, deps, request)
+    if data.supersteps and fresh:
+        view = await apply_supersteps(deps, tenant, view, data.supersteps)
+    return thread_out(view)
+
+
+async def _created(
+    data: ThreadCreate, tenant: str, deps: ApiDeps, request: Request[Any, Any, Any]
+) -> tuple[GraphView, bool]:
+    """The thread `data` asks for, and whether it was created now: else it existed
+    (`if_exists="do_nothing"`), or (named by no assistant, no id and no metadata, and
+    without supersteps to write) it is bound by its first run."""
     metadata = _string_metadata(data.metadata or {})
     if data.thread_id is not None:
         thread_id = thread_id_of(data.thread_id)
@@ -127,8 +140,11 @@ async def create_thread(
             pass
         else:
             if data.if_exists == "do_nothing":
-                return thread_out(existing)
+                return existing, False
             raise ClientException(status_code=409, detail=f"thread {thread_id} already exists")
+    elif data.supersteps and not metadata:
+        thread_id = new_id()  # its supersteps are written now: it exists now
+    if data.thread_id is not None or (data.supersteps and not metadata):
         if not any(metadata.get(k) for k in ASSISTANT_KEYS):
             # Named by the client, no assistant: created now, of the agency's only (else
             # first) assistant; a run of another switches it (`start.begin_run`).
@@ -136,23 +152,21 @@ async def create_thread(
             known = sorted(a.assistant_id for a in await assistants(deps, tenant, agency_id))
             if not known:
                 raise ValidationException(f"agency {agency_id} has no assistant to run")
-            view = await new_thread(deps, tenant, agency_id, known[0], metadata, thread_id)
-            return thread_out(view)
+            return await new_thread(deps, tenant, agency_id, known[0], metadata, thread_id), True
     elif not metadata:
         # No assistant named and nothing to keep: the thread is bound by its first run.
         if request.headers.get(AGENCY_HEADER):
             await agency_for(deps, tenant, request)  # an agency named must be the tenant's
         pending = deferred_view(tenant, deferred_thread_id(tenant))
         assert pending is not None
-        return thread_out(pending)
+        return pending, False
     else:
         thread_id = new_id()
     agency_id = await agency_for(deps, tenant, request)
     agent_type = await _agent_type(deps, tenant, agency_id, metadata)
     request_metadata = {k: v for k, v in metadata.items() if k not in ASSISTANT_KEYS}
-    return thread_out(
-        await new_thread(deps, tenant, agency_id, agent_type, request_metadata, thread_id)
-    )
+    created = await new_thread(deps, tenant, agency_id, agent_type, request_metadata, thread_id)
+    return created, True
 
 
 @get("/threads/{thread_id:str}", summary="LangGraph: a thread")
