@@ -71,6 +71,7 @@ class BlueprintView(View, frozen=True, kw_only=True):
     init_user_message_property: str | None = None
     init_attachments_property: str | None = None
     limits: TreeLimits | None = None
+    metadata: dict[str, Any] = {}
 
 
 async def tenant_for_key(conn: asyncpg.Connection, key_id: str, key_hash: str) -> str | None:

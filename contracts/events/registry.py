@@ -122,6 +122,12 @@ EnvValue = Annotated[str, Checked(msgspec.Meta(max_length=10_000))]
 Env = Annotated[
     dict[Annotated[str, Checked(_ENV_NAME)], EnvValue], Checked(msgspec.Meta(max_length=200))
 ]
+# Free-form labels of a blueprint, for clients (a LangGraph assistant's `metadata`, and its
+# `config` and `context` under `langgraph`): JSON values, read back as they were saved.
+BlueprintMetadata = Annotated[
+    dict[Annotated[str, msgspec.Meta(min_length=1, max_length=200)], Any],
+    Checked(msgspec.Meta(max_length=100)),
+]
 
 
 class SessionToolBinding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -464,7 +470,8 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     `init_user_message_property` (default `message`) becomes the child's first user message
     (a handoff's reason) and `init_attachments_property` (default `attachments`) names the
     caller's files copied to the child. `limits` bounds the subagent tree its threads grow
-    (`TreeLimits`), below the operator's maxima.
+    (`TreeLimits`), below the operator's maxima. `metadata` holds a client's own labels
+    (JSON values), kept and read back, never read by a run.
     """
 
     name: Token
@@ -490,6 +497,7 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
     limits: TreeLimits | None = None
+    metadata: BlueprintMetadata = {}
 
     def with_inline(self) -> list[BlueprintSpec]:
         """The blueprint and every subagent blueprint defined inline in it, at any depth."""

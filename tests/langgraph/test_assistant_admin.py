@@ -60,9 +60,42 @@ async def test_create_without_an_id_names_a_new_blueprint(lg: LangGraph) -> None
     assert (await lg.client.assistants.get(made["assistant_id"]))["name"] == "My helper"
 
 
+async def test_config_context_and_metadata_are_kept_per_version(lg: LangGraph) -> None:
+    """Kept with the blueprint (its metadata) and read back: on create, merged (metadata)
+    or replaced (config, context) on update, each version as it was saved."""
+    made = await lg.client.assistants.create(
+        "worker",
+        assistant_id="kept-config",
+        config={"configurable": {"tone": "dry"}, "recursion_limit": 12},
+        context={"user_tier": "gold"},
+        metadata={"team": "support", "level": 2},
+    )
+    assert made["config"] == {"configurable": {"tone": "dry"}, "recursion_limit": 12}
+    assert made["context"] == {"user_tier": "gold"}
+    assert made["metadata"]["team"] == "support" and made["metadata"]["level"] == 2
+    assert "langgraph" not in made["metadata"] and made["metadata"]["source"] == "dynamic"
+    updated = await lg.client.assistants.update(
+        "kept-config", config={"configurable": {"tone": "warm"}}, metadata={"level": 3}
+    )
+    assert updated["config"] == {"configurable": {"tone": "warm"}}
+    assert updated["context"] == {"user_tier": "gold"}  # not given: kept
+    assert (updated["metadata"]["team"], updated["metadata"]["level"]) == ("support", 3)
+    found = await lg.client.assistants.search(metadata={"team": "support"})
+    assert [a["assistant_id"] for a in found] == ["kept-config"]
+    versions = await lg.client.assistants.get_versions("kept-config")
+    by_version = {v["version"]: v for v in versions}
+    assert by_version[1]["config"]["configurable"] == {"tone": "dry"}
+    assert by_version[1]["metadata"]["level"] == 2 and by_version[2]["metadata"]["level"] == 3
+    # A thread of it runs as the blueprint runs: the config is kept, not read.
+    thread = await lg.client.threads.create(graph_id="kept-config")
+    assert (await lg.client.threads.get(thread["thread_id"]))["metadata"]["graph_id"] == (
+        "kept-config"
+    )
+
+
 async def test_what_does_not_map_is_refused_with_the_reason(lg: LangGraph) -> None:
-    with pytest.raises(BadRequestError, match="`config` does not map"):
-        await lg.client.assistants.create("worker", config={"configurable": {"x": 1}})
+    with pytest.raises(BadRequestError, match="'langgraph' is reserved"):
+        await lg.client.assistants.create("worker", metadata={"langgraph": 1})
     with pytest.raises(NotFoundError, match="graph 'nosuch' not found"):
         await lg.client.assistants.create("nosuch")
     with pytest.raises(BadRequestError, match="blueprint name"):

@@ -8,6 +8,7 @@ a `blueprint.saved` on the agency's log); deleting deletes the agency's own
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -26,6 +27,7 @@ from agency.services.api.langgraph.scope import (
     agency_for,
     assistant_named,
     assistants,
+    client_fields,
 )
 from agency.services.api.langgraph.wire import Assistant, Body
 from agency.services.api.readback import refuse_prompt, send_and_read
@@ -65,14 +67,30 @@ class SetLatest(Body, frozen=True, kw_only=True):
     version: int
 
 
-def _unmapped(config: dict[str, Any] | None, context: dict[str, Any] | None, metadata: Any) -> None:
-    """An assistant's `config`, `context` and `metadata` have no place on a blueprint."""
-    given = [k for k, v in (("config", config), ("context", context), ("metadata", metadata)) if v]
-    if given:
-        raise ValidationException(
-            f"assistant `{given[0]}` does not map onto an Agency blueprint: save the "
-            "blueprint's fields with `POST /agency/{agencyId}/blueprints`"
-        )
+# Where an assistant's `config` and `context` are kept in its blueprint's metadata.
+LANGGRAPH_KEY = "langgraph"
+
+
+def _with_client_fields(
+    spec: BlueprintSpec, data: AssistantUpdate, *, merge: bool
+) -> dict[str, Any]:
+    """The blueprint's metadata after `data`: its `metadata` merged into the blueprint's
+    (an update, as LangGraph merges) or in its place (a new assistant), and its `config`
+    and `context`, when given, in place of the kept ones under `langgraph`."""
+    given = dict(data.metadata or {})
+    if LANGGRAPH_KEY in given:
+        raise ValidationException(f"assistant metadata key {LANGGRAPH_KEY!r} is reserved")
+    kept = spec.metadata if merge else {}
+    metadata: dict[str, Any] = {**kept, **given}
+    section = dict(spec.metadata.get(LANGGRAPH_KEY) or {}) if merge else {}
+    for name, value in (("config", data.config), ("context", data.context)):
+        if value is not None:
+            section[name] = value
+    if section:
+        metadata[LANGGRAPH_KEY] = section
+    else:
+        metadata.pop(LANGGRAPH_KEY, None)
+    return metadata
 
 
 def _blueprint_name(value: str, field: str) -> str:
@@ -105,7 +123,6 @@ async def create_assistant(
     `assistant_id` (else `name`, when it is a blueprint name; else `<graph_id>-<id>`);
     `name` is its title and `description` its description."""
     tenant = tenant_of(principal)
-    _unmapped(data.config, data.context, data.metadata)
     if not data.graph_id:
         raise ValidationException("graph_id is required: the blueprint the assistant copies")
     agency_id = await agency_for(deps, tenant, request)
@@ -131,6 +148,7 @@ async def create_assistant(
         name=name,
         title=data.name or base.title,
         description=base.description if data.description is None else data.description,
+        metadata=_with_client_fields(base, data, merge=False),
     )
     return await _save(deps, tenant, agency_id, spec)
 
@@ -146,7 +164,6 @@ async def update_assistant(
     """Save a new revision of the blueprint: its title (`name`) and `description`, or a
     copy of the blueprint `graph_id` under this name."""
     tenant = tenant_of(principal)
-    _unmapped(data.config, data.context, data.metadata)
     agency_id = await agency_for(deps, tenant, request)
     known, _ = await _blueprints(deps, tenant, agency_id)
     current = known.get(assistant_id)
@@ -162,6 +179,7 @@ async def update_assistant(
         current,
         title=current.title if data.name is None else data.name,
         description=current.description if data.description is None else data.description,
+        metadata=_with_client_fields(current, data, merge=True),
     )
     return await _save(deps, tenant, agency_id, spec)
 
@@ -224,6 +242,22 @@ async def count_assistants(
     )
 
 
+def _version(latest: Assistant, revision: int, saved: datetime, spec: BlueprintSpec) -> Assistant:
+    """The assistant as the blueprint's revision `revision` was saved."""
+    own, config, context = client_fields(spec.metadata)
+    derived = {k: latest.metadata[k] for k in ("agency_id", "source", "type")}
+    return msgspec.structs.replace(
+        latest,
+        version=revision,
+        updated_at=saved,
+        name=spec.title or spec.name,
+        description=spec.description or None,
+        metadata={**own, **derived, "model": spec.model, "tags": list(spec.tags)},
+        config=config,
+        context=context,
+    )
+
+
 @post_ok(
     "/assistants/{assistant_id:str}/versions",
     summary="LangGraph: an assistant's versions (the blueprint's saved revisions)",
@@ -243,14 +277,7 @@ async def assistant_versions(
     latest = await assistant_named(deps, tenant, agency_id, assistant_id)
     events = await agency_events(deps, tenant, agency_id)
     versions = [
-        msgspec.structs.replace(
-            latest,
-            version=e.payload.revision,
-            updated_at=e.envelope.ts,
-            name=e.payload.blueprint.title or assistant_id,
-            description=e.payload.blueprint.description or None,
-            metadata={**latest.metadata, "model": e.payload.blueprint.model},
-        )
+        _version(latest, e.payload.revision, e.envelope.ts, e.payload.blueprint)
         for e in events
         if isinstance(e.payload, BlueprintSaved) and e.payload.blueprint.name == assistant_id
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
@@ -138,15 +138,31 @@ async def assistants(deps: ApiDeps, tenant: str, agency_id: str) -> list[Assista
     ]
 
 
+def client_fields(
+    metadata: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A blueprint's metadata as an assistant's: its own keys, and the `config` and
+    `context` kept under `langgraph`."""
+    own = {k: v for k, v in metadata.items() if k != "langgraph"}
+    kept = metadata.get("langgraph")
+    section = kept if isinstance(kept, dict) else {}
+    return own, section.get("config") or {}, section.get("context") or {}
+
+
 def assistant(view: queries.BlueprintView, agency_id: str, since: datetime) -> Assistant:
+    """The blueprint as an assistant: its own metadata, then what Agency knows of it (its
+    agency, source, model, tags and type); the `config` and `context` it was given, kept
+    under its metadata's `langgraph`."""
+    own, config, context = client_fields(view.metadata)
     return Assistant(
         assistant_id=view.name,
         graph_id=view.name,
-        config={},
-        context={},
+        config=config,
+        context=context,
         created_at=since,
         updated_at=view.updated_at or since,
         metadata={
+            **own,
             "agency_id": agency_id,
             "source": view.source,
             "model": view.model,
