@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 import structlog
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from agency.infra import db
 from agency.infra.jetstream import errors as bus_errors
@@ -41,23 +41,27 @@ P = ParamSpec("P")
 DEFAULT_MAX_WAIT = 300.0
 MAX_WAIT_ENV = "AGENCY_OUTAGE_MAX_WAIT"
 
-# In the process's default registry: `agency serve --metrics-port` and the API's `/metrics`
-# serve them.
+# The process's outage waits: `agency serve --metrics-port` and the API's `/metrics` serve
+# them (one registry per process, as the waits are).
+REGISTRY = CollectorRegistry(auto_describe=True)
 WAITING = Gauge(
     "agency_outage_waiting",
     "Work waiting, right now, for the broker or the database to answer again.",
     ["what"],
+    registry=REGISTRY,
 )
 WAITS = Counter(
     "agency_outage_waits",
     "Outages waited out, by what waited and how the wait ended (over, outlasted, stopped).",
     ["what", "outcome"],
+    registry=REGISTRY,
 )
 WAIT_SECONDS = Histogram(
     "agency_outage_wait_seconds",
     "How long work waited for the broker or the database to answer again.",
     ["what"],
     buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, float("inf")),
+    registry=REGISTRY,
 )
 
 

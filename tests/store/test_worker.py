@@ -14,7 +14,6 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
-from prometheus_client import REGISTRY
 
 from agency.contracts.codec import encode
 from agency.contracts.commands import CancelRun, CommandEnvelope, CreateAgency
@@ -37,7 +36,7 @@ from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.infra.jetstream.streams import StreamSettings, provision
 from agency.infra.jetstream.worker import WorkerRetry
 from agency.infra.launch import NatsCluster, NatsServer
-from agency.infra.outage import OutageWait
+from agency.infra.outage import REGISTRY as OUTAGES, OutageWait
 from agency.infra.retry import RetryPolicy
 from tests.deadletters import dead_letters, dead_letters_for
 from tests.helpers import assert_eventually
@@ -281,7 +280,7 @@ async def test_a_handler_failing_while_the_broker_is_away_waits_it_out_in_place(
 
     def waits(outcome: str) -> float:
         labels = {"what": durable, "outcome": outcome}
-        return REGISTRY.get_sample_value("agency_outage_waits_total", labels) or 0.0
+        return OUTAGES.get_sample_value("agency_outage_waits_total", labels) or 0.0
 
     async def handler(event: RecordedEvent) -> None:
         calls.append(1)
