@@ -72,6 +72,8 @@ class ChaosReport:
     crashes: str
     read_models: list[str]
     seconds: float
+    # Outages the services waited out, by how each wait ended (`infra/outage.py`).
+    outage_waits: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -92,6 +94,7 @@ class ChaosReport:
             f"errors={errors} violations={len(self.violations)} "
             f"open={'yes' if self.open_runs else 'no'} crashes={'yes' if self.crashes else 'no'} "
             f"read_models={'differ' if self.read_models else 'equal'} "
+            f"outage_waits={','.join(f'{k}:{n}' for k, n in sorted(self.outage_waits.items())) or 0} "
             f"seconds={self.seconds:.0f} seed={self.seed}"
         )
 
@@ -200,6 +203,7 @@ async def run_chaos(root: Path, params: ChaosParams) -> ChaosReport:
             await load.stop()
         differ = await read_models_differ(system) if not open_runs else []
         crashes = system.crash_report()
+        outage_waits = await system.outage_waits()
     return ChaosReport(
         params=params,
         seed=seed,
@@ -210,6 +214,7 @@ async def run_chaos(root: Path, params: ChaosParams) -> ChaosReport:
         crashes=crashes,
         read_models=differ,
         seconds=time.monotonic() - started,
+        outage_waits=outage_waits,
     )
 
 

@@ -55,3 +55,7 @@ async def test_broker_outages_of_seconds_under_cpu_load_are_waited_out(tmp_path:
     assert report.ok, report.details()
     assert report.killed == ["nats"] * 3
     assert set(report.outcomes) == {"run.completed"}, report.details()
+    # The steps the outages met waited them out, each to its end.
+    assert report.outage_waits["over"] > 0 and not report.outage_waits["outlasted"], (
+        report.summary()
+    )
