@@ -63,16 +63,30 @@ class MiddlewareFailed(Exception):
         return {"middleware": self.middleware, "hook": self.hook, "raised_at": self.raised_at}
 
 
+class MiddlewareUnavailable(MiddlewareFailed):
+    """A middleware's hook raised what a later try may not (a timeout, a refused
+    connection: a service of the app's own did not answer). Never an outage of ours: the
+    trigger is delivered again, and each delivery counts against the run's attempts."""
+
+
 @contextmanager
 def hook(middleware: Middleware, name: str) -> Iterator[None]:
-    """Run a hook of `middleware` inside: what it raises becomes `MiddlewareFailed`, but
-    the broker's transient failures, which a redelivery retries."""
+    """Run a hook of `middleware` inside: what it raises becomes `MiddlewareFailed`, or
+    `MiddlewareUnavailable` when it looks transient. A hook has no broker of ours to wait
+    for (it acts through `ctx`), so nothing it raises is waited out as an outage."""
     try:
         yield
     except Exception as e:
-        if is_transient(e):
-            raise
+        if is_outage(e):
+            raise MiddlewareUnavailable(middleware, name, e) from e
         raise MiddlewareFailed(middleware, name, e) from e
+
+
+def is_retried(error: BaseException) -> bool:
+    """Whether a drive that failed with `error` is left to the trigger's next delivery
+    rather than ending the run: an outage (waited out, costing no attempt), or a hook that
+    may answer later (costing one)."""
+    return is_transient(error) or isinstance(error, MiddlewareUnavailable)
 
 
 def is_transient(error: BaseException) -> bool:
