@@ -12,13 +12,15 @@ makes the thread's model calls, however many workers share the trigger consumer.
 
 The bucket is kept in memory: a restarted server has lost it, with every lease in it. The
 first operation that finds it gone makes it again and goes on (`_on_bucket`); an owner's
-next renewal then fails (its revision is gone too) and its lease is lost.
+next renewal then fails and its lease is lost: a new bucket's revisions begin at the clock
+(in microseconds), past every revision the lost one gave out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -171,9 +173,14 @@ class Leases:
             )
             try:
                 self._kv = await self._js.create_key_value(config)
-                log.info("lease bucket created", bucket=self._bucket)
             except BadRequestError:
                 self._kv = await self._js.key_value(self._bucket)
+                return self
+            # Its revisions begin at the clock in microseconds: an owner of a lease from a
+            # bucket a restart lost never finds its old revision among the new bucket's.
+            first = time.time_ns() // 1000
+            await self._js.purge_stream(f"KV_{self._bucket}", seq=first)
+            log.info("lease bucket created", bucket=self._bucket, first_revision=first)
         return self
 
     async def _on_bucket(self, operation: Callable[[KeyValue], Awaitable[T]]) -> T:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import nats.errors
+import pytest
 
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.leases import Lease, Leases
+from agency.infra.jetstream.leases import Lease, LeaseLost, Leases
 from agency.infra.launch import NatsServer
+from agency.infra.nats_auth import role_url
 from tests.helpers import assert_eventually
 
 
@@ -76,8 +78,25 @@ async def test_the_bucket_a_restarted_server_lost_is_made_again_and_leases_go_on
             return lease
 
         after = await assert_eventually(acquired, timeout=20)
+        assert after.revision > before.revision
         assert await leases.holder(key) == b"here"
+        # The owner of the lost lease cannot renew it: its revision is not the key's.
+        with pytest.raises(LeaseLost):
+            await before.keep()
         there = await Leases(bus.js, owner="there").open()
         assert await there.try_acquire(key) is None
         await after.release()
         assert await leases.holder(key) is None
+
+
+async def test_the_runtime_s_own_user_makes_the_bucket_and_takes_leases(tmp_path: Path) -> None:
+    """The runtime connects as its own user, allowed only what its work needs: making the
+    bucket (and moving its revisions on) is among it."""
+    async with NatsServer(tmp_path / "nats", auth=True) as server:
+        assert server.auth is not None
+        url = role_url(server.admin_url, str(server.auth.directory), "runtime")
+        async with Bus(url, name="agency-runtime") as bus:
+            leases = await Leases(bus.js, owner="runtime").open()
+            lease = await leases.try_acquire("lease-" + new_id())
+            assert lease is not None
+            await lease.release()
