@@ -115,5 +115,6 @@ schema OUT="schema":
 
 # random SIGKILLs of services, nats-server and PostgreSQL under load, then every promise
 # checked: just chaos --threads 50 --kills 30 --latency 500-2000 --workers runtime=3 [--cluster]
+# (--down 3-6: killed parts stay down that long; --busy: a busy process on every core)
 chaos *ARGS:
     python -m tests.faults.chaos {{ARGS}}

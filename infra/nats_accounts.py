@@ -101,7 +101,12 @@ def service_permissions(role: str) -> Permissions:
     allow = [*_WRITE, *_READ_API]
     hear = ["_INBOX.>", "tenant.*.evt.>", f"$KV.{LEASES_BUCKET}.>"]
     if role == "runtime":
-        allow += [f"$KV.{LEASES_BUCKET}.>", f"$JS.API.STREAM.CREATE.KV_{LEASES_BUCKET}"]
+        allow += [
+            f"$KV.{LEASES_BUCKET}.>",
+            f"$JS.API.STREAM.CREATE.KV_{LEASES_BUCKET}",
+            # A new bucket's revisions are moved past the lost one's (`leases.py`).
+            f"$JS.API.STREAM.PURGE.KV_{LEASES_BUCKET}",
+        ]
         # Answers re-execution requests (the API's console route asks).
         hear.append(REEXECUTIONS)
     if role == "api":

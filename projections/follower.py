@@ -17,9 +17,9 @@ import structlog
 from nats.js import JetStreamContext
 
 from agency.contracts.subjects import ALL_EVENTS, EVENTS_STREAM
-from agency.infra import db
 from agency.infra.jetstream import errors as bus_errors
 from agency.infra.jetstream.reader import Delivered, OrderedReader
+from agency.infra.outage import is_outage
 from agency.infra.retry import RetryPolicy, until_stopped
 from agency.projections.errors import CommitsLost
 
@@ -34,7 +34,7 @@ PROJECTION_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.2, wait
 
 
 def transient(exc: BaseException) -> bool:
-    return db.is_transient(exc) or bus_errors.is_transient(exc)
+    return is_outage(exc)
 
 
 class LogFollower(ABC):

@@ -9,19 +9,29 @@ lost and stops its work before anyone else can have taken it.
 
 The runtime holds one lease per thread while it drives the thread, so one worker at a time
 makes the thread's model calls, however many workers share the trigger consumer.
+
+The bucket is kept in memory: a restarted server has lost it, with every lease in it. The
+first operation that finds it gone makes it again and goes on (`_on_bucket`); an owner's
+next renewal then fails and its lease is lost: a new bucket's revisions begin at the clock
+(in microseconds), past every revision the lost one gave out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
-from nats.errors import Error as NatsError, TimeoutError as NatsTimeoutError
+from nats.errors import (
+    Error as NatsError,
+    NoRespondersError,
+    TimeoutError as NatsTimeoutError,
+)
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import (
@@ -30,7 +40,9 @@ from nats.js.errors import (
     Error as JetStreamError,
     KeyDeletedError,
     KeyNotFoundError,
+    KeyValueError,
     KeyWrongLastSequenceError,
+    NoStreamResponseError,
     NotFoundError,
 )
 from nats.js.kv import KeyValue
@@ -55,6 +67,19 @@ _RELEASED_KEPT = 10_000
 # Transient failures of a lease operation: the broker did not answer in time, or the
 # connection is being re-established. Anything else is a bug or a refusal.
 _TRANSIENT = (NatsTimeoutError, TimeoutError, NatsError)
+_STREAM_NOT_FOUND = 10059
+
+
+def _bucket_gone(error: Exception) -> bool:
+    """Nothing answers for the bucket (a write, a direct get), or the server says it has no
+    such stream: a restarted server without it, or one still loading it."""
+    if isinstance(error, NoStreamResponseError | NoRespondersError):
+        return True
+    return (
+        isinstance(error, NotFoundError)
+        and not isinstance(error, KeyValueError)
+        and getattr(error, "err_code", None) == _STREAM_NOT_FOUND
+    )
 
 
 class LeaseLost(Exception):
@@ -150,7 +175,29 @@ class Leases:
                 self._kv = await self._js.create_key_value(config)
             except BadRequestError:
                 self._kv = await self._js.key_value(self._bucket)
+                return self
+            # Its revisions begin at the clock in microseconds: an owner of a lease from a
+            # bucket a restart lost never finds its old revision among the new bucket's.
+            first = time.time_ns() // 1000
+            await self._js.purge_stream(f"KV_{self._bucket}", seq=first)
+            log.info("lease bucket created", bucket=self._bucket, first_revision=first)
         return self
+
+    async def _on_bucket(self, operation: Callable[[KeyValue], Awaitable[T]]) -> T:
+        """`operation` on the bucket; if the bucket is gone, it is made again (or bound
+        again, once a restarted server has loaded it) and `operation` tried once more.
+        While the server cannot answer at all, its error is raised: an outage."""
+        try:
+            return await operation(self.kv)
+        except (NatsError, TimeoutError) as e:
+            if not _bucket_gone(e):
+                raise
+            log.warning("lease bucket not answering; binding it again", error=repr(e))
+        await asyncio.wait_for(self.open(), timeout=self.settings.op_timeout * 2)
+        return await operation(self.kv)
+
+    def _bounded(self, call: Awaitable[T]) -> Awaitable[T]:
+        return asyncio.wait_for(call, timeout=self.settings.op_timeout)
 
     @property
     def kv(self) -> KeyValue:
@@ -164,10 +211,10 @@ class Leases:
         if released is not None and self._loop_time() - released[1] < fresh:
             # Released here a moment ago: its delete marker is the key's last revision
             # unless someone took the lease since, so one conditional write takes it.
+            last = released[0]
             try:
-                revision = await asyncio.wait_for(
-                    self.kv.update(key, self.owner, last=released[0]),
-                    timeout=self.settings.op_timeout,
+                revision = await self._on_bucket(
+                    lambda kv: self._bounded(kv.update(key, self.owner, last=last))
                 )
                 return Lease(self, key, revision)
             except KeyWrongLastSequenceError:
@@ -175,17 +222,15 @@ class Leases:
         try:
             # One write for a key never held (or long expired); three for a released one
             # (the write, a read finding the delete marker, the write after it).
-            revision = await asyncio.wait_for(
-                self.kv.create(key, self.owner), timeout=self.settings.op_timeout
-            )
+            revision = await self._on_bucket(lambda kv: self._bounded(kv.create(key, self.owner)))
         except (KeyWrongLastSequenceError, KeyNotFoundError):
             # Held; or held a moment ago and expired while `create` looked it up.
             return None
         return Lease(self, key, revision)
 
     async def renew(self, key: str, revision: int) -> int:
-        return await asyncio.wait_for(
-            self.kv.update(key, self.owner, last=revision), timeout=self.settings.op_timeout
+        return await self._on_bucket(
+            lambda kv: self._bounded(kv.update(key, self.owner, last=revision))
         )
 
     async def release(self, key: str, revision: int) -> None:
@@ -208,7 +253,7 @@ class Leases:
 
     async def holder(self, key: str) -> bytes | None:
         try:
-            entry = await asyncio.wait_for(self.kv.get(key), timeout=self.settings.op_timeout)
+            entry = await self._on_bucket(lambda kv: self._bounded(kv.get(key)))
         except (KeyNotFoundError, KeyDeletedError):
             return None
         return entry.value

@@ -10,7 +10,9 @@
   redelivered.
 - `_process` never raises but `CancelledError`: a handler's failure is retried through
   redelivery (a nak with the backoff's delay) and dead-lettered after `max_deliver`
-  attempts (a failure of the broker or the database is first retried in place); ack, nak,
+  attempts. An outage of the broker or the database is no failure of the message: the
+  handler waits it out in place (`infra/outage.py`, at most `AGENCY_OUTAGE_MAX_WAIT`
+  seconds), so a restart uses up none of its deliveries; ack, nak,
   term, in_progress and the dead-letter publish are retried under the shared retry policy
   and logged when they still fail (the broker then redelivers).
 - A failed fetch or subscribe is retried under the policy, round after round, until it
@@ -31,7 +33,7 @@ import abc
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 import nats.errors
@@ -39,10 +41,10 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from agency.infra import db
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.errors import is_transient
 from agency.infra.jetstream.lanes import TENANT_BACKLOG, LaneBounds, Lanes, subject_tenant
+from agency.infra.outage import OutageWait
 from agency.infra.retry import RetryPolicy, until_stopped
 
 log = structlog.get_logger(__name__)
@@ -62,9 +64,6 @@ SUBSCRIBE_RETRY = RetryPolicy(
 )
 # The owner's hook run before a message is dead-lettered.
 HOOK_RETRY = RetryPolicy(attempts=5, timeout=30.0, wait_initial=0.2, wait_max=3.0)
-# A handler that failed because the broker or the database was away, before the delivery
-# counts as failed: an outage does not use up a message's deliveries as fast.
-HANDLER_RETRY = RetryPolicy(attempts=3, timeout=20.0, wait_initial=0.5, wait_max=5.0)
 
 
 def _batch_size(free: int, *, backlog: bool) -> int:
@@ -79,12 +78,13 @@ def _batch_size(free: int, *, backlog: bool) -> int:
 
 @dataclass(frozen=True, slots=True)
 class WorkerRetry:
-    """The retry policies of a worker's own NATS operations (and of its dead-letter hook)."""
+    """The retry policies of a worker's own NATS operations (and of its dead-letter hook),
+    and how long a handler waits out an outage before its delivery counts as failed."""
 
     settle: RetryPolicy = SETTLE_RETRY
     subscribe: RetryPolicy = SUBSCRIBE_RETRY
     hook: RetryPolicy = HOOK_RETRY
-    handler: RetryPolicy = HANDLER_RETRY
+    outage: OutageWait = field(default_factory=OutageWait.from_env)
 
 
 class Undecodable(Exception):
@@ -139,11 +139,6 @@ def _settle_failure(exc: Exception) -> bool:
 
 def _any_failure(exc: Exception) -> bool:
     return True
-
-
-def _outage(exc: Exception) -> bool:
-    """The handler's broker or database did not answer: not the message's fault."""
-    return is_transient(exc) or db.is_transient(exc)
 
 
 class ConsumerWorker(abc.ABC, Generic[T]):
@@ -337,8 +332,10 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         attempt = msg.metadata.num_delivered
         try:
             async with self._lanes.turn(self._lane(item, msg), tenant):
-                return await self._retry.handler.call(_outage, self._handle, item, msg)
+                return await self._retry.outage.wait_out(self.durable, self._handle, item, msg)
         except Exception as e:  # retried through redelivery, then dead-lettered
+            # An outage that outlasted its wait counts as one failed delivery: the
+            # broker's own bound on deliveries leaves no way to hand it back for free.
             detail = describe(e)
             if attempt >= self._max_deliver:
                 log.error(

@@ -8,7 +8,9 @@ when it fails it is logged and restarted with backoff, the process goes on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +50,14 @@ def register(groups: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="api: host to listen on")
     serve.add_argument("--port", type=int, default=0, help="api: port (default: a free one)")
+    metrics_port = os.environ.get("AGENCY_METRICS_PORT", "").strip()
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(metrics_port) if metrics_port.isdigit() else None,
+        help="serve this process's metrics (its outage waits, Prometheus text) at "
+        "http://HOST:PORT/metrics (default $AGENCY_METRICS_PORT; none when unset)",
+    )
     serve.set_defaults(handler=serve_service)
 
 
@@ -97,8 +107,29 @@ async def serve_service(args: argparse.Namespace) -> int:
             tools_ack_wait=args.ack_wait,
         )
         runner = service_runners(config)[args.service]
-    await Supervisor({args.service: runner}).run(stop)
+    with _metrics_served(args.host, args.metrics_port):
+        await Supervisor({args.service: runner}).run(stop)
     return 0
+
+
+@contextlib.contextmanager
+def _metrics_served(host: str, port: int | None) -> Iterator[None]:
+    """The process's own metrics (`infra/outage.py`) on `port` while inside (None: not)."""
+    if port is None:
+        yield
+        return
+    from prometheus_client import start_http_server
+
+    from agency.infra import outage
+
+    server, thread = start_http_server(port, addr=host, registry=outage.REGISTRY)
+    print(f"metrics: http://{host}:{server.server_port}/metrics", flush=True)
+    try:
+        yield
+    finally:
+        server.shutdown()  # its loop looks every 0.5 s
+        server.server_close()
+        thread.join(timeout=5)
 
 
 def _issuer(endpoints: Endpoints) -> CredentialIssuer | None:

@@ -11,6 +11,8 @@ Two sources, neither inside the services' hot paths:
 - Totals are read at scrape time from where they are exact: runs by status and tokens and
   cost by tenant from the read models, consumer lag and dead letters from JetStream,
   projection lag from the checkpoints.
+- The API process's own outage waits (`infra/outage.py`) follow; each other service serves
+  its own with `agency serve --metrics-port`.
 
 Each app has its own registry, so several apps in one process never collide.
 """
@@ -45,6 +47,7 @@ from agency.contracts.events import (
     ToolStarted,
 )
 from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.infra import outage
 from agency.infra.jetstream.live import thread_events_live
 from agency.projections.catalog import ALL
 from agency.projections.status import projection_statuses
@@ -188,7 +191,7 @@ class Metrics:
             tg.create_task(self._bounded("consumers", self._consumers(js)))
             tg.create_task(self._bounded("dead letters", self._dead_letters(js)))
             tg.create_task(self._bounded("projections", self._projections(pool, js)))
-        return generate_latest(self.registry)
+        return generate_latest(self.registry) + generate_latest(outage.REGISTRY)
 
     async def _bounded(self, what: str, refresh: Coroutine[Any, Any, None]) -> None:
         try:

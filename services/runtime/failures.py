@@ -1,12 +1,13 @@
 """What the runtime does when driving a thread fails: retry, or end the run with a reason.
 
-A failure is transient when the same work may succeed on a later delivery: the broker did
-not answer in time, the connection is being re-established, or this worker lost its lease
-on the thread. Everything else (a middleware or tool hook raising, an event that breaks
-its contract or does not fit in a message, a decision of too many events, a loop that
-never settles) would fail the same way again: the run ends with `run.error`, its kind and
-message saying what happened, and its open tool calls are answered so the history stays
-a valid conversation for the next run.
+A failure is transient when it is an outage (`infra/outage.py`): the broker or the
+database did not answer in time, the connection is being re-established, or this worker
+lost its lease on the thread. It is raised, and the trigger's worker waits the outage out
+and drives the thread again, without using up an attempt. Everything else (a middleware
+or tool hook raising, an event that breaks its contract or does not fit in a message, a
+decision of too many events, a loop that never settles) would fail the same way again:
+the run ends with `run.error`, its kind and message saying what happened, and its open
+tool calls are answered so the history stays a valid conversation for the next run.
 """
 
 from __future__ import annotations
@@ -28,13 +29,8 @@ from agency.contracts.events import (
 from agency.contracts.limits import limits, truncate_text
 from agency.domain.run_cancel import tool_message
 from agency.domain.thread_state import ThreadState
-from agency.infra.jetstream.errors import (
-    BatchTooLarge,
-    EventTooLarge,
-    InvalidEvent,
-    is_transient as broker_transient,
-)
-from agency.infra.jetstream.leases import LeaseLost
+from agency.infra.jetstream.errors import BatchTooLarge, EventTooLarge, InvalidEvent
+from agency.infra.outage import is_outage
 from agency.services.agents.middleware import Middleware
 from agency.services.agents.tracebacks import describe as exception_text, where
 from agency.services.egress import EgressRefused
@@ -67,21 +63,35 @@ class MiddlewareFailed(Exception):
         return {"middleware": self.middleware, "hook": self.hook, "raised_at": self.raised_at}
 
 
+class MiddlewareUnavailable(MiddlewareFailed):
+    """A middleware's hook raised what a later try may not (a timeout, a refused
+    connection: a service of the app's own did not answer). Never an outage of ours: the
+    trigger is delivered again, and each delivery counts against the run's attempts."""
+
+
 @contextmanager
 def hook(middleware: Middleware, name: str) -> Iterator[None]:
-    """Run a hook of `middleware` inside: what it raises becomes `MiddlewareFailed`, but
-    the broker's transient failures, which a redelivery retries."""
+    """Run a hook of `middleware` inside: what it raises becomes `MiddlewareFailed`, or
+    `MiddlewareUnavailable` when it looks transient. A hook has no broker of ours to wait
+    for (it acts through `ctx`), so nothing it raises is waited out as an outage."""
     try:
         yield
     except Exception as e:
-        if is_transient(e):
-            raise
+        if is_outage(e):
+            raise MiddlewareUnavailable(middleware, name, e) from e
         raise MiddlewareFailed(middleware, name, e) from e
 
 
+def is_retried(error: BaseException) -> bool:
+    """Whether a drive that failed with `error` is left to the trigger's next delivery
+    rather than ending the run: an outage (waited out, costing no attempt), or a hook that
+    may answer later (costing one)."""
+    return is_transient(error) or isinstance(error, MiddlewareUnavailable)
+
+
 def is_transient(error: BaseException) -> bool:
-    """The broker's or the connection's failure, or a lease lost: later may succeed."""
-    return isinstance(error, LeaseLost) or broker_transient(error)
+    """An outage, not the run's failure: the same drive later may succeed."""
+    return is_outage(error)
 
 
 def failure_kind(error: BaseException) -> str:

@@ -47,7 +47,7 @@ from agency.services.runtime.failures import (
     describe,
     failure_kind,
     hook,
-    is_transient,
+    is_retried,
     run_failed,
 )
 from agency.services.runtime.local_tools import run_local_calls
@@ -219,7 +219,7 @@ class ThreadDriver:
         except Exception as e:
             if decision is not None:
                 decision.missed()
-            if is_transient(e) or not self._end_runs_on_failure:
+            if is_retried(e) or not self._end_runs_on_failure:
                 raise
             where = e.log_fields() if isinstance(e, MiddlewareFailed) else {}
             log.exception("run failed", thread_id=thread_id, **where)

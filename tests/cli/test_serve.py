@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import asyncpg
+import httpx
 
 from agency.contracts.ids import new_id
 from agency.infra.db import migrate
@@ -67,6 +68,40 @@ async def test_serve_restarts_a_service_started_before_its_database_then_serves(
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), timeout=30) == 0
         await asyncio.wait_for(rest, timeout=10)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_serve_with_a_metrics_port_serves_the_process_outage_waits(
+    tmp_path: Path, nats_url: str, database_url: str
+) -> None:
+    """`--metrics-port 0`: a free port, named on stdout, answering Prometheus text with the
+    process's outage metrics, for as long as the process runs (its service restarting)."""
+    url = database_url.rsplit("/", 1)[0] + "/missing" + new_id().lower()
+    write_endpoints(tmp_path, Endpoints(pid=os.getpid(), nats_url=nats_url, database_url=url))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agency.services.cli.main", "serve", "projector",
+        "--data-dir", str(tmp_path), "--metrics-port", "0",
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        async with asyncio.timeout(60):
+            line = await proc.stdout.readline()
+        assert line.startswith(b"metrics: http://127.0.0.1:"), line
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.get(line.decode().split(" ", 1)[1].strip())
+        assert response.status_code == 200
+        for family in (
+            "agency_outage_waiting",
+            "agency_outage_waits_total",
+            "agency_outage_wait_seconds",
+        ):
+            assert f"# TYPE {family} " in response.text
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), timeout=30) == 0
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -5,6 +5,7 @@ models equal a rebuild from the log.
 
     python -m tests.faults.chaos --threads 50 --kills 30 --latency 500-2000 --workers runtime=3
     python -m tests.faults.chaos --cluster --kills 4        # a 3-node R3 cluster
+    python -m tests.faults.chaos --targets nats --down 3-6 --busy   # long broker outages
 
 prints one summary line (`chaos: …`) and exits 1 if a promise was broken.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import signal
 import sys
@@ -34,6 +36,7 @@ from agency.projections.errors import ProjectionError
 from agency.projections.rebuild import build_scratch, last_stream_seq
 from agency.services.cli.signals import dump_tasks
 from agency.services.llm.fake_server import FakeLLMServer
+from tests.faults.cpu_load import busy_cores
 from tests.faults.harness import DEFAULT_WORKERS, Harness
 from tests.faults.workload import Workload, across_outages, outcomes, violations
 
@@ -52,6 +55,10 @@ class ChaosParams:
     always: tuple[str, ...] = ("nats", "postgres")
     seed: int | None = None
     settle_timeout: float = 180.0
+    # Seconds a killed part stays down before it is started again.
+    down: tuple[float, float] = (0.1, 1.5)
+    # A competing busy process on every core for the whole run (`cpu_load.py`).
+    busy: bool = False
 
 
 @dataclass
@@ -65,6 +72,8 @@ class ChaosReport:
     crashes: str
     read_models: list[str]
     seconds: float
+    # Outages the services waited out, by how each wait ended (`infra/outage.py`).
+    outage_waits: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -79,11 +88,13 @@ class ChaosReport:
             f"chaos: {'ok' if self.ok else 'FAILED'} threads={p.threads} kills={len(self.killed)} "
             f"({', '.join(f'{k}x{n}' for k, n in sorted(kills.items()))}) "
             f"latency={p.latency_ms[0]}-{p.latency_ms[1]}ms workers={workers} "
+            f"down={p.down[0]:g}-{p.down[1]:g}s busy={'yes' if p.busy else 'no'} "
             f"nats={'cluster-3-R3' if p.cluster else 'single'} "
             f"runs={sum(self.outcomes.values())} completed={self.outcomes['run.completed']} "
             f"errors={errors} violations={len(self.violations)} "
             f"open={'yes' if self.open_runs else 'no'} crashes={'yes' if self.crashes else 'no'} "
             f"read_models={'differ' if self.read_models else 'equal'} "
+            f"outage_waits={','.join(f'{k}:{n}' for k, n in sorted(self.outage_waits.items())) or 0} "
             f"seconds={self.seconds:.0f} seed={self.seed}"
         )
 
@@ -163,6 +174,7 @@ async def run_chaos(root: Path, params: ChaosParams) -> ChaosReport:
     started = time.monotonic()
     killed: list[str] = []
     async with (
+        busy_cores() if params.busy else contextlib.nullcontext(0),
         FakeLLMServer(instant=True, latency_ms=params.latency_ms) as llm,
         Harness(
             root, llm.base_url, workers=params.workers, cluster_size=3 if params.cluster else 0
@@ -179,7 +191,7 @@ async def run_chaos(root: Path, params: ChaosParams) -> ChaosReport:
                 await asyncio.sleep(rng.uniform(0.5, 2.0))
                 await system.kill(target)
                 killed.append(target)
-                await asyncio.sleep(rng.uniform(0.1, 1.5))
+                await asyncio.sleep(rng.uniform(*params.down))
                 await system.restart(target)
             open_runs = ""
             try:
@@ -191,6 +203,7 @@ async def run_chaos(root: Path, params: ChaosParams) -> ChaosReport:
             await load.stop()
         differ = await read_models_differ(system) if not open_runs else []
         crashes = system.crash_report()
+        outage_waits = await system.outage_waits()
     return ChaosReport(
         params=params,
         seed=seed,
@@ -201,6 +214,7 @@ async def run_chaos(root: Path, params: ChaosParams) -> ChaosReport:
         crashes=crashes,
         read_models=differ,
         seconds=time.monotonic() - started,
+        outage_waits=outage_waits,
     )
 
 
@@ -219,6 +233,11 @@ def _latency(text: str) -> tuple[int, int]:
     return int(low), int(high or low)
 
 
+def _seconds(text: str) -> tuple[float, float]:
+    low, _, high = text.partition("-")
+    return float(low), float(high or low)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="just chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=30)
@@ -228,12 +247,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="per service, e.g. runtime=3,tools=2")  # fmt: skip
     parser.add_argument("--cluster", action="store_true", help="a 3-node cluster, R3 streams")
     parser.add_argument("--targets", choices=("all", "servers", "nats"), default="all")
+    parser.add_argument("--down", type=_seconds, default=(0.1, 1.5),
+                        help="seconds a killed part stays down, e.g. 3-6")  # fmt: skip
+    parser.add_argument("--busy", action="store_true",
+                        help="a competing busy process on every core")  # fmt: skip
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--settle", type=float, default=600.0, help="seconds for runs to end")
     args = parser.parse_args(argv)
     params = ChaosParams(
         threads=args.threads, kills=args.kills, latency_ms=args.latency, workers=args.workers,
         cluster=args.cluster, targets=args.targets, seed=args.seed, settle_timeout=args.settle,
+        down=args.down, busy=args.busy,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="agency-chaos-") as root:
         report = asyncio.run(run_chaos(Path(root), params))

@@ -28,12 +28,19 @@ from typing import Self
 
 import asyncpg
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from agency.infra.db import migrate
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.streams import StreamSettings, provision
-from agency.infra.launch import NatsCluster, NatsServer, PostgresServer, ensure_database
+from agency.infra.launch import (
+    NatsCluster,
+    NatsServer,
+    PostgresServer,
+    ensure_database,
+    free_port,
+)
 from agency.projections.setup import prepare_read_models
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +68,7 @@ class ServiceProcess:
     argv: list[str]
     env: dict[str, str]
     log_path: Path
+    metrics_port: int = 0
     proc: asyncio.subprocess.Process | None = None
     killed: bool = False
     starts: int = 0
@@ -231,13 +239,16 @@ class Harness:
         env = self._env(replicas)
         for name in SERVICES:
             for index in range(self.workers.get(name, 0)):
+                metrics_port = free_port()
                 argv = [
                     sys.executable, "-m", "agency.services.cli.main", "serve", name,
                     "--data-dir", str(self.root), "--app", self.app,
-                    "--ack-wait", str(self.ack_wait),
+                    "--ack-wait", str(self.ack_wait), "--metrics-port", str(metrics_port),
                 ]  # fmt: skip
                 log = self.root / "logs" / f"{name}-{index}.log"
-                self.services.append(ServiceProcess(name, index, argv, env, log))
+                self.services.append(
+                    ServiceProcess(name, index, argv, env, log, metrics_port=metrics_port)
+                )
         await asyncio.gather(*(s.start() for s in self.services))
         self._watch = asyncio.create_task(self._supervise(), name="harness-supervisor")
         self.slow_starters = await self.connected(timeout=self.ready_timeout)
@@ -324,6 +335,27 @@ class Harness:
             await self.cluster.start()
         else:
             await self.service(target).start()
+
+    async def outage_waits(self) -> Counter[str]:
+        """The outages the running service processes waited out, by how each wait ended
+        (`agency_outage_waits_total`; a process restarted since counts from its start)."""
+        waits: Counter[str] = Counter()
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            for service in self.services:
+                if not service.alive:
+                    continue
+                url = f"http://127.0.0.1:{service.metrics_port}/metrics"
+                try:
+                    text = (await http.get(url)).text
+                except httpx.HTTPError:
+                    continue
+                for family in text_string_to_metric_families(text):
+                    if family.name != "agency_outage_waits":
+                        continue
+                    for sample in family.samples:
+                        if sample.name.endswith("_total"):
+                            waits[sample.labels["outcome"]] += int(sample.value)
+        return waits
 
     def crash_report(self) -> str:
         return "\n\n".join(f"{c.label} exited {c.returncode}:\n{c.log_tail}" for c in self.crashes)

@@ -33,3 +33,29 @@ async def test_a_cluster_node_killed_and_restarted_under_load_loses_nothing(
 
     assert report.ok, report.details()
     assert all(k.startswith("nats-") for k in report.killed)
+
+
+@pytest.mark.timeout(300)
+async def test_broker_outages_of_seconds_under_cpu_load_are_waited_out(tmp_path: Path) -> None:
+    """nats-server SIGKILLed three times and kept down 3-6 s each, every core busy with a
+    competing process: each run still completes, with one terminal event; an outage is no
+    run's failure."""
+    params = ChaosParams(
+        threads=9,
+        kills=3,
+        targets="nats",
+        always=("nats",),
+        down=(3.0, 6.0),
+        busy=True,
+        settle_timeout=150.0,
+    )
+
+    report = await run_chaos(tmp_path / "chaos", params)
+
+    assert report.ok, report.details()
+    assert report.killed == ["nats"] * 3
+    assert set(report.outcomes) == {"run.completed"}, report.details()
+    # The steps the outages met waited them out, each to its end.
+    assert report.outage_waits["over"] > 0 and not report.outage_waits["outlasted"], (
+        report.summary()
+    )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+import structlog
+
 from agency.contracts.events import (
     BlueprintSpec,
     ChatMessage,
@@ -22,9 +25,11 @@ from agency.contracts.events.registry import (
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.outage import is_outage
 from agency.services.agents.middleware import ChildReport, Middleware, MiddlewareContext
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.runtime.failures import MiddlewareUnavailable, hook, is_retried
 from tests.runtime.conftest import make_system, running_agents
 
 
@@ -215,3 +220,56 @@ async def test_a_raising_on_child_report_ends_the_run_with_an_internal_error(
         "tests/runtime/test_hooks.py, line "
     )
     assert error.error.endswith(", in on_child_report: RuntimeError: cannot review")
+
+
+class FlakyAuditor(Middleware):
+    """Reports each tool start to a service of the app's own, which refuses the first two
+    connections."""
+
+    name = "flaky_auditor"
+    tags = ("flaky_audit",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def on_tool_start(self, ctx: MiddlewareContext, call: ToolCall) -> None:
+        self.calls += 1
+        if self.calls <= 2:
+            raise ConnectionRefusedError(111, "the audit service refused the connection")
+
+
+def test_a_hook_refused_a_connection_is_the_app_s_failure_retried_never_an_outage() -> None:
+    with pytest.raises(MiddlewareUnavailable) as raised, hook(FlakyAuditor(), "on_tool_start"):
+        raise ConnectionRefusedError(111, "refused")
+    assert not is_outage(raised.value) and is_retried(raised.value)
+    assert "middleware 'flaky_auditor' (FlakyAuditor.on_tool_start) raised at" in str(raised.value)
+
+
+async def test_a_hook_that_answers_on_a_later_delivery_lets_the_run_complete_without_an_outage_wait(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer
+) -> None:
+    """The trigger is delivered again (each delivery one of the run's attempts) until the
+    hook answers; nothing is waited out as the broker's outage."""
+    auditor = FlakyAuditor()
+    system = (
+        make_system()
+        .use(auditor)
+        .add_agent(
+            BlueprintSpec(
+                name="audited", prompt="audited agent", tags=("default", "lookup", "flaky_audit")
+            )
+        )
+    )
+    key = "flaky-hook-" + tenant
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}]),
+        ScriptStep(content="done"),
+    ])  # fmt: skip
+    with structlog.testing.capture_logs() as logs:
+        async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
+            thread = await agents.thread("audited")
+            await agents.invoke(thread, key)
+            events = await agents.wait_terminal(thread, timeout=60)
+    assert [e.type for e in events if e.type in RUN_TERMINAL_TYPES] == ["run.completed"]
+    assert auditor.calls >= 3
+    assert not [e for e in logs if e["event"] == "waiting out an outage"]

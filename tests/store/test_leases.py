@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import nats.errors
+import pytest
+
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.leases import Leases
+from agency.infra.jetstream.leases import Lease, LeaseLost, Leases
+from agency.infra.launch import NatsServer
+from agency.infra.nats_auth import role_url
+from tests.helpers import assert_eventually
 
 
 async def test_a_lease_is_held_by_one_owner_and_taken_again_once_released(bus: Bus) -> None:
@@ -45,3 +53,50 @@ async def test_a_release_remembered_here_never_takes_a_lease_another_owner_took_
     assert await here.holder(key) == b"there"
     await theirs.release()
     assert await here.try_acquire(key) is not None
+
+
+async def test_the_bucket_a_restarted_server_lost_is_made_again_and_leases_go_on(
+    tmp_path: Path,
+) -> None:
+    """The bucket lives in memory: after a SIGKILL and restart of the server it is gone, and
+    the next lease operation makes it again, instead of finding no stream for ever."""
+    async with NatsServer(tmp_path / "nats") as server, Bus(server.url, name="leases") as bus:
+        leases = await Leases(bus.js, owner="here").open()
+        key = "lease-" + new_id()
+        before = await leases.try_acquire(key)
+        assert before is not None
+
+        await server.kill()
+        await server.start()
+
+        async def acquired() -> Lease:
+            try:
+                lease = await leases.try_acquire(key)
+            except (nats.errors.Error, TimeoutError) as e:  # the server is still starting
+                raise AssertionError(f"not answering yet: {e!r}") from e
+            assert lease is not None
+            return lease
+
+        after = await assert_eventually(acquired, timeout=20)
+        assert after.revision > before.revision
+        assert await leases.holder(key) == b"here"
+        # The owner of the lost lease cannot renew it: its revision is not the key's.
+        with pytest.raises(LeaseLost):
+            await before.keep()
+        there = await Leases(bus.js, owner="there").open()
+        assert await there.try_acquire(key) is None
+        await after.release()
+        assert await leases.holder(key) is None
+
+
+async def test_the_runtime_s_own_user_makes_the_bucket_and_takes_leases(tmp_path: Path) -> None:
+    """The runtime connects as its own user, allowed only what its work needs: making the
+    bucket (and moving its revisions on) is among it."""
+    async with NatsServer(tmp_path / "nats", auth=True) as server:
+        assert server.auth is not None
+        url = role_url(server.admin_url, str(server.auth.directory), "runtime")
+        async with Bus(url, name="agency-runtime") as bus:
+            leases = await Leases(bus.js, owner="runtime").open()
+            lease = await leases.try_acquire("lease-" + new_id())
+            assert lease is not None
+            await lease.release()

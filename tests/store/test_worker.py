@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import nats.errors
+import nats.js.errors
 import pytest
+import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
@@ -34,6 +36,7 @@ from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.infra.jetstream.streams import StreamSettings, provision
 from agency.infra.jetstream.worker import WorkerRetry
 from agency.infra.launch import NatsCluster, NatsServer
+from agency.infra.outage import REGISTRY as OUTAGES, OutageWait
 from agency.infra.retry import RetryPolicy
 from tests.deadletters import dead_letters, dead_letters_for
 from tests.helpers import assert_eventually
@@ -42,7 +45,7 @@ FAST = RetryPolicy(attempts=3, timeout=5.0, wait_initial=0.01, wait_max=0.05, wa
 FAST_RETRY = WorkerRetry(
     settle=FAST,
     hook=FAST,
-    handler=FAST,
+    outage=OutageWait(max_wait=5.0, wait_initial=0.01, wait_max=0.05),
     subscribe=RetryPolicy(attempts=3, timeout=5.0, wait_initial=0.05, wait_max=0.2),
 )
 
@@ -258,26 +261,90 @@ async def test_workers_outlive_a_broker_that_is_missing_then_killed_and_restarte
             await asyncio.wait_for(asyncio.gather(*workers), timeout=15)
 
 
-async def test_a_handler_failing_while_the_broker_is_away_is_retried_in_place(
+async def test_a_handler_failing_while_the_broker_is_away_waits_it_out_in_place(
     bus: Bus, tenant: str, run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]]
 ) -> None:
-    deliveries: list[int] = []
-    done: list[str] = []
+    """Outages (a timeout, no stream answering, a connection being re-established) cost the
+    message none of its two deliveries: the handler is tried again in place until the
+    broker answers; the wait is logged and counted."""
+    outages: list[Exception] = [
+        nats.errors.TimeoutError(),
+        nats.js.errors.NoStreamResponseError(),
+        nats.errors.ConnectionReconnectingError(),
+        nats.js.errors.NoStreamResponseError(),
+        nats.errors.TimeoutError(),
+    ]
+    calls: list[int] = []
+    done: list[tuple[str, int]] = []
+    durable = "test-" + tenant
+
+    def waits(outcome: str) -> float:
+        labels = {"what": durable, "outcome": outcome}
+        return OUTAGES.get_sample_value("agency_outage_waits_total", labels) or 0.0
 
     async def handler(event: RecordedEvent) -> None:
-        deliveries.append(1)
-        if len(deliveries) < 3:
+        calls.append(1)
+        if outages:
+            raise outages.pop(0)
+        done.append((event.envelope.aggregate_id, len(calls)))
+
+    with structlog.testing.capture_logs() as logs:
+        await run_event_worker(handler, None)
+        thread = await create_thread(bus, tenant)
+
+        async def handled() -> None:
+            assert done == [(thread, 6)]
+
+        await assert_eventually(handled, timeout=30)
+    assert await dead_letters_for(bus, tenant) == []
+    assert waits("over") == 1 and waits("outlasted") == 0
+    said = [(e["event"], e.get("what")) for e in logs if "outage" in e["event"]]
+    assert said == [("waiting out an outage", durable), ("outage over", durable)]
+
+
+async def test_an_outage_that_outlasts_its_wait_costs_one_delivery_and_is_logged(
+    bus: Bus, tenant: str
+) -> None:
+    """Past `max_wait` the delivery counts as failed: handed back, and handled on the next
+    once the broker answers again."""
+    spec = DurableSpec("test-" + tenant, ("thread.created",))
+    await new_events_consumer(bus, spec)
+    calls: list[float] = []
+    done: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    async def handler(event: RecordedEvent) -> None:
+        if event.envelope.tenant_id != tenant:
+            return
+        calls.append(loop.time())
+        if calls[-1] - calls[0] < 1.0:  # the broker is away for a second
             raise nats.errors.TimeoutError
         done.append(event.envelope.aggregate_id)
 
-    await run_event_worker(handler, None)
-    thread = await create_thread(bus, tenant)
+    short = WorkerRetry(
+        settle=FAST,
+        hook=FAST,
+        subscribe=FAST_RETRY.subscribe,
+        outage=OutageWait(max_wait=0.2, wait_initial=0.05, wait_max=0.05),
+    )
+    worker = EventWorker(bus, spec, handler, max_deliver=5, retry=short)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            thread = await create_thread(bus, tenant)
 
-    async def handled() -> None:
-        assert done == [thread]
+            async def handled() -> None:
+                assert done == [thread]
 
-    await assert_eventually(handled, timeout=30)
-    assert len(deliveries) == 3
+            await assert_eventually(handled, timeout=30)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        await bus.js.delete_consumer(EVENTS_STREAM, spec.name)
+    events = [e["event"] for e in logs]
+    assert "outage outlasted its wait" in events
+    assert "handler failed, will retry" in events
     assert await dead_letters_for(bus, tenant) == []
 
 
