@@ -33,7 +33,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.forwarded import ForwardedMiddleware
 from agency.services.api.guards import PathGuard
 from agency.services.api.langgraph.router import langgraph_router
-from agency.services.api.mcp_server import AgencyMcp
+from agency.services.api.mcp.server import AgencyMcp
 from agency.services.api.openapi import (
     SECURITY_COMPONENTS,
     document_errors,

@@ -2,7 +2,7 @@
 
 The endpoint sits behind the API's own authentication (a tenant's API key as
 `Authorization: Bearer`, or `X-SECRET`), so a bad key is refused with the API's 401 before
-MCP sees the request. The tools (`mcp_tools`) call the API's routes in-process with the
+MCP sees the request. The tools (`tools`) call the API's routes in-process with the
 caller's credential. The server is stateless: every request stands alone, so any API
 process can answer it. The session manager runs inside the app's lifespan and stops with it.
 """
@@ -34,7 +34,7 @@ from agency.contracts.version import package_version
 from agency.infra.jetstream.errors import StoreTimeout
 from agency.services.api.auth import tenant_of
 from agency.services.api.deps import ApiDeps, Principal
-from agency.services.api.mcp_tools import TOOLS, AgencyTool, InvalidArguments, Operations
+from agency.services.api.mcp.tools import TOOLS, AgencyTool, InvalidArguments, Operations
 from agency.services.api.run_outcome import Progress
 from agency.services.api.streaming import closing_event
 from agency.services.client import ApiError, AsyncAgencyClient
