@@ -147,7 +147,7 @@ def create_app(deps: ApiDeps) -> Litestar:
     app = Litestar(
         # `/mcp` speaks MCP, not the API's JSON, and the LangGraph-compatible routes follow
         # LangGraph's own API reference: both stay out of the OpenAPI document.
-        route_handlers=[*handlers, mcp.route(), langgraph_router()],
+        route_handlers=[*handlers, *mcp.routes(), langgraph_router()],
         dependencies={
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),

@@ -1,0 +1,284 @@
+"""The MCP server beyond its tools, on both revisions a client may speak (2025-11-25 with
+`initialize`, 2026-07-28 with `server/discover`): ping, discovery, thread files as
+resources, blueprints as prompts, log notifications, and the protected-resource metadata a
+client reads on a 401. Driven by the official `mcp` client against a running system."""
+
+from __future__ import annotations
+
+import warnings
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    extract_field_from_www_auth,
+    extract_resource_metadata_from_www_auth,
+)
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from tests.mcp.conftest import ERAS, Era, System, Tenant, call, mcp_session, new_tenant
+
+TEMPLATE = "agency://agencies/{agencyId}/threads/{threadId}/files/{+path}"
+
+
+def tool_call(tool: str, **arguments: object) -> ScriptToolCall:
+    return ScriptToolCall(name=tool, arguments=arguments)
+
+
+async def thread_with_files(session: ClientSession, caller: Tenant, files: dict[str, str]) -> str:
+    """A thread whose agent wrote `files` in one completed run."""
+    key = "mcp-files-" + caller.agency + "-" + "-".join(files)
+    caller.llm.script(key, [
+        ScriptStep(tool_calls=tuple(tool_call("write_file", path=p, content=c) for p, c in files.items())),
+        ScriptStep(content="Written."),
+    ])  # fmt: skip
+    created = await call(session, "create_thread", agencyId=caller.agency, agentType="worker")
+    outcome = await call(
+        session, "invoke_and_wait", agencyId=caller.agency, threadId=created["id"], message=key
+    )
+    assert outcome["status"] == "completed", outcome
+    return str(created["id"])
+
+
+def file_uri(caller: Tenant, thread_id: str, path: str) -> str:
+    return f"agency://agencies/{caller.agency}/threads/{thread_id}/files/{path}"
+
+
+async def rejected(work: object) -> MCPError:
+    with pytest.raises(MCPError) as refused:
+        await work  # type: ignore[misc]
+    return refused.value
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_ping_is_answered_on_every_revision(caller: Tenant, era: Era) -> None:
+    async with mcp_session(caller.url, caller.auth, era) as session:
+        assert isinstance(await session.send_ping(), types.EmptyResult)
+
+
+async def test_server_discover_names_the_versions_and_what_the_server_offers(
+    caller: Tenant,
+) -> None:
+    async with mcp_session(caller.url, caller.auth, "discover") as session:
+        found = session.discover_result
+        assert found is not None
+        assert "2026-07-28" in found.supported_versions
+        capabilities = found.capabilities
+        assert capabilities.tools is not None
+        assert capabilities.resources is not None and capabilities.prompts is not None
+        assert found.instructions is not None and "invoke_and_wait" in found.instructions
+        assert session.server_info is not None and session.server_info.name == "agency"
+
+
+async def test_a_2025_client_negotiates_its_revision_and_sees_the_same_capabilities(
+    caller: Tenant,
+) -> None:
+    async with mcp_session(caller.url, caller.auth, "initialize") as session:
+        assert session.protocol_version == "2025-11-25"
+        capabilities = session.server_capabilities
+        assert capabilities is not None
+        assert capabilities.resources is not None and capabilities.prompts is not None
+        assert capabilities.logging is not None
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_threads_files_are_resources_to_list_and_read(caller: Tenant, era: Era) -> None:
+    files = {"notes.md": "# Notes\nfirst", "data/plan.txt": "step 1"}
+    async with mcp_session(caller.url, caller.auth, era) as session:
+        thread_id = await thread_with_files(session, caller, files)
+
+        templates = await session.list_resource_templates()
+        assert [t.uri_template for t in templates.resource_templates] == [TEMPLATE]
+
+        listing = await session.list_resources()
+        mine = {str(r.uri): r for r in listing.resources if thread_id in str(r.uri)}
+        assert set(mine) == {file_uri(caller, thread_id, p) for p in files}
+        notes = mine[file_uri(caller, thread_id, "notes.md")]
+        assert notes.name == "notes.md" and notes.mime_type == "text/markdown"
+
+        for path, content in files.items():
+            read = await session.read_resource(file_uri(caller, thread_id, path))
+            (text,) = read.contents
+            assert isinstance(text, types.TextResourceContents)
+            assert text.text == content and text.uri == file_uri(caller, thread_id, path)
+
+        missing = await rejected(session.read_resource(file_uri(caller, thread_id, "nope.md")))
+        assert "has no file 'nope.md'" in missing.error.message
+        assert "data/plan.txt, notes.md" in missing.error.message
+        # The 2026-07-28 revision made a missing resource invalid params (-32602).
+        assert missing.error.code == (-32002 if era == "initialize" else -32602)
+
+        wrong = await rejected(session.read_resource("file:///etc/passwd"))
+        assert wrong.error.code == -32602 and "unknown resource URI" in wrong.error.message
+
+
+async def test_another_tenants_thread_files_are_not_found(
+    caller: Tenant, mcp_system: System
+) -> None:
+    async with mcp_session(caller.url, caller.auth) as session:
+        thread_id = await thread_with_files(session, caller, {"secret.txt": "ours"})
+    other = await new_tenant(mcp_system)
+    for era in ERAS:
+        async with mcp_session(other.url, other.auth, era) as theirs:
+            refused = await rejected(
+                theirs.read_resource(file_uri(caller, thread_id, "secret.txt"))
+            )
+            assert "HTTP 404" in refused.error.message
+            assert "ours" not in refused.error.message
+            listing = await theirs.list_resources()
+            assert not [r for r in listing.resources if thread_id in str(r.uri)]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_blueprints_are_prompts_that_hand_a_message_to_the_agent(
+    caller: Tenant, mcp_system: System, era: Era
+) -> None:
+    name = f"{caller.agency}/worker"
+    async with mcp_session(caller.url, caller.auth, era) as session:
+        listing = await session.list_prompts()
+        prompts = {p.name: p for p in listing.prompts}
+        assert {name, f"{caller.agency}/approver"} <= set(prompts)
+        assert all(p.name.startswith(caller.agency + "/") for p in listing.prompts)
+        (argument,) = prompts[name].arguments or []
+        assert argument.name == "message" and argument.required
+
+        got = await session.get_prompt(name, {"message": "summarise the notes"})
+        (message,) = got.messages
+        assert message.role == "user" and isinstance(message.content, types.TextContent)
+        text = message.content.text
+        assert "summarise the notes" in text
+        assert f"agencyId `{caller.agency}`" in text and "agentType `worker`" in text
+
+        unknown = await rejected(session.get_prompt(f"{caller.agency}/nobody", {"message": "x"}))
+        assert unknown.error.code == -32602 and "unknown prompt" in unknown.error.message
+        empty = await rejected(session.get_prompt(name, {}))
+        assert "needs the argument 'message'" in empty.error.message
+
+    other = await new_tenant(mcp_system)
+    async with mcp_session(other.url, other.auth, era) as theirs:
+        foreign = await rejected(theirs.get_prompt(name, {"message": "x"}))
+        assert "unknown prompt" in foreign.error.message
+
+
+async def test_a_2025_client_sets_its_log_level_and_hears_the_runs_at_that_level(
+    caller: Tenant,
+) -> None:
+    heard: list[types.LoggingMessageNotificationParams] = []
+
+    async def logged(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params)
+
+    key = "mcp-log-2025-" + caller.agency
+    caller.llm.script(key, [ScriptStep(content="Logged.", delay_ms=500)])
+    async with mcp_session(caller.url, caller.auth, logging_callback=logged) as session:
+        created = await call(session, "create_thread", agencyId=caller.agency, agentType="worker")
+        args = {"agencyId": caller.agency, "threadId": created["id"]}
+        # Nothing is heard before the client asks for a level.
+        await call(session, "get_state", **args)
+        assert heard == []
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await session.set_logging_level("warning")
+        outcome = await call(session, "invoke_and_wait", message=key, **args)
+        assert outcome["status"] == "completed"
+        assert heard == []  # a completed run is `info`, below `warning`
+        refused = await session.call_tool("cancel", args)
+        assert refused.is_error
+        (warning,) = heard
+        assert warning.level == "warning" and warning.logger == "agency"
+        assert isinstance(warning.data, dict) and warning.data["event"] == "tool.refused"
+        assert "has no active run" in warning.data["error"]
+
+        heard.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await session.set_logging_level("info")
+        caller.llm.script(key + "-again", [ScriptStep(content="Again.", delay_ms=500)])
+        again = await call(session, "invoke_and_wait", message=key + "-again", **args)
+    events = [(m.level, m.data["event"]) for m in heard if isinstance(m.data, dict)]
+    assert ("info", "run.progress") in events
+    assert events[-1] == ("info", "run.outcome")
+    assert heard[-1].data == {
+        "event": "run.outcome",
+        "runId": again["runId"],
+        "status": "completed",
+    }
+
+
+async def test_a_2026_client_asks_for_logs_on_each_request(caller: Tenant) -> None:
+    heard: list[types.LoggingMessageNotificationParams] = []
+
+    async def logged(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params)
+
+    key = "mcp-log-2026-" + caller.agency
+    caller.llm.script(key, [
+        ScriptStep(tool_calls=(tool_call("lookup_guarded", word="x"),), delay_ms=300),
+    ])  # fmt: skip
+    async with mcp_session(caller.url, caller.auth, "discover", logging_callback=logged) as quiet:
+        created = await call(quiet, "create_thread", agencyId=caller.agency, agentType="worker")
+        args = {"agencyId": caller.agency, "threadId": created["id"]}
+        refused = await quiet.call_tool("cancel", args)
+        assert refused.is_error
+        # No `logLevel` in the request's `_meta`: nothing is sent.
+        assert heard == []
+        # `logging/setLevel` is gone from this revision.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            gone = await rejected(quiet.set_logging_level("debug"))
+        assert gone.error.code == -32601
+
+    async with mcp_session(
+        caller.url, caller.auth, "discover", logging_callback=logged, log_level="notice"
+    ) as session:
+        paused = await call(session, "invoke_and_wait", message=key, **args)
+    assert paused["status"] == "paused"
+    # `info` progress is below `notice`; the pause for a person is `notice`.
+    (notice,) = heard
+    assert notice.level == "notice"
+    assert notice.data == {
+        "event": "run.outcome",
+        "runId": paused["runId"],
+        "status": "paused",
+        "reason": "hitl",
+        "pendingApproval": ["lookup_guarded"],
+    }
+
+
+async def test_protected_resource_metadata_says_bearer_only_and_the_401_points_to_it(
+    mcp_system: System,
+) -> None:
+    wrong = {"Authorization": "Bearer ak_01jdxxxxxxxxxxxxxxxxxxxxxx_not-a-key"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(base_url=mcp_system.url, timeout=10) as http:
+        refused = await http.post("/mcp", json=body, headers={**wrong, **accept})
+        assert refused.status_code == 401
+        message = refused.json()["error"]["message"]
+        assert message.startswith("missing or invalid credentials")
+
+        # What the SDK's OAuth support reads off the 401, with no credential sent to it.
+        where = extract_resource_metadata_from_www_auth(refused)
+        assert where == f"{mcp_system.url}/.well-known/oauth-protected-resource/mcp"
+        assert extract_field_from_www_auth(refused, "error") == "invalid_token"
+        description = extract_field_from_www_auth(refused, "error_description")
+        assert description == message
+        urls = build_protected_resource_metadata_discovery_urls(where, f"{mcp_system.url}/mcp")
+        for url in {*urls, f"{mcp_system.url}/.well-known/oauth-protected-resource"}:
+            document = await http.get(url)
+            assert document.status_code == 200, url
+            assert document.json() == {
+                "resource": f"{mcp_system.url}/mcp",
+                "bearer_methods_supported": ["header"],
+                "resource_name": "Agency MCP server (bearer: a tenant's API key)",
+            }
+
+        # No credential at all: the same pointer, no error code (RFC 6750 §3.1).
+        anonymous = await http.post("/mcp", json=body, headers=accept)
+        assert anonymous.status_code == 401
+        assert extract_field_from_www_auth(anonymous, "error") is None
+        assert extract_resource_metadata_from_www_auth(anonymous) == where
