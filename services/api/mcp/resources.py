@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agency.services.client import ApiError, AsyncAgencyClient
 
@@ -21,7 +22,8 @@ SCHEME = "agency"
 TEMPLATE = "agency://agencies/{agencyId}/threads/{threadId}/files/{+path}"
 # How many threads one `resources/list` page covers: each is one read of its state.
 THREADS_PER_PAGE = 20
-# The 2026-07-28 revision says a missing resource is invalid params; 2025-11-25 had its own.
+# The 2026-07-28 revision says a missing resource is invalid params; the 2025 ones had
+# a code of their own.
 _NOT_FOUND_2025 = -32002
 _URI = re.compile(r"agency://agencies/([^/]+)/threads/([^/]+)/files/(.+)", re.DOTALL)
 
@@ -52,7 +54,8 @@ def _mime_type(path: str) -> str:
 
 
 def _not_found(protocol_version: str | None, uri: str, message: str) -> MCPError:
-    code = _NOT_FOUND_2025 if protocol_version == "2025-11-25" else types.INVALID_PARAMS
+    modern = protocol_version in MODERN_PROTOCOL_VERSIONS
+    code = types.INVALID_PARAMS if modern else _NOT_FOUND_2025
     return MCPError(code=code, message=message, data={"uri": uri})
 
 
