@@ -5,6 +5,7 @@ client reads on a 401. Driven by the official `mcp` client against a running sys
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import httpx2
@@ -282,3 +283,34 @@ async def test_protected_resource_metadata_says_bearer_only_and_the_401_points_t
         assert anonymous.status_code == 401
         assert extract_field_from_www_auth(anonymous, "error") is None
         assert extract_resource_metadata_from_www_auth(anonymous) == where
+
+
+async def test_versions_are_negotiated_per_revision(caller: Tenant) -> None:
+    headers = {**caller.auth, "Accept": "application/json, text/event-stream"}
+    client_info = {"name": "raw", "version": "1"}
+
+    async def post(
+        method: str, params: dict[str, object], extra: dict[str, str] | None = None
+    ) -> dict[str, object]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        async with httpx2.AsyncClient(base_url=caller.url, timeout=10) as http:
+            r = await http.post("/mcp", json=body, headers={**headers, **(extra or {})})
+        if r.headers["content-type"].startswith("text/event-stream"):
+            (data,) = [line[5:] for line in r.text.splitlines() if line.startswith("data:")]
+            return dict(json.loads(data))
+        return dict(r.json())
+
+    for asked, answered in (("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")):
+        init = {"protocolVersion": asked, "capabilities": {}, "clientInfo": client_info}
+        result = (await post("initialize", init))["result"]
+        assert isinstance(result, dict) and result["protocolVersion"] == answered
+
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2099-01-01",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": client_info,
+    }
+    modern = {"Mcp-Method": "tools/list", "Mcp-Protocol-Version": "2099-01-01"}
+    error = (await post("tools/list", {"_meta": envelope}, modern))["error"]
+    assert isinstance(error, dict) and error["code"] == -32022
+    assert "2026-07-28" in error["data"]["supported"]
