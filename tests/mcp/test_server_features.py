@@ -301,7 +301,11 @@ async def test_versions_are_negotiated_per_revision(caller: Tenant) -> None:
         return dict(r.json())
 
     for asked, answered in (("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")):
-        init = {"protocolVersion": asked, "capabilities": {}, "clientInfo": client_info}
+        init: dict[str, object] = {
+            "protocolVersion": asked,
+            "capabilities": {},
+            "clientInfo": client_info,
+        }
         result = (await post("initialize", init))["result"]
         assert isinstance(result, dict) and result["protocolVersion"] == answered
 
