@@ -318,3 +318,27 @@ async def test_versions_are_negotiated_per_revision(caller: Tenant) -> None:
     error = (await post("tools/list", {"_meta": envelope}, modern))["error"]
     assert isinstance(error, dict) and error["code"] == -32022
     assert "2026-07-28" in error["data"]["supported"]
+
+
+async def test_resources_are_listed_a_page_of_threads_at_a_time(
+    mcp_system: System,
+) -> None:
+    owner = await new_tenant(mcp_system)
+    async with mcp_session(owner.url, owner.auth, "discover") as session:
+        oldest = await thread_with_files(session, owner, {"old.md": "first"})
+        newer = [
+            (await call(session, "create_thread", agencyId=owner.agency, agentType="worker"))["id"]
+            for _ in range(20)
+        ]
+        first = await session.list_resources()
+        assert first.resources == [] and first.next_cursor is not None
+        second = await session.list_resources(
+            params=types.PaginatedRequestParams(cursor=first.next_cursor)
+        )
+        assert [str(r.uri) for r in second.resources] == [file_uri(owner, oldest, "old.md")]
+        assert second.next_cursor is None
+        bad = await rejected(
+            session.list_resources(params=types.PaginatedRequestParams(cursor="x"))
+        )
+        assert bad.error.code == -32602 and "invalid cursor" in bad.error.message
+    assert len(set(newer)) == 20
