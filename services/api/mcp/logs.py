@@ -18,11 +18,21 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from agency.services.api.run_outcome import RunOutcome
+
 LOGGER = "agency"
 # Least to most severe (RFC 5424), as the protocol orders them.
 LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)
 # Credentials whose level is kept; the least recently set is forgotten first.
 _KEPT = 10_000
+# The level of the message that tells how a waited-on run stands (`info` while it goes on).
+_OUTCOME_LEVEL: dict[str, types.LoggingLevel] = {
+    "completed": "info",
+    "paused": "notice",
+    "canceled": "warning",
+    "rejected": "warning",
+    "error": "error",
+}
 
 
 def _at_least(level: types.LoggingLevel | None) -> frozenset[types.LoggingLevel]:
@@ -72,3 +82,13 @@ class RequestLog:
             params=types.LoggingMessageNotificationParams(level=level, data=data, logger=LOGGER)
         )
         await self._ctx.session.send_notification(notice, related_request_id=self._ctx.request_id)
+
+    async def outcome(self, outcome: RunOutcome) -> None:
+        """How the run stands when the wait ends, at the level its status calls for."""
+        data: dict[str, Any] = {"event": "run.outcome", "runId": outcome.run_id}
+        data["status"] = outcome.status
+        if outcome.reason or outcome.error:
+            data["reason"] = outcome.reason or outcome.error
+        if outcome.pending_approval:
+            data["pendingApproval"] = [call.name for call in outcome.pending_approval]
+        await self.log(_OUTCOME_LEVEL.get(outcome.status, "info"), data)

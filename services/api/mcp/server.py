@@ -100,27 +100,6 @@ def _progress(ctx: Context, log: RequestLog) -> Progress:
     return report
 
 
-# The level of the log message that tells how a waited-on run stands.
-_OUTCOME_LEVEL: dict[str, types.LoggingLevel] = {
-    "completed": "info",
-    "paused": "notice",
-    "canceled": "warning",
-    "rejected": "warning",
-    "error": "error",
-}
-
-
-async def _log_outcome(log: RequestLog, outcome: RunOutcome) -> None:
-    level = _OUTCOME_LEVEL.get(outcome.status, "info")
-    data: dict[str, Any] = {"event": "run.outcome", "runId": outcome.run_id}
-    data["status"] = outcome.status
-    if outcome.reason or outcome.error:
-        data["reason"] = outcome.reason or outcome.error
-    if outcome.pending_approval:
-        data["pendingApproval"] = [call.name for call in outcome.pending_approval]
-    await log.log(level, data)
-
-
 async def _ping_everywhere(ctx: Context, call_next: Any) -> Any:
     """`ping` on every revision: 2026-07-28 dropped it, and its clients still send it."""
     if ctx.method != "ping":
@@ -237,7 +216,7 @@ class AgencyMcp:
             message = "the event store did not answer in time; retry the call"
             return await self._refused(request_log, tool, message)
         if isinstance(result, RunOutcome):
-            await _log_outcome(request_log, result)
+            await request_log.outcome(result)
         structured = msgspec.to_builtins(result)
         return types.CallToolResult(
             content=[types.TextContent(text=msgspec.json.encode(structured).decode())],
