@@ -72,6 +72,13 @@ async def test_server_discover_names_the_versions_and_what_the_server_offers(
         assert capabilities.resources is not None and capabilities.prompts is not None
         assert found.instructions is not None and "invoke_and_wait" in found.instructions
         assert session.server_info is not None and session.server_info.name == "agency"
+        # Lists say how long they may be kept, and by whom.
+        tools = await session.list_tools()
+        assert (tools.ttl_ms, tools.cache_scope) == (300_000, "public")
+        files = await session.list_resources()
+        prompts = await session.list_prompts()
+        assert (files.ttl_ms, files.cache_scope) == (0, "private")
+        assert (prompts.ttl_ms, prompts.cache_scope) == (0, "private")
 
 
 async def test_a_2025_client_negotiates_its_revision_and_sees_the_same_capabilities(

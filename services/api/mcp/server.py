@@ -26,6 +26,7 @@ from litestar import Litestar, Request as Request_, Response, asgi
 from litestar.exceptions import HTTPException
 from litestar.handlers import ASGIRouteHandler, BaseRouteHandler
 from litestar.types import Receive, Scope, Send
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -63,6 +64,16 @@ INSTRUCTIONS = (
     "`pendingApproval`: decide with approve. cancel stops a run; terminate shuts a thread "
     "down for good."
 )
+
+
+# How long a 2026-07-28 client may keep a list (`ttlMs`, `cacheScope`): the tools and the
+# template are the same for every caller and change only with a release; a caller's
+# resources and prompts are theirs alone and change at any moment (the SDK's default).
+_STATIC = CacheHint(ttl_ms=300_000, scope="public")
+CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
+    "tools/list": _STATIC,
+    "resources/templates/list": _STATIC,
+}
 
 
 def _object_schema(kind: type[Any]) -> dict[str, Any]:
@@ -131,6 +142,7 @@ class AgencyMcp:
             on_read_resource=self._read_resource,
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
+            cache_hints=CACHE_HINTS,
         )
         # Registered here rather than as `on_set_logging_level`, which warns that the
         # 2026-07-28 revision deprecates it: 2025-11-25 clients still set their level so.
