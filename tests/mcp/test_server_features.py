@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from urllib.parse import quote
 
 import httpx2
 import mcp_types as types
@@ -45,7 +46,7 @@ async def thread_with_files(session: ClientSession, caller: Tenant, files: dict[
 
 
 def file_uri(caller: Tenant, thread_id: str, path: str) -> str:
-    return f"agency://agencies/{caller.agency}/threads/{thread_id}/files/{path}"
+    return f"agency://agencies/{caller.agency}/threads/{thread_id}/files/{quote(path)}"
 
 
 async def rejected(work: object) -> MCPError:
@@ -94,7 +95,7 @@ async def test_a_2025_client_negotiates_its_revision_and_sees_the_same_capabilit
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_threads_files_are_resources_to_list_and_read(caller: Tenant, era: Era) -> None:
-    files = {"notes.md": "# Notes\nfirst", "data/plan.txt": "step 1"}
+    files = {"notes.md": "# Notes\nfirst", "data/plan.txt": "step 1", "week 1.md": "é"}
     async with mcp_session(caller.url, caller.auth, era) as session:
         thread_id = await thread_with_files(session, caller, files)
 
@@ -115,7 +116,8 @@ async def test_a_threads_files_are_resources_to_list_and_read(caller: Tenant, er
 
         missing = await rejected(session.read_resource(file_uri(caller, thread_id, "nope.md")))
         assert "has no file 'nope.md'" in missing.error.message
-        assert "data/plan.txt, notes.md" in missing.error.message
+        assert "data/plan.txt, notes.md, week 1.md" in missing.error.message
+        assert file_uri(caller, thread_id, "week 1.md").endswith("/files/week%201.md")
         # The 2026-07-28 revision made a missing resource invalid params (-32602).
         assert missing.error.code == (-32002 if era == "initialize" else -32602)
 
