@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Awaitable
 from urllib.parse import quote
 
 import httpx2
@@ -21,6 +22,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from tests.helpers import assert_eventually
 from tests.mcp.conftest import ERAS, Era, System, Tenant, call, mcp_session, new_tenant
 
 TEMPLATE = "agency://agencies/{agencyId}/threads/{threadId}/files/{+path}"
@@ -181,42 +183,53 @@ async def test_a_2025_client_sets_its_log_level_and_hears_the_runs_at_that_level
     async def logged(params: types.LoggingMessageNotificationParams) -> None:
         heard.append(params)
 
+    def set_level(session: ClientSession, level: types.LoggingLevel) -> Awaitable[object]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            return session.set_logging_level(level)
+
     key = "mcp-log-2025-" + caller.agency
     caller.llm.script(key, [ScriptStep(content="Logged.", delay_ms=500)])
+    # The thread's second run: its own key (the longer key a conversation mentions wins),
+    # its steps counted from its own message.
+    again_key = "mcp-log-again-" + caller.agency
+    caller.llm.script(again_key, [ScriptStep(content="Again.", delay_ms=500)], count="turn")
     async with mcp_session(caller.url, caller.auth, logging_callback=logged) as session:
         created = await call(session, "create_thread", agencyId=caller.agency, agentType="worker")
         args = {"agencyId": caller.agency, "threadId": created["id"]}
-        # Nothing is heard before the client asks for a level.
-        await call(session, "get_state", **args)
-        assert heard == []
+        # No level asked for yet: a refused call is not logged.
+        assert (await session.call_tool("cancel", args)).is_error
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            await session.set_logging_level("warning")
+        await set_level(session, "warning")
         outcome = await call(session, "invoke_and_wait", message=key, **args)
-        assert outcome["status"] == "completed"
-        assert heard == []  # a completed run is `info`, below `warning`
-        refused = await session.call_tool("cancel", args)
-        assert refused.is_error
+        assert outcome["status"] == "completed"  # `info`, below `warning`
+        assert (await session.call_tool("cancel", args)).is_error
+
+        async def only_the_refusal() -> None:
+            assert [m.level for m in heard] == ["warning"]
+
+        # Notifications reach the callback on tasks of their own: wait for it.
+        await assert_eventually(only_the_refusal)
         (warning,) = heard
-        assert warning.level == "warning" and warning.logger == "agency"
-        assert isinstance(warning.data, dict) and warning.data["event"] == "tool.refused"
+        assert warning.logger == "agency" and isinstance(warning.data, dict)
+        assert warning.data["event"] == "tool.refused"
         assert "has no active run" in warning.data["error"]
 
         heard.clear()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            await session.set_logging_level("info")
-        caller.llm.script(key + "-again", [ScriptStep(content="Again.", delay_ms=500)])
-        again = await call(session, "invoke_and_wait", message=key + "-again", **args)
+        await set_level(session, "info")
+        again = await call(session, "invoke_and_wait", message=again_key, **args)
+
+        async def the_outcome() -> None:
+            assert heard and heard[-1].data == {
+                "event": "run.outcome",
+                "runId": again["runId"],
+                "status": "completed",
+            }
+
+        await assert_eventually(the_outcome)
     events = [(m.level, m.data["event"]) for m in heard if isinstance(m.data, dict)]
     assert ("info", "run.progress") in events
-    assert events[-1] == ("info", "run.outcome")
-    assert heard[-1].data == {
-        "event": "run.outcome",
-        "runId": again["runId"],
-        "status": "completed",
-    }
+    assert {level for level, _ in events} == {"info"}
 
 
 async def test_a_2026_client_asks_for_logs_on_each_request(caller: Tenant) -> None:
@@ -232,10 +245,8 @@ async def test_a_2026_client_asks_for_logs_on_each_request(caller: Tenant) -> No
     async with mcp_session(caller.url, caller.auth, "discover", logging_callback=logged) as quiet:
         created = await call(quiet, "create_thread", agencyId=caller.agency, agentType="worker")
         args = {"agencyId": caller.agency, "threadId": created["id"]}
-        refused = await quiet.call_tool("cancel", args)
-        assert refused.is_error
-        # No `logLevel` in the request's `_meta`: nothing is sent.
-        assert heard == []
+        # No `logLevel` in the request's `_meta`: the refusal is not logged.
+        assert (await quiet.call_tool("cancel", args)).is_error
         # `logging/setLevel` is gone from this revision.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -246,10 +257,14 @@ async def test_a_2026_client_asks_for_logs_on_each_request(caller: Tenant) -> No
         caller.url, caller.auth, "discover", logging_callback=logged, log_level="notice"
     ) as session:
         paused = await call(session, "invoke_and_wait", message=key, **args)
-    assert paused["status"] == "paused"
-    # `info` progress is below `notice`; the pause for a person is `notice`.
+        assert paused["status"] == "paused"
+
+        async def the_pause() -> None:
+            # `info` progress is below `notice`; the pause for a person is `notice`.
+            assert [m.level for m in heard] == ["notice"]
+
+        await assert_eventually(the_pause)
     (notice,) = heard
-    assert notice.level == "notice"
     assert notice.data == {
         "event": "run.outcome",
         "runId": paused["runId"],
