@@ -34,7 +34,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.forwarded import ForwardedMiddleware
 from agency.services.api.guards import PathGuard
 from agency.services.api.langgraph.router import langgraph_router
-from agency.services.api.mcp_server import AgencyMcp
+from agency.services.api.mcp.server import AgencyMcp
 from agency.services.api.openapi import (
     SECURITY_COMPONENTS,
     document_errors,
@@ -157,7 +157,7 @@ def create_app(deps: ApiDeps) -> Litestar:
     app = Litestar(
         # `/mcp` speaks MCP, not the API's JSON, and the LangGraph-compatible routes follow
         # LangGraph's own API reference: both stay out of the OpenAPI document.
-        route_handlers=[*handlers, mcp.route(), langgraph_router()],
+        route_handlers=[*handlers, *mcp.routes(), langgraph_router()],
         dependencies={
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),

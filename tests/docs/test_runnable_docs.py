@@ -72,6 +72,13 @@ _EXPECTED = {
         "info: ok",  # Agent Chat UI's first requests
         "http://localhost:3000",  # the preflight answered for its origin
     ],
+    "protocols.md": [
+        "versions: 2026-07-28",  # MCP: the SDK's `server/discover`
+        "run: completed",
+        "# Notes",  # the thread's notes.md, read as a resource
+        "prompts: ",  # the blueprints, listed as prompts
+        "assistant",
+    ],
 }
 # Documents every fenced block of which is run: none is left as an example that may rot.
 _ALL_RUN = ("extending.md",)

@@ -15,7 +15,7 @@ import httpx2
 import mcp_types as types
 import msgspec
 import pytest
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 
@@ -33,6 +33,9 @@ from tests.runtime.conftest import make_system
 from tests.serving import serving
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
+# How a client opens: as those of the 2025 revisions, or of 2026-07-28.
+Era = Literal["initialize", "discover"]
+ERAS: tuple[Era, ...] = ("initialize", "discover")
 
 
 @dataclass(frozen=True)
@@ -112,18 +115,26 @@ async def caller(mcp_system: System) -> Tenant:
 
 @asynccontextmanager
 async def mcp_session(
-    url: str, headers: dict[str, str], era: Literal["initialize", "discover"] = "initialize"
+    url: str,
+    headers: dict[str, str],
+    era: Era = "initialize",
+    *,
+    logging_callback: LoggingFnT | None = None,
+    log_level: types.LoggingLevel | None = None,
 ) -> AsyncIterator[ClientSession]:
     """An initialized MCP client session with the server at `url` + `/mcp`.
 
     `initialize` opens it as clients of the 2025 revisions do, `discover` as those of the
-    2026-07-28 revision. Entered in the test itself, not in a fixture: the SDK's task
-    groups must be left by the task that entered them."""
+    2026-07-28 revision (`log_level` is then the level each request asks to hear). Entered
+    in the test itself, not in a fixture: the SDK's task groups must be left by the task
+    that entered them."""
     timeout = httpx2.Timeout(20.0, read=120.0)
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
         streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(
+            read, write, logging_callback=logging_callback, log_level=log_level
+        ) as session,
     ):
         if era == "initialize":
             await session.initialize()

@@ -256,7 +256,7 @@ async def test_a_wrong_key_is_refused_before_mcp(mcp_system: System) -> None:
         for headers in (wrong, {}):
             r = await http.post("/mcp", json=body, headers={**headers, **accept})
             assert r.status_code == 401, r.text
-            assert r.headers["www-authenticate"] == "Bearer"
+            assert r.headers["www-authenticate"].startswith("Bearer resource_metadata=")
             error = r.json()["error"]
             assert error["message"].startswith("missing or invalid credentials")
 

@@ -2,7 +2,8 @@
 nothing of A's.
 
 The routes are not listed here: they come from the server's OpenAPI document, from the
-LangGraph router (kept out of the document) and from the MCP server's `tools/list`. Path
+LangGraph router (kept out of the document) and from the MCP server's `tools/list` (its
+resources and prompts, A's thread files and blueprints, are tried too). Path
 parameters are filled by name with A's ids (and B's own agency id, so B's agency with A's
 thread, schedule or workflow is tried too); every combination naming something of A's must
 answer 404 (403 on the admin's routes). A route that names no tenant object at all is in
@@ -21,6 +22,8 @@ from typing import Any
 
 import httpx
 import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -378,4 +381,30 @@ async def mcp_problems(http: httpx.AsyncClient, world: World, b: Tenant) -> list
             assert isinstance(text, types.TextContent)
             if not result.is_error or "(HTTP 404)" not in text.text:
                 problems.append(f"mcp {tool.name}({arguments}) -> {text.text[:300]}")
+        problems += await mcp_resource_problems(session, world, b)
+    return problems
+
+
+async def mcp_resource_problems(session: ClientSession, world: World, b: Tenant) -> list[str]:
+    """A's thread files (resources) and blueprints (prompts): B lists none and reads none."""
+    problems: list[str] = []
+    files = await session.list_resources()
+    prompts = await session.list_prompts()
+    named = [*(str(r.uri) for r in files.resources), *(p.name for p in prompts.prompts)]
+    problems += [f"mcp lists {n}" for n in named if world.owner.agency in n or world.thread in n]
+    for agency in (world.owner.agency, b.agency):
+        uri = f"agency://agencies/{agency}/threads/{world.thread}/files/notes.md"
+        try:
+            read = await session.read_resource(uri)
+            problems.append(f"mcp resources/read {uri} -> {read.contents}")
+        except MCPError as e:
+            if "(HTTP 404)" not in e.error.message:
+                problems.append(f"mcp resources/read {uri} -> {e.error.message}")
+    name = f"{world.owner.agency}/{BLUEPRINT}"
+    try:
+        got = await session.get_prompt(name, {"message": "hi"})
+        problems.append(f"mcp prompts/get {name} -> {got.messages}")
+    except MCPError as e:
+        if "unknown prompt" not in e.error.message:
+            problems.append(f"mcp prompts/get {name} -> {e.error.message}")
     return problems

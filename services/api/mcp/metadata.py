@@ -1,0 +1,71 @@
+"""The protected-resource metadata of `/mcp` (RFC 9728) and the 401 that points to it.
+
+`/mcp` takes a tenant's API key as a bearer token and has no OAuth authorization server.
+The metadata says so: the resource, `bearer_methods_supported: ["header"]` and no
+`authorization_servers`. A 401 at `/mcp` names the document in its `WWW-Authenticate`
+challenge (`resource_metadata`) together with the API's message (`error_description`),
+so a client that looks for an authorization server finds none and can show why it was
+refused. Both paths a client tries are served: `/.well-known/oauth-protected-resource/mcp`
+(the path of the resource inserted, RFC 9728 §3.1) and `/.well-known/oauth-protected-resource`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get
+
+from agency.services.api.auth import PUBLIC_OPT
+from agency.services.api.forwarded import PREFIX_KEY
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+
+class ProtectedResource(msgspec.Struct, frozen=True, kw_only=True):
+    """RFC 9728 §2: what a client learns of `/mcp` before it has a credential."""
+
+    resource: str
+    bearer_methods_supported: list[str]
+    resource_name: str
+
+
+def _base(request: Request[Any, Any, Any]) -> str:
+    """The URL the client called the API by (a trusted proxy's scheme, host and prefix)."""
+    scope = request.scope
+    host = request.headers.get("host") or "localhost"
+    prefix = str(scope.get(PREFIX_KEY, "") or "")
+    return f"{scope.get('scheme', 'http')}://{host}{prefix}"
+
+
+def metadata_url(request: Request[Any, Any, Any], mcp_path: str) -> str:
+    return f"{_base(request)}{WELL_KNOWN}{mcp_path}"
+
+
+def challenge(request: Request[Any, Any, Any], mcp_path: str, message: str) -> str:
+    """The `WWW-Authenticate` value of a 401 at `/mcp` (RFC 6750 §3, RFC 9728 §5.1)."""
+    description = message.replace("\\", "").replace('"', "'")
+    parts = [f'resource_metadata="{metadata_url(request, mcp_path)}"']
+    # A request that sent no credential gets no error code (RFC 6750 §3.1).
+    if request.headers.get("authorization") or request.headers.get("x-secret"):
+        parts.append('error="invalid_token"')
+    parts.append(f'error_description="{description}"')
+    return "Bearer " + ", ".join(parts)
+
+
+def metadata_route(mcp_path: str) -> Any:
+    @get(
+        [WELL_KNOWN, WELL_KNOWN + mcp_path],
+        opt={PUBLIC_OPT: True},
+        include_in_schema=False,
+        sync_to_thread=False,
+    )
+    def protected_resource(request: Request[Any, Any, Any]) -> Response[ProtectedResource]:
+        document = ProtectedResource(
+            resource=_base(request) + mcp_path,
+            bearer_methods_supported=["header"],
+            resource_name="Agency MCP server (bearer: a tenant's API key)",
+        )
+        return Response(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    return protected_resource
