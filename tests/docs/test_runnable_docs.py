@@ -72,6 +72,8 @@ _EXPECTED = {
         "info: ok",  # Agent Chat UI's first requests
         "http://localhost:3000",  # the preflight answered for its origin
     ],
+    # The AI SDK's transport and stream reader against /aisdk.
+    "protocols.md": ["tool-write_todos: output-available", "text: Done. write_todos answered"],
 }
 # Documents every fenced block of which is run: none is left as an example that may rot.
 _ALL_RUN = ("extending.md",)
