@@ -6,8 +6,9 @@ tool calls `tool-input-start`/`tool-input-delta`/`tool-input-available` and thei
 `tool-output-available` (or `tool-output-error`). Calls a person must approve get a
 `tool-approval-request` each, and the message ends with `finish` while the run waits; the
 continuation after the decision is the same message (`tool-output-denied` for rejected
-calls). A subagent the run spawns is a `data-subagent` part (id: the spawning call's),
-updated when it ends. The run's end is `finish`; its error `error`; its cancellation
+calls); other pauses for a person end it too, with their own finish reason. A subagent the
+run spawns is a `data-subagent` part (id: the spawning call's), updated when it ends, its
+report the call's output; the run waits for it in the same message. The run's end is `finish`; its error `error`; its cancellation
 `abort`. Pure: events in, chunks out.
 """
 
@@ -39,6 +40,9 @@ from agency.services.api.aisdk.body import approval_id
 
 Chunk = dict[str, Any]
 
+# Pauses that wait for a person end the message, with the finish reason the SDK knows; a
+# run paused for its subagents goes on by itself, in the same message.
+_WAITS = {"hitl": "tool-calls", "breakpoint": "other", "exhausted": "length", "error": "error"}
 _encoder = msgspec.json.Encoder()
 DONE = b"data: [DONE]\n\n"
 
@@ -55,7 +59,7 @@ def run_of(event: RecordedEvent) -> str | None:
 
 class MessageChunks:
     """The chunks of one run's message, event by event; `ended` once the message is over
-    (the run ended, or it waits for a decision and `pause_ends` is set)."""
+    (the run ended, or it waits for a person and `pause_ends` is set)."""
 
     def __init__(self, run_id: str, pending: tuple[ToolCall, ...] = ()) -> None:
         """`pending`: the calls the run awaits a decision on, when the message is taken up
@@ -67,6 +71,7 @@ class MessageChunks:
         self._inputs: set[str] = set()  # tool calls whose input was sent
         self._outputs: set[str] = set()  # tool calls whose outcome was sent
         self._pending = pending
+        self._children: dict[str, str] = {}  # spawning call → the subagent's type
 
     def start(self) -> list[Chunk]:
         return [{"type": "start", "messageId": self.run_id}]
@@ -99,15 +104,18 @@ class MessageChunks:
             case HitlResume(approved=approved, modified_tool_calls=modified):
                 return self._resumed(approved, modified)
             case SubagentSpawned(tool_call_id=call_id, child_thread_id=child) as spawned:
-                data = {"toolCallId": call_id, "threadId": child,
-                        "subagentType": spawned.subagent_type, "status": "running"}  # fmt: skip
-                return [{"type": "data-subagent", "id": call_id, "data": data}]
+                self._children[call_id] = spawned.subagent_type
+                return [_subagent(call_id, child, spawned.subagent_type, "running")]
             case SubagentCompleted(tool_call_id=call_id, child_thread_id=child) as done:
-                data = {"toolCallId": call_id, "threadId": child, "status": done.outcome,
-                        "report": done.report}  # fmt: skip
-                return [{"type": "data-subagent", "id": call_id, "data": data}]
-            case RunPaused() if pause_ends:
-                return self._end({"type": "finish", "finishReason": "tool-calls"})
+                kind = self._children.get(call_id, "")
+                out = [_subagent(call_id, child, kind, done.outcome, done.report)]
+                if call_id not in self._outputs:
+                    # The child's report is the spawning call's result.
+                    self._outputs.add(call_id)
+                    out.append(_outcome(call_id, done.outcome, done.report))
+                return out
+            case RunPaused(reason=reason) if pause_ends and reason in _WAITS:
+                return self._end({"type": "finish", "finishReason": _WAITS[reason]})
             case RunCompleted():
                 return self._end({"type": "finish", "finishReason": "stop"})
             case RunError(error=error, kind=kind):
@@ -187,3 +195,17 @@ def _available(call: ToolCall) -> Chunk:
         value = call.arguments  # the model's text as it wrote it
     return {"type": "tool-input-available", "toolCallId": call.id, "toolName": call.name,
             "input": value}  # fmt: skip
+
+
+def _subagent(call_id: str, child: str, kind: str, status: str, report: str = "") -> Chunk:
+    data = {"toolCallId": call_id, "threadId": child, "subagentType": kind, "status": status}
+    if report:
+        data["report"] = report
+    return {"type": "data-subagent", "id": call_id, "data": data}
+
+
+def _outcome(call_id: str, outcome: str, report: str) -> Chunk:
+    if outcome == "completed":
+        return {"type": "tool-output-available", "toolCallId": call_id, "output": report}
+    error = f"the subagent ended: {outcome}" + (f": {report}" if report else "")
+    return {"type": "tool-output-error", "toolCallId": call_id, "errorText": error}
