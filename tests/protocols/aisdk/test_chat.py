@@ -4,6 +4,7 @@ what is refused."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
@@ -197,3 +198,42 @@ async def test_bad_bodies_are_refused_with_a_message(tenant: Tenant) -> None:
     # The SDK's transport shows the API's message when a body is refused.
     out = await tenant.node("refused", body={"id": "c2", "messages": []})
     assert out["status"] == "error" and any("messages" in e for e in out["errors"]), out
+
+
+async def test_a_run_error_is_the_chats_error(tenant: Tenant) -> None:
+    key = f"aisdk-error-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(status=400, times=5)])
+    out = await tenant.node("send", text=key)
+    assert out["status"] == "error", out
+    (error,) = out["errors"]
+    assert "http_4xx" in error or "400" in error, error
+
+
+async def test_a_new_message_withdraws_the_approval_the_chat_awaits(tenant: Tenant) -> None:
+    key, then = f"aisdk-withdraw-{tenant.agency}", f"aisdk-instead-{tenant.agency}"
+    # The second run's model call sees the whole thread, the first message's key too.
+    tenant.llm.script(
+        key,
+        [ScriptStep(tool_calls=(_call("lookup_guarded"),)), ScriptStep(content="something else")],
+    )
+    chat = f"withdraw-{tenant.agency}"
+    path = f"/aisdk/{tenant.agency}/worker/chat"
+
+    def user(mid: str, text: str) -> dict[str, Any]:
+        return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+    first = await tenant.http.post(path, json={"id": chat, "messages": [user("u1", key)]})
+    assert '"tool-approval-request"' in first.text and '"tool-calls"' in first.text
+    body = {"id": chat, "messages": [user("u1", key), user("u2", then)]}
+    second = await tenant.http.post(path, json=body)
+    assert second.status_code == 200
+    chunks = [json.loads(line[6:]) for line in second.text.splitlines() if line[6:7] == "{"]
+    assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == "something else"
+    assert chunks[0]["messageId"] != json.loads(first.text.splitlines()[0][6:])["messageId"]
+    assert second.text.endswith("data: [DONE]\n\n")
+    # Posted again, the same message is the same run: its message replayed, no new run.
+    again = await tenant.http.post(path, json=body)
+    assert again.text == second.text
+    # Nothing under way any more.
+    r = await tenant.http.get(f"{path}/{chat}/stream")
+    assert r.status_code == 204 and r.content == b""
