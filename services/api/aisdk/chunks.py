@@ -8,8 +8,8 @@ tool calls `tool-input-start`/`tool-input-delta`/`tool-input-available` and thei
 continuation after the decision is the same message (`tool-output-denied` for rejected
 calls); other pauses for a person end it too, with their own finish reason. A subagent the
 run spawns is a `data-subagent` part (id: the spawning call's), updated when it ends, its
-report the call's output; the run waits for it in the same message. The run's end is `finish`; its error `error`; its cancellation
-`abort`. Pure: events in, chunks out.
+report the call's output; the run waits for it in the same message. The run's end is
+`finish`; its error `error`; its cancellation `abort`. Pure: events in, chunks out.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ works from any API process. Another tenant's chat, like a missing one, is not fo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
@@ -66,7 +67,9 @@ HEADERS = {
 _KEEPALIVE = b": keep-alive\n\n"
 
 Blueprint = Annotated[str, PathParameter(description="The blueprint the chat's thread runs.")]
-ChatPathId = Annotated[str, PathParameter(description="The chat's id: its thread's.")]
+ChatPathId = Annotated[
+    str, PathParameter(name="chatId", description="The chat's id: its thread's.")
+]
 
 
 @post("/{agencyId:str}/{blueprint:str}/chat", status_code=200)
@@ -128,7 +131,7 @@ async def chat(
 async def resume(
     agency_id: AgencyId,
     blueprint: Blueprint,
-    chat_id: Annotated[str, PathParameter(name="chatId", description="The chat's id.")],
+    chat_id: ChatPathId,
     principal: Caller,
     deps: Deps,
     request: Request[Any, Any, State],
@@ -158,7 +161,7 @@ async def _decide(
     agency_id: str,
     state: ThreadState,
     asked: Decide,
-    closing: Any,
+    closing: asyncio.Event,
 ) -> Stream:
     run = state.active_run
     if run is None or run.status != "paused" or not run.hitl_pending:
@@ -192,7 +195,9 @@ async def _decide(
     )
 
 
-async def _replay(deps: ApiDeps, tenant: str, thread_id: str, run_id: str, closing: Any) -> Stream:
+async def _replay(
+    deps: ApiDeps, tenant: str, thread_id: str, run_id: str, closing: asyncio.Event
+) -> Stream:
     """The run's whole message from its start (the thread's log from its start), then live.
     A pause the log shows resumed does not end it."""
     feed = ThreadFeed(deps, tenant, thread_id, 0, closing)
