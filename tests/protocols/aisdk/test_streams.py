@@ -1,10 +1,11 @@
 """The chat's stream beyond one run's text: a subagent as a data part, and a revoked key
-cutting an open chat stream like the API's other streams."""
+cutting an open chat stream like the API's other streams (the run going on, resumable)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from httpx_sse import aconnect_sse
 
@@ -37,7 +38,7 @@ async def test_a_revoked_key_cuts_its_open_chat_stream(tenant: Tenant) -> None:
     key_id, key = r.json()["keyId"], r.json()["apiKey"]
     text = f"aisdk-slow-{tenant.agency}"
     tenant.llm.script(text, [ScriptStep(content="word ", repeat=400, stream_delay_ms=40)])
-    body = {
+    body: dict[str, Any] = {
         "id": f"slow-{tenant.agency}",
         "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}],
     }
@@ -70,3 +71,8 @@ async def test_a_revoked_key_cuts_its_open_chat_stream(tenant: Tenant) -> None:
     ):
         first = json.loads((await anext(source.aiter_sse())).data)
     assert first["type"] == "start" and first["messageId"].startswith("run_")
+    # Another message while that run is under way is refused, saying what to do instead.
+    more = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "and more"}]}
+    busy = {**body, "messages": [*body["messages"], more]}
+    r = await tenant.http.post(path, json=busy)
+    assert r.status_code == 409 and "resume its stream" in r.json()["error"], r.text
