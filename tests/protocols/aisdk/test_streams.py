@@ -32,7 +32,9 @@ async def test_a_subagent_is_a_data_part_and_its_call_a_tool_part(tenant: Tenant
     assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == ["delegated"]
 
 
-async def test_a_revoked_key_cuts_its_open_chat_stream(tenant: Tenant) -> None:
+async def test_a_revoked_key_cuts_its_chat_stream_while_the_run_goes_on(tenant: Tenant) -> None:
+    """Cut with the revoked key, resumed with a live one; a second message meanwhile is
+    refused; canceled, the message ends with `abort`."""
     r = await tenant.http.post("/keys", json={"name": "chat"})
     assert r.status_code == 201, r.text
     key_id, key = r.json()["keyId"], r.json()["apiKey"]
@@ -64,15 +66,25 @@ async def test_a_revoked_key_cuts_its_open_chat_stream(tenant: Tenant) -> None:
     assert len(after) <= 5, after
     r = await tenant.http.get(f"{path}/{body['id']}/stream", headers=headers)
     assert r.status_code == 401
-    # The run went on: the owner's live key resumes its message.
+    # The run went on: the owner's live key resumes its message, to its end.
+    chunks: list[dict[str, Any]] = []
     async with (
         aconnect_sse(tenant.http, "GET", f"{path}/{body['id']}/stream") as source,
         asyncio.timeout(WAIT),
     ):
-        first = json.loads((await anext(source.aiter_sse())).data)
-    assert first["type"] == "start" and first["messageId"].startswith("run_")
-    # Another message while that run is under way is refused, saying what to do instead.
-    more = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "and more"}]}
-    busy = {**body, "messages": [*body["messages"], more]}
-    r = await tenant.http.post(path, json=busy)
-    assert r.status_code == 409 and "resume its stream" in r.json()["error"], r.text
+        frames = source.aiter_sse()
+        chunks.append(json.loads((await anext(frames)).data))
+        assert chunks[0]["type"] == "start" and chunks[0]["messageId"].startswith("run_")
+        # Another message while that run is under way is refused, saying what to do.
+        more = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "and more"}]}
+        busy = {**body, "messages": [*body["messages"], more]}
+        r = await tenant.http.post(path, json=busy)
+        assert r.status_code == 409 and "resume its stream" in r.json()["error"], r.text
+        # Canceled, the run's message ends with `abort`.
+        thread = f"/agency/{tenant.agency}/agent/{body['id']}"
+        r = await tenant.http.post(f"{thread}/cancel", json={"reason": "enough"})
+        assert r.status_code == 202, r.text
+        async for sse in frames:
+            chunks.append(json.loads(sse.data) if sse.data != "[DONE]" else {"type": "[DONE]"})
+    assert [c["type"] for c in chunks[-2:]] == ["abort", "[DONE]"]
+    assert chunks[-2]["reason"] == "enough"
