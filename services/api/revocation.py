@@ -6,8 +6,8 @@ process or any other: every API process hears the key's `tenant.api_key_revoked`
 NATS the moment it is appended. From then on the request is cut as soon as it is a stream:
 
 - a WebSocket is closed with code 4401 and the reason (refused with 401 if not accepted yet);
-- a response of Server-Sent Events (the thread streams, the LangGraph streams, MCP's) gets
-  one `error` frame saying the key was revoked, and ends;
+- a response of Server-Sent Events (the thread streams, the LangGraph streams, MCP's, the
+  AI SDK's chat) gets one `error` frame saying the key was revoked, and ends;
 - a read (GET, HEAD) that has not answered yet, such as a long wait, answers 401.
 
 The handler is cancelled first, and whatever it sends after the cut is dropped, so the

@@ -73,6 +73,9 @@ _EXPECTED = {
         "http://localhost:3000",  # the preflight answered for its origin
     ],
     "protocols.md": [
+        # The AI SDK's transport and stream reader against /aisdk.
+        "tool-write_todos: output-available",
+        "text: Done. write_todos answered",
         "versions: 2026-07-28",  # MCP: the SDK's `server/discover`
         "run: completed",
         "# Notes",  # the thread's notes.md, read as a resource

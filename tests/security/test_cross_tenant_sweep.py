@@ -2,8 +2,8 @@
 nothing of A's.
 
 The routes are not listed here: they come from the server's OpenAPI document, from the
-LangGraph router (kept out of the document) and from the MCP server's `tools/list` (its
-resources and prompts, A's thread files and blueprints, are tried too). Path
+LangGraph and AI SDK routers (kept out of the document) and from the MCP server's
+`tools/list` (its resources and prompts, A's thread files and blueprints, are tried too). Path
 parameters are filled by name with A's ids (and B's own agency id, so B's agency with A's
 thread, schedule or workflow is tried too); every combination naming something of A's must
 answer 404 (403 on the admin's routes). A route that names no tenant object at all is in
@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from agency.services.api.aisdk import aisdk_router
 from agency.services.api.langgraph.router import langgraph_router
 from tests.helpers import assert_eventually
 from tests.mcp.conftest import mcp_session
@@ -142,6 +143,9 @@ def values(world: World, b: Tenant, name: str, path: str) -> list[Value]:
         "seq": [Value("1", False)],
         "checkpoint_id": [Value("1", False)],
         "namespace": [Value("x", False)],  # a subgraph's namespace: no one's object
+        # The AI SDK's chat: A's blueprint, A's thread as the chat.
+        "blueprint": [Value(BLUEPRINT, True)],
+        "chatId": [Value(world.thread, True)],
     }
     assert name in table, f"the sweep has no value for path parameter {name!r} ({path})"
     return table[name]
@@ -212,6 +216,9 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
              "params": {"interrupt_id": "interrupt-of-a", "response": True}}, False),
         ("POST", "/langgraph/threads/{thread_id}/stream/events"): (
             {"channels": ["values", "lifecycle"]}, False),
+        ("POST", "/aisdk/{agencyId}/{blueprint}/chat"): (
+            {"id": world.thread, "messages": [
+                {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}, True),
         ("PUT", "/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
         ("PUT", "/tenants/{tenantId}/providers/{name}"): ({"apiKey": "sk-of-b"}, False),
         ("PUT", "/tenants/{tenantId}/model-policy"): ({"operatorFallback": False}, False),
@@ -220,7 +227,7 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
 
 async def routes(http: httpx.AsyncClient) -> list[tuple[str, str, bool]]:
     """(method, path template, whether it takes a body) of every route: the OpenAPI
-    document's and LangGraph's."""
+    document's, LangGraph's and the AI SDK's."""
     doc = (await http.get("/schema/openapi.json")).json()
     found = [
         (method.upper(), path, "requestBody" in op)
@@ -228,7 +235,7 @@ async def routes(http: httpx.AsyncClient) -> list[tuple[str, str, bool]]:
         for method, op in item.items()
         if method in ("get", "post", "put", "patch", "delete")
     ]
-    for route in langgraph_router().routes:
+    for route in [*langgraph_router().routes, *aisdk_router().routes]:
         path = re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)
         found += [(m, path, m == "POST") for m in sorted(route.methods) if m in ("GET", "POST")]
     assert len(found) > 70, found
