@@ -93,3 +93,10 @@ def types(events: list[dict[str, Any]]) -> list[str]:
 
 def text_of(events: list[dict[str, Any]]) -> str:
     return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+@pytest.fixture
+async def other(agui_system: System, bus: Bus) -> Tenant:
+    """A second fresh tenant."""
+    key, tenant_id, agency = await new_tenant(agui_system.url, "agui-other")
+    return Tenant(agui_system.url, agui_system.llm, key, tenant_id, agency, bus)
