@@ -243,6 +243,7 @@ class ThreadState:
                             pause_before_tools=payload.pause_before_tools,
                             pause_before_model=payload.pause_before_model,
                             pause_after_tools=payload.pause_after_tools,
+                            client_tools=payload.client_tools,
                         ),
                     ),
                 )
