@@ -95,7 +95,7 @@ async def run_agent(
             runs.fold(history)
             accepted = await start_run(
                 deps, tenant, agency_id, thread_id, key, decided.messages, {}, "reject",
-                Seen(runs, last.position), feed,
+                Seen(runs, last.position), feed, client_tools=decided.tools,
             )  # fmt: skip
             translator.run_id = accepted.run_id
         else:

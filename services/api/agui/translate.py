@@ -176,7 +176,9 @@ class RunTranslator:
             case SubagentCompleted(tool_call_id=call_id) if call_id in self._steps:
                 return [StepFinished(step_name=self._steps.pop(call_id))]
             case RunCompleted(result=result):
-                return self._end(Success(), result=result or None)
+                # Calls left open are the client's (its frontend tools), for it to answer.
+                pending = tuple(c.id for c in self.state.open_tool_calls())
+                return self._end(Success(pending_tool_call_ids=pending), result=result or None)
             case RunCanceled():
                 return self._end(Cancelled())
             case RunPaused(reason="hitl"):
