@@ -37,7 +37,7 @@ from agency.services.api.auth import (
     tenant_and_agency,
 )
 from agency.services.api.deps import ApiDeps
-from agency.services.api.routes_commands import start_run
+from agency.services.api.routes_commands import run_id_for, start_run
 from agency.services.api.runstatus import RunStatuses, Seen
 from agency.services.api.streaming import ThreadFeed, closing_event
 from agency.services.api.thread_create import create_root_thread
@@ -85,8 +85,13 @@ async def run_agent(
     )
     head: list[Event] = [started]
     try:
-        decided = plan(translator.state, data)
         key = f"agui-{data.run_id}"
+        decided = plan(translator.state, data)
+        if translator.state.run(run_id_for(tenant, thread_id, key)) is not None:
+            decided = Refusal(
+                f"run {data.run_id[:200]!r} of thread {thread_id} ran already: send a new runId",
+                "run_exists",
+            )
         if isinstance(decided, Refusal):
             head.extend(translator.error(decided.message, decided.code))
         elif isinstance(decided, NewInput):

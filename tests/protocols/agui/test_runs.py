@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from tests.protocols.agui.conftest import Tenant, text_of, types
+from tests.protocols.agui.conftest import Tenant, frames, text_of, types
 
 
 async def test_a_text_answer_streams_as_one_text_message(tenant: Tenant) -> None:
@@ -137,3 +137,33 @@ async def test_a_thread_of_another_blueprint_is_a_conflict(tenant: Tenant) -> No
     }
     other = await tenant.post("approver", body)
     assert other.status_code == 409 and "worker" in other.json()["error"]
+
+
+async def test_a_subagent_runs_as_a_step(tenant: Tenant) -> None:
+    key, child = f"agui-sub-{tenant.agency}", f"agui-kid-{tenant.agency}"
+    task = ScriptToolCall(name="task", arguments={"description": child, "subagentType": "worker"})
+    tenant.llm.script(key, [ScriptStep(tool_calls=(task,)), ScriptStep(content="delegated")])
+    tenant.llm.script(child, [ScriptStep(content="the child's part")])
+    got = await tenant.client("manager", [{"user": f"{key}: delegate"}])
+    events = got["turns"][0]["events"]
+    kinds = types(events)
+    (started,) = [e for e in events if e["type"] == "STEP_STARTED"]
+    (finished,) = [e for e in events if e["type"] == "STEP_FINISHED"]
+    assert started["stepName"] == finished["stepName"]
+    assert started["stepName"].startswith("subagent worker ")
+    assert kinds.index("STEP_STARTED") < kinds.index("STEP_FINISHED") < kinds.index("RUN_FINISHED")
+    (result,) = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert "the child's part" in result["content"]
+    assert text_of(events) == "delegated"
+
+
+async def test_a_run_id_used_before_on_the_thread_is_a_run_error(tenant: Tenant) -> None:
+    key = f"agui-again-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="once")])
+    thread = str(uuid.uuid4())
+    text = {"id": "m1", "role": "user", "content": f"{key}: hi"}
+    body = {"threadId": thread, "runId": "same", "messages": [text]}
+    first = frames((await tenant.post("worker", body)).text)
+    assert types(first)[-1] == "RUN_FINISHED" and text_of(first) == "once"
+    again = frames((await tenant.post("worker", body)).text)
+    assert types(again) == ["RUN_STARTED", "RUN_ERROR"] and again[1]["code"] == "run_exists"
