@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
+
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.protocols.agui.conftest import Tenant, frames, text_of, types
 
@@ -140,7 +142,7 @@ async def test_another_tenants_thread_is_not_found(tenant: Tenant, other: Tenant
     assert answer.json()["error"] == f"thread {thread} not found"
     # Another tenant's agency is not found either.
     body = _input(str(uuid.uuid4()), "r")
-    async with __import__("httpx").AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30) as http:
         foreign = await http.post(
             other.route("approver", agency=tenant.agency),
             json=body,

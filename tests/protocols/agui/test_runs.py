@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
+
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.protocols.agui.conftest import Tenant, frames, text_of, types
 
@@ -120,7 +122,7 @@ async def test_bad_input_is_refused_with_a_clear_4xx(tenant: Tenant) -> None:
     assert parts.status_code == 400 and "image" in parts.json()["error"]
     unknown = await tenant.post("nobody", {"threadId": thread, "runId": "r", "messages": []})
     assert unknown.status_code == 404 and "nobody" in unknown.json()["error"]
-    async with __import__("httpx").AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30) as http:
         anonymous = await http.post(tenant.route("worker"), json={"threadId": thread})
     assert anonymous.status_code == 401
 
@@ -167,3 +169,30 @@ async def test_a_run_id_used_before_on_the_thread_is_a_run_error(tenant: Tenant)
     assert types(first)[-1] == "RUN_FINISHED" and text_of(first) == "once"
     again = frames((await tenant.post("worker", body)).text)
     assert types(again) == ["RUN_STARTED", "RUN_ERROR"] and again[1]["code"] == "run_exists"
+
+
+async def test_a_run_out_of_steps_is_a_run_error_and_the_next_input_goes_on(
+    tenant: Tenant,
+) -> None:
+    brief = {
+        "name": "brief",
+        "prompt": "You look up.",
+        "tags": ["lookup"],
+        "config": {"maxSteps": 1},
+    }
+    async with httpx.AsyncClient(base_url=tenant.url, timeout=30) as http:
+        saved = await http.post(
+            f"/agency/{tenant.agency}/blueprints",
+            json=brief,
+            headers={"Authorization": f"Bearer {tenant.key}"},
+        )
+    assert saved.status_code == 201, saved.text
+    key = f"agui-steps-{tenant.agency}"
+    lookup = ScriptToolCall(name="lookup", arguments={"word": "fig"})
+    tenant.llm.script(key, [ScriptStep(tool_calls=(lookup,)), ScriptStep(content="found it")])
+    got = await tenant.client("brief", [{"user": f"{key}: fig?"}, {"user": f"{key}: go on"}])
+    first, second = got["turns"]
+    assert types(first["events"])[-1] == "RUN_ERROR"
+    assert first["events"][-1]["code"] == "paused_exhausted"
+    assert types(second["events"])[-1] == "RUN_FINISHED", second
+    assert text_of(second["events"]) == "found it"
