@@ -140,6 +140,10 @@ async def test_another_tenants_thread_is_not_found(tenant: Tenant, other: Tenant
     answer = await other.post("approver", _input(thread, "r-steal", resume=resume))
     assert answer.status_code == 404, answer.text
     assert answer.json()["error"] == f"thread {thread} not found"
+    # The AG-UI client sees the same.
+    (stolen,) = (await other.client("approver", [{"resume": resume}], thread=thread))["turns"]
+    assert stolen["error"]["status"] == 404 and "not found" in stolen["error"]["message"]
+    assert stolen["events"] == []
     # Another tenant's agency is not found either.
     body = _input(str(uuid.uuid4()), "r")
     async with httpx.AsyncClient(timeout=30) as http:

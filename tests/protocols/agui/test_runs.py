@@ -122,6 +122,15 @@ async def test_bad_input_is_refused_with_a_clear_4xx(tenant: Tenant) -> None:
     assert parts.status_code == 400 and "image" in parts.json()["error"]
     unknown = await tenant.post("nobody", {"threadId": thread, "runId": "r", "messages": []})
     assert unknown.status_code == 404 and "nobody" in unknown.json()["error"]
+    # The AG-UI client raises the answer's status and message.
+    bad_tool = {"name": "not a name", "description": "", "parameters": {"type": "object"}}
+    got = await tenant.client("worker", [{"user": "hi", "tools": [bad_tool]}])
+    (turn,) = got["turns"]
+    assert turn["error"]["status"] == 400 and "tool name" in turn["error"]["message"]
+    (turn,) = (await tenant.client("nobody", [{"user": "hi"}]))["turns"]
+    assert (
+        turn["error"]["status"] == 404 and "unknown agentType 'nobody'" in turn["error"]["message"]
+    )
     async with httpx.AsyncClient(timeout=30) as http:
         anonymous = await http.post(tenant.route("worker"), json={"threadId": thread})
     assert anonymous.status_code == 401
