@@ -44,6 +44,13 @@ class Refusal:
     code: str
 
 
+def check(data: RunAgentInput) -> None:
+    """400 for what no thread could take: messages or tools Agency cannot read. Checked
+    before the thread is created."""
+    new_messages(data.messages)
+    client_tools(data.tools)
+
+
 def plan(state: ThreadState, data: RunAgentInput) -> NewInput | Resume | Refusal:
     run = state.active_run
     held = run.hitl_pending if run is not None and run.status == "paused" else ()

@@ -25,7 +25,7 @@ from agency.contracts.commands import ApproveToolCalls
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.api.agui.inputs import NewInput, Refusal, Resume, plan
+from agency.services.api.agui.inputs import NewInput, Refusal, Resume, check, plan
 from agency.services.api.agui.translate import RunTranslator
 from agency.services.api.agui.wire import PROTOCOL_VERSION, Event, RunAgentInput, RunStarted, sse
 from agency.services.api.auth import (
@@ -70,11 +70,10 @@ async def run_agent(
     thread_id = path_id("threadId", data.thread_id)
     if not data.run_id.strip() or len(data.run_id) > 200:
         raise ClientException(status_code=400, detail="runId must be 1 to 200 characters")
+    check(data)
     await require_agent_type(deps, tenant, agency_id, blueprint)
     history = await _thread(deps, tenant, agency_id, blueprint, data)
-    translator = RunTranslator(
-        tenant, thread_id, history, data.thread_id, data.run_id, data.messages
-    )
+    translator = RunTranslator(tenant, thread_id, history, data.run_id, data.messages)
     _runnable(translator.state, blueprint)
     last = history[-1]
     feed = ThreadFeed(

@@ -68,6 +68,10 @@ APPROVAL_SCHEMA: dict[str, object] = {
 }
 
 
+# How much of a call's arguments an interrupt's message shows (`metadata` has them whole).
+_SHOWN = 500
+
+
 def interrupt_id(run_id: str, call_id: str) -> str:
     """The interrupt that asks for a decision on one held call of a run."""
     return f"{run_id}:{call_id}"
@@ -78,7 +82,7 @@ def interrupts_of(run_id: str, calls: Iterable[ToolCall]) -> tuple[Interrupt, ..
         Interrupt(
             id=interrupt_id(run_id, call.id),
             reason="tool_call",
-            message=f"Run tool {call.name} with {call.arguments}?",
+            message=f"Run tool {call.name} with {call.arguments[:_SHOWN]}?",
             tool_call_id=call.id,
             response_schema=APPROVAL_SCHEMA,
             metadata={"toolName": call.name, "arguments": _arguments(call.arguments)},
@@ -95,21 +99,21 @@ def _arguments(text: str) -> object:
 
 
 class RunTranslator:
-    """Follows the run `run_id` (set it once the run is known) of one thread."""
+    """Follows the run `run_id` (set it once the run is known) of one thread, for the
+    AG-UI run `client_run_id`; `given`: the client's messages (their ids are kept)."""
 
     def __init__(
         self,
         tenant: str,
         thread_id: str,
         history: list[RecordedEvent],
-        thread: str,
-        run: str,
+        client_run_id: str,
         given: Sequence[MessageIn] = (),
     ) -> None:
         self.state: ThreadState = fold(tenant, thread_id, [])
         self.run_id: str | None = None
         self.done = False
-        self._thread, self._run = thread, run
+        self._thread_id, self._client_run_id = thread_id, client_run_id
         self._messages: list[tuple[str, ChatMessage]] = []
         self._given = given
         self._answer_id: str | None = None  # the id of the assistant message to come
@@ -227,7 +231,7 @@ class RunTranslator:
     ) -> list[Event]:
         self.done = True
         finished = RunFinished(
-            thread_id=self._thread, run_id=self._run, outcome=outcome, result=result
+            thread_id=self._thread_id, run_id=self._client_run_id, outcome=outcome, result=result
         )
         return [*self._close_text(), *self.snapshots(), finished]
 

@@ -120,6 +120,11 @@ async def test_bad_input_is_refused_with_a_clear_4xx(tenant: Tenant) -> None:
     image = {"id": "m1", "role": "user", "content": [{"type": "image", "url": "http://x"}]}
     parts = await tenant.post("worker", {"threadId": thread, "runId": "r", "messages": [image]})
     assert parts.status_code == 400 and "image" in parts.json()["error"]
+    # Nothing was created by a refused input: the thread's id is still free.
+    async with httpx.AsyncClient(base_url=tenant.url, timeout=30) as http:
+        auth = {"Authorization": f"Bearer {tenant.key}"}
+        absent = await http.get(f"/agency/{tenant.agency}/agent/{thread}/events", headers=auth)
+    assert absent.status_code == 404 and "not found" in absent.json()["error"], absent.text
     unknown = await tenant.post("nobody", {"threadId": thread, "runId": "r", "messages": []})
     assert unknown.status_code == 404 and "nobody" in unknown.json()["error"]
     # The AG-UI client raises the answer's status and message.
