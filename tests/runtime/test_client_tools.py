@@ -14,6 +14,7 @@ from agency.contracts.events import (
     ClientTool,
     MessageAppended,
     RequestAccepted,
+    RequestInjected,
     RunCompleted,
     RunStarted,
     ThreadCreated,
@@ -116,3 +117,18 @@ async def test_the_client_s_answer_in_the_next_request_lets_the_model_go_on() ->
     later = await folded(*FINISHED, accepted, *start.events)
     assert later.open_tool_calls() == ()
     assert isinstance(next_action(later, BLUEPRINT, TOOLS), CallModel)
+
+
+async def test_a_request_that_joins_the_run_brings_its_client_tools() -> None:
+    newer = ClientTool(name="confirm", description="Ask again")
+    pick = ClientTool(name="pick")
+    asked = InvokeThread(agency_id="ag", thread_id="th", run_id="r2", client_tools=(newer, pick))
+    state = await folded(*running(CONFIRM))
+    (accepted,) = commands.invoke(state, asked, "key-r2")
+    joined = await folded(
+        *running(CONFIRM),
+        accepted,
+        RequestInjected(run_id="r1", request_run_id="r2", idempotency_key="key-r2"),
+    )
+    run = joined.run("r1")
+    assert run is not None and run.client_tools == (newer, pick)
