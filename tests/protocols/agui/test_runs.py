@@ -124,7 +124,7 @@ async def test_bad_input_is_refused_with_a_clear_4xx(tenant: Tenant) -> None:
     async with httpx.AsyncClient(base_url=tenant.url, timeout=30) as http:
         auth = {"Authorization": f"Bearer {tenant.key}"}
         absent = await http.get(f"/agency/{tenant.agency}/agent/{thread}/events", headers=auth)
-    assert absent.status_code == 404 and "not found" in absent.json()["error"], absent.text
+    assert absent.status_code == 404 and "no agent thread" in absent.json()["error"], absent.text
     unknown = await tenant.post("nobody", {"threadId": thread, "runId": "r", "messages": []})
     assert unknown.status_code == 404 and "nobody" in unknown.json()["error"]
     # The AG-UI client raises the answer's status and message.
