@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import msgspec
 
-from agency.contracts.events.base import ChatMessage, ParentRef, Todo, ToolCall
+from agency.contracts.events.base import ChatMessage, ClientTool, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode
 from agency.contracts.events.workflow import Schedule, WorkflowLimits
@@ -184,6 +184,8 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     # follows a tool step's results (`interrupt_after=["tools"]`); an approval goes on.
     pause_before_model: bool = False
     pause_after_tools: bool = False
+    # Tools the client runs itself, offered to the model during this run (`ClientTool`).
+    client_tools: tuple[ClientTool, ...] = ()
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agency.contracts.events import ChatMessage, ToolCall
+from agency.contracts.events import ChatMessage, ClientTool, ToolCall
 
 # `injected`: a queued request that joined the active run (`reason` names that run).
 RunStatus = Literal["registered", "running", "paused", "completed", "canceled", "error", "injected"]
@@ -37,6 +37,11 @@ class RunView:
     breakpoint_passed: int = 0
     # The run has started (`run.started`): a queued request that never did is canceled alone.
     started: bool = False
+    # Tools its request's client runs itself: offered to the model, never run here.
+    client_tools: tuple[ClientTool, ...] = ()
+
+    def client_tool(self, name: str) -> bool:
+        return any(t.name == name for t in self.client_tools)
 
     @property
     def terminal(self) -> bool:

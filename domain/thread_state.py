@@ -18,6 +18,7 @@ from agency.contracts.events import (
     BlueprintSpec,
     BlueprintSwitched,
     ChatMessage,
+    ClientTool,
     FileWritten,
     HitlInterrupt,
     HitlResume,
@@ -243,6 +244,7 @@ class ThreadState:
                             pause_before_tools=payload.pause_before_tools,
                             pause_before_model=payload.pause_before_model,
                             pause_after_tools=payload.pause_after_tools,
+                            client_tools=payload.client_tools,
                         ),
                     ),
                 )
@@ -256,6 +258,7 @@ class ThreadState:
                         pause_before_tools=joined.pause_before_tools or joining.pause_before_tools,
                         pause_before_model=joined.pause_before_model or joining.pause_before_model,
                         pause_after_tools=joined.pause_after_tools or joining.pause_after_tools,
+                        client_tools=_joined_tools(joined.client_tools, joining.client_tools),
                     )
                 return _evolve(
                     state, queue=tuple(q for q in state.queue if q.run_id != request_run_id)
@@ -380,6 +383,15 @@ _STATE_FIELDS = tuple(f.name for f in fields(ThreadState))
 _STATE_FIELD_SET = frozenset(_STATE_FIELDS)
 _new = object.__new__
 _set = object.__setattr__
+
+
+def _joined_tools(
+    had: tuple[ClientTool, ...], joining: tuple[ClientTool, ...]
+) -> tuple[ClientTool, ...]:
+    """A run's client tools once a request joined it: the joining request's describe its
+    client as it is now, so they win a name both have."""
+    names = {t.name for t in joining}
+    return (*(t for t in had if t.name not in names), *joining)
 
 
 def _evolve(state: ThreadState, **changes: Any) -> ThreadState:

@@ -1,6 +1,14 @@
 """Every event payload, grouped by family, and the union of all of them."""
 
-from agency.contracts.events.base import ChatMessage, Event, ParentRef, Todo, ToolCall, Usage
+from agency.contracts.events.base import (
+    ChatMessage,
+    ClientTool,
+    Event,
+    ParentRef,
+    Todo,
+    ToolCall,
+    Usage,
+)
 from agency.contracts.events.hitl import HitlEvent, HitlInterrupt, HitlResume
 from agency.contracts.events.model import (
     MiddlewareAfterModel,
@@ -158,6 +166,7 @@ __all__ = [
     "ChatMessage",
     "CheckpointSaved",
     "ChildStatusSet",
+    "ClientTool",
     "ContextTrimmed",
     "DocumentWritten",
     "Event",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -43,6 +43,17 @@ class ChatMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+
+
+class ClientTool(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool the invoking client runs itself (an AG-UI frontend tool): offered to the
+    model during the run whose request named it. The runtime never runs it: a run whose
+    open calls are all the client's completes with them unanswered, and the client's next
+    request answers each with a tool message."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = {}
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

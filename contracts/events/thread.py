@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agency.contracts.events.base import ChatMessage, Event, InRun, ParentRef, Todo
+from agency.contracts.events.base import (
+    ChatMessage,
+    ClientTool,
+    Event,
+    InRun,
+    ParentRef,
+    Todo,
+)
 from agency.contracts.events.registry import BlueprintSpec
 
 # What an invoke does while another run of the thread is active: `queue` joins it before
@@ -49,6 +56,8 @@ class RequestAccepted(InRun, frozen=True, kw_only=True, tag="request.accepted"):
     # thread switches to it first (`thread.blueprint_switched`) if it runs another then. A
     # request of another blueprint than the active run's never joins that run.
     agent_type: str | None = None
+    # Tools the client runs itself, offered to the model during the run (`ClientTool`).
+    client_tools: tuple[ClientTool, ...] = ()
 
 
 class RequestRejected(InRun, frozen=True, kw_only=True, tag="request.rejected"):

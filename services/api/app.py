@@ -26,6 +26,7 @@ from agency.contracts.subjects import EVENTS_STREAM
 from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
+from agency.services.api.agui.routes import agui_router
 from agency.services.api.aisdk import aisdk_router
 from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
 from agency.services.api.bodies import strict_body
@@ -158,7 +159,13 @@ def create_app(deps: ApiDeps) -> Litestar:
     app = Litestar(
         # `/mcp` speaks MCP, not the API's JSON, and the LangGraph-compatible routes follow
         # LangGraph's own API reference: both stay out of the OpenAPI document.
-        route_handlers=[*handlers, *mcp.routes(), langgraph_router(), aisdk_router()],
+        route_handlers=[
+            *handlers,
+            *mcp.routes(),
+            langgraph_router(),
+            aisdk_router(),
+            agui_router(),
+        ],
         dependencies={
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),

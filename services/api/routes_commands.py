@@ -25,7 +25,7 @@ from agency.contracts.commands import (
     InvokeThread,
 )
 from agency.contracts.envelope import utc_now
-from agency.contracts.events import ChatMessage
+from agency.contracts.events import ChatMessage, ClientTool
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
@@ -307,6 +307,7 @@ async def start_run(
     pause_before_tools: bool = False,
     pause_before_model: bool = False,
     pause_after_tools: bool = False,
+    client_tools: tuple[ClientTool, ...] = (),
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
@@ -329,6 +330,7 @@ async def start_run(
         pause_before_tools=pause_before_tools,
         pause_before_model=pause_before_model,
         pause_after_tools=pause_after_tools,
+        client_tools=client_tools,
     )
     # One root span per run: the run's work in every service continues its trace (the
     # command carries it). A span current here (an instrumented server's) is linked.

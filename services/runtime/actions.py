@@ -245,6 +245,8 @@ def _resolve_calls(
             continue
         effective = overrides.get(call.id, call)
         tool = tools.get(effective.name)
+        if tool is None and run.client_tool(effective.name):
+            continue  # the client answers it, in its next request
         local = _local_call(state, run, effective, tool, blueprint)
         if local is not None:
             if events:
@@ -277,6 +279,9 @@ def _resolve_calls(
         )
     if any(isinstance(e, SubagentRequested | SubagentMessaged) and e.blocking for e in events):
         events.append(RunPaused(run_id=run.run_id, reason="subagent"))
+    if not events and all(run.client_tool(c.name) and c.name not in tools for c in calls):
+        # Only the client's calls are left: the run ends, and its client answers them.
+        return Append((AgentCompleted(run_id=run.run_id), RunCompleted(run_id=run.run_id)))
     return Append(tuple(events)) if events else Wait()
 
 

@@ -37,7 +37,7 @@ from agency.services.agents.middleware import (
     hooks_model_calls,
 )
 from agency.services.agents.system import AgentSystem
-from agency.services.agents.tools import Tool, ToolSpec
+from agency.services.agents.tools import EMPTY_PARAMETERS, Tool, ToolSpec
 from agency.services.llm.provider import ModelRequest, ModelResponse
 from agency.services.runtime.budget import trim_to_budget
 from agency.services.runtime.failures import fit_message, fit_text, hook
@@ -109,12 +109,24 @@ async def opening(
         prelude.append(
             MiddlewareBeforeModel(run_id=run_id, step=step, middleware_name=middleware.name)
         )
-    # Tools registered by these hooks are offered to this very call.
+    # Tools registered by these hooks are offered to this very call, and the tools the
+    # run's client runs itself (a tool of the thread's keeps its name).
     offered = {spec.name for spec in plan.tools}
     plan.tools.extend(
         ToolSpec(name=e.name, description=e.description, parameters=e.parameters)
         for e in ctx.emitted
         if isinstance(e, ToolRegistered) and e.name not in offered
+    )
+    run = state.run(run_id)
+    offered = {spec.name for spec in plan.tools}
+    plan.tools.extend(
+        ToolSpec(
+            name=t.name,
+            description=t.description,
+            parameters=t.parameters or dict(EMPTY_PARAMETERS),
+        )
+        for t in (run.client_tools if run is not None else ())
+        if t.name not in offered
     )
     system_messages = [ChatMessage(role="system", content="\n\n".join(plan.system_prompts))]
     system_messages = system_messages if plan.system_prompts else []

@@ -66,6 +66,11 @@ _EXPECTED = {
         "subagents/",
         "10 passed",
     ],
+    "protocols.md": [
+        "tool: write_todos",  # AG-UI's HttpAgent
+        "finished: success",
+        "assistant: Done. write_todos answered",
+    ],
     "frontends.md": [
         "ai: Done. write_todos answered",  # the JS SDK
         "messages",

@@ -1,0 +1,212 @@
+"""What a `RunAgentInput` asks of a thread: a run with new messages, the answers to the
+interrupts its paused run awaits, or nothing it may ask (a refusal the run ends with).
+
+An AG-UI client sends the whole conversation each time; the thread holds it already, so
+only what follows the client's last assistant message is new. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from litestar.exceptions import ValidationException
+
+from agency.contracts.events import ChatMessage, ClientTool, ToolCall
+from agency.domain.thread_state import ThreadState
+from agency.services.api.agui.translate import interrupt_id
+from agency.services.api.agui.wire import MessageIn, ResumeEntry, RunAgentInput, ToolIn
+
+
+@dataclass(frozen=True, slots=True)
+class NewInput:
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ClientTool, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """A decision on every call the paused run `run_id` holds."""
+
+    run_id: str
+    approved: bool
+    modified: tuple[ToolCall, ...] | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An input the protocol answers with `RUN_ERROR` (AG-UI's interrupt rules)."""
+
+    message: str
+    code: str
+
+
+def check(data: RunAgentInput) -> None:
+    """400 for what no thread could take: messages or tools Agency cannot read. Checked
+    before the thread is created."""
+    new_messages(data.messages)
+    client_tools(data.tools)
+
+
+def plan(state: ThreadState, data: RunAgentInput) -> NewInput | Resume | Refusal:
+    run = state.active_run
+    held = run.hitl_pending if run is not None and run.status == "paused" else ()
+    if not data.resume:
+        if run is not None and held:
+            ids = ", ".join(interrupt_id(run.run_id, c.id) for c in held)
+            return Refusal(
+                f"thread {state.thread_id} has open interrupts ({ids}): answer every one of "
+                "them with `resume` before sending new input",
+                "interrupts_pending",
+            )
+        open_calls = state.open_tool_calls() if run is None else ()
+        return NewInput(answers(open_calls, new_messages(data.messages)), client_tools(data.tools))
+    if run is None or not held:
+        return Refusal(
+            f"thread {state.thread_id} has no open interrupt: send the run without `resume`",
+            "no_open_interrupt",
+        )
+    return _decide(run.run_id, held, data.resume)
+
+
+def _decide(run_id: str, held: tuple[ToolCall, ...], resume: list[ResumeEntry]) -> Resume | Refusal:
+    expected = {interrupt_id(run_id, c.id): c for c in held}
+    given = {entry.interrupt_id: entry for entry in resume}
+    unknown = sorted(set(given) - set(expected))
+    if unknown:
+        return Refusal(
+            f"resume answers interrupts that are not open: {', '.join(unknown)[:300]}; "
+            f"the open ones are {', '.join(expected)}",
+            "unknown_interrupt",
+        )
+    missing = [i for i in expected if i not in given]
+    if missing:
+        return Refusal(
+            f"resume must answer every open interrupt; missing: {', '.join(missing)}",
+            "interrupts_unanswered",
+        )
+    decisions = [_decision(given[i], call) for i, call in expected.items()]
+    if any(isinstance(d, Refusal) for d in decisions):
+        return next(d for d in decisions if isinstance(d, Refusal))
+    verdicts = [d for d in decisions if not isinstance(d, Refusal)]
+    if all(approved for approved, _, _ in verdicts):
+        edits = tuple(edit for _, edit, _ in verdicts if edit is not None)
+        return Resume(run_id, True, edits or None, "")
+    if not any(approved for approved, _, _ in verdicts):
+        reason = "; ".join(r for _, _, r in verdicts if r)
+        return Resume(run_id, False, None, reason)
+    return Refusal(
+        "resume approves some held tool calls and rejects others: Agency approves or rejects "
+        "the calls of one step together",
+        "mixed_decisions",
+    )
+
+
+def _decision(entry: ResumeEntry, call: ToolCall) -> tuple[bool, ToolCall | None, str] | Refusal:
+    """(approved, the call as edited, the reason given) for one interrupt's answer."""
+    if entry.status == "cancelled":
+        return (False, None, "")
+    payload: Any = entry.payload
+    if isinstance(payload, bool):
+        return (payload, None, "")
+    if not isinstance(payload, dict) or not isinstance(payload.get("approved"), bool):
+        return Refusal(
+            f"the answer to interrupt {entry.interrupt_id} must be a payload "
+            '{"approved": true|false, "editedArgs"?: {...}, "reason"?: "..."}',
+            "invalid_payload",
+        )
+    reason = payload.get("reason")
+    reason = reason if isinstance(reason, str) else ""
+    edited = payload.get("editedArgs")
+    if edited is None or not payload["approved"]:
+        return (payload["approved"], None, reason)
+    if not isinstance(edited, dict):
+        return Refusal(
+            f"editedArgs of interrupt {entry.interrupt_id} must be an object: the call's "
+            "arguments, replaced whole",
+            "invalid_payload",
+        )
+    return (True, ToolCall(id=call.id, name=call.name, arguments=json.dumps(edited)), reason)
+
+
+# What the model's provider accepts as a function's name.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NOT_ANSWERED = "The client did not answer this call."
+
+
+def client_tools(tools: list[ToolIn]) -> tuple[ClientTool, ...]:
+    """The input's frontend tools, for the model to call and the client to answer; 400 if
+    one cannot be offered to a model."""
+    out: list[ClientTool] = []
+    for tool in tools:
+        if not _TOOL_NAME.match(tool.name):
+            raise ValidationException(
+                f"tool name {tool.name[:80]!r} must be 1 to 64 letters, digits, '_' or '-'"
+            )
+        if tool.parameters is not None and not isinstance(tool.parameters, dict):
+            raise ValidationException(
+                f"tool {tool.name!r}: parameters must be a JSON Schema object"
+            )
+        out.append(ClientTool(name=tool.name, description=tool.description,
+                              parameters=tool.parameters or {}))  # fmt: skip
+    if len({t.name for t in out}) != len(out):
+        raise ValidationException("tools must have distinct names")
+    return tuple(out)
+
+
+def answers(
+    open_calls: tuple[ToolCall, ...], messages: tuple[ChatMessage, ...]
+) -> tuple[ChatMessage, ...]:
+    """The new messages with the thread's open calls (a frontend tool's, left by the last
+    run) answered first: by the client's tool messages, else as not answered. A tool
+    message for a call that is not open is dropped: the thread has its answer."""
+    given = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    first = tuple(
+        given.get(c.id) or ChatMessage(role="tool", content=NOT_ANSWERED, tool_call_id=c.id)
+        for c in open_calls
+    )
+    return (*first, *(m for m in messages if m.role != "tool"))
+
+
+def new_messages(messages: list[MessageIn]) -> tuple[ChatMessage, ...]:
+    """The client's messages after its last assistant message, as the thread's messages
+    (a developer's as a system message; activity and reasoning messages are the client's)."""
+    last = max((n for n, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    out: list[ChatMessage] = []
+    for message in messages[last + 1 :]:
+        if message.role == "user":
+            out.append(ChatMessage(role="user", content=_text(message)))
+        elif message.role in ("system", "developer"):
+            out.append(ChatMessage(role="system", content=_text(message)))
+        elif message.role == "tool":
+            out.append(
+                ChatMessage(
+                    role="tool",
+                    content=_text(message) or message.error or "",
+                    tool_call_id=message.tool_call_id,
+                )
+            )
+    return tuple(out)
+
+
+def _text(message: MessageIn) -> str:
+    content = message.content
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            if not (isinstance(part, dict) and part.get("type") == "text"):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ValidationException(
+                    f"message {message.id[:64]!r}: content part of type {str(kind)[:40]!r} is "
+                    "not supported; send text parts"
+                )
+            texts.append(str(part.get("text", "")))
+        return "".join(texts)
+    raise ValidationException(
+        f"message {message.id[:64]!r}: content must be text or a list of text parts"
+    )
