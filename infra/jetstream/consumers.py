@@ -73,7 +73,25 @@ SUBAGENT_EVENTS = DurableSpec(
 WEBHOOK_EVENTS = DurableSpec(
     "webhooks", ("run.completed", "run.error", "run.canceled", "run.paused")
 )
-ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS, WEBHOOK_EVENTS)
+# What agencies' webhook subscriptions are made of (`services/webhooks/kinds.py`).
+SUBSCRIBED_EVENTS = DurableSpec(
+    "webhook-subscriptions",
+    (
+        "run.completed",
+        "run.error",
+        "run.canceled",
+        "hitl.interrupt",
+        "subagent.completed",
+        "proposal.opened",
+    ),
+)
+ALL_DURABLES = (
+    RUNTIME_TRIGGERS,
+    TOOL_REQUESTS,
+    SUBAGENT_EVENTS,
+    WEBHOOK_EVENTS,
+    SUBSCRIBED_EVENTS,
+)
 
 
 # "consumer name already in use", "consumer already exists (and is active)": a concurrent
