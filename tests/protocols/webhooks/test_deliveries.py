@@ -1,0 +1,175 @@
+"""Webhook subscriptions over HTTP, delivered from the log to a receiver that verifies each
+delivery with the `standardwebhooks` library."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+
+from agency.infra.jetstream.connection import Bus
+from agency.services.llm.fake_scripts import ScriptStep
+from tests.helpers import assert_eventually
+from tests.protocols.webhooks.conftest import Agency
+from tests.protocols.webhooks.receiver import Receiver
+
+
+async def run_ended(agency: Agency, receiver: Receiver, events: list[str] | None = None) -> str:
+    """Subscribe the receiver; its id (the receiver now knows the secret)."""
+    created = await agency.subscribe(receiver.url, events or ["run.ended"])
+    receiver.secret = created["secret"]
+    return str(created["id"])
+
+
+async def a_run(agency: Agency, text: str, answer: str = "done") -> tuple[str, str]:
+    key = f"{text}-{agency.agency}"
+    agency.llm.script(key, [ScriptStep(content=answer)])
+    thread = await agency.thread()
+    return thread, await agency.invoke(thread, key)
+
+
+async def one_delivery(agency: Agency, webhook: str) -> dict[str, Any]:
+    rows = await agency.deliveries(webhook)
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+async def ended(bus: Bus, agency: Agency, thread: str) -> None:
+    async def done() -> None:
+        events = await bus.store.read(agency.tenant, "thread", thread)
+        assert any(e.type == "run.completed" for e in events), [e.type for e in events]
+
+    await assert_eventually(done, timeout=30)
+
+
+async def test_a_run_ended_is_delivered_signed_with_its_secret_shown_once(
+    agency: Agency, receiver: Receiver
+) -> None:
+    created = await agency.subscribe(receiver.url, ["run.ended"])
+    assert created["secret"].startswith("whsec_") and created["events"] == ["run.ended"]
+    receiver.secret = created["secret"]
+    thread, run = await a_run(agency, "end", answer="all done")
+    (delivery,) = (await receiver.until(1)).values()
+    assert delivery.id.startswith("msg_")
+    assert delivery.body["type"] == "run.ended"
+    data = delivery.body["data"]
+    assert data["runId"] == run and data["threadId"] == thread
+    assert data["agencyId"] == agency.agency and data["status"] == "completed"
+    assert data["result"] == "all done"
+    assert receiver.refused == []
+    listed = (await agency.http.get(agency.webhooks)).json()["webhooks"]
+    assert [w["id"] for w in listed] == [created["id"]] and "secret" not in listed[0]
+
+    async def recorded() -> dict[str, Any]:
+        row = await one_delivery(agency, created["id"])
+        assert row["status"] == "delivered", row
+        return row
+
+    row = await assert_eventually(recorded, timeout=10)
+    assert row["id"] == delivery.id and row["attempts"] == 1 and row["event"] == "run.ended"
+    assert row["lastStatus"] == 200 and row["nextAttemptAt"] is None
+
+
+async def test_a_receiver_answering_500_then_200_gets_it_again_with_the_same_id(
+    agency: Agency, receiver: Receiver
+) -> None:
+    receiver.statuses = [500, 500]
+    webhook = await run_ended(agency, receiver)
+    _, run = await a_run(agency, "retry")
+
+    async def failing() -> None:
+        row = await one_delivery(agency, webhook)
+        assert row["status"] == "pending" and row["lastStatus"] == 500, row
+        assert row["lastError"] == "the receiver answered 500" and row["nextAttemptAt"]
+
+    await assert_eventually(failing, timeout=30)
+    first, second, third = await receiver.until_requests(3)
+    assert first.id == second.id == third.id and third.body["data"]["runId"] == run
+
+    async def delivered() -> None:
+        row = await one_delivery(agency, webhook)
+        assert row["status"] == "delivered" and row["attempts"] == 3, row
+
+    await assert_eventually(delivered, timeout=10)
+
+
+async def test_approval_needed_carries_the_proposed_tool_calls(
+    agency: Agency, receiver: Receiver
+) -> None:
+    await run_ended(agency, receiver, ["approval.needed"])
+    key = f"approve-{agency.agency}"
+    agency.llm.script(
+        key, [ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}])]
+    )
+    thread = await agency.thread("approver")
+    run = await agency.invoke(thread, key)
+    (delivery,) = (await receiver.until(1)).values()
+    assert delivery.body["type"] == "approval.needed"
+    data = delivery.body["data"]
+    assert data["runId"] == run and data["threadId"] == thread
+    assert [c["name"] for c in data["toolCalls"]] == ["lookup"]
+
+
+async def test_a_killed_service_loses_no_event_and_the_receiver_dedupes_by_id(
+    agency: Agency, receiver: Receiver, bus: Bus
+) -> None:
+    await run_ended(agency, receiver)
+    receiver.hold = asyncio.Event()  # the first delivery is held unanswered
+    _, first = await a_run(agency, "kill-a")
+    (held,) = await receiver.until_requests(1)
+    await agency.hooks.kill()  # mid-attempt: its answer is never recorded
+    receiver.hold.set()
+    later = [await a_run(agency, f"kill-{n}") for n in "bc"]
+    for thread, _ in later:
+        await ended(bus, agency, thread)  # written while no webhooks service runs
+    agency.hooks.start()
+    unique = await receiver.until(3, timeout=60)
+    runs = {r.body["data"]["runId"] for r in unique.values()}
+    assert runs == {first, *(run for _, run in later)}
+    # The attempt cut short was made again, under the same id.
+    await receiver.until_requests(4, timeout=30)
+    assert [r.id for r in receiver.requests].count(held.id) >= 2
+    assert len(receiver.unique()) == 3
+
+
+async def test_a_stopped_service_goes_on_with_its_schedule(
+    agency: Agency, receiver: Receiver
+) -> None:
+    await run_ended(agency, receiver)
+    receiver.statuses = [503]
+    _, run = await a_run(agency, "stop")
+    await receiver.until_requests(1)
+    await agency.hooks.stop()
+    agency.hooks.start()
+    second = (await receiver.until_requests(2))[1]
+    assert second.body["data"]["runId"] == run
+
+
+async def test_delivery_checks_the_address_a_name_resolves_to(
+    agency: Agency, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name that passes when subscribed but resolves to loopback is refused on delivery,
+    until the operator allows it."""
+    host = socket.gethostname()
+    assert {a[4][0] for a in socket.getaddrinfo(host, 80)} == {"127.0.0.1"}, host
+    await agency.hooks.stop()
+    monkeypatch.delenv("AGENCY_ALLOW_HOSTS")
+    agency.hooks.start()
+    port = receiver.url.split(":")[2].split("/")[0]
+    created = await agency.subscribe(f"http://{host}:{port}/hooks", ["run.ended"])
+    receiver.secret = created["secret"]
+    _, run = await a_run(agency, "rebind")
+
+    async def refused() -> None:
+        row = await one_delivery(agency, created["id"])
+        assert row["status"] == "pending" and "AGENCY_ALLOW_HOSTS" in (row["lastError"] or ""), row
+
+    await assert_eventually(refused, timeout=30)
+    assert receiver.requests == []
+    await agency.hooks.stop()
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    agency.hooks.start()
+    (delivery,) = (await receiver.until(1)).values()
+    assert delivery.body["data"]["runId"] == run
