@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agency.infra.jetstream.connection import Bus
-from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.helpers import assert_eventually
 from tests.protocols.webhooks.conftest import Agency
 from tests.protocols.webhooks.receiver import Receiver
@@ -101,7 +101,7 @@ async def test_approval_needed_carries_the_proposed_tool_calls(
     await run_ended(agency, receiver, ["approval.needed"])
     key = f"approve-{agency.agency}"
     agency.llm.script(
-        key, [ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}])]
+        key, [ScriptStep(tool_calls=(ScriptToolCall(name="lookup", arguments={"word": "w"}),))]
     )
     thread = await agency.thread("approver")
     run = await agency.invoke(thread, key)
