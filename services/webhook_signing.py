@@ -85,7 +85,11 @@ def url_problem(url: str) -> str | None:
     connection made for a tenant may reach), or None; names are checked on connecting."""
     if len(url) > MAX_URL:
         return f"the URL is longer than {MAX_URL} characters"
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname, _ = parts.hostname, parts.port
+    except ValueError as e:
+        return f"the URL cannot be read: {e}"
+    if parts.scheme not in ("http", "https") or not hostname:
         return "only http(s) URLs with a host are allowed"
     return refusal(url)

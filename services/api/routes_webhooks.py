@@ -34,14 +34,13 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import empty_response
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Body
-from agency.services.api.routes_queries import int_param
+from agency.services.api.routes_queries import MAX_EVENTS_PAGE, int_param
 from agency.services.webhook_signing import MAX_URL, new_secret, url_problem
 
 WebhookId = Annotated[
     str, PathParameter(name="webhookId", description="The webhook subscription's id.")
 ]
 DEFAULT_DELIVERIES = 50
-MAX_DELIVERIES = 500
 
 
 class WebhookBody(Body, frozen=True, kw_only=True):
@@ -118,7 +117,6 @@ async def _subscription(deps: ApiDeps, tenant: str, agency_id: str, webhook_id: 
     "/agency/{agencyId:str}/webhooks",
     status_code=201,
     summary="Subscribe a URL to the agency's events of chosen kinds (the secret is shown once)",
-    responses={202: empty_response("Accepted: listed once the registry records it.")},
 )
 async def subscribe_webhook(
     agency_id: AgencyId, data: JSONBody[WebhookBody], principal: Caller, deps: Deps
@@ -172,6 +170,7 @@ async def list_webhooks(agency_id: AgencyId, principal: Caller, deps: Deps) -> W
     "/agency/{agencyId:str}/webhooks/{webhookId:str}",
     status_code=204,
     summary="Remove a webhook subscription: nothing more is delivered to it",
+    responses={202: empty_response("Accepted: removed once the registry records it.")},
 )
 async def remove_webhook(
     agency_id: AgencyId, webhook_id: WebhookId, principal: Caller, deps: Deps
@@ -195,7 +194,7 @@ async def webhook_deliveries(
     limit: Annotated[str | None, QueryParameter(name="limit")] = None,
 ) -> DeliveriesOut:
     tenant, agency_id = tenant_and_agency(principal, agency_id)
-    size = int_param("limit", limit, DEFAULT_DELIVERIES, 1, MAX_DELIVERIES)
+    size = int_param("limit", limit, DEFAULT_DELIVERIES, 1, MAX_EVENTS_PAGE)
     await _subscription(deps, tenant, agency_id, webhook_id)
     rows = await deps.pool.fetch(_DELIVERIES, tenant, agency_id, webhook_id, size)
     return DeliveriesOut(
