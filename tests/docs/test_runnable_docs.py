@@ -72,6 +72,8 @@ _EXPECTED = {
         "info: ok",  # Agent Chat UI's first requests
         "http://localhost:3000",  # the preflight answered for its origin
     ],
+    # A webhook delivery, verified with the `standardwebhooks` library.
+    "protocols.md": ["run.ended completed True"],
 }
 # Documents every fenced block of which is run: none is left as an example that may rot.
 _ALL_RUN = ("extending.md",)
