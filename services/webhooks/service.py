@@ -158,13 +158,18 @@ async def run_webhooks(
     until `stop` is set."""
     pool = await db.create_pool(database_url, max_size=4)
     try:
+        async with pool.acquire() as conn:
+            await db.migrate(conn)  # its deliveries' table, also when it starts first
         async with Bus(nats_url, name="agency-webhooks") as bus, asyncio.TaskGroup() as tasks:
             runs = EventWorker(
                 bus, WEBHOOK_EVENTS, Webhooks(bus).handle, ack_wait=ack_wait, max_deliver=1
             )
             dispatcher = Dispatcher(Deliveries(pool, schedule=schedule), dispatch)
             fanout = Fanout(Deliveries(pool, schedule=schedule), dispatcher.wake)
-            subscribed = EventWorker(bus, SUBSCRIBED_EVENTS, fanout.handle, max_deliver=20)
+            # A database away for a while delays deliveries; only ~15 min of it loses them.
+            subscribed = EventWorker(
+                bus, SUBSCRIBED_EVENTS, fanout.handle, ack_wait=ack_wait, max_deliver=100
+            )
             tasks.create_task(runs.run(stop))
             tasks.create_task(subscribed.run(stop))
             tasks.create_task(dispatcher.run(stop))
