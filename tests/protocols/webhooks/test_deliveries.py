@@ -112,6 +112,31 @@ async def test_approval_needed_carries_the_proposed_tool_calls(
     assert [c["name"] for c in data["toolCalls"]] == ["lookup"]
 
 
+async def test_a_subagents_report_and_each_runs_end_are_delivered(
+    agency: Agency, receiver: Receiver
+) -> None:
+    await run_ended(agency, receiver, ["subagent.reported", "run.ended"])
+    key = f"parent-{agency.agency}"
+    child = f"sub-{agency.agency}"  # shorter than the parent's key: each keeps its own script
+    task = ScriptToolCall(
+        name="task", arguments={"description": f"{child} look it up", "subagentType": "worker"}
+    )
+    agency.llm.script(key, [ScriptStep(tool_calls=(task,)), ScriptStep(content="all reported")])
+    agency.llm.script(child, [ScriptStep(content="child done")])
+    thread = await agency.thread("manager")
+    run = await agency.invoke(thread, key)
+    unique = await receiver.until(3, timeout=60)
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for delivery in unique.values():
+        by_type.setdefault(delivery.body["type"], []).append(delivery.body["data"])
+    (reported,) = by_type["subagent.reported"]
+    assert reported["threadId"] == thread and reported["outcome"] == "completed"
+    assert reported["report"] == "child done"
+    ended = {d["threadId"]: d for d in by_type["run.ended"]}
+    assert ended[thread]["runId"] == run and ended[thread]["result"] == "all reported"
+    assert ended[reported["childThreadId"]]["status"] == "completed"
+
+
 async def test_a_killed_service_loses_no_event_and_the_receiver_dedupes_by_id(
     agency: Agency, receiver: Receiver, bus: Bus
 ) -> None:
