@@ -73,25 +73,7 @@ SUBAGENT_EVENTS = DurableSpec(
 WEBHOOK_EVENTS = DurableSpec(
     "webhooks", ("run.completed", "run.error", "run.canceled", "run.paused")
 )
-# What agencies' webhook subscriptions are made of (`services/webhooks/kinds.py`).
-SUBSCRIBED_EVENTS = DurableSpec(
-    "webhook-subscriptions",
-    (
-        "run.completed",
-        "run.error",
-        "run.canceled",
-        "hitl.interrupt",
-        "subagent.completed",
-        "proposal.opened",
-    ),
-)
-ALL_DURABLES = (
-    RUNTIME_TRIGGERS,
-    TOOL_REQUESTS,
-    SUBAGENT_EVENTS,
-    WEBHOOK_EVENTS,
-    SUBSCRIBED_EVENTS,
-)
+ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS, WEBHOOK_EVENTS)
 
 
 # "consumer name already in use", "consumer already exists (and is active)": a concurrent

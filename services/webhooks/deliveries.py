@@ -62,6 +62,7 @@ _MATCHING = """
 SELECT subscription_id, url FROM webhook_subscriptions
 WHERE tenant_id = $1 AND agency_id = $2 AND $3 = ANY(kinds) AND created_at <= $4
 """
+_WORKFLOW_AGENCY = "SELECT agency_id FROM workflows WHERE tenant_id = $1 AND workflow_id = $2"
 _CLAIM = """
 WITH due AS (
     SELECT delivery_id FROM webhook_deliveries
@@ -119,6 +120,11 @@ class Deliveries:
             if rows:
                 await conn.executemany(_ENQUEUE, rows)
         return len(rows)
+
+    async def workflow_agency(self, tenant: str, workflow_id: str) -> str | None:
+        """The agency of a workflow, as the `workflows` read model has it."""
+        agency: str | None = await self._pool.fetchval(_WORKFLOW_AGENCY, tenant, workflow_id)
+        return agency
 
     async def claim(self, limit: int, lease: float) -> list[Due]:
         """Up to `limit` deliveries whose attempt is due, each leased for `lease` seconds."""

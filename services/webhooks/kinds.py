@@ -95,12 +95,15 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
 _encode = msgspec.json.Encoder().encode
 
 
-def message_of(event: RecordedEvent) -> tuple[WebhookKind, bytes] | None:
+def message_of(
+    event: RecordedEvent, agency_id: str | None = None
+) -> tuple[WebhookKind, bytes] | None:
     """The kind and body of what `event` tells subscribers, or None (not a kind, or of no
-    agency)."""
+    agency). `agency_id`: the event's agency when its envelope does not name it (a
+    workflow's events written by its members' tools)."""
     env = event.envelope
     kind = KIND_OF_TYPE.get(env.type)
-    agency_id = env.agency_id
+    agency_id = env.agency_id or agency_id
     if kind is None or agency_id is None:
         return None
 

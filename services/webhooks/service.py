@@ -37,7 +37,7 @@ from agency.contracts.events import (
 )
 from agency.infra import db
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.consumers import SUBSCRIBED_EVENTS, WEBHOOK_EVENTS
+from agency.infra.jetstream.consumers import WEBHOOK_EVENTS
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.retry import RetryPolicy
@@ -51,7 +51,7 @@ from agency.services.webhook_signing import (
 )
 from agency.services.webhooks.deliveries import SCHEDULE, Deliveries
 from agency.services.webhooks.dispatch import Dispatcher, DispatchSettings
-from agency.services.webhooks.fanout import Fanout
+from agency.services.webhooks.fanout import SUBSCRIBED_EVENTS, Fanout
 
 log = structlog.get_logger(__name__)
 

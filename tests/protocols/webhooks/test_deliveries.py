@@ -137,6 +137,28 @@ async def test_a_subagents_report_and_each_runs_end_are_delivered(
     assert ended[reported["childThreadId"]]["status"] == "completed"
 
 
+async def test_a_workflows_proposal_is_delivered(agency: Agency, receiver: Receiver) -> None:
+    await run_ended(agency, receiver, ["workflow.proposal"])
+    lead = f"lead-{agency.agency}"
+    proposal = ScriptToolCall(
+        name="proposal_open",
+        arguments={"title": "Ship it?", "options": ["yes", "no"], "voters": ["lead"]},
+    )
+    agency.llm.script(lead, [ScriptStep(tool_calls=(proposal,)), ScriptStep(content="asked")])
+    definition = {"name": "vote", "agents": {"lead": {"system_prompt": f"Your script is {lead}."}}}
+    base = f"/agency/{agency.agency}/workflows"
+    r = await agency.http.post(base, json={"definition": definition}, timeout=60)
+    assert r.status_code in (201, 202), r.text
+    workflow = r.json()["id"]
+    r = await agency.http.post(f"{base}/{workflow}/messages", json={"content": "@lead decide"})
+    assert r.status_code == 202, r.text
+    (delivery,) = (await receiver.until(1)).values()
+    data = delivery.body["data"]
+    assert delivery.body["type"] == "workflow.proposal" and data["workflowId"] == workflow
+    assert data["title"] == "Ship it?" and data["options"] == ["yes", "no"]
+    assert data["author"] == "lead" and data["voters"] == ["lead"]
+
+
 async def test_a_killed_service_loses_no_event_and_the_receiver_dedupes_by_id(
     agency: Agency, receiver: Receiver, bus: Bus
 ) -> None:

@@ -13,7 +13,7 @@ from agency.contracts.events import (
     RunPaused,
     SubagentCompleted,
 )
-from agency.contracts.subjects import Aggregate
+from agency.contracts.subjects import Aggregate, events_of_type_filter
 from agency.infra.jetstream.envelopes import new_envelopes
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.webhooks.deliveries import SCHEDULE, delivery_id
@@ -69,10 +69,15 @@ def test_an_event_of_no_kind_or_no_agency_makes_no_delivery(event: AnyEvent) -> 
     assert message_of(recorded(event, agency=agency)) is None
 
 
-def test_the_consumer_reads_every_type_a_kind_is_made_of() -> None:
-    from agency.infra.jetstream.consumers import SUBSCRIBED_EVENTS
+def test_the_consumer_reads_every_type_a_kind_is_made_of_from_its_aggregate() -> None:
+    from agency.services.webhooks.fanout import SUBSCRIBED_EVENTS
 
-    assert set(SUBSCRIBED_EVENTS.event_types) == set(KIND_OF_TYPE)
+    config = SUBSCRIBED_EVENTS.config()
+    assert config.filter_subject is None
+    assert set(config.filter_subjects or ()) == {
+        *(events_of_type_filter(t) for t in KIND_OF_TYPE if t != "proposal.opened"),
+        events_of_type_filter("proposal.opened", "workflow"),
+    }
 
 
 def test_a_delivery_keeps_one_id_per_subscription_and_event() -> None:
