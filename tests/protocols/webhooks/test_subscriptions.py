@@ -45,6 +45,8 @@ async def test_the_cli_adds_lists_shows_deliveries_and_removes(
     )  # fmt: skip
     write_endpoints(tmp_path, endpoints)
     where = ("--agency", agency.agency, "--data-dir", str(tmp_path))
+    code, out, err = await agency_cli("add", "ftp://example.com/x", *where)
+    assert code == 1 and "only http(s) URLs" in err and "HTTP 400" in err, err
     code, out, err = await agency_cli("add", receiver.url, "--events", "run.ended", *where)
     assert code == 0, err
     webhook = out.split()[1].rstrip(":")
