@@ -84,10 +84,11 @@ class Receiver:
 
 
 @asynccontextmanager
-async def receiving() -> AsyncIterator[Receiver]:
+async def receiving(host: str = "127.0.0.1", name: str | None = None) -> AsyncIterator[Receiver]:
+    """A receiver listening on `host`, its URL naming `name` (by default `host`)."""
     receiver = Receiver()
-    server = await asyncio.start_server(receiver._serve, "127.0.0.1", 0)
-    receiver.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hooks"
+    server = await asyncio.start_server(receiver._serve, host, 0)
+    receiver.url = f"http://{name or host}:{server.sockets[0].getsockname()[1]}/hooks"
     async with server:
         yield receiver
         server.close()

@@ -4,6 +4,7 @@ delivery with the `standardwebhooks` library."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 from typing import Any
 
@@ -13,7 +14,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.helpers import assert_eventually
 from tests.protocols.webhooks.conftest import Agency
-from tests.protocols.webhooks.receiver import Receiver
+from tests.protocols.webhooks.receiver import Receiver, receiving
 
 
 async def run_ended(agency: Agency, receiver: Receiver, events: list[str] | None = None) -> str:
@@ -195,28 +196,31 @@ async def test_a_stopped_service_goes_on_with_its_schedule(
 
 
 async def test_delivery_checks_the_address_a_name_resolves_to(
-    agency: Agency, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+    agency: Agency, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A name that passes when subscribed but resolves to loopback is refused on delivery,
-    until the operator allows it."""
+    """A name that passes when subscribed but resolves to a loopback or private address is
+    refused on delivery, until the operator allows that address."""
     host = socket.gethostname()
-    assert {a[4][0] for a in socket.getaddrinfo(host, 80)} == {"127.0.0.1"}, host
+    addresses = {str(a[4][0]) for a in socket.getaddrinfo(host, 80, socket.AF_INET)}
+    # The machine's own name: it resolves to addresses no tenant's connection may reach.
+    assert all(ipaddress.ip_address(a).is_private for a in addresses), addresses
     await agency.hooks.stop()
     monkeypatch.delenv("AGENCY_ALLOW_HOSTS")
     agency.hooks.start()
-    port = receiver.url.split(":")[2].split("/")[0]
-    created = await agency.subscribe(f"http://{host}:{port}/hooks", ["run.ended"])
-    receiver.secret = created["secret"]
-    _, run = await a_run(agency, "rebind")
+    async with receiving("0.0.0.0", host) as receiver:
+        created = await agency.subscribe(receiver.url, ["run.ended"])
+        receiver.secret = created["secret"]
+        _, run = await a_run(agency, "rebind")
 
-    async def refused() -> None:
-        row = await one_delivery(agency, created["id"])
-        assert row["status"] == "pending" and "AGENCY_ALLOW_HOSTS" in (row["lastError"] or ""), row
+        async def refused() -> None:
+            row = await one_delivery(agency, created["id"])
+            assert row["status"] == "pending", row
+            assert "AGENCY_ALLOW_HOSTS" in (row["lastError"] or ""), row
 
-    await assert_eventually(refused, timeout=30)
-    assert receiver.requests == []
-    await agency.hooks.stop()
-    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
-    agency.hooks.start()
-    (delivery,) = (await receiver.until(1)).values()
-    assert delivery.body["data"]["runId"] == run
+        await assert_eventually(refused, timeout=30)
+        assert receiver.requests == []
+        await agency.hooks.stop()
+        monkeypatch.setenv("AGENCY_ALLOW_HOSTS", ",".join(sorted(addresses)))
+        agency.hooks.start()
+        (delivery,) = (await receiver.until(1)).values()
+        assert delivery.body["data"]["runId"] == run
