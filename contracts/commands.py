@@ -14,6 +14,7 @@ import msgspec
 from agency.contracts.events.base import ChatMessage, ClientTool, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode
+from agency.contracts.events.webhook import WebhookKind
 from agency.contracts.events.workflow import Schedule, WorkflowLimits
 
 
@@ -115,6 +116,26 @@ class DeleteBlueprint(Command, frozen=True, kw_only=True, tag="registry.delete_b
     verb = "delete_blueprint"
     agency_id: str
     name: str
+
+
+class SubscribeWebhook(Command, frozen=True, kw_only=True, tag="registry.subscribe_webhook"):
+    """Subscribe `url` to the agency's events of `kinds`; the secret is sealed by the API."""
+
+    service = "registry"
+    verb = "subscribe_webhook"
+    agency_id: str
+    subscription_id: str
+    url: str
+    kinds: tuple[WebhookKind, ...]
+    sealed_secret: str
+    description: str = ""
+
+
+class UnsubscribeWebhook(Command, frozen=True, kw_only=True, tag="registry.unsubscribe_webhook"):
+    service = "registry"
+    verb = "unsubscribe_webhook"
+    agency_id: str
+    subscription_id: str
 
 
 class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thread"):
@@ -369,6 +390,8 @@ AnyCommand = (
     | CreateAgency
     | SaveBlueprint
     | DeleteBlueprint
+    | SubscribeWebhook
+    | UnsubscribeWebhook
     | CreateThread
     | SetThreadMetadata
     | ForkThread

@@ -13,6 +13,7 @@ from agency.projections.readmodels import (
     store,
     threads,
     usage,
+    webhooks,
     workflows,
 )
 
@@ -32,6 +33,7 @@ ALL: tuple[Projection, ...] = (
     usage.PROJECTION,
     workflows.PROJECTION,
     store.PROJECTION,
+    webhooks.PROJECTION,
 )
 # Every read model's name: what a read of "everything the API serves" waits for.
 NAMES: tuple[str, ...] = tuple(p.name for p in ALL)

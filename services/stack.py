@@ -73,7 +73,7 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
         ),
         "projector": lambda stop: run_projector(c.nats_for("projector"), c.database_url, stop),
         "gateway": lambda stop: run_gateway(c.nats_for("gateway"), stop),
-        "webhooks": lambda stop: run_webhooks(c.nats_for("webhooks"), stop),
+        "webhooks": lambda stop: run_webhooks(c.nats_for("webhooks"), c.database_url, stop),
     }
     runners.update(c.extra)
     return runners

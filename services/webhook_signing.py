@@ -1,4 +1,12 @@
-"""Run webhooks: what the API checks when a run names one, and how a delivery is signed.
+"""Webhooks' URLs and signatures, for the API that takes them and the service that POSTs.
+
+Subscriptions of an agency (`services/webhooks/`, docs/protocols.md) follow Standard
+Webhooks: each has its own secret, `whsec_<base64 of 24 random bytes>`, and each delivery
+carries `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,<base64 of the
+HMAC-SHA256 of "<id>.<timestamp>.<body>">` (`standard_headers`). Their URLs meet the egress
+rule when subscribed (`url_problem`) and again on each connection.
+
+Run webhooks (LangGraph's `webhook` on a run) are older and simpler:
 
 A run may name a URL (`webhook`) that its end is POSTed to (`services/webhooks/`). The
 URL meets the egress rule of every connection made for a tenant (`egress.py`: public
@@ -10,10 +18,15 @@ body and how old it is. Without the secret no run may name a webhook.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
+import secrets
 from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from agency.services.egress import refusal
 
 SECRET_VARIABLE = "AGENCY_WEBHOOK_SECRET"
 SIGNATURE_HEADER = "X-Agency-Signature"
@@ -38,3 +51,45 @@ def verify(body: bytes, header: str, key: str) -> bool:
     if not parts.get("t", "").isdigit():
         return False
     return hmac.compare_digest(signature(body, key, int(parts["t"])), header)
+
+
+SECRET_PREFIX = "whsec_"
+
+
+def new_secret() -> str:
+    """A subscription's secret in the Standard Webhooks form."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def standard_signature(secret_text: str, message_id: str, timestamp: int, body: bytes) -> str:
+    """`v1,<base64 HMAC-SHA256>` of `<id>.<timestamp>.<body>` under the `whsec_` secret."""
+    key = base64.b64decode(secret_text.removeprefix(SECRET_PREFIX))
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def standard_headers(
+    secret_text: str, message_id: str, timestamp: int, body: bytes
+) -> dict[str, str]:
+    """The headers of one Standard Webhooks delivery."""
+    return {
+        "content-type": "application/json",
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": standard_signature(secret_text, message_id, timestamp, body),
+    }
+
+
+def url_problem(url: str) -> str | None:
+    """Why a webhook URL is refused as written (its scheme, its length, an address no
+    connection made for a tenant may reach), or None; names are checked on connecting."""
+    if len(url) > MAX_URL:
+        return f"the URL is longer than {MAX_URL} characters"
+    try:
+        parts = urlsplit(url)
+        hostname, _ = parts.hostname, parts.port
+    except ValueError as e:
+        return f"the URL cannot be read: {e}"
+    if parts.scheme not in ("http", "https") or not hostname:
+        return "only http(s) URLs with a host are allowed"
+    return refusal(url)

@@ -107,6 +107,13 @@ from agency.contracts.events.tool import (
     ToolStarted,
 )
 from agency.contracts.events.tree import StopMode, TreeEvent, TreeStopped, TreeThreadAdmitted
+from agency.contracts.events.webhook import (
+    WEBHOOK_KINDS,
+    WebhookEvent,
+    WebhookKind,
+    WebhookSubscribed,
+    WebhookUnsubscribed,
+)
 from agency.contracts.events.workflow import (
     ChannelMessagePosted,
     DocumentWritten,
@@ -144,11 +151,13 @@ AnyEvent = (
     | ReplyEvent
     | StoreEvent
     | TreeEvent
+    | WebhookEvent
 )
 
 __all__ = [
     "RUN_TERMINAL_TYPES",
     "TOOL_RESULT_TYPES",
+    "WEBHOOK_KINDS",
     "AgencyBudgetSet",
     "AgencyCreated",
     "AgentCompleted",
@@ -257,6 +266,10 @@ __all__ = [
     "TreeStopped",
     "TreeThreadAdmitted",
     "Usage",
+    "WebhookEvent",
+    "WebhookKind",
+    "WebhookSubscribed",
+    "WebhookUnsubscribed",
     "WorkflowCreated",
     "WorkflowEvent",
     "WorkflowLimits",

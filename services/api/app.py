@@ -57,6 +57,7 @@ from agency.services.api.routes_run import RUN_ROUTES
 from agency.services.api.routes_settings import SETTINGS_ROUTES
 from agency.services.api.routes_usage import USAGE_ROUTES
 from agency.services.api.routes_variables import VARIABLE_ROUTES
+from agency.services.api.routes_webhooks import WEBHOOK_ROUTES
 from agency.services.api.schema_page import ONLY_THIS_HOST, schema_pages
 from agency.services.api.streaming import CLOSING, STREAM_ROUTES
 from agency.services.workflows.http.routes import WORKFLOW_ROUTES
@@ -150,6 +151,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *STREAM_ROUTES,
         *WORKFLOW_ROUTES,
         *RUN_ROUTES,
+        *WEBHOOK_ROUTES,
         *CONSOLE_ROUTES,
         *CONSOLE_PAGES,
         healthz,

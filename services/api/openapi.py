@@ -167,6 +167,7 @@ _PARAMETERS: dict[tuple[str, str], Schema] = {
     ("path", "tenantId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "keyId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "scheduleId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
+    ("path", "webhookId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "requestId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "member"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     # A blueprint's name (`GET /agency/{agencyId}/blueprints/{name}`).

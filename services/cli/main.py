@@ -28,6 +28,7 @@ from agency.services.cli import (
     threads_cmd,
     up_cmd,
     version_cmd,
+    webhooks_cmd,
 )
 from agency.services.workflows.cli import commands as workflow_cmd
 
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         workflow_cmd,
         models_cmd,
         providers_cmd,
+        webhooks_cmd,
         version_cmd,
     ):
         module.register(groups)

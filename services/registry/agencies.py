@@ -23,7 +23,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from agency.contracts.events import AgencyCreated, AnyEvent, BlueprintDeleted, BlueprintSaved
+from agency.contracts.events import (
+    AgencyCreated,
+    AnyEvent,
+    BlueprintDeleted,
+    BlueprintSaved,
+    WebhookSubscribed,
+    WebhookUnsubscribed,
+)
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
@@ -44,6 +51,8 @@ class AgencyState:
     revisions: dict[str, int] = field(default_factory=dict)
     # Names saved and not deleted since.
     saved: set[str] = field(default_factory=set)
+    # Webhook subscriptions made and not removed since.
+    webhooks: set[str] = field(default_factory=set)
     # Idempotency keys of the commands whose events the agency holds.
     keys: set[str] = field(default_factory=set)
 
@@ -70,6 +79,10 @@ class AgencyState:
                     self.saved.add(spec.name)
                 case BlueprintDeleted(name=name):
                     self.saved.discard(name)
+                case WebhookSubscribed(subscription_id=subscription):
+                    self.webhooks.add(subscription)
+                case WebhookUnsubscribed(subscription_id=subscription):
+                    self.webhooks.discard(subscription)
         if position is not None and position.stream_seq > self.position.stream_seq:
             self.position = position
 

@@ -24,6 +24,8 @@ from agency.contracts.commands import (
     SetTenantModelPolicy,
     SetTenantProvider,
     SetThreadMetadata,
+    SubscribeWebhook,
+    UnsubscribeWebhook,
 )
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
@@ -41,6 +43,8 @@ from agency.contracts.events import (
     TenantProviderSet,
     ThreadCreated,
     ThreadMetadataSet,
+    WebhookSubscribed,
+    WebhookUnsubscribed,
 )
 from agency.contracts.ids import is_valid_token
 from agency.contracts.limits import has_nul
@@ -199,6 +203,40 @@ def delete_blueprint(command: DeleteBlueprint, state: AgencyState, key: str) -> 
     return (BlueprintDeleted(name=command.name),)
 
 
+@once_per_agency_key
+def subscribe_webhook(
+    command: SubscribeWebhook, state: AgencyState, key: str
+) -> Sequence[AnyEvent]:
+    _existing_agency(command.agency_id, state)
+    if command.subscription_id in state.webhooks:
+        raise CommandRejected(
+            "webhook_exists", f"webhook subscription {command.subscription_id} already exists"
+        )
+    if not command.kinds:
+        raise CommandRejected("invalid_webhook", "a webhook subscribes to one event kind or more")
+    return (
+        WebhookSubscribed(
+            subscription_id=command.subscription_id,
+            url=command.url,
+            kinds=command.kinds,
+            sealed_secret=command.sealed_secret,
+            description=command.description,
+        ),
+    )
+
+
+@once_per_agency_key
+def unsubscribe_webhook(
+    command: UnsubscribeWebhook, state: AgencyState, key: str
+) -> Sequence[AnyEvent]:
+    if command.subscription_id not in state.webhooks:
+        raise CommandRejected(
+            "unknown_webhook",
+            f"agency {command.agency_id} has no webhook subscription {command.subscription_id}",
+        )
+    return (WebhookUnsubscribed(subscription_id=command.subscription_id),)
+
+
 @once_per_key
 def create_thread(command: CreateThread, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
     if history:
@@ -231,10 +269,19 @@ TENANT_DECISIONS: dict[
     SetTenantModelPolicy: change_tenant,
     SetTenantBudget: set_tenant_budget,
 }
-AgencyCommand = CreateAgency | SaveBlueprint | DeleteBlueprint | SetAgencyBudget
+AgencyCommand = (
+    CreateAgency
+    | SaveBlueprint
+    | DeleteBlueprint
+    | SetAgencyBudget
+    | SubscribeWebhook
+    | UnsubscribeWebhook
+)
 AGENCY_DECISIONS: dict[type[Command], AgencyDecide[Any]] = {
     CreateAgency: create_agency,
     SaveBlueprint: save_blueprint,
     DeleteBlueprint: delete_blueprint,
     SetAgencyBudget: set_agency_budget,
+    SubscribeWebhook: subscribe_webhook,
+    UnsubscribeWebhook: unsubscribe_webhook,
 }

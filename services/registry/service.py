@@ -12,6 +12,7 @@ from agency.contracts.commands import (
     ForkThread,
     SaveBlueprint,
     SetThreadMetadata,
+    SubscribeWebhook,
 )
 from agency.contracts.errors import CommandRejected
 from agency.contracts.ids import is_valid_token
@@ -27,6 +28,7 @@ from agency.services.registry.agencies import Agencies
 from agency.services.tenancy.blueprint_checks import save_refusal
 from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.threads.fork import ForkError, fork_thread
+from agency.services.webhook_signing import url_problem
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +65,11 @@ class RegistryService:
                 and (refused := save_refusal(command.blueprint, self._door)) is not None
             ):
                 raise CommandRejected(*refused)
+            if (
+                isinstance(command, SubscribeWebhook)
+                and (problem := url_problem(command.url)) is not None
+            ):
+                raise CommandRejected("invalid_webhook", f"webhook URL refused: {problem}")
             decide_agency = decisions.AGENCY_DECISIONS[type(command)]
             await self._agencies.decide_and_append(
                 tenant, command.agency_id,

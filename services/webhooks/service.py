@@ -1,4 +1,9 @@
-"""`agency serve webhooks`: POST a run's end to the URL its request named.
+"""`agency serve webhooks`: agencies' webhook subscriptions, and runs' own webhooks.
+
+Subscriptions (`fanout.py`, `dispatch.py`, docs/protocols.md): events of the subscribed
+kinds become deliveries in PostgreSQL, attempted on a schedule of about a day.
+
+Runs' webhooks: POST a run's end to the URL its request named.
 
 Reacts to run terminals (`run.completed`, `run.error`, `run.canceled`) and to a run
 stopping at an interrupt (`run.paused`, reason `hitl`: LangGraph's run is over there,
@@ -30,10 +35,12 @@ from agency.contracts.events import (
     RunError,
     RunPaused,
 )
+from agency.infra import db
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import WEBHOOK_EVENTS
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.retry import RetryPolicy
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
 from agency.services.webhook_signing import (
     EVENT_HEADER,
@@ -42,6 +49,9 @@ from agency.services.webhook_signing import (
     secret,
     signature,
 )
+from agency.services.webhooks.deliveries import SCHEDULE, Deliveries
+from agency.services.webhooks.dispatch import Dispatcher, DispatchSettings
+from agency.services.webhooks.fanout import SUBSCRIBED_EVENTS, Fanout
 
 log = structlog.get_logger(__name__)
 
@@ -135,8 +145,33 @@ class Webhooks:
         log.info("webhook_delivered", run_id=run_id, status=status)
 
 
-async def run_webhooks(nats_url: str, stop: asyncio.Event, *, ack_wait: float = 120.0) -> None:
-    async with Bus(nats_url, name="agency-webhooks") as bus:
-        service = Webhooks(bus)
-        worker = EventWorker(bus, WEBHOOK_EVENTS, service.handle, ack_wait=ack_wait, max_deliver=1)
-        await worker.run(stop)
+async def run_webhooks(
+    nats_url: str,
+    database_url: str,
+    stop: asyncio.Event,
+    *,
+    ack_wait: float = 120.0,
+    dispatch: DispatchSettings | None = None,
+    schedule: RetryPolicy = SCHEDULE,
+) -> None:
+    """Runs' webhooks, and subscriptions' deliveries (read from the log, then attempted),
+    until `stop` is set."""
+    pool = await db.create_pool(database_url, max_size=4)
+    try:
+        async with pool.acquire() as conn:
+            await db.migrate(conn)  # its deliveries' table, also when it starts first
+        async with Bus(nats_url, name="agency-webhooks") as bus, asyncio.TaskGroup() as tasks:
+            runs = EventWorker(
+                bus, WEBHOOK_EVENTS, Webhooks(bus).handle, ack_wait=ack_wait, max_deliver=1
+            )
+            dispatcher = Dispatcher(Deliveries(pool, schedule=schedule), dispatch)
+            fanout = Fanout(Deliveries(pool, schedule=schedule), dispatcher.wake)
+            # A database away for a while delays deliveries; only ~15 min of it loses them.
+            subscribed = EventWorker(
+                bus, SUBSCRIBED_EVENTS, fanout.handle, ack_wait=ack_wait, max_deliver=100
+            )
+            tasks.create_task(runs.run(stop))
+            tasks.create_task(subscribed.run(stop))
+            tasks.create_task(dispatcher.run(stop))
+    finally:
+        await asyncio.wait_for(pool.close(), timeout=10)

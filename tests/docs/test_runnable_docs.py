@@ -66,11 +66,6 @@ _EXPECTED = {
         "subagents/",
         "10 passed",
     ],
-    "protocols.md": [
-        "tool: write_todos",  # AG-UI's HttpAgent
-        "finished: success",
-        "assistant: Done. write_todos answered",
-    ],
     "frontends.md": [
         "ai: Done. write_todos answered",  # the JS SDK
         "messages",
@@ -78,9 +73,13 @@ _EXPECTED = {
         "http://localhost:3000",  # the preflight answered for its origin
     ],
     "protocols.md": [
+        "tool: write_todos",  # AG-UI's HttpAgent
+        "finished: success",
+        "assistant: Done. write_todos answered",
         # The AI SDK's transport and stream reader against /aisdk.
         "tool-write_todos: output-available",
         "text: Done. write_todos answered",
+        "run.ended completed True",  # a webhook delivery, verified by `standardwebhooks`
         "versions: 2026-07-28",  # MCP: the SDK's `server/discover`
         "run: completed",
         "# Notes",  # the thread's notes.md, read as a resource

@@ -57,6 +57,8 @@ NAMES_NOTHING = {
     ("GET", "/langgraph/info"): "the server's own description (LangGraph's health check)",
     ("GET", "/langgraph/ok"): "public liveness probe of the LangGraph surface",
 }
+# A kind nothing in the sweep makes: no delivery is attempted.
+WEBHOOK = {"url": "https://hooks.invalid/agency", "events": ["workflow.proposal"]}
 STREAM_READ = 4.0  # seconds a stream that answers is read for, at most
 READ_BYTES = 64 * 1024
 
@@ -72,6 +74,7 @@ class World:
     schedule: str
     key_id: str
     pending_thread: str  # a LangGraph thread awaiting its first run
+    webhook: str
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,10 @@ async def world_of(http: httpx.AsyncClient, a: Tenant) -> World:
     key_id = r.json()["keyId"]
     r = await http.post("/langgraph/threads", json={}, headers=a.auth)
     assert r.status_code == 200, r.text
-    return World(a, thread, run, workflow, schedule, key_id, r.json()["thread_id"])
+    pending = r.json()["thread_id"]
+    r = await http.post(f"{agency}/webhooks", json=WEBHOOK, headers=a.auth)
+    assert r.status_code == 201, r.text
+    return World(a, thread, run, workflow, schedule, key_id, pending, r.json()["id"])
 
 
 def values(world: World, b: Tenant, name: str, path: str) -> list[Value]:
@@ -137,6 +143,7 @@ def values(world: World, b: Tenant, name: str, path: str) -> list[Value]:
         "member": [Value("writer", False)],
         "scheduleId": [Value(world.schedule, True)],
         "keyId": [Value(world.key_id, True)],
+        "webhookId": [Value(world.webhook, True)],
         # No variables request is made here: A's thread is what B must not reach.
         "requestId": [Value("req0", False)],
         "tenantId": [Value(a.id, True)],
@@ -181,6 +188,7 @@ def bodies(world: World) -> dict[tuple[str, str], tuple[Any, bool]]:
         ("POST", "/agency/{agencyId}/workflows/{workflow}/messages"): ({"content": "hi"}, False),
         ("POST", "/agency/{agencyId}/workflows/{workflow}/stop"): ({}, False),
         ("POST", "/agency/{agencyId}/schedules"): (schedule, True),
+        ("POST", "/agency/{agencyId}/webhooks"): (WEBHOOK, False),
         ("POST", "/run"): (run_a, True),
         ("POST", "/serve"): (run_a, True),
         ("POST", "/langgraph/assistants/search"): ({}, False),

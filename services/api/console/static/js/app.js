@@ -4,6 +4,7 @@
 //   #/a/AGENCY                 the agency's threads (tree in the side bar)
 //   #/a/AGENCY/blueprints[/N]  blueprints: list, view, create, edit
 //   #/a/AGENCY/usage           tokens and cost of the tenant, by blueprint and model
+//   #/a/AGENCY/webhooks        the agency's webhook subscriptions and their deliveries
 //   #/a/AGENCY/t/THREAD[/TAB]  one thread: chat, timeline, graph, files, state, replay, usage,
 //                              settings (a code agent's)
 //   #/a/AGENCY/workflows       the agency's workflows
@@ -16,6 +17,7 @@ import {showBlueprints} from "./views/blueprints.js";
 import {ThreadTree} from "./views/tree.js";
 import {showThread} from "./views/thread.js";
 import {showAgencyUsage} from "./views/usage.js";
+import {showWebhooks} from "./views/webhooks.js";
 import {showWorkflow, showWorkflows} from "./views/workflows.js";
 import {flash, go} from "./ui.js";
 
@@ -94,7 +96,7 @@ function agenciesPage() {
 
 function nav(agency, page) {
   const links = [["threads", "Threads"], ["workflows", "Workflows"], ["blueprints", "Blueprints"],
-    ["usage", "Usage"]];
+    ["usage", "Usage"], ["webhooks", "Webhooks"]];
   clear($("nav"), agency && links.map(([key, label]) => h("a", {
     href: key === "threads" ? `#/a/${agency}` : `#/a/${agency}/${key}`,
     class: page === key ? "on" : "",
@@ -132,6 +134,7 @@ async function route() {
     else if (parts[2] === "workflows") await showWorkflows(stage, agency);
     else if (parts[2] === "blueprints") await showBlueprints(stage, agency, parts[3]);
     else if (parts[2] === "usage") await showAgencyUsage(stage, agency);
+    else if (parts[2] === "webhooks") await showWebhooks(stage, agency);
     else await showAgency(stage, agency, (agencies.find((a) => a.id === agency) || {}).name);
     // A view that finished loading after the user moved on closes what it opened.
     if (typeof left === "function") {

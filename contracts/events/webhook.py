@@ -1,0 +1,40 @@
+"""Webhook subscriptions of an agency: a URL its events of chosen kinds are POSTed to.
+
+They are facts of the agency's log (`agency.<id>`), so a replay or an export carries them;
+the `webhook_subscriptions` read model serves reads, and the webhooks service delivers
+(`services/webhooks/`). The signing secret travels sealed (`infra/sealing.py`), never in
+clear: it is shown once, to the subscription's creator.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from agency.contracts.events.base import Event
+
+# What an integrator subscribes to, each made of events of the log
+# (`services/webhooks/kinds.py`).
+WebhookKind = Literal["run.ended", "approval.needed", "subagent.reported", "workflow.proposal"]
+WEBHOOK_KINDS: tuple[WebhookKind, ...] = (
+    "run.ended",
+    "approval.needed",
+    "subagent.reported",
+    "workflow.proposal",
+)
+
+
+class WebhookSubscribed(Event, frozen=True, kw_only=True, tag="webhook.subscribed"):
+    """`sealed_secret`: the Standard Webhooks secret (`whsec_…`), sealed."""
+
+    subscription_id: str
+    url: str
+    kinds: tuple[WebhookKind, ...]
+    sealed_secret: str
+    description: str = ""
+
+
+class WebhookUnsubscribed(Event, frozen=True, kw_only=True, tag="webhook.unsubscribed"):
+    subscription_id: str
+
+
+WebhookEvent = WebhookSubscribed | WebhookUnsubscribed

@@ -1,0 +1,58 @@
+"""An agency's webhook subscriptions (`webhook.subscribed`, `webhook.unsubscribed`): what
+the API lists and the webhooks service matches each event against. The secret stays sealed
+here as on the log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from agency.contracts.envelope import Envelope
+from agency.contracts.events import WebhookSubscribed, WebhookUnsubscribed
+from agency.projections.statements import Statement, statement_projection
+
+DDL = """
+CREATE TABLE IF NOT EXISTS webhook_subscriptions (
+    tenant_id       text        NOT NULL,
+    agency_id       text        NOT NULL,
+    subscription_id text        NOT NULL,
+    url             text        NOT NULL,
+    kinds           text[]      NOT NULL,
+    sealed_secret   text        NOT NULL,
+    description     text        NOT NULL,
+    created_at      timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, agency_id, subscription_id)
+);
+"""
+
+_SUBSCRIBED = (
+    "INSERT INTO webhook_subscriptions (tenant_id, agency_id, subscription_id, url, kinds, "
+    "sealed_secret, description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+    "ON CONFLICT (tenant_id, agency_id, subscription_id) DO UPDATE SET url = EXCLUDED.url, "
+    "kinds = EXCLUDED.kinds, sealed_secret = EXCLUDED.sealed_secret, "
+    "description = EXCLUDED.description"
+)
+_UNSUBSCRIBED = (
+    "DELETE FROM webhook_subscriptions "
+    "WHERE tenant_id = $1 AND agency_id = $2 AND subscription_id = $3"
+)
+
+
+def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
+    for env in envelopes:
+        match env.payload:
+            case WebhookSubscribed() as s:
+                yield _SUBSCRIBED, (
+                    env.tenant_id, env.aggregate_id, s.subscription_id, s.url, list(s.kinds),
+                    s.sealed_secret, s.description, env.ts,
+                )  # fmt: skip
+            case WebhookUnsubscribed(subscription_id=subscription):
+                yield _UNSUBSCRIBED, (env.tenant_id, env.aggregate_id, subscription)
+
+
+PROJECTION = statement_projection(
+    "webhook_subscriptions",
+    DDL,
+    _statements,
+    {"webhook.subscribed", "webhook.unsubscribed"},
+    aggregate="agency",
+)

@@ -1,0 +1,88 @@
+"""The log's side of webhook subscriptions: each event of a subscribed kind becomes one
+delivery per matching subscription, durable `webhook-subscriptions`.
+
+The event is acknowledged only once its deliveries are stored, so a service stopped or
+killed before that reads it again, and makes the same deliveries (the same ids: nothing
+twice). A subscription matches the events of its agency, of its kinds, written since it was
+made. A workflow's events written by its members' tools name no agency: the workflow's
+is read from the `workflows` read model.
+
+The durable's filter spans threads' and workflows' events, which the thread-only
+`DurableSpec` cannot say: `SUBSCRIBED_EVENTS` names its subjects. It is created on the
+service's first start, delivering from the start of the log (a subscription only matches
+what was written after it was made, so an old log delivers nothing old).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from nats.js.api import ConsumerConfig
+
+from agency.contracts.subjects import events_of_type_filter
+from agency.infra.jetstream.consumers import DurableSpec
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.webhooks.deliveries import Deliveries
+from agency.services.webhooks.kinds import KIND_OF_TYPE, message_of
+
+log = structlog.get_logger(__name__)
+
+# The aggregate each type is read from, when not a thread's.
+_AGGREGATE = {"proposal.opened": "workflow"}
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribedEvents(DurableSpec):
+    subjects: tuple[str, ...] = ()
+
+    def config(
+        self, *, ack_wait: float = 30.0, max_deliver: int = 10, max_ack_pending: int = 1024
+    ) -> ConsumerConfig:
+        config = DurableSpec.config(
+            self, ack_wait=ack_wait, max_deliver=max_deliver, max_ack_pending=max_ack_pending
+        )
+        config.filter_subject = None
+        config.filter_subjects = list(self.subjects)
+        return config
+
+
+SUBSCRIBED_EVENTS = SubscribedEvents(
+    "webhook-subscriptions",
+    tuple(KIND_OF_TYPE),
+    subjects=tuple(events_of_type_filter(t, _AGGREGATE.get(t, "thread")) for t in KIND_OF_TYPE),
+)
+
+
+class WorkflowUnknown(Exception):
+    """A workflow's event whose workflow the read model does not show yet."""
+
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"workflow {workflow_id} is not in the workflows read model yet")
+
+
+class Fanout:
+    def __init__(self, deliveries: Deliveries, made: Callable[[], None]) -> None:
+        self._deliveries = deliveries
+        self._made = made
+
+    async def handle(self, event: RecordedEvent) -> None:
+        env = event.envelope
+        agency = env.agency_id
+        if agency is None and env.aggregate == "workflow" and env.type in KIND_OF_TYPE:
+            agency = await self._deliveries.workflow_agency(env.tenant_id, env.aggregate_id)
+            if agency is None:
+                # Read again later (redelivered with backoff), once the read model has it.
+                raise WorkflowUnknown(env.aggregate_id)
+        message = message_of(event, agency)
+        if message is None or agency is None:
+            return
+        kind, body = message
+        count = await self._deliveries.enqueue(
+            env.tenant_id, agency, kind, env.event_id, env.ts, body
+        )
+        if count:
+            log.info("webhook deliveries made", kind=kind, count=count)
+            self._made()
