@@ -88,7 +88,10 @@ async def import_archive(
             raise NothingToExport("tenant", target, target)
     groups = _groups(archive)
     ids = tenant_remap(source, target, archive.events)
-    moved = {key: [_moved(e, ids) for e in events] for key, events in groups.items()}
+    moved = {
+        (aggregate, ids.get(ident, ident)): [_moved(e, ids) for e in events]
+        for (aggregate, ident), events in groups.items()
+    }
     _check_quiet(target, moved)
     kept: list[str] = []
     positions: dict[Key, Position] = {}
