@@ -37,13 +37,17 @@ class StreamCopy:
     bytes: int
 
 
-async def stream_names(nc: NATS, timeout: float = 5.0) -> list[str]:
+async def stored_streams(nc: NATS, timeout: float = 5.0) -> list[str]:
+    """The account's streams kept on disk, by name. Memory streams (the runtime's leases)
+    hold nothing that outlives a restart and have no snapshot."""
     names: list[str] = []
     offset = 0
     while True:
-        answer = await _api(nc, "$JS.API.STREAM.NAMES", {"offset": offset}, timeout)
+        answer = await _api(nc, "$JS.API.STREAM.LIST", {"offset": offset}, timeout)
         page = answer.get("streams") or []
-        names.extend(page)
+        names.extend(
+            str(s["config"]["name"]) for s in page if s["config"].get("storage") != "memory"
+        )
         offset += len(page)
         if not page or offset >= int(answer.get("total", 0)):
             return sorted(names)

@@ -5,6 +5,10 @@ durable consumers (tests/fairness/conftest.py says why that matters)."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -12,15 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from structlog.testing import capture_logs
 
+from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.streams import provision
 from agency.infra.launch import NatsServer
+from agency.services.cli import archive_cmd
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, running_system
 from tests.helpers import assert_eventually
 
 TIMEOUT = 30.0
+# Where a command would find PostgreSQL if it looked: nothing listens there.
+NOWHERE = "postgresql://agency:agency@127.0.0.1:9/nowhere?connect_timeout=1"
 
 
 @dataclass
@@ -76,3 +85,31 @@ async def until_state(
         return body
 
     return await assert_eventually(ready, timeout=TIMEOUT, interval=0.1)
+
+
+@dataclass(frozen=True)
+class Ran:
+    status: int
+    out: str
+    err: str
+
+
+def endpoints_for(directory: Path, server: NatsServer) -> Path:
+    """A data directory whose endpoints.json names `server` (the operator's credentials)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_endpoints(
+        directory,
+        Endpoints(pid=os.getpid(), nats_url=server.admin_url, database_url=NOWHERE),
+    )
+    return directory
+
+
+async def cli(*argv: str) -> Ran:
+    """Run `agency export|import|backup ...` in this event loop, with what it printed."""
+    parser = argparse.ArgumentParser(prog="agency")
+    archive_cmd.register(parser.add_subparsers(dest="group", required=True))
+    args = parser.parse_args(argv)
+    out, err = io.StringIO(), io.StringIO()
+    with capture_logs(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status: int = await args.handler(args)
+    return Ran(status, out.getvalue(), err.getvalue())
