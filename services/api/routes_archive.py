@@ -26,6 +26,7 @@ from agency.services.api.auth import (
     thread_created,
 )
 from agency.services.api.deps import ApiDeps
+from agency.services.api.openapi import error_response
 from agency.services.archive.errors import ArchiveError
 from agency.services.archive.export import (
     Exported,
@@ -37,6 +38,12 @@ from agency.services.archive.load import Imported, import_archive
 from agency.services.threads.reads import ThreadNotFound
 
 ARCHIVE_TYPE = "application/gzip"
+_BUSY = {409: error_response(409, "A thread to export has a run in progress or waiting.")}
+_REFUSED = {
+    400: error_response(400, "The body is no archive, a malformed one, or one of another version."),
+    409: error_response(409, "The tenant already holds what the archive creates."),
+    413: error_response(413),
+}
 # An upload of more is refused with 413; `agency import` reads any size from a file.
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024
 
@@ -72,6 +79,7 @@ def _download(exported: Exported) -> Response[bytes]:
     "/agency/{agencyId:str}/agent/{threadId:str}/export",
     summary="Export a thread, its subagents and its agency's blueprints as an archive",
     media_type=ARCHIVE_TYPE,
+    responses=_BUSY,
 )
 async def export_thread_route(
     agency_id: AgencyId, thread_id: ThreadId, principal: Caller, deps: Deps
@@ -89,6 +97,7 @@ async def export_thread_route(
     "/agency/{agencyId:str}/export",
     summary="Export an agency and every thread in it as an archive",
     media_type=ARCHIVE_TYPE,
+    responses=_BUSY,
 )
 async def export_agency_route(
     agency_id: AgencyId, principal: Caller, deps: Deps
@@ -100,7 +109,12 @@ async def export_agency_route(
         raise _refusal(e) from e
 
 
-@get("/export", summary="Export the caller's whole tenant as an archive", media_type=ARCHIVE_TYPE)
+@get(
+    "/export",
+    summary="Export the caller's whole tenant as an archive",
+    media_type=ARCHIVE_TYPE,
+    responses=_BUSY,
+)
 async def export_own_tenant(principal: Caller, deps: Deps) -> Response[bytes]:
     try:
         return _download(await export_tenant(deps.bus, tenant_of(principal)))
@@ -113,6 +127,7 @@ async def export_own_tenant(principal: Caller, deps: Deps) -> Response[bytes]:
     opt={ADMIN_OPT: True},
     summary="Export a whole tenant as an archive (admin)",
     media_type=ARCHIVE_TYPE,
+    responses=_BUSY,
 )
 async def export_tenant_route(tenant_id: TenantId, deps: Deps) -> Response[bytes]:
     try:
@@ -125,6 +140,7 @@ async def export_tenant_route(tenant_id: TenantId, deps: Deps) -> Response[bytes
     "/import",
     status_code=201,
     request_max_body_size=MAX_UPLOAD_BYTES,
+    responses=_REFUSED,
     summary="Import a thread's or an agency's archive into the caller's tenant",
     description=(
         "The body is the archive (`Content-Type: application/gzip`). Ids are kept, but for "
@@ -144,6 +160,7 @@ async def import_into_tenant(
     status_code=201,
     opt={ADMIN_OPT: True},
     request_max_body_size=MAX_UPLOAD_BYTES,
+    responses=_REFUSED,
     summary="Import a tenant's archive, creating the tenant with its id (admin)",
 )
 async def import_tenant_route(request: Request[Any, Any, Any], deps: Deps) -> ImportedOut:

@@ -1,0 +1,164 @@
+"""What an import refuses, and an agency copied into another tenant of the same deployment."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from tests.archive.conftest import Deployment, deployment, nats_in, until_state
+
+GZIP = {"Content-Type": "application/gzip"}
+
+
+@dataclass
+class Tenant:
+    id: str
+    http: httpx.AsyncClient
+    agency: str
+
+
+@pytest.fixture(scope="module")
+async def system(
+    tmp_path_factory: pytest.TempPathFactory, database_url: str
+) -> AsyncIterator[Deployment]:
+    directory: Path = tmp_path_factory.mktemp("rules")
+    async with nats_in(directory / "nats") as nats, deployment(nats, database_url) as running:
+        yield running
+
+
+@pytest.fixture
+async def tenant(system: Deployment) -> AsyncIterator[Tenant]:
+    tenant_id, key = await system.tenant("rules")
+    async with system.client(key) as http:
+        r = await http.post("/agencies", json={"name": "rules"})
+        yield Tenant(id=tenant_id, http=http, agency=r.json()["id"])
+
+
+async def finished_thread(system: Deployment, tenant: Tenant, text: str) -> str:
+    system.llm.script(text, [ScriptStep(content=f"answer to {text}")])
+    r = await tenant.http.post(f"/agency/{tenant.agency}/agents", json={"agentType": "worker"})
+    thread = str(r.json()["id"])
+    path = f"/agency/{tenant.agency}/agent/{thread}"
+    r = await tenant.http.post(
+        f"{path}/invoke", json={"messages": [{"role": "user", "content": text}]}
+    )
+    assert r.status_code == 202, r.text
+    await until_state(tenant.http, path, lambda b: b["run"]["status"] == "completed")
+    return thread
+
+
+def members(archive: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}  # type: ignore[union-attr]
+
+
+def packed(parts: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, content in parts.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return out.getvalue()
+
+
+async def test_a_body_that_is_no_archive_is_refused_with_400(tenant: Tenant) -> None:
+    r = await tenant.http.post("/import", content=b"not an archive", headers=GZIP)
+    assert r.status_code == 400, r.text
+    assert "malformed archive: not a tar.gz file" in r.json()["error"]
+
+
+async def test_an_archive_of_another_version_is_refused_naming_it(
+    system: Deployment, tenant: Tenant
+) -> None:
+    thread = await finished_thread(system, tenant, "rules-version")
+    parts = members(
+        (await tenant.http.get(f"/agency/{tenant.agency}/agent/{thread}/export")).content
+    )
+    manifest = json.loads(parts["manifest.json"])
+    parts["manifest.json"] = json.dumps({**manifest, "version": 2}).encode()
+    r = await tenant.http.post("/import", content=packed(parts), headers=GZIP)
+    assert r.status_code == 400, r.text
+    assert "archive format version 2 is not supported" in r.json()["error"]
+
+
+async def test_an_edited_archive_is_refused_and_nothing_is_written(
+    system: Deployment, tenant: Tenant
+) -> None:
+    thread = await finished_thread(system, tenant, "rules-edited")
+    parts = members(
+        (await tenant.http.get(f"/agency/{tenant.agency}/agent/{thread}/export")).content
+    )
+    parts["events.jsonl"] = parts["events.jsonl"].replace(b"answer to", b"ANSWER TO")
+    _, other_key = await system.tenant("rules-target")
+    async with system.client(other_key) as other:
+        r = await other.post("/import", content=packed(parts), headers=GZIP)
+        assert r.status_code == 400, r.text
+        assert "events.jsonl does not match the manifest's SHA-256" in r.json()["error"]
+        r = await other.get(f"/agency/{tenant.agency}/agent/{thread}/state")
+        assert r.status_code == 404, r.text
+
+
+async def test_a_thread_at_work_is_not_exported(system: Deployment, tenant: Tenant) -> None:
+    text = "rules-busy"
+    call = ScriptToolCall(name="lookup_guarded", arguments={"word": "x"})
+    system.llm.script(text, [ScriptStep(tool_calls=[call])])
+    r = await tenant.http.post(f"/agency/{tenant.agency}/agents", json={"agentType": "worker"})
+    path = f"/agency/{tenant.agency}/agent/{r.json()['id']}"
+    await tenant.http.post(f"{path}/invoke", json={"messages": [{"role": "user", "content": text}]})
+    await until_state(tenant.http, path, lambda b: b["run"]["status"] == "paused")
+    r = await tenant.http.get(f"{path}/export")
+    assert r.status_code == 409, r.text
+    assert "is not idle (run run_" in r.json()["error"] and "is active" in r.json()["error"]
+    r = await tenant.http.get(f"/agency/{tenant.agency}/export")
+    assert r.status_code == 409, r.text
+
+
+async def test_a_tenant_archive_is_imported_by_the_operator_only(
+    system: Deployment, tenant: Tenant
+) -> None:
+    await finished_thread(system, tenant, "rules-tenant")
+    exported = await tenant.http.get("/export")
+    assert exported.status_code == 200, exported.text
+    r = await tenant.http.post("/import", content=exported.content, headers=GZIP)
+    assert r.status_code == 403, r.text
+    assert "operator" in r.json()["error"]
+    r = await system.admin.post("/tenants/import", content=exported.content, headers=GZIP)
+    assert r.status_code == 409, r.text
+    assert f"tenant {tenant.id} already exists" in r.json()["error"]
+    # The operator reads the same archive of any tenant.
+    r = await system.admin.get(f"/tenants/{tenant.id}/export")
+    assert r.status_code == 200, r.text
+    assert json.loads(members(r.content)["manifest.json"])["kind"] == "tenant"
+
+
+async def test_an_agency_is_copied_into_another_tenant(system: Deployment, tenant: Tenant) -> None:
+    threads = {await finished_thread(system, tenant, f"rules-agency-{n}") for n in range(2)}
+    r = await tenant.http.get(f"/agency/{tenant.agency}/export")
+    assert r.status_code == 200, r.text
+    other_id, other_key = await system.tenant("rules-copy")
+    async with system.client(other_key) as other:
+        done = await other.post("/import", content=r.content, headers=GZIP)
+        assert done.status_code == 201, done.text
+        assert done.json()["kind"] == "agency" and done.json()["id"] == tenant.agency
+        assert set(done.json()["threads"]) == threads
+        for thread in threads:
+            state = await until_state(
+                other,
+                f"/agency/{tenant.agency}/agent/{thread}",
+                lambda b: b["run"] is not None and b["run"]["status"] == "completed",
+            )
+            assert state["state"]["messages"][-1]["content"].startswith("answer to rules-agency-")
+        again = await other.post("/import", content=r.content, headers=GZIP)
+        assert again.status_code == 409, again.text
+        assert (
+            f"agency {tenant.agency} already exists in tenant {other_id}" in again.json()["error"]
+        )
