@@ -20,6 +20,7 @@ from agency.services.api.auth import (
     Deps,
     TenantId,
     ThreadId,
+    agency_owned,
     path_id,
     tenant_and_agency,
     tenant_of,
@@ -103,6 +104,7 @@ async def export_agency_route(
     agency_id: AgencyId, principal: Caller, deps: Deps
 ) -> Response[bytes]:
     tenant, agency_id = tenant_and_agency(principal, agency_id)
+    await agency_owned(deps, tenant, agency_id)
     try:
         return _download(await export_agency(deps.bus, tenant, agency_id))
     except ArchiveError as e:
