@@ -7,12 +7,14 @@ creates the tenant (`services/archive/`, `docs/operations.md`, "Archives").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.params import QueryParameter
 
+from agency.contracts.events.thread import END_USER_ID_PATTERN, end_user_problem
 from agency.services.api.auth import (
     ADMIN_OPT,
     AgencyId,
@@ -32,6 +34,7 @@ from agency.services.archive.errors import ArchiveError
 from agency.services.archive.export import (
     Exported,
     export_agency,
+    export_end_user,
     export_tenant,
     export_thread,
 )
@@ -113,13 +116,34 @@ async def export_agency_route(
 
 @get(
     "/export",
-    summary="Export the caller's whole tenant as an archive",
+    summary="Export the caller's whole tenant, or one end user's threads, as an archive",
+    description=(
+        "With `endUserId`, the root threads created for that end user (with their "
+        "subagents) and their agencies' events; 404 when the tenant has none."
+    ),
     media_type=ARCHIVE_TYPE,
     responses=_BUSY,
 )
-async def export_own_tenant(principal: Caller, deps: Deps) -> Response[bytes]:
+async def export_own_tenant(
+    principal: Caller,
+    deps: Deps,
+    end_user_id: Annotated[
+        str | None,
+        QueryParameter(
+            name="endUserId",
+            required=False,
+            pattern=END_USER_ID_PATTERN,
+            description="An end user's id, as given at the creation of their threads.",
+        ),
+    ] = None,
+) -> Response[bytes]:
+    tenant = tenant_of(principal)
+    if end_user_id is not None and (problem := end_user_problem(end_user_id)) is not None:
+        raise ValidationException(f"endUserId {problem}")
     try:
-        return _download(await export_tenant(deps.bus, tenant_of(principal)))
+        if end_user_id is not None:
+            return _download(await export_end_user(deps.bus, tenant, end_user_id))
+        return _download(await export_tenant(deps.bus, tenant))
     except ArchiveError as e:
         raise _refusal(e) from e
 

@@ -66,6 +66,32 @@ async def export_thread(bus: Bus, tenant_id: str, thread_id: str) -> Exported:
     return _archive("thread", thread_id, tenant_id, found)
 
 
+async def export_end_user(bus: Bus, tenant_id: str, end_user_id: str) -> Exported:
+    """Every root thread created for the end user (with its subagents and its tree's log)
+    and the events of their agencies: what the tenant holds of that person's threads."""
+    found: dict[Key, list[RecordedEvent]] = {}
+    creations = await thread_creations(bus.nc, tenant_id)
+    roots = [
+        c
+        for c in creations
+        if isinstance(c.event.payload, ThreadCreated)
+        and c.parent_id is None
+        and c.event.payload.end_user_id == end_user_id
+    ]
+    if not roots:
+        raise NothingToExport("end user", end_user_id, tenant_id)
+    for root in roots:
+        found[("thread", root.thread_id)] = await bus.store.read(
+            tenant_id, "thread", root.thread_id
+        )
+        for child, _, _ in descendants(creations, root.thread_id):
+            found[("thread", child)] = await bus.store.read(tenant_id, "thread", child)
+        await _add(bus, tenant_id, found, ("tree", root.thread_id))
+    for agency in sorted({r.event.envelope.agency_id or "" for r in roots} - {""}):
+        await _add(bus, tenant_id, found, ("agency", agency))
+    return _archive("user", end_user_id, tenant_id, found)
+
+
 async def export_agency(bus: Bus, tenant_id: str, agency_id: str) -> Exported:
     """The agency's events and every thread created in it, with their trees' logs."""
     agency_id = validate_token("agency id", agency_id)

@@ -35,7 +35,7 @@ EVENTS = "events.jsonl"
 # What an import reads at most, unpacked: a bound on a compressed archive that expands.
 MAX_UNPACKED_BYTES = 512 * 1024 * 1024
 
-Kind = Literal["thread", "agency", "tenant"]
+Kind = Literal["thread", "agency", "tenant", "user"]
 
 
 class AggregateEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,7 +56,7 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     format: str
     version: int
     kind: Kind
-    # The id exported: a thread's, an agency's or the tenant's.
+    # The id exported: a thread's, an agency's, the tenant's or an end user's.
     root: str
     tenant_id: str
     exported_at: datetime

@@ -50,7 +50,7 @@ _ORDER: dict[str, int] = {"tenant": 0, "agency": 1, "store": 2, "tree": 3, "work
 class Imported:
     kind: Kind
     tenant_id: str
-    # The exported id as it is in the target (a thread's may change only when a subagent).
+    # The exported id as it is in the target.
     root: str
     # Thread ids as imported, in the order written.
     threads: tuple[str, ...]
@@ -67,7 +67,8 @@ async def import_archive(
     """Import `data` into `tenant_id` (for a tenant archive, None: its own tenant id).
 
     A tenant archive needs the operator (it creates a tenant, its keys with it) and keeps
-    its tenant id; a thread or agency archive goes into an existing tenant, any one.
+    its tenant id; a thread's, an agency's or an end user's archive goes into an existing
+    tenant, any one (the agencies of a thread's or an end user's that it has are kept).
     """
     archive = unpack(data)
     manifest = archive.manifest
@@ -98,7 +99,7 @@ async def import_archive(
     for aggregate, ident in moved:
         existing, position = await bus.store.read_positioned(target, aggregate, ident)
         if existing:
-            if manifest.kind == "thread" and aggregate == "agency":
+            if manifest.kind in ("thread", "user") and aggregate == "agency":
                 kept.append(f"agency {ident}")
                 continue
             raise ArchiveCollision(aggregate, ident, target)

@@ -42,6 +42,20 @@ def register(groups: Any) -> None:
         add_data_dir(parser)
         parser.set_defaults(handler=export_command, kind=kind)
 
+    users = command_group(groups, "users", "the end users threads are created for")
+    user_export = users.add_parser(
+        "export", help="an archive of the end user's threads (with their subagents)"
+    )
+    user_export.add_argument(
+        "id", help="the end user's id, as given when their threads were created"
+    )
+    user_export.add_argument("--tenant", required=True, help="the tenant whose end user it is")
+    user_export.add_argument(
+        "--out", "-o", default=None, help="where to write it (default: agency-user-ID.tar.gz)"
+    )
+    add_data_dir(user_export)
+    user_export.set_defaults(handler=export_command, kind="user")
+
     load = groups.add_parser("import", help="write an archive into this deployment")
     load.add_argument("archive", help="a .tar.gz written by `agency export` or an export route")
     load.add_argument(
@@ -76,7 +90,12 @@ async def export_command(args: argparse.Namespace) -> int:
     from agency.contracts.errors import ContractError
     from agency.infra.jetstream.connection import Bus
     from agency.services.archive.errors import ArchiveError
-    from agency.services.archive.export import export_agency, export_tenant, export_thread
+    from agency.services.archive.export import (
+        export_agency,
+        export_end_user,
+        export_tenant,
+        export_thread,
+    )
     from agency.services.threads.reads import ThreadNotFound
 
     endpoints = running_endpoints(args)
@@ -86,6 +105,8 @@ async def export_command(args: argparse.Namespace) -> int:
                 exported = await export_thread(bus, args.tenant, args.id)
             elif args.kind == "agency":
                 exported = await export_agency(bus, args.tenant, args.id)
+            elif args.kind == "user":
+                exported = await export_end_user(bus, args.tenant, args.id)
             else:
                 exported = await export_tenant(bus, args.id)
     except (ArchiveError, ThreadNotFound, ContractError) as e:

@@ -13,7 +13,14 @@ import httpx
 import pytest
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from tests.archive.conftest import Deployment, deployment, nats_in, until_state
+from tests.archive.conftest import (
+    Deployment,
+    cli,
+    deployment,
+    endpoints_for,
+    nats_in,
+    until_state,
+)
 
 GZIP = {"Content-Type": "application/gzip"}
 
@@ -162,3 +169,55 @@ async def test_an_agency_is_copied_into_another_tenant(system: Deployment, tenan
         assert (
             f"agency {tenant.agency} already exists in tenant {other_id}" in again.json()["error"]
         )
+
+
+async def test_an_end_users_threads_are_exported_and_copied_into_another_tenant(
+    system: Deployment, tenant: Tenant, tmp_path: Path
+) -> None:
+    user = "ana.lima@example.com"
+    mine = []
+    for text in ("rules-user-1", "rules-user-2"):
+        system.llm.script(text, [ScriptStep(content=f"answer to {text}")])
+        body = {"agentType": "worker", "endUserId": user}
+        r = await tenant.http.post(f"/agency/{tenant.agency}/agents", json=body)
+        assert r.status_code == 201, r.text
+        mine.append(r.json()["id"])
+    r = await tenant.http.post(
+        "/langgraph/threads",
+        json={"metadata": {"graph_id": "worker", "user_id": user}},
+        headers={"x-agency-id": tenant.agency},
+    )
+    assert r.status_code == 200, r.text
+    mine.append(r.json()["thread_id"])
+    someone_else = await finished_thread(system, tenant, "rules-user-other")
+
+    r = await tenant.http.get("/export", params={"endUserId": user})
+    assert r.status_code == 200, r.text
+    manifest = json.loads(members(r.content)["manifest.json"])
+    assert manifest["kind"] == "user" and manifest["root"] == user
+    threads = {a["id"] for a in manifest["aggregates"] if a["aggregate"] == "thread"}
+    assert threads == set(mine) and someone_else not in threads
+
+    data = endpoints_for(tmp_path / "data", system.nats)
+    out = tmp_path / "user.tar.gz"
+    ran = await cli("users", "export", user, "--tenant", tenant.id, "-o", str(out),
+                    "--data-dir", str(data))  # fmt: skip
+    assert ran.status == 0, ran.err
+    assert ran.out.startswith(f"exported user {user}: ")
+    _, other_key = await system.tenant("rules-user-copy")
+    async with system.client(other_key) as other:
+        done = await other.post("/import", content=out.read_bytes(), headers=GZIP)
+        assert done.status_code == 201, done.text
+        assert set(done.json()["threads"]) == set(mine)
+        assert done.json()["kept"] == []
+        r = await other.get("/export", params={"endUserId": user})
+        assert r.status_code == 200, r.text
+
+    r = await tenant.http.get("/export", params={"endUserId": "nobody"})
+    assert r.status_code == 404, r.text
+    r = await tenant.http.get("/export", params={"endUserId": "no spaces"})
+    assert r.status_code == 400, r.text
+    body = {"agentType": "worker", "endUserId": "no spaces"}
+    r = await tenant.http.post(f"/agency/{tenant.agency}/agents", json=body)
+    assert r.status_code == 400, r.text
+    assert "endUserId" in r.json()["error"]
