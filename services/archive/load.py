@@ -2,8 +2,11 @@
 
 The archive is checked whole before anything is written: its format and version, each
 aggregate's events numbered 1, 2, 3 … as its manifest counts them, every event of the
-archive's tenant, every thread at rest, and nothing in the target already (a collision is
-refused, naming it). Then each aggregate is appended as the log first held it: the same
+archive's tenant, no negative usage, every thread at rest, only threads, trees and
+agencies unless it is a tenant's, and nothing else in the target already (a collision is
+refused, naming it). What the target holds of the archive itself (the same events, from an
+import interrupted halfway) is kept and the rest written after it; an archive the target
+holds whole is a collision too. Then each aggregate is appended as the log first held it: the same
 event ids, times, causations and idempotency keys, with the target tenant (and the ids it
 derives: `remap.py`). The tenant's own events come first, then agencies, trees and the
 rest, and threads last, each subagent before its parent (as a fork writes them), so the
@@ -23,7 +26,7 @@ import msgspec
 
 from agency.contracts.codec import decode_event, encode
 from agency.contracts.envelope import Envelope
-from agency.contracts.events import ThreadCreated
+from agency.contracts.events import ModelCompleted, ThreadCreated
 from agency.contracts.subjects import Aggregate
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.connection import Bus
@@ -42,6 +45,8 @@ from agency.services.archive.quiet import why_busy
 from agency.services.archive.remap import relink, tenant_remap
 
 Key = tuple[Aggregate, str]
+# What a thread's, an agency's or an end user's archive may hold.
+_PARTIAL = frozenset({"thread", "tree", "agency"})
 # The order aggregates are written in; threads last, children first.
 _ORDER: dict[str, int] = {"tenant": 0, "agency": 1, "store": 2, "tree": 3, "workflow": 4}
 
@@ -52,7 +57,7 @@ class Imported:
     tenant_id: str
     # The exported id as it is in the target.
     root: str
-    # Thread ids as imported, in the order written.
+    # The threads written (a thread the target held whole already is not), in order.
     threads: tuple[str, ...]
     events: int
     # Ids that changed because the tenant did: old → new.
@@ -95,23 +100,34 @@ async def import_archive(
     }
     _check_quiet(target, moved)
     kept: list[str] = []
-    positions: dict[Key, Position] = {}
-    for aggregate, ident in moved:
-        existing, position = await bus.store.read_positioned(target, aggregate, ident)
-        if existing:
-            if manifest.kind in ("thread", "user") and aggregate == "agency":
-                kept.append(f"agency {ident}")
+    plan: dict[Key, tuple[Position, int]] = {}
+    for key, events in moved.items():
+        existing, position = await bus.store.read_positioned(target, key[0], key[1])
+        held = _held(existing, events)
+        if held is None:
+            if manifest.kind in ("thread", "user") and key[0] == "agency":
+                kept.append(f"agency {key[1]}")
                 continue
-            raise ArchiveCollision(aggregate, ident, target)
-        positions[(aggregate, ident)] = position
+            raise ArchiveCollision(key[0], key[1], target)
+        plan[key] = (position, held)
+    if plan and all(held == len(moved[key]) for key, (_, held) in plan.items()):
+        first = next(iter(plan))
+        raise ArchiveCollision(first[0], first[1], target)
     store = _ImportStore(bus)
     written: list[str] = []
     count = 0
     for key in _write_order(moved):
-        if key not in positions:
+        if key not in plan:
             continue
-        position = positions[key]
+        position, held = plan[key]
+        if held == len(moved[key]):
+            continue
         for chunk in _chunks(target, key, moved[key]):
+            if held >= len(chunk):
+                held -= len(chunk)
+                continue
+            if held:
+                raise ArchiveCollision(key[0], key[1], target)
             result = await store.append_as(target, key, chunk, expected=position)
             position = result.position
             count += len(chunk)
@@ -126,6 +142,17 @@ async def import_archive(
         remapped=ids,
         kept=tuple(kept),
     )
+
+
+def _held(existing: Sequence[RecordedEvent], events: Sequence[Envelope]) -> int | None:
+    """How many of the archive's `events` the target holds already (an import interrupted
+    halfway is finished by a repeat), or None when it holds others."""
+    if len(existing) > len(events):
+        return None
+    for held, event in zip(existing, events, strict=False):
+        if held.envelope.event_id != event.event_id:
+            return None
+    return len(existing)
 
 
 class _ImportStore(EventStore):
@@ -170,17 +197,36 @@ def _groups(archive: Archive) -> dict[Key, list[Envelope]]:
             raise MalformedArchive(
                 f"event {e.event_id} is tenant {e.tenant_id}'s, the archive is {source}'s"
             )
+        _check_usage(e)
         events = groups.setdefault((e.aggregate, e.aggregate_id), [])
         if e.seq != len(events) + 1:
             raise MalformedArchive(
                 f"{e.aggregate} {e.aggregate_id} has event {e.seq} after {len(events)} events"
             )
         events.append(e)
+    kind = archive.manifest.kind
+    for aggregate, ident in groups:
+        if kind != "tenant" and aggregate not in _PARTIAL:
+            raise MalformedArchive(
+                f"a {kind}'s archive holds {aggregate} {ident}: only a tenant's archive holds "
+                "the tenant's own events, workflows, schedules or store"
+            )
     counted = {(a.aggregate, a.id): a.events for a in archive.manifest.aggregates}
     found = {key: len(events) for key, events in groups.items()}
     if counted != found:
         raise MalformedArchive("the events do not match the manifest's aggregates")
     return groups
+
+
+def _check_usage(e: Envelope) -> None:
+    # Spend is counted from these events: a negative count would lower it.
+    match e.payload:
+        case ModelCompleted(usage=usage, cost_usd=cost) if (
+            min(usage.input_tokens, usage.output_tokens, cost) < 0
+        ):
+            raise MalformedArchive(f"event {e.event_id} records a negative usage or cost")
+        case _:
+            pass
 
 
 def _moved(envelope: Envelope, ids: dict[str, str]) -> Envelope:

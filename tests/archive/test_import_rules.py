@@ -221,3 +221,38 @@ async def test_an_end_users_threads_are_exported_and_copied_into_another_tenant(
     r = await tenant.http.post(f"/agency/{tenant.agency}/agents", json=body)
     assert r.status_code == 400, r.text
     assert "endUserId" in r.json()["error"]
+
+
+async def test_an_import_made_in_part_is_finished_by_the_next(
+    system: Deployment, tenant: Tenant
+) -> None:
+    """What the target holds of the archive itself (an interrupted import's, or a thread of
+    the agency imported before) is kept, and the rest is written."""
+    first, second = [await finished_thread(system, tenant, f"rules-part-{n}") for n in range(2)]
+    one = await tenant.http.get(f"/agency/{tenant.agency}/agent/{first}/export")
+    whole = await tenant.http.get(f"/agency/{tenant.agency}/export")
+    _, other_key = await system.tenant("rules-part-copy")
+    async with system.client(other_key) as other:
+        r = await other.post("/import", content=one.content, headers=GZIP)
+        assert r.status_code == 201, r.text
+        r = await other.post("/import", content=whole.content, headers=GZIP)
+        assert r.status_code == 201, r.text
+        assert r.json()["threads"] == [second]
+        await until_state(
+            other,
+            f"/agency/{tenant.agency}/agent/{second}",
+            lambda b: b["run"] is not None and b["run"]["status"] == "completed",
+        )
+
+
+async def test_only_a_tenants_archive_holds_the_tenants_own_events(
+    system: Deployment, tenant: Tenant
+) -> None:
+    parts = members((await tenant.http.get("/export")).content)
+    manifest = json.loads(parts["manifest.json"])
+    parts["manifest.json"] = json.dumps({**manifest, "kind": "agency"}).encode()
+    _, other_key = await system.tenant("rules-forged")
+    async with system.client(other_key) as other:
+        r = await other.post("/import", content=packed(parts), headers=GZIP)
+        assert r.status_code == 400, r.text
+        assert f"holds tenant {tenant.id}: only a tenant's archive" in r.json()["error"]
