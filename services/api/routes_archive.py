@@ -195,7 +195,9 @@ async def import_tenant_route(request: Request[Any, Any, Any], deps: Deps) -> Im
 
 async def _import(deps: ApiDeps, body: bytes, *, tenant: str | None, operator: bool) -> ImportedOut:
     try:
-        done = await import_archive(deps.bus, body, tenant_id=tenant, operator=operator)
+        done = await import_archive(
+            deps.bus, body, tenant_id=tenant, operator=operator, door=deps.door
+        )
     except ArchiveError as e:
         raise _refusal(e) from e
     return imported_out(done)

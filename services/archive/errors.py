@@ -68,3 +68,15 @@ class ArchiveRefused(ArchiveError):
     """An import the caller may not make (a whole tenant needs the operator)."""
 
     status = 403
+
+
+class RefusedBlueprint(ArchiveError):
+    """A blueprint in the archive that no tenant may save here (a `command` MCP server, an
+    address its connections may not reach, a prompt over the limit)."""
+
+    def __init__(self, event_id: str, reason: str, detail: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"the archive's event {event_id} holds a blueprint this deployment refuses "
+            f"({reason}): {detail}"
+        )

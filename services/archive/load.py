@@ -26,7 +26,12 @@ import msgspec
 
 from agency.contracts.codec import decode_event, encode
 from agency.contracts.envelope import Envelope
-from agency.contracts.events import ModelCompleted, ThreadCreated
+from agency.contracts.events import (
+    BlueprintSaved,
+    BlueprintSpec,
+    ModelCompleted,
+    ThreadCreated,
+)
 from agency.contracts.subjects import Aggregate
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.connection import Bus
@@ -39,10 +44,13 @@ from agency.services.archive.errors import (
     MalformedArchive,
     NothingToExport,
     NotQuiet,
+    RefusedBlueprint,
 )
 from agency.services.archive.format import Archive, Kind, unpack
 from agency.services.archive.quiet import why_busy
 from agency.services.archive.remap import relink, tenant_remap
+from agency.services.tenancy.blueprint_checks import save_refusal
+from agency.services.tenancy.door_limits import DoorLimits
 
 Key = tuple[Aggregate, str]
 # What a thread's, an agency's or an end user's archive may hold.
@@ -67,7 +75,12 @@ class Imported:
 
 
 async def import_archive(
-    bus: Bus, data: bytes, *, tenant_id: str | None, operator: bool
+    bus: Bus,
+    data: bytes,
+    *,
+    tenant_id: str | None,
+    operator: bool,
+    door: DoorLimits | None = None,
 ) -> Imported:
     """Import `data` into `tenant_id` (for a tenant archive, None: its own tenant id).
 
@@ -93,6 +106,7 @@ async def import_archive(
         if not await bus.store.read(target, "tenant", target):
             raise NothingToExport("tenant", target, target)
     groups = _groups(archive)
+    _check_blueprints(archive.events, door or DoorLimits.from_env())
     ids = tenant_remap(source, target, archive.events)
     moved = {
         (aggregate, ids.get(ident, ident)): [_moved(e, ids) for e in events]
@@ -216,6 +230,22 @@ def _groups(archive: Archive) -> dict[Key, list[Envelope]]:
     if counted != found:
         raise MalformedArchive("the events do not match the manifest's aggregates")
     return groups
+
+
+def _check_blueprints(events: Sequence[Envelope], door: DoorLimits) -> None:
+    """Every blueprint of the archive is a tenant's: held to what a tenant may save here
+    (`services/tenancy/blueprint_checks.py`), whoever imports it."""
+    for e in events:
+        match e.payload:
+            case (
+                BlueprintSaved(blueprint=blueprint)
+                | ThreadCreated(blueprint=BlueprintSpec() as blueprint)
+            ):
+                refused = save_refusal(blueprint, door)
+                if refused is not None:
+                    raise RefusedBlueprint(e.event_id, *refused)
+            case _:
+                pass
 
 
 def _check_usage(e: Envelope) -> None:

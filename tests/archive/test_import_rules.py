@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -256,3 +257,31 @@ async def test_only_a_tenants_archive_holds_the_tenants_own_events(
         r = await other.post("/import", content=packed(parts), headers=GZIP)
         assert r.status_code == 400, r.text
         assert f"holds tenant {tenant.id}: only a tenant's archive" in r.json()["error"]
+
+
+async def test_a_blueprint_no_tenant_may_save_is_refused_in_an_archive(
+    system: Deployment, tenant: Tenant
+) -> None:
+    r = await tenant.http.post(
+        f"/agency/{tenant.agency}/blueprints", json={"name": "bp-shell", "prompt": "You help."}
+    )
+    assert r.status_code in (201, 202), r.text
+    parts = members((await tenant.http.get(f"/agency/{tenant.agency}/export")).content)
+    lines = []
+    for line in parts["events.jsonl"].splitlines():
+        event = json.loads(line)
+        if event["type"] == "blueprint.saved":
+            config = event["payload"]["blueprint"].setdefault("config", {})
+            config["mcp_servers"] = [{"name": "sh", "command": ["/bin/sh", "-c", "id"]}]
+        lines.append(json.dumps(event).encode())
+    parts["events.jsonl"] = b"".join(line + b"\n" for line in lines)
+    manifest = json.loads(parts["manifest.json"])
+    manifest["events_sha256"] = hashlib.sha256(parts["events.jsonl"]).hexdigest()
+    parts["manifest.json"] = json.dumps(manifest).encode()
+    _, other_key = await system.tenant("rules-shell")
+    async with system.client(other_key) as other:
+        r = await other.post("/import", content=packed(parts), headers=GZIP)
+        assert r.status_code == 400, r.text
+        assert "stdio servers (`command`) are the operator's" in r.json()["error"]
+        r = await other.get(f"/agency/{tenant.agency}/blueprints")
+        assert r.status_code == 404, r.text
