@@ -136,6 +136,7 @@ def _archive(
 ) -> Exported:
     files: dict[str, bytes] = {}
     entries: list[FileEntry] = []
+    taken: set[str] = set()
     for (aggregate, ident), events in found.items():
         if aggregate != "thread":
             continue
@@ -144,7 +145,7 @@ def _archive(
         if busy is not None:
             raise NotQuiet(ident, busy)
         for index, (path, content) in enumerate(state.files):
-            name = file_name(ident, path, index)
+            name = file_name(ident, path, index, taken)
             body = content.encode()
             files[name] = body
             entries.append(

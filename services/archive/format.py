@@ -86,13 +86,18 @@ class Archive:
     files: dict[tuple[str, str], str]
 
 
-def file_name(thread_id: str, path: str, index: int) -> str:
+def file_name(thread_id: str, path: str, index: int, taken: set[str]) -> str:
     """Where a thread's file goes in the archive: its path when that is a plain relative
-    one, else its position among the thread's files."""
+    one not taken yet (`/a.md` and `a.md` are two files), else its position among the
+    thread's files. The name is added to `taken`."""
     parts = path.strip("/").split("/")
-    if all(_SAFE.match(p) and p not in (".", "..") for p in parts):
-        return f"files/{thread_id}/{'/'.join(parts)}"
-    return f"files/{thread_id}/_{index}"
+    name = f"files/{thread_id}/{'/'.join(parts)}"
+    if not all(_SAFE.match(p) and p not in (".", "..") for p in parts) or name in taken:
+        name = f"files/{thread_id}/_{index}"
+        while name in taken:
+            name += "_"
+    taken.add(name)
+    return name
 
 
 def pack(manifest: Manifest, lines: Sequence[bytes], files: dict[str, bytes]) -> bytes:
