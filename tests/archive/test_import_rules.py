@@ -285,3 +285,25 @@ async def test_a_blueprint_no_tenant_may_save_is_refused_in_an_archive(
         assert "stdio servers (`command`) are the operator's" in r.json()["error"]
         r = await other.get(f"/agency/{tenant.agency}/blueprints")
         assert r.status_code == 404, r.text
+
+
+async def test_a_threads_archive_goes_into_its_agency_as_the_target_has_it(
+    system: Deployment, tenant: Tenant
+) -> None:
+    first, second = [await finished_thread(system, tenant, f"rules-kept-{n}") for n in range(2)]
+    one = await tenant.http.get(f"/agency/{tenant.agency}/agent/{first}/export")
+    two = await tenant.http.get(f"/agency/{tenant.agency}/agent/{second}/export")
+    _, other_key = await system.tenant("rules-kept-copy")
+    async with system.client(other_key) as other:
+        assert (await other.post("/import", content=one.content, headers=GZIP)).status_code == 201
+        # The agency moves on in the target: it is no longer the archive's.
+        r = await other.post(
+            f"/agency/{tenant.agency}/blueprints", json={"name": "bp-new", "prompt": "New."}
+        )
+        assert r.status_code in (201, 202), r.text
+        r = await other.post("/import", content=two.content, headers=GZIP)
+        assert r.status_code == 201, r.text
+        assert r.json()["kept"] == [f"agency {tenant.agency}"]
+        assert r.json()["threads"] == [second]
+        r = await other.get(f"/agency/{tenant.agency}/blueprints/bp-new")
+        assert r.status_code == 200, r.text
