@@ -35,6 +35,7 @@ from agency.contracts.events import (
 from agency.contracts.subjects import Aggregate
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.errors import ConcurrencyError, EventTooLarge, InvalidEvent
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
 from agency.infra.jetstream.streams import ATOMIC_BATCH_LIMIT
@@ -113,20 +114,7 @@ async def import_archive(
         for (aggregate, ident), events in groups.items()
     }
     _check_quiet(target, moved)
-    kept: list[str] = []
-    plan: dict[Key, tuple[Position, int]] = {}
-    for key, events in moved.items():
-        existing, position = await bus.store.read_positioned(target, key[0], key[1])
-        held = _held(existing, events)
-        if held is None:
-            if manifest.kind in ("thread", "user") and key[0] == "agency":
-                kept.append(f"agency {key[1]}")
-                continue
-            raise ArchiveCollision(key[0], key[1], target)
-        plan[key] = (position, held)
-    if plan and all(held == len(moved[key]) for key, (_, held) in plan.items()):
-        first = next(iter(plan))
-        raise ArchiveCollision(first[0], first[1], target)
+    plan, kept = await _plan(bus, target, manifest.kind, moved)
     store = _ImportStore(bus)
     written: list[str] = []
     count = 0
@@ -142,7 +130,12 @@ async def import_archive(
                 continue
             if held:
                 raise ArchiveCollision(key[0], key[1], target)
-            result = await store.append_as(target, key, chunk, expected=position)
+            try:
+                result = await store.append_as(target, key, chunk, expected=position)
+            except ConcurrencyError as e:
+                raise ArchiveCollision(key[0], key[1], target) from e
+            except (InvalidEvent, EventTooLarge) as e:
+                raise MalformedArchive(f"{key[0]} {key[1]}: {e}") from e
             position = result.position
             count += len(chunk)
         if key[0] == "thread":
@@ -156,6 +149,28 @@ async def import_archive(
         remapped=ids,
         kept=tuple(kept),
     )
+
+
+async def _plan(
+    bus: Bus, target: str, kind: Kind, moved: dict[Key, list[Envelope]]
+) -> tuple[dict[Key, tuple[Position, int]], list[str]]:
+    """Per aggregate to write, where it stands in the target and how many of its events the
+    target holds already; and the agencies kept as the target has them."""
+    kept: list[str] = []
+    plan: dict[Key, tuple[Position, int]] = {}
+    for key, events in moved.items():
+        existing, position = await bus.store.read_positioned(target, key[0], key[1])
+        held = _held(existing, events)
+        if held is None:
+            if kind in ("thread", "user") and key[0] == "agency":
+                kept.append(f"agency {key[1]}")
+                continue
+            raise ArchiveCollision(key[0], key[1], target)
+        plan[key] = (position, held)
+    if plan and all(held == len(moved[key]) for key, (_, held) in plan.items()):
+        first = next(iter(plan))
+        raise ArchiveCollision(first[0], first[1], target)
+    return plan, kept
 
 
 def _held(existing: Sequence[RecordedEvent], events: Sequence[Envelope]) -> int | None:
