@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.params import QueryParameter
 
 from agency.contracts.events.thread import END_USER_ID_PATTERN, end_user_problem
+from agency.contracts.http import ArchiveImported
 from agency.services.api.auth import (
     ADMIN_OPT,
     AgencyId,
@@ -50,18 +50,6 @@ _REFUSED = {
 }
 # An upload of more is refused with 413; `agency import` reads any size from a file.
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024
-
-
-class ImportedOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    kind: str
-    tenant_id: str
-    # The exported thread's, agency's or tenant's id in this deployment.
-    id: str
-    threads: list[str]
-    events: int
-    # Ids the tenant derives that changed with it (subagents' threads and runs): old → new.
-    remapped: dict[str, str]
-    kept: list[str]
 
 
 def _refusal(e: ArchiveError | ThreadNotFound) -> HTTPException:
@@ -176,7 +164,7 @@ async def export_tenant_route(tenant_id: TenantId, deps: Deps) -> Response[bytes
 )
 async def import_into_tenant(
     request: Request[Any, Any, Any], principal: Caller, deps: Deps
-) -> ImportedOut:
+) -> ArchiveImported:
     tenant = tenant_of(principal)
     return await _import(deps, await request.body(), tenant=tenant, operator=False)
 
@@ -189,11 +177,13 @@ async def import_into_tenant(
     responses=_REFUSED,
     summary="Import a tenant's archive, creating the tenant with its id (admin)",
 )
-async def import_tenant_route(request: Request[Any, Any, Any], deps: Deps) -> ImportedOut:
+async def import_tenant_route(request: Request[Any, Any, Any], deps: Deps) -> ArchiveImported:
     return await _import(deps, await request.body(), tenant=None, operator=True)
 
 
-async def _import(deps: ApiDeps, body: bytes, *, tenant: str | None, operator: bool) -> ImportedOut:
+async def _import(
+    deps: ApiDeps, body: bytes, *, tenant: str | None, operator: bool
+) -> ArchiveImported:
     try:
         done = await import_archive(
             deps.bus, body, tenant_id=tenant, operator=operator, door=deps.door
@@ -203,8 +193,8 @@ async def _import(deps: ApiDeps, body: bytes, *, tenant: str | None, operator: b
     return imported_out(done)
 
 
-def imported_out(done: Imported) -> ImportedOut:
-    return ImportedOut(
+def imported_out(done: Imported) -> ArchiveImported:
+    return ArchiveImported(
         kind=done.kind,
         tenant_id=done.tenant_id,
         id=done.root,

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agency.services.client import ApiError, AsyncAgencyClient
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.archive.conftest import (
     Deployment,
@@ -307,3 +308,23 @@ async def test_a_threads_archive_goes_into_its_agency_as_the_target_has_it(
         assert r.json()["threads"] == [second]
         r = await other.get(f"/agency/{tenant.agency}/blueprints/bp-new")
         assert r.status_code == 200, r.text
+
+
+async def test_the_python_client_exports_and_imports(system: Deployment, tenant: Tenant) -> None:
+    thread = await finished_thread(system, tenant, "rules-client")
+    key = tenant.http.headers["Authorization"].removeprefix("Bearer ")
+    async with AsyncAgencyClient(system.url, key) as client:
+        archive = await client.export_thread(tenant.agency, thread)
+        assert json.loads(members(archive)["manifest.json"])["root"] == thread
+        assert members(await client.export_agency(tenant.agency))
+        assert members(await client.export_tenant())
+        with pytest.raises(ApiError) as refused:
+            await client.export_tenant(end_user_id="nobody")
+        assert refused.value.status == 404
+    _, other_key = await system.tenant("rules-client-copy")
+    async with AsyncAgencyClient(system.url, other_key) as other:
+        done = await other.import_archive(archive)
+        assert done.kind == "thread" and done.id == thread and done.threads == [thread]
+        with pytest.raises(ApiError) as again:
+            await other.import_archive(archive)
+        assert again.value.status == 409
