@@ -32,7 +32,11 @@ def register(groups: Any) -> None:
         parser = export.add_parser(kind, help=what)
         parser.add_argument("id", help=f"the {kind}'s id")
         if kind != "tenant":
-            parser.add_argument("--tenant", required=True, help=f"the tenant whose {kind} it is")
+            parser.add_argument(
+                "--tenant",
+                default=None,
+                help=f"the tenant whose {kind} it is (default: tenant_id in endpoints.json)",
+            )
         parser.add_argument(
             "--out",
             "-o",
@@ -49,7 +53,11 @@ def register(groups: Any) -> None:
     user_export.add_argument(
         "id", help="the end user's id, as given when their threads were created"
     )
-    user_export.add_argument("--tenant", required=True, help="the tenant whose end user it is")
+    user_export.add_argument(
+        "--tenant",
+        default=None,
+        help="the tenant whose end user it is (default: tenant_id in endpoints.json)",
+    )
     user_export.add_argument(
         "--out", "-o", default=None, help="where to write it (default: agency-user-ID.tar.gz)"
     )
@@ -99,16 +107,19 @@ async def export_command(args: argparse.Namespace) -> int:
     from agency.services.threads.reads import ThreadNotFound
 
     endpoints = running_endpoints(args)
+    tenant: str = args.id if args.kind == "tenant" else (args.tenant or endpoints.tenant_id or "")
+    if not tenant:
+        return _fail("no tenant: pass --tenant (endpoints.json names none)")
     try:
         async with Bus(endpoints.nats_url, name="agency-export") as bus:
             if args.kind == "thread":
-                exported = await export_thread(bus, args.tenant, args.id)
+                exported = await export_thread(bus, tenant, args.id)
             elif args.kind == "agency":
-                exported = await export_agency(bus, args.tenant, args.id)
+                exported = await export_agency(bus, tenant, args.id)
             elif args.kind == "user":
-                exported = await export_end_user(bus, args.tenant, args.id)
+                exported = await export_end_user(bus, tenant, args.id)
             else:
-                exported = await export_tenant(bus, args.id)
+                exported = await export_tenant(bus, tenant)
     except (ArchiveError, ThreadNotFound, ContractError) as e:
         return _fail(e)
     out = Path(args.out or f"agency-{args.kind}-{args.id}.tar.gz")
