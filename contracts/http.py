@@ -40,6 +40,22 @@ class ThreadOut(Out, frozen=True, kw_only=True):
     metadata: dict[str, str]
 
 
+class ArchiveImported(Out, frozen=True, kw_only=True):
+    """What an import wrote (`POST /import`, `POST /tenants/import`)."""
+
+    kind: Literal["thread", "agency", "tenant", "user"]
+    tenant_id: str
+    # The exported thread's, agency's, tenant's or end user's id in this deployment.
+    id: str
+    # The threads written (one the tenant held whole already is not).
+    threads: list[str]
+    events: int
+    # Ids the tenant derives that changed with it (subagents' threads and runs): old → new.
+    remapped: dict[str, str]
+    # What the tenant had already and kept (a thread archive's agency).
+    kept: list[str]
+
+
 class RunAccepted(Out, frozen=True, kw_only=True):
     """The run the invoke starts and its status when the answer was given."""
 

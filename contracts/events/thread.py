@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
+
+import msgspec
 
 from agency.contracts.events.base import (
     ChatMessage,
@@ -19,6 +22,18 @@ from agency.contracts.events.registry import BlueprintSpec
 # for it to end and starts a run of its own, `reject` is refused, `interrupt` cancels it.
 ConcurrencyStrategy = Literal["queue", "after", "reject", "interrupt"]
 
+# The person a root thread serves, as the tenant names them (an account id, an email).
+END_USER_ID_PATTERN = r"^[A-Za-z0-9._@+:-]{1,128}$"
+EndUserId = Annotated[str, msgspec.Meta(pattern=END_USER_ID_PATTERN)]
+_END_USER_ID = re.compile(END_USER_ID_PATTERN)
+
+
+def end_user_problem(value: str) -> str | None:
+    """Why `value` is no end-user id, or None."""
+    if _END_USER_ID.match(value):
+        return None
+    return "must be 1 to 128 letters, digits or any of . _ @ + : -"
+
 
 class ThreadCreated(Event, frozen=True, kw_only=True, tag="thread.created"):
     agency_id: str
@@ -30,6 +45,9 @@ class ThreadCreated(Event, frozen=True, kw_only=True, tag="thread.created"):
     # The blueprint of a subagent its parent's entry defines inline: the thread runs it
     # while its agent type is that blueprint's name (a handoff elsewhere leaves it).
     blueprint: BlueprintSpec | None = None
+    # The end user the thread serves, given at its creation (`endUserId` over HTTP,
+    # LangGraph's `metadata.user_id`): `agency users export` gathers their threads.
+    end_user_id: EndUserId | None = None
 
 
 class RequestAccepted(InRun, frozen=True, kw_only=True, tag="request.accepted"):

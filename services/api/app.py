@@ -44,6 +44,7 @@ from agency.services.api.openapi import (
     tell_the_truth,
 )
 from agency.services.api.options import AllowMiddleware
+from agency.services.api.routes_archive import ARCHIVE_ROUTES
 from agency.services.api.routes_budget import BUDGET_ROUTES
 from agency.services.api.routes_commands import COMMAND_ROUTES
 from agency.services.api.routes_console import CONSOLE_ROUTES
@@ -143,6 +144,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *VARIABLE_ROUTES,
         *SETTINGS_ROUTES,
         *FORK_ROUTES,
+        *ARCHIVE_ROUTES,
         *KEY_ROUTES,
         *PROVIDER_ROUTES,
         *BUDGET_ROUTES,

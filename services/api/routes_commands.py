@@ -26,7 +26,7 @@ from agency.contracts.commands import (
 )
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import ChatMessage, ClientTool
-from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.events.thread import ConcurrencyStrategy, EndUserId
 from agency.contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
 from agency.contracts.limits import limits, path_problem
@@ -94,6 +94,8 @@ class CreateAgencyBody(Body, frozen=True, kw_only=True):
 class CreateThreadBody(Body, frozen=True, kw_only=True):
     agent_type: NonEmpty
     metadata: dict[str, str] = {}
+    # The end user the thread serves (`agency users export` gathers their threads).
+    end_user_id: EndUserId | None = None
 
 
 class MessageIn(Body, frozen=True, kw_only=True):
@@ -214,8 +216,9 @@ async def create_thread(
     # The event has no metadata field of its own; the request context carries it.
     context = {**data.metadata, **_request_context(request)}
     created = await create_root_thread(
-        deps, tenant, agency_id, thread_id, data.agent_type, context, listed=True
-    )
+        deps, tenant, agency_id, thread_id, data.agent_type, context, listed=True,
+        end_user_id=data.end_user_id,
+    )  # fmt: skip
     body = ThreadOut(
         id=thread_id,
         agent_type=data.agent_type,

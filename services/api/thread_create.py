@@ -103,13 +103,16 @@ async def create_root_thread(
     request: dict[str, str],
     *,
     listed: bool,
+    end_user_id: str | None = None,
 ) -> Created:
     """Append the thread's `thread.created` (the caller checked the agency and the agent
     type). With `listed`, also wait (within `read_your_writes_timeout`) for the read models
     to list it; without, the tenant's next list waits for that instead.
 
     409 if the thread exists; 400 if its creation could not be stored as it is."""
-    created = ThreadCreated(agency_id=agency_id, agent_type=agent_type, request=request)
+    created = ThreadCreated(
+        agency_id=agency_id, agent_type=agent_type, request=request, end_user_id=end_user_id
+    )
     context = EventContext(agency_id=agency_id, thread_id=thread_id, correlation_id=thread_id)
     try:
         result = await deps.bus.store.append(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from agency.services.cli import (
+    archive_cmd,
     contracts_cmd,
     demo_cmd,
     dlq_cmd,
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         dlq_cmd,
         projections_cmd,
         replay_cmd,
+        archive_cmd,
         contracts_cmd,
         workflow_cmd,
         models_cmd,

@@ -57,9 +57,30 @@ class AsyncAgencyClient:
 
     async def _send(self, call: Call[T]) -> T:
         response = await self._http.request(
-            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+            call.method,
+            call.path,
+            params=call.params,
+            json=call.json,
+            headers=call.headers,
+            content=call.content,
         )
         return call.decode(response.status_code, response.content)
+
+    async def export_thread(self, agency_id: str, thread_id: str) -> bytes:
+        """An archive (`.tar.gz`) of a root thread, its subagents and its agency's events."""
+        return await self._send(calls.export_thread(agency_id, thread_id))
+
+    async def export_agency(self, agency_id: str) -> bytes:
+        """An archive of the agency and every thread in it."""
+        return await self._send(calls.export_agency(agency_id))
+
+    async def export_tenant(self, end_user_id: str | None = None) -> bytes:
+        """An archive of the caller's whole tenant, or of one end user's threads."""
+        return await self._send(calls.export_tenant(end_user_id))
+
+    async def import_archive(self, archive: bytes) -> http.ArchiveImported:
+        """Write a thread's, an agency's or an end user's archive into the caller's tenant."""
+        return await self._send(calls.import_archive(archive))
 
     async def list_agencies(self) -> list[queries.AgencyView]:
         return await self._send(calls.list_agencies())

@@ -11,6 +11,7 @@ import msgspec
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import (
     AgencyOut,
+    ArchiveImported,
     CancelAccepted,
     EventsPage,
     EventView,
@@ -43,10 +44,14 @@ class Call(Generic[T]):
     params: dict[str, Any] = field(default_factory=dict)
     json: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    # A body sent as it is (an archive), instead of `json`.
+    content: bytes | None = None
 
     def decode(self, status: int, content: bytes) -> T:
         if status >= 400:
             raise ApiError(status, _message(content), self.method, self.path)
+        if self.answer is bytes:
+            return content  # type: ignore[return-value]
         return msgspec.json.decode(content, type=self.answer)
 
 
@@ -214,3 +219,24 @@ def ends_follow(event: EventView, runs: set[str]) -> bool:
     if event.type not in RUN_STOPS or event.data.get("runId") not in runs:
         return False
     return not (event.type == "run.paused" and event.data.get("reason") == "subagent")
+
+
+ARCHIVE = "application/gzip"
+
+
+def export_thread(agency_id: str, thread_id: str) -> Call[bytes]:
+    return Call("GET", f"{thread_path(agency_id, thread_id)}/export", bytes)
+
+
+def export_agency(agency_id: str) -> Call[bytes]:
+    return Call("GET", f"/agency/{agency_id}/export", bytes)
+
+
+def export_tenant(end_user_id: str | None = None) -> Call[bytes]:
+    params = {"endUserId": end_user_id} if end_user_id is not None else {}
+    return Call("GET", "/export", bytes, params=params)
+
+
+def import_archive(archive: bytes) -> Call[ArchiveImported]:
+    headers = {"Content-Type": ARCHIVE}
+    return Call("POST", "/import", ArchiveImported, headers=headers, content=archive)

@@ -54,11 +54,17 @@ NAMES_NOTHING = {
     ("POST", "/keys"): "creates a key of the caller's",
     ("GET", "/usage"): "the caller's own totals",
     ("GET", "/budget"): "the caller's own spend budget",
+    ("GET", "/export"): "the caller's own tenant, as an archive",
     ("GET", "/langgraph/info"): "the server's own description (LangGraph's health check)",
     ("GET", "/langgraph/ok"): "public liveness probe of the LangGraph surface",
 }
 # A kind nothing in the sweep makes: no delivery is attempted.
 WEBHOOK = {"url": "https://hooks.invalid/agency", "events": ["workflow.proposal"]}
+# Routes whose request names no tenant object and needs a body of the caller's own: asked
+# with none, each refuses with 400 and names nothing of anyone's.
+REFUSED_WITHOUT_BODY = {
+    ("POST", "/import"): "writes the archive it is given into the caller's own tenant",
+}
 STREAM_READ = 4.0  # seconds a stream that answers is read for, at most
 READ_BYTES = 64 * 1024
 
@@ -310,6 +316,11 @@ async def test_tenant_b_with_tenant_a_ids_finds_and_changes_nothing_on_any_route
     for method, path, takes_body in await routes(http):
         if takes_body and (method, path) not in table:
             problems.append(f"{method} {path}: the sweep has no body for it (see `bodies`)")
+            continue
+        if (method, path) in REFUSED_WITHOUT_BODY:
+            status, text = await answer(http, method, path, None, b.auth)
+            if status != 400 or a.agency in text or world.thread in text:
+                problems.append(f"{method} {path} -> {status} {text}")
             continue
         if (method, path) in NAMES_NOTHING:
             status, text = await answer(http, method, path, table.get((method, path), (None,))[0],

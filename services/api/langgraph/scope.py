@@ -18,6 +18,7 @@ from litestar.params import PathParameter
 from ulid import ULID
 
 from agency.contracts.errors import InvalidToken
+from agency.contracts.events.thread import end_user_problem
 from agency.contracts.ids import new_id, validate_token
 from agency.projections import queries
 from agency.services.api.auth import agency_owned, path_id
@@ -39,6 +40,9 @@ ThreadIdPath = Annotated[str, PathParameter(name="thread_id")]
 RunIdPath = Annotated[str, PathParameter(name="run_id")]
 CheckpointIdPath = Annotated[str, PathParameter(name="checkpoint_id")]
 DEFAULT_AGENCY = "default"
+
+# LangGraph's thread metadata key naming the end user the thread serves.
+END_USER_KEY = "user_id"
 
 
 async def agency_for(deps: ApiDeps, tenant: str, request: Connection) -> str:
@@ -214,9 +218,13 @@ async def new_thread(
     thread route reads the log, and a search waits for the read models to list it
     (`services/api/thread_create.py`)."""
     thread_id = thread_id or new_id()
+    user = metadata.get(END_USER_KEY)
+    if user is not None and (problem := end_user_problem(user)) is not None:
+        raise ValidationException(f"metadata.{END_USER_KEY} {problem}")
     created = await create_root_thread(
-        deps, tenant, agency_id, thread_id, agent_type, metadata, listed=False
-    )
+        deps, tenant, agency_id, thread_id, agent_type, metadata, listed=False,
+        end_user_id=user,
+    )  # fmt: skip
     view = fold_view(tenant, thread_id, [created.event])
     deps.graph_views.keep(view)
     return view
