@@ -305,3 +305,36 @@ async def test_a_command_update_is_what_the_run_starts_from(lg: LangGraph) -> No
         await lg.client.runs.create(thread, "worker", command={"update": {"todos": []}})
     with pytest.raises(BadRequestError, match=r"command\.goto"):
         await lg.client.runs.create(thread, "worker", command={"goto": "model"})
+
+
+async def test_the_clients_own_tools_are_called_and_answered_by_its_next_input(
+    lg: LangGraph,
+) -> None:
+    """`input.tools` (as AG-UI's LangGraph client sends its frontend tools): the model calls
+    one, the run ends with the call open for the client, whose tool message answers it in
+    the next run. A tool message that answers no open call is refused."""
+    key = f"lg-client-tools-{lg.agency}"
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[call("pick_color", hint="warm")], delay_ms=300),
+            ScriptStep(content="you picked red", delay_ms=300),
+        ],
+    )
+    thread = await _thread(lg)
+    tools = [{"name": "pick_color", "description": "Ask the user for a color",
+              "parameters": {"type": "object", "properties": {"hint": {"type": "string"}}}}]  # fmt: skip
+    first = await lg.client.runs.wait(thread, "worker", input={**ask(key), "tools": tools})
+    assert isinstance(first, dict)
+    asked = first["messages"][-1]
+    assert asked["type"] == "ai" and asked["tool_calls"][0]["name"] == "pick_color"
+    assert (await lg.client.threads.get(thread))["status"] == "idle"
+    answer = {"type": "tool", "tool_call_id": asked["tool_calls"][0]["id"], "content": "red"}
+    final = await lg.client.runs.wait(thread, "worker", input={"messages": [answer]})
+    assert isinstance(final, dict)
+    assert [m["type"] for m in final["messages"][-2:]] == ["tool", "ai"]
+    assert final["messages"][-2]["content"] == "red"
+    assert final["messages"][-1]["content"] == "you picked red"
+    stray = {"type": "tool", "tool_call_id": "nope", "content": "x"}
+    with pytest.raises(BadRequestError, match="answers no open call"):
+        await lg.client.runs.create(thread, "worker", input={"messages": [stray]})

@@ -8,7 +8,6 @@ only what follows the client's last assistant message is new. Pure: no I/O.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ from agency.contracts.events import ChatMessage, ClientTool, ToolCall
 from agency.domain.thread_state import ThreadState
 from agency.services.api.agui.translate import interrupt_id
 from agency.services.api.agui.wire import MessageIn, ResumeEntry, RunAgentInput, ToolIn
+from agency.services.api.client_tools import answers, offered
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,42 +133,9 @@ def _decision(entry: ResumeEntry, call: ToolCall) -> tuple[bool, ToolCall | None
 
 
 # What the model's provider accepts as a function's name.
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-NOT_ANSWERED = "The client did not answer this call."
-
-
 def client_tools(tools: list[ToolIn]) -> tuple[ClientTool, ...]:
-    """The input's frontend tools, for the model to call and the client to answer; 400 if
-    one cannot be offered to a model."""
-    out: list[ClientTool] = []
-    for tool in tools:
-        if not _TOOL_NAME.match(tool.name):
-            raise ValidationException(
-                f"tool name {tool.name[:80]!r} must be 1 to 64 letters, digits, '_' or '-'"
-            )
-        if tool.parameters is not None and not isinstance(tool.parameters, dict):
-            raise ValidationException(
-                f"tool {tool.name!r}: parameters must be a JSON Schema object"
-            )
-        out.append(ClientTool(name=tool.name, description=tool.description,
-                              parameters=tool.parameters or {}))  # fmt: skip
-    if len({t.name for t in out}) != len(out):
-        raise ValidationException("tools must have distinct names")
-    return tuple(out)
-
-
-def answers(
-    open_calls: tuple[ToolCall, ...], messages: tuple[ChatMessage, ...]
-) -> tuple[ChatMessage, ...]:
-    """The new messages with the thread's open calls (a frontend tool's, left by the last
-    run) answered first: by the client's tool messages, else as not answered. A tool
-    message for a call that is not open is dropped: the thread has its answer."""
-    given = {m.tool_call_id: m for m in messages if m.role == "tool"}
-    first = tuple(
-        given.get(c.id) or ChatMessage(role="tool", content=NOT_ANSWERED, tool_call_id=c.id)
-        for c in open_calls
-    )
-    return (*first, *(m for m in messages if m.role != "tool"))
+    """The input's frontend tools, for the model to call and the client to answer."""
+    return offered((t.name, t.description, t.parameters) for t in tools)
 
 
 def new_messages(messages: list[MessageIn]) -> tuple[ChatMessage, ...]:

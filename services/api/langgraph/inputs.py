@@ -12,8 +12,9 @@ from typing import Any, Protocol
 import msgspec
 from litestar.exceptions import ValidationException
 
-from agency.contracts.events import ChatMessage, ToolCall
+from agency.contracts.events import ChatMessage, ClientTool, ToolCall
 from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.services.api.client_tools import answers, offered
 from agency.services.api.langgraph.wire import MultitaskStrategy, RunCreate
 
 # LangGraph's default strategy is `reject`; ours (`/invoke`) is `queue`.
@@ -137,12 +138,31 @@ def _message(item: Any) -> ChatMessage:
         role, content = "user", item
     else:
         raise ValidationException("input messages are {role|type, content} objects")
+    if role == "tool" and isinstance(item, dict):
+        # A client's answer to a call of one of its own tools (`tools`, below).
+        call_id = item.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ValidationException("an input tool message names its call: `tool_call_id`")
+        return ChatMessage(role="tool", content=_text(content), tool_call_id=call_id)
     mapped = _ROLES.get(str(role))
     if mapped is None:
         raise ValidationException(
-            f"input message role {str(role)[:40]!r} does not map: use human, ai or system"
+            f"input message role {str(role)[:40]!r} does not map: use human, ai, system, or "
+            "tool (answering a call of the client's own tool)"
         )
     return ChatMessage(role=mapped, content=_text(content))  # type: ignore[arg-type]
+
+
+def _tools(raw: Any) -> tuple[ClientTool, ...]:
+    """`input.tools`: the client's own tools (AG-UI's `{name, description, parameters}`,
+    or OpenAI's `{type: "function", function: {...}}`), offered to the model, never run
+    here: their calls end the run for the client to answer in its next input."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise ValidationException("input `tools` is a list of {name, description, parameters}")
+    specs = [t.get("function") if isinstance(t.get("function"), dict) else t for t in raw]
+    return offered((t.get("name"), t.get("description", ""), t.get("parameters")) for t in specs)
 
 
 def with_update_as_input(data: RunCreate) -> RunCreate:
@@ -170,12 +190,27 @@ def with_update_as_input(data: RunCreate) -> RunCreate:
 class Invocation:
     messages: tuple[ChatMessage, ...]
     files: dict[str, str]
+    tools: tuple[ClientTool, ...] = ()
+
+    def answering(self, open_calls: tuple[ToolCall, ...]) -> tuple[ChatMessage, ...]:
+        """The messages, the thread's open calls (its client tools' calls) answered first
+        (by the input's tool messages, else as not answered); 400 for a tool message that
+        answers no open call."""
+        open_ids = {c.id for c in open_calls}
+        stray = [m.tool_call_id for m in self.messages if m.role == "tool"
+                 and m.tool_call_id not in open_ids]  # fmt: skip
+        if stray:
+            raise ValidationException(
+                f"input tool message for call {str(stray[0])[:80]!r} answers no open call of "
+                "the thread (only a call of the client's own tools is left to answer)"
+            )
+        return answers(open_calls, self.messages) if open_calls else self.messages
 
 
 def invocation(data: dict[str, Any] | None) -> Invocation:
-    """`input`: `messages` (LangChain message dicts, `[role, content]` pairs or strings)
-    and `files` (path → text). Other keys (a graph's own state, AG-UI's `tools`, …) are
-    ignored, as a graph ignores keys its state does not have."""
+    """`input`: `messages` (LangChain message dicts, `[role, content]` pairs or strings),
+    `files` (path → text) and `tools` (the client's own tools). Other keys (a graph's own
+    state, …) are ignored, as a graph ignores keys its state does not have."""
     data = data or {}
     raw = data.get("messages") or []
     files = data.get("files") or {}
@@ -183,7 +218,8 @@ def invocation(data: dict[str, Any] | None) -> Invocation:
         raise ValidationException("input `messages` must be a list and `files` an object")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise ValidationException("input `files` maps paths to text")
-    return Invocation(messages=tuple(_message(m) for m in raw), files=dict(files))
+    messages = tuple(_message(m) for m in raw)
+    return Invocation(messages=messages, files=dict(files), tools=_tools(data.get("tools")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,8 @@ async def begin_run(
         return Begun(view, await resume_breakpoint(deps, tenant, view, data), feed)
     await deps.limiter.admit(deps.pool, tenant)
     asked = invocation(data.input)
+    idle = view.state.active_run is None
+    messages = asked.answering(view.state.open_tool_calls() if idle else ())
     stops = breakpoints(data)
     strategy = strategy_of(data)
     if awaits_approval(view):
@@ -119,7 +121,7 @@ async def begin_run(
             view.created.agency_id,
             view.thread_id,
             new_id(),
-            asked.messages,
+            messages,
             asked.files,
             strategy,
             Seen(view.runs, view.position),
@@ -132,6 +134,7 @@ async def begin_run(
             pause_before_tools=stops.pause_before_tools,
             pause_before_model=stops.pause_before_model,
             pause_after_tools=stops.pause_after_tools,
+            client_tools=asked.tools,
         )
         if started.status == "rejected":
             raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
