@@ -21,13 +21,17 @@ STREAM_NOT_FOUND = 10059
 
 @dataclass(frozen=True, slots=True)
 class DurableSpec:
+    """A durable consumer of the events of `event_types` of threads; with `subjects`, of
+    those subjects instead (events of other aggregates: a workflow's, say)."""
+
     name: str
     event_types: tuple[str, ...]
+    subjects: tuple[str, ...] = ()
 
     def config(
         self, *, ack_wait: float = 30.0, max_deliver: int = 10, max_ack_pending: int = 1024
     ) -> ConsumerConfig:
-        subjects = [events_of_type_filter(t) for t in self.event_types]
+        subjects = list(self.subjects) or [events_of_type_filter(t) for t in self.event_types]
         return ConsumerConfig(
             durable_name=self.name,
             ack_policy=AckPolicy.EXPLICIT,

@@ -7,8 +7,8 @@ twice). A subscription matches the events of its agency, of its kinds, written s
 made. A workflow's events written by its members' tools name no agency: the workflow's
 is read from the `workflows` read model.
 
-The durable's filter spans threads' and workflows' events, which the thread-only
-`DurableSpec` cannot say: `SUBSCRIBED_EVENTS` names its subjects. It is created on the
+The durable's filter spans threads' and workflows' events: `SUBSCRIBED_EVENTS` names its
+subjects. It is created on the
 service's first start, delivering from the start of the log (a subscription only matches
 what was written after it was made, so an old log delivers nothing old).
 """
@@ -16,10 +16,8 @@ what was written after it was made, so an old log delivers nothing old).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
-from nats.js.api import ConsumerConfig
 
 from agency.contracts.subjects import events_of_type_filter
 from agency.infra.jetstream.consumers import DurableSpec
@@ -33,22 +31,7 @@ log = structlog.get_logger(__name__)
 _AGGREGATE = {"proposal.opened": "workflow"}
 
 
-@dataclass(frozen=True, slots=True)
-class SubscribedEvents(DurableSpec):
-    subjects: tuple[str, ...] = ()
-
-    def config(
-        self, *, ack_wait: float = 30.0, max_deliver: int = 10, max_ack_pending: int = 1024
-    ) -> ConsumerConfig:
-        config = DurableSpec.config(
-            self, ack_wait=ack_wait, max_deliver=max_deliver, max_ack_pending=max_ack_pending
-        )
-        config.filter_subject = None
-        config.filter_subjects = list(self.subjects)
-        return config
-
-
-SUBSCRIBED_EVENTS = SubscribedEvents(
+SUBSCRIBED_EVENTS = DurableSpec(
     "webhook-subscriptions",
     tuple(KIND_OF_TYPE),
     subjects=tuple(events_of_type_filter(t, _AGGREGATE.get(t, "thread")) for t in KIND_OF_TYPE),

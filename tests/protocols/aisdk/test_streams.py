@@ -63,7 +63,8 @@ async def test_a_revoked_key_cuts_its_chat_stream_while_the_run_goes_on(tenant: 
     assert ended_in <= CUT_SECONDS
     event, data = after[-1]
     assert event == "error" and json.loads(data)["error"] == "api_key_revoked"
-    assert len(after) <= 5, after
+    # Cut long before the run's 400 words are streamed (its end is read below).
+    assert len(after) < 100, after
     r = await tenant.http.get(f"{path}/{body['id']}/stream", headers=headers)
     assert r.status_code == 401
     # The run went on: the owner's live key resumes its message, to its end.
