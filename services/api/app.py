@@ -25,6 +25,7 @@ from agency.contracts.errors import InvalidToken
 from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
+from agency.services.api.a2a.router import a2a_router
 from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
 from agency.services.api.bodies import strict_body
 from agency.services.api.console.pages import CONSOLE_PAGES
@@ -147,7 +148,7 @@ def create_app(deps: ApiDeps) -> Litestar:
     app = Litestar(
         # `/mcp` speaks MCP, not the API's JSON, and the LangGraph-compatible routes follow
         # LangGraph's own API reference: both stay out of the OpenAPI document.
-        route_handlers=[*handlers, mcp.route(), langgraph_router()],
+        route_handlers=[*handlers, mcp.route(), langgraph_router(), a2a_router()],
         dependencies={
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),
             "principal": Provide(provide_principal, sync_to_thread=False),
