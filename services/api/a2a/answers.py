@@ -24,6 +24,7 @@ from agency.services.api.streaming import closing_event
 log = structlog.get_logger(__name__)
 
 VERSION_HEADER = "a2a-version"
+EVENT_STREAM = "text/event-stream"
 _VERSIONS = frozenset({"1.0", "1"})
 
 
@@ -62,14 +63,23 @@ def agent_of_tenant_param(value: object) -> tuple[str, str]:
     return agency_id, blueprint
 
 
+class EventStream(Stream):
+    """Server-Sent Events from a route that may also answer JSON: the route's own media
+    type would win over the stream's."""
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["media_type"] = EVENT_STREAM
+        return super().to_asgi_response(*args, **kwargs)
+
+
 def sse(
     events: AsyncGenerator[StreamResponse, None], frame: Callable[[StreamResponse], bytes]
 ) -> Stream:
     """The events as Server-Sent Events, each `data: <frame>`; the stream (and its feed)
     closes when the client goes away."""
-    return Stream(
+    return EventStream(
         _frames(events, frame),
-        media_type="text/event-stream",
+        media_type=EVENT_STREAM,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         background=BackgroundTask(events.aclose),
     )
