@@ -72,6 +72,7 @@ _EXPECTED = {
         "info: ok",  # Agent Chat UI's first requests
         "http://localhost:3000",  # the preflight answered for its origin
     ],
+    "protocols.md": ["TASK_STATE_COMPLETED"],  # A2A: the a2a-sdk client's task
 }
 # Documents every fenced block of which is run: none is left as an example that may rot.
 _ALL_RUN = ("extending.md",)
