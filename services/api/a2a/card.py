@@ -27,7 +27,7 @@ from agency.services.api.deps import ApiDeps
 
 PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
-SCHEME = "agencyApiKey"
+SCHEME = "bearer"
 INPUT_MODES = ["text/plain", "application/json"]
 OUTPUT_MODES = ["text/plain"]
 _SECURITY = {

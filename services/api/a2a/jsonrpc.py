@@ -139,7 +139,9 @@ async def rpc(
         if not isinstance(body, dict):
             raise InvalidRequest("a JSON-RPC request is an object (batches are not supported)")
         given = body.get("id")
-        rpc_id = given if isinstance(given, str | int) and not isinstance(given, bool) else None
+        if given is not None and (not isinstance(given, str | int) or isinstance(given, bool)):
+            raise InvalidRequest("a JSON-RPC id is a string, a number or null")
+        rpc_id = given
         method, params = body.get("method"), body.get("params", {})
         if body.get("jsonrpc") != "2.0" or not isinstance(method, str):
             raise InvalidRequest('a JSON-RPC 2.0 request needs "jsonrpc": "2.0" and a "method"')

@@ -8,12 +8,14 @@ from its log, so a task's state is never behind.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
+from typing import get_args
 
 from agency.projections import queries
 from agency.services.api.a2a.errors import InvalidParams, TaskNotFound
 from agency.services.api.a2a.service import Agent, require_context
 from agency.services.api.a2a.tasks import RunTask, fold
-from agency.services.api.a2a.wire import ListTasksRequest, ListTasksResponse
+from agency.services.api.a2a.wire import ListTasksRequest, ListTasksResponse, TaskState
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 100
@@ -38,10 +40,12 @@ async def list_tasks(agent: Agent, request: ListTasksRequest) -> ListTasksRespon
         threads = await _contexts(agent)
     runs = await _runs(agent, threads)
     if request.status and request.status != "TASK_STATE_UNSPECIFIED":
+        if request.status not in get_args(TaskState):
+            raise InvalidParams(f"status {request.status[:40]!r} is not a TaskState")
         runs = [r for r in runs if r.state == request.status]
     if request.status_timestamp_after:
-        after = request.status_timestamp_after
-        runs = [r for r in runs if r.updated > after]
+        after = _instant(request.status_timestamp_after)
+        runs = [r for r in runs if datetime.fromisoformat(r.updated) > after]
     runs.sort(key=lambda r: (r.updated, r.run_id), reverse=True)
     page = runs[offset : offset + size]
     following = offset + size if offset + size < len(runs) else None
@@ -49,9 +53,19 @@ async def list_tasks(agent: Agent, request: ListTasksRequest) -> ListTasksRespon
     return ListTasksResponse(
         tasks=[r.task(request.history_length, artifacts=artifacts) for r in page],
         next_page_token="" if following is None else str(following),
-        page_size=size,
+        page_size=len(page),
         total_size=len(runs),
     )
+
+
+def _instant(value: str) -> datetime:
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidParams(
+            f"statusTimestampAfter {value[:40]!r} is not an RFC 3339 timestamp"
+        ) from None
+    return instant if instant.tzinfo else instant.replace(tzinfo=UTC)
 
 
 def _offset(token: str) -> int:

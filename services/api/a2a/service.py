@@ -178,9 +178,12 @@ async def send_blocking(agent: Agent, request: SendMessageRequest) -> Task:
     events = await send(agent, request)
     latest: Task | None = None
     try:
-        async with asyncio.timeout(0 if config and config.return_immediately else BLOCKING_SECONDS):
-            async for event in events:
-                latest = _merged(latest, event)
+        if config is not None and config.return_immediately:
+            latest = _merged(None, await anext(events))
+        else:
+            async with asyncio.timeout(BLOCKING_SECONDS):
+                async for event in events:
+                    latest = _merged(latest, event)
     except TimeoutError:
         pass
     finally:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from a2a.types import GetTaskRequest, Role, TaskState
+from a2a.types import GetTaskRequest, Role, SubscribeToTaskRequest, TaskState
 from a2a.utils.errors import TaskNotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import new_tenant
 from tests.protocols.a2a.conftest import JSONRPC, Tenant
-from tests.protocols.a2a.helpers import ask, send
+from tests.protocols.a2a.helpers import ask, collect, send
 
 
 async def test_a_blueprint_card_names_its_interfaces_skills_and_key(tenant: Tenant) -> None:
@@ -22,10 +22,10 @@ async def test_a_blueprint_card_names_its_interfaces_skills_and_key(tenant: Tena
         ("HTTP+JSON", url, "1.0"),
     ]
     assert card.capabilities.streaming and not card.capabilities.push_notifications
-    scheme = card.security_schemes["agencyApiKey"].http_auth_security_scheme
+    scheme = card.security_schemes["bearer"].http_auth_security_scheme
     assert scheme.scheme == "Bearer"
     (requirement,) = card.security_requirements
-    assert set(requirement.schemes) == {"agencyApiKey"}
+    assert set(requirement.schemes) == {"bearer"}
     skills = {s.id: s for s in card.skills}
     assert skills["worker"].name == "worker" and "default" in skills["worker"].tags
     assert "tool:lookup" in skills
@@ -97,3 +97,28 @@ async def test_another_tenants_task_is_not_found(tenant: Tenant, a2a_system: obj
     async with tenant.client("worker", JSONRPC) as client:
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id=f"{task_id}x"))
+
+
+async def test_return_immediately_answers_the_task_while_it_works(tenant: Tenant) -> None:
+    key = f"a2a-immediately-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="later")])
+    release = tenant.llm.hold(key)
+    try:
+        params = {
+            "message": {"messageId": key, "role": "ROLE_USER", "parts": [{"text": key}]},
+            "configuration": {"returnImmediately": True},
+        }
+        r = await tenant.http.post(
+            tenant.agent_url("worker"),
+            json={"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params},
+        )
+        task = r.json()["result"]["task"]
+        assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+        async with tenant.client("worker", JSONRPC) as client:
+            followed = client.subscribe(SubscribeToTaskRequest(id=task["id"]))
+            await anext(followed)
+            release.set()
+            events = await collect(followed)
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    finally:
+        release.set()

@@ -36,10 +36,14 @@ def message(*parts: dict[str, Any], **fields: str) -> dict[str, Any]:
         (rpc("ListTasks", {"pageSize": 1000}), -32602, "pageSize"),
         (rpc("CreateTaskPushNotificationConfig", {"taskId": "a.b"}), -32003, "push"),
         ({"id": 1, "method": "GetTask"}, -32600, "jsonrpc"),
+        ({**rpc("GetTask", {"id": "a.b"}), "id": {"bad": 1}}, -32600, "id"),
+        (rpc("ListTasks", {"status": "DONE"}), -32602, "TaskState"),
+        (rpc("ListTasks", {"statusTimestampAfter": "yesterday"}), -32602, "RFC 3339"),
     ],
     ids=[
         "not-json", "unknown-method", "no-message", "no-parts", "file-part", "unknown-task",
-        "malformed-task-id", "page-too-large", "push-config", "not-jsonrpc",
+        "malformed-task-id", "page-too-large", "push-config", "not-jsonrpc", "object-id",
+        "unknown-status", "bad-timestamp",
     ],
 )  # fmt: skip
 async def test_a_bad_jsonrpc_request_answers_its_error(
