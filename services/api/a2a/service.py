@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 
 from agency.contracts.commands import ApproveToolCalls, CancelRun
 from agency.contracts.events import ChatMessage, HitlResume, RunCanceled
-from agency.contracts.ids import new_id
+from agency.contracts.ids import derived_id
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.a2a.errors import (
     A2AError,
@@ -48,6 +49,8 @@ from agency.services.api.thread_create import create_root_thread
 BLOCKING_SECONDS = 120.0
 # How long a cancel waits for the run to be canceled before answering the task as it is.
 CANCEL_SECONDS = 10.0
+# The message id is the run's idempotency key: what an `Idempotency-Key` may be.
+_MESSAGE_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 _APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
 _REJECT = frozenset({"reject", "rejected", "no", "n", "deny"})
 
@@ -126,6 +129,11 @@ def _text(message: Message) -> str:
 def _checked(message: Message) -> Message:
     if not message.message_id:
         raise InvalidParams("message.messageId is required")
+    if not _MESSAGE_ID.match(message.message_id):
+        raise InvalidParams(
+            "message.messageId must be 1 to 200 printable ASCII characters without spaces "
+            "(a UUID, say)"
+        )
     if message.role not in ("ROLE_USER", "ROLE_UNSPECIFIED"):
         raise InvalidParams(f"message.role must be ROLE_USER, not {message.role}")
     if not message.parts:
@@ -151,7 +159,7 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
             await feed.aclose()
             raise
         return _follow(feed, tasks, run.run_id)
-    thread_id = await _thread_for(agent, message.context_id)
+    thread_id = await _thread_for(agent, message.context_id, message.message_id)
     if await thread_terminated(agent.deps, agent.tenant, thread_id) is not None:
         raise UnsupportedOperation(f"context {thread_id} is terminated: it takes no more tasks")
     text = _text(message)
@@ -209,28 +217,32 @@ def _merged(latest: Task | None, event: StreamResponse) -> Task | None:
     return latest
 
 
-async def _thread_for(agent: Agent, context_id: str | None) -> str:
-    """The context's thread; a new one of the blueprint when the client names none, or
-    names one the tenant has not used yet."""
-    if context_id:
-        try:
-            created = await thread_created(agent.deps, agent.tenant, None, context_id)
-        except NotFoundException:
-            created = None
-        except HTTPException as e:
-            raise InvalidParams(f"contextId: {e.detail}") from e
-        if created is not None:
-            if created.agency_id != agent.agency_id or created.agent_type != agent.blueprint:
-                raise TaskNotFound(context_id, "context")
-            return context_id
-    thread_id = context_id or new_id()
+async def _thread_for(agent: Agent, context_id: str | None, message_id: str) -> str:
+    """The context's thread: the one named, or a new one of the blueprint. A context the
+    client names and the tenant has not used yet is the new thread's id; without one, the
+    id derives from the message's, so the same message sent again finds the same thread
+    (and its run, the same task)."""
+    thread_id = context_id or derived_id(
+        "a2a_", agent.tenant, agent.agency_id, agent.blueprint, message_id
+    )
+    try:
+        created = await thread_created(agent.deps, agent.tenant, None, thread_id)
+    except NotFoundException:
+        created = None
+    except HTTPException as e:
+        raise InvalidParams(f"contextId: {e.detail}") from e
+    if created is not None:
+        if created.agency_id != agent.agency_id or created.agent_type != agent.blueprint:
+            raise TaskNotFound(thread_id, "context")
+        return thread_id
     try:
         await create_root_thread(
             agent.deps, agent.tenant, agent.agency_id, thread_id, agent.blueprint,
             {"via": "a2a"}, listed=False,
         )  # fmt: skip
     except HTTPException as e:
-        raise InvalidParams(f"contextId {thread_id[:80]!r}: {e.detail}") from e
+        if e.status_code != 409:  # created by the same message, sent twice at once
+            raise InvalidParams(f"contextId {thread_id[:80]!r}: {e.detail}") from e
     return thread_id
 
 

@@ -156,8 +156,6 @@ class ThreadTasks:
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         self.runs: dict[str, RunTask] = {}
-        self.agent_type = ""
-        self.agency_id = ""
 
     def get(self, run_id: str) -> RunTask | None:
         return self.runs.get(run_id)

@@ -122,3 +122,26 @@ async def test_return_immediately_answers_the_task_while_it_works(tenant: Tenant
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     finally:
         release.set()
+
+
+async def test_the_catalogue_endpoint_names_the_agent_by_its_tenant_param(tenant: Tenant) -> None:
+    key = f"a2a-catalogue-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="via the catalogue")])
+    params = {
+        "tenant": f"{tenant.agency}/worker",
+        "message": {"messageId": key, "role": "ROLE_USER", "parts": [{"text": key}]},
+    }
+    body = {"jsonrpc": "2.0", "id": "c1", "method": "SendMessage", "params": params}
+    r = await tenant.http.post(f"{tenant.url}/a2a", json=body)
+    task = r.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"] == [{"text": "via the catalogue"}]
+    # The same message again is the same task (its messageId is the run's idempotency key).
+    again = await tenant.http.post(f"{tenant.url}/a2a", json=body)
+    assert again.json()["result"]["task"]["id"] == task["id"]
+    # The HTTP+JSON binding puts the tenant in the path: the agent's own URL.
+    r = await tenant.http.get(f"{tenant.url}/a2a/{tenant.agency}/worker/tasks/{task['id']}")
+    assert r.status_code == 200 and r.json()["id"] == task["id"]
+    params["tenant"] = "no-slash"
+    r = await tenant.http.post(f"{tenant.url}/a2a", json=body)
+    assert r.json()["error"]["code"] == -32602
