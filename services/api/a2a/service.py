@@ -181,40 +181,25 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
 
 async def send_blocking(agent: Agent, request: SendMessageRequest) -> Task:
     """SendMessage: the task once it ended or awaits input (or as it is after a while, or
-    at once with `returnImmediately`)."""
+    at once with `returnImmediately`), read from the log as GetTask reads it."""
     config = request.configuration
+    history = config.history_length if config is not None else None
+    if history is not None and history < 0:
+        raise InvalidParams("configuration.historyLength must not be negative")
     events = await send(agent, request)
-    latest: Task | None = None
     try:
-        if config is not None and config.return_immediately:
-            latest = _merged(None, await anext(events))
-        else:
+        first = await anext(events)
+        assert first.task is not None, "a task's stream begins with the task"
+        task_id = first.task.id
+        if config is None or not config.return_immediately:
             async with asyncio.timeout(BLOCKING_SECONDS):
-                async for event in events:
-                    latest = _merged(latest, event)
+                async for _ in events:
+                    pass
     except TimeoutError:
         pass
     finally:
         await events.aclose()
-    assert latest is not None, "a task's stream begins with the task"
-    if config is not None and config.history_length is not None and latest.history:
-        n = config.history_length
-        latest.history = latest.history[-n:] if n > 0 else None
-    return latest
-
-
-def _merged(latest: Task | None, event: StreamResponse) -> Task | None:
-    if event.task is not None:
-        return event.task
-    if latest is None:
-        return None
-    if event.status_update is not None:
-        latest.status = event.status_update.status
-        if event.status_update.status.message is not None:
-            latest.history = [*(latest.history or []), event.status_update.status.message]
-    if event.artifact_update is not None:
-        latest.artifacts = [event.artifact_update.artifact]
-    return latest
+    return await get_task(agent, task_id, history)
 
 
 async def _thread_for(agent: Agent, context_id: str | None, message_id: str) -> str:
