@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from a2a.types import GetTaskRequest, Role, SubscribeToTaskRequest, TaskState
+from a2a.types import (
+    GetTaskRequest,
+    ListTasksRequest,
+    Role,
+    SubscribeToTaskRequest,
+    TaskState,
+)
 from a2a.utils.errors import TaskNotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import new_tenant
+from tests.langgraph.helpers import call
 from tests.protocols.a2a.conftest import JSONRPC, Tenant
 from tests.protocols.a2a.helpers import ask, collect, send
 
@@ -145,3 +152,27 @@ async def test_the_catalogue_endpoint_names_the_agent_by_its_tenant_param(tenant
     params["tenant"] = "no-slash"
     r = await tenant.http.post(f"{tenant.url}/a2a", json=body)
     assert r.json()["error"]["code"] == -32602
+
+
+async def test_a_subagent_works_inside_its_parents_task(tenant: Tenant) -> None:
+    key, child = f"a2a-manager-{tenant.agency}", f"a2a-child-{tenant.agency}"
+    tenant.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[call("task", description=child, subagentType="worker")]),
+            ScriptStep(content="delegated and done"),
+        ],
+    )
+    tenant.llm.script(child, [ScriptStep(content="the child's part")])
+    async with tenant.client("manager", JSONRPC) as client:
+        events = await send(client, ask(key))
+    states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+    # The parent waits for its child as working: no input is asked of the client.
+    assert TaskState.TASK_STATE_INPUT_REQUIRED not in states
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    (artifact,) = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
+    assert artifact.parts[0].text == "delegated and done"
+    async with tenant.client("manager", JSONRPC) as client:
+        listed = await client.list_tasks(ListTasksRequest())
+    # The child's thread is the run's own, not a context of the agent.
+    assert [t.id for t in listed.tasks] == [events[0].task.id]
