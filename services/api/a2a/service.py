@@ -159,10 +159,10 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
             await feed.aclose()
             raise
         return _follow(feed, tasks, run.run_id)
+    text = _text(message)  # refused before a thread is made for it
     thread_id = await _thread_for(agent, message.context_id, message.message_id)
     if await thread_terminated(agent.deps, agent.tenant, thread_id) is not None:
         raise UnsupportedOperation(f"context {thread_id} is terminated: it takes no more tasks")
-    text = _text(message)
     await agent.deps.limiter.admit(agent.deps.pool, agent.tenant)
     feed = agent.feed(thread_id)
     try:
@@ -348,8 +348,6 @@ async def _follow(
 def a2a_error(e: HTTPException) -> A2AError:
     """An HTTP refusal from the API's own checks, as the protocol's error."""
     detail = str(e.detail)
-    if e.status_code == 404:
-        return InvalidParams(detail)
-    if e.status_code in (400, 413, 422):
+    if e.status_code in (400, 404, 413, 422):
         return InvalidParams(detail)
     return UnsupportedOperation(f"{detail} (HTTP {e.status_code})")
