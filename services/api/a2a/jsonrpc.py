@@ -18,7 +18,14 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import PathParameter
 
 from agency.services.api.a2a import listing, service
-from agency.services.api.a2a.answers import agent_named, agent_of_tenant_param, check_version, sse
+from agency.services.api.a2a.answers import (
+    EVENT_STREAM,
+    EventStream,
+    agent_named,
+    agent_of_tenant_param,
+    check_version,
+    sse,
+)
 from agency.services.api.a2a.card import PREFIX
 from agency.services.api.a2a.errors import (
     A2AError,
@@ -46,6 +53,7 @@ from agency.services.api.deps import ApiDeps, Principal
 AgencyPath = Annotated[str, PathParameter(name="agencyId")]
 BlueprintPath = Annotated[str, PathParameter(name="blueprint")]
 RpcId = str | int | None
+_STREAMING = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 _PUSH_METHODS = frozenset(
     {
         "CreateTaskPushNotificationConfig",
@@ -64,8 +72,12 @@ def _answer(rpc_id: RpcId, result: Any) -> Response[bytes]:
     return Response(body, media_type="application/json")
 
 
-def _error(rpc_id: RpcId, error: A2AError) -> Response[bytes]:
+def _error(rpc_id: RpcId, error: A2AError, *, streaming: bool = False) -> Any:
+    """The error as a JSON-RPC response; for a streaming method, as the one `error` event
+    of a stream (what a client reading the stream's events expects)."""
     body = ENCODER.encode({"jsonrpc": "2.0", "id": rpc_id, "error": error.jsonrpc()})
+    if streaming:
+        return EventStream(iter([b"event: error\ndata: %s\n\n" % body]), media_type=EVENT_STREAM)
     return Response(body, media_type="application/json")
 
 
@@ -131,6 +143,7 @@ async def rpc(
     agent_path: tuple[str, str] | None,
 ) -> Any:
     rpc_id: RpcId = None
+    streaming = False
     try:
         try:
             body = msgspec.json.decode(await request.body())
@@ -143,6 +156,7 @@ async def rpc(
             raise InvalidRequest("a JSON-RPC id is a string, a number or null")
         rpc_id = given
         method, params = body.get("method"), body.get("params", {})
+        streaming = method in _STREAMING
         if body.get("jsonrpc") != "2.0" or not isinstance(method, str):
             raise InvalidRequest('a JSON-RPC 2.0 request needs "jsonrpc": "2.0" and a "method"')
         if not isinstance(params, dict):
@@ -157,13 +171,13 @@ async def rpc(
             raise InvalidParams(f"no agent {agency_id[:40]}/{blueprint[:80]} here") from None
         return await _methods(agent, method, params, rpc_id)
     except A2AError as e:
-        return _error(rpc_id, e)
+        return _error(rpc_id, e, streaming=streaming)
     except msgspec.ValidationError as e:
-        return _error(rpc_id, InvalidParams(f"params: {e}"))
+        return _error(rpc_id, InvalidParams(f"params: {e}"), streaming=streaming)
     except HTTPException as e:
         if e.status_code in (401, 403) or (e.status_code == 404 and agent_path is not None):
             raise
-        return _error(rpc_id, a2a_error(e))
+        return _error(rpc_id, a2a_error(e), streaming=streaming)
 
 
 @post(f"{PREFIX}/{{agencyId:str}}/{{blueprint:str}}", status_code=200)

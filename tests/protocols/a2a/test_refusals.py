@@ -4,6 +4,7 @@ ends its open A2A stream."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -104,3 +105,14 @@ async def test_a_revoked_key_ends_its_open_stream(tenant: Tenant) -> None:
                             pass
     finally:
         release.set()
+
+
+async def test_a_streaming_methods_error_is_the_one_event_of_its_stream(tenant: Tenant) -> None:
+    r = await tenant.http.post(
+        tenant.agent_url("worker"), json=rpc("SubscribeToTask", {"id": "nothing.here"})
+    )
+    assert r.headers["content-type"].startswith("text/event-stream")
+    (frame,) = [f for f in r.text.split("\n\n") if f]
+    event, data = frame.split("\n")
+    assert event == "event: error"
+    assert json.loads(data.removeprefix("data: "))["error"]["code"] == -32001
