@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from a2a.types import (
+    CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     Role,
@@ -17,7 +18,7 @@ from a2a.utils.errors import TaskNotFoundError
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import new_tenant
 from tests.langgraph.helpers import call
-from tests.protocols.a2a.conftest import JSONRPC, Tenant
+from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, Tenant
 from tests.protocols.a2a.helpers import ask, collect, send
 
 
@@ -87,8 +88,21 @@ async def test_another_tenants_task_is_not_found(tenant: Tenant, a2a_system: obj
     async with tenant.client("worker", JSONRPC, streaming=False) as client:
         (event,) = await send(client, ask(key))
     task_id = event.task.id
-    other_key, _, other_agency = await new_tenant(tenant.url, "other")
+    other_key, other_id, other_agency = await new_tenant(tenant.url, "other")
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {other_key}"}, timeout=30) as h:
+        other = Tenant(tenant.url, tenant.llm, other_key, other_id, other_agency, h)
+        for binding in BINDINGS:
+            async with other.client("worker", binding) as client:
+                with pytest.raises(TaskNotFoundError):
+                    await client.get_task(GetTaskRequest(id=task_id))
+                with pytest.raises(TaskNotFoundError):
+                    await client.cancel_task(CancelTaskRequest(id=task_id))
+                with pytest.raises(TaskNotFoundError):
+                    await collect(client.subscribe(SubscribeToTaskRequest(id=task_id)))
+                with pytest.raises(TaskNotFoundError):
+                    await send(client, ask("approve", context=event.task.context_id, task=task_id))
+                listed = await client.list_tasks(ListTasksRequest(context_id=event.task.context_id))
+                assert list(listed.tasks) == []
         r = await h.post(
             f"{tenant.url}/a2a/{other_agency}/worker",
             json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}},
