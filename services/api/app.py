@@ -26,6 +26,7 @@ from agency.contracts.subjects import EVENTS_STREAM
 from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
+from agency.services.api.a2a.router import a2a_router
 from agency.services.api.agui.routes import agui_router
 from agency.services.api.aisdk import aisdk_router
 from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
@@ -169,6 +170,7 @@ def create_app(deps: ApiDeps) -> Litestar:
             langgraph_router(),
             aisdk_router(),
             agui_router(),
+            a2a_router(),
         ],
         dependencies={
             "deps": Provide(provide_deps, sync_to_thread=False, use_cache=True),

@@ -79,6 +79,7 @@ _EXPECTED = {
         # The AI SDK's transport and stream reader against /aisdk.
         "tool-write_todos: output-available",
         "text: Done. write_todos answered",
+        "TASK_STATE_COMPLETED",  # A2A: the a2a-sdk client's task
         "run.ended completed True",  # a webhook delivery, verified by `standardwebhooks`
         "versions: 2026-07-28",  # MCP: the SDK's `server/discover`
         "run: completed",

@@ -1,0 +1,87 @@
+"""The whole system with a fake model that takes a few hundred milliseconds per answer, and
+the official `a2a-sdk` client pointed at a blueprint's agent card with a fresh tenant's key.
+
+One system for the package: systems share the session's NATS and its durable consumers,
+so two alive at once would take each other's runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.types import AgentCard
+
+from agency.infra.jetstream.connection import Bus
+from agency.infra.launch import NatsServer
+from agency.services.api.deps import ApiSettings
+from agency.services.llm.fake_server import FakeLLMServer
+from tests.e2e.conftest import ADMIN, running_system
+from tests.langgraph.conftest import new_tenant
+
+JSONRPC = "JSONRPC"
+HTTP_JSON = "HTTP+JSON"
+BINDINGS = [JSONRPC, HTTP_JSON]
+
+
+@dataclass(frozen=True)
+class System:
+    url: str
+    llm: FakeLLMServer
+
+
+@pytest.fixture(scope="package")
+async def a2a_system(
+    nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
+) -> AsyncIterator[System]:
+    async with (
+        FakeLLMServer(instant=True, latency_ms=(300, 600)) as llm,
+        running_system(
+            nats_url, database_url, nats_server, llm, ApiSettings(admin_secret=ADMIN)
+        ) as url,
+    ):
+        yield System(url=url, llm=llm)
+
+
+@dataclass
+class Tenant:
+    """A new tenant with an agency named `default`, and an HTTP client with its key."""
+
+    url: str
+    llm: FakeLLMServer
+    key: str
+    id: str
+    agency: str
+    http: httpx.AsyncClient
+
+    def agent_url(self, blueprint: str) -> str:
+        return f"{self.url}/a2a/{self.agency}/{blueprint}"
+
+    async def card(self, blueprint: str) -> AgentCard:
+        resolver = A2ACardResolver(self.http, self.agent_url(blueprint))
+        return await resolver.get_agent_card()
+
+    @asynccontextmanager
+    async def client(
+        self, blueprint: str, binding: str = JSONRPC, *, streaming: bool = True
+    ) -> AsyncIterator[Client]:
+        """The SDK's client for the blueprint's card, speaking `binding`."""
+        config = ClientConfig(
+            httpx_client=self.http, streaming=streaming, supported_protocol_bindings=[binding]
+        )
+        client = ClientFactory(config).create(await self.card(blueprint))
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+@pytest.fixture
+async def tenant(a2a_system: System) -> AsyncIterator[Tenant]:
+    key, tenant_id, agency = await new_tenant(a2a_system.url, "a2a")
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        yield Tenant(a2a_system.url, a2a_system.llm, key, tenant_id, agency, http)
