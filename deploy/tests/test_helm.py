@@ -15,7 +15,10 @@ import yaml
 
 CHART = Path(__file__).resolve().parents[1] / "helm" / "agency"
 KUBE = "1.30.0"
-SERVICES = ("api", "registry", "runtime", "tools", "subagents", "workflows", "projector", "gateway")
+SERVICES = (
+    "api", "registry", "runtime", "tools", "subagents", "workflows", "projector", "gateway",
+    "webhooks",
+)  # fmt: skip
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},

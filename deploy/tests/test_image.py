@@ -35,7 +35,8 @@ def test_the_image_keeps_no_secret_and_runs_as_a_user(image: str) -> None:
     assert listed.strip() == ""
     # Every service is runnable from it.
     helped = sh("podman", "run", "--rm", image, "serve", "--help")
-    for service in ("registry", "runtime", "tools", "subagents", "workflows", "projector", "api"):
+    services = ("registry", "runtime", "tools", "subagents", "workflows", "projector", "webhooks")
+    for service in (*services, "api"):
         assert service in helped
 
 
