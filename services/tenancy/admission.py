@@ -1,0 +1,246 @@
+"""Admission under overload: each tenant gets its share of what the process can do now.
+
+Two pools per process, each counting what every tenant has in it:
+
+- work (`enter` … `Ticket.done`): requests that change something (HTTP writes, LangGraph
+  runs, NATS commands through the gateway), from the moment they come in until they are
+  answered. How many may be in flight at once (`limit`) is measured, not configured: each
+  answered request's latency is a sample, and the limit follows the ratio of the usual
+  latency (learnt while the process is quiet) to the recent one (a gradient, as TCP Vegas
+  does), between `min_limit` and `max_limit`. When the process answers as fast as it
+  usually does the limit grows; when answers slow down (appends queue in the broker, the
+  event loop lags, the runtime takes invokes up late), it shrinks.
+- open (`open` … `Ticket.done`): reads and streams (SSE, WebSocket), bounded by
+  `max_open` at once.
+
+Neither pool refuses anyone while it has room. Once it is full (saturated), each tenant with
+something in it gets a share of it in proportion to its weight (`weights`, 1 unless set); a
+tenant holding its share or more is refused with the seconds after which one of its own
+requests will likely have been answered, and a tenant under its share is admitted whatever
+the others hold. So a flooding tenant meets a refusal as soon as the process is saturated,
+before its request is read or queued, and the others go on as if it were not there.
+
+The decisions are pure arithmetic on counts and a clock given by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import msgspec
+
+from agency.services.tenancy.settings_env import from_environ
+
+ADMISSION_LIMIT = "tenant_share_exceeded"
+# How fast the recent latency follows its samples; how fast the usual one follows a sample
+# of a quiet process (under half its limit in flight), and of a busy one.
+_RECENT = 0.2
+_USUAL_QUIET = 0.05
+_USUAL_BUSY = 0.0002
+# How much of each new estimate the limit takes.
+_SMOOTHING = 0.2
+
+
+class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The operator's settings (`AGENCY_ADMISSION_<FIELD>`); `enabled=False` admits all."""
+
+    enabled: bool = True
+    # Requests in flight at once (per process): where the measured limit starts, its bounds.
+    initial_limit: int = 16
+    min_limit: int = 8
+    max_limit: int = 128
+    # Latency this many times the usual one is taken as the process being overloaded.
+    latency_tolerance: float = 2.0
+    # Reads and streams open at once (per process).
+    max_open: int = 512
+    # Tenants' weights, `TENANT=WEIGHT` comma-separated (`t_01J8…=2,t_01J9…=0.5`).
+    weights: str = ""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_limit <= self.initial_limit <= self.max_limit:
+            raise ValueError(
+                "AGENCY_ADMISSION_MIN_LIMIT <= AGENCY_ADMISSION_INITIAL_LIMIT <= "
+                f"AGENCY_ADMISSION_MAX_LIMIT must hold, at least 1: they are {self.min_limit}, "
+                f"{self.initial_limit}, {self.max_limit}"
+            )
+        if self.latency_tolerance < 1.0:
+            raise ValueError(
+                f"AGENCY_ADMISSION_LATENCY_TOLERANCE is {self.latency_tolerance}: it must be "
+                "at least 1"
+            )
+        if self.max_open < 1:
+            raise ValueError(f"AGENCY_ADMISSION_MAX_OPEN is {self.max_open}: it must be >= 1")
+        parse_weights(self.weights)
+
+    @classmethod
+    def from_env(cls) -> AdmissionSettings:
+        """`AGENCY_ADMISSION_ENABLED`, `…_INITIAL_LIMIT`, `…_MIN_LIMIT`, `…_MAX_LIMIT`,
+        `…_LATENCY_TOLERANCE`, `…_MAX_OPEN`, `…_WEIGHTS`."""
+        return from_environ(cls, "AGENCY_ADMISSION_")
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """`TENANT=WEIGHT,…` as a map; an item that is not one names itself in the error."""
+    weights: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        tenant, sep, value = item.partition("=")
+        try:
+            weight = float(value) if sep and tenant.strip() else math.nan
+        except ValueError:
+            weight = math.nan
+        if not weight > 0 or math.isinf(weight):
+            raise ValueError(
+                f"AGENCY_ADMISSION_WEIGHTS item {item!r} is not TENANT=WEIGHT with a "
+                "positive weight"
+            )
+        weights[tenant.strip()] = weight
+    return weights
+
+
+class Refused(Exception):
+    """A tenant at or over its share of a saturated process; retry after `retry_after` s."""
+
+    def __init__(self, tenant: str, held: int, share: float, what: str, retry_after: int) -> None:
+        self.tenant, self.held, self.share, self.retry_after = tenant, held, share, retry_after
+        super().__init__(
+            f"{ADMISSION_LIMIT}: the server is at capacity and the tenant has {held} {what} "
+            f"in progress, its share is {max(1, math.floor(share))}; retry in {retry_after} s"
+        )
+
+
+@dataclass
+class Ticket:
+    """One admitted request; `done` (once) gives its place back."""
+
+    pool: _Pool
+    tenant: str
+    started: float
+    # Entered while the process had under half its limit in flight.
+    quiet: bool = False
+    sample: bool = True
+    _done: bool = False
+
+    def done(self, now: float, *, sample: bool | None = None) -> None:
+        if self._done:
+            return
+        self._done = True
+        self.pool.leave(self, now, self.sample if sample is None else sample)
+
+
+@dataclass
+class _Pool:
+    weights: dict[str, float]
+    what: str
+    held: Counter[str] = field(default_factory=Counter)
+    total: int = 0
+
+    def capacity(self) -> float:
+        raise NotImplementedError
+
+    def share(self, tenant: str) -> float:
+        """The tenant's part of the capacity, among the tenants holding some of it."""
+        mine = self.weights.get(tenant, 1.0)
+        others = sum(self.weights.get(t, 1.0) for t in self.held if t != tenant)
+        return self.capacity() * mine / (mine + others)
+
+    def enter(self, tenant: str, now: float) -> Ticket:
+        """Admit or raise `Refused`: refused only at or over its share of a full pool."""
+        if self.total >= self.capacity():
+            share = self.share(tenant)
+            if self.held[tenant] >= max(1, math.floor(share)):
+                raise Refused(
+                    tenant, self.held[tenant], share, self.what, self.retry_after(tenant, share)
+                )
+        quiet = self.total < self.capacity() / 2
+        self.held[tenant] += 1
+        self.total += 1
+        return Ticket(self, tenant, now, quiet)
+
+    def leave(self, ticket: Ticket, now: float, sample: bool) -> None:
+        self.total -= 1
+        self.held[ticket.tenant] -= 1
+        if self.held[ticket.tenant] <= 0:
+            del self.held[ticket.tenant]
+
+    def retry_after(self, tenant: str, share: float) -> int:
+        return 1
+
+
+@dataclass
+class WorkPool(_Pool):
+    """Requests in flight, bounded by a limit measured from their latency."""
+
+    settings: AdmissionSettings = field(default_factory=AdmissionSettings)
+    limit: float = 0.0
+    recent: float = 0.0
+    usual: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.limit = float(self.settings.initial_limit)
+
+    def capacity(self) -> float:
+        return math.floor(self.limit)
+
+    def leave(self, ticket: Ticket, now: float, sample: bool) -> None:
+        super().leave(ticket, now, sample)
+        if sample:
+            self.observe(max(now - ticket.started, 1e-4), quiet=ticket.quiet)
+
+    def observe(self, latency: float, *, quiet: bool) -> None:
+        """One answered request's latency: the limit follows the usual / recent ratio.
+
+        The usual latency is learnt from a quiet process; a busy one moves it only slowly
+        (a different mix of requests may be slower for good), so an overload that lasts
+        does not become the usual and keeps the limit down."""
+        if not self.recent:
+            self.recent = self.usual = latency
+            return
+        self.recent += _RECENT * (latency - self.recent)
+        learn = _USUAL_QUIET if quiet or latency < self.usual else _USUAL_BUSY
+        self.usual += learn * (latency - self.usual)
+        tolerance = self.settings.latency_tolerance
+        gradient = max(0.5, min(1.0, tolerance * self.usual / self.recent))
+        estimate = self.limit * gradient + math.sqrt(self.limit)
+        if estimate > self.limit and self.total < self.limit / 2:
+            return  # not using what it has: no evidence that more would be served
+        limit = self.limit + _SMOOTHING * (estimate - self.limit)
+        self.limit = max(float(self.settings.min_limit), min(float(self.settings.max_limit), limit))
+
+    def retry_after(self, tenant: str, share: float) -> int:
+        """Seconds until the tenant is likely back under its share: its requests beyond
+        the share answered, at the recent latency, its share at a time."""
+        beyond = self.held[tenant] - math.floor(share) + 1
+        rounds = math.ceil(beyond / max(1, math.floor(share)))
+        return max(1, math.ceil(rounds * (self.recent or 1.0)))
+
+
+@dataclass
+class OpenPool(_Pool):
+    """Reads and streams open at once, at most `max_open`."""
+
+    max_open: int = 512
+
+    def capacity(self) -> float:
+        return float(self.max_open)
+
+
+class Admission:
+    """Both pools of one process; `enter` for work, `open` for reads and streams."""
+
+    def __init__(self, settings: AdmissionSettings | None = None) -> None:
+        self.settings = settings or AdmissionSettings.from_env()
+        weights = parse_weights(self.settings.weights)
+        self.work = WorkPool(weights, "requests", settings=self.settings)
+        self.reads = OpenPool(weights, "reads and streams", max_open=self.settings.max_open)
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def enter(self, tenant: str, now: float) -> Ticket:
+        return self.work.enter(tenant, now)
+
+    def open(self, tenant: str, now: float) -> Ticket:
+        return self.reads.enter(tenant, now)
