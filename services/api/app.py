@@ -25,6 +25,7 @@ from agency.contracts.errors import InvalidToken
 from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
+from agency.services.api.admission_door import AdmissionMiddleware
 from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
 from agency.services.api.bodies import strict_body
 from agency.services.api.console.pages import CONSOLE_PAGES
@@ -160,6 +161,7 @@ def create_app(deps: ApiDeps) -> Litestar:
             PathGuard(),
             AllowMiddleware(),
             AuthMiddleware(deps),
+            AdmissionMiddleware(deps.admission),
         ],
         before_request=strict_body,
         before_send=[cors_headers(deps.settings.cors)] if deps.settings.cors.enabled else [],

@@ -25,6 +25,7 @@ from agency.services.api.runstatus import KeptStatuses
 from agency.services.api.thread_create import PendingListings
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
+from agency.services.tenancy.admission import Admission
 from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.tenancy.fairness import ScheduleLimits
 from agency.services.tenancy.spend_ledger import SpendLedger
@@ -82,6 +83,9 @@ class ApiDeps:
     nats_credentials: CredentialIssuer | None = None
     # Per-tenant invoke limits (`AGENCY_TENANT_*`); 429 with Retry-After beyond them.
     limiter: InvokeLimiter = field(default_factory=InvokeLimiter)
+    # Each tenant's share of this process under overload (`AGENCY_ADMISSION_*`): 429 with
+    # Retry-After beyond it, before the request is read.
+    admission: Admission = field(default_factory=Admission)
     # A blueprint's prompt and an invoke's messages, bounded (`AGENCY_MAX_*`): 400 beyond.
     door: DoorLimits = field(default_factory=DoorLimits.from_env)
     # The model providers the runtime may call: a blueprint naming another is refused.
