@@ -119,6 +119,7 @@ def create_app(deps: ApiDeps) -> Litestar:
             deps.keys.watching(deps.bus.nc, deps.pool),
             deps.known.watching(deps.bus.nc),
             deps.metrics.watching(deps.bus.nc),
+            deps.limiter.watching(deps.bus.nc),
             deps.progress.listening_while(),
             mcp.running(app),
         ):

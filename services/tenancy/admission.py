@@ -12,6 +12,11 @@ Two pools per process, each counting what every tenant has in it:
   event loop lags, the runtime takes invokes up late), it shrinks.
 - open (`open` … `Ticket.done`): reads and streams (SSE, WebSocket), bounded by
   `max_open` at once.
+- runs (`RunShares`): runs in progress (accepted, not ended), counted from the log by every
+  API and runtime process, bounded by a limit measured the same way from how long runs take
+  (`runs_min_limit` to `runs_max_limit`). A tenant at its share may not start another run:
+  its invoke is refused at the API (429) and at the runtime (`request.rejected`), whichever
+  way it came.
 
 Neither pool refuses anyone while it has room. Once it is full (saturated), each tenant with
 something in it gets a share of it in proportion to its weight (`weights`, 1 unless set); a
@@ -39,6 +44,8 @@ ADMISSION_LIMIT = "tenant_share_exceeded"
 _RECENT = 0.2
 _USUAL_QUIET = 0.05
 _USUAL_BUSY = 0.0002
+# Seconds after a refusal during which the system is not taken as quiet.
+_QUIET_AFTER = 5.0
 # How much of each new estimate the limit takes.
 _SMOOTHING = 0.2
 
@@ -55,6 +62,10 @@ class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
     latency_tolerance: float = 2.0
     # Reads and streams open at once (per process).
     max_open: int = 512
+    # Runs in progress at once, over all tenants: the measured limit's start and bounds.
+    runs_initial_limit: int = 32
+    runs_min_limit: int = 8
+    runs_max_limit: int = 256
     # Tenants' weights, `TENANT=WEIGHT` comma-separated (`t_01J8…=2,t_01J9…=0.5`).
     weights: str = ""
 
@@ -64,6 +75,12 @@ class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
                 "AGENCY_ADMISSION_MIN_LIMIT <= AGENCY_ADMISSION_INITIAL_LIMIT <= "
                 f"AGENCY_ADMISSION_MAX_LIMIT must hold, at least 1: they are {self.min_limit}, "
                 f"{self.initial_limit}, {self.max_limit}"
+            )
+        if not 1 <= self.runs_min_limit <= self.runs_initial_limit <= self.runs_max_limit:
+            raise ValueError(
+                "AGENCY_ADMISSION_RUNS_MIN_LIMIT <= AGENCY_ADMISSION_RUNS_INITIAL_LIMIT <= "
+                "AGENCY_ADMISSION_RUNS_MAX_LIMIT must hold, at least 1: they are "
+                f"{self.runs_min_limit}, {self.runs_initial_limit}, {self.runs_max_limit}"
             )
         if self.latency_tolerance < 1.0:
             raise ValueError(
@@ -77,7 +94,8 @@ class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_env(cls) -> AdmissionSettings:
         """`AGENCY_ADMISSION_ENABLED`, `…_INITIAL_LIMIT`, `…_MIN_LIMIT`, `…_MAX_LIMIT`,
-        `…_LATENCY_TOLERANCE`, `…_MAX_OPEN`, `…_WEIGHTS`."""
+        `…_LATENCY_TOLERANCE`, `…_MAX_OPEN`, `…_RUNS_INITIAL_LIMIT`, `…_RUNS_MIN_LIMIT`,
+        `…_RUNS_MAX_LIMIT`, `…_WEIGHTS`."""
         return from_environ(cls, "AGENCY_ADMISSION_")
 
 
@@ -130,30 +148,75 @@ class Ticket:
 
 
 @dataclass
+class MeasuredLimit:
+    """How much may be in progress at once, from how long each took (a gradient): the limit
+    follows the ratio of the usual time (learnt while quiet) to the recent one, plus room
+    to grow, between `low` and `high`.
+
+    The usual time is learnt from a quiet system (under half its limit in use and nothing
+    refused of late); a busy one moves it only slowly (a different mix may be slower for
+    good), so an overload that lasts does not become the usual and keeps the limit down."""
+
+    low: int
+    high: int
+    tolerance: float
+    limit: float
+    recent: float = 0.0
+    usual: float = 0.0
+
+    def observe(self, took: float, *, quiet: bool, in_use: int) -> None:
+        if not self.recent:
+            self.recent = self.usual = took
+            return
+        self.recent += _RECENT * (took - self.recent)
+        learn = _USUAL_QUIET if quiet or took < self.usual else _USUAL_BUSY
+        self.usual += learn * (took - self.usual)
+        gradient = max(0.5, min(1.0, self.tolerance * self.usual / self.recent))
+        estimate = self.limit * gradient + math.sqrt(self.limit)
+        if estimate > self.limit and in_use < self.limit / 2:
+            return  # not using what it has: no evidence that more would be served
+        limit = self.limit + _SMOOTHING * (estimate - self.limit)
+        self.limit = max(float(self.low), min(float(self.high), limit))
+
+    def retry_after(self, held: int, share: float) -> int:
+        """Seconds until a tenant holding `held` is likely back under `share`: what it
+        holds beyond the share done, at the recent time, its share at a time."""
+        whole = max(1, math.floor(share))
+        rounds = math.ceil((held - whole + 1) / whole)
+        return max(1, math.ceil(rounds * (self.recent or 1.0)))
+
+
+def _share(capacity: float, weights: dict[str, float], held: Counter[str], tenant: str) -> float:
+    """The tenant's part of the capacity, among the tenants holding some of it."""
+    mine = weights.get(tenant, 1.0)
+    others = sum(weights.get(t, 1.0) for t in held if t != tenant)
+    return capacity * mine / (mine + others)
+
+
+@dataclass
 class _Pool:
     weights: dict[str, float]
     what: str
     held: Counter[str] = field(default_factory=Counter)
     total: int = 0
+    last_refused: float = -math.inf
 
     def capacity(self) -> float:
         raise NotImplementedError
 
     def share(self, tenant: str) -> float:
-        """The tenant's part of the capacity, among the tenants holding some of it."""
-        mine = self.weights.get(tenant, 1.0)
-        others = sum(self.weights.get(t, 1.0) for t in self.held if t != tenant)
-        return self.capacity() * mine / (mine + others)
+        return _share(self.capacity(), self.weights, self.held, tenant)
 
     def enter(self, tenant: str, now: float) -> Ticket:
         """Admit or raise `Refused`: refused only at or over its share of a full pool."""
         if self.total >= self.capacity():
             share = self.share(tenant)
             if self.held[tenant] >= max(1, math.floor(share)):
+                self.last_refused = now
                 raise Refused(
                     tenant, self.held[tenant], share, self.what, self.retry_after(tenant, share)
                 )
-        quiet = self.total < self.capacity() / 2
+        quiet = self.total < self.capacity() / 2 and now - self.last_refused > _QUIET_AFTER
         self.held[tenant] += 1
         self.total += 1
         return Ticket(self, tenant, now, quiet)
@@ -173,47 +236,29 @@ class WorkPool(_Pool):
     """Requests in flight, bounded by a limit measured from their latency."""
 
     settings: AdmissionSettings = field(default_factory=AdmissionSettings)
-    limit: float = 0.0
-    recent: float = 0.0
-    usual: float = 0.0
+    measured: MeasuredLimit = field(init=False)
 
     def __post_init__(self) -> None:
-        self.limit = float(self.settings.initial_limit)
+        s = self.settings
+        self.measured = MeasuredLimit(
+            s.min_limit, s.max_limit, s.latency_tolerance, float(s.initial_limit)
+        )
+
+    @property
+    def limit(self) -> float:
+        return self.measured.limit
 
     def capacity(self) -> float:
-        return math.floor(self.limit)
+        return math.floor(self.measured.limit)
 
     def leave(self, ticket: Ticket, now: float, sample: bool) -> None:
         super().leave(ticket, now, sample)
         if sample:
-            self.observe(max(now - ticket.started, 1e-4), quiet=ticket.quiet)
-
-    def observe(self, latency: float, *, quiet: bool) -> None:
-        """One answered request's latency: the limit follows the usual / recent ratio.
-
-        The usual latency is learnt from a quiet process; a busy one moves it only slowly
-        (a different mix of requests may be slower for good), so an overload that lasts
-        does not become the usual and keeps the limit down."""
-        if not self.recent:
-            self.recent = self.usual = latency
-            return
-        self.recent += _RECENT * (latency - self.recent)
-        learn = _USUAL_QUIET if quiet or latency < self.usual else _USUAL_BUSY
-        self.usual += learn * (latency - self.usual)
-        tolerance = self.settings.latency_tolerance
-        gradient = max(0.5, min(1.0, tolerance * self.usual / self.recent))
-        estimate = self.limit * gradient + math.sqrt(self.limit)
-        if estimate > self.limit and self.total < self.limit / 2:
-            return  # not using what it has: no evidence that more would be served
-        limit = self.limit + _SMOOTHING * (estimate - self.limit)
-        self.limit = max(float(self.settings.min_limit), min(float(self.settings.max_limit), limit))
+            took = max(now - ticket.started, 1e-4)
+            self.measured.observe(took, quiet=ticket.quiet, in_use=self.total)
 
     def retry_after(self, tenant: str, share: float) -> int:
-        """Seconds until the tenant is likely back under its share: its requests beyond
-        the share answered, at the recent latency, its share at a time."""
-        beyond = self.held[tenant] - math.floor(share) + 1
-        rounds = math.ceil(beyond / max(1, math.floor(share)))
-        return max(1, math.ceil(rounds * (self.recent or 1.0)))
+        return self.measured.retry_after(self.held[tenant], share)
 
 
 @dataclass
@@ -224,6 +269,67 @@ class OpenPool(_Pool):
 
     def capacity(self) -> float:
         return float(self.max_open)
+
+
+@dataclass
+class RunShares:
+    """Runs in progress per tenant (accepted and not yet ended, as the log tells them),
+    against a limit on all of them measured from how long runs take: once as many runs as
+    the limit are in progress, a tenant at its share may start no other until one ends
+    (`refusal`). What it says comes from the tenant's own runs, so every process that follows
+    the log agrees."""
+
+    settings: AdmissionSettings = field(default_factory=AdmissionSettings)
+    held: Counter[str] = field(default_factory=Counter)
+    last_refused: float = -math.inf
+    # run id -> (tenant, when it was accepted, whether the system was quiet then)
+    _runs: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    weights: dict[str, float] = field(init=False)
+    measured: MeasuredLimit = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.weights = parse_weights(s.weights)
+        self.measured = MeasuredLimit(
+            s.runs_min_limit, s.runs_max_limit, s.latency_tolerance, float(s.runs_initial_limit)
+        )
+
+    @property
+    def in_progress(self) -> int:
+        return len(self._runs)
+
+    def accepted(self, tenant: str, run_id: str, now: float) -> None:
+        if run_id in self._runs:
+            return
+        limit = math.floor(self.measured.limit)
+        quiet = len(self._runs) < limit / 2 and now - self.last_refused > _QUIET_AFTER
+        self._runs[run_id] = (tenant, now, quiet)
+        self.held[tenant] += 1
+
+    def ended(self, run_id: str, now: float) -> None:
+        found = self._runs.pop(run_id, None)
+        if found is None:
+            return
+        tenant, accepted, quiet = found
+        self.held[tenant] -= 1
+        if self.held[tenant] <= 0:
+            del self.held[tenant]
+        took = max(now - accepted, 1e-4)
+        self.measured.observe(took, quiet=quiet, in_use=len(self._runs))
+
+    def refusal(self, tenant: str, now: float) -> Refused | None:
+        """Why the tenant may not start another run now, or None."""
+        if not self.settings.enabled:
+            return None
+        limit = math.floor(self.measured.limit)
+        if len(self._runs) < limit:
+            return None
+        share = _share(limit, self.weights, self.held, tenant)
+        held = self.held[tenant]
+        if held < max(1, math.floor(share)):
+            return None
+        self.last_refused = now
+        return Refused(tenant, held, share, "runs", self.measured.retry_after(held, share))
 
 
 class Admission:

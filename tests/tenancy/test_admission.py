@@ -12,6 +12,7 @@ from agency.services.tenancy.admission import (
     Admission,
     AdmissionSettings,
     Refused,
+    RunShares,
     Ticket,
 )
 
@@ -156,3 +157,43 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     settings = AdmissionSettings.from_env()
     assert settings.max_limit == 40
     assert Admission(settings).work.weights == {"t_1": 2.0, "t_2": 0.5}
+
+
+RUNS = AdmissionSettings(runs_initial_limit=4, runs_min_limit=4, runs_max_limit=4)
+
+
+def test_runs_in_progress_past_the_limit_refuse_the_tenant_at_its_share_only() -> None:
+    shares = RunShares(RUNS)
+    for n in range(3):
+        shares.accepted("b", f"b{n}", 0.0)
+    assert shares.refusal("b", 0.0) is None  # 3 of 4: room
+    shares.accepted("a", "a0", 0.0)
+    refused = shares.refusal("b", 0.0)
+    assert refused is not None and refused.retry_after >= 1
+    assert "3 runs in progress, its share is 2" in str(refused)
+    assert shares.refusal("a", 0.0) is None  # a holds 1 of its 2
+    shares.accepted("a", "a0", 0.0)  # seen again (the log and the step that decided it)
+    assert shares.in_progress == 4
+    shares.ended("b0", 1.0)
+    shares.ended("b0", 1.0)
+    assert shares.in_progress == 3
+    assert shares.refusal("b", 1.0) is None
+
+
+def test_a_tenant_past_its_share_waits_about_as_long_as_its_runs_take() -> None:
+    shares = RunShares(RUNS)
+    for n in range(40):  # runs of 3 s each, one at a time
+        shares.accepted("b", f"r{n}", n * 3.0)
+        shares.ended(f"r{n}", n * 3.0 + 3.0)
+    for n in range(4):
+        shares.accepted("b", f"b{n}", 200.0)
+    refused = shares.refusal("b", 200.0)
+    assert refused is not None
+    assert 3 <= refused.retry_after <= 4, refused
+
+
+def test_run_shares_switched_off_refuse_nothing() -> None:
+    shares = RunShares(AdmissionSettings(enabled=False, runs_min_limit=1, runs_initial_limit=1))
+    shares.accepted("b", "b0", 0.0)
+    shares.accepted("b", "b1", 0.0)
+    assert shares.refusal("b", 0.0) is None
