@@ -120,6 +120,7 @@ def create_app(deps: ApiDeps) -> Litestar:
             deps.known.watching(deps.bus.nc),
             deps.metrics.watching(deps.bus.nc),
             deps.limiter.watching(deps.bus.nc),
+            deps.relief.relieving(),
             deps.progress.listening_while(),
             mcp.running(app),
         ):

@@ -345,6 +345,11 @@ class Admission:
     def enabled(self) -> bool:
         return self.settings.enabled
 
+    @property
+    def last_refused(self) -> float:
+        """When either pool last refused a request (the clock given to `enter`/`open`)."""
+        return max(self.work.last_refused, self.reads.last_refused)
+
     def enter(self, tenant: str, now: float) -> Ticket:
         return self.work.enter(tenant, now)
 
