@@ -263,12 +263,24 @@ class WorkPool(_Pool):
 
 @dataclass
 class OpenPool(_Pool):
-    """Reads and streams open at once, at most `max_open`."""
+    """Reads and streams open at once, at most `max_open`; how long one stays open (the
+    recent average) says when a refused tenant may try again."""
 
     max_open: int = 512
+    recent: float = 0.0
 
     def capacity(self) -> float:
         return float(self.max_open)
+
+    def leave(self, ticket: Ticket, now: float, sample: bool) -> None:
+        super().leave(ticket, now, sample)
+        held = max(now - ticket.started, 1e-4)
+        self.recent = held if not self.recent else self.recent + _RECENT * (held - self.recent)
+
+    def retry_after(self, tenant: str, share: float) -> int:
+        whole = max(1, math.floor(share))
+        rounds = math.ceil((self.held[tenant] - whole + 1) / whole)
+        return max(1, math.ceil(rounds * (self.recent or 1.0)))
 
 
 @dataclass

@@ -128,9 +128,10 @@ def test_reads_and_streams_have_their_own_bound() -> None:
     with pytest.raises(Refused, match="reads and streams"):
         admission.open("b", 0.0)
     admission.open("a", 0.0)  # a holds none: under its share of 2
-    streams[0].done(1.0)
-    with pytest.raises(Refused):
-        admission.open("b", 0.0)  # still full, b still over its share
+    streams[0].done(30.0)  # open for 30 s
+    with pytest.raises(Refused) as refused:
+        admission.open("b", 30.0)  # still full, b still over its share
+    assert refused.value.retry_after >= 30  # as long as a stream stays open
 
 
 @pytest.mark.parametrize(
