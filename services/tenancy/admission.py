@@ -1,6 +1,6 @@
 """Admission under overload: each tenant gets its share of what the process can do now.
 
-Two pools per process, each counting what every tenant has in it:
+Three counts per process, each of what every tenant has in it:
 
 - work (`enter` … `Ticket.done`): requests that change something (HTTP writes, LangGraph
   runs, NATS commands through the gateway), from the moment they come in until they are
@@ -18,11 +18,11 @@ Two pools per process, each counting what every tenant has in it:
   its invoke is refused at the API (429) and at the runtime (`request.rejected`), whichever
   way it came.
 
-Neither pool refuses anyone while it has room. Once it is full (saturated), each tenant with
-something in it gets a share of it in proportion to its weight (`weights`, 1 unless set); a
-tenant holding its share or more is refused with the seconds after which one of its own
-requests will likely have been answered, and a tenant under its share is admitted whatever
-the others hold. So a flooding tenant meets a refusal as soon as the process is saturated,
+None of them refuses anyone while it has room. Once one is full (saturated), each tenant
+with something in it gets a share of it in proportion to its weight (`weights`, 1 unless
+set); a tenant holding its share or more is refused with the seconds after which its own
+work beyond the share will likely be done, and a tenant under its share is admitted
+whatever the others hold. So a flooding tenant meets a refusal as soon as the process is saturated,
 before its request is read or queued, and the others go on as if it were not there.
 
 The decisions are pure arithmetic on counts and a clock given by the caller.
