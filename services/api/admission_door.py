@@ -1,8 +1,9 @@
 """Each tenant's share of the API process under overload (`services/tenancy/admission.py`).
 
 After authentication, before the route reads its body or does anything: a tenant's request
-that changes something (any method but GET and HEAD) holds a place in the process's work
-until its answer starts, and its latency to that moment is what the limit is measured
+that changes something (any method but GET and HEAD) holds places in the process's work
+(one, and one more per 64 KB of body as its `Content-Length` says) until its answer
+starts, and its latency to that moment is what the limit is measured
 from; a read, a stream or a WebSocket holds a place among the open ones until it ends.
 Beyond its share of a saturated process a tenant is answered 429 with `Retry-After` (the
 same seconds as the message). The admin's requests and public routes are not counted.
@@ -47,7 +48,9 @@ class AdmissionMiddleware(ASGIMiddleware):
         now = time.monotonic()
         try:
             ticket = (
-                self._admission.open(tenant, now) if opening else self._admission.enter(tenant, now)
+                self._admission.open(tenant, now)
+                if opening
+                else self._admission.enter(tenant, now, _body_bytes(scope))
             )
         except Refused as refused:
             if websocket:
@@ -70,6 +73,17 @@ class AdmissionMiddleware(ASGIMiddleware):
             await next_app(scope, receive, _answered(ticket, send))
         finally:
             ticket.done(time.monotonic(), sample=False)
+
+
+def _body_bytes(scope: Scope) -> int:
+    """The body's size as its `Content-Length` says (0 when it says nothing)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
 
 
 def _answered(ticket: Ticket, send: Send) -> Send:

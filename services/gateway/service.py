@@ -89,7 +89,7 @@ class Gateway:
         ticket: Ticket | None = None
         if self._admission.enabled:
             try:
-                ticket = self._admission.enter(tenant, time.monotonic())
+                ticket = self._admission.enter(tenant, time.monotonic(), len(msg.data))
             except OverShare as refused:
                 await self._refuse(msg, _error(kind, 429, str(refused)), refused.retry_after)
                 return

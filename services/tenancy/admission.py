@@ -48,6 +48,10 @@ _USUAL_BUSY = 0.0002
 _QUIET_AFTER = 5.0
 # How much of each new estimate the limit takes.
 _SMOOTHING = 0.2
+# A request's body takes one more place per this many bytes, up to `MOST_PLACES` in all.
+BODY_UNIT = 65_536
+MOST_PLACES = 16
+_WORK = "places taken by requests in progress (one each, one more per 64 KB of body)"
 
 
 class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,14 +121,20 @@ def parse_weights(text: str) -> dict[str, float]:
     return weights
 
 
+def cost_of(body_bytes: int) -> int:
+    """Places a request takes: one, and one more per `BODY_UNIT` bytes of its body, at most
+    `MOST_PLACES` (a 200 KB invoke takes four)."""
+    return min(MOST_PLACES, 1 + max(0, body_bytes) // BODY_UNIT)
+
+
 class Refused(Exception):
     """A tenant at or over its share of a saturated process; retry after `retry_after` s."""
 
     def __init__(self, tenant: str, held: int, share: float, what: str, retry_after: int) -> None:
         self.tenant, self.held, self.share, self.retry_after = tenant, held, share, retry_after
         super().__init__(
-            f"{ADMISSION_LIMIT}: the server is at capacity and the tenant has {held} {what} "
-            f"in progress, its share is {max(1, math.floor(share))}; retry in {retry_after} s"
+            f"{ADMISSION_LIMIT}: the server is at capacity and the tenant has {held} {what}, "
+            f"its share is {max(1, math.floor(share))}; retry in {retry_after} s"
         )
 
 
@@ -135,6 +145,8 @@ class Ticket:
     pool: _Pool
     tenant: str
     started: float
+    # Places it takes: one, and one more per `BODY_UNIT` bytes of its body.
+    cost: int = 1
     # Entered while the process had under half its limit in flight.
     quiet: bool = False
     sample: bool = True
@@ -207,7 +219,7 @@ class _Pool:
     def share(self, tenant: str) -> float:
         return _share(self.capacity(), self.weights, self.held, tenant)
 
-    def enter(self, tenant: str, now: float) -> Ticket:
+    def enter(self, tenant: str, now: float, cost: int = 1) -> Ticket:
         """Admit or raise `Refused`: refused only at or over its share of a full pool."""
         if self.total >= self.capacity():
             share = self.share(tenant)
@@ -217,13 +229,13 @@ class _Pool:
                     tenant, self.held[tenant], share, self.what, self.retry_after(tenant, share)
                 )
         quiet = self.total < self.capacity() / 2 and now - self.last_refused > _QUIET_AFTER
-        self.held[tenant] += 1
-        self.total += 1
-        return Ticket(self, tenant, now, quiet)
+        self.held[tenant] += cost
+        self.total += cost
+        return Ticket(self, tenant, now, cost, quiet)
 
     def leave(self, ticket: Ticket, now: float, sample: bool) -> None:
-        self.total -= 1
-        self.held[ticket.tenant] -= 1
+        self.total -= ticket.cost
+        self.held[ticket.tenant] -= ticket.cost
         if self.held[ticket.tenant] <= 0:
             del self.held[ticket.tenant]
 
@@ -341,7 +353,8 @@ class RunShares:
         if held < max(1, math.floor(share)):
             return None
         self.last_refused = now
-        return Refused(tenant, held, share, "runs", self.measured.retry_after(held, share))
+        retry_after = self.measured.retry_after(held, share)
+        return Refused(tenant, held, share, "runs in progress", retry_after)
 
 
 class Admission:
@@ -350,8 +363,8 @@ class Admission:
     def __init__(self, settings: AdmissionSettings | None = None) -> None:
         self.settings = settings or AdmissionSettings.from_env()
         weights = parse_weights(self.settings.weights)
-        self.work = WorkPool(weights, "requests", settings=self.settings)
-        self.reads = OpenPool(weights, "reads and streams", max_open=self.settings.max_open)
+        self.work = WorkPool(weights, _WORK, settings=self.settings)
+        self.reads = OpenPool(weights, "reads and streams open", max_open=self.settings.max_open)
 
     @property
     def enabled(self) -> bool:
@@ -362,8 +375,9 @@ class Admission:
         """When either pool last refused a request (the clock given to `enter`/`open`)."""
         return max(self.work.last_refused, self.reads.last_refused)
 
-    def enter(self, tenant: str, now: float) -> Ticket:
-        return self.work.enter(tenant, now)
+    def enter(self, tenant: str, now: float, body_bytes: int = 0) -> Ticket:
+        """A request that changes something; a large body takes more places (`cost_of`)."""
+        return self.work.enter(tenant, now, cost_of(body_bytes))
 
     def open(self, tenant: str, now: float) -> Ticket:
         return self.reads.enter(tenant, now)

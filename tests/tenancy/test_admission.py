@@ -198,3 +198,14 @@ def test_run_shares_switched_off_refuse_nothing() -> None:
     shares.accepted("b", "b0", 0.0)
     shares.accepted("b", "b1", 0.0)
     assert shares.refusal("b", 0.0) is None
+
+
+def test_a_large_body_takes_a_place_per_64_kb_of_the_tenants_share() -> None:
+    admission = Admission(FIXED)
+    _fill(admission, "a", 1)
+    admission.enter("b", 0.0, body_bytes=200_000)  # four places
+    assert admission.work.held["b"] == 4
+    _fill(admission, "b", 3)  # 8 of 8: full
+    with pytest.raises(Refused, match="per 64 KB of body"):
+        admission.enter("b", 0.0)  # b holds 7 places, its share is 4
+    assert admission.work.total == 8
