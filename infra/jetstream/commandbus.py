@@ -122,7 +122,12 @@ def _ordering_key(envelope: CommandEnvelope) -> tuple[str, str]:
 
 
 class CommandWorker(ConsumerWorker[CommandEnvelope]):
-    """Consumes one service's commands. Several workers may share the durable consumer."""
+    """Consumes one service's commands. Several workers may share the durable consumer.
+
+    `batch` handlers run at once; up to `held` commands (fetched, not yet settled) may
+    wait for them; one tenant's running handlers and held commands may be bounded
+    (`tenant_running`, `tenant_held`; 0: no bound), a command beyond its tenant's held
+    bound dead-lettered at once with the reason `tenant_backlog`."""
 
     def __init__(
         self,
@@ -138,6 +143,9 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         shutdown_grace: float = 5.0,
         poll_interval: float = 1.0,
         retry: WorkerRetry | None = None,
+        held: int | None = None,
+        tenant_running: int = 0,
+        tenant_held: int = 0,
     ) -> None:
         service = validate_token("service", service)
         super().__init__(
@@ -151,6 +159,9 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
             shutdown_grace=shutdown_grace,
             poll_interval=poll_interval,
             retry=retry,
+            held=held,
+            tenant_running=tenant_running,
+            tenant_held=tenant_held,
         )
         self._js = js
         self._service = service

@@ -27,6 +27,7 @@ from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
 from agency.services.api.a2a.router import a2a_router
+from agency.services.api.admission_door import AdmissionMiddleware
 from agency.services.api.agui.routes import agui_router
 from agency.services.api.aisdk import aisdk_router
 from agency.services.api.auth import PUBLIC_OPT, AuthMiddleware, Deps, provide_principal
@@ -133,6 +134,8 @@ def create_app(deps: ApiDeps) -> Litestar:
             deps.keys.watching(deps.bus.nc, deps.pool),
             deps.known.watching(deps.bus.nc),
             deps.metrics.watching(deps.bus.nc),
+            deps.limiter.watching(deps.bus.nc),
+            deps.relief.relieving(),
             deps.progress.listening_while(),
             mcp.running(app),
         ):
@@ -184,6 +187,7 @@ def create_app(deps: ApiDeps) -> Litestar:
             PathGuard(),
             AllowMiddleware(),
             AuthMiddleware(deps),
+            AdmissionMiddleware(deps.admission),
         ],
         before_request=strict_body,
         before_send=[cors_headers(deps.settings.cors)] if deps.settings.cors.enabled else [],

@@ -20,11 +20,13 @@ from agency.services.api.keys import KeyCache
 from agency.services.api.known import KnownResources
 from agency.services.api.langgraph.views import GraphViews
 from agency.services.api.limits import InvokeLimiter
+from agency.services.api.memory_relief import MemoryRelief
 from agency.services.api.progress import ProjectionProgress
 from agency.services.api.runstatus import KeptStatuses
 from agency.services.api.thread_create import PendingListings
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.observability.metrics import Metrics
+from agency.services.tenancy.admission import Admission
 from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.tenancy.fairness import ScheduleLimits
 from agency.services.tenancy.spend_ledger import SpendLedger
@@ -82,6 +84,11 @@ class ApiDeps:
     nats_credentials: CredentialIssuer | None = None
     # Per-tenant invoke limits (`AGENCY_TENANT_*`); 429 with Retry-After beyond them.
     limiter: InvokeLimiter = field(default_factory=InvokeLimiter)
+    # Each tenant's share of this process under overload (`AGENCY_ADMISSION_*`): 429 with
+    # Retry-After beyond it, before the request is read.
+    admission: Admission = field(default_factory=Admission)
+    # Memory taken during an overload, given back once it has passed.
+    relief: MemoryRelief = field(init=False)
     # A blueprint's prompt and an invoke's messages, bounded (`AGENCY_MAX_*`): 400 beyond.
     door: DoorLimits = field(default_factory=DoorLimits.from_env)
     # The model providers the runtime may call: a blueprint naming another is refused.
@@ -109,3 +116,4 @@ class ApiDeps:
         object.__setattr__(self, "listings", PendingListings(self.progress))
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))
         object.__setattr__(self, "spend", SpendLedger(self.bus))
+        object.__setattr__(self, "relief", MemoryRelief(self.admission))

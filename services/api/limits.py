@@ -1,23 +1,41 @@
 """Per-tenant limits on `invoke` over HTTP: 429 with `Retry-After` (services/tenancy/fairness.py
-has the rules; the runtime applies the same active-run limit to commands over NATS)."""
+has the rules; the runtime applies the same active-run limit to commands over NATS), and each
+tenant's share of the runs in progress (services/tenancy/admission.py, `RunShares`), counted
+from the log while the app runs (`watching`)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import asyncpg
 from litestar.exceptions import HTTPException
+from nats.aio.client import Client as NATS
 
-from agency.services.tenancy.fairness import FairnessLimits, TokenBuckets, retry_after_header
+from agency.services.tenancy.admission import AdmissionSettings, RunShares
+from agency.services.tenancy.fairness import (
+    FairnessLimits,
+    TenantLoad,
+    TokenBuckets,
+    retry_after_header,
+)
 
 # The read model's active runs; `request.accepted` runs queued behind them are not rows yet.
 _ACTIVE_RUNS = "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status IN ('running', 'paused')"
 
 
 class InvokeLimiter:
-    def __init__(self, limits: FairnessLimits | None = None) -> None:
+    def __init__(
+        self, limits: FairnessLimits | None = None, admission: AdmissionSettings | None = None
+    ) -> None:
         self.limits = limits or FairnessLimits.from_env()
         self._buckets = TokenBuckets(self.limits)
+        self.shares = RunShares(admission or AdmissionSettings.from_env())
+        self._load = TenantLoad(shares=self.shares)
+
+    def watching(self, nc: NATS) -> contextlib.AbstractAsyncContextManager[None]:
+        """Count each tenant's runs in progress from the live log while the app runs."""
+        return self._load.watching(nc)
 
     async def admit(self, pool: asyncpg.Pool, tenant: str) -> None:
         """Return if the tenant may invoke now; else raise 429 saying when to retry."""
@@ -28,6 +46,13 @@ class InvokeLimiter:
                 detail=f"too many invokes: the limit is {self.limits.invokes_per_second:g} "
                 f"per second per tenant; retry in {wait:.2f} s",
                 headers={"Retry-After": retry_after_header(wait)},
+            )
+        refused = self.shares.refusal(tenant, time.monotonic())
+        if refused is not None:
+            raise HTTPException(
+                status_code=429,
+                detail=str(refused),
+                headers={"Retry-After": str(refused.retry_after)},
             )
         limit = self.limits.max_active_runs
         if not limit:

@@ -37,7 +37,7 @@ from litestar.openapi.spec.enums import OpenAPIType
 from agency.contracts.codec import EVENT_TYPES
 from agency.contracts.ids import MAX_TOKEN_LENGTH
 from agency.services.agents.system import AgentSystem
-from agency.services.api.auth import PUBLIC_OPT
+from agency.services.api.auth import ADMIN_OPT, PUBLIC_OPT
 from agency.services.api.openapi_bodies import NUL_FREE_PATH, body_components
 from agency.services.api.openapi_names import state_model_names, state_system_names
 from agency.services.api.routes_console import THREAD_STATUSES
@@ -72,7 +72,8 @@ _DESCRIPTIONS = {
     "letter for this tenant; another tenant's is not found either.",
     409: "The request conflicts with the resource's state (e.g. no run awaits approval).",
     413: "The request body is larger than the configured limit.",
-    429: "The tenant is over its rate or active-run limit; `Retry-After` says when to retry.",
+    429: "The tenant is over its rate or active-run limit, or at its share of a saturated "
+    "server (`tenant_share_exceeded`); `Retry-After` says when to retry.",
     501: "This deployment does not offer the operation; the message says what to do instead.",
     503: "NATS or the database did not answer in time; retry.",
 }
@@ -96,6 +97,8 @@ def error_statuses(handler: HTTPRouteHandler) -> list[int]:
     if handler.opt.get(PUBLIC_OPT):
         return []
     statuses = {401, 403, 503}
+    if not handler.opt.get(ADMIN_OPT):
+        statuses.add(429)  # a tenant at its share of a saturated server (admission_door.py)
     parameters = set(handler.parsed_fn_signature.parameters) - _INJECTED
     if parameters:
         statuses.add(400)

@@ -12,8 +12,11 @@ tenant in the subject from the account the request came from; a tenant cannot ch
   (`services/gateway/consumers.py`) and refused where the name is another's.
 
 Each tenant has a bound on its requests in flight, so one tenant's flood is answered with
-an error at once rather than queued in front of the others. It never raises: whatever
-fails is answered as a JetStream API error.
+an error at once rather than queued in front of the others; and once the gateway is
+saturated (its requests in flight at the limit measured from how fast the broker answers,
+`services/tenancy/admission.py`), a tenant at its share is answered 429 with the seconds to
+wait, in the description and a `Retry-After` header, before its request is forwarded. It
+never raises: whatever fails is answered as a JetStream API error.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections import Counter
 from typing import Any
 
@@ -33,6 +37,7 @@ from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.nats_accounts import GATEWAY_SUBJECTS
 from agency.services.gateway.consumers import Refused, checked_create, owner
+from agency.services.tenancy.admission import Admission, Refused as OverShare, Ticket
 
 log = structlog.get_logger(__name__)
 
@@ -49,9 +54,16 @@ OPERATOR_COMMANDS = frozenset({"registry.set_tenant_budget"})
 class Gateway:
     """Answers tenants' accounts; `max_in_flight_per_tenant` bounds each tenant's share."""
 
-    def __init__(self, bus: Bus, *, max_in_flight_per_tenant: int = 64) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        max_in_flight_per_tenant: int = 64,
+        admission: Admission | None = None,
+    ) -> None:
         self._bus = bus
         self._limit = max_in_flight_per_tenant
+        self._admission = admission or Admission()
         self._in_flight: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -74,12 +86,31 @@ class Gateway:
         if self._in_flight[tenant] >= self._limit:
             await _answer(msg, _error(kind, 429, "too many requests in flight; retry later"))
             return
+        ticket: Ticket | None = None
+        if self._admission.enabled:
+            try:
+                ticket = self._admission.enter(tenant, time.monotonic(), len(msg.data))
+            except OverShare as refused:
+                await self._refuse(msg, _error(kind, 429, str(refused)), refused.retry_after)
+                return
         self._in_flight[tenant] += 1
         task = asyncio.create_task(self._handle(msg, tenant, kind, tokens[3]))
         self._tasks.add(task)
-        task.add_done_callback(lambda t: self._done(t, tenant))
+        task.add_done_callback(lambda t: self._done(t, tenant, ticket))
 
-    def _done(self, task: asyncio.Task[None], tenant: str) -> None:
+    async def _refuse(self, msg: Msg, data: bytes, retry_after: int) -> None:
+        """Answer with `Retry-After` beside the error (a JetStream reply has no other
+        place for it)."""
+        if not msg.reply:
+            return
+        try:
+            await self._bus.nc.publish(msg.reply, data, headers={"Retry-After": str(retry_after)})
+        except NatsError as e:
+            log.warning("gateway could not answer", subject=msg.subject, error=str(e))
+
+    def _done(self, task: asyncio.Task[None], tenant: str, ticket: Ticket | None) -> None:
+        if ticket is not None:
+            ticket.done(time.monotonic())
         self._tasks.discard(task)
         self._in_flight[tenant] -= 1
         if self._in_flight[tenant] <= 0:

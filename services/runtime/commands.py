@@ -47,10 +47,12 @@ def invoke(
     active_runs: int = 0,
     limits: fairness.FairnessLimits | None = None,
     door: DoorLimits | None = None,
+    over_share: str | None = None,
 ) -> Sequence[AnyEvent]:
     """Accept the request; the loop starts it now, joins it to the active run, or starts it
     after that run (see `actions.injectable`). `active_runs` is the tenant's admitted runs,
-    for its fairness `limits`; `door` bounds the request's messages."""
+    for its fairness `limits`; `door` bounds the request's messages; `over_share` says why
+    the tenant is at its share of the runs in progress (`services/tenancy/admission.py`)."""
     if state.run_for_key(key) is not None:
         return ()  # the same key never starts a second run
     if state.run(command.run_id) is not None:
@@ -64,6 +66,8 @@ def invoke(
     refusal = (
         fairness.refuse_invoke(active_runs, limits) if limits is not None and not in_tree else None
     )
+    if refusal is None and not in_tree:
+        refusal = over_share
     if refusal is None and door is not None and not in_tree:
         # Refused before it is accepted: an oversized request never joins the active run.
         refusal = messages_problem(command.messages, door)

@@ -60,6 +60,7 @@ from agency.services.runtime.spend_guard import SpendGuard
 from agency.services.runtime.tree_stops import stop_tree
 from agency.services.runtime.watches import RunWatches
 from agency.services.tenancy import fairness
+from agency.services.tenancy.admission import AdmissionSettings, RunShares
 from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.tenancy.env import TenantEnvSettings
 from agency.services.tenancy.spend_ledger import SpendLedger
@@ -126,7 +127,7 @@ class RuntimeService:
         # Per-tenant fairness (services/tenancy/fairness.py): limits, and the load they need.
         self.fairness = fairness.FairnessLimits.from_env()
         self.door = DoorLimits.from_env()
-        self.load = fairness.TenantLoad()
+        self.load = fairness.TenantLoad(shares=RunShares(AdmissionSettings.from_env()))
 
     def attach(self, background: asyncio.TaskGroup) -> None:
         """The task group that the drives this worker starts itself run in (and end with)."""
@@ -292,6 +293,7 @@ class RuntimeService:
                     active_runs=self.load.active(envelope.tenant_id),
                     limits=self.fairness,
                     door=self.door,
+                    over_share=self.load.over_share(envelope.tenant_id),
                 )
             case ApproveToolCalls():
                 return commands.approve(state, payload, envelope.idempotency_key)

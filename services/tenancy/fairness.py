@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import time
 from dataclasses import dataclass, field
 
 import msgspec
@@ -44,6 +45,7 @@ from agency.contracts.events import (
 )
 from agency.domain.cron import cron_problem, interval_problem
 from agency.infra.jetstream.live import thread_events_live
+from agency.services.tenancy.admission import RunShares
 from agency.services.tenancy.settings_env import from_environ
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
@@ -106,6 +108,8 @@ class TenantLoad:
     _runs: dict[str, set[str]] = field(default_factory=dict)
     # Accepted by this process, not yet stored (or not yet seen back from the log).
     _reserved: dict[str, set[str]] = field(default_factory=dict)
+    # Each tenant's share of the runs in progress (`services/tenancy/admission.py`).
+    shares: RunShares | None = None
 
     def active(self, tenant: str) -> int:
         runs, reserved = self._runs.get(tenant, set()), self._reserved.get(tenant, set())
@@ -122,10 +126,21 @@ class TenantLoad:
     def admitted(self, tenant: str, run_id: str) -> None:
         self._runs.setdefault(tenant, set()).add(run_id)
         self.release(tenant, run_id)
+        if self.shares is not None:
+            self.shares.accepted(tenant, run_id, time.monotonic())
 
     def ended(self, tenant: str, run_id: str) -> None:
         _discard(self._runs, tenant, run_id)
         self.release(tenant, run_id)
+        if self.shares is not None:
+            self.shares.ended(run_id, time.monotonic())
+
+    def over_share(self, tenant: str) -> str | None:
+        """Why the tenant may not start another run: at its share of the runs in progress."""
+        if self.shares is None:
+            return None
+        refused = self.shares.refusal(tenant, time.monotonic())
+        return None if refused is None else str(refused)
 
     def observe(self, data: bytes) -> None:
         env = readable_event(data)

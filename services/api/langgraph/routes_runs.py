@@ -16,6 +16,7 @@ from litestar.exceptions import ClientException, NotFoundException, ValidationEx
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
+from agency.services.api.admission_door import admission_opt
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
@@ -126,6 +127,7 @@ async def _final(
 @post_ok(
     "/threads/{thread_id:str}/runs/wait",
     summary="LangGraph: start a run and answer its final state",
+    opt=admission_opt(),
 )
 async def wait_run(
     thread_id: ThreadIdPath,

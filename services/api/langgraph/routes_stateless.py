@@ -12,6 +12,7 @@ from litestar.exceptions import ValidationException
 from litestar.params import JSONBody
 from litestar.response import Stream
 
+from agency.services.api.admission_door import admission_opt
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
@@ -52,7 +53,11 @@ async def create_stateless(
     return await run_in_background(deps, tenant, thread_id, data, request)
 
 
-@post_ok("/runs/wait", summary="LangGraph: run on a new thread; its final state")
+@post_ok(
+    "/runs/wait",
+    summary="LangGraph: run on a new thread; its final state",
+    opt=admission_opt(),
+)
 async def wait_stateless(
     data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, State]
 ) -> Response[dict[str, Any]]:

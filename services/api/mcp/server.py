@@ -38,6 +38,7 @@ from starlette.requests import Request
 from agency.contracts.http import RunStatus
 from agency.contracts.version import package_version
 from agency.infra.jetstream.errors import StoreTimeout
+from agency.services.api.admission_door import admission_opt
 from agency.services.api.auth import tenant_of
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.mcp import prompts, resources
@@ -182,6 +183,7 @@ class AgencyMcp:
             MCP_PATH,
             is_mount=True,
             copy_scope=True,
+            opt=admission_opt(),
             exception_handlers={HTTPException: _jsonrpc_refusal},
         )
         async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:

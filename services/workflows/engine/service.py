@@ -64,7 +64,10 @@ class WorkflowSettings:
     """The controller's bounds, per process (docs/operations.md): `concurrency` handlers at
     once, one per lane (a workflow); up to `held` events waiting their lane's turn; one
     tenant's handlers at most `tenant_running` of them, its waiting events at most
-    `tenant_held` (beyond it an event is dead-lettered, `tenant_backlog`)."""
+    `tenant_held` (beyond it an event is dead-lettered, `tenant_backlog`). Its commands
+    (`workflows-commands`) are bounded alike: `command_concurrency` handlers at once, up
+    to `command_held` fetched, one tenant's at most `tenant_commands_running` running and
+    `tenant_commands_held` held, the excess dead-lettered with `tenant_backlog`."""
 
     ack_wait: float = 30.0
     scheduler_interval: float = 1.0
@@ -73,6 +76,10 @@ class WorkflowSettings:
     held: int = 256
     tenant_running: int = 4
     tenant_held: int = 64
+    command_concurrency: int = 64
+    command_held: int = 256
+    tenant_commands_running: int = 16
+    tenant_commands_held: int = 64
     schedule_limits: ScheduleLimits = field(default_factory=ScheduleLimits.from_env)
 
 
@@ -272,7 +279,14 @@ async def run_workflows(
             tenant_running=settings.tenant_running,
             tenant_held=settings.tenant_held,
         )  # fmt: skip
-        worker = CommandWorker(bus.js, "workflows", commands.handle, dead_letters=bus.dead_letters)
+        worker = CommandWorker(
+            bus.js, "workflows", commands.handle,
+            dead_letters=bus.dead_letters,
+            batch=settings.command_concurrency,
+            held=settings.command_held,
+            tenant_running=settings.tenant_commands_running,
+            tenant_held=settings.tenant_commands_held,
+        )  # fmt: skip
         async with asyncio.TaskGroup() as tg:
             tg.create_task(events.run(stop))
             tg.create_task(worker.run(stop))

@@ -1,0 +1,101 @@
+"""Memory taken during an overload is given back once it has passed.
+
+A flood leaves the process with freed objects in its allocator's arenas: CPython frees
+them, but glibc's malloc keeps the pages for the next allocation, so the resident size
+stays at its peak. Once the admission has refused nothing for `quiet_for` seconds after
+refusing something (the overload is over), the process collects its garbage and asks
+malloc to return its free pages (`malloc_trim(0)`, glibc only; elsewhere only the
+collection runs). Once per overload, so a steady load pays nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+
+import structlog
+
+from agency.services.tenancy.admission import Admission
+
+log = structlog.get_logger(__name__)
+
+
+def _malloc_trim() -> Callable[[], None] | None:
+    """glibc's `malloc_trim(0)`, or None where the C library has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+
+    def trimmed() -> None:
+        trim(0)
+
+    return trimmed
+
+
+def rss_mb() -> float:
+    """The process's resident size in MB (Linux), 0 where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class MemoryRelief:
+    """Gives memory back after each overload the admission saw (`relieving`)."""
+
+    def __init__(
+        self, admission: Admission, *, quiet_for: float = 5.0, interval: float = 1.0
+    ) -> None:
+        self._admission = admission
+        self._quiet_for = quiet_for
+        self._interval = interval
+        # The refusal the last relief came after: the next is due after a later one.
+        self._relieved = -math.inf
+        self._trim = _malloc_trim()
+        # How many times memory was given back (what the log says, for tests and metrics).
+        self.times = 0
+
+    def due(self, now: float) -> bool:
+        refused = self._admission.last_refused
+        return self._relieved < refused and now - refused >= self._quiet_for
+
+    async def relieve(self) -> None:
+        self._relieved = self._admission.last_refused
+        before = rss_mb()
+        gc.collect()
+        if self._trim is not None:
+            await asyncio.to_thread(self._trim)
+        self.times += 1
+        log.info("memory given back after an overload", rss_mb_before=round(before),
+                 rss_mb_after=round(rss_mb()))  # fmt: skip
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)  # a period, not a wait for anything
+            if self.due(time.monotonic()):
+                await self.relieve()
+
+    @contextlib.asynccontextmanager
+    async def relieving(self) -> AsyncIterator[None]:
+        """Watch for the end of each overload while the app runs."""
+        task = asyncio.create_task(self._run())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, timeout=5)
