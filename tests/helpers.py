@@ -94,3 +94,36 @@ async def fresh_database(database_url: str, prefix: str) -> str:
     name = prefix + new_id().lower()
     await ensure_database(database_url, name)
     return database_url.rsplit("/", 1)[0] + "/" + name
+
+
+async def created_tenant(
+    http: httpx.AsyncClient, admin_token: str, name: str, agency: str | None = None
+) -> tuple[str, str, str | None]:
+    """A new tenant (and, named, an agency of it): its API key, its id and the agency's.
+    Each create may answer 202 (stored, the read models behind, as on a loaded machine):
+    then its key (and the agency) is waited for until it reads back."""
+    r = await http.post(
+        "/tenants", json={"name": name}, headers={"Authorization": f"Bearer {admin_token}"}
+    )
+    assert r.status_code in (201, 202), r.text
+    key, tenant = r.json()["apiKey"], r.json()["tenantId"]
+    auth = {"Authorization": f"Bearer {key}"}
+
+    async def key_works() -> None:
+        assert (await http.get("/agencies", headers=auth)).status_code == 200
+
+    if r.status_code == 202:
+        await assert_eventually(key_works, timeout=60, interval=0.2)
+    if agency is None:
+        return key, tenant, None
+    r = await http.post("/agencies", json={"name": agency}, headers=auth)
+    assert r.status_code in (201, 202), r.text
+    agency_id = str(r.json()["id"])
+
+    async def agency_listed() -> None:
+        listed = (await http.get("/agencies", headers=auth)).json()
+        assert agency_id in {a["id"] for a in listed}
+
+    if r.status_code == 202:
+        await assert_eventually(agency_listed, timeout=60, interval=0.2)
+    return key, tenant, agency_id

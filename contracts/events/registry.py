@@ -348,8 +348,10 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 DEFAULT_MCP_TIMEOUT = 30.0
 # A blueprint from a client names streamable HTTP servers only; a header value naming the
 # environment (`${ENV:NAME}`) is the operator's.
+# An http(s) URL with a host: after `://` comes no path, query or fragment, no port alone.
+URL_WITH_HOST = r"^https?://[^/?#\s:@]"
 HttpUrl = Annotated[
-    str, Checked(msgspec.Meta(pattern=r"^https?://", max_length=2000), required=True)
+    str, Checked(msgspec.Meta(pattern=URL_WITH_HOST, max_length=2000), required=True)
 ]
 HeaderValue = Annotated[str, Checked(msgspec.Meta(pattern=r"^(?!.*\$\{ENV:)"))]
 

@@ -110,7 +110,7 @@ async def export_agency_route(
         "subagents) and their agencies' events; 404 when the tenant has none."
     ),
     media_type=ARCHIVE_TYPE,
-    responses=_BUSY,
+    responses={**_BUSY, 404: error_response(404, "The tenant has no threads of that end user.")},
 )
 async def export_own_tenant(
     principal: Caller,
@@ -150,9 +150,12 @@ async def export_tenant_route(tenant_id: TenantId, deps: Deps) -> Response[bytes
         raise _refusal(e) from e
 
 
+# The imports are outside the OpenAPI document: their body is an archive, which no schema
+# can tell from any other bytes (docs/api.md, "Archives").
 @post(
     "/import",
     status_code=201,
+    include_in_schema=False,
     request_max_body_size=MAX_UPLOAD_BYTES,
     responses=_REFUSED,
     summary="Import a thread's or an agency's archive into the caller's tenant",
@@ -172,6 +175,7 @@ async def import_into_tenant(
 @post(
     "/tenants/import",
     status_code=201,
+    include_in_schema=False,
     opt={ADMIN_OPT: True},
     request_max_body_size=MAX_UPLOAD_BYTES,
     responses=_REFUSED,

@@ -19,6 +19,7 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from agency.contracts.commands import SubscribeWebhook, UnsubscribeWebhook
 from agency.contracts.events import WebhookKind
+from agency.contracts.events.registry import URL_WITH_HOST
 from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.infra.sealing import seal
@@ -46,7 +47,13 @@ DEFAULT_DELIVERIES = 50
 class WebhookBody(Body, frozen=True, kw_only=True):
     """`url`: where deliveries are POSTed (http or https); `events`: the kinds subscribed."""
 
-    url: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_URL)]
+    # The pattern is the document's account of `url_problem`, which says what is wrong.
+    url: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1, max_length=MAX_URL, extra_json_schema={"pattern": URL_WITH_HOST}
+        ),
+    ]
     events: Annotated[list[WebhookKind], msgspec.Meta(min_length=1, max_length=16)]
     description: Annotated[str, msgspec.Meta(max_length=500)] = ""
 

@@ -25,7 +25,7 @@ from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.stack import StackConfig, run_stack, service_runners
-from tests.helpers import fresh_database
+from tests.helpers import created_tenant, fresh_database
 from tests.runtime.conftest import make_system
 from tests.spans import spans  # noqa: F401
 
@@ -169,13 +169,8 @@ async def system_api(
 async def client(system_api: tuple[str, FakeLLMServer]) -> AsyncIterator[Client]:
     url, llm = system_api
     async with httpx.AsyncClient(base_url=url, timeout=20) as admin:
-        r = await admin.post(
-            "/tenants", json={"name": "e2e"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        key, tenant = r.json()["apiKey"], r.json()["tenantId"]
+        key, tenant, agency = await created_tenant(admin, ADMIN, "e2e", "e2e")
+    assert agency is not None
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, timeout=20, headers=headers) as http:
-        r = await http.post("/agencies", json={"name": "e2e"})
-        assert r.status_code == 201, r.text
-        yield Client(http=http, llm=llm, agency=r.json()["id"], tenant=tenant)
+        yield Client(http=http, llm=llm, agency=agency, tenant=tenant)

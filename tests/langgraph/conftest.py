@@ -19,6 +19,7 @@ from agency.services.api.forwarded import TrustedProxies
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.tenancy.fairness import ScheduleLimits
 from tests.e2e.conftest import ADMIN, running_apis
+from tests.helpers import created_tenant
 
 # A browser app's origin the operator allowed, besides pages on this machine.
 APP_ORIGIN = "https://app.example"
@@ -65,16 +66,9 @@ async def lg_system(
 async def new_tenant(url: str, name: str) -> tuple[str, str, str]:
     """A new tenant with an agency named `default`: its API key, its id and the agency's."""
     async with httpx.AsyncClient(base_url=url, timeout=20) as http:
-        r = await http.post(
-            "/tenants", json={"name": name}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        key, tenant = r.json()["apiKey"], r.json()["tenantId"]
-        r = await http.post(
-            "/agencies", json={"name": "default"}, headers={"Authorization": f"Bearer {key}"}
-        )
-        assert r.status_code == 201, r.text
-        return key, tenant, r.json()["id"]
+        key, tenant, agency = await created_tenant(http, ADMIN, name, "default")
+    assert agency is not None
+    return key, tenant, agency
 
 
 @pytest.fixture
