@@ -38,7 +38,7 @@ from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.stack import StackConfig
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
-from tests.helpers import fresh_database, pipe
+from tests.helpers import created_tenant, fresh_database, pipe
 from tests.runtime.conftest import make_system
 from tests.serving import serving
 
@@ -154,11 +154,8 @@ class Tenant:
 @pytest.fixture
 async def tenant(stack: Stack) -> Tenant:
     async with httpx.AsyncClient(base_url=stack.url, timeout=20) as admin:
-        r = await admin.post(
-            "/tenants", json={"name": "console"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        return Tenant(id=r.json()["tenantId"], key=r.json()["apiKey"])
+        key, tenant_id, _ = await created_tenant(admin, ADMIN, "console")
+        return Tenant(id=tenant_id, key=key)
 
 
 @pytest.fixture(scope="package")

@@ -7,7 +7,7 @@ import httpx
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.console.conftest import ADMIN, Stack, Tenant
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, created_tenant
 
 
 async def setup(http: httpx.AsyncClient, threads: int) -> tuple[str, list[str]]:
@@ -65,10 +65,8 @@ async def test_thread_trees_refuse_bad_filters_and_foreign_agencies(
 
 async def other_tenant(stack: Stack) -> Tenant:
     async with httpx.AsyncClient(base_url=stack.url, timeout=20) as admin:
-        r = await admin.post(
-            "/tenants", json={"name": "other"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        return Tenant(id=r.json()["tenantId"], key=r.json()["apiKey"])
+        key, tenant_id, _ = await created_tenant(admin, ADMIN, "other")
+        return Tenant(id=tenant_id, key=key)
 
 
 async def test_a_thread_its_runs_and_their_usage(stack: Stack, tenant: Tenant) -> None:

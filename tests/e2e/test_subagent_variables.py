@@ -19,7 +19,7 @@ from agency.infra.sealing import unseal
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, Client
-from tests.helpers import assert_eventually, settled
+from tests.helpers import assert_eventually, created_tenant, settled
 
 
 async def save(client: Client, blueprint: dict[str, object]) -> None:
@@ -41,11 +41,8 @@ async def until_log(
 async def other_tenant(url: str) -> dict[str, str]:
     """The headers of a new tenant's key."""
     async with httpx.AsyncClient(base_url=url, timeout=20) as admin:
-        r = await admin.post(
-            "/tenants", json={"name": "other"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        return {"Authorization": f"Bearer {r.json()['apiKey']}"}
+        key, _, _ = await created_tenant(admin, ADMIN, "other")
+        return {"Authorization": f"Bearer {key}"}
 
 
 async def test_missing_scoped_variables_are_asked_for_then_provided_and_the_child_boots(

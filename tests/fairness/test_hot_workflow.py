@@ -29,7 +29,7 @@ from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.tenancy.fairness import ScheduleLimits
 from tests.faults.harness import Harness
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, created_tenant
 from tests.runtime.conftest import make_system
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -77,15 +77,10 @@ async def api(system: Harness) -> AsyncIterator[str]:
 async def tenant_client(url: str, name: str) -> tuple[httpx.AsyncClient, str]:
     """A client of a new tenant with one agency, and the agency's id."""
     async with httpx.AsyncClient(base_url=url, timeout=30) as admin:
-        r = await admin.post(
-            "/tenants", json={"name": name}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        key = r.json()["apiKey"]
+        key, _, agency = await created_tenant(admin, ADMIN, name, name)
+    assert agency is not None
     http = httpx.AsyncClient(base_url=url, timeout=120, headers={"Authorization": f"Bearer {key}"})
-    r = await http.post("/agencies", json={"name": name})
-    assert r.status_code == 201, r.text
-    return http, str(r.json()["id"])
+    return http, agency
 
 
 async def review(http: httpx.AsyncClient, llm: FakeLLMServer, tag: str) -> float:

@@ -28,7 +28,7 @@ from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.stack import StackConfig
-from tests.helpers import fresh_database
+from tests.helpers import created_tenant, fresh_database
 from tests.runtime.conftest import make_system
 from tests.serving import serving
 
@@ -94,11 +94,7 @@ async def mcp_system(nats_url: str, database_url: str, bus: Bus) -> AsyncIterato
 
 async def new_tenant(system: System) -> Tenant:
     async with httpx.AsyncClient(base_url=system.url, timeout=20) as http:
-        r = await http.post(
-            "/tenants", json={"name": "mcp"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-        assert r.status_code == 201, r.text
-        key = r.json()["apiKey"]
+        key, _, _ = await created_tenant(http, ADMIN, "mcp")
         r = await http.post(
             "/agencies",
             json={"name": "mcp-" + new_id()},

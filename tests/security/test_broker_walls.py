@@ -39,7 +39,7 @@ from agency.infra.nats_auth import CredentialIssuer, TenantCredentials
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.workflows.engine.subjects import WORKFLOW_EVENTS
 from tests.e2e.conftest import ADMIN, Client
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, created_tenant
 
 pytestmark = pytest.mark.slow
 
@@ -53,11 +53,8 @@ def embedded(nats_server: NatsServer | None) -> NatsServer:
 
 async def _tenant(url: str) -> tuple[str, str]:
     async with httpx.AsyncClient(base_url=url, timeout=20) as admin:
-        r = await admin.post(
-            "/tenants", json={"name": "hostile"}, headers={"Authorization": f"Bearer {ADMIN}"}
-        )
-    assert r.status_code == 201, r.text
-    return r.json()["tenantId"], r.json()["apiKey"]
+        key, tenant_id, _ = await created_tenant(admin, ADMIN, "hostile")
+    return tenant_id, key
 
 
 @asynccontextmanager
