@@ -177,7 +177,10 @@ async def list_webhooks(agency_id: AgencyId, principal: Caller, deps: Deps) -> W
     "/agency/{agencyId:str}/webhooks/{webhookId:str}",
     status_code=204,
     summary="Remove a webhook subscription: nothing more is delivered to it",
-    responses={202: empty_response("Accepted: removed once the registry records it.")},
+    responses={
+        204: empty_response("Removed: nothing more is delivered to it."),
+        202: empty_response("Accepted: removed once the registry records it."),
+    },
 )
 async def remove_webhook(
     agency_id: AgencyId, webhook_id: WebhookId, principal: Caller, deps: Deps
