@@ -348,10 +348,11 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 DEFAULT_MCP_TIMEOUT = 30.0
 # A blueprint from a client names streamable HTTP servers only; a header value naming the
 # environment (`${ENV:NAME}`) is the operator's.
-# An http(s) URL with a host (no user part, no IPv6 literal: no connection for a tenant
-# may reach a literal of that kind), an optional port from 0 to 65535, then anything.
+# An http(s) URL with a host (a name, an IPv4 address or a bracketed IPv6 one; no user
+# part), an optional port from 0 to 65535, then anything: what the API reads as a URL.
 _PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
-URL_WITH_HOST = rf"^https?://[^/?#\s:@\[\]]+(:{_PORT})?([/?#][\s\S]*)?$"
+_HOST = r"(\[[0-9A-Fa-f:.]+\]|[^/?#\s:@\[\]]+)"
+URL_WITH_HOST = rf"^https?://{_HOST}(:{_PORT})?([/?#][\s\S]*)?$"
 HttpUrl = Annotated[
     str, Checked(msgspec.Meta(pattern=URL_WITH_HOST, max_length=2000), required=True)
 ]
