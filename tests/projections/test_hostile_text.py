@@ -25,12 +25,13 @@ from agency.projections.engine import CHECKPOINTS
 from agency.projections.storable import storable, storable_key
 from tests.deadletters import dead_letters_for
 from tests.projections.conftest import RunProjection
-from tests.projections.test_readmodels import Log, caught_up, start_all
+from tests.projections.test_readmodels import Log, caught_up, read_from_here, start_all
 
 
 async def test_nul_and_a_huge_path_are_projected_without_a_skip(
     bus: Bus, tenant: str, pool: asyncpg.Pool, run_projection: RunProjection
 ) -> None:
+    await read_from_here(bus, pool)
     log, thread = Log(bus, tenant), new_id()
     huge_path = "dir/" + secrets.token_hex(5000)  # 10,004 characters that do not compress
     call = ToolCall(id="c1", name="lookup", arguments='{"q": "a\\u0000b"}')

@@ -116,6 +116,21 @@ async def start_all(run_projection: RunProjection) -> list[ProjectionRunner]:
     return [await run_projection(p) for p in ALL]
 
 
+async def read_from_here(bus: Bus, pool: asyncpg.Pool) -> None:
+    """Every read model of `pool` starts reading the log where it stands now: what the
+    session's other tests wrote before is no part of a test's world, and reading it would
+    only take time (more, the more the suite has written)."""
+    start = await last_stream_seq(bus.js)
+    async with pool.acquire() as conn:
+        for projection in ALL:
+            await conn.execute(
+                f"INSERT INTO {CHECKPOINTS} (name, stream_seq) VALUES ($1, $2) "
+                "ON CONFLICT (name) DO UPDATE SET stream_seq = EXCLUDED.stream_seq",
+                projection.name,
+                start,
+            )
+
+
 async def caught_up(runners: list[ProjectionRunner], bus: Bus, timeout: float = 30) -> None:
     last = await last_stream_seq(bus.js)
     for runner in runners:
@@ -322,15 +337,7 @@ async def _built(
     before the world was written (what the session's other tests wrote is no part of this
     world, and reading it would only take time), or, `whole`, from its start."""
     if not whole:
-        start = await last_stream_seq(bus.js)
-        async with pool.acquire() as conn:
-            for projection in ALL:
-                await conn.execute(
-                    f"INSERT INTO {CHECKPOINTS} (name, stream_seq) VALUES ($1, $2) "
-                    "ON CONFLICT (name) DO UPDATE SET stream_seq = EXCLUDED.stream_seq",
-                    projection.name,
-                    start,
-                )
+        await read_from_here(bus, pool)
     log = Log(bus, world.a)
     await first_half(log, world)
     runners = await start_all(run_projection)
