@@ -348,10 +348,18 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 DEFAULT_MCP_TIMEOUT = 30.0
 # A blueprint from a client names streamable HTTP servers only; a header value naming the
 # environment (`${ENV:NAME}`) is the operator's.
-# An http(s) URL with a host (a name, an IPv4 address or a bracketed IPv6 one; no user
-# part), an optional port from 0 to 65535, then anything: what the API reads as a URL.
+# An http(s) URL with a host (no user part), an optional port from 0 to 65535, then
+# anything: what the API reads as a URL.
 _PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
-_HOST = r"(\[[0-9A-Fa-f:.]+\]|[^/?#\s:@\[\]]+)"
+_H = "[0-9A-Fa-f]{1,4}"
+# An IPv6 address as Python's `ipaddress` reads it (the full and the compressed forms).
+_IPV6 = (
+    rf"(({_H}:){{7}}{_H}|({_H}:){{1,7}}:|({_H}:){{1,6}}:{_H}|({_H}:){{1,5}}(:{_H}){{1,2}}"
+    rf"|({_H}:){{1,4}}(:{_H}){{1,3}}|({_H}:){{1,3}}(:{_H}){{1,4}}|({_H}:){{1,2}}(:{_H}){{1,5}}"
+    rf"|{_H}:(:{_H}){{1,6}}|:((:{_H}){{1,7}}|:))"
+)
+# A name (RFC 3986's reg-name characters), an IPv4 address, or a bracketed IPv6 one.
+_HOST = rf"(\[{_IPV6}\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)"
 URL_WITH_HOST = rf"^https?://{_HOST}(:{_PORT})?([/?#][\s\S]*)?$"
 HttpUrl = Annotated[
     str, Checked(msgspec.Meta(pattern=URL_WITH_HOST, max_length=2000), required=True)
