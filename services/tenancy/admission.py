@@ -31,6 +31,7 @@ The decisions are pure arithmetic on counts and a clock given by the caller.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -206,15 +207,18 @@ def _share(capacity: float, weights: dict[str, float], held: Counter[str], tenan
 
 
 @dataclass
-class _Pool:
+class _Pool(ABC):
+    """A count of what tenants hold, shared by weight once full; `capacity` is each
+    kind's (measured for work, fixed for what is open)."""
+
     weights: dict[str, float]
     what: str
     held: Counter[str] = field(default_factory=Counter)
     total: int = 0
     last_refused: float = -math.inf
 
-    def capacity(self) -> float:
-        raise NotImplementedError
+    @abstractmethod
+    def capacity(self) -> float: ...
 
     def share(self, tenant: str) -> float:
         return _share(self.capacity(), self.weights, self.held, tenant)
