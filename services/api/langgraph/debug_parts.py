@@ -111,14 +111,14 @@ def _result(
 
 def debug_parts(mode: str, event: RecordedEvent, view: GraphView) -> list[tuple[str, Any]]:
     """The frames of one of `DEBUG_MODES` for the event, once the view has applied it."""
-    tasks = task_parts(event, view)
-    checkpoint = [("checkpoint", checkpoint_payload(view))] if is_checkpoint(event) else []
     match mode:
         case "tasks":
-            return [("tasks", payload) for _, payload in tasks]
+            return [("tasks", payload) for _, payload in task_parts(event, view)]
         case "checkpoints":
-            return [("checkpoints", payload) for _, payload in checkpoint]
+            return [("checkpoints", checkpoint_payload(view))] if is_checkpoint(event) else []
         case "debug":
+            tasks = task_parts(event, view)
+            checkpoint = [("checkpoint", checkpoint_payload(view))] if is_checkpoint(event) else []
             step = view.state.active_run.step if view.state.active_run else 0
             stamp = event.envelope.ts.isoformat()
             return [
