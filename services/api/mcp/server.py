@@ -43,7 +43,7 @@ from agency.services.api.auth import tenant_of
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.mcp import prompts, resources
 from agency.services.api.mcp.logs import LogLevels, RequestLog, credential_of
-from agency.services.api.mcp.metadata import challenge, metadata_route
+from agency.services.api.mcp.metadata import challenge, metadata_routes
 from agency.services.api.mcp.tools import TOOLS, AgencyTool, InvalidArguments, Operations
 from agency.services.api.run_outcome import Progress, RunOutcome
 from agency.services.api.streaming import closing_event
@@ -176,7 +176,7 @@ class AgencyMcp:
 
     def routes(self) -> list[BaseRouteHandler]:
         """`/mcp` and its protected-resource metadata."""
-        return [self.route(), metadata_route(MCP_PATH)]
+        return [self.route(), *metadata_routes(MCP_PATH)]
 
     def route(self) -> ASGIRouteHandler:
         @asgi(
