@@ -22,7 +22,6 @@ never raises: whatever fails is answered as a JetStream API error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections import Counter
@@ -35,6 +34,7 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.responders import answer_until_stopped
 from agency.infra.nats_accounts import GATEWAY_SUBJECTS
 from agency.services.gateway.consumers import Refused, checked_create, owner
 from agency.services.tenancy.admission import Admission, Refused as OverShare, Ticket
@@ -68,15 +68,16 @@ class Gateway:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
-        sub = await self._bus.nc.subscribe(GATEWAY_SUBJECTS, queue=QUEUE, cb=self._on_msg)
         log.info("gateway running", subjects=GATEWAY_SUBJECTS)
-        try:
-            await stop.wait()
-        finally:
-            with contextlib.suppress(NatsError):
-                await sub.unsubscribe()
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=drain_timeout)
+        await answer_until_stopped(
+            self._bus.nc,
+            GATEWAY_SUBJECTS,
+            queue=QUEUE,
+            cb=self._on_msg,
+            stop=stop,
+            tasks=self._tasks,
+            drain_timeout=drain_timeout,
+        )
 
     async def _on_msg(self, msg: Msg) -> None:
         tokens = msg.subject.split(".", 3)

@@ -15,13 +15,11 @@ reason there is none: the handler never raises.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import KW_ONLY, dataclass, field
 
 import msgspec
 import structlog
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
 from agency.contracts.errors import InvalidToken
@@ -41,6 +39,7 @@ from agency.domain.comparison import Comparison
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.jetstream.responders import answer_until_stopped
 from agency.services.agents.system import AgentSystem
 from agency.services.runtime.replay.reexecute import reexecute
 from agency.services.threads.reads import ThreadNotFound
@@ -66,19 +65,16 @@ class Reexecutions:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
-        sub: Subscription = await self.bus.nc.subscribe(REEXECUTIONS, queue=QUEUE, cb=self._on_msg)
         log.info("re-executions answered", subject=REEXECUTIONS, max_running=self.max_running)
-        try:
-            await stop.wait()
-        finally:
-            with contextlib.suppress(NatsError):
-                await sub.unsubscribe()
-            if self._tasks:
-                _, late = await asyncio.wait(self._tasks, timeout=drain_timeout)
-                for task in late:
-                    task.cancel()
-                if late:
-                    await asyncio.wait(late, timeout=drain_timeout)
+        await answer_until_stopped(
+            self.bus.nc,
+            REEXECUTIONS,
+            queue=QUEUE,
+            cb=self._on_msg,
+            stop=stop,
+            tasks=self._tasks,
+            drain_timeout=drain_timeout,
+        )
 
     async def _on_msg(self, msg: Msg) -> None:
         if len(self._tasks) >= self.max_running:
