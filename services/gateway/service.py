@@ -34,7 +34,7 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.responders import answer_until_stopped
+from agency.infra.jetstream.responders import Requests
 from agency.infra.nats_accounts import GATEWAY_SUBJECTS
 from agency.services.gateway.consumers import Refused, checked_create, owner
 from agency.services.tenancy.admission import Admission, Refused as OverShare, Ticket
@@ -65,19 +65,11 @@ class Gateway:
         self._limit = max_in_flight_per_tenant
         self._admission = admission or Admission()
         self._in_flight: Counter[str] = Counter()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._requests = Requests(GATEWAY_SUBJECTS, queue=QUEUE)
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
         log.info("gateway running", subjects=GATEWAY_SUBJECTS)
-        await answer_until_stopped(
-            self._bus.nc,
-            GATEWAY_SUBJECTS,
-            queue=QUEUE,
-            cb=self._on_msg,
-            stop=stop,
-            tasks=self._tasks,
-            drain_timeout=drain_timeout,
-        )
+        await self._requests.serve(self._bus.nc, self._on_msg, stop, drain_timeout)
 
     async def _on_msg(self, msg: Msg) -> None:
         tokens = msg.subject.split(".", 3)
@@ -95,9 +87,9 @@ class Gateway:
                 await self._refuse(msg, _error(kind, 429, str(refused)), refused.retry_after)
                 return
         self._in_flight[tenant] += 1
-        task = asyncio.create_task(self._handle(msg, tenant, kind, tokens[3]))
-        self._tasks.add(task)
-        task.add_done_callback(lambda t: self._done(t, tenant, ticket))
+        self._requests.start(
+            self._handle(msg, tenant, kind, tokens[3]), lambda: self._done(tenant, ticket)
+        )
 
     async def _refuse(self, msg: Msg, data: bytes, retry_after: int) -> None:
         """Answer with `Retry-After` beside the error (a JetStream reply has no other
@@ -109,10 +101,9 @@ class Gateway:
         except NatsError as e:
             log.warning("gateway could not answer", subject=msg.subject, error=str(e))
 
-    def _done(self, task: asyncio.Task[None], tenant: str, ticket: Ticket | None) -> None:
+    def _done(self, tenant: str, ticket: Ticket | None) -> None:
         if ticket is not None:
             ticket.done(time.monotonic())
-        self._tasks.discard(task)
         self._in_flight[tenant] -= 1
         if self._in_flight[tenant] <= 0:
             del self._in_flight[tenant]
