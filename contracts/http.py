@@ -25,13 +25,6 @@ class Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Response bodies: camelCase on the wire."""
 
 
-class AgencyOut(Out, frozen=True, kw_only=True):
-    id: str
-    name: str
-    metadata: dict[str, str]
-    created_at: datetime
-
-
 class ThreadOut(Out, frozen=True, kw_only=True):
     id: str
     agent_type: str
