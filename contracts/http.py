@@ -25,11 +25,15 @@ class Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Response bodies: camelCase on the wire."""
 
 
-class AgencyOut(Out, frozen=True, kw_only=True):
-    id: str
-    name: str
-    metadata: dict[str, str]
-    created_at: datetime
+class ForkOut(Out, frozen=True, kw_only=True):
+    """A fork (`POST …/fork`, `agency fork --json`): the new thread, and what came along."""
+
+    thread_id: str
+    forked_from: str
+    at_seq: int
+    # Original child thread id → its fork, for children forked along with the thread.
+    children: dict[str, str]
+    canceled_runs: list[str]
 
 
 class ThreadOut(Out, frozen=True, kw_only=True):

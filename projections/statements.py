@@ -16,6 +16,20 @@ Statement = tuple[str, tuple[object, ...]]
 StatementsFn = Callable[[Sequence[Envelope]], Iterable[Statement]]
 
 
+def upsert(
+    table: str, columns: Sequence[str], key: Sequence[str], *, kept: Sequence[str] = ()
+) -> str:
+    """SQL inserting a row of `columns` (arguments $1, $2, … in their order), or updating the
+    row of the same `key` with them: every column but the key's and the `kept` ones (a
+    creation time, say) takes the new value."""
+    params = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in (*key, *kept))
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({params}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
+
+
 async def execute_in_order(conn: asyncpg.Connection, statements: Iterable[Statement]) -> None:
     """Run statements in order; consecutive runs of the same SQL go as one executemany."""
     sql: str | None = None

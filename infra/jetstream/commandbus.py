@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Unpack
 
 import structlog
 from nats.aio.client import Client as NATS
@@ -36,7 +37,7 @@ from agency.infra.jetstream.worker import (
     Reject,
     Retry,
     Undecodable,
-    WorkerRetry,
+    WorkerTuning,
 )
 from agency.infra.keyed_locks import KeyedLocks
 
@@ -140,12 +141,7 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         ack_wait: float = 30.0,
         batch: int = 64,
         backoff: tuple[float, ...] = (0.2, 1.0, 3.0, 10.0),
-        shutdown_grace: float = 5.0,
-        poll_interval: float = 1.0,
-        retry: WorkerRetry | None = None,
-        held: int | None = None,
-        tenant_running: int = 0,
-        tenant_held: int = 0,
+        **tuning: Unpack[WorkerTuning],
     ) -> None:
         service = validate_token("service", service)
         super().__init__(
@@ -156,12 +152,7 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
             ack_wait=ack_wait,
             max_deliver=max_deliver,
             backoff=backoff,
-            shutdown_grace=shutdown_grace,
-            poll_interval=poll_interval,
-            retry=retry,
-            held=held,
-            tenant_running=tenant_running,
-            tenant_held=tenant_held,
+            **tuning,
         )
         self._js = js
         self._service = service

@@ -9,6 +9,7 @@ on a broker that is briefly away (see `infra/jetstream/worker.py`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable
+from typing import Unpack
 
 import structlog
 from nats.aio.msg import Msg
@@ -28,7 +29,7 @@ from agency.infra.jetstream.worker import (
     Outcome,
     Reject,
     Undecodable,
-    WorkerRetry,
+    WorkerTuning,
 )
 
 log = structlog.get_logger(__name__)
@@ -81,13 +82,8 @@ class EventWorker(EventConsumer):
         ack_wait: float = 30.0,
         max_deliver: int = 10,
         on_dead_letter: DeadLetterHook[RecordedEvent] | None = None,
-        shutdown_grace: float = 5.0,
-        poll_interval: float = 1.0,
-        retry: WorkerRetry | None = None,
         lane: LaneOf | None = None,
-        held: int | None = None,
-        tenant_running: int = 0,
-        tenant_held: int = 0,
+        **tuning: Unpack[WorkerTuning],
     ) -> None:
         super().__init__(
             dead_letters=bus.dead_letters,
@@ -98,12 +94,7 @@ class EventWorker(EventConsumer):
             max_deliver=max_deliver,
             backoff=EVENT_BACKOFF,
             on_dead_letter=on_dead_letter,
-            shutdown_grace=shutdown_grace,
-            poll_interval=poll_interval,
-            retry=retry,
-            held=held,
-            tenant_running=tenant_running,
-            tenant_held=tenant_held,
+            **tuning,
         )
         self._lane_of = lane
         self._bus = bus

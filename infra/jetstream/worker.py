@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, TypedDict, TypeVar, Unpack
 
 import nats.errors
 import structlog
@@ -141,6 +141,24 @@ def _any_failure(exc: Exception) -> bool:
     return True
 
 
+class WorkerTuning(TypedDict, total=False):
+    """How a worker paces itself, the same keywords for every worker (defaults after `=`).
+
+    `shutdown_grace` (= 5.0): seconds the handlers in flight get once `stop` is set.
+    `poll_interval` (= 1.0): the longest a fetch waits, so how soon `stop` is seen.
+    `retry` (= `WorkerRetry()`): how failed fetches, subscribes and settles are retried.
+    `held` (= `concurrency`): messages fetched and not yet settled, at least `concurrency`.
+    `tenant_running`, `tenant_held` (= 0, no bound): one tenant's share of both.
+    """
+
+    shutdown_grace: float
+    poll_interval: float
+    retry: WorkerRetry | None
+    held: int | None
+    tenant_running: int
+    tenant_held: int
+
+
 class ConsumerWorker(abc.ABC, Generic[T]):
     """Runs a durable pull consumer; subclasses say how to subscribe, decode and handle."""
 
@@ -155,13 +173,9 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         max_deliver: int,
         backoff: tuple[float, ...],
         on_dead_letter: DeadLetterHook[T] | None = None,
-        shutdown_grace: float = 5.0,
-        poll_interval: float = 1.0,
-        retry: WorkerRetry | None = None,
-        held: int | None = None,
-        tenant_running: int = 0,
-        tenant_held: int = 0,
+        **tuning: Unpack[WorkerTuning],
     ) -> None:
+        held = tuning.get("held")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if held is not None and held < concurrency:
@@ -176,11 +190,13 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         self._max_deliver = max_deliver
         self._backoff = backoff
         self._on_dead_letter = on_dead_letter
-        self._shutdown_grace = shutdown_grace
-        self._poll_interval = poll_interval
-        self._retry = retry or WorkerRetry()
+        self._shutdown_grace = tuning.get("shutdown_grace", 5.0)
+        self._poll_interval = tuning.get("poll_interval", 1.0)
+        self._retry = tuning.get("retry") or WorkerRetry()
         self._held = held or concurrency
-        self._lanes = Lanes(LaneBounds(concurrency, tenant_running, tenant_held))
+        self._lanes = Lanes(
+            LaneBounds(concurrency, tuning.get("tenant_running", 0), tuning.get("tenant_held", 0))
+        )
 
     # --- what a subclass provides -------------------------------------------------------
 

@@ -26,7 +26,7 @@ from agency.contracts.events import (
     SubagentSpawned,
     TodosWritten,
 )
-from agency.projections.statements import Statement, statement_projection
+from agency.projections.statements import Statement, statement_projection, upsert
 from agency.projections.storable import storable_key
 
 # Every read model here is of threads' events.
@@ -140,10 +140,10 @@ CREATE TABLE IF NOT EXISTS files (
 );
 """
 
-_FILE = (
-    "INSERT INTO files (tenant_id, thread_id, path, content, updated_at) "
-    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, thread_id, path) DO UPDATE "
-    "SET content = EXCLUDED.content, updated_at = EXCLUDED.updated_at"
+_FILE = upsert(
+    "files",
+    ("tenant_id", "thread_id", "path", "content", "updated_at"),
+    ("tenant_id", "thread_id", "path"),
 )
 
 

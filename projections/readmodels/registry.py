@@ -15,7 +15,7 @@ from agency.contracts.events import (
     BlueprintSaved,
     TenantCreated,
 )
-from agency.projections.statements import Statement, statement_projection
+from agency.projections.statements import Statement, statement_projection, upsert
 
 # --- tenants ---------------------------------------------------------------------------
 
@@ -39,9 +39,8 @@ ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS name text NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS api_keys_by_key ON api_keys (key_id);
 """
 
-_TENANT = (
-    "INSERT INTO tenants (tenant_id, name, created_at) VALUES ($1, $2, $3) "
-    "ON CONFLICT (tenant_id) DO UPDATE SET name = EXCLUDED.name"
+_TENANT = upsert(
+    "tenants", ("tenant_id", "name", "created_at"), ("tenant_id",), kept=("created_at",)
 )
 _KEY_ISSUED = (
     "INSERT INTO api_keys (tenant_id, key_id, key_hash, issued_at, name) "
@@ -85,10 +84,11 @@ CREATE TABLE IF NOT EXISTS agencies (
 CREATE INDEX IF NOT EXISTS agencies_by_created ON agencies (tenant_id, created_at, agency_id);
 """
 
-_AGENCY = (
-    "INSERT INTO agencies (tenant_id, agency_id, name, metadata, created_at) "
-    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, agency_id) DO UPDATE "
-    "SET name = EXCLUDED.name, metadata = EXCLUDED.metadata"
+_AGENCY = upsert(
+    "agencies",
+    ("tenant_id", "agency_id", "name", "metadata", "created_at"),
+    ("tenant_id", "agency_id"),
+    kept=("created_at",),
 )
 
 
@@ -117,10 +117,10 @@ CREATE TABLE IF NOT EXISTS blueprints (
 );
 """
 
-_BLUEPRINT_SAVED = (
-    "INSERT INTO blueprints (tenant_id, agency_id, name, spec, revision, updated_at) "
-    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id, agency_id, name) DO UPDATE "
-    "SET spec = EXCLUDED.spec, revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at"
+_BLUEPRINT_SAVED = upsert(
+    "blueprints",
+    ("tenant_id", "agency_id", "name", "spec", "revision", "updated_at"),
+    ("tenant_id", "agency_id", "name"),
 )
 _BLUEPRINT_DELETED = "DELETE FROM blueprints WHERE tenant_id = $1 AND agency_id = $2 AND name = $3"
 

@@ -42,6 +42,7 @@ from agency.contracts.events import (
 )
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.projection import Projection
+from agency.projections.statements import upsert
 
 DDL = """
 CREATE TABLE IF NOT EXISTS threads (
@@ -145,19 +146,10 @@ class RunRow:
     ended_at: datetime | None
 
 
-def _upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
-    params = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in key)
-    return (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({params}) "
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
-    )
-
-
 THREAD_COLUMNS = tuple(f.name for f in fields(ThreadRow))
 RUN_COLUMNS = tuple(f.name for f in fields(RunRow))
-_UPSERT_THREAD = _upsert("threads", THREAD_COLUMNS, ("tenant_id", "thread_id"))
-_UPSERT_RUN = _upsert("runs", RUN_COLUMNS, ("tenant_id", "thread_id", "run_id"))
+_UPSERT_THREAD = upsert("threads", THREAD_COLUMNS, ("tenant_id", "thread_id"))
+_UPSERT_RUN = upsert("runs", RUN_COLUMNS, ("tenant_id", "thread_id", "run_id"))
 _LOAD_THREADS = (
     f"SELECT {', '.join(THREAD_COLUMNS)} FROM threads WHERE (tenant_id, thread_id) IN "
     "(SELECT * FROM unnest($1::text[], $2::text[]))"

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from agency.contracts.envelope import Envelope
 from agency.contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
-from agency.projections.statements import Statement, statement_projection
+from agency.projections.statements import Statement, statement_projection, upsert
 
 DDL = """
 CREATE TABLE IF NOT EXISTS usage_threads (
@@ -36,10 +36,10 @@ CREATE TABLE IF NOT EXISTS usage_totals (
 );
 """
 
-_THREAD = (
-    "INSERT INTO usage_threads (tenant_id, thread_id, agency_id, agent_type) "
-    "VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, thread_id) DO UPDATE "
-    "SET agency_id = EXCLUDED.agency_id, agent_type = EXCLUDED.agent_type"
+_THREAD = upsert(
+    "usage_threads",
+    ("tenant_id", "thread_id", "agency_id", "agent_type"),
+    ("tenant_id", "thread_id"),
 )
 _SWITCHED = "UPDATE usage_threads SET agent_type = $3 WHERE tenant_id = $1 AND thread_id = $2"
 # A call on a thread never seen is still counted: under the envelope's agency, no blueprint.

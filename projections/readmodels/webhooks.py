@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from agency.contracts.envelope import Envelope
 from agency.contracts.events import WebhookSubscribed, WebhookUnsubscribed
-from agency.projections.statements import Statement, statement_projection
+from agency.projections.statements import Statement, statement_projection, upsert
 
 DDL = """
 CREATE TABLE IF NOT EXISTS webhook_subscriptions (
@@ -24,12 +24,20 @@ CREATE TABLE IF NOT EXISTS webhook_subscriptions (
 );
 """
 
-_SUBSCRIBED = (
-    "INSERT INTO webhook_subscriptions (tenant_id, agency_id, subscription_id, url, kinds, "
-    "sealed_secret, description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-    "ON CONFLICT (tenant_id, agency_id, subscription_id) DO UPDATE SET url = EXCLUDED.url, "
-    "kinds = EXCLUDED.kinds, sealed_secret = EXCLUDED.sealed_secret, "
-    "description = EXCLUDED.description"
+_SUBSCRIBED = upsert(
+    "webhook_subscriptions",
+    (
+        "tenant_id",
+        "agency_id",
+        "subscription_id",
+        "url",
+        "kinds",
+        "sealed_secret",
+        "description",
+        "created_at",
+    ),
+    ("tenant_id", "agency_id", "subscription_id"),
+    kept=("created_at",),
 )
 _UNSUBSCRIBED = (
     "DELETE FROM webhook_subscriptions "

@@ -23,7 +23,7 @@ from agency.contracts.events import (
     WorkflowStarted,
     WorkflowStopped,
 )
-from agency.projections.statements import Statement, statement_projection
+from agency.projections.statements import Statement, statement_projection, upsert
 
 WORKFLOWS_DDL = """
 CREATE TABLE IF NOT EXISTS workflows (
@@ -143,10 +143,10 @@ _COUNT = (
     "UPDATE workflows SET message_count = message_count + 1, updated_at = $3 "
     "WHERE tenant_id = $1 AND workflow_id = $2"
 )
-_DOCUMENT = (
-    "INSERT INTO workflow_documents (tenant_id, workflow_id, path, content, author, updated_at) "
-    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id, workflow_id, path) DO UPDATE "
-    "SET content = EXCLUDED.content, author = EXCLUDED.author, updated_at = EXCLUDED.updated_at"
+_DOCUMENT = upsert(
+    "workflow_documents",
+    ("tenant_id", "workflow_id", "path", "content", "author", "updated_at"),
+    ("tenant_id", "workflow_id", "path"),
 )
 _OPENED = (
     "INSERT INTO workflow_proposals (tenant_id, workflow_id, proposal_id, title, description, "

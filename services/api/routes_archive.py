@@ -38,7 +38,7 @@ from agency.services.archive.export import (
     export_tenant,
     export_thread,
 )
-from agency.services.archive.load import Imported, import_archive
+from agency.services.archive.load import import_archive
 from agency.services.threads.reads import ThreadNotFound
 
 ARCHIVE_TYPE = "application/gzip"
@@ -194,19 +194,7 @@ async def _import(
         )
     except ArchiveError as e:
         raise _refusal(e) from e
-    return imported_out(done)
-
-
-def imported_out(done: Imported) -> ArchiveImported:
-    return ArchiveImported(
-        kind=done.kind,
-        tenant_id=done.tenant_id,
-        id=done.root,
-        threads=list(done.threads),
-        events=done.events,
-        remapped=done.remapped,
-        kept=list(done.kept),
-    )
+    return done.answer()
 
 
 ARCHIVE_ROUTES = [

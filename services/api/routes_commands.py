@@ -27,9 +27,10 @@ from agency.contracts.commands import (
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import ChatMessage, ClientTool
 from agency.contracts.events.thread import ConcurrencyStrategy, EndUserId
-from agency.contracts.http import AgencyOut, Out, RunAccepted, ThreadOut
+from agency.contracts.http import Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
 from agency.contracts.limits import limits, path_problem
+from agency.projections.queries import AgencyView
 from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.agents.code import SettingsError
 from agency.services.api.auth import (
@@ -164,13 +165,13 @@ async def create_tenant(
 @post("/agencies", status_code=201, summary="Create an agency")
 async def create_agency(
     data: JSONBody[CreateAgencyBody], principal: Caller, deps: Deps
-) -> Response[AgencyOut]:
+) -> Response[AgencyView]:
     tenant = tenant_of(principal)
     agency_id = new_id()
     command = CreateAgency(agency_id=agency_id, name=data.name, metadata=data.metadata)
     written = await send_and_read(deps, tenant, "agency", agency_id, command)
     created_at = written.event.envelope.ts if written.event else utc_now()
-    body = AgencyOut(id=agency_id, name=data.name, metadata=data.metadata, created_at=created_at)
+    body = AgencyView(id=agency_id, name=data.name, metadata=data.metadata, created_at=created_at)
     return Response(body, status_code=201 if written.readable else 202)
 
 

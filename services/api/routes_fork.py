@@ -17,6 +17,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import JSONBody
 
 from agency.contracts.commands import ForkThread
+from agency.contracts.http import ForkOut
 from agency.contracts.ids import new_id
 from agency.services.api.auth import (
     AgencyId,
@@ -41,15 +42,6 @@ class ForkBody(
 ):
     at_seq: Annotated[int, msgspec.Meta(ge=1)]
     agent_type: Token | None = None
-
-
-class ForkOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    thread_id: str
-    forked_from: str
-    at_seq: int
-    # Original child thread id → its fork, for children forked along with the thread.
-    children: dict[str, str]
-    canceled_runs: list[str]
 
 
 @post(
@@ -91,15 +83,7 @@ async def fork(
         fork_thread_id=fork_id, agent_type=data.agent_type,
     )  # fmt: skip
     done = await send_fork(deps, tenant, command, plan)
-    result = plan.result
-    body = ForkOut(
-        thread_id=result.thread_id,
-        forked_from=thread_id,
-        at_seq=result.at_seq,
-        children=result.children,
-        canceled_runs=[run for runs in result.canceled_runs.values() for run in runs],
-    )
-    return Response(body, status_code=201 if done else 202)
+    return Response(plan.result.answer(), status_code=201 if done else 202)
 
 
 async def send_fork(deps: ApiDeps, tenant: str, command: ForkThread, plan: ForkPlan) -> bool:

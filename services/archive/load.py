@@ -32,6 +32,7 @@ from agency.contracts.events import (
     ModelCompleted,
     ThreadCreated,
 )
+from agency.contracts.http import ArchiveImported
 from agency.contracts.subjects import Aggregate
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.connection import Bus
@@ -73,6 +74,18 @@ class Imported:
     remapped: dict[str, str]
     # Aggregates the target had already and kept (a thread's agency).
     kept: tuple[str, ...] = ()
+
+    def answer(self) -> ArchiveImported:
+        """As `POST /import` answers it and `agency import --json` prints it."""
+        return ArchiveImported(
+            kind=self.kind,
+            tenant_id=self.tenant_id,
+            id=self.root,
+            threads=list(self.threads),
+            events=self.events,
+            remapped=self.remapped,
+            kept=list(self.kept),
+        )
 
 
 async def import_archive(

@@ -14,12 +14,9 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agency.services.cli.arguments import add_data_dir, command_group, running_endpoints
-
-if TYPE_CHECKING:
-    from agency.services.archive.load import Imported
 
 
 def register(groups: Any) -> None:
@@ -149,7 +146,9 @@ async def import_command(args: argparse.Namespace) -> int:
     except ArchiveError as e:
         return _fail(e)
     if args.json:
-        print(json.dumps(_imported_json(done)))
+        import msgspec
+
+        print(json.dumps(msgspec.to_builtins(done.answer())))
     else:
         print(
             f"imported {done.kind} {done.root} into tenant {done.tenant_id}: "
@@ -160,18 +159,6 @@ async def import_command(args: argparse.Namespace) -> int:
         for kept in done.kept:
             print(f"  {kept} was there already: kept")
     return 0
-
-
-def _imported_json(done: Imported) -> dict[str, Any]:
-    return {
-        "kind": done.kind,
-        "tenantId": done.tenant_id,
-        "id": done.root,
-        "threads": list(done.threads),
-        "events": done.events,
-        "remapped": done.remapped,
-        "kept": list(done.kept),
-    }
 
 
 async def backup_create(args: argparse.Namespace) -> int:

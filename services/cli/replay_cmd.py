@@ -259,7 +259,9 @@ async def fork_command(args: argparse.Namespace) -> int:
     except (_Refused, ThreadNotFound, ForkError, SystemLoadError) as e:
         return _fail(e)
     if args.json:
-        _write([json.dumps(_result_json(result))])
+        import msgspec
+
+        _write([json.dumps(msgspec.to_builtins(result.answer()))])
     else:
         lines = [f"forked {thread} at seq {result.at_seq}: new thread {result.thread_id}"]
         lines.extend(f"  child {old} → {new}" for old, new in result.children.items())
@@ -267,16 +269,6 @@ async def fork_command(args: argparse.Namespace) -> int:
             lines.extend(f"  run {run} of {forked} canceled (forked mid-run)" for run in runs)
         _write(lines)
     return 0
-
-
-def _result_json(result: ForkResult) -> dict[str, Any]:
-    return {
-        "threadId": result.thread_id,
-        "forkedFrom": result.source_thread_id,
-        "atSeq": result.at_seq,
-        "children": result.children,
-        "canceledRuns": [r for runs in result.canceled_runs.values() for r in runs],
-    }
 
 
 async def fork_over_nats(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from agency.services.cli.agencies import DEFAULT_AGENCY, ensure_default_agency
@@ -102,15 +103,11 @@ async def webhooks_add(args: argparse.Namespace) -> int:
 
 
 async def webhooks_ls(args: argparse.Namespace) -> int:
-    listed = await _run(args, "GET", "")
-    if listed is None:
-        return 1
-    if args.json:
-        print(json.dumps(listed["webhooks"], indent=2))
-        return 0
-    for w in listed["webhooks"]:
-        print(f"{w['id']}  {w['url']}  {','.join(w['events'])}  {w['description']}".rstrip())
-    return 0
+    return await _listing(args, "", "webhooks", _webhook_line)
+
+
+def _webhook_line(w: dict[str, Any]) -> str:
+    return f"{w['id']}  {w['url']}  {','.join(w['events'])}  {w['description']}".rstrip()
 
 
 async def webhooks_rm(args: argparse.Namespace) -> int:
@@ -121,17 +118,33 @@ async def webhooks_rm(args: argparse.Namespace) -> int:
 
 
 async def webhooks_deliveries(args: argparse.Namespace) -> int:
-    found = await _run(args, "GET", f"/{args.webhook}/deliveries", params={"limit": args.limit})
+    tail = f"/{args.webhook}/deliveries"
+    return await _listing(args, tail, "deliveries", _delivery_line, params={"limit": args.limit})
+
+
+def _delivery_line(d: dict[str, Any]) -> str:
+    line = f"{d['id']}  {d['event']:<18} {d['status']:<9} attempts={d['attempts']}"
+    if d["status"] == "pending" and d["nextAttemptAt"]:
+        line += f"  next={d['nextAttemptAt']}"
+    if d["lastError"]:
+        line += f"  last error: {d['lastError']}"
+    return line
+
+
+async def _listing(
+    args: argparse.Namespace,
+    tail: str,
+    key: str,
+    line_of: Callable[[dict[str, Any]], str],
+    params: dict[str, Any] | None = None,
+) -> int:
+    """GET a list (under `key` of the answer): as JSON with `--json`, else a line each."""
+    found = await _run(args, "GET", tail, params=params)
     if found is None:
         return 1
     if args.json:
-        print(json.dumps(found["deliveries"], indent=2))
+        print(json.dumps(found[key], indent=2))
         return 0
-    for d in found["deliveries"]:
-        line = f"{d['id']}  {d['event']:<18} {d['status']:<9} attempts={d['attempts']}"
-        if d["status"] == "pending" and d["nextAttemptAt"]:
-            line += f"  next={d['nextAttemptAt']}"
-        if d["lastError"]:
-            line += f"  last error: {d['lastError']}"
-        print(line)
+    for item in found[key]:
+        print(line_of(item))
     return 0

@@ -87,7 +87,7 @@ class AsyncAgencyClient:
 
     async def create_agency(
         self, name: str, metadata: dict[str, str] | None = None
-    ) -> http.AgencyOut:
+    ) -> queries.AgencyView:
         return await self._send(calls.create_agency(name, metadata))
 
     async def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:

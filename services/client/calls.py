@@ -10,7 +10,6 @@ import msgspec
 
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import (
-    AgencyOut,
     ArchiveImported,
     CancelAccepted,
     EventsPage,
@@ -74,8 +73,10 @@ def list_agencies() -> Call[list[queries.AgencyView]]:
     return Call("GET", "/agencies", list[queries.AgencyView])
 
 
-def create_agency(name: str, metadata: dict[str, str] | None = None) -> Call[AgencyOut]:
-    return Call("POST", "/agencies", AgencyOut, json={"name": name, "metadata": metadata or {}})
+def create_agency(name: str, metadata: dict[str, str] | None = None) -> Call[queries.AgencyView]:
+    return Call(
+        "POST", "/agencies", queries.AgencyView, json={"name": name, "metadata": metadata or {}}
+    )
 
 
 class BlueprintInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

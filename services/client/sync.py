@@ -85,7 +85,9 @@ class AgencyClient:
     def list_agencies(self) -> list[queries.AgencyView]:
         return self._send(calls.list_agencies())
 
-    def create_agency(self, name: str, metadata: dict[str, str] | None = None) -> http.AgencyOut:
+    def create_agency(
+        self, name: str, metadata: dict[str, str] | None = None
+    ) -> queries.AgencyView:
         return self._send(calls.create_agency(name, metadata))
 
     def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:

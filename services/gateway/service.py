@@ -22,7 +22,6 @@ never raises: whatever fails is answered as a JetStream API error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections import Counter
@@ -35,6 +34,7 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.responders import Requests
 from agency.infra.nats_accounts import GATEWAY_SUBJECTS
 from agency.services.gateway.consumers import Refused, checked_create, owner
 from agency.services.tenancy.admission import Admission, Refused as OverShare, Ticket
@@ -65,18 +65,11 @@ class Gateway:
         self._limit = max_in_flight_per_tenant
         self._admission = admission or Admission()
         self._in_flight: Counter[str] = Counter()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._requests = Requests(GATEWAY_SUBJECTS, queue=QUEUE)
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
-        sub = await self._bus.nc.subscribe(GATEWAY_SUBJECTS, queue=QUEUE, cb=self._on_msg)
         log.info("gateway running", subjects=GATEWAY_SUBJECTS)
-        try:
-            await stop.wait()
-        finally:
-            with contextlib.suppress(NatsError):
-                await sub.unsubscribe()
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=drain_timeout)
+        await self._requests.serve(self._bus.nc, self._on_msg, stop, drain_timeout)
 
     async def _on_msg(self, msg: Msg) -> None:
         tokens = msg.subject.split(".", 3)
@@ -94,9 +87,9 @@ class Gateway:
                 await self._refuse(msg, _error(kind, 429, str(refused)), refused.retry_after)
                 return
         self._in_flight[tenant] += 1
-        task = asyncio.create_task(self._handle(msg, tenant, kind, tokens[3]))
-        self._tasks.add(task)
-        task.add_done_callback(lambda t: self._done(t, tenant, ticket))
+        self._requests.start(
+            self._handle(msg, tenant, kind, tokens[3]), lambda: self._done(tenant, ticket)
+        )
 
     async def _refuse(self, msg: Msg, data: bytes, retry_after: int) -> None:
         """Answer with `Retry-After` beside the error (a JetStream reply has no other
@@ -108,10 +101,9 @@ class Gateway:
         except NatsError as e:
             log.warning("gateway could not answer", subject=msg.subject, error=str(e))
 
-    def _done(self, task: asyncio.Task[None], tenant: str, ticket: Ticket | None) -> None:
+    def _done(self, tenant: str, ticket: Ticket | None) -> None:
         if ticket is not None:
             ticket.done(time.monotonic())
-        self._tasks.discard(task)
         self._in_flight[tenant] -= 1
         if self._in_flight[tenant] <= 0:
             del self._in_flight[tenant]

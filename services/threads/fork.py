@@ -41,6 +41,7 @@ from agency.contracts.events import (
     ToolError,
     ToolRequested,
 )
+from agency.contracts.http import ForkOut
 from agency.contracts.ids import derived_id, new_id
 from agency.domain.child_naming import child_thread_id
 from agency.domain.run_cancel import canceled
@@ -71,6 +72,16 @@ class ForkResult:
     children: dict[str, str]
     # Runs the fork ended (mid-run at the cut), by forked thread id.
     canceled_runs: dict[str, tuple[str, ...]]
+
+    def answer(self) -> ForkOut:
+        """As `POST …/fork` answers it and `agency fork --json` prints it."""
+        return ForkOut(
+            thread_id=self.thread_id,
+            forked_from=self.source_thread_id,
+            at_seq=self.at_seq,
+            children=self.children,
+            canceled_runs=[run for runs in self.canceled_runs.values() for run in runs],
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import nats.errors
 import structlog
@@ -49,7 +49,7 @@ from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.eventworker import EventConsumer
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.infra.jetstream.tracing import context_from
-from agency.infra.jetstream.worker import Ack, Outcome, Reject, WorkerRetry
+from agency.infra.jetstream.worker import Ack, Outcome, Reject, WorkerTuning
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool, ToolContext
 from agency.services.tool_execution.executor import (
@@ -113,9 +113,7 @@ class ToolsService(EventConsumer):
         max_deliver: int = 5,
         redelivery_backoff: tuple[float, ...] = (0.5, 2.0, 5.0, 10.0),
         tool_backoff: tuple[float, ...] = DEFAULT_BACKOFF,
-        shutdown_grace: float = 5.0,
-        poll_interval: float = 1.0,
-        retry: WorkerRetry | None = None,
+        **tuning: Unpack[WorkerTuning],
     ) -> None:
         super().__init__(
             dead_letters=bus.dead_letters,
@@ -126,9 +124,7 @@ class ToolsService(EventConsumer):
             max_deliver=max_deliver,
             backoff=redelivery_backoff,
             on_dead_letter=self._answer_for_good,
-            shutdown_grace=shutdown_grace,
-            poll_interval=poll_interval,
-            retry=retry,
+            **tuning,
         )
         self._bus = bus
         self._system = system

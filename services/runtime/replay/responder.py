@@ -15,13 +15,11 @@ reason there is none: the handler never raises.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import KW_ONLY, dataclass, field
 
 import msgspec
 import structlog
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
 from agency.contracts.errors import InvalidToken
@@ -41,6 +39,7 @@ from agency.domain.comparison import Comparison
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.jetstream.responders import Requests
 from agency.services.agents.system import AgentSystem
 from agency.services.runtime.replay.reexecute import reexecute
 from agency.services.threads.reads import ThreadNotFound
@@ -63,34 +62,23 @@ class Reexecutions:
     _: KW_ONLY
     max_running: int = MAX_RUNNING
     timeout: float = REEXECUTION_SECONDS
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _requests: Requests = field(
+        default_factory=lambda: Requests(REEXECUTIONS, queue=QUEUE), init=False
+    )
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
-        sub: Subscription = await self.bus.nc.subscribe(REEXECUTIONS, queue=QUEUE, cb=self._on_msg)
         log.info("re-executions answered", subject=REEXECUTIONS, max_running=self.max_running)
-        try:
-            await stop.wait()
-        finally:
-            with contextlib.suppress(NatsError):
-                await sub.unsubscribe()
-            if self._tasks:
-                _, late = await asyncio.wait(self._tasks, timeout=drain_timeout)
-                for task in late:
-                    task.cancel()
-                if late:
-                    await asyncio.wait(late, timeout=drain_timeout)
+        await self._requests.serve(self.bus.nc, self._on_msg, stop, drain_timeout)
 
     async def _on_msg(self, msg: Msg) -> None:
-        if len(self._tasks) >= self.max_running:
+        if len(self._requests) >= self.max_running:
             reason = (
                 f"the runtime is running {self.max_running} re-executions already; "
                 "retry in a moment"
             )
             await self._respond(msg, _refused("busy", reason))
             return
-        task = asyncio.create_task(self._handle(msg))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._requests.start(self._handle(msg))
 
     async def _handle(self, msg: Msg) -> None:
         try:
