@@ -1,0 +1,138 @@
+"""A blueprint's remote A2A agent as a tool: the card read at the run's start, the call sent
+with the A2A SDK's client to Agency's own A2A server (another blueprint of the same system
+plays the remote agent), the remote conversation continued by the thread's next call, and
+failures (refused by the egress rule, unreachable) answered as tool errors the model reads."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from agency.contracts.ids import new_id
+from agency.services.llm.fake_scripts import ScriptStep
+from tests.e2e.conftest import Client
+from tests.protocols.a2a.conftest import Tenant
+from tests.security.conftest import save, until_runs_end
+
+
+@pytest.fixture
+async def api(tenant: Tenant) -> AsyncIterator[Client]:
+    """The tenant on Agency's own HTTP API."""
+    headers = {"Authorization": f"Bearer {tenant.key}"}
+    async with httpx.AsyncClient(base_url=tenant.url, headers=headers, timeout=60) as http:
+        yield Client(http=http, llm=tenant.llm, agency=tenant.agency, tenant=tenant.id)
+
+
+def caller(name: str, card_url: str, key: str, **agent: Any) -> dict[str, Any]:
+    remote = {"name": "helper", "url": card_url, "headers": {"Authorization": f"Bearer {key}"}}
+    return {
+        "name": name,
+        "prompt": f"{name} prompt",
+        "config": {"remoteAgents": [{**remote, **agent}]},
+    }
+
+
+def script_caller(api: Client, name: str, message: str) -> None:
+    """The caller's model: ask `helper` with `message`, then end the turn (each turn)."""
+    call = {"name": "helper", "arguments": {"message": message}}
+    api.llm.script(
+        f"{name} prompt",
+        [ScriptStep(tool_calls=[call]), ScriptStep(content="the helper answered")],
+        count="turn",
+    )
+
+
+def results(found: list[dict[str, Any]], thread: str) -> list[dict[str, Any]]:
+    own = [e for e in found if e.get("threadId", thread) == thread]
+    return [e for e in own if e["type"] in ("tool.output", "tool.error")]
+
+
+async def test_a_remote_agent_is_a_tool_and_its_conversation_goes_on(
+    tenant: Tenant, api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    name = "caller" + new_id().lower()[-8:]
+    card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
+    r = await save(api, caller(name, card_url, tenant.key))
+    assert r.status_code == 201, r.text
+    question = f"question for the worker {name}"
+    script_caller(api, name, question)
+    # The remote worker answers its conversation's first and second message differently.
+    api.llm.script(
+        question, [ScriptStep(content="first answer"), ScriptStep(content="second answer")]
+    )
+    thread = await api.thread(name)
+
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+    (first,) = results(found, thread)
+    assert first["type"] == "tool.output", first
+    assert first["data"]["output"] == "first answer"
+    context = first["data"]["remoteContextId"]
+    assert context
+
+    await api.invoke(thread, "ask the helper again")
+    found = await until_runs_end(api, thread, runs=2)
+    _, second = results(found, thread)
+    assert second["type"] == "tool.output", second
+    assert second["data"]["output"] == "second answer"
+    assert second["data"]["remoteContextId"] == context
+    # The remote conversation is a thread of the worker's, with one run per call.
+    r = await api.http.get(f"/agency/{tenant.agency}/agent/{context}/runs")
+    assert r.status_code == 200, r.text
+    assert len(r.json()) == 2, r.json()
+
+
+async def test_a_remote_agent_at_a_loopback_address_is_refused_on_save(api: Client) -> None:
+    body = caller("peek" + new_id().lower()[-8:], "http://127.0.0.1:9/card.json", "k")
+    r = await save(api, body)
+    assert r.status_code == 400, r.text
+    detail = r.json()["error"]
+    assert "config.remoteAgents[0].url" in detail and "AGENCY_ALLOW_HOSTS" in detail
+
+
+async def test_a_remote_agent_the_egress_rule_refuses_is_a_tool_error(
+    tenant: Tenant, api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Allowed when saved, no longer when the run calls it: the model reads why."""
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    name = "refused" + new_id().lower()[-8:]
+    card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json?for={name}"
+    r = await save(api, caller(name, card_url, tenant.key))
+    assert r.status_code == 201, r.text
+    monkeypatch.delenv("AGENCY_ALLOW_HOSTS")
+    script_caller(api, name, "anything")
+    thread = await api.thread(name)
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+
+    (error,) = results(found, thread)
+    assert error["type"] == "tool.error", error
+    assert "'helper'" in error["data"]["error"] and "refused" in error["data"]["error"]
+    assert "loopback" in error["data"]["error"] and "AGENCY_ALLOW_HOSTS" in error["data"]["error"]
+    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+
+
+async def test_an_unreachable_remote_agent_is_a_tool_error_and_the_run_goes_on(
+    api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    name = "gone" + new_id().lower()[-8:]
+    r = await save(api, caller(name, f"http://127.0.0.1:{port}/card.json", "k"))
+    assert r.status_code == 201, r.text
+    script_caller(api, name, "anything")
+    thread = await api.thread(name)
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+
+    (error,) = results(found, thread)
+    assert error["type"] == "tool.error", error
+    assert "'helper'" in error["data"]["error"] and "unreachable" in error["data"]["error"]
+    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
