@@ -136,3 +136,45 @@ async def test_an_unreachable_remote_agent_is_a_tool_error_and_the_run_goes_on(
     assert error["type"] == "tool.error", error
     assert "'helper'" in error["data"]["error"] and "unreachable" in error["data"]["error"]
     assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+
+
+async def test_a_remote_task_that_fails_is_a_tool_error_naming_its_state(
+    tenant: Tenant, api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    name = "failing" + new_id().lower()[-8:]
+    card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
+    r = await save(api, caller(name, card_url, tenant.key))
+    assert r.status_code == 201, r.text
+    question = f"a question the worker cannot answer {name}"
+    script_caller(api, name, question)
+    api.llm.script(question, [ScriptStep(status=400, times=10)])
+    thread = await api.thread(name)
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+
+    (error,) = results(found, thread)
+    assert error["type"] == "tool.error", error
+    assert "'helper'" in error["data"]["error"] and "failed" in error["data"]["error"]
+    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+
+
+async def test_a_remote_agent_slower_than_its_timeout_is_a_tool_error(
+    tenant: Tenant, api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    name = "slow" + new_id().lower()[-8:]
+    card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
+    r = await save(api, caller(name, card_url, tenant.key, timeout=1))
+    assert r.status_code == 201, r.text
+    question = f"a slow question {name}"
+    script_caller(api, name, question)
+    api.llm.script(question, [ScriptStep(content="too late", delay_ms=4000)])
+    thread = await api.thread(name)
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+
+    (error,) = results(found, thread)
+    assert error["type"] == "tool.error", error
+    assert "'helper'" in error["data"]["error"] and "within 1 s" in error["data"]["error"]
+    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
