@@ -39,12 +39,14 @@ class ToolStarted(InRun, frozen=True, kw_only=True, tag="tool.started"):
 
 class ToolOutput(InRun, frozen=True, kw_only=True, tag="tool.output"):
     """`remote_context_id`: for a call to a remote A2A agent, the remote conversation
-    (`contextId`) the answer belongs to; the thread's next call to that agent continues it."""
+    (`contextId`) the answer belongs to; the thread's next call to that agent continues it.
+    `remote_task_id`: the agent's task that asked for input, which that call answers."""
 
     tool_call_id: str
     tool_name: str
     output: str
     remote_context_id: str = ""
+    remote_task_id: str = ""
 
 
 class ToolError(InRun, frozen=True, kw_only=True, tag="tool.error"):

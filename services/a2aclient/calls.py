@@ -10,8 +10,8 @@ All of it within the agent's `timeout`.
 What the model reads: the task's artifacts (text parts, data as JSON, a file as its
 name), else the text of its last status message. A task that asks for input is an
 answer, saying so: the next call in the thread continues the same remote conversation
-(`contextId`). A task that failed, was canceled or rejected, or needs authentication,
-is a `RemoteAgentError` naming its state.
+(`contextId`), and answers that task (`taskId`). A task that failed, was canceled or
+rejected, or needs authentication, is a `RemoteAgentError` naming its state.
 """
 
 from __future__ import annotations
@@ -59,31 +59,42 @@ _ENDED_BADLY = {
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What the agent answered, and the remote conversation it belongs to."""
+    """What the agent answered, the remote conversation it belongs to, and the task that
+    waits for input (else "")."""
 
     text: str
     context_id: str
+    task_id: str = ""
+
+
+@dataclass(slots=True)
+class Conversation:
+    """Where a call goes on: the remote conversation (empty: a new one) and the task
+    that asked for input (empty: none). A call sets both to what the agent answered."""
+
+    context_id: str = ""
+    task_id: str = ""
 
 
 async def send(
-    cards: RemoteCards, agent: RemoteAgent, text: str, *, context_id: str, message_id: str
+    cards: RemoteCards, agent: RemoteAgent, text: str, conversation: Conversation, message_id: str
 ) -> Answer:
-    """Send `text` to the agent (continuing `context_id` when set) and wait for its answer,
-    within `agent.timeout` seconds; `RemoteAgentError` saying why there is none."""
+    """Send `text` to the agent in `conversation` and wait for its answer, within
+    `agent.timeout` seconds; `RemoteAgentError` saying why there is none."""
     try:
         async with asyncio.timeout(agent.timeout):
-            return await _exchange(cards, agent, text, context_id, message_id)
+            return await _exchange(cards, agent, text, conversation, message_id)
     except TimeoutError:
         raise RemoteAgentError(agent.name, f"no final answer within {agent.timeout:g} s") from None
 
 
 async def _exchange(
-    cards: RemoteCards, agent: RemoteAgent, text: str, context_id: str, message_id: str
+    cards: RemoteCards, agent: RemoteAgent, text: str, conversation: Conversation, message_id: str
 ) -> Answer:
     card = await cards.card(agent)
     message = Message(
         message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)],
-        context_id=context_id,
+        context_id=conversation.context_id, task_id=conversation.task_id,
     )  # fmt: skip
     request = SendMessageRequest(message=message)
     async with http_client(agent, cards.policy(), agent.timeout) as http:
@@ -115,7 +126,8 @@ async def _exchange(
             raise RemoteAgentError(agent.name, f"refused the message: {e}") from e
         finally:
             await client.close()
-    return Answer(_task_answer(agent, task), task.context_id)
+    waiting = task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    return Answer(_task_answer(agent, task), task.context_id, task.id if waiting else "")
 
 
 def _folded(task: Task | None, event: StreamResponse) -> Task | None:

@@ -9,11 +9,12 @@ the reason, so the model learns why and the run goes on.
 
 `remote_agent_tool(cards, agent, conversation)` is the tool the tools service runs for a
 `tool.requested` carrying `remote_agent`: it sends the message in `conversation` (the
-thread's remote `contextId` for that agent, if it has one) and records the one the agent
-answered in. A failure (unreachable, refused by the egress rule, the agent's error, no
-answer within the agent's timeout) is `ToolFailed`, one `tool.error` the model reads. The
-message is sent once (its id is derived from the call's, so an agent that keys on it, as
-Agency's does, does not run it twice).
+thread's remote `contextId` for that agent, if it has one, and the task that asked for
+input, if one did) and records where the agent answered. A failure (unreachable, refused
+by the egress rule, the agent's error, no answer within the agent's timeout) is
+`ToolFailed`, one `tool.error` the model reads. The message is sent once (its id is
+derived from the call's, so an agent that keys on it, as Agency's does, does not run it
+twice).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import structlog
 from a2a.types import AgentCard
 
 from agency.contracts.events import RemoteAgent
-from agency.services.a2aclient.calls import send
+from agency.services.a2aclient.calls import Conversation, send
 from agency.services.a2aclient.cards import RemoteAgentError, RemoteCards
 from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolSpec
 
@@ -50,14 +51,6 @@ _PARAMETERS: dict[str, Any] = {
 # The runtime's bound on the call beyond the agent's own: the tools service's own timeout
 # is then never what ends a call, the agent's (named in its error) is.
 _MARGIN = 5.0
-
-
-@dataclass(slots=True)
-class Conversation:
-    """The remote conversation a call continues (empty: a new one), and the one it
-    continued or began."""
-
-    context_id: str = ""
 
 
 @dataclass(eq=False)
@@ -109,12 +102,11 @@ def remote_agent_tool(
         if not isinstance(text, str) or not text.strip():
             raise ToolFailed(f"the tool {agent.name!r} takes a non-empty string `{MESSAGE}`")
         try:
-            answer = await send(
-                cards, agent, text, context_id=conversation.context_id, message_id=_message_id(ctx)
-            )
+            answer = await send(cards, agent, text, conversation, _message_id(ctx))
         except RemoteAgentError as e:
             raise ToolFailed(str(e)) from e
         conversation.context_id = answer.context_id or conversation.context_id
+        conversation.task_id = answer.task_id
         return answer.text
 
     return Tool(

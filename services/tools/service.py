@@ -212,7 +212,8 @@ class ToolsService(EventConsumer):
             tool: Tool | None
             if request.remote_agent is not None:
                 tool, conversation = self._remote_agent_tool(
-                    request.remote_agent, call_log.remote_context(request.call.name)
+                    request.remote_agent,
+                    call_log.remote_conversation(request.call.name, request.remote_agent.url),
                 )
             elif request.mcp is not None:
                 tool = self._mcp_tool(request.mcp)
@@ -233,7 +234,11 @@ class ToolsService(EventConsumer):
                 ),
             )
             if conversation is not None and isinstance(result, ToolOutput):
-                result = msgspec.structs.replace(result, remote_context_id=conversation.context_id)
+                result = msgspec.structs.replace(
+                    result,
+                    remote_context_id=conversation.context_id,
+                    remote_task_id=conversation.task_id,
+                )
             await call_log.answer(result)
         except RunCanceledWhileRunning:
             log.info("tool call stopped: its run was canceled")
@@ -261,14 +266,16 @@ class ToolsService(EventConsumer):
             self._mcp = McpSessions()
         return mcp_tool(self._mcp, ref)
 
-    def _remote_agent_tool(self, agent: RemoteAgent, context_id: str) -> tuple[Tool, Conversation]:
+    def _remote_agent_tool(
+        self, agent: RemoteAgent, where: tuple[str, str]
+    ) -> tuple[Tool, Conversation]:
         # Imported on first use, as the MCP SDK: a system without remote agents never needs
         # the A2A SDK (the `a2a` extra).
         from agency.services.a2aclient import Conversation, RemoteCards, remote_agent_tool
 
         if self._cards is None:
             self._cards = RemoteCards()
-        conversation = Conversation(context_id)
+        conversation = Conversation(*where)
         return remote_agent_tool(self._cards, agent, conversation), conversation
 
     @contextlib.asynccontextmanager
@@ -339,8 +346,10 @@ class _CallLog:
         )
         self._position = Position()
         self._started = 0
-        # The remote conversation of the thread's latest answer from each remote agent.
-        self._remote_contexts: dict[str, str] = {}
+        # The remote agent each call of the thread went to (its card's URL), and where the
+        # thread's latest answer from each agent (tool name and URL) left its conversation.
+        self._remote_urls: dict[str, str] = {}
+        self._remote_conversations: dict[tuple[str, str], tuple[str, str]] = {}
         self._held: ToolStarted | None = None
         self._flush: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -353,10 +362,11 @@ class _CallLog:
         await self._catch_up()
         return self._started
 
-    def remote_context(self, tool_name: str) -> str:
-        """The remote conversation (`contextId`) the thread's latest answer from the remote
-        agent called as `tool_name` came in, or "" (read by `load`)."""
-        return self._remote_contexts.get(tool_name, "")
+    def remote_conversation(self, tool_name: str, url: str) -> tuple[str, str]:
+        """Where the thread's latest answer from the remote agent called as `tool_name`,
+        at `url`, left its conversation: its `contextId` and the task that asked for input
+        (each "" when none; read by `load`). An agent whose URL changed starts afresh."""
+        return self._remote_conversations.get((tool_name, url), ("", ""))
 
     @property
     def attempts(self) -> int:
@@ -453,8 +463,14 @@ class _CallLog:
             if event.type in TOOL_RESULT_TYPES and _call_id_of(event) == self._call_id:
                 raise AlreadyAnswered(self._call_id)
             payload = event.payload
+            if isinstance(payload, ToolRequested) and payload.remote_agent is not None:
+                self._remote_urls[payload.call.id] = payload.remote_agent.url
             if isinstance(payload, ToolOutput) and payload.remote_context_id:
-                self._remote_contexts[payload.tool_name] = payload.remote_context_id
+                url = self._remote_urls.get(payload.tool_call_id, "")
+                self._remote_conversations[(payload.tool_name, url)] = (
+                    payload.remote_context_id,
+                    payload.remote_task_id,
+                )
             if isinstance(payload, MessageAppended) and payload.message.tool_call_id == (
                 self._call_id
             ):

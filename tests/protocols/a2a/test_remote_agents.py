@@ -178,3 +178,52 @@ async def test_a_remote_agent_slower_than_its_timeout_is_a_tool_error(
     assert error["type"] == "tool.error", error
     assert "'helper'" in error["data"]["error"] and "within 1 s" in error["data"]["error"]
     assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+
+
+async def test_a_remote_task_asking_for_input_is_answered_by_the_next_call(
+    tenant: Tenant, api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker holds a call for approval (its `hitl`): the caller's model reads that it
+    waits, and its next call (`approve`) answers that task, which then completes."""
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    name = "approver" + new_id().lower()[-8:]
+    card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
+    r = await save(api, caller(name, card_url, tenant.key))
+    assert r.status_code == 201, r.text
+    question = f"look up a guarded word {name}"
+    ask = {"name": "helper", "arguments": {"message": question}}
+    approve = {"name": "helper", "arguments": {"message": "approve"}}
+    api.llm.script(
+        f"{name} prompt",
+        [
+            ScriptStep(tool_calls=[ask]),
+            ScriptStep(content="it waits for approval"),
+            ScriptStep(tool_calls=[approve]),
+            ScriptStep(content="approved"),
+        ],
+    )
+    guarded = {"name": "lookup_guarded", "arguments": {"word": "fig"}}
+    api.llm.script(
+        question, [ScriptStep(tool_calls=[guarded]), ScriptStep(content="fig is a fruit")]
+    )
+    thread = await api.thread(name)
+
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+    (first,) = results(found, thread)
+    assert first["type"] == "tool.output", first
+    assert first["data"]["output"].startswith("The remote agent needs more input to go on:")
+    assert "lookup_guarded" in first["data"]["output"]
+    context, task = first["data"]["remoteContextId"], first["data"]["remoteTaskId"]
+    assert context and task.startswith(f"{context}.")
+
+    await api.invoke(thread, "approve it")
+    found = await until_runs_end(api, thread, runs=2)
+    _, second = results(found, thread)
+    assert second["type"] == "tool.output", second
+    assert second["data"]["output"] == "fig is a fruit"
+    assert second["data"]["remoteContextId"] == context
+    assert second["data"].get("remoteTaskId", "") == ""
+    # One remote task, held and then approved: the worker's thread ran once.
+    r = await api.http.get(f"/agency/{tenant.agency}/agent/{context}/runs")
+    assert r.status_code == 200 and len(r.json()) == 1, r.text
