@@ -121,7 +121,9 @@ async def _exchange(
         except (EgressRefused, httpx.TransportError) as e:
             raise unreachable(agent, e) from e
         except A2AClientError as e:
-            raise unreachable(agent, e) from e
+            if isinstance(e.__cause__, httpx.RequestError):  # the SDK's word for a connection
+                raise unreachable(agent, e) from e
+            raise RemoteAgentError(agent.name, f"the request failed: {e}") from e
         except A2AError as e:
             raise RemoteAgentError(agent.name, f"refused the message: {e}") from e
         finally:

@@ -227,3 +227,22 @@ async def test_a_remote_task_asking_for_input_is_answered_by_the_next_call(
     # One remote task, held and then approved: the worker's thread ran once.
     r = await api.http.get(f"/agency/{tenant.agency}/agent/{context}/runs")
     assert r.status_code == 200 and len(r.json()) == 1, r.text
+
+
+async def test_a_remote_agent_refusing_the_key_is_a_tool_error_naming_the_status(
+    tenant: Tenant, api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    name = "badkey" + new_id().lower()[-8:]
+    card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
+    r = await save(api, caller(name, card_url, "not-a-key"))
+    assert r.status_code == 201, r.text
+    script_caller(api, name, "anything")
+    thread = await api.thread(name)
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+
+    (error,) = results(found, thread)
+    assert error["type"] == "tool.error", error
+    assert "'helper'" in error["data"]["error"] and "HTTP 401" in error["data"]["error"]
+    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
