@@ -5,6 +5,7 @@ failures (refused by the egress rule, unreachable) answered as tool errors the m
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -74,6 +75,17 @@ async def test_a_remote_agent_is_a_tool_and_its_conversation_goes_on(
     assert first["data"]["output"] == "first answer"
     context = first["data"]["remoteContextId"]
     assert context
+    # The model was offered the agent as a tool described by its card's skills.
+    (offered,) = {
+        json.dumps(tool)
+        for body in api.llm.requests
+        if any(f"{name} prompt" in str(m.get("content")) for m in body["messages"])
+        for tool in body.get("tools", ())
+        if tool["function"]["name"] == "helper"
+    }
+    helper = json.loads(offered)["function"]
+    assert "Its skills:" in helper["description"] and "lookup" in helper["description"]
+    assert helper["parameters"]["required"] == ["message"]
 
     await api.invoke(thread, "ask the helper again")
     found = await until_runs_end(api, thread, runs=2)
