@@ -17,9 +17,11 @@ rejected, or needs authentication, is a `RemoteAgentError` naming its state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import httpx
 from a2a.client import ClientConfig, ClientFactory
@@ -107,12 +109,16 @@ async def _exchange(
             raise RemoteAgentError(agent.name, f"its card offers no interface to use: {e}") from e
         try:
             task: Task | None = None
-            async for event in client.send_message(request):
-                if event.HasField("message"):
-                    return Answer(parts_text(event.message.parts), event.message.context_id)
-                task = _folded(task, event)
-                if task is not None and _settled(task):
-                    break
+            # Closed as soon as the task settles: the stream may go on (artifacts, a close).
+            # (an async generator, which the SDK annotates as an iterator)
+            stream = cast(AsyncGenerator[StreamResponse, None], client.send_message(request))
+            async with contextlib.aclosing(stream) as events:
+                async for event in events:
+                    if event.HasField("message"):
+                        return Answer(parts_text(event.message.parts), event.message.context_id)
+                    task = _folded(task, event)
+                    if task is not None and _settled(task):
+                        break
             if task is None:
                 raise RemoteAgentError(agent.name, "answered with neither a task nor a message")
             while not _settled(task):
