@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
+import msgspec
 import structlog
 from a2a.types import AgentCard
 
@@ -48,6 +49,7 @@ _PARAMETERS: dict[str, Any] = {
     "required": [MESSAGE],
     "additionalProperties": False,
 }
+RETRY_AFTER = 30.0
 # The runtime's bound on the call beyond the agent's own: the tools service's own timeout
 # is then never what ends a call, the agent's (named in its error) is.
 _MARGIN = 5.0
@@ -55,9 +57,14 @@ _MARGIN = 5.0
 
 @dataclass(eq=False)
 class RemoteAgentCatalog:
-    """The tools of remote agents, their cards read through `cards`."""
+    """The tools of remote agents, their cards read through `cards`. A card that could not
+    be read is not asked for again for `retry_after` seconds, so an agent that does not
+    answer delays one run's start, not each."""
 
     cards: RemoteCards
+    _: KW_ONLY
+    retry_after: float = RETRY_AFTER
+    _failed: dict[bytes, float] = field(default_factory=dict, init=False)
 
     async def tools(self, agents: Iterable[RemoteAgent]) -> dict[str, Tool]:
         agents = list(agents)
@@ -70,11 +77,18 @@ class RemoteAgentCatalog:
         }
 
     async def _spec(self, agent: RemoteAgent) -> ToolSpec:
+        key = msgspec.json.encode(agent)
+        now = asyncio.get_running_loop().time()
+        failed = self._failed.get(key)
+        if failed is not None and now - failed < self.retry_after:
+            return spec_of(agent, None)
         try:
             card = await self.cards.card(agent)
         except RemoteAgentError as e:
             log.warning("remote agent's card not read; offering it as configured", error=str(e))
+            self._failed[key] = now
             return spec_of(agent, None)
+        self._failed.pop(key, None)
         return spec_of(agent, card)
 
 
