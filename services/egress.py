@@ -1,7 +1,8 @@
 """Outbound connections made for a tenant: public addresses only, unless the operator allows.
 
 A URL a tenant can name (an MCP server in a blueprint's `config.mcpServers`, inline in a
-workflow's agents, or an app's `McpServer`) must not reach what sits behind our network:
+workflow's agents, or an app's `McpServer`; a remote A2A agent's card in
+`config.remoteAgents`) must not reach what sits behind our network:
 loopback, link-local (cloud metadata at 169.254.169.254), private ranges, unspecified,
 multicast and other non-public addresses are refused, and so are the ports of the system's
 own services (NATS, PostgreSQL, the NATS server's profiling port) on such an address. The
@@ -28,9 +29,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+import httpcore
 import httpcore2
+import httpx
 import httpx2
 import msgspec
+from httpcore._backends.auto import AutoBackend as AutoBackend1
 from httpcore2._backends.auto import AutoBackend
 
 VARIABLE = "AGENCY_ALLOW_HOSTS"
@@ -192,6 +196,46 @@ def guarded_transport(policy: EgressPolicy) -> httpx2.AsyncHTTPTransport:
         network_backend=_GuardedBackend(policy),
     )
     return transport
+
+
+def guarded_httpx_transport(policy: EgressPolicy) -> httpx.AsyncHTTPTransport:
+    """`guarded_transport` for clients built on `httpx` 1 (the A2A SDK's)."""
+    transport = httpx.AsyncHTTPTransport(trust_env=False)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        network_backend=_GuardedBackend1(policy),
+    )
+    return transport
+
+
+class _GuardedBackend1(httpcore.AsyncNetworkBackend):
+    """`_GuardedBackend` for `httpcore` 1: the same checks before each connection."""
+
+    def __init__(self, policy: EgressPolicy) -> None:
+        self._policy = policy
+        self._inner = AutoBackend1()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        address = await self._policy.check(host, port, timeout or RESOLVE_TIMEOUT)
+        return await self._inner.connect_tcp(
+            address, port, timeout=timeout, local_address=local_address,
+            socket_options=socket_options,
+        )  # fmt: skip
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise EgressRefused(path, "connections made for a tenant never use a local socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
 
 
 class _GuardedBackend(httpcore2.AsyncNetworkBackend):

@@ -434,6 +434,38 @@ class McpServer(Config, frozen=True, kw_only=True):
         return None
 
 
+DEFAULT_REMOTE_AGENT_TIMEOUT = 120.0
+
+
+class RemoteAgent(Config, frozen=True, kw_only=True):
+    """A remote A2A agent the agent gets as a tool named `name`: a subagent that lives
+    elsewhere (`docs/protocols.md`, "Remote A2A agents as tools").
+
+    `url` is the agent's card (e.g. `https://host/.well-known/agent-card.json`), fetched at
+    the start of a run; the tool's description is `description`, or else the card's, with
+    its skills. `headers` are sent with every request, the card's included (a key: e.g.
+    `Authorization`); a value may be a reference `${ENV:NAME}`, which only the operator's
+    blueprints may hold, as for MCP servers. `timeout` bounds one call: the message sent and
+    the remote task reaching a final state or asking for input.
+    """
+
+    name: McpServerName
+    url: HttpUrl
+    description: str = ""
+    headers: dict[str, HeaderValue] = {}
+    timeout: Seconds = DEFAULT_REMOTE_AGENT_TIMEOUT
+
+    def operator_only(self) -> str | None:
+        """Why a tenant may not name this agent in a blueprint of its own, or None."""
+        for key, value in self.headers.items():
+            if "${ENV:" in value:
+                return (
+                    f"remote agent {self.name!r}: header {key!r} references the environment "
+                    "(`${ENV:NAME}`), which only the operator's agents may"
+                )
+        return None
+
+
 class TreeLimits(Config, frozen=True, kw_only=True):
     """Bounds on the subagent tree a thread of this blueprint grows: `max_depth` (levels
     below the root), `max_children` (children per thread), `max_threads` (threads in the
@@ -452,7 +484,8 @@ class BlueprintConfig(Config, frozen=True, kw_only=True):
     `max_steps` bounds a run's model calls (default 25), `token_budget` the history sent to
     the model (default 100k), `hitl` the tools that need approval, `subagents` the
     blueprints `task` may spawn, `callable_agents` the agents exposed as tools,
-    `mcp_servers` the MCP servers whose tools the agent gets. `extra` is the open part:
+    `mcp_servers` the MCP servers whose tools the agent gets, `remote_agents` the remote
+    A2A agents it may call, one tool each. `extra` is the open part:
     settings of middleware added by users, keyed by their own names.
     """
 
@@ -462,6 +495,7 @@ class BlueprintConfig(Config, frozen=True, kw_only=True):
     subagents: SubagentsConfig | None = None
     callable_agents: tuple[str, ...] = ()
     mcp_servers: tuple[McpServer, ...] = ()
+    remote_agents: tuple[RemoteAgent, ...] = ()
     extra: dict[str, Any] = {}
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from agency.contracts.events.base import Event, InRun, ToolCall
-from agency.contracts.events.registry import McpServer
+from agency.contracts.events.registry import McpServer, RemoteAgent
 
 
 class McpToolRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -19,13 +19,15 @@ class McpToolRef(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolRequested(InRun, frozen=True, kw_only=True, tag="tool.requested"):
-    """`mcp` is set when the call runs a tool of an MCP server."""
+    """`mcp` is set when the call runs a tool of an MCP server, `remote_agent` when it sends
+    a message to a remote A2A agent (as configured: references, never resolved secrets)."""
 
     step: int
     call: ToolCall
     timeout_ms: int = 30_000
     max_attempts: int = 3
     mcp: McpToolRef | None = None
+    remote_agent: RemoteAgent | None = None
 
 
 class ToolStarted(InRun, frozen=True, kw_only=True, tag="tool.started"):
@@ -36,9 +38,15 @@ class ToolStarted(InRun, frozen=True, kw_only=True, tag="tool.started"):
 
 
 class ToolOutput(InRun, frozen=True, kw_only=True, tag="tool.output"):
+    """`remote_context_id`: for a call to a remote A2A agent, the remote conversation
+    (`contextId`) the answer belongs to; the thread's next call to that agent continues it.
+    `remote_task_id`: the agent's task that asked for input, which that call answers."""
+
     tool_call_id: str
     tool_name: str
     output: str
+    remote_context_id: str = ""
+    remote_task_id: str = ""
 
 
 class ToolError(InRun, frozen=True, kw_only=True, tag="tool.error"):

@@ -130,10 +130,11 @@ def problems_with_inline(
 def tool_names(system: ToolCatalogue, blueprint: BlueprintSpec) -> set[str]:
     """The names of the tools the blueprint's agent may call, but for MCP servers' tools
     (fetched only when a run starts): its own, its middleware's (registrable ones too), the
-    agents it may call, its sides' session tools and the escalation tools of an explicit
-    child."""
+    agents it may call (its own and remote A2A agents), its sides' session tools and the
+    escalation tools of an explicit child."""
     names = set(system.tools_for(blueprint)) | set(system.registrable_for(blueprint))
     names |= set(blueprint.config.callable_agents)
+    names |= {agent.name for agent in blueprint.config.remote_agents}
     for side in (blueprint.side_a, blueprint.side_b):
         names |= _session_tool_names(side)
     return names | {NOTIFY_TOOL, STATUS_TOOL}

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agency.contracts.events import AnyEvent, McpToolRef, ToolRequested
+from agency.contracts.events import AnyEvent, McpToolRef, RemoteAgent, ToolRequested
 from agency.services.agents.isolation import Isolation
 
 if TYPE_CHECKING:
@@ -119,6 +119,8 @@ class Tool:
     max_attempts: int = 3
     # Set for a tool of an MCP server: what `tool.requested` names for the tools service.
     mcp: McpToolRef | None = None
+    # Set for a remote A2A agent's tool: the agent `tool.requested` names for the tools service.
+    remote_agent: RemoteAgent | None = None
     # Set by the operator (`AgentSystem.add_tool(..., isolation=...)`): the tools service runs
     # the tool in a sandboxed worker process (`services/tools/sandbox.py`).
     isolation: Isolation | None = None

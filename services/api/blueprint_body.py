@@ -34,6 +34,7 @@ BODY_NAMES: dict[type[msgspec.Struct], str] = {
     contract.SubagentEntry: "SubagentEntryBody",
     contract.SubagentsConfig: "SubagentsBody",
     contract.McpServer: "McpServerBody",
+    contract.RemoteAgent: "RemoteAgentBody",
     contract.BlueprintConfig: "ConfigBody",
     contract.SessionToolBinding: "BindingBody",
     contract.SideConfig: "SideBody",
@@ -186,6 +187,8 @@ def _refuse_egress(body: Any) -> None:
     only: a stored blueprint still reads back (its runs are refused on connecting)."""
     for i, url, problem in server_refusals(body.config.mcp_servers if body.config else ()):
         raise ValueError(f"field 'config.mcpServers[{i}].url': {url!r} is refused: {problem}")
+    for i, url, problem in server_refusals(body.config.remote_agents if body.config else ()):
+        raise ValueError(f"field 'config.remoteAgents[{i}].url': {url!r} is refused: {problem}")
 
 
 _BOUNDARY_CHECKS: dict[type[msgspec.Struct], typing.Callable[[Any], None]] = {
@@ -199,6 +202,7 @@ if TYPE_CHECKING:  # made at import; the checker sees what they all are
     SubagentEntryBody: TypeAlias = Camel
     SubagentsBody: TypeAlias = Camel
     McpServerBody: TypeAlias = Camel
+    RemoteAgentBody: TypeAlias = Camel
     ConfigBody: TypeAlias = Camel
     BindingBody: TypeAlias = Camel
     SideBody: TypeAlias = Camel
@@ -210,6 +214,7 @@ else:
     SubagentEntryBody = camel_body(contract.SubagentEntry)
     SubagentsBody = camel_body(contract.SubagentsConfig)
     McpServerBody = camel_body(contract.McpServer)
+    RemoteAgentBody = camel_body(contract.RemoteAgent)
     ConfigBody = camel_body(contract.BlueprintConfig)
     BindingBody = camel_body(contract.SessionToolBinding)
     SideBody = camel_body(contract.SideConfig)

@@ -61,13 +61,16 @@ class ScriptStep(msgspec.Struct, frozen=True, kw_only=True):
     `fault` makes the first `times` attempts misbehave that way (the stream faults act after
     `fault_after` chunks). Later attempts answer normally. `delay_ms` (plus a random
     0..`jitter_ms`) waits before answering, `stream_delay_ms` between streamed chunks.
-    `repeat` repeats `content` (a huge answer without a huge script). `usage` overrides the
+    `repeat` repeats `content` (a huge answer without a huge script). `reasoning` is what
+    the model reasons before it answers, streamed first as `reasoning_content` (as DeepSeek
+    sends it). `usage` overrides the
     chars/4 token estimate. Invalid tool arguments need no fault: give `arguments` as a
     string that is not JSON.
     """
 
     content: str = ""
     tool_calls: tuple[ScriptToolCall, ...] = ()
+    reasoning: str = ""
     delay_ms: int = 0
     jitter_ms: int = 0
     stream_delay_ms: int = 0
@@ -123,6 +126,7 @@ class Reply:
     stream_error_after: int | None = None
     fault: Fault | None = None
     fault_after: int = 1
+    reasoning: str = ""
 
     @property
     def finish_reason(self) -> str:
@@ -261,6 +265,7 @@ class ScriptBook:
             stream_error_after=stream_error_after,
             fault=fault,
             fault_after=step.fault_after,
+            reasoning=step.reasoning,
         )
         return _with_id_fault(reply)
 

@@ -29,6 +29,7 @@ class OutToolCall(msgspec.Struct, omit_defaults=True):
 class OutDelta(msgspec.Struct, omit_defaults=True):
     role: str | None = None
     content: str | None = None
+    reasoning_content: str | None = None
     tool_calls: list[OutToolCall] | None = None
 
 
@@ -62,6 +63,7 @@ class OutMessage(msgspec.Struct):
     role: str
     content: str | None
     tool_calls: list[OutToolCall] | None = None
+    reasoning_content: str | None = None
 
 
 class OutChoice(msgspec.Struct):
@@ -133,6 +135,7 @@ def completion(reply: Reply, model: str) -> OutCompletion:
         role="assistant",
         content=reply.content if reply.content or not calls else None,
         tool_calls=calls or None,
+        reasoning_content=reply.reasoning or None,
     )
     return OutCompletion(
         id=reply.id,
@@ -150,6 +153,7 @@ def stream_chunks(reply: Reply, model: str, include_usage: bool) -> tuple[list[b
         return sse(OutChunk(id=reply.id, model=model, choices=[choice]))
 
     events = [chunk(OutDelta(role="assistant", content=""))]
+    events.extend(chunk(OutDelta(reasoning_content=r)) for r in text_chunks(reply.reasoning))
     events.extend(chunk(OutDelta(content=piece)) for piece in text_chunks(reply.content))
     for index, call in enumerate(reply.tool_calls):
         head = OutToolCall(

@@ -188,6 +188,10 @@ def save_blueprint(command: SaveBlueprint, state: AgencyState, key: str) -> Sequ
             problem = server.operator_only()
             if problem is not None:
                 raise CommandRejected("invalid_blueprint", problem)
+        for agent in blueprint.config.remote_agents:
+            problem = agent.operator_only()
+            if problem is not None:
+                raise CommandRejected("invalid_blueprint", problem)
     revision = 1 + state.revisions.get(command.blueprint.name, 0)
     return (BlueprintSaved(blueprint=command.blueprint, revision=revision),)
 

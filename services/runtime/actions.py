@@ -275,6 +275,7 @@ def _resolve_calls(
                 timeout_ms=int(tool.timeout * 1000),
                 max_attempts=tool.max_attempts,
                 mcp=tool.mcp,
+                remote_agent=tool.remote_agent,
             )
         )
     if any(isinstance(e, SubagentRequested | SubagentMessaged) and e.blocking for e in events):

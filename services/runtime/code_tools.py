@@ -74,7 +74,7 @@ class Tools:
             raise ToolCallError(error)
         if isinstance(tool, StateTool):
             return await self._state_tool(tool, call, dict(args or {}))
-        if tool.local and tool.isolation is None and tool.mcp is None:
+        if tool.local and tool.isolation is None and tool.mcp is None and tool.remote_agent is None:
             return await self._local(tool, call)
         return await self._external(tool, call)
 
@@ -127,6 +127,7 @@ class Tools:
             timeout_ms=int(tool.timeout * 1000),
             max_attempts=tool.max_attempts,
             mcp=tool.mcp,
+            remote_agent=tool.remote_agent,
         )
         state = await emitter.emit([requested])
         bound = tool.timeout * tool.max_attempts + _TOOL_MARGIN_SECONDS

@@ -57,6 +57,8 @@ def local_tool(
         return None
     if tool.isolation is not None or tool.mcp is not None or request.mcp is not None:
         return None
+    if tool.remote_agent is not None or request.remote_agent is not None:
+        return None
     call = request.call
     if call.name in guarded_tools(blueprint.config) or call.id in dict(run.hitl_overrides):
         return None

@@ -22,6 +22,7 @@ from agency.contracts.events import (
     BlueprintSpec,
     McpServer,
     MessageAppended,
+    RemoteAgent,
     RunError,
     RunResumed,
     ToolError,
@@ -95,6 +96,12 @@ class McpTools(Protocol):
     async def tools(self, servers: Iterable[McpServer]) -> dict[str, Tool]: ...
 
 
+class RemoteAgentTools(Protocol):
+    """Where the runtime gets remote A2A agents' tools (`services.a2aclient`)."""
+
+    async def tools(self, agents: Iterable[RemoteAgent]) -> dict[str, Tool]: ...
+
+
 class ThreadDriver:
     def __init__(
         self,
@@ -106,10 +113,12 @@ class ThreadDriver:
         *,
         end_runs_on_failure: bool = True,
         mcp: McpTools | None = None,
+        remote_agents: RemoteAgentTools | None = None,
         tenant_env: TenantEnvSettings | None = None,
         opening_hold: float = OPENING_HOLD,
     ) -> None:
         self._mcp = mcp
+        self._remote_agents = remote_agents
         # Re-execution turns this off: it finds a model call's run from its stored opening.
         self._opening_hold = opening_hold
         # The process variables the operator exposes to tenants' own blueprints: these, or
@@ -169,6 +178,9 @@ class ThreadDriver:
         blueprint = with_visible_env(blueprint, visible)
         servers = self._system.mcp_servers_for(blueprint)
         mcp_tools = await self._mcp.tools(servers) if servers and self._mcp is not None else {}
+        agents = blueprint.config.remote_agents
+        if agents and self._remote_agents is not None:
+            mcp_tools = {**mcp_tools, **await self._remote_agents.tools(agents)}
         return Resolved(blueprint, self._system.middleware_for(blueprint), merged, mcp_tools)
 
     async def drive(self, tenant_id: str, thread_id: str) -> ThreadState:

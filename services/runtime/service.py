@@ -54,7 +54,7 @@ from agency.services.runtime.checkpoint import with_checkpoint
 from agency.services.runtime.decision import Decision
 from agency.services.runtime.drives import BUSY_WAIT, Drives, StartState
 from agency.services.runtime.local_tools import is_own_result
-from agency.services.runtime.loop import McpTools, ThreadDriver, UnknownThread
+from agency.services.runtime.loop import McpTools, RemoteAgentTools, ThreadDriver, UnknownThread
 from agency.services.runtime.replay.responder import Reexecutions
 from agency.services.runtime.spend_guard import SpendGuard
 from agency.services.runtime.tree_stops import stop_tree
@@ -95,6 +95,7 @@ class RuntimeService:
         busy_wait: float = BUSY_WAIT,
         watch: watchdog.WatchSettings | None = None,
         mcp: McpTools | None = None,
+        remote_agents: RemoteAgentTools | None = None,
     ) -> None:
         self._bus = bus
         self._consumer = consumer
@@ -107,8 +108,9 @@ class RuntimeService:
         self.spend = SpendLedger(bus)
         provider = SpendGuard(provider, self.spend)
         self.driver = ThreadDriver(
-            bus.store, system, provider, self._threads, self.blueprints, mcp=mcp
-        )
+            bus.store, system, provider, self._threads, self.blueprints, mcp=mcp,
+            remote_agents=remote_agents,
+        )  # fmt: skip
         watch = watch or watchdog.WatchSettings.from_env()
         self.drives = Drives(
             self.driver, self._threads, leases, end_after=watch.end_after, busy_wait=busy_wait
@@ -454,6 +456,7 @@ async def run_runtime(
             ack_wait=ack_wait,
             leases=leases,
             mcp=McpCatalog.from_env(mcp_sessions),
+            remote_agents=_remote_agents(nats_url, database_url),
         )
         await service.blueprints.watch(bus.nc)
         worker = CommandWorker(
@@ -465,3 +468,14 @@ async def run_runtime(
             tg.create_task(service.run_triggers(stop))
             tg.create_task(service.run_cancel_listener(stop))
             tg.create_task(Reexecutions(bus, reexecution_system or system).run(stop))
+
+
+def _remote_agents(nats_url: str, database_url: str) -> RemoteAgentTools | None:
+    """Remote A2A agents' tools, where the A2A SDK is installed (the `a2a` extra); without
+    it a blueprint's `remote_agents` offer no tools (a warning says so once)."""
+    try:
+        from agency.services.a2aclient import RemoteAgentCatalog, RemoteCards
+    except ImportError as e:
+        log.warning("remote A2A agents are not offered: the A2A SDK is not installed", error=str(e))
+        return None
+    return RemoteAgentCatalog(RemoteCards(own_urls=(nats_url, database_url)))

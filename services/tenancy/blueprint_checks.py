@@ -25,10 +25,20 @@ def save_refusal(blueprint: BlueprintSpec, door: DoorLimits) -> tuple[str, str] 
             problem = server.operator_only()
             if problem is not None:
                 return "invalid_blueprint", problem
+        for agent in spec.config.remote_agents:
+            problem = agent.operator_only()
+            if problem is not None:
+                return "invalid_blueprint", problem
         for i, url, problem in server_refusals(spec.config.mcp_servers):
             return (
                 "egress_refused",
                 f"blueprint {spec.name!r}: config.mcpServers[{i}].url {url!r} is refused: "
+                f"{problem}",
+            )
+        for i, url, problem in server_refusals(spec.config.remote_agents):
+            return (
+                "egress_refused",
+                f"blueprint {spec.name!r}: config.remoteAgents[{i}].url {url!r} is refused: "
                 f"{problem}",
             )
     problem = prompt_problem(blueprint, door)

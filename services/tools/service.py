@@ -15,6 +15,10 @@ result is never appended after the cancel.
 
 A request naming an MCP tool (`tool.requested.mcp`) is run through the process's MCP
 sessions (`services/mcpclient/`), under the same timeout, retries and one result per call.
+A request naming a remote A2A agent (`tool.requested.remote_agent`) sends its message
+(`services/a2aclient/`) in the remote conversation of the thread's latest answer from that
+agent, and its `tool.output` names the conversation the agent answered in
+(`remote_context_id`), which the thread's next call to the agent continues.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Unpack
 
+import msgspec
 import nats.errors
 import structlog
 from nats.aio.msg import Msg
@@ -36,7 +41,9 @@ from agency.contracts.events import (
     AnyEvent,
     McpToolRef,
     MessageAppended,
+    RemoteAgent,
     ToolError,
+    ToolOutput,
     ToolRequested,
     ToolStarted,
 )
@@ -62,6 +69,7 @@ from agency.services.tools.cancels import RunCanceledWhileRunning, RunCancels
 from agency.services.workflows.context_tools import WorkflowContextTools
 
 if TYPE_CHECKING:
+    from agency.services.a2aclient import Conversation, RemoteCards
     from agency.services.mcpclient import McpSessions
 
 log = structlog.get_logger(__name__)
@@ -136,6 +144,8 @@ class ToolsService(EventConsumer):
         self._cancels = RunCancels(bus)
         # MCP sessions of this process, made by the first MCP call (`_mcp_tool`).
         self._mcp: McpSessions | None = None
+        # Remote agents' cards, kept for this process's calls (`_remote_agent_tool`).
+        self._cards: RemoteCards | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """The shared consumer loop, with the `run.canceled` listener alongside."""
@@ -194,11 +204,17 @@ class ToolsService(EventConsumer):
         call_log = _CallLog(self._bus.store, recorded, request)
         try:
             prior_attempts = await call_log.load()
-            tool = (
-                self._mcp_tool(request.mcp)
-                if request.mcp is not None
-                else self._system.external_tool(request.call.name)
-            )
+            conversation = None
+            tool: Tool | None
+            if request.remote_agent is not None:
+                tool, conversation = self._remote_agent_tool(
+                    request.remote_agent,
+                    call_log.remote_conversation(request.call.name, request.remote_agent.url),
+                )
+            elif request.mcp is not None:
+                tool = self._mcp_tool(request.mcp)
+            else:
+                tool = self._system.external_tool(request.call.name)
             context = ToolContext.of_request(
                 env.tenant_id, env.agency_id, env.aggregate_id, request, self._workflow_tools
             )
@@ -213,6 +229,12 @@ class ToolsService(EventConsumer):
                     backoff=self._tool_backoff,
                 ),
             )
+            if conversation is not None and isinstance(result, ToolOutput):
+                result = msgspec.structs.replace(
+                    result,
+                    remote_context_id=conversation.context_id,
+                    remote_task_id=conversation.task_id,
+                )
             await call_log.answer(result)
         except RunCanceledWhileRunning:
             log.info("tool call stopped: its run was canceled")
@@ -239,6 +261,18 @@ class ToolsService(EventConsumer):
         if self._mcp is None:
             self._mcp = McpSessions()
         return mcp_tool(self._mcp, ref)
+
+    def _remote_agent_tool(
+        self, agent: RemoteAgent, where: tuple[str, str]
+    ) -> tuple[Tool, Conversation]:
+        # Imported on first use, as the MCP SDK: a system without remote agents never needs
+        # the A2A SDK (the `a2a` extra).
+        from agency.services.a2aclient import Conversation, RemoteCards, remote_agent_tool
+
+        if self._cards is None:
+            self._cards = RemoteCards()
+        conversation = Conversation(*where)
+        return remote_agent_tool(self._cards, agent, conversation), conversation
 
     @contextlib.asynccontextmanager
     async def _exclusive(self, key: tuple[str, str, str]) -> AsyncIterator[None]:
@@ -308,6 +342,10 @@ class _CallLog:
         )
         self._position = Position()
         self._started = 0
+        # The remote agent each call of the thread went to (its card's URL), and where the
+        # thread's latest answer from each agent (tool name and URL) left its conversation.
+        self._remote_urls: dict[str, str] = {}
+        self._remote_conversations: dict[tuple[str, str], tuple[str, str]] = {}
         self._held: ToolStarted | None = None
         self._flush: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -319,6 +357,12 @@ class _CallLog:
         """
         await self._catch_up()
         return self._started
+
+    def remote_conversation(self, tool_name: str, url: str) -> tuple[str, str]:
+        """Where the thread's latest answer from the remote agent called as `tool_name`,
+        at `url`, left its conversation: its `contextId` and the task that asked for input
+        (each "" when none; read by `load`). An agent whose URL changed starts afresh."""
+        return self._remote_conversations.get((tool_name, url), ("", ""))
 
     @property
     def attempts(self) -> int:
@@ -415,6 +459,14 @@ class _CallLog:
             if event.type in TOOL_RESULT_TYPES and _call_id_of(event) == self._call_id:
                 raise AlreadyAnswered(self._call_id)
             payload = event.payload
+            if isinstance(payload, ToolRequested) and payload.remote_agent is not None:
+                self._remote_urls[payload.call.id] = payload.remote_agent.url
+            if isinstance(payload, ToolOutput) and payload.remote_context_id:
+                url = self._remote_urls.get(payload.tool_call_id, "")
+                self._remote_conversations[(payload.tool_name, url)] = (
+                    payload.remote_context_id,
+                    payload.remote_task_id,
+                )
             if isinstance(payload, MessageAppended) and payload.message.tool_call_id == (
                 self._call_id
             ):

@@ -327,6 +327,8 @@ def _inline(name: str, spec: dict[str, Any], where: str) -> BlueprintSpec:
         inner = where if blueprint.name == name else f"{where} (subagent {blueprint.name})"
         for i, _, problem in server_refusals(blueprint.config.mcp_servers):
             raise DefinitionError(f"{inner}.config.mcp_servers[{i}].url: {problem}")
+        for i, _, problem in server_refusals(blueprint.config.remote_agents):
+            raise DefinitionError(f"{inner}.config.remote_agents[{i}].url: {problem}")
     for key in ("model", "system_prompt", "description"):
         if not isinstance(spec.get(key, ""), str):
             raise DefinitionError(f"{where}.{key} must be a string")

@@ -106,8 +106,10 @@ async def test_every_unknown_name_is_named_in_one_answer_and_nothing_is_saved(
 async def test_names_the_system_has_are_saved(client: httpx.AsyncClient, tenant_a: Tenant) -> None:
     agency_id = await create_agency(client, tenant_a)
     spec: dict[str, object] = {"name": "guarded", "tags": ["counted"], "hooks": ["message_counter"],
-            "config": {"hitl": {"tools": ["echo", "mail__send"]},
+            "config": {"hitl": {"tools": ["echo", "mail__send", "translator"]},
                        "mcpServers": [{"name": "mail", "url": "http://mail/mcp"}],
+                       "remoteAgents": [{"name": "translator",
+                                         "url": "https://agents.example/card.json"}],
                        "subagents": {"subagents": [
                            {"name": "scout", "tags": ["hitl"], "hooks": ["broken_state"],
                             "config": {"hitl": {"tools": ["set_status"]}}}]}}}  # fmt: skip

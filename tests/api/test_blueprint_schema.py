@@ -20,6 +20,7 @@ from agency.contracts.events.registry import (
     HitlConfig,
     ImmediateConfig,
     McpServer,
+    RemoteAgent,
     SessionToolBinding,
     SideConfig,
     SubagentEntry,
@@ -119,7 +120,7 @@ def test_no_contract_struct_of_a_blueprint_is_without_a_body() -> None:
             pending.extend(typing.get_args(tp))
     assert seen == set(BODY_NAMES) == {
         BlueprintSpec, BlueprintConfig, HitlConfig, SubagentsConfig, SubagentEntry,
-        ImmediateConfig, McpServer, SideConfig, SessionToolBinding, TreeLimits,
+        ImmediateConfig, McpServer, RemoteAgent, SideConfig, SessionToolBinding, TreeLimits,
     }  # fmt: skip
 
 
@@ -154,6 +155,8 @@ def test_a_blueprint_with_every_field_set_is_the_same_through_its_http_body() ->
             subagents=SubagentsConfig(subagents=("plain", entry)), callable_agents=("x",),
             mcp_servers=(McpServer(name="m", url="https://mcp.example/", headers={"A": "b"},
                                    tools=("t",), timeout=5.0),),
+            remote_agents=(RemoteAgent(name="r", url="https://agent.example/card.json",
+                                       description="d", headers={"A": "b"}, timeout=9.0),),
             extra={"mine": {"k": 1}},
         ),
         type="dual_ai", side_a=side, side_b=side, max_session_turns=4, expose_as_tool=True,

@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import httpx2
 import msgspec
 import pytest
@@ -19,7 +20,12 @@ from agency.contracts.events.registry import BlueprintConfig
 from agency.contracts.ids import new_id
 from agency.infra.jetstream import dlq_admin
 from agency.infra.jetstream.connection import Bus
-from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.egress import (
+    EgressPolicy,
+    EgressRefused,
+    guarded_httpx_transport,
+    guarded_transport,
+)
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually
@@ -206,6 +212,21 @@ async def test_a_redirect_from_an_allowed_host_to_loopback_is_not_followed(
         found = await until_runs_end(tenant, thread)
     assert not [e for e in found if e["type"] == "tool.output"]
     assert calc.headers == []
+
+
+async def test_the_a2a_clients_transport_connects_only_where_the_policy_allows() -> None:
+    """The transport remote A2A agents are reached through (`httpx` 1, the A2A SDK's)."""
+    async with Redirector("http://127.0.0.1:9/card.json") as redirector:
+        transport = guarded_httpx_transport(EgressPolicy.parse("127.0.0.2"))
+        async with httpx.AsyncClient(transport=transport, follow_redirects=True) as client:
+            r = await client.get(redirector.url, follow_redirects=False)
+            assert r.status_code == 307, r.text
+            with pytest.raises(EgressRefused, match=r"127\.0\.0\.1 is a loopback address"):
+                await client.get(redirector.url)
+        refused = guarded_httpx_transport(EgressPolicy.parse(""))
+        async with httpx.AsyncClient(transport=refused) as client:
+            with pytest.raises(EgressRefused, match=r"127\.0\.0\.2 is a loopback address"):
+                await client.get(redirector.url)
 
 
 def test_the_allowlist_takes_names_addresses_and_ranges() -> None:

@@ -40,6 +40,11 @@ from agency.services.api.agui.wire import (
     MessageIn,
     MessageOut,
     MessagesSnapshot,
+    ReasoningEnd,
+    ReasoningMessageContent,
+    ReasoningMessageEnd,
+    ReasoningMessageStart,
+    ReasoningStart,
     RunErrorEvent,
     RunFinished,
     StateSnapshot,
@@ -174,7 +179,8 @@ class RunTranslator:
             case TodosWritten() | FileWritten():
                 return self.snapshots()[:1]
             case SubagentSpawned(tool_call_id=call_id):
-                name = f"subagent {payload.subagent_type} {payload.child_thread_id}"
+                child = payload.name or payload.subagent_type
+                name = f"subagent {child} {payload.child_thread_id}"
                 self._steps[call_id] = name
                 return [StepStarted(step_name=name)]
             case SubagentCompleted(tool_call_id=call_id) if call_id in self._steps:
@@ -209,7 +215,7 @@ class RunTranslator:
 
     def _answered(self, completed: ModelCompleted) -> list[Event]:
         message_id = f"{completed.run_id}-{completed.step}"
-        out: list[Event] = []
+        out: list[Event] = _reasoning(f"{message_id}-reasoning", completed.reasoning)
         if message_id not in self._open_text and completed.message.content:
             out.extend(self._text(message_id, completed.message.content))
         if message_id in self._open_text:
@@ -233,7 +239,7 @@ class RunTranslator:
         finished = RunFinished(
             thread_id=self._thread_id, run_id=self._client_run_id, outcome=outcome, result=result
         )
-        return [*self._close_text(), *self.snapshots(), finished]
+        return [*self._close_text(), *self._close_steps(), *self.snapshots(), finished]
 
     def error(self, message: str, code: str) -> list[Event]:
         """End the run with `RUN_ERROR` (nothing follows it)."""
@@ -241,12 +247,36 @@ class RunTranslator:
 
     def _error(self, message: str, code: str) -> list[Event]:
         self.done = True
-        return [*self._close_text(), RunErrorEvent(message=message, code=code)]
+        return [
+            *self._close_text(),
+            *self._close_steps(),
+            RunErrorEvent(message=message, code=code),
+        ]
+
+    def _close_steps(self) -> list[Event]:
+        """A subagent still working when the run ends (spawned without blocking, or
+        stopped) has its step finished with the run: AG-UI closes every step first."""
+        ends: list[Event] = [StepFinished(step_name=name) for name in self._steps.values()]
+        self._steps.clear()
+        return ends
 
     def _close_text(self) -> list[Event]:
         ends: list[Event] = [TextMessageEnd(message_id=m) for m in sorted(self._open_text)]
         self._open_text.clear()
         return ends
+
+
+def _reasoning(message_id: str, text: str) -> list[Event]:
+    """A model step's reasoning as one AG-UI reasoning message (none when it has none)."""
+    if not text:
+        return []
+    return [
+        ReasoningStart(message_id=message_id),
+        ReasoningMessageStart(message_id=message_id, role="reasoning"),
+        ReasoningMessageContent(message_id=message_id, delta=text),
+        ReasoningMessageEnd(message_id=message_id),
+        ReasoningEnd(message_id=message_id),
+    ]
 
 
 def _client_ids(messages: list[tuple[str, ChatMessage]], given: Sequence[MessageIn]) -> list[str]:

@@ -198,6 +198,28 @@ class StepFinished(Event, frozen=True, kw_only=True, tag="STEP_FINISHED"):
     step_name: str
 
 
+class ReasoningStart(Event, frozen=True, kw_only=True, tag="REASONING_START"):
+    message_id: str
+
+
+class ReasoningMessageStart(Event, frozen=True, kw_only=True, tag="REASONING_MESSAGE_START"):
+    message_id: str
+    role: Literal["reasoning"]
+
+
+class ReasoningMessageContent(Event, frozen=True, kw_only=True, tag="REASONING_MESSAGE_CONTENT"):
+    message_id: str
+    delta: str
+
+
+class ReasoningMessageEnd(Event, frozen=True, kw_only=True, tag="REASONING_MESSAGE_END"):
+    message_id: str
+
+
+class ReasoningEnd(Event, frozen=True, kw_only=True, tag="REASONING_END"):
+    message_id: str
+
+
 _encoder = msgspec.json.Encoder()
 
 

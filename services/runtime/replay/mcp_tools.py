@@ -1,6 +1,8 @@
-"""MCP tools for re-execution, rebuilt from the record instead of asking the servers.
+"""MCP tools and remote agents' tools for re-execution, rebuilt from the record instead of
+asking the servers (or reading the agents' cards).
 
-The live runtime wrote each MCP call's server and tool into `tool.requested.mcp`; offering
+The live runtime wrote each MCP call's server and tool into `tool.requested.mcp` (each
+remote agent's call, the agent, into `tool.requested.remote_agent`); offering
 the same names with the same `mcp`, timeout and attempts makes the re-executed runtime
 request the same calls, whatever the servers (if still there) list today. Results are
 recorded inputs, so nothing is ever called.
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agency.contracts.events import McpServer, ToolRequested
+from agency.contracts.events import McpServer, RemoteAgent, ToolRequested
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolSpec
 
@@ -41,5 +43,30 @@ class RecordedMcpTools:
         }
 
 
+class RecordedRemoteAgentTools:
+    """The remote agents' tools a thread's record shows it requested, by name."""
+
+    def __init__(self, events: Iterable[RecordedEvent]) -> None:
+        self._tools: dict[str, Tool] = {}
+        for event in events:
+            request = event.payload
+            if isinstance(request, ToolRequested) and request.remote_agent is not None:
+                self._tools[request.call.name] = Tool(
+                    spec=ToolSpec(name=request.call.name),
+                    fn=_not_called,
+                    timeout=request.timeout_ms / 1000,
+                    max_attempts=request.max_attempts,
+                    remote_agent=request.remote_agent,
+                )
+
+    async def tools(self, agents: Iterable[RemoteAgent]) -> dict[str, Tool]:
+        names = {agent.name for agent in agents}
+        return {
+            name: tool
+            for name, tool in self._tools.items()
+            if tool.remote_agent is not None and tool.remote_agent.name in names
+        }
+
+
 def _not_called(args: dict[str, Any], ctx: ToolContext) -> None:
-    raise ToolFailed("re-execution does not call MCP servers")
+    raise ToolFailed("re-execution does not call MCP servers or remote agents")

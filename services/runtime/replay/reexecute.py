@@ -22,7 +22,7 @@ from agency.domain.comparison import Comparison, compare
 from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.runtime.loop import ThreadDriver, UnknownThread
-from agency.services.runtime.replay.mcp_tools import RecordedMcpTools
+from agency.services.runtime.replay.mcp_tools import RecordedMcpTools, RecordedRemoteAgentTools
 from agency.services.runtime.replay.memstore import MemoryEventStore
 from agency.services.runtime.replay.recorded import (
     STREAMED,
@@ -73,6 +73,7 @@ class _ThreadRun:
             BlueprintCache(store),
             end_runs_on_failure=False,
             mcp=RecordedMcpTools(record.events),
+            remote_agents=RecordedRemoteAgentTools(record.events),
             # The recorded provider finds each call's run from its stored `model.started`.
             opening_hold=0.0,
         )
