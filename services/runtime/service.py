@@ -471,11 +471,8 @@ async def run_runtime(
 
 
 def _remote_agents(nats_url: str, database_url: str) -> RemoteAgentTools | None:
-    """Remote A2A agents' tools, where the A2A SDK is installed (the `a2a` extra); without
-    it a blueprint's `remote_agents` offer no tools (a warning says so once)."""
-    try:
-        from agency.services.a2aclient import RemoteAgentCatalog, RemoteCards
-    except ImportError as e:
-        log.warning("remote A2A agents are not offered: the A2A SDK is not installed", error=str(e))
-        return None
+    """Remote A2A agents' tools. The A2A SDK is imported here, where a runtime starts, so
+    processes that never drive a run (the CLI, the API) do not pay for its import."""
+    from agency.services.a2aclient import RemoteAgentCatalog, RemoteCards
+
     return RemoteAgentCatalog(RemoteCards(own_urls=(nats_url, database_url)))

@@ -265,8 +265,8 @@ class ToolsService(EventConsumer):
     def _remote_agent_tool(
         self, agent: RemoteAgent, where: tuple[str, str]
     ) -> tuple[Tool, Conversation]:
-        # Imported on first use, as the MCP SDK: a system without remote agents never needs
-        # the A2A SDK (the `a2a` extra).
+        # Imported on first use, as the MCP SDK: a system without remote agents never pays
+        # for the A2A SDK's import.
         from agency.services.a2aclient import Conversation, RemoteCards, remote_agent_tool
 
         if self._cards is None:
