@@ -3,6 +3,7 @@
 from agency.contracts.events.base import (
     ChatMessage,
     ClientTool,
+    ContentPart,
     Event,
     ParentRef,
     Todo,
@@ -176,6 +177,7 @@ __all__ = [
     "CheckpointSaved",
     "ChildStatusSet",
     "ClientTool",
+    "ContentPart",
     "ContextTrimmed",
     "DocumentWritten",
     "Event",

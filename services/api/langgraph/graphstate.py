@@ -37,6 +37,7 @@ from agency.contracts.events import (
 )
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.api.langgraph.content import content_dict
 from agency.services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
 from agency.services.api.runstatus import RunStatuses
 
@@ -112,7 +113,7 @@ def tool_call_dict(call: ToolCall) -> dict[str, Any]:
 def message_dict(message: ChatMessage, message_id: str) -> dict[str, Any]:
     """A ChatMessage as LangChain serialises a message (`type`: human, ai, tool, system)."""
     out: dict[str, Any] = {
-        "content": message.content,
+        "content": [content_dict(p) for p in message.parts] if message.parts else message.content,
         "additional_kwargs": {},
         "response_metadata": {},
         "id": message_id,

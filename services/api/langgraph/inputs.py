@@ -12,9 +12,16 @@ from typing import Any, Protocol
 import msgspec
 from litestar.exceptions import ValidationException
 
-from agency.contracts.events import ChatMessage, ClientTool, ToolCall
+from agency.contracts.events import ChatMessage, ClientTool, ContentPart, ToolCall
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.services.api.client_tools import answers, offered
+from agency.services.api.langgraph.content import (
+    check_inline_size,
+    has_images,
+    inline_chars,
+    parts_of,
+    text_of,
+)
 from agency.services.api.langgraph.wire import MultitaskStrategy, RunCreate
 
 # LangGraph's default strategy is `reject`; ours (`/invoke`) is `queue`.
@@ -119,14 +126,29 @@ def strategy_of(data: RunCreate) -> ConcurrencyStrategy:
     return STRATEGIES[data.multitask_strategy or "reject"]
 
 
-def _text(content: Any) -> str:
+def _parts(content: Any) -> tuple[ContentPart, ...]:
     if isinstance(content, str):
-        return content
+        return (ContentPart(type="text", text=content),)
     if isinstance(content, list):
-        parts = [p.get("text", "") if isinstance(p, dict) else p for p in content]
-        if all(isinstance(p, str) for p in parts):
-            return "".join(parts)
-    raise ValidationException("message content must be text or a list of text blocks")
+        return parts_of(content)
+    raise ValidationException("message content must be text or a list of content parts")
+
+
+def _text(content: Any) -> str:
+    parts = _parts(content)
+    if has_images(parts):
+        raise ValidationException("images are content of human messages only")
+    return text_of(parts)
+
+
+def _with_content(role: str, content: Any) -> ChatMessage:
+    """A human message keeps its images (`parts`, beside its text); others are text."""
+    if role != "user":
+        return ChatMessage(role=role, content=_text(content))  # type: ignore[arg-type]
+    parts = _parts(content)
+    if not has_images(parts):
+        return ChatMessage(role="user", content=text_of(parts))
+    return ChatMessage(role="user", content=text_of(parts), parts=parts)
 
 
 def _message(item: Any) -> ChatMessage:
@@ -150,7 +172,7 @@ def _message(item: Any) -> ChatMessage:
             f"input message role {str(role)[:40]!r} does not map: use human, ai, system, or "
             "tool (answering a call of the client's own tool)"
         )
-    return ChatMessage(role=mapped, content=_text(content))  # type: ignore[arg-type]
+    return _with_content(mapped, content)
 
 
 def _tools(raw: Any) -> tuple[ClientTool, ...]:
@@ -219,6 +241,7 @@ def invocation(data: dict[str, Any] | None) -> Invocation:
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise ValidationException("input `files` maps paths to text")
     messages = tuple(_message(m) for m in raw)
+    check_inline_size(sum(inline_chars(m.parts) for m in messages))
     return Invocation(messages=messages, files=dict(files), tools=_tools(data.get("tools")))
 
 
