@@ -223,6 +223,10 @@ class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"
     run_id: str | None = None
     # What a client streams the resumed run as: a rejoin that names no modes streams these.
     stream_modes: tuple[str, ...] = ()
+    # An update of the run's state with the decision: `files` written at once, `messages`
+    # appended after the step's tool results, before the run's next model call.
+    messages: tuple[ChatMessage, ...] = ()
+    files: dict[str, str] = {}
 
 
 class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):

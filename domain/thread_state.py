@@ -307,9 +307,15 @@ class ThreadState:
                 return self._finish(run_id, status="error", error=error, reason=kind)
             case RunCanceled(run_id=run_id, reason=reason):
                 return self._finish(run_id, status="canceled", reason=reason or "canceled")
-            case MessageAppended(message=message):
+            case MessageAppended(message=message, run_id=run_id):
                 activated = self.prompt_activated and message.role != "assistant"
-                return _evolve(self, messages=(*self.messages, message), prompt_activated=activated)
+                state = _evolve(
+                    self, messages=(*self.messages, message), prompt_activated=activated
+                )
+                held = self.run(run_id) if run_id is not None else None
+                if held is not None and held.held_messages[:1] == (message,):
+                    return state._with_run(held.run_id, held_messages=held.held_messages[1:])
+                return state
             case FileWritten(path=path, content=content):
                 kept = (*((p, c) for p, c in self.files if p != path), (path, content))
                 return _evolve(self, files=kept)
@@ -335,20 +341,27 @@ class ThreadState:
                 )
             case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
                 return self._with_run(run_id, hitl_pending=calls)
-            case HitlResume(run_id=run_id, approved=approved, modified_tool_calls=modified):
+            case HitlResume(
+                run_id=run_id, approved=approved, modified_tool_calls=modified, messages=held
+            ):
                 view = self.run(run_id)
                 if view is not None and view.at_breakpoint:
                     # The model call the run paused before goes ahead.
-                    return self._with_run(run_id, breakpoint_passed=view.step + 1)
+                    return self._with_run(
+                        run_id, breakpoint_passed=view.step + 1, held_messages=held
+                    )
                 pending = view.hitl_pending if view else ()
                 if not approved:
                     return self._with_run(
                         run_id,
                         hitl_pending=(),
                         hitl_rejected=frozenset(c.id for c in pending),
+                        held_messages=held,
                     )
                 overrides = tuple((c.id, c) for c in modified or ())
-                return self._with_run(run_id, hitl_pending=(), hitl_overrides=overrides)
+                return self._with_run(
+                    run_id, hitl_pending=(), hitl_overrides=overrides, held_messages=held
+                )
             case BlueprintSwitched(to_agent_type=to_agent_type):
                 return _evolve(self, agent_type=to_agent_type, prompt_activated=True)
             case ThreadTerminated(reason=reason):

@@ -128,7 +128,7 @@ def approve(
     if command.run_id is not None and (run is None or run.run_id != command.run_id):
         return ()  # bound to a run that is over: nothing to approve any more
     if run is not None and run.at_breakpoint:
-        return (at_breakpoint(run.run_id, command),)
+        return at_breakpoint(run.run_id, command)
     if run is None or run.status != "paused" or not run.hitl_pending:
         raise CommandRejected("not_awaiting_approval", "no run of this thread awaits approval")
     if command.modified_tool_calls:
@@ -140,17 +140,27 @@ def approve(
                 f"modified tool calls {unknown} are not among the pending calls {sorted(pending)}",
             )
     return (
+        *_written(run.run_id, command),
         HitlResume(
             run_id=run.run_id,
             approved=command.approved,
             modified_tool_calls=command.modified_tool_calls,
             reason=command.reason,
             stream_modes=command.stream_modes,
+            messages=command.messages,
         ),
     )
 
 
-def at_breakpoint(run_id: str, command: ApproveToolCalls) -> HitlResume:
+def _written(run_id: str, command: ApproveToolCalls) -> tuple[FileWritten, ...]:
+    """The files an approval's update writes: before the calls it decides on run."""
+    return tuple(
+        FileWritten(run_id=run_id, path=path, content=content, origin="attachment")
+        for path, content in command.files.items()
+    )
+
+
+def at_breakpoint(run_id: str, command: ApproveToolCalls) -> tuple[AnyEvent, ...]:
     """An approval of a run paused at a breakpoint before its model call: it goes on. There
     are no calls to reject or edit there."""
     if not command.approved or command.modified_tool_calls:
@@ -159,8 +169,15 @@ def at_breakpoint(run_id: str, command: ApproveToolCalls) -> HitlResume:
             f"run {run_id} paused at a breakpoint before its model call, with no tool calls "
             "to reject or edit: approve it to go on, or cancel it",
         )
-    return HitlResume(
-        run_id=run_id, approved=True, reason=command.reason, stream_modes=command.stream_modes
+    return (
+        *_written(run_id, command),
+        HitlResume(
+            run_id=run_id,
+            approved=True,
+            reason=command.reason,
+            stream_modes=command.stream_modes,
+            messages=command.messages,
+        ),
     )
 
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import msgspec
 from litestar.exceptions import ValidationException
 
 from agency.contracts.events import ChatMessage, ClientTool, ContentPart, ToolCall
@@ -104,10 +103,6 @@ def refuse_unmapped(data: RunCreate) -> None:
         "on_completion='delete'": data.on_completion == "delete",
     }
     named = [*unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
-    if data.command is not None and data.command.goto:
-        named.append("command.goto")
-    if data.command is not None and data.command.update and data.command.resume is not None:
-        named.append("command.update with command.resume")
     if data.multitask_strategy == "rollback":
         named.append("multitask_strategy 'rollback' (the log is append-only: use 'interrupt')")
     refuse_options(named, "runs")
@@ -185,27 +180,6 @@ def _tools(raw: Any) -> tuple[ClientTool, ...]:
         raise ValidationException("input `tools` is a list of {name, description, parameters}")
     specs = [t.get("function") if isinstance(t.get("function"), dict) else t for t in raw]
     return offered((t.get("name"), t.get("description", ""), t.get("parameters")) for t in specs)
-
-
-def with_update_as_input(data: RunCreate) -> RunCreate:
-    """A run with `command: {update}` (and no resume): the update is what the run starts
-    from, as LangGraph applies it before the graph goes on; its `messages` and `files` are
-    the run's input. Its other keys do not map (`todos`: `threads.update_state`)."""
-    command = data.command
-    if command is None or not command.update or command.resume is not None:
-        return data
-    if data.input:
-        raise ValidationException("send `input` or `command.update`, not both")
-    update = command.update
-    if not isinstance(update, dict):
-        raise ValidationException("`command.update` maps state keys (messages, files) to values")
-    other = sorted(k for k in update if k not in ("messages", "files"))
-    if other:
-        raise ValidationException(
-            f"`command.update` of {', '.join(other)[:80]} does not map: a run starts from "
-            "messages and files (todos: threads.update_state)"
-        )
-    return msgspec.structs.replace(data, input=update, command=None)
 
 
 @dataclass(frozen=True, slots=True)
