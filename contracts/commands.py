@@ -13,7 +13,7 @@ import msgspec
 
 from agency.contracts.events.base import ChatMessage, ClientTool, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
-from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode
+from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode, StateRestored
 from agency.contracts.events.webhook import WebhookKind
 from agency.contracts.events.workflow import Schedule, WorkflowLimits
 
@@ -267,6 +267,8 @@ class UpdateThreadState(Command, frozen=True, kw_only=True, tag="runtime.update_
     todos: tuple[Todo, ...] | None = None
     # Made as this node of the graph (LangGraph's `as_node`): `thread.state_updated` first.
     as_node: GraphNode | None = None
+    # The state set back to a past checkpoint's before the rest (`thread.state_restored`).
+    restore: StateRestored | None = None
 
 
 class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):

@@ -37,6 +37,7 @@ from agency.contracts.events import (
     RunPaused,
     RunStarted,
     RunTick,
+    StateRestored,
     StateUpdated,
     StoreItemDeleted,
     StoreItemPut,
@@ -140,6 +141,8 @@ def summarize(payload: Event) -> str:
             return clip(", ".join(f"{k}={v}" for k, v in metadata.items()))
         case StateUpdated(as_node=node):
             return f"as {node}"
+        case StateRestored(from_seq=seq, messages=messages):
+            return f"as at event {seq} ({len(messages)} messages)"
         case StoreItemPut(namespace=ns, key=key) | StoreItemDeleted(namespace=ns, key=key):
             return clip("/".join((*ns, key)))
     return _code_agent(payload) or _workflow(payload)

@@ -35,6 +35,7 @@ from agency.contracts.events import (
     RunStarted,
     RunTick,
     SessionTurn,
+    StateRestored,
     SubagentCompleted,
     SubagentRequested,
     ThreadCreated,
@@ -191,7 +192,7 @@ class ThreadState:
         _set(state, "position", event.position)
         _set(state, "last_event_at", env.ts)
         if env.idempotency_key and (
-            isinstance(env.payload, RunCanceled | HitlResume | ThreadTerminated)
+            isinstance(env.payload, RunCanceled | HitlResume | ThreadTerminated | StateRestored)
             # what a request set on an idle thread (`runtime.update_state`)
             or (
                 isinstance(env.payload, MessageAppended | FileWritten | TodosWritten)
@@ -321,6 +322,9 @@ class ThreadState:
                 return _evolve(self, files=kept)
             case TodosWritten(todos=todos):
                 return _evolve(self, todos=todos)
+            case StateRestored(messages=messages, files=files, todos=todos):
+                # Set back to a past checkpoint's state; the log keeps what followed it.
+                return _evolve(self, messages=messages, files=tuple(files.items()), todos=todos)
             case ToolRegistered(name=name):
                 return _evolve(self, registered_tools={**self.registered_tools, name: payload})
             case AgentStateSet(value=value):

@@ -255,7 +255,12 @@ def update_state(
             "changes when it ends",
         )
     made_as: list[AnyEvent] = [StateUpdated(as_node=command.as_node)] if command.as_node else []
-    events: list[AnyEvent] = [*made_as, *(MessageAppended(message=m) for m in command.messages)]
+    restored: list[AnyEvent] = [command.restore] if command.restore is not None else []
+    events: list[AnyEvent] = [
+        *restored,
+        *made_as,
+        *(MessageAppended(message=m) for m in command.messages),
+    ]
     events += [
         FileWritten(path=path, content=content, origin="attachment")
         for path, content in command.files.items()

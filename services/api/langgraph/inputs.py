@@ -97,8 +97,6 @@ def breakpoints(data: NamesBreakpoints) -> Breakpoints:
 def refuse_unmapped(data: RunCreate) -> None:
     """Options of a LangGraph run that Agency has no counterpart for: a clear 400."""
     unmapped = {
-        "checkpoint": data.checkpoint,
-        "checkpoint_id": data.checkpoint_id,
         "after_seconds": data.after_seconds,
         "on_completion='delete'": data.on_completion == "delete",
     }

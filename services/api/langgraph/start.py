@@ -14,6 +14,7 @@ from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.ids import new_id
 from agency.domain.thread_parts import RunView
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.branch import branched
 from agency.services.api.langgraph.command import (
     SKIPPED,
     Goto,
@@ -93,6 +94,7 @@ async def begin_run(
             msgspec.structs.replace(data, command=msgspec.structs.replace(data.command, goto=None)),
         )
     data = with_update_as_input(data)
+    view = await branched(deps, tenant, view, data)
     if view.created is None:
         if data.command is not None:
             raise ClientException(
