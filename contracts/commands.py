@@ -207,6 +207,23 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     pause_after_tools: bool = False
     # Tools the client runs itself, offered to the model during this run (`ClientTool`).
     client_tools: tuple[ClientTool, ...] = ()
+    # Decided no sooner (LangGraph's `after_seconds`): the runtime hands the command back
+    # to the broker until then (a durable timer), and decides it as sent at that time. A
+    # `runtime.delay` of the same run puts it on the log as pending meanwhile.
+    not_before: datetime | None = None
+
+
+class DelayRun(Command, frozen=True, kw_only=True, tag="runtime.delay"):
+    """The run `run_id`, whose invoke waits for `not_before`, is on the thread's log as
+    pending from now (`run.delayed`): listed, and canceled like a queued run. Nothing once
+    the run is there (accepted, or delayed already)."""
+
+    service = "runtime"
+    verb = "delay"
+    agency_id: str
+    thread_id: str
+    run_id: str
+    not_before: datetime
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):
@@ -402,6 +419,7 @@ AnyCommand = (
     | SetThreadMetadata
     | ForkThread
     | InvokeThread
+    | DelayRun
     | ApproveToolCalls
     | CancelRun
     | TerminateThread

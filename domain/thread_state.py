@@ -29,6 +29,7 @@ from agency.contracts.events import (
     RequestRejected,
     RunCanceled,
     RunCompleted,
+    RunDelayed,
     RunError,
     RunPaused,
     RunResumed,
@@ -176,6 +177,10 @@ class ThreadState:
     def queued(self, run_id: str) -> QueuedRequest | None:
         return next((q for q in self.queue if q.run_id == run_id), None)
 
+    def delayed(self) -> tuple[RunView, ...]:
+        """The runs asked for to start later (`run.delayed`) that are still to start."""
+        return tuple(r for r in self.runs if r.delayed and not r.terminal)
+
     def last_assistant(self) -> ChatMessage | None:
         return next((m for m in reversed(self.messages) if m.role == "assistant"), None)
 
@@ -239,7 +244,7 @@ class ThreadState:
                     keys=(*self.keys, (key, run_id)),
                     queue=(*self.queue, queued),
                     runs=(
-                        *self.runs,
+                        *self._without_delayed(run_id),
                         RunView(
                             run_id=run_id,
                             pause_before_tools=payload.pause_before_tools,
@@ -268,7 +273,10 @@ class ThreadState:
                 return _evolve(
                     self,
                     keys=(*self.keys, (key, run_id)),
-                    runs=(*self.runs, RunView(run_id=run_id, status="error", error=reason)),
+                    runs=(
+                        *self._without_delayed(run_id),
+                        RunView(run_id=run_id, status="error", error=reason),
+                    ),
                 )
             case RunStarted(run_id=run_id, agent_type=agent_type, max_steps=max_steps):
                 state = _evolve(
@@ -306,6 +314,8 @@ class ThreadState:
                 return self._finish(run_id, status="completed", result=result)
             case RunError(run_id=run_id, error=error, kind=kind):
                 return self._finish(run_id, status="error", error=error, reason=kind)
+            case RunDelayed(run_id=run_id) if self.run(run_id) is None:
+                return _evolve(self, runs=(*self.runs, RunView(run_id=run_id, delayed=True)))
             case RunCanceled(run_id=run_id, reason=reason):
                 return self._finish(run_id, status="canceled", reason=reason or "canceled")
             case MessageAppended(message=message, run_id=run_id):
@@ -371,6 +381,11 @@ class ThreadState:
             case ThreadTerminated(reason=reason):
                 return _evolve(self, terminated=True, terminated_reason=reason, queue=())
         return self
+
+    def _without_delayed(self, run_id: str) -> tuple[RunView, ...]:
+        """The runs, but `run_id` while it waits to be asked for (`run.delayed`): its
+        request replaces it."""
+        return tuple(r for r in self.runs if not (r.run_id == run_id and r.delayed))
 
     def _finish(self, run_id: str, **changes: object) -> ThreadState:
         state = self._with_run(run_id, hitl_pending=(), **changes)

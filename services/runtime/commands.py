@@ -10,6 +10,7 @@ from agency.contracts.codec import decode_event
 from agency.contracts.commands import (
     ApproveToolCalls,
     CancelRun,
+    DelayRun,
     InvokeThread,
     TerminateThread,
     UpdateThreadState,
@@ -24,6 +25,7 @@ from agency.contracts.events import (
     RequestAccepted,
     RequestRejected,
     RunCanceled,
+    RunDelayed,
     StateUpdated,
     ThreadTerminated,
     TodosWritten,
@@ -55,8 +57,9 @@ def invoke(
     the tenant is at its share of the runs in progress (`services/tenancy/admission.py`)."""
     if state.run_for_key(key) is not None:
         return ()  # the same key never starts a second run
-    if state.run(command.run_id) is not None:
-        return ()  # nor does the same run id, sent again under another key
+    existing = state.run(command.run_id)
+    if existing is not None and (not existing.delayed or existing.terminal):
+        return ()  # nor does the same run id, sent again under another key (nor one withdrawn)
     if state.terminated:
         return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refused(state)),)
     # --- per-tenant fairness: the one place it decides (services/tenancy/fairness.py) ---
@@ -160,6 +163,14 @@ def _written(run_id: str, command: ApproveToolCalls) -> tuple[FileWritten, ...]:
     )
 
 
+def delay(state: ThreadState, command: DelayRun) -> Sequence[AnyEvent]:
+    """The run on the log as pending until its invoke is decided; nothing once it is there
+    (or on a terminated thread, which its invoke refuses)."""
+    if state.run(command.run_id) is not None or state.terminated:
+        return ()
+    return (RunDelayed(run_id=command.run_id, not_before=command.not_before),)
+
+
 def at_breakpoint(run_id: str, command: ApproveToolCalls) -> tuple[AnyEvent, ...]:
     """An approval of a run paused at a breakpoint before its model call: it goes on. There
     are no calls to reject or edit there."""
@@ -185,6 +196,11 @@ def cancel(state: ThreadState, command: CancelRun, key: str | None = None) -> Se
     """`key` is the command's idempotency key: a key already decided cancels nothing."""
     if key is not None and key in state.command_keys:
         return ()
+    delayed = state.run(command.run_id) if command.run_id is not None else None
+    if delayed is not None and delayed.delayed and not delayed.terminal:
+        # A run asked for later is withdrawn before it was asked for: it never starts.
+        reason = command.reason or "canceled by request"
+        return (RunCanceled(run_id=delayed.run_id, reason=f"{WITHDRAWN}: {reason}"),)
     if command.run_id is not None and state.queued(command.run_id) is not None:
         # A queued request withdrawn: it neither starts nor joins the active run.
         reason = command.reason or "canceled by request"

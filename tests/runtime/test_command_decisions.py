@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
 
-from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, UpdateThreadState
+from agency.contracts.commands import (
+    ApproveToolCalls,
+    CancelRun,
+    DelayRun,
+    InvokeThread,
+    UpdateThreadState,
+)
 from agency.contracts.events import (
     AnyEvent,
     BlueprintSwitched,
@@ -134,6 +141,34 @@ async def test_an_approval_with_an_update_writes_its_files_and_holds_its_message
     assert other.run("r2").held_messages == (hint,)  # type: ignore[union-attr]
     appended = await fold_after(MessageAppended(run_id="r2", message=hint))
     assert appended.run("r2").held_messages == ()  # type: ignore[union-attr]
+
+
+async def test_a_delayed_run_is_pending_until_its_invoke_and_withdrawn_by_a_cancel() -> None:
+    store, position = MemoryEventStore(), Position()
+
+    async def fold_after(*events: AnyEvent) -> ThreadState:
+        nonlocal position
+        position = (await store.append("t", "thread", "th", events, expected=position)).position
+        return fold("t", "th", await store.read("t", "thread", "th"))
+
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    idle = await fold_after(ThreadCreated(agency_id="ag", agent_type="worker"))
+    delay = DelayRun(agency_id="ag", thread_id="th", run_id="r1", not_before=due)
+    (delayed,) = commands.delay(idle, delay)
+    pending = await fold_after(delayed)
+    assert [r.run_id for r in pending.delayed()] == ["r1"]
+    assert commands.delay(pending, delay) == ()
+    invoke = InvokeThread(agency_id="ag", thread_id="th", run_id="r1", not_before=due)
+    (accepted,) = commands.invoke(pending, invoke, "k1")
+    taken = await fold_after(accepted)
+    assert taken.delayed() == () and [r.run_id for r in taken.runs] == ["r1"]
+
+    other = await fold_after(*commands.delay(taken, msgspec.structs.replace(delay, run_id="r2")))
+    (withdrawn,) = commands.cancel(other, CancelRun(agency_id="ag", thread_id="th", run_id="r2"))
+    assert isinstance(withdrawn, RunCanceled) and withdrawn.reason.startswith(commands.WITHDRAWN)
+    canceled = await fold_after(withdrawn)
+    late = InvokeThread(agency_id="ag", thread_id="th", run_id="r2", not_before=due)
+    assert commands.invoke(canceled, late, "k2") == ()
 
 
 def test_the_active_run_limit_refuses_a_root_run_but_never_one_inside_an_admitted_tree() -> None:

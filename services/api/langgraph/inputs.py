@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from litestar.exceptions import ValidationException
 
+from agency.contracts.envelope import utc_now
 from agency.contracts.events import ChatMessage, ClientTool, ContentPart, ToolCall
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.services.api.client_tools import answers, offered
@@ -97,13 +99,32 @@ def breakpoints(data: NamesBreakpoints) -> Breakpoints:
 def refuse_unmapped(data: RunCreate) -> None:
     """Options of a LangGraph run that Agency has no counterpart for: a clear 400."""
     unmapped = {
-        "after_seconds": data.after_seconds,
         "on_completion='delete'": data.on_completion == "delete",
     }
     named = [*unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
     if data.multitask_strategy == "rollback":
         named.append("multitask_strategy 'rollback' (the log is append-only: use 'interrupt')")
     refuse_options(named, "runs")
+
+
+# The longest a run may be asked for ahead of its start: a week.
+MAX_AFTER_SECONDS = 7 * 24 * 3600
+
+
+def not_before(data: RunCreate) -> datetime | None:
+    """When a run with `after_seconds` starts (None: at once)."""
+    after = data.after_seconds
+    if not after:
+        return None
+    if not 0 < after <= MAX_AFTER_SECONDS:
+        raise ValidationException(
+            f"after_seconds is 0 to {MAX_AFTER_SECONDS} (a week), not {after}"
+        )
+    if data.command is not None:
+        raise ValidationException(
+            "after_seconds delays a new run: a `command` (resume, goto) goes on at once"
+        )
+    return utc_now() + timedelta(seconds=after)
 
 
 def refuse_options(named: Sequence[str], onto: str) -> None:

@@ -30,6 +30,7 @@ from agency.services.api.langgraph.inputs import (
     approval,
     breakpoints,
     invocation,
+    not_before,
     refuse_unmapped,
     strategy_of,
 )
@@ -73,6 +74,7 @@ async def begin_run(
     created now, of the run's assistant. `follow`: the caller follows the run on from the
     feed it is given, which read its events as the log stored them, the status included."""
     refuse_unmapped(data)
+    due = not_before(data)
     goto = goto_of(data)
     webhook = webhook_of(data.webhook)
     try:
@@ -163,6 +165,7 @@ async def begin_run(
             pause_before_model=stops.pause_before_model,
             pause_after_tools=stops.pause_after_tools,
             client_tools=asked.tools,
+            not_before=due,
         )
         if started.status == "rejected":
             raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
