@@ -65,3 +65,17 @@ async def test_after_seconds_out_of_bounds_or_with_a_command_is_400(lg: LangGrap
         await lg.client.runs.create(thread, "worker", input=ask("x"), after_seconds=10**7)
     with pytest.raises(BadRequestError, match="goes on at once"):
         await lg.client.runs.create(thread, "worker", command={"resume": True}, after_seconds=5)
+
+
+async def test_a_copy_of_a_thread_does_not_inherit_its_delayed_run(lg: LangGraph) -> None:
+    """The delayed run's invoke is the original thread's: in the copy it ends canceled."""
+    key = "lg-delayed-copy-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="in the original only")])
+    thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    run = await lg.client.runs.create(thread, "worker", input=ask(key), after_seconds=1)
+    copy = str((await lg.client.threads.copy(thread))["thread_id"])
+    assert (await lg.client.runs.get(copy, run["run_id"]))["status"] == "interrupted"
+    final = await lg.client.runs.join(thread, run["run_id"])
+    assert isinstance(final, dict)
+    assert final["messages"][-1]["content"] == "in the original only"
+    assert (await lg.client.threads.get_state(copy))["values"]["messages"] == []
