@@ -272,9 +272,12 @@ def _decided(view: GraphView, run: RunView, resume: Any, goto: Goto | None) -> A
             )
         return Approval(True, None, "")
     to_tools = goto is None or goto.node == "tools"
-    if resume is None:
+    interrupt_id = view.interrupt_ids.get(run.run_id, run.run_id)
+    if isinstance(resume, dict) and interrupt_id in resume:
+        resume = resume[interrupt_id]  # the value keyed by the interrupt it answers
+    if resume is None and goto is not None:
         return Approval(to_tools, None, "" if to_tools else SKIPPED)
-    decided = approval(resume, run.hitl_pending, view.interrupt_ids.get(run.run_id, run.run_id))
+    decided = approval(resume, run.hitl_pending, interrupt_id)
     if goto is not None and decided.approved != to_tools:
         said = "approves" if decided.approved else "rejects"
         raise ValidationException(
