@@ -33,6 +33,7 @@ from agency.contracts.events import (
     ResourceStored,
     RunCanceled,
     RunCompleted,
+    RunDelayed,
     RunError,
     RunPaused,
     RunStarted,
@@ -86,6 +87,8 @@ def summarize(payload: Event) -> str:
             return _message(message)
         case RunStarted(run_id=run_id, agent_type=agent_type):
             return f"run {run_id} agent {agent_type}"
+        case RunDelayed(run_id=run_id, not_before=due):
+            return f"run {run_id} from {due.isoformat(timespec='seconds')}"
         case RunTick(step=step):
             return f"step {step}"
         case RunPaused(reason=reason):

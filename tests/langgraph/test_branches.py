@@ -59,6 +59,12 @@ async def test_a_checkpoint_the_thread_does_not_have_is_refused(lg: LangGraph) -
         await lg.client.runs.create(thread, "worker", input=ask(key), checkpoint_id="abc")
     with pytest.raises(NotFoundError, match="no checkpoint"):
         await lg.client.runs.create(thread, "worker", input=ask(key), checkpoint_id="999999")
+    first = (await lg.client.threads.get_history(thread))[-1]["checkpoint"]["checkpoint_id"]
+    before = await lg.client.threads.get_state(thread)
+    bad = {"messages": [{"type": "human", "content": [{"type": "audio"}]}]}
+    with pytest.raises(BadRequestError, match="audio"):
+        await lg.client.runs.create(thread, "worker", input=bad, checkpoint_id=first)
+    assert (await lg.client.threads.get_state(thread))["checkpoint"] == before["checkpoint"]
     with pytest.raises(NotFoundError, match="not a checkpoint"):
         await lg.client.runs.create(
             thread, "worker", input=ask(key), checkpoint={"checkpoint_id": "1"}

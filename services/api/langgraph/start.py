@@ -1,6 +1,8 @@
-"""Starting a LangGraph run: an invoke of the thread (`multitask_strategy` → our strategy),
-or, with `command: {resume}`, an approval of the calls its paused run awaits, which names
-the stretch of that run that follows (`<run id>~<seq>`)."""
+"""Starting a LangGraph run: an invoke of the thread (`multitask_strategy` → our strategy;
+`after_seconds`: decided then, pending on the log until; from a past `checkpoint_id`: the
+thread set back there first, `branch`), or, with `command: {resume}` (its `update` and
+`goto`, `command`), an approval of the calls its paused run awaits, which names the stretch
+of that run that follows (`<run id>~<seq>`)."""
 
 from __future__ import annotations
 
@@ -96,13 +98,13 @@ async def begin_run(
             msgspec.structs.replace(data, command=msgspec.structs.replace(data.command, goto=None)),
         )
     data = with_update_as_input(data)
+    invocation(data.input)  # refused before the thread exists, or is set back
     view = await branched(deps, tenant, view, data)
     if view.created is None:
         if data.command is not None:
             raise ClientException(
                 status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
             )
-        invocation(data.input)  # refused before the thread exists
         agency_id = await agency_for(deps, tenant, request)
         agent_type = await agent_type_named(deps, tenant, agency_id, data.assistant_id)
         view = await new_thread(deps, tenant, agency_id, agent_type, {}, view.thread_id)
