@@ -13,7 +13,7 @@ import msgspec
 
 from agency.contracts.events.base import ChatMessage, ClientTool, ParentRef, Todo, ToolCall
 from agency.contracts.events.registry import BlueprintSpec
-from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode
+from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode, StateRestored
 from agency.contracts.events.webhook import WebhookKind
 from agency.contracts.events.workflow import Schedule, WorkflowLimits
 
@@ -207,6 +207,23 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     pause_after_tools: bool = False
     # Tools the client runs itself, offered to the model during this run (`ClientTool`).
     client_tools: tuple[ClientTool, ...] = ()
+    # Decided no sooner (LangGraph's `after_seconds`): the runtime hands the command back
+    # to the broker until then (a durable timer), and decides it as sent at that time. A
+    # `runtime.delay` of the same run puts it on the log as pending meanwhile.
+    not_before: datetime | None = None
+
+
+class DelayRun(Command, frozen=True, kw_only=True, tag="runtime.delay"):
+    """The run `run_id`, whose invoke waits for `not_before`, is on the thread's log as
+    pending from now (`run.delayed`): listed, and canceled like a queued run. Nothing once
+    the run is there (accepted, or delayed already)."""
+
+    service = "runtime"
+    verb = "delay"
+    agency_id: str
+    thread_id: str
+    run_id: str
+    not_before: datetime
 
 
 class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"):
@@ -223,6 +240,10 @@ class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"
     run_id: str | None = None
     # What a client streams the resumed run as: a rejoin that names no modes streams these.
     stream_modes: tuple[str, ...] = ()
+    # An update of the run's state with the decision: `files` written at once, `messages`
+    # appended after the step's tool results, before the run's next model call.
+    messages: tuple[ChatMessage, ...] = ()
+    files: dict[str, str] = {}
 
 
 class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):
@@ -263,6 +284,8 @@ class UpdateThreadState(Command, frozen=True, kw_only=True, tag="runtime.update_
     todos: tuple[Todo, ...] | None = None
     # Made as this node of the graph (LangGraph's `as_node`): `thread.state_updated` first.
     as_node: GraphNode | None = None
+    # The state set back to a past checkpoint's before the rest (`thread.state_restored`).
+    restore: StateRestored | None = None
 
 
 class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
@@ -396,6 +419,7 @@ AnyCommand = (
     | SetThreadMetadata
     | ForkThread
     | InvokeThread
+    | DelayRun
     | ApproveToolCalls
     | CancelRun
     | TerminateThread

@@ -33,10 +33,12 @@ from agency.contracts.events import (
     ResourceStored,
     RunCanceled,
     RunCompleted,
+    RunDelayed,
     RunError,
     RunPaused,
     RunStarted,
     RunTick,
+    StateRestored,
     StateUpdated,
     StoreItemDeleted,
     StoreItemPut,
@@ -85,6 +87,8 @@ def summarize(payload: Event) -> str:
             return _message(message)
         case RunStarted(run_id=run_id, agent_type=agent_type):
             return f"run {run_id} agent {agent_type}"
+        case RunDelayed(run_id=run_id, not_before=due):
+            return f"run {run_id} from {due.isoformat(timespec='seconds')}"
         case RunTick(step=step):
             return f"step {step}"
         case RunPaused(reason=reason):
@@ -140,6 +144,8 @@ def summarize(payload: Event) -> str:
             return clip(", ".join(f"{k}={v}" for k, v in metadata.items()))
         case StateUpdated(as_node=node):
             return f"as {node}"
+        case StateRestored(from_seq=seq, messages=messages):
+            return f"as at event {seq} ({len(messages)} messages)"
         case StoreItemPut(namespace=ns, key=key) | StoreItemDeleted(namespace=ns, key=key):
             return clip("/".join((*ns, key)))
     return _code_agent(payload) or _workflow(payload)

@@ -39,6 +39,11 @@ class RunView:
     started: bool = False
     # Tools its request's client runs itself: offered to the model, never run here.
     client_tools: tuple[ClientTool, ...] = ()
+    # Asked for to start later (`run.delayed`): pending until its invoke is decided.
+    delayed: bool = False
+    # Messages an approval added (`hitl.resume`), not appended yet: they are, after the
+    # step's tool results, before the next model call.
+    held_messages: tuple[ChatMessage, ...] = ()
 
     def client_tool(self, name: str) -> bool:
         return any(t.name == name for t in self.client_tools)

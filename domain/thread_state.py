@@ -29,12 +29,14 @@ from agency.contracts.events import (
     RequestRejected,
     RunCanceled,
     RunCompleted,
+    RunDelayed,
     RunError,
     RunPaused,
     RunResumed,
     RunStarted,
     RunTick,
     SessionTurn,
+    StateRestored,
     SubagentCompleted,
     SubagentRequested,
     ThreadCreated,
@@ -175,6 +177,10 @@ class ThreadState:
     def queued(self, run_id: str) -> QueuedRequest | None:
         return next((q for q in self.queue if q.run_id == run_id), None)
 
+    def delayed(self) -> tuple[RunView, ...]:
+        """The runs asked for to start later (`run.delayed`) that are still to start."""
+        return tuple(r for r in self.runs if r.delayed and not r.terminal)
+
     def last_assistant(self) -> ChatMessage | None:
         return next((m for m in reversed(self.messages) if m.role == "assistant"), None)
 
@@ -191,7 +197,7 @@ class ThreadState:
         _set(state, "position", event.position)
         _set(state, "last_event_at", env.ts)
         if env.idempotency_key and (
-            isinstance(env.payload, RunCanceled | HitlResume | ThreadTerminated)
+            isinstance(env.payload, RunCanceled | HitlResume | ThreadTerminated | StateRestored)
             # what a request set on an idle thread (`runtime.update_state`)
             or (
                 isinstance(env.payload, MessageAppended | FileWritten | TodosWritten)
@@ -238,7 +244,7 @@ class ThreadState:
                     keys=(*self.keys, (key, run_id)),
                     queue=(*self.queue, queued),
                     runs=(
-                        *self.runs,
+                        *self._without_delayed(run_id),
                         RunView(
                             run_id=run_id,
                             pause_before_tools=payload.pause_before_tools,
@@ -267,7 +273,10 @@ class ThreadState:
                 return _evolve(
                     self,
                     keys=(*self.keys, (key, run_id)),
-                    runs=(*self.runs, RunView(run_id=run_id, status="error", error=reason)),
+                    runs=(
+                        *self._without_delayed(run_id),
+                        RunView(run_id=run_id, status="error", error=reason),
+                    ),
                 )
             case RunStarted(run_id=run_id, agent_type=agent_type, max_steps=max_steps):
                 state = _evolve(
@@ -305,16 +314,27 @@ class ThreadState:
                 return self._finish(run_id, status="completed", result=result)
             case RunError(run_id=run_id, error=error, kind=kind):
                 return self._finish(run_id, status="error", error=error, reason=kind)
+            case RunDelayed(run_id=run_id) if self.run(run_id) is None:
+                return _evolve(self, runs=(*self.runs, RunView(run_id=run_id, delayed=True)))
             case RunCanceled(run_id=run_id, reason=reason):
                 return self._finish(run_id, status="canceled", reason=reason or "canceled")
-            case MessageAppended(message=message):
+            case MessageAppended(message=message, run_id=run_id):
                 activated = self.prompt_activated and message.role != "assistant"
-                return _evolve(self, messages=(*self.messages, message), prompt_activated=activated)
+                state = _evolve(
+                    self, messages=(*self.messages, message), prompt_activated=activated
+                )
+                held = self.run(run_id) if run_id is not None else None
+                if held is not None and held.held_messages[:1] == (message,):
+                    return state._with_run(held.run_id, held_messages=held.held_messages[1:])
+                return state
             case FileWritten(path=path, content=content):
                 kept = (*((p, c) for p, c in self.files if p != path), (path, content))
                 return _evolve(self, files=kept)
             case TodosWritten(todos=todos):
                 return _evolve(self, todos=todos)
+            case StateRestored(messages=messages, files=files, todos=todos):
+                # Set back to a past checkpoint's state; the log keeps what followed it.
+                return _evolve(self, messages=messages, files=tuple(files.items()), todos=todos)
             case ToolRegistered(name=name):
                 return _evolve(self, registered_tools={**self.registered_tools, name: payload})
             case AgentStateSet(value=value):
@@ -335,25 +355,37 @@ class ThreadState:
                 )
             case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
                 return self._with_run(run_id, hitl_pending=calls)
-            case HitlResume(run_id=run_id, approved=approved, modified_tool_calls=modified):
+            case HitlResume(
+                run_id=run_id, approved=approved, modified_tool_calls=modified, messages=held
+            ):
                 view = self.run(run_id)
                 if view is not None and view.at_breakpoint:
                     # The model call the run paused before goes ahead.
-                    return self._with_run(run_id, breakpoint_passed=view.step + 1)
+                    return self._with_run(
+                        run_id, breakpoint_passed=view.step + 1, held_messages=held
+                    )
                 pending = view.hitl_pending if view else ()
                 if not approved:
                     return self._with_run(
                         run_id,
                         hitl_pending=(),
                         hitl_rejected=frozenset(c.id for c in pending),
+                        held_messages=held,
                     )
                 overrides = tuple((c.id, c) for c in modified or ())
-                return self._with_run(run_id, hitl_pending=(), hitl_overrides=overrides)
+                return self._with_run(
+                    run_id, hitl_pending=(), hitl_overrides=overrides, held_messages=held
+                )
             case BlueprintSwitched(to_agent_type=to_agent_type):
                 return _evolve(self, agent_type=to_agent_type, prompt_activated=True)
             case ThreadTerminated(reason=reason):
                 return _evolve(self, terminated=True, terminated_reason=reason, queue=())
         return self
+
+    def _without_delayed(self, run_id: str) -> tuple[RunView, ...]:
+        """The runs, but `run_id` while it waits to be asked for (`run.delayed`): its
+        request replaces it."""
+        return tuple(r for r in self.runs if not (r.run_id == run_id and r.delayed))
 
     def _finish(self, run_id: str, **changes: object) -> ThreadState:
         state = self._with_run(run_id, hitl_pending=(), **changes)

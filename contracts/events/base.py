@@ -34,15 +34,43 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+PartType = Literal["text", "image_url", "image"]
+
+
+class ContentPart(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One part of a message's content that is more than text: text, or an image, in the
+    form the client wrote it, so that it reads back as sent. `image_url` is OpenAI's part
+    (`url` an https or `data:` URL, `detail`); `image` is LangChain's block, by `url`, or
+    inline as base64 (`base64`, or `data` with `source_type`) with its `mime_type`."""
+
+    type: PartType
+    text: str = ""
+    url: str = ""
+    detail: str = ""
+    base64: str = ""
+    data: str = ""
+    source_type: str = ""
+    mime_type: str = ""
+
+    def image_url(self) -> str:
+        """The image as a URL a model reads (an inline image as a `data:` URL)."""
+        inline = self.base64 or self.data
+        if self.type == "image" and inline and self.source_type != "url":
+            return f"data:{self.mime_type or 'image/png'};base64,{inline}"
+        return self.url
+
+
 class ChatMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One message of a conversation (OpenAI chat shape): an assistant's may carry tool
-    calls, a tool's names the call it answers."""
+    calls, a tool's names the call it answers. A message with images has `parts` (its
+    whole content, in order); its `content` is then its text alone."""
 
     role: Role
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    parts: tuple[ContentPart, ...] = ()
 
 
 class ClientTool(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agency.contracts.events.base import InRun, ToolCall
+from agency.contracts.events.base import ChatMessage, InRun, ToolCall
 
 
 class HitlInterrupt(InRun, frozen=True, kw_only=True, tag="hitl.interrupt"):
@@ -15,6 +15,9 @@ class HitlResume(InRun, frozen=True, kw_only=True, tag="hitl.resume"):
     reason: str = ""
     # The approval's `stream_modes`: what a client's rejoin of the resumed run streams.
     stream_modes: tuple[str, ...] = ()
+    # Messages the approval adds to the run's state: appended (`message.appended`) after
+    # the step's tool results, before the run's next model call.
+    messages: tuple[ChatMessage, ...] = ()
 
 
 HitlEvent = HitlInterrupt | HitlResume

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from agency.contracts.events.base import InRun
@@ -47,6 +48,14 @@ class RunError(InRun, frozen=True, kw_only=True, tag="run.error"):
     attachments: tuple[str, ...] | None = None
 
 
+class RunDelayed(InRun, frozen=True, kw_only=True, tag="run.delayed"):
+    """A run asked for now and to start at `not_before` (LangGraph's `after_seconds`): it
+    is pending until its invoke, held by the broker until then, is decided; canceled
+    before (`run.canceled`), it never starts."""
+
+    not_before: datetime
+
+
 class RunCanceled(InRun, frozen=True, kw_only=True, tag="run.canceled"):
     reason: str = ""
 
@@ -77,6 +86,7 @@ RunEvent = (
     | RunCompleted
     | RunError
     | RunCanceled
+    | RunDelayed
     | AgentStarted
     | AgentCompleted
     | AgentError

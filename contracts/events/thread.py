@@ -176,6 +176,19 @@ class StateUpdated(Event, frozen=True, kw_only=True, tag="thread.state_updated")
     as_node: GraphNode
 
 
+class StateRestored(Event, frozen=True, kw_only=True, tag="thread.state_restored"):
+    """An idle thread's state set back to what it was at its event `from_seq` (LangGraph's
+    run from a past checkpoint): these messages, files and todos are its state from here
+    on. Nothing before is removed: the log keeps both branches. `message_ids` are the ids
+    the messages were read by there (`msg-<seq>`, a model step's `<run id>-<step>`)."""
+
+    from_seq: int
+    messages: tuple[ChatMessage, ...] = ()
+    files: dict[str, str] = {}
+    todos: tuple[Todo, ...] = ()
+    message_ids: tuple[str, ...] = ()
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     """The thread's state where a run stopped: the sha256 and byte size of a canonical
     snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
@@ -202,5 +215,6 @@ ThreadEvent = (
     | ThreadTerminated
     | ThreadMetadataSet
     | StateUpdated
+    | StateRestored
     | CheckpointSaved
 )

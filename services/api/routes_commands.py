@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -22,6 +23,7 @@ from opentelemetry import context as otel_context, trace
 from agency.contracts.commands import (
     CreateAgency,
     CreateTenant,
+    DelayRun,
     InvokeThread,
 )
 from agency.contracts.envelope import utc_now
@@ -54,7 +56,7 @@ from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
 from agency.services.api.openapi import error_response
 from agency.services.api.readback import send_and_read, send_blueprint
-from agency.services.api.runstatus import Feed, Seen, taken_up, wait_for_status
+from agency.services.api.runstatus import Feed, Seen, on_the_log, taken_up, wait_for_status
 from agency.services.api.text import refuse_nul
 from agency.services.api.thread_create import create_root_thread
 from agency.services.tenancy.door_limits import messages_problem
@@ -312,11 +314,14 @@ async def start_run(
     pause_before_model: bool = False,
     pause_after_tools: bool = False,
     client_tools: tuple[ClientTool, ...] = (),
+    not_before: datetime | None = None,
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
     runs as already read from its log, which the wait reads on from; `feed`: the thread's
-    events from there on, which the caller follows on after the status."""
+    events from there on, which the caller follows on after the status. `not_before`: the
+    invoke is decided then (the broker holds it), and the run is on the log as pending
+    from now (`runtime.delay`): the answer is `queued` once it is."""
     if (problem := messages_problem(messages, deps.door)) is not None:
         raise ValidationException(problem)
     await refuse_over_budget(deps, tenant, agency_id)
@@ -335,7 +340,19 @@ async def start_run(
         pause_before_model=pause_before_model,
         pause_after_tools=pause_after_tools,
         client_tools=client_tools,
+        not_before=not_before,
     )
+    delay = (
+        DelayRun(agency_id=agency_id, thread_id=thread_id, run_id=run_id, not_before=not_before)
+        if not_before is not None
+        else None
+    )
+
+    async def send() -> None:
+        await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
+        if delay is not None:
+            await deps.bus.commands.send(tenant, delay, idempotency_key=f"{thread_id}:{key}:delay")
+
     # One root span per run: the run's work in every service continues its trace (the
     # command carries it). A span current here (an instrumented server's) is linked.
     current = trace.get_current_span().get_span_context()
@@ -352,10 +369,8 @@ async def start_run(
         # once the thread is watched (see `watch_log`).
         status = await wait_for_status(
             deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout,
-            taken_up(run_id),
-            send=lambda: deps.bus.commands.send(
-                tenant, command, idempotency_key=f"{thread_id}:{key}"
-            ),
+            taken_up(run_id) if delay is None else on_the_log,
+            send=send,
             seen=seen,
             feed=feed,
         )  # fmt: skip

@@ -24,7 +24,12 @@ T = TypeVar("T")
 STATUSES_KEPT = 1_000
 TERMINAL: frozenset[str] = frozenset({"completed", "canceled", "error", "rejected"})
 
-_STATUS_OF: dict[str, RunStatus] = {"request.accepted": "queued", **RUN_STATUS_OF}
+# A run delayed (`run.delayed`) is queued until it is asked for.
+_STATUS_OF: dict[str, RunStatus] = {
+    "request.accepted": "queued",
+    "run.delayed": "queued",
+    **RUN_STATUS_OF,
+}
 
 
 class RunStatuses:
@@ -174,6 +179,11 @@ def taken_up(run_id: str) -> Callable[[RunStatus | None, RunStatuses], bool]:
         return status is not None
 
     return check
+
+
+def on_the_log(status: RunStatus | None, runs: RunStatuses) -> bool:
+    """The run is on the thread's log, whatever its status."""
+    return status is not None
 
 
 def finished(status: RunStatus | None, runs: RunStatuses) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, Protocol, cast
 
 from openai.types.chat import ChatCompletionMessageParam
 
-from agency.contracts.events.base import ChatMessage
+from agency.contracts.events.base import ChatMessage, ContentPart
 from agency.services.agents.tools import ToolSpec
 from agency.services.llm.assembly import ModelResponse, OnDelta
 from agency.services.llm.errors import ModelRequestError
@@ -62,10 +62,22 @@ class Provider(Protocol):
     ) -> ModelResponse: ...
 
 
+def content_part(part: ContentPart) -> dict[str, Any]:
+    """A part of a message's content as OpenAI's chat API takes it."""
+    if part.type == "text":
+        return {"type": "text", "text": part.text}
+    image: dict[str, str] = {"url": part.image_url()}
+    if part.detail:
+        image["detail"] = part.detail
+    return {"type": "image_url", "image_url": image}
+
+
 def message_param(message: ChatMessage) -> ChatCompletionMessageParam:
     match message.role:
         case "system" | "user":
             plain: dict[str, Any] = {"role": message.role, "content": message.content}
+            if message.parts:
+                plain["content"] = [content_part(p) for p in message.parts]
             if message.name:
                 plain["name"] = message.name
             return cast(ChatCompletionMessageParam, plain)

@@ -107,6 +107,10 @@ def next_action(
     calls = state.open_tool_calls()
     if calls:
         return _resolve_calls(state, run, calls, tools, blueprint)
+    if run.held_messages:
+        # What an approval added to the state: after the step's tool results.
+        held = run.held_messages
+        return Append(tuple(MessageAppended(run_id=run.run_id, message=m) for m in held))
     bootstrap = immediate_bootstrap(state, run, blueprint, frozenset(tools))
     if bootstrap:
         # The prompt just became active: its immediate subagents go before its first step.

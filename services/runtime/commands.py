@@ -10,6 +10,7 @@ from agency.contracts.codec import decode_event
 from agency.contracts.commands import (
     ApproveToolCalls,
     CancelRun,
+    DelayRun,
     InvokeThread,
     TerminateThread,
     UpdateThreadState,
@@ -24,6 +25,7 @@ from agency.contracts.events import (
     RequestAccepted,
     RequestRejected,
     RunCanceled,
+    RunDelayed,
     StateUpdated,
     ThreadTerminated,
     TodosWritten,
@@ -55,8 +57,9 @@ def invoke(
     the tenant is at its share of the runs in progress (`services/tenancy/admission.py`)."""
     if state.run_for_key(key) is not None:
         return ()  # the same key never starts a second run
-    if state.run(command.run_id) is not None:
-        return ()  # nor does the same run id, sent again under another key
+    existing = state.run(command.run_id)
+    if existing is not None and (not existing.delayed or existing.terminal):
+        return ()  # nor does the same run id, sent again under another key (nor one withdrawn)
     if state.terminated:
         return (RequestRejected(run_id=command.run_id, idempotency_key=key, reason=refused(state)),)
     # --- per-tenant fairness: the one place it decides (services/tenancy/fairness.py) ---
@@ -128,7 +131,7 @@ def approve(
     if command.run_id is not None and (run is None or run.run_id != command.run_id):
         return ()  # bound to a run that is over: nothing to approve any more
     if run is not None and run.at_breakpoint:
-        return (at_breakpoint(run.run_id, command),)
+        return at_breakpoint(run.run_id, command)
     if run is None or run.status != "paused" or not run.hitl_pending:
         raise CommandRejected("not_awaiting_approval", "no run of this thread awaits approval")
     if command.modified_tool_calls:
@@ -140,17 +143,35 @@ def approve(
                 f"modified tool calls {unknown} are not among the pending calls {sorted(pending)}",
             )
     return (
+        *_written(run.run_id, command),
         HitlResume(
             run_id=run.run_id,
             approved=command.approved,
             modified_tool_calls=command.modified_tool_calls,
             reason=command.reason,
             stream_modes=command.stream_modes,
+            messages=command.messages,
         ),
     )
 
 
-def at_breakpoint(run_id: str, command: ApproveToolCalls) -> HitlResume:
+def _written(run_id: str, command: ApproveToolCalls) -> tuple[FileWritten, ...]:
+    """The files an approval's update writes: before the calls it decides on run."""
+    return tuple(
+        FileWritten(run_id=run_id, path=path, content=content, origin="attachment")
+        for path, content in command.files.items()
+    )
+
+
+def delay(state: ThreadState, command: DelayRun) -> Sequence[AnyEvent]:
+    """The run on the log as pending until its invoke is decided; nothing once it is there
+    (or on a terminated thread, which its invoke refuses)."""
+    if state.run(command.run_id) is not None or state.terminated:
+        return ()
+    return (RunDelayed(run_id=command.run_id, not_before=command.not_before),)
+
+
+def at_breakpoint(run_id: str, command: ApproveToolCalls) -> tuple[AnyEvent, ...]:
     """An approval of a run paused at a breakpoint before its model call: it goes on. There
     are no calls to reject or edit there."""
     if not command.approved or command.modified_tool_calls:
@@ -159,8 +180,15 @@ def at_breakpoint(run_id: str, command: ApproveToolCalls) -> HitlResume:
             f"run {run_id} paused at a breakpoint before its model call, with no tool calls "
             "to reject or edit: approve it to go on, or cancel it",
         )
-    return HitlResume(
-        run_id=run_id, approved=True, reason=command.reason, stream_modes=command.stream_modes
+    return (
+        *_written(run_id, command),
+        HitlResume(
+            run_id=run_id,
+            approved=True,
+            reason=command.reason,
+            stream_modes=command.stream_modes,
+            messages=command.messages,
+        ),
     )
 
 
@@ -168,6 +196,11 @@ def cancel(state: ThreadState, command: CancelRun, key: str | None = None) -> Se
     """`key` is the command's idempotency key: a key already decided cancels nothing."""
     if key is not None and key in state.command_keys:
         return ()
+    delayed = state.run(command.run_id) if command.run_id is not None else None
+    if delayed is not None and delayed.delayed and not delayed.terminal:
+        # A run asked for later is withdrawn before it was asked for: it never starts.
+        reason = command.reason or "canceled by request"
+        return (RunCanceled(run_id=delayed.run_id, reason=f"{WITHDRAWN}: {reason}"),)
     if command.run_id is not None and state.queued(command.run_id) is not None:
         # A queued request withdrawn: it neither starts nor joins the active run.
         reason = command.reason or "canceled by request"
@@ -238,7 +271,12 @@ def update_state(
             "changes when it ends",
         )
     made_as: list[AnyEvent] = [StateUpdated(as_node=command.as_node)] if command.as_node else []
-    events: list[AnyEvent] = [*made_as, *(MessageAppended(message=m) for m in command.messages)]
+    restored: list[AnyEvent] = [command.restore] if command.restore is not None else []
+    events: list[AnyEvent] = [
+        *restored,
+        *made_as,
+        *(MessageAppended(message=m) for m in command.messages),
+    ]
     events += [
         FileWritten(path=path, content=content, origin="attachment")
         for path, content in command.files.items()

@@ -27,11 +27,13 @@ from agency.contracts.commands import (
     ApproveToolCalls,
     CancelRun,
     CommandEnvelope,
+    DelayRun,
     InvokeThread,
     TerminateThread,
     UpdateThreadState,
     WatchRun,
 )
+from agency.contracts.envelope import utc_now
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
 from agency.contracts.ids import new_id
@@ -67,6 +69,11 @@ from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import BlueprintCache, ThreadCache
 
 log = structlog.get_logger(__name__)
+
+# The commands decided on one thread's state.
+ThreadCommand = (
+    InvokeThread | DelayRun | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState
+)
 
 TRIGGER_CONSUMER = RUNTIME_TRIGGERS.name
 # A command for a thread not created yet: the deliveries handed back without a word, each
@@ -150,8 +157,13 @@ class RuntimeService:
             case WatchRun():
                 await self.watches.handle(envelope.tenant_id, payload, delivery)
                 return
+            case InvokeThread(not_before=due) if due is not None and due > utc_now():
+                # Not yet: the broker holds it until it is due (`runtime.delay` put the run
+                # on the log as pending meanwhile).
+                raise Defer((due - utc_now()).total_seconds())
             case (
                 InvokeThread()
+                | DelayRun()
                 | ApproveToolCalls()
                 | CancelRun()
                 | TerminateThread()
@@ -284,7 +296,7 @@ class RuntimeService:
         self,
         state: ThreadState,
         envelope: CommandEnvelope,
-        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState,
+        payload: ThreadCommand,
     ) -> Sequence[AnyEvent]:
         match payload:
             case InvokeThread():
@@ -297,6 +309,8 @@ class RuntimeService:
                     door=self.door,
                     over_share=self.load.over_share(envelope.tenant_id),
                 )
+            case DelayRun():
+                return commands.delay(state, payload)
             case ApproveToolCalls():
                 return commands.approve(state, payload, envelope.idempotency_key)
             case CancelRun():
@@ -310,7 +324,7 @@ class RuntimeService:
         self,
         tenant: str,
         state: ThreadState,
-        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState,
+        payload: ThreadCommand,
         events: Sequence[AnyEvent],
     ) -> bool:
         """Whether the decision is stored by the drive it starts: an approval, or a request
@@ -330,7 +344,7 @@ class RuntimeService:
         tenant: str,
         state: ThreadState,
         envelope: CommandEnvelope,
-        payload: InvokeThread | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState,
+        payload: ThreadCommand,
         decision: Decision,
     ) -> bool:
         """Start the drive that stores the decision with its first append; True once it is

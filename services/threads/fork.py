@@ -393,11 +393,13 @@ def _closing(
     if active is not None:
         events.extend(canceled(state, active.run_id, FORKED_MID_RUN))
         runs.append(active.run_id)
-    # Accepted requests not started yet would start on their own in the fork.
-    for queued in state.queue:
-        if queued.run_id not in runs:
-            events.append(RunCanceled(run_id=queued.run_id, reason=FORKED_MID_RUN))
-            runs.append(queued.run_id)
+    # Accepted requests not started yet would start on their own in the fork; a run asked
+    # for later (`run.delayed`) is the original's: its invoke never reaches the fork.
+    waiting = [q.run_id for q in state.queue] + [r.run_id for r in state.delayed()]
+    for run_id in waiting:
+        if run_id not in runs:
+            events.append(RunCanceled(run_id=run_id, reason=FORKED_MID_RUN))
+            runs.append(run_id)
     return events, tuple(runs)
 
 
@@ -406,6 +408,7 @@ def _quiet(state: ThreadState) -> bool:
     return (
         state.active_run is None
         and not state.queue
+        and not state.delayed()
         and all(state.outcome(call_id) is not None for call_id in state.requested)
     )
 

@@ -128,6 +128,31 @@ const scenarios = {
     return { thread, paused, state, waiting, resumed, after, history };
   },
 
+  // What LangGraph's server takes beyond plain input: a message with an image, a run
+  // from a past checkpoint, a run after some seconds, and command.goto on an interrupt.
+  async beyondInput({ text, image, later, paused, graph = "worker" }) {
+    const thread = await client.threads.create({ graphId: graph });
+    const content = [{ type: "text", text }, { type: "image_url", image_url: { url: image } }];
+    const first = await client.runs.wait(thread.thread_id, graph, {
+      input: { messages: [{ role: "user", content }] },
+    });
+    const checkpointId = (await client.threads.getState(thread.thread_id)).checkpoint.checkpoint_id;
+    await client.runs.wait(thread.thread_id, graph, { input: ask(`${text} again`) });
+    const branched = await client.runs.wait(thread.thread_id, graph, {
+      input: ask(later), checkpointId,
+    });
+    const delayed = await client.runs.create(thread.thread_id, graph, {
+      input: ask(later), afterSeconds: 1,
+    });
+    const joined = await client.runs.join(thread.thread_id, delayed.run_id);
+    const approver = await client.threads.create({ graphId: "approver" });
+    await client.runs.wait(approver.thread_id, "approver", { input: ask(paused) });
+    const skipped = await client.runs.wait(approver.thread_id, "approver", {
+      command: { goto: "model", update: { messages: [{ role: "user", content: "skip it" }] } },
+    });
+    return { first, branched, delayed, joined, skipped };
+  },
+
   // The active run canceled, waiting until it ended.
   async cancel({ text, graph = "worker" }) {
     const thread = await client.threads.create({ graphId: graph });

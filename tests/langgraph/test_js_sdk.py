@@ -395,3 +395,27 @@ async def test_the_thread_protocol_over_a_websocket_streams_and_resumes(
     assert not {e["id"] for e in first} & {e["id"] for e in resumed}
     messages = got["state"]["values"]["messages"]
     assert messages[-1]["content"] == "approved over the socket"
+
+
+async def test_images_checkpoints_delays_and_goto_through_the_js_sdk(lg: LangGraph) -> None:
+    text, later, paused = (f"js-{n}-{lg.agency}" for n in ("beyond", "beyond-later", "goto"))
+    lg.llm.script(text, [ScriptStep(content="seen")] * 3)
+    lg.llm.script(later, [ScriptStep(content="later")] * 3)
+    lg.llm.script(
+        paused, [ScriptStep(tool_calls=[call("lookup", word="w")]), ScriptStep(content="skipped")]
+    )
+    image = "data:image/png;base64,iVBORw0KGgo="
+    params = {"text": text, "image": image, "later": later, "paused": paused}
+    got = await run_node("sdk.mjs", "beyondInput", json.dumps(params), env=_env(lg.url, lg))
+    sent = got["first"]["messages"][0]["content"]
+    assert sent == [
+        {"type": "text", "text": text},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]
+    assert [m["content"] for m in got["branched"]["messages"][1:]] == ["seen", later, "later"]
+    assert got["delayed"]["status"] == "pending"
+    assert got["joined"]["messages"][-1]["content"] == "later"
+    skipped = got["skipped"]["messages"]
+    # The calls skipped (rejected), the update's message after their results, then the model.
+    assert [m["type"] for m in skipped] == ["human", "ai", "tool", "human", "ai"]
+    assert [m["content"] for m in skipped[-2:]] == ["skip it", "skipped"]

@@ -303,8 +303,6 @@ async def test_a_command_update_is_what_the_run_starts_from(lg: LangGraph) -> No
     assert final["files"]["notes.md"] == "kept"
     with pytest.raises(BadRequestError, match="todos"):
         await lg.client.runs.create(thread, "worker", command={"update": {"todos": []}})
-    with pytest.raises(BadRequestError, match=r"command\.goto"):
-        await lg.client.runs.create(thread, "worker", command={"goto": "model"})
 
 
 async def test_the_clients_own_tools_are_called_and_answered_by_its_next_input(

@@ -113,7 +113,7 @@ async def test_bad_protocol_requests_are_refused_saying_why(lg: LangGraph) -> No
         assert r.status_code == 400 and "assistant_id" in r.json()["error"]
         forked = {"assistant_id": "worker", "config": {"configurable": {"checkpoint_id": "c"}}}
         r = await http.post(path, json={"id": 3, "method": "run.start", "params": forked})
-        assert r.status_code == 400 and "forkFrom" in r.json()["error"]
+        assert r.status_code == 400 and "event seq" in r.json()["error"]
         respond = {"interrupt_id": "nope", "namespace": [], "response": True}
         r = await http.post(path, json={"id": 4, "method": "input.respond", "params": respond})
         assert r.status_code == 404 and "not pending" in r.json()["error"]
@@ -151,6 +151,46 @@ async def test_run_start_with_input_on_an_interrupted_thread_resumes_it(lg: Lang
         assert [e["params"]["data"]["event"] for e in rest] == ["running", "completed"]
     state = await lg.client.threads.get_state(thread_id)
     assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "tool", "ai"]
+
+
+async def test_input_respond_carries_update_and_goto_and_run_start_forks_from(
+    lg: LangGraph,
+) -> None:
+    """`input.respond` with `goto: "model"` skips the calls (its `update` follows their
+    results); `run.start` from a checkpoint starts from that checkpoint's state."""
+    key = f"wire-respond-goto-{lg.agency}"
+    lg.llm.script(
+        key, [ScriptStep(tool_calls=[call("lookup", word="w")]), ScriptStep(content="skipped")]
+    )
+    thread = await lg.client.threads.create(graph_id="approver")
+    thread_id = thread["thread_id"]
+    paused = await lg.client.runs.wait(thread_id, "approver", input=ask(key))
+    assert isinstance(paused, dict)
+    interrupt_id = paused["__interrupt__"][0]["id"]
+    first = (await lg.client.threads.get_history(thread_id))[-1]["checkpoint"]["checkpoint_id"]
+    async with _http(lg) as http:
+        path = f"/threads/{thread_id}/commands"
+        update = {"messages": [{"role": "user", "content": "never mind"}]}
+        respond = {"interrupt_id": interrupt_id, "response": None, "goto": "model",
+                   "update": update}  # fmt: skip
+        r = await http.post(path, json={"id": 1, "method": "input.respond", "params": respond})
+        assert r.status_code == 200, r.text
+        done = await lg.client.runs.join(
+            thread_id, (await lg.client.runs.list(thread_id))[0]["run_id"]
+        )
+        assert isinstance(done, dict)
+        contents = [m["content"] for m in done["messages"]]
+        assert contents[-2:] == ["never mind", "skipped"]
+        forked = {"assistant_id": "approver", "input": {"messages": []},
+                  "config": {"configurable": {"checkpoint_id": first}}}  # fmt: skip
+        r = await http.post(path, json={"id": 2, "method": "run.start", "params": forked})
+        assert r.status_code == 200, r.text
+    history = await lg.client.threads.get_history(thread_id, limit=50)
+    assert any(
+        (h["parent_checkpoint"] or {}).get("checkpoint_id") == first
+        and [m["content"] for m in h["values"]["messages"]] == [key]
+        for h in history
+    )
 
 
 async def test_a_breakpoint_before_the_model_reads_as_interrupted_with_no_input_asked(

@@ -34,10 +34,21 @@ async def test_update_state_adds_messages_files_and_todos(lg: LangGraph) -> None
     result = await lg.client.runs.wait(thread_id, "worker", input=ask(key))
     assert isinstance(result, dict)
     assert [m["content"] for m in result["messages"]] == ["note from a person", key, "seen it"]
-    with pytest.raises(BadRequestError, match="not the thread's latest"):
-        await lg.client.threads.update_state(
-            thread_id, {"messages": ["x"]}, checkpoint_id=done["checkpoint"]["checkpoint_id"]
-        )
+    # At a past checkpoint: the state is set back there, then updated (a branch).
+    past = done["checkpoint"]["checkpoint_id"]
+    branched = await lg.client.threads.update_state(
+        thread_id, {"messages": ["x"]}, checkpoint_id=past
+    )
+    state = await lg.client.threads.get_state(thread_id)
+    assert state["checkpoint"]["checkpoint_id"] == branched["checkpoint"]["checkpoint_id"]
+    assert [m["content"] for m in state["values"]["messages"]] == ["note from a person", "x"]
+    assert state["values"]["files"] == {"/notes.md": "hello"}
+    assert state["values"]["todos"] == [{"content": "read notes", "status": "pending"}]
+    parent = state["parent_checkpoint"]["checkpoint_id"]
+    restored = await lg.client.threads.get_state(thread_id, checkpoint_id=parent)
+    assert restored["parent_checkpoint"]["checkpoint_id"] == past
+    with pytest.raises(NotFoundError, match="no checkpoint"):
+        await lg.client.threads.update_state(thread_id, {"messages": ["x"]}, checkpoint_id="99999")
 
 
 async def test_update_state_is_refused_while_a_run_awaits(lg: LangGraph) -> None:

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
 
-from agency.contracts.commands import ApproveToolCalls, CancelRun, InvokeThread, UpdateThreadState
+from agency.contracts.commands import (
+    ApproveToolCalls,
+    CancelRun,
+    DelayRun,
+    InvokeThread,
+    UpdateThreadState,
+)
 from agency.contracts.events import (
     AnyEvent,
     BlueprintSwitched,
     ChatMessage,
     FileWritten,
     HitlInterrupt,
+    HitlResume,
     MessageAppended,
     ParentRef,
     RequestAccepted,
@@ -99,6 +107,68 @@ async def test_commands_bound_to_an_ended_run_do_nothing() -> None:
     current = ApproveToolCalls(agency_id="ag", thread_id="th", approved=True, run_id="r2")
     (resume,) = commands.approve(state, current, "k")
     assert resume.run_id == "r2"  # type: ignore[union-attr]
+
+
+async def test_an_approval_with_an_update_writes_its_files_and_holds_its_messages() -> None:
+    """The files are written before the calls run; the messages wait on the run, and leave
+    it as they are appended (after the step's tool results)."""
+    state = await thread_with_run_2_paused()
+    hint = ChatMessage(role="user", content="be brief")
+    approve = ApproveToolCalls(
+        agency_id="ag", thread_id="th", approved=True, run_id="r2",
+        messages=(hint,), files={"a.md": "x"},
+    )  # fmt: skip
+    written, resume = commands.approve(state, approve, "k")
+    assert written == FileWritten(run_id="r2", path="a.md", content="x", origin="attachment")
+    assert isinstance(resume, HitlResume) and resume.messages == (hint,)
+    store, position = MemoryEventStore(), Position()
+
+    async def fold_after(*events: AnyEvent) -> ThreadState:
+        nonlocal position
+        position = (await store.append("t", "thread", "th", events, expected=position)).position
+        return fold("t", "th", await store.read("t", "thread", "th"))
+
+    await fold_after(
+        ThreadCreated(agency_id="ag", agent_type="worker"),
+        *started("r2"),
+        MessageAppended(run_id="r2", message=ChatMessage(role="assistant", tool_calls=(CALL,))),
+        HitlInterrupt(run_id="r2", proposed_tool_calls=(CALL,)),
+        RunPaused(run_id="r2", reason="hitl"),
+    )
+    held = await fold_after(written, resume)
+    assert held.run("r2").held_messages == (hint,)  # type: ignore[union-attr]
+    other = await fold_after(MessageAppended(run_id="r2", message=ChatMessage(role="user")))
+    assert other.run("r2").held_messages == (hint,)  # type: ignore[union-attr]
+    appended = await fold_after(MessageAppended(run_id="r2", message=hint))
+    assert appended.run("r2").held_messages == ()  # type: ignore[union-attr]
+
+
+async def test_a_delayed_run_is_pending_until_its_invoke_and_withdrawn_by_a_cancel() -> None:
+    store, position = MemoryEventStore(), Position()
+
+    async def fold_after(*events: AnyEvent) -> ThreadState:
+        nonlocal position
+        position = (await store.append("t", "thread", "th", events, expected=position)).position
+        return fold("t", "th", await store.read("t", "thread", "th"))
+
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    idle = await fold_after(ThreadCreated(agency_id="ag", agent_type="worker"))
+    delay = DelayRun(agency_id="ag", thread_id="th", run_id="r1", not_before=due)
+    (delayed,) = commands.delay(idle, delay)
+    pending = await fold_after(delayed)
+    assert [r.run_id for r in pending.delayed()] == ["r1"]
+    assert commands.delay(pending, delay) == ()
+    invoke = InvokeThread(agency_id="ag", thread_id="th", run_id="r1", not_before=due)
+    (accepted,) = commands.invoke(pending, invoke, "k1")
+    taken = await fold_after(accepted)
+    assert taken.delayed() == () and [r.run_id for r in taken.runs] == ["r1"]
+
+    other = await fold_after(*commands.delay(taken, msgspec.structs.replace(delay, run_id="r2")))
+    (withdrawn,) = commands.cancel(other, CancelRun(agency_id="ag", thread_id="th", run_id="r2"))
+    assert isinstance(withdrawn, RunCanceled) and withdrawn.reason.startswith(commands.WITHDRAWN)
+    canceled = await fold_after(withdrawn)
+    late = InvokeThread(agency_id="ag", thread_id="th", run_id="r2", not_before=due)
+    assert commands.invoke(canceled, late, "k2") == ()
 
 
 def test_the_active_run_limit_refuses_a_root_run_but_never_one_inside_an_admitted_tree() -> None:

@@ -9,10 +9,14 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from agency.contracts.commands import DelayRun, InvokeThread
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import ChatMessage
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
@@ -256,3 +260,39 @@ async def test_runtime_killed_inside_a_code_agent_resumes_its_handler(
     # Nothing the record held was done again; the call cut short was made again.
     assert kinds.count("tool.started") == 1 and kinds.count("agent.state_set") == 1
     assert kinds.count("model.started") == 2 and kinds.count("model.completed") == 2
+
+
+async def test_a_delayed_invoke_survives_a_runtime_restart(
+    bus: Bus, nats_url: str, tenant: str, llm: FakeLLMServer, data_dir: Path,
+    process_cleanup: list[ServiceProcess],
+) -> None:  # fmt: skip
+    """The delay is kept by the broker: the run, pending on the log, starts when it is due
+    although the runtime that put it there died, and starts once."""
+    key = "kill-delayed-" + tenant
+    llm.script(key, [ScriptStep(content="started when due")])
+    runtime = ServiceProcess("runtime", data_dir, "--ack-wait", "2")
+    process_cleanup.append(runtime)
+    await runtime.start()
+    async with running_agents(
+        bus, nats_url, tenant, llm, services=("registry", "tools"), system=build_app()
+    ) as agents:
+        thread = await agents.thread("worker")
+        run_id, due = "run_" + key, utc_now() + timedelta(seconds=4)
+        command = InvokeThread(
+            agency_id=agents.agency, thread_id=thread, run_id=run_id,
+            messages=(ChatMessage(role="user", content=key),), not_before=due,
+        )  # fmt: skip
+        delay = DelayRun(agency_id=agents.agency, thread_id=thread, run_id=run_id, not_before=due)
+        await bus.commands.send(tenant, command)
+        await bus.commands.send(tenant, delay)
+        await agents.wait_for(thread, lambda es: "run.delayed" in [e.type for e in es])
+        await runtime.kill()
+        await runtime.start()
+        events = await agents.wait_terminal(thread, timeout=40)
+        await asyncio.sleep(1.0)  # anything a duplicate worker would add arrives by now
+        events = await agents.events(thread)
+    kinds = [e.type for e in events]
+    assert kinds.count("request.accepted") == 1 and kinds.count("run.started") == 1
+    (started,) = [e for e in events if e.type == "run.started"]
+    assert started.envelope.ts >= due
+    assert settled(events)[-1].payload.result == "started when due"

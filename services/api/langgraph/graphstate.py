@@ -30,6 +30,7 @@ from agency.contracts.events import (
     RunCompleted,
     RunError,
     RunPaused,
+    StateRestored,
     StateUpdated,
     ThreadCreated,
     ThreadMetadataSet,
@@ -37,13 +38,16 @@ from agency.contracts.events import (
 )
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.api.langgraph.content import content_dict
 from agency.services.api.langgraph.wire import Interrupt, RunStatus, ThreadStatus
 from agency.services.api.runstatus import RunStatuses
 
 RESUME_MARK = "~"
 # Events that change `values`; with interrupts and breakpoints, each is a checkpoint of the
 # thread's history (`is_checkpoint`).
-VALUE_EVENTS = frozenset({"message.appended", "file.written", "todos.written"})
+VALUE_EVENTS = frozenset(
+    {"message.appended", "file.written", "todos.written", "thread.state_restored"}
+)
 CHECKPOINT_EVENTS = VALUE_EVENTS | {"hitl.interrupt"}
 # The pauses that end a stretch: for approval of tool calls (an interrupt, or a breakpoint
 # before tools), and at a breakpoint before a model call (`interrupt_before=["model"]`,
@@ -112,7 +116,7 @@ def tool_call_dict(call: ToolCall) -> dict[str, Any]:
 def message_dict(message: ChatMessage, message_id: str) -> dict[str, Any]:
     """A ChatMessage as LangChain serialises a message (`type`: human, ai, tool, system)."""
     out: dict[str, Any] = {
-        "content": message.content,
+        "content": [content_dict(p) for p in message.parts] if message.parts else message.content,
         "additional_kwargs": {},
         "response_metadata": {},
         "id": message_id,
@@ -237,6 +241,11 @@ class GraphView:
         match payload:
             case StateUpdated(as_node=node):
                 self.updated_as = node
+            case StateRestored(from_seq=from_seq, messages=messages, message_ids=ids):
+                # A branch: this checkpoint's parent is the one it was set back to.
+                self.parent_seq, self.updated_as, self._model_step = from_seq, None, None
+                named = [*ids, *(f"msg-{event.seq}-{i}" for i in range(len(ids), len(messages)))]
+                self.messages = [message_dict(m, n) for m, n in zip(messages, named, strict=True)]
             case RequestAccepted(run_id=run_id, strategy=strategy, stream_modes=modes):
                 self.updated_as = None
                 self.strategies[run_id] = strategy

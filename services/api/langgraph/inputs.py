@@ -7,14 +7,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-import msgspec
 from litestar.exceptions import ValidationException
 
-from agency.contracts.events import ChatMessage, ClientTool, ToolCall
+from agency.contracts.envelope import utc_now
+from agency.contracts.events import ChatMessage, ClientTool, ContentPart, ToolCall
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.services.api.client_tools import answers, offered
+from agency.services.api.langgraph.content import (
+    check_inline_size,
+    has_images,
+    inline_chars,
+    parts_of,
+    text_of,
+)
 from agency.services.api.langgraph.wire import MultitaskStrategy, RunCreate
 
 # LangGraph's default strategy is `reject`; ours (`/invoke`) is `queue`.
@@ -91,19 +99,32 @@ def breakpoints(data: NamesBreakpoints) -> Breakpoints:
 def refuse_unmapped(data: RunCreate) -> None:
     """Options of a LangGraph run that Agency has no counterpart for: a clear 400."""
     unmapped = {
-        "checkpoint": data.checkpoint,
-        "checkpoint_id": data.checkpoint_id,
-        "after_seconds": data.after_seconds,
         "on_completion='delete'": data.on_completion == "delete",
     }
     named = [*unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
-    if data.command is not None and data.command.goto:
-        named.append("command.goto")
-    if data.command is not None and data.command.update and data.command.resume is not None:
-        named.append("command.update with command.resume")
     if data.multitask_strategy == "rollback":
         named.append("multitask_strategy 'rollback' (the log is append-only: use 'interrupt')")
     refuse_options(named, "runs")
+
+
+# The longest a run may be asked for ahead of its start: a week.
+MAX_AFTER_SECONDS = 7 * 24 * 3600
+
+
+def not_before(data: RunCreate) -> datetime | None:
+    """When a run with `after_seconds` starts (None: at once)."""
+    after = data.after_seconds
+    if not after:
+        return None
+    if not 0 < after <= MAX_AFTER_SECONDS:
+        raise ValidationException(
+            f"after_seconds is 0 to {MAX_AFTER_SECONDS} (a week), not {after}"
+        )
+    if data.command is not None:
+        raise ValidationException(
+            "after_seconds delays a new run: a `command` (resume, goto) goes on at once"
+        )
+    return utc_now() + timedelta(seconds=after)
 
 
 def refuse_options(named: Sequence[str], onto: str) -> None:
@@ -119,14 +140,29 @@ def strategy_of(data: RunCreate) -> ConcurrencyStrategy:
     return STRATEGIES[data.multitask_strategy or "reject"]
 
 
-def _text(content: Any) -> str:
+def _parts(content: Any) -> tuple[ContentPart, ...]:
     if isinstance(content, str):
-        return content
+        return (ContentPart(type="text", text=content),)
     if isinstance(content, list):
-        parts = [p.get("text", "") if isinstance(p, dict) else p for p in content]
-        if all(isinstance(p, str) for p in parts):
-            return "".join(parts)
-    raise ValidationException("message content must be text or a list of text blocks")
+        return parts_of(content)
+    raise ValidationException("message content must be text or a list of content parts")
+
+
+def _text(content: Any) -> str:
+    parts = _parts(content)
+    if has_images(parts):
+        raise ValidationException("images are content of human messages only")
+    return text_of(parts)
+
+
+def _with_content(role: str, content: Any) -> ChatMessage:
+    """A human message keeps its images (`parts`, beside its text); others are text."""
+    if role != "user":
+        return ChatMessage(role=role, content=_text(content))  # type: ignore[arg-type]
+    parts = _parts(content)
+    if not has_images(parts):
+        return ChatMessage(role="user", content=text_of(parts))
+    return ChatMessage(role="user", content=text_of(parts), parts=parts)
 
 
 def _message(item: Any) -> ChatMessage:
@@ -150,7 +186,7 @@ def _message(item: Any) -> ChatMessage:
             f"input message role {str(role)[:40]!r} does not map: use human, ai, system, or "
             "tool (answering a call of the client's own tool)"
         )
-    return ChatMessage(role=mapped, content=_text(content))  # type: ignore[arg-type]
+    return _with_content(mapped, content)
 
 
 def _tools(raw: Any) -> tuple[ClientTool, ...]:
@@ -163,27 +199,6 @@ def _tools(raw: Any) -> tuple[ClientTool, ...]:
         raise ValidationException("input `tools` is a list of {name, description, parameters}")
     specs = [t.get("function") if isinstance(t.get("function"), dict) else t for t in raw]
     return offered((t.get("name"), t.get("description", ""), t.get("parameters")) for t in specs)
-
-
-def with_update_as_input(data: RunCreate) -> RunCreate:
-    """A run with `command: {update}` (and no resume): the update is what the run starts
-    from, as LangGraph applies it before the graph goes on; its `messages` and `files` are
-    the run's input. Its other keys do not map (`todos`: `threads.update_state`)."""
-    command = data.command
-    if command is None or not command.update or command.resume is not None:
-        return data
-    if data.input:
-        raise ValidationException("send `input` or `command.update`, not both")
-    update = command.update
-    if not isinstance(update, dict):
-        raise ValidationException("`command.update` maps state keys (messages, files) to values")
-    other = sorted(k for k in update if k not in ("messages", "files"))
-    if other:
-        raise ValidationException(
-            f"`command.update` of {', '.join(other)[:80]} does not map: a run starts from "
-            "messages and files (todos: threads.update_state)"
-        )
-    return msgspec.structs.replace(data, input=update, command=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +234,7 @@ def invocation(data: dict[str, Any] | None) -> Invocation:
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise ValidationException("input `files` maps paths to text")
     messages = tuple(_message(m) for m in raw)
+    check_inline_size(sum(inline_chars(m.parts) for m in messages))
     return Invocation(messages=messages, files=dict(files), tools=_tools(data.get("tools")))
 
 

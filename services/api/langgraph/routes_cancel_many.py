@@ -43,9 +43,11 @@ async def _cancel(
     so that none of them joins the active run as it ends."""
     wanted = None if run_ids is None else {r.split("~", 1)[0] for r in run_ids}
     if status in ("pending", "all") or wanted is not None:
-        for queued in view.state.queue:
-            if wanted is None or queued.run_id in wanted:
-                await send_cancel(deps, tenant, view, queued.run_id)
+        # Queued behind the active run, or asked for to start later (`after_seconds`).
+        waiting = [q.run_id for q in view.state.queue] + [r.run_id for r in view.state.delayed()]
+        for run_id in waiting:
+            if wanted is None or run_id in wanted:
+                await send_cancel(deps, tenant, view, run_id)
     active = view.state.active_run
     if status == "pending" or active is None:
         return

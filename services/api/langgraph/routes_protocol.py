@@ -3,9 +3,11 @@
 
 `run.start` starts a run as `runs.create` does (the thread created by it when it does not
 exist yet, `multitask_strategy` default `enqueue`, as LangGraph's protocol has it); on a
-thread awaiting approval its `input` resumes the interrupt, as LangGraph's does.
-`input.respond` answers the pending interrupt as `command: {resume: {id: response}}` does:
-an approve of the calls the run awaits. Both go through `begin_run`. The event stream
+thread awaiting approval its `input` resumes the interrupt, as LangGraph's does; from a
+checkpoint (`config.configurable.checkpoint_id`, the SDK's `forkFrom`) it starts from that
+checkpoint's state. `input.respond` answers the pending interrupt as `command: {resume:
+{id: response}, update, goto}` does: an approve of the calls the run awaits. Both go
+through `begin_run`. The event stream
 folds the thread from its start (`protocol_events`) and sends the events of the channels
 asked for after `since` (none: all of them), then follows the thread until the client
 leaves.
@@ -80,9 +82,8 @@ def _run_create(params: dict[str, Any], **fields: Any) -> RunCreate:
     config = params.get("config")
     configurable = config.get("configurable") if isinstance(config, dict) else None
     if isinstance(configurable, dict) and configurable.get("checkpoint_id"):
-        raise ValidationException(
-            "run.start from a checkpoint (forkFrom) does not map: `agency fork` forks a thread"
-        )
+        # From a checkpoint (`forkFrom`): the run starts from its state, as `runs.create`'s.
+        fields = {**fields, "checkpoint_id": str(configurable["checkpoint_id"])}
     try:
         return msgspec.convert(
             {
@@ -150,7 +151,7 @@ async def _input_respond(call: ps.ThreadCall, params: dict[str, Any]) -> dict[st
         raise NotFoundException(
             f"interrupt {unknown[0][:80]!r} is not pending in thread {view.thread_id}"
         )
-    resume = Command(resume=answers)
+    resume = Command(resume=answers, update=params.get("update"), goto=params.get("goto"))
     data = _run_create({}, assistant_id=view.state.agent_type, command=resume)
     await begin_run(call.deps, call.tenant, call.thread_id, data, call.request)
     return {}

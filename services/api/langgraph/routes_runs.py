@@ -326,7 +326,8 @@ async def cancel_run(
     view = await load_thread(deps, tenant, thread_id)
     run_out(view, ref)
     active = view.state.active_run
-    queued = view.state.queued(ref.run_id) is not None
+    waiting = {r.run_id for r in view.state.delayed()}
+    queued = view.state.queued(ref.run_id) is not None or ref.run_id in waiting
     if not queued and (active is None or active.run_id != ref.run_id):
         status = view.run_status(ref)
         raise ClientException(

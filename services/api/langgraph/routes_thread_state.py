@@ -4,8 +4,10 @@
 `file.written`) and `todos` (replacing the plan, `todos.written`): `runtime.update_state`,
 decided by the runtime on the thread it holds, refused while a run is active. `as_node`
 (`model` or `tools`) makes the update as that node of the graph (`thread.state_updated`
-first): what follows the node is the thread's `next` until its next run. The answer's
-checkpoint is the last event written.
+first): what follows the node is the thread's `next` until its next run. At a past
+`checkpoint_id`, the state is set back there first (`thread.state_restored`, `branch`),
+in the same append: the update makes a branch. The answer's checkpoint is the last event
+written.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from litestar.exceptions import ClientException, ValidationException
 from litestar.params import JSONBody
 
 from agency.contracts.commands import UpdateThreadState
-from agency.contracts.events import Todo
+from agency.contracts.events import StateRestored, Todo
 from agency.contracts.events.thread import GraphNode
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
+from agency.services.api.langgraph.branch import checkpoint_seq, restore_of
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.inputs import invocation
 from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
@@ -80,13 +83,10 @@ async def update_state(
             "updates per node does not map: an Agency thread has one state)"
         )
     wanted = data.checkpoint_id or (data.checkpoint or {}).get("checkpoint_id")
-    if wanted is not None and wanted != str(view.checkpoint_seq):
-        raise ValidationException(
-            f"checkpoint {str(wanted)[:40]!r} is not the thread's latest "
-            f"({view.checkpoint_seq}): the log is append-only; fork the thread there "
-            "(`POST /agency/{agencyId}/agent/{threadId}/fork`) and update the fork"
-        )
-    await apply_update(deps, tenant, view, data.values, data.as_node)
+    seq = checkpoint_seq(wanted) if wanted is not None else view.checkpoint_seq
+    # At a past checkpoint: the state is set back there first, in the same append.
+    restore = await restore_of(deps, tenant, view, seq) if seq != view.checkpoint_seq else None
+    await apply_update(deps, tenant, view, data.values, data.as_node, restore)
     now = await load_thread(deps, tenant, view.thread_id)
     return UpdateStateOut(
         checkpoint=Checkpoint(thread_id=now.thread_id, checkpoint_id=str(now.checkpoint_seq))
@@ -94,7 +94,12 @@ async def update_state(
 
 
 async def apply_update(
-    deps: ApiDeps, tenant: str, view: GraphView, given: dict[str, Any], node: str | None
+    deps: ApiDeps,
+    tenant: str,
+    view: GraphView,
+    given: dict[str, Any],
+    node: str | None,
+    restore: StateRestored | None = None,
 ) -> None:
     """Write one update of `messages`, `files` and `todos` as `node` (or none) on an idle
     thread: `runtime.update_state`, read back; 409 when a run is active or starts first."""
@@ -123,6 +128,7 @@ async def apply_update(
         files=asked.files,
         todos=todos,
         as_node=as_node,
+        restore=restore,
     )
     written = await send_and_read(deps, tenant, "thread", view.thread_id, command)
     if written.event is None:

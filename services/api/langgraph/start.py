@@ -1,27 +1,40 @@
-"""Starting a LangGraph run: an invoke of the thread (`multitask_strategy` → our strategy),
-or, with `command: {resume}`, an approval of the calls its paused run awaits, which names
-the stretch of that run that follows (`<run id>~<seq>`)."""
+"""Starting a LangGraph run: an invoke of the thread (`multitask_strategy` → our strategy;
+`after_seconds`: decided then, pending on the log until; from a past `checkpoint_id`: the
+thread set back there first, `branch`), or, with `command: {resume}` (its `update` and
+`goto`, `command`), an approval of the calls its paused run awaits, which names the stretch
+of that run that follows (`<run id>~<seq>`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 
 from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.ids import new_id
+from agency.domain.thread_parts import RunView
 from agency.services.api.deps import ApiDeps
+from agency.services.api.langgraph.branch import branched
+from agency.services.api.langgraph.command import (
+    SKIPPED,
+    Goto,
+    goto_of,
+    update_with_resume,
+    with_update_as_input,
+)
 from agency.services.api.langgraph.follow import following
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import (
     Approval,
+    Invocation,
     approval,
     breakpoints,
     invocation,
+    not_before,
     refuse_unmapped,
     strategy_of,
-    with_update_as_input,
 )
 from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.scope import (
@@ -63,7 +76,8 @@ async def begin_run(
     created now, of the run's assistant. `follow`: the caller follows the run on from the
     feed it is given, which read its events as the log stored them, the status included."""
     refuse_unmapped(data)
-    data = with_update_as_input(data)
+    due = not_before(data)
+    goto = goto_of(data)
     webhook = webhook_of(data.webhook)
     try:
         view = await load_thread(deps, tenant, thread_id, deferred=True)
@@ -71,12 +85,26 @@ async def begin_run(
         if data.if_not_exists != "create":
             raise
         view = awaiting_view(tenant, thread_id_of(thread_id))
+    if goto is not None and data.command is not None and not awaits_approval(view):
+        if goto.node == "tools":
+            raise ClientException(
+                status_code=409,
+                detail=f"no tool calls of thread {view.thread_id} wait for the 'tools' node: "
+                "command.goto 'tools' runs the calls a run paused before",
+            )
+        # To the model: a run (its update the input), as any run asks the model.
+        goto, data = (
+            None,
+            msgspec.structs.replace(data, command=msgspec.structs.replace(data.command, goto=None)),
+        )
+    data = with_update_as_input(data)
+    invocation(data.input)  # refused before the thread exists, or is set back
+    view = await branched(deps, tenant, view, data)
     if view.created is None:
         if data.command is not None:
             raise ClientException(
                 status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
             )
-        invocation(data.input)  # refused before the thread exists
         agency_id = await agency_for(deps, tenant, request)
         agent_type = await agent_type_named(deps, tenant, agency_id, data.assistant_id)
         view = await new_thread(deps, tenant, agency_id, agent_type, {}, view.thread_id)
@@ -95,11 +123,15 @@ async def begin_run(
         switch_to = named if named != view.state.agent_type else None
     # Holds nothing until read: only the invoke's wait below opens it.
     feed = following(deps, view, closing_event(request.app.state)) if follow else None
-    if data.command is not None and data.command.resume is not None:
+    if data.command is not None and (data.command.resume is not None or goto is not None):
         if data.input:
             raise ValidationException("send `input` or `command.resume`, not both")
         modes = stream_modes(data.stream_mode)
-        return Begun(view, await resume_run(deps, tenant, view, data.command.resume, modes), feed)
+        update = update_with_resume(data)
+        resumed = await resume_run(
+            deps, tenant, view, data.command.resume, modes, update=update, goto=goto
+        )
+        return Begun(view, resumed, feed)
     if data.input is None and data.command is None and awaits_approval(view):
         # LangGraph resumes a static breakpoint with a run without input: it goes on (the
         # calls it paused before approved).
@@ -135,6 +167,7 @@ async def begin_run(
             pause_before_model=stops.pause_before_model,
             pause_after_tools=stops.pause_after_tools,
             client_tools=asked.tools,
+            not_before=due,
         )
         if started.status == "rejected":
             raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
@@ -184,21 +217,23 @@ async def resume_breakpoint(deps: ApiDeps, tenant: str, view: GraphView, data: R
 
 
 async def resume_run(
-    deps: ApiDeps, tenant: str, view: GraphView, resume: Any, modes: tuple[str, ...] = ()
+    deps: ApiDeps,
+    tenant: str,
+    view: GraphView,
+    resume: Any,
+    modes: tuple[str, ...] = (),
+    *,
+    update: Invocation | None = None,
+    goto: Goto | None = None,
 ) -> RunRef:
+    """The decision a resume stands for, with the update it carries (`command.update`)
+    and where it goes on (`command.goto`)."""
     run = view.state.active_run
     if run is None or not awaits_approval(view):
         raise ClientException(
             status_code=409, detail=f"thread {view.thread_id} has no interrupt to resume"
         )
-    interrupt_id = view.interrupt_ids.get(run.run_id, run.run_id)
-    # At a breakpoint before a model call there is no interrupt to take the value (as in
-    # LangGraph): the run goes on, whatever it is.
-    decided = (
-        Approval(True, None, "")
-        if run.at_breakpoint
-        else approval(resume, run.hitl_pending, interrupt_id)
-    )
+    decided = _decided(view, run, resume, goto)
     assert view.created is not None
     command = ApproveToolCalls(
         agency_id=view.created.agency_id,
@@ -208,6 +243,8 @@ async def resume_run(
         reason=decided.reason,
         run_id=run.run_id,
         stream_modes=modes,
+        messages=update.messages if update is not None else (),
+        files=update.files if update is not None else {},
     )
     key = new_id()
     # Answered once the runtime recorded the resume (bounded): a client joining the stretch
@@ -221,3 +258,32 @@ async def resume_run(
     # The stretch after the pause: the id `runs.list` names it by once it began.
     pauses = view.pauses.get(run.run_id)
     return RunRef(run.run_id, pauses[-1] if pauses else view.last_seq)
+
+
+def _decided(view: GraphView, run: RunView, resume: Any, goto: Goto | None) -> Approval:
+    """The approval a resume stands for. At a breakpoint before a model call there is no
+    interrupt to take the value (as in LangGraph): the run goes on, whatever it is. Before
+    tool calls, `goto` 'tools' runs them and 'model' skips them (rejected), and a value
+    given with it must say the same."""
+    if run.at_breakpoint:
+        if goto is not None and goto.node == "tools":
+            raise ClientException(
+                status_code=409,
+                detail=f"run {run.run_id} waits before a model call, with no tool calls for "
+                "the 'tools' node: command.goto 'model' goes on",
+            )
+        return Approval(True, None, "")
+    to_tools = goto is None or goto.node == "tools"
+    interrupt_id = view.interrupt_ids.get(run.run_id, run.run_id)
+    if isinstance(resume, dict) and interrupt_id in resume:
+        resume = resume[interrupt_id]  # the value keyed by the interrupt it answers
+    if resume is None and goto is not None:
+        return Approval(to_tools, None, "" if to_tools else SKIPPED)
+    decided = approval(resume, run.hitl_pending, interrupt_id)
+    if goto is not None and decided.approved != to_tools:
+        said = "approves" if decided.approved else "rejects"
+        raise ValidationException(
+            f"command.goto {goto.node!r} and a resume that {said} the pending tool calls "
+            "contradict each other: 'tools' runs them, 'model' skips them"
+        )
+    return decided
