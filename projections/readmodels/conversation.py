@@ -2,6 +2,11 @@
 
 Each is a projection of its own so each can be rebuilt alone. Statements run in stream
 order, consecutive ones of a kind batched (`projections.statements`).
+
+A thread set back to a past checkpoint (`thread.state_restored`) holds that checkpoint's
+messages, files and todos from there on: its rows are replaced by them. The restored
+messages take the sequence numbers just below the restoring event's, in order, so the
+messages after it follow them (there are fewer of them than events before it).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from agency.contracts.events import (
     RunCanceled,
     RunCompleted,
     RunError,
+    StateRestored,
     SubagentCompleted,
     SubagentSpawned,
+    Todo,
     TodosWritten,
 )
 from agency.projections.statements import Statement, statement_projection, upsert
@@ -57,13 +64,15 @@ _MESSAGE = (
 )
 
 
-def _message_row(env: Envelope, message: ChatMessage) -> tuple[object, ...]:
+def _message_row(
+    env: Envelope, message: ChatMessage, seq: int, run_id: str | None
+) -> tuple[object, ...]:
     calls = msgspec.json.encode(message.tool_calls).decode() if message.tool_calls else None
     return (
         env.tenant_id,
         env.aggregate_id,
-        env.seq,
-        env.run_id,
+        seq,
+        run_id,
         message.role,
         message.content,
         calls,
@@ -73,13 +82,24 @@ def _message_row(env: Envelope, message: ChatMessage) -> tuple[object, ...]:
     )
 
 
+_MESSAGES_BEFORE = "DELETE FROM messages WHERE tenant_id = $1 AND thread_id = $2 AND seq < $3"
+
+
 def _message_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     for env in envelopes:
-        if isinstance(env.payload, MessageAppended):
-            yield _MESSAGE, _message_row(env, env.payload.message)
+        match env.payload:
+            case MessageAppended(message=message):
+                yield _MESSAGE, _message_row(env, message, env.seq, env.run_id)
+            case StateRestored(messages=messages):
+                yield _MESSAGES_BEFORE, (env.tenant_id, env.aggregate_id, env.seq)
+                first = env.seq - len(messages)
+                for i, message in enumerate(messages):
+                    yield _MESSAGE, _message_row(env, message, first + i, None)
 
 
-MESSAGES = _thread_projection("messages", MESSAGES_DDL, _message_statements, {"message.appended"})
+MESSAGES = _thread_projection(
+    "messages", MESSAGES_DDL, _message_statements, {"message.appended", "thread.state_restored"}
+)
 
 # --- todos -----------------------------------------------------------------------------
 
@@ -104,28 +124,31 @@ _TODOS_INSERT = (
 
 
 def _todo_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
-    # Each write replaces the whole list, so only a thread's last write of the batch counts.
-    last: dict[tuple[str, str], tuple[TodosWritten, datetime]] = {}
+    # Each write (and each restore) replaces the whole list, so only a thread's last one of
+    # the batch counts.
+    last: dict[tuple[str, str], tuple[tuple[Todo, ...], datetime]] = {}
     for env in envelopes:
-        if isinstance(env.payload, TodosWritten):
-            last[(env.tenant_id, env.aggregate_id)] = (env.payload, env.ts)
-    for (tenant, thread), (payload, ts) in sorted(last.items()):
+        if isinstance(env.payload, TodosWritten | StateRestored):
+            last[(env.tenant_id, env.aggregate_id)] = (env.payload.todos, env.ts)
+    for (tenant, thread), (todos, ts) in sorted(last.items()):
         yield _TODOS_CLEAR, (tenant, thread)
-        if payload.todos:
+        if todos:
             yield (
                 _TODOS_INSERT,
                 (
                     tenant,
                     thread,
-                    list(range(len(payload.todos))),
-                    [t.content for t in payload.todos],
-                    [t.status for t in payload.todos],
+                    list(range(len(todos))),
+                    [t.content for t in todos],
+                    [t.status for t in todos],
                     ts,
                 ),
             )
 
 
-TODOS = _thread_projection("todos", TODOS_DDL, _todo_statements, {"todos.written"})
+TODOS = _thread_projection(
+    "todos", TODOS_DDL, _todo_statements, {"todos.written", "thread.state_restored"}
+)
 
 # --- files -----------------------------------------------------------------------------
 
@@ -147,18 +170,32 @@ _FILE = upsert(
 )
 
 
+_FILES_CLEAR = "DELETE FROM files WHERE tenant_id = $1 AND thread_id = $2"
+
+
 def _file_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
-    # The latest write of a path wins: keep only it, so no row is written twice.
+    # The latest write of a path wins: keep only it, so no row is written twice. A restore
+    # replaces the thread's files: the writes before it are written first.
     latest: dict[tuple[str, str, str], tuple[object, ...]] = {}
     for env in envelopes:
-        if isinstance(env.payload, FileWritten):
-            key = (env.tenant_id, env.aggregate_id, storable_key(env.payload.path))
-            latest[key] = (*key, env.payload.content, env.ts)
+        match env.payload:
+            case FileWritten(path=path, content=content):
+                key = (env.tenant_id, env.aggregate_id, storable_key(path))
+                latest[key] = (*key, content, env.ts)
+            case StateRestored(files=files):
+                yield from ((_FILE, latest[key]) for key in sorted(latest))
+                latest.clear()
+                tenant, thread = env.tenant_id, env.aggregate_id
+                yield _FILES_CLEAR, (tenant, thread)
+                for path, content in sorted(files.items()):
+                    yield _FILE, (tenant, thread, storable_key(path), content, env.ts)
     for key in sorted(latest):
         yield _FILE, latest[key]
 
 
-FILES = _thread_projection("files", FILES_DDL, _file_statements, {"file.written"})
+FILES = _thread_projection(
+    "files", FILES_DDL, _file_statements, {"file.written", "thread.state_restored"}
+)
 
 # --- tool calls awaiting a person ------------------------------------------------------
 

@@ -4,6 +4,7 @@ the branch."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from langgraph_sdk.errors import BadRequestError, NotFoundError
 
@@ -48,6 +49,13 @@ async def test_a_run_from_a_past_checkpoint_starts_from_its_state(lg: LangGraph)
     assert [m["id"] for m in restored["values"]["messages"]] == [
         m["id"] for m in at_one["values"]["messages"]
     ]
+    # Agency's own view of the thread (its read models) is the branch's state too.
+    headers = {"Authorization": f"Bearer {lg.key}"}
+    async with httpx.AsyncClient(base_url=lg.url, headers=headers, timeout=20) as http:
+        r = await http.get(f"/agency/{lg.agency}/agent/{thread}/state")
+        assert r.status_code == 200, r.text
+        messages = r.json()["state"]["messages"]
+    assert [m["content"] for m in messages] == [first, "one", branch, "another two"]
 
 
 async def test_a_checkpoint_the_thread_does_not_have_is_refused(lg: LangGraph) -> None:

@@ -40,6 +40,7 @@ from agency.contracts.events import (
     RunResumed,
     RunStarted,
     RunTick,
+    StateRestored,
     SubagentCompleted,
     SubagentSpawned,
     TenantCreated,
@@ -357,6 +358,35 @@ async def built_whole(
 ) -> Built:
     """As `built`, each projection having read the whole log, as a rebuild does."""
     return await _built(bus, world, run_projection, pool, whole=True)
+
+
+async def test_a_restored_state_replaces_the_threads_messages_files_and_todos(
+    world: World, pool: asyncpg.Pool, built: Built
+) -> None:
+    """A thread set back to a past checkpoint shows that checkpoint's state, then what came
+    after it, whatever the batches the events come in."""
+    restored = StateRestored(
+        from_seq=2,
+        messages=(user("kept"), ChatMessage(role="assistant", content="kept too")),
+        files={"kept.md": "k"},
+        todos=(Todo(content="again", status="pending"),),
+    )
+    await built.log.add(
+        "thread",
+        world.thread,
+        FileWritten(path="lost.md", content="written before the restore"),
+        restored,
+        MessageAppended(message=user("after")),
+        FileWritten(path="after.md", content="a"),
+        agency=world.agency,
+    )
+    await caught_up(built.runners, built.log.bus)
+    async with pool.acquire() as conn:
+        view = await queries.thread_state(conn, world.a, world.agency, world.thread)
+    assert view is not None
+    assert [m.content for m in view.state.messages] == ["kept", "kept too", "after"]
+    assert view.state.files == {"kept.md": "k", "after.md": "a"}
+    assert view.state.todos == [queries.TodoView(content="again", status="pending")]
 
 
 async def test_paused_run_shows_pending_calls_and_paused_status(
