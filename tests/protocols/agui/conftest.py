@@ -51,10 +51,16 @@ class Tenant:
         return f"{self.url}/agui/{agency or self.agency}/{blueprint}"
 
     async def client(
-        self, blueprint: str, turns: list[dict[str, Any]], thread: str | None = None
+        self,
+        blueprint: str,
+        turns: list[dict[str, Any]],
+        thread: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Run `turns` with the AG-UI client on one thread (a new one unless named)."""
+        """Run `turns` with the AG-UI client on one thread (a new one unless named), its
+        agent holding `messages` to start with (none unless given)."""
         plan = {
+            "messages": messages or [],
             "url": self.route(blueprint),
             "key": self.key,
             "threadId": thread or str(uuid.uuid4()),
