@@ -1,5 +1,7 @@
 """The SDK's client through a proxy, as clients meet one: a `SendStreamingMessage` stream
-cut mid-run, then `SubscribeToTask` following the task to its end with nothing missing."""
+cut mid-run, then `SubscribeToTask` following the task to its end with nothing missing;
+and the cards, read through a proxy that rewrites `Host` and serves the API under a path,
+naming the origin the client called, not the API behind the proxy."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from a2a.client import A2AClientError
+from a2a.client import A2ACardResolver, A2AClientError
 from a2a.types import GetTaskRequest, StreamResponse, SubscribeToTaskRequest, TaskState
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.jsclients import Proxy
+from tests.langgraph.proxy import proxy as prefix_proxy
 from tests.protocols.a2a.conftest import BINDINGS, Tenant
 from tests.protocols.a2a.helpers import WAIT, ask
 
@@ -73,3 +76,25 @@ async def test_a_cut_stream_is_followed_to_its_end_by_subscribing(
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert [p.text for a in done.artifacts for p in a.parts] == [ANSWER]
     assert [m.parts[0].text for m in done.history] == [key, ANSWER]
+
+
+PREFIX = "/tools/agency"
+
+
+async def test_the_cards_behind_a_proxy_name_the_origin_the_client_called(
+    tenant: Tenant,
+) -> None:
+    async with prefix_proxy(tenant.url, prefix=PREFIX) as front:
+        # The proxy says `X-Forwarded-Proto: https` and the `Host` it was called by.
+        public = f"https://{front.url.removeprefix('http://')}{PREFIX}"
+        behind = dataclasses.replace(tenant, url=f"{front.url}{PREFIX}")
+        card = await behind.card("worker")
+        catalogue = await A2ACardResolver(tenant.http, f"{front.url}{PREFIX}").get_agent_card()
+        upstream = front.requests
+    assert upstream[0].startswith(b"GET /a2a/"), upstream  # the prefix was stripped
+    agent = f"{public}/a2a/{tenant.agency}/worker"
+    assert [i.url for i in card.supported_interfaces] == [agent, agent]
+    assert [i.url for i in catalogue.supported_interfaces] == [f"{public}/a2a"] * 2
+    assert catalogue.provider.url == public
+    skill = next(s for s in catalogue.skills if s.id == f"{tenant.agency}/worker")
+    assert f"Card: {agent}/.well-known/agent-card.json" in skill.description
