@@ -65,3 +65,38 @@ async def test_a_cut_run_ends_on_the_server_and_the_next_run_shows_its_whole_ans
     last = next(r for r in reversed(tenant.llm.requests) if f"{key}: two" in str(r))
     users = [m["content"] for m in last["messages"] if m["role"] == "user"]
     assert users == [f"{key}: one", f"{key}: two"]
+
+
+async def test_a_run_cut_before_its_answer_began_is_not_asked_again(tenant: Tenant) -> None:
+    """The application kept only the user's message; sent again with the next one, the
+    thread takes the next one only."""
+    key = f"agui-early-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="first answer"), ScriptStep(content="and then")])
+    thread = str(uuid.uuid4())
+    async with Proxy(tenant.url, cut_after=1, cuts=1) as proxy:
+        proxied = dataclasses.replace(tenant, url=proxy.url)
+        cut = await proxied.client("worker", [{"user": f"{key}: one"}], thread=thread)
+        assert proxy.cut == 1
+    assert types(cut["turns"][0]["events"]) == ["RUN_STARTED"]
+    kept = cut["messages"]
+    assert [m["role"] for m in kept] == ["user"]
+
+    async def ended() -> None:
+        events = await tenant.bus.store.read(tenant.id, "thread", thread)
+        assert [e.type for e in events if e.type in TERMINAL] == ["run.completed"]
+
+    await assert_eventually(ended, timeout=30)
+    got = await tenant.client("worker", [{"user": f"{key}: two"}], thread=thread, messages=kept)
+    (turn,) = got["turns"]
+    assert turn["error"] is None and turn["outcome"]["outcome"] == "success", turn
+    (snapshot,) = [e for e in turn["events"] if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert [(m["role"], m.get("content")) for m in snapshot["messages"]] == [
+        ("user", f"{key}: one"),
+        ("assistant", "first answer"),
+        ("user", f"{key}: two"),
+        ("assistant", "and then"),
+    ]
+    assert snapshot["messages"][0]["id"] == kept[0]["id"]
+    last = next(r for r in reversed(tenant.llm.requests) if f"{key}: two" in str(r))
+    users = [m["content"] for m in last["messages"] if m["role"] == "user"]
+    assert users == [f"{key}: one", f"{key}: two"]
