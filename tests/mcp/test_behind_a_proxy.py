@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx2
 from mcp.client.auth.utils import extract_resource_metadata_from_www_auth
 
-from tests.langgraph.proxy import proxy
+from tests.forwarding_proxy import proxy
 from tests.mcp.conftest import System
 
 PREFIX = "/tools/agency"

@@ -15,8 +15,8 @@ from a2a.client import A2ACardResolver, A2AClientError
 from a2a.types import GetTaskRequest, StreamResponse, SubscribeToTaskRequest, TaskState
 
 from agency.services.llm.fake_scripts import ScriptStep
-from tests.langgraph.jsclients import Proxy
-from tests.langgraph.proxy import proxy as prefix_proxy
+from tests.cutting_proxy import Proxy
+from tests.forwarding_proxy import proxy as prefix_proxy
 from tests.protocols.a2a.conftest import BINDINGS, Tenant
 from tests.protocols.a2a.helpers import WAIT, ask
 

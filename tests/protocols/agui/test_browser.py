@@ -17,8 +17,8 @@ from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.jsclients import Site, build_page
 from tests.langgraph.conftest import APP_ORIGIN
-from tests.langgraph.jsclients import Site, build_page
 from tests.protocols.agui.conftest import Tenant
 
 FIRST = "Let me look that word up in the dictionary before I answer you"

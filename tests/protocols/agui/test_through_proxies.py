@@ -9,8 +9,8 @@ import dataclasses
 import uuid
 
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.cutting_proxy import Proxy
 from tests.helpers import assert_eventually
-from tests.langgraph.jsclients import Proxy
 from tests.protocols.agui.conftest import Tenant, text_of, types
 
 WORDS = " ".join(f"word{i}" for i in range(40))

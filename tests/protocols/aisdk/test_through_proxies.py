@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from tests.langgraph.jsclients import Proxy
-from tests.langgraph.proxy import proxy
+from tests.cutting_proxy import Proxy
+from tests.forwarding_proxy import proxy
 from tests.protocols.aisdk.conftest import Tenant
 
 PREFIX = "/tools/agency"
