@@ -1,7 +1,9 @@
 """`@ag-ui/client`'s HttpAgent through a proxy, as clients meet one. AG-UI has no
 reconnect: a run whose stream is cut mid-answer goes on to its end on the server, the
 thread takes the next run, and that run's `MESSAGES_SNAPSHOT` carries the whole answer
-the cut stream lost the rest of."""
+the cut stream lost the rest of. A message the thread took from a stream cut before its
+answer began is not taken again when the client sends it with its next one; the same
+words sent alone are a new message."""
 
 from __future__ import annotations
 
@@ -100,3 +102,19 @@ async def test_a_run_cut_before_its_answer_began_is_not_asked_again(tenant: Tena
     last = next(r for r in reversed(tenant.llm.requests) if f"{key}: two" in str(r))
     users = [m["content"] for m in last["messages"] if m["role"] == "user"]
     assert users == [f"{key}: one", f"{key}: two"]
+
+
+async def test_a_client_sending_only_its_latest_message_is_taken_at_its_word(
+    tenant: Tenant,
+) -> None:
+    """The same words as the thread's last input, sent alone, are a new message."""
+    key = f"agui-again-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="first answer"), ScriptStep(content="and then")])
+    thread = str(uuid.uuid4())
+    await tenant.client("worker", [{"user": f"{key}: yes"}], thread=thread)
+    got = await tenant.client("worker", [{"user": f"{key}: yes"}], thread=thread)
+    (turn,) = got["turns"]
+    assert turn["error"] is None and text_of(turn["events"]) == "and then", turn
+    last = next(r for r in reversed(tenant.llm.requests) if key in str(r))
+    users = [m["content"] for m in last["messages"] if m["role"] == "user"]
+    assert users == [f"{key}: yes", f"{key}: yes"]
