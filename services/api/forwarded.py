@@ -10,8 +10,9 @@ trusted proxy itself), the scheme, the `Host` header, and the prefix, which the 
 that name their own assets (the console, `/schema`) put in front of every path. From any
 other peer they are ignored: a client cannot claim an address or a host.
 
-The API's answers never carry an absolute URL (`Location` is a path the SDKs join onto
-their base URL), so nothing else depends on these headers.
+The API's answers carry no absolute URL (`Location` is a path the SDKs join onto their
+base URL) but where a protocol asks for one (A2A's agent cards, MCP's protected-resource
+metadata): those name `public_base`, the URL the client called the API by.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from litestar.datastructures import MutableScopeHeaders
+from litestar.datastructures import Headers, MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -125,6 +126,13 @@ def _apply(scope: Scope, proxies: TrustedProxies) -> None:
     prefix = _first(headers.get("x-forwarded-prefix")).rstrip("/")
     if prefix and _PREFIX.fullmatch(prefix):
         scope[PREFIX_KEY] = prefix  # type: ignore[literal-required]
+
+
+def public_base(scope: Scope) -> str:
+    """The URL the client called the API by, without a trailing `/`: the scheme, the `Host`
+    and the prefix, as a trusted proxy forwarded them (else as the API saw them)."""
+    host = Headers.from_scope(scope).get("host") or "localhost"
+    return f"{scope.get('scheme', 'http')}://{host}{forwarded_prefix(scope)}"
 
 
 def forwarded_prefix(scope: Scope) -> str:

@@ -3,6 +3,8 @@
 //
 //   node agui.mjs '{"url": "...", "key": "...", "threadId": "...", "turns": [...]}'
 //
+// `messages`, if given, are the agent's messages to start with (what an application kept
+// of the thread, as `initialMessages`).
 // Each turn is one run of the same agent (so of one thread): `user` adds a user message,
 // `answer` answers every tool call the last run left pending with that content (a
 // frontend tool's result), `resume` answers the open interrupts (`"approve"`, `"reject"`,
@@ -16,6 +18,7 @@ const agent = new HttpAgent({
   url: plan.url,
   headers: plan.key ? { Authorization: `Bearer ${plan.key}` } : {},
   threadId: plan.threadId,
+  initialMessages: plan.messages ?? [],
 });
 
 function resumeOf(turn, interrupts) {
@@ -26,6 +29,11 @@ function resumeOf(turn, interrupts) {
       : { interruptId: i.id, status: "resolved", payload: { approved: false, reason: "not now" } },
   );
 }
+
+// A cut stream also rejects a promise of the client's own that nothing awaits; a browser
+// logs that and goes on, and so does this script (they are reported, as `unhandled`).
+const unhandled = [];
+process.on("unhandledRejection", (e) => unhandled.push(String(e?.message ?? e)));
 
 const turns = [];
 let interrupts = [];
@@ -67,4 +75,4 @@ for (const turn of plan.turns) {
   pending = outcome?.pendingToolCallIds ?? [];
   turns.push({ events, outcome, error });
 }
-console.log(JSON.stringify({ turns, messages: agent.messages, state: agent.state }));
+console.log(JSON.stringify({ turns, messages: agent.messages, state: agent.state, unhandled }));

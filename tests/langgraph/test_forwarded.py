@@ -21,9 +21,9 @@ from agency.services.api.forwarded import (
     forwarded_prefix,
 )
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.forwarding_proxy import proxy
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import WAIT, ask, collect
-from tests.langgraph.proxy import proxy
 
 PREFIX = "/tools/agency"
 TEXT = "an answer streamed in many small chunks, long enough to be cut in its middle"

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.cutting_proxy import Proxy
+from tests.jsclients import run_node
 from tests.langgraph.conftest import LangGraph, new_tenant
 from tests.langgraph.helpers import call, collect
-from tests.langgraph.jsclients import Proxy, run_node
 
 TEXT = "one two three four five six seven eight nine ten eleven twelve"
 

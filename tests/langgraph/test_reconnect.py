@@ -10,9 +10,9 @@ from langgraph_sdk import get_client
 from langgraph_sdk.schema import StreamPart
 
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.forwarding_proxy import proxy
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import WAIT, ask, call, collect
-from tests.langgraph.proxy import proxy
 
 TEXT = "a fairly long answer streamed in many small chunks so that a cut lands mid-run"
 MODES = ["messages-tuple", "values", "updates"]

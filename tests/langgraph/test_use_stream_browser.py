@@ -16,9 +16,9 @@ from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.jsclients import Site, build_page
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import call
-from tests.langgraph.jsclients import Site, build_page
 
 FIRST = "Let me look that word up in the dictionary before I answer you"
 SECOND = (

@@ -24,6 +24,7 @@ from agency.infra.db import create_pool, migrate
 from agency.infra.jetstream.connection import Bus
 from agency.projections.setup import prepare_read_models
 from agency.services.api.deps import ApiDeps, ApiSettings
+from agency.services.api.forwarded import TrustedProxies
 from agency.services.api.tenant_scope import scope_session
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
@@ -33,6 +34,8 @@ from tests.runtime.conftest import make_system
 from tests.serving import serving
 
 ADMIN = "admin-" + secrets.token_urlsafe(12)
+# The tests' proxies, at 127.0.0.1, are trusted to say what the client called.
+SETTINGS = ApiSettings(admin_secret=ADMIN, trusted_proxies=TrustedProxies.parse("127.0.0.1"))
 # How a client opens: as those of the 2025 revisions, or of 2026-07-28.
 Era = Literal["initialize", "discover"]
 ERAS: tuple[Era, ...] = ("initialize", "discover")
@@ -77,9 +80,7 @@ async def mcp_system(nats_url: str, database_url: str, bus: Bus) -> AsyncIterato
         provider = OpenAIProvider(base_url=llm.base_url, api_key="fake")
         system = make_system()
         api_bus = await Bus(nats_url, name="mcp-api").connect()
-        deps = ApiDeps(
-            pool=pool, bus=api_bus, system=system, settings=ApiSettings(admin_secret=ADMIN)
-        )
+        deps = ApiDeps(pool=pool, bus=api_bus, system=system, settings=SETTINGS)
         config = StackConfig(
             nats_url=nats_url, database_url=db_url, system=system, provider=provider
         )

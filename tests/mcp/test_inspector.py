@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.langgraph.jsclients import JS, NODE_TIMEOUT, node_ready
+from tests.jsclients import JS, NODE_TIMEOUT, node_ready
 from tests.mcp.conftest import System, Tenant
 
 INSPECTOR = JS / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"

@@ -20,6 +20,7 @@ from agency.services.api.a2a.card import (
 from agency.services.api.a2a.jsonrpc import AgencyPath, BlueprintPath
 from agency.services.api.a2a.wire import ENCODER
 from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.forwarded import public_base
 
 
 def _json(value: Any) -> Response[bytes]:
@@ -36,7 +37,7 @@ async def agent_card(
 ) -> Response[bytes]:
     agent = await agent_named(deps, principal, request, agency_id, blueprint)
     spec = await blueprint_spec(deps, agent.tenant, agent.agency_id, agent.blueprint)
-    url = agent_url(str(request.base_url), agent.agency_id, agent.blueprint)
+    url = agent_url(public_base(request.scope), agent.agency_id, agent.blueprint)
     return _json(blueprint_card(deps, spec, url))
 
 
@@ -44,7 +45,7 @@ async def agent_card(
 async def catalogue_card(
     principal: Caller, deps: Deps, request: Request[Any, Any, State]
 ) -> Response[bytes]:
-    return _json(await tenant_card(deps, tenant_of(principal), str(request.base_url)))
+    return _json(await tenant_card(deps, tenant_of(principal), public_base(request.scope)))
 
 
 CARD_ROUTES = [agent_card, catalogue_card]

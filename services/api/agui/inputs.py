@@ -2,7 +2,8 @@
 interrupts its paused run awaits, or nothing it may ask (a refusal the run ends with).
 
 An AG-UI client sends the whole conversation each time; the thread holds it already, so
-only what follows the client's last assistant message is new. Pure: no I/O.
+only what follows the client's last assistant message is new, less what the thread took
+already of it (a run cut before its answer began). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def plan(state: ThreadState, data: RunAgentInput) -> NewInput | Resume | Refusal
                 "interrupts_pending",
             )
         open_calls = state.open_tool_calls() if run is None else ()
-        return NewInput(answers(open_calls, new_messages(data.messages)), client_tools(data.tools))
+        fresh = unanswered_dropped(state.messages, data.messages, new_messages(data.messages))
+        return NewInput(answers(open_calls, fresh), client_tools(data.tools))
     if run is None or not held:
         return Refusal(
             f"thread {state.thread_id} has no open interrupt: send the run without `resume`",
@@ -157,6 +159,34 @@ def new_messages(messages: list[MessageIn]) -> tuple[ChatMessage, ...]:
                 )
             )
     return tuple(out)
+
+
+def unanswered_dropped(
+    held: tuple[ChatMessage, ...], given: list[MessageIn], new: tuple[ChatMessage, ...]
+) -> tuple[ChatMessage, ...]:
+    """`new` without the messages the thread took already but the client never saw
+    answered (a run whose stream was cut before its answer began): the client sends them
+    again, before its next one. They are the thread's messages after its answer to the
+    client's last assistant message (by count), matched in order; one message at least
+    stays new, so a client that sends only its latest message is taken at its word."""
+    answered = sum(1 for m in given if m.role == "assistant")
+    seen = 0
+    taken: list[ChatMessage] = []
+    for message in held:
+        if message.role == "assistant":
+            seen += 1
+            if seen > answered:
+                break
+        elif seen == answered:
+            taken.append(message)
+    n = 0
+    while n < min(len(taken), len(new) - 1) and _same_input(taken[n], new[n]):
+        n += 1
+    return new[n:]
+
+
+def _same_input(a: ChatMessage, b: ChatMessage) -> bool:
+    return (a.role, a.content, a.tool_call_id) == (b.role, b.content, b.tool_call_id)
 
 
 def _text(message: MessageIn) -> str:

@@ -22,7 +22,7 @@ import msgspec
 from litestar import Request, Response, get, post
 
 from agency.services.api.auth import PUBLIC_OPT
-from agency.services.api.forwarded import PREFIX_KEY
+from agency.services.api.forwarded import public_base
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 REGISTRATION = "/register"
@@ -47,16 +47,8 @@ class RegistrationRefused(msgspec.Struct, frozen=True, kw_only=True):
     error_description: str
 
 
-def _base(request: Request[Any, Any, Any]) -> str:
-    """The URL the client called the API by (a trusted proxy's scheme, host and prefix)."""
-    scope = request.scope
-    host = request.headers.get("host") or "localhost"
-    prefix = str(scope.get(PREFIX_KEY, "") or "")
-    return f"{scope.get('scheme', 'http')}://{host}{prefix}"
-
-
 def metadata_url(request: Request[Any, Any, Any], mcp_path: str) -> str:
-    return f"{_base(request)}{WELL_KNOWN}{mcp_path}"
+    return f"{public_base(request.scope)}{WELL_KNOWN}{mcp_path}"
 
 
 def challenge(request: Request[Any, Any, Any], mcp_path: str, message: str) -> str:
@@ -93,7 +85,7 @@ def _metadata_route(mcp_path: str) -> Any:
     )
     def protected_resource(request: Request[Any, Any, Any]) -> Response[ProtectedResource]:
         document = ProtectedResource(
-            resource=_base(request) + mcp_path,
+            resource=public_base(request.scope) + mcp_path,
             bearer_methods_supported=["header"],
             resource_name="Agency MCP server (bearer: a tenant's API key)",
         )

@@ -1,6 +1,7 @@
 """The whole system with a fake model that takes a few hundred milliseconds per answer, and
 the official `a2a-sdk` client pointed at a blueprint's agent card with a fresh tenant's key.
 
+The API trusts the `X-Forwarded-*` of a proxy at 127.0.0.1 (as the tests' proxies are).
 One system for the package: systems share the session's NATS and its durable consumers,
 so two alive at once would take each other's runs."""
 
@@ -18,6 +19,7 @@ from a2a.types import AgentCard
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.api.deps import ApiSettings
+from agency.services.api.forwarded import TrustedProxies
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, running_system
 from tests.langgraph.conftest import new_tenant
@@ -25,6 +27,7 @@ from tests.langgraph.conftest import new_tenant
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
 BINDINGS = [JSONRPC, HTTP_JSON]
+SETTINGS = ApiSettings(admin_secret=ADMIN, trusted_proxies=TrustedProxies.parse("127.0.0.1"))
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,7 @@ async def a2a_system(
 ) -> AsyncIterator[System]:
     async with (
         FakeLLMServer(instant=True, latency_ms=(300, 600)) as llm,
-        running_system(
-            nats_url, database_url, nats_server, llm, ApiSettings(admin_secret=ADMIN)
-        ) as url,
+        running_system(nats_url, database_url, nats_server, llm, SETTINGS) as url,
     ):
         yield System(url=url, llm=llm)
 

@@ -1,6 +1,8 @@
 """The whole system, its fake model answering after 0.3 to 0.6 s as a real one would, and
 AG-UI's own client (`@ag-ui/client`, run in node) pointed at `/agui` with a fresh tenant's
-key. One system for the package: systems share the session's durable consumers."""
+key. The API allows the browser pages of this machine and `APP_ORIGIN` (CORS) and trusts
+the tests' proxies at 127.0.0.1. One system for the package: systems share the session's
+durable consumers."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import running_system
-from tests.langgraph.conftest import new_tenant
-from tests.langgraph.jsclients import run_node
+from tests.jsclients import run_node
+from tests.langgraph.conftest import SETTINGS, new_tenant
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ async def agui_system(
 ) -> AsyncIterator[System]:
     async with (
         FakeLLMServer(instant=True, latency_ms=(300, 600)) as llm,
-        running_system(nats_url, database_url, nats_server, llm) as url,
+        running_system(nats_url, database_url, nats_server, llm, SETTINGS) as url,
     ):
         yield System(url=url, llm=llm)
 
@@ -51,10 +53,16 @@ class Tenant:
         return f"{self.url}/agui/{agency or self.agency}/{blueprint}"
 
     async def client(
-        self, blueprint: str, turns: list[dict[str, Any]], thread: str | None = None
+        self,
+        blueprint: str,
+        turns: list[dict[str, Any]],
+        thread: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Run `turns` with the AG-UI client on one thread (a new one unless named)."""
+        """Run `turns` with the AG-UI client on one thread (a new one unless named), its
+        agent holding `messages` to start with (none unless given)."""
         plan = {
+            "messages": messages or [],
             "url": self.route(blueprint),
             "key": self.key,
             "threadId": thread or str(uuid.uuid4()),

@@ -18,8 +18,8 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import running_apis
+from tests.jsclients import run_node
 from tests.langgraph.conftest import SETTINGS, new_tenant
-from tests.langgraph.jsclients import run_node
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from tests.cutting_proxy import Proxy
 from tests.langgraph.conftest import new_tenant
-from tests.langgraph.jsclients import Proxy
 from tests.protocols.aisdk.conftest import Tenant
 
 

@@ -14,7 +14,7 @@ from playwright.async_api import Browser, Page, async_playwright
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
-from tests.langgraph.jsclients import Site, build_page
+from tests.jsclients import Site, build_page
 from tests.protocols.aisdk.conftest import Tenant
 
 ANSWER = (
