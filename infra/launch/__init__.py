@@ -16,7 +16,8 @@ from agency.infra.launch.nats_server import (
     NatsServer,
     nats_server_binary,
 )
-from agency.infra.launch.postgres_server import PostgresServer, ensure_database, pg_bin_dir
+from agency.infra.launch.postgres_binaries import pg_bin_dir
+from agency.infra.launch.postgres_server import PostgresServer, ensure_database
 from agency.infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
 from agency.infra.launch.testcontainers_backend import (
     NatsContainerServer,
