@@ -29,16 +29,10 @@ from agency.contracts.subjects import COMMANDS_STREAM, command_subject, service_
 from agency.infra.jetstream.consumers import ensure_consumer
 from agency.infra.jetstream.deadletter import DeadLetters
 from agency.infra.jetstream.errors import StoreTimeout
+from agency.infra.jetstream.outcomes import Ack, Outcome, Reject, Retry, Undecodable
 from agency.infra.jetstream.tracing import context_from, current_carrier
-from agency.infra.jetstream.worker import (
-    Ack,
-    ConsumerWorker,
-    Outcome,
-    Reject,
-    Retry,
-    Undecodable,
-    WorkerTuning,
-)
+from agency.infra.jetstream.worker import ConsumerWorker
+from agency.infra.jetstream.worker_tuning import WorkerTuning
 from agency.infra.keyed_locks import KeyedLocks
 
 log = structlog.get_logger(__name__)

@@ -20,17 +20,11 @@ from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import DurableSpec, ensure_consumer
 from agency.infra.jetstream.decoding import record_from_js_msg
+from agency.infra.jetstream.outcomes import Ack, Outcome, Reject, Undecodable
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 from agency.infra.jetstream.tracing import context_from
-from agency.infra.jetstream.worker import (
-    Ack,
-    ConsumerWorker,
-    DeadLetterHook,
-    Outcome,
-    Reject,
-    Undecodable,
-    WorkerTuning,
-)
+from agency.infra.jetstream.worker import ConsumerWorker, DeadLetterHook
+from agency.infra.jetstream.worker_tuning import WorkerTuning
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)

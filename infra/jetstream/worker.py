@@ -33,8 +33,7 @@ import abc
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from dataclasses import dataclass, field
-from typing import Generic, Literal, TypedDict, TypeVar, Unpack
+from typing import Generic, TypeVar, Unpack
 
 import nats.errors
 import structlog
@@ -44,8 +43,9 @@ from nats.js import JetStreamContext
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.errors import is_transient
 from agency.infra.jetstream.lanes import TENANT_BACKLOG, LaneBounds, Lanes, subject_tenant
-from agency.infra.outage import OutageWait
-from agency.infra.retry import RetryPolicy, until_stopped
+from agency.infra.jetstream.outcomes import Ack, Outcome, Reject, Retry, Undecodable, describe
+from agency.infra.jetstream.worker_tuning import WorkerRetry, WorkerTuning
+from agency.infra.retry import until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -56,16 +56,6 @@ DeadLetterHook = Callable[[T, str, str], Awaitable[None]]
 _SETTLE_TIMEOUT = 2.0
 
 
-# ack, nak, term, in_progress and the dead-letter publish.
-SETTLE_RETRY = RetryPolicy(attempts=6, timeout=15.0, wait_initial=0.1, wait_max=2.0)
-# One round of creating and binding the durable; rounds repeat until `stop`.
-SUBSCRIBE_RETRY = RetryPolicy(
-    attempts=8, timeout=60.0, wait_initial=0.5, wait_max=5.0, wait_jitter=0.5
-)
-# The owner's hook run before a message is dead-lettered.
-HOOK_RETRY = RetryPolicy(attempts=5, timeout=30.0, wait_initial=0.2, wait_max=3.0)
-
-
 def _batch_size(free: int, *, backlog: bool) -> int:
     """How many messages to fetch with `free` slots: all of them while the last fetch came
     back full, else one. nats-py's fetch of several messages that finds none waiting can
@@ -74,57 +64,6 @@ def _batch_size(free: int, *, backlog: bool) -> int:
     of the batch until the fetch's timeout. A fetch of one returns with its message. With
     messages waiting, a batch is answered at once with what there is."""
     return free if backlog else 1
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerRetry:
-    """The retry policies of a worker's own NATS operations (and of its dead-letter hook),
-    and how long a handler waits out an outage before its delivery counts as failed."""
-
-    settle: RetryPolicy = SETTLE_RETRY
-    subscribe: RetryPolicy = SUBSCRIBE_RETRY
-    hook: RetryPolicy = HOOK_RETRY
-    outage: OutageWait = field(default_factory=OutageWait.from_env)
-
-
-class Undecodable(Exception):
-    """The message is not what this consumer reads: dead-letter it at once."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """Handled: acknowledge."""
-
-
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """Not now: hand it back, to be delivered again in `delay` seconds."""
-
-    delay: float
-
-
-@dataclass(frozen=True, slots=True)
-class Reject(Generic[T]):
-    """Never: dead-letter it with `reason`, then settle it with `settle`. `item` (what the
-    message decoded to) is handed to the dead-letter hook; None skips the hook."""
-
-    reason: str
-    detail: str
-    item: T | None = None
-    settle: Literal["term", "ack"] = "term"
-
-
-Outcome = Ack | Retry | Reject[T]
-
-
-def describe(error: BaseException) -> str:
-    """`ExcType: message`, as a log line or a dead letter's detail names an error."""
-    message = str(error)
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def _subscribe_failure(exc: Exception) -> bool:
@@ -139,24 +78,6 @@ def _settle_failure(exc: Exception) -> bool:
 
 def _any_failure(exc: Exception) -> bool:
     return True
-
-
-class WorkerTuning(TypedDict, total=False):
-    """How a worker paces itself, the same keywords for every worker (defaults after `=`).
-
-    `shutdown_grace` (= 5.0): seconds the handlers in flight get once `stop` is set.
-    `poll_interval` (= 1.0): the longest a fetch waits, so how soon `stop` is seen.
-    `retry` (= `WorkerRetry()`): how failed fetches, subscribes and settles are retried.
-    `held` (= `concurrency`): messages fetched and not yet settled, at least `concurrency`.
-    `tenant_running`, `tenant_held` (= 0, no bound): one tenant's share of both.
-    """
-
-    shutdown_grace: float
-    poll_interval: float
-    retry: WorkerRetry | None
-    held: int | None
-    tenant_running: int
-    tenant_held: int
 
 
 class ConsumerWorker(abc.ABC, Generic[T]):

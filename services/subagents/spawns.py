@@ -3,7 +3,7 @@
 A child's `thread.created` comes back while its spawn is still linking it and sending its
 first invoke: the coordinator then has nothing to adopt. Only a child whose spawn went no
 further than its creation (its delivery dead-lettered, its process gone) is started from
-`thread.created` (`Coordinator._adopt`).
+`thread.created` (`Spawner.adopt`).
 """
 
 from __future__ import annotations

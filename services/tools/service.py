@@ -54,9 +54,10 @@ from agency.infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
 from agency.infra.jetstream.errors import ConcurrencyError, StoreError
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.eventworker import EventConsumer
+from agency.infra.jetstream.outcomes import Ack, Outcome, Reject
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.infra.jetstream.tracing import context_from
-from agency.infra.jetstream.worker import Ack, Outcome, Reject, WorkerTuning
+from agency.infra.jetstream.worker_tuning import WorkerTuning
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import Tool, ToolContext
 from agency.services.tool_execution.executor import (

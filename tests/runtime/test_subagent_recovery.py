@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from agency.contracts.events import RequestAccepted
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.llm.fake_scripts import ScriptStep
-from agency.services.subagents.service import Coordinator
+from agency.services.subagents.spawner import Spawner
 from tests.runtime.conftest import Agents
 from tests.runtime.test_subagents import children, task, terminal
 
@@ -22,16 +22,16 @@ async def test_a_child_whose_invoke_was_lost_is_started_once_it_exists(
     """The crash point: the spawn stops right after `registry.create_thread`, as if the
     coordinator died there and its delivery was settled. Only the child's `thread.created`
     is left to bring the child to life."""
-    finish = Coordinator._finish_spawn
+    finish = Spawner._finish_spawn
     lost: list[str] = []
 
-    async def crash_after_create(self: Coordinator, *args: Any, invoke_key: str) -> None:
+    async def crash_after_create(self: Spawner, *args: Any, invoke_key: str) -> None:
         if invoke_key.startswith("spawn-invoke:"):
             lost.append(invoke_key)
             return
         await finish(self, *args, invoke_key=invoke_key)
 
-    monkeypatch.setattr(Coordinator, "_finish_spawn", crash_after_create)
+    monkeypatch.setattr(Spawner, "_finish_spawn", crash_after_create)
     key = "lost-" + agents.tenant
     agents.llm.script(key, [
         ScriptStep(tool_calls=[task(f"child {key}")]),
@@ -78,16 +78,16 @@ async def test_a_non_blocking_child_is_spawned_after_its_run_completed(
     """A non-blocking call is answered at once, so the parent's run can complete before
     the coordinator reaches the request (a slow coordinator, a redelivery). The child
     was promised: it is spawned all the same and reports into a new run."""
-    spawn = Coordinator._spawn
+    spawn = Spawner.spawn
     held: list[str] = []
 
-    async def after_the_run(self: Coordinator, event: RecordedEvent, request: Any) -> None:
+    async def after_the_run(self: Spawner, event: RecordedEvent, request: Any) -> None:
         if not request.blocking:
             held.append(request.tool_call_id)
             await agents.wait_terminal(event.envelope.aggregate_id, timeout=30)
         await spawn(self, event, request)
 
-    monkeypatch.setattr(Coordinator, "_spawn", after_the_run)
+    monkeypatch.setattr(Spawner, "spawn", after_the_run)
     key = "late-spawn-" + agents.tenant
     agents.llm.script(key, [
         ScriptStep(tool_calls=[task(f"late job {key}", "background")]),

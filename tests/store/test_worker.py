@@ -34,7 +34,7 @@ from agency.infra.jetstream.errors import is_transient
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.infra.jetstream.streams import StreamSettings, provision
-from agency.infra.jetstream.worker import WorkerRetry
+from agency.infra.jetstream.worker_tuning import WorkerRetry
 from agency.infra.launch import NatsCluster, NatsServer
 from agency.infra.outage import REGISTRY as OUTAGES, OutageWait
 from agency.infra.retry import RetryPolicy
