@@ -11,7 +11,7 @@ from __future__ import annotations
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.version import package_version
 from agency.projections import queries
-from agency.services.api.a2a.wire import (
+from agency.services.a2a.wire import (
     PROTOCOL_VERSION,
     AgentCapabilities,
     AgentCard,

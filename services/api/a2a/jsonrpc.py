@@ -17,6 +17,16 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import PathParameter
 
+from agency.services.a2a.wire import (
+    ENCODER,
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    SendMessageResponse,
+    StreamResponse,
+    TaskIdRequest,
+    decode,
+)
 from agency.services.api.a2a import listing, service
 from agency.services.api.a2a.answers import (
     EVENT_STREAM,
@@ -37,16 +47,6 @@ from agency.services.api.a2a.errors import (
     UnsupportedOperation,
 )
 from agency.services.api.a2a.service import Agent, a2a_error
-from agency.services.api.a2a.wire import (
-    ENCODER,
-    GetTaskRequest,
-    ListTasksRequest,
-    SendMessageRequest,
-    SendMessageResponse,
-    StreamResponse,
-    TaskIdRequest,
-    decode,
-)
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
 

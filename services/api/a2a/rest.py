@@ -22,6 +22,13 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.params import PathParameter
 
+from agency.services.a2a.wire import (
+    ENCODER,
+    ListTasksRequest,
+    SendMessageRequest,
+    SendMessageResponse,
+    decode,
+)
 from agency.services.api.a2a import listing, service
 from agency.services.api.a2a.answers import agent_named, check_version, sse
 from agency.services.api.a2a.card import PREFIX
@@ -35,13 +42,6 @@ from agency.services.api.a2a.errors import (
 )
 from agency.services.api.a2a.jsonrpc import AgencyPath, BlueprintPath
 from agency.services.api.a2a.service import Agent, a2a_error
-from agency.services.api.a2a.wire import (
-    ENCODER,
-    ListTasksRequest,
-    SendMessageRequest,
-    SendMessageResponse,
-    decode,
-)
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
 

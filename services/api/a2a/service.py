@@ -21,6 +21,15 @@ from agency.contracts.commands import ApproveToolCalls, CancelRun
 from agency.contracts.events import ChatMessage, HitlResume, RunCanceled
 from agency.contracts.ids import derived_id
 from agency.infra.jetstream.records import RecordedEvent
+from agency.services.a2a.tasks import RunTask, ThreadTasks, split_task_id
+from agency.services.a2a.wire import (
+    FINAL_STATES,
+    TERMINAL_STATES,
+    Message,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+)
 from agency.services.api.a2a.errors import (
     A2AError,
     ContentTypeNotSupported,
@@ -28,15 +37,6 @@ from agency.services.api.a2a.errors import (
     TaskNotCancelable,
     TaskNotFound,
     UnsupportedOperation,
-)
-from agency.services.api.a2a.tasks import RunTask, ThreadTasks, split_task_id
-from agency.services.api.a2a.wire import (
-    FINAL_STATES,
-    TERMINAL_STATES,
-    Message,
-    SendMessageRequest,
-    StreamResponse,
-    Task,
 )
 from agency.services.api.auth import require_agent_type, thread_created, thread_terminated
 from agency.services.api.deps import ApiDeps
