@@ -184,6 +184,11 @@ class PushConfigRequest(Wire, kw_only=True):
     page_token: str = ""
 
 
+class ListPushConfigsResponse(Wire, kw_only=True):
+    configs: list[TaskPushNotificationConfig]
+    next_page_token: str = ""
+
+
 # --- the agent card ----------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ import httpx2
 import structlog
 
 from agency.infra.sealing import UnsealError, unseal
+from agency.services.a2a.push import push_headers
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
 from agency.services.webhook_signing import standard_headers
 from agency.services.webhooks.deliveries import PUSH_KIND, Deliveries, Due
@@ -30,10 +31,6 @@ from agency.services.webhooks.deliveries import PUSH_KIND, Deliveries, Due
 log = structlog.get_logger(__name__)
 
 SECRET_NAME = "secret"  # the name the API seals a subscription's secret under
-# What a push config's POSTs carry: the names the API seals them under.
-TOKEN_NAME, SCHEME_NAME, CREDENTIALS_NAME = "token", "scheme", "credentials"
-TOKEN_HEADER = "X-A2A-Notification-Token"  # the header the A2A SDKs send a config's token in
-A2A_JSON = "application/a2a+json"
 # A database or network that is briefly away: the attempt's lease makes it due again.
 _TRANSIENT = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
@@ -146,10 +143,4 @@ def _headers(due: Due, sealed: dict[str, str]) -> dict[str, str]:
     if due.kind != PUSH_KIND:
         secret = sealed.get(SECRET_NAME, "")
         return standard_headers(secret, due.delivery_id, int(time.time()), due.body)
-    headers = {"Content-Type": A2A_JSON, "webhook-id": due.delivery_id}
-    if token := sealed.get(TOKEN_NAME):
-        headers[TOKEN_HEADER] = token
-    scheme, credentials = sealed.get(SCHEME_NAME), sealed.get(CREDENTIALS_NAME)
-    if scheme and credentials:
-        headers["Authorization"] = f"{scheme} {credentials}"
-    return headers
+    return {**push_headers(sealed), "webhook-id": due.delivery_id}

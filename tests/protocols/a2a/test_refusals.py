@@ -37,7 +37,9 @@ def message(*parts: dict[str, Any], **fields: str) -> dict[str, Any]:
         (rpc("SendMessage", message({"text": "hi"}, taskId="nothing.here")), -32001, "not found"),
         (rpc("GetTask", {"id": "no-dot"}), -32001, "not found"),
         (rpc("ListTasks", {"pageSize": 1000}), -32602, "pageSize"),
-        (rpc("CreateTaskPushNotificationConfig", {"taskId": "a.b"}), -32003, "push"),
+        (rpc("CreateTaskPushNotificationConfig", {"taskId": "a.b", "url": "http://h.example/"}),
+         -32001, "not found"),
+        (rpc("CreateTaskPushNotificationConfig", {"url": "http://h.example/"}), -32602, "taskId"),
         ({"id": 1, "method": "GetTask"}, -32600, "jsonrpc"),
         ({**rpc("GetTask", {"id": "a.b"}), "id": {"bad": 1}}, -32600, "id"),
         (rpc("ListTasks", {"status": "DONE"}), -32602, "TaskState"),
@@ -45,7 +47,7 @@ def message(*parts: dict[str, Any], **fields: str) -> dict[str, Any]:
     ],
     ids=[
         "not-json", "unknown-method", "no-message", "no-parts", "spaced-message-id", "file-part", "unknown-task",
-        "malformed-task-id", "page-too-large", "push-config", "not-jsonrpc", "object-id",
+        "malformed-task-id", "page-too-large", "push-config-unknown-task", "push-config-no-task", "not-jsonrpc", "object-id",
         "unknown-status", "bad-timestamp",
     ],
 )  # fmt: skip
