@@ -162,11 +162,11 @@ class Deliveries:
         at: datetime,
         bodies: list[bytes],
     ) -> int:
-        """A delivery of each body (in order) for each push config of the task made by
+        """A delivery of each body for each push config of the task made by
         `at`; how many configs matched."""
         async with self._pool.acquire() as conn, conn.transaction():
             matching = await conn.fetch(_MATCHING_PUSH, tenant, agency, task_id, at)
-            rows = []
+            rows: list[tuple[str, str, str, str, str, str, str, bytes]] = []
             for m in matching:
                 key = push_key(task_id, m["config_id"])
                 rows.extend(

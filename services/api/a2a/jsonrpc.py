@@ -30,6 +30,7 @@ from agency.services.a2a.wire import (
     decode,
 )
 from agency.services.api.a2a import listing, push, service
+from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.answers import (
     EVENT_STREAM,
     EventStream,
@@ -47,7 +48,7 @@ from agency.services.api.a2a.errors import (
     ParseError,
     UnsupportedOperation,
 )
-from agency.services.api.a2a.service import Agent, a2a_error
+from agency.services.api.a2a.service import a2a_error
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
 

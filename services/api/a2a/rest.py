@@ -34,6 +34,7 @@ from agency.services.a2a.wire import (
     decode,
 )
 from agency.services.api.a2a import listing, push, service
+from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.answers import agent_named, check_version, sse
 from agency.services.api.a2a.card import PREFIX
 from agency.services.api.a2a.errors import (
@@ -44,7 +45,7 @@ from agency.services.api.a2a.errors import (
     UnsupportedOperation,
 )
 from agency.services.api.a2a.jsonrpc import AgencyPath, BlueprintPath
-from agency.services.api.a2a.service import Agent, a2a_error
+from agency.services.api.a2a.service import a2a_error
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
 
