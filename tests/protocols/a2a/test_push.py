@@ -20,11 +20,11 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.helpers import call
-from tests.protocols.a2a.conftest import BINDINGS, Tenant
+from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, Tenant
 from tests.protocols.a2a.helpers import WAIT, ask, send
 from tests.protocols.a2a.receiver import Pushed, Receiver, receiving
 
-pytestmark = pytest.mark.parametrize("binding", BINDINGS)
+both = pytest.mark.parametrize("binding", BINDINGS)
 
 
 @pytest.fixture
@@ -48,6 +48,7 @@ def _bearer(
     return TaskPushNotificationConfig(task_id=task_id, url=url, token=token, authentication=auth)
 
 
+@both
 async def test_a_tasks_changes_are_pushed_with_its_token_and_authorization(
     tenant: Tenant, binding: str, receiver: Receiver
 ) -> None:
@@ -98,6 +99,7 @@ async def test_a_tasks_changes_are_pushed_with_its_token_and_authorization(
     assert not receiver.refused
 
 
+@both
 async def test_a_config_sent_with_the_message_pushes_the_task_from_its_start(
     tenant: Tenant, binding: str, receiver: Receiver
 ) -> None:
@@ -115,6 +117,7 @@ async def test_a_config_sent_with_the_message_pushes_the_task_from_its_start(
     assert {p.headers["x-a2a-notification-token"] for p in pushed} == {"from-send"}
 
 
+@both
 async def test_a_tasks_configs_are_read_listed_and_deleted(
     tenant: Tenant, binding: str, receiver: Receiver
 ) -> None:
@@ -160,6 +163,7 @@ async def test_a_tasks_configs_are_read_listed_and_deleted(
             )
 
 
+@both
 @pytest.mark.parametrize(
     ("url", "scheme", "words"),
     [
@@ -180,3 +184,22 @@ async def test_a_config_the_rules_refuse_is_invalid_params(
         config = TaskPushNotificationConfig(task_id=task_id, url=url, authentication=auth)
         with pytest.raises(InvalidParamsError, match=words):
             await client.create_task_push_notification_config(config)
+
+
+async def test_a_config_is_found_by_proto_field_names_as_by_json_names(
+    tenant: Tenant, receiver: Receiver
+) -> None:
+    """`task_id` as `taskId` in JSON-RPC params: proto's JSON readers accept both."""
+    key = f"a2a-push-names-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="named")])
+    async with tenant.client("worker", JSONRPC) as client:
+        task_id = (await send(client, ask(key)))[0].task.id
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig"}
+    params = {"task_id": task_id, "id": "snake", "url": receiver.url}
+    r = await tenant.http.post(tenant.agent_url("worker"), json={**rpc, "params": params})
+    assert r.json()["result"]["taskId"] == task_id, r.text
+    rpc["method"] = "ListTaskPushNotificationConfigs"
+    r = await tenant.http.post(
+        tenant.agent_url("worker"), json={**rpc, "params": {"task_id": task_id}}
+    )
+    assert [c["id"] for c in r.json()["result"]["configs"]] == ["snake"], r.text
