@@ -7,8 +7,9 @@ service POSTs each of the task's status changes to it (`services/webhooks/push.p
 URL meets the egress rule here and on every delivery. Its token and authentication are
 sealed on the log and in the read model, and answered to the task's tenant only.
 
-A config without an id gets a new one; a config created again with the id of one of the
-task's replaces it. Deleting a config the task does not have succeeds (the operation is
+A config without an id takes the task's (as the A2A SDK's servers do), so a message sent
+again with its config configures the same one; a config created again with the id of one
+of the task's replaces it. Deleting a config the task does not have succeeds (the operation is
 idempotent, as the specification has it); another tenant's task, or another agent's, is
 not found.
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 import re
 
 from agency.contracts.commands import ConfigurePush, RemovePush
-from agency.contracts.ids import new_id
 from agency.infra.sealing import seal, unseal
 from agency.services.a2a.push import CREDENTIALS_NAME, SCHEME_NAME, TOKEN_NAME
 from agency.services.a2a.tasks import RunTask
@@ -106,7 +106,7 @@ async def configure(
         raise InvalidParams("url is required: where the task's updates are POSTed")
     if len(config.url) > MAX_URL or (problem := url_problem(config.url)) is not None:
         raise InvalidParams(f"url refused: {problem or 'too long'}")
-    config_id = _config_id(config.id) if config.id else new_id().lower()
+    config_id = _config_id(config.id) if config.id else run.id
     sealed = _sealed(config)
     deps, tenant, agency = agent.deps, agent.tenant, agent.agency_id
     others = await deps.pool.fetchval(_COUNT, tenant, agency, run.id, config_id)
