@@ -58,16 +58,16 @@ WHERE tenant_id = $1 AND agency_id = $2 AND task_id = $3 AND config_id <> $4
 
 def _sealed(config: TaskPushNotificationConfig) -> str:
     """What authenticates the config's POSTs, checked and sealed."""
-    if not _HEADER_VALUE.match(config.token):
+    if not _HEADER_VALUE.fullmatch(config.token):
         raise InvalidParams("token must be at most 4096 printable ASCII characters")
     values = {TOKEN_NAME: config.token} if config.token else {}
     auth = config.authentication
     if auth is not None and (auth.scheme or auth.credentials):
-        if not _SCHEME.match(auth.scheme):
+        if not _SCHEME.fullmatch(auth.scheme):
             raise InvalidParams(
                 "authentication.scheme must be an HTTP authentication scheme (Bearer, Basic, …)"
             )
-        if not auth.credentials or not _HEADER_VALUE.match(auth.credentials):
+        if not auth.credentials or not _HEADER_VALUE.fullmatch(auth.credentials):
             raise InvalidParams(
                 "authentication.credentials must be 1 to 4096 printable ASCII characters"
             )
@@ -90,7 +90,7 @@ def _config(task: str, config_id: str, url: str, sealed: str) -> TaskPushNotific
 
 
 def _config_id(value: str) -> str:
-    if not _CONFIG_ID.match(value):
+    if not _CONFIG_ID.fullmatch(value):
         raise InvalidParams(
             "the config's id must be 1 to 200 printable ASCII characters without spaces"
         )

@@ -123,7 +123,7 @@ def _text(message: Message) -> str:
 def _checked(message: Message) -> Message:
     if not message.message_id:
         raise InvalidParams("message.messageId is required")
-    if not _MESSAGE_ID.match(message.message_id):
+    if not _MESSAGE_ID.fullmatch(message.message_id):
         raise InvalidParams(
             "message.messageId must be 1 to 200 printable ASCII characters without spaces "
             "(a UUID, say)"

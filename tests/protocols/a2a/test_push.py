@@ -170,8 +170,9 @@ async def test_a_tasks_configs_are_read_listed_and_deleted(
         ("http://10.0.0.7/hook", "Bearer", "AGENCY_ALLOW_HOSTS"),
         ("ftp://h.example/hook", "Bearer", "http"),
         ("http://h.example/hook", "Bearer x", "scheme"),
+        ("http://h.example/hook", "Bearer\n", "scheme"),
     ],
-    ids=["private-address", "not-http", "bad-scheme"],
+    ids=["private-address", "not-http", "bad-scheme", "scheme-ending-a-line"],
 )
 async def test_a_config_the_rules_refuse_is_invalid_params(
     tenant: Tenant, binding: str, url: str, scheme: str, words: str

@@ -33,6 +33,8 @@ def message(*parts: dict[str, Any], **fields: str) -> dict[str, Any]:
         (rpc("SendMessage", message()), -32602, "at least one part"),
         (rpc("SendMessage", {"message": {**message({"text": "x"})["message"], "messageId": "a b"}}),
          -32602, "messageId"),
+        (rpc("SendMessage", {"message": {**message({"text": "x"})["message"], "messageId": "ab\n"}}),
+         -32602, "messageId"),
         (rpc("SendMessage", message({"url": "https://x.example/a.png"})), -32005, "files"),
         (rpc("SendMessage", message({"text": "hi"}, taskId="nothing.here")), -32001, "not found"),
         (rpc("GetTask", {"id": "no-dot"}), -32001, "not found"),
@@ -46,7 +48,7 @@ def message(*parts: dict[str, Any], **fields: str) -> dict[str, Any]:
         (rpc("ListTasks", {"statusTimestampAfter": "yesterday"}), -32602, "RFC 3339"),
     ],
     ids=[
-        "not-json", "unknown-method", "no-message", "no-parts", "spaced-message-id", "file-part", "unknown-task",
+        "not-json", "unknown-method", "no-message", "no-parts", "spaced-message-id", "message-id-ending-a-line", "file-part", "unknown-task",
         "malformed-task-id", "page-too-large", "push-config-unknown-task", "push-config-no-task", "not-jsonrpc", "object-id",
         "unknown-status", "bad-timestamp",
     ],
