@@ -1,7 +1,8 @@
 """The A2A TCK (github.com/a2aproject/a2a-tck) against the system: its mandatory tests and
-its tests of the capabilities the card declares (streaming, push notifications), over
-JSON-RPC. It takes minutes, so it is not collected by the suite's run: `just tck` runs it,
-with `AGENCY_A2A_TCK` naming a checkout of the TCK whose `.venv` has it installed.
+its tests of the capabilities the card declares (streaming, push notifications), with both
+bindings the card declares (JSON-RPC and HTTP+JSON) required. It takes minutes, so it is
+not collected by the suite's run: `just tck` runs it, with `AGENCY_A2A_TCK` naming a
+checkout of the TCK whose `.venv` has it installed.
 
 What the TCK fails that is its own mistake, or the mapping docs/protocols.md explains, is
 listed in `KNOWN`; any other failure fails this test, naming the TCK's tests and why."""
@@ -107,7 +108,7 @@ async def _run(tck: Path, tenant: Tenant, path: str, markers: str | None, report
         str(tck / ".venv" / "bin" / "python"), "-m", "pytest", path,
         f"--sut-url={tenant.agent_url('worker')}", "--test-scope=all", "--tb=short", "-q", "--log-level=INFO",
         "-p", "no:cacheprovider", "--json-report", f"--json-report-file={report}",
-        "--transports=jsonrpc", "-p", "agency_tck_auth",
+        "--transports=jsonrpc,rest", "-p", "agency_tck_auth",
     ]  # fmt: skip
     if markers:
         command += ["-m", markers]
