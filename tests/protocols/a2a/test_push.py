@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from a2a.types import (
     AuthenticationInfo,
@@ -19,8 +20,9 @@ from a2a.types import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import new_tenant
 from tests.langgraph.helpers import call
-from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, Tenant
+from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, System, Tenant
 from tests.protocols.a2a.helpers import WAIT, ask, send
 from tests.protocols.a2a.receiver import Pushed, Receiver, receiving
 
@@ -204,3 +206,28 @@ async def test_a_config_is_found_by_proto_field_names_as_by_json_names(
         tenant.agent_url("worker"), json={**rpc, "params": {"task_id": task_id}}
     )
     assert [c["id"] for c in r.json()["result"]["configs"]] == ["snake"], r.text
+
+
+async def test_another_tenants_task_has_no_configs_to_read_or_make(
+    tenant: Tenant, a2a_system: System, receiver: Receiver
+) -> None:
+    key = f"a2a-push-other-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="mine")])
+    async with tenant.client("worker", JSONRPC) as client:
+        task_id = (await send(client, ask(key)))[0].task.id
+        await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task_id, id="mine", url=receiver.url)
+        )
+    other_key, other_id, other_agency = await new_tenant(a2a_system.url, "a2a-other")
+    headers = {"Authorization": f"Bearer {other_key}"}
+    async with httpx.AsyncClient(headers=headers, timeout=WAIT) as http:
+        other = Tenant(tenant.url, tenant.llm, other_key, other_id, other_agency, http)
+        async with other.client("worker", JSONRPC) as client:
+            with pytest.raises(TaskNotFoundError):
+                await client.get_task_push_notification_config(
+                    GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
+                )
+            with pytest.raises(TaskNotFoundError):
+                await client.create_task_push_notification_config(
+                    TaskPushNotificationConfig(task_id=task_id, url=receiver.url)
+                )
