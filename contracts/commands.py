@@ -138,6 +138,27 @@ class UnsubscribeWebhook(Command, frozen=True, kw_only=True, tag="registry.unsub
     subscription_id: str
 
 
+class ConfigurePush(Command, frozen=True, kw_only=True, tag="registry.configure_push"):
+    """Configure (or replace) an A2A push notification of a task of the agency; what
+    authenticates its POSTs is sealed by the API."""
+
+    service = "registry"
+    verb = "configure_push"
+    agency_id: str
+    task_id: str
+    config_id: str
+    url: str
+    sealed_auth: str
+
+
+class RemovePush(Command, frozen=True, kw_only=True, tag="registry.remove_push"):
+    service = "registry"
+    verb = "remove_push"
+    agency_id: str
+    task_id: str
+    config_id: str
+
+
 class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thread"):
     service = "registry"
     verb = "create_thread"
@@ -415,6 +436,8 @@ AnyCommand = (
     | DeleteBlueprint
     | SubscribeWebhook
     | UnsubscribeWebhook
+    | ConfigurePush
+    | RemovePush
     | CreateThread
     | SetThreadMetadata
     | ForkThread

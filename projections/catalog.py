@@ -34,6 +34,7 @@ ALL: tuple[Projection, ...] = (
     workflows.PROJECTION,
     store.PROJECTION,
     webhooks.PROJECTION,
+    webhooks.PUSH_CONFIGS,
 )
 # Every read model's name: what a read of "everything the API serves" waits for.
 NAMES: tuple[str, ...] = tuple(p.name for p in ALL)

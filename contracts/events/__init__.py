@@ -113,6 +113,8 @@ from agency.contracts.events.tool import (
 from agency.contracts.events.tree import StopMode, TreeEvent, TreeStopped, TreeThreadAdmitted
 from agency.contracts.events.webhook import (
     WEBHOOK_KINDS,
+    PushConfigured,
+    PushRemoved,
     WebhookEvent,
     WebhookKind,
     WebhookSubscribed,
@@ -206,6 +208,8 @@ __all__ = [
     "ProposalClosed",
     "ProposalOpened",
     "ProposalVoted",
+    "PushConfigured",
+    "PushRemoved",
     "RegistryEvent",
     "RemoteAgent",
     "ReplyAction",

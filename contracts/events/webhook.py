@@ -2,8 +2,10 @@
 
 They are facts of the agency's log (`agency.<id>`), so a replay or an export carries them;
 the `webhook_subscriptions` read model serves reads, and the webhooks service delivers
-(`services/webhooks/`). The signing secret travels sealed (`infra/sealing.py`), never in
-clear: it is shown once, to the subscription's creator.
+(`services/webhooks/`). A task's A2A push-notification configs are facts of the same log,
+read from `push_configs` and delivered by the same service. The signing secret travels
+sealed (`infra/sealing.py`), never in clear: it is shown once, to the subscription's
+creator.
 """
 
 from __future__ import annotations
@@ -37,4 +39,21 @@ class WebhookUnsubscribed(Event, frozen=True, kw_only=True, tag="webhook.unsubsc
     subscription_id: str
 
 
-WebhookEvent = WebhookSubscribed | WebhookUnsubscribed
+class PushConfigured(Event, frozen=True, kw_only=True, tag="push.configured"):
+    """An A2A push-notification config of a task (`task_id`: `<thread id>.<run id>`): the
+    task's updates are POSTed to `url`. `sealed_auth` holds what the POST carries to
+    authenticate it (the config's token, its scheme and credentials), sealed. The same
+    `config_id` configured again replaces it."""
+
+    task_id: str
+    config_id: str
+    url: str
+    sealed_auth: str
+
+
+class PushRemoved(Event, frozen=True, kw_only=True, tag="push.removed"):
+    task_id: str
+    config_id: str
+
+
+WebhookEvent = WebhookSubscribed | WebhookUnsubscribed | PushConfigured | PushRemoved

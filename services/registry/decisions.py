@@ -11,11 +11,13 @@ import msgspec
 
 from agency.contracts.commands import (
     Command,
+    ConfigurePush,
     CreateAgency,
     CreateTenant,
     CreateThread,
     DeleteBlueprint,
     IssueApiKey,
+    RemovePush,
     RemoveTenantProvider,
     RevokeApiKey,
     SaveBlueprint,
@@ -36,6 +38,8 @@ from agency.contracts.events import (
     ApiKeyRevoked,
     BlueprintDeleted,
     BlueprintSaved,
+    PushConfigured,
+    PushRemoved,
     TenantBudgetSet,
     TenantCreated,
     TenantModelPolicySet,
@@ -84,6 +88,27 @@ def once_per_agency_key(decide: AgencyDecide[C]) -> AgencyDecide[C]:
 def _existing_agency(agency_id: str, state: AgencyState) -> None:
     if not state.created:
         raise CommandRejected("unknown_agency", f"agency {agency_id} does not exist")
+
+
+@once_per_agency_key
+def configure_push(command: ConfigurePush, state: AgencyState, key: str) -> Sequence[AnyEvent]:
+    """A task's push-notification config, new or replacing the one of the same id."""
+    _existing_agency(command.agency_id, state)
+    return (
+        PushConfigured(
+            task_id=command.task_id,
+            config_id=command.config_id,
+            url=command.url,
+            sealed_auth=command.sealed_auth,
+        ),
+    )
+
+
+@once_per_agency_key
+def remove_push(command: RemovePush, state: AgencyState, key: str) -> Sequence[AnyEvent]:
+    """Removed, whether it was configured or not (a removal is idempotent, as A2A has it)."""
+    _existing_agency(command.agency_id, state)
+    return (PushRemoved(task_id=command.task_id, config_id=command.config_id),)
 
 
 @once_per_key
@@ -280,6 +305,8 @@ AgencyCommand = (
     | SetAgencyBudget
     | SubscribeWebhook
     | UnsubscribeWebhook
+    | ConfigurePush
+    | RemovePush
 )
 AGENCY_DECISIONS: dict[type[Command], AgencyDecide[Any]] = {
     CreateAgency: create_agency,
@@ -288,4 +315,6 @@ AGENCY_DECISIONS: dict[type[Command], AgencyDecide[Any]] = {
     SetAgencyBudget: set_agency_budget,
     SubscribeWebhook: subscribe_webhook,
     UnsubscribeWebhook: unsubscribe_webhook,
+    ConfigurePush: configure_push,
+    RemovePush: remove_push,
 }

@@ -8,6 +8,7 @@ import structlog
 
 from agency.contracts.commands import (
     CommandEnvelope,
+    ConfigurePush,
     CreateThread,
     ForkThread,
     SaveBlueprint,
@@ -66,7 +67,7 @@ class RegistryService:
             ):
                 raise CommandRejected(*refused)
             if (
-                isinstance(command, SubscribeWebhook)
+                isinstance(command, SubscribeWebhook | ConfigurePush)
                 and (problem := url_problem(command.url)) is not None
             ):
                 raise CommandRejected("invalid_webhook", f"webhook URL refused: {problem}")

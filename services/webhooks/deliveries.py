@@ -3,6 +3,11 @@
 then updated by each attempt. The row is the delivery's schedule, so a restarted service
 goes on where the last one stopped.
 
+A task's A2A push notifications are deliveries of the same table (`kind` `a2a.push`, the
+subscription being the config: `<task id>/<config id>`), made by `push.py`; what
+authenticates them is read from `push_configs` as a subscription's secret is read from
+`webhook_subscriptions`, on each attempt, so a config removed is delivered no more.
+
 An attempt is claimed by moving `next_attempt_at` a lease ahead (`FOR UPDATE SKIP LOCKED`:
 several processes share the table); a process that dies mid-attempt leaves the delivery
 to be attempted again once the lease has passed. Delivery is therefore at least once, and
@@ -31,6 +36,14 @@ SCHEDULE = RetryPolicy(
 )
 
 
+PUSH_KIND = "a2a.push"
+
+
+def push_key(task_id: str, config_id: str) -> str:
+    """A push config as a delivery's subscription (task ids hold no `/`)."""
+    return f"{task_id}/{config_id}"
+
+
 def delivery_id(subscription_id: str, event_id: str) -> str:
     """The `webhook-id` of an event's delivery to a subscription: the same however often
     the event is read."""
@@ -44,12 +57,14 @@ class Due:
 
     delivery_id: str
     tenant_id: str
+    kind: str
     subscription_id: str
     url: str
     body: bytes
     attempts: int  # this one included
     created_at: datetime
-    sealed_secret: str | None  # None: the subscription was removed since
+    # The subscription's sealed secret (a push config's sealed auth); None: removed since.
+    sealed_secret: str | None
 
 
 _ENQUEUE = """
@@ -72,8 +87,20 @@ WITH due AS (
 UPDATE webhook_deliveries d
 SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
 FROM due WHERE d.delivery_id = due.delivery_id
-RETURNING d.delivery_id, d.tenant_id, d.agency_id, d.subscription_id, d.url, d.body,
+RETURNING d.delivery_id, d.tenant_id, d.agency_id, d.kind, d.subscription_id, d.url, d.body,
     d.attempts, d.created_at
+"""
+_MATCHING_PUSH = """
+SELECT config_id, url FROM push_configs
+WHERE tenant_id = $1 AND agency_id = $2 AND task_id = $3 AND created_at <= $4
+ORDER BY config_id
+"""
+_PUSH_AUTH = """
+SELECT tenant_id, agency_id, task_id || '/' || config_id AS subscription_id,
+    sealed_auth AS sealed_secret, url
+FROM push_configs
+WHERE (tenant_id, agency_id, task_id, config_id) IN (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]))
 """
 _SECRETS = """
 SELECT tenant_id, agency_id, subscription_id, sealed_secret, url FROM webhook_subscriptions
@@ -121,6 +148,36 @@ class Deliveries:
                 await conn.executemany(_ENQUEUE, rows)
         return len(rows)
 
+    async def push_configs(self, tenant: str, agency: str, task_id: str, at: datetime) -> int:
+        """How many push configs the task has that were made by `at`."""
+        async with self._pool.acquire() as conn:
+            return len(await conn.fetch(_MATCHING_PUSH, tenant, agency, task_id, at))
+
+    async def enqueue_push(
+        self,
+        tenant: str,
+        agency: str,
+        task_id: str,
+        event_id: str,
+        at: datetime,
+        bodies: list[bytes],
+    ) -> int:
+        """A delivery of each body for each push config of the task made by
+        `at`; how many configs matched."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            matching = await conn.fetch(_MATCHING_PUSH, tenant, agency, task_id, at)
+            rows: list[tuple[str, str, str, str, str, str, str, bytes]] = []
+            for m in matching:
+                key = push_key(task_id, m["config_id"])
+                rows.extend(
+                    (delivery_id(key, f"{event_id}:{i}"), tenant, agency, key, event_id,
+                     PUSH_KIND, m["url"], body)
+                    for i, body in enumerate(bodies)
+                )  # fmt: skip
+            if rows:
+                await conn.executemany(_ENQUEUE, rows)
+        return len(matching)
+
     async def workflow_agency(self, tenant: str, workflow_id: str) -> str | None:
         """The agency of a workflow, as the `workflows` read model has it."""
         agency: str | None = await self._pool.fetchval(_WORKFLOW_AGENCY, tenant, workflow_id)
@@ -133,7 +190,17 @@ class Deliveries:
             if not claimed:
                 return []
             keys = [(r["tenant_id"], r["agency_id"], r["subscription_id"]) for r in claimed]
-            found = await conn.fetch(_SECRETS, *(list(k) for k in zip(*keys, strict=True)))
+            hooks = [k for k, r in zip(keys, claimed, strict=True) if r["kind"] != PUSH_KIND]
+            pushes = [
+                (tenant, agency, *key.split("/", 1))
+                for (tenant, agency, key), r in zip(keys, claimed, strict=True)
+                if r["kind"] == PUSH_KIND
+            ]
+            found = []
+            if hooks:
+                found += await conn.fetch(_SECRETS, *map(list, zip(*hooks, strict=True)))
+            if pushes:
+                found += await conn.fetch(_PUSH_AUTH, *map(list, zip(*pushes, strict=True)))
         subscriptions = {(r["tenant_id"], r["agency_id"], r["subscription_id"]): r for r in found}
         due = []
         for r, key in zip(claimed, keys, strict=True):
@@ -142,6 +209,7 @@ class Deliveries:
                 Due(
                     delivery_id=r["delivery_id"],
                     tenant_id=r["tenant_id"],
+                    kind=r["kind"],
                     subscription_id=r["subscription_id"],
                     url=subscription["url"] if subscription else r["url"],
                     body=bytes(r["body"]),

@@ -1,4 +1,5 @@
-"""The attempts of webhook deliveries: due rows of `webhook_deliveries` POSTed, signed.
+"""The attempts of webhook deliveries: due rows of `webhook_deliveries` POSTed, signed
+(an A2A push notification: with its config's `Authorization` and token instead).
 
 Up to `concurrency` attempts run at once, each claimed with a lease (`deliveries.py`).
 Each POST goes through the egress guard every connection made for a tenant goes through
@@ -22,9 +23,10 @@ import httpx2
 import structlog
 
 from agency.infra.sealing import UnsealError, unseal
+from agency.services.a2a.push import push_headers
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
 from agency.services.webhook_signing import standard_headers
-from agency.services.webhooks.deliveries import Deliveries, Due
+from agency.services.webhooks.deliveries import PUSH_KIND, Deliveries, Due
 
 log = structlog.get_logger(__name__)
 
@@ -115,8 +117,7 @@ class Dispatcher:
         if due.sealed_secret is None:
             await self._deliveries.failed(due, "the subscription was removed", None, final=True)
             return
-        secret = unseal(due.sealed_secret).get(SECRET_NAME, "")
-        headers = standard_headers(secret, due.delivery_id, int(time.time()), due.body)
+        headers = _headers(due, unseal(due.sealed_secret))
         status: int | None = None
         try:
             response = await http.post(due.url, content=due.body, headers=headers)
@@ -133,3 +134,13 @@ class Dispatcher:
             error = f"the receiver answered {status}"
         state = await self._deliveries.failed(due, error, status)
         log.info("webhook attempt failed", error=error, status=state)
+
+
+def _headers(due: Due, sealed: dict[str, str]) -> dict[str, str]:
+    """A subscription's delivery is signed per Standard Webhooks; a push notification
+    carries its config's scheme and credentials as `Authorization`, its token, and the
+    delivery's id (`webhook-id`) to deduplicate on."""
+    if due.kind != PUSH_KIND:
+        secret = sealed.get(SECRET_NAME, "")
+        return standard_headers(secret, due.delivery_id, int(time.time()), due.body)
+    return {**push_headers(sealed), "webhook-id": due.delivery_id}

@@ -1,7 +1,9 @@
 """`agency serve webhooks`: agencies' webhook subscriptions, and runs' own webhooks.
 
 Subscriptions (`fanout.py`, `dispatch.py`, docs/protocols.md): events of the subscribed
-kinds become deliveries in PostgreSQL, attempted on a schedule of about a day.
+kinds become deliveries in PostgreSQL, attempted on a schedule of about a day. A2A push
+notifications (`push.py`): a task's status changes become deliveries of the same table, to
+each of the task's push configs, attempted alike.
 
 Runs' webhooks: POST a run's end to the URL its request named.
 
@@ -52,6 +54,7 @@ from agency.services.webhook_signing import (
 from agency.services.webhooks.deliveries import SCHEDULE, Deliveries
 from agency.services.webhooks.dispatch import Dispatcher, DispatchSettings
 from agency.services.webhooks.fanout import SUBSCRIBED_EVENTS, Fanout
+from agency.services.webhooks.push import PUSHED_EVENTS, PushFanout
 
 log = structlog.get_logger(__name__)
 
@@ -170,8 +173,13 @@ async def run_webhooks(
             subscribed = EventWorker(
                 bus, SUBSCRIBED_EVENTS, fanout.handle, ack_wait=ack_wait, max_deliver=100
             )
+            push = PushFanout(Deliveries(pool, schedule=schedule), bus.store, dispatcher.wake)
+            pushed = EventWorker(
+                bus, PUSHED_EVENTS, push.handle, ack_wait=ack_wait, max_deliver=100
+            )
             tasks.create_task(runs.run(stop))
             tasks.create_task(subscribed.run(stop))
+            tasks.create_task(pushed.run(stop))
             tasks.create_task(dispatcher.run(stop))
     finally:
         await asyncio.wait_for(pool.close(), timeout=10)

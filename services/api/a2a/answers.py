@@ -14,9 +14,10 @@ from litestar.response import Stream
 from nats.errors import Error as NatsError
 
 from agency.infra.jetstream.errors import StoreError
+from agency.services.a2a.wire import StreamResponse
+from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.errors import InvalidParams, VersionNotSupported
-from agency.services.api.a2a.service import Agent, agent_for
-from agency.services.api.a2a.wire import StreamResponse
+from agency.services.api.a2a.service import agent_for
 from agency.services.api.auth import path_id, tenant_of
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.streaming import closing_event

@@ -11,7 +11,7 @@ from __future__ import annotations
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.version import package_version
 from agency.projections import queries
-from agency.services.api.a2a.wire import (
+from agency.services.a2a.wire import (
     PROTOCOL_VERSION,
     AgentCapabilities,
     AgentCard,
@@ -90,7 +90,7 @@ def blueprint_card(deps: ApiDeps, spec: BlueprintSpec, url: str) -> AgentCard:
         ],
         provider=AgentProvider(organization="Agency", url=url.split(PREFIX, 1)[0]),
         version=spec.version or package_version(),
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         security_schemes=_SECURITY,
         security_requirements=_REQUIREMENTS,
         default_input_modes=INPUT_MODES,
@@ -134,7 +134,7 @@ async def tenant_card(deps: ApiDeps, tenant: str, base_url: str) -> AgentCard:
         ],
         provider=AgentProvider(organization="Agency", url=base),
         version=package_version(),
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         security_schemes=_SECURITY,
         security_requirements=_REQUIREMENTS,
         default_input_modes=INPUT_MODES,

@@ -50,11 +50,6 @@ class TaskNotCancelable(A2AError):
     code, http_status, status, reason = -32002, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"
 
 
-class PushNotSupported(A2AError):
-    code, http_status = -32003, 400
-    status, reason = "FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED"
-
-
 class UnsupportedOperation(A2AError):
     code, http_status, status, reason = -32004, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"
 

@@ -17,7 +17,20 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import PathParameter
 
-from agency.services.api.a2a import listing, service
+from agency.services.a2a.wire import (
+    ENCODER,
+    GetTaskRequest,
+    ListTasksRequest,
+    PushConfigRequest,
+    SendMessageRequest,
+    SendMessageResponse,
+    StreamResponse,
+    TaskIdRequest,
+    TaskPushNotificationConfig,
+    decode,
+)
+from agency.services.api.a2a import listing, push, service
+from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.answers import (
     EVENT_STREAM,
     EventStream,
@@ -33,20 +46,9 @@ from agency.services.api.a2a.errors import (
     InvalidRequest,
     MethodNotFound,
     ParseError,
-    PushNotSupported,
     UnsupportedOperation,
 )
-from agency.services.api.a2a.service import Agent, a2a_error
-from agency.services.api.a2a.wire import (
-    ENCODER,
-    GetTaskRequest,
-    ListTasksRequest,
-    SendMessageRequest,
-    SendMessageResponse,
-    StreamResponse,
-    TaskIdRequest,
-    decode,
-)
+from agency.services.api.a2a.service import a2a_error
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
 
@@ -54,14 +56,6 @@ AgencyPath = Annotated[str, PathParameter(name="agencyId")]
 BlueprintPath = Annotated[str, PathParameter(name="blueprint")]
 RpcId = str | int | None
 _STREAMING = frozenset({"SendStreamingMessage", "SubscribeToTask"})
-_PUSH_METHODS = frozenset(
-    {
-        "CreateTaskPushNotificationConfig",
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
-    }
-)
 
 
 def _answer(rpc_id: RpcId, result: Any) -> Response[bytes]:
@@ -95,12 +89,14 @@ async def _methods(agent: Agent, method: str, params: dict[str, Any], rpc_id: Rp
         "ListTasks": lambda: _list(agent, params, rpc_id),
         "CancelTask": lambda: _cancel(agent, params, rpc_id),
         "SubscribeToTask": lambda: _subscribe(agent, params, rpc_id),
+        "CreateTaskPushNotificationConfig": lambda: _create_push(agent, params, rpc_id),
+        "GetTaskPushNotificationConfig": lambda: _get_push(agent, params, rpc_id),
+        "ListTaskPushNotificationConfigs": lambda: _list_push(agent, params, rpc_id),
+        "DeleteTaskPushNotificationConfig": lambda: _delete_push(agent, params, rpc_id),
     }
     call = calls.get(method)
     if call is not None:
         return await call()
-    if method in _PUSH_METHODS:
-        raise PushNotSupported("push notifications are not supported by this agent")
     if method == "GetExtendedAgentCard":
         raise UnsupportedOperation("this agent has no extended card: its card is the whole card")
     raise MethodNotFound(f"method {method[:80]!r} not found")
@@ -134,6 +130,35 @@ async def _cancel(agent: Agent, params: dict[str, Any], rpc_id: RpcId) -> Respon
 async def _subscribe(agent: Agent, params: dict[str, Any], rpc_id: RpcId) -> Any:
     request: TaskIdRequest = decode(params, TaskIdRequest)
     return _stream(rpc_id, await service.subscribe(agent, request.id))
+
+
+async def _create_push(agent: Agent, params: dict[str, Any], rpc_id: RpcId) -> Response[bytes]:
+    config: TaskPushNotificationConfig = decode(params, TaskPushNotificationConfig)
+    if not config.task_id:
+        raise InvalidParams("taskId is required: the task whose updates are pushed")
+    run = await service.require_task(agent, config.task_id)
+    return _answer(rpc_id, await push.configure(agent, run, config))
+
+
+async def _push_request(agent: Agent, params: dict[str, Any]) -> tuple[PushConfigRequest, Any]:
+    request: PushConfigRequest = decode(params, PushConfigRequest)
+    return request, await service.require_task(agent, request.task_id)
+
+
+async def _get_push(agent: Agent, params: dict[str, Any], rpc_id: RpcId) -> Response[bytes]:
+    request, run = await _push_request(agent, params)
+    return _answer(rpc_id, await push.get(agent, run, request.id))
+
+
+async def _list_push(agent: Agent, params: dict[str, Any], rpc_id: RpcId) -> Response[bytes]:
+    request, run = await _push_request(agent, params)
+    return _answer(rpc_id, await push.listed(agent, run, request.page_size, request.page_token))
+
+
+async def _delete_push(agent: Agent, params: dict[str, Any], rpc_id: RpcId) -> Response[bytes]:
+    request, run = await _push_request(agent, params)
+    await push.delete(agent, run, request.id)
+    return _answer(rpc_id, {})
 
 
 async def rpc(

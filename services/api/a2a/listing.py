@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 from typing import get_args
 
 from agency.projections import queries
+from agency.services.a2a.tasks import RunTask, fold
+from agency.services.a2a.wire import ListTasksRequest, ListTasksResponse, TaskState
+from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.errors import InvalidParams, TaskNotFound
-from agency.services.api.a2a.service import Agent, require_context
-from agency.services.api.a2a.tasks import RunTask, fold
-from agency.services.api.a2a.wire import ListTasksRequest, ListTasksResponse, TaskState
+from agency.services.api.a2a.service import require_context
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 100

@@ -6,7 +6,10 @@
     GET  /tasks                     ListTasks (its fields as query parameters)
     POST /tasks/{id}:cancel         CancelTask
     POST /tasks/{id}:subscribe      SubscribeToTask → SSE (GET too)
-    /tasks/{id}/pushNotificationConfigs[/{configId}]   not supported (400)
+    POST   /tasks/{id}/pushNotificationConfigs              CreateTaskPushNotificationConfig
+    GET    /tasks/{id}/pushNotificationConfigs              ListTaskPushNotificationConfigs
+    GET    /tasks/{id}/pushNotificationConfigs/{configId}   GetTaskPushNotificationConfig
+    DELETE /tasks/{id}/pushNotificationConfigs/{configId}   DeleteTaskPushNotificationConfig
 
 An error answers its HTTP status with a `google.rpc.Status` body (`{"error": {code, status,
 message, details: [ErrorInfo]}}`).
@@ -22,7 +25,16 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from litestar.params import PathParameter
 
-from agency.services.api.a2a import listing, service
+from agency.services.a2a.wire import (
+    ENCODER,
+    ListTasksRequest,
+    SendMessageRequest,
+    SendMessageResponse,
+    TaskPushNotificationConfig,
+    decode,
+)
+from agency.services.api.a2a import listing, push, service
+from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.answers import agent_named, check_version, sse
 from agency.services.api.a2a.card import PREFIX
 from agency.services.api.a2a.errors import (
@@ -30,25 +42,16 @@ from agency.services.api.a2a.errors import (
     InvalidParams,
     MethodNotFound,
     ParseError,
-    PushNotSupported,
     UnsupportedOperation,
 )
 from agency.services.api.a2a.jsonrpc import AgencyPath, BlueprintPath
-from agency.services.api.a2a.service import Agent, a2a_error
-from agency.services.api.a2a.wire import (
-    ENCODER,
-    ListTasksRequest,
-    SendMessageRequest,
-    SendMessageResponse,
-    decode,
-)
+from agency.services.api.a2a.service import a2a_error
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
 
 BASE = f"{PREFIX}/{{agencyId:str}}/{{blueprint:str}}"
 TaskPath = Annotated[str, PathParameter(name="task")]
 ConfigPath = Annotated[str, PathParameter(name="config")]
-_PUSH = "push notifications are not supported by this agent"
 
 
 def _json(value: Any, status: int = 200) -> Response[bytes]:
@@ -183,19 +186,6 @@ async def cancel_or_subscribe(
     return await _serve(deps, principal, request, agency_id, blueprint, act)
 
 
-async def _no_push(
-    deps: ApiDeps,
-    principal: Principal,
-    request: Request[Any, Any, State],
-    agency_id: str,
-    blueprint: str,
-) -> Any:
-    async def act(agent: Agent) -> Any:
-        raise PushNotSupported(_PUSH)
-
-    return await _serve(deps, principal, request, agency_id, blueprint, act)
-
-
 @post(f"{BASE}/tasks/{{task:str}}/pushNotificationConfigs", status_code=200)
 async def create_push_config(
     agency_id: AgencyPath,
@@ -205,7 +195,14 @@ async def create_push_config(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Any:
-    return await _no_push(deps, principal, request, agency_id, blueprint)
+    async def act(agent: Agent) -> Response[bytes]:
+        config = decode(await _body(request), TaskPushNotificationConfig)
+        if config.task_id and config.task_id != task:
+            raise InvalidParams(f"taskId {config.task_id[:80]!r} is not the path's task")
+        run = await service.require_task(agent, task)
+        return _json(await push.configure(agent, run, config))
+
+    return await _serve(deps, principal, request, agency_id, blueprint, act)
 
 
 @get(f"{BASE}/tasks/{{task:str}}/pushNotificationConfigs")
@@ -217,7 +214,16 @@ async def list_push_configs(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Any:
-    return await _no_push(deps, principal, request, agency_id, blueprint)
+    async def act(agent: Agent) -> Response[bytes]:
+        size = request.query_params.get("pageSize")
+        if size is not None and (not size.isdigit() or len(size) > 9):
+            raise InvalidParams(f"pageSize must be a count, not {size[:20]!r}")
+        token = request.query_params.get("pageToken", "")
+        run = await service.require_task(agent, task)
+        page = await push.listed(agent, run, int(size) if size else None, token)
+        return _json(page)
+
+    return await _serve(deps, principal, request, agency_id, blueprint, act)
 
 
 @get(f"{BASE}/tasks/{{task:str}}/pushNotificationConfigs/{{config:str}}")
@@ -230,7 +236,11 @@ async def get_push_config(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Any:
-    return await _no_push(deps, principal, request, agency_id, blueprint)
+    async def act(agent: Agent) -> Response[bytes]:
+        run = await service.require_task(agent, task)
+        return _json(await push.get(agent, run, config))
+
+    return await _serve(deps, principal, request, agency_id, blueprint, act)
 
 
 @delete(f"{BASE}/tasks/{{task:str}}/pushNotificationConfigs/{{config:str}}", status_code=200)
@@ -243,7 +253,12 @@ async def delete_push_config(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Any:
-    return await _no_push(deps, principal, request, agency_id, blueprint)
+    async def act(agent: Agent) -> Response[bytes]:
+        run = await service.require_task(agent, task)
+        await push.delete(agent, run, config)
+        return _json({})
+
+    return await _serve(deps, principal, request, agency_id, blueprint, act)
 
 
 @get(f"{BASE}/extendedAgentCard")

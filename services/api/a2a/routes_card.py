@@ -8,6 +8,7 @@ from typing import Any
 from litestar import Request, Response, get
 from litestar.datastructures import State
 
+from agency.services.a2a.wire import ENCODER
 from agency.services.api.a2a.answers import agent_named
 from agency.services.api.a2a.card import (
     CARD_PATH,
@@ -18,7 +19,6 @@ from agency.services.api.a2a.card import (
     tenant_card,
 )
 from agency.services.api.a2a.jsonrpc import AgencyPath, BlueprintPath
-from agency.services.api.a2a.wire import ENCODER
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.forwarded import public_base
 

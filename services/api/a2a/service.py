@@ -13,7 +13,6 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
 
 from litestar.exceptions import HTTPException, NotFoundException
 
@@ -21,6 +20,17 @@ from agency.contracts.commands import ApproveToolCalls, CancelRun
 from agency.contracts.events import ChatMessage, HitlResume, RunCanceled
 from agency.contracts.ids import derived_id
 from agency.infra.jetstream.records import RecordedEvent
+from agency.services.a2a.tasks import RunTask, ThreadTasks, split_task_id
+from agency.services.a2a.wire import (
+    FINAL_STATES,
+    TERMINAL_STATES,
+    Message,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+)
+from agency.services.api.a2a import push
+from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.errors import (
     A2AError,
     ContentTypeNotSupported,
@@ -29,18 +39,9 @@ from agency.services.api.a2a.errors import (
     TaskNotFound,
     UnsupportedOperation,
 )
-from agency.services.api.a2a.tasks import RunTask, ThreadTasks, split_task_id
-from agency.services.api.a2a.wire import (
-    FINAL_STATES,
-    TERMINAL_STATES,
-    Message,
-    SendMessageRequest,
-    StreamResponse,
-    Task,
-)
 from agency.services.api.auth import require_agent_type, thread_created, thread_terminated
 from agency.services.api.deps import ApiDeps
-from agency.services.api.routes_commands import start_run
+from agency.services.api.routes_commands import run_id_for, start_run
 from agency.services.api.streaming import ThreadFeed
 from agency.services.api.thread_create import create_root_thread
 
@@ -53,20 +54,6 @@ CANCEL_SECONDS = 10.0
 _MESSAGE_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 _APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
 _REJECT = frozenset({"reject", "rejected", "no", "n", "deny"})
-
-
-@dataclass(frozen=True, slots=True)
-class Agent:
-    """The agent a request is for: a blueprint of one of the tenant's agencies."""
-
-    deps: ApiDeps
-    tenant: str
-    agency_id: str
-    blueprint: str
-    closing: asyncio.Event
-
-    def feed(self, thread_id: str) -> ThreadFeed:
-        return ThreadFeed(self.deps, self.tenant, thread_id, 0, self.closing)
 
 
 async def agent_for(
@@ -105,6 +92,13 @@ async def _read_task(agent: Agent, value: str) -> tuple[ThreadFeed, ThreadTasks,
     return feed, tasks, run
 
 
+async def require_task(agent: Agent, value: str) -> RunTask:
+    """The task as the log has it now, or `TaskNotFound`."""
+    feed, _, run = await _read_task(agent, value)
+    await feed.aclose()
+    return run
+
+
 async def get_task(agent: Agent, value: str, history_length: int | None) -> Task:
     feed, _, run = await _read_task(agent, value)
     await feed.aclose()
@@ -129,7 +123,7 @@ def _text(message: Message) -> str:
 def _checked(message: Message) -> Message:
     if not message.message_id:
         raise InvalidParams("message.messageId is required")
-    if not _MESSAGE_ID.match(message.message_id):
+    if not _MESSAGE_ID.fullmatch(message.message_id):
         raise InvalidParams(
             "message.messageId must be 1 to 200 printable ASCII characters without spaces "
             "(a UUID, say)"
@@ -145,6 +139,8 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
     """SendStreamingMessage: the task first, then its changes until it ends or awaits
     input. `send_blocking` is the same, answered once."""
     message = _checked(request.message)
+    config = request.configuration
+    push_config = config.task_push_notification_config if config is not None else None
     if message.task_id:
         feed, tasks, run = await _read_task(agent, message.task_id)
         try:
@@ -152,6 +148,8 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
                 raise InvalidParams(
                     f"task {run.id} is of context {run.thread_id}, not {message.context_id[:80]}"
                 )
+            if push_config is not None:
+                await push.configure(agent, run, push_config)
             await _answer(agent, feed, run, message)
             for event in await feed.backfill():
                 tasks.apply(event)
@@ -164,6 +162,9 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
     if await thread_terminated(agent.deps, agent.tenant, thread_id) is not None:
         raise UnsupportedOperation(f"context {thread_id} is terminated: it takes no more tasks")
     await agent.deps.limiter.admit(agent.deps.pool, agent.tenant)
+    if push_config is not None:  # configured first, so its task's every change is POSTed
+        run_id = run_id_for(agent.tenant, thread_id, message.message_id)
+        await push.configure(agent, RunTask(thread_id, run_id), push_config)
     feed = agent.feed(thread_id)
     try:
         started = await start_run(

@@ -7,14 +7,14 @@ so two alive at once would take each other's runs."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
-from a2a.types import AgentCard
+from a2a.types import AgentCard, TaskPushNotificationConfig
 
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
@@ -34,6 +34,15 @@ SETTINGS = ApiSettings(admin_secret=ADMIN, trusted_proxies=TrustedProxies.parse(
 class System:
     url: str
     llm: FakeLLMServer
+
+
+@pytest.fixture(scope="package", autouse=True)
+def allow_loopback() -> Iterator[None]:
+    """The operator's allowance for the tests' push-notification receiver on loopback, set
+    before the system starts: no delivery reaches a private address otherwise."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+        yield
 
 
 @pytest.fixture(scope="package")
@@ -67,11 +76,20 @@ class Tenant:
 
     @asynccontextmanager
     async def client(
-        self, blueprint: str, binding: str = JSONRPC, *, streaming: bool = True
+        self,
+        blueprint: str,
+        binding: str = JSONRPC,
+        *,
+        streaming: bool = True,
+        push: TaskPushNotificationConfig | None = None,
     ) -> AsyncIterator[Client]:
-        """The SDK's client for the blueprint's card, speaking `binding`."""
+        """The SDK's client for the blueprint's card, speaking `binding` (`push`: the
+        config it sends with each message)."""
         config = ClientConfig(
-            httpx_client=self.http, streaming=streaming, supported_protocol_bindings=[binding]
+            httpx_client=self.http,
+            streaming=streaming,
+            supported_protocol_bindings=[binding],
+            push_notification_config=push,
         )
         client = ClientFactory(config).create(await self.card(blueprint))
         try:

@@ -29,7 +29,7 @@ async def test_a_blueprint_card_names_its_interfaces_skills_and_key(tenant: Tena
         ("JSONRPC", url, "1.0"),
         ("HTTP+JSON", url, "1.0"),
     ]
-    assert card.capabilities.streaming and not card.capabilities.push_notifications
+    assert card.capabilities.streaming and card.capabilities.push_notifications
     scheme = card.security_schemes["bearer"].http_auth_security_scheme
     assert scheme.scheme == "Bearer"
     (requirement,) = card.security_requirements

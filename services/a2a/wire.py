@@ -7,9 +7,11 @@ ignored, as proto JSON readers do); answers omit what is unset.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 import msgspec
+import msgspec.inspect
 
 PROTOCOL_VERSION = "1.0"
 
@@ -184,6 +186,11 @@ class PushConfigRequest(Wire, kw_only=True):
     page_token: str = ""
 
 
+class ListPushConfigsResponse(Wire, kw_only=True):
+    configs: list[TaskPushNotificationConfig]
+    next_page_token: str = ""
+
+
 # --- the agent card ----------------------------------------------------------------------
 
 
@@ -258,8 +265,36 @@ class AgentCard(Wire, kw_only=True):
 
 def decode(raw: Any, kind: type[msgspec.Struct]) -> Any:
     """A request's params (decoded JSON) as `kind`; `msgspec.ValidationError` names what
-    is wrong."""
-    return msgspec.convert(raw, kind, strict=False)
+    is wrong. A field may be named by its proto name (`task_id`) as by its JSON name
+    (`taskId`): proto's JSON readers accept both."""
+    return msgspec.convert(_json_names(raw, _type_info(kind)), kind, strict=False)
+
+
+@functools.cache
+def _type_info(kind: type[msgspec.Struct]) -> msgspec.inspect.Type:
+    return msgspec.inspect.type_info(kind)
+
+
+def _json_names(raw: Any, kind: msgspec.inspect.Type) -> Any:
+    """`raw` with the proto names of `kind`'s fields (and its messages' fields, however
+    deep) as their JSON names; free-form values (`data`, `metadata`) are left as sent."""
+    match kind:
+        case msgspec.inspect.StructType(fields=fields) if isinstance(raw, dict):
+            by_name = {f.name: f for f in fields} | {f.encode_name: f for f in fields}
+            named: dict[Any, Any] = {}
+            for key, value in raw.items():
+                field = by_name.get(key) if isinstance(key, str) else None
+                if field is None:
+                    named.setdefault(key, value)
+                else:
+                    named[field.encode_name] = _json_names(value, field.type)
+            return named
+        case msgspec.inspect.ListType(item_type=item) if isinstance(raw, list):
+            return [_json_names(v, item) for v in raw]
+        case msgspec.inspect.UnionType(types=types):
+            structs = [t for t in types if isinstance(t, msgspec.inspect.StructType)]
+            return _json_names(raw, structs[0]) if len(structs) == 1 else raw
+    return raw
 
 
 ENCODER = msgspec.json.Encoder()

@@ -36,7 +36,7 @@ from agency.contracts.events import (
     ToolCall,
 )
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.api.a2a.wire import (
+from agency.services.a2a.wire import (
     Artifact,
     Message,
     Part,

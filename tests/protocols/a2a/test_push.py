@@ -1,0 +1,233 @@
+"""Push notifications over both bindings with the SDK's client: a task's configs created,
+read, listed and deleted, and its status changes (working, input-required, completed)
+POSTed to a real receiver with the config's token and `Authorization`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from a2a.types import (
+    AuthenticationInfo,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+
+from agency.services.llm.fake_scripts import ScriptStep
+from tests.langgraph.conftest import new_tenant
+from tests.langgraph.helpers import call
+from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, System, Tenant
+from tests.protocols.a2a.helpers import WAIT, ask, send
+from tests.protocols.a2a.receiver import Pushed, Receiver, receiving
+
+both = pytest.mark.parametrize("binding", BINDINGS)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with receiving() as found:
+        yield found
+
+
+def _states(pushed: list[Pushed], task_id: str) -> list[int]:
+    return [
+        p.event.status_update.status.state
+        for p in pushed
+        if p.event.HasField("status_update") and p.event.status_update.task_id == task_id
+    ]
+
+
+def _bearer(
+    token: str, credentials: str, url: str, task_id: str = ""
+) -> TaskPushNotificationConfig:
+    auth = AuthenticationInfo(scheme="Bearer", credentials=credentials)
+    return TaskPushNotificationConfig(task_id=task_id, url=url, token=token, authentication=auth)
+
+
+@both
+async def test_a_tasks_changes_are_pushed_with_its_token_and_authorization(
+    tenant: Tenant, binding: str, receiver: Receiver
+) -> None:
+    key = f"a2a-push-{binding}-{tenant.agency}"
+    tenant.llm.script(
+        key, [ScriptStep(tool_calls=[call("lookup", word="w")]), ScriptStep(content="looked up")]
+    )
+    release = tenant.llm.hold(key)
+    try:
+        async with tenant.client("approver", binding) as client:
+            sent = client.send_message(ask(key))
+            async with asyncio.timeout(WAIT):
+                first = await anext(sent)
+                task = first.task
+                config = _bearer(f"tok-{binding}", f"cred-{binding}", receiver.url, task.id)
+                created = await client.create_task_push_notification_config(config)
+                assert created.task_id == task.id and created.id and created.url == receiver.url
+                release.set()
+                paused = [e async for e in sent][-1].status_update
+            assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            await send(client, ask("approve", context=task.context_id, task=task.id))
+    finally:
+        release.set()
+    pushed = await receiver.until(
+        lambda got: (
+            TaskState.TASK_STATE_COMPLETED in _states(got, task.id)
+            and any(p.event.HasField("artifact_update") for p in got)
+        )
+    )
+    states = _states(pushed, task.id)
+    assert {
+        TaskState.TASK_STATE_WORKING,
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+        TaskState.TASK_STATE_COMPLETED,
+    } <= set(states), states
+    (artifact,) = [p.event.artifact_update for p in pushed if p.event.HasField("artifact_update")]
+    assert artifact.task_id == task.id and artifact.artifact.parts[0].text == "looked up"
+    asking = next(
+        p.event.status_update
+        for p in pushed
+        if _states([p], task.id) == [TaskState.TASK_STATE_INPUT_REQUIRED]
+    )
+    assert "lookup" in asking.status.message.parts[0].text
+    for p in pushed:
+        assert p.headers["authorization"] == f"Bearer cred-{binding}", p.headers
+        assert p.headers["x-a2a-notification-token"] == f"tok-{binding}", p.headers
+        assert p.headers["content-type"] == "application/a2a+json"
+    assert not receiver.refused
+
+
+@both
+async def test_a_config_sent_with_the_message_pushes_the_task_from_its_start(
+    tenant: Tenant, binding: str, receiver: Receiver
+) -> None:
+    key = f"a2a-push-send-{binding}-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="done at once")])
+    config = _bearer("from-send", "secret-send", receiver.url)
+    async with tenant.client("worker", binding, push=config) as client:
+        events = await send(client, ask(key))
+    task_id = events[0].task.id
+    pushed = await receiver.until(
+        lambda got: TaskState.TASK_STATE_COMPLETED in _states(got, task_id)
+    )
+    states = _states(pushed, task_id)
+    assert {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING} <= set(states), states
+    assert {p.headers["x-a2a-notification-token"] for p in pushed} == {"from-send"}
+
+
+@both
+async def test_a_tasks_configs_are_read_listed_and_deleted(
+    tenant: Tenant, binding: str, receiver: Receiver
+) -> None:
+    key = f"a2a-push-configs-{binding}-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="configured")])
+    async with tenant.client("worker", binding) as client:
+        task_id = (await send(client, ask(key)))[0].task.id
+        named = _bearer("t1", "c1", receiver.url, task_id)
+        named.id = "mine"
+        await client.create_task_push_notification_config(named)
+        other = await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task_id, url=receiver.url + "/other")
+        )
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
+        )
+        assert (got.url, got.token, got.authentication.credentials) == (receiver.url, "t1", "c1")
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        )
+        assert sorted(c.id for c in listed.configs) == sorted(["mine", other.id])
+        # Created again under its id, a config is replaced.
+        named.url = receiver.url + "/moved"
+        await client.create_task_push_notification_config(named)
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
+        )
+        assert got.url == receiver.url + "/moved"
+        delete = DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
+        await client.delete_task_push_notification_config(delete)
+        await client.delete_task_push_notification_config(delete)  # idempotent
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        )
+        assert [c.id for c in listed.configs] == [other.id]
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
+            )
+        with pytest.raises(TaskNotFoundError):
+            await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=f"{task_id}x")
+            )
+
+
+@both
+@pytest.mark.parametrize(
+    ("url", "scheme", "words"),
+    [
+        ("http://10.0.0.7/hook", "Bearer", "AGENCY_ALLOW_HOSTS"),
+        ("ftp://h.example/hook", "Bearer", "http"),
+        ("http://h.example/hook", "Bearer x", "scheme"),
+        ("http://h.example/hook", "Bearer\n", "scheme"),
+    ],
+    ids=["private-address", "not-http", "bad-scheme", "scheme-ending-a-line"],
+)
+async def test_a_config_the_rules_refuse_is_invalid_params(
+    tenant: Tenant, binding: str, url: str, scheme: str, words: str
+) -> None:
+    key = f"a2a-push-refused-{binding}-{scheme}-{url}-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="refused")])
+    async with tenant.client("worker", binding) as client:
+        task_id = (await send(client, ask(key)))[0].task.id
+        auth = AuthenticationInfo(scheme=scheme, credentials="c")
+        config = TaskPushNotificationConfig(task_id=task_id, url=url, authentication=auth)
+        with pytest.raises(InvalidParamsError, match=words):
+            await client.create_task_push_notification_config(config)
+
+
+async def test_a_config_is_found_by_proto_field_names_as_by_json_names(
+    tenant: Tenant, receiver: Receiver
+) -> None:
+    """`task_id` as `taskId` in JSON-RPC params: proto's JSON readers accept both."""
+    key = f"a2a-push-names-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="named")])
+    async with tenant.client("worker", JSONRPC) as client:
+        task_id = (await send(client, ask(key)))[0].task.id
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig"}
+    params = {"task_id": task_id, "id": "snake", "url": receiver.url}
+    r = await tenant.http.post(tenant.agent_url("worker"), json={**rpc, "params": params})
+    assert r.json()["result"]["taskId"] == task_id, r.text
+    rpc["method"] = "ListTaskPushNotificationConfigs"
+    r = await tenant.http.post(
+        tenant.agent_url("worker"), json={**rpc, "params": {"task_id": task_id}}
+    )
+    assert [c["id"] for c in r.json()["result"]["configs"]] == ["snake"], r.text
+
+
+async def test_another_tenants_task_has_no_configs_to_read_or_make(
+    tenant: Tenant, a2a_system: System, receiver: Receiver
+) -> None:
+    key = f"a2a-push-other-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="mine")])
+    async with tenant.client("worker", JSONRPC) as client:
+        task_id = (await send(client, ask(key)))[0].task.id
+        await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task_id, id="mine", url=receiver.url)
+        )
+    other_key, other_id, other_agency = await new_tenant(a2a_system.url, "a2a-other")
+    headers = {"Authorization": f"Bearer {other_key}"}
+    async with httpx.AsyncClient(headers=headers, timeout=WAIT) as http:
+        other = Tenant(tenant.url, tenant.llm, other_key, other_id, other_agency, http)
+        async with other.client("worker", JSONRPC) as client:
+            with pytest.raises(TaskNotFoundError):
+                await client.get_task_push_notification_config(
+                    GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
+                )
+            with pytest.raises(TaskNotFoundError):
+                await client.create_task_push_notification_config(
+                    TaskPushNotificationConfig(task_id=task_id, url=receiver.url)
+                )
