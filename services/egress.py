@@ -208,12 +208,13 @@ def guarded_httpx_transport(policy: EgressPolicy) -> httpx.AsyncHTTPTransport:
     return transport
 
 
-class _GuardedBackend1(httpcore.AsyncNetworkBackend):
-    """`_GuardedBackend` for `httpcore` 1: the same checks before each connection."""
+class _Guard:
+    """The checks before each connection, for `httpcore` 1 and 2 alike (their backends have
+    the same members): the address the policy checked is the one connected to."""
 
-    def __init__(self, policy: EgressPolicy) -> None:
+    def __init__(self, policy: EgressPolicy, inner: Any) -> None:
         self._policy = policy
-        self._inner = AutoBackend1()
+        self._inner = inner
 
     async def connect_tcp(
         self,
@@ -222,35 +223,7 @@ class _GuardedBackend1(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        address = await self._policy.check(host, port, timeout or RESOLVE_TIMEOUT)
-        return await self._inner.connect_tcp(
-            address, port, timeout=timeout, local_address=local_address,
-            socket_options=socket_options,
-        )  # fmt: skip
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        raise EgressRefused(path, "connections made for a tenant never use a local socket")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _GuardedBackend(httpcore2.AsyncNetworkBackend):
-    def __init__(self, policy: EgressPolicy) -> None:
-        self._policy = policy
-        self._inner = AutoBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
+    ) -> Any:
         # TLS is started afterwards with the origin's name, so certificates check as usual.
         address = await self._policy.check(host, port, timeout or RESOLVE_TIMEOUT)
         return await self._inner.connect_tcp(
@@ -260,11 +233,21 @@ class _GuardedBackend(httpcore2.AsyncNetworkBackend):
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore2.AsyncNetworkStream:
+    ) -> Any:
         raise EgressRefused(path, "connections made for a tenant never use a local socket")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+class _GuardedBackend(_Guard, httpcore2.AsyncNetworkBackend):
+    def __init__(self, policy: EgressPolicy) -> None:
+        super().__init__(policy, AutoBackend())
+
+
+class _GuardedBackend1(_Guard, httpcore.AsyncNetworkBackend):
+    def __init__(self, policy: EgressPolicy) -> None:
+        super().__init__(policy, AutoBackend1())
 
 
 def _literal(host: str) -> Address | None:
