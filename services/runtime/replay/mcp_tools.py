@@ -11,7 +11,7 @@ recorded inputs, so nothing is ever called.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from agency.contracts.events import McpServer, RemoteAgent, ToolRequested
 from agency.infra.jetstream.records import RecordedEvent
@@ -22,17 +22,7 @@ class RecordedMcpTools:
     """The MCP tools a thread's record shows it requested, by the name the model called."""
 
     def __init__(self, events: Iterable[RecordedEvent]) -> None:
-        self._tools: dict[str, Tool] = {}
-        for event in events:
-            request = event.payload
-            if isinstance(request, ToolRequested) and request.mcp is not None:
-                self._tools[request.call.name] = Tool(
-                    spec=ToolSpec(name=request.call.name),
-                    fn=_not_called,
-                    timeout=request.timeout_ms / 1000,
-                    max_attempts=request.max_attempts,
-                    mcp=request.mcp,
-                )
+        self._tools = _recorded(events, "mcp")
 
     async def tools(self, servers: Iterable[McpServer]) -> dict[str, Tool]:
         names = {server.name for server in servers}
@@ -47,17 +37,7 @@ class RecordedRemoteAgentTools:
     """The remote agents' tools a thread's record shows it requested, by name."""
 
     def __init__(self, events: Iterable[RecordedEvent]) -> None:
-        self._tools: dict[str, Tool] = {}
-        for event in events:
-            request = event.payload
-            if isinstance(request, ToolRequested) and request.remote_agent is not None:
-                self._tools[request.call.name] = Tool(
-                    spec=ToolSpec(name=request.call.name),
-                    fn=_not_called,
-                    timeout=request.timeout_ms / 1000,
-                    max_attempts=request.max_attempts,
-                    remote_agent=request.remote_agent,
-                )
+        self._tools = _recorded(events, "remote_agent")
 
     async def tools(self, agents: Iterable[RemoteAgent]) -> dict[str, Tool]:
         names = {agent.name for agent in agents}
@@ -66,6 +46,25 @@ class RecordedRemoteAgentTools:
             for name, tool in self._tools.items()
             if tool.remote_agent is not None and tool.remote_agent.name in names
         }
+
+
+def _recorded(
+    events: Iterable[RecordedEvent], where: Literal["mcp", "remote_agent"]
+) -> dict[str, Tool]:
+    """The tools of the calls the record shows made `where` (an MCP server, a remote
+    agent), by the name the model called, offered as they were: timeout, attempts, target."""
+    tools: dict[str, Tool] = {}
+    for event in events:
+        request = event.payload
+        if isinstance(request, ToolRequested) and getattr(request, where) is not None:
+            tools[request.call.name] = Tool(
+                spec=ToolSpec(name=request.call.name),
+                fn=_not_called,
+                timeout=request.timeout_ms / 1000,
+                max_attempts=request.max_attempts,
+                **{where: getattr(request, where)},
+            )
+    return tools
 
 
 def _not_called(args: dict[str, Any], ctx: ToolContext) -> None:
