@@ -194,6 +194,15 @@ async def test_a_tenant_cannot_create_or_update_consumers_it_does_not_own(
             await js.add_consumer(
                 EVENTS_STREAM, config("f" + new_id().lower(), filter_subject=wider)
             )
+    # A filter of the previous layout (a type token after the thread) would match nothing.
+    for typed in (
+        f"tenant.{c.tenant_id}.evt.thread.x.>",
+        f"tenant.{c.tenant_id}.evt.thread.x.run_completed",
+    ):
+        with pytest.raises(BadRequestError, match="Agency-Event-Type header"):
+            await js.add_consumer(
+                EVENTS_STREAM, config("f" + new_id().lower(), filter_subject=typed)
+            )
     for unsafe in (
         {"ack_policy": AckPolicy.EXPLICIT},
         {"flow_control": True, "idle_heartbeat": 5.0},
@@ -223,12 +232,12 @@ async def test_a_tenants_consumer_delivers_its_own_events_to_its_own_inbox(
             EVENTS_STREAM,
             ConsumerConfig(
                 name="mine-" + new_id().lower(),
-                filter_subject=f"tenant.{c.tenant_id}.evt.thread.{thread}.>",
+                filter_subject=f"tenant.{c.tenant_id}.evt.thread.{thread}",
                 deliver_subject=inbox, ack_policy=AckPolicy.NONE, inactive_threshold=30.0,
             ),
         )  # fmt: skip
         subject = await asyncio.wait_for(got.get(), timeout=15)
-    assert subject == f"tenant.{tenant.tenant}.evt.thread.{thread}.thread_created"
+    assert subject == f"tenant.{tenant.tenant}.evt.thread.{thread}"
 
 
 async def test_a_command_naming_another_tenants_thread_is_dead_lettered_with_its_reason(

@@ -23,8 +23,10 @@ from agency.contracts.ids import new_id
 from agency.contracts.subjects import (
     COMMANDS_STREAM,
     DEAD_LETTER_STREAM,
+    EVENT_TYPE_HEADER,
     EVENTS_STREAM,
     command_subject,
+    event_subject,
 )
 from agency.infra.jetstream.commandbus import CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
@@ -138,7 +140,11 @@ async def test_on_dead_letter_runs_for_a_permanent_failure_but_not_for_an_undeco
         calls.append((reason, detail))
 
     await run_event_worker(handler, hook)
-    await bus.js.publish(f"tenant.{tenant}.evt.thread.{new_id()}.thread_created", b"not an event")
+    await bus.js.publish(
+        event_subject(tenant, "thread", new_id()),
+        b"not an event",
+        headers={EVENT_TYPE_HEADER: "thread.created"},
+    )
     await create_thread(bus, tenant)
 
     async def both_dead_lettered() -> list[tuple[str, str, bytes]]:
