@@ -5,14 +5,23 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from nats.aio.msg import Msg
 
-from agency.contracts.events import FileWritten, MessageAppended, RunStarted, RunTick, ThreadCreated
+from agency.contracts.events import (
+    FileWritten,
+    MessageAppended,
+    RunCanceled,
+    RunStarted,
+    RunTick,
+    ThreadCreated,
+)
 from agency.contracts.events.base import ChatMessage
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import (
     EVENT_TYPE_HEADER,
     EVENTS_STREAM,
     event_subject,
+    note_subject,
     tenant_events_filter,
 )
 from agency.infra.jetstream.connection import Bus
@@ -303,3 +312,30 @@ async def test_every_event_of_an_aggregate_is_on_its_one_subject_with_its_type_i
         types.append((msg.headers or {}).get(EVENT_TYPE_HEADER))
         start = msg.seq + 1
     assert types == ["thread.created", "run.started", "message.appended"]
+
+
+async def test_a_run_canceled_is_announced_on_its_note_subject_and_nothing_else_is(
+    bus: Bus, tenant: str
+) -> None:
+    notes: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+
+    async def heard(msg: Msg) -> None:
+        await notes.put((msg.subject, msg.data))
+
+    sub = await bus.nc.subscribe(f"tenant.{tenant}.note.>", cb=heard)
+    try:
+        thread = new_id()
+        created = ThreadCreated(agency_id="a1", agent_type="helper")
+        first = await bus.store.append(tenant, "thread", thread, [created], expected=Position())
+        started = RunStarted(run_id="r1", agent_type="helper", max_steps=5)
+        canceled = RunCanceled(run_id="r1", reason="asked")
+        result = await bus.store.append(
+            tenant, "thread", thread, [started, user("hi"), canceled], expected=first.position
+        )
+        subject, data = await asyncio.wait_for(notes.get(), timeout=5)
+        assert subject == note_subject(tenant, "run.canceled")
+        assert data == result.events[-1].raw
+        await bus.nc.flush(timeout=5)
+        assert notes.empty()
+    finally:
+        await sub.unsubscribe()
