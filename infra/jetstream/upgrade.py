@@ -229,9 +229,11 @@ async def _restore_consumers(js: JetStreamContext, staging: StreamInfo) -> None:
         if config.durable_name in existing:
             continue
         filters = [aggregate_filter(f) for f in config.filter_subjects or ()]
-        config.filter_subjects = list(dict.fromkeys(filters)) or None
         if config.filter_subject:
-            config.filter_subject = aggregate_filter(config.filter_subject)
+            filters.append(aggregate_filter(config.filter_subject))
+        kept = list(dict.fromkeys(filters))
+        config.filter_subject = kept[0] if len(kept) == 1 else None
+        config.filter_subjects = kept if len(kept) > 1 else None
         config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
         config.opt_start_seq = floor + 1
         config.opt_start_time = None

@@ -131,6 +131,13 @@ async def test_a_previous_release_store_is_upgraded_and_every_thread_replays_the
     tools = await bus.js.consumer_info(EVENTS_STREAM, TOOL_REQUESTS.name)
     assert tools.config.opt_start_seq == floor + 1
     assert tools.config.filter_subject == "tenant.*.evt.thread.*"
+    # One filter a type before, the aggregates they span now.
+    triggers = await bus.js.consumer_info(EVENTS_STREAM, "runtime-triggers")
+    assert (triggers.config.filter_subject, triggers.config.filter_subjects) == (
+        "tenant.*.evt.thread.*",
+        None,
+    )
+    assert triggers.config.opt_start_seq == 1
 
     # Appends go on from each thread's position, and a stale one is refused.
     _, position = await bus.store.read_positioned(TENANT, "thread", "thread-3")
