@@ -13,10 +13,11 @@ so the upgrade copies, keeping the log the truth at every step:
    the same event ids, never twice; a crash resumes after the last copied message;
 2. once the copy is whole, the durable consumers' positions (their acknowledged floors)
    are written into the staging stream's metadata, then `AGENCY_EVENTS` is deleted and
-   created again in the new layout (marked with `agency_event_layout: aggregate`);
+   created again in the new layout (marked `agency_event_layout: upgrading`, which
+   nothing but the upgrade uses);
 3. the staging stream is copied back the same way, the durable consumers are created
-   again from their floors (filters cut to the aggregate), and the staging stream is
-   deleted.
+   again from their floors (filters cut to the aggregate), the stream is marked
+   `agency_event_layout: aggregate`, and the staging stream is deleted.
 
 Every step looks at what the streams hold and does only what is left, so it may be
 stopped at any point and run again (`agency migrate`, or the next start). It runs before
@@ -49,6 +50,8 @@ UPGRADE_STREAM = f"{EVENTS_STREAM}_UPGRADE"
 UPGRADE_PREFIX = "agency_upgrade"
 LAYOUT_KEY = "agency_event_layout"
 LAYOUT = "aggregate"
+# The events stream while it is filled back from the staging stream: not to be used yet.
+UPGRADING = "upgrading"
 _CONSUMERS_KEY = "agency_consumers"
 _PAGE = 500
 _TIMEOUT = 10.0
@@ -78,7 +81,11 @@ def aggregate_filter(subject: str) -> str:
 
 
 def is_upgraded(info: StreamInfo) -> bool:
-    return (info.config.metadata or {}).get(LAYOUT_KEY) == LAYOUT
+    return _layout(info) == LAYOUT
+
+
+def _layout(info: StreamInfo) -> str | None:
+    return (info.config.metadata or {}).get(LAYOUT_KEY)
 
 
 async def upgrade_events(nc: NATS, js: JetStreamContext, final: StreamConfig) -> bool:
@@ -91,23 +98,24 @@ async def upgrade_events(nc: NATS, js: JetStreamContext, final: StreamConfig) ->
             return False
         staging = await _create_staging(js, final)
     assert staging is not None
-    if events is not None and not is_upgraded(events):
+    if events is not None and _layout(events) is None:
         await _copy(nc, js, EVENTS_STREAM, UPGRADE_STREAM, _to_staging, events.state.last_seq)
         await _hand_over(js, events)
         events = None
     if events is None:
-        await js.add_stream(_marked(final))
+        await js.add_stream(_marked(final, UPGRADING))
         log.info("events stream created in the new layout", stream=EVENTS_STREAM)
     staging = await js.stream_info(UPGRADE_STREAM)
     await _copy(nc, js, UPGRADE_STREAM, EVENTS_STREAM, _from_staging, staging.state.last_seq)
     await _restore_consumers(js, staging)
+    await js.update_stream(_marked(final, LAYOUT))
     await js.delete_stream(UPGRADE_STREAM)
     log.info("events stream upgraded", stream=EVENTS_STREAM, messages=staging.state.messages)
     return True
 
 
-def _marked(config: StreamConfig) -> StreamConfig:
-    return replace(config, metadata={**(config.metadata or {}), LAYOUT_KEY: LAYOUT})
+def _marked(config: StreamConfig, layout: str) -> StreamConfig:
+    return replace(config, metadata={**(config.metadata or {}), LAYOUT_KEY: layout})
 
 
 async def _info(js: JetStreamContext, stream: str) -> StreamInfo | None:

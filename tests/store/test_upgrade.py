@@ -89,21 +89,27 @@ async def test_a_previous_release_store_is_upgraded_and_every_thread_replays_the
     with pytest.raises(upgrade.UpgradeError, match="agency migrate"):
         await provision(bus.js)
 
-    # A crash part-way through the first copy...
-    real_store, copied = upgrade._store, []
+    # A crash part-way through the copy into the staging stream, then one part-way through
+    # the copy back (the stream of the previous layout deleted by then)...
+    real_store, copied, crashes = upgrade._store, [], [7, 26 + 7]
 
     async def crashing(*args: Any) -> None:
-        if len(copied) == 7:
+        if crashes and len(copied) == crashes[0]:
+            crashes.pop(0)
             raise RuntimeError("the process died")
         copied.append(args)
         await real_store(*args)
 
     monkeypatch.setattr(upgrade, "_store", crashing)
-    with pytest.raises(RuntimeError, match="died"):
-        await provision(bus.js, nc=bus.nc)
-    monkeypatch.setattr(upgrade, "_store", real_store)
-    # ... is resumed by the next start, which finishes it.
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="died"):
+            await provision(bus.js, nc=bus.nc)
+    # The stream half filled back is not used as it is...
+    with pytest.raises(upgrade.UpgradeError, match="agency migrate"):
+        await provision(bus.js)
+    # ... and the next start finishes the upgrade.
     await provision(bus.js, nc=bus.nc)
+    assert len(copied) == 2 * 26
 
     info = await bus.js.stream_info(EVENTS_STREAM, subjects_filter=f"tenant.{TENANT}.evt.>")
     assert upgrade.is_upgraded(info)
