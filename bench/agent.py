@@ -75,8 +75,7 @@ from agency.contracts.ids import new_id
 from agency.contracts.subjects import (
     COMMANDS_STREAM,
     EVENTS_STREAM,
-    event_token,
-    tenant_events_filter,
+    aggregate_events_filter,
 )
 from agency.infra.gc_tuning import tune_gc
 from agency.infra.jetstream.connection import Bus
@@ -218,12 +217,10 @@ class LogWatcher:
         return found
 
     def subjects(self) -> list[str]:
-        """Only the events a wait or a check looks at, as a client waiting for its runs
-        would subscribe: the rest of a run's events are not delivered to this process."""
-        watched = [("agency", "agency.created"), ("thread", "thread.created")]
-        watched += [("thread", "tool.output"), *(("thread", t) for t in RUN_TERMINAL_TYPES)]
-        events = tenant_events_filter(self._tenant).removesuffix(">")
-        return [f"{events}{aggregate}.*.{event_token(t)}" for aggregate, t in watched]
+        """The tenant's agencies and threads, as a client waiting for its runs would
+        subscribe (one subject per aggregate: every event of each is delivered, and the
+        ones no wait looks at are passed over)."""
+        return [aggregate_events_filter(a, self._tenant) for a in ("agency", "thread")]
 
     async def run(self, start_seq: int, stop: asyncio.Event) -> None:
         reader = OrderedReader(self._bus.js, self.subjects(), start_seq=start_seq)

@@ -7,10 +7,11 @@ with envelopes of the sizes a run writes:
 - `layout-parked`: the Go heap nats-server holds once `--threads` threads are stored (each
   the 14 events of a thread created, invoked and parked, in its three appends), beyond the
   empty server's, after `--rest` seconds at rest and two collections (its heap profile's
-  `HeapAlloc`, served on a profiling port). Ours: a message per event on the subject of
-  its type (`…evt.thread.<id>.<type>`, the layout of `docs/nats.md`); baseline: every
-  event of a thread on one subject (`…evt.thread.<id>`). Each layout on a server of its
-  own; ratio baseline/ours. PSS right after and after the rest is printed too.
+  `HeapAlloc`, served on a profiling port). "Ours": a message per event on the subject of
+  its type (`…evt.thread.<id>.<type>`, the previous layout); baseline: every event of a
+  thread on one subject (`…evt.thread.<id>`, the layout of `docs/nats.md` now). Each
+  layout on a server of its own; ratio baseline/ours. PSS right after and after the
+  rest is printed too.
 - `layout-parked-decisions`: the same against a message per decision (one message
   holding an append's envelopes) on one subject a thread.
 - `layout-decision`: p50 ms to store a decision of `--batch` events after the thread's
@@ -43,7 +44,7 @@ from nats.aio.msg import Msg
 
 from agency.contracts.events import ChatMessage, MessageAppended
 from agency.contracts.ids import new_id
-from agency.contracts.subjects import event_subject
+from agency.contracts.subjects import legacy_event_subject
 from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
 from agency.infra.jetstream.records import Position
 from agency.infra.jetstream.streams import StreamSettings, event_stream
@@ -119,7 +120,7 @@ def family_of(subject: str) -> str | None:
 
 def subjects_of(thread: str, types: Sequence[str], layout: Layout) -> list[str]:
     if layout is Layout.TYPED:
-        return [event_subject(TENANT, "thread", thread, t) for t in types]
+        return [legacy_event_subject(TENANT, "thread", thread, t) for t in types]
     return [thread_subject(thread)] * len(types)
 
 

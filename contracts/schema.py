@@ -28,7 +28,13 @@ from agency.contracts.commands import Command, CommandEnvelope
 from agency.contracts.envelope import Envelope
 from agency.contracts.events import Event
 from agency.contracts.ids import MAX_TOKEN_LENGTH
-from agency.contracts.subjects import AGGREGATES, COMMANDS_STREAM, EVENTS_STREAM, event_token
+from agency.contracts.subjects import (
+    AGGREGATES,
+    COMMANDS_STREAM,
+    EVENT_TYPE_HEADER,
+    EVENTS_STREAM,
+    event_token,
+)
 from agency.contracts.version import package_version
 
 JsonObject = dict[str, Any]
@@ -65,12 +71,13 @@ _GUARANTEES = f"""\
 Every subject starts with `tenant.<tenantId>.`, so NATS credentials can confine a tenant to
 `tenant.<tenantId>.>`. Bodies are JSON; each message type has a JSON Schema of its own.
 
-Events (stream `{EVENTS_STREAM}`) are facts and are never deleted. An aggregate instance is the
-subject family `tenant.<tenantId>.evt.<aggregate>.<aggregateId>.>`; its events are stored in
-strict order, and the envelope's `seq` counts them 1, 2, 3, ... with no gaps and no duplicates.
-Appends carry `Nats-Expected-Last-Subject-Sequence` on that family, so exactly one writer wins
-each position; several events of one decision are appended atomically (all or none). There is
-no ordering promise between aggregates. Delivery to consumers is at least once: deduplicate on
+Events (stream `{EVENTS_STREAM}`) are facts and are never deleted. An aggregate instance is one
+subject, `tenant.<tenantId>.evt.<aggregate>.<aggregateId>`; each event carries its type in the
+envelope and in the `{EVENT_TYPE_HEADER}` header. Its events are stored in strict order, and
+the envelope's `seq` counts them 1, 2, 3, ... with no gaps and no duplicates. Appends carry
+`Nats-Expected-Last-Subject-Sequence` on that subject, so exactly one writer wins each
+position; several events of one decision are appended atomically (all or none). There is no
+ordering promise between aggregates. Delivery to consumers is at least once: deduplicate on
 `event_id`, or on (`aggregate`, `aggregate_id`, `seq`). `version` is the payload's schema
 version at the time it was written; stored events are never rewritten.
 
@@ -165,11 +172,15 @@ def asyncapi_document() -> JsonObject:
     channels: JsonObject = {}
     operations: JsonObject = {}
     messages: JsonObject = {}
+    events = sorted((tag, cls.__name__) for tag, cls in EVENT_TYPES.items())
+    channels["events"] = _event_channel([name for _, name in events])
     for tag, cls in sorted(EVENT_TYPES.items()):
-        channel_id = f"event_{event_token(tag)}"
-        channels[channel_id] = _event_channel(tag, cls.__name__)
         messages[cls.__name__] = _message(tag, cls.__name__, "EventHeaders", cls.__doc__)
-        operations[f"receive_{channel_id}"] = _operation("receive", channel_id, cls.__name__)
+    operations["receive_events"] = _operation("receive", "events", *(n for _, n in events))
+    channels["note_run_canceled"] = _note_channel("run.canceled", "RunCanceled")
+    operations["receive_note_run_canceled"] = _operation(
+        "receive", "note_run_canceled", "RunCanceled"
+    )
     for tag, cmd in sorted(COMMAND_TYPES.items()):
         channel_id = f"command_{cmd.service}_{cmd.verb}"
         channels[channel_id] = _command_channel(tag, cmd.service, cmd.verb, cmd.__name__)
@@ -230,16 +241,30 @@ def _param_refs(*names: str) -> JsonObject:
     return {name: {"$ref": f"#/components/parameters/{name}"} for name in names}
 
 
-def _event_channel(tag: str, message: str) -> JsonObject:
+def _event_channel(names: list[str]) -> JsonObject:
     return {
-        "address": f"tenant.{{tenantId}}.evt.{{aggregate}}.{{aggregateId}}.{event_token(tag)}",
-        "title": tag,
+        "address": "tenant.{tenantId}.evt.{aggregate}.{aggregateId}",
+        "title": "events",
         "description": (
-            f"`{tag}` events of one aggregate instance, in stream `{EVENTS_STREAM}`. "
-            "Subscribe to `tenant.<tenantId>.evt.<aggregate>.<aggregateId>.>` to read every "
-            "event of the aggregate in order."
+            f"Every event of one aggregate instance, in order, in stream `{EVENTS_STREAM}`. "
+            f"The type is in the envelope and in the `{EVENT_TYPE_HEADER}` header: a reader "
+            "that wants some types filters on the header without decoding the rest."
         ),
         "parameters": _param_refs("tenantId", "aggregate", "aggregateId"),
+        "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in names},
+    }
+
+
+def _note_channel(tag: str, message: str) -> JsonObject:
+    return {
+        "address": f"tenant.{{tenantId}}.note.{event_token(tag)}",
+        "title": f"{tag} notes",
+        "description": (
+            f"Plain NATS, in no stream: each `{tag}` event, once appended, is also published "
+            "here (the same body), at most once, for listeners that act on it at once. The "
+            "log stays the truth: read the aggregate for what a missed note said."
+        ),
+        "parameters": _param_refs("tenantId"),
         "messages": {message: {"$ref": f"#/components/messages/{message}"}},
     }
 
@@ -300,11 +325,11 @@ def _dead_letter_message() -> JsonObject:
     }
 
 
-def _operation(action: str, channel_id: str, message: str) -> JsonObject:
+def _operation(action: str, channel_id: str, *messages: str) -> JsonObject:
     return {
         "action": action,
         "channel": {"$ref": f"#/channels/{channel_id}"},
-        "messages": [{"$ref": f"#/channels/{channel_id}/messages/{message}"}],
+        "messages": [{"$ref": f"#/channels/{channel_id}/messages/{m}"} for m in messages],
     }
 
 
@@ -371,6 +396,10 @@ def _header_schemas() -> JsonObject:
         "tracestate": "W3C trace state that goes with traceparent.",
     }
     events = {
+        EVENT_TYPE_HEADER: (
+            "The event's type (as in the envelope), on every event: filter on it to take "
+            "some types of an aggregate's events without decoding the others."
+        ),
         "Nats-Msg-Id": (
             "Idempotency of the append: the event_id, or "
             "`<aggregateId>:<idempotency_key>:<index>` when a command produced the event, "
@@ -379,10 +408,6 @@ def _header_schemas() -> JsonObject:
         "Nats-Expected-Last-Subject-Sequence": (
             "On appends: the stream sequence of the aggregate's last event (0 for none); the "
             "server rejects the append (error 10071) if another writer got there first."
-        ),
-        "Nats-Expected-Last-Subject-Sequence-Subject": (
-            "On appends: the aggregate's subject family "
-            "`tenant.<tenantId>.evt.<aggregate>.<aggregateId>.>` the check above applies to."
         ),
         "Nats-Batch-Id": "On atomic appends of several events: the batch they belong to.",
         "Nats-Batch-Sequence": "On atomic appends: position in the batch, from 1.",
@@ -397,7 +422,7 @@ def _header_schemas() -> JsonObject:
     }
     return {
         "EventHeaders": {
-            **_headers(events, ["Nats-Msg-Id"]),
+            **_headers(events, [EVENT_TYPE_HEADER]),
             "description": (
                 "Headers of an event. Trace context travels in the envelope's `trace` field."
             ),

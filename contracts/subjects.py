@@ -1,7 +1,10 @@
 """Subject builders. Every token is validated before it reaches a subject.
 
 Layout (see docs/architecture.md):
-  events    tenant.<tenant>.evt.<aggregate>.<aggregate_id>.<event_token>
+  events    tenant.<tenant>.evt.<aggregate>.<aggregate_id>  (one subject per aggregate
+            instance; the event type is in the envelope and in the `Agency-Event-Type` header)
+  notes     tenant.<tenant>.note.<event_token>  (plain NATS, in no stream: a signal that an
+            event was appended, for listeners that act at once, e.g. on `run.canceled`)
   commands  tenant.<tenant>.cmd.<service>.<verb>
   requests  tenant.<tenant>.req.<service>.<verb>  (plain NATS request-reply, in no stream)
 """
@@ -25,6 +28,14 @@ ALL_COMMANDS = "tenant.*.cmd.>"
 ALL_DEAD_LETTERS = "dlq.>"
 
 
+# The header every appended event carries: its type, so a consumer that wants some types
+# filters without decoding the payload.
+EVENT_TYPE_HEADER = "Agency-Event-Type"
+
+# Event types whose append is also announced on a note subject (`note_subject`).
+NOTED_TYPES: frozenset[str] = frozenset({"run.canceled"})
+
+
 def event_token(event_type: str) -> str:
     """`tool.started` → `tool_started`: an event type as one subject token."""
     return event_type.replace(".", "_")
@@ -36,31 +47,45 @@ def _aggregate(aggregate: str) -> str:
     return aggregate
 
 
-def _aggregate_prefix(tenant_id: str, aggregate: str, aggregate_id: str) -> str:
+def event_subject(tenant_id: str, aggregate: str, aggregate_id: str) -> str:
+    """The one subject of an aggregate instance: every event of it, in order. The unit of
+    ordering and of concurrency (expected last subject sequence)."""
     return (
         f"tenant.{validate_token('tenant id', tenant_id)}.evt."
         f"{_aggregate(aggregate)}.{validate_token('aggregate id', aggregate_id)}"
     )
 
 
-def event_subject(tenant_id: str, aggregate: str, aggregate_id: str, event_type: str) -> str:
-    prefix = _aggregate_prefix(tenant_id, aggregate, aggregate_id)
-    return f"{prefix}.{validate_token('event type', event_token(event_type))}"
-
-
-def aggregate_filter(tenant_id: str, aggregate: str, aggregate_id: str) -> str:
-    """Every event of one aggregate instance: the unit of ordering and of concurrency."""
-    return f"{_aggregate_prefix(tenant_id, aggregate, aggregate_id)}.>"
-
-
 def tenant_events_filter(tenant_id: str) -> str:
     return f"tenant.{validate_token('tenant id', tenant_id)}.evt.>"
 
 
-def events_of_type_filter(event_type: str, aggregate: str = "thread") -> str:
-    """Every tenant's events of one type, for a service that reacts to that type only."""
+def aggregate_events_filter(aggregate: str = "thread", tenant_id: str = "*") -> str:
+    """Every instance of one aggregate (of one tenant, or of every tenant with `*`). A
+    consumer that wants some event types reads this and filters on `EVENT_TYPE_HEADER`."""
+    tenant = tenant_id if tenant_id == "*" else validate_token("tenant id", tenant_id)
+    return f"tenant.{tenant}.evt.{_aggregate(aggregate)}.*"
+
+
+def legacy_event_subject(tenant_id: str, aggregate: str, aggregate_id: str, event_type: str) -> str:
+    """A subject of the previous layout (one subject per event type of an aggregate), read
+    only by the upgrade (`infra/jetstream/upgrade.py`)."""
     token = validate_token("event type", event_token(event_type))
-    return f"tenant.*.evt.{_aggregate(aggregate)}.*.{token}"
+    return f"{event_subject(tenant_id, aggregate, aggregate_id)}.{token}"
+
+
+def note_subject(tenant_id: str, event_type: str) -> str:
+    """Where the append of an event of `NOTED_TYPES` is announced (plain NATS, no stream)."""
+    token = validate_token("event type", event_token(event_type))
+    return f"tenant.{validate_token('tenant id', tenant_id)}.note.{token}"
+
+
+def notes_filter(event_type: str) -> str:
+    """Every tenant's notes of one event type."""
+    return f"tenant.*.note.{validate_token('event type', event_token(event_type))}"
+
+
+ALL_NOTES = "tenant.*.note.>"
 
 
 def _service_subject(kind: str, tenant_id: str, service: str, verb: str) -> str:

@@ -9,12 +9,14 @@ imported from Agency. Get credentials with `agency tenants credentials <tenant>`
         --agency <agency id> --thread <thread id> --message "Plan a trip" --schemas schema
 
 What it does, as docs/nats.md explains:
-1. creates a consumer on the events stream whose filter is the thread's own subjects
-   (`tenant.<t>.evt.thread.<id>.>`), pushing to an inbox under the tenant's private prefix,
-   through the JetStream API prefix of the tenant's account (`agency.api`);
+1. creates a consumer on the events stream whose filter is the thread's own subject
+   (`tenant.<t>.evt.thread.<id>`: every event of the thread, the type in the envelope and
+   in the `Agency-Event-Type` header), pushing to an inbox under the tenant's private
+   prefix, through the JetStream API prefix of the tenant's account (`agency.api`);
 2. publishes a `runtime.invoke` command on `tenant.<t>.cmd.runtime.invoke` through
    JetStream, with `Nats-Msg-Id` as the idempotency key (a repeat is stored once);
-3. prints every event of the thread as one JSON line until its run ends.
+3. prints every event of the thread as one JSON line until its run ends (a run's end is
+   told by the header, before the body is looked at).
 
 Exit status: 0 when the run completed, 1 when it ended in error or was canceled, 2 when it
 did not end within `--timeout` seconds.
@@ -36,6 +38,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 EVENTS_STREAM = "AGENCY_EVENTS"
 TERMINAL = {"run.completed": 0, "run.error": 1, "run.canceled": 1}
+# Every event's type, on its message: filter on it without decoding the body.
+EVENT_TYPE_HEADER = "Agency-Event-Type"
 
 
 def invoke_command(
@@ -98,18 +102,19 @@ async def run(args: argparse.Namespace) -> int:
 
         # Follow before invoking, so no event of the run is missed.
         deliver = nc.new_inbox()
-        events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
 
         async def on_event(msg: Any) -> None:
             if msg.data:  # idle heartbeats and flow control carry no data
-                await events.put(json.loads(msg.data))
+                kind = (msg.headers or {}).get(EVENT_TYPE_HEADER, "")
+                await events.put((kind, json.loads(msg.data)))
 
         await nc.subscribe(deliver, cb=on_event)
         await js.add_consumer(
             EVENTS_STREAM,
             ConsumerConfig(
                 name=f"follow-{secrets.token_hex(8)}",
-                filter_subject=f"tenant.{args.tenant}.evt.thread.{args.thread}.>",
+                filter_subject=f"tenant.{args.tenant}.evt.thread.{args.thread}",
                 deliver_subject=deliver,
                 deliver_policy=DeliverPolicy.NEW,
                 ack_policy=AckPolicy.NONE,
@@ -126,10 +131,10 @@ async def run(args: argparse.Namespace) -> int:
 
         async def until_terminal() -> int:
             while True:
-                event = await events.get()
+                kind, event = await events.get()
                 print(json.dumps(event), flush=True)
-                if event.get("run_id") == run_id and event.get("type") in TERMINAL:
-                    return TERMINAL[event["type"]]
+                if kind in TERMINAL and event.get("run_id") == run_id:
+                    return TERMINAL[kind]
 
         try:
             return await asyncio.wait_for(until_terminal(), timeout=args.timeout)

@@ -10,7 +10,8 @@ account imports from `AGENCY`, and `AGENCY` exports to that one account only:
 - service `tenant.<t>.cmd.>`, answered by the gateway at `gw.<t>.cmd.>`;
 - service `agency.api.CONSUMER.CREATE.AGENCY_EVENTS.>`, the gateway at `gw.<t>.consumer.>`;
 - service `agency.api.DIRECT.GET.AGENCY_EVENTS.tenant.<t>.evt.>`, JetStream's direct get
-  of the same subjects (`$JS.API.DIRECT.GET.…`).
+  of the same subjects (`$JS.API.DIRECT.GET.…`): the last event of one of its aggregates
+  (one subject per aggregate instance).
 
 A tenant's JetStream client uses the API prefix `agency.api` (nats-py:
 `nc.jetstream(prefix="agency.api")`); `$JS.API.>` in its own account is answered by the
@@ -26,7 +27,7 @@ from typing import Any
 import msgspec
 
 from agency.contracts.ids import validate_token
-from agency.contracts.subjects import DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
+from agency.contracts.subjects import ALL_NOTES, DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
 from agency.infra.jetstream.leases import LEASES_BUCKET
 from agency.infra.roles import GATEWAY_ROLE as GATEWAY_ROLE
 
@@ -46,7 +47,7 @@ _READ_API = [
     "$JS.ACK.>",
     "$JS.FC.>",
 ]
-_WRITE = ["tenant.*.evt.>", "tenant.*.cmd.>", "dlq.>"]
+_WRITE = ["tenant.*.evt.>", ALL_NOTES, "tenant.*.cmd.>", "dlq.>"]
 
 
 class Permission(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -99,7 +100,7 @@ def service_permissions(role: str) -> Permissions:
             allow_responses=True,
         )
     allow = [*_WRITE, *_READ_API]
-    hear = ["_INBOX.>", "tenant.*.evt.>", f"$KV.{LEASES_BUCKET}.>"]
+    hear = ["_INBOX.>", "tenant.*.evt.>", ALL_NOTES, f"$KV.{LEASES_BUCKET}.>"]
     if role == "runtime":
         allow += [
             f"$KV.{LEASES_BUCKET}.>",

@@ -1,6 +1,6 @@
 """The store: a tenant's namespaced items (LangGraph's `BaseStore`), as facts on the log.
 
-One item is one aggregate (`tenant.<t>.evt.store.<id>.<type>`, the id a digest of its
+One item is one aggregate (`tenant.<t>.evt.store.<id>`, the id a digest of its
 namespace and key, `store_item_id`), so an item's puts and deletes are ordered and a
 replay or an export carries the store like everything else. The `store_items` read model
 serves reads.

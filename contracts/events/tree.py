@@ -1,4 +1,4 @@
-"""A subagent tree's own aggregate (`tenant.<t>.evt.tree.<root thread id>.<type>`): the
+"""A subagent tree's own aggregate (`tenant.<t>.evt.tree.<root thread id>`): the
 threads admitted into it and the stops of its parts.
 
 Every spawn in a tree is admitted here before its child exists, one append at a time

@@ -1,10 +1,10 @@
 """Workflows: named groups of agents sharing a channel, documents, resources and proposals.
 
-One workflow is one aggregate (`tenant.<t>.evt.workflow.<id>.<type>`). Its members are
+One workflow is one aggregate (`tenant.<t>.evt.workflow.<id>`). Its members are
 threads of the runtime; the workflows controller turns a mention on the channel into a run
 of the mentioned member's thread (`member.invoked`) and posts the run's answer back
 (`member.answered` with a `channel.message_posted`). Schedules are aggregates of their own
-(`tenant.<t>.evt.schedule.<id>.<type>`): a cron expression and the tick it last fired.
+(`tenant.<t>.evt.schedule.<id>`): a cron expression and the tick it last fired.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Reading one aggregate's events with batch direct gets, each bounded by a count.
 
-An aggregate is a wildcard family (`tenant.<t>.evt.<aggregate>.<id>.>`, one subject per
-event type). The server finds a family's next message from its subject index only while
-the stream holds fewer than 64k distinct subjects; past that (about 5,000 threads) it walks
-the stream's blocks one by one. An unbounded batch also walks on after the family's last
-message, looking for more, to the end of the stream. So "everything after position p" of
-a thread parked an hour ago walked the whole hour, even when nothing was new.
+An aggregate is one subject (`tenant.<t>.evt.<aggregate>.<id>`). The server finds a
+subject's next message from its subject index only while the stream holds fewer than 64k
+distinct subjects; past that it walks the stream's blocks one by one. An unbounded batch
+also walks on after the aggregate's last message, looking for more, to the end of the
+stream. So "everything after position p" of a thread parked an hour ago walked the whole
+hour, even when nothing was new.
 
 A read therefore starts with the family's last message (`last_by_subj`, answered from
 the index at any size). An aggregate's own sequence has no gaps, so that message says how
@@ -34,7 +34,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeoutError
 
-from agency.infra.jetstream.decoding import record_from_direct_get
+from agency.infra.jetstream.decoding import event_type_of, record_from_direct_get
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
 from agency.infra.jetstream.records import Position, RecordedEvent, UndecodableEvent
 
@@ -177,20 +177,36 @@ def _joined(
 
 
 async def scan_from(
-    nc: NATS, stream: str, subjects: str, start: int, timeout: float
+    nc: NATS,
+    stream: str,
+    subjects: str,
+    start: int,
+    timeout: float,
+    *,
+    types: frozenset[str] | None = None,
 ) -> AsyncIterator[Recorded]:
     """Every message on `subjects` (a subject or wildcard) from stream sequence `start` to
-    the stream's end, page by page, as what it is: an event or not."""
+    the stream's end, page by page, as what it is: an event or not. With `types`, an event
+    whose type header names another type is passed over without being decoded."""
     while True:
         request = {"seq": start, "next_by_subj": subjects, "batch": _PAGE}
         count = 0
         async for msg in direct_batch(nc, stream, request, timeout):
             count += 1
+            if types is not None and not _typed(msg, types):
+                start = int((msg.headers or {}).get("Nats-Sequence", start)) + 1
+                continue
             recorded = record_from_direct_get(msg)
             start = recorded.stream_seq + 1
             yield recorded
         if count < _PAGE:
             return
+
+
+def _typed(msg: Msg, types: frozenset[str]) -> bool:
+    """Whether the message may be an event of `types`: its header says so, or it has none."""
+    event_type = event_type_of(msg)
+    return event_type is None or event_type in types
 
 
 async def direct_batch(

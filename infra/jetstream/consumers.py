@@ -14,24 +14,33 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
-from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter
+from agency.contracts.subjects import EVENTS_STREAM, Aggregate, aggregate_events_filter
 
 STREAM_NOT_FOUND = 10059
 
 
 @dataclass(frozen=True, slots=True)
 class DurableSpec:
-    """A durable consumer of the events of `event_types` of threads; with `subjects`, of
-    those subjects instead (events of other aggregates: a workflow's, say)."""
+    """A durable consumer of the events of `event_types`, read from the aggregates named
+    (threads by default). It receives every event of those aggregates (one subject per
+    aggregate instance) and its workers pass over the other types by their
+    `Agency-Event-Type` header, without decoding them (`wants`)."""
 
     name: str
     event_types: tuple[str, ...]
-    subjects: tuple[str, ...] = ()
+    aggregates: tuple[Aggregate, ...] = ("thread",)
+
+    @property
+    def subjects(self) -> list[str]:
+        return [aggregate_events_filter(a) for a in self.aggregates]
+
+    def wants(self, event_type: str) -> bool:
+        return event_type in self.event_types
 
     def config(
         self, *, ack_wait: float = 30.0, max_deliver: int = 10, max_ack_pending: int = 1024
     ) -> ConsumerConfig:
-        subjects = list(self.subjects) or [events_of_type_filter(t) for t in self.event_types]
+        subjects = self.subjects
         return ConsumerConfig(
             durable_name=self.name,
             ack_policy=AckPolicy.EXPLICIT,

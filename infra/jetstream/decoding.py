@@ -7,7 +7,7 @@ from nats.aio.msg import Msg
 
 from agency.contracts.codec import decode_event
 from agency.contracts.errors import ContractError
-from agency.contracts.subjects import event_token
+from agency.contracts.subjects import EVENT_TYPE_HEADER
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 
 
@@ -18,10 +18,7 @@ def decode_recorded(data: bytes, stream_seq: int, subject: str) -> RecordedEvent
         return UndecodableEvent(stream_seq=stream_seq, subject=subject, data=data, reason=str(e))
     # The subject is what the broker's permissions confine to a tenant; an envelope that
     # names another tenant or aggregate than its subject is forged and never believed.
-    expected = (
-        f"tenant.{envelope.tenant_id}.evt.{envelope.aggregate}.{envelope.aggregate_id}."
-        f"{event_token(envelope.type)}"
-    )
+    expected = f"tenant.{envelope.tenant_id}.evt.{envelope.aggregate}.{envelope.aggregate_id}"
     if subject != expected:
         return UndecodableEvent(
             stream_seq=stream_seq,
@@ -60,3 +57,9 @@ def record_from_js_msg(msg: Msg, stream_seq: int | None = None) -> RecordedEvent
     if stream_seq is None:
         stream_seq = stream_seq_of(msg)
     return decode_recorded(msg.data, stream_seq, msg.subject)
+
+
+def event_type_of(msg: Msg) -> str | None:
+    """The type an event's header names, without decoding it (None: no header)."""
+    headers = msg.headers
+    return headers.get(EVENT_TYPE_HEADER) if headers else None

@@ -1,8 +1,9 @@
 """The event store: append-only aggregates on one JetStream stream.
 
-An aggregate instance (a thread, an agency, a tenant) is the subject family
-`tenant.<t>.evt.<aggregate>.<id>.>`. Appends carry `Nats-Expected-Last-Subject-Sequence`
-on that family, so exactly one writer wins each position; a decision of several events is
+An aggregate instance (a thread, an agency, a tenant) is one subject,
+`tenant.<t>.evt.<aggregate>.<id>`; every event carries its type in the `Agency-Event-Type`
+header (and in its envelope). Appends carry `Nats-Expected-Last-Subject-Sequence` on that
+subject, so exactly one writer wins each position; a decision of several events is
 one atomic batch (a single event is a plain publish: the server handles atomic batches
 about ten times slower). The server checks the expected sequence before the message id of
 a plain publish, so a conflict is settled by looking at what won: our own earlier attempt,
@@ -19,6 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import nats.errors
 import nats.js.errors
 import structlog
 from nats.aio.client import Client as NATS
@@ -29,10 +31,12 @@ from agency.contracts.envelope import Envelope
 from agency.contracts.events import AnyEvent
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import (
+    EVENT_TYPE_HEADER,
     EVENTS_STREAM,
+    NOTED_TYPES,
     Aggregate,
-    aggregate_filter,
     event_subject,
+    note_subject,
 )
 from agency.infra.jetstream.aggregate_reads import AggregateReads
 from agency.infra.jetstream.decoding import decode_recorded, record_from_direct_get
@@ -122,7 +126,7 @@ class EventStore:
             return AppendResult(position=expected, events=())
         if len(payloads) > ATOMIC_BATCH_LIMIT:
             raise BatchTooLarge(len(payloads), ATOMIC_BATCH_LIMIT)
-        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+        family = event_subject(tenant_id, aggregate, aggregate_id)
         envelopes = self._stamp(
             new_envelopes(
                 tenant_id,
@@ -136,7 +140,8 @@ class EventStore:
                 trace=current_carrier(),
             )
         )
-        subjects = [event_subject(tenant_id, aggregate, aggregate_id, e.type) for e in envelopes]
+        subjects = [family] * len(envelopes)
+        types = [e.type for e in envelopes]
         # Without a key no message id is stored: a retried publish that had landed is
         # recognised by its event ids when it conflicts (`_settle_conflict`), and every
         # consumer is spared parsing one more header per event.
@@ -155,11 +160,11 @@ class EventStore:
             try:
                 if len(envelopes) == 1:
                     last_seq, duplicate = await self._publish_single(
-                        subjects[0], bodies[0], msg_ids[0], family, expected
+                        family, types[0], bodies[0], msg_ids[0], expected
                     )
                 else:
                     last_seq, duplicate = await self._publish_batch(
-                        subjects, bodies, msg_ids, family, expected
+                        family, types, bodies, msg_ids, expected
                     )
             except ConcurrencyError:
                 settled = await self._settle_conflict(
@@ -175,18 +180,30 @@ class EventStore:
             RecordedEvent(envelope=e, stream_seq=first + i, subject=s, raw=b)
             for i, (e, s, b) in enumerate(zip(envelopes, subjects, bodies, strict=True))
         )
+        await self._announce(tenant_id, recorded)
         return AppendResult(position=recorded[-1].position, events=recorded)
+
+    async def _announce(self, tenant_id: str, recorded: Sequence[RecordedEvent]) -> None:
+        """Events of `NOTED_TYPES` are announced on their note subject, at most once (plain
+        NATS): listeners that act at once (a cancel) need not hear every event."""
+        for event in recorded:
+            if event.type in NOTED_TYPES:
+                try:
+                    await self._nc.publish(note_subject(tenant_id, event.type), event.raw)
+                except (nats.errors.Error, OSError) as e:
+                    log.warning("note not published", event=event.type, error=str(e))
 
     def _stamp(self, envelopes: list[Envelope]) -> list[Envelope]:
         """The envelopes of one append as stored; a subclass may set fields per event."""
         return envelopes
 
     async def _publish_single(
-        self, subject: str, body: bytes, msg_id: str | None, family: str, expected: Position
+        self, subject: str, event_type: str, body: bytes, msg_id: str | None, expected: Position
     ) -> tuple[int, bool]:
+        family = subject
         headers = {
+            EVENT_TYPE_HEADER: event_type,
             "Nats-Expected-Last-Subject-Sequence": str(expected.stream_seq),
-            "Nats-Expected-Last-Subject-Sequence-Subject": family,
         }
         if msg_id is not None:
             headers["Nats-Msg-Id"] = msg_id
@@ -227,27 +244,31 @@ class EventStore:
 
     async def _publish_batch(
         self,
-        subjects: list[str],
+        family: str,
+        types: list[str],
         bodies: list[bytes],
         msg_ids: list[str | None],
-        family: str,
         expected: Position,
     ) -> tuple[int, bool]:
+        subject = family
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._retry_budget
         while True:
             batch_id = new_id()
             last = len(bodies)
-            for i, (subject, body, msg_id) in enumerate(
-                zip(subjects, bodies, msg_ids, strict=True), start=1
+            for i, (event_type, body, msg_id) in enumerate(
+                zip(types, bodies, msg_ids, strict=True), start=1
             ):
-                headers = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)}
+                headers = {
+                    EVENT_TYPE_HEADER: event_type,
+                    "Nats-Batch-Id": batch_id,
+                    "Nats-Batch-Sequence": str(i),
+                }
                 if msg_id is not None:
                     headers["Nats-Msg-Id"] = msg_id
                 if i == 1:
                     # One expectation per aggregate per batch: a second one is refused.
                     headers["Nats-Expected-Last-Subject-Sequence"] = str(expected.stream_seq)
-                    headers["Nats-Expected-Last-Subject-Sequence-Subject"] = family
                 if i < last:
                     await self._nc.publish(subject, body, headers=headers)
                     continue
@@ -316,7 +337,7 @@ class EventStore:
         read-your-writes. A decision that must not rest on a stale read, such as refusing a
         command for good, is checked again with this slower read first.
         """
-        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+        family = event_subject(tenant_id, aggregate, aggregate_id)
         if from_leader:
             return await self._read_from_leader(family, after or Position())
         return await self._reads.after(family, after or Position())
@@ -344,16 +365,15 @@ class EventStore:
     ) -> RecordedEvent | None:
         """The aggregate's first event (None when it has none, or its first message is
         no event), without reading the rest."""
-        return await self._reads.first(aggregate_filter(tenant_id, aggregate, aggregate_id))
+        return await self._reads.first(event_subject(tenant_id, aggregate, aggregate_id))
 
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
     ) -> Position:
         """The aggregate's current position, without reading its history."""
-        family = aggregate_filter(tenant_id, aggregate, aggregate_id)
-        # Subjects end in the event type, so "last per subject" answers one message per type
-        # the aggregate has seen; the newest of those is the aggregate's last event.
-        request = {"multi_last": [family], "batch": ATOMIC_BATCH_LIMIT}
+        family = event_subject(tenant_id, aggregate, aggregate_id)
+        # One subject per aggregate: its last message is the aggregate's last event.
+        request = {"multi_last": [family], "batch": 1}
         best = Position()
         async for msg in self._reads.batch(request):
             recorded = record_from_direct_get(msg)

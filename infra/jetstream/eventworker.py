@@ -19,7 +19,7 @@ from opentelemetry import trace
 from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import DurableSpec, ensure_consumer
-from agency.infra.jetstream.decoding import record_from_js_msg
+from agency.infra.jetstream.decoding import event_type_of, record_from_js_msg
 from agency.infra.jetstream.outcomes import Ack, Outcome, Reject, Undecodable
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 from agency.infra.jetstream.tracing import context_from
@@ -47,7 +47,18 @@ class PermanentFailure(Exception):
 
 
 class EventConsumer(ConsumerWorker[RecordedEvent]):
-    """A worker over stored events: a message that is no event is undecodable."""
+    """A worker over the stored events of `spec`: a message that is no event is
+    undecodable; an event of a type the spec does not want is acked unhandled, told by its
+    type header (or, for a message without one, by its decoded envelope)."""
+
+    _spec: DurableSpec
+
+    def _wants(self, msg: Msg) -> bool:
+        event_type = event_type_of(msg)
+        return event_type is None or self._spec.wants(event_type)
+
+    def _wants_item(self, item: RecordedEvent) -> bool:
+        return self._spec.wants(item.type)
 
     def _decode(self, msg: Msg) -> RecordedEvent:
         recorded = record_from_js_msg(msg)

@@ -11,18 +11,23 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
+from agency.contracts.subjects import aggregate_events_filter
+from agency.infra.jetstream.decoding import event_type_of
+
 
 @contextlib.asynccontextmanager
 async def thread_events_live(
     nc: NATS, types: Iterable[str], observe: Callable[[bytes], None]
 ) -> AsyncIterator[None]:
-    """While inside, hand `observe` the bytes of each thread event whose subject ends in one
-    of `types` (subject tokens: `run_started`, ...)."""
+    """While inside, hand `observe` the bytes of each thread event of one of `types`
+    (`run.started`, ...), told by its type header without decoding the others."""
+    wanted = frozenset(types)
 
     async def on_message(msg: Msg) -> None:
-        observe(msg.data)
+        if event_type_of(msg) in wanted:
+            observe(msg.data)
 
-    subs = [await nc.subscribe(f"tenant.*.evt.thread.*.{token}", cb=on_message) for token in types]
+    subs = [await nc.subscribe(aggregate_events_filter("thread"), cb=on_message)]
     try:
         yield
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import structlog
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
@@ -20,6 +21,13 @@ from agency.contracts.subjects import (
 )
 from agency.infra.jetstream.consumers import provision_consumers
 from agency.infra.jetstream.errors import is_transient
+from agency.infra.jetstream.upgrade import (
+    LAYOUT,
+    LAYOUT_KEY,
+    UpgradeError,
+    is_upgraded,
+    upgrade_events,
+)
 from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
@@ -66,7 +74,14 @@ def event_stream(settings: StreamSettings) -> StreamConfig:
     description = "Every event of every tenant; the source of truth."
     stream = _file_stream(settings, EVENTS_STREAM, description, ALL_EVENTS, RetentionPolicy.LIMITS)
     # Facts are never deleted: deny delete and purge; no age or count limits.
-    facts = replace(stream, deny_delete=True, deny_purge=True, allow_direct=True, allow_atomic=True)
+    facts = replace(
+        stream,
+        deny_delete=True,
+        deny_purge=True,
+        allow_direct=True,
+        allow_atomic=True,
+        metadata={LAYOUT_KEY: LAYOUT},
+    )
     return _deduplicated(facts, settings)
 
 
@@ -101,13 +116,33 @@ async def provision(
     settings: StreamSettings | None = None,
     *,
     retry: RetryPolicy = PROVISION_RETRY,
+    nc: NATS | None = None,
 ) -> None:
     """Create the streams, or update them in place to the definitions above, then the shared
-    durable consumers. Safe to run from any number of processes at once."""
+    durable consumers. Safe to run from any number of processes at once.
+
+    An events stream of the previous layout is upgraded first when `nc` is given
+    (`upgrade.py`); without it, such a stream is refused rather than marked upgraded."""
     settings = settings or StreamSettings()
+    if nc is not None:
+        await upgrade_events(nc, js, event_stream(settings))
+    else:
+        await _refuse_previous_layout(js)
     for config in (event_stream(settings), command_stream(settings), dead_letter_stream(settings)):
         await retry.call(is_transient, _ensure_stream, js, config, settings.replicas)
     await retry.call(is_transient, provision_consumers, js)
+
+
+async def _refuse_previous_layout(js: JetStreamContext) -> None:
+    try:
+        info = await js.stream_info(EVENTS_STREAM)
+    except NotFoundError:
+        return
+    if not is_upgraded(info) and info.state.messages > 0:
+        raise UpgradeError(
+            f"{EVENTS_STREAM} holds events of the previous subject layout; upgrade it with "
+            "`agency migrate` (or start the system, which upgrades it) before using it"
+        )
 
 
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig, replicas: int) -> None:

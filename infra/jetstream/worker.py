@@ -137,6 +137,15 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         """The lane whose handlers run one at a time (None: no lane, only the bounds)."""
         return None
 
+    def _wants(self, msg: Msg) -> bool:
+        """Whether the message is this worker's, told without decoding it; one that is not
+        is acked at once and never handled."""
+        return True
+
+    def _wants_item(self, item: T) -> bool:
+        """Whether a decoded message is this worker's (for what `_wants` could not tell)."""
+        return True
+
     # --- the loop -----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -191,6 +200,9 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                             continue
                         failures, backlog = 0, len(msgs) >= wanted
                         for msg in msgs:
+                            if not self._wants(msg):
+                                await self._signal("ack", msg.ack)
+                                continue
                             task = tg.create_task(self._process(msg, subject_tenant(msg.subject)))
                             in_flight.add(task)
                             task.add_done_callback(in_flight.discard)
@@ -258,6 +270,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             item = self._decode(msg)
         except Undecodable as e:
             return Reject("undecodable", e.reason)
+        if not self._wants_item(item):
+            return Ack()
         if refused is not None:
             log.warning(
                 "tenant backlog over its bound, dead-lettered",

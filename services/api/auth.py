@@ -250,15 +250,15 @@ async def agency_events(deps: ApiDeps, tenant: str, agency_id: str) -> list[Reco
 
 
 async def agency_owned(deps: ApiDeps, tenant: str, agency_id: str) -> None:
-    """404 unless this tenant has the agency: one direct get of its `agency.created`, for
+    """404 unless this tenant has the agency: one direct get of its first event, for
     routes that need the agency to exist but none of its events. An agency is never
     deleted: one found is not read again (`deps.known`)."""
     path_id("agency id", agency_id)
     if deps.known.has_agency(tenant, agency_id):
         return
-    subject = event_subject(tenant, "agency", agency_id, "agency.created")
+    subject = event_subject(tenant, "agency", agency_id)
     try:
-        await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
+        await deps.bus.js.get_msg(EVENTS_STREAM, seq=1, subject=subject, next=True, direct=True)
     except NotFoundError:
         raise NotFoundException(f"agency {agency_id} not found") from None
     deps.known.found_agency(tenant, agency_id)
@@ -305,17 +305,19 @@ async def thread_created(
     """The thread's creation event, or 404 unless the thread is this tenant's, in this agency
     (in any of its agencies when `agency_id` is None).
 
-    One direct get of the last message on the thread's `thread_created` subject: a thread
-    has exactly one, and it names the agency.
+    One direct get of the first message on the thread's subject: a thread's first event is
+    its `thread.created`, and it names the agency.
     """
     if agency_id is not None:
         path_id("agency id", agency_id)
     path_id("thread id", thread_id)
-    subject = event_subject(tenant, "thread", thread_id, "thread.created")
+    subject = event_subject(tenant, "thread", thread_id)
     where = f" in agency {agency_id}" if agency_id is not None else ""
     not_found = NotFoundException(f"thread {thread_id} not found{where}")
     try:
-        msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
+        msg = await deps.bus.js.get_msg(
+            EVENTS_STREAM, seq=1, subject=subject, next=True, direct=True
+        )
     except NotFoundError:
         raise not_found from None
     envelope = readable_event(msg.data or b"")
@@ -328,13 +330,18 @@ async def thread_created(
 
 
 async def thread_terminated(deps: ApiDeps, tenant: str, thread_id: str) -> ThreadTerminated | None:
-    """The thread's `thread.terminated`, if it was terminated: one direct get, like
-    `thread_created` (a thread is terminated at most once)."""
-    subject = event_subject(tenant, "thread", thread_id, "thread.terminated")
+    """The thread's `thread.terminated`, if it was terminated (at most once). One direct get
+    when it is the thread's last event; otherwise the thread is read."""
+    subject = event_subject(tenant, "thread", thread_id)
     try:
         msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
     except NotFoundError:
         return None
     envelope = readable_event(msg.data or b"")
     payload = envelope.payload if envelope is not None else None
-    return payload if isinstance(payload, ThreadTerminated) else None
+    if isinstance(payload, ThreadTerminated):
+        return payload
+    for event in await deps.bus.store.read(tenant, "thread", thread_id):
+        if isinstance(event.payload, ThreadTerminated):
+            return event.payload
+    return None

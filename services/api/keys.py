@@ -41,11 +41,14 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.codec import readable_event
 from agency.contracts.events import ApiKeyRevoked
+from agency.contracts.subjects import aggregate_events_filter
+from agency.infra.jetstream.decoding import event_type_of
 
 log = structlog.get_logger(__name__)
 
-# Every tenant's key revocations, and nothing else.
-REVOCATIONS = "tenant.*.evt.tenant.*.tenant_api_key_revoked"
+# Every tenant's tenant events; only key revocations are read (told by their type header).
+REVOCATIONS = aggregate_events_filter("tenant")
+_REVOKED = "tenant.api_key_revoked"
 
 _MAX_PENDING = 10_000
 
@@ -172,6 +175,8 @@ class KeyCache:
                 log.info("api key revoked (read model)", tenant=ref[0], key_id=ref[1])
 
     async def _on_revoked(self, msg: Msg) -> None:
+        if event_type_of(msg) not in (_REVOKED, None):
+            return
         envelope = readable_event(msg.data)
         if envelope is not None and isinstance(envelope.payload, ApiKeyRevoked):
             self.revoke(envelope.tenant_id, envelope.payload.key_id)

@@ -32,9 +32,13 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.codec import readable_event
 from agency.contracts.events import BlueprintDeleted
+from agency.contracts.subjects import aggregate_events_filter
+from agency.infra.jetstream.decoding import event_type_of
 
 # Every tenant's blueprint deletions, and nothing else.
-BLUEPRINT_DELETIONS = "tenant.*.evt.agency.*.blueprint_deleted"
+# Every tenant's agency events; only blueprint deletions are read (told by their header).
+BLUEPRINT_DELETIONS = aggregate_events_filter("agency")
+_DELETED = "blueprint.deleted"
 AGENCIES_KEPT = 10_000
 BLUEPRINTS_KEPT = 10_000
 BLUEPRINT_TTL = 30.0
@@ -108,6 +112,8 @@ class KnownResources:
         _put(self._deleted, key, time.monotonic(), self._blueprints_kept)
 
     async def _on_deleted(self, msg: Msg) -> None:
+        if event_type_of(msg) not in (_DELETED, None):
+            return
         envelope = readable_event(msg.data)
         if envelope is not None and isinstance(envelope.payload, BlueprintDeleted):
             self.blueprint_deleted(envelope.tenant_id, envelope.aggregate_id, envelope.payload.name)

@@ -32,7 +32,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from agency.contracts.subjects import Aggregate, aggregate_filter
+from agency.contracts.subjects import Aggregate, event_subject
 from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import Position, RecordedEvent
 
@@ -113,7 +113,7 @@ async def watch_log(
 
     # The server takes a connection's messages in order: the subscription is in place
     # before the first read (sent after it on the same connection) asks for the log.
-    sub = await nc.subscribe(aggregate_filter(tenant, aggregate, aggregate_id), cb=on_event)
+    sub = await nc.subscribe(event_subject(tenant, aggregate, aggregate_id), cb=on_event)
     try:
         yield watch
     finally:

@@ -25,7 +25,7 @@ from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import Stream
 from nats.errors import Error as NatsError
 
-from agency.contracts.subjects import EVENTS_STREAM, aggregate_filter
+from agency.contracts.subjects import EVENTS_STREAM, event_subject
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.reader import Delivered, OrderedReader
 from agency.infra.jetstream.records import Position, RecordedEvent
@@ -149,7 +149,7 @@ class ThreadFeed:
         if self._reader is None:
             reader = OrderedReader(
                 self._deps.bus.js,
-                aggregate_filter(self._tenant, "thread", self._thread_id),
+                event_subject(self._tenant, "thread", self._thread_id),
                 start_seq=self._live_from,
                 batch=200,
             )

@@ -1,4 +1,4 @@
-"""`agency infra up|status`."""
+"""`agency infra up|status`, `agency migrate`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ def register(groups: Any) -> None:
     status = sub.add_parser("status", help="say whether the system in the data directory runs")
     add_data_dir(status)
     status.set_defaults(handler=infra_status)
+    migrate = groups.add_parser(
+        "migrate",
+        help="upgrade the data directory's store to this release (the events stream's subject "
+        "layout, the database) and exit; the system must be stopped",
+    )
+    add_data_dir(migrate)
+    migrate.set_defaults(handler=migrate_store)
 
 
 async def infra_up(args: argparse.Namespace) -> int:
@@ -52,6 +59,27 @@ async def infra_up(args: argparse.Namespace) -> int:
         finally:
             remove_endpoints(directory, endpoints.pid)
     print("stopped", flush=True)
+    return 0
+
+
+async def migrate_store(args: argparse.Namespace) -> int:
+    """Start the data directory's NATS and PostgreSQL, which upgrades what they hold
+    (`infra/jetstream/upgrade.py`, the database migrations), then stop them."""
+    from agency.infra.endpoints import EndpointsNotFound
+    from agency.infra.settings import InfraSettings
+    from agency.infra.system import Infrastructure
+
+    try:
+        endpoints = running_endpoints(args)
+    except EndpointsNotFound:
+        pass
+    else:
+        if _pid_alive(endpoints.pid):
+            print(f"the system runs (pid {endpoints.pid}): stop it before migrating")
+            return 1
+    async with Infrastructure(data_dir(args), InfraSettings.from_env()):
+        pass
+    print("the store is at this release's layout", flush=True)
     return 0
 
 

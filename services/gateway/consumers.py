@@ -4,7 +4,10 @@ A tenant's account reaches `$JS.API.CONSUMER.CREATE` only through the gateway
 (`infra/nats_accounts.py`), which forwards a request this module has accepted. A consumer
 a tenant creates:
 
-- reads only its own events: every filter lies under `tenant.<t>.evt.`;
+- reads only its own events: every filter lies under `tenant.<t>.evt.`, and names at most
+  an aggregate instance (`tenant.<t>.evt.<aggregate>.<id>`, one subject per instance): a
+  filter of the previous layout (a type token after the id) would match nothing, so it is
+  refused with where the type now is (the `Agency-Event-Type` header);
 - pushes only to its own inbox prefix (`_INBOX_<t>.`): never another tenant's inbox, a
   command subject, the dead letters, a bucket or the JetStream API;
 - takes no acknowledgements and no flow control (both answer on `AGENCY`'s subjects) and
@@ -20,10 +23,12 @@ from typing import Any
 import msgspec
 
 from agency.contracts.ids import is_valid_token
-from agency.contracts.subjects import EVENTS_STREAM
+from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM
 from agency.infra.nats_accounts import inbox_prefix
 
 OWNER_KEY = "agency_tenant"
+# `tenant.<t>.evt.<aggregate>.<id>`: no event subject is deeper.
+_AGGREGATE_TOKENS = 5
 MAX_INACTIVE_NS = 3600 * 1_000_000_000
 _FIELDS = frozenset(
     {
@@ -109,6 +114,12 @@ def checked_create(tenant: str, name: str, data: bytes) -> CreateRequest:
     filters = config.get("filter_subjects") or [config.get("filter_subject")]
     if not isinstance(filters, list) or not all(_own_filter(tenant, f) for f in filters):
         raise Refused(f"every filter must lie under tenant.{tenant}.evt.")
+    if deeper := [f for f in filters if len(f.split(".")) > _AGGREGATE_TOKENS]:
+        raise Refused(
+            f"filter {deeper[0]} names more than an aggregate: events are on one subject per "
+            f"aggregate instance, tenant.{tenant}.evt.<aggregate>.<id>; the event type is in "
+            f"the {EVENT_TYPE_HEADER} header, filter on it in the client"
+        )
     deliver = config.get("deliver_subject")
     if not (_plain_subject(deliver) and str(deliver).startswith(inbox_prefix(tenant) + ".")):
         raise Refused(

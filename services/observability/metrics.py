@@ -55,15 +55,15 @@ from agency.projections.status import projection_statuses
 log = structlog.get_logger(__name__)
 
 WATCHED = (
-    "run_tick",
-    "run_completed",
-    "run_error",
-    "run_canceled",
-    "model_started",
-    "model_completed",
-    "tool_started",
-    "tool_output",
-    "tool_error",
+    "run.tick",
+    "run.completed",
+    "run.error",
+    "run.canceled",
+    "model.started",
+    "model.completed",
+    "tool.started",
+    "tool.output",
+    "tool.error",
 )
 # Calls begun but not yet seen to end; the oldest are forgotten past this many.
 _OPEN_LIMIT = 50_000

@@ -15,7 +15,7 @@ from agency.contracts.commands import (
     TerminateThread,
     UpdateThreadState,
 )
-from agency.contracts.errors import CommandRejected
+from agency.contracts.errors import CommandRejected, ContractError
 from agency.contracts.events import (
     AnyEvent,
     BlueprintSwitched,
@@ -218,14 +218,19 @@ TERMINATED = "terminated"
 WITHDRAWN = "canceled while queued"
 
 
-def withdrew_a_queued_request(data: bytes) -> bool:
-    """Whether a `run.canceled` event's body withdrew a queued request: no run of it was
-    under way, so the thread's model call in flight (the active run's) goes on."""
+def canceled_thread(tenant_id: str, data: bytes) -> str | None:
+    """The thread whose active run a `run.canceled` note (`tenant.<t>.note.run_canceled`,
+    its body the event) ended, or None: not such an event of this tenant, or one that
+    withdrew a queued request (no run of it was under way, so the thread's model call in
+    flight, the active run's, goes on)."""
     try:
-        payload = decode_event(data).payload
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return False
-    return isinstance(payload, RunCanceled) and payload.reason.startswith(WITHDRAWN)
+        envelope = decode_event(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, ContractError):
+        return None
+    payload = envelope.payload
+    if envelope.tenant_id != tenant_id or not isinstance(payload, RunCanceled):
+        return None
+    return None if payload.reason.startswith(WITHDRAWN) else envelope.aggregate_id
 
 
 def refused(state: ThreadState) -> str:

@@ -36,8 +36,8 @@ from agency.contracts.commands import (
 from agency.contracts.envelope import utc_now
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
-from agency.contracts.ids import new_id
-from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter, tenant_of
+from agency.contracts.ids import new_id, validate_token
+from agency.contracts.subjects import EVENTS_STREAM, notes_filter, tenant_of
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
 from agency.infra.jetstream.connection import Bus
@@ -80,11 +80,6 @@ TRIGGER_CONSUMER = RUNTIME_TRIGGERS.name
 # `UNKNOWN_THREAD_DELAY` times its attempt later (0.2 + 0.4 + 0.6 s in all).
 UNKNOWN_THREAD_QUIET_ATTEMPTS = 4
 UNKNOWN_THREAD_DELAY = 0.2
-
-
-def thread_of(subject: str) -> str:
-    # tenant.<t>.evt.thread.<thread_id>.<type>
-    return subject.split(".")[4]
 
 
 class RuntimeService:
@@ -397,7 +392,7 @@ class RuntimeService:
     async def _refuse_if_elsewhere(self, tenant: str, thread_id: str) -> None:
         """A command naming a thread another tenant created is refused at once (its create
         cannot be in flight for this tenant: thread ids are unique), never retried."""
-        subject = f"tenant.*.evt.thread.{thread_id}.thread_created"
+        subject = f"tenant.*.evt.thread.{validate_token('thread id', thread_id)}"
         try:
             found = await self._bus.js.get_msg(EVENTS_STREAM, seq=1, subject=subject, next=True)
         except NotFoundError:
@@ -422,13 +417,14 @@ class RuntimeService:
 
     async def run_cancel_listener(self, stop: asyncio.Event) -> None:
         async def on_cancel(msg: Msg) -> None:
-            tenant, thread = tenant_of(msg.subject), thread_of(msg.subject)
-            if commands.withdrew_a_queued_request(msg.data):
+            tenant = tenant_of(msg.subject)
+            thread = commands.canceled_thread(tenant, msg.data)
+            if thread is None:
                 return  # a queued request's: the active run's call goes on
             if self.driver.abort_model_call(tenant, thread):
                 log.info("model call aborted by cancel", tenant_id=tenant, thread_id=thread)
 
-        sub = await self._bus.nc.subscribe(events_of_type_filter("run.canceled"), cb=on_cancel)
+        sub = await self._bus.nc.subscribe(notes_filter("run.canceled"), cb=on_cancel)
         try:
             await stop.wait()
         finally:

@@ -49,7 +49,7 @@ from agency.services.tenancy.admission import RunShares
 from agency.services.tenancy.settings_env import from_environ
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
-_WATCHED = ("request_accepted", "request_injected", "run_completed", "run_error", "run_canceled")
+_WATCHED = ("request.accepted", "request.injected", "run.completed", "run.error", "run.canceled")
 
 
 class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):

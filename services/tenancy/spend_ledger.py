@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 
 from agency.contracts.events import AgencyBudgetSet, ModelCompleted, TenantBudgetSet
 from agency.contracts.records import Position, RecordedEvent
-from agency.contracts.subjects import EVENTS_STREAM, event_token
+from agency.contracts.subjects import EVENTS_STREAM, aggregate_events_filter
 from agency.infra.jetstream.aggregate_reads import direct_batch
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.decoding import record_from_direct_get
+from agency.infra.jetstream.decoding import event_type_of, record_from_direct_get
 from agency.services.tenancy.spend import (
     Budget,
     Overrides,
@@ -33,7 +33,7 @@ from agency.services.tenancy.spend import (
 )
 
 _PAGE = 1000
-_USAGE = event_token("model.completed")
+_USAGE = "model.completed"
 # Seconds the budgets read for a tenant or an agency are used before the log is asked again.
 REFRESH_SECONDS = 1.0
 
@@ -142,7 +142,7 @@ class SpendLedger:
         elif usage.read_at >= asked:
             return usage
         started = time.monotonic()
-        subject = f"tenant.{tenant}.evt.thread.*.{_USAGE}"
+        subject = aggregate_events_filter("thread", tenant)
         request: dict[str, object] = {"next_by_subj": subject, "batch": _PAGE}
         if usage.stream_seq:
             request["seq"] = usage.stream_seq + 1
@@ -152,6 +152,10 @@ class SpendLedger:
             count = 0
             async for msg in direct_batch(self._bus.nc, self._stream, request, self._timeout):
                 count += 1
+                if event_type_of(msg) not in (_USAGE, None):
+                    seq = int((msg.headers or {}).get("Nats-Sequence", "0"))
+                    usage.stream_seq = max(usage.stream_seq, seq)
+                    continue
                 recorded = record_from_direct_get(msg)
                 usage.stream_seq = max(usage.stream_seq, recorded.stream_seq)
                 if isinstance(recorded, RecordedEvent):

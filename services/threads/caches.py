@@ -17,9 +17,13 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from agency.contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
+from agency.contracts.subjects import aggregate_events_filter
 from agency.domain.thread_state import ThreadState
+from agency.infra.jetstream.decoding import event_type_of
 from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import Position, RecordedEvent
+
+_BLUEPRINT_CHANGES = frozenset({"blueprint.saved", "blueprint.deleted", None})
 
 
 class ThreadCache:
@@ -113,12 +117,12 @@ class BlueprintCache:
 
     async def watch(self, nc: NATS) -> None:
         async def forget(msg: Msg) -> None:
-            parts = msg.subject.split(".")
-            self._agencies.pop((parts[1], parts[4]), None)
+            if event_type_of(msg) in _BLUEPRINT_CHANGES:
+                parts = msg.subject.split(".")
+                self._agencies.pop((parts[1], parts[4]), None)
 
-        for token in ("blueprint_saved", "blueprint_deleted"):
-            subject = f"tenant.*.evt.agency.*.{token}"
-            self._subscriptions.append(await nc.subscribe(subject, cb=forget))
+        subject = aggregate_events_filter("agency")
+        self._subscriptions.append(await nc.subscribe(subject, cb=forget))
         self._watching = True
 
     async def close(self) -> None:

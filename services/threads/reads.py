@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from nats.aio.client import Client as NATS
 
 from agency.contracts.events import ThreadCreated
-from agency.contracts.ids import validate_token
-from agency.contracts.subjects import EVENTS_STREAM, event_token
+from agency.contracts.subjects import EVENTS_STREAM, aggregate_events_filter
 from agency.infra.jetstream.aggregate_reads import scan_from
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
@@ -45,6 +44,9 @@ async def read_thread(store: EventStore, tenant_id: str, thread_id: str) -> list
     return events
 
 
+_CREATED = frozenset({"thread.created"})
+
+
 async def thread_creations(
     nc: NATS,
     tenant_id: str,
@@ -55,10 +57,9 @@ async def thread_creations(
     timeout: float = 5.0,
 ) -> list[Creation]:
     """Every `thread.created` of the tenant from `start_seq` (to `until_seq`), in order."""
-    token = event_token("thread.created")
-    pattern = f"tenant.{validate_token('tenant id', tenant_id)}.evt.thread.*.{token}"
+    pattern = aggregate_events_filter("thread", tenant_id)
     found: list[Creation] = []
-    async for event in scan_from(nc, stream, pattern, start_seq, timeout):
+    async for event in scan_from(nc, stream, pattern, start_seq, timeout, types=_CREATED):
         if until_seq is not None and event.stream_seq > until_seq:
             break
         creation = _creation(tenant_id, event)

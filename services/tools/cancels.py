@@ -1,6 +1,6 @@
 """Stopping tool calls whose run is canceled.
 
-Every tools-service process listens to `run.canceled` on plain NATS (like the runtime's
+Every tools-service process listens to `run.canceled` notes on plain NATS (like the runtime's
 abort of a model call in flight) and cancels the execution of each call of that run it is
 running: an async tool gets `CancelledError` where it awaits; a blocking tool on a thread
 cannot be stopped by Python, but its result is dropped. The call's result is never
@@ -14,16 +14,17 @@ import contextlib
 from collections.abc import Awaitable
 from typing import TypeVar
 
+import msgspec
 import nats.errors
 import structlog
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from agency.contracts.codec import decode_event
+from agency.contracts.errors import ContractError
 from agency.contracts.events import RunCanceled
-from agency.contracts.subjects import events_of_type_filter
+from agency.contracts.subjects import notes_filter, tenant_of
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.decoding import record_from_js_msg
-from agency.infra.jetstream.records import RecordedEvent
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +49,7 @@ class RunCancels:
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
-        self._sub = await self._bus.nc.subscribe(
-            events_of_type_filter("run.canceled"), cb=self._on_cancel
-        )
+        self._sub = await self._bus.nc.subscribe(notes_filter("run.canceled"), cb=self._on_cancel)
 
     async def stop(self) -> None:
         sub, self._sub = self._sub, None
@@ -88,11 +87,15 @@ class RunCancels:
         return len(tasks)
 
     async def _on_cancel(self, msg: Msg) -> None:
-        recorded = record_from_js_msg(msg, stream_seq=0)
-        if not isinstance(recorded, RecordedEvent) or not isinstance(recorded.payload, RunCanceled):
+        # A note (`tenant.<t>.note.run_canceled`) carries the event; the subject's tenant is
+        # what the broker confines, so an envelope naming another is not believed.
+        try:
+            env = decode_event(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, ContractError):
             return
-        env = recorded.envelope
-        key = (env.tenant_id, env.aggregate_id, recorded.payload.run_id)
+        if not isinstance(env.payload, RunCanceled) or env.tenant_id != tenant_of(msg.subject):
+            return
+        key = (env.tenant_id, env.aggregate_id, env.payload.run_id)
         if self.cancel(key):
             log.info("tool calls stopped by cancel", tenant_id=key[0], thread_id=key[1],
                      run_id=key[2])  # fmt: skip

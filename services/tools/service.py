@@ -48,7 +48,7 @@ from agency.contracts.events import (
     ToolStarted,
 )
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
-from agency.contracts.subjects import EVENTS_STREAM, events_of_type_filter
+from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
 from agency.infra.jetstream.errors import ConcurrencyError, StoreError
@@ -77,7 +77,6 @@ log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
 DURABLE = TOOL_REQUESTS.name
-REQUESTS = events_of_type_filter("tool.requested")
 
 # Appends lose to the runtime writing the same thread (model deltas, other calls' results);
 # each retry re-reads first, so this only bounds a pathological storm.
@@ -136,6 +135,7 @@ class ToolsService(EventConsumer):
             **tuning,
         )
         self._bus = bus
+        self._spec = TOOL_REQUESTS
         self._system = system
         self._workflow_tools = WorkflowContextTools(bus.store)
         self._tool_backoff = tool_backoff
@@ -495,7 +495,7 @@ def _misfit(recorded: RecordedEvent) -> str | None:
     # The subject is what the broker authorises per tenant; an envelope naming another
     # tenant or thread than its subject must not make us write into that one.
     parts = recorded.subject.split(".")
-    if len(parts) != 6 or (parts[1], parts[4]) != (env.tenant_id, env.aggregate_id):
+    if len(parts) != 5 or (parts[1], parts[4]) != (env.tenant_id, env.aggregate_id):
         return (
             f"envelope of tenant {env.tenant_id!r}, thread {env.aggregate_id!r} "
             f"does not match its subject {recorded.subject!r}"

@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 import structlog
 
-from agency.contracts.subjects import events_of_type_filter
 from agency.infra.jetstream.consumers import DurableSpec
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.webhooks.deliveries import Deliveries
@@ -27,14 +26,9 @@ from agency.services.webhooks.kinds import KIND_OF_TYPE, message_of
 
 log = structlog.get_logger(__name__)
 
-# The aggregate each type is read from, when not a thread's.
-_AGGREGATE = {"proposal.opened": "workflow"}
-
-
+# Threads' events, and `proposal.opened` of workflows.
 SUBSCRIBED_EVENTS = DurableSpec(
-    "webhook-subscriptions",
-    tuple(KIND_OF_TYPE),
-    subjects=tuple(events_of_type_filter(t, _AGGREGATE.get(t, "thread")) for t in KIND_OF_TYPE),
+    "webhook-subscriptions", tuple(KIND_OF_TYPE), aggregates=("thread", "workflow")
 )
 
 

@@ -15,7 +15,7 @@ from websockets.exceptions import InvalidStatus
 
 from agency.contracts.events import ThreadCreated
 from agency.contracts.ids import new_id
-from agency.contracts.subjects import EVENTS_STREAM, aggregate_filter
+from agency.contracts.subjects import EVENTS_STREAM, event_subject
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.services.api.langgraph.follow import sse
@@ -170,7 +170,7 @@ async def test_sse_from_a_seq_not_written_yet_waits_for_it(
 async def test_sse_disconnect_closes_the_live_reader(
     api: Api, client: httpx.AsyncClient, bus: Bus, thread_a: Thread
 ) -> None:
-    family = aggregate_filter(thread_a.tenant.id, "thread", thread_a.thread_id)
+    family = event_subject(thread_a.tenant.id, "thread", thread_a.thread_id)
 
     async def readers() -> int:
         """Subscriptions of the API's connection to this thread's consumers. (The server
@@ -301,7 +301,7 @@ async def test_a_run_stream_left_after_its_first_frame_lets_its_reader_go(
     feed = ThreadFeed(api.deps, tenant, thread_id, 0, asyncio.Event())
     await feed.catch_up()
     assert await feed.until(lambda events: None, timeout=0.1) is None  # the reader is open
-    family = aggregate_filter(tenant, "thread", thread_id)
+    family = event_subject(tenant, "thread", thread_id)
 
     async def bound() -> list[bool | None]:
         consumers = await bus.js.consumers_info(EVENTS_STREAM)
@@ -336,7 +336,7 @@ async def test_a_quiet_threads_live_feed_starts_at_the_streams_end(
     try:
         async with asyncio.timeout(WAIT):
             assert await anext(live) == []  # a keepalive: the live reader is open
-            family = aggregate_filter(tenant, "thread", thread_a.thread_id)
+            family = event_subject(tenant, "thread", thread_a.thread_id)
             consumers = await bus.js.consumers_info(EVENTS_STREAM)
             starts = [
                 c.config.opt_start_seq for c in consumers if c.config.filter_subject == family

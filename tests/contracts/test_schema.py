@@ -27,7 +27,7 @@ from agency.contracts.events import (
     ToolStarted,
     Usage,
 )
-from agency.contracts.subjects import event_token
+from agency.contracts.subjects import EVENT_TYPE_HEADER
 from agency.infra.jetstream import deadletter
 from agency.services.cli.main import main
 
@@ -227,14 +227,17 @@ def test_asyncapi_document_is_version_3(asyncapi: dict[str, Any]) -> None:
     assert server["variables"]["host"]["default"] == "localhost:4222"
 
 
-def test_asyncapi_has_a_receive_channel_per_event_type(asyncapi: dict[str, Any]) -> None:
-    addresses = {c["address"]: c for c in asyncapi["channels"].values()}
-    receives = _channels_of(asyncapi, "receive")
-    for tag in EVENT_TYPES:
-        address = f"tenant.{{tenantId}}.evt.{{aggregate}}.{{aggregateId}}.{event_token(tag)}"
-        assert address in addresses, tag
-        channel_id = next(k for k, c in asyncapi["channels"].items() if c["address"] == address)
-        assert f"#/channels/{channel_id}" in receives
+def test_asyncapi_has_one_events_channel_per_aggregate_carrying_every_type(
+    asyncapi: dict[str, Any],
+) -> None:
+    channel = asyncapi["channels"]["events"]
+    assert channel["address"] == "tenant.{tenantId}.evt.{aggregate}.{aggregateId}"
+    assert set(channel["messages"]) == {cls.__name__ for cls in EVENT_TYPES.values()}
+    assert "#/channels/events" in _channels_of(asyncapi, "receive")
+    headers = asyncapi["components"]["schemas"]["EventHeaders"]
+    assert headers["required"] == [EVENT_TYPE_HEADER]
+    note = asyncapi["channels"]["note_run_canceled"]
+    assert note["address"] == "tenant.{tenantId}.note.run_canceled"
 
 
 def test_asyncapi_has_a_send_channel_per_command_type(asyncapi: dict[str, Any]) -> None:

@@ -6,22 +6,30 @@ import pytest
 
 from agency.contracts.errors import InvalidToken
 from agency.contracts.subjects import (
-    aggregate_filter,
+    aggregate_events_filter,
     command_subject,
     event_subject,
-    events_of_type_filter,
+    legacy_event_subject,
+    note_subject,
+    notes_filter,
     tenant_events_filter,
 )
 
 
-def test_event_subject_has_tenant_aggregate_id_and_type_token() -> None:
-    assert event_subject("acme", "thread", "01J", "tool.started") == (
+def test_an_aggregate_instance_is_one_subject_whatever_its_event_types() -> None:
+    assert event_subject("acme", "thread", "01J") == "tenant.acme.evt.thread.01J"
+    assert tenant_events_filter("acme") == "tenant.acme.evt.>"
+    assert aggregate_events_filter() == "tenant.*.evt.thread.*"
+    assert aggregate_events_filter("workflow", "acme") == "tenant.acme.evt.workflow.*"
+    assert command_subject("acme", "runtime", "invoke") == "tenant.acme.cmd.runtime.invoke"
+
+
+def test_notes_and_the_previous_layout_name_the_event_type_as_a_token() -> None:
+    assert note_subject("acme", "run.canceled") == "tenant.acme.note.run_canceled"
+    assert notes_filter("run.canceled") == "tenant.*.note.run_canceled"
+    assert legacy_event_subject("acme", "thread", "01J", "tool.started") == (
         "tenant.acme.evt.thread.01J.tool_started"
     )
-    assert aggregate_filter("acme", "thread", "01J") == "tenant.acme.evt.thread.01J.>"
-    assert tenant_events_filter("acme") == "tenant.acme.evt.>"
-    assert events_of_type_filter("tool.requested") == "tenant.*.evt.thread.*.tool_requested"
-    assert command_subject("acme", "runtime", "invoke") == "tenant.acme.cmd.runtime.invoke"
 
 
 @pytest.mark.parametrize(
@@ -42,11 +50,11 @@ def test_bad_tokens_are_refused_with_the_problem_named(value: str, problem: str)
         tenant_events_filter(value)
     assert problem in str(info.value)
     with pytest.raises(InvalidToken):
-        event_subject("acme", "thread", value, "run.tick")
+        event_subject("acme", "thread", value)
     with pytest.raises(InvalidToken):
         command_subject("acme", value, "invoke")
 
 
 def test_unknown_aggregate_is_refused() -> None:
     with pytest.raises(InvalidToken, match="aggregate"):
-        aggregate_filter("acme", "wallet", "x")
+        event_subject("acme", "wallet", "x")

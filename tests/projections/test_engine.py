@@ -260,7 +260,7 @@ async def test_poison_event_is_dead_lettered_and_projection_keeps_going(
     bus: Bus, tenant: str, pool: asyncpg.Pool, run_projection: RunProjection
 ) -> None:
     thread = new_id()
-    await bus.js.publish(event_subject(tenant, "thread", thread, "thread.created"), b"garbage")
+    await bus.js.publish(event_subject(tenant, "thread", thread), b"garbage")
     await write_thread(bus, tenant, 1)
     runner = await run_projection(by_name("events"))
     await caught_up(runner, bus)

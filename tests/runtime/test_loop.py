@@ -306,7 +306,7 @@ async def test_garbage_on_a_threads_subject_does_not_stop_the_thread(agents: Age
     key = "poison-" + agents.tenant
     agents.llm.script(key, [ScriptStep(content="still working")])
     thread = await agents.thread()
-    subject = f"tenant.{agents.tenant}.evt.thread.{thread}.message_appended"
+    subject = f"tenant.{agents.tenant}.evt.thread.{thread}"
     await agents.bus.js.publish(subject, b"{not an event")
     await agents.invoke(thread, key)
     events = await agents.wait_terminal(thread)

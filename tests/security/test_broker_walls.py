@@ -28,7 +28,12 @@ from agency.contracts.commands import (
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import ChatMessage
 from agency.contracts.ids import new_id
-from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.contracts.subjects import (
+    COMMANDS_STREAM,
+    DEAD_LETTER_STREAM,
+    EVENT_TYPE_HEADER,
+    EVENTS_STREAM,
+)
 from agency.infra.jetstream import dlq_admin
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import ALL_DURABLES
@@ -121,13 +126,14 @@ async def test_a_tenant_cannot_revoke_another_tenants_api_key(
     revoke = RevokeApiKey(key_id=victim_key_id)
     await js.publish(subject + "revoke_api_key", command(c.tenant_id, revoke, "r-" + new_id()))
 
-    revoked_subject = f"tenant.{c.tenant_id}.evt.tenant.{c.tenant_id}.tenant_api_key_revoked"
+    own_tenant = f"tenant.{c.tenant_id}.evt.tenant.{c.tenant_id}"
 
     async def revoked_in_its_own_log() -> None:
         try:
-            msg = await bus.js.get_last_msg(EVENTS_STREAM, revoked_subject)
+            msg = await bus.js.get_last_msg(EVENTS_STREAM, own_tenant)
         except NotFoundError:
             raise AssertionError("not revoked yet") from None
+        assert (msg.headers or {}).get(EVENT_TYPE_HEADER) == "tenant.api_key_revoked"
         assert victim_key_id.encode() in msg.data
 
     await assert_eventually(revoked_in_its_own_log, timeout=20)
@@ -194,6 +200,15 @@ async def test_a_tenant_cannot_create_or_update_consumers_it_does_not_own(
             await js.add_consumer(
                 EVENTS_STREAM, config("f" + new_id().lower(), filter_subject=wider)
             )
+    # A filter of the previous layout (a type token after the thread) would match nothing.
+    for typed in (
+        f"tenant.{c.tenant_id}.evt.thread.x.>",
+        f"tenant.{c.tenant_id}.evt.thread.x.run_completed",
+    ):
+        with pytest.raises(BadRequestError, match="Agency-Event-Type header"):
+            await js.add_consumer(
+                EVENTS_STREAM, config("f" + new_id().lower(), filter_subject=typed)
+            )
     for unsafe in (
         {"ack_policy": AckPolicy.EXPLICIT},
         {"flow_control": True, "idle_heartbeat": 5.0},
@@ -223,12 +238,12 @@ async def test_a_tenants_consumer_delivers_its_own_events_to_its_own_inbox(
             EVENTS_STREAM,
             ConsumerConfig(
                 name="mine-" + new_id().lower(),
-                filter_subject=f"tenant.{c.tenant_id}.evt.thread.{thread}.>",
+                filter_subject=f"tenant.{c.tenant_id}.evt.thread.{thread}",
                 deliver_subject=inbox, ack_policy=AckPolicy.NONE, inactive_threshold=30.0,
             ),
         )  # fmt: skip
         subject = await asyncio.wait_for(got.get(), timeout=15)
-    assert subject == f"tenant.{tenant.tenant}.evt.thread.{thread}.thread_created"
+    assert subject == f"tenant.{tenant.tenant}.evt.thread.{thread}"
 
 
 async def test_a_command_naming_another_tenants_thread_is_dead_lettered_with_its_reason(

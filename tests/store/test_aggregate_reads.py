@@ -11,7 +11,7 @@ from nats.aio.msg import Msg
 from agency.contracts.events import MessageAppended
 from agency.contracts.events.base import ChatMessage
 from agency.contracts.ids import new_id
-from agency.contracts.subjects import aggregate_filter
+from agency.contracts.subjects import event_subject
 from agency.infra.jetstream.aggregate_reads import AggregateReads
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import Position
@@ -57,7 +57,7 @@ def batch_sizes(requests: list[Msg]) -> list[int]:
 
 async def test_a_read_across_a_long_gap_returns_both_bursts_in_order(bus: Bus, tenant: str) -> None:
     thread = new_id()
-    family, reads = aggregate_filter(tenant, "thread", thread), reads_of(bus)
+    family, reads = event_subject(tenant, "thread", thread), reads_of(bus)
     early = await bus.store.append(
         tenant, "thread", thread, [user(str(i)) for i in range(1, 4)], expected=Position()
     )
@@ -90,7 +90,7 @@ async def test_a_read_with_nothing_new_or_one_event_new_asks_the_server_once(
     bus: Bus, tenant: str
 ) -> None:
     thread = new_id()
-    family, reads = aggregate_filter(tenant, "thread", thread), reads_of(bus)
+    family, reads = event_subject(tenant, "thread", thread), reads_of(bus)
     parked = await bus.store.append(
         tenant, "thread", thread, [user("1"), user("2")], expected=Position()
     )
@@ -115,10 +115,10 @@ async def test_garbage_among_the_events_is_skipped_and_passed_after_a_long_gap(
     bus: Bus, tenant: str
 ) -> None:
     thread = new_id()
-    family, reads = aggregate_filter(tenant, "thread", thread), reads_of(bus)
+    family, reads = event_subject(tenant, "thread", thread), reads_of(bus)
     early = await bus.store.append(tenant, "thread", thread, [user("1")], expected=Position())
     await other_traffic(bus, tenant)
-    await bus.js.publish(f"tenant.{tenant}.evt.thread.{thread}.message_appended", b"garbage")
+    await bus.js.publish(family, b"garbage")
     _, past_garbage = await bus.store.read_positioned(
         tenant, "thread", thread, after=early.position
     )

@@ -5,11 +5,25 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from nats.aio.msg import Msg
 
-from agency.contracts.events import FileWritten, MessageAppended, RunStarted, RunTick, ThreadCreated
+from agency.contracts.events import (
+    FileWritten,
+    MessageAppended,
+    RunCanceled,
+    RunStarted,
+    RunTick,
+    ThreadCreated,
+)
 from agency.contracts.events.base import ChatMessage
 from agency.contracts.ids import new_id
-from agency.contracts.subjects import tenant_events_filter
+from agency.contracts.subjects import (
+    EVENT_TYPE_HEADER,
+    EVENTS_STREAM,
+    event_subject,
+    note_subject,
+    tenant_events_filter,
+)
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import BatchTooLarge, ConcurrencyError
 from agency.infra.jetstream.eventstore import EventStore
@@ -250,22 +264,78 @@ async def test_ordered_reader_backfills_then_follows_live_without_gap_or_duplica
 async def test_ordered_reader_of_several_subjects_delivers_only_those_in_stream_order(
     bus: Bus, tenant: str
 ) -> None:
-    thread = new_id()
+    threads = [new_id() for _ in range(3)]
     created = ThreadCreated(agency_id="a1", agent_type="helper")
     started = RunStarted(run_id="r1", agent_type="helper", max_steps=5)
-    decision = [started, user("hi"), RunTick(run_id="r1", step=1), user("again")]
-    first = await bus.store.append(tenant, "thread", thread, [created], expected=Position())
-    await bus.store.append(tenant, "thread", thread, decision, expected=first.position)
-    events = tenant_events_filter(tenant).removesuffix(">")
-    subjects = [f"{events}thread.*.{token}" for token in ("message_appended", "run_started")]
+    positions: dict[str, Position] = {}
+    for thread in threads:
+        first = await bus.store.append(tenant, "thread", thread, [created], expected=Position())
+        positions[thread] = first.position
+    for thread in threads:
+        await bus.store.append(
+            tenant, "thread", thread, [started, user("hi")], expected=positions[thread]
+        )
+    wanted = [threads[0], threads[2]]
+    subjects = [event_subject(tenant, "thread", t) for t in wanted]
 
     seen: list[RecordedEvent] = []
     async with OrderedReader(bus.js, subjects) as reader:
-        while len(seen) < 3:
+        while len(seen) < 6:
             seen.extend(
                 e for e in await reader.next_batch(timeout=2.0) if isinstance(e, RecordedEvent)
             )
         assert await reader.next_batch(timeout=0.3) == []
 
-    assert [e.type for e in seen] == ["run.started", "message.appended", "message.appended"]
-    assert [e.seq for e in seen] == [2, 3, 5]
+    assert [(e.envelope.aggregate_id, e.seq) for e in seen] == [
+        (wanted[0], 1), (wanted[1], 1), (wanted[0], 2), (wanted[0], 3), (wanted[1], 2),
+        (wanted[1], 3),
+    ]  # fmt: skip
+    assert [e.stream_seq for e in seen] == sorted(e.stream_seq for e in seen)
+
+
+async def test_every_event_of_an_aggregate_is_on_its_one_subject_with_its_type_in_a_header(
+    bus: Bus, tenant: str
+) -> None:
+    thread = new_id()
+    created = ThreadCreated(agency_id="a1", agent_type="helper")
+    first = await bus.store.append(tenant, "thread", thread, [created], expected=Position())
+    started = RunStarted(run_id="r1", agent_type="helper", max_steps=5)
+    await bus.store.append(tenant, "thread", thread, [started, user("hi")], expected=first.position)
+
+    subject = event_subject(tenant, "thread", thread)
+    info = await bus.js.stream_info(EVENTS_STREAM, subjects_filter=subject)
+    assert info.state.subjects == {subject: 3}
+    types, start = [], 1
+    for _ in range(3):
+        msg = await bus.js.get_msg(EVENTS_STREAM, seq=start, subject=subject, next=True)
+        assert msg.subject == subject and msg.seq is not None
+        types.append((msg.headers or {}).get(EVENT_TYPE_HEADER))
+        start = msg.seq + 1
+    assert types == ["thread.created", "run.started", "message.appended"]
+
+
+async def test_a_run_canceled_is_announced_on_its_note_subject_and_nothing_else_is(
+    bus: Bus, tenant: str
+) -> None:
+    notes: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+
+    async def heard(msg: Msg) -> None:
+        await notes.put((msg.subject, msg.data))
+
+    sub = await bus.nc.subscribe(f"tenant.{tenant}.note.>", cb=heard)
+    try:
+        thread = new_id()
+        created = ThreadCreated(agency_id="a1", agent_type="helper")
+        first = await bus.store.append(tenant, "thread", thread, [created], expected=Position())
+        started = RunStarted(run_id="r1", agent_type="helper", max_steps=5)
+        canceled = RunCanceled(run_id="r1", reason="asked")
+        result = await bus.store.append(
+            tenant, "thread", thread, [started, user("hi"), canceled], expected=first.position
+        )
+        subject, data = await asyncio.wait_for(notes.get(), timeout=5)
+        assert subject == note_subject(tenant, "run.canceled")
+        assert data == result.events[-1].raw
+        await bus.nc.flush(timeout=5)
+        assert notes.empty()
+    finally:
+        await sub.unsubscribe()

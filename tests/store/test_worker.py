@@ -18,13 +18,16 @@ from nats.js.api import DeliverPolicy
 from agency.contracts.codec import encode
 from agency.contracts.commands import CancelRun, CommandEnvelope, CreateAgency
 from agency.contracts.envelope import utc_now
-from agency.contracts.events import ThreadCreated
+from agency.contracts.events import MessageAppended, RunStarted, ThreadCreated
+from agency.contracts.events.base import ChatMessage
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import (
     COMMANDS_STREAM,
     DEAD_LETTER_STREAM,
+    EVENT_TYPE_HEADER,
     EVENTS_STREAM,
     command_subject,
+    event_subject,
 )
 from agency.infra.jetstream.commandbus import CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
@@ -91,6 +94,35 @@ async def create_thread(bus: Bus, tenant: str) -> str:
     return thread
 
 
+async def test_a_worker_acks_the_types_it_does_not_want_by_their_header_without_decoding(
+    bus: Bus, tenant: str, run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]]
+) -> None:
+    handled: list[tuple[str, str]] = []
+
+    async def handler(event: RecordedEvent) -> None:
+        handled.append((event.envelope.aggregate_id, event.type))
+
+    await run_event_worker(handler, None)
+    first = await create_thread(bus, tenant)
+    _, position = await bus.store.read_positioned(tenant, "thread", first)
+    started = RunStarted(run_id="r1", agent_type="helper", max_steps=5)
+    hello = MessageAppended(message=ChatMessage(role="user", content="hi"))
+    await bus.store.append(tenant, "thread", first, [started, hello], expected=position)
+    # Not decodable, but its header names a type the worker does not want: passed over.
+    await bus.js.publish(
+        event_subject(tenant, "thread", first), b"{no", headers={EVENT_TYPE_HEADER: "run.tick"}
+    )
+    second = await create_thread(bus, tenant)
+
+    async def both_created() -> None:
+        assert handled == [(first, "thread.created"), (second, "thread.created")]
+        info = await bus.js.consumer_info(EVENTS_STREAM, "test-" + tenant)
+        assert (info.num_pending, info.num_ack_pending) == (0, 0)
+
+    await assert_eventually(both_created, timeout=20)
+    assert await dead_letters_for(bus, tenant) == []
+
+
 async def test_on_dead_letter_runs_before_an_exhausted_event_is_dead_lettered(
     bus: Bus, tenant: str, run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]]
 ) -> None:
@@ -138,7 +170,11 @@ async def test_on_dead_letter_runs_for_a_permanent_failure_but_not_for_an_undeco
         calls.append((reason, detail))
 
     await run_event_worker(handler, hook)
-    await bus.js.publish(f"tenant.{tenant}.evt.thread.{new_id()}.thread_created", b"not an event")
+    await bus.js.publish(
+        event_subject(tenant, "thread", new_id()),
+        b"not an event",
+        headers={EVENT_TYPE_HEADER: "thread.created"},
+    )
     await create_thread(bus, tenant)
 
     async def both_dead_lettered() -> list[tuple[str, str, bytes]]:

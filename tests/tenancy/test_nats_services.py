@@ -79,7 +79,7 @@ async def test_each_service_user_is_refused_what_its_service_does_not_do(
     embedded: NatsServer,  # noqa: F811
     tenant: str,
 ) -> None:
-    forged = f"tenant.{tenant}.evt.tenant.{tenant}.tenant_api_key_issued"
+    forged = f"tenant.{tenant}.evt.tenant.{tenant}"
     errors: list[str] = []
     # The projector only reads: no event, no command, however well formed.
     async with connect_as(embedded, "projector", errors) as nc:

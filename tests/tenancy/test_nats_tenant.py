@@ -127,7 +127,7 @@ async def test_a_tenants_credentials_are_refused_on_another_tenants_subjects(
         with pytest.raises(REFUSED):
             await js.publish(f"tenant.{other}.cmd.runtime.invoke", b"{}")
         # Events are written by the services only, even on its own subjects: no forged key.
-        forged = f"tenant.{tenant}.evt.tenant.{tenant}.tenant_api_key_issued"
+        forged = f"tenant.{tenant}.evt.tenant.{tenant}"
         with pytest.raises(REFUSED):
             await js.publish(forged, b"{}")
         # Another tenant's events, live or through a consumer.

@@ -373,7 +373,7 @@ async def test_garbage_on_the_request_subject_is_dead_lettered_and_service_conti
     # The garbage goes to a thread of its own: the event store cannot append after an event it
     # cannot decode (it skips it when reading the thread's position).
     poisoned, thread = new_id(), new_id()
-    await bus.js.publish(event_subject(tenant, "thread", poisoned, "tool.requested"), b"{garbage")
+    await bus.js.publish(event_subject(tenant, "thread", poisoned), b"{garbage")
     await append(bus, tenant, thread, requested("c1", "ping"))
 
     result = await assert_eventually(lambda: result_of(bus, tenant, thread, "c1"))
@@ -412,7 +412,7 @@ async def test_request_naming_another_tenant_than_its_subject_is_refused(
         version=1,
         payload=requested("c1", "ping"),
     )
-    await bus.js.publish(event_subject(tenant, "thread", thread, "tool.requested"), encode(forged))
+    await bus.js.publish(event_subject(tenant, "thread", thread), encode(forged))
 
     async def dead_lettered() -> list[tuple[str, str, bytes]]:
         letters = await dead_letters_for(bus, tenant)

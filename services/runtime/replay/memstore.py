@@ -17,7 +17,7 @@ import msgspec
 
 from agency.contracts.envelope import Envelope
 from agency.contracts.events import AnyEvent
-from agency.contracts.subjects import Aggregate, aggregate_filter, event_subject
+from agency.contracts.subjects import Aggregate, event_subject
 from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
@@ -69,7 +69,7 @@ class MemoryEventStore:
             return AppendResult(position=expected, events=(), duplicate=True)
         current = events[-1].position if events else Position()
         if current.stream_seq != expected.stream_seq:
-            family = aggregate_filter(tenant_id, aggregate, aggregate_id)
+            family = event_subject(tenant_id, aggregate, aggregate_id)
             raise ConcurrencyError(family, expected.stream_seq, current.stream_seq)
         envelopes = new_envelopes(
             tenant_id, aggregate, aggregate_id, payloads, current, context, idempotency_key, keyed
@@ -97,7 +97,7 @@ class MemoryEventStore:
         recorded: list[RecordedEvent] = []
         for i, envelope in enumerate(envelopes):
             self._last_stream_seq += 1
-            subject = event_subject(key[0], key[1], key[2], envelope.type)
+            subject = event_subject(key[0], key[1], key[2])
             event = RecordedEvent(
                 envelope=envelope,
                 stream_seq=self._last_stream_seq,

@@ -1,13 +1,13 @@
 """The durable consumer of the workflows controller.
 
-Its filter spans two aggregates (workflow events and the run terminals of threads) and
-schedules: the spec names its subjects. It is created on the service's first
-start delivering from the start of the log, so nothing written before is missed.
+Its filter spans three aggregates (workflow events, the run terminals of threads and
+schedules' ticks); the worker passes over the other types by their header. It is created
+on the service's first start delivering from the start of the log, so nothing written
+before is missed.
 """
 
 from __future__ import annotations
 
-from agency.contracts.subjects import events_of_type_filter
 from agency.infra.jetstream.consumers import DurableSpec
 
 WORKFLOW_TRIGGERS = (
@@ -22,10 +22,6 @@ THREAD_TRIGGERS = ("run.completed", "run.error", "run.canceled")
 
 WORKFLOW_EVENTS = DurableSpec(
     "workflows",
-    THREAD_TRIGGERS,
-    subjects=(
-        *(events_of_type_filter(t, "workflow") for t in WORKFLOW_TRIGGERS),
-        *(events_of_type_filter(t) for t in THREAD_TRIGGERS),
-        events_of_type_filter("schedule.fired", "schedule"),
-    ),
+    (*WORKFLOW_TRIGGERS, *THREAD_TRIGGERS, "schedule.fired"),
+    aggregates=("workflow", "thread", "schedule"),
 )

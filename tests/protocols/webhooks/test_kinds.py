@@ -13,7 +13,7 @@ from agency.contracts.events import (
     RunPaused,
     SubagentCompleted,
 )
-from agency.contracts.subjects import Aggregate, events_of_type_filter
+from agency.contracts.subjects import Aggregate, aggregate_events_filter
 from agency.infra.jetstream.envelopes import new_envelopes
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.webhooks.deliveries import SCHEDULE, delivery_id
@@ -75,9 +75,11 @@ def test_the_consumer_reads_every_type_a_kind_is_made_of_from_its_aggregate() ->
     config = SUBSCRIBED_EVENTS.config()
     assert config.filter_subject is None
     assert set(config.filter_subjects or ()) == {
-        *(events_of_type_filter(t) for t in KIND_OF_TYPE if t != "proposal.opened"),
-        events_of_type_filter("proposal.opened", "workflow"),
+        aggregate_events_filter("thread"),
+        aggregate_events_filter("workflow"),
     }
+    assert all(SUBSCRIBED_EVENTS.wants(t) for t in KIND_OF_TYPE)
+    assert not SUBSCRIBED_EVENTS.wants("message.delta")
 
 
 def test_a_delivery_keeps_one_id_per_subscription_and_event() -> None:
