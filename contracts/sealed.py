@@ -50,6 +50,8 @@ CLEAR_FIELDS: frozenset[str] = frozenset(
 # The aggregates whose events are sealed: a thread's. Agencies, blueprints, tenants and
 # workflows are the operator's configuration, not user data.
 SEALED_AGGREGATES: frozenset[str] = frozenset({"thread"})
+# Events of those aggregates never sealed: the deletion's tombstone outlives the key.
+CLEAR_TYPES: frozenset[str] = frozenset({"thread.deleted"})
 
 
 class SealedPart(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,7 +108,7 @@ def installed_cipher() -> PayloadCipher | None:
 def key_id_for(fields: EnvelopeFields) -> str | None:
     """The data key an event is sealed with, None when its aggregate is not sealed: the
     tree's root thread (`correlation_id`), or the thread itself at the root."""
-    if fields.aggregate not in SEALED_AGGREGATES:
+    if fields.aggregate not in SEALED_AGGREGATES or fields.type in CLEAR_TYPES:
         return None
     return fields.correlation_id or fields.aggregate_id
 

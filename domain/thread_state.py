@@ -38,6 +38,7 @@ from agency.contracts.events import (
     SubagentCompleted,
     SubagentRequested,
     ThreadCreated,
+    ThreadDeleted,
     ThreadTerminated,
     Todo,
     TodosWritten,
@@ -107,6 +108,8 @@ class ThreadState:
     # Shut down by `terminate`: no run starts and no message joins any more.
     terminated: bool = False
     terminated_reason: str = ""
+    # Deleted (`thread.deleted`): its content erased; reads answer 410 (docs/data.md).
+    deleted: bool = False
     # A code agent's state (`agent.state_set`): the last value set, None before any.
     agent_state: Any = None
 
@@ -353,6 +356,11 @@ class ThreadState:
                 return _evolve(self, agent_type=to_agent_type, prompt_activated=True)
             case ThreadTerminated(reason=reason):
                 return _evolve(self, terminated=True, terminated_reason=reason, queue=())
+            case ThreadDeleted():
+                # Its content is erased: no run starts on it again.
+                return _evolve(
+                    self, terminated=True, terminated_reason="deleted", deleted=True, queue=()
+                )
         return self
 
     def _finish(self, run_id: str, **changes: object) -> ThreadState:

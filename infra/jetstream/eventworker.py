@@ -25,6 +25,7 @@ from agency.infra.jetstream.worker import (
     Ack,
     ConsumerWorker,
     DeadLetterHook,
+    Erased,
     Outcome,
     Reject,
     Undecodable,
@@ -57,6 +58,8 @@ class EventConsumer(ConsumerWorker[RecordedEvent]):
     def _decode(self, msg: Msg) -> RecordedEvent:
         recorded = record_from_js_msg(msg)
         if isinstance(recorded, UndecodableEvent):
+            if recorded.erased:
+                raise Erased(recorded.reason)
             raise Undecodable(recorded.reason)
         return recorded
 

@@ -95,6 +95,11 @@ class Undecodable(Exception):
         super().__init__(reason)
 
 
+class Erased(Exception):
+    """The message is an event of a deleted thread (its key destroyed): acknowledged, as
+    there is nothing left to act on."""
+
+
 @dataclass(frozen=True, slots=True)
 class Ack:
     """Handled: acknowledge."""
@@ -319,6 +324,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
     async def _outcome(self, msg: Msg, tenant: str, refused: str | None) -> Outcome[T]:
         try:
             item = self._decode(msg)
+        except Erased:
+            return Ack()
         except Undecodable as e:
             return Reject("undecodable", e.reason)
         if refused is not None:
