@@ -22,6 +22,7 @@ from agency.contracts.errors import (
 )
 from agency.contracts.events import AnyEvent, Event
 from agency.contracts.sealed import (
+    SealedCommandEnvelope,
     SealedEnvelope,
     SealedPart,
     aad_of,
@@ -50,9 +51,12 @@ _payload_decoder = msgspec.json.Decoder(AnyEvent)
 _command_decoder = msgspec.json.Decoder(CommandEnvelope)
 _raw_decoder = msgspec.json.Decoder(dict[str, Any])
 _sealed_decoder = msgspec.json.Decoder(SealedEnvelope)
-# A sealed event has this key in its envelope; a clear payload's text cannot hold it
-# unescaped, and a payload map with a `sealed` key only costs the slower path.
-_SEALED_MARK = b',"sealed":{'
+_sealed_command_decoder = msgspec.json.Decoder(SealedCommandEnvelope)
+_COMMAND_CLEAR = frozenset({"thread_id"})
+# A sealed message has this key in its envelope (`"sealed": {` once PostgreSQL's jsonb has
+# reformatted it); a clear payload's text cannot hold it unescaped, and a payload map with
+# a `sealed` key only costs the slower path.
+_SEALED_MARK = b'"sealed":'
 
 
 def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
@@ -107,6 +111,14 @@ def decode_event(data: bytes) -> Envelope:
             raise DecodeError("event", f"type {envelope.type!r} does not match its payload")
         return envelope
     return _decode_with_upcast(data)
+
+
+def in_clear(data: bytes) -> bytes:
+    """The stored event's bytes with its content opened (as written before sealing), for
+    showing an envelope as stored; the bytes themselves when it is not sealed."""
+    if _SEALED_MARK not in data:
+        return data
+    return _encoder.encode(decode_event(data))
 
 
 def readable_event(data: bytes) -> Envelope | None:
@@ -170,7 +182,51 @@ def _upcast_fields(wire: WireEnvelope, fields: dict[str, Any]) -> Envelope:
     return Envelope(**{**msgspec.structs.asdict(wire), "version": target, "payload": payload})
 
 
+def command_key_id(envelope: CommandEnvelope) -> str | None:
+    """The data key a command is sealed with: its thread's own (destroyed with its tree's
+    when the thread is deleted); None for a command to no thread."""
+    thread_id = getattr(envelope.payload, "thread_id", None)
+    return thread_id if isinstance(thread_id, str) and thread_id else None
+
+
+def encode_command(envelope: CommandEnvelope) -> bytes:
+    """The command as stored: a thread's command sealed as its events are (`encode_event`)
+    when the process has a cipher."""
+    cipher = installed_cipher()
+    key_id = command_key_id(envelope) if cipher is not None else None
+    if cipher is None or key_id is None:
+        return _encoder.encode(envelope)
+    clear, hidden = split_fields(msgspec.to_builtins(envelope.payload), _COMMAND_CLEAR)
+    aad = f"{envelope.tenant_id}|{envelope.command_id}|{envelope.type}".encode()
+    data = cipher.seal(envelope.tenant_id, key_id, _encoder.encode(hidden), aad)
+    fields = {f: getattr(envelope, f) for f in envelope.__struct_fields__ if f != "payload"}
+    part = SealedPart(key=key_id, data=data)
+    clear_payload = msgspec.Raw(_encoder.encode(clear))
+    return _encoder.encode(SealedCommandEnvelope(**fields, sealed=part, payload=clear_payload))
+
+
+def _open_command(data: bytes) -> bytes:
+    """A sealed command's bytes as they were before sealing."""
+    wire = _sealed_command_decoder.decode(data)
+    cipher = installed_cipher()
+    if cipher is None:
+        raise DecodeError("command", "it is sealed and no key store is configured")
+    aad = f"{wire.tenant_id}|{wire.command_id}|{wire.type}".encode()
+    opened = cipher.open(wire.tenant_id, wire.sealed.key, wire.sealed.data, aad)
+    payload = {**_raw_decoder.decode(opened), **_raw_decoder.decode(wire.payload)}
+    payload["type"] = wire.type
+    fields = {f: getattr(wire, f) for f in wire.__struct_fields__ if f not in ("payload", "sealed")}
+    return _encoder.encode({**fields, "payload": payload})
+
+
 def decode_command(data: bytes) -> CommandEnvelope:
+    if _SEALED_MARK in data:
+        try:
+            data = _open_command(data)
+        except msgspec.ValidationError:
+            pass  # a clear command whose payload has a `sealed` map
+        except msgspec.DecodeError as e:
+            raise DecodeError("command", str(e)) from e
     try:
         envelope = _command_decoder.decode(data)
     except msgspec.DecodeError as e:

@@ -18,6 +18,7 @@ projections, replay, fork and export see plaintext.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Protocol
 
 import msgspec
@@ -64,6 +65,23 @@ class SealedPart(msgspec.Struct, frozen=True, kw_only=True):
 class SealedEnvelope(EnvelopeFields, frozen=True, kw_only=True):
     """An event as stored sealed: clear payload fields, the others in `sealed`."""
 
+    sealed: SealedPart
+    payload: msgspec.Raw
+
+
+class SealedCommandEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A command to a thread as stored sealed (`CommandEnvelope`'s fields, the payload's
+    content under the thread's own data key, destroyed with its tree's)."""
+
+    command_id: str
+    tenant_id: str
+    idempotency_key: str
+    ts: datetime
+    type: str
+    version: int = 1
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    trace: dict[str, str] = {}
     sealed: SealedPart
     payload: msgspec.Raw
 
@@ -118,8 +136,11 @@ def aad_of(fields: EnvelopeFields) -> bytes:
     return f"{fields.tenant_id}|{fields.event_id}|{fields.type}".encode()
 
 
-def split_fields(payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_fields(
+    payload: dict[str, Any], also_clear: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The payload's clear fields and its sealed ones."""
-    clear = {k: v for k, v in payload.items() if k in CLEAR_FIELDS}
-    hidden = {k: v for k, v in payload.items() if k not in CLEAR_FIELDS}
+    keep = CLEAR_FIELDS | also_clear
+    clear = {k: v for k, v in payload.items() if k in keep}
+    hidden = {k: v for k, v in payload.items() if k not in keep}
     return clear, hidden

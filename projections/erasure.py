@@ -43,7 +43,8 @@ async def erase_threads(
         tenant, tree = event.envelope.tenant_id, tree_of(event)
         cipher = current_cipher()
         if cipher is not None:
-            await cipher.destroy(tenant, payload.root_thread_id)
+            for key_id in tree:
+                await cipher.destroy(tenant, key_id)
         for table in projection.tables:
             for statement in await _deletes(conn, table):
                 await conn.execute(statement, tenant, tree)

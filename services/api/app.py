@@ -259,7 +259,7 @@ def gone(exc: ThreadGone) -> Response[Any]:
         "error": str(exc),
         "status": 410,
         "deleted": True,
-        "deletedAt": deletion.deleted_at.isoformat(),
+        "deletedAt": msgspec.to_builtins(deletion.deleted_at),
         "requestedBy": deletion.requested_by,
     }
     return Response(body, status_code=410)

@@ -1,4 +1,4 @@
-"""Deleting a thread: its tree's data key destroyed, a `thread.deleted` on each of its
+"""Deleting a thread: its tree's data keys destroyed, a `thread.deleted` on each of its
 threads (docs/data.md).
 
 The log is append-only: what a deletion removes is the key, so every copy of the sealed
@@ -98,7 +98,10 @@ async def delete_tree(
         written += await _append(bus, tenant_id, thread_id, payload)
     cipher = current_cipher()
     if cipher is not None:
-        await cipher.destroy(tenant_id, root_thread_id)
+        # The tree's events are sealed with the root's key, each thread's commands with
+        # its own: all of them go.
+        for key_id in {root_thread_id, *threads}:
+            await cipher.destroy(tenant_id, key_id)
     log.info("thread deleted", tenant_id=tenant_id, thread_id=root_thread_id, tree=len(threads))
     return written
 
