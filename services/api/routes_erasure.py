@@ -8,29 +8,16 @@ repeat answers the first deletion. Reads of a deleted thread answer 410 with it.
 
 from __future__ import annotations
 
-from datetime import datetime
-
-import msgspec
 from litestar import Response, delete
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.handlers import HTTPRouteHandler
 
+from agency.contracts.http import ThreadDeletion
 from agency.projections import catalog, queries
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.routes_queries import ThreadId, path_token
 from agency.services.threads.erasure import Deletion, delete_tree, deletion_of
-
-
-class DeletionView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A thread's deletion: when, at whose request, and the threads of its tree."""
-
-    thread_id: str
-    root_thread_id: str
-    deleted_at: datetime
-    requested_by: str
-    threads: list[str]
-    read_models_caught_up: bool = True
 
 
 def requester(principal: Principal) -> str:
@@ -72,7 +59,7 @@ async def erase_thread(
 @delete("/threads/{threadId:str}", status_code=200, summary="Delete a thread and its tree")
 async def delete_thread(
     thread_id: ThreadId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
-) -> Response[DeletionView]:
+) -> Response[ThreadDeletion]:
     """Erase the thread's content and its subagent tree's: their data key is destroyed, so
     the log keeps only what stays in clear (docs/data.md); reads answer 410 from now on."""
     thread_id = path_token("thread id", thread_id)
@@ -81,7 +68,7 @@ async def delete_thread(
         catalog.NAMES, deletion.stream_seq, deps.settings.read_lag_timeout
     )
     return Response(
-        DeletionView(
+        ThreadDeletion(
             thread_id=thread_id,
             root_thread_id=deletion.root_thread_id,
             deleted_at=deletion.deleted_at,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from agency.contracts.ids import new_id
 from agency.services.llm.fake_scripts import ScriptStep
@@ -156,3 +157,16 @@ async def rows_of(database_url: str, thread: str) -> dict[str, int]:
         finally:
             await conn.close()
     return counts
+
+
+async def test_the_client_deletes_a_thread_and_then_reads_it_gone(client: Client) -> None:
+    from agency.services.client import ApiError, AsyncAgencyClient
+
+    thread, _ = await run_with_markers(client, "client")
+    key = client.http.headers["Authorization"].removeprefix("Bearer ")
+    async with AsyncAgencyClient(str(client.http.base_url), key) as api:
+        deletion = await api.delete_thread(thread)
+        assert deletion.thread_id == thread and thread in deletion.threads
+        with pytest.raises(ApiError, match="was deleted at") as gone:
+            await api.state(client.agency, thread)
+        assert gone.value.status == 410
