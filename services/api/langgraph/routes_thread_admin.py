@@ -72,7 +72,7 @@ async def update_thread(
     tenant = tenant_of(principal)
     if data.ttl:
         raise ValidationException(
-            "`ttl` does not map: removing a thread is the data-lifecycle work, not served yet"
+            "`ttl` does not map: delete a thread with `threads.delete` when it is due"
         )
     view = await load_thread(deps, tenant, thread_id, deferred=True)
     current = view.metadata()
@@ -131,8 +131,8 @@ async def delete_run(
 ) -> None:
     await load_thread(deps, tenant_of(principal), thread_id)  # 404 if not ours
     raise ValidationException(
-        "a run cannot be deleted: the log is append-only and keeps every run (removing a "
-        "thread's data is the data-lifecycle work, not served yet)"
+        "a run cannot be deleted: the log is append-only and keeps every run "
+        "(`threads.delete` erases a whole thread)"
     )
 
 
