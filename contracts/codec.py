@@ -113,6 +113,12 @@ def decode_event(data: bytes) -> Envelope:
     return _decode_with_upcast(data)
 
 
+def is_sealed(data: bytes) -> bool:
+    """Whether the stored message may be sealed (`encode_event`); a clear one with a
+    `sealed` map in its payload answers True too, and reads as written."""
+    return _SEALED_MARK in data
+
+
 def in_clear(data: bytes) -> bytes:
     """The stored event's bytes with its content opened (as written before sealing), for
     showing an envelope as stored; the bytes themselves when it is not sealed."""
