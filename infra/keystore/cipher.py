@@ -114,7 +114,7 @@ class ThreadCipher:
     """AES-GCM with a thread tree's data key; keys held `ttl` seconds once opened."""
 
     def __init__(
-        self, url: str, wrapper: KeyWrapper, *, ttl: float = 30.0, fetch_timeout: float = 5.0
+        self, url: str, wrapper: KeyWrapper, *, ttl: float = 300.0, fetch_timeout: float = 5.0
     ) -> None:
         self.url = url
         self._keys = _KeyThread(url, wrapper, fetch_timeout)
