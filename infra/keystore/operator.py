@@ -109,3 +109,10 @@ def use_operator_key_of(directory: Path) -> None:
     if os.environ.get(OPERATOR_KEY_VARIABLE):
         return
     os.environ[OPERATOR_KEY_VARIABLE] = key_in(directory, OPERATOR_KEY_FILE, OPERATOR_KEY_VARIABLE)
+
+
+def use_existing_operator_key(directory: Path) -> None:
+    """As `use_operator_key_of`, for a command talking to a system already running on the
+    directory: its key when it has one, none made."""
+    if not os.environ.get(OPERATOR_KEY_VARIABLE) and (directory / OPERATOR_KEY_FILE).exists():
+        use_operator_key_of(directory)
