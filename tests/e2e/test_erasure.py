@@ -90,7 +90,7 @@ async def test_a_deleted_threads_markers_are_nowhere_in_the_data_directory(
     again = await client.http.delete(f"/threads/{thread}")
     assert again.status_code == 200 and again.json()["deletedAt"] == deletion["deletedAt"]
 
-    for path in ("/state", "/events", "/tree"):
+    for path in ("/state", "/events", "/tree", "/stream"):
         r = await client.http.get(client.path(thread) + path)
         assert r.status_code == 410, (path, r.text)
         assert r.json()["deletedAt"] == deletion["deletedAt"]
