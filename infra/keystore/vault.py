@@ -6,8 +6,8 @@ Two kinds of entries, each a `WrappedKey`:
 - `data.<tenant>.<root thread>`: a thread tree's data key, wrapped by the tenant's key.
 
 A data key is destroyed by erasing its entry (the server overwrites the stored message)
-and purging its subject, which leaves a purge marker: a later `create` of the same key is
-refused, so a deleted thread's tree can never be written to again. Rotating the operator
+and putting `destroyed` in its place: a later create of the same key is refused, so a
+deleted thread's tree can never be written to again. Rotating the operator
 key or a tenant's key rewraps the entries below it; the log is never rewritten.
 """
 
@@ -38,6 +38,8 @@ log = structlog.get_logger(__name__)
 
 KEYS_BUCKET = "agency_keys"
 KEY_BYTES = 32
+# What a destroyed key's entry holds from then on: no key is ever made there again.
+DESTROYED = b"destroyed"
 
 
 class WrappedKey(msgspec.Struct, frozen=True, kw_only=True):
@@ -160,14 +162,14 @@ class KeyVault:
         entry = data_entry(tenant_id, key_id)
         try:
             found = await self.kv.get(entry)
-        except KeyDeletedError:
-            return False
-        except KeyNotFoundError:
+        except (KeyDeletedError, KeyNotFoundError):
             found = None
+        if found is not None and found.value == DESTROYED:
+            return False
         if found is not None and found.revision is not None:
             # The stream's delete erases the message's bytes where it is stored.
             await self._js.delete_msg(f"KV_{self._bucket}", found.revision)
-        await self.kv.purge(entry)
+        await self.kv.put(entry, DESTROYED)
         return found is not None
 
     async def rotate_operator(self, old: KeyWrapper) -> int:
@@ -192,7 +194,10 @@ class KeyVault:
         new_key = secrets.token_bytes(KEY_BYTES)
         rewrapped: dict[str, bytes] = {}
         for entry in await self._keys(f"data.{tenant_id}."):
-            stored = await self._get(entry)
+            try:
+                stored = await self._get(entry)
+            except KeyDeletedError:
+                continue  # destroyed: nothing to rewrap
             if stored is None:
                 continue
             key = open_key(old_key, stored.data, entry.encode())
@@ -211,13 +216,15 @@ class KeyVault:
         return len(rewrapped)
 
     async def _get(self, entry: str) -> WrappedKey | None:
-        """The entry, None when it never existed; `KeyDeletedError` when it was purged."""
+        """The entry, None when it never existed; `KeyDeletedError` when it was destroyed."""
         try:
             found = await self.kv.get(entry)
         except KeyNotFoundError:
             return None
         if found.value is None:
             return None
+        if found.value == DESTROYED:
+            raise KeyDeletedError(found, "destroyed")
         return _decoder.decode(found.value)
 
     async def _keys(self, prefix: str) -> list[str]:

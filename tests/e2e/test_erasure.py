@@ -9,7 +9,11 @@ from typing import Any
 import asyncpg
 import pytest
 
+from agency.contracts.events import ThreadDeleted
 from agency.contracts.ids import new_id
+from agency.contracts.sealed import PayloadErased
+from agency.infra.jetstream.connection import Bus
+from agency.infra.keystore import current_cipher
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
 from tests.helpers import assert_eventually
@@ -170,3 +174,24 @@ async def test_the_client_deletes_a_thread_and_then_reads_it_gone(client: Client
         with pytest.raises(ApiError, match="was deleted at") as gone:
             await api.state(client.agency, thread)
         assert gone.value.status == 410
+
+
+async def test_a_deletion_stopped_after_its_tombstone_is_finished_from_the_log(
+    client: Client, bus: Bus, database_url: str
+) -> None:
+    thread, _ = await run_with_markers(client, "stopped")
+    # What a deletion stopped right after its tombstone leaves: the key, the rows.
+    position = await bus.store.last_position(client.tenant, "thread", thread)
+    tombstone = ThreadDeleted(requested_by="admin", root_thread_id=thread, tree=(thread,))
+    await bus.store.append(client.tenant, "thread", thread, [tombstone], expected=position)
+    cipher = current_cipher()
+    assert cipher is not None
+
+    async def finished() -> None:
+        assert await rows_of(database_url, thread) == {}
+        with pytest.raises(PayloadErased):
+            await cipher.vault_call(lambda v: v.data_key(client.tenant, thread, create=False))
+
+    await assert_eventually(finished, timeout=20, interval=0.2)
+    r = await client.http.get(client.path(thread) + "/state")
+    assert r.status_code == 410 and r.json()["requestedBy"] == "admin"

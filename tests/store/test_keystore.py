@@ -70,6 +70,10 @@ async def test_a_destroyed_key_erases_the_thread_and_is_never_made_again(
     assert await bus.store.read(tenant, "thread", thread) == []
     with pytest.raises(PayloadErased):
         await cipher.prepare(tenant, thread)
+    with pytest.raises(PayloadErased):
+        await cipher.vault_call(lambda vault: vault.data_key(tenant, thread, create=False))
+    # A tenant key rotated after a deletion passes the destroyed key by.
+    assert await cipher.vault_call(lambda vault: vault.rotate_tenant(tenant)) == 0
 
 
 async def test_rotating_a_tenant_key_rewraps_data_keys_without_touching_the_log(
