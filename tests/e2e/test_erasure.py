@@ -94,7 +94,7 @@ async def test_a_deleted_threads_markers_are_nowhere_in_the_data_directory(
     again = await client.http.delete(f"/threads/{thread}")
     assert again.status_code == 200 and again.json()["deletedAt"] == deletion["deletedAt"]
 
-    for path in ("/state", "/events", "/tree", "/stream"):
+    for path in ("", "/state", "/events", "/tree", "/stream", "/runs"):
         r = await client.http.get(client.path(thread) + path)
         assert r.status_code == 410, (path, r.text)
         assert r.json()["deletedAt"] == deletion["deletedAt"]
@@ -102,6 +102,8 @@ async def test_a_deleted_threads_markers_are_nowhere_in_the_data_directory(
     r = await client.http.post(
         f"{client.path(thread)}/invoke", json={"messages": [{"role": "user", "content": "x"}]}
     )
+    assert r.status_code == 410, r.text
+    r = await client.http.post(f"{client.path(thread)}/fork", json={"atSeq": 2})
     assert r.status_code == 410, r.text
 
     await compact_postgres(database_url)
