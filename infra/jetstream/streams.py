@@ -20,6 +20,7 @@ from agency.contracts.subjects import (
 )
 from agency.infra.jetstream.consumers import provision_consumers
 from agency.infra.jetstream.errors import is_transient
+from agency.infra.keystore.vault import keys_stream
 from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
@@ -105,7 +106,13 @@ async def provision(
     """Create the streams, or update them in place to the definitions above, then the shared
     durable consumers. Safe to run from any number of processes at once."""
     settings = settings or StreamSettings()
-    for config in (event_stream(settings), command_stream(settings), dead_letter_stream(settings)):
+    keys = keys_stream(replicas=settings.replicas)
+    for config in (
+        event_stream(settings),
+        command_stream(settings),
+        dead_letter_stream(settings),
+        keys,
+    ):
         await retry.call(is_transient, _ensure_stream, js, config, settings.replicas)
     await retry.call(is_transient, provision_consumers, js)
 

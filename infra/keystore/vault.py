@@ -60,6 +60,26 @@ def data_entry(tenant_id: str, key_id: str) -> str:
     return f"data.{tenant_id}.{key_id}"
 
 
+def keys_stream(bucket: str = KEYS_BUCKET, replicas: int = 1) -> StreamConfig:
+    """The key-value bucket's stream, as the client makes one but for `deny_delete`: a
+    destroyed key's message is deleted, which erases its bytes where it is stored.
+    Provisioned with the other streams (their replicas); made here if it is missing."""
+    return StreamConfig(
+        name=f"KV_{bucket}",
+        description="Wrapped tenant and thread data keys (docs/data.md).",
+        subjects=[f"$KV.{bucket}.>"],
+        allow_rollup_hdrs=True,
+        deny_delete=False,
+        discard=DiscardPolicy.NEW,
+        duplicate_window=120.0,
+        max_consumers=-1,
+        max_msgs=-1,
+        max_msgs_per_subject=1,
+        num_replicas=replicas,
+        storage=StorageType.FILE,
+    )
+
+
 class KeyVault:
     """The key store over one connection. `open()` binds (or creates) the bucket."""
 
@@ -86,24 +106,8 @@ class KeyVault:
         try:
             self._kv = await self._js.key_value(self._bucket)
         except (BucketNotFoundError, NotFoundError):
-            # A key-value bucket's stream, as the client makes it but for `deny_delete`: a
-            # destroyed key's message is deleted, which erases its bytes where it is stored.
-            config = StreamConfig(
-                name=f"KV_{self._bucket}",
-                description="Wrapped tenant and thread data keys (docs/data.md).",
-                subjects=[f"$KV.{self._bucket}.>"],
-                allow_rollup_hdrs=True,
-                deny_delete=False,
-                discard=DiscardPolicy.NEW,
-                duplicate_window=120.0,
-                max_consumers=-1,
-                max_msgs=-1,
-                max_msgs_per_subject=1,
-                num_replicas=self._replicas,
-                storage=StorageType.FILE,
-            )
             with contextlib.suppress(BadRequestError):
-                await self._js.add_stream(config)
+                await self._js.add_stream(keys_stream(self._bucket, self._replicas))
             self._kv = await self._js.key_value(self._bucket)
         return self
 
