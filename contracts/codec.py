@@ -21,6 +21,15 @@ from agency.contracts.errors import (
     UpcastError,
 )
 from agency.contracts.events import AnyEvent, Event
+from agency.contracts.sealed import (
+    SealedCommandEnvelope,
+    SealedEnvelope,
+    SealedPart,
+    aad_of,
+    installed_cipher,
+    key_id_for,
+    split_fields,
+)
 from agency.contracts.upcasters import blueprint_saved_v1
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -41,6 +50,13 @@ _wire_decoder = msgspec.json.Decoder(WireEnvelope)
 _payload_decoder = msgspec.json.Decoder(AnyEvent)
 _command_decoder = msgspec.json.Decoder(CommandEnvelope)
 _raw_decoder = msgspec.json.Decoder(dict[str, Any])
+_sealed_decoder = msgspec.json.Decoder(SealedEnvelope)
+_sealed_command_decoder = msgspec.json.Decoder(SealedCommandEnvelope)
+_COMMAND_CLEAR = frozenset({"thread_id"})
+# A sealed message has this key in its envelope (`"sealed": {` once PostgreSQL's jsonb has
+# reformatted it); a clear payload's text cannot hold it unescaped, and a payload map with
+# a `sealed` key only costs the slower path.
+_SEALED_MARK = b'"sealed":'
 
 
 def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
@@ -66,8 +82,26 @@ def encode(value: Envelope | CommandEnvelope | msgspec.Struct) -> bytes:
     return _encoder.encode(value)
 
 
+def encode_event(envelope: Envelope) -> bytes:
+    """The event as stored: its content sealed under its tree's data key when the process
+    has a cipher (`contracts.sealed`) and the event is a thread's; otherwise in clear."""
+    cipher = installed_cipher()
+    key_id = key_id_for(envelope) if cipher is not None else None
+    if cipher is None or key_id is None:
+        return _encoder.encode(envelope)
+    clear, hidden = split_fields(msgspec.to_builtins(envelope.payload))
+    data = cipher.seal(envelope.tenant_id, key_id, _encoder.encode(hidden), aad_of(envelope))
+    fields = {f: getattr(envelope, f) for f in envelope.__struct_fields__ if f != "payload"}
+    part = SealedPart(key=key_id, data=data)
+    sealed = SealedEnvelope(**fields, sealed=part, payload=msgspec.Raw(_encoder.encode(clear)))
+    return _encoder.encode(sealed)
+
+
 def decode_event(data: bytes) -> Envelope:
-    """Decode a stored event, upcasting its payload to the current schema if it is older."""
+    """Decode a stored event, upcasting its payload to the current schema if it is older,
+    opening its sealed content (`encode_event`) with the process's cipher."""
+    if _SEALED_MARK in data:
+        return _decode_sealed(data)
     try:
         envelope = _envelope_decoder.decode(data)
     except msgspec.DecodeError:
@@ -79,6 +113,20 @@ def decode_event(data: bytes) -> Envelope:
     return _decode_with_upcast(data)
 
 
+def is_sealed(data: bytes) -> bool:
+    """Whether the stored message may be sealed (`encode_event`); a clear one with a
+    `sealed` map in its payload answers True too, and reads as written."""
+    return _SEALED_MARK in data
+
+
+def in_clear(data: bytes) -> bytes:
+    """The stored event's bytes with its content opened (as written before sealing), for
+    showing an envelope as stored; the bytes themselves when it is not sealed."""
+    if _SEALED_MARK not in data:
+        return data
+    return _encoder.encode(decode_event(data))
+
+
 def readable_event(data: bytes) -> Envelope | None:
     """The event, or None when `data` is not one the contracts can read: for listeners
     that skip what they cannot read (a dead letter is the consumers' business)."""
@@ -88,16 +136,39 @@ def readable_event(data: bytes) -> Envelope | None:
         return None
 
 
+def _decode_sealed(data: bytes) -> Envelope:
+    try:
+        wire = _sealed_decoder.decode(data)
+    except msgspec.ValidationError:
+        return _decode_with_upcast(data)  # a clear event whose payload has a `sealed` map
+    except msgspec.DecodeError as e:
+        raise DecodeError("event envelope", str(e)) from e
+    cipher = installed_cipher()
+    if cipher is None:
+        raise DecodeError(f"{wire.type} payload", "it is sealed and no key store is configured")
+    opened = cipher.open(wire.tenant_id, wire.sealed.key, wire.sealed.data, aad_of(wire))
+    try:
+        fields = {**_raw_decoder.decode(opened), **_raw_decoder.decode(wire.payload)}
+    except msgspec.DecodeError as e:
+        raise DecodeError(f"{wire.type} payload", str(e)) from e
+    plain = {f: getattr(wire, f) for f in wire.__struct_fields__ if f not in ("payload", "sealed")}
+    return _upcast_fields(WireEnvelope(**plain, payload=msgspec.Raw(b"{}")), fields)
+
+
 def _decode_with_upcast(data: bytes) -> Envelope:
     try:
         wire = _wire_decoder.decode(data)
     except msgspec.DecodeError as e:
         raise DecodeError("event envelope", str(e)) from e
-    target = current_version(wire.type)
     try:
         fields = _raw_decoder.decode(wire.payload)
     except msgspec.DecodeError as e:
         raise DecodeError(f"{wire.type} payload", str(e)) from e
+    return _upcast_fields(wire, fields)
+
+
+def _upcast_fields(wire: WireEnvelope, fields: dict[str, Any]) -> Envelope:
+    target = current_version(wire.type)
     version = wire.version
     while version < target:
         step = _UPCASTERS.get((wire.type, version))
@@ -109,14 +180,59 @@ def _decode_with_upcast(data: bytes) -> Envelope:
         raise UpcastError(wire.type, wire.version, target)
     fields["type"] = wire.type
     try:
-        payload = msgspec.convert(fields, AnyEvent)
+        # Through JSON, so a payload reads exactly as the JSON decoder reads it.
+        payload = _payload_decoder.decode(_encoder.encode(fields))
     except msgspec.ValidationError as e:
         raise DecodeError(f"{wire.type} payload", str(e)) from e
     # The envelope's own fields (`EnvelopeFields`) as stored; the version the payload now has.
     return Envelope(**{**msgspec.structs.asdict(wire), "version": target, "payload": payload})
 
 
+def command_key_id(envelope: CommandEnvelope) -> str | None:
+    """The data key a command is sealed with: its thread's own (destroyed with its tree's
+    when the thread is deleted); None for a command to no thread."""
+    thread_id = getattr(envelope.payload, "thread_id", None)
+    return thread_id if isinstance(thread_id, str) and thread_id else None
+
+
+def encode_command(envelope: CommandEnvelope) -> bytes:
+    """The command as stored: a thread's command sealed as its events are (`encode_event`)
+    when the process has a cipher."""
+    cipher = installed_cipher()
+    key_id = command_key_id(envelope) if cipher is not None else None
+    if cipher is None or key_id is None:
+        return _encoder.encode(envelope)
+    clear, hidden = split_fields(msgspec.to_builtins(envelope.payload), _COMMAND_CLEAR)
+    aad = f"{envelope.tenant_id}|{envelope.command_id}|{envelope.type}".encode()
+    data = cipher.seal(envelope.tenant_id, key_id, _encoder.encode(hidden), aad)
+    fields = {f: getattr(envelope, f) for f in envelope.__struct_fields__ if f != "payload"}
+    part = SealedPart(key=key_id, data=data)
+    clear_payload = msgspec.Raw(_encoder.encode(clear))
+    return _encoder.encode(SealedCommandEnvelope(**fields, sealed=part, payload=clear_payload))
+
+
+def _open_command(data: bytes) -> bytes:
+    """A sealed command's bytes as they were before sealing."""
+    wire = _sealed_command_decoder.decode(data)
+    cipher = installed_cipher()
+    if cipher is None:
+        raise DecodeError("command", "it is sealed and no key store is configured")
+    aad = f"{wire.tenant_id}|{wire.command_id}|{wire.type}".encode()
+    opened = cipher.open(wire.tenant_id, wire.sealed.key, wire.sealed.data, aad)
+    payload = {**_raw_decoder.decode(opened), **_raw_decoder.decode(wire.payload)}
+    payload["type"] = wire.type
+    fields = {f: getattr(wire, f) for f in wire.__struct_fields__ if f not in ("payload", "sealed")}
+    return _encoder.encode({**fields, "payload": payload})
+
+
 def decode_command(data: bytes) -> CommandEnvelope:
+    if _SEALED_MARK in data:
+        try:
+            data = _open_command(data)
+        except msgspec.ValidationError:
+            pass  # a clear command whose payload has a `sealed` map
+        except msgspec.DecodeError as e:
+            raise DecodeError("command", str(e)) from e
     try:
         envelope = _command_decoder.decode(data)
     except msgspec.DecodeError as e:

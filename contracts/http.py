@@ -75,6 +75,19 @@ class TerminateAccepted(Out, frozen=True, kw_only=True):
     status: Literal["terminating", "terminated"]
 
 
+class ThreadDeletion(Out, frozen=True, kw_only=True):
+    """A thread's deletion (`DELETE /threads/{threadId}`, docs/data.md): when, at whose
+    request, and the threads of its subagent tree, deleted with it.
+    `readModelsCaughtUp`: whether the read models had dropped their rows when it answered."""
+
+    thread_id: str
+    root_thread_id: str
+    deleted_at: datetime
+    requested_by: str
+    threads: list[str]
+    read_models_caught_up: bool = True
+
+
 class RunCommandAccepted(Out, frozen=True, kw_only=True):
     run_id: str
     status: str = "accepted"

@@ -47,12 +47,14 @@ class RecordedEvent:
 
 @dataclass(frozen=True, slots=True)
 class UndecodableEvent:
-    """A message on an event subject that does not match any contract."""
+    """A message on an event subject that does not match any contract; `erased`: an
+    event of a deleted thread, whose data key is destroyed (not a fault)."""
 
     stream_seq: int
     subject: str
     data: bytes
     reason: str
+    erased: bool = False
 
 
 @dataclass(frozen=True, slots=True)

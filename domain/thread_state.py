@@ -40,6 +40,7 @@ from agency.contracts.events import (
     SubagentCompleted,
     SubagentRequested,
     ThreadCreated,
+    ThreadDeleted,
     ThreadTerminated,
     Todo,
     TodosWritten,
@@ -109,6 +110,8 @@ class ThreadState:
     # Shut down by `terminate`: no run starts and no message joins any more.
     terminated: bool = False
     terminated_reason: str = ""
+    # Deleted (`thread.deleted`): its content erased; reads answer 410 (docs/data.md).
+    deleted: bool = False
     # A code agent's state (`agent.state_set`): the last value set, None before any.
     agent_state: Any = None
 
@@ -380,6 +383,11 @@ class ThreadState:
                 return _evolve(self, agent_type=to_agent_type, prompt_activated=True)
             case ThreadTerminated(reason=reason):
                 return _evolve(self, terminated=True, terminated_reason=reason, queue=())
+            case ThreadDeleted():
+                # Its content is erased: no run starts on it again.
+                return _evolve(
+                    self, terminated=True, terminated_reason="deleted", deleted=True, queue=()
+                )
         return self
 
     def _without_delayed(self, run_id: str) -> tuple[RunView, ...]:

@@ -29,6 +29,7 @@ import msgspec
 from agency.contracts.ids import validate_token
 from agency.contracts.subjects import ALL_NOTES, DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
 from agency.infra.jetstream.leases import LEASES_BUCKET
+from agency.infra.keystore.vault import KEYS_BUCKET
 from agency.infra.roles import GATEWAY_ROLE as GATEWAY_ROLE
 
 SERVICES_ACCOUNT = "AGENCY"
@@ -48,6 +49,13 @@ _READ_API = [
     "$JS.FC.>",
 ]
 _WRITE = ["tenant.*.evt.>", ALL_NOTES, "tenant.*.cmd.>", "dlq.>"]
+# The key store (`infra/keystore`): every service seals or opens a thread's content, and
+# the first to need it creates the bucket; erasing a key deletes its message.
+_KEYS = [
+    f"$KV.{KEYS_BUCKET}.>",
+    f"$JS.API.STREAM.CREATE.KV_{KEYS_BUCKET}",
+    f"$JS.API.STREAM.MSG.DELETE.KV_{KEYS_BUCKET}",
+]
 
 
 class Permission(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -80,7 +88,7 @@ def service_permissions(role: str) -> Permissions:
     if role == "projector":
         # Reads the log and writes PostgreSQL; what it cannot project is dead-lettered.
         return Permissions(
-            publish=Permission(allow=(*_READ_API, "dlq.>")),
+            publish=Permission(allow=(*_READ_API, *_KEYS, "dlq.>")),
             subscribe=Permission(allow=("_INBOX.>", "tenant.*.evt.>")),
         )
     if role == GATEWAY_ROLE:
@@ -94,12 +102,14 @@ def service_permissions(role: str) -> Permissions:
                     "dlq.>",
                     f"$JS.API.CONSUMER.CREATE.{stream}.>",
                     f"$JS.API.CONSUMER.INFO.{stream}.*",
+                    *_READ_API,
+                    *_KEYS,
                 )
             ),
             subscribe=Permission(allow=(GATEWAY_SUBJECTS, "_INBOX.>")),
             allow_responses=True,
         )
-    allow = [*_WRITE, *_READ_API]
+    allow = [*_WRITE, *_READ_API, *_KEYS]
     hear = ["_INBOX.>", "tenant.*.evt.>", ALL_NOTES, f"$KV.{LEASES_BUCKET}.>"]
     if role == "runtime":
         allow += [

@@ -62,16 +62,16 @@ def use_key_of(directory: Path) -> None:
     os.environ[KEY_VARIABLE] = key_in(directory)
 
 
-def key_in(directory: Path) -> str:
+def key_in(directory: Path, name: str = KEY_FILE, variable: str = KEY_VARIABLE) -> str:
     """The directory's key, made there if it has none. Processes starting together on one
     directory (`agency serve` of every service at once) all get the one that was made
     first: the file appears whole (written aside, then linked in place), never empty."""
-    path = directory / KEY_FILE
+    path = directory / name
     secret = _read(path)
     if secret is not None:
         return secret
     directory.mkdir(parents=True, exist_ok=True)
-    aside = directory / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    aside = directory / f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
     fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
@@ -83,7 +83,7 @@ def key_in(directory: Path) -> str:
     finally:
         aside.unlink(missing_ok=True)
     if secret is None:
-        raise RuntimeError(f"{path} is there but empty: remove it, or set {KEY_VARIABLE}")
+        raise RuntimeError(f"{path} is there but empty: remove it, or set {variable}")
     return secret
 
 

@@ -24,6 +24,7 @@ from agency.infra.db import lock_schema
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.reader import Delivered
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
+from agency.projections.erasure import erase_threads, tombstones
 from agency.projections.errors import CommitsLost, ProjectionGap
 from agency.projections.follower import (
     CHECKPOINTS as CHECKPOINTS,  # the table's name, also here
@@ -90,6 +91,9 @@ async def apply_events(
     handled = [storable(e) for e in events if projection.wants(e.type)]
     if handled:
         await projection.apply(conn, handled)
+    deleted = tombstones(events)
+    if deleted:
+        await erase_threads(conn, projection, deleted)
 
 
 async def announce_progress(conn: asyncpg.Connection, moved: Sequence[tuple[str, int]]) -> None:
@@ -214,7 +218,8 @@ class ProjectionRunner(LogFollower):
     async def letter_undecodable(self, batch: Sequence[Delivered]) -> None:
         """Dead-letter what in the batch is no event (it is passed, never applied)."""
         for item in batch:
-            if isinstance(item, UndecodableEvent):
+            # A deleted thread's events are erased, not faulty: nothing to look into.
+            if isinstance(item, UndecodableEvent) and not item.erased:
                 await self._dead_letters.put(
                     DeadLetter(
                         source_stream=EVENTS_STREAM,

@@ -669,3 +669,23 @@ async def usage(conn: asyncpg.Connection, tenant: str, group_by: UsageGroup) -> 
             )
         )
     return out
+
+
+async def tree_threads(
+    conn: asyncpg.Connection, tenant: str, thread_id: str
+) -> tuple[str, list[str]] | None:
+    """The root of the thread's subagent tree and every thread of it; None when the read
+    model has no such thread."""
+    root = await conn.fetchval(
+        "SELECT correlation_id FROM threads WHERE tenant_id = $1 AND thread_id = $2",
+        tenant,
+        thread_id,
+    )
+    if root is None:
+        return None
+    rows = await conn.fetch(
+        "SELECT thread_id FROM threads WHERE tenant_id = $1 AND correlation_id = $2",
+        tenant,
+        root,
+    )
+    return root, sorted({root, thread_id, *(r["thread_id"] for r in rows)})

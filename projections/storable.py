@@ -2,7 +2,8 @@
 
 PostgreSQL `text` and `jsonb` cannot hold NUL (U+0000), which JSON and the log can. An event
 carrying one is projected with each NUL replaced by U+FFFD (the replacement character), in
-its decoded fields and in the raw JSON alike; the log keeps the original. A path too long
+its decoded fields and in the raw JSON alike (a sealed event's raw JSON holds none: they are
+in its ciphertext); the log keeps the original. A path too long
 for a btree key (about 2,700 bytes) is stored as its head and a hash of the whole, so one
 long path can never stop a projection.
 """
@@ -13,7 +14,7 @@ import dataclasses
 import hashlib
 import re
 
-from agency.contracts.codec import decode_event
+from agency.contracts.codec import decode_event, encode, is_sealed
 from agency.infra.jetstream.records import RecordedEvent
 
 # A `\u0000` escape, not an escaped backslash followed by the text "u0000".
@@ -22,7 +23,16 @@ MAX_KEY_CHARS = 512
 
 
 def storable(event: RecordedEvent) -> RecordedEvent:
-    """`event`, or a copy of it without NUL characters when it has any."""
+    """`event`, or a copy of it without NUL characters when it has any. A sealed event's
+    NULs are in its ciphertext: its stored bytes are kept, its decoded fields cleaned."""
+    if is_sealed(event.raw):
+        # Its clear fields are in both; the sealed ones only in the decoded envelope.
+        clear = encode(event.envelope)
+        if b"\\u0000" not in clear:
+            return event
+        cleaned = _NUL_ESCAPE.sub(rb"\1\\ufffd", clear)
+        raw = _NUL_ESCAPE.sub(rb"\1\\ufffd", event.raw)
+        return dataclasses.replace(event, envelope=decode_event(cleaned), raw=raw)
     if b"\\u0000" not in event.raw:
         return event
     raw = _NUL_ESCAPE.sub(rb"\1\\ufffd", event.raw)

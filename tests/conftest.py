@@ -7,6 +7,7 @@ embedded binaries are used otherwise (and always where no engine runs).
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -32,6 +33,15 @@ def every_second_schedules() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENCY_SCHEDULE_MIN_INTERVAL", "1")
         patch.setenv("AGENCY_TENANT_SCHEDULE_FIRES_PER_MINUTE", "0")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_operator_key() -> Iterator[None]:
+    """One operator key for the test process and every service it starts (`agency serve` in
+    a child process included), as a deployment sets it on each (docs/data.md)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENCY_OPERATOR_KEY", "tests-" + secrets.token_urlsafe(24))
         yield
 
 

@@ -156,6 +156,17 @@ class ThreadTerminated(Event, frozen=True, kw_only=True, tag="thread.terminated"
     reason: str = ""
 
 
+class ThreadDeleted(Event, frozen=True, kw_only=True, tag="thread.deleted"):
+    """The thread's content was erased at `requested_by`'s request (docs/data.md): the data
+    key of its tree (`root_thread_id`) is destroyed, so every earlier event of the threads
+    in `tree` is unreadable for good; reads of them answer 410 from this event (its time is
+    the envelope's). Never sealed, so it is always readable."""
+
+    requested_by: str
+    root_thread_id: str
+    tree: tuple[str, ...] = ()
+
+
 class ThreadMetadataSet(Event, frozen=True, kw_only=True, tag="thread.metadata_set"):
     """Keys of the thread's metadata set (merged over those its creation and earlier
     settings gave it)."""
@@ -213,6 +224,7 @@ ThreadEvent = (
     | SessionTurn
     | SessionStatusSet
     | ThreadTerminated
+    | ThreadDeleted
     | ThreadMetadataSet
     | StateUpdated
     | StateRestored

@@ -20,16 +20,17 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import trace
 
-from agency.contracts.codec import command_type_of, decode_command, encode
+from agency.contracts.codec import command_key_id, command_type_of, decode_command, encode_command
 from agency.contracts.commands import AnyCommand, CommandEnvelope
 from agency.contracts.envelope import utc_now
 from agency.contracts.errors import CommandRejected, ContractError
 from agency.contracts.ids import new_id, validate_token
+from agency.contracts.sealed import PayloadErased, installed_cipher
 from agency.contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
 from agency.infra.jetstream.consumers import ensure_consumer
 from agency.infra.jetstream.deadletter import DeadLetters
 from agency.infra.jetstream.errors import StoreTimeout
-from agency.infra.jetstream.outcomes import Ack, Outcome, Reject, Retry, Undecodable
+from agency.infra.jetstream.outcomes import Ack, Erased, Outcome, Reject, Retry, Undecodable
 from agency.infra.jetstream.tracing import context_from, current_carrier
 from agency.infra.jetstream.worker import ConsumerWorker
 from agency.infra.jetstream.worker_tuning import WorkerTuning
@@ -96,11 +97,15 @@ class CommandBus:
             payload=command,
         )
         subject = command_subject(tenant_id, command.service, command.verb)
+        key_id = command_key_id(envelope)
+        cipher = installed_cipher()
+        if cipher is not None and key_id is not None:
+            await cipher.prepare(envelope.tenant_id, key_id)
         headers = {"Nats-Msg-Id": f"{tenant_id}:{command_type}:{key}", **envelope.trace}
         with tracer.start_as_current_span(f"send {command_type}", kind=trace.SpanKind.PRODUCER):
             try:
                 ack = await self._js.publish(
-                    subject, encode(envelope), timeout=self._timeout, headers=headers
+                    subject, encode_command(envelope), timeout=self._timeout, headers=headers
                 )
             except (TimeoutError, NatsTimeoutError) as e:
                 raise StoreTimeout(f"send of {command_type}", self._timeout) from e
@@ -172,6 +177,8 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
     def _decode(self, msg: Msg) -> CommandEnvelope:
         try:
             envelope = decode_command(msg.data)
+        except PayloadErased as e:
+            raise Erased(str(e)) from e  # a command to a thread deleted since
         except ContractError as e:
             raise Undecodable(str(e)) from e
         # A tenant's credentials reach only its own subjects: the subject, not the body,

@@ -14,6 +14,8 @@ from agency.infra.jetstream.deadletter import DeadLetters
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.headerparse import install as install_header_parser
 from agency.infra.jetstream.natsclient import connect as nats_connect
+from agency.infra.keystore import ensure_cipher, release_cipher
+from agency.infra.keystore.cipher import ThreadCipher
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +48,7 @@ class Bus:
         self.store: EventStore
         self.commands: CommandBus
         self.dead_letters: DeadLetters
+        self._cipher: ThreadCipher | None = None
 
     @property
     def nc(self) -> NATS:
@@ -71,6 +74,8 @@ class Bus:
             reconnected_cb=self._on_reconnected,
         )
         self._js = self._nc.jetstream(timeout=6.0)
+        # A thread's content is sealed and opened with keys from the key store (docs/data.md).
+        self._cipher = ensure_cipher(self._url)
         self.store = EventStore(self._nc, self._js)
         self.commands = CommandBus(self._nc, self._js)
         self.dead_letters = DeadLetters(self._js)
@@ -96,6 +101,8 @@ class Bus:
         log.info("nats reconnected", connection=self._name, server=url.netloc if url else "")
 
     async def close(self) -> None:
+        cipher, self._cipher = self._cipher, None
+        release_cipher(cipher)
         nc, self._nc = self._nc, None
         if nc is None or nc.is_closed:
             return

@@ -7,6 +7,7 @@ from nats.aio.msg import Msg
 
 from agency.contracts.codec import decode_event
 from agency.contracts.errors import ContractError
+from agency.contracts.sealed import PayloadErased
 from agency.contracts.subjects import EVENT_TYPE_HEADER
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 
@@ -14,6 +15,10 @@ from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 def decode_recorded(data: bytes, stream_seq: int, subject: str) -> RecordedEvent | UndecodableEvent:
     try:
         envelope = decode_event(data)
+    except PayloadErased as e:
+        return UndecodableEvent(
+            stream_seq=stream_seq, subject=subject, data=data, reason=str(e), erased=True
+        )
     except (ContractError, msgspec.DecodeError) as e:
         return UndecodableEvent(stream_seq=stream_seq, subject=subject, data=data, reason=str(e))
     # The subject is what the broker's permissions confine to a tenant; an envelope that

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from agency.contracts.codec import encode, event_type_of
+from agency.contracts.codec import encode, encode_event, event_type_of
 from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.events import AnyEvent
 from agency.contracts.ids import new_id
+from agency.contracts.sealed import installed_cipher, key_id_for
 from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.errors import InvalidEvent
 from agency.infra.jetstream.records import EventContext, Position
@@ -66,7 +67,9 @@ def new_envelopes(
 
 
 def encode_checked(envelopes: Sequence[Envelope]) -> list[bytes]:
-    """Each envelope's bytes; `InvalidEvent` names the first event that would not read back."""
+    """Each envelope's bytes as stored (a thread's content sealed: `codec.encode_event`);
+    `InvalidEvent` names the first event that would not read back."""
+    sealing = installed_cipher() is not None
     bodies: list[bytes] = []
     for envelope in envelopes:
         try:
@@ -74,8 +77,21 @@ def encode_checked(envelopes: Sequence[Envelope]) -> list[bytes]:
             _strict_decoder.decode(body)
         except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
             raise _invalid(envelope.type, str(e)) from None
+        if sealing and key_id_for(envelope) is not None:
+            body = encode_event(envelope)
         bodies.append(body)
     return bodies
+
+
+async def prepare_keys(envelopes: Sequence[Envelope]) -> None:
+    """Make sure the data keys the envelopes will be sealed with exist (the first event of a
+    thread tree creates its key), before the synchronous encoding."""
+    cipher = installed_cipher()
+    if cipher is None:
+        return
+    for tenant_id, key_id in {(e.tenant_id, key_id_for(e)) for e in envelopes}:
+        if key_id is not None:
+            await cipher.prepare(tenant_id, key_id)
 
 
 def _invalid(event_type: str, message: str) -> InvalidEvent:

@@ -40,7 +40,7 @@ from agency.contracts.subjects import (
 )
 from agency.infra.jetstream.aggregate_reads import AggregateReads
 from agency.infra.jetstream.decoding import decode_recorded, record_from_direct_get
-from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
+from agency.infra.jetstream.envelopes import encode_checked, new_envelopes, prepare_keys
 from agency.infra.jetstream.errors import (
     AppendError,
     BatchTooLarge,
@@ -151,6 +151,7 @@ class EventStore:
             else None
             for i in range(len(envelopes))
         ]
+        await prepare_keys(envelopes)
         bodies = encode_checked(envelopes)
         for envelope, body in zip(envelopes, bodies, strict=True):
             if len(body) > MAX_EVENT_BODY:

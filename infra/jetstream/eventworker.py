@@ -20,7 +20,7 @@ from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import DurableSpec, ensure_consumer
 from agency.infra.jetstream.decoding import event_type_of, record_from_js_msg
-from agency.infra.jetstream.outcomes import Ack, Outcome, Reject, Undecodable
+from agency.infra.jetstream.outcomes import Ack, Erased, Outcome, Reject, Undecodable
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
 from agency.infra.jetstream.tracing import context_from
 from agency.infra.jetstream.worker import ConsumerWorker, DeadLetterHook
@@ -63,6 +63,8 @@ class EventConsumer(ConsumerWorker[RecordedEvent]):
     def _decode(self, msg: Msg) -> RecordedEvent:
         recorded = record_from_js_msg(msg)
         if isinstance(recorded, UndecodableEvent):
+            if recorded.erased:
+                raise Erased(recorded.reason)
             raise Undecodable(recorded.reason)
         return recorded
 

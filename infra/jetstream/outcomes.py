@@ -1,5 +1,6 @@
-"""What a consumer's handler says of a message (`Ack`, `Retry`, `Reject`), and `Undecodable`
-for one it cannot read: the answers `ConsumerWorker` (`worker.py`) settles messages by."""
+"""What a consumer's handler says of a message (`Ack`, `Retry`, `Reject`), `Undecodable` for
+one it cannot read and `Erased` for one of a deleted thread: the answers `ConsumerWorker`
+(`worker.py`) settles messages by."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ class Undecodable(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class Erased(Exception):
+    """The message is an event of a deleted thread (its key destroyed): acknowledged, as
+    there is nothing left to act on."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from agency.infra.jetstream.upgrade import (
     is_upgraded,
     upgrade_events,
 )
+from agency.infra.keystore.vault import keys_stream
 from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
@@ -128,7 +129,13 @@ async def provision(
         await upgrade_events(nc, js, event_stream(settings))
     else:
         await _refuse_previous_layout(js)
-    for config in (event_stream(settings), command_stream(settings), dead_letter_stream(settings)):
+    keys = keys_stream(replicas=settings.replicas)
+    for config in (
+        event_stream(settings),
+        command_stream(settings),
+        dead_letter_stream(settings),
+        keys,
+    ):
         await retry.call(is_transient, _ensure_stream, js, config, settings.replicas)
     await retry.call(is_transient, provision_consumers, js)
 

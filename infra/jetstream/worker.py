@@ -43,7 +43,15 @@ from nats.js import JetStreamContext
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.errors import is_transient
 from agency.infra.jetstream.lanes import TENANT_BACKLOG, LaneBounds, Lanes, subject_tenant
-from agency.infra.jetstream.outcomes import Ack, Outcome, Reject, Retry, Undecodable, describe
+from agency.infra.jetstream.outcomes import (
+    Ack,
+    Erased,
+    Outcome,
+    Reject,
+    Retry,
+    Undecodable,
+    describe,
+)
 from agency.infra.jetstream.worker_tuning import WorkerRetry, WorkerTuning
 from agency.infra.retry import until_stopped
 
@@ -268,6 +276,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
     async def _outcome(self, msg: Msg, tenant: str, refused: str | None) -> Outcome[T]:
         try:
             item = self._decode(msg)
+        except Erased:
+            return Ack()
         except Undecodable as e:
             return Reject("undecodable", e.reason)
         if not self._wants_item(item):

@@ -51,6 +51,7 @@ from agency.services.api.routes_budget import BUDGET_ROUTES
 from agency.services.api.routes_commands import COMMAND_ROUTES
 from agency.services.api.routes_console import CONSOLE_ROUTES
 from agency.services.api.routes_control import CONTROL_ROUTES
+from agency.services.api.routes_erasure import ERASURE_ROUTES
 from agency.services.api.routes_fork import FORK_ROUTES
 from agency.services.api.routes_keys import KEY_ROUTES
 from agency.services.api.routes_ops import OPS_ROUTES
@@ -63,6 +64,7 @@ from agency.services.api.routes_variables import VARIABLE_ROUTES
 from agency.services.api.routes_webhooks import WEBHOOK_ROUTES
 from agency.services.api.schema_page import ONLY_THIS_HOST, schema_pages
 from agency.services.api.streaming import CLOSING, STREAM_ROUTES
+from agency.services.threads.erasure import ThreadGone
 from agency.services.workflows.http.routes import WORKFLOW_ROUTES
 
 log = structlog.get_logger(__name__)
@@ -148,6 +150,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *VARIABLE_ROUTES,
         *SETTINGS_ROUTES,
         *FORK_ROUTES,
+        *ERASURE_ROUTES,
         *ARCHIVE_ROUTES,
         *KEY_ROUTES,
         *PROVIDER_ROUTES,
@@ -234,6 +237,8 @@ def _handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[A
         return _error(exc.status_code, _client_message(request, exc), exc.headers)
     if isinstance(exc, InvalidToken):
         return _error(400, str(exc))
+    if isinstance(exc, ThreadGone):
+        return gone(exc)
     if isinstance(exc, StoreTimeout | NatsError | TimeoutError):
         log.warning("event store did not answer", path=request.url.path, error=str(exc))
         return _error(503, "the event store did not answer in time; retry the request")
@@ -245,6 +250,19 @@ def _handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[A
     else:
         log.exception("unhandled error", path=request.url.path, exc_info=exc)
     return _error(500, "internal server error")
+
+
+def gone(exc: ThreadGone) -> Response[Any]:
+    """410 for a deleted thread: when, and at whose request (docs/data.md)."""
+    deletion = exc.deletion
+    body = {
+        "error": str(exc),
+        "status": 410,
+        "deleted": True,
+        "deletedAt": msgspec.to_builtins(deletion.deleted_at),
+        "requestedBy": deletion.requested_by,
+    }
+    return Response(body, status_code=410)
 
 
 def _client_message(request: Request[Any, Any, Any], exc: HTTPException) -> str:

@@ -59,6 +59,7 @@ from agency.projections.queries import tenant_for_key
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.revocation import deny_websocket, serve_until_revoked
 from agency.services.api.tenant_scope import current_tenant
+from agency.services.threads.erasure import refuse_if_deleted
 
 KEY_PREFIX = "ak_"
 UNAUTHORIZED = "missing or invalid credentials: send 'Authorization: Bearer <api key>'"
@@ -323,6 +324,8 @@ async def thread_created(
     envelope = readable_event(msg.data or b"")
     payload = envelope.payload if envelope is not None else None
     if not isinstance(payload, ThreadCreated):
+        # Its creation unreadable: a deleted thread's (410) or garbage (404).
+        await refuse_if_deleted(deps.bus, tenant, thread_id)
         raise not_found
     if agency_id is not None and payload.agency_id != agency_id:
         raise not_found

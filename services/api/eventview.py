@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
+from agency.contracts.codec import in_clear
 from agency.contracts.envelope import Envelope, EnvelopeFields
 from agency.contracts.http import EventView
 
@@ -115,8 +116,9 @@ def encode_view(envelope: Envelope, stream_seq: int) -> bytes:
 
 
 def stored_envelope(raw: bytes, stream_seq: int) -> StoredEnvelope:
-    """The stored envelope as it is, with its `stream_seq` added."""
-    return msgspec.structs.replace(_stored_decoder.decode(raw), stream_seq=stream_seq)
+    """The stored envelope as it is, its content opened (docs/data.md), with its
+    `stream_seq` added."""
+    return msgspec.structs.replace(_stored_decoder.decode(in_clear(raw)), stream_seq=stream_seq)
 
 
 def encode_envelope(raw: bytes, stream_seq: int) -> bytes:

@@ -53,6 +53,7 @@ from agency.services.api.auth import (
 from agency.services.api.eventview import event_view
 from agency.services.api.readback import caught_up
 from agency.services.api.routes_queries import int_param
+from agency.services.threads.erasure import refuse_if_deleted
 
 # The runtime bounds a re-execution by REEXECUTION_SECONDS and says so; a little longer here.
 ANSWER_TIMEOUT = REEXECUTION_SECONDS + 5.0
@@ -132,6 +133,7 @@ async def thread_view(
     async with deps.pool.acquire() as conn:
         thread = await queries.get_thread(conn, tenant, agency_id, thread_id)
     if thread is None:
+        await refuse_if_deleted(deps.bus, tenant, thread_id)
         raise NotFoundException(f"thread {thread_id} not found in agency {agency_id}")
     return thread
 
@@ -147,9 +149,11 @@ async def thread_runs(
     thread_id = path_id("thread id", thread_id)
     await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
-        if await queries.get_thread(conn, tenant, agency_id, thread_id) is None:
-            raise NotFoundException(f"thread {thread_id} not found in agency {agency_id}")
-        return await queries.list_runs(conn, tenant, thread_id)
+        thread = await queries.get_thread(conn, tenant, agency_id, thread_id)
+        if thread is not None:
+            return await queries.list_runs(conn, tenant, thread_id)
+    await refuse_if_deleted(deps.bus, tenant, thread_id)
+    raise NotFoundException(f"thread {thread_id} not found in agency {agency_id}")
 
 
 class ReexecuteBody(

@@ -34,6 +34,7 @@ from agency.services.api.eventview import (
     stored_envelope,
 )
 from agency.services.api.readback import caught_up
+from agency.services.threads.erasure import refuse_if_deleted
 from agency.services.threads.view import thread_view
 from agency.services.tool_execution.registered import registered_tools
 
@@ -107,12 +108,19 @@ async def _agency_or_404(conn: asyncpg.Connection, tenant: str, agency_id: str) 
 
 
 async def _thread_or_404(
-    conn: asyncpg.Connection, tenant: str, agency_id: str, thread_id: str
+    conn: asyncpg.Connection, deps: ApiDeps, tenant: str, agency_id: str, thread_id: str
 ) -> queries.ThreadView:
     thread = await queries.get_thread(conn, tenant, agency_id, thread_id)
     if thread is None:
-        raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
+        await _no_thread(deps, tenant, agency_id, thread_id)
+    assert thread is not None
     return thread
+
+
+async def _no_thread(deps: ApiDeps, tenant: str, agency_id: str, thread_id: str) -> None:
+    """410 for a deleted thread, else 404."""
+    await refuse_if_deleted(deps.bus, tenant, thread_id)
+    raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
 
 
 async def resolve_blueprint(
@@ -211,7 +219,8 @@ async def agent_state(
     async with deps.pool.acquire() as conn:
         view = await queries.thread_state(conn, tenant, agency_id, thread_id)
         if view is None:
-            raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
+            await _no_thread(deps, tenant, agency_id, thread_id)
+        assert view is not None
         blueprint = await resolve_blueprint(conn, deps, tenant, agency_id, view.state.agent_type)
     folded = None
     if view.state.parent is not None:
@@ -270,7 +279,7 @@ async def agent_events(
     tenant = principal.tenant_id
     await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
-        thread = await _thread_or_404(conn, tenant, agency_id, thread_id)
+        thread = await _thread_or_404(conn, deps, tenant, agency_id, thread_id)
         if tree is not None and tree != thread.correlation_id:
             raise NotFoundException(
                 detail=f"correlationId {tree!r} is not the tree of thread {thread_id!r} "
@@ -300,7 +309,8 @@ async def agent_tree(
     async with deps.pool.acquire() as conn:
         tree = await queries.thread_tree(conn, principal.tenant_id, agency_id, thread_id)
     if tree is None:
-        raise NotFoundException(detail=f"no agent thread {thread_id!r} in agency {agency_id!r}")
+        await _no_thread(deps, principal.tenant_id, agency_id, thread_id)
+    assert tree is not None
     return tree
 
 

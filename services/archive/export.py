@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from agency.contracts.codec import in_clear
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import ThreadCreated
 from agency.contracts.ids import validate_token
@@ -155,7 +156,8 @@ def _archive(
                 )
             )  # fmt: skip
     ordered = sorted(_every(found.values()), key=lambda e: e.stream_seq)
-    lines = [e.raw for e in ordered]
+    # The user's copy: a thread's content opened (docs/data.md), as it was written.
+    lines = [in_clear(e.raw) for e in ordered]
     manifest = Manifest(
         format=FORMAT,
         version=FORMAT_VERSION,

@@ -37,9 +37,14 @@ def data_dir(args: argparse.Namespace) -> Path:
 
 
 def running_endpoints(args: argparse.Namespace) -> Endpoints:
+    """The running system's endpoints; its operator key too, so that a command reading or
+    writing its threads opens and seals them as its services do (docs/data.md)."""
     from agency.infra.endpoints import read_endpoints
+    from agency.infra.keystore.operator import use_existing_operator_key
 
-    return read_endpoints(data_dir(args))
+    directory = data_dir(args)
+    use_existing_operator_key(directory)
+    return read_endpoints(directory)
 
 
 def add_app(parser: argparse.ArgumentParser) -> None:

@@ -71,6 +71,7 @@ class _NoModel:
 async def serve_service(args: argparse.Namespace) -> int:
     """Run the service until SIGINT / SIGTERM; it is restarted with backoff when it fails."""
     from agency.infra.gc_tuning import tune_gc
+    from agency.infra.keystore.operator import use_operator_key_of
     from agency.infra.nats_auth import role_url
     from agency.infra.sealing import use_key_of
     from agency.services.cli.signals import stop_on_signals
@@ -84,6 +85,7 @@ async def serve_service(args: argparse.Namespace) -> int:
     tune_gc()  # after the imports: what they loaded lives as long as the process
     endpoints = endpoints_from_env() or running_endpoints(args)
     use_key_of(data_dir(args))
+    use_operator_key_of(data_dir(args))
     stop = stop_on_signals()
     system = agent_system(args)
     runner: ServiceRunner

@@ -61,7 +61,13 @@ def register(threads: Any) -> None:
     terminate.add_argument("--reason", default="", help="why")
     terminate.set_defaults(handler=threads_terminate)
 
-    for command in (ls, create, invoke, approve, cancel, terminate):
+    delete = threads.add_parser(
+        "delete", help="erase the thread and its subagent tree for good (docs/data.md)"
+    )
+    delete.add_argument("thread", help="thread id")
+    delete.set_defaults(handler=threads_delete)
+
+    for command in (ls, create, invoke, approve, cancel, terminate, delete):
         command.add_argument("--json", action="store_true", help="print answers as JSON")
         add_data_dir(command)
 
@@ -207,6 +213,16 @@ async def threads_terminate(args: argparse.Namespace) -> int:
         answer = await client.terminate(agency, args.thread, args.reason)
         _print(args, answer, "terminated already" if answer.status == "terminated" else
                "terminate requested")  # fmt: skip
+        return 0
+
+    return await _run(args, body)
+
+
+async def threads_delete(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        answer = await client.delete_thread(args.thread)
+        _print(args, answer, f"deleted {len(answer.threads)} thread(s) at "
+               f"{answer.deleted_at.isoformat()} (requested by {answer.requested_by})")  # fmt: skip
         return 0
 
     return await _run(args, body)

@@ -48,6 +48,7 @@ async def agency_up(args: argparse.Namespace) -> int:
     from agency.infra.endpoints import Endpoints, remove_endpoints, write_endpoints
     from agency.infra.gc_tuning import tune_gc
     from agency.infra.jetstream.connection import Bus
+    from agency.infra.keystore.operator import use_operator_key_of
     from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer
     from agency.infra.sealing import use_key_of
     from agency.infra.settings import InfraSettings
@@ -71,6 +72,7 @@ async def agency_up(args: argparse.Namespace) -> int:
     tune_gc()  # after the imports: what they loaded lives as long as the process
     directory = data_dir(args)
     use_key_of(directory)
+    use_operator_key_of(directory)
     stop = stop_on_signals()
     system = agent_system(args)
     models = ProviderCatalog.from_env()

@@ -138,6 +138,11 @@ class AsyncAgencyClient:
         """Shut the thread down for good: its run ends canceled, later invokes are refused."""
         return await self._send(calls.terminate(agency_id, thread_id, reason))
 
+    async def delete_thread(self, thread_id: str) -> http.ThreadDeletion:
+        """Erase the thread and its subagent tree for good (docs/data.md); reads of it
+        answer 410 afterwards. A repeat answers the first deletion."""
+        return await self._send(calls.delete_thread(thread_id))
+
     async def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
         return await self._send(calls.state(agency_id, thread_id))
 

@@ -18,6 +18,7 @@ from agency.contracts.http import (
     RunCommandAccepted,
     RunStatus,
     TerminateAccepted,
+    ThreadDeletion,
     ThreadOut,
 )
 from agency.projections import queries
@@ -162,6 +163,10 @@ def cancel(
 def terminate(agency_id: str, thread_id: str, reason: str = "") -> Call[TerminateAccepted]:
     path = thread_path(agency_id, thread_id) + "/terminate"
     return Call("POST", path, TerminateAccepted, json={"reason": reason})
+
+
+def delete_thread(thread_id: str) -> Call[ThreadDeletion]:
+    return Call("DELETE", f"/threads/{thread_id}", ThreadDeletion)
 
 
 def state(agency_id: str, thread_id: str) -> Call[queries.ThreadStateView]:

@@ -268,7 +268,8 @@ async def test_a_feed_waited_on_hands_out_what_it_read_ahead(
 
     def said(text: str) -> Callable[[list[RecordedEvent]], int | None]:
         def found(events: list[RecordedEvent]) -> int | None:
-            return next((e.seq for e in events if text in e.raw.decode()), None)
+            # The payload as decoded: a thread's stored bytes hold its content sealed.
+            return next((e.seq for e in events if text in repr(e.payload)), None)
 
         return found
 

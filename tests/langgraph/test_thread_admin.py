@@ -5,8 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError
+from langgraph_sdk.errors import APIStatusError, BadRequestError, ConflictError, NotFoundError
 
+from agency.contracts.ids import new_id
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import LangGraph, new_tenant
 from tests.langgraph.helpers import ask
@@ -70,13 +71,32 @@ async def test_copy_is_a_fork_with_the_same_history(lg: LangGraph) -> None:
     assert len(original["values"]["messages"]) == 2
 
 
-async def test_delete_names_what_it_awaits(lg: LangGraph) -> None:
+async def test_a_deleted_thread_answers_gone_with_when_and_who(lg: LangGraph) -> None:
+    key = "delete-" + new_id()
+    lg.llm.script(key, [ScriptStep(content="soon forgotten")])
     thread = await lg.client.threads.create(graph_id="worker")
-    with pytest.raises(BadRequestError, match="data-lifecycle"):
-        await lg.client.threads.delete(thread["thread_id"])
+    await lg.client.runs.wait(thread["thread_id"], "worker", input=ask(key))
     with pytest.raises(BadRequestError, match="append-only"):
         await lg.client.runs.delete(thread["thread_id"], "some-run")
-    assert (await lg.client.threads.get(thread["thread_id"]))["thread_id"] == thread["thread_id"]
+
+    await lg.client.threads.delete(thread["thread_id"])
+    await lg.client.threads.delete(thread["thread_id"])  # a repeat is harmless
+
+    with pytest.raises(APIStatusError) as gone:
+        await lg.client.threads.get(thread["thread_id"])
+    assert gone.value.status_code == 410
+    assert "deleted at" in str(gone.value) and "at the request of api-key:" in str(gone.value)
+    with pytest.raises(APIStatusError) as state:
+        await lg.client.threads.get_state(thread["thread_id"])
+    assert state.value.status_code == 410
+
+
+async def test_a_thread_awaiting_its_first_run_is_deleted_too(lg: LangGraph) -> None:
+    thread = await lg.client.threads.create()
+    await lg.client.threads.delete(thread["thread_id"])
+    with pytest.raises(APIStatusError) as gone:
+        await lg.client.threads.get(thread["thread_id"])
+    assert gone.value.status_code == 410
 
 
 async def test_another_tenant_cannot_update_count_or_copy_ours(lg: LangGraph) -> None:

@@ -196,8 +196,8 @@ async def delete_assistant(
     tenant = tenant_of(principal)
     if delete_threads:
         raise ValidationException(
-            "delete_threads: deleting threads is the data-lifecycle work, not served yet; "
-            "threads stay in the log"
+            "delete_threads is not served: delete each thread with `threads.delete` "
+            "(it erases the thread's tree, docs/data.md)"
         )
     agency_id = await agency_for(deps, tenant, request)
     events = await agency_events(deps, tenant, agency_id)

@@ -4,12 +4,13 @@
   a `thread.metadata_set` on the thread's log.
 - `threads.copy` is a fork of the thread at its last event (`registry.fork_thread`).
 - `threads.count` counts what `threads.search` lists.
-- `threads.delete` would remove a thread's data: that is the data-lifecycle work, not served;
-  the log keeps every thread.
+- `threads.delete` deletes the thread and its subagent tree (`DELETE /threads/{threadId}`,
+  docs/data.md): their data key destroyed, reads answer 410 afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -19,6 +20,7 @@ from litestar.params import JSONBody
 
 from agency.contracts.commands import ForkThread, SetThreadMetadata
 from agency.contracts.ids import new_id
+from agency.projections import catalog
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
@@ -35,14 +37,16 @@ from agency.services.api.langgraph.scope import (
 from agency.services.api.langgraph.snapshot import thread_out
 from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
 from agency.services.api.readback import send_and_read
+from agency.services.api.routes_erasure import erase_thread, requester
 from agency.services.api.routes_fork import send_fork
+from agency.services.threads.erasure import ThreadGone
 from agency.services.threads.fork import ForkError, plan_fork
 
 # Keys of a thread's metadata that say what it is, not what its users set.
 DERIVED_KEYS = ("graph_id", "assistant_id", "agency_id")
 NO_DELETE = (
-    "deleting a thread is the data-lifecycle work, not served yet: the log keeps every "
-    "thread (a thread can be shut down with `POST /agency/{agencyId}/agent/{threadId}/terminate`)"
+    "pruning threads is not served: delete each thread with `threads.delete` "
+    "(a thread can also be shut down with `POST /agency/{agencyId}/agent/{threadId}/terminate`)"
 )
 
 
@@ -68,7 +72,7 @@ async def update_thread(
     tenant = tenant_of(principal)
     if data.ttl:
         raise ValidationException(
-            "`ttl` does not map: removing a thread is the data-lifecycle work, not served yet"
+            "`ttl` does not map: delete a thread with `threads.delete` when it is due"
         )
     view = await load_thread(deps, tenant, thread_id, deferred=True)
     current = view.metadata()
@@ -106,8 +110,15 @@ async def update_thread(
 
 @delete("/threads/{thread_id:str}", status_code=204, summary="LangGraph: delete a thread")
 async def delete_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> None:
-    await load_thread(deps, tenant_of(principal), thread_id, deferred=True)  # 404 if not ours
-    raise ValidationException(NO_DELETE)
+    """Erases the thread's tree as `DELETE /threads/{threadId}` does; a repeat is a no-op."""
+    tenant = tenant_of(principal)
+    thread_id = thread_id_of(thread_id)
+    with contextlib.suppress(ThreadGone):  # deleted already: a repeat answers the same
+        await load_thread(deps, tenant, thread_id, deferred=True)  # 404 if not ours
+    deletion = await erase_thread(deps, tenant, thread_id, requester(principal), may_be_empty=True)
+    await deps.progress.wait_passed(
+        catalog.NAMES, deletion.stream_seq, deps.settings.read_lag_timeout
+    )
 
 
 @delete(
@@ -120,8 +131,8 @@ async def delete_run(
 ) -> None:
     await load_thread(deps, tenant_of(principal), thread_id)  # 404 if not ours
     raise ValidationException(
-        "a run cannot be deleted: the log is append-only and keeps every run (removing a "
-        "thread's data is the data-lifecycle work, not served yet)"
+        "a run cannot be deleted: the log is append-only and keeps every run "
+        "(`threads.delete` erases a whole thread)"
     )
 
 

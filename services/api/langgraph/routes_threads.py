@@ -45,6 +45,7 @@ from agency.services.api.langgraph.wire import (
     ThreadSearch,
     ThreadState,
 )
+from agency.services.threads.erasure import refuse_if_deleted
 
 MAX_PAGE = 1000
 # Keys of thread metadata that name the assistant a new thread is bound to.
@@ -320,6 +321,7 @@ async def history(
     if view.created is None:
         if deferred_view(tenant, thread_id) is not None:
             return []  # a thread awaiting its first run has no past
+        await refuse_if_deleted(deps.bus, tenant, thread_id)
         raise NotFoundException(f"thread {thread_id} not found")
     return states[::-1]
 

@@ -26,6 +26,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView, fold_view
 from agency.services.api.langgraph.wire import Assistant, Connection
 from agency.services.api.thread_create import create_root_thread
+from agency.services.threads.erasure import refuse_if_deleted
 
 AGENCY_HEADER = "x-agency-id"
 # Threads created without an assistant get an id with this prefix and exist in the log from
@@ -121,7 +122,10 @@ async def load_thread(
     else:
         events = await deps.bus.store.read(tenant, "thread", thread_id)
         view = fold_view(tenant, thread_id, events, upto_seq)
+    if view.state.deleted:
+        await refuse_if_deleted(deps.bus, tenant, thread_id)
     if view.created is None:
+        await refuse_if_deleted(deps.bus, tenant, thread_id)
         pending = deferred_view(tenant, thread_id) if deferred else None
         if pending is not None:
             return pending

@@ -1,0 +1,82 @@
+"""Deleting a thread: `DELETE /threads/{threadId}` (docs/data.md).
+
+The whole subagent tree of the thread goes (its threads share one data key): tombstones
+appended, the key destroyed, and the answer given once the read models have dropped the
+tree's rows (within `read_lag_timeout`; `readModelsCaughtUp` says whether they had). A
+repeat answers the first deletion. Reads of a deleted thread answer 410 with it.
+"""
+
+from __future__ import annotations
+
+from litestar import Response, delete
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.handlers import HTTPRouteHandler
+
+from agency.contracts.http import ThreadDeletion
+from agency.projections import catalog, queries
+from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.routes_queries import ThreadId, path_token
+from agency.services.threads.erasure import Deletion, delete_tree, deletion_of
+
+
+def requester(principal: Principal) -> str:
+    """Who asked, as the tombstone records it: the API key, the admin, or the tenant's
+    shared secret."""
+    if principal.admin:
+        return "admin"
+    if principal.key_id is not None:
+        return f"api-key:{principal.key_id}"
+    return f"tenant:{principal.tenant_id}"
+
+
+async def erase_thread(
+    deps: ApiDeps, tenant: str, thread_id: str, requested_by: str, *, may_be_empty: bool = False
+) -> Deletion:
+    """Delete the thread's tree (404 unless the tenant has the thread, or `may_be_empty`:
+    one the caller knows is the tenant's though nothing is written of it yet); the deletion
+    as recorded, the first one when it was deleted already."""
+    earlier = await deletion_of(deps.bus, tenant, thread_id)
+    if earlier is not None:
+        # Finish what a stopped deletion may have left: the key, the other tombstones.
+        await delete_tree(deps.bus, tenant, earlier.root_thread_id, earlier.tree, requested_by)
+        return earlier
+    async with deps.pool.acquire() as conn:
+        tree = await queries.tree_threads(conn, tenant, thread_id)
+    if tree is None:
+        first = await deps.bus.store.first(tenant, "thread", thread_id)
+        if first is None and not may_be_empty:
+            raise NotFoundException(detail=f"no agent thread {thread_id!r}")
+        root = (first.envelope.correlation_id if first else None) or thread_id
+        tree = (root, [root, thread_id])
+    root, threads = tree
+    await delete_tree(deps.bus, tenant, root, threads, requested_by)
+    deletion = await deletion_of(deps.bus, tenant, thread_id)
+    assert deletion is not None
+    return deletion
+
+
+@delete("/threads/{threadId:str}", status_code=200, summary="Delete a thread and its tree")
+async def delete_thread(
+    thread_id: ThreadId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+) -> Response[ThreadDeletion]:
+    """Erase the thread's content and its subagent tree's: their data key is destroyed, so
+    the log keeps only what stays in clear (docs/data.md); reads answer 410 from now on."""
+    thread_id = path_token("thread id", thread_id)
+    deletion = await erase_thread(deps, principal.tenant_id, thread_id, requester(principal))
+    caught_up = await deps.progress.wait_passed(
+        catalog.NAMES, deletion.stream_seq, deps.settings.read_lag_timeout
+    )
+    return Response(
+        ThreadDeletion(
+            thread_id=thread_id,
+            root_thread_id=deletion.root_thread_id,
+            deleted_at=deletion.deleted_at,
+            requested_by=deletion.requested_by,
+            threads=list(deletion.tree),
+            read_models_caught_up=caught_up,
+        )
+    )
+
+
+ERASURE_ROUTES: list[HTTPRouteHandler] = [delete_thread]

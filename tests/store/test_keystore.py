@@ -1,0 +1,111 @@
+"""Thread data keys in the key store: events sealed on the log, keys rotated and destroyed."""
+
+from __future__ import annotations
+
+import pytest
+
+from agency.contracts.events import MessageAppended
+from agency.contracts.events.base import ChatMessage
+from agency.contracts.ids import new_id
+from agency.contracts.sealed import PayloadErased
+from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.decoding import decode_recorded
+from agency.infra.jetstream.records import EventContext, Position, UndecodableEvent
+from agency.infra.keystore import current_cipher
+from agency.infra.keystore.operator import KeyUnwrapError, LocalKeyWrapper
+from agency.infra.keystore.vault import KeyVault, data_entry
+
+
+def said(text: str) -> MessageAppended:
+    return MessageAppended(message=ChatMessage(role="user", content=text))
+
+
+async def stored_bytes(bus: Bus, stream_seq: int) -> bytes:
+    msg = await bus.js.get_msg(EVENTS_STREAM, seq=stream_seq)
+    return msg.data or b""
+
+
+async def test_a_threads_content_is_sealed_on_the_log_and_read_in_clear(
+    bus: Bus, tenant: str
+) -> None:
+    thread, marker = new_id(), "marker-" + new_id()
+    done = await bus.store.append(tenant, "thread", thread, [said(marker)], expected=Position())
+
+    raw = await stored_bytes(bus, done.position.stream_seq)
+    events = await bus.store.read(tenant, "thread", thread)
+
+    assert marker.encode() not in raw and b'"sealed":{' in raw
+    assert events[0].payload == said(marker)
+
+
+async def test_a_subagent_thread_is_sealed_with_its_roots_key(bus: Bus, tenant: str) -> None:
+    root, child, marker = new_id(), new_id(), "marker-" + new_id()
+    context = EventContext(correlation_id=root)
+    done = await bus.store.append(
+        tenant, "thread", child, [said(marker)], expected=Position(), context=context
+    )
+    cipher = current_cipher()
+    assert cipher is not None
+
+    assert await cipher.destroy(tenant, root)
+
+    raw = await stored_bytes(bus, done.position.stream_seq)
+    subject = f"tenant.{tenant}.evt.thread.{child}"
+    recorded = decode_recorded(raw, done.position.stream_seq, subject)
+    assert isinstance(recorded, UndecodableEvent) and "erased" in recorded.reason
+
+
+async def test_a_destroyed_key_erases_the_thread_and_is_never_made_again(
+    bus: Bus, tenant: str
+) -> None:
+    thread = new_id()
+    await bus.store.append(tenant, "thread", thread, [said("x")], expected=Position())
+    cipher = current_cipher()
+    assert cipher is not None
+
+    assert await cipher.destroy(tenant, thread)
+    assert not await cipher.destroy(tenant, thread)  # a repeat is harmless
+
+    assert await bus.store.read(tenant, "thread", thread) == []
+    with pytest.raises(PayloadErased):
+        await cipher.prepare(tenant, thread)
+    with pytest.raises(PayloadErased):
+        await cipher.vault_call(lambda vault: vault.data_key(tenant, thread, create=False))
+    # A tenant key rotated after a deletion passes the destroyed key by.
+    assert await cipher.vault_call(lambda vault: vault.rotate_tenant(tenant)) == 0
+
+
+async def test_rotating_a_tenant_key_rewraps_data_keys_without_touching_the_log(
+    bus: Bus, tenant: str
+) -> None:
+    thread = new_id()
+    done = await bus.store.append(tenant, "thread", thread, [said("kept")], expected=Position())
+    raw = await stored_bytes(bus, done.position.stream_seq)
+    cipher = current_cipher()
+    assert cipher is not None
+
+    rewrapped = await cipher.vault_call(lambda vault: vault.rotate_tenant(tenant))
+    cipher.forget(tenant, thread)
+
+    assert rewrapped == 1
+    assert await stored_bytes(bus, done.position.stream_seq) == raw
+    assert (await bus.store.read(tenant, "thread", thread))[0].payload == said("kept")
+
+
+async def test_rotating_the_operator_key_rewraps_tenant_keys(bus: Bus, tenant: str) -> None:
+    bucket = "test_keys_" + new_id().lower()
+    old, new = LocalKeyWrapper("old-" + new_id()), LocalKeyWrapper("new-" + new_id())
+    before = await KeyVault(bus.js, old, bucket=bucket).open()
+    key = await before.data_key(tenant, "th1", create=True)
+
+    rotated = await KeyVault(bus.js, new, bucket=bucket).open()
+    assert await rotated.rotate_operator(old) == 1
+
+    after = await KeyVault(bus.js, new, bucket=bucket).open()
+    assert await after.data_key(tenant, "th1", create=False) == key
+    with pytest.raises(KeyUnwrapError, match="operator key"):
+        await (await KeyVault(bus.js, old, bucket=bucket).open()).tenant_key(tenant)
+    entry = await after.kv.get(data_entry(tenant, "th1"))
+    assert entry.value is not None and key not in entry.value
+    await bus.js.delete_key_value(bucket)
