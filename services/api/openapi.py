@@ -68,8 +68,9 @@ _DESCRIPTIONS = {
     400: "Bad input: malformed JSON, unknown or mistyped fields, invalid ids or query values.",
     401: "No credential, or not a valid one.",
     403: "A credential of the wrong kind (the admin secret on a tenant route, or the "
-    "reverse), or a URL naming an address no connection made for a tenant may reach (the "
-    "operator allows hosts with `AGENCY_ALLOW_HOSTS`).",
+    "reverse), or a well-formed request an operator's setting forbids: a URL naming an "
+    "address no connection made for a tenant may reach (`AGENCY_ALLOW_HOSTS`), a schedule "
+    "firing more often than `AGENCY_SCHEDULE_MIN_INTERVAL` lets one fire.",
     404: "No such agency, thread, blueprint (`agentType`), workflow, member, key or dead "
     "letter for this tenant; another tenant's is not found either.",
     409: "The request conflicts with the resource's state (e.g. no run awaits approval).",
