@@ -38,7 +38,11 @@ from agency.contracts.codec import EVENT_TYPES
 from agency.contracts.ids import MAX_TOKEN_LENGTH
 from agency.services.agents.system import AgentSystem
 from agency.services.api.auth import ADMIN_OPT, PUBLIC_OPT
-from agency.services.api.openapi_bodies import NUL_FREE_PATH, body_components
+from agency.services.api.openapi_bodies import (
+    NUL_FREE_PATH,
+    body_components,
+    state_tenant_servers,
+)
 from agency.services.api.openapi_names import state_model_names, state_system_names
 from agency.services.api.routes_console import THREAD_STATUSES
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, MAX_SEQ
@@ -362,6 +366,7 @@ def tell_the_truth(
         if key == name or key.endswith("_" + name)
     }
     components.update(body_components([info.cls for info in structs.values()], names))
+    state_tenant_servers(components)
     keys = {info.cls: names.get(name, name) for name, info in structs.items()}
     state_system_names(system, components, keys)
     state_model_names(providers, components, keys)
