@@ -233,7 +233,7 @@ TENANT_SERVER = "McpServer"
 _HEADER_VALUE = r"^(?![\s\S]*\$\{ENV:)[^\u0000]*$"
 
 
-def state_tenant_servers(components: dict[str, Schema | Reference]) -> None:
+def state_tenant_servers(components: Mapping[str, Schema | Reference]) -> None:
     """The contract's MCP server component with the rules a tenant's servers are held to."""
     server = components.get(TENANT_SERVER)
     if not isinstance(server, Schema) or server.properties is None:
