@@ -81,8 +81,14 @@ def standard_headers(
 
 
 def url_problem(url: str) -> str | None:
-    """Why a webhook URL is refused as written (its scheme, its length, an address no
-    connection made for a tenant may reach), or None; names are checked on connecting."""
+    """Why a webhook URL is refused as written (its form, or an address no connection
+    made for a tenant may reach), or None; names are checked on connecting."""
+    return url_form_problem(url) or refusal(url)
+
+
+def url_form_problem(url: str) -> str | None:
+    """What is wrong with a webhook URL's form (its length, its scheme, no host, a port
+    that does not read), or None."""
     if len(url) > MAX_URL:
         return f"the URL is longer than {MAX_URL} characters"
     try:
@@ -92,4 +98,4 @@ def url_problem(url: str) -> str | None:
         return f"the URL cannot be read: {e}"
     if parts.scheme not in ("http", "https") or not hostname:
         return "only http(s) URLs with a host are allowed"
-    return refusal(url)
+    return None

@@ -361,6 +361,8 @@ _IPV6 = (
 # A name (RFC 3986's reg-name characters), an IPv4 address, or a bracketed IPv6 one.
 _HOST = rf"(\[{_IPV6}\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)"
 URL_WITH_HOST = rf"^https?://{_HOST}(:{_PORT})?([/?#][\s\S]*)?$"
+# The same, https only, or nothing (a tenant's model provider's base URL).
+HTTPS_URL_OR_NONE = rf"^(https://{_HOST}(:{_PORT})?([/?#][\s\S]*)?)?$"
 HttpUrl = Annotated[
     str, Checked(msgspec.Meta(pattern=URL_WITH_HOST, max_length=2000), required=True)
 ]

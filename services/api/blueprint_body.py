@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, ForwardRef, Literal, TypeAlias
 
 import msgspec
+from litestar.exceptions import PermissionDeniedException
 
 from agency.contracts.events import BlueprintSpec, registry as contract
 from agency.contracts.events.registry import Checked
@@ -182,13 +183,19 @@ def _camel_properties(schema: Any) -> Any:
 
 
 def _refuse_egress(body: Any) -> None:
-    """An address no connection for a tenant may reach (`services/egress.py`); a
-    name is resolved and checked again on connecting. Checked where a blueprint comes in
-    only: a stored blueprint still reads back (its runs are refused on connecting)."""
+    """An address no connection for a tenant may reach (`services/egress.py`): a 403, as
+    `egress_door` answers, the body being well formed; a name is resolved and checked
+    again on connecting. Checked where a blueprint comes in only: a stored blueprint still
+    reads back (its runs are refused on connecting)."""
     for i, url, problem in server_refusals(body.config.mcp_servers if body.config else ()):
-        raise ValueError(f"field 'config.mcpServers[{i}].url': {url!r} is refused: {problem}")
+        _refused(body, f"config.mcpServers[{i}].url", url, problem)
     for i, url, problem in server_refusals(body.config.remote_agents if body.config else ()):
-        raise ValueError(f"field 'config.remoteAgents[{i}].url': {url!r} is refused: {problem}")
+        _refused(body, f"config.remoteAgents[{i}].url", url, problem)
+
+
+def _refused(body: Any, field: str, url: str, problem: str) -> typing.NoReturn:
+    where = f"blueprint {body.name!r}: " if getattr(body, "name", "") else ""
+    raise PermissionDeniedException(f"{where}field '{field}': {url!r} is refused: {problem}")
 
 
 _BOUNDARY_CHECKS: dict[type[msgspec.Struct], typing.Callable[[Any], None]] = {

@@ -38,7 +38,11 @@ from agency.contracts.codec import EVENT_TYPES
 from agency.contracts.ids import MAX_TOKEN_LENGTH
 from agency.services.agents.system import AgentSystem
 from agency.services.api.auth import ADMIN_OPT, PUBLIC_OPT
-from agency.services.api.openapi_bodies import NUL_FREE_PATH, body_components
+from agency.services.api.openapi_bodies import (
+    NUL_FREE_PATH,
+    body_components,
+    state_tenant_servers,
+)
 from agency.services.api.openapi_names import state_model_names, state_system_names
 from agency.services.api.routes_console import THREAD_STATUSES
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, MAX_SEQ
@@ -67,7 +71,10 @@ class ErrorBody(msgspec.Struct, frozen=True):
 _DESCRIPTIONS = {
     400: "Bad input: malformed JSON, unknown or mistyped fields, invalid ids or query values.",
     401: "No credential, or not a valid one.",
-    403: "A credential of the wrong kind: the admin secret on a tenant route, or the reverse.",
+    403: "A credential of the wrong kind (the admin secret on a tenant route, or the "
+    "reverse), or a well-formed request an operator's setting forbids: a URL naming an "
+    "address no connection made for a tenant may reach (`AGENCY_ALLOW_HOSTS`), a schedule "
+    "firing more often than `AGENCY_SCHEDULE_MIN_INTERVAL` lets one fire.",
     404: "No such agency, thread, blueprint (`agentType`), workflow, member, key or dead "
     "letter for this tenant; another tenant's is not found either.",
     409: "The request conflicts with the resource's state (e.g. no run awaits approval).",
@@ -359,6 +366,7 @@ def tell_the_truth(
         if key == name or key.endswith("_" + name)
     }
     components.update(body_components([info.cls for info in structs.values()], names))
+    state_tenant_servers(components)
     keys = {info.cls: names.get(name, name) for name, info in structs.items()}
     state_system_names(system, components, keys)
     state_model_names(providers, components, keys)

@@ -223,3 +223,22 @@ def to_schema(value: dict[str, Any], refs: Mapping[str, str]) -> Schema | Refere
         else:
             fields[_KEYWORDS.get(key, key)] = item
     return Schema(**fields)
+
+
+# The contract's MCP server, as a tenant may name one (a workflow definition's members, in
+# the contract's snake_case): `operator_only` refuses a stdio server and a header naming the
+# environment, so no `command` (and then no `env`, the contract's own rule) and no
+# `${ENV:…}` in a header. The blueprint bodies leave those fields out instead.
+TENANT_SERVER = "McpServer"
+_HEADER_VALUE = r"^(?![\s\S]*\$\{ENV:)[^\u0000]*$"
+
+
+def state_tenant_servers(components: Mapping[str, Schema | Reference]) -> None:
+    """The contract's MCP server component with the rules a tenant's servers are held to."""
+    server = components.get(TENANT_SERVER)
+    if not isinstance(server, Schema) or server.properties is None:
+        return
+    server.properties["command"] = Schema(type=OpenAPIType.ARRAY, max_items=0, default=[])
+    headers = server.properties.get("headers")
+    if isinstance(headers, Schema):
+        headers.additional_properties = Schema(type=OpenAPIType.STRING, pattern=_HEADER_VALUE)

@@ -9,7 +9,7 @@ refused, on save of a blueprint and in a run)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 from litestar import Response, delete, get, put
@@ -17,14 +17,16 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
+from agency.contracts.events.registry import HTTPS_URL_OR_NONE
 from agency.contracts.http import Out
 from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id, tenant_of
 from agency.services.api.deps import ApiDeps
+from agency.services.api.egress_door import refuse_unreachable
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Body
 from agency.services.llm.tenant_models import (
     TenantModels,
-    base_url_problem,
+    base_url_form_problem,
     seal_own,
     tenant_models,
 )
@@ -39,7 +41,17 @@ class ProviderBody(Body, frozen=True, kw_only=True):
     not the operator's."""
 
     api_key: Annotated[str, msgspec.Meta(max_length=4096)] = ""
-    base_url: Annotated[str, msgspec.Meta(max_length=2048)] = ""
+    base_url: Annotated[
+        str, msgspec.Meta(max_length=2048, extra_json_schema={"pattern": HTTPS_URL_OR_NONE})
+    ] = ""
+
+    # One of the two, not empty (`_set` says so otherwise).
+    __json_schema_extra__: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"required": ["apiKey"], "properties": {"apiKey": {"minLength": 1}}},
+            {"required": ["baseUrl"], "properties": {"baseUrl": {"minLength": 1}}},
+        ]
+    }
 
 
 class ProviderOut(Out, frozen=True, kw_only=True):
@@ -91,8 +103,10 @@ async def _set(deps: ApiDeps, tenant: str, name: str, data: ProviderBody) -> Res
     await _models(deps, tenant)
     if not data.api_key and not data.base_url:
         raise ValidationException("field 'apiKey': give the key, a baseUrl, or both")
-    if data.base_url and (problem := base_url_problem(data.base_url)):
-        raise ValidationException(f"field 'baseUrl': {problem}")
+    if data.base_url:
+        if (problem := base_url_form_problem(data.base_url)) is not None:
+            raise ValidationException(f"field 'baseUrl': {problem}")
+        refuse_unreachable("baseUrl", data.base_url)
     command = SetTenantProvider(name=name, sealed=seal_own(data.api_key, data.base_url))
     written = await send_and_read(deps, tenant, "tenant", tenant, command)
     body = ProviderOut(name=name, has_key=bool(data.api_key), base_url_set=bool(data.base_url))

@@ -32,11 +32,12 @@ from agency.services.api.auth import (
     tenant_and_agency,
 )
 from agency.services.api.deps import ApiDeps
+from agency.services.api.egress_door import refuse_unreachable
 from agency.services.api.openapi import empty_response
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Body
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, int_param
-from agency.services.webhook_signing import MAX_URL, new_secret, url_problem
+from agency.services.webhook_signing import MAX_URL, new_secret, url_form_problem
 
 WebhookId = Annotated[
     str, PathParameter(name="webhookId", description="The webhook subscription's id.")
@@ -47,7 +48,8 @@ DEFAULT_DELIVERIES = 50
 class WebhookBody(Body, frozen=True, kw_only=True):
     """`url`: where deliveries are POSTed (http or https); `events`: the kinds subscribed."""
 
-    # The pattern is the document's account of `url_problem`, which says what is wrong.
+    # The pattern is the document's account of `url_form_problem`, which says what is wrong;
+    # an address the egress rule refuses is a 403 (`refuse_unreachable`).
     url: Annotated[
         str,
         msgspec.Meta(
@@ -129,8 +131,9 @@ async def subscribe_webhook(
     agency_id: AgencyId, data: JSONBody[WebhookBody], principal: Caller, deps: Deps
 ) -> Response[WebhookCreated]:
     tenant, agency_id = tenant_and_agency(principal, agency_id)
-    if (problem := url_problem(data.url)) is not None:
+    if (problem := url_form_problem(data.url)) is not None:
         raise ValidationException(f"field 'url': {problem}")
+    refuse_unreachable("url", data.url)
     await agency_owned(deps, tenant, agency_id)
     kinds = tuple(dict.fromkeys(data.events))
     secret = new_secret()

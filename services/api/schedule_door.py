@@ -1,22 +1,28 @@
-"""A schedule is admitted at the door: its cron fires no more often than a schedule may
-(400), and its tenant has room for one more (409), each refusal naming its limit
-(`ScheduleLimits`, docs/operations.md). The tenant's count is the read model's: a fairness
-bound, which two adds at the same moment may pass by one."""
+"""A schedule is admitted at the door: its cron is one we accept (400), fires no more often
+than the operator lets a schedule fire (403: well formed, and forbidden by a setting the
+document cannot state), and its tenant has room for one more (409), each refusal naming
+its limit (`ScheduleLimits`, docs/operations.md). The tenant's count is the read model's:
+a fairness bound, which two adds at the same moment may pass by one."""
 
 from __future__ import annotations
 
-from litestar.exceptions import ClientException, ValidationException
+from litestar.exceptions import ClientException, PermissionDeniedException, ValidationException
 
+from agency.domain.cron import cron_problem
 from agency.projections import workflow_queries as q
 from agency.services.api.deps import ApiDeps
-from agency.services.tenancy.fairness import refuse_schedule, schedule_problem
+from agency.services.tenancy.fairness import frequency_problem, refuse_schedule
 
 
 def checked_cron(deps: ApiDeps, cron: str) -> str:
-    """`cron`, or 400 naming why a schedule may not have it."""
-    problem = schedule_problem(cron, deps.settings.schedules)
+    """`cron`, or 400 naming why it is no cron we accept, or 403 naming the limit of how
+    often a schedule may fire."""
+    problem = cron_problem(cron)
     if problem:
         raise ValidationException(problem)
+    problem = frequency_problem(cron, deps.settings.schedules)
+    if problem:
+        raise PermissionDeniedException(problem)
     return cron
 
 

@@ -24,7 +24,6 @@ from agency.contracts.events import (
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import Position
 from agency.infra.sealing import UnsealError, seal, unseal
-from agency.services.egress import refusal
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.llm.errors import ModelConfigError, ModelRequestError
 
@@ -83,14 +82,18 @@ def seal_own(api_key: str, base_url: str) -> str:
     return seal({"api_key": api_key, "base_url": base_url})
 
 
-def base_url_problem(base_url: str) -> str | None:
-    """Why a tenant's base URL is refused: it must be `https://host[...]` (the runtime
-    would otherwise be a tenant's way into the operator's network)."""
-    parts = urlsplit(base_url)
-    if parts.scheme != "https" or not parts.hostname:
+def base_url_form_problem(base_url: str) -> str | None:
+    """What is wrong with a tenant's base URL as written: it must be `https://host[...]`
+    (the runtime would otherwise be a tenant's way into the operator's network); the
+    address it names meets the egress rule too (`services/api/egress_door.py`)."""
+    try:
+        parts = urlsplit(base_url)
+        hostname, _ = parts.hostname, parts.port
+    except ValueError as e:
+        return f"the URL cannot be read: {e}"
+    if parts.scheme != "https" or not hostname:
         return "must be an https:// URL with a host"
-    # An address no connection for a tenant may reach; a name is checked on connecting.
-    return refusal(base_url)
+    return None
 
 
 class TenantModelSource(Protocol):

@@ -217,6 +217,10 @@ def refuse_schedule(active_schedules: int, limits: ScheduleLimits) -> str | None
 def schedule_problem(cron: str, limits: ScheduleLimits) -> str | None:
     """Why `cron` may not be a schedule's: not an accepted expression, or firing more often
     than `limits.min_interval` allows; None if it may."""
-    return cron_problem(cron) or (
-        interval_problem(cron, limits.min_interval) if limits.min_interval else None
-    )
+    return cron_problem(cron) or frequency_problem(cron, limits)
+
+
+def frequency_problem(cron: str, limits: ScheduleLimits) -> str | None:
+    """Why `cron` (an accepted expression) fires more often than `limits.min_interval`
+    allows, or None."""
+    return interval_problem(cron, limits.min_interval) if limits.min_interval else None

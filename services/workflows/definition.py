@@ -71,6 +71,11 @@ class DefinitionError(ValueError):
     """A definition that cannot be run, with what is wrong and where."""
 
 
+class UnreachableServer(DefinitionError):
+    """A member's MCP server at an address no connection for a tenant may reach: the
+    definition is well formed, the egress rule (`services/egress.py`) forbids it."""
+
+
 class _BoundedLoader(yaml.SafeLoader):
     """`yaml.safe_load`, refusing a document nested deeper than `MAX_DEPTH`."""
 
@@ -326,9 +331,9 @@ def _inline(name: str, spec: dict[str, Any], where: str) -> BlueprintSpec:
         # in the member's config or a subagent blueprint it defines inline.
         inner = where if blueprint.name == name else f"{where} (subagent {blueprint.name})"
         for i, _, problem in server_refusals(blueprint.config.mcp_servers):
-            raise DefinitionError(f"{inner}.config.mcp_servers[{i}].url: {problem}")
+            raise UnreachableServer(f"{inner}.config.mcp_servers[{i}].url: {problem}")
         for i, _, problem in server_refusals(blueprint.config.remote_agents):
-            raise DefinitionError(f"{inner}.config.remote_agents[{i}].url: {problem}")
+            raise UnreachableServer(f"{inner}.config.remote_agents[{i}].url: {problem}")
     for key in ("model", "system_prompt", "description"):
         if not isinstance(spec.get(key, ""), str):
             raise DefinitionError(f"{where}.{key} must be a string")

@@ -114,9 +114,6 @@ async def test_the_seeds_inline_blueprints_are_saved_stored_and_read_back(
                      id="unknown-field"),
         pytest.param({**SECURITY_AGENT, "config": {"mcpServers": [{"name": "m", "command": ["sh"]}]}},
                      "field 'config.subagents.subagents[0].config.mcpServers[0]'", id="stdio-mcp"),
-        pytest.param({**SECURITY_AGENT, "config": {"mcpServers": [{"name": "m", "url": "http://127.0.0.1:4222/mcp"}]}},
-                     "field 'config.subagents.subagents[0]': field 'config.mcpServers[0].url'",
-                     id="egress"),
         pytest.param({**SECURITY_AGENT, "config": {"subagents": {"subagents": [{"name": "x", "tags": [1]}]}}},
                      "field 'config.subagents.subagents[0].config.subagents.subagents[0].tags[0]'",
                      id="nested-inline"),
@@ -129,6 +126,22 @@ async def test_an_ill_typed_inline_blueprint_is_refused_naming_its_path(
     r = await save(client, tenant_a, agency_id, manager(entry))
     assert r.status_code == 400, r.text
     assert expected in r.json()["error"]
+
+
+async def test_an_inline_blueprint_reaching_loopback_is_forbidden_naming_it(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    """Well formed, and an address no tenant's connection may reach: 403, not 400."""
+    agency_id = await create_agency(client, tenant_a)
+    entry = {
+        **SECURITY_AGENT,
+        "config": {"mcpServers": [{"name": "m", "url": "http://127.0.0.1:4222/mcp"}]},
+    }
+    r = await save(client, tenant_a, agency_id, manager(entry))
+    assert r.status_code == 403, r.text
+    said = r.json()["error"]
+    assert f"blueprint {SECURITY_AGENT['name']!r}: field 'config.mcpServers[0].url'" in said, said
+    assert "AGENCY_ALLOW_HOSTS" in said, said
 
 
 async def test_an_inline_blueprint_naming_an_operators_mcp_server_is_refused_on_the_bus(

@@ -1,8 +1,8 @@
 """Workflow definitions are checked at the door as blueprints are: a member the registry
-would refuse (an MCP `command`, an address no tenant may reach, a prompt over the limit)
-answers 400 with the reason, on `POST /workflows` and `/run`, and nothing is sent; on the
-bus, the create is rejected at once with the reason instead of waiting for a blueprint
-that never comes."""
+would refuse (an MCP `command`, a prompt over the limit: 400; an address no tenant may
+reach: 403) answers with the reason, on `POST /workflows` and `/run`, and nothing is
+sent; on the bus, the create is rejected at once with the reason instead of waiting for a
+blueprint that never comes."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ async def test_a_definition_naming_an_mcp_command_answers_400_and_sends_nothing(
 
     loopback = _member(mcp_servers=[{"name": "calc", "url": "http://127.0.0.1:9/mcp"}])
     r = await tenant.http.post("/run", json={"agents": {"calc": loopback}, "message": "go"})
-    assert r.status_code == 400 and "loopback" in r.json()["error"], r.text
+    assert r.status_code == 403 and "loopback" in r.json()["error"], r.text
 
     big = {**_member(), "system_prompt": "p" * (DoorLimits().max_prompt_bytes + 1)}
     definition = {"name": "big", "agents": {"writer": big}, "kickoff": "@writer go"}

@@ -100,7 +100,7 @@ async def test_a_blueprint_naming_a_private_address_is_refused_on_save(
     tenant: Client, url: str
 ) -> None:
     r = await save(tenant, with_server("peek" + new_id().lower()[-8:], url))
-    assert r.status_code == 400, r.text
+    assert r.status_code == 403, r.text
     detail = r.json()["error"]
     assert "config.mcpServers[0]" in detail and "url" in detail and "AGENCY_ALLOW_HOSTS" in detail
 
@@ -110,7 +110,7 @@ async def test_the_operator_allows_a_host_and_its_server_is_then_saved_and_used(
 ) -> None:
     name = "calcer" + new_id().lower()[-8:]
     r = await save(tenant, with_server(name, calc.url))
-    assert r.status_code == 400, r.text
+    assert r.status_code == 403, r.text
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     r = await save(tenant, with_server(name, calc.url))
     assert r.status_code == 201, r.text

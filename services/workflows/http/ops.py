@@ -8,7 +8,12 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 
-from litestar.exceptions import ClientException, NotFoundException, ValidationException
+from litestar.exceptions import (
+    ClientException,
+    NotFoundException,
+    PermissionDeniedException,
+    ValidationException,
+)
 
 from agency.contracts.commands import (
     CreateWorkflow,
@@ -26,7 +31,7 @@ from agency.services.api.auth import agency_events, agency_owned, agent_types
 from agency.services.api.deps import ApiDeps
 from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.api.workflow_door import refuse_members
-from agency.services.workflows.definition import Definition, DefinitionError
+from agency.services.workflows.definition import Definition, DefinitionError, UnreachableServer
 
 # Creating members waits for the registry; past this the route answers 202.
 CREATE_WAIT = 15.0
@@ -260,5 +265,8 @@ def check_members(deps: ApiDeps, definition: Definition) -> list[str]:
     ]
 
 
-def definition_error(e: DefinitionError) -> ValidationException:
+def definition_error(e: DefinitionError) -> ClientException:
+    """400 naming what is wrong, or 403 for a member's server the egress rule forbids."""
+    if isinstance(e, UnreachableServer):
+        return PermissionDeniedException(f"workflow definition: {e}")
     return ValidationException(f"invalid workflow definition: {e}")

@@ -105,7 +105,7 @@ async def test_a_remote_agent_at_a_loopback_address_is_refused_on_save(
     monkeypatch.delenv("AGENCY_ALLOW_HOSTS", raising=False)  # the package allows loopback
     body = caller("peek" + new_id().lower()[-8:], "http://127.0.0.1:9/card.json", "k")
     r = await save(api, body)
-    assert r.status_code == 400, r.text
+    assert r.status_code == 403, r.text  # well formed, refused by the deployment
     detail = r.json()["error"]
     assert "config.remoteAgents[0].url" in detail and "AGENCY_ALLOW_HOSTS" in detail
 

@@ -67,24 +67,29 @@ async def test_the_cli_adds_lists_shows_deliveries_and_removes(
 
 
 @pytest.mark.parametrize(
-    ("body", "said"),
+    ("body", "status", "said"),
     [
-        ({"url": "http://10.0.0.7/hook", "events": ["run.ended"]}, "AGENCY_ALLOW_HOSTS"),
-        ({"url": "http://localhost:9/hook", "events": ["run.ended"]}, "AGENCY_ALLOW_HOSTS"),
-        ({"url": "ftp://example.com/x", "events": ["run.ended"]}, "only http(s) URLs"),
-        ({"url": "https://example.com/x", "events": ["run.over"]}, "events"),
-        ({"url": "https://example.com/x", "events": []}, "events"),
-        ({"url": "https://example.com/x", "events": ["run.ended"], "secret": "x"}, "secret"),
-        ({"events": ["run.ended"]}, "url"),
+        ({"url": "http://10.0.0.7/hook", "events": ["run.ended"]}, 403, "AGENCY_ALLOW_HOSTS"),
+        ({"url": "http://localhost:9/hook", "events": ["run.ended"]}, 403, "AGENCY_ALLOW_HOSTS"),
+        ({"url": "ftp://example.com/x", "events": ["run.ended"]}, 400, "only http(s) URLs"),
+        ({"url": "https://example.com/x", "events": ["run.over"]}, 400, "events"),
+        ({"url": "https://example.com/x", "events": []}, 400, "events"),
+        ({"url": "https://example.com/x", "events": ["run.ended"], "secret": "x"}, 400, "secret"),
+        ({"events": ["run.ended"]}, 400, "url"),
     ],
     ids=["private", "loopback", "scheme", "unknown-kind", "no-kind", "unknown-field", "no-url"],
 )
 async def test_a_bad_subscription_is_refused_with_what_is_wrong(
-    agency: Agency, body: dict[str, object], said: str, monkeypatch: pytest.MonkeyPatch
+    agency: Agency,
+    body: dict[str, object],
+    status: int,
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Malformed is a 400; an address the egress rule forbids, a 403; each says why."""
     monkeypatch.delenv("AGENCY_ALLOW_HOSTS")
     r = await agency.http.post(agency.webhooks, json=body)
-    assert r.status_code == 400 and said in r.json()["error"], r.text
+    assert r.status_code == status and said in r.json()["error"], r.text
     assert (await agency.http.get(agency.webhooks)).json()["webhooks"] == []
 
 
