@@ -1,15 +1,20 @@
 """Keys that seal a thread's content: operator key → tenant keys → thread data keys
-(docs/data.md). `ensure_cipher` installs the process's cipher when it connects to NATS."""
+(docs/data.md). `ensure_cipher` installs the process's cipher when it connects to NATS.
+
+The cipher (and with it the NATS client) is imported where a cipher is made, so a command
+that only reads the operator key (`operator.py`) loads neither."""
 
 from __future__ import annotations
 
 import os
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from agency.contracts.sealed import install_cipher, installed_cipher
-from agency.infra.keystore.cipher import ThreadCipher
 from agency.infra.keystore.operator import operator_wrapper
+
+if TYPE_CHECKING:
+    from agency.infra.keystore.cipher import ThreadCipher
 
 ENCRYPTION_VARIABLE = "AGENCY_ENCRYPTION"
 
@@ -36,6 +41,8 @@ def ensure_cipher(url: str) -> ThreadCipher | None:
     a connection opening; `release_cipher` when it closes."""
     if not encryption_enabled():
         return None
+    from agency.infra.keystore.cipher import ThreadCipher
+
     found = [c for c in _Held.stack if _servers(c.url) == _servers(url)]
     cipher = found[0] if found else ThreadCipher(url, operator_wrapper())
     _Held.stack.append(cipher)
@@ -56,5 +63,7 @@ def release_cipher(cipher: ThreadCipher | None) -> None:
 
 
 def current_cipher() -> ThreadCipher | None:
+    from agency.infra.keystore.cipher import ThreadCipher
+
     cipher = installed_cipher()
     return cipher if isinstance(cipher, ThreadCipher) else None
