@@ -34,6 +34,7 @@ from agency.infra.db import migrate
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.streams import StreamSettings, provision
+from agency.infra.keystore.operator import OPERATOR_KEY_VARIABLE
 from agency.infra.launch import (
     NatsCluster,
     NatsServer,
@@ -284,6 +285,10 @@ class Harness:
 
     def _env(self, replicas: int) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENCY_"))}
+        # The test process's operator key (tests/conftest.py): the workload it drives seals
+        # with the same tenant keys as the services, as every process of a deployment does.
+        if key := os.environ.get(OPERATOR_KEY_VARIABLE):
+            env[OPERATOR_KEY_VARIABLE] = key
         env.update(
             OPENAI_BASE_URL=self.llm_url,
             OPENAI_API_KEY="fake",
