@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError
+from langgraph_sdk.errors import APIStatusError, BadRequestError, ConflictError, NotFoundError
 
 from tests.langgraph.conftest import LangGraph, new_tenant
 
@@ -102,8 +102,24 @@ async def test_what_does_not_map_is_refused_with_the_reason(lg: LangGraph) -> No
         await lg.client.assistants.create("worker", assistant_id="not a name")
     with pytest.raises(ConflictError, match="static blueprint"):
         await lg.client.assistants.delete("worker")
-    with pytest.raises(BadRequestError, match=r"threads\.delete"):
+    with pytest.raises(ConflictError, match="static blueprint"):
         await lg.client.assistants.delete("worker", delete_threads=True)
+
+
+async def test_delete_with_threads_erases_the_assistants_threads_only(lg: LangGraph) -> None:
+    await lg.client.assistants.create("worker", assistant_id="brief-helper")
+    doomed = [await lg.client.threads.create(graph_id="brief-helper") for _ in range(2)]
+    kept = await lg.client.threads.create(graph_id="worker")
+    await lg.client.assistants.delete("brief-helper", delete_threads=True)
+    for thread in doomed:
+        with pytest.raises(APIStatusError) as gone:
+            await lg.client.threads.get(thread["thread_id"])
+        assert gone.value.status_code == 410
+    assert (await lg.client.threads.get(kept["thread_id"]))["thread_id"] == kept["thread_id"]
+    with pytest.raises(NotFoundError):
+        await lg.client.assistants.get("brief-helper")
+    with pytest.raises(NotFoundError):
+        await lg.client.assistants.delete("brief-helper", delete_threads=True)
 
 
 async def test_graph_schemas_and_subgraphs(lg: LangGraph) -> None:

@@ -99,6 +99,28 @@ async def test_a_thread_awaiting_its_first_run_is_deleted_too(lg: LangGraph) -> 
     assert gone.value.status_code == 410
 
 
+async def test_prune_deletes_the_threads_it_names(lg: LangGraph) -> None:
+    key = "prune-" + new_id()
+    lg.llm.script(key, [ScriptStep(content="pruned soon")])
+    ran = await lg.client.threads.create(graph_id="worker")
+    await lg.client.runs.wait(ran["thread_id"], "worker", input=ask(key))
+    empty = await lg.client.threads.create()
+    kept = await lg.client.threads.create(graph_id="worker")
+    names = [ran["thread_id"], empty["thread_id"]]
+    assert await lg.client.threads.prune(names) == {"pruned_count": 2}
+    assert await lg.client.threads.prune(names) == {"pruned_count": 2}  # a repeat is harmless
+    for thread_id in names:
+        with pytest.raises(APIStatusError) as gone:
+            await lg.client.threads.get(thread_id)
+        assert gone.value.status_code == 410
+    assert (await lg.client.threads.get(kept["thread_id"]))["thread_id"] == kept["thread_id"]
+    with pytest.raises(BadRequestError, match="keep_latest"):
+        await lg.client.threads.prune([kept["thread_id"]], strategy="keep_latest")
+    with pytest.raises(NotFoundError):
+        await lg.client.threads.prune([kept["thread_id"], "nosuch-thread"])
+    assert (await lg.client.threads.get(kept["thread_id"]))["thread_id"] == kept["thread_id"]
+
+
 async def test_another_tenant_cannot_update_count_or_copy_ours(lg: LangGraph) -> None:
     thread = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
     key, _, _ = await new_tenant(lg.url, "lg-other")
@@ -107,5 +129,7 @@ async def test_another_tenant_cannot_update_count_or_copy_ours(lg: LangGraph) ->
             await other.threads.update(thread["thread_id"], metadata={"user": "eve"})
         with pytest.raises(NotFoundError):
             await other.threads.copy(thread["thread_id"])
+        with pytest.raises(NotFoundError):
+            await other.threads.prune([thread["thread_id"]])
         assert await other.threads.count() == 0
     assert (await lg.client.threads.get(thread["thread_id"]))["metadata"]["user"] == "ann"

@@ -3,7 +3,8 @@
 An assistant is a blueprint of the agency, by name; its `version` is the blueprint's saved
 revision. Creating, updating and `set_latest` save a blueprint (`registry.save_blueprint`,
 a `blueprint.saved` on the agency's log); deleting deletes the agency's own
-(`registry.delete_blueprint`). Versions are the blueprint's `blueprint.saved` events.
+(`registry.delete_blueprint`), with `delete_threads` after erasing the threads running as it
+(`threads.delete`, docs/data.md). Versions are the blueprint's `blueprint.saved` events.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from agency.contracts.ids import is_valid_token, new_id
 from agency.services.api.auth import Caller, Deps, agency_events, agent_types, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
+from agency.services.api.langgraph.routes_thread_admin import erase_ours
 from agency.services.api.langgraph.scope import (
     AssistantIdPath,
     agency_for,
@@ -31,6 +33,7 @@ from agency.services.api.langgraph.scope import (
 )
 from agency.services.api.langgraph.wire import Assistant, Body
 from agency.services.api.readback import refuse_prompt, send_and_read
+from agency.services.api.routes_erasure import requester
 
 MAX_PAGE = 1000
 
@@ -192,13 +195,9 @@ async def delete_assistant(
     request: Request[Any, Any, Any],
     delete_threads: Annotated[bool, QueryParameter(name="delete_threads", required=False)] = False,
 ) -> None:
-    """Delete the agency's own blueprint (a static one of that name comes back)."""
+    """Delete the agency's own blueprint (a static one of that name comes back); with
+    `delete_threads`, its threads are erased first, as `threads.delete` erases them."""
     tenant = tenant_of(principal)
-    if delete_threads:
-        raise ValidationException(
-            "delete_threads is not served: delete each thread with `threads.delete` "
-            "(it erases the thread's tree, docs/data.md)"
-        )
     agency_id = await agency_for(deps, tenant, request)
     events = await agency_events(deps, tenant, agency_id)
     if _saved_now(events, assistant_id) is None:
@@ -210,8 +209,25 @@ async def delete_assistant(
             )
         await assistant_named(deps, tenant, agency_id, assistant_id)  # 404 naming it
         raise AssertionError
+    if delete_threads:
+        threads = await _threads_of(deps, tenant, agency_id, assistant_id)
+        await erase_ours(deps, tenant, threads, requester(principal))
     command = DeleteBlueprint(agency_id=agency_id, name=assistant_id)
     await send_and_read(deps, tenant, "agency", agency_id, command)
+
+
+async def _threads_of(deps: ApiDeps, tenant: str, agency_id: str, name: str) -> list[str]:
+    """The agency's root threads running as blueprint `name`, as `threads.search` lists them."""
+    await deps.listings.listed(tenant, deps.settings.read_lag_timeout)
+    async with deps.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT thread_id FROM threads WHERE tenant_id = $1 AND agency_id = $2 "
+            "AND parent_thread_id IS NULL AND agent_type = $3 ORDER BY thread_id",
+            tenant,
+            agency_id,
+            name,
+        )
+    return [row["thread_id"] for row in rows]
 
 
 def _saved_now(events: list[Any], name: str) -> BlueprintSaved | None:

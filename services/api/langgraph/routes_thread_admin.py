@@ -5,7 +5,8 @@
 - `threads.copy` is a fork of the thread at its last event (`registry.fork_thread`).
 - `threads.count` counts what `threads.search` lists.
 - `threads.delete` deletes the thread and its subagent tree (`DELETE /threads/{threadId}`,
-  docs/data.md): their data key destroyed, reads answer 410 afterwards.
+  docs/data.md): their data key destroyed, reads answer 410 afterwards. `threads.prune`
+  (strategy `delete`) deletes each thread it names the same way.
 """
 
 from __future__ import annotations
@@ -44,15 +45,18 @@ from agency.services.threads.fork import ForkError, plan_fork
 
 # Keys of a thread's metadata that say what it is, not what its users set.
 DERIVED_KEYS = ("graph_id", "assistant_id", "agency_id")
-NO_DELETE = (
-    "pruning threads is not served: delete each thread with `threads.delete` "
-    "(a thread can also be shut down with `POST /agency/{agencyId}/agent/{threadId}/terminate`)"
-)
+# The most threads one `threads.prune` erases.
+MAX_PRUNED = 1000
 
 
 class ThreadUpdate(Body, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
     ttl: dict[str, Any] | None = None
+
+
+class ThreadPrune(Body, frozen=True, kw_only=True):
+    thread_ids: list[str]
+    strategy: str = "delete"
 
 
 class ThreadCount(Body, frozen=True, kw_only=True):
@@ -111,14 +115,22 @@ async def update_thread(
 @delete("/threads/{thread_id:str}", status_code=204, summary="LangGraph: delete a thread")
 async def delete_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> None:
     """Erases the thread's tree as `DELETE /threads/{threadId}` does; a repeat is a no-op."""
-    tenant = tenant_of(principal)
-    thread_id = thread_id_of(thread_id)
-    with contextlib.suppress(ThreadGone):  # deleted already: a repeat answers the same
-        await load_thread(deps, tenant, thread_id, deferred=True)  # 404 if not ours
-    deletion = await erase_thread(deps, tenant, thread_id, requester(principal), may_be_empty=True)
-    await deps.progress.wait_passed(
-        catalog.NAMES, deletion.stream_seq, deps.settings.read_lag_timeout
-    )
+    await erase_ours(deps, tenant_of(principal), [thread_id_of(thread_id)], requester(principal))
+
+
+async def erase_ours(deps: ApiDeps, tenant: str, thread_ids: list[str], requested_by: str) -> None:
+    """Erase each thread's tree (404 naming the first thread that is not the tenant's,
+    before any is erased; one deleted already is a no-op), answering once the read models
+    have dropped their rows (within `read_lag_timeout`)."""
+    for thread_id in thread_ids:
+        with contextlib.suppress(ThreadGone):  # deleted already: a repeat answers the same
+            await load_thread(deps, tenant, thread_id, deferred=True)  # 404 if not ours
+    last = 0
+    for thread_id in thread_ids:
+        deletion = await erase_thread(deps, tenant, thread_id, requested_by, may_be_empty=True)
+        last = max(last, deletion.stream_seq)
+    if last:
+        await deps.progress.wait_passed(catalog.NAMES, last, deps.settings.read_lag_timeout)
 
 
 @delete(
@@ -136,12 +148,25 @@ async def delete_run(
     )
 
 
-@post_ok("/threads/prune", summary="LangGraph: prune threads")
+@post_ok("/threads/prune", summary="LangGraph: delete threads")
 async def prune_threads(
-    data: JSONBody[dict[str, Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> None:
-    await agency_for(deps, tenant_of(principal), request)  # an agency named must be ours
-    raise ValidationException(NO_DELETE)
+    data: JSONBody[ThreadPrune], principal: Caller, deps: Deps
+) -> dict[str, int]:
+    """`strategy="delete"`: each thread's tree erased as `threads.delete` erases it;
+    `pruned_count` counts the threads named (one deleted already counts, a repeat being
+    harmless)."""
+    if data.strategy != "delete":
+        raise ValidationException(
+            f"prune strategy {data.strategy[:40]!r} does not map: the log is append-only and "
+            "keeps a thread's every step; 'delete' erases whole threads"
+        )
+    if len(data.thread_ids) > MAX_PRUNED:
+        raise ValidationException(
+            f"prune names {len(data.thread_ids)} threads; at most {MAX_PRUNED} a request"
+        )
+    thread_ids = list(dict.fromkeys(thread_id_of(t) for t in data.thread_ids))
+    await erase_ours(deps, tenant_of(principal), thread_ids, requester(principal))
+    return {"pruned_count": len(thread_ids)}
 
 
 @post_ok("/threads/count", summary="LangGraph: count the agency's threads")
