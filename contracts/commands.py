@@ -210,6 +210,9 @@ class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
     reported_by: str | None = None
     # A URL to POST to when the run ends (`services/webhooks/`).
     webhook: str | None = None
+    # The thread is deleted when the run ends (LangGraph's stateless `on_completion="delete"`,
+    # `services/threads/run_end.py`).
+    delete_thread_on_end: bool = False
     # What a client streams the run as (its LangGraph `stream_mode`s): a rejoin that names
     # none streams these. Nothing else reads them.
     stream_modes: tuple[str, ...] = ()

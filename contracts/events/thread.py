@@ -61,6 +61,8 @@ class RequestAccepted(InRun, frozen=True, kw_only=True, tag="request.accepted"):
     reported_by: str | None = None
     # A URL the run's end is POSTed to, signed (`services/webhooks/`).
     webhook: str | None = None
+    # The thread's tree is deleted when the run ends (`services/threads/run_end.py`).
+    delete_thread_on_end: bool = False
     # The invoke's `stream_modes`: what a client's rejoin of the run streams.
     stream_modes: tuple[str, ...] = ()
     # Every tool call of the run waits for approval before it runs (the invoke's

@@ -86,7 +86,12 @@ SUBAGENT_EVENTS = DurableSpec(
 WEBHOOK_EVENTS = DurableSpec(
     "webhooks", ("run.completed", "run.error", "run.canceled", "run.paused")
 )
-ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS, WEBHOOK_EVENTS)
+# The same, for the runs whose request asked for their thread's deletion at their end
+# (`services/threads/run_end.py`).
+RUN_END_DELETIONS = DurableSpec(
+    "run_end_deletions", ("run.completed", "run.error", "run.canceled", "run.paused")
+)
+ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS, WEBHOOK_EVENTS, RUN_END_DELETIONS)
 
 
 # "consumer name already in use", "consumer already exists (and is active)": a concurrent

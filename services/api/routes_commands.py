@@ -315,6 +315,7 @@ async def start_run(
     pause_after_tools: bool = False,
     client_tools: tuple[ClientTool, ...] = (),
     not_before: datetime | None = None,
+    delete_thread_on_end: bool = False,
 ) -> RunAccepted:
     """Send the invoke and answer the run's status once the runtime took it up (bounded).
     The thread is the caller's and the limiter admitted the request. `seen`: the thread's
@@ -336,6 +337,7 @@ async def start_run(
         stream_modes=stream_modes,
         agent_type=agent_type,
         webhook=webhook,
+        delete_thread_on_end=delete_thread_on_end,
         pause_before_tools=pause_before_tools,
         pause_before_model=pause_before_model,
         pause_after_tools=pause_after_tools,

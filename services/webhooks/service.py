@@ -18,6 +18,9 @@ every tenant connection goes through. A failed POST (a connection error, a timeo
 4xx, an address the egress rule refuses, no secret), is dead-lettered with the reason.
 Delivery is at least once: a receiver deduplicates on the `X-Agency-Event-Id` header (the
 id of the event that ended the run).
+
+Runs' threads deleted at their end (LangGraph's `on_completion="delete"`,
+`services/threads/run_end.py`), durable `run_end_deletions`.
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ from agency.contracts.events import (
 )
 from agency.infra import db
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.consumers import WEBHOOK_EVENTS
+from agency.infra.jetstream.consumers import RUN_END_DELETIONS, WEBHOOK_EVENTS
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.retry import RetryPolicy
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.threads.run_end import DeleteOnRunEnd
 from agency.services.webhook_signing import (
     EVENT_HEADER,
     SECRET_VARIABLE,
@@ -177,7 +181,11 @@ async def run_webhooks(
             pushed = EventWorker(
                 bus, PUSHED_EVENTS, push.handle, ack_wait=ack_wait, max_deliver=100
             )
+            ends = EventWorker(
+                bus, RUN_END_DELETIONS, DeleteOnRunEnd(bus, pool).handle, ack_wait=ack_wait
+            )
             tasks.create_task(runs.run(stop))
+            tasks.create_task(ends.run(stop))
             tasks.create_task(subscribed.run(stop))
             tasks.create_task(pushed.run(stop))
             tasks.create_task(dispatcher.run(stop))

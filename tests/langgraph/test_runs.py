@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from langgraph_sdk.errors import BadRequestError, ConflictError
+from langgraph_sdk.errors import APIStatusError, BadRequestError, ConflictError
 
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.helpers import assert_eventually
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import ask, call, collect, until_status
 
@@ -252,6 +253,49 @@ async def test_a_stateless_run_gets_a_thread_of_its_own(lg: LangGraph) -> None:
     assert parts[-1].data["messages"][-1]["content"] == "no thread needed"
     with pytest.raises(BadRequestError, match="no interrupt"):
         await lg.client.runs.create(None, "worker", command={"resume": True})
+
+
+async def test_a_stateless_run_on_completion_delete_deletes_its_thread(lg: LangGraph) -> None:
+    """The answer comes whole; the thread is deleted once the run ended (410 from then)."""
+    key = "lg-forget-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="said once")] * 3)
+    created: list[dict[str, object]] = []
+
+    def note(meta: object) -> None:
+        created.append(dict(meta))  # type: ignore[call-overload]
+
+    final = await lg.client.runs.wait(
+        None, "worker", input=ask(key), on_completion="delete", on_run_created=note
+    )
+    assert isinstance(final, dict) and final["messages"][-1]["content"] == "said once"
+    parts = await collect(
+        lg.client.runs.stream(
+            None, "worker", input=ask(key), on_completion="delete", on_run_created=note
+        )
+    )
+    assert parts[-1].data["messages"][-1]["content"] == "said once"
+    run = await lg.client.runs.create(None, "worker", input=ask(key), on_completion="delete")
+    thread_ids = [str(m["thread_id"]) for m in created] + [run["thread_id"]]
+    assert len(set(thread_ids)) == 3
+
+    async def answer(thread_id: str) -> tuple[int, str]:
+        try:
+            await lg.client.threads.get(thread_id)
+        except APIStatusError as e:
+            return e.status_code, str(e)
+        return 200, ""
+
+    async def all_gone() -> None:
+        for thread_id in thread_ids:
+            status, text = await answer(thread_id)
+            assert status == 410 and "at the request of run:" in text, (thread_id, status)
+
+    await assert_eventually(all_gone, timeout=30)
+    kept = await lg.client.threads.create(graph_id="worker")
+    with pytest.raises(BadRequestError, match="stateless"):
+        await lg.client.runs.create(
+            kept["thread_id"], "worker", input=ask(key), on_completion="delete"
+        )
 
 
 async def test_runs_on_a_slow_model_are_waited_on_and_streamed_whole(lg: LangGraph) -> None:

@@ -98,13 +98,20 @@ def breakpoints(data: NamesBreakpoints) -> Breakpoints:
 
 def refuse_unmapped(data: RunCreate) -> None:
     """Options of a LangGraph run that Agency has no counterpart for: a clear 400."""
-    unmapped = {
-        "on_completion='delete'": data.on_completion == "delete",
-    }
-    named = [*unknown_nodes(data), *(k for k, v in unmapped.items() if v)]
+    named = unknown_nodes(data)
     if data.multitask_strategy == "rollback":
         named.append("multitask_strategy 'rollback' (the log is append-only: use 'interrupt')")
     refuse_options(named, "runs")
+
+
+def refuse_thread_deletion(data: RunCreate) -> None:
+    """`on_completion="delete"` is for a stateless run's own thread: a thread named by the
+    client is deleted with `threads.delete`."""
+    if data.on_completion == "delete":
+        raise ValidationException(
+            "on_completion='delete' deletes the thread a stateless run makes; delete a "
+            "thread of your own with `threads.delete`"
+        )
 
 
 # The longest a run may be asked for ahead of its start: a week.

@@ -16,7 +16,11 @@ from litestar.params import JSONBody
 
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.langgraph.answer import post_ok
-from agency.services.api.langgraph.inputs import invocation, refuse_unmapped
+from agency.services.api.langgraph.inputs import (
+    invocation,
+    refuse_thread_deletion,
+    refuse_unmapped,
+)
 from agency.services.api.langgraph.routes_runs import run_in_background
 from agency.services.api.langgraph.scope import (
     agency_for,
@@ -65,6 +69,7 @@ async def create_batch(
                 agency_id = agency_id or await agency_for(deps, tenant, request)
                 await assistant_named(deps, tenant, agency_id, run.assistant_id)
             else:
+                refuse_thread_deletion(run)
                 await load_thread(deps, tenant, thread_id_of(thread_id), deferred=True)
         except HTTPException as e:
             raise type(e)(

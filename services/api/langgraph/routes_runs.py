@@ -24,6 +24,7 @@ from agency.services.api.langgraph.follow import sse, wait_for_end
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import (
     MULTITASK_OF,
+    refuse_thread_deletion,
 )
 from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.routes_cancel_many import send_cancel
@@ -84,6 +85,7 @@ async def create_run(
     deps: Deps,
     request: Request[Any, Any, Any],
 ) -> Response[Run]:
+    refuse_thread_deletion(data)
     return await run_in_background(deps, tenant_of(principal), thread_id, data, request)
 
 
@@ -136,6 +138,7 @@ async def wait_run(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Response[dict[str, Any]]:
+    refuse_thread_deletion(data)
     return await run_and_wait(deps, tenant_of(principal), thread_id, data, request)
 
 
@@ -216,6 +219,7 @@ async def stream_run(
     deps: Deps,
     request: Request[Any, Any, State],
 ) -> Stream:
+    refuse_thread_deletion(data)
     return await run_and_stream(deps, tenant_of(principal), thread_id, data, request)
 
 

@@ -1,6 +1,7 @@
 """Stateless runs (`thread_id=None` in the SDK): LangGraph runs them on a temporary thread;
 Agency creates a thread of the assistant in the agency (`scope.agency_for`) and runs there.
-The thread stays (the log is append-only); `Content-Location` names it and the run."""
+The thread stays, unless `on_completion="delete"` asks for its deletion when the run ends
+(`services/threads/run_end.py`); `Content-Location` names it and the run."""
 
 from __future__ import annotations
 

@@ -163,6 +163,7 @@ async def begin_run(
             # it runs as this one when it starts.
             switch_to or view.state.agent_type,
             webhook=webhook,
+            delete_thread_on_end=data.on_completion == "delete",
             pause_before_tools=stops.pause_before_tools,
             pause_before_model=stops.pause_before_model,
             pause_after_tools=stops.pause_after_tools,
