@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Page
 
 from agency.contracts.events.registry import HitlConfig
 from agency.infra.db import create_pool, migrate
@@ -38,6 +37,7 @@ from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.stack import StackConfig
 from tests.api.code_agents import TUNER, TUNER_SETTINGS, Tuner
+from tests.browser import chromium
 from tests.helpers import created_tenant, fresh_database, pipe
 from tests.runtime.conftest import make_system
 from tests.serving import serving
@@ -52,17 +52,6 @@ SHOTS = (
     if os.environ.get("AGENCY_SCREENSHOTS") == "1"
     else Path(tempfile.gettempdir()) / f"agency-console-shots-{os.getpid()}"
 )
-CHROMIUM = os.environ.get("AGENCY_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def divide(args: dict[str, Any], ctx: ToolContext) -> float:
@@ -160,16 +149,8 @@ async def tenant(stack: Stack) -> Tenant:
 
 @pytest.fixture(scope="package")
 async def browser() -> AsyncIterator[Browser]:
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"no chromium at {CHROMIUM}: apt-get install -y chromium (see .ci/run)")
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000
-        )
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
+    async with chromium() as opened:
+        yield opened
 
 
 @pytest.fixture

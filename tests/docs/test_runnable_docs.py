@@ -40,7 +40,7 @@ from urllib.parse import unquote
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser import CHROMIUM, CHROMIUM_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
 _FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)

@@ -6,16 +6,15 @@ run seen going on after the reload to its end, nothing lost and nothing twice.""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Page
 
 from agency.services.llm.fake_scripts import ScriptStep
-from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser import chromium
 from tests.jsclients import Site, build_page
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import call
@@ -37,16 +36,8 @@ async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
 
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"no chromium at {CHROMIUM}: apt-get install -y chromium (see .ci/run)")
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000
-        )
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
+    async with chromium() as opened:
+        yield opened
 
 
 class Tab:

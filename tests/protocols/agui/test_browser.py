@@ -6,17 +6,16 @@ its held tool call is approved, the run going on to its end."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from urllib.parse import urlencode
 
 import httpx
 import pytest
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Page
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser import chromium
 from tests.jsclients import Site, build_page
 from tests.langgraph.conftest import APP_ORIGIN
 from tests.protocols.agui.conftest import Tenant
@@ -38,16 +37,8 @@ async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
 
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"no chromium at {CHROMIUM}: apt-get install -y chromium (see .ci/run)")
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000
-        )
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
+    async with chromium() as opened:
+        yield opened
 
 
 async def _until(page: Page, logged: list[str], condition: str, what: str) -> None:
