@@ -67,6 +67,7 @@ def system(image: str) -> Iterator[tuple[str, str, str]]:
         "AGENCY_API_PORT": str(port),
         "AGENCY_ADMIN_SECRET": admin,
         "AGENCY_VARIABLES_KEY": secrets.token_urlsafe(32),
+        "AGENCY_OPERATOR_KEY": secrets.token_urlsafe(32),
         "NATS_PASSWORD": secrets.token_urlsafe(16),
         "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
     }

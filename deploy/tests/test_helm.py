@@ -101,6 +101,7 @@ def test_credentials_come_from_secrets_and_none_is_written_in_a_pod() -> None:
                     for name in (
                         "AGENCY_ADMIN_SECRET",
                         "AGENCY_VARIABLES_KEY",
+                        "AGENCY_OPERATOR_KEY",
                         "NATS_PASSWORD",
                         "POSTGRES_PASSWORD",
                     ):

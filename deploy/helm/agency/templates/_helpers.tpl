@@ -73,6 +73,8 @@ app.kubernetes.io/component: {{ .component }}
   valueFrom: {secretKeyRef: {name: {{ include "agency.secretName" . }}, key: admin-secret}}
 - name: AGENCY_VARIABLES_KEY
   valueFrom: {secretKeyRef: {name: {{ include "agency.secretName" . }}, key: variables-key}}
+- name: AGENCY_OPERATOR_KEY
+  valueFrom: {secretKeyRef: {name: {{ include "agency.secretName" . }}, key: operator-key}}
 - name: AGENCY_STREAM_REPLICAS
   value: {{ .Values.nats.streamReplicas | quote }}
 {{- if .Values.models.fakeModel }}
