@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from a2a.types import StreamResponse
 from google.protobuf.json_format import Parse, ParseError
 
+from tests.protocols.webhooks.receiver import read_request
+
 
 @dataclass(frozen=True)
 class Pushed:
@@ -36,13 +38,7 @@ class Receiver:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode().split("\r\n")[1:]
-            headers = {
-                k.strip().lower(): v.strip()
-                for k, _, v in (ln.partition(":") for ln in lines if ln)
-            }
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            headers, body = await read_request(reader)
             try:
                 event = Parse(body.decode(), StreamResponse())
             except ParseError as e:

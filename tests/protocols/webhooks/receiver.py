@@ -52,13 +52,7 @@ class Receiver:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode().split("\r\n")[1:]
-            headers = {
-                k.strip().lower(): v.strip()
-                for k, _, v in (ln.partition(":") for ln in lines if ln)
-            }
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            headers, body = await read_request(reader)
             status = await self._answer(headers, body)
             writer.write(
                 f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
@@ -92,3 +86,14 @@ async def receiving(host: str = "127.0.0.1", name: str | None = None) -> AsyncIt
     async with server:
         yield receiver
         server.close()
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[dict[str, str], bytes]:
+    """One HTTP/1.1 request's headers (names in lower case) and body, as a receiver reads
+    it: the sender names the body's length."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")[1:]
+    headers = {
+        k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines if ln)
+    }
+    return headers, await reader.readexactly(int(headers.get("content-length", "0")))
