@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
-from langgraph_sdk.errors import BadRequestError
+from langgraph_sdk.errors import BadRequestError, PermissionDeniedError
 
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.webhook_signing import SIGNATURE_HEADER, verify
@@ -113,7 +113,7 @@ async def test_a_webhook_to_a_private_address_or_without_a_secret_is_refused(
     thread = await lg.client.threads.create(graph_id="worker")
     monkeypatch.setenv("AGENCY_WEBHOOK_SECRET", SECRET)
     monkeypatch.delenv("AGENCY_ALLOW_HOSTS", raising=False)
-    with pytest.raises(BadRequestError, match="AGENCY_ALLOW_HOSTS"):
+    with pytest.raises(PermissionDeniedError, match="AGENCY_ALLOW_HOSTS"):
         await lg.client.runs.create(
             thread["thread_id"], "worker", input=ask("x"), webhook="http://10.0.0.7/hook"
         )
@@ -164,7 +164,7 @@ async def test_a_crons_runs_carry_its_webhook_and_breakpoints(
 
 
 async def test_a_cron_webhook_is_held_to_the_same_rules(lg: LangGraph) -> None:
-    with pytest.raises(BadRequestError, match="refused"):
+    with pytest.raises(PermissionDeniedError, match="refused"):
         await lg.client.crons.create(
             "worker", schedule="0 9 * * *", input=ask("x"), webhook="http://10.0.0.7/hook"
         )

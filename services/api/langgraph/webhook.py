@@ -1,17 +1,19 @@
-"""A run's `webhook`, checked before the run starts (`services/webhook_signing.py`)."""
+"""A run's `webhook`, checked before the run starts (`services/webhook_signing.py`): a
+malformed URL or webhooks switched off is a 400; an address the egress rule refuses is a
+403, as for every URL a tenant names (`services/api/egress_door.py`)."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from litestar.exceptions import ValidationException
+from litestar.exceptions import PermissionDeniedException, ValidationException
 
 from agency.services.egress import VARIABLE as ALLOW_HOSTS, refusal
 from agency.services.webhook_signing import MAX_URL, SECRET_VARIABLE, secret
 
 
 def webhook_of(url: str | None) -> str | None:
-    """The URL, or a 400 saying why no run may name it."""
+    """The URL, or a 400 or 403 saying why no run may name it."""
     if url is None:
         return None
     parts = urlsplit(url)
@@ -21,7 +23,7 @@ def webhook_of(url: str | None) -> str | None:
         )
     problem = refusal(url)
     if problem is not None:
-        raise ValidationException(
+        raise PermissionDeniedException(
             f"webhook {url[:80]!r} is refused: {problem} (the operator allows hosts with "
             f"`{ALLOW_HOSTS}`)"
         )
