@@ -16,7 +16,7 @@ import msgspec
 from litestar import Request
 from litestar.exceptions import ValidationException
 
-from agency.services.api.guards import NOT_UTF8, TOO_DEEP, depth_exceeds
+from agency.services.api.guards import json_body
 
 # Keyed by the handler's id, holding the handler itself: an id is unique only while its
 # object lives, and a handler of an app gone (tests build many apps) must not lend its
@@ -45,15 +45,9 @@ async def strict_body(request: Request[Any, Any, Any]) -> None:
     if not raw.strip():
         return
     try:
-        value = msgspec.json.decode(raw)
+        value = json_body(raw)
     except msgspec.DecodeError:
         return
-    except UnicodeDecodeError as e:
-        raise ValidationException(NOT_UTF8) from e
-    except RecursionError as e:  # far deeper than the limit
-        raise ValidationException(TOO_DEEP) from e
-    if depth_exceeds(value):
-        raise ValidationException(TOO_DEEP)
     try:
         msgspec.convert(_integral(value), body_type, strict=True)
     except msgspec.ValidationError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+import msgspec
 from litestar.exceptions import ValidationException
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -58,3 +59,18 @@ def depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
         children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
+
+
+def json_body(raw: bytes) -> Any:
+    """A body decoded as JSON, or a 400 when it is not UTF-8 or nests deeper than the limit.
+    For routes that read their body themselves (the protocols' JSON-RPC and REST bindings);
+    `msgspec.DecodeError` is left to the caller, whose protocol words the parse error."""
+    try:
+        value = msgspec.json.decode(raw)
+    except UnicodeDecodeError as e:
+        raise ValidationException(NOT_UTF8) from e
+    except RecursionError as e:  # far deeper than the limit
+        raise ValidationException(TOO_DEEP) from e
+    if depth_exceeds(value):
+        raise ValidationException(TOO_DEEP)
+    return value

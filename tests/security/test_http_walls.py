@@ -248,3 +248,41 @@ async def test_a_workflow_definition_expanding_aliases_beyond_the_limit_is_refus
     )
     assert r.status_code == 400, r.text
     assert "more than 100000 values once its aliases are expanded" in r.json()["error"], r.text
+
+
+PROTOCOL_BODY_ROUTES = (
+    "/a2a",
+    "/a2a/{agencyId}/worker",
+    "/a2a/{agencyId}/worker/message:send",
+    "/a2a/{agencyId}/worker/message:stream",
+    "/a2a/{agencyId}/worker/tasks/x1/pushNotificationConfigs",
+    "/agui/{agencyId}/worker",
+    "/aisdk/{agencyId}/worker/chat",
+)
+
+
+@pytest.mark.parametrize("depth", [65, 10_000])
+async def test_json_nested_beyond_the_limit_is_refused_on_every_protocol_route(
+    http: httpx.AsyncClient, tenant_b: Tenant, depth: int
+) -> None:
+    """The protocols' own routes (outside the OpenAPI document) answer their refusal in
+    their own shape, naming the limit: never a 5xx, never a stream started. `/mcp` is
+    decoded by the MCP library, which refuses it as a JSON-RPC error of its own."""
+    headers = {
+        **tenant_b.auth,
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+    }
+    answers = {}
+    for path in PROTOCOL_BODY_ROUTES:
+        r = await http.post(_filled(path, tenant_b), content=nested(depth), headers=headers)
+        answers[path] = (r.status_code, r.headers.get("content-type", ""), r.text[:200])
+    wrong = {
+        path: answer
+        for path, answer in answers.items()
+        if answer[0] >= 500 or DEPTH_LIMIT not in answer[2] or "event-stream" in answer[1]
+    }
+    assert not wrong, "\n".join(f"{p}: {a}" for p, a in wrong.items())
+    r = await http.post("/mcp", content=nested(depth), headers=headers)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] in (-32700, -32602), r.text

@@ -51,6 +51,7 @@ from agency.services.api.a2a.errors import (
 from agency.services.api.a2a.service import a2a_error
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.guards import json_body
 
 AgencyPath = Annotated[str, PathParameter(name="agencyId")]
 BlueprintPath = Annotated[str, PathParameter(name="blueprint")]
@@ -171,7 +172,7 @@ async def rpc(
     streaming = False
     try:
         try:
-            body = msgspec.json.decode(await request.body())
+            body = json_body(await request.body())
         except msgspec.DecodeError as e:
             raise ParseError(f"the request is not valid JSON: {e}") from e
         if not isinstance(body, dict):

@@ -48,6 +48,7 @@ from agency.services.api.a2a.jsonrpc import AgencyPath, BlueprintPath
 from agency.services.api.a2a.service import a2a_error
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.guards import json_body
 
 BASE = f"{PREFIX}/{{agencyId:str}}/{{blueprint:str}}"
 TaskPath = Annotated[str, PathParameter(name="task")]
@@ -87,7 +88,7 @@ async def _serve(
 
 async def _body(request: Request[Any, Any, State]) -> Any:
     try:
-        return msgspec.json.decode(await request.body())
+        return json_body(await request.body())
     except msgspec.DecodeError as e:
         raise ParseError(f"the request body is not valid JSON: {e}") from e
 
