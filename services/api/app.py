@@ -56,6 +56,7 @@ from agency.services.api.routes_fork import FORK_ROUTES
 from agency.services.api.routes_keys import KEY_ROUTES
 from agency.services.api.routes_ops import OPS_ROUTES
 from agency.services.api.routes_providers import PROVIDER_ROUTES
+from agency.services.api.routes_push_deliveries import push_deliveries
 from agency.services.api.routes_queries import QUERY_ROUTES
 from agency.services.api.routes_run import RUN_ROUTES
 from agency.services.api.routes_settings import SETTINGS_ROUTES
@@ -161,6 +162,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *WORKFLOW_ROUTES,
         *RUN_ROUTES,
         *WEBHOOK_ROUTES,
+        push_deliveries,
         *CONSOLE_ROUTES,
         *CONSOLE_PAGES,
         healthz,

@@ -20,6 +20,7 @@ from a2a.types import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.helpers import assert_eventually
 from tests.langgraph.conftest import new_tenant
 from tests.langgraph.helpers import call
 from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, System, Tenant
@@ -117,6 +118,28 @@ async def test_a_config_sent_with_the_message_pushes_the_task_from_its_start(
     states = _states(pushed, task_id)
     assert {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING} <= set(states), states
     assert {p.headers["x-a2a-notification-token"] for p in pushed} == {"from-send"}
+    await _listed_as_delivered(tenant, task_id, len(pushed))
+
+
+async def _listed_as_delivered(tenant: Tenant, task_id: str, received: int) -> None:
+    """`GET …/pushDeliveries` lists the task's deliveries once the receiver has them."""
+    path = f"{tenant.url}/agency/{tenant.agency}/pushDeliveries"
+
+    async def listed() -> list[dict[str, object]]:
+        r = await tenant.http.get(path, params={"taskId": task_id})
+        assert r.status_code == 200, r.text
+        found: list[dict[str, object]] = r.json()["deliveries"]
+        assert len(found) >= received and {d["status"] for d in found} == {"delivered"}, found
+        return found
+
+    found = await assert_eventually(listed, timeout=WAIT)
+    assert {d["taskId"] for d in found} == {task_id}
+    assert all(d["attempts"] == 1 and d["lastStatus"] == 204 for d in found), found
+    assert len({d["configId"] for d in found}) == 1
+    r = await tenant.http.get(path, params={"taskId": "another-task"})
+    assert r.json() == {"deliveries": []}
+    r = await tenant.http.get(path, params={"taskId": "a/b"})
+    assert r.status_code == 400 and "taskId" in r.text, r.text
 
 
 @both
