@@ -14,6 +14,7 @@ from litestar.exceptions import ValidationException
 from litestar.params import QueryParameter
 
 from agency.contracts.http import Out
+from agency.services.a2a.push import PUSH_KIND
 from agency.services.api.auth import (
     AgencyId,
     Caller,
@@ -23,7 +24,6 @@ from agency.services.api.auth import (
 )
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, int_param
 from agency.services.api.routes_webhooks import DEFAULT_DELIVERIES
-from agency.services.webhooks.deliveries import PUSH_KIND
 
 # `subscription_id` of a push delivery is `<task id>/<config id>` (`push_key`).
 _PUSH_DELIVERIES = """

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from agency.infra.retry import RetryPolicy
+from agency.services.a2a.push import PUSH_KIND, push_key
 
 # Standard Webhooks' habit: attempts spread over about a day (5 s, 30 s, 3 min, 18 min,
 # 1.8 h, 10 h, … after each failure), then the delivery is given up (`failed`).
@@ -34,14 +35,6 @@ SCHEDULE = RetryPolicy(
     wait_max=10 * 3600.0,
     wait_jitter=1.0,
 )
-
-
-PUSH_KIND = "a2a.push"
-
-
-def push_key(task_id: str, config_id: str) -> str:
-    """A push config as a delivery's subscription (task ids hold no `/`)."""
-    return f"{task_id}/{config_id}"
 
 
 def delivery_id(subscription_id: str, event_id: str) -> str:

@@ -23,10 +23,10 @@ import httpx2
 import structlog
 
 from agency.infra.sealing import UnsealError, unseal
-from agency.services.a2a.push import push_headers
+from agency.services.a2a.push import PUSH_KIND, push_headers
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
 from agency.services.webhook_signing import standard_headers
-from agency.services.webhooks.deliveries import PUSH_KIND, Deliveries, Due
+from agency.services.webhooks.deliveries import Deliveries, Due
 
 log = structlog.get_logger(__name__)
 
