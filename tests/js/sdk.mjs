@@ -129,7 +129,8 @@ const scenarios = {
   },
 
   // What LangGraph's server takes beyond plain input: a message with an image, a run
-  // from a past checkpoint, a run after some seconds, and command.goto on an interrupt.
+  // from a past checkpoint, a run after some seconds, and command.goto (with an update of
+  // [key, value] pairs) on an interrupt.
   async beyondInput({ text, image, later, paused, graph = "worker" }) {
     const thread = await client.threads.create({ graphId: graph });
     const content = [{ type: "text", text }, { type: "image_url", image_url: { url: image } }];
@@ -148,7 +149,8 @@ const scenarios = {
     const approver = await client.threads.create({ graphId: "approver" });
     await client.runs.wait(approver.thread_id, "approver", { input: ask(paused) });
     const skipped = await client.runs.wait(approver.thread_id, "approver", {
-      command: { goto: "model", update: { messages: [{ role: "user", content: "skip it" }] } },
+      // The update as LangGraph's list of [key, value] writes.
+      command: { goto: "model", update: [["messages", [{ role: "user", content: "skip it" }]]] },
     });
     return { first, branched, delayed, joined, skipped };
   },

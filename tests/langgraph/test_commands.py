@@ -52,6 +52,44 @@ async def test_an_update_with_a_resume_follows_the_tool_results(lg: LangGraph) -
     assert asked[-1]["content"] == "hint: be brief"
 
 
+async def test_an_update_as_key_value_pairs_is_one_update(lg: LangGraph) -> None:
+    """LangGraph's `update` as a list of `(key, value)` writes: messages add up, files merge."""
+    thread, key = await _paused(lg, "update-pairs", "noted both hints")
+    update = [
+        ("messages", [{"type": "human", "content": "hint one"}]),
+        ("files", {"a.md": "x"}),
+        ("messages", {"type": "human", "content": "hint two"}),
+        ("files", {"b.md": "y"}),
+    ]
+    final = await lg.client.runs.wait(
+        thread,
+        "approver",
+        command={"resume": {"decisions": [{"type": "approve"}]}, "update": update},
+    )
+    assert isinstance(final, dict)
+    assert [m["content"] for m in final["messages"][3:]] == [
+        "hint one",
+        "hint two",
+        "noted both hints",
+    ]
+    assert final["files"] == {"a.md": "x", "b.md": "y"}
+    assert [m["content"] for m in _last_request(lg, key)[-2:]] == ["hint one", "hint two"]
+
+
+async def test_an_update_as_pairs_without_a_resume_is_the_runs_input(lg: LangGraph) -> None:
+    key = f"lg-update-pairs-input-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="answered the pairs")])
+    thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    with pytest.raises(BadRequestError, match=r"\[key, value\] pairs"):
+        await lg.client.runs.create(thread, "worker", command={"update": [["messages"]]})
+    with pytest.raises(BadRequestError, match="todos"):
+        await lg.client.runs.create(thread, "worker", command={"update": [("todos", [])]})
+    update = [("messages", [{"type": "human", "content": key}])]
+    final = await lg.client.runs.wait(thread, "worker", command={"update": update})
+    assert isinstance(final, dict)
+    assert [m["content"] for m in final["messages"]] == [key, "answered the pairs"]
+
+
 async def test_an_update_with_a_resume_is_checked_before_anything_is_decided(lg: LangGraph) -> None:
     thread, _ = await _paused(lg, "update-resume-bad", "unused")
     bad = {"todos": []}

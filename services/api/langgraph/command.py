@@ -1,5 +1,7 @@
 """A run's `command` (`{resume, update, goto}`), in our terms. Pure functions.
 
+- `update` is a mapping of state keys, or LangGraph's list of `[key, value]` writes (one
+  mapping: messages add up, files merge).
 - `update` alone: the run's input (its `messages` and `files`), as LangGraph applies the
   update before the graph goes on.
 - `update` with `resume`: the update goes with the decision (`runtime.approve`): its files
@@ -32,9 +34,40 @@ class Goto:
     node: Node
 
 
+def _merged(pairs: list[Any]) -> dict[str, Any]:
+    """`command.update` as LangGraph's list of `(key, value)` writes, as one mapping: each
+    write goes through its key's reducer, so messages add up and files merge."""
+    merged: dict[str, Any] = {}
+    for pair in pairs:
+        if not (isinstance(pair, list | tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise ValidationException(
+                "`command.update` as a list takes [key, value] pairs, such as "
+                '[["messages", [...]], ["files", {...}]]'
+            )
+        key, value = pair
+        if key == "messages":
+            merged[key] = [*merged.get(key, []), *_listed(value)]
+        elif key not in merged:
+            merged[key] = value
+        elif key == "files" and isinstance(value, dict) and isinstance(merged[key], dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _listed(messages: Any) -> list[Any]:
+    return list(messages) if isinstance(messages, list | tuple) else [messages]
+
+
 def _update(value: Any) -> dict[str, Any]:
+    if isinstance(value, list):
+        value = _merged(value)
     if not isinstance(value, dict):
-        raise ValidationException("`command.update` maps state keys (messages, files) to values")
+        raise ValidationException(
+            "`command.update` maps state keys (messages, files) to values, as a mapping or "
+            "a list of [key, value] pairs"
+        )
     other = sorted(k for k in value if k not in ("messages", "files"))
     if other:
         raise ValidationException(
