@@ -38,3 +38,19 @@ async def test_cancel_many_by_thread_and_by_status(lg: LangGraph) -> None:
         await lg.client.runs.cancel_many(status="all", action="rollback")
     with pytest.raises(BadRequestError, match="name the runs"):
         await lg.client.runs.cancel_many()
+
+
+async def test_cancel_many_pending_withdraws_a_delayed_run_of_an_idle_thread(lg: LangGraph) -> None:
+    key = f"lg-many-delayed-{lg.agency}"
+    lg.llm.script(key, [ScriptStep(content="should not be said")])
+    thread = (await lg.client.threads.create(graph_id="worker"))["thread_id"]
+    run = await lg.client.runs.create(thread, "worker", input=ask(key), after_seconds=30)
+    assert (await lg.client.threads.get(thread))["status"] == "idle"
+
+    async def withdrawn() -> None:
+        # The agency's threads are read from the read models, which see the run shortly.
+        await lg.client.runs.cancel_many(status="pending")
+        assert (await lg.client.runs.get(thread, run["run_id"]))["status"] == "interrupted"
+
+    await assert_eventually(withdrawn, timeout=20)
+    assert not any(key in str(body["messages"]) for body in lg.llm.requests)

@@ -1,9 +1,9 @@
 """`runs.cancel_many`: cancel the runs of one thread, or of every thread of the agency,
 each with `runtime.cancel` bound to that run (as `runs.cancel`).
 
-`status="running"` selects the active runs, `"pending"` the queued ones (withdrawn: they
-never start nor join the active run), `"all"` both; named `run_ids` are canceled whichever
-they are.
+`status="running"` selects the active runs, `"pending"` the queued ones and those asked for
+later (`after_seconds`; withdrawn: they never start nor join the active run), `"all"` both;
+named `run_ids` are canceled whichever they are.
 """
 
 from __future__ import annotations
@@ -24,6 +24,27 @@ from agency.services.api.langgraph.wire import Body
 
 # Threads of the agency looked at, at most, when no thread is named.
 MAX_THREADS = 1000
+
+# The agency's threads that may hold a run to cancel: a busy one (its active run, the
+# queued behind it), or one with a run asked for later (`run.delayed`) of which nothing
+# followed (neither its start nor its cancel), idle as it waits. The thread's log decides.
+_CANDIDATES = """
+SELECT thread_id FROM (
+    SELECT thread_id, updated_at FROM threads
+    WHERE tenant_id = $1 AND agency_id = $2 AND active_run_id IS NOT NULL
+    UNION
+    SELECT t.thread_id, t.updated_at FROM events d
+    JOIN threads t ON t.tenant_id = d.tenant_id AND t.thread_id = d.aggregate_id
+    WHERE d.tenant_id = $1 AND d.aggregate = 'thread' AND d.type = 'run.delayed'
+      AND t.agency_id = $2
+      AND NOT EXISTS (
+          SELECT 1 FROM events x
+          WHERE x.tenant_id = d.tenant_id AND x.aggregate = 'thread'
+            AND x.aggregate_id = d.aggregate_id AND x.seq > d.seq AND x.run_id = d.run_id
+      )
+) AS candidates
+ORDER BY updated_at DESC LIMIT $3
+"""
 
 
 Status = Literal["pending", "running", "all"]
@@ -86,13 +107,7 @@ async def cancel_many(
         return
     agency_id = await agency_for(deps, tenant, request)
     async with deps.pool.acquire() as conn:
-        rows = await conn.fetch(
-            "SELECT thread_id FROM threads WHERE tenant_id = $1 AND agency_id = $2 "
-            "AND active_run_id IS NOT NULL ORDER BY updated_at DESC LIMIT $3",
-            tenant,
-            agency_id,
-            MAX_THREADS,
-        )
+        rows = await conn.fetch(_CANDIDATES, tenant, agency_id, MAX_THREADS)
     for row in rows:
         view = await load_thread(deps, tenant, row["thread_id"])
         await _cancel(deps, tenant, view, None, data.status)
