@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 import asyncpg
 import msgspec
 
-from agency.contracts.events import BlueprintSpec, ToolCall
+from agency.contracts.events import BlueprintSpec, ContentPart, ToolCall
 from agency.contracts.events.registry import BlueprintConfig, SideConfig, TreeLimits
 from agency.contracts.upcasters import stored_blueprint_spec
 from agency.projections.rows import fetch_all, from_row
@@ -360,14 +360,31 @@ class ToolCallView(View, frozen=True, kw_only=True):
     args: Any
 
 
+class PartView(View, frozen=True, kw_only=True, omit_defaults=True):
+    """One part of a message with images, as the client sent it (`ContentPart`): `text`,
+    or an image by `url` (`image_url`, `image`) or inline (`base64`, or `data` with
+    `sourceType`, and its `mimeType`)."""
+
+    type: str
+    text: str = ""
+    url: str = ""
+    detail: str = ""
+    base64: str = ""
+    data: str = ""
+    source_type: str = ""
+    mime_type: str = ""
+
+
 class MessageView(View, frozen=True, kw_only=True, omit_defaults=True):
-    """The seed's ChatMessage: absent fields are left out, as in its union type."""
+    """The seed's ChatMessage: absent fields are left out, as in its union type. A message
+    with images has `parts`, its whole content in order; `content` is then its text."""
 
     role: str
     content: str
     tool_calls: list[ToolCallView] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    parts: list[PartView] | None = None
 
 
 class TodoView(View, frozen=True, kw_only=True):
@@ -461,6 +478,7 @@ class ThreadStateView(View, frozen=True, kw_only=True):
 
 
 _tool_calls_decoder = msgspec.json.Decoder(tuple[ToolCall, ...])
+_parts_decoder = msgspec.json.Decoder(tuple[ContentPart, ...])
 
 
 def parse_args(arguments: str) -> Any:
@@ -481,12 +499,16 @@ def _message(r: asyncpg.Record) -> MessageView:
             _call_view(c.id, c.name, c.arguments)
             for c in _tool_calls_decoder.decode(r["tool_calls"])
         ]
+    parts = None
+    if r["parts"] is not None:
+        parts = [PartView(**msgspec.structs.asdict(p)) for p in _parts_decoder.decode(r["parts"])]
     return MessageView(
         role=r["role"],
         content=r["content"],
         tool_calls=calls or None,
         tool_call_id=r["tool_call_id"],
         name=r["name"],
+        parts=parts,
     )
 
 
@@ -540,8 +562,8 @@ async def _thread_state(
     key = (tenant, thread_id)
     where = "WHERE tenant_id = $1 AND thread_id = $2"
     messages = await conn.fetch(
-        "SELECT role, content, tool_calls::text AS tool_calls, tool_call_id, name "
-        f"FROM messages {where} ORDER BY seq",
+        "SELECT role, content, tool_calls::text AS tool_calls, tool_call_id, name, "
+        f"parts::text AS parts FROM messages {where} ORDER BY seq",
         *key,
     )
     todos = await conn.fetch(f"SELECT content, status FROM todos {where} ORDER BY pos", *key)

@@ -54,13 +54,17 @@ CREATE TABLE IF NOT EXISTS messages (
     tool_call_id text,
     name         text,
     created_at   timestamptz NOT NULL,
+    parts        jsonb,
     PRIMARY KEY (tenant_id, thread_id, seq)
 );
+-- A message with images: its whole content, in order (`ChatMessage.parts`).
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS parts jsonb;
 """
 
 _MESSAGE = (
     "INSERT INTO messages (tenant_id, thread_id, seq, run_id, role, content, tool_calls, "
-    "tool_call_id, name, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    "tool_call_id, name, created_at, parts) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
 
 
@@ -68,6 +72,7 @@ def _message_row(
     env: Envelope, message: ChatMessage, seq: int, run_id: str | None
 ) -> tuple[object, ...]:
     calls = msgspec.json.encode(message.tool_calls).decode() if message.tool_calls else None
+    parts = msgspec.json.encode(message.parts).decode() if message.parts else None
     return (
         env.tenant_id,
         env.aggregate_id,
@@ -79,6 +84,7 @@ def _message_row(
         message.tool_call_id,
         message.name,
         env.ts,
+        parts,
     )
 
 

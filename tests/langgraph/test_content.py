@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk.errors import APIStatusError, BadRequestError
 
@@ -105,3 +106,28 @@ async def test_oversized_images_are_refused_with_the_limit(lg: LangGraph) -> Non
     with pytest.raises(APIStatusError) as raised:
         await lg.client.runs.create(thread, "worker", input=_asked("x", huge))
     assert raised.value.status_code == 413
+
+
+async def test_agencys_own_state_carries_the_parts_of_a_message_with_images(lg: LangGraph) -> None:
+    """`GET /agency/{agencyId}/agent/{threadId}/state` (camelCase): the read model's message
+    keeps its parts beside its text."""
+    key = "lg-image-own-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="a square")])
+    images = (
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg", "detail": "low"}},
+        {"type": "image", "source_type": "base64", "data": PNG, "mime_type": "image/png"},
+    )
+    thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    await lg.client.runs.wait(thread, "worker", input=_asked(key, *images))
+    headers = {"Authorization": f"Bearer {lg.key}"}
+    async with httpx.AsyncClient(base_url=lg.url, headers=headers, timeout=20) as http:
+        answer = await http.get(f"/agency/{lg.agency}/agent/{thread}/state")
+    assert answer.status_code == 200, answer.text
+    asked, said = answer.json()["state"]["messages"]
+    assert asked["content"] == f"what is in these? {key}"
+    assert asked["parts"] == [
+        {"type": "text", "text": f"what is in these? {key}"},
+        {"type": "image_url", "url": "https://example.com/cat.jpg", "detail": "low"},
+        {"type": "image", "data": PNG, "sourceType": "base64", "mimeType": "image/png"},
+    ]
+    assert said == {"role": "assistant", "content": "a square"}
