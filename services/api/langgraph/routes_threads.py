@@ -45,7 +45,7 @@ from agency.services.api.langgraph.wire import (
     ThreadSearch,
     ThreadState,
 )
-from agency.services.threads.erasure import refuse_if_deleted
+from agency.services.threads.erasure import ThreadGone, refuse_if_deleted
 
 MAX_PAGE = 1000
 # Keys of thread metadata that name the assistant a new thread is bound to.
@@ -219,7 +219,11 @@ async def search_threads(
     found: list[dict[str, Any]] = []
     skipped = 0
     for row in rows:
-        thread = thread_out(await load_thread(deps, tenant, row["thread_id"]))
+        try:
+            view = await load_thread(deps, tenant, row["thread_id"])
+        except ThreadGone:
+            continue  # deleted: listed still until the read models see it
+        thread = thread_out(view)
         if data.status is not None and thread.status != data.status:
             continue
         if not _matches(thread.values, data.values):
