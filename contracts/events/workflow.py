@@ -167,6 +167,10 @@ class ScheduleOptions(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     # How each tick's runs are asked for (a LangGraph cron's `webhook` and breakpoints).
     run: RunOptions | None = None
+    # An agent schedule's tick runs on a thread of its own, a new one each tick, rather than
+    # on the agent's thread in `@global`: kept, or deleted when its run ends (LangGraph's
+    # stateless cron, `on_run_completed`). None: the agent's thread.
+    own_thread: Literal["keep", "delete"] | None = None
 
 
 class Schedule(msgspec.Struct, frozen=True, kw_only=True):

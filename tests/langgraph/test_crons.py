@@ -4,12 +4,13 @@ assistant's thread of `@global`."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import BadRequestError, NotFoundError
+from langgraph_sdk.errors import APIStatusError, BadRequestError, NotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.helpers import assert_eventually
@@ -146,3 +147,63 @@ async def test_a_cron_past_its_end_time_runs_no_more(lg: LangGraph) -> None:
         [schedule] = [s for s in r.json() if s["id"] == cron["cron_id"]]
     last = datetime.fromisoformat(schedule["lastTick"])
     assert last <= end, "no tick fired after the end time"
+
+
+async def _tick_threads(lg: LangGraph, cron_id: str) -> list[dict[str, Any]]:
+    return list(await lg.client.threads.search(metadata={"cron_id": cron_id}, limit=100))
+
+
+async def test_a_cron_that_deletes_runs_each_tick_on_a_thread_gone_when_its_run_ends(
+    lg: LangGraph,
+) -> None:
+    """`on_run_completed="delete"`: LangGraph's stateless cron, a new thread each tick."""
+    key = "lg-cron-delete-" + lg.agency
+    # The first tick's run is slow: its thread is seen while the run works.
+    lg.llm.script(
+        key, [ScriptStep(content="slow tick", delay_ms=3000), *[ScriptStep(content="tick")] * 50]
+    )
+    cron = await lg.client.crons.create(
+        "worker", schedule="* * * * * *", input=ask(key), on_run_completed="delete"
+    )
+    assert cron["thread_id"] is None and cron["on_run_completed"] == "delete"
+    seen: set[str] = set()
+
+    async def a_tick_runs_on_its_own_thread() -> None:
+        found = await _tick_threads(lg, cron["cron_id"])
+        seen.update(str(t["thread_id"]) for t in found)
+        assert any(t["status"] == "busy" for t in found)
+
+    await assert_eventually(a_tick_runs_on_its_own_thread, timeout=20)
+    await lg.client.crons.delete(cron["cron_id"])
+
+    async def every_one_gone() -> None:
+        assert await _tick_threads(lg, cron["cron_id"]) == []
+        for thread_id in seen:
+            with pytest.raises(APIStatusError) as gone:
+                await lg.client.threads.get(thread_id)
+            assert gone.value.status_code == 410, thread_id
+
+    await assert_eventually(every_one_gone, timeout=30)
+    assert any(key in str(body["messages"]) for body in lg.llm.requests)
+
+
+async def test_a_cron_that_keeps_runs_each_tick_on_a_new_thread_it_keeps(lg: LangGraph) -> None:
+    key = "lg-cron-keep-" + lg.agency
+    lg.llm.script(key, [ScriptStep(content="tick kept")] * 50)
+    cron = await lg.client.crons.create(
+        "worker", schedule="* * * * * *", input=ask(key), on_run_completed="keep"
+    )
+    assert cron["thread_id"] is None and cron["on_run_completed"] == "keep"
+
+    async def two_ticks_kept() -> None:
+        found = await _tick_threads(lg, cron["cron_id"])
+        done = [t for t in found if t["status"] == "idle"]
+        assert len(done) >= 2
+        for thread in done:
+            contents = [m["content"] for m in thread["values"]["messages"]]
+            assert contents == [key, "tick kept"], contents
+
+    await assert_eventually(two_ticks_kept, timeout=20)
+    updated = await lg.client.crons.update(cron["cron_id"], schedule="0 9 * * *")
+    assert updated["on_run_completed"] == "keep" and updated["thread_id"] is None
+    await lg.client.crons.delete(cron["cron_id"])

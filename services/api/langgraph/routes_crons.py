@@ -3,7 +3,10 @@
 A cron of an assistant is an agent schedule (`workflows.set_schedule`, target `agent`):
 at each tick (in the cron's `timezone`, UTC unless said) the input's text is posted to the
 assistant's thread in the agency's `@global` workflow, which runs it. The cron's
-`thread_id` is that thread. `enabled`, `end_time` and `metadata` are the schedule's
+`thread_id` is that thread. With `on_run_completed` (`keep` or `delete`), the cron is
+LangGraph's stateless one: each tick runs on a new thread of the assistant (metadata
+`cron_id`), kept or deleted when its run ends (`ScheduleOptions.own_thread`); its
+`thread_id` is then null. `enabled`, `end_time` and `metadata` are the schedule's
 options, and so are `webhook` and `interrupt_before` / `interrupt_after`: each tick's run
 is asked for with them, as a run of `runs.create` is. Updating sets the schedule again
 (what the update leaves out stays); deleting removes it (`schedule.removed`).
@@ -107,10 +110,7 @@ class Cron(Out, frozen=True, kw_only=True):
 
 
 def _refuse_unmapped(data: CronCreate | CronUpdate) -> None:
-    named = unknown_nodes(data)
-    if data.on_run_completed == "delete":
-        named.append("on_run_completed='delete' (a cron runs in its assistant's thread)")
-    refuse_options(named, "schedules")
+    refuse_options(unknown_nodes(data), "schedules")
 
 
 def _run(data: CronCreate | CronUpdate, now: RunOptions | None) -> RunOptions | None:
@@ -150,9 +150,10 @@ def _options(data: CronCreate | CronUpdate, now: ScheduleOptions) -> ScheduleOpt
         if end_time.tzinfo is None:
             end_time = end_time.replace(tzinfo=UTC)
     enabled = now.enabled if data.enabled is None else data.enabled
+    own_thread = now.own_thread if data.on_run_completed is None else data.on_run_completed
     return ScheduleOptions(
         timezone=timezone, end_time=end_time, enabled=enabled, metadata=metadata,
-        run=_run(data, now.run),
+        run=_run(data, now.run), own_thread=own_thread,
     )  # fmt: skip
 
 
@@ -174,7 +175,9 @@ def _cron(view: q.ScheduleView, threads: dict[str, str]) -> Cron:
     return Cron(
         cron_id=view.id,
         assistant_id=agent,
-        thread_id=threads.get(agent),
+        # A cron of threads of its own (stateless) has none; else the assistant's.
+        thread_id=None if options.own_thread else threads.get(agent),
+        on_run_completed=options.own_thread,
         schedule=view.cron,
         created_at=view.updated_at,
         updated_at=view.updated_at,

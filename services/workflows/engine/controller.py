@@ -9,7 +9,8 @@ It reacts, on one durable consumer shared by every copy of the service, to:
 - the run terminals of member threads: the answer is posted to the channel
   (`member.answered` + `channel.message_posted`), a failure is retried with backoff
   (a `workflows.retry` command the broker holds until it is due);
-- `schedule.fired`: the schedule's message is posted.
+- `schedule.fired`: the schedule's message is posted (or, for a schedule whose ticks run
+  on threads of their own, a new thread's run is asked for: `own_thread.py`).
 
 Events are handled in lanes (`lane`): one per workflow, its run terminals in its lane once
 the member thread is known, and one per tenant for its schedule fires; a lane's handlers
@@ -60,6 +61,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.decide import decide_and_append
+from agency.services.workflows.engine.own_thread import run_on_own_thread
 
 log = structlog.get_logger(__name__)
 
@@ -303,6 +305,12 @@ class WorkflowController:
         if spec is None or spec.workflow_id is None:
             return
         workflow_id = spec.workflow_id
+        if spec.agent and spec.options.own_thread is not None:
+            # A new thread of the agent's blueprint each tick (`own_thread.py`).
+            member = (await self.read(env.tenant_id, workflow_id)).members.get(spec.agent)
+            if member is not None:
+                await run_on_own_thread(self._bus, event, spec, member)
+            return
         to = (spec.agent,) if spec.agent else ()
         message_id = derived_id("msg_", "schedule", env.event_id)
 
