@@ -202,6 +202,15 @@ class StateRestored(Event, frozen=True, kw_only=True, tag="thread.state_restored
     message_ids: tuple[str, ...] = ()
 
 
+class HistoryPruned(Event, frozen=True, kw_only=True, tag="thread.history_pruned"):
+    """The thread's checkpoints before its event `before_seq` (its latest checkpoint then)
+    are no longer listed nor read (LangGraph's `threads.prune(strategy="keep_latest")`):
+    its state stays as it is, and the log keeps every event (the thread's own events,
+    replays and forks still read them)."""
+
+    before_seq: int
+
+
 class CheckpointSaved(Event, frozen=True, kw_only=True, tag="checkpoint.saved"):
     """The thread's state where a run stopped: the sha256 and byte size of a canonical
     snapshot of its fold up to and including seq `upto_seq` (`services/runtime/checkpoint`).
@@ -230,5 +239,6 @@ ThreadEvent = (
     | ThreadMetadataSet
     | StateUpdated
     | StateRestored
+    | HistoryPruned
     | CheckpointSaved
 )

@@ -115,10 +115,46 @@ async def test_prune_deletes_the_threads_it_names(lg: LangGraph) -> None:
         assert gone.value.status_code == 410
     assert (await lg.client.threads.get(kept["thread_id"]))["thread_id"] == kept["thread_id"]
     with pytest.raises(BadRequestError, match="keep_latest"):
-        await lg.client.threads.prune([kept["thread_id"]], strategy="keep_latest")
+        await lg.client.threads.prune([kept["thread_id"]], strategy="rewind")  # type: ignore[arg-type]
     with pytest.raises(NotFoundError):
         await lg.client.threads.prune([kept["thread_id"], "nosuch-thread"])
     assert (await lg.client.threads.get(kept["thread_id"]))["thread_id"] == kept["thread_id"]
+
+
+async def test_prune_keep_latest_keeps_the_state_and_drops_past_checkpoints(
+    lg: LangGraph,
+) -> None:
+    key = "prune-latest-" + new_id()
+    lg.llm.script(key, [ScriptStep(content="first"), ScriptStep(content="second")])
+    thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
+    await lg.client.runs.wait(thread, "worker", input=ask(key))
+    await lg.client.runs.wait(thread, "worker", input=ask(f"{key} again"))
+    past = await lg.client.threads.get_history(thread, limit=100)
+    latest = await lg.client.threads.get_state(thread)
+    assert len(past) == 4 and past[0]["checkpoint"] == latest["checkpoint"]
+
+    assert await lg.client.threads.prune([thread], strategy="keep_latest") == {"pruned_count": 1}
+    [kept] = await lg.client.threads.get_history(thread, limit=100)
+    assert kept["checkpoint"] == latest["checkpoint"] and kept["parent_checkpoint"] is None
+    assert kept["values"] == latest["values"]
+    state = await lg.client.threads.get_state(thread)
+    assert [m["content"] for m in state["values"]["messages"]] == [
+        key,
+        "first",
+        f"{key} again",
+        "second",
+    ]
+    oldest = str(past[-1]["checkpoint"]["checkpoint_id"])
+    with pytest.raises(NotFoundError, match="pruned"):
+        await lg.client.threads.get_state(thread, checkpoint_id=oldest)
+    with pytest.raises(NotFoundError, match="pruned"):
+        await lg.client.runs.create(thread, "worker", input=ask(key), checkpoint_id=oldest)
+    # A repeat prunes nothing more; the thread's next steps are checkpoints again.
+    assert await lg.client.threads.prune([thread], strategy="keep_latest") == {"pruned_count": 1}
+    lg.llm.script(f"{key}-next", [ScriptStep(content="third")])
+    await lg.client.runs.wait(thread, "worker", input=ask(f"{key}-next"))
+    history = await lg.client.threads.get_history(thread, limit=100)
+    assert len(history) == 3 and history[-1]["checkpoint"] == latest["checkpoint"]
 
 
 async def test_another_tenant_cannot_update_count_or_copy_ours(lg: LangGraph) -> None:

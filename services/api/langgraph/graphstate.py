@@ -20,6 +20,7 @@ from typing import Any
 
 from agency.contracts.events import (
     ChatMessage,
+    HistoryPruned,
     HitlInterrupt,
     HitlResume,
     MessageAppended,
@@ -216,6 +217,8 @@ class GraphView:
     # The node the last update of the idle thread's state was made as (`update_state`'s
     # `as_node`), until a run is asked for: what follows it is next.
     updated_as: str | None = None
+    # The checkpoints before this seq are pruned (`thread.history_pruned`): not listed.
+    pruned_before: int = 0
     _model_step: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -255,6 +258,8 @@ class GraphView:
                 self.created, self.created_at = payload, event.envelope.ts
             case ThreadMetadataSet(metadata=metadata):
                 self.metadata_set = {**self.metadata_set, **metadata}
+            case HistoryPruned(before_seq=before_seq):
+                self.pruned_before = max(self.pruned_before, before_seq)
             case ModelCompleted(run_id=run_id, step=step):
                 self._model_step = (run_id, step)
             case MessageAppended(message=message, run_id=appended_by):

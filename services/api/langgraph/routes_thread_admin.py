@@ -6,7 +6,8 @@
 - `threads.count` counts what `threads.search` lists.
 - `threads.delete` deletes the thread and its subagent tree (`DELETE /threads/{threadId}`,
   docs/data.md): their data key destroyed, reads answer 410 afterwards. `threads.prune`
-  (strategy `delete`) deletes each thread it names the same way.
+  (strategy `delete`) deletes each thread it names the same way; `keep_latest` drops
+  their past checkpoints from what LangGraph reads (`prune.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.graphstate import GraphView
+from agency.services.api.langgraph.prune import prune_history
 from agency.services.api.langgraph.scope import (
     RunIdPath,
     ThreadIdPath,
@@ -148,24 +150,32 @@ async def delete_run(
     )
 
 
-@post_ok("/threads/prune", summary="LangGraph: delete threads")
+@post_ok("/threads/prune", summary="LangGraph: delete threads, or their past checkpoints")
 async def prune_threads(
     data: JSONBody[ThreadPrune], principal: Caller, deps: Deps
 ) -> dict[str, int]:
     """`strategy="delete"`: each thread's tree erased as `threads.delete` erases it;
-    `pruned_count` counts the threads named (one deleted already counts, a repeat being
-    harmless)."""
-    if data.strategy != "delete":
+    `"keep_latest"`: each thread keeps its latest checkpoint, its past ones are no longer
+    read (`prune.py`). `pruned_count` counts the threads named (one pruned already counts,
+    a repeat being harmless); a thread that is not the tenant's is 404 before any is
+    pruned."""
+    if data.strategy not in ("delete", "keep_latest"):
         raise ValidationException(
-            f"prune strategy {data.strategy[:40]!r} does not map: the log is append-only and "
-            "keeps a thread's every step; 'delete' erases whole threads"
+            f"prune strategy {data.strategy[:40]!r} is none of LangGraph's: 'delete' (the "
+            "threads) or 'keep_latest' (their past checkpoints)"
         )
     if len(data.thread_ids) > MAX_PRUNED:
         raise ValidationException(
             f"prune names {len(data.thread_ids)} threads; at most {MAX_PRUNED} a request"
         )
+    tenant = tenant_of(principal)
     thread_ids = list(dict.fromkeys(thread_id_of(t) for t in data.thread_ids))
-    await erase_ours(deps, tenant_of(principal), thread_ids, requester(principal))
+    if data.strategy == "delete":
+        await erase_ours(deps, tenant, thread_ids, requester(principal))
+    else:
+        views = [await load_thread(deps, tenant, t, deferred=True) for t in thread_ids]
+        for view in views:
+            await prune_history(deps, tenant, view)
     return {"pruned_count": len(thread_ids)}
 
 

@@ -19,6 +19,7 @@ from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.graphstate import GraphView, is_checkpoint
+from agency.services.api.langgraph.prune import pruned_before
 from agency.services.api.langgraph.routes_thread_state import apply_supersteps
 from agency.services.api.langgraph.scope import (
     AGENCY_HEADER,
@@ -311,12 +312,14 @@ async def history(
     deps: ApiDeps, tenant: str, thread_id: str, before: int | None, limit: int
 ) -> list[ThreadState]:
     """The thread's last `limit` checkpoints before the event `before` (all, when None),
-    newest first; 404 when the tenant has no such thread."""
+    newest first, none of those pruned; 404 when the tenant has no such thread."""
     thread_id = thread_id_of(thread_id)
     events = await deps.bus.store.read(tenant, "thread", thread_id)
-    seqs = [e.seq for e in events if is_checkpoint(e)]
+    # The checkpoints `threads.prune(strategy="keep_latest")` dropped are not listed.
+    oldest = pruned_before(events)
+    seqs = [e.seq for e in events if is_checkpoint(e) and e.seq >= oldest]
     chosen = set([s for s in seqs if before is None or s < before][-limit:])
-    view = GraphView(tenant_id=tenant, thread_id=thread_id)
+    view = GraphView(tenant_id=tenant, thread_id=thread_id, pruned_before=oldest)
     states: list[ThreadState] = []
     for event in events:
         view.apply(event)

@@ -24,6 +24,7 @@ from agency.projections import queries
 from agency.services.api.auth import agency_owned, path_id
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView, fold_view
+from agency.services.api.langgraph.prune import pruned_before, refuse_pruned
 from agency.services.api.langgraph.wire import Assistant, Connection
 from agency.services.api.thread_create import create_root_thread
 from agency.services.threads.erasure import refuse_if_deleted
@@ -121,7 +122,9 @@ async def load_thread(
         view = await deps.graph_views.load(tenant, thread_id)
     else:
         events = await deps.bus.store.read(tenant, "thread", thread_id)
+        refuse_pruned(thread_id, upto_seq, events)
         view = fold_view(tenant, thread_id, events, upto_seq)
+        view.pruned_before = pruned_before(events)
     if view.state.deleted:
         await refuse_if_deleted(deps.bus, tenant, thread_id)
     if view.created is None:

@@ -32,7 +32,7 @@ def state_out(view: GraphView) -> ThreadState:
     checkpoint = Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.checkpoint_seq))
     parent = (
         Checkpoint(thread_id=view.thread_id, checkpoint_id=str(view.parent_seq))
-        if view.parent_seq
+        if view.parent_seq and view.parent_seq >= view.pruned_before
         else None
     )
     return ThreadState(
