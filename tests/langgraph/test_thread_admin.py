@@ -149,6 +149,11 @@ async def test_prune_keep_latest_keeps_the_state_and_drops_past_checkpoints(
         await lg.client.threads.get_state(thread, checkpoint_id=oldest)
     with pytest.raises(NotFoundError, match="pruned"):
         await lg.client.runs.create(thread, "worker", input=ask(key), checkpoint_id=oldest)
+    at = {"checkpoint_id": oldest, "input": ask(key)}
+    fork = {"id": 1, "method": "state.fork", "params": at}
+    async with httpx.AsyncClient(base_url=f"{lg.url}/langgraph", timeout=20) as http:
+        r = await http.post(f"/threads/{thread}/commands", json=fork, headers={"x-api-key": lg.key})
+    assert r.status_code == 404 and "pruned" in r.text, r.text
     # A repeat prunes nothing more; the thread's next steps are checkpoints again.
     assert await lg.client.threads.prune([thread], strategy="keep_latest") == {"pruned_count": 1}
     lg.llm.script(f"{key}-next", [ScriptStep(content="third")])

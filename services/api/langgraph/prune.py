@@ -4,8 +4,8 @@ ones are dropped from what LangGraph reads.
 The log is append-only: nothing of it is removed. A `thread.history_pruned` on the
 thread's log, naming its latest checkpoint then (`before_seq`), marks the checkpoints
 before it as gone: `threads.get_history` lists none of them, and reading the state at
-one, or running from one, is 404. The thread's state, its runs and its own events (Agency's
-`/events`, replays, forks) are untouched.
+one, running from one or forking at one (`state.fork`) is 404. The thread's state, its
+runs and its own events (Agency's `/events`, replays) are untouched.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def pruned_before(events: Sequence[RecordedEvent]) -> int:
     return max(marks, default=0)
 
 
-def refuse_pruned(thread_id: str, seq: int, events: Sequence[RecordedEvent]) -> None:
-    """404 for a checkpoint `seq` the thread's history no longer holds."""
-    oldest = pruned_before(events)
+def refuse_pruned(thread_id: str, seq: int, oldest: int) -> None:
+    """404 for a checkpoint `seq` the thread's history no longer holds (it holds those from
+    `oldest` on)."""
     if seq < oldest:
         raise NotFoundException(
             f"checkpoint {seq} of thread {thread_id} was pruned (threads.prune keep_latest): "

@@ -27,7 +27,7 @@ from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.graphstate import GraphView
-from agency.services.api.langgraph.prune import prune_history
+from agency.services.api.langgraph.prune import prune_history, refuse_pruned
 from agency.services.api.langgraph.scope import (
     RunIdPath,
     ThreadIdPath,
@@ -230,8 +230,10 @@ async def copy_thread(thread_id: ThreadIdPath, principal: Caller, deps: Deps) ->
 
 async def fork_thread(deps: ApiDeps, tenant: str, view: GraphView, at_seq: int) -> str:
     """A new thread with `view`'s history up to `at_seq` (`registry.fork_thread`): its id,
-    once written (bounded wait). 404 when the thread has no event `at_seq`."""
+    once written (bounded wait). 404 when the thread has no event `at_seq`, or its
+    checkpoints there are pruned."""
     assert view.created is not None
+    refuse_pruned(view.thread_id, at_seq, view.pruned_before)
     fork_id = new_id()
     try:
         plan = await plan_fork(deps.bus, tenant, view.thread_id, at_seq, fork_id=fork_id)

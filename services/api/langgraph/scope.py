@@ -122,9 +122,10 @@ async def load_thread(
         view = await deps.graph_views.load(tenant, thread_id)
     else:
         events = await deps.bus.store.read(tenant, "thread", thread_id)
-        refuse_pruned(thread_id, upto_seq, events)
+        oldest = pruned_before(events)
+        refuse_pruned(thread_id, upto_seq, oldest)
         view = fold_view(tenant, thread_id, events, upto_seq)
-        view.pruned_before = pruned_before(events)
+        view.pruned_before = oldest
     if view.state.deleted:
         await refuse_if_deleted(deps.bus, tenant, thread_id)
     if view.created is None:
