@@ -130,8 +130,8 @@ const scenarios = {
 
   // What LangGraph's server takes beyond plain input: a message with an image, a run
   // from a past checkpoint, a run after some seconds, and command.goto (with an update of
-  // [key, value] pairs) on an interrupt.
-  async beyondInput({ text, image, later, paused, graph = "worker" }) {
+  // [key, value] pairs) on an interrupt, then as a Send of the pending tool call.
+  async beyondInput({ text, image, later, paused, sent, graph = "worker" }) {
     const thread = await client.threads.create({ graphId: graph });
     const content = [{ type: "text", text }, { type: "image_url", image_url: { url: image } }];
     const first = await client.runs.wait(thread.thread_id, graph, {
@@ -152,7 +152,15 @@ const scenarios = {
       // The update as LangGraph's list of [key, value] writes.
       command: { goto: "model", update: [["messages", [{ role: "user", content: "skip it" }]]] },
     });
-    return { first, branched, delayed, joined, skipped };
+    // command.goto as a Send to "tools" of the call the run paused before (it runs).
+    const sender = await client.threads.create({ graphId: "approver" });
+    await client.runs.wait(sender.thread_id, "approver", { input: ask(sent) });
+    const pending = (await client.threads.getState(sender.thread_id)).values.messages.at(-1);
+    const toolCall = pending.tool_calls[0];
+    const ran = await client.runs.wait(sender.thread_id, "approver", {
+      command: { goto: [{ node: "tools", input: { tool_call: toolCall } }] },
+    });
+    return { first, branched, delayed, joined, skipped, ran };
   },
 
   // The active run canceled, waiting until it ended.

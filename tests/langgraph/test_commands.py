@@ -138,7 +138,68 @@ async def test_goto_names_a_node_of_the_graph(lg: LangGraph) -> None:
     thread = str((await lg.client.threads.create(graph_id="worker"))["thread_id"])
     with pytest.raises(BadRequestError, match="'model' and 'tools'"):
         await lg.client.runs.create(thread, "worker", command={"goto": "planner"})
-    with pytest.raises(BadRequestError, match="Send"):
-        await lg.client.runs.create(thread, "worker", command={"goto": {"node": "model", "arg": 1}})
+    with pytest.raises(BadRequestError, match="not several"):
+        await lg.client.runs.create(thread, "worker", command={"goto": ["model", "tools"]})
+    with pytest.raises(BadRequestError, match="Send to 'model' does not map"):
+        await lg.client.runs.create(
+            thread, "worker", command={"goto": {"node": "model", "input": {"messages": []}}}
+        )
+    with pytest.raises(BadRequestError, match="takes the tool call it runs"):
+        await lg.client.runs.create(thread, "worker", command={"goto": {"node": "tools", "arg": 1}})
     with pytest.raises(ConflictError, match="no tool calls"):
         await lg.client.runs.create(thread, "worker", command={"goto": "tools"})
+    send = {"node": "tools", "input": {"id": "c1", "name": "lookup", "args": {}}}
+    with pytest.raises(ConflictError, match="no tool calls"):
+        await lg.client.runs.create(thread, "worker", command={"goto": send})
+
+
+async def _pending_calls(lg: LangGraph, thread: str) -> list[dict[str, Any]]:
+    state = await lg.client.threads.get_state(thread)
+    return list(state["values"]["messages"][-1]["tool_calls"])
+
+
+async def test_a_send_to_tools_of_the_pending_call_runs_it(lg: LangGraph) -> None:
+    """LangGraph's `Send("tools", tool_call)`, as LangChain's agent routes a call."""
+    thread, _ = await _paused(lg, "send-tools", "sent and looked up")
+    [pending] = await _pending_calls(lg, thread)
+    with pytest.raises(BadRequestError, match="not one the run paused before"):
+        await lg.client.runs.create(
+            thread, "approver", command={"goto": {"node": "tools", "input": {"id": "other"}}}
+        )
+    send = {
+        "node": "tools",
+        "input": {"id": pending["id"], "name": "lookup", "args": pending["args"]},
+    }
+    final = await lg.client.runs.wait(thread, "approver", command={"goto": [send]})
+    assert isinstance(final, dict)
+    assert [m["type"] for m in final["messages"]] == ["human", "ai", "tool", "ai"]
+    assert "rejected" not in final["messages"][2]["content"]
+    assert final["messages"][-1]["content"] == "sent and looked up"
+
+
+async def test_sends_to_tools_with_other_args_run_the_calls_edited(lg: LangGraph) -> None:
+    key = f"lg-send-edit-{lg.agency}"
+    lg.llm.script(
+        key,
+        [
+            ScriptStep(tool_calls=[call("lookup", word="one"), call("lookup", word="two")]),
+            ScriptStep(content="both looked up"),
+        ],
+    )
+    thread = str((await lg.client.threads.create(graph_id="approver"))["thread_id"])
+    await lg.client.runs.wait(thread, "approver", input=ask(key))
+    first, second = await _pending_calls(lg, thread)
+    # LangChain's agent sends each call with its context: `{tool_call, state}`.
+    sends = [
+        {"node": "tools", "input": {"tool_call": {**first, "args": {"word": "edited"}}}},
+        {"node": "tools", "input": {"tool_call": second, "state": {}}},
+    ]
+    with pytest.raises(BadRequestError, match="2 pending tool calls"):
+        await lg.client.runs.create(thread, "approver", command={"goto": sends[:1]})
+    with pytest.raises(BadRequestError, match="contradict"):
+        await lg.client.runs.create(thread, "approver", command={"goto": sends, "resume": "reject"})
+    final = await lg.client.runs.wait(thread, "approver", command={"goto": sends})
+    assert isinstance(final, dict)
+    tools = [m["content"] for m in final["messages"] if m["type"] == "tool"]
+    assert len(tools) == 2 and "edited" in tools[0] and "two" in tools[1]
+    assert final["messages"][-1]["content"] == "both looked up"

@@ -399,14 +399,18 @@ async def test_the_thread_protocol_over_a_websocket_streams_and_resumes(
 
 
 async def test_images_checkpoints_delays_and_goto_through_the_js_sdk(lg: LangGraph) -> None:
-    text, later, paused = (f"js-{n}-{lg.agency}" for n in ("beyond", "beyond-later", "goto"))
+    names = ("beyond", "beyond-later", "goto", "send")
+    text, later, paused, sent = (f"js-{n}-{lg.agency}" for n in names)
     lg.llm.script(text, [ScriptStep(content="seen")] * 3)
     lg.llm.script(later, [ScriptStep(content="later")] * 3)
     lg.llm.script(
         paused, [ScriptStep(tool_calls=[call("lookup", word="w")]), ScriptStep(content="skipped")]
     )
     image = "data:image/png;base64,iVBORw0KGgo="
-    params = {"text": text, "image": image, "later": later, "paused": paused}
+    lg.llm.script(
+        sent, [ScriptStep(tool_calls=[call("lookup", word="sent")]), ScriptStep(content="ran it")]
+    )
+    params = {"text": text, "image": image, "later": later, "paused": paused, "sent": sent}
     got = await run_node("sdk.mjs", "beyondInput", json.dumps(params), env=_env(lg.url, lg))
     sent = got["first"]["messages"][0]["content"]
     assert sent == [
@@ -420,3 +424,6 @@ async def test_images_checkpoints_delays_and_goto_through_the_js_sdk(lg: LangGra
     # The calls skipped (rejected), the update's message after their results, then the model.
     assert [m["type"] for m in skipped] == ["human", "ai", "tool", "human", "ai"]
     assert [m["content"] for m in skipped[-2:]] == ["skip it", "skipped"]
+    ran = got["ran"]["messages"]
+    assert [m["type"] for m in ran] == ["human", "ai", "tool", "ai"]
+    assert "sent" in ran[2]["content"] and ran[-1]["content"] == "ran it"

@@ -7,7 +7,9 @@
 - `update` with `resume`: the update goes with the decision (`runtime.approve`): its files
   are written at once, its messages appended after the step's tool results, before the
   next model call.
-- `goto` names a node of the graph (`model` or `tools`, `routes_graph`): on a run paused
+- `goto` names a node of the graph (`model` or `tools`, `routes_graph`), or holds `Send`s
+  to `tools` of the calls a run paused before (as LangChain's agent routes its calls),
+  which run them, edited where a Send's args differ. On a run paused
   before its tool calls, `tools` runs them (approves) and `model` skips them (rejects: the
   model is asked next); at a breakpoint before a model call, `model` goes on; on a thread
   that awaits nothing, `model` is a run (the model is asked), and `tools` has no calls to
@@ -15,13 +17,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
 from litestar.exceptions import ValidationException
 
-from agency.services.api.langgraph.inputs import NODES, Invocation, invocation
+from agency.contracts.events import ToolCall
+from agency.services.api.langgraph.inputs import NODES, Approval, Invocation, approval, invocation
 from agency.services.api.langgraph.wire import RunCreate
 
 Node = Literal["model", "tools"]
@@ -30,8 +34,20 @@ SKIPPED = "skipped: the run went on to the model (command.goto 'model')"
 
 
 @dataclass(frozen=True, slots=True)
+class SentCall:
+    """A tool call a `Send` to the 'tools' node runs: its id, and its name and args when
+    the Send gives them (an edit, when they differ from the call's)."""
+
+    id: str
+    name: str | None = None
+    args: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Goto:
     node: Node
+    # The calls `Send`s to 'tools' run, one each; None when the node was named.
+    sent: tuple[SentCall, ...] | None = None
 
 
 def _merged(pairs: list[Any]) -> dict[str, Any]:
@@ -104,21 +120,103 @@ def with_update_as_input(data: RunCreate) -> RunCreate:
 
 
 def goto_of(data: RunCreate) -> Goto | None:
-    """`command.goto`: one node of the graph, by name (a list of one, too). A `Send` (a
-    node with an input of its own) and a node the graph does not have are 400."""
+    """`command.goto`: one node of the graph, by name (a list of one, too), or `Send`s to
+    'tools' of the calls a run paused before (`{"node": "tools", "input": call}`, one
+    each). Any other `Send` (a node with an input of its own) and a node the graph does
+    not have are 400."""
     goto = data.command.goto if data.command is not None else None
     if goto is None or goto == []:
         return None
-    if isinstance(goto, list) and len(goto) == 1:
-        goto = goto[0]
-    if isinstance(goto, dict):
+    items = goto if isinstance(goto, list) else [goto]
+    if any(isinstance(item, dict) for item in items):
+        return Goto(node="tools", sent=tuple(_sent(item) for item in items))
+    if len(items) > 1:
         raise ValidationException(
-            "command.goto with a Send (a node with its own input) does not map: name one "
-            "node of the graph, 'model' or 'tools'"
+            "command.goto names one node of the graph, 'model' or 'tools', not several"
         )
+    goto = items[0]
     if not isinstance(goto, str) or goto not in NODES:
         raise ValidationException(
             f"command.goto {str(goto)[:40]!r} is not a node of the graph: its nodes are "
             "'model' and 'tools' (GET /langgraph/assistants/{id}/graph)"
         )
     return Goto(node="model" if goto == "model" else "tools")
+
+
+_SENDS = (
+    "Agency maps a Send to 'tools' of a tool call the run paused before, one per pending "
+    "call (input: the call, {id, name?, args?}), or a node named ('model', 'tools')"
+)
+
+
+def _sent(item: Any) -> SentCall:
+    """The tool call a `Send` to 'tools' runs: its input is the call (`{id, name, args}`),
+    or LangChain's `{tool_call: {...}}` the agent's tool routing sends."""
+    if not isinstance(item, dict):
+        raise ValidationException(f"command.goto mixes a node name and Sends: {_SENDS}")
+    node = item.get("node")
+    if node != "tools":
+        raise ValidationException(
+            f"command.goto Send to {str(node)[:40]!r} does not map: a Send gives a node an "
+            f"input of its own, and Agency's model reads the thread's conversation. {_SENDS}"
+        )
+    call = item.get("input", item.get("arg"))
+    if isinstance(call, dict) and isinstance(call.get("tool_call"), dict):
+        call = call["tool_call"]
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+        raise ValidationException(
+            f"a Send to 'tools' takes the tool call it runs as its input: {_SENDS}"
+        )
+    name, args = call.get("name"), call.get("args")
+    if not isinstance(name, str | None) or not isinstance(args, dict | None):
+        raise ValidationException("a Send's tool call has a `name` string and an `args` object")
+    return SentCall(id=call["id"], name=name, args=args)
+
+
+def approval_of_sends(
+    sent: tuple[SentCall, ...], pending: tuple[ToolCall, ...], resume: Any, interrupt_id: str
+) -> Approval:
+    """`Send`s to 'tools' of a paused run's calls: every pending call, once each, runs
+    (approved), a Send's name or args that differ from its call's as an edit. A resume
+    given with them must approve; the calls are edited in one place or the other."""
+    calls = {c.id: c for c in pending}
+    unknown = [s.id for s in sent if s.id not in calls]
+    if unknown:
+        raise ValidationException(
+            f"command.goto sends call {unknown[0][:60]!r} to 'tools', not one the run paused "
+            f"before: its pending calls are {', '.join(calls)[:200]}"
+        )
+    if sorted(s.id for s in sent) != sorted(calls):
+        raise ValidationException(
+            f"command.goto sends {len(sent)} Sends for {len(calls)} pending tool calls: send "
+            "each pending call to 'tools' once; Agency runs or skips a step's calls together"
+        )
+    edits = tuple(
+        ToolCall(id=s.id, name=s.name or calls[s.id].name, arguments=json.dumps(s.args))
+        if s.args is not None
+        else msgspec.structs.replace(calls[s.id], name=s.name or calls[s.id].name)
+        for s in sent
+        if _edits(s, calls[s.id])
+    )
+    if resume is None:
+        return Approval(True, edits or None, "")
+    decided = approval(resume, pending, interrupt_id)
+    if not decided.approved:
+        raise ValidationException(
+            "command.goto Sends to 'tools' and a resume that rejects the pending tool calls "
+            "contradict each other: the Sends run them"
+        )
+    if edits and decided.modified:
+        raise ValidationException("edit the tool calls in the Sends or in the resume, not both")
+    return Approval(True, edits or decided.modified, decided.reason)
+
+
+def _edits(sent: SentCall, call: ToolCall) -> bool:
+    if sent.name is not None and sent.name != call.name:
+        return True
+    if sent.args is None:
+        return False
+    try:
+        return bool(json.loads(call.arguments) != sent.args)
+    except ValueError:
+        return True

@@ -20,6 +20,7 @@ from agency.services.api.langgraph.branch import branched
 from agency.services.api.langgraph.command import (
     SKIPPED,
     Goto,
+    approval_of_sends,
     goto_of,
     update_with_resume,
     with_update_as_input,
@@ -278,6 +279,8 @@ def _decided(view: GraphView, run: RunView, resume: Any, goto: Goto | None) -> A
     interrupt_id = view.interrupt_ids.get(run.run_id, run.run_id)
     if isinstance(resume, dict) and interrupt_id in resume:
         resume = resume[interrupt_id]  # the value keyed by the interrupt it answers
+    if goto is not None and goto.sent is not None:
+        return approval_of_sends(goto.sent, run.hitl_pending, resume, interrupt_id)
     if resume is None and goto is not None:
         return Approval(to_tools, None, "" if to_tools else SKIPPED)
     decided = approval(resume, run.hitl_pending, interrupt_id)
