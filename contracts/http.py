@@ -88,6 +88,20 @@ class ThreadDeletion(Out, frozen=True, kw_only=True):
     read_models_caught_up: bool = True
 
 
+class EndUserForgetting(Out, frozen=True, kw_only=True):
+    """An end user forgotten (`POST /users/{endUserId}/forget`, docs/data.md): the request
+    as recorded (`requestId`, at whose request, when) and the root threads it deleted, each
+    with its subagent tree. `readModelsCaughtUp`: whether the read models had dropped their
+    rows when it answered."""
+
+    end_user_id: str
+    request_id: str
+    requested_at: datetime
+    requested_by: str
+    threads: list[str]
+    read_models_caught_up: bool = True
+
+
 class RunCommandAccepted(Out, frozen=True, kw_only=True):
     run_id: str
     status: str = "accepted"

@@ -10,6 +10,11 @@ from agency.contracts.events.base import (
     ToolCall,
     Usage,
 )
+from agency.contracts.events.erasure import (
+    EndUserForgetRequested,
+    EndUserForgotten,
+    ErasureEvent,
+)
 from agency.contracts.events.hitl import HitlEvent, HitlInterrupt, HitlResume
 from agency.contracts.events.model import (
     MiddlewareAfterModel,
@@ -160,6 +165,7 @@ AnyEvent = (
     | StoreEvent
     | TreeEvent
     | WebhookEvent
+    | ErasureEvent
 )
 
 __all__ = [
@@ -187,6 +193,9 @@ __all__ = [
     "ContentPart",
     "ContextTrimmed",
     "DocumentWritten",
+    "EndUserForgetRequested",
+    "EndUserForgotten",
+    "ErasureEvent",
     "Event",
     "FileWritten",
     "HistoryPruned",

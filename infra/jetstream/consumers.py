@@ -91,7 +91,16 @@ WEBHOOK_EVENTS = DurableSpec(
 RUN_END_DELETIONS = DurableSpec(
     "run_end_deletions", ("run.completed", "run.error", "run.canceled", "run.paused")
 )
-ALL_DURABLES = (RUNTIME_TRIGGERS, TOOL_REQUESTS, SUBAGENT_EVENTS, WEBHOOK_EVENTS, RUN_END_DELETIONS)
+# Requests to forget an end user, on the tenant's aggregate (`services/threads/forget.py`).
+ERASURE_REQUESTS = DurableSpec("erasures", ("end_user.forget_requested",), ("tenant",))
+ALL_DURABLES = (
+    RUNTIME_TRIGGERS,
+    TOOL_REQUESTS,
+    SUBAGENT_EVENTS,
+    WEBHOOK_EVENTS,
+    RUN_END_DELETIONS,
+    ERASURE_REQUESTS,
+)
 
 
 # "consumer name already in use", "consumer already exists (and is active)": a concurrent

@@ -8,16 +8,22 @@ repeat answers the first deletion. Reads of a deleted thread answer 410 with it.
 
 from __future__ import annotations
 
-from litestar import Response, delete
-from litestar.di import NamedDependency
-from litestar.exceptions import NotFoundException
-from litestar.handlers import HTTPRouteHandler
+import re
+from typing import Annotated
 
-from agency.contracts.http import ThreadDeletion
+from litestar import Response, delete, post
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException, ValidationException
+from litestar.handlers import HTTPRouteHandler
+from litestar.params import PathParameter
+
+from agency.contracts.events.thread import END_USER_ID_PATTERN
+from agency.contracts.http import EndUserForgetting, ThreadDeletion
 from agency.projections import catalog, queries
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.routes_queries import ThreadId, path_token
 from agency.services.threads.erasure import Deletion, delete_tree, deletion_of
+from agency.services.threads.forget import forget, request_forget
 
 
 def requester(principal: Principal) -> str:
@@ -79,4 +85,35 @@ async def delete_thread(
     )
 
 
-ERASURE_ROUTES: list[HTTPRouteHandler] = [delete_thread]
+@post("/users/{endUserId:str}/forget", status_code=200, summary="Delete an end user's threads")
+async def forget_end_user(
+    end_user_id: Annotated[str, PathParameter(name="endUserId")],
+    principal: NamedDependency[Principal],
+    deps: NamedDependency[ApiDeps],
+) -> Response[EndUserForgetting]:
+    """Delete every thread created for the end user (`endUserId` at creation, LangGraph's
+    `metadata.user_id`) across the tenant's agencies, each with its subagent tree. The
+    request is recorded first (who asked, when); a repeat deletes what is left."""
+    if not re.fullmatch(END_USER_ID_PATTERN, end_user_id):
+        raise ValidationException(
+            detail=f"end user id {end_user_id[:80]!r} must be 1 to 128 letters, digits or ._@+:-"
+        )
+    tenant = principal.tenant_id
+    request = await request_forget(deps.bus, tenant, end_user_id, requester(principal))
+    done = await forget(deps.bus, request)
+    caught_up = await deps.progress.wait_passed(
+        catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout
+    )
+    return Response(
+        EndUserForgetting(
+            end_user_id=end_user_id,
+            request_id=request.envelope.event_id,
+            requested_at=request.envelope.ts,
+            requested_by=requester(principal),
+            threads=list(done.threads),
+            read_models_caught_up=caught_up,
+        )
+    )
+
+
+ERASURE_ROUTES: list[HTTPRouteHandler] = [delete_thread, forget_end_user]

@@ -60,6 +60,16 @@ def register(groups: Any) -> None:
     )
     add_data_dir(user_export)
     user_export.set_defaults(handler=export_command, kind="user")
+    user_forget = users.add_parser(
+        "forget",
+        help="erase every thread of the end user across the tenant's agencies (docs/data.md)",
+    )
+    user_forget.add_argument(
+        "id", help="the end user's id, as given when their threads were created"
+    )
+    user_forget.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_data_dir(user_forget)
+    user_forget.set_defaults(handler=users_forget)
 
     load = groups.add_parser("import", help="write an archive into this deployment")
     load.add_argument("archive", help="a .tar.gz written by `agency export` or an export route")
@@ -84,6 +94,12 @@ def register(groups: Any) -> None:
     restore.add_argument("dir", help="a directory written by `agency backup create`")
     add_data_dir(restore)
     restore.set_defaults(handler=backup_restore)
+
+
+async def users_forget(args: argparse.Namespace) -> int:
+    from agency.services.cli.threads_client_cmd import users_forget as forget
+
+    return await forget(args)
 
 
 def _fail(problem: object) -> int:

@@ -228,6 +228,19 @@ async def threads_delete(args: argparse.Namespace) -> int:
     return await _run(args, body)
 
 
+async def users_forget(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        answer = await client.forget_end_user(args.id)
+        text = (
+            f"deleted {len(answer.threads)} thread(s) of end user {answer.end_user_id} "
+            f"(request {answer.request_id} by {answer.requested_by})"
+        )
+        _print(args, answer, text)
+        return 0
+
+    return await _run(args, body)
+
+
 class EventPrinter:
     """A run's events as lines; model text streams in place."""
 

@@ -143,6 +143,11 @@ class AsyncAgencyClient:
         answer 410 afterwards. A repeat answers the first deletion."""
         return await self._send(calls.delete_thread(thread_id))
 
+    async def forget_end_user(self, end_user_id: str) -> http.EndUserForgetting:
+        """Erase every thread created for the end user, across the tenant's agencies
+        (docs/data.md); the request is recorded, and a repeat erases what is left."""
+        return await self._send(calls.forget_end_user(end_user_id))
+
     async def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
         return await self._send(calls.state(agency_id, thread_id))
 

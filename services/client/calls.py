@@ -12,6 +12,7 @@ from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import (
     ArchiveImported,
     CancelAccepted,
+    EndUserForgetting,
     EventsPage,
     EventView,
     RunAccepted,
@@ -167,6 +168,10 @@ def terminate(agency_id: str, thread_id: str, reason: str = "") -> Call[Terminat
 
 def delete_thread(thread_id: str) -> Call[ThreadDeletion]:
     return Call("DELETE", f"/threads/{thread_id}", ThreadDeletion)
+
+
+def forget_end_user(end_user_id: str) -> Call[EndUserForgetting]:
+    return Call("POST", f"/users/{end_user_id}/forget", EndUserForgetting)
 
 
 def state(agency_id: str, thread_id: str) -> Call[queries.ThreadStateView]:

@@ -141,6 +141,11 @@ class AgencyClient:
         answer 410 afterwards. A repeat answers the first deletion."""
         return self._send(calls.delete_thread(thread_id))
 
+    def forget_end_user(self, end_user_id: str) -> http.EndUserForgetting:
+        """Erase every thread created for the end user, across the tenant's agencies
+        (docs/data.md); the request is recorded, and a repeat erases what is left."""
+        return self._send(calls.forget_end_user(end_user_id))
+
     def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
         return self._send(calls.state(agency_id, thread_id))
 

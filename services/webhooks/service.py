@@ -20,7 +20,8 @@ Delivery is at least once: a receiver deduplicates on the `X-Agency-Event-Id` he
 id of the event that ended the run).
 
 Runs' threads deleted at their end (LangGraph's `on_completion="delete"`,
-`services/threads/run_end.py`), durable `run_end_deletions`.
+`services/threads/run_end.py`), durable `run_end_deletions`; end users forgotten
+(`services/threads/forget.py`), durable `erasures`.
 """
 
 from __future__ import annotations
@@ -42,11 +43,16 @@ from agency.contracts.events import (
 )
 from agency.infra import db
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.consumers import RUN_END_DELETIONS, WEBHOOK_EVENTS
+from agency.infra.jetstream.consumers import (
+    ERASURE_REQUESTS,
+    RUN_END_DELETIONS,
+    WEBHOOK_EVENTS,
+)
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.retry import RetryPolicy
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.threads.forget import ForgetRequests
 from agency.services.threads.run_end import DeleteOnRunEnd
 from agency.services.webhook_signing import (
     EVENT_HEADER,
@@ -185,7 +191,11 @@ async def run_webhooks(
                 bus, RUN_END_DELETIONS, DeleteOnRunEnd(bus, pool).handle, ack_wait=ack_wait
             )
             tasks.create_task(runs.run(stop))
+            forgets = EventWorker(
+                bus, ERASURE_REQUESTS, ForgetRequests(bus).handle, ack_wait=ack_wait
+            )
             tasks.create_task(ends.run(stop))
+            tasks.create_task(forgets.run(stop))
             tasks.create_task(subscribed.run(stop))
             tasks.create_task(pushed.run(stop))
             tasks.create_task(dispatcher.run(stop))

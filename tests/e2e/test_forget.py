@@ -1,0 +1,115 @@
+"""Forgetting an end user deletes every thread created for them across the tenant's
+agencies, recorded (who asked, when), finished from the log when stopped half-way
+(docs/data.md)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+from structlog.testing import capture_logs
+
+from agency.contracts.events import EndUserForgetRequested, EndUserForgotten
+from agency.infra.endpoints import Endpoints, write_endpoints
+from agency.infra.jetstream.connection import Bus
+from agency.services.cli import archive_cmd
+from tests.e2e.conftest import Client
+from tests.helpers import assert_eventually
+
+
+async def user_thread(client: Client, agency: str, end_user: str) -> str:
+    r = await client.http.post(
+        f"/agency/{agency}/agents", json={"agentType": "worker", "endUserId": end_user}
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def second_agency(client: Client) -> str:
+    r = await client.http.post("/agencies", json={"name": "second"})
+    assert r.status_code in (201, 202), r.text
+    agency = str(r.json()["id"])
+
+    async def listed() -> None:
+        assert agency in {a["id"] for a in (await client.http.get("/agencies")).json()}
+
+    await assert_eventually(listed, timeout=30, interval=0.1)
+    return agency
+
+
+async def status_of(client: Client, agency: str, thread: str) -> int:
+    return (await client.http.get(f"/agency/{agency}/agent/{thread}/state")).status_code
+
+
+async def test_forget_deletes_the_users_threads_in_every_agency_and_no_other(
+    client: Client,
+) -> None:
+    other_agency = await second_agency(client)
+    ann = [
+        (client.agency, await user_thread(client, client.agency, "ann@example.com")),
+        (other_agency, await user_thread(client, other_agency, "ann@example.com")),
+    ]
+    bob = await user_thread(client, client.agency, "bob")
+    r = await client.http.post("/users/ann@example.com/forget")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["endUserId"] == "ann@example.com"
+    assert sorted(body["threads"]) == sorted(t for _, t in ann)
+    assert body["requestedBy"].startswith("api-key:") and body["requestedAt"]
+    for agency, thread in ann:
+        assert await status_of(client, agency, thread) == 410
+    assert await status_of(client, client.agency, bob) == 200
+    again = await client.http.post("/users/ann@example.com/forget")
+    assert again.status_code == 200 and again.json()["threads"] == []
+    assert again.json()["requestId"] != body["requestId"]  # each request is recorded
+    bad = await client.http.post("/users/not%20a%20user/forget")
+    assert bad.status_code == 400 and "end user id" in bad.text
+
+
+async def test_a_forget_request_recorded_but_not_carried_out_is_finished_from_the_log(
+    client: Client, bus: Bus
+) -> None:
+    """What a process killed right after recording the request leaves: the consumer of
+    the log deletes the threads and records the request done."""
+    thread = await user_thread(client, client.agency, "carol")
+    position = await bus.store.last_position(client.tenant, "tenant", client.tenant)
+    request = EndUserForgetRequested(end_user_id="carol", requested_by="admin")
+    done = await bus.store.append(
+        client.tenant, "tenant", client.tenant, [request], expected=position
+    )
+    request_id = done.events[0].envelope.event_id
+
+    async def finished() -> None:
+        assert await status_of(client, client.agency, thread) == 410
+        recorded = [
+            e.payload
+            for e in await bus.store.read(client.tenant, "tenant", client.tenant)
+            if isinstance(e.payload, EndUserForgotten) and e.payload.request_id == request_id
+        ]
+        assert [f.threads for f in recorded] == [(thread,)]
+
+    await assert_eventually(finished, timeout=30, interval=0.2)
+
+
+async def test_the_cli_forgets_an_end_user(client: Client, tmp_path: Path) -> None:
+    thread = await user_thread(client, client.agency, "dave")
+    key = client.http.headers["Authorization"].removeprefix("Bearer ")
+    endpoints = Endpoints(
+        pid=os.getpid(), nats_url="nats://unused", database_url="postgresql://unused",
+        api_url=str(client.http.base_url), api_key=key, tenant_id=client.tenant,
+    )  # fmt: skip
+    write_endpoints(tmp_path, endpoints)
+    parser = argparse.ArgumentParser(prog="agency")
+    archive_cmd.register(parser.add_subparsers(dest="group", required=True))
+    args = parser.parse_args(["users", "forget", "dave", "--json", "--data-dir", str(tmp_path)])
+    out = io.StringIO()
+    with capture_logs(), contextlib.redirect_stdout(out):
+        status = await args.handler(args)
+    assert status == 0
+    answer = json.loads(out.getvalue())
+    assert answer["threads"] == [thread] and answer["endUserId"] == "dave"
+    assert await status_of(client, client.agency, thread) == 410
