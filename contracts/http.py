@@ -102,6 +102,18 @@ class EndUserForgetting(Out, frozen=True, kw_only=True):
     read_models_caught_up: bool = True
 
 
+class AgencyDeletion(Out, frozen=True, kw_only=True):
+    """An agency deleted (`DELETE /agencies/{agencyId}`, docs/data.md): the request as
+    recorded, and the root threads deleted with it (each with its subagent tree)."""
+
+    agency_id: str
+    request_id: str
+    requested_at: datetime
+    requested_by: str
+    threads: list[str]
+    read_models_caught_up: bool = True
+
+
 class RunCommandAccepted(Out, frozen=True, kw_only=True):
     run_id: str
     status: str = "accepted"

@@ -11,6 +11,8 @@ from agency.contracts.events.base import (
     Usage,
 )
 from agency.contracts.events.erasure import (
+    AgencyDeleted,
+    AgencyDeletionRequested,
     EndUserForgetRequested,
     EndUserForgotten,
     ErasureEvent,
@@ -174,6 +176,8 @@ __all__ = [
     "WEBHOOK_KINDS",
     "AgencyBudgetSet",
     "AgencyCreated",
+    "AgencyDeleted",
+    "AgencyDeletionRequested",
     "AgentCompleted",
     "AgentError",
     "AgentStarted",

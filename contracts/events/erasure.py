@@ -1,8 +1,8 @@
-"""Erasures asked for by scope, on the tenant's aggregate (`tenant.<t>.evt.tenant.<t>`):
-every thread of an end user (docs/data.md). The request is recorded first, who asked and
-(in the envelope) when; the durable `erasures` consumer deletes the threads, each tree as
-`DELETE /threads/{threadId}` does, then records what it deleted. A request stopped
-half-way is finished from the log.
+"""Erasures asked for by scope, recorded on the tenant's aggregate
+(`tenant.<t>.evt.tenant.<t>`): every thread of an end user, an agency with every thread of
+it (docs/data.md). The request is recorded first, who asked and (in the envelope) when; the
+threads are then deleted, each tree as `DELETE /threads/{threadId}` does, and the request
+recorded done. A request stopped half-way is finished from the log.
 """
 
 from __future__ import annotations
@@ -28,4 +28,20 @@ class EndUserForgotten(Event, frozen=True, kw_only=True, tag="end_user.forgotten
     threads: tuple[str, ...] = ()
 
 
-ErasureEvent = EndUserForgetRequested | EndUserForgotten
+class AgencyDeletionRequested(Event, frozen=True, kw_only=True, tag="agency.deletion_requested"):
+    """The agency `agency_id` is to be deleted, every thread of it first."""
+
+    agency_id: str
+    requested_by: str
+
+
+class AgencyDeleted(Event, frozen=True, kw_only=True, tag="agency.deleted"):
+    """On the agency's own aggregate, its last event: the agency is gone, its root threads
+    `threads` deleted (with their subagent trees) at the request `request_id`."""
+
+    request_id: str
+    requested_by: str
+    threads: tuple[str, ...] = ()
+
+
+ErasureEvent = EndUserForgetRequested | EndUserForgotten | AgencyDeletionRequested | AgencyDeleted

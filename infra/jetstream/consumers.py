@@ -91,8 +91,11 @@ WEBHOOK_EVENTS = DurableSpec(
 RUN_END_DELETIONS = DurableSpec(
     "run_end_deletions", ("run.completed", "run.error", "run.canceled", "run.paused")
 )
-# Requests to forget an end user, on the tenant's aggregate (`services/threads/forget.py`).
-ERASURE_REQUESTS = DurableSpec("erasures", ("end_user.forget_requested",), ("tenant",))
+# Requests to forget an end user or delete an agency, on the tenant's aggregate
+# (`services/threads/scope_erasure.py`).
+ERASURE_REQUESTS = DurableSpec(
+    "erasures", ("end_user.forget_requested", "agency.deletion_requested"), ("tenant",)
+)
 ALL_DURABLES = (
     RUNTIME_TRIGGERS,
     TOOL_REQUESTS,

@@ -9,6 +9,7 @@ import msgspec
 from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     AgencyCreated,
+    AgencyDeleted,
     ApiKeyIssued,
     ApiKeyRevoked,
     BlueprintDeleted,
@@ -92,15 +93,24 @@ _AGENCY = upsert(
 )
 
 
+_AGENCY_DELETED = "DELETE FROM agencies WHERE tenant_id = $1 AND agency_id = $2"
+
+
 def _agency_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     for env in envelopes:
         if isinstance(env.payload, AgencyCreated):
             metadata = msgspec.json.encode(env.payload.metadata).decode()
             yield _AGENCY, (env.tenant_id, env.aggregate_id, env.payload.name, metadata, env.ts)
+        elif isinstance(env.payload, AgencyDeleted):
+            yield _AGENCY_DELETED, (env.tenant_id, env.aggregate_id)
 
 
 AGENCIES = statement_projection(
-    "agencies", AGENCIES_DDL, _agency_statements, {"agency.created"}, aggregate="agency"
+    "agencies",
+    AGENCIES_DDL,
+    _agency_statements,
+    {"agency.created", "agency.deleted"},
+    aggregate="agency",
 )
 
 # --- blueprints ------------------------------------------------------------------------

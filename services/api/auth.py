@@ -46,6 +46,7 @@ from nats.js.errors import NotFoundError
 from agency.contracts.codec import readable_event
 from agency.contracts.errors import InvalidToken
 from agency.contracts.events import (
+    AgencyDeleted,
     BlueprintDeleted,
     BlueprintSaved,
     BlueprintSpec,
@@ -53,7 +54,7 @@ from agency.contracts.events import (
     ThreadTerminated,
 )
 from agency.contracts.ids import new_id, validate_token
-from agency.contracts.subjects import EVENTS_STREAM, event_subject
+from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, event_subject
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.queries import tenant_for_key
 from agency.services.api.deps import ApiDeps, Principal
@@ -245,23 +246,28 @@ async def agency_events(deps: ApiDeps, tenant: str, agency_id: str) -> list[Reco
     """The agency's events, or 404 when this tenant has no such agency."""
     path_id("agency id", agency_id)
     events = await deps.bus.store.read(tenant, "agency", agency_id)
-    if not any(e.type == "agency.created" for e in events):
+    if not any(e.type == "agency.created" for e in events) or (
+        events and isinstance(events[-1].payload, AgencyDeleted)
+    ):
         raise NotFoundException(f"agency {agency_id} not found")
     return events
 
 
 async def agency_owned(deps: ApiDeps, tenant: str, agency_id: str) -> None:
-    """404 unless this tenant has the agency: one direct get of its first event, for
-    routes that need the agency to exist but none of its events. An agency is never
-    deleted: one found is not read again (`deps.known`)."""
+    """404 unless this tenant has the agency: one direct get of its last event (none, or
+    `agency.deleted`: not found), for routes that need the agency to exist but none of its
+    events. One found is not read again (`deps.known`): a process that kept an agency
+    deleted since lets its requests through, and the registry refuses threads in it."""
     path_id("agency id", agency_id)
     if deps.known.has_agency(tenant, agency_id):
         return
     subject = event_subject(tenant, "agency", agency_id)
     try:
-        await deps.bus.js.get_msg(EVENTS_STREAM, seq=1, subject=subject, next=True, direct=True)
+        msg = await deps.bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
     except NotFoundError:
         raise NotFoundException(f"agency {agency_id} not found") from None
+    if (msg.headers or {}).get(EVENT_TYPE_HEADER) == "agency.deleted":
+        raise NotFoundException(f"agency {agency_id} not found: it was deleted")
     deps.known.found_agency(tenant, agency_id)
 
 

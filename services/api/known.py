@@ -85,6 +85,9 @@ class KnownResources:
     def found_agency(self, tenant: str, agency_id: str) -> None:
         _put(self._agencies, (tenant, agency_id), None, self._agencies_kept)
 
+    def agency_deleted(self, tenant: str, agency_id: str) -> None:
+        self._agencies.pop((tenant, agency_id), None)
+
     def has_blueprint(self, tenant: str, agency_id: str, name: str) -> bool:
         key = (tenant, agency_id, name)
         expires = self._blueprints.get(key)

@@ -35,6 +35,7 @@ from litestar.openapi.spec import (
 from litestar.openapi.spec.enums import OpenAPIType
 
 from agency.contracts.codec import EVENT_TYPES
+from agency.contracts.events.thread import END_USER_ID_PATTERN
 from agency.contracts.ids import MAX_TOKEN_LENGTH
 from agency.services.agents.system import AgentSystem
 from agency.services.api.auth import ADMIN_OPT, PUBLIC_OPT
@@ -78,6 +79,7 @@ _DESCRIPTIONS = {
     404: "No such agency, thread, blueprint (`agentType`), workflow, member, key or dead "
     "letter for this tenant; another tenant's is not found either.",
     409: "The request conflicts with the resource's state (e.g. no run awaits approval).",
+    410: "The thread was deleted (`docs/data.md`): the body says when and at whose request.",
     413: "The request body is larger than the configured limit.",
     429: "The tenant is over its rate or active-run limit, or at its share of a saturated "
     "server (`tenant_share_exceeded`); `Retry-After` says when to retry.",
@@ -115,6 +117,8 @@ def error_statuses(handler: HTTPRouteHandler) -> list[int]:
         statuses.add(413)
     if "POST" in handler.http_methods and any("{" in path for path in handler.paths):
         statuses.add(409)
+    if any("{threadId" in path for path in handler.paths):
+        statuses.add(410)
     return sorted(statuses)
 
 
@@ -173,6 +177,7 @@ def _count(low: int, high: int) -> Schema:
 
 _PARAMETERS: dict[tuple[str, str], Schema] = {
     ("path", "agencyId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
+    ("path", "endUserId"): Schema(type=OpenAPIType.STRING, pattern=END_USER_ID_PATTERN),
     ("path", "threadId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "tenantId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),
     ("path", "keyId"): Schema(type=OpenAPIType.STRING, pattern=ID_PATTERN),

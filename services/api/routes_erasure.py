@@ -17,13 +17,14 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter
 
+from agency.contracts.events import AgencyDeleted, AgencyDeletionRequested, EndUserForgetRequested
 from agency.contracts.events.thread import END_USER_ID_PATTERN
-from agency.contracts.http import EndUserForgetting, ThreadDeletion
+from agency.contracts.http import AgencyDeletion, EndUserForgetting, ThreadDeletion
 from agency.projections import catalog, queries
 from agency.services.api.deps import ApiDeps, Principal
-from agency.services.api.routes_queries import ThreadId, path_token
+from agency.services.api.routes_queries import AgencyId, ThreadId, path_token
 from agency.services.threads.erasure import Deletion, delete_tree, deletion_of
-from agency.services.threads.forget import forget, request_forget
+from agency.services.threads.scope_erasure import carry_out, request_erasure
 
 
 def requester(principal: Principal) -> str:
@@ -99,8 +100,9 @@ async def forget_end_user(
             detail=f"end user id {end_user_id[:80]!r} must be 1 to 128 letters, digits or ._@+:-"
         )
     tenant = principal.tenant_id
-    request = await request_forget(deps.bus, tenant, end_user_id, requester(principal))
-    done = await forget(deps.bus, request)
+    asked = EndUserForgetRequested(end_user_id=end_user_id, requested_by=requester(principal))
+    request = await request_erasure(deps.bus, tenant, asked)
+    done = await carry_out(deps.bus, request)
     caught_up = await deps.progress.wait_passed(
         catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout
     )
@@ -116,4 +118,46 @@ async def forget_end_user(
     )
 
 
-ERASURE_ROUTES: list[HTTPRouteHandler] = [delete_thread, forget_end_user]
+@delete("/agencies/{agencyId:str}", status_code=200, summary="Delete an agency and its threads")
+async def delete_agency(
+    agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+) -> Response[AgencyDeletion]:
+    """Delete every thread of the agency, each with its subagent tree, then the agency
+    (`agency.deleted`, its last event): it is no longer listed, and its routes answer 404.
+    The request is recorded first (who asked, when); a repeat answers the first deletion."""
+    agency_id = path_token("agency id", agency_id)
+    tenant = principal.tenant_id
+    events = await deps.bus.store.read(tenant, "agency", agency_id)
+    if not events or events[0].type != "agency.created":
+        raise NotFoundException(detail=f"no agency {agency_id!r}")
+    earlier = events[-1].payload
+    if isinstance(earlier, AgencyDeleted):
+        return Response(
+            AgencyDeletion(
+                agency_id=agency_id,
+                request_id=earlier.request_id,
+                requested_at=events[-1].envelope.ts,
+                requested_by=earlier.requested_by,
+                threads=list(earlier.threads),
+            )
+        )
+    asked = AgencyDeletionRequested(agency_id=agency_id, requested_by=requester(principal))
+    request = await request_erasure(deps.bus, tenant, asked)
+    done = await carry_out(deps.bus, request)
+    deps.known.agency_deleted(tenant, agency_id)
+    caught_up = await deps.progress.wait_passed(
+        catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout
+    )
+    return Response(
+        AgencyDeletion(
+            agency_id=agency_id,
+            request_id=request.envelope.event_id,
+            requested_at=request.envelope.ts,
+            requested_by=asked.requested_by,
+            threads=list(done.threads),
+            read_models_caught_up=caught_up,
+        )
+    )
+
+
+ERASURE_ROUTES: list[HTTPRouteHandler] = [delete_thread, forget_end_user, delete_agency]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import nats.js.errors
 import structlog
 
 from agency.contracts.commands import (
@@ -17,7 +18,7 @@ from agency.contracts.commands import (
 )
 from agency.contracts.errors import CommandRejected
 from agency.contracts.ids import is_valid_token
-from agency.contracts.subjects import Aggregate
+from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, Aggregate, event_subject
 from agency.infra.jetstream.commandbus import CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import InvalidEvent
@@ -114,6 +115,8 @@ class RegistryService:
         created = await self._bus.store.first(tenant, "agency", command.agency_id)
         if created is None or created.type != "agency.created":
             raise CommandRejected("unknown_agency", f"agency {command.agency_id} does not exist")
+        if await self._agency_deleted(tenant, command.agency_id):
+            raise CommandRejected("unknown_agency", f"agency {command.agency_id} was deleted")
         correlation = command.thread_id
         if command.parent is not None:
             parent = await self._bus.store.read(tenant, "thread", command.parent.thread_id)
@@ -123,6 +126,16 @@ class RegistryService:
             tenant, command, key, lambda h: decisions.create_thread(command, h, key),
             correlation, causation=command.parent.thread_id if command.parent else None,
         )  # fmt: skip
+
+    async def _agency_deleted(self, tenant: str, agency_id: str) -> bool:
+        """`agency.deleted` is an agency's last event (`services/threads/scope_erasure.py`):
+        one direct get of it."""
+        subject = event_subject(tenant, "agency", agency_id)
+        try:
+            msg = await self._bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            return False
+        return (msg.headers or {}).get(EVENT_TYPE_HEADER) == "agency.deleted"
 
     async def _set_thread_metadata(self, tenant: str, command: SetThreadMetadata, key: str) -> None:
         first = await self._bus.store.first(tenant, "thread", command.thread_id)

@@ -20,8 +20,8 @@ Delivery is at least once: a receiver deduplicates on the `X-Agency-Event-Id` he
 id of the event that ended the run).
 
 Runs' threads deleted at their end (LangGraph's `on_completion="delete"`,
-`services/threads/run_end.py`), durable `run_end_deletions`; end users forgotten
-(`services/threads/forget.py`), durable `erasures`.
+`services/threads/run_end.py`), durable `run_end_deletions`; end users forgotten and
+agencies deleted (`services/threads/scope_erasure.py`), durable `erasures`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.retry import RetryPolicy
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
-from agency.services.threads.forget import ForgetRequests
 from agency.services.threads.run_end import DeleteOnRunEnd
+from agency.services.threads.scope_erasure import ErasureRequests
 from agency.services.webhook_signing import (
     EVENT_HEADER,
     SECRET_VARIABLE,
@@ -192,7 +192,7 @@ async def run_webhooks(
             )
             tasks.create_task(runs.run(stop))
             forgets = EventWorker(
-                bus, ERASURE_REQUESTS, ForgetRequests(bus).handle, ack_wait=ack_wait
+                bus, ERASURE_REQUESTS, ErasureRequests(bus).handle, ack_wait=ack_wait
             )
             tasks.create_task(ends.run(stop))
             tasks.create_task(forgets.run(stop))

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from agency.contracts.events import EndUserForgetRequested, EndUserForgotten
+from agency.contracts.events import (
+    AgencyDeleted,
+    AgencyDeletionRequested,
+    EndUserForgetRequested,
+    EndUserForgotten,
+)
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.services.cli import archive_cmd
@@ -113,3 +118,42 @@ async def test_the_cli_forgets_an_end_user(client: Client, tmp_path: Path) -> No
     answer = json.loads(out.getvalue())
     assert answer["threads"] == [thread] and answer["endUserId"] == "dave"
     assert await status_of(client, client.agency, thread) == 410
+
+
+async def test_deleting_an_agency_deletes_its_threads_then_the_agency(client: Client) -> None:
+    doomed = await second_agency(client)
+    threads = [await user_thread(client, doomed, "erin") for _ in range(2)]
+    kept = await user_thread(client, client.agency, "erin")
+    r = await client.http.delete(f"/agencies/{doomed}")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["agencyId"] == doomed and sorted(body["threads"]) == sorted(threads)
+    assert body["requestedBy"].startswith("api-key:")
+    for thread in threads:
+        assert await status_of(client, doomed, thread) in (404, 410)
+    assert await status_of(client, client.agency, kept) == 200
+    listed = {a["id"] for a in (await client.http.get("/agencies")).json()}
+    assert doomed not in listed and client.agency in listed
+    made = await client.http.post(f"/agency/{doomed}/agents", json={"agentType": "worker"})
+    assert made.status_code == 404, made.text
+    again = await client.http.delete(f"/agencies/{doomed}")
+    assert again.status_code == 200 and again.json()["requestId"] == body["requestId"]
+    assert (await client.http.delete("/agencies/nosuch")).status_code == 404
+
+
+async def test_an_agency_deletion_recorded_but_not_carried_out_is_finished_from_the_log(
+    client: Client, bus: Bus
+) -> None:
+    doomed = await second_agency(client)
+    thread = await user_thread(client, doomed, "frank")
+    position = await bus.store.last_position(client.tenant, "tenant", client.tenant)
+    request = AgencyDeletionRequested(agency_id=doomed, requested_by="admin")
+    await bus.store.append(client.tenant, "tenant", client.tenant, [request], expected=position)
+
+    async def finished() -> None:
+        events = await bus.store.read(client.tenant, "agency", doomed)
+        last = events[-1].payload
+        assert isinstance(last, AgencyDeleted) and last.threads == (thread,)
+        assert await status_of(client, client.agency, thread) == 410
+
+    await assert_eventually(finished, timeout=30, interval=0.2)

@@ -1,0 +1,157 @@
+"""Erasures by scope: an end user's threads, an agency with its threads (docs/data.md).
+
+A request is recorded first on the tenant's aggregate (`end_user.forget_requested`,
+`agency.deletion_requested`: who asked; when, in the envelope). `carry_out` does it: each
+root thread in scope (its `thread.created` names the end user, or is of the agency) is
+deleted with its subagent tree as `DELETE /threads/{threadId}` deletes it
+(`erasure.delete_tree`); then the request is recorded done, once: `end_user.forgotten` on
+the tenant's aggregate, or `agency.deleted` as the agency's last event. The API carries out
+the request it records at once; the durable `erasures` consumer (`agency serve webhooks`)
+carries out every request too, so one stopped half-way (a process killed) is finished from
+the log. Each step is harmless to repeat: a tree deleted already is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import nats.js.errors
+
+from agency.contracts.codec import decode_event
+from agency.contracts.events import (
+    AgencyDeleted,
+    AgencyDeletionRequested,
+    EndUserForgetRequested,
+    EndUserForgotten,
+    ThreadCreated,
+)
+from agency.contracts.events.erasure import ErasureEvent
+from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, Aggregate, event_subject
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.errors import ConcurrencyError
+from agency.infra.jetstream.records import RecordedEvent
+from agency.services.threads.erasure import delete_tree
+from agency.services.threads.reads import Creation, thread_creations
+from agency.services.threads.tree import descendants
+
+_APPEND_ATTEMPTS = 10
+AGENCY_DELETED = "agency.deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """A request, and the root threads it deleted once done."""
+
+    request: RecordedEvent
+    threads: tuple[str, ...]
+    # The last event written for it: the read models have dropped the threads' rows once
+    # they passed it.
+    stream_seq: int
+
+
+async def request_erasure(
+    bus: Bus, tenant_id: str, payload: EndUserForgetRequested | AgencyDeletionRequested
+) -> RecordedEvent:
+    """Record the request on the tenant's aggregate; its event."""
+    (event,) = await _append(bus, tenant_id, "tenant", tenant_id, payload)
+    return event
+
+
+async def agency_deletion(bus: Bus, tenant_id: str, agency_id: str) -> AgencyDeleted | None:
+    """The agency's deletion, if it was deleted: one direct get of its last event."""
+    subject = event_subject(tenant_id, "agency", agency_id)
+    try:
+        msg = await bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+    except nats.js.errors.NotFoundError:
+        return None
+    if (msg.headers or {}).get(EVENT_TYPE_HEADER) != AGENCY_DELETED:
+        return None
+    payload = decode_event(msg.data or b"").payload
+    assert isinstance(payload, AgencyDeleted)
+    return payload
+
+
+async def carry_out(bus: Bus, request: RecordedEvent) -> Erased:
+    """Delete every thread in the request's scope, then record it done (once)."""
+    payload = request.payload
+    tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
+    match payload:
+        case EndUserForgetRequested(end_user_id=end_user):
+            earlier = await _forgotten(bus, tenant_id, request_id)
+            if earlier is not None:
+                return Erased(request, earlier.threads, request.stream_seq)
+
+            def in_scope(c: Creation) -> bool:
+                created = c.event.payload
+                return isinstance(created, ThreadCreated) and created.end_user_id == end_user
+
+        case AgencyDeletionRequested(agency_id=agency_id):
+            deleted = await agency_deletion(bus, tenant_id, agency_id)
+            if deleted is not None:
+                return Erased(request, deleted.threads, request.stream_seq)
+
+            def in_scope(c: Creation) -> bool:
+                return c.event.envelope.agency_id == agency_id
+
+        case _:
+            raise TypeError(f"{request.type} is no erasure request")
+    creations = await thread_creations(bus.nc, tenant_id)
+    roots = [c.thread_id for c in creations if c.parent_id is None and in_scope(c)]
+    last = request.stream_seq
+    for root in roots:
+        tree = [root, *(child for child, _, _ in descendants(creations, root))]
+        written = await delete_tree(bus, tenant_id, root, tree, payload.requested_by)
+        last = max([last, *(e.stream_seq for e in written)])
+    done = await _record_done(bus, request, tuple(roots))
+    return Erased(request, tuple(roots), max([last, *(e.stream_seq for e in done)]))
+
+
+async def _record_done(
+    bus: Bus, request: RecordedEvent, roots: tuple[str, ...]
+) -> list[RecordedEvent]:
+    tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
+    match request.payload:
+        case EndUserForgetRequested(end_user_id=end_user):
+            if await _forgotten(bus, tenant_id, request_id) is not None:
+                return []
+            done = EndUserForgotten(end_user_id=end_user, request_id=request_id, threads=roots)
+            return await _append(bus, tenant_id, "tenant", tenant_id, done)
+        case AgencyDeletionRequested(agency_id=agency_id, requested_by=who):
+            if await agency_deletion(bus, tenant_id, agency_id) is not None:
+                return []
+            deleted = AgencyDeleted(request_id=request_id, requested_by=who, threads=roots)
+            return await _append(bus, tenant_id, "agency", agency_id, deleted)
+    return []
+
+
+async def _forgotten(bus: Bus, tenant_id: str, request_id: str) -> EndUserForgotten | None:
+    for event in await bus.store.read(tenant_id, "tenant", tenant_id):
+        if isinstance(event.payload, EndUserForgotten) and event.payload.request_id == request_id:
+            return event.payload
+    return None
+
+
+async def _append(
+    bus: Bus, tenant_id: str, aggregate: Aggregate, aggregate_id: str, payload: ErasureEvent
+) -> list[RecordedEvent]:
+    for _ in range(_APPEND_ATTEMPTS):
+        position = await bus.store.last_position(tenant_id, aggregate, aggregate_id)
+        try:
+            done = await bus.store.append(
+                tenant_id, aggregate, aggregate_id, [payload], expected=position
+            )
+        except ConcurrencyError:
+            continue  # another writer of the aggregate went first
+        return list(done.events)
+    raise ConcurrencyError(f"{aggregate} {aggregate_id}", 0, None)
+
+
+class ErasureRequests:
+    """The handler of the durable `erasures`: carries out each request it reads."""
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+
+    async def handle(self, event: RecordedEvent) -> None:
+        if isinstance(event.payload, EndUserForgetRequested | AgencyDeletionRequested):
+            await carry_out(self._bus, event)
