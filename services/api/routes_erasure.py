@@ -21,6 +21,7 @@ from agency.contracts.events import AgencyDeleted, AgencyDeletionRequested, EndU
 from agency.contracts.events.thread import END_USER_ID_PATTERN
 from agency.contracts.http import AgencyDeletion, EndUserForgetting, ThreadDeletion
 from agency.projections import catalog, queries
+from agency.services.api.auth import ADMIN_OPT, TenantId, path_id
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.routes_queries import AgencyId, ThreadId, path_token
 from agency.services.threads.erasure import Deletion, delete_tree, deletion_of
@@ -126,38 +127,63 @@ async def delete_agency(
     (`agency.deleted`, its last event): it is no longer listed, and its routes answer 404.
     The request is recorded first (who asked, when); a repeat answers the first deletion."""
     agency_id = path_token("agency id", agency_id)
-    tenant = principal.tenant_id
+    return Response(await erase_agency(deps, principal.tenant_id, agency_id, requester(principal)))
+
+
+async def erase_agency(
+    deps: ApiDeps, tenant: str, agency_id: str, requested_by: str
+) -> AgencyDeletion:
+    """Delete the agency's threads, then the agency (404 unless the tenant has it); the
+    deletion as recorded, the first one when it was deleted already."""
     events = await deps.bus.store.read(tenant, "agency", agency_id)
     if not events or events[0].type != "agency.created":
         raise NotFoundException(detail=f"no agency {agency_id!r}")
     earlier = events[-1].payload
     if isinstance(earlier, AgencyDeleted):
-        return Response(
-            AgencyDeletion(
-                agency_id=agency_id,
-                request_id=earlier.request_id,
-                requested_at=events[-1].envelope.ts,
-                requested_by=earlier.requested_by,
-                threads=list(earlier.threads),
-            )
+        return AgencyDeletion(
+            agency_id=agency_id,
+            request_id=earlier.request_id,
+            requested_at=events[-1].envelope.ts,
+            requested_by=earlier.requested_by,
+            threads=list(earlier.threads),
         )
-    asked = AgencyDeletionRequested(agency_id=agency_id, requested_by=requester(principal))
+    asked = AgencyDeletionRequested(agency_id=agency_id, requested_by=requested_by)
     request = await request_erasure(deps.bus, tenant, asked)
     done = await carry_out(deps.bus, request)
     deps.known.agency_deleted(tenant, agency_id)
     caught_up = await deps.progress.wait_passed(
         catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout
     )
-    return Response(
-        AgencyDeletion(
-            agency_id=agency_id,
-            request_id=request.envelope.event_id,
-            requested_at=request.envelope.ts,
-            requested_by=asked.requested_by,
-            threads=list(done.threads),
-            read_models_caught_up=caught_up,
-        )
+    return AgencyDeletion(
+        agency_id=agency_id,
+        request_id=request.envelope.event_id,
+        requested_at=request.envelope.ts,
+        requested_by=requested_by,
+        threads=list(done.threads),
+        read_models_caught_up=caught_up,
     )
 
 
-ERASURE_ROUTES: list[HTTPRouteHandler] = [delete_thread, forget_end_user, delete_agency]
+@delete(
+    "/tenants/{tenantId:str}/agencies",
+    status_code=200,
+    opt={ADMIN_OPT: True},
+    summary="Delete every agency of a tenant, with their threads (admin)",
+)
+async def delete_tenant_agencies(
+    tenant_id: TenantId, deps: NamedDependency[ApiDeps]
+) -> Response[list[AgencyDeletion]]:
+    """Each agency of the tenant deleted as `DELETE /agencies/{agencyId}` deletes it, at
+    the request of `admin`; a repeat deletes what is left."""
+    tenant = path_id("tenant id", tenant_id)
+    async with deps.pool.acquire() as conn:
+        agencies = await queries.list_agencies(conn, tenant)
+    return Response([await erase_agency(deps, tenant, a.id, "admin") for a in agencies])
+
+
+ERASURE_ROUTES: list[HTTPRouteHandler] = [
+    delete_thread,
+    forget_end_user,
+    delete_agency,
+    delete_tenant_agencies,
+]

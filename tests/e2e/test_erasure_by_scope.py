@@ -22,7 +22,7 @@ from agency.contracts.events import (
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.services.cli import archive_cmd
-from tests.e2e.conftest import Client
+from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually
 
 
@@ -157,3 +157,24 @@ async def test_an_agency_deletion_recorded_but_not_carried_out_is_finished_from_
         assert await status_of(client, client.agency, thread) == 410
 
     await assert_eventually(finished, timeout=30, interval=0.2)
+
+
+async def test_the_admin_deletes_every_agency_of_a_tenant(client: Client) -> None:
+    other = await second_agency(client)
+    threads = [
+        await user_thread(client, client.agency, "gina"),
+        await user_thread(client, other, "gina"),
+    ]
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    path = f"/tenants/{client.tenant}/agencies"
+    refused = await client.http.delete(path)
+    assert refused.status_code == 403, refused.text
+    r = await client.http.delete(path, headers=admin)
+    assert r.status_code == 200, r.text
+    deleted = {d["agencyId"]: d for d in r.json()}
+    assert set(deleted) == {client.agency, other}
+    assert all(d["requestedBy"] == "admin" for d in deleted.values())
+    assert sorted(t for d in deleted.values() for t in d["threads"]) == sorted(threads)
+    assert (await client.http.get("/agencies")).json() == []
+    again = await client.http.delete(path, headers=admin)
+    assert again.status_code == 200 and again.json() == []
