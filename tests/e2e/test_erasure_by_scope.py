@@ -111,10 +111,10 @@ async def test_the_cli_forgets_an_end_user(client: Client, tmp_path: Path) -> No
     parser = argparse.ArgumentParser(prog="agency")
     archive_cmd.register(parser.add_subparsers(dest="group", required=True))
     args = parser.parse_args(["users", "forget", "dave", "--json", "--data-dir", str(tmp_path)])
-    out = io.StringIO()
-    with capture_logs(), contextlib.redirect_stdout(out):
+    out, err = io.StringIO(), io.StringIO()
+    with capture_logs(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = await args.handler(args)
-    assert status == 0
+    assert status == 0, err.getvalue()
     answer = json.loads(out.getvalue())
     assert answer["threads"] == [thread] and answer["endUserId"] == "dave"
     assert await status_of(client, client.agency, thread) == 410
