@@ -162,11 +162,14 @@ class ThreadDeleted(Event, frozen=True, kw_only=True, tag="thread.deleted"):
     """The thread's content was erased at `requested_by`'s request (docs/data.md): the data
     key of its tree (`root_thread_id`) is destroyed, so every earlier event of the threads
     in `tree` is unreadable for good; reads of them answer 410 from this event (its time is
-    the envelope's). Never sealed, so it is always readable."""
+    the envelope's). Never sealed, so it is always readable. `request_id`: the erasure by
+    scope it was part of (the id of its `end_user.forget_requested` or
+    `agency.deletion_requested`), if any."""
 
     requested_by: str
     root_thread_id: str
     tree: tuple[str, ...] = ()
+    request_id: str | None = None
 
 
 class ThreadMetadataSet(Event, frozen=True, kw_only=True, tag="thread.metadata_set"):

@@ -40,6 +40,8 @@ KEYS_BUCKET = "agency_keys"
 KEY_BYTES = 32
 # What a destroyed key's entry holds from then on: no key is ever made there again.
 DESTROYED = b"destroyed"
+# JetStream's "sequence not found": the message was deleted already.
+SEQUENCE_NOT_FOUND = 10043
 
 
 class WrappedKey(msgspec.Struct, frozen=True, kw_only=True):
@@ -172,7 +174,13 @@ class KeyVault:
             return False
         if found is not None and found.revision is not None:
             # The stream's delete erases the message's bytes where it is stored.
-            await self._js.delete_msg(f"KV_{self._bucket}", found.revision)
+            try:
+                await self._js.delete_msg(f"KV_{self._bucket}", found.revision)
+            except BadRequestError as e:
+                if e.err_code != SEQUENCE_NOT_FOUND:
+                    raise
+                # Another process destroying the same key (two carriers of one deletion)
+                # erased it first; `destroyed` is put again, which changes nothing.
         await self.kv.put(entry, DESTROYED)
         return found is not None
 

@@ -88,18 +88,26 @@ async def refuse_if_deleted(bus: Bus, tenant_id: str, thread_id: str) -> None:
 
 
 async def delete_tree(
-    bus: Bus, tenant_id: str, root_thread_id: str, tree: Sequence[str], requested_by: str
+    bus: Bus,
+    tenant_id: str,
+    root_thread_id: str,
+    tree: Sequence[str],
+    requested_by: str,
+    *,
+    request_id: str | None = None,
 ) -> list[RecordedEvent]:
     """Tombstones on every thread of the tree (children first, the root last), then the
-    tree's data key destroyed. A thread deleted already keeps its first tombstone."""
+    tree's data key destroyed. A thread deleted already keeps its first tombstone.
+    `request_id`: the erasure by scope this is part of (`scope_erasure.py`)."""
     threads = [*sorted(set(tree) - {root_thread_id}), root_thread_id]
     payload = ThreadDeleted(
-        requested_by=requested_by, root_thread_id=root_thread_id, tree=tuple(threads)
+        requested_by=requested_by,
+        root_thread_id=root_thread_id,
+        tree=tuple(threads),
+        request_id=request_id,
     )
     written: list[RecordedEvent] = []
     for thread_id in threads:
-        if await deletion_of(bus, tenant_id, thread_id) is not None:
-            continue
         written += await _append(bus, tenant_id, thread_id, payload)
     cipher = current_cipher()
     if cipher is not None:
@@ -114,14 +122,20 @@ async def delete_tree(
 async def _append(
     bus: Bus, tenant_id: str, thread_id: str, payload: ThreadDeleted
 ) -> list[RecordedEvent]:
+    """The tombstone appended after the thread's last event, unless it has one: looked at
+    once its position is read, so a tombstone written meanwhile (an API process and the
+    `erasures` consumer carry out one request at once) fails the append, and the next look
+    finds it."""
     context = EventContext(thread_id=thread_id, correlation_id=payload.root_thread_id)
     for _ in range(_APPEND_ATTEMPTS):
         position = await bus.store.last_position(tenant_id, "thread", thread_id)
+        if await deletion_of(bus, tenant_id, thread_id) is not None:
+            return []
         try:
             done = await bus.store.append(
                 tenant_id, "thread", thread_id, [payload], expected=position, context=context
             )
         except ConcurrencyError:
-            continue  # the thread moved on meanwhile (a run writing): after its last event
+            continue  # the thread moved on meanwhile: a run writing, or another deletion
         return list(done.events)
     raise ConcurrencyError(f"thread {thread_id}", 0, None)

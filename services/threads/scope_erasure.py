@@ -13,6 +13,7 @@ the log. Each step is harmless to repeat: a tree deleted already is skipped.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import nats.js.errors
@@ -24,9 +25,17 @@ from agency.contracts.events import (
     EndUserForgetRequested,
     EndUserForgotten,
     ThreadCreated,
+    ThreadDeleted,
 )
 from agency.contracts.events.erasure import ErasureEvent
-from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, Aggregate, event_subject
+from agency.contracts.subjects import (
+    EVENT_TYPE_HEADER,
+    EVENTS_STREAM,
+    Aggregate,
+    aggregate_events_filter,
+    event_subject,
+)
+from agency.infra.jetstream.aggregate_reads import scan_from
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.records import RecordedEvent
@@ -35,6 +44,8 @@ from agency.services.threads.reads import Creation, thread_creations
 from agency.services.threads.tree import descendants
 
 _APPEND_ATTEMPTS = 10
+_DELETED = frozenset({"thread.deleted"})
+_SCAN_TIMEOUT = 5.0
 AGENCY_DELETED = "agency.deleted"
 
 
@@ -96,31 +107,57 @@ async def carry_out(bus: Bus, request: RecordedEvent) -> Erased:
         case _:
             raise TypeError(f"{request.type} is no erasure request")
     creations = await thread_creations(bus.nc, tenant_id)
-    roots = [c.thread_id for c in creations if c.parent_id is None and in_scope(c)]
+    readable = [c.thread_id for c in creations if c.parent_id is None and in_scope(c)]
     last = request.stream_seq
-    for root in roots:
+    for root in readable:
         tree = [root, *(child for child, _, _ in descendants(creations, root))]
-        written = await delete_tree(bus, tenant_id, root, tree, payload.requested_by)
+        written = await delete_tree(
+            bus, tenant_id, root, tree, payload.requested_by, request_id=request_id
+        )
         last = max([last, *(e.stream_seq for e in written)])
-    done = await _record_done(bus, request, tuple(roots))
-    return Erased(request, tuple(roots), max([last, *(e.stream_seq for e in done)]))
+    # A tree this request deleted before it was stopped has no readable creation left
+    # (its key is gone): its tombstones name the request.
+    roots = tuple(dict.fromkeys([*await _deleted_for(bus, request), *readable]))
+    done = await _record_done(bus, request, roots)
+    return Erased(request, roots, max([last, *(e.stream_seq for e in done)]))
+
+
+async def _deleted_for(bus: Bus, request: RecordedEvent) -> list[str]:
+    """The root threads whose tombstones name the request, in the order written (all are
+    after it on the log)."""
+    tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
+    pattern = aggregate_events_filter("thread", tenant_id)
+    roots: list[str] = []
+    async for event in scan_from(
+        bus.nc, EVENTS_STREAM, pattern, request.stream_seq, _SCAN_TIMEOUT, types=_DELETED
+    ):
+        payload = event.payload if isinstance(event, RecordedEvent) else None
+        if isinstance(payload, ThreadDeleted) and payload.request_id == request_id:
+            roots.append(payload.root_thread_id)
+    return roots
 
 
 async def _record_done(
     bus: Bus, request: RecordedEvent, roots: tuple[str, ...]
 ) -> list[RecordedEvent]:
+    """Record the request done unless it is: each carrier of a request (the API process
+    that recorded it, the `erasures` consumer) gets here, and one record is written."""
     tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
     match request.payload:
         case EndUserForgetRequested(end_user_id=end_user):
-            if await _forgotten(bus, tenant_id, request_id) is not None:
-                return []
+
+            async def forgotten() -> bool:
+                return await _forgotten(bus, tenant_id, request_id) is not None
+
             done = EndUserForgotten(end_user_id=end_user, request_id=request_id, threads=roots)
-            return await _append(bus, tenant_id, "tenant", tenant_id, done)
+            return await _append(bus, tenant_id, "tenant", tenant_id, done, unless=forgotten)
         case AgencyDeletionRequested(agency_id=agency_id, requested_by=who):
-            if await agency_deletion(bus, tenant_id, agency_id) is not None:
-                return []
-            deleted = AgencyDeleted(request_id=request_id, requested_by=who, threads=roots)
-            return await _append(bus, tenant_id, "agency", agency_id, deleted)
+
+            async def deleted() -> bool:
+                return await agency_deletion(bus, tenant_id, agency_id) is not None
+
+            gone = AgencyDeleted(request_id=request_id, requested_by=who, threads=roots)
+            return await _append(bus, tenant_id, "agency", agency_id, gone, unless=deleted)
     return []
 
 
@@ -132,10 +169,21 @@ async def _forgotten(bus: Bus, tenant_id: str, request_id: str) -> EndUserForgot
 
 
 async def _append(
-    bus: Bus, tenant_id: str, aggregate: Aggregate, aggregate_id: str, payload: ErasureEvent
+    bus: Bus,
+    tenant_id: str,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    payload: ErasureEvent,
+    *,
+    unless: Callable[[], Awaitable[bool]] | None = None,
 ) -> list[RecordedEvent]:
+    """Append at the aggregate's last position; nothing when `unless` finds the record
+    written already (looked at once the position is read: a record written meanwhile by
+    another carrier of the same request fails the append, and the next look finds it)."""
     for _ in range(_APPEND_ATTEMPTS):
         position = await bus.store.last_position(tenant_id, aggregate, aggregate_id)
+        if unless is not None and await unless():
+            return []
         try:
             done = await bus.store.append(
                 tenant_id, aggregate, aggregate_id, [payload], expected=position
