@@ -34,6 +34,8 @@ class StackConfig:
     # Seconds before work a killed worker held is redelivered to another.
     runtime_ack_wait: float = 30.0
     tools_ack_wait: float = 30.0
+    # The webhooks service's durables: deliveries, and deletions carried out from the log.
+    webhooks_ack_wait: float = 120.0
     extra: dict[str, ServiceRunner] = field(default_factory=dict)
     # Each service's own NATS URL (its user and permissions); `nats_url` for any not named.
     nats_urls: dict[str, str] = field(default_factory=dict)
@@ -73,7 +75,9 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
         ),
         "projector": lambda stop: run_projector(c.nats_for("projector"), c.database_url, stop),
         "gateway": lambda stop: run_gateway(c.nats_for("gateway"), stop),
-        "webhooks": lambda stop: run_webhooks(c.nats_for("webhooks"), c.database_url, stop),
+        "webhooks": lambda stop: run_webhooks(
+            c.nats_for("webhooks"), c.database_url, stop, ack_wait=c.webhooks_ack_wait
+        ),
     }
     runners.update(c.extra)
     return runners

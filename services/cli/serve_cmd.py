@@ -107,6 +107,7 @@ async def serve_service(args: argparse.Namespace) -> int:
             provider=provider,
             runtime_ack_wait=args.ack_wait,
             tools_ack_wait=args.ack_wait,
+            webhooks_ack_wait=args.ack_wait,
         )
         runner = service_runners(config)[args.service]
     with _metrics_served(args.host, args.metrics_port):

@@ -190,12 +190,12 @@ async def run_webhooks(
             ends = EventWorker(
                 bus, RUN_END_DELETIONS, DeleteOnRunEnd(bus, pool).handle, ack_wait=ack_wait
             )
-            tasks.create_task(runs.run(stop))
-            forgets = EventWorker(
+            erasures = EventWorker(
                 bus, ERASURE_REQUESTS, ErasureRequests(bus).handle, ack_wait=ack_wait
             )
+            tasks.create_task(runs.run(stop))
             tasks.create_task(ends.run(stop))
-            tasks.create_task(forgets.run(stop))
+            tasks.create_task(erasures.run(stop))
             tasks.create_task(subscribed.run(stop))
             tasks.create_task(pushed.run(stop))
             tasks.create_task(dispatcher.run(stop))
