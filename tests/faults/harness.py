@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[2]
 APP = "tests.faults.apps:system"
 SERVICES = (
     "registry", "runtime", "tools", "subagents", "workflows", "projector", "gateway", "api",
+    "webhooks",
 )  # fmt: skip
 DEFAULT_WORKERS: Mapping[str, int] = {
     "registry": 1,
@@ -115,6 +116,18 @@ class ServiceProcess:
         except TimeoutError:
             self.proc.send_signal(signal.SIGKILL)
             await asyncio.wait_for(self.proc.wait(), timeout=10)
+
+    def printed(self, prefix: str) -> str | None:
+        """The rest of the first line starting with `prefix` its current start printed."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+        current = text.rsplit(f"--- start {self.starts}\n", 1)[-1]
+        for line in current.splitlines():
+            if line.startswith(prefix):
+                return line.removeprefix(prefix).strip()
+        return None
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -340,6 +353,18 @@ class Harness:
             await self.cluster.start()
         else:
             await self.service(target).start()
+
+    async def api_url(self, label: str = "api-0", timeout: float = 120.0) -> str:
+        """The URL the API process serves on (a free port, another after a restart), once
+        its current start has printed it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        service = self.service(label)
+        while (url := service.printed("api: ")) is None:
+            if loop.time() >= deadline:
+                raise TimeoutError(f"{label} printed no URL within {timeout}s")
+            await asyncio.sleep(0.1)
+        return url
 
     async def outage_waits(self) -> Counter[str]:
         """The outages the running service processes waited out, by how each wait ended
