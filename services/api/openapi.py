@@ -79,7 +79,8 @@ _DESCRIPTIONS = {
     404: "No such agency, thread, blueprint (`agentType`), workflow, member, key or dead "
     "letter for this tenant; another tenant's is not found either.",
     409: "The request conflicts with the resource's state (e.g. no run awaits approval).",
-    410: "The thread was deleted (`docs/data.md`): the body says when and at whose request.",
+    410: "The thread was deleted (`docs/data.md`): alone, with its agency, or with its end "
+    "user's threads. The body says when and at whose request.",
     413: "The request body is larger than the configured limit.",
     429: "The tenant is over its rate or active-run limit, or at its share of a saturated "
     "server (`tenant_share_exceeded`); `Retry-After` says when to retry.",
@@ -101,6 +102,12 @@ def empty_response(description: str) -> ResponseSpec:
     return ResponseSpec(data_container=None, description=description, generate_examples=False)
 
 
+def names_a_thread(path: str) -> bool:
+    """Whether a route names a thread (in its path, or an AI SDK chat's in its body): one
+    deleted answers 410 there."""
+    return "{threadId" in path or "{chatId" in path or path.endswith("/chat")
+
+
 def error_statuses(handler: HTTPRouteHandler) -> list[int]:
     """The error statuses a route answers, from what it is."""
     if handler.opt.get(PUBLIC_OPT):
@@ -117,7 +124,7 @@ def error_statuses(handler: HTTPRouteHandler) -> list[int]:
         statuses.add(413)
     if "POST" in handler.http_methods and any("{" in path for path in handler.paths):
         statuses.add(409)
-    if any("{threadId" in path for path in handler.paths):
+    if any(names_a_thread(path) for path in handler.paths):
         statuses.add(410)
     return sorted(statuses)
 

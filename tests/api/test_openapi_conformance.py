@@ -11,7 +11,12 @@ run (examples, coverage, fuzzing, stateful) with its default settings and the se
 (`MAX_EXAMPLES`, the same for every phase) to keep the run within a few minutes on two
 cores; `just schemathesis` (`AGENCY_SCHEMATHESIS_FULL=1`) runs it with schemathesis's own
 default instead, which takes far longer. The hooks (`schemathesis_hooks.py`) only
-authenticate: every case is sent as generated. Two routes are not in the document: the
+authenticate: every case is sent as generated. The run may delete what it made (a thread,
+an agency with its threads, an end user's threads), and a thread deleted answers 410 Gone
+from then on wherever it is named: the document says so of those routes, and the run's
+configuration (`checks_config`) accepts a 410 from exactly the operations that document
+it, as a valid request's answer; every other check and operation is as schemathesis has
+it. Two routes are not in the document: the
 WebSocket (OpenAPI cannot describe one; tests/api/test_streams.py holds it to its
 contract) and `/mcp`, which speaks MCP (tests/mcp).
 """
@@ -19,11 +24,13 @@ contract) and `/mcp`, which speaks MCP (tests/mcp).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agency.infra.endpoints import Endpoints, EndpointsNotFound, read_endpoints
@@ -39,6 +46,29 @@ SEED = 1
 # schemathesis's defaults whole (`just schemathesis`), rather than MAX_EXAMPLES.
 FULL = os.environ.get("AGENCY_SCHEMATHESIS_FULL") == "1"
 RUN_SECONDS = 3 * 3600 if FULL else 840
+# What schemathesis takes as a valid request's answer (its default for the
+# `positive_data_acceptance` check), and 410 where the operation documents it.
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+GONE = "410"
+
+
+def checks_config(document: dict[str, object]) -> str:
+    """schemathesis.toml: each operation whose responses document 410 Gone accepts it."""
+    entries = []
+    paths = document["paths"]
+    assert isinstance(paths, dict)
+    for path, operations in sorted(paths.items()):
+        for method, operation in sorted(operations.items()):
+            if not isinstance(operation, dict) or GONE not in operation.get("responses", {}):
+                continue
+            statuses = json.dumps(sorted([*ACCEPTED, GONE]))
+            entries.append(
+                "[[operations]]\n"
+                f"include-name = {json.dumps(f'{method.upper()} {path}')}\n"
+                f"checks.positive_data_acceptance.expected-statuses = {statuses}\n"
+            )
+    assert entries, "no operation documents 410"
+    return "\n".join(entries)
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -63,7 +93,11 @@ async def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
             return endpoints
 
         endpoints = await assert_eventually(ready, timeout=90)
-        text, code = await _schemathesis(endpoints, tmp_path / "report", environment)
+        async with httpx.AsyncClient(timeout=30) as http:
+            document = (await http.get(f"{endpoints.api_url}/schema/openapi.json")).json()
+        config = tmp_path / "schemathesis.toml"
+        config.write_text(checks_config(document))
+        text, code = await _schemathesis(endpoints, tmp_path / "report", config, environment)
     finally:
         if up.returncode is None:
             up.send_signal(signal.SIGINT)
@@ -77,11 +111,12 @@ async def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
 
 
 async def _schemathesis(
-    endpoints: Endpoints, report: Path, environment: dict[str, str]
+    endpoints: Endpoints, report: Path, config: Path, environment: dict[str, str]
 ) -> tuple[str, int]:
     assert endpoints.api_url and endpoints.admin_secret and endpoints.api_key
     process = await asyncio.create_subprocess_exec(
         str(BIN / "st"),
+        "--config-file", str(config),
         "run",
         f"{endpoints.api_url}/schema/openapi.json",
         "--checks", "all",
