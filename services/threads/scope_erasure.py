@@ -13,7 +13,6 @@ the log. Each step is harmless to repeat: a tree deleted already is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import nats.js.errors
@@ -55,8 +54,8 @@ class Erased:
 
     request: RecordedEvent
     threads: tuple[str, ...]
-    # The last event written for it: the read models have dropped the threads' rows once
-    # they passed it.
+    # Its record of being done (`end_user.forgotten`, `agency.deleted`), after every
+    # tombstone of it: the read models have dropped the threads' rows once they passed it.
     stream_seq: int
 
 
@@ -68,38 +67,21 @@ async def request_erasure(
     return event
 
 
-async def agency_deletion(bus: Bus, tenant_id: str, agency_id: str) -> AgencyDeleted | None:
-    """The agency's deletion, if it was deleted: one direct get of its last event."""
-    subject = event_subject(tenant_id, "agency", agency_id)
-    try:
-        msg = await bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
-    except nats.js.errors.NotFoundError:
-        return None
-    if (msg.headers or {}).get(EVENT_TYPE_HEADER) != AGENCY_DELETED:
-        return None
-    payload = decode_event(msg.data or b"").payload
-    assert isinstance(payload, AgencyDeleted)
-    return payload
-
-
 async def carry_out(bus: Bus, request: RecordedEvent) -> Erased:
     """Delete every thread in the request's scope, then record it done (once)."""
     payload = request.payload
     tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
+    earlier = await _recorded_done(bus, request)
+    if earlier is not None:
+        return earlier
     match payload:
         case EndUserForgetRequested(end_user_id=end_user):
-            earlier = await _forgotten(bus, tenant_id, request_id)
-            if earlier is not None:
-                return Erased(request, earlier.threads, request.stream_seq)
 
             def in_scope(c: Creation) -> bool:
                 created = c.event.payload
                 return isinstance(created, ThreadCreated) and created.end_user_id == end_user
 
         case AgencyDeletionRequested(agency_id=agency_id):
-            deleted = await agency_deletion(bus, tenant_id, agency_id)
-            if deleted is not None:
-                return Erased(request, deleted.threads, request.stream_seq)
 
             def in_scope(c: Creation) -> bool:
                 return c.event.envelope.agency_id == agency_id
@@ -108,18 +90,13 @@ async def carry_out(bus: Bus, request: RecordedEvent) -> Erased:
             raise TypeError(f"{request.type} is no erasure request")
     creations = await thread_creations(bus.nc, tenant_id)
     readable = [c.thread_id for c in creations if c.parent_id is None and in_scope(c)]
-    last = request.stream_seq
     for root in readable:
         tree = [root, *(child for child, _, _ in descendants(creations, root))]
-        written = await delete_tree(
-            bus, tenant_id, root, tree, payload.requested_by, request_id=request_id
-        )
-        last = max([last, *(e.stream_seq for e in written)])
+        await delete_tree(bus, tenant_id, root, tree, payload.requested_by, request_id=request_id)
     # A tree this request deleted before it was stopped has no readable creation left
     # (its key is gone): its tombstones name the request.
     roots = tuple(dict.fromkeys([*await _deleted_for(bus, request), *readable]))
-    done = await _record_done(bus, request, roots)
-    return Erased(request, roots, max([last, *(e.stream_seq for e in done)]))
+    return await _record_done(bus, request, roots)
 
 
 async def _deleted_for(bus: Bus, request: RecordedEvent) -> list[str]:
@@ -137,53 +114,68 @@ async def _deleted_for(bus: Bus, request: RecordedEvent) -> list[str]:
     return roots
 
 
-async def _record_done(
-    bus: Bus, request: RecordedEvent, roots: tuple[str, ...]
-) -> list[RecordedEvent]:
-    """Record the request done unless it is: each carrier of a request (the API process
-    that recorded it, the `erasures` consumer) gets here, and one record is written."""
+async def _recorded_done(bus: Bus, request: RecordedEvent) -> Erased | None:
+    """The request's record of being done, if written (for an agency: its deletion, by
+    whichever request). Its position is past every tombstone of the request: the read
+    models have dropped the threads' rows once they passed it."""
     tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
     match request.payload:
-        case EndUserForgetRequested(end_user_id=end_user):
-
-            async def forgotten() -> bool:
-                return await _forgotten(bus, tenant_id, request_id) is not None
-
-            done = EndUserForgotten(end_user_id=end_user, request_id=request_id, threads=roots)
-            return await _append(bus, tenant_id, "tenant", tenant_id, done, unless=forgotten)
-        case AgencyDeletionRequested(agency_id=agency_id, requested_by=who):
-
-            async def deleted() -> bool:
-                return await agency_deletion(bus, tenant_id, agency_id) is not None
-
-            gone = AgencyDeleted(request_id=request_id, requested_by=who, threads=roots)
-            return await _append(bus, tenant_id, "agency", agency_id, gone, unless=deleted)
-    return []
-
-
-async def _forgotten(bus: Bus, tenant_id: str, request_id: str) -> EndUserForgotten | None:
-    for event in await bus.store.read(tenant_id, "tenant", tenant_id):
-        if isinstance(event.payload, EndUserForgotten) and event.payload.request_id == request_id:
-            return event.payload
+        case EndUserForgetRequested():
+            for event in await bus.store.read(tenant_id, "tenant", tenant_id):
+                done = event.payload
+                if isinstance(done, EndUserForgotten) and done.request_id == request_id:
+                    return Erased(request, done.threads, event.stream_seq)
+        case AgencyDeletionRequested(agency_id=agency_id):
+            subject = event_subject(tenant_id, "agency", agency_id)
+            try:
+                msg = await bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+            except nats.js.errors.NotFoundError:
+                return None
+            if (msg.headers or {}).get(EVENT_TYPE_HEADER) != AGENCY_DELETED:
+                return None
+            deleted = decode_event(msg.data or b"").payload
+            assert isinstance(deleted, AgencyDeleted)
+            return Erased(request, deleted.threads, msg.seq or request.stream_seq)
     return None
 
 
-async def _append(
-    bus: Bus,
-    tenant_id: str,
-    aggregate: Aggregate,
-    aggregate_id: str,
-    payload: ErasureEvent,
-    *,
-    unless: Callable[[], Awaitable[bool]] | None = None,
-) -> list[RecordedEvent]:
-    """Append at the aggregate's last position; nothing when `unless` finds the record
-    written already (looked at once the position is read: a record written meanwhile by
-    another carrier of the same request fails the append, and the next look finds it)."""
+async def _record_done(bus: Bus, request: RecordedEvent, roots: tuple[str, ...]) -> Erased:
+    """Record the request done unless it is: each carrier of a request (the API process
+    that recorded it, the `erasures` consumer) gets here, and one record is written. The
+    record is looked for once the aggregate's position is read, so one written meanwhile
+    fails the append and the next look finds it."""
+    tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
+    record: ErasureEvent
+    match request.payload:
+        case EndUserForgetRequested(end_user_id=end_user):
+            aggregate: Aggregate = "tenant"
+            aggregate_id = tenant_id
+            record = EndUserForgotten(end_user_id=end_user, request_id=request_id, threads=roots)
+        case AgencyDeletionRequested(agency_id=agency_id, requested_by=who):
+            aggregate, aggregate_id = "agency", agency_id
+            record = AgencyDeleted(request_id=request_id, requested_by=who, threads=roots)
+        case _:
+            raise TypeError(f"{request.type} is no erasure request")
     for _ in range(_APPEND_ATTEMPTS):
         position = await bus.store.last_position(tenant_id, aggregate, aggregate_id)
-        if unless is not None and await unless():
-            return []
+        earlier = await _recorded_done(bus, request)
+        if earlier is not None:
+            return earlier
+        try:
+            done = await bus.store.append(
+                tenant_id, aggregate, aggregate_id, [record], expected=position
+            )
+        except ConcurrencyError:
+            continue  # another writer of the aggregate went first
+        return Erased(request, roots, done.events[-1].stream_seq)
+    raise ConcurrencyError(f"{aggregate} {aggregate_id}", 0, None)
+
+
+async def _append(
+    bus: Bus, tenant_id: str, aggregate: Aggregate, aggregate_id: str, payload: ErasureEvent
+) -> list[RecordedEvent]:
+    for _ in range(_APPEND_ATTEMPTS):
+        position = await bus.store.last_position(tenant_id, aggregate, aggregate_id)
         try:
             done = await bus.store.append(
                 tenant_id, aggregate, aggregate_id, [payload], expected=position
