@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from agency.services.cli import (
+    agencies_cmd,
     archive_cmd,
     contracts_cmd,
     demo_cmd,
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         projections_cmd,
         replay_cmd,
         archive_cmd,
+        agencies_cmd,
         contracts_cmd,
         workflow_cmd,
         models_cmd,

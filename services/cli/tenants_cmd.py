@@ -46,6 +46,15 @@ def register(groups: Any) -> None:
     add_data_dir(budget)
     budget.set_defaults(handler=tenants_budget)
 
+    erase = sub.add_parser(
+        "delete-agencies",
+        help="erase every agency of the tenant with its threads (the tenant, its keys and "
+        "settings stay; docs/data.md)",
+    )
+    erase.add_argument("tenant")
+    add_data_dir(erase)
+    erase.set_defaults(handler=tenants_delete_agencies)
+
     keys = sub.add_parser("keys", help="a tenant's API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
     ls = keys_sub.add_parser("ls", help="list keys: id, name, issued, last used, revoked")
@@ -134,6 +143,14 @@ async def tenants_budget(args: argparse.Namespace) -> int:
         f"${body['usdSpent']:.4f}; resets at {body['resetsAt']}"
     )
     return 0
+
+
+async def tenants_delete_agencies(args: argparse.Namespace) -> int:
+    def said(deletions: list[dict[str, Any]]) -> str:
+        lines = [f"{d['agencyId']}  {len(d['threads'])} thread(s)" for d in deletions]
+        return "\n".join([*lines, f"deleted {len(deletions)} agenc(ies) of {args.tenant}"])
+
+    return await admin_command(args, "DELETE", f"/tenants/{args.tenant}/agencies", said)
 
 
 async def keys_ls(args: argparse.Namespace) -> int:

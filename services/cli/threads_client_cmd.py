@@ -228,6 +228,19 @@ async def threads_delete(args: argparse.Namespace) -> int:
     return await _run(args, body)
 
 
+async def agencies_delete(args: argparse.Namespace) -> int:
+    async def body(client: AsyncAgencyClient) -> int:
+        answer = await client.delete_agency(args.id)
+        text = (
+            f"deleted agency {answer.agency_id} and {len(answer.threads)} thread(s) "
+            f"(request {answer.request_id} by {answer.requested_by})"
+        )
+        _print(args, answer, text)
+        return 0
+
+    return await _run(args, body)
+
+
 async def users_forget(args: argparse.Namespace) -> int:
     async def body(client: AsyncAgencyClient) -> int:
         answer = await client.forget_end_user(args.id)

@@ -10,6 +10,7 @@ import msgspec
 
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import (
+    AgencyDeletion,
     ArchiveImported,
     CancelAccepted,
     EndUserForgetting,
@@ -168,6 +169,10 @@ def terminate(agency_id: str, thread_id: str, reason: str = "") -> Call[Terminat
 
 def delete_thread(thread_id: str) -> Call[ThreadDeletion]:
     return Call("DELETE", f"/threads/{thread_id}", ThreadDeletion)
+
+
+def delete_agency(agency_id: str) -> Call[AgencyDeletion]:
+    return Call("DELETE", f"/agencies/{agency_id}", AgencyDeletion)
 
 
 def forget_end_user(end_user_id: str) -> Call[EndUserForgetting]:

@@ -141,6 +141,11 @@ class AgencyClient:
         answer 410 afterwards. A repeat answers the first deletion."""
         return self._send(calls.delete_thread(thread_id))
 
+    def delete_agency(self, agency_id: str) -> http.AgencyDeletion:
+        """Erase every thread of the agency, then the agency (docs/data.md): its threads
+        answer 410 afterwards, its routes 404. A repeat answers the first deletion."""
+        return self._send(calls.delete_agency(agency_id))
+
     def forget_end_user(self, end_user_id: str) -> http.EndUserForgetting:
         """Erase every thread created for the end user, across the tenant's agencies
         (docs/data.md); the request is recorded, and a repeat erases what is left."""

@@ -9,7 +9,9 @@ import contextlib
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from structlog.testing import capture_logs
 
@@ -21,7 +23,7 @@ from agency.contracts.events import (
 )
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
-from agency.services.cli import archive_cmd
+from agency.services.cli import agencies_cmd, archive_cmd, tenants_cmd
 from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually
 
@@ -100,8 +102,10 @@ async def test_a_forget_request_recorded_but_not_carried_out_is_finished_from_th
     await assert_eventually(finished, timeout=30, interval=0.2)
 
 
-async def test_the_cli_forgets_an_end_user(client: Client, tmp_path: Path) -> None:
-    thread = await user_thread(client, client.agency, "dave")
+async def cli_json(
+    client: Client, tmp_path: Path, register: Callable[[Any], None], argv: list[str]
+) -> Any:
+    """`agency ARGV --json` against the test's API as the client's tenant: its answer."""
     key = client.http.headers["Authorization"].removeprefix("Bearer ")
     endpoints = Endpoints(
         pid=os.getpid(), nats_url="nats://unused", database_url="postgresql://unused",
@@ -109,15 +113,29 @@ async def test_the_cli_forgets_an_end_user(client: Client, tmp_path: Path) -> No
     )  # fmt: skip
     write_endpoints(tmp_path, endpoints)
     parser = argparse.ArgumentParser(prog="agency")
-    archive_cmd.register(parser.add_subparsers(dest="group", required=True))
-    args = parser.parse_args(["users", "forget", "dave", "--json", "--data-dir", str(tmp_path)])
+    register(parser.add_subparsers(dest="group", required=True))
+    args = parser.parse_args([*argv, "--json", "--data-dir", str(tmp_path)])
     out, err = io.StringIO(), io.StringIO()
     with capture_logs(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = await args.handler(args)
     assert status == 0, err.getvalue()
-    answer = json.loads(out.getvalue())
+    return json.loads(out.getvalue())
+
+
+async def test_the_cli_forgets_an_end_user(client: Client, tmp_path: Path) -> None:
+    thread = await user_thread(client, client.agency, "dave")
+    answer = await cli_json(client, tmp_path, archive_cmd.register, ["users", "forget", "dave"])
     assert answer["threads"] == [thread] and answer["endUserId"] == "dave"
     assert await status_of(client, client.agency, thread) == 410
+
+
+async def test_the_cli_deletes_an_agency(client: Client, tmp_path: Path) -> None:
+    doomed = await second_agency(client)
+    thread = await user_thread(client, doomed, "hal")
+    answer = await cli_json(client, tmp_path, agencies_cmd.register, ["agencies", "delete", doomed])
+    assert answer["agencyId"] == doomed and answer["threads"] == [thread]
+    listed = {a["id"] for a in (await client.http.get("/agencies")).json()}
+    assert doomed not in listed
 
 
 async def test_deleting_an_agency_deletes_its_threads_then_the_agency(client: Client) -> None:
@@ -178,3 +196,25 @@ async def test_the_admin_deletes_every_agency_of_a_tenant(client: Client) -> Non
     assert (await client.http.get("/agencies")).json() == []
     again = await client.http.delete(path, headers=admin)
     assert again.status_code == 200 and again.json() == []
+
+
+async def test_the_admin_cli_deletes_every_agency_of_a_tenant(
+    client: Client, tmp_path: Path
+) -> None:
+    thread = await user_thread(client, client.agency, "ivy")
+    endpoints = Endpoints(
+        pid=os.getpid(), nats_url="nats://unused", database_url="postgresql://unused",
+        api_url=str(client.http.base_url), admin_secret=ADMIN,
+    )  # fmt: skip
+    write_endpoints(tmp_path, endpoints)
+    parser = argparse.ArgumentParser(prog="agency")
+    tenants_cmd.register(parser.add_subparsers(dest="group", required=True))
+    argv = ["tenants", "delete-agencies", client.tenant, "--data-dir", str(tmp_path)]
+    args = parser.parse_args(argv)
+    out, err = io.StringIO(), io.StringIO()
+    with capture_logs(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = await args.handler(args)
+    assert status == 0, err.getvalue()
+    assert f"{client.agency}  1 thread(s)" in out.getvalue()
+    assert await status_of(client, client.agency, thread) in (404, 410)
+    assert (await client.http.get("/agencies")).json() == []
