@@ -57,7 +57,12 @@ NAMES_NOTHING = {
     ("GET", "/export"): "the caller's own tenant, as an archive",
     ("GET", "/langgraph/info"): "the server's own description (LangGraph's health check)",
     ("GET", "/langgraph/ok"): "public liveness probe of the LangGraph surface",
+    # End-user ids are the tenant's own words: B forgetting A's end user's id forgets B's
+    # user of that name (nobody here) and must leave A's thread, tagged with it, whole.
+    ("POST", "/users/{endUserId}/forget"): "an end user of the caller's own tenant",
 }
+# The end user of A's thread (`world_of`), as NAMES_NOTHING's routes name it.
+END_USER = "sweep-user@example.com"
 # A kind nothing in the sweep makes: no delivery is attempted.
 WEBHOOK = {"url": "https://hooks.invalid/agency", "events": ["workflow.proposal"]}
 # Routes whose request names no tenant object and needs a body of the caller's own: asked
@@ -94,7 +99,8 @@ async def world_of(http: httpx.AsyncClient, a: Tenant) -> World:
     r = await http.post(f"{agency}/blueprints", json={"name": BLUEPRINT, "prompt": "You help."},
                         headers=a.auth)  # fmt: skip
     assert r.status_code == 201, r.text
-    r = await http.post(f"{agency}/agents", json={"agentType": "worker"}, headers=a.auth)
+    r = await http.post(f"{agency}/agents", json={"agentType": "worker", "endUserId": END_USER},
+                        headers=a.auth)  # fmt: skip
     assert r.status_code == 201, r.text
     thread = r.json()["id"]
     body = {"messages": [{"role": "user", "content": "hello"}]}
@@ -323,7 +329,8 @@ async def test_tenant_b_with_tenant_a_ids_finds_and_changes_nothing_on_any_route
                 problems.append(f"{method} {path} -> {status} {text}")
             continue
         if (method, path) in NAMES_NOTHING:
-            status, text = await answer(http, method, path, table.get((method, path), (None,))[0],
+            url = path.replace("{endUserId}", END_USER)
+            status, text = await answer(http, method, url, table.get((method, path), (None,))[0],
                                         b.auth)  # fmt: skip
             if status >= 300 or a.agency in text or world.thread in text:
                 problems.append(f"{method} {path} -> {status} {text}")
