@@ -13,6 +13,7 @@ the log. Each step is harmless to repeat: a tree deleted already is skipped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import nats.js.errors
@@ -70,9 +71,9 @@ async def request_erasure(
 async def carry_out(bus: Bus, request: RecordedEvent) -> Erased:
     """Delete every thread in the request's scope, then record it done (once)."""
     payload = request.payload
-    tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
     earlier = await _recorded_done(bus, request)
     if earlier is not None:
+        await _delete_late(bus, request)
         return earlier
     match payload:
         case EndUserForgetRequested(end_user_id=end_user):
@@ -88,15 +89,37 @@ async def carry_out(bus: Bus, request: RecordedEvent) -> Erased:
 
         case _:
             raise TypeError(f"{request.type} is no erasure request")
+    readable = await _delete_in_scope(bus, request, in_scope)
+    # A tree this request deleted before it was stopped has no readable creation left
+    # (its key is gone): its tombstones name the request.
+    roots = tuple(dict.fromkeys([*await _deleted_for(bus, request), *readable]))
+    done = await _record_done(bus, request, roots)
+    await _delete_late(bus, request)
+    return done
+
+
+async def _delete_in_scope(
+    bus: Bus, request: RecordedEvent, in_scope: Callable[[Creation], bool]
+) -> list[str]:
+    """Delete the tree of every readable root thread in scope; the roots."""
+    tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
+    payload = request.payload
+    assert isinstance(payload, EndUserForgetRequested | AgencyDeletionRequested)
     creations = await thread_creations(bus.nc, tenant_id)
     readable = [c.thread_id for c in creations if c.parent_id is None and in_scope(c)]
     for root in readable:
         tree = [root, *(child for child, _, _ in descendants(creations, root))]
         await delete_tree(bus, tenant_id, root, tree, payload.requested_by, request_id=request_id)
-    # A tree this request deleted before it was stopped has no readable creation left
-    # (its key is gone): its tombstones name the request.
-    roots = tuple(dict.fromkeys([*await _deleted_for(bus, request), *readable]))
-    return await _record_done(bus, request, roots)
+    return readable
+
+
+async def _delete_late(bus: Bus, request: RecordedEvent) -> None:
+    """An agency's threads created while its deletion ran (after the threads were listed,
+    before `agency.deleted` was written, from when the registry refuses new ones) are
+    deleted too, at the same request: no thread of a deleted agency stays readable."""
+    if isinstance(request.payload, AgencyDeletionRequested):
+        agency_id = request.payload.agency_id
+        await _delete_in_scope(bus, request, lambda c: c.event.envelope.agency_id == agency_id)
 
 
 async def _deleted_for(bus: Bus, request: RecordedEvent) -> list[str]:

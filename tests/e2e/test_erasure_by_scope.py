@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from structlog.testing import capture_logs
 
 from agency.contracts.events import (
@@ -24,6 +25,8 @@ from agency.contracts.events import (
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.services.cli import agencies_cmd, archive_cmd, tenants_cmd
+from agency.services.threads import scope_erasure
+from agency.services.threads.reads import Creation
 from tests.e2e.conftest import ADMIN, Client
 from tests.helpers import assert_eventually
 
@@ -157,6 +160,37 @@ async def test_deleting_an_agency_deletes_its_threads_then_the_agency(client: Cl
     again = await client.http.delete(f"/agencies/{doomed}")
     assert again.status_code == 200 and again.json()["requestId"] == body["requestId"]
     assert (await client.http.delete("/agencies/nosuch")).status_code == 404
+
+
+async def test_a_thread_made_while_its_agency_is_deleted_is_deleted_too(
+    client: Client, bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread created after the deletion listed the agency's threads, before
+    `agency.deleted` stopped new ones: every listing made before that record misses it."""
+    doomed = await second_agency(client)
+    listed = await user_thread(client, doomed, "gina")
+    late = await user_thread(client, doomed, "gina")
+    real = scope_erasure.thread_creations
+
+    async def before_the_late_thread(nc: Any, tenant: str) -> list[Creation]:
+        found = await real(nc, tenant)
+        events = await bus.store.read(client.tenant, "agency", doomed)
+        if isinstance(events[-1].payload, AgencyDeleted):
+            return found
+        return [c for c in found if c.thread_id != late]
+
+    monkeypatch.setattr(scope_erasure, "thread_creations", before_the_late_thread)
+    r = await client.http.delete(f"/agencies/{doomed}")
+    assert r.status_code == 200, r.text
+    assert r.json()["threads"] == [listed]
+
+    async def both_gone() -> None:
+        assert await status_of(client, doomed, listed) in (404, 410)
+        assert await status_of(client, doomed, late) in (404, 410)
+        r = await client.http.get(f"/langgraph/threads/{late}")
+        assert r.status_code == 410, r.text
+
+    await assert_eventually(both_gone, timeout=30, interval=0.2)
 
 
 async def test_an_agency_deletion_recorded_but_not_carried_out_is_finished_from_the_log(
