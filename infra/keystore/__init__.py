@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from agency.contracts.sealed import install_cipher, installed_cipher
-from agency.infra.keystore.operator import operator_wrapper
+from agency.infra.keystore.operator import operator_keys
 
 if TYPE_CHECKING:
     from agency.infra.keystore.cipher import ThreadCipher
@@ -44,7 +44,7 @@ def ensure_cipher(url: str) -> ThreadCipher | None:
     from agency.infra.keystore.cipher import ThreadCipher
 
     found = [c for c in _Held.stack if _servers(c.url) == _servers(url)]
-    cipher = found[0] if found else ThreadCipher(url, operator_wrapper())
+    cipher = found[0] if found else ThreadCipher(url, operator_keys())
     _Held.stack.append(cipher)
     install_cipher(cipher)
     return cipher

@@ -8,7 +8,8 @@ Two kinds of entries, each a `WrappedKey`:
 A data key is destroyed by erasing its entry (the server overwrites the stored message)
 and putting `destroyed` in its place: a later create of the same key is refused, so a
 deleted thread's tree can never be written to again. Rotating the operator
-key or a tenant's key rewraps the entries below it; the log is never rewritten.
+key or a tenant's key rewraps the entries below it (`rotation.py`); the log is never
+rewritten.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from agency.contracts.sealed import PayloadErased
-from agency.infra.keystore.operator import KeyWrapper, open_key, seal_key
+from agency.infra.keystore.operator import KeyRing, KeyWrapper, open_key, seal_key
 
 log = structlog.get_logger(__name__)
 
@@ -45,10 +46,28 @@ SEQUENCE_NOT_FOUND = 10043
 
 
 class WrappedKey(msgspec.Struct, frozen=True, kw_only=True):
-    """`wrapped_by`: the id of the key that wraps it (the operator key's id, or `tenant`)."""
+    """`wrapped_by`: the id of the key that wraps it (the operator key's id, or `tenant`).
+
+    A tenant entry's `version` names its key, and `previous` holds the keys it replaced
+    while a rotation rewraps the data keys under the new one, with when and at whose
+    request the rotation began. A data entry's `version` names the tenant key wrapping it
+    (`""`: the tenant's first)."""
 
     wrapped_by: str
     data: bytes
+    version: str = ""
+    previous: tuple[WrappedKey, ...] = ()
+    rotated_at: str = ""
+    rotated_by: str = ""
+
+
+class TenantKeyMissing(Exception):
+    """A data key wrapped by a tenant key the store no longer holds."""
+
+    def __init__(self, entry: str, version: str) -> None:
+        self.entry = entry
+        self.version = version
+        super().__init__(f"{entry} is wrapped by tenant key version {version!r}, which is gone")
 
 
 _decoder = msgspec.json.Decoder(WrappedKey)
@@ -94,15 +113,16 @@ class KeyVault:
         replicas: int = 1,
     ) -> None:
         self._js = js
-        self._wrapper = wrapper
+        self._ring = wrapper if isinstance(wrapper, KeyRing) else KeyRing(wrapper)
         self._bucket = bucket
         self._replicas = replicas
         self._kv: KeyValue | None = None
-        self._tenant_keys: dict[str, bytes] = {}
+        # (tenant, version) → the tenant key; a version's key never changes.
+        self._tenant_keys: dict[tuple[str, str], bytes] = {}
 
     @property
-    def wrapper(self) -> KeyWrapper:
-        return self._wrapper
+    def ring(self) -> KeyRing:
+        return self._ring
 
     async def open(self) -> KeyVault:
         try:
@@ -119,25 +139,69 @@ class KeyVault:
         return self._kv
 
     async def tenant_key(self, tenant_id: str) -> bytes:
-        """The tenant's key, made on first use."""
-        cached = self._tenant_keys.get(tenant_id)
-        if cached is not None:
-            return cached
+        """The tenant's current key, made on first use."""
+        return (await self.current_tenant_key(tenant_id))[1]
+
+    async def current_tenant_key(self, tenant_id: str) -> tuple[str, bytes]:
+        """The tenant's current key and its version, as stored now; made on first use."""
         entry = tenant_entry(tenant_id)
-        context = entry.encode()
-        stored = await self._get(entry)
-        if stored is None:
+        while True:
+            stored, _ = await self.tenant_record(tenant_id)
+            if stored is not None:
+                return stored.version, self._opened(tenant_id, stored)[stored.version]
             key = secrets.token_bytes(KEY_BYTES)
-            wrapped = self._wrapper.wrap(key, context)
-            made = WrappedKey(wrapped_by=self._wrapper.key_id, data=wrapped)
+            made = WrappedKey(
+                wrapped_by=self._ring.key_id, data=self._ring.wrap(key, entry.encode())
+            )
             try:
                 await self.kv.update(entry, msgspec.json.encode(made), last=0)
             except KeyWrongLastSequenceError:
-                stored = await self._get(entry)
-        if stored is not None:
-            key = self._wrapper.unwrap(stored.data, context)
-        self._tenant_keys[tenant_id] = key
+                continue  # made by another process meanwhile: read theirs
+            self._tenant_keys[(tenant_id, "")] = key
+            return "", key
+
+    async def tenant_record(self, tenant_id: str) -> tuple[WrappedKey | None, int]:
+        """The tenant's stored entry and its revision (0 when it has none)."""
+        try:
+            found = await self.kv.get(tenant_entry(tenant_id))
+        except KeyNotFoundError:
+            return None, 0
+        if found.value is None:
+            return None, 0
+        return _decoder.decode(found.value), found.revision or 0
+
+    def _opened(self, tenant_id: str, stored: WrappedKey) -> dict[str, bytes]:
+        """Every tenant key the entry holds (its current and those a rotation still keeps),
+        by version, remembered."""
+        context = tenant_entry(tenant_id).encode()
+        keys: dict[str, bytes] = {}
+        for held in (stored, *stored.previous):
+            key = self._tenant_keys.get((tenant_id, held.version))
+            if key is None:
+                key = self._ring.unwrap_by(held.wrapped_by, held.data, context)
+                self._tenant_keys[(tenant_id, held.version)] = key
+            keys[held.version] = key
+        return keys
+
+    async def tenant_key_version(self, tenant_id: str, version: str) -> bytes:
+        """The tenant key of that version: remembered, or read from the store."""
+        key = self._tenant_keys.get((tenant_id, version))
+        if key is not None:
+            return key
+        stored, _ = await self.tenant_record(tenant_id)
+        if stored is None:
+            if version:
+                raise TenantKeyMissing(tenant_entry(tenant_id), version)
+            return await self.tenant_key(tenant_id)
+        key = self._opened(tenant_id, stored).get(version)
+        if key is None:
+            raise TenantKeyMissing(tenant_entry(tenant_id), version)
         return key
+
+    def forget_tenant(self, tenant_id: str, keep: str) -> None:
+        """Drop the tenant's keys but version `keep` from memory (a rotation finished)."""
+        for held in [k for k in self._tenant_keys if k[0] == tenant_id and k[1] != keep]:
+            del self._tenant_keys[held]
 
     async def data_key(self, tenant_id: str, key_id: str, *, create: bool) -> bytes | None:
         """The tree's data key; made when `create` and it never existed. None when it never
@@ -148,19 +212,52 @@ class KeyVault:
             stored = await self._get(entry)
         except KeyDeletedError:
             raise PayloadErased(tenant_id, key_id) from None
-        tenant_key = await self.tenant_key(tenant_id)
-        if stored is None:
-            if not create:
-                return None
-            key = secrets.token_bytes(KEY_BYTES)
-            made = WrappedKey(wrapped_by="tenant", data=seal_key(tenant_key, key, context))
+        if stored is not None:
+            tenant_key = await self.tenant_key_version(tenant_id, stored.version)
+            return open_key(tenant_key, stored.data, context)
+        if not create:
+            return None
+        version, tenant_key = await self.current_tenant_key(tenant_id)
+        key = secrets.token_bytes(KEY_BYTES)
+        made = WrappedKey(
+            wrapped_by="tenant", version=version, data=seal_key(tenant_key, key, context)
+        )
+        try:
+            await self.kv.update(entry, msgspec.json.encode(made), last=0)
+        except KeyWrongLastSequenceError:
+            # Made by another process meanwhile, or destroyed: read what won.
+            return await self.data_key(tenant_id, key_id, create=False)
+        # A rotation that began before this key was stored may have listed the tenant's
+        # keys without it: the key is then rewrapped here, under the rotation's key.
+        now, now_key = await self.current_tenant_key(tenant_id)
+        if now != version:
+            await self.rewrap_data(tenant_id, entry, now, now_key)
+        return key
+
+    async def rewrap_data(self, tenant_id: str, entry: str, version: str, key: bytes) -> bool:
+        """The data key at `entry` wrapped under the tenant key `version`; False when it was
+        already, or is destroyed. Another writer of the entry meanwhile is read again."""
+        context = entry.encode()
+        while True:
             try:
-                await self.kv.update(entry, msgspec.json.encode(made), last=0)
-                return key
+                found = await self.kv.get(entry)
+            except (KeyNotFoundError, KeyDeletedError):
+                return False
+            if found.value is None or found.value == DESTROYED:
+                return False
+            stored = _decoder.decode(found.value)
+            if stored.version == version:
+                return False
+            old_key = await self.tenant_key_version(tenant_id, stored.version)
+            plain = open_key(old_key, stored.data, context)
+            rewrapped = WrappedKey(
+                wrapped_by="tenant", version=version, data=seal_key(key, plain, context)
+            )
+            try:
+                await self.kv.update(entry, msgspec.json.encode(rewrapped), last=found.revision)
             except KeyWrongLastSequenceError:
-                # Made by another process meanwhile, or destroyed: read what won.
-                return await self.data_key(tenant_id, key_id, create=False)
-        return open_key(tenant_key, stored.data, context)
+                continue
+            return True
 
     async def destroy(self, tenant_id: str, key_id: str) -> bool:
         """Erase the tree's data key: its stored message overwritten, its history purged.
@@ -184,48 +281,21 @@ class KeyVault:
         await self.kv.put(entry, DESTROYED)
         return found is not None
 
-    async def rotate_operator(self, old: KeyWrapper) -> int:
-        """Rewrap every tenant key under this vault's wrapper, from `old`; returns how many."""
-        count = 0
-        for entry in await self._keys("tenant."):
-            stored = await self._get(entry)
-            if stored is None or stored.wrapped_by == self._wrapper.key_id:
-                continue
-            key = old.unwrap(stored.data, entry.encode())
-            rewrapped = WrappedKey(
-                wrapped_by=self._wrapper.key_id, data=self._wrapper.wrap(key, entry.encode())
-            )
-            await self.kv.put(entry, msgspec.json.encode(rewrapped))
-            count += 1
-        self._tenant_keys.clear()
-        return count
+    async def update_tenant(self, tenant_id: str, record: WrappedKey, last: int) -> bool:
+        """Store the tenant's entry if it is still at revision `last`; False when another
+        writer came first."""
+        try:
+            await self.kv.update(tenant_entry(tenant_id), msgspec.json.encode(record), last=last)
+        except KeyWrongLastSequenceError:
+            return False
+        return True
 
-    async def rotate_tenant(self, tenant_id: str) -> int:
-        """A new key for the tenant; its data keys rewrapped under it. Returns how many."""
-        old_key = await self.tenant_key(tenant_id)
-        new_key = secrets.token_bytes(KEY_BYTES)
-        rewrapped: dict[str, bytes] = {}
-        for entry in await self._keys(f"data.{tenant_id}."):
-            try:
-                stored = await self._get(entry)
-            except KeyDeletedError:
-                continue  # destroyed: nothing to rewrap
-            if stored is None:
-                continue
-            key = open_key(old_key, stored.data, entry.encode())
-            rewrapped[entry] = msgspec.json.encode(
-                WrappedKey(wrapped_by="tenant", data=seal_key(new_key, key, entry.encode()))
-            )
-        entry = tenant_entry(tenant_id)
-        # The new tenant key first: a data key rewrapped under it is readable at once.
-        made = WrappedKey(
-            wrapped_by=self._wrapper.key_id, data=self._wrapper.wrap(new_key, entry.encode())
-        )
-        await self.kv.put(entry, msgspec.json.encode(made))
-        self._tenant_keys[tenant_id] = new_key
-        for data_name, value in rewrapped.items():
-            await self.kv.put(data_name, value)
-        return len(rewrapped)
+    async def entries(self, prefix: str) -> list[str]:
+        """The names of the bucket's entries starting with `prefix`."""
+        try:
+            return [k for k in await self.kv.keys() if k.startswith(prefix)]
+        except NoKeysError:
+            return []
 
     async def _get(self, entry: str) -> WrappedKey | None:
         """The entry, None when it never existed; `KeyDeletedError` when it was destroyed."""
@@ -238,9 +308,3 @@ class KeyVault:
         if found.value == DESTROYED:
             raise KeyDeletedError(found, "destroyed")
         return _decoder.decode(found.value)
-
-    async def _keys(self, prefix: str) -> list[str]:
-        try:
-            return [k for k in await self.kv.keys() if k.startswith(prefix)]
-        except NoKeysError:
-            return []

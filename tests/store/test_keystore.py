@@ -13,8 +13,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.decoding import decode_recorded
 from agency.infra.jetstream.records import EventContext, Position, UndecodableEvent
 from agency.infra.keystore import current_cipher
-from agency.infra.keystore.operator import KeyUnwrapError, LocalKeyWrapper
-from agency.infra.keystore.vault import KeyVault, data_entry
+from agency.infra.keystore.rotation import rotate_tenant
 
 
 def said(text: str) -> MessageAppended:
@@ -73,7 +72,8 @@ async def test_a_destroyed_key_erases_the_thread_and_is_never_made_again(
     with pytest.raises(PayloadErased):
         await cipher.vault_call(lambda vault: vault.data_key(tenant, thread, create=False))
     # A tenant key rotated after a deletion passes the destroyed key by.
-    assert await cipher.vault_call(lambda vault: vault.rotate_tenant(tenant)) == 0
+    rotation = await cipher.vault_call(lambda vault: rotate_tenant(vault, tenant, "admin"))
+    assert rotation.rewrapped == 0
 
 
 async def test_rotating_a_tenant_key_rewraps_data_keys_without_touching_the_log(
@@ -85,27 +85,9 @@ async def test_rotating_a_tenant_key_rewraps_data_keys_without_touching_the_log(
     cipher = current_cipher()
     assert cipher is not None
 
-    rewrapped = await cipher.vault_call(lambda vault: vault.rotate_tenant(tenant))
+    rotation = await cipher.vault_call(lambda vault: rotate_tenant(vault, tenant, "admin"))
     cipher.forget(tenant, thread)
 
-    assert rewrapped == 1
+    assert rotation.rewrapped == 1
     assert await stored_bytes(bus, done.position.stream_seq) == raw
     assert (await bus.store.read(tenant, "thread", thread))[0].payload == said("kept")
-
-
-async def test_rotating_the_operator_key_rewraps_tenant_keys(bus: Bus, tenant: str) -> None:
-    bucket = "test_keys_" + new_id().lower()
-    old, new = LocalKeyWrapper("old-" + new_id()), LocalKeyWrapper("new-" + new_id())
-    before = await KeyVault(bus.js, old, bucket=bucket).open()
-    key = await before.data_key(tenant, "th1", create=True)
-
-    rotated = await KeyVault(bus.js, new, bucket=bucket).open()
-    assert await rotated.rotate_operator(old) == 1
-
-    after = await KeyVault(bus.js, new, bucket=bucket).open()
-    assert await after.data_key(tenant, "th1", create=False) == key
-    with pytest.raises(KeyUnwrapError, match="operator key"):
-        await (await KeyVault(bus.js, old, bucket=bucket).open()).tenant_key(tenant)
-    entry = await after.kv.get(data_entry(tenant, "th1"))
-    assert entry.value is not None and key not in entry.value
-    await bus.js.delete_key_value(bucket)

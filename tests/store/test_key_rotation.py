@@ -1,0 +1,145 @@
+"""Rotating the operator key and tenant keys in the key store: every data key still opens,
+the old key opens nothing, a rotation stopped midway loses nothing and is finished by the
+next, and a data key made while a rotation runs is not left under the old key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+from cryptography.exceptions import InvalidTag
+
+from agency.contracts.ids import new_id
+from agency.infra.jetstream.connection import Bus
+from agency.infra.keystore.operator import KeyRing, KeyUnwrapError, LocalKeyWrapper, open_key
+from agency.infra.keystore.rotation import _begin, rotate_operator, rotate_tenant
+from agency.infra.keystore.vault import KeyVault, WrappedKey, data_entry
+
+
+@pytest.fixture
+async def bucket(bus: Bus) -> AsyncIterator[str]:
+    name = "test_keys_" + new_id().lower()
+    yield name
+    await bus.js.delete_key_value(name)
+
+
+def vault_of(bus: Bus, bucket: str, key: LocalKeyWrapper, *previous: LocalKeyWrapper) -> KeyVault:
+    return KeyVault(bus.js, KeyRing(key, previous), bucket=bucket)
+
+
+async def stored(vault: KeyVault, entry: str) -> WrappedKey:
+    found = await vault.kv.get(entry)
+    assert found.value is not None
+    return msgspec.json.decode(found.value, type=WrappedKey)
+
+
+async def test_a_tenant_rotation_rewraps_its_data_keys_and_drops_the_old_key(
+    bus: Bus, bucket: str
+) -> None:
+    operator = LocalKeyWrapper("op-" + new_id())
+    vault = await vault_of(bus, bucket, operator).open()
+    keys = {t: await vault.data_key("ta", t, create=True) for t in ("th1", "th2")}
+    other = await vault.data_key("tb", "th1", create=True)
+    old_tenant_key = await vault.tenant_key("ta")
+    other_before = await stored(vault, data_entry("tb", "th1"))
+
+    rotation = await rotate_tenant(vault, "ta", "admin")
+
+    fresh = await vault_of(bus, bucket, operator).open()  # as a restarted process
+    assert rotation.rewrapped == 2 and not rotation.resumed and rotation.rotated_by == "admin"
+    assert {t: await fresh.data_key("ta", t, create=False) for t in keys} == keys
+    assert await fresh.tenant_key("ta") != old_tenant_key
+    record, _ = await fresh.tenant_record("ta")
+    assert record is not None and record.previous == () and record.version == rotation.version
+    for thread in keys:
+        entry = data_entry("ta", thread)
+        with pytest.raises(InvalidTag):
+            open_key(old_tenant_key, (await stored(fresh, entry)).data, entry.encode())
+    assert await stored(fresh, data_entry("tb", "th1")) == other_before
+    assert await fresh.data_key("tb", "th1", create=False) == other
+
+
+async def test_a_tenant_rotation_stopped_midway_loses_nothing_and_is_finished_by_the_next(
+    bus: Bus, bucket: str
+) -> None:
+    operator = LocalKeyWrapper("op-" + new_id())
+    vault = await vault_of(bus, bucket, operator).open()
+    keys = {t: await vault.data_key("ta", t, create=True) for t in ("th1", "th2")}
+    begun, _ = await _begin(vault, "ta", "admin")  # stopped after its new key, one rewrapped
+    new_key = await vault.tenant_key_version("ta", begun.version)
+    assert await vault.rewrap_data("ta", data_entry("ta", "th1"), begun.version, new_key)
+
+    midway = await vault_of(bus, bucket, operator).open()
+    assert {t: await midway.data_key("ta", t, create=False) for t in keys} == keys
+    finished = await rotate_tenant(midway, "ta", "operator")
+
+    after = await vault_of(bus, bucket, operator).open()
+    assert finished.resumed and finished.version == begun.version and finished.rewrapped == 1
+    assert finished.rotated_by == "admin"  # the rotation finished is the one begun
+    assert {t: await after.data_key("ta", t, create=False) for t in keys} == keys
+    record, _ = await after.tenant_record("ta")
+    assert record is not None and record.previous == ()
+
+
+async def test_a_data_key_made_with_the_old_tenant_key_during_a_rotation_is_rewrapped(
+    bus: Bus, bucket: str
+) -> None:
+    operator = LocalKeyWrapper("op-" + new_id())
+    rotating = await vault_of(bus, bucket, operator).open()
+    await rotating.data_key("ta", "th1", create=True)
+    begun, _ = await _begin(rotating, "ta", "admin")  # its keys listed before th2 exists
+
+    writer = await vault_of(bus, bucket, operator).open()
+    key = await writer.data_key("ta", "th2", create=True)
+    await rotate_tenant(rotating, "ta", "admin")
+
+    assert (await stored(writer, data_entry("ta", "th2"))).version == begun.version
+    fresh = await vault_of(bus, bucket, operator).open()
+    assert await fresh.data_key("ta", "th2", create=False) == key
+
+
+async def test_an_operator_rotation_rewraps_every_tenant_key_and_a_repeat_does_nothing(
+    bus: Bus, bucket: str
+) -> None:
+    old, new = LocalKeyWrapper("old-" + new_id()), LocalKeyWrapper("new-" + new_id())
+    before = await vault_of(bus, bucket, old).open()
+    keys = {t: await before.data_key(t, "th1", create=True) for t in ("ta", "tb")}
+
+    during = await vault_of(bus, bucket, new, old).open()  # every process holds both
+    rotation = await rotate_operator(during, "operator")
+    again = await rotate_operator(during, "operator")
+
+    after = await vault_of(bus, bucket, new).open()  # the old key forgotten
+    assert (rotation.rewrapped, rotation.unchanged) == (2, 0)
+    assert (again.rewrapped, again.unchanged) == (0, 2)
+    assert {t: await after.data_key(t, "th1", create=False) for t in keys} == keys
+    with pytest.raises(KeyUnwrapError, match="operator key"):
+        await (await vault_of(bus, bucket, old).open()).tenant_key("ta")
+    entry = await after.kv.get(data_entry("ta", "th1"))
+    assert entry.value is not None and keys["ta"] not in entry.value
+
+
+async def test_an_operator_rotation_stopped_midway_reads_on_with_both_keys_and_finishes(
+    bus: Bus, bucket: str
+) -> None:
+    old, new = LocalKeyWrapper("old-" + new_id()), LocalKeyWrapper("new-" + new_id())
+    before = await vault_of(bus, bucket, old).open()
+    keys = {t: await before.data_key(t, "th1", create=True) for t in ("ta", "tb")}
+    during = await vault_of(bus, bucket, new, old).open()
+    record, revision = await during.tenant_record("ta")  # only ta rewrapped, then a stop
+    assert record is not None
+    key = old.unwrap(record.data, b"tenant.ta")
+    await during.update_tenant(
+        "ta",
+        msgspec.structs.replace(record, wrapped_by=new.key_id, data=new.wrap(key, b"tenant.ta")),
+        revision,
+    )
+
+    midway = await vault_of(bus, bucket, new, old).open()
+    assert {t: await midway.data_key(t, "th1", create=False) for t in keys} == keys
+    finished = await rotate_operator(midway, "operator")
+
+    assert (finished.rewrapped, finished.unchanged) == (1, 1)
+    after = await vault_of(bus, bucket, new).open()
+    assert {t: await after.data_key(t, "th1", create=False) for t in keys} == keys
