@@ -51,6 +51,7 @@ from agency.services.api.routes_budget import BUDGET_ROUTES
 from agency.services.api.routes_commands import COMMAND_ROUTES
 from agency.services.api.routes_console import CONSOLE_ROUTES
 from agency.services.api.routes_control import CONTROL_ROUTES
+from agency.services.api.routes_encryption import ENCRYPTION_ROUTES
 from agency.services.api.routes_erasure import ERASURE_ROUTES
 from agency.services.api.routes_fork import FORK_ROUTES
 from agency.services.api.routes_keys import KEY_ROUTES
@@ -154,6 +155,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *ERASURE_ROUTES,
         *ARCHIVE_ROUTES,
         *KEY_ROUTES,
+        *ENCRYPTION_ROUTES,
         *PROVIDER_ROUTES,
         *BUDGET_ROUTES,
         *USAGE_ROUTES,

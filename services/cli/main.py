@@ -21,6 +21,7 @@ from agency.services.cli import (
     dlq_cmd,
     events_cmd,
     infra_cmd,
+    keys_cmd,
     models_cmd,
     projections_cmd,
     providers_cmd,
@@ -48,6 +49,8 @@ REPORTED = (
     ("agency.services.workflows.cli.commands", "WorkflowCliError"),
     ("agency.infra.db", "DatabaseRefused"),
     ("agency.services.llm.catalog", "ProvidersFileError"),
+    ("agency.services.cli.keys_cmd", "RotationRefused"),
+    ("agency.infra.keystore.operator", "KeyUnwrapError"),
 )
 
 
@@ -63,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         serve_cmd,
         threads_cmd,
         tenants_cmd,
+        keys_cmd,
         events_cmd,
         dlq_cmd,
         projections_cmd,

@@ -117,7 +117,8 @@ async def test_an_operator_rotation_rewraps_every_tenant_key_and_a_repeat_does_n
     with pytest.raises(KeyUnwrapError, match="operator key"):
         await (await vault_of(bus, bucket, old).open()).tenant_key("ta")
     entry = await after.kv.get(data_entry("ta", "th1"))
-    assert entry.value is not None and keys["ta"] not in entry.value
+    key = keys["ta"]
+    assert entry.value is not None and key is not None and key not in entry.value
 
 
 async def test_an_operator_rotation_stopped_midway_reads_on_with_both_keys_and_finishes(

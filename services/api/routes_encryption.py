@@ -1,0 +1,64 @@
+"""A tenant's encryption key: `POST /tenants/{tenantId}/encryption-key/rotate` (admin).
+
+The tenant key wraps the data keys of the tenant's threads (docs/data.md). Rotating it
+makes a new one and rewraps each data key under it, the old one kept until every data key
+is rewrapped; the log is not rewritten. A rotation stopped midway is finished by the next
+request, which answers it (`resumed`).
+"""
+
+from __future__ import annotations
+
+from litestar import post
+from litestar.exceptions import NotFoundException
+
+from agency.contracts.http import Out
+from agency.infra.keystore.operator import operator_keys
+from agency.infra.keystore.rotation import rotate_tenant
+from agency.infra.keystore.vault import KeyVault
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id
+from agency.services.api.routes_erasure import requester
+
+
+class EncryptionKeyRotationOut(Out, frozen=True, kw_only=True):
+    """The tenant key's rotation: the new key's version, how many thread data keys were
+    rewrapped under it, when and at whose request it began, and whether this request
+    finished a rotation stopped earlier."""
+
+    tenant_id: str
+    key_version: str
+    rewrapped: int
+    rotated_at: str
+    rotated_by: str
+    resumed: bool
+
+
+@post(
+    "/tenants/{tenantId:str}/encryption-key/rotate",
+    status_code=200,
+    opt={ADMIN_OPT: True},
+    summary="Rotate a tenant's encryption key (admin)",
+    description=(
+        "A new tenant key; the data keys of the tenant's threads are rewrapped under it and "
+        "the old key is dropped once all are. The log is not rewritten. A rotation stopped "
+        "midway is finished by the next request (`resumed`)."
+    ),
+)
+async def rotate_encryption_key(
+    tenant_id: TenantId, principal: Caller, deps: Deps
+) -> EncryptionKeyRotationOut:
+    tenant = path_id("tenant id", tenant_id)
+    if await deps.bus.store.first(tenant, "tenant", tenant) is None:
+        raise NotFoundException(f"tenant {tenant} not found")
+    vault = await KeyVault(deps.bus.js, operator_keys()).open()
+    rotation = await rotate_tenant(vault, tenant, requester(principal))
+    return EncryptionKeyRotationOut(
+        tenant_id=tenant,
+        key_version=rotation.version,
+        rewrapped=rotation.rewrapped,
+        rotated_at=rotation.rotated_at,
+        rotated_by=rotation.rotated_by,
+        resumed=rotation.resumed,
+    )
+
+
+ENCRYPTION_ROUTES = [rotate_encryption_key]
