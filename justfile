@@ -109,7 +109,8 @@ image *ARGS:
 # run a benchmark: just bench store (agent, replay, store; system: the whole system over
 # HTTP against LangGraph: just bench system --parked 10000; http: one langgraph-sdk script
 # against our /langgraph routes and against Aegra: just bench http; blueprints: the
-# 10,000th blueprint save against the first)
+# 10,000th blueprint save against the first; encryption: agent sequential and system resume
+# sealed against AGENCY_ENCRYPTION=off)
 bench NAME *ARGS:
     python -m bench.{{NAME}} {{ARGS}}
 
