@@ -6,7 +6,8 @@ key, from the previous one. With `AGENCY_OPERATOR_KEY` set, the previous key is
 directory's `operator-key`, the command makes the new key and keeps the old one beside it
 (`operator-key.previous`) until `--finish`, once every process has restarted with both.
 
-A tenant key (`--tenant`): through the admin route, which rewraps the tenant's data keys.
+The key store is reached at `NATS_URL`, else at the running system's (`--data-dir`). A
+tenant key (`--tenant`): through the admin route, which rewraps the tenant's data keys.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ async def _rotate_operator(args: argparse.Namespace) -> int:
     )
 
     directory = data_dir(args)
-    endpoints = read_endpoints(directory)
+    # A deployment's processes find NATS by `NATS_URL`; `agency up`'s, in its endpoints.
+    nats_url = os.environ.get("NATS_URL") or read_endpoints(directory).nats_url
     from_env = bool(os.environ.get(OPERATOR_KEY_VARIABLE))
     previous_file = directory / PREVIOUS_KEY_FILE
     if from_env:
@@ -90,7 +92,7 @@ async def _rotate_operator(args: argparse.Namespace) -> int:
             )
         _new_key(directory / OPERATOR_KEY_FILE, previous_file)
         _use_keys(directory / OPERATOR_KEY_FILE, previous_file)
-    rotation = await _rewrap_all(endpoints.nats_url)
+    rotation = await _rewrap_all(nats_url)
     print(
         f"operator key {rotation.key_id}: {rotation.rewrapped} tenant keys rewrapped, "
         f"{rotation.unchanged} already under it"
