@@ -14,7 +14,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from agency.contracts.codec import decode_event, encode, encode_event
 from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.errors import DecodeError
-from agency.contracts.events import ChatMessage, MessageAppended, ModelCompleted, Usage
+from agency.contracts.events import (
+    ChatMessage,
+    MessageAppended,
+    ModelCompleted,
+    RunStarted,
+    TodosWritten,
+    Usage,
+)
 from agency.contracts.sealed import PayloadErased, install_cipher, installed_cipher
 from agency.infra.jetstream.decoding import decode_recorded
 from agency.infra.jetstream.records import UndecodableEvent
@@ -139,3 +146,22 @@ def test_without_a_cipher_a_sealed_event_is_refused_with_its_reason(cipher: Loca
     install_cipher(None)
     with pytest.raises(DecodeError, match="no key store"):
         decode_event(data)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        completed(),
+        MessageAppended(message=ChatMessage(role="user", content=MARKER)),
+        RunStarted(run_id="r1", agent_type="a", max_steps=3),  # nothing but clear fields
+        TodosWritten(todos=()),
+    ],
+    ids=lambda p: p.__struct_config__.tag,
+)
+def test_a_sealed_event_reads_back_whatever_its_halves_hold(
+    cipher: LocalCipher, payload: Any
+) -> None:
+    original = envelope(payload, correlation="root1")
+    data = encode_event(original)
+    assert b'"sealed":{' in data
+    assert decode_event(data) == original
