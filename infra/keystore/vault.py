@@ -119,6 +119,7 @@ class KeyVault:
         self._kv: KeyValue | None = None
         # (tenant, version) → the tenant key; a version's key never changes.
         self._tenant_keys: dict[tuple[str, str], bytes] = {}
+        self._current: dict[str, str] = {}  # tenant → the version last read current
 
     @property
     def ring(self) -> KeyRing:
@@ -148,6 +149,7 @@ class KeyVault:
         while True:
             stored, _ = await self.tenant_record(tenant_id)
             if stored is not None:
+                self._current[tenant_id] = stored.version
                 return stored.version, self._opened(tenant_id, stored)[stored.version]
             key = secrets.token_bytes(KEY_BYTES)
             made = WrappedKey(
@@ -158,6 +160,7 @@ class KeyVault:
             except KeyWrongLastSequenceError:
                 continue  # made by another process meanwhile: read theirs
             self._tenant_keys[(tenant_id, "")] = key
+            self._current[tenant_id] = ""
             return "", key
 
     async def tenant_record(self, tenant_id: str) -> tuple[WrappedKey | None, int]:
@@ -217,7 +220,13 @@ class KeyVault:
             return open_key(tenant_key, stored.data, context)
         if not create:
             return None
-        version, tenant_key = await self.current_tenant_key(tenant_id)
+        # The tenant key this process last saw current (read from the store the first
+        # time); a rotation begun since is caught by the read after the key is stored.
+        version = self._current.get(tenant_id)
+        if version is None or (tenant_id, version) not in self._tenant_keys:
+            version, tenant_key = await self.current_tenant_key(tenant_id)
+        else:
+            tenant_key = self._tenant_keys[(tenant_id, version)]
         key = secrets.token_bytes(KEY_BYTES)
         made = WrappedKey(
             wrapped_by="tenant", version=version, data=seal_key(tenant_key, key, context)

@@ -87,14 +87,14 @@ async def test_a_data_key_made_with_the_old_tenant_key_during_a_rotation_is_rewr
 ) -> None:
     operator = LocalKeyWrapper("op-" + new_id())
     rotating = await vault_of(bus, bucket, operator).open()
-    await rotating.data_key("ta", "th1", create=True)
-    begun, _ = await _begin(rotating, "ta", "admin")  # its keys listed before th2 exists
-
     writer = await vault_of(bus, bucket, operator).open()
-    key = await writer.data_key("ta", "th2", create=True)
-    await rotate_tenant(rotating, "ta", "admin")
+    await writer.data_key("ta", "th1", create=True)  # the writer knows the tenant key now
+    begun, _ = await _begin(rotating, "ta", "admin")  # a rotation lists no th2 yet
+
+    key = await writer.data_key("ta", "th2", create=True)  # made under the old key first
 
     assert (await stored(writer, data_entry("ta", "th2"))).version == begun.version
+    await rotate_tenant(rotating, "ta", "admin")
     fresh = await vault_of(bus, bucket, operator).open()
     assert await fresh.data_key("ta", "th2", create=False) == key
 
