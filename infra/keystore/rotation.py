@@ -49,24 +49,30 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-async def _begin(vault: KeyVault, tenant_id: str, requested_by: str) -> tuple[WrappedKey, bool]:
+async def _begin(
+    vault: KeyVault, tenant_id: str, requested_by: str, request_key: str = ""
+) -> tuple[WrappedKey, bool]:
     """The tenant entry holding the rotation's new key beside the old: stored now, or the
-    one an unfinished rotation stored (then `True`)."""
+    one an unfinished rotation stored, or the last one when `request_key` asked for it
+    (then `True`)."""
     await vault.tenant_key(tenant_id)  # a tenant with no key yet gets its first
     entry = tenant_entry(tenant_id).encode()
     while True:
         stored, revision = await vault.tenant_record(tenant_id)
         assert stored is not None
-        if stored.previous:
+        if stored.previous or (request_key and stored.request_key == request_key):
             return stored, True
         key = secrets.token_bytes(KEY_BYTES)
         begun = WrappedKey(
             wrapped_by=vault.ring.key_id,
             data=vault.ring.wrap(key, entry),
             version=secrets.token_hex(8),
-            previous=(msgspec.structs.replace(stored, rotated_at="", rotated_by=""),),
+            previous=(
+                msgspec.structs.replace(stored, rotated_at="", rotated_by="", request_key=""),
+            ),
             rotated_at=_now(),
             rotated_by=requested_by,
+            request_key=request_key,
         )
         if await vault.update_tenant(tenant_id, begun, revision):
             return begun, False
@@ -85,9 +91,12 @@ async def _finish(vault: KeyVault, tenant_id: str, version: str) -> None:
             return
 
 
-async def rotate_tenant(vault: KeyVault, tenant_id: str, requested_by: str) -> TenantRotation:
-    """A new key for the tenant, its data keys rewrapped under it, the old key dropped."""
-    begun, resumed = await _begin(vault, tenant_id, requested_by)
+async def rotate_tenant(
+    vault: KeyVault, tenant_id: str, requested_by: str, request_key: str = ""
+) -> TenantRotation:
+    """A new key for the tenant, its data keys rewrapped under it, the old key dropped. A
+    repeat of the request (the same `request_key`) answers the rotation it made."""
+    begun, resumed = await _begin(vault, tenant_id, requested_by, request_key)
     version = begun.version
     key = await vault.tenant_key_version(tenant_id, version)
     rewrapped = 0

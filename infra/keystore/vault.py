@@ -50,8 +50,8 @@ class WrappedKey(msgspec.Struct, frozen=True, kw_only=True):
 
     A tenant entry's `version` names its key, and `previous` holds the keys it replaced
     while a rotation rewraps the data keys under the new one, with when and at whose
-    request the rotation began. A data entry's `version` names the tenant key wrapping it
-    (`""`: the tenant's first)."""
+    request the rotation began (and the request's idempotency key). A data entry's
+    `version` names the tenant key wrapping it (`""`: the tenant's first)."""
 
     wrapped_by: str
     data: bytes
@@ -59,6 +59,7 @@ class WrappedKey(msgspec.Struct, frozen=True, kw_only=True):
     previous: tuple[WrappedKey, ...] = ()
     rotated_at: str = ""
     rotated_by: str = ""
+    request_key: str = ""
 
 
 class TenantKeyMissing(Exception):

@@ -8,15 +8,28 @@ request, which answers it (`resumed`).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from litestar import post
 from litestar.exceptions import NotFoundException
+from litestar.params import HeaderParameter
 
 from agency.contracts.http import Out
 from agency.infra.keystore.operator import operator_keys
 from agency.infra.keystore.rotation import rotate_tenant
 from agency.infra.keystore.vault import KeyVault
 from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id
+from agency.services.api.routes_commands import _header_key as header_key
 from agency.services.api.routes_erasure import requester
+
+RequestKey = Annotated[
+    str | None,
+    HeaderParameter(
+        name="Idempotency-Key",
+        required=False,
+        description="A repeat with the same key answers the rotation it made, none more.",
+    ),
+]
 
 
 class EncryptionKeyRotationOut(Out, frozen=True, kw_only=True):
@@ -40,17 +53,19 @@ class EncryptionKeyRotationOut(Out, frozen=True, kw_only=True):
     description=(
         "A new tenant key; the data keys of the tenant's threads are rewrapped under it and "
         "the old key is dropped once all are. The log is not rewritten. A rotation stopped "
-        "midway is finished by the next request (`resumed`)."
+        "midway is finished by the next request (`resumed`); a repeat with the same "
+        "`Idempotency-Key` answers the rotation it made (`resumed`)."
     ),
 )
 async def rotate_encryption_key(
-    tenant_id: TenantId, principal: Caller, deps: Deps
+    tenant_id: TenantId, principal: Caller, deps: Deps, idempotency_key: RequestKey = None
 ) -> EncryptionKeyRotationOut:
     tenant = path_id("tenant id", tenant_id)
     if await deps.bus.store.first(tenant, "tenant", tenant) is None:
         raise NotFoundException(f"tenant {tenant} not found")
     vault = await KeyVault(deps.bus.js, operator_keys()).open()
-    rotation = await rotate_tenant(vault, tenant, requester(principal))
+    request_key = header_key(idempotency_key) or ""
+    rotation = await rotate_tenant(vault, tenant, requester(principal), request_key)
     return EncryptionKeyRotationOut(
         tenant_id=tenant,
         key_version=rotation.version,

@@ -159,6 +159,12 @@ async def test_rotated_keys_open_every_thread_after_a_restart_and_the_old_ones_n
         )
         assert code == 0, err
         assert f"tenant {tenant_a}" in out and "2 data keys rewrapped" in out
+        once = {**admin, "Idempotency-Key": "rotate-" + secrets.token_hex(4)}
+        made, repeat = [(await http.post(path, headers=once)).json() for _ in range(2)]
+        assert made["keyVersion"] == repeat["keyVersion"] != first["keyVersion"]
+        assert not made["resumed"] and repeat["resumed"] and repeat["rewrapped"] == 0
+        bad = await http.post(path, headers={**admin, "Idempotency-Key": "a b"})
+        assert bad.status_code == 400, bad.text
 
         for thread in threads_a:
             entry = data_entry(tenant_a, thread)

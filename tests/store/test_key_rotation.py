@@ -82,6 +82,21 @@ async def test_a_tenant_rotation_stopped_midway_loses_nothing_and_is_finished_by
     assert record is not None and record.previous == ()
 
 
+async def test_a_repeated_request_answers_the_rotation_it_made_and_makes_none_more(
+    bus: Bus, bucket: str
+) -> None:
+    vault = await vault_of(bus, bucket, LocalKeyWrapper("op-" + new_id())).open()
+    await vault.data_key("ta", "th1", create=True)
+
+    made = await rotate_tenant(vault, "ta", "admin", "request-1")
+    repeat = await rotate_tenant(vault, "ta", "admin", "request-1")
+    other = await rotate_tenant(vault, "ta", "admin", "request-2")
+
+    assert (made.rewrapped, made.resumed) == (1, False)
+    assert (repeat.version, repeat.rewrapped, repeat.resumed) == (made.version, 0, True)
+    assert other.version != made.version and not other.resumed
+
+
 async def test_a_data_key_made_with_the_old_tenant_key_during_a_rotation_is_rewrapped(
     bus: Bus, bucket: str
 ) -> None:
