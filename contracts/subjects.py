@@ -32,6 +32,10 @@ ALL_DEAD_LETTERS = "dlq.>"
 # filters without decoding the payload.
 EVENT_TYPE_HEADER = "Agency-Event-Type"
 
+# The header the gateway puts on every command a tenant's own NATS credentials sent (one the
+# tenant sent is replaced): the command consumers share their room among tenants by it.
+VIA_GATEWAY_HEADER = "Agency-Via-Gateway"
+
 # Event types whose append is also announced on a note subject (`note_subject`).
 NOTED_TYPES: frozenset[str] = frozenset({"run.canceled"})
 

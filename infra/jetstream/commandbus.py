@@ -8,7 +8,7 @@ the dead-letter stream with the last error. The loop is `infra/jetstream/worker.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -34,7 +34,6 @@ from agency.infra.jetstream.outcomes import Ack, Erased, Outcome, Reject, Retry,
 from agency.infra.jetstream.tracing import context_from, current_carrier
 from agency.infra.jetstream.worker import ConsumerWorker
 from agency.infra.jetstream.worker_tuning import WorkerTuning
-from agency.infra.keyed_locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -156,7 +155,6 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         self._js = js
         self._service = service
         self._handler = handler
-        self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         config = ConsumerConfig(
@@ -189,15 +187,16 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
             )
         return envelope
 
+    def _lane(self, item: CommandEnvelope, msg: Msg) -> Hashable | None:
+        """Commands of one aggregate are handled one at a time, in the order fetched;
+        different aggregates' commands run side by side. A command waiting its aggregate's
+        turn takes no handler slot, so one busy aggregate does not hold up the others."""
+        return _ordering_key(item)
+
     async def _handle(self, item: CommandEnvelope, msg: Msg) -> Outcome[CommandEnvelope]:
         meta = msg.metadata
         delivery = Delivery(msg.subject, meta.sequence.stream, meta.num_delivered)
-        # Commands of one aggregate are handled one at a time, in the order fetched;
-        # different aggregates' commands run side by side.
-        # (A lock dropped from a map as its holder releases it, while another task waits
-        # on it, would let a third task take a fresh one beside that waiter.)
-        async with self._locks.lock(_ordering_key(item)):
-            return await self._handle_in_order(item, delivery)
+        return await self._handle_in_order(item, delivery)
 
     async def _handle_in_order(
         self, envelope: CommandEnvelope, delivery: Delivery

@@ -28,6 +28,8 @@ from agency.contracts.subjects import tenant_of
 from agency.infra.keyed_locks import KeyedLocks
 
 TENANT_BACKLOG = "tenant_backlog"
+# A message beyond its tenant's share of what the worker holds (`WorkerTuning.shares`).
+TENANT_SHARE = "tenant_share_exceeded"
 
 
 def subject_tenant(subject: str) -> str:

@@ -25,6 +25,10 @@
   once, and the worker may hold more (`held`) so a busy lane does not keep the others
   waiting. A tenant's running handlers and held messages may be bounded too; a message
   beyond its tenant's held bound is dead-lettered (`tenant_backlog`) at once.
+- What a worker holds may be shared among tenants by weight (`shares`): once it holds all
+  it may, a message a tenant sent through the gateway (its own NATS credentials) while it
+  holds its share or more is dead-lettered at once (`tenant_share_exceeded`), so one
+  tenant's flood drains quickly and the others' commands behind it are taken up.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from typing import Generic, TypeVar, Unpack
 
@@ -40,9 +45,16 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from agency.contracts.subjects import VIA_GATEWAY_HEADER
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
 from agency.infra.jetstream.errors import is_transient
-from agency.infra.jetstream.lanes import TENANT_BACKLOG, LaneBounds, Lanes, subject_tenant
+from agency.infra.jetstream.lanes import (
+    TENANT_BACKLOG,
+    TENANT_SHARE,
+    LaneBounds,
+    Lanes,
+    subject_tenant,
+)
 from agency.infra.jetstream.outcomes import (
     Ack,
     Erased,
@@ -123,6 +135,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         self._poll_interval = tuning.get("poll_interval", 1.0)
         self._retry = tuning.get("retry") or WorkerRetry()
         self._held = held or concurrency
+        self._shares = tuning.get("shares")
         self._lanes = Lanes(
             LaneBounds(concurrency, tuning.get("tenant_running", 0), tuning.get("tenant_held", 0))
         )
@@ -257,9 +270,24 @@ class ConsumerWorker(abc.ABC, Generic[T]):
 
     # --- one message ----------------------------------------------------------------------
 
+    def _hold(self, msg: Msg, tenant: str) -> tuple[str, str] | None:
+        """Count a fetched message as held by its tenant; the refusal (reason, detail) of
+        one beyond its tenant's bound or share, counted nowhere."""
+        backlog = self._lanes.hold(tenant)
+        if backlog is not None:
+            return TENANT_BACKLOG, backlog
+        if self._shares is None:
+            return None
+        via_gateway = VIA_GATEWAY_HEADER in (msg.headers or {})
+        over = self._shares.hold(tenant, time.monotonic(), refusable=via_gateway)
+        if over is None:
+            return None
+        self._lanes.release(tenant)
+        return TENANT_SHARE, over
+
     async def _process(self, msg: Msg, tenant: str) -> None:
         """Never raises but `CancelledError`: no message and no failure stops the worker."""
-        refused = self._lanes.hold(tenant)
+        refused = self._hold(msg, tenant)
         try:
             async with self._heartbeat(msg):
                 await self._settle(msg, await self._outcome(msg, tenant, refused))
@@ -272,8 +300,10 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         finally:
             if refused is None:
                 self._lanes.release(tenant)
+                if self._shares is not None:
+                    self._shares.release(tenant, time.monotonic())
 
-    async def _outcome(self, msg: Msg, tenant: str, refused: str | None) -> Outcome[T]:
+    async def _outcome(self, msg: Msg, tenant: str, refused: tuple[str, str] | None) -> Outcome[T]:
         try:
             item = self._decode(msg)
         except Erased:
@@ -283,13 +313,15 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         if not self._wants_item(item):
             return Ack()
         if refused is not None:
+            reason, detail = refused
             log.warning(
-                "tenant backlog over its bound, dead-lettered",
+                "tenant over its bound or share, dead-lettered",
                 durable=self.durable,
                 tenant_id=tenant,
-                bound=self._lanes.bounds.tenant_held,
+                reason=reason,
+                detail=detail,
             )
-            return Reject(TENANT_BACKLOG, refused, item)
+            return Reject(reason, detail, item)
         attempt = msg.metadata.num_delivered
         try:
             async with self._lanes.turn(self._lane(item, msg), tenant):

@@ -4,7 +4,7 @@ the keywords every worker takes (`WorkerTuning`) and the retry policies (`Worker
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 from agency.infra.outage import OutageWait
 from agency.infra.retry import RetryPolicy
@@ -30,6 +30,16 @@ class WorkerRetry:
     outage: OutageWait = field(default_factory=OutageWait.from_env)
 
 
+class TenantShares(Protocol):
+    """Each tenant's share of the messages a worker holds (`services/tenancy/`): `hold`
+    counts one of the tenant's and answers None, or, for a `refusable` message of a tenant
+    at its share of a full worker, why not (counting nothing); `release` gives one back."""
+
+    def hold(self, tenant: str, now: float, *, refusable: bool) -> str | None: ...
+
+    def release(self, tenant: str, now: float) -> None: ...
+
+
 class WorkerTuning(TypedDict, total=False):
     """How a worker paces itself, the same keywords for every worker (defaults after `=`).
 
@@ -38,6 +48,8 @@ class WorkerTuning(TypedDict, total=False):
     `retry` (= `WorkerRetry()`): how failed fetches, subscribes and settles are retried.
     `held` (= `concurrency`): messages fetched and not yet settled, at least `concurrency`.
     `tenant_running`, `tenant_held` (= 0, no bound): one tenant's share of both.
+    `shares` (= None): a tenant's share of what is held, by weight, once it is full; a
+    message its tenant sent through the gateway beyond it is dead-lettered at once.
     """
 
     shutdown_grace: float
@@ -46,3 +58,4 @@ class WorkerTuning(TypedDict, total=False):
     held: int | None
     tenant_running: int
     tenant_held: int
+    shares: TenantShares | None

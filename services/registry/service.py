@@ -29,6 +29,7 @@ from agency.services.registry import decisions
 from agency.services.registry.agencies import Agencies
 from agency.services.tenancy.blueprint_checks import save_refusal
 from agency.services.tenancy.door_limits import DoorLimits
+from agency.services.tenancy.held_shares import COMMANDS_HELD, HeldShares
 from agency.services.threads.fork import ForkError, fork_thread
 from agency.services.webhook_signing import url_problem
 
@@ -197,5 +198,8 @@ async def run_registry(
 ) -> None:
     async with Bus(nats_url, name="agency-registry") as bus:
         service = RegistryService(bus, system)
-        worker = CommandWorker(bus.js, "registry", service.handle, dead_letters=bus.dead_letters)
+        worker = CommandWorker(
+            bus.js, "registry", service.handle, dead_letters=bus.dead_letters,
+            held=COMMANDS_HELD, shares=HeldShares.from_env(),
+        )  # fmt: skip
         await worker.run(stop)

@@ -65,6 +65,7 @@ from agency.services.tenancy import fairness
 from agency.services.tenancy.admission import AdmissionSettings, RunShares
 from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.tenancy.env import TenantEnvSettings
+from agency.services.tenancy.held_shares import COMMANDS_HELD, HeldShares
 from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import BlueprintCache, ThreadCache
 
@@ -470,8 +471,9 @@ async def run_runtime(
         )
         await service.blueprints.watch(bus.nc)
         worker = CommandWorker(
-            bus.js, "runtime", service.handle_command, dead_letters=bus.dead_letters
-        )
+            bus.js, "runtime", service.handle_command, dead_letters=bus.dead_letters,
+            held=COMMANDS_HELD, shares=HeldShares.from_env(),
+        )  # fmt: skip
         async with service.load.watching(bus.nc), asyncio.TaskGroup() as tg:
             service.attach(tg)
             tg.create_task(worker.run(stop))

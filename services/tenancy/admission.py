@@ -71,6 +71,8 @@ class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
     runs_initial_limit: int = 32
     runs_min_limit: int = 8
     runs_max_limit: int = 256
+    # Tenants' commands stored and not yet taken up by the services, at once (the gateway).
+    commands_waiting: int = 64
     # Tenants' weights, `TENANT=WEIGHT` comma-separated (`t_01J8…=2,t_01J9…=0.5`).
     weights: str = ""
 
@@ -92,6 +94,10 @@ class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
                 f"AGENCY_ADMISSION_LATENCY_TOLERANCE is {self.latency_tolerance}: it must be "
                 "at least 1"
             )
+        if self.commands_waiting < 1:
+            raise ValueError(
+                f"AGENCY_ADMISSION_COMMANDS_WAITING is {self.commands_waiting}: it must be >= 1"
+            )
         if self.max_open < 1:
             raise ValueError(f"AGENCY_ADMISSION_MAX_OPEN is {self.max_open}: it must be >= 1")
         parse_weights(self.weights)
@@ -100,7 +106,7 @@ class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(cls) -> AdmissionSettings:
         """`AGENCY_ADMISSION_ENABLED`, `…_INITIAL_LIMIT`, `…_MIN_LIMIT`, `…_MAX_LIMIT`,
         `…_LATENCY_TOLERANCE`, `…_MAX_OPEN`, `…_RUNS_INITIAL_LIMIT`, `…_RUNS_MIN_LIMIT`,
-        `…_RUNS_MAX_LIMIT`, `…_WEIGHTS`."""
+        `…_RUNS_MAX_LIMIT`, `…_COMMANDS_WAITING`, `…_WEIGHTS`."""
         return from_environ(cls, "AGENCY_ADMISSION_")
 
 
@@ -199,7 +205,7 @@ class MeasuredLimit:
         return max(1, math.ceil(rounds * (self.recent or 1.0)))
 
 
-def _share(capacity: float, weights: dict[str, float], held: Counter[str], tenant: str) -> float:
+def share_of(capacity: float, weights: dict[str, float], held: Counter[str], tenant: str) -> float:
     """The tenant's part of the capacity, among the tenants holding some of it."""
     mine = weights.get(tenant, 1.0)
     others = sum(weights.get(t, 1.0) for t in held if t != tenant)
@@ -221,7 +227,7 @@ class _Pool(ABC):
     def capacity(self) -> float: ...
 
     def share(self, tenant: str) -> float:
-        return _share(self.capacity(), self.weights, self.held, tenant)
+        return share_of(self.capacity(), self.weights, self.held, tenant)
 
     def enter(self, tenant: str, now: float, cost: int = 1) -> Ticket:
         """Admit or raise `Refused`: refused only at or over its share of a full pool."""
@@ -232,6 +238,10 @@ class _Pool(ABC):
                 raise Refused(
                     tenant, self.held[tenant], share, self.what, self.retry_after(tenant, share)
                 )
+        return self.admit(tenant, now, cost)
+
+    def admit(self, tenant: str, now: float, cost: int = 1) -> Ticket:
+        """Count without asking: for what was admitted elsewhere and is never refused."""
         quiet = self.total < self.capacity() / 2 and now - self.last_refused > _QUIET_AFTER
         self.held[tenant] += cost
         self.total += cost
@@ -352,7 +362,7 @@ class RunShares:
         limit = math.floor(self.measured.limit)
         if len(self._runs) < limit:
             return None
-        share = _share(limit, self.weights, self.held, tenant)
+        share = share_of(limit, self.weights, self.held, tenant)
         held = self.held[tenant]
         if held < max(1, math.floor(share)):
             return None
