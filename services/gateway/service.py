@@ -15,8 +15,10 @@ Each tenant has a bound on its requests in flight, so one tenant's flood is answ
 an error at once rather than queued in front of the others; and once the gateway is
 saturated (its requests in flight at the limit measured from how fast the broker answers,
 `services/tenancy/admission.py`), a tenant at its share is answered 429 with the seconds to
-wait, in the description and a `Retry-After` header, before its request is forwarded. It
-never raises: whatever fails is answered as a JetStream API error.
+wait, in the description and a `Retry-After` header, before its request is forwarded. A
+command is refused the same way once the commands stream holds many waiting for the
+services and the tenant has its share of them (`backlog.py`). It never raises: whatever
+fails is answered as a JetStream API error.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ import structlog
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from agency.contracts.subjects import EVENTS_STREAM
+from agency.contracts.subjects import EVENTS_STREAM, VIA_GATEWAY_HEADER
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.responders import Requests
 from agency.infra.nats_accounts import GATEWAY_SUBJECTS
+from agency.services.gateway.backlog import CommandBacklog
 from agency.services.gateway.consumers import Refused, checked_create, owner
 from agency.services.tenancy.admission import Admission, Refused as OverShare, Ticket
 
@@ -66,10 +69,13 @@ class Gateway:
         self._admission = admission or Admission()
         self._in_flight: Counter[str] = Counter()
         self._requests = Requests(GATEWAY_SUBJECTS, queue=QUEUE)
+        self.backlog = CommandBacklog(self._admission.settings)
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
         log.info("gateway running", subjects=GATEWAY_SUBJECTS)
-        await self._requests.serve(self._bus.nc, self._on_msg, stop, drain_timeout)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.backlog.watching(self._bus.nc, stop))
+            await self._requests.serve(self._bus.nc, self._on_msg, stop, drain_timeout)
 
     async def _on_msg(self, msg: Msg) -> None:
         tokens = msg.subject.split(".", 3)
@@ -86,6 +92,11 @@ class Gateway:
             except OverShare as refused:
                 await self._refuse(msg, _error(kind, 429, str(refused)), refused.retry_after)
                 return
+        if kind == "cmd" and (waiting := self.backlog.refusal(tenant)) is not None:
+            if ticket is not None:
+                ticket.done(time.monotonic(), sample=False)
+            await self._refuse(msg, _error(kind, 429, str(waiting)), waiting.retry_after)
+            return
         self._in_flight[tenant] += 1
         self._requests.start(
             self._handle(msg, tenant, kind, tokens[3]), lambda: self._done(tenant, ticket)
@@ -133,16 +144,21 @@ class Gateway:
         if rest in OPERATOR_COMMANDS:
             raise Refused(f"{rest} is the operator's command", code=403)
         headers = {
-            k: v for k, v in (msg.headers or {}).items() if not k.lower().startswith("nats-")
+            k: v
+            for k, v in (msg.headers or {}).items()
+            if not k.lower().startswith("nats-") and k.lower() != VIA_GATEWAY_HEADER.lower()
         }
+        # The command consumers share their room among tenants by this mark.
+        headers[VIA_GATEWAY_HEADER] = "1"
         msg_id = (msg.headers or {}).get("Nats-Msg-Id")
         if msg_id:
             own = f"{tenant}:"
             headers["Nats-Msg-Id"] = msg_id if msg_id.startswith(own) else own + msg_id
         subject = f"tenant.{tenant}.cmd.{rest}"
         reply = await self._bus.nc.request(
-            subject, msg.data, timeout=_FORWARD_TIMEOUT, headers=headers or None
+            subject, msg.data, timeout=_FORWARD_TIMEOUT, headers=headers
         )
+        self.backlog.stored(tenant)
         return reply.data
 
     async def _create_consumer(self, msg: Msg, tenant: str, rest: str) -> bytes:
