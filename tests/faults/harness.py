@@ -366,6 +366,12 @@ class Harness:
             await asyncio.sleep(0.1)
         return url
 
+    def pid(self, label: str) -> int:
+        """The OS process id of a running service process (`api-0`, `runtime-1`)."""
+        proc = self.service(label).proc
+        assert proc is not None and proc.returncode is None, f"{label} is not running"
+        return proc.pid
+
     async def outage_waits(self) -> Counter[str]:
         """The outages the running service processes waited out, by how each wait ended
         (`agency_outage_waits_total`; a process restarted since counts from its start)."""
