@@ -116,4 +116,6 @@ class ApiDeps:
         object.__setattr__(self, "listings", PendingListings(self.progress))
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))
         object.__setattr__(self, "spend", SpendLedger(self.bus))
-        object.__setattr__(self, "relief", MemoryRelief(self.admission))
+        # After an overload, what the flood left folded goes with the garbage.
+        shed = (self.threads.shed_resting, self.graph_views.shed)
+        object.__setattr__(self, "relief", MemoryRelief(self.admission, shed=shed))

@@ -1,11 +1,21 @@
 """Memory taken during an overload is given back once it has passed.
 
-A flood leaves the process with freed objects in its allocator's arenas: CPython frees
-them, but glibc's malloc keeps the pages for the next allocation, so the resident size
-stays at its peak. Once the admission has refused nothing for `quiet_for` seconds after
-refusing something (the overload is over), the process collects its garbage and asks
-malloc to return its free pages (`malloc_trim(0)`, glibc only; elsewhere only the
-collection runs). Once per overload, so a steady load pays nothing.
+What a flood leaves behind in the API process, and what is done about each:
+
+- Freed objects in the allocator's arenas: CPython frees them, but glibc's malloc keeps
+  the pages for the next allocation, so the resident size stays at its peak. Once the
+  admission has refused nothing for `quiet_for` seconds after refusing something (the
+  overload is over), the process collects its garbage and asks malloc to return its free
+  pages (`malloc_trim(0)`, glibc only; elsewhere only the collection runs). Once per
+  overload, so a steady load pays nothing.
+- Large buffers (request bodies near the invoke's 256 KB limit, the events read back with
+  them): glibc serves a block over its mmap threshold (128 KB) with pages of its own and
+  unmaps them when freed, but raises the threshold to the size of each such block freed,
+  after which those blocks come from the heap and fragment it. The threshold is fixed at
+  128 KB when relief starts (`mallopt`), so they are always given back when freed.
+- The caches of folded threads (bounded by count): the threads a flood made stay folded,
+  their messages with them, until newer ones push them out. The relief drops those at
+  rest (`shed`): read back from the log when next used.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import gc
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import structlog
 
@@ -44,6 +54,23 @@ def _malloc_trim() -> Callable[[], None] | None:
     return trimmed
 
 
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MMAP_THRESHOLD = 128 * 1024
+
+
+def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
+    """Keep glibc's mmap threshold at `size` (its dynamic growth off); False elsewhere."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_MMAP_THRESHOLD, size))
+
+
 def rss_mb() -> float:
     """The process's resident size in MB (Linux), 0 where it cannot be read."""
     try:
@@ -58,9 +85,16 @@ class MemoryRelief:
     """Gives memory back after each overload the admission saw (`relieving`)."""
 
     def __init__(
-        self, admission: Admission, *, quiet_for: float = 5.0, interval: float = 1.0
+        self,
+        admission: Admission,
+        *,
+        quiet_for: float = 5.0,
+        interval: float = 1.0,
+        shed: Sequence[Callable[[], int]] = (),
     ) -> None:
         self._admission = admission
+        # Caches to empty after an overload; each says how many entries it dropped.
+        self._shed = tuple(shed)
         self._quiet_for = quiet_for
         self._interval = interval
         # The refusal the last relief came after: the next is due after a later one.
@@ -76,12 +110,13 @@ class MemoryRelief:
     async def relieve(self) -> None:
         self._relieved = self._admission.last_refused
         before = rss_mb()
+        shed = sum(drop() for drop in self._shed)
         gc.collect()
         if self._trim is not None:
             await asyncio.to_thread(self._trim)
         self.times += 1
         log.info("memory given back after an overload", rss_mb_before=round(before),
-                 rss_mb_after=round(rss_mb()))  # fmt: skip
+                 rss_mb_after=round(rss_mb()), cached_dropped=shed)  # fmt: skip
 
     async def _run(self) -> None:
         while True:
@@ -92,6 +127,7 @@ class MemoryRelief:
     @contextlib.asynccontextmanager
     async def relieving(self) -> AsyncIterator[None]:
         """Watch for the end of each overload while the app runs."""
+        fix_mmap_threshold()
         task = asyncio.create_task(self._run())
         try:
             yield

@@ -3,11 +3,12 @@ being refused, not without an overload, not twice for one."""
 
 from __future__ import annotations
 
+import ctypes.util
 import time
 
 import pytest
 
-from agency.services.api.memory_relief import MemoryRelief, rss_mb
+from agency.services.api.memory_relief import MemoryRelief, fix_mmap_threshold, rss_mb
 from agency.services.tenancy.admission import Admission, AdmissionSettings, Refused
 
 ONE = AdmissionSettings(initial_limit=1, min_limit=1, max_limit=1)
@@ -27,3 +28,21 @@ async def test_memory_is_given_back_once_after_an_overload_has_passed() -> None:
     assert relief.times == 1
     assert not relief.due(time.monotonic() + 60)  # that overload is done with
     assert rss_mb() > 0
+
+
+async def test_the_relief_empties_the_caches_it_is_given() -> None:
+    admission = Admission(ONE)
+    kept = {"a": 1, "b": 2}
+
+    def shed() -> int:
+        dropped = len(kept)
+        kept.clear()
+        return dropped
+
+    relief = MemoryRelief(admission, shed=(shed,))
+    await relief.relieve()
+    assert kept == {}
+
+
+def test_glibc_keeps_large_blocks_mapped_so_each_is_given_back_when_freed() -> None:
+    assert fix_mmap_threshold() is (ctypes.util.find_library("c") is not None)

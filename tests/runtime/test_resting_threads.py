@@ -83,3 +83,12 @@ async def test_the_cache_keeps_the_last_threads_at_rest_and_every_busy_one(
     assert cache.cached(tenant, "idle") is not None
     assert cache.cached(tenant, "p3") is None
     assert len(cache) == 3
+
+
+def test_shedding_drops_every_thread_at_rest_and_keeps_the_others() -> None:
+    cache = ThreadCache(store=None)  # type: ignore[arg-type]  # nothing is read here
+    cache.put(ThreadState(tenant_id="t", thread_id="a"))
+    cache.put(ThreadState(tenant_id="t", thread_id="b"))
+    assert len(cache) == 2
+    assert cache.shed_resting() == 2
+    assert len(cache) == 0 and cache.cached("t", "a") is None

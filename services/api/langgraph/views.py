@@ -38,6 +38,13 @@ class GraphViews:
             self._views.move_to_end((tenant, thread_id))
         return view
 
+    def shed(self) -> int:
+        """Drop every view kept (each is folded again from the log when next loaded); how
+        many were dropped."""
+        dropped = len(self._views)
+        self._views.clear()
+        return dropped
+
     def keep(self, view: GraphView) -> None:
         """Keep a copy of `view`, folded as far as a read of the log went."""
         if view.created is None:
