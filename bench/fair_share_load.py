@@ -145,9 +145,11 @@ async def _calm_run(
 
 
 class _Flood:
-    def __init__(self, http: httpx.AsyncClient, agency: str) -> None:
+    def __init__(self, http: httpx.AsyncClient, agency: str, big: int = 1) -> None:
         self.http = http
         self.agency = agency
+        # Of every eight requests, two thread creates, `big` big invokes, the rest small.
+        self.big = big
         self.statuses: Counter[str] = Counter()
         self.retry_after_wrong = 0
         self.examples: list[str] = []
@@ -212,22 +214,20 @@ class _Flood:
         while not stop.is_set():
             n += 1
             try:
-                match n % 8:
-                    case 0 | 1:
-                        await self.thread()
-                    case 2:
-                        await self.invoke(n, big=True)
-                    case _:
-                        await self.invoke(n, big=False)
+                slot = n % 8
+                if slot < 2:
+                    await self.thread()
+                else:
+                    await self.invoke(n, big=slot < 2 + self.big)
             except httpx.HTTPError as e:
                 self.statuses[f"error {type(e).__name__}"] += 1
 
 
 async def flood(
-    url: str, key: str, agency: str, seconds: float, workers: int, streams: int
+    url: str, key: str, agency: str, seconds: float, workers: int, streams: int, big: int = 1
 ) -> FloodSummary:
     async with client(url, key, connections=workers + streams) as http:
-        load = _Flood(http, agency)
+        load = _Flood(http, agency, big)
         stop = asyncio.Event()
         tasks = [asyncio.create_task(load.worker(i, stop)) for i in range(workers)]
         tasks += [asyncio.create_task(load.stream(stop)) for _ in range(streams)]
@@ -245,13 +245,19 @@ async def flood(
 
 @contextlib.asynccontextmanager
 async def flooding(
-    url: str, key: str, agency: str, seconds: float, workers: int = 48, streams: int = 24
+    url: str,
+    key: str,
+    agency: str,
+    seconds: float,
+    workers: int = 48,
+    streams: int = 24,
+    big: int = 1,
 ) -> AsyncIterator[asyncio.Future[FloodSummary]]:
     """B's flood in a process of its own; the future is its summary once it has ended."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.fair_share_load", "--url", url, "--key", key,
         "--agency", agency, "--seconds", str(seconds), "--workers", str(workers),
-        "--streams", str(streams),
+        "--streams", str(streams), "--big", str(big),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
 
@@ -280,9 +286,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=48)
     parser.add_argument("--streams", type=int, default=24)
+    parser.add_argument("--big", type=int, default=1, help="big invokes of every eight, 0-6")
     args = parser.parse_args(argv)
     summary = asyncio.run(
-        flood(args.url, args.key, args.agency, args.seconds, args.workers, args.streams)
+        flood(args.url, args.key, args.agency, args.seconds, args.workers, args.streams, args.big)
     )
     sys.stdout.write(msgspec.json.encode(summary).decode() + "\n")
 
