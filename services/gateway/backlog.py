@@ -93,11 +93,16 @@ class CommandBacklog:
         self.waiting, self._read_at = waiting, now
 
     async def watching(self, nc: NATS, stop: asyncio.Event) -> None:
-        """Read every `every` seconds until `stop`; a failed reading keeps the last one."""
+        """Read every `every` seconds until `stop`; a failed reading keeps the last one
+        (logged once until a reading works again)."""
+        failing = False
         while not stop.is_set():
             try:
                 await self.read(nc)
+                failing = False
             except (NatsError, TimeoutError, ValueError) as e:
-                log.warning("gateway could not read the commands waiting", error=str(e))
+                if not failing:
+                    log.warning("gateway could not read the commands waiting", error=str(e))
+                failing = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self._every)  # a period
