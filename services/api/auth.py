@@ -56,7 +56,7 @@ from agency.contracts.events import (
 from agency.contracts.ids import new_id, validate_token
 from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, event_subject
 from agency.infra.jetstream.records import RecordedEvent
-from agency.projections.queries import tenant_for_key
+from agency.projections.agency_queries import tenant_for_key
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.revocation import deny_websocket, serve_until_revoked
 from agency.services.api.tenant_scope import current_tenant

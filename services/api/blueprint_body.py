@@ -24,7 +24,7 @@ from litestar.exceptions import PermissionDeniedException
 
 from agency.contracts.events import BlueprintSpec, registry as contract
 from agency.contracts.events.registry import Checked
-from agency.projections.queries import BlueprintSource
+from agency.projections.agency_queries import BlueprintSource
 from agency.services.api.text import refuse_nul
 from agency.services.egress import server_refusals
 

@@ -32,7 +32,7 @@ from agency.contracts.events.thread import ConcurrencyStrategy, EndUserId
 from agency.contracts.http import Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
 from agency.contracts.limits import limits, path_problem
-from agency.projections.queries import AgencyView
+from agency.projections.agency_queries import AgencyView
 from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.agents.code import SettingsError
 from agency.services.api.auth import (

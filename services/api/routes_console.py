@@ -32,7 +32,7 @@ from agency.contracts.reexecution import (
 )
 from agency.contracts.subjects import reexecution_subject
 from agency.domain.timeline import summary
-from agency.projections import queries
+from agency.projections import agency_queries, queries
 from agency.projections.thread_pages import (
     MAX_PAGE,
     BadCursor,
@@ -112,7 +112,7 @@ async def thread_trees(
     size = int_param("limit", limit, 50, 1, MAX_PAGE)
     wanted = ThreadFilter(status=status or None, agent_type=agent_type or None, id_part=q or None)
     async with deps.pool.acquire() as conn:
-        if await queries.get_agency(conn, tenant, agency_id) is None:
+        if await agency_queries.get_agency(conn, tenant, agency_id) is None:
             raise NotFoundException(f"agency {agency_id} not found")
         try:
             return await thread_page(conn, tenant, agency_id, wanted, limit=size, cursor=cursor)

@@ -22,7 +22,7 @@ from agency.contracts.errors import InvalidToken
 from agency.contracts.events import BlueprintSpec
 from agency.contracts.http import EventsPage
 from agency.contracts.ids import validate_token
-from agency.projections import queries
+from agency.projections import agency_queries, queries, state_queries
 from agency.services.agents.middleware import has_state, state_parts
 from agency.services.api.blueprint_body import BlueprintListItem
 from agency.services.api.deps import ApiDeps, Principal
@@ -103,7 +103,7 @@ def event_types(raw: list[str] | None) -> list[str] | None:
 
 
 async def _agency_or_404(conn: asyncpg.Connection, tenant: str, agency_id: str) -> None:
-    if await queries.get_agency(conn, tenant, agency_id) is None:
+    if await agency_queries.get_agency(conn, tenant, agency_id) is None:
         raise NotFoundException(detail=f"no agency {agency_id!r}")
 
 
@@ -127,17 +127,17 @@ async def resolve_blueprint(
     conn: asyncpg.Connection, deps: ApiDeps, tenant: str, agency_id: str, name: str
 ) -> BlueprintSpec | None:
     """The agency's dynamic blueprint of that name, else the static one, else None."""
-    stored = await queries.get_blueprint(conn, tenant, agency_id, name)
+    stored = await agency_queries.get_blueprint(conn, tenant, agency_id, name)
     if stored is not None:
         return stored.spec
     return deps.system.blueprints.get(name)
 
 
-def tool_metas(deps: ApiDeps, blueprint: BlueprintSpec | None) -> list[queries.ToolMeta]:
+def tool_metas(deps: ApiDeps, blueprint: BlueprintSpec | None) -> list[state_queries.ToolMeta]:
     if blueprint is None:
         return []
     return [
-        queries.ToolMeta(
+        state_queries.ToolMeta(
             name=tool.spec.name,
             description=tool.spec.description,
             parameters=dict(tool.spec.parameters),
@@ -149,9 +149,9 @@ def tool_metas(deps: ApiDeps, blueprint: BlueprintSpec | None) -> list[queries.T
 @get("/agencies")
 async def list_agencies(
     principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
-) -> list[queries.AgencyView]:
+) -> list[agency_queries.AgencyView]:
     async with deps.pool.acquire() as conn:
-        return await queries.list_agencies(conn, principal.tenant_id)
+        return await agency_queries.list_agencies(conn, principal.tenant_id)
 
 
 @get("/agency/{agencyId:str}/blueprints")
@@ -162,8 +162,8 @@ async def list_blueprints(
     agency_id = path_token("agency id", agency_id)
     async with deps.pool.acquire() as conn:
         await _agency_or_404(conn, principal.tenant_id, agency_id)
-        dynamic = await queries.list_blueprints(conn, principal.tenant_id, agency_id)
-    views = queries.merge_blueprints(deps.system.blueprints, dynamic)
+        dynamic = await agency_queries.list_blueprints(conn, principal.tenant_id, agency_id)
+    views = agency_queries.merge_blueprints(deps.system.blueprints, dynamic)
     return [_list_item(deps, v) for v in views]
 
 
@@ -179,14 +179,14 @@ async def get_blueprint(
     name = path_token("blueprint name", name)
     async with deps.pool.acquire() as conn:
         await _agency_or_404(conn, principal.tenant_id, agency_id)
-        stored = await queries.get_blueprint(conn, principal.tenant_id, agency_id, name)
-    view = queries.blueprint_view(deps.system.blueprints, stored, name)
+        stored = await agency_queries.get_blueprint(conn, principal.tenant_id, agency_id, name)
+    view = agency_queries.blueprint_view(deps.system.blueprints, stored, name)
     if view is None:
         raise NotFoundException(detail=f"no blueprint {name!r} in agency {agency_id!r}")
     return _list_item(deps, view)
 
 
-def _list_item(deps: ApiDeps, view: queries.BlueprintView) -> BlueprintListItem:
+def _list_item(deps: ApiDeps, view: agency_queries.BlueprintView) -> BlueprintListItem:
     item = msgspec.convert(view, BlueprintListItem, from_attributes=True)
     if deps.system.code_agent_for(view.name) is not None:
         return msgspec.structs.replace(item, kind="code")
@@ -210,14 +210,14 @@ async def agent_state(
     thread_id: ThreadId,
     principal: NamedDependency[Principal],
     deps: NamedDependency[ApiDeps],
-) -> Response[queries.ThreadStateView]:
+) -> Response[state_queries.ThreadStateView]:
     """The thread's state; each middleware with a `state` part adds it under its name."""
     agency_id = path_token("agency id", agency_id)
     thread_id = path_token("thread id", thread_id)
     tenant = principal.tenant_id
     await caught_up(deps, tenant, thread_id)
     async with deps.pool.acquire() as conn:
-        view = await queries.thread_state(conn, tenant, agency_id, thread_id)
+        view = await state_queries.thread_state(conn, tenant, agency_id, thread_id)
         if view is None:
             await _no_thread(deps, tenant, agency_id, thread_id)
         assert view is not None
@@ -236,7 +236,7 @@ async def agent_state(
     folded = folded or await deps.threads.load(tenant, thread_id)
     listed = {m.name for m in metas}
     metas += [
-        queries.ToolMeta(
+        state_queries.ToolMeta(
             name=tool.spec.name,
             description=tool.spec.description,
             parameters=dict(tool.spec.parameters),

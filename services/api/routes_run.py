@@ -32,7 +32,7 @@ from agency.contracts.http import Out
 from agency.contracts.ids import MAX_TOKEN_LENGTH
 from agency.domain.workflow_decisions import mentions_in
 from agency.domain.workflow_state import WorkflowState
-from agency.projections.queries import list_agencies
+from agency.projections.agency_queries import list_agencies
 from agency.services.api.auth import Caller, Deps, agency_events, path_id, tenant_of
 from agency.services.api.budget_door import refuse_over_budget
 from agency.services.api.deps import ApiDeps

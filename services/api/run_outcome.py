@@ -19,7 +19,7 @@ from agency.contracts.http import RunStatus
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.records import Position
 from agency.projections import catalog
-from agency.projections.queries import ToolCallView, parse_args
+from agency.projections.state_queries import ToolCallView, parse_args
 from agency.services.api.deps import ApiDeps
 from agency.services.api.runstatus import TERMINAL, RunStatuses
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 
 from agency.contracts.commands import CreateTenant
-from agency.projections.queries import tenant_for_key
+from agency.projections.agency_queries import tenant_for_key
 from agency.services.api.auth import hash_key, key_id_of, mint_api_key
 from agency.services.api.deps import ApiDeps
 

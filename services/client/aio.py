@@ -12,7 +12,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from agency.contracts import http
-from agency.projections import queries
+from agency.projections import agency_queries, queries, state_queries
 from agency.services.client import calls
 from agency.services.client.calls import (
     Call,
@@ -82,12 +82,12 @@ class AsyncAgencyClient:
         """Write a thread's, an agency's or an end user's archive into the caller's tenant."""
         return await self._send(calls.import_archive(archive))
 
-    async def list_agencies(self) -> list[queries.AgencyView]:
+    async def list_agencies(self) -> list[agency_queries.AgencyView]:
         return await self._send(calls.list_agencies())
 
     async def create_agency(
         self, name: str, metadata: dict[str, str] | None = None
-    ) -> queries.AgencyView:
+    ) -> agency_queries.AgencyView:
         return await self._send(calls.create_agency(name, metadata))
 
     async def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:
@@ -153,7 +153,7 @@ class AsyncAgencyClient:
         (docs/data.md); the request is recorded, and a repeat erases what is left."""
         return await self._send(calls.forget_end_user(end_user_id))
 
-    async def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
+    async def state(self, agency_id: str, thread_id: str) -> state_queries.ThreadStateView:
         return await self._send(calls.state(agency_id, thread_id))
 
     async def events(

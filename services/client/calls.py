@@ -23,7 +23,7 @@ from agency.contracts.http import (
     ThreadDeletion,
     ThreadOut,
 )
-from agency.projections import queries
+from agency.projections import agency_queries, queries, state_queries
 
 T = TypeVar("T")
 Strategy = ConcurrencyStrategy
@@ -72,13 +72,18 @@ def thread_path(agency_id: str, thread_id: str) -> str:
     return f"/agency/{agency_id}/agent/{thread_id}"
 
 
-def list_agencies() -> Call[list[queries.AgencyView]]:
-    return Call("GET", "/agencies", list[queries.AgencyView])
+def list_agencies() -> Call[list[agency_queries.AgencyView]]:
+    return Call("GET", "/agencies", list[agency_queries.AgencyView])
 
 
-def create_agency(name: str, metadata: dict[str, str] | None = None) -> Call[queries.AgencyView]:
+def create_agency(
+    name: str, metadata: dict[str, str] | None = None
+) -> Call[agency_queries.AgencyView]:
     return Call(
-        "POST", "/agencies", queries.AgencyView, json={"name": name, "metadata": metadata or {}}
+        "POST",
+        "/agencies",
+        agency_queries.AgencyView,
+        json={"name": name, "metadata": metadata or {}},
     )
 
 
@@ -179,8 +184,8 @@ def forget_end_user(end_user_id: str) -> Call[EndUserForgetting]:
     return Call("POST", f"/users/{end_user_id}/forget", EndUserForgetting)
 
 
-def state(agency_id: str, thread_id: str) -> Call[queries.ThreadStateView]:
-    return Call("GET", thread_path(agency_id, thread_id) + "/state", queries.ThreadStateView)
+def state(agency_id: str, thread_id: str) -> Call[state_queries.ThreadStateView]:
+    return Call("GET", thread_path(agency_id, thread_id) + "/state", state_queries.ThreadStateView)
 
 
 def events(

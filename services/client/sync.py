@@ -12,7 +12,7 @@ import httpx
 from httpx_sse import connect_sse
 
 from agency.contracts import http
-from agency.projections import queries
+from agency.projections import agency_queries, queries, state_queries
 from agency.services.client import calls
 from agency.services.client.calls import (
     Call,
@@ -82,12 +82,12 @@ class AgencyClient:
         """Write a thread's, an agency's or an end user's archive into the caller's tenant."""
         return self._send(calls.import_archive(archive))
 
-    def list_agencies(self) -> list[queries.AgencyView]:
+    def list_agencies(self) -> list[agency_queries.AgencyView]:
         return self._send(calls.list_agencies())
 
     def create_agency(
         self, name: str, metadata: dict[str, str] | None = None
-    ) -> queries.AgencyView:
+    ) -> agency_queries.AgencyView:
         return self._send(calls.create_agency(name, metadata))
 
     def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:
@@ -151,7 +151,7 @@ class AgencyClient:
         (docs/data.md); the request is recorded, and a repeat erases what is left."""
         return self._send(calls.forget_end_user(end_user_id))
 
-    def state(self, agency_id: str, thread_id: str) -> queries.ThreadStateView:
+    def state(self, agency_id: str, thread_id: str) -> state_queries.ThreadStateView:
         return self._send(calls.state(agency_id, thread_id))
 
     def events(

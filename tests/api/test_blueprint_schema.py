@@ -27,7 +27,7 @@ from agency.contracts.events.registry import (
     SubagentsConfig,
     TreeLimits,
 )
-from agency.projections import queries
+from agency.projections import agency_queries
 from agency.services.api import blueprint_body
 from agency.services.api.blueprint_body import (
     BODY_NAMES,
@@ -203,8 +203,8 @@ def test_a_listed_blueprint_answers_every_field_of_a_saved_one() -> None:
     """A blueprint with every field set is listed with each of them, camelCase, as it was
     saved: the read model's view carries every field the contract has."""
     spec = _whole_spec()
-    stored = queries.StoredBlueprint(spec=spec, revision=3, updated_at=utc_now())
-    (view,) = queries.merge_blueprints({}, [stored])
+    stored = agency_queries.StoredBlueprint(spec=spec, revision=3, updated_at=utc_now())
+    (view,) = agency_queries.merge_blueprints({}, [stored])
     item = msgspec.convert(view, BlueprintListItem, from_attributes=True)
     answer = msgspec.to_builtins(item)
     expected = _camel_keys(msgspec.to_builtins(spec))

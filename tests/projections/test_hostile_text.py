@@ -20,7 +20,7 @@ from agency.contracts.events import (
 )
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
-from agency.projections import queries
+from agency.projections import state_queries
 from agency.projections.engine import CHECKPOINTS
 from agency.projections.storable import storable, storable_key
 from tests.deadletters import dead_letters_for
@@ -54,7 +54,7 @@ async def test_nul_and_a_huge_path_are_projected_without_a_skip(
 
     async with pool.acquire() as conn:
         statuses = await conn.fetch(f"SELECT name, status, error FROM {CHECKPOINTS}")
-        view = await queries.thread_state(conn, tenant, "ag", thread)
+        view = await state_queries.thread_state(conn, tenant, "ag", thread)
         stored = await conn.fetchval(
             "SELECT count(*) FROM events WHERE tenant_id = $1 AND aggregate_id = $2", tenant, thread
         )

@@ -57,7 +57,7 @@ from agency.contracts.ids import new_id
 from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, Position
-from agency.projections import queries
+from agency.projections import agency_queries, queries, state_queries
 from agency.projections.catalog import ALL
 from agency.projections.checksum import projection_checksum
 from agency.projections.engine import CHECKPOINTS, LIVE_SCHEMA, ProjectionRunner, ensure_tables
@@ -382,20 +382,20 @@ async def test_a_restored_state_replaces_the_threads_messages_files_and_todos(
     )
     await caught_up(built.runners, built.log.bus)
     async with pool.acquire() as conn:
-        view = await queries.thread_state(conn, world.a, world.agency, world.thread)
+        view = await state_queries.thread_state(conn, world.a, world.agency, world.thread)
     assert view is not None
     assert [m.content for m in view.state.messages] == ["kept", "kept too", "after"]
     assert view.state.files == {"kept.md": "k", "after.md": "a"}
-    assert view.state.todos == [queries.TodoView(content="again", status="pending")]
+    assert view.state.todos == [state_queries.TodoView(content="again", status="pending")]
 
 
 async def test_paused_run_shows_pending_calls_and_paused_status(
     bus: Bus, world: World, pool: asyncpg.Pool, built: Built
 ) -> None:
     async with pool.acquire() as conn:
-        view = await queries.thread_state(conn, world.a, world.agency, world.thread)
+        view = await state_queries.thread_state(conn, world.a, world.agency, world.thread)
     assert view is not None
-    assert view.run == queries.RunState(run_id="r1", status="paused", step=1, reason="hitl")
+    assert view.run == state_queries.RunState(run_id="r1", status="paused", step=1, reason="hitl")
     assert [(c.id, c.name, c.args) for c in view.state.pending_tool_calls] == [
         ("c2", "write_file", "not json")
     ]
@@ -408,13 +408,14 @@ async def test_read_models_follow_a_whole_run(
     await built.finish(world)
     a = world.a
     async with pool.acquire() as conn:
-        assert await queries.tenant_for_key(conn, world.key_id, world.key_hash) == a
-        assert await queries.tenant_for_key(conn, world.key_id, "wrong") is None
-        assert await queries.tenant_for_key(conn, world.key_id + "2", "h2") is None  # revoked
+        assert await agency_queries.tenant_for_key(conn, world.key_id, world.key_hash) == a
+        assert await agency_queries.tenant_for_key(conn, world.key_id, "wrong") is None
+        # revoked
+        assert await agency_queries.tenant_for_key(conn, world.key_id + "2", "h2") is None
 
-        (agency,) = await queries.list_agencies(conn, a)
+        (agency,) = await agency_queries.list_agencies(conn, a)
         assert (agency.id, agency.name, agency.metadata) == ("ag1", "Support", {"team": "a"})
-        (helper,) = await queries.list_blueprints(conn, a, world.agency)
+        (helper,) = await agency_queries.list_blueprints(conn, a, world.agency)
         assert (helper.spec.prompt, helper.revision) == ("v2", 2)
 
         threads = {t.id: t for t in await queries.list_threads(conn, a, world.agency)}
@@ -448,17 +449,17 @@ async def test_read_models_follow_a_whole_run(
         assert run.result == "done" and run.idempotency_key == "key-1"
         assert run.started_at is not None and run.ended_at is not None
 
-        view = await queries.thread_state(conn, a, world.agency, world.thread)
+        view = await state_queries.thread_state(conn, a, world.agency, world.thread)
         assert view is not None
         state = view.state
-        assert view.run == queries.RunState(run_id="r1", status="completed", step=2)
+        assert view.run == state_queries.RunState(run_id="r1", status="completed", step=2)
         assert [m.role for m in state.messages] == ["user", "assistant", "tool", "assistant"]
         assert state.messages[1].tool_calls == [
-            queries.ToolCallView(id="c1", name="lookup", args={"q": "x"}),
-            queries.ToolCallView(id="c2", name="write_file", args="not json"),
+            state_queries.ToolCallView(id="c1", name="lookup", args={"q": "x"}),
+            state_queries.ToolCallView(id="c2", name="write_file", args="not json"),
         ]
         assert state.files == {"notes.md": "v2", "other.md": "x"}
-        assert state.todos == [queries.TodoView(content="c", status="completed")]
+        assert state.todos == [state_queries.TodoView(content="c", status="completed")]
         assert state.pending_tool_calls == []
         (link,) = state.subagents
         assert (link.child_thread_id, link.status, link.report, link.tool_call_id) == (
@@ -523,19 +524,19 @@ async def test_a_tenant_sees_nothing_of_another(
     await built.finish(world)
     b = world.b
     async with pool.acquire() as conn:
-        assert [x.id for x in await queries.list_agencies(conn, b)] == ["ag2"]
-        assert await queries.get_agency(conn, b, world.agency) is None
-        assert await queries.list_blueprints(conn, b, world.agency) == []
+        assert [x.id for x in await agency_queries.list_agencies(conn, b)] == ["ag2"]
+        assert await agency_queries.get_agency(conn, b, world.agency) is None
+        assert await agency_queries.list_blueprints(conn, b, world.agency) == []
         assert await queries.list_threads(conn, b, world.agency) == []
         assert await queries.get_thread(conn, b, world.agency, world.thread) is None
         assert await queries.get_thread(conn, b, world.agency_b, world.thread) is None
-        assert await queries.thread_state(conn, b, world.agency, world.thread) is None
+        assert await state_queries.thread_state(conn, b, world.agency, world.thread) is None
         assert await queries.get_run(conn, b, world.thread, "r1") is None
         assert await queries.event_rows(conn, b, world.thread, 1, 100) == ([], False)
-        assert await queries.tenant_for_key(conn, world.key_id, world.key_hash) == world.a
+        assert await agency_queries.tenant_for_key(conn, world.key_id, world.key_hash) == world.a
         (usage,) = await queries.usage(conn, b, "agency")
         assert (usage.agency_id, usage.calls, usage.output_tokens) == ("ag2", 1, 5)
-        own = await queries.thread_state(conn, b, world.agency_b, world.thread_b)
+        own = await state_queries.thread_state(conn, b, world.agency_b, world.thread_b)
         assert own is not None and own.state.files == {"notes.md": "B's"}
         assert own.run.status == "running" and own.state.messages == []
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from agency.contracts.events.registry import BlueprintSpec
 from agency.contracts.version import package_version
-from agency.projections import queries
+from agency.projections import agency_queries
 from agency.services.a2a.wire import (
     PROTOCOL_VERSION,
     AgentCapabilities,
@@ -49,7 +49,7 @@ async def blueprint_spec(deps: ApiDeps, tenant: str, agency_id: str, name: str) 
     """The blueprint as the agency has it (its own, else the static one); the caller checked
     that there is one."""
     async with deps.pool.acquire() as conn:
-        stored = await queries.get_blueprint(conn, tenant, agency_id, name)
+        stored = await agency_queries.get_blueprint(conn, tenant, agency_id, name)
     return stored.spec if stored is not None else deps.system.blueprints[name]
 
 
@@ -106,11 +106,11 @@ async def tenant_card(deps: ApiDeps, tenant: str, base_url: str) -> AgentCard:
     params)."""
     base = base_url.rstrip("/")
     async with deps.pool.acquire() as conn:
-        agencies = await queries.list_agencies(conn, tenant)
-        stored = {a.id: await queries.list_blueprints(conn, tenant, a.id) for a in agencies}
+        agencies = await agency_queries.list_agencies(conn, tenant)
+        stored = {a.id: await agency_queries.list_blueprints(conn, tenant, a.id) for a in agencies}
     skills: list[AgentSkill] = []
     for agency in agencies:
-        for view in queries.merge_blueprints(deps.system.blueprints, stored[agency.id]):
+        for view in agency_queries.merge_blueprints(deps.system.blueprints, stored[agency.id]):
             url = agent_url(base, agency.id, view.name)
             skills.append(
                 AgentSkill(

@@ -20,7 +20,7 @@ from ulid import ULID
 from agency.contracts.errors import InvalidToken
 from agency.contracts.events.thread import end_user_problem
 from agency.contracts.ids import new_id, validate_token
-from agency.projections import queries
+from agency.projections import agency_queries
 from agency.services.api.auth import agency_owned, path_id
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView, fold_view
@@ -54,7 +54,7 @@ async def agency_for(deps: ApiDeps, tenant: str, request: Connection) -> str:
         await agency_owned(deps, tenant, agency_id)
         return agency_id
     async with deps.pool.acquire() as conn:
-        agencies = await queries.list_agencies(conn, tenant)
+        agencies = await agency_queries.list_agencies(conn, tenant)
     defaults = [a for a in agencies if a.name == DEFAULT_AGENCY]
     if defaults:
         return defaults[0].id
@@ -140,13 +140,13 @@ async def load_thread(
 async def assistants(deps: ApiDeps, tenant: str, agency_id: str) -> list[Assistant]:
     """The agency's blueprints as assistants: static ones, overridden by the agency's own."""
     async with deps.pool.acquire() as conn:
-        agency = await queries.get_agency(conn, tenant, agency_id)
-        dynamic = await queries.list_blueprints(conn, tenant, agency_id)
+        agency = await agency_queries.get_agency(conn, tenant, agency_id)
+        dynamic = await agency_queries.list_blueprints(conn, tenant, agency_id)
     if agency is None:
         raise NotFoundException(f"agency {agency_id} not found")
     return [
         assistant(view, agency_id, agency.created_at)
-        for view in queries.merge_blueprints(deps.system.blueprints, dynamic)
+        for view in agency_queries.merge_blueprints(deps.system.blueprints, dynamic)
     ]
 
 
@@ -161,7 +161,7 @@ def client_fields(
     return own, section.get("config") or {}, section.get("context") or {}
 
 
-def assistant(view: queries.BlueprintView, agency_id: str, since: datetime) -> Assistant:
+def assistant(view: agency_queries.BlueprintView, agency_id: str, since: datetime) -> Assistant:
     """The blueprint as an assistant: its own metadata, then what Agency knows of it (its
     agency, source, model, tags and type); the `config` and `context` it was given, kept
     under its metadata's `langgraph`."""
@@ -200,7 +200,7 @@ async def agent_type_named(deps: ApiDeps, tenant: str, agency_id: str, name: str
     of the agency's own, found, is kept a while (`deps.known`)."""
     if name not in deps.system.blueprints and not deps.known.has_blueprint(tenant, agency_id, name):
         async with deps.pool.acquire() as conn:
-            stored = await queries.get_blueprint(conn, tenant, agency_id, name)
+            stored = await agency_queries.get_blueprint(conn, tenant, agency_id, name)
         if stored is None:
             raise _no_assistant(agency_id, name)
         deps.known.found_blueprint(tenant, agency_id, name)

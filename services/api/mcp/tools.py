@@ -19,7 +19,7 @@ from agency.contracts.errors import InvalidToken
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import TerminateAccepted, ThreadOut
 from agency.contracts.ids import validate_token
-from agency.projections import queries
+from agency.projections import agency_queries, state_queries
 from agency.services.api.deps import ApiDeps
 from agency.services.api.routes_commands import IdempotencyKey
 from agency.services.api.run_outcome import Progress, RunOutcome, log_position, wait_for_outcome
@@ -91,7 +91,7 @@ class TerminateInput(ThreadInput, frozen=True, kw_only=True):
 
 
 class Agencies(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    agencies: list[queries.AgencyView]
+    agencies: list[agency_queries.AgencyView]
 
 
 class Blueprints(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -121,7 +121,7 @@ class Operations:
     async def create_thread(self, args: CreateThreadInput) -> ThreadOut:
         return await self.client.create_thread(args.agency_id, args.agent_type, args.metadata)
 
-    async def get_state(self, args: ThreadInput) -> queries.ThreadStateView:
+    async def get_state(self, args: ThreadInput) -> state_queries.ThreadStateView:
         return await self.client.state(args.agency_id, args.thread_id)
 
     async def invoke_and_wait(self, args: InvokeInput) -> RunOutcome:
@@ -253,7 +253,7 @@ TOOLS: tuple[AgencyTool[Any, Any], ...] = (
         "Get a thread's state",
         "The thread's messages, files, todos, pending tool calls and current run.",
         ThreadInput,
-        queries.ThreadStateView,
+        state_queries.ThreadStateView,
         Operations.get_state,
         read_only=True,
     ),
