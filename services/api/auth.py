@@ -4,7 +4,7 @@ Credentials, checked in this order:
 - `Authorization: Bearer <admin secret>`: the admin (`Principal(admin=True)`), for admin
   routes such as `POST /tenants`;
 - `Authorization: Bearer ak_<key_id>_<secret>`: a tenant's API key. Only its sha256 hex is
-  stored (the tenants read model, `projections.queries.tenant_for_key`). The hash is
+  stored (the tenants read model, `projections.agency_queries.tenant_for_key`). The hash is
   compared by the database: a caller controls the key, not its hash, so the timing of
   that compare tells nothing. The admin and shared secrets are compared in constant time;
 - `X-SECRET: <shared secret>`: the seed's single-tenant set-up, mapped to one tenant;
