@@ -12,7 +12,7 @@ from typing import ClassVar
 import msgspec
 
 from agency.contracts.events.base import ChatMessage, ClientTool, ParentRef, Todo, ToolCall
-from agency.contracts.events.registry import BlueprintSpec
+from agency.contracts.events.blueprint import BlueprintSpec
 from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode, StateRestored
 from agency.contracts.events.webhook import WebhookKind
 from agency.contracts.events.workflow import Schedule, WorkflowLimits

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from agency.contracts.events.registry import (
+from agency.contracts.events.blueprint import (
     INLINE_BLUEPRINT_FIELDS,
     BlueprintConfig,
     BlueprintSpec,

@@ -13,7 +13,11 @@ import asyncpg
 import msgspec
 
 from agency.contracts.events import BlueprintSpec
-from agency.contracts.events.registry import BlueprintConfig, SideConfig, TreeLimits
+from agency.contracts.events.blueprint import (
+    BlueprintConfig,
+    SideConfig,
+    TreeLimits,
+)
 from agency.contracts.upcasters import stored_blueprint_spec
 from agency.projections.queries import View
 from agency.projections.rows import fetch_all

@@ -10,6 +10,12 @@ from agency.contracts.events.base import (
     ToolCall,
     Usage,
 )
+from agency.contracts.events.blueprint import (
+    BlueprintSpec,
+    SessionToolBinding,
+    SideConfig,
+    TreeLimits,
+)
 from agency.contracts.events.erasure import (
     AgencyDeleted,
     AgencyDeletionRequested,
@@ -33,18 +39,12 @@ from agency.contracts.events.registry import (
     ApiKeyRevoked,
     BlueprintDeleted,
     BlueprintSaved,
-    BlueprintSpec,
-    McpServer,
     RegistryEvent,
-    RemoteAgent,
-    SessionToolBinding,
-    SideConfig,
     TenantBudgetSet,
     TenantCreated,
     TenantModelPolicySet,
     TenantProviderRemoved,
     TenantProviderSet,
-    TreeLimits,
 )
 from agency.contracts.events.reply import (
     AgentStateSet,
@@ -118,6 +118,10 @@ from agency.contracts.events.tool import (
     ToolRegistered,
     ToolRequested,
     ToolStarted,
+)
+from agency.contracts.events.tool_servers import (
+    McpServer,
+    RemoteAgent,
 )
 from agency.contracts.events.tree import StopMode, TreeEvent, TreeStopped, TreeThreadAdmitted
 from agency.contracts.events.webhook import (

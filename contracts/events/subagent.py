@@ -7,7 +7,7 @@ from typing import Literal
 import msgspec
 
 from agency.contracts.events.base import Event, InRun
-from agency.contracts.events.registry import BlueprintSpec
+from agency.contracts.events.blueprint import BlueprintSpec
 
 ChildOutcome = Literal["completed", "error", "canceled", "timeout"]
 # How a child's results reach its parent: `implicit` queues its completion and failure to

@@ -15,7 +15,7 @@ from agency.contracts.events.base import (
     ParentRef,
     Todo,
 )
-from agency.contracts.events.registry import BlueprintSpec
+from agency.contracts.events.blueprint import BlueprintSpec
 
 # What an invoke does while another run of the thread is active: `queue` joins it before
 # its next model step (or starts a run of its own when it ends without one), `after` waits

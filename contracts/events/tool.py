@@ -7,7 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from agency.contracts.events.base import Event, InRun, ToolCall
-from agency.contracts.events.registry import McpServer, RemoteAgent
+from agency.contracts.events.tool_servers import McpServer, RemoteAgent
 
 
 class McpToolRef(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,7 +19,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from agency.contracts.events import BlueprintSpec, McpServer
-from agency.contracts.events.registry import SessionToolBinding, SideConfig, SubagentEntry
+from agency.contracts.events.blueprint import (
+    SessionToolBinding,
+    SideConfig,
+    SubagentEntry,
+)
 from agency.services.agents.builtin.parent import NOTIFY_TOOL, STATUS_TOOL
 
 MCP_SEPARATOR = "__"  # `services/mcpclient/config.py`: an MCP tool is `<server>__<tool>`

@@ -19,7 +19,7 @@ import msgspec
 import structlog
 
 from agency.contracts.events import AnyEvent, BlueprintSpec, ChatMessage, ToolCall, ToolRegistered
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.services.agents.escalation import notify_event, status_event
 from agency.services.agents.tools import StateTool, SubagentTool, Tool, ToolSpec
 from agency.services.agents.view import ThreadView

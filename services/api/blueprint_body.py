@@ -1,6 +1,6 @@
 """The HTTP shape of a blueprint: the contract's structs, derived here with camelCase names.
 
-`contracts/events/registry.py` declares a blueprint once, with the rules of each field; a
+`contracts/events/blueprint.py` declares a blueprint once, with the rules of each field; a
 rule a stored event need not meet is a `Checked` annotation there, applied here and not when
 events are read. Each body below is made from its contract struct by `camel_body`: the same
 fields and defaults, camelCase on the wire, lists for tuples, the `Checked` rules in place,
@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, ForwardRef, Literal,
 import msgspec
 from litestar.exceptions import PermissionDeniedException
 
-from agency.contracts.events import BlueprintSpec, registry as contract
-from agency.contracts.events.registry import Checked
+from agency.contracts.events import BlueprintSpec, blueprint as contract, blueprint_fields
+from agency.contracts.events.blueprint_fields import Checked
+from agency.contracts.events.tool_servers import McpServer, RemoteAgent
 from agency.projections.agency_queries import BlueprintSource
 from agency.services.api.text import refuse_nul
 from agency.services.egress import server_refusals
@@ -34,8 +35,8 @@ BODY_NAMES: dict[type[msgspec.Struct], str] = {
     contract.ImmediateConfig: "ImmediateBody",
     contract.SubagentEntry: "SubagentEntryBody",
     contract.SubagentsConfig: "SubagentsBody",
-    contract.McpServer: "McpServerBody",
-    contract.RemoteAgent: "RemoteAgentBody",
+    McpServer: "McpServerBody",
+    RemoteAgent: "RemoteAgentBody",
     contract.BlueprintConfig: "ConfigBody",
     contract.SessionToolBinding: "BindingBody",
     contract.SideConfig: "SideBody",
@@ -220,14 +221,14 @@ else:
     ImmediateBody = camel_body(contract.ImmediateConfig)
     SubagentEntryBody = camel_body(contract.SubagentEntry)
     SubagentsBody = camel_body(contract.SubagentsConfig)
-    McpServerBody = camel_body(contract.McpServer)
-    RemoteAgentBody = camel_body(contract.RemoteAgent)
+    McpServerBody = camel_body(McpServer)
+    RemoteAgentBody = camel_body(RemoteAgent)
     ConfigBody = camel_body(contract.BlueprintConfig)
     BindingBody = camel_body(contract.SessionToolBinding)
     SideBody = camel_body(contract.SideConfig)
     TreeLimitsBody = camel_body(contract.TreeLimits)
     _SaveBlueprintFields = camel_body(contract.BlueprintSpec, "SaveBlueprintFields")
-HookId = at_boundary(contract.HookId)
+HookId = at_boundary(blueprint_fields.HookId)
 
 
 class SaveBlueprintBody(_SaveBlueprintFields, frozen=True, kw_only=True):

@@ -21,7 +21,7 @@ import msgspec
 from litestar.openapi.spec import Reference, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 
-from agency.contracts.events.registry import SubagentEntry
+from agency.contracts.events.blueprint import SubagentEntry
 from agency.services.agents.system import AgentSystem
 from agency.services.api.blueprint_body import HookId, SaveBlueprintBody, SubagentEntryBody
 from agency.services.llm.port import NAME_PREFIXES

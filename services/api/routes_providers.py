@@ -17,7 +17,7 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
-from agency.contracts.events.registry import HTTPS_URL_OR_NONE
+from agency.contracts.events.blueprint_fields import HTTPS_URL_OR_NONE
 from agency.contracts.http import Out
 from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id, tenant_of
 from agency.services.api.deps import ApiDeps

@@ -21,7 +21,7 @@ from litestar.exceptions import HTTPException, NotFoundException, ValidationExce
 from litestar.params import JSONBody, PathParameter
 
 from agency.contracts.commands import ProvideVariables
-from agency.contracts.events.registry import EnvName
+from agency.contracts.events.blueprint_fields import EnvName
 from agency.contracts.http import Out
 from agency.domain.child_naming import child_thread_id
 from agency.domain.subagent_variables import env_request, provided

@@ -19,7 +19,7 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from agency.contracts.commands import SubscribeWebhook, UnsubscribeWebhook
 from agency.contracts.events import WebhookKind
-from agency.contracts.events.registry import URL_WITH_HOST
+from agency.contracts.events.blueprint_fields import URL_WITH_HOST
 from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.infra.sealing import seal

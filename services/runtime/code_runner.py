@@ -31,7 +31,7 @@ from agency.contracts.events import (
     RunError,
     RunTick,
 )
-from agency.contracts.events.registry import BlueprintSpec
+from agency.contracts.events.blueprint import BlueprintSpec
 from agency.contracts.limits import limits, truncate_text
 from agency.domain.thread_state import RunView, ThreadState
 from agency.infra.jetstream.records import RecordedEvent

@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 
 from agency.contracts.events import AnyEvent, BlueprintSpec, ChatMessage, MessageAppended, ToolCall
-from agency.contracts.events.registry import SubagentEntry
+from agency.contracts.events.blueprint import SubagentEntry
 from agency.contracts.ids import derived_id
 from agency.domain.thread_state import RunView, ThreadState
 from agency.services.agents.builtin.subagents import (

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import msgspec
 
 from agency.contracts.events import BlueprintSpec
-from agency.contracts.events.registry import SubagentEntry
+from agency.contracts.events.blueprint import SubagentEntry
 
 VARIABLE = "AGENCY_TENANT_ENV"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -39,7 +39,7 @@ import msgspec
 import yaml
 
 from agency.contracts.events import BlueprintSpec, WorkflowLimits
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.contracts.ids import is_valid_token
 from agency.domain.cron import cron_problem
 from agency.services.egress import server_refusals

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from agency import AgentSystem, Middleware, MiddlewareContext, ToolContext, tool
 from agency.contracts.events import BlueprintSpec, ChatMessage, ToolCall
-from agency.contracts.events.registry import BlueprintConfig, HitlConfig
+from agency.contracts.events.blueprint import BlueprintConfig, HitlConfig
 from agency.services.agents.middleware import ModelPlan
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider

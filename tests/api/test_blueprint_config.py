@@ -9,7 +9,7 @@ import pytest
 
 from agency.contracts.commands import SaveBlueprint
 from agency.contracts.events import BlueprintSaved, BlueprintSpec
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.infra.jetstream.connection import Bus
 from agency.services.llm.catalog import ProviderCatalog
 from tests.api.conftest import STATIC_AGENT, Api, Tenant, create_agency, running_api

@@ -14,18 +14,22 @@ import pytest
 from agency.contracts.codec import decode_event, encode
 from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.events import BlueprintSaved, BlueprintSpec
-from agency.contracts.events.registry import (
+from agency.contracts.events.blueprint import (
     BlueprintConfig,
-    Checked,
     HitlConfig,
     ImmediateConfig,
-    McpServer,
-    RemoteAgent,
     SessionToolBinding,
     SideConfig,
     SubagentEntry,
     SubagentsConfig,
     TreeLimits,
+)
+from agency.contracts.events.blueprint_fields import (
+    Checked,
+)
+from agency.contracts.events.tool_servers import (
+    McpServer,
+    RemoteAgent,
 )
 from agency.projections import agency_queries
 from agency.services.api import blueprint_body

@@ -8,11 +8,13 @@ import pytest
 
 from agency.contracts.commands import SaveBlueprint
 from agency.contracts.events import BlueprintSaved, BlueprintSpec
-from agency.contracts.events.registry import (
+from agency.contracts.events.blueprint import (
     BlueprintConfig,
-    McpServer,
     SubagentEntry,
     SubagentsConfig,
+)
+from agency.contracts.events.tool_servers import (
+    McpServer,
 )
 from agency.infra.jetstream.connection import Bus
 from tests.api.conftest import Tenant, create_agency

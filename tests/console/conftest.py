@@ -24,7 +24,7 @@ import msgspec
 import pytest
 from playwright.async_api import Browser, ConsoleMessage, Page
 
-from agency.contracts.events.registry import HitlConfig
+from agency.contracts.events.blueprint import HitlConfig
 from agency.infra.db import create_pool, migrate
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.streams import provision

@@ -9,7 +9,7 @@ import msgspec
 from agency.contracts.codec import decode_event, encode
 from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.events import BlueprintSaved, BlueprintSpec
-from agency.contracts.events.registry import (
+from agency.contracts.events.blueprint import (
     BlueprintConfig,
     HitlConfig,
     SubagentEntry,

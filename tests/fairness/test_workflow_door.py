@@ -10,7 +10,7 @@ from typing import Any
 
 from agency.contracts.commands import CreateWorkflow, WorkflowMemberSpec
 from agency.contracts.events import BlueprintSpec, McpServer
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.contracts.ids import new_id
 from agency.infra.jetstream import dlq_admin
 from agency.services.tenancy.door_limits import PROMPT_LIMIT, DoorLimits

@@ -26,7 +26,7 @@ from agency.contracts.events import (
     ToolOutput,
     ToolRequested,
 )
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.system import AgentSystem

@@ -20,7 +20,7 @@ from agency.contracts.commands import (
     SaveBlueprint,
 )
 from agency.contracts.events import BlueprintSaved, BlueprintSpec, ChatMessage, ToolCall
-from agency.contracts.events.registry import (
+from agency.contracts.events.blueprint import (
     BlueprintConfig,
     HitlConfig,
     SubagentEntry,

@@ -8,7 +8,7 @@ from typing import Any
 
 from agency import AgentContext
 from agency.contracts.events import BlueprintSpec, ChatMessage
-from agency.contracts.events.registry import BlueprintConfig, HitlConfig
+from agency.contracts.events.blueprint import BlueprintConfig, HitlConfig
 from agency.services.agents.code import CodeAgent, ToolCallError
 from agency.services.agents.system import AgentSystem
 from agency.services.agents.tools import ToolContext, define_tool

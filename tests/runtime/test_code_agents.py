@@ -26,7 +26,7 @@ from agency.contracts.events import (
     RunError,
     ToolOutput,
 )
-from agency.contracts.events.registry import BlueprintConfig, SubagentsConfig
+from agency.contracts.events.blueprint import BlueprintConfig, SubagentsConfig
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.ids import new_id
 from agency.domain.thread_state import fold

@@ -6,7 +6,7 @@ import msgspec
 
 from agency import AgentContext
 from agency.contracts.events import BlueprintSpec, ChatMessage
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.services.agents.code import CodeAgent
 from agency.services.agents.code_settings import describe, type_label, with_overrides
 from agency.services.agents.system import AgentSystem

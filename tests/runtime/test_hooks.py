@@ -16,7 +16,7 @@ from agency.contracts.events import (
     TodosWritten,
     ToolCall,
 )
-from agency.contracts.events.registry import (
+from agency.contracts.events.blueprint import (
     BlueprintConfig,
     HitlConfig,
     SubagentEntry,

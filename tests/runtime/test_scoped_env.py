@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from agency.contracts.events import AnyEvent, SubagentVariablesProvided, ThreadCreated
-from agency.contracts.events.registry import ImmediateConfig, SubagentEntry
+from agency.contracts.events.blueprint import ImmediateConfig, SubagentEntry
 from agency.domain.thread_state import fold
 from agency.infra.jetstream.envelopes import new_envelopes
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent

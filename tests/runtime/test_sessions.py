@@ -10,7 +10,7 @@ from agency.contracts.events import (
     SubagentSpawned,
     ToolError,
 )
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.llm.fake_scripts import ScriptStep

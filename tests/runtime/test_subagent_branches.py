@@ -8,7 +8,11 @@ import msgspec
 import pytest
 
 from agency.contracts.events import BlueprintSpec, SubagentSpawned, ToolError
-from agency.contracts.events.registry import BlueprintConfig, SubagentEntry, SubagentsConfig
+from agency.contracts.events.blueprint import (
+    BlueprintConfig,
+    SubagentEntry,
+    SubagentsConfig,
+)
 from agency.contracts.ids import new_id
 from agency.services.agents.builtin.subagents import agent_env, branch_enabled
 from agency.services.llm.fake_scripts import ScriptStep

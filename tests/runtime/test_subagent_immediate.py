@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from agency.contracts.events import BlueprintSpec, SubagentCompleted, SubagentSpawned
-from agency.contracts.events.registry import (
+from agency.contracts.events.blueprint import (
     BlueprintConfig,
     ImmediateConfig,
     SubagentEntry,

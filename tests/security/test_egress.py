@@ -16,7 +16,7 @@ import uvicorn
 
 from agency.contracts.commands import SaveBlueprint
 from agency.contracts.events import BlueprintSaved, BlueprintSpec, McpServer
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.contracts.ids import new_id
 from agency.infra.jetstream import dlq_admin
 from agency.infra.jetstream.connection import Bus

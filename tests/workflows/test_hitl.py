@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.events import BlueprintSpec
-from agency.contracts.events.registry import BlueprintConfig, HitlConfig
+from agency.contracts.events.blueprint import BlueprintConfig, HitlConfig
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.workflows.conftest import Workflows
 

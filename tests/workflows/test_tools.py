@@ -15,7 +15,7 @@ from agency.contracts.events import (
     ToolError,
     ToolOutput,
 )
-from agency.contracts.events.registry import BlueprintConfig, SubagentsConfig
+from agency.contracts.events.blueprint import BlueprintConfig, SubagentsConfig
 from agency.domain.workflow_decisions import resource_id
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent

@@ -10,7 +10,7 @@ result.
 from __future__ import annotations
 
 from agency.contracts.events import ChatMessage
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.services.agents.middleware import Middleware, MiddlewareContext
 
 

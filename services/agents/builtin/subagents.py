@@ -26,7 +26,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from agency.contracts.events.registry import BlueprintConfig, BlueprintSpec
+from agency.contracts.events.blueprint import BlueprintConfig, BlueprintSpec
 from agency.services.agents.middleware import Middleware, MiddlewareContext, ModelPlan
 from agency.services.agents.tools import SubagentTool, ToolSpec, object_schema
 

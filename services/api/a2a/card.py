@@ -8,7 +8,7 @@ API key as a bearer token. Cards are read with the key too: an agency is a tenan
 
 from __future__ import annotations
 
-from agency.contracts.events.registry import BlueprintSpec
+from agency.contracts.events.blueprint import BlueprintSpec
 from agency.contracts.version import package_version
 from agency.projections import agency_queries
 from agency.services.a2a.wire import (

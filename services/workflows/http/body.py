@@ -19,7 +19,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from agency.contracts.events import BlueprintSpec
-from agency.contracts.events.registry import BlueprintConfig
+from agency.contracts.events.blueprint import BlueprintConfig
 from agency.domain.cron import CRON_PATTERN
 from agency.services.api.blueprint_body import at_boundary
 from agency.services.api.text import refuse_nul
