@@ -79,3 +79,12 @@ class QueuedRequest:
 class ToolOutcome:
     output: str
     error: bool
+
+
+def joined_tools(
+    had: tuple[ClientTool, ...], joining: tuple[ClientTool, ...]
+) -> tuple[ClientTool, ...]:
+    """A run's client tools once a request joined it: the joining request's describe its
+    client as it is now, so they win a name both have."""
+    names = {t.name for t in joining}
+    return (*(t for t in had if t.name not in names), *joining)

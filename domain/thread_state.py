@@ -6,19 +6,16 @@ I/O, so a replay of the log rebuilds exactly what the runtime saw.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from agency.contracts.events import (
     AgentStarted,
-    AgentStateSet,
     AnyEvent,
     BlueprintSpec,
     BlueprintSwitched,
     ChatMessage,
-    ClientTool,
     FileWritten,
     HitlInterrupt,
     HitlResume,
@@ -45,17 +42,16 @@ from agency.contracts.events import (
     Todo,
     TodosWritten,
     ToolCall,
-    ToolError,
-    ToolOutput,
     ToolRegistered,
-    ToolRequested,
 )
 from agency.contracts.records import Position, RecordedEvent
 from agency.domain.thread_children import SUBAGENT_EVENTS, ChildEntry, child_changes
+from agency.domain.thread_content import CONTENT_EVENTS, content_changes
 from agency.domain.thread_parts import (
     QueuedRequest as QueuedRequest,
     RunView as RunView,
     ToolOutcome,
+    joined_tools,
 )
 
 
@@ -217,6 +213,8 @@ class ThreadState:
     def _apply_payload(self, payload: AnyEvent, event: RecordedEvent) -> ThreadState:
         if isinstance(payload, SUBAGENT_EVENTS):
             return _evolve(self, **child_changes(self, payload, event.envelope.ts))
+        if isinstance(payload, CONTENT_EVENTS):
+            return _evolve(self, **content_changes(self, payload))
         match payload:
             case ThreadCreated(agency_id=agency_id, agent_type=agent_type, parent=parent):
                 return _evolve(
@@ -267,7 +265,7 @@ class ThreadState:
                         pause_before_tools=joined.pause_before_tools or joining.pause_before_tools,
                         pause_before_model=joined.pause_before_model or joining.pause_before_model,
                         pause_after_tools=joined.pause_after_tools or joining.pause_after_tools,
-                        client_tools=_joined_tools(joined.client_tools, joining.client_tools),
+                        client_tools=joined_tools(joined.client_tools, joining.client_tools),
                     )
                 return _evolve(
                     state, queue=tuple(q for q in state.queue if q.run_id != request_run_id)
@@ -330,32 +328,6 @@ class ThreadState:
                 if held is not None and held.held_messages[:1] == (message,):
                     return state._with_run(held.run_id, held_messages=held.held_messages[1:])
                 return state
-            case FileWritten(path=path, content=content):
-                kept = (*((p, c) for p, c in self.files if p != path), (path, content))
-                return _evolve(self, files=kept)
-            case TodosWritten(todos=todos):
-                return _evolve(self, todos=todos)
-            case StateRestored(messages=messages, files=files, todos=todos):
-                # Set back to a past checkpoint's state; the log keeps what followed it.
-                return _evolve(self, messages=messages, files=tuple(files.items()), todos=todos)
-            case ToolRegistered(name=name):
-                return _evolve(self, registered_tools={**self.registered_tools, name: payload})
-            case AgentStateSet(value=value):
-                return _evolve(self, agent_state=value)
-            case ToolRequested(call=call):
-                return _evolve(self, requested=self.requested | {call.id})
-            case ToolOutput(tool_call_id=call_id, tool_name=name, output=output):
-                state = _evolve(
-                    self, outcomes=(*self.outcomes, (call_id, ToolOutcome(output, error=False)))
-                )
-                named = _path_argument(self, call_id)
-                if named is not None:
-                    state = _evolve(state, tool_paths=state.tool_paths | {(name, named)})
-                return state
-            case ToolError(tool_call_id=call_id, error=error):
-                return _evolve(
-                    self, outcomes=(*self.outcomes, (call_id, ToolOutcome(error, error=True)))
-                )
             case HitlInterrupt(run_id=run_id, proposed_tool_calls=calls):
                 return self._with_run(run_id, hitl_pending=calls)
             case HitlResume(
@@ -402,19 +374,6 @@ class ThreadState:
         return _evolve(state, queue=tuple(q for q in state.queue if q.run_id != run_id))
 
 
-def _path_argument(state: ThreadState, call_id: str) -> str | None:
-    for message in reversed(state.messages):
-        for call in message.tool_calls:
-            if call.id == call_id:
-                try:
-                    args = json.loads(call.arguments or "{}")
-                except ValueError:
-                    return None
-                path = args.get("path") if isinstance(args, dict) else None
-                return path if isinstance(path, str) else None
-    return None
-
-
 # The fold makes a new state for every event, and `dataclasses.replace` walks the class's
 # fields and calls `__init__` for each: a third of a fold's time on its own. A state has
 # no `__post_init__` and no field outside `__init__`, so setting the slots directly builds
@@ -423,15 +382,6 @@ _STATE_FIELDS = tuple(f.name for f in fields(ThreadState))
 _STATE_FIELD_SET = frozenset(_STATE_FIELDS)
 _new = object.__new__
 _set = object.__setattr__
-
-
-def _joined_tools(
-    had: tuple[ClientTool, ...], joining: tuple[ClientTool, ...]
-) -> tuple[ClientTool, ...]:
-    """A run's client tools once a request joined it: the joining request's describe its
-    client as it is now, so they win a name both have."""
-    names = {t.name for t in joining}
-    return (*(t for t in had if t.name not in names), *joining)
 
 
 def _evolve(state: ThreadState, **changes: Any) -> ThreadState:
