@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, Page, async_playwright
 
 CHROMIUM = os.environ.get("AGENCY_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -23,6 +23,14 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# How long a page may take to show what a test waits for.
+WAIT_MS = 30_000
+# What the chat pages' model streams: a first answer with a tool call, then the last one.
+FIRST = "Let me look that word up in the dictionary before I answer you"
+SECOND = (
+    "The dictionary says the word means what you thought it did, and it has been used "
+    "that way for a few hundred years by writers of every kind"
+)
 
 
 @asynccontextmanager
@@ -39,3 +47,13 @@ async def chromium() -> AsyncIterator[Browser]:
             yield browser
         finally:
             await browser.close()
+
+
+async def until_shown(page: Page, condition: str, what: str, logged: Sequence[str] = ()) -> None:
+    """Wait (bounded) until the JS `condition` holds, or the page shows an error (the test
+    then fails with it and what the page `logged`)."""
+    await page.wait_for_function(
+        f"() => document.querySelector('#error') || ({condition})", timeout=WAIT_MS
+    )
+    shown = await page.locator("#error").all_inner_texts()
+    assert not shown, f"{what}: the page shows an error: {shown}\n" + "\n".join(logged)

@@ -11,6 +11,7 @@ import secrets
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncpg
 import pytest
@@ -20,6 +21,9 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.streams import provision
 from agency.infra.launch import NatsServer, PostgresServer
 from agency.infra.launch.testcontainers_backend import docker_available
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser
 
 
 def _use_containers() -> bool:
@@ -107,3 +111,13 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await conn.close(timeout=5)
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    """Debian's chromium for a module's browser tests (`tests/browser.py`); imported here
+    only when a test asks for it."""
+    from tests.browser import chromium
+
+    async with chromium() as opened:
+        yield opened

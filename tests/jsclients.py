@@ -8,9 +8,13 @@ import asyncio
 import json
 import os
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 JS = Path(__file__).resolve().parent / "js"
 NODE_TIMEOUT = 120.0
@@ -107,3 +111,11 @@ async def build_page(entry: str, out: Path) -> Path:
     """Bundle tests/js/<entry> and its npm packages into `out` (index.html, app.js)."""
     await run_node("build.mjs", entry, str(out))
     return out
+
+
+@asynccontextmanager
+async def built_site(entry: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
+    """tests/js/<entry> bundled (`build_page`) and served on an origin of its own (`Site`)."""
+    out = await build_page(entry, tmp_path_factory.mktemp(Path(entry).stem))
+    async with Site(out) as served:
+        yield served

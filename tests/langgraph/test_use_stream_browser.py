@@ -14,30 +14,16 @@ import pytest
 from playwright.async_api import Browser, ConsoleMessage, Page
 
 from agency.services.llm.fake_scripts import ScriptStep
-from tests.browser import chromium
-from tests.jsclients import Site, build_page
+from tests.browser import FIRST, SECOND, until_shown
+from tests.jsclients import Site, built_site
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import call
-
-FIRST = "Let me look that word up in the dictionary before I answer you"
-SECOND = (
-    "The dictionary says the word means what you thought it did, and it has been used "
-    "that way for a few hundred years by writers of every kind"
-)
-WAIT_MS = 30_000
 
 
 @pytest.fixture(scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
-    out = await build_page("web/chat.jsx", tmp_path_factory.mktemp("chat"))
-    async with Site(out) as served:
+    async with built_site("web/chat.jsx", tmp_path_factory) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with chromium() as opened:
-        yield opened
 
 
 class Tab:
@@ -55,11 +41,7 @@ class Tab:
 
     async def until(self, condition: str, what: str) -> None:
         """Wait (bounded) until the JS `condition` holds, or the page shows an error."""
-        await self.page.wait_for_function(
-            f"() => document.querySelector('#error') || ({condition})", timeout=WAIT_MS
-        )
-        shown = await self.page.locator("#error").all_inner_texts()
-        assert not shown, f"{what}: the page shows an error: {shown}\n" + "\n".join(self.logged)
+        await until_shown(self.page, condition, what, self.logged)
 
     async def shown(self) -> list[list[dict[str, Any]]]:
         return list(await self.page.evaluate("window.shown"))

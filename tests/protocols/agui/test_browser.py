@@ -12,42 +12,19 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from playwright.async_api import Browser, ConsoleMessage, Page
+from playwright.async_api import Browser, ConsoleMessage
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from tests.browser import chromium
-from tests.jsclients import Site, build_page
+from tests.browser import FIRST, SECOND, until_shown
+from tests.jsclients import Site, built_site
 from tests.langgraph.conftest import APP_ORIGIN
 from tests.protocols.agui.conftest import Tenant
-
-FIRST = "Let me look that word up in the dictionary before I answer you"
-SECOND = (
-    "The dictionary says the word means what you thought it did, and it has been used "
-    "that way for a few hundred years by writers of every kind"
-)
-WAIT_MS = 30_000
 
 
 @pytest.fixture(scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
-    out = await build_page("web/agui-chat.js", tmp_path_factory.mktemp("agui-chat"))
-    async with Site(out) as served:
+    async with built_site("web/agui-chat.js", tmp_path_factory) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with chromium() as opened:
-        yield opened
-
-
-async def _until(page: Page, logged: list[str], condition: str, what: str) -> None:
-    """Wait (bounded) until the JS `condition` holds, or the page shows an error."""
-    await page.wait_for_function(
-        f"() => document.querySelector('#error') || ({condition})", timeout=WAIT_MS
-    )
-    shown = await page.locator("#error").all_inner_texts()
-    assert not shown, f"{what}: the page shows an error: {shown}\n" + "\n".join(logged)
 
 
 async def _preflight(tenant: Tenant, origin: str) -> httpx.Response:
@@ -101,7 +78,7 @@ async def test_a_page_on_another_origin_streams_and_approves(
         await page.click("#send")
 
         # The first answer streams in piece by piece, then its call awaits approval.
-        await _until(page, logged, "document.querySelector('#approve')", "the interrupt")
+        await until_shown(page, "document.querySelector('#approve')", "the interrupt", logged)
         shown = list(await page.evaluate("window.shown"))
         assert shown[-1] == FIRST
         partial = {t for t in shown if t != FIRST and FIRST.startswith(t)}
@@ -116,7 +93,7 @@ async def test_a_page_on_another_origin_streams_and_approves(
             "document.querySelector('#status').innerText === 'idle' && "
             "document.querySelectorAll('#messages li').length === 4"
         )
-        await _until(page, logged, done, "the answer after the approval")
+        await until_shown(page, done, "the answer after the approval", logged)
         texts = await page.locator("#messages li").all_inner_texts()
         classes = [await items.nth(i).get_attribute("class") for i in range(4)]
         assert classes == ["user", "assistant", "tool", "assistant"]

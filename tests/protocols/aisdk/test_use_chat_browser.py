@@ -9,40 +9,18 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlencode
 
 import pytest
-from playwright.async_api import Browser, Page
+from playwright.async_api import Browser
 
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from tests.browser import chromium
-from tests.jsclients import Site, build_page
+from tests.browser import SECOND as ANSWER, until_shown
+from tests.jsclients import Site, built_site
 from tests.protocols.aisdk.conftest import Tenant
-
-ANSWER = (
-    "The dictionary says the word means what you thought it did, and it has been used "
-    "that way for a few hundred years by writers of every kind"
-)
-WAIT_MS = 30_000
 
 
 @pytest.fixture(scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
-    out = await build_page("web/aisdk-chat.jsx", tmp_path_factory.mktemp("aisdk-chat"))
-    async with Site(out) as served:
+    async with built_site("web/aisdk-chat.jsx", tmp_path_factory) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with chromium() as opened:
-        yield opened
-
-
-async def until(page: Page, condition: str, what: str) -> None:
-    """Wait (bounded) until the JS `condition` holds or the page shows an error."""
-    await page.wait_for_function(
-        f"() => document.querySelector('#error') || ({condition})", timeout=WAIT_MS
-    )
-    shown = await page.locator("#error").all_inner_texts()
-    assert not shown, f"{what}: the page shows an error: {shown}"
 
 
 TEXT = "(document.querySelector('li.assistant li.text:last-child')?.innerText ?? '')"
@@ -64,20 +42,20 @@ async def test_use_chat_approves_and_resumes_after_a_reload(
         await page.goto(f"{site.url}/index.html?{urlencode(query)}")
         await page.fill("#draft", key)
         await page.click("#send")
-        await until(page, "document.querySelector('#approve')", "the approval request")
+        await until_shown(page, "document.querySelector('#approve')", "the approval request")
         assert await page.locator("li.tool").inner_text() == (
             "tool-lookup_guarded approval-requested"
         )
 
         # Approved, the SDK sends the answer on; the page is reloaded mid-answer.
         await page.click("#approve")
-        await until(page, f"{TEXT}.length > 0 && {TEXT}.length < {len(ANSWER)}", "the answer")
+        await until_shown(page, f"{TEXT}.length > 0 && {TEXT}.length < {len(ANSWER)}", "the answer")
         before = await page.locator("li.assistant li.text").last.inner_text()
         await page.goto(f"{site.url}/index.html?{urlencode({**query, 'resume': '1'})}")
 
         # `resume` asks the chat's stream: the run's whole message, then the rest live.
         done = f"{TEXT} === {ANSWER!r} && document.querySelector('#status').innerText === 'ready'"
-        await until(page, done, "the answer after the reload")
+        await until_shown(page, done, "the answer after the reload")
         shown = [texts[-1] for texts in await page.evaluate("window.shown") if texts]
         assert any(len(before) < len(t) < len(ANSWER) for t in shown), (before, shown)
         assert await page.locator("li.tool").inner_text() == (
