@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.ids import new_id
 from agency.infra.launch.postgres_server import ensure_database
 
 if TYPE_CHECKING:
     import httpx
+
+    from agency.infra.jetstream.records import RecordedEvent
 
 T = TypeVar("T")
 
@@ -29,6 +32,38 @@ async def assert_eventually(
             if loop.time() >= deadline:
                 raise
         await asyncio.sleep(interval)
+
+
+class ThreadWaits:
+    """Bounded waits on a thread's events, for a harness that reads them (`events`)."""
+
+    wait_timeout: ClassVar[float] = 20.0
+
+    async def events(self, thread: str) -> list[RecordedEvent]:
+        raise NotImplementedError
+
+    async def wait_for(
+        self,
+        thread: str,
+        check: Callable[[list[RecordedEvent]], bool],
+        timeout: float | None = None,
+    ) -> list[RecordedEvent]:
+        """The thread's events once `check` holds of them, failing after `timeout` seconds."""
+
+        async def ready() -> list[RecordedEvent]:
+            events = await self.events(thread)
+            assert check(events), [e.type for e in events]
+            return events
+
+        return await assert_eventually(ready, timeout=timeout or self.wait_timeout)
+
+    async def wait_terminal(
+        self, thread: str, count: int = 1, timeout: float | None = None
+    ) -> list[RecordedEvent]:
+        """The thread's events once `count` of its runs have ended."""
+        return await self.wait_for(
+            thread, lambda es: sum(e.type in RUN_TERMINAL_TYPES for e in es) >= count, timeout
+        )
 
 
 def settled(events: list[Any]) -> list[Any]:

@@ -9,20 +9,19 @@ and one module's scripts would meet another's model."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
 
-from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.launch import NatsServer
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, client, running_system
-from tests.helpers import assert_eventually
+from tests.helpers import ThreadWaits
 from tests.langgraph.conftest import new_tenant
 
 __all__ = ["client"]
@@ -35,7 +34,9 @@ class System:
 
 
 @dataclass
-class Tenant:
+class Tenant(ThreadWaits):
+    wait_timeout: ClassVar[float] = 30.0
+
     http: httpx.AsyncClient
     admin: httpx.AsyncClient
     bus: Bus
@@ -58,23 +59,6 @@ class Tenant:
 
     async def events(self, thread: str) -> list[RecordedEvent]:
         return await self.bus.store.read(self.id, "thread", thread)
-
-    async def wait_for(
-        self, thread: str, check: Callable[[list[RecordedEvent]], bool], timeout: float = 30
-    ) -> list[RecordedEvent]:
-        async def ready() -> list[RecordedEvent]:
-            events = await self.events(thread)
-            assert check(events), [e.type for e in events]
-            return events
-
-        return await assert_eventually(ready, timeout=timeout)
-
-    async def wait_terminal(
-        self, thread: str, count: int = 1, timeout: float = 30
-    ) -> list[RecordedEvent]:
-        return await self.wait_for(
-            thread, lambda es: sum(e.type in RUN_TERMINAL_TYPES for e in es) >= count, timeout
-        )
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ session's real NATS, with the fake model over real HTTP."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +26,6 @@ from agency.contracts.events.blueprint import (
     SubagentEntry,
     SubagentsConfig,
 )
-from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
@@ -36,7 +35,7 @@ from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.port import Provider
 from agency.services.llm.provider import OpenAIProvider
 from agency.services.stack import StackConfig, run_stack
-from tests.helpers import assert_eventually
+from tests.helpers import ThreadWaits, assert_eventually
 
 LOOKUP_CALLS: list[dict[str, Any]] = []
 
@@ -123,7 +122,7 @@ async def llm() -> AsyncIterator[FakeLLMServer]:
 
 
 @dataclass
-class Agents:
+class Agents(ThreadWaits):
     bus: Bus
     tenant: str
     agency: str
@@ -193,23 +192,6 @@ class Agents:
 
     async def events(self, thread: str) -> list[RecordedEvent]:
         return await self.bus.store.read(self.tenant, "thread", thread)
-
-    async def wait_for(
-        self, thread: str, check: Callable[[list[RecordedEvent]], bool], timeout: float = 20
-    ) -> list[RecordedEvent]:
-        async def ready() -> list[RecordedEvent]:
-            events = await self.events(thread)
-            assert check(events), [e.type for e in events]
-            return events
-
-        return await assert_eventually(ready, timeout=timeout)
-
-    async def wait_terminal(
-        self, thread: str, count: int = 1, timeout: float = 20
-    ) -> list[RecordedEvent]:
-        return await self.wait_for(
-            thread, lambda es: sum(e.type in RUN_TERMINAL_TYPES for e in es) >= count, timeout
-        )
 
 
 @asynccontextmanager
