@@ -74,6 +74,31 @@ class Client:
                 await asyncio.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class System:
+    """A running system's API URL, and the fake model its runs call."""
+
+    url: str
+    llm: FakeLLMServer
+
+
+@asynccontextmanager
+async def system_with_llm(
+    nats_url: str,
+    database_url: str,
+    nats_server: NatsServer | None,
+    settings: ApiSettings | None = None,
+    *,
+    latency_ms: tuple[int, int] = (20, 80),
+) -> AsyncIterator[System]:
+    """`running_system` with a fake model answering in `latency_ms` (a range)."""
+    async with (
+        FakeLLMServer(instant=True, latency_ms=latency_ms) as llm,
+        running_system(nats_url, database_url, nats_server, llm, settings) as url,
+    ):
+        yield System(url=url, llm=llm)
+
+
 @asynccontextmanager
 async def running_system(
     nats_url: str,

@@ -20,17 +20,11 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.launch import NatsServer
 from agency.services.llm.fake_server import FakeLLMServer
-from tests.e2e.conftest import ADMIN, client, running_system
+from tests.e2e.conftest import ADMIN, System, client, running_system, system_with_llm
 from tests.helpers import ThreadWaits
 from tests.langgraph.conftest import new_tenant
 
 __all__ = ["client"]
-
-
-@dataclass(frozen=True)
-class System:
-    url: str
-    llm: FakeLLMServer
 
 
 @dataclass
@@ -65,11 +59,8 @@ class Tenant(ThreadWaits):
 async def fair_system(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
 ) -> AsyncIterator[System]:
-    async with (
-        FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm,
-        running_system(nats_url, database_url, nats_server, llm) as url,
-    ):
-        yield System(url=url, llm=llm)
+    async with system_with_llm(nats_url, database_url, nats_server) as system:
+        yield system
 
 
 @pytest.fixture

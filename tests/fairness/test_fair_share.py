@@ -14,7 +14,7 @@ from __future__ import annotations
 import httpx
 
 from bench.fair_share_load import calm, client, flooding, prepare
-from tests.fairness.conftest import System
+from tests.e2e.conftest import System
 from tests.helpers import assert_eventually
 from tests.langgraph.conftest import new_tenant
 

@@ -29,8 +29,8 @@ from agency.services.tenancy.spend import (
     period_start,
 )
 from agency.services.tenancy.spend_ledger import SpendLedger
-from tests.e2e.conftest import ADMIN
-from tests.fairness.conftest import System, Tenant
+from tests.e2e.conftest import ADMIN, System
+from tests.fairness.conftest import Tenant
 from tests.helpers import assert_eventually
 
 

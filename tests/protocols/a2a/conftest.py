@@ -21,19 +21,13 @@ from agency.infra.launch import NatsServer
 from agency.services.api.deps import ApiSettings
 from agency.services.api.forwarded import TrustedProxies
 from agency.services.llm.fake_server import FakeLLMServer
-from tests.e2e.conftest import ADMIN, running_system
+from tests.e2e.conftest import ADMIN, System, system_with_llm
 from tests.langgraph.conftest import new_tenant
 
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
 BINDINGS = [JSONRPC, HTTP_JSON]
 SETTINGS = ApiSettings(admin_secret=ADMIN, trusted_proxies=TrustedProxies.parse("127.0.0.1"))
-
-
-@dataclass(frozen=True)
-class System:
-    url: str
-    llm: FakeLLMServer
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -49,11 +43,10 @@ def allow_loopback() -> Iterator[None]:
 async def a2a_system(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
 ) -> AsyncIterator[System]:
-    async with (
-        FakeLLMServer(instant=True, latency_ms=(300, 600)) as llm,
-        running_system(nats_url, database_url, nats_server, llm, SETTINGS) as url,
-    ):
-        yield System(url=url, llm=llm)
+    async with system_with_llm(
+        nats_url, database_url, nats_server, SETTINGS, latency_ms=(300, 600)
+    ) as system:
+        yield system
 
 
 @dataclass

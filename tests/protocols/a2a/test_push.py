@@ -20,10 +20,11 @@ from a2a.types import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.e2e.conftest import System
 from tests.helpers import assert_eventually
 from tests.langgraph.conftest import new_tenant
 from tests.langgraph.helpers import call
-from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, System, Tenant
+from tests.protocols.a2a.conftest import BINDINGS, JSONRPC, Tenant
 from tests.protocols.a2a.helpers import WAIT, ask, send
 from tests.protocols.a2a.receiver import Pushed, Receiver, receiving
 

@@ -18,26 +18,19 @@ import pytest
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.llm.fake_server import FakeLLMServer
-from tests.e2e.conftest import running_system
+from tests.e2e.conftest import System, system_with_llm
 from tests.jsclients import run_node
 from tests.langgraph.conftest import SETTINGS, new_tenant
-
-
-@dataclass(frozen=True)
-class System:
-    url: str
-    llm: FakeLLMServer
 
 
 @pytest.fixture(scope="package")
 async def agui_system(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
 ) -> AsyncIterator[System]:
-    async with (
-        FakeLLMServer(instant=True, latency_ms=(300, 600)) as llm,
-        running_system(nats_url, database_url, nats_server, llm, SETTINGS) as url,
-    ):
-        yield System(url=url, llm=llm)
+    async with system_with_llm(
+        nats_url, database_url, nats_server, SETTINGS, latency_ms=(300, 600)
+    ) as system:
+        yield system
 
 
 @dataclass
