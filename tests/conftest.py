@@ -25,6 +25,8 @@ from agency.infra.launch.testcontainers_backend import docker_available
 if TYPE_CHECKING:
     from playwright.async_api import Browser
 
+    from agency.services.llm.fake_server import FakeLLMServer
+
 
 def _use_containers() -> bool:
     return os.environ.get("AGENCY_TEST_BACKEND") == "testcontainers" and docker_available()
@@ -121,3 +123,13 @@ async def browser() -> AsyncIterator[Browser]:
 
     async with chromium() as opened:
         yield opened
+
+
+@pytest.fixture(scope="module")
+async def llm() -> AsyncIterator[FakeLLMServer]:
+    """The fake model (`services/llm/fake_server.py`), answering at once, for a module's
+    tests; each test scripts it under a key of its own."""
+    from agency.services.llm.fake_server import FakeLLMServer
+
+    async with FakeLLMServer(instant=True) as server:
+        yield server

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 
 from agency.services.llm.fake_server import FakeLLMServer
 
 LOOKUP = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
 NOTE = {"type": "function", "function": {"name": "note", "parameters": {"type": "object"}}}
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    async with FakeLLMServer(instant=True) as server:
-        yield server
 
 
 async def chat(llm: FakeLLMServer, messages: list[dict[str, Any]], **extra: Any) -> Any:

@@ -26,12 +26,6 @@ SETTINGS = ModelSettings(timeout=1.0, max_attempts=3, backoff_initial=0.001, bac
 CALLS = (ScriptToolCall(name="lookup", arguments={"word": "a"}), ScriptToolCall(name="noop"))
 
 
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    async with FakeLLMServer(instant=True) as server:
-        yield server
-
-
 @pytest.fixture
 async def provider(llm: FakeLLMServer) -> AsyncIterator[OpenAIProvider]:
     async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=SETTINGS) as p:

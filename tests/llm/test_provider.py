@@ -44,12 +44,6 @@ WRITE_FILE = ToolSpec(
 FAST = ModelSettings(timeout=10, backoff_initial=0.001, backoff_max=1.0)
 
 
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    async with FakeLLMServer(instant=True) as server:
-        yield server
-
-
 @pytest.fixture
 async def provider(llm: FakeLLMServer) -> AsyncIterator[OpenAIProvider]:
     async with OpenAIProvider(base_url=llm.base_url, api_key="fake", settings=FAST) as p:

@@ -74,12 +74,6 @@ class McpHttpServer:
         self._sock.close()
 
 
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    async with FakeLLMServer(instant=True) as server:
-        yield server
-
-
 @pytest.fixture
 async def calc() -> AsyncIterator[McpHttpServer]:
     server = McpHttpServer()
