@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from agency.contracts import schema
+from agency.contracts.asyncapi import asyncapi_document
 from agency.contracts.codec import COMMAND_TYPES, EVENT_TYPES, encode
 from agency.contracts.commands import CommandEnvelope, InvokeThread
 from agency.contracts.envelope import Envelope, utc_now
@@ -155,7 +156,7 @@ def _channels_of(asyncapi: dict[str, Any], action: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def asyncapi() -> dict[str, Any]:
-    return schema.asyncapi_document()
+    return asyncapi_document()
 
 
 def test_every_event_and_command_type_has_a_schema_file(tmp_path: Path) -> None:
