@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any, Self, cast
+from typing import Self, cast
 
 import httpx2
-import msgspec
 import openai
 import stamina
 from openai.types.chat import (
@@ -36,6 +33,12 @@ from openai.types.chat import (
 )
 
 from agency.services.egress import EgressRefused
+from agency.services.llm.answer_reading import (
+    read_chunks,
+    read_into,
+    retry_after_header,
+    status_detail,
+)
 from agency.services.llm.assembly import (
     Assembly,
     CallerError,
@@ -46,7 +49,6 @@ from agency.services.llm.assembly import (
     recorded_response,
     snippet,
 )
-from agency.services.llm.chunks import StreamChunk
 from agency.services.llm.errors import (
     ModelConfigError,
     ModelConnectionError,
@@ -96,52 +98,6 @@ _MAX_CONNECTIONS = 1000
 _KEEPALIVE_EXPIRY = 5.0
 # Bytes of an error answer read for its message.
 _ERROR_BODY_LIMIT = 64 * 1024
-# --- the adapter -------------------------------------------------------------------------
-
-
-def _status_detail(body: bytes) -> str:
-    """What an error answer says: its JSON's `error.message`, or the start of its text."""
-    try:
-        decoded = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        decoded = None
-    if isinstance(decoded, dict):
-        inner = decoded.get("error", decoded)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"])
-    return snippet(body.decode(errors="replace")) or "no body"
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds the server asked us to wait (`retry-after-ms`, `retry-after` seconds or date)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(millis) / 1000)
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    with contextlib.suppress(TypeError, ValueError, OverflowError):
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time())
-    return None
-
-
-async def _read_into(body: bytearray, response: httpx2.Response, limit: int) -> None:
-    """The response's body added to `body` until it ends or passes `limit` bytes (what was
-    read stays in `body` when the transport fails)."""
-    async for piece in response.aiter_bytes():
-        body += piece
-        if len(body) > limit:
-            return
-
-
-async def _next_chunk(chunks: AsyncIterator[StreamChunk]) -> StreamChunk | None:
-    return await anext(chunks, None)
 
 
 class OpenAIProvider:
@@ -349,7 +305,7 @@ class OpenAIProvider:
             reader = ChunkReader(response)
             async with contextlib.aclosing(reader.chunks()) as chunks:
                 try:
-                    await self._read(chunks, assembly, coalescer)
+                    await read_chunks(chunks, assembly, coalescer, self.settings.timeout)
                 except WireBroken as e:
                     raise self._broken(e.cause) from e.cause
         finally:
@@ -361,12 +317,12 @@ class OpenAIProvider:
     async def _status_error(self, response: httpx2.Response) -> ModelStatusError:
         body = bytearray()
         with contextlib.suppress(httpx2.TimeoutException, httpx2.RequestError):
-            await _read_into(body, response, _ERROR_BODY_LIMIT)
+            await read_into(body, response, _ERROR_BODY_LIMIT)
         should_retry = response.headers.get("x-should-retry")
         return ModelStatusError(
             response.status_code,
-            self._redacted(_status_detail(bytes(body[:_ERROR_BODY_LIMIT]))),
-            retry_after=_retry_after(response.headers),
+            self._redacted(status_detail(bytes(body[:_ERROR_BODY_LIMIT]))),
+            retry_after=retry_after_header(response.headers),
             retryable={"true": True, "false": False}.get(should_retry or ""),
         )
 
@@ -380,7 +336,7 @@ class OpenAIProvider:
         limit = self.settings.max_answer_bytes
         body = bytearray()
         try:
-            await _read_into(body, response, limit)
+            await read_into(body, response, limit)
         except (httpx2.TimeoutException, httpx2.RequestError) as e:
             raise self._broken(e) from e
         if "json" in content_type or body.lstrip()[:1] == b"{":
@@ -392,44 +348,6 @@ class OpenAIProvider:
             f"{snippet(body.decode(errors='replace'))}",
             kind="malformed_response",
         )
-
-    async def _read(
-        self,
-        chunks: AsyncIterator[StreamChunk],
-        assembly: Assembly,
-        coalescer: Coalescer,
-    ) -> None:
-        # While text is buffered, the next chunk is read in its own task so the text can be
-        # flushed on time while the model pauses, without cancelling (and so breaking) the
-        # stream's read. With nothing buffered nothing is due: the read is awaited directly.
-        pending: asyncio.Future[StreamChunk | None] | None = None
-        try:
-            while True:
-                budget = coalescer.wait_budget()
-                if pending is None and budget is None:
-                    chunk = await _next_chunk(chunks)
-                else:
-                    if pending is None:
-                        pending = asyncio.ensure_future(_next_chunk(chunks))
-                    # A zero budget still gives the read one turn: a chunk already
-                    # received joins the text that is due.
-                    done, _ = await asyncio.wait((pending,), timeout=budget)
-                    if not done:
-                        await coalescer.flush()
-                        continue
-                    chunk = pending.result()
-                    pending = None
-                if chunk is None:
-                    return
-                coalescer.add(assembly.add(chunk))
-                if coalescer.overdue():
-                    await coalescer.flush()
-        finally:
-            if pending is not None:
-                pending.cancel()
-                await asyncio.wait((pending,), timeout=self.settings.timeout)
-                if pending.done() and not pending.cancelled():
-                    pending.exception()  # retrieved: the stream is being abandoned anyway
 
     def _timeout(self) -> ModelConnectionError:
         return ModelConnectionError(
