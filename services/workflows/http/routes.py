@@ -8,20 +8,15 @@ lookup); every agency has `global`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, TypeVar
 
 import asyncpg
-import msgspec
 from litestar import Response, get, post
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.openapi.spec import Schema
-from litestar.openapi.spec.enums import OpenAPIType
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from agency.contracts.commands import RemoveSchedule, SetSchedule, StopWorkflow
-from agency.contracts.http import Out
 from agency.contracts.ids import new_id
-from agency.domain.cron import CRON_PATTERN
 from agency.domain.workflow_members import GLOBAL, parse_target
 from agency.domain.workflow_state import WorkflowState
 from agency.projections import workflow_queries as q
@@ -38,12 +33,11 @@ from agency.services.api.auth import (
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
 from agency.services.api.readback import send_and_read
-from agency.services.api.routes_commands import Accepted, Body
+from agency.services.api.routes_commands import Accepted
 from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.workflows import definition as definitions
-from agency.services.workflows.http.body import WorkflowDocument, as_document
+from agency.services.workflows.http.body import as_document
 from agency.services.workflows.http.ops import (
-    WORKFLOW_REF,
     check_members,
     create_workflow,
     definition_error,
@@ -52,109 +46,26 @@ from agency.services.workflows.http.ops import (
     find_workflow,
     post_message,
 )
+from agency.services.workflows.http.route_bodies import (
+    CreateWorkflowBody,
+    PostBody,
+    PostedOut,
+    ScheduleBody,
+    ScheduleOut,
+    StopBody,
+    WorkflowCreatedOut,
+)
 
 WorkflowRef = Annotated[
     str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")
 ]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-NOT_BLANK_NOR_NUL = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
-Tag = Annotated[str, msgspec.Meta(max_length=64, pattern=r"^[A-Za-z0-9_-]*$")]
-
 
 T = TypeVar("T")
-
-PromptPath = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
-PromptText = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
-
-
-class CreateWorkflowBody(Body, frozen=True, kw_only=True):
-    # YAML text (`docs/workflows.md`) or the same as an object; the document gives the
-    # object, whose schema says which definitions are valid.
-    definition: Annotated[str, msgspec.Meta(min_length=1, max_length=256 * 1024)] | WorkflowDocument
-    name: Name | None = None
-    tag: Tag = ""
-    inputs: dict[str, str] = msgspec.field(default_factory=dict)
-    env: dict[str, str] = msgspec.field(default_factory=dict)
-    # The content of each `system_prompt_file` the definition names, by the path as written.
-    files: Annotated[
-        dict[PromptPath, PromptText], msgspec.Meta(max_length=definitions.MAX_MEMBERS)
-    ] = msgspec.field(default_factory=dict)
-
-    __json_schema_extra__: ClassVar[dict[str, Any]] = {
-        "properties": {
-            "definition": {
-                "$ref": "#/components/schemas/WorkflowDocument",
-                "description": "The definition (`WorkflowDocument`); the same as YAML text "
-                "is also taken (docs/workflows.md), with `system_prompt_file`s sent in "
-                "`files`.",
-            }
-        },
-        # The workflow's name: the body's, or the definition's.
-        "anyOf": [
-            {"required": ["name"], "properties": {"name": {"type": "string"}}},
-            {"properties": {"definition": {"required": ["name"]}}},
-        ],
-    }
-
-
-class WorkflowCreatedOut(Out, frozen=True, kw_only=True):
-    id: str
-    name: str
-    tag: str
-    members: list[str]
-    kickoff: str
-    schedules: int
-    # `hitl.tools` names of inline members that are none of their tools: they guard nothing.
-    warnings: list[str] = msgspec.field(default_factory=list)
-
-
-class PostBody(Body, frozen=True, kw_only=True):
-    # Not blank: something must be said. No NUL either, in the one pattern (two patterns on
-    # one string make schema-valid values slow to draw).
-    content: Annotated[
-        str, msgspec.Meta(min_length=1, max_length=64 * 1024, pattern=NOT_BLANK_NOR_NUL)
-    ]
-    to: tuple[str, ...] = ()
-
-
-class PostedOut(Out, frozen=True, kw_only=True):
-    message_id: str
-    workflow_id: str
-    status: Literal["accepted"] = "accepted"
-
-
-class StopBody(Body, frozen=True, kw_only=True):
-    reason: str = ""
-
 
 # A channel's positions are PostgreSQL `integer`s: a larger `afterSeq` is a 400, not a 500.
 MAX_CHANNEL_SEQ = 2**31 - 1
 AfterSeq = Annotated[int, QueryParameter(name="afterSeq", ge=0, le=MAX_CHANNEL_SEQ)]
 PageSize = Annotated[int, QueryParameter(ge=1, le=1000)]
-
-
-class ScheduleBody(Body, frozen=True, kw_only=True):
-    """A cron trigger (UTC) of a workflow (`workflow`: id or name:tag) or of an agent of the
-    agency (`agent`, run in `@global`)."""
-
-    name: Name
-    # Checked by `cron_problem` (a clearer message than the pattern's), stated in the document.
-    cron: Annotated[
-        str, msgspec.Meta(min_length=1, max_length=200, extra_json_schema={"pattern": CRON_PATTERN})
-    ]
-    message: Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
-    workflow: Annotated[str, msgspec.Meta(pattern=WORKFLOW_REF)] | None = None
-    agent: Name | None = None
-
-    __exactly_one__: ClassVar[dict[str, Schema]] = {
-        "workflow": Schema(type=OpenAPIType.STRING),
-        "agent": Schema(type=OpenAPIType.STRING),
-    }
-
-
-class ScheduleOut(Out, frozen=True, kw_only=True):
-    id: str
-    status: Literal["accepted"] = "accepted"
 
 
 @post(
