@@ -52,14 +52,33 @@ def results(found: list[dict[str, Any]], thread: str) -> list[dict[str, Any]]:
     return [e for e in own if e["type"] in ("tool.output", "tool.error")]
 
 
+async def save_caller(api: Client, name: str, card_url: str, key: str, **agent: Any) -> None:
+    """Save the blueprint `name` calling the remote agent at `card_url` as `helper`."""
+    r = await save(api, caller(name, card_url, key, **agent))
+    assert r.status_code == 201, r.text
+
+
+async def helper_error(api: Client, name: str) -> str:
+    """Run a new thread of `name` once: its one tool result is an error the model reads,
+    naming `helper`, and the run still completes. The error."""
+    thread = await api.thread(name)
+    await api.invoke(thread, "ask the helper")
+    found = await until_runs_end(api, thread)
+    (error,) = results(found, thread)
+    assert error["type"] == "tool.error", error
+    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+    text: str = error["data"]["error"]
+    assert "'helper'" in text, text
+    return text
+
+
 async def test_a_remote_agent_is_a_tool_and_its_conversation_goes_on(
     tenant: Tenant, api: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     name = "caller" + new_id().lower()[-8:]
     card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
-    r = await save(api, caller(name, card_url, tenant.key))
-    assert r.status_code == 201, r.text
+    await save_caller(api, name, card_url, tenant.key)
     question = f"question for the worker {name}"
     script_caller(api, name, question)
     # The remote worker answers its conversation's first and second message differently.
@@ -117,19 +136,11 @@ async def test_a_remote_agent_the_egress_rule_refuses_is_a_tool_error(
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     name = "refused" + new_id().lower()[-8:]
     card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json?for={name}"
-    r = await save(api, caller(name, card_url, tenant.key))
-    assert r.status_code == 201, r.text
+    await save_caller(api, name, card_url, tenant.key)
     monkeypatch.delenv("AGENCY_ALLOW_HOSTS")
     script_caller(api, name, "anything")
-    thread = await api.thread(name)
-    await api.invoke(thread, "ask the helper")
-    found = await until_runs_end(api, thread)
-
-    (error,) = results(found, thread)
-    assert error["type"] == "tool.error", error
-    assert "'helper'" in error["data"]["error"] and "refused" in error["data"]["error"]
-    assert "loopback" in error["data"]["error"] and "AGENCY_ALLOW_HOSTS" in error["data"]["error"]
-    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+    error = await helper_error(api, name)
+    assert "refused" in error and "loopback" in error and "AGENCY_ALLOW_HOSTS" in error, error
 
 
 async def test_an_unreachable_remote_agent_is_a_tool_error_and_the_run_goes_on(
@@ -140,17 +151,10 @@ async def test_an_unreachable_remote_agent_is_a_tool_error_and_the_run_goes_on(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     name = "gone" + new_id().lower()[-8:]
-    r = await save(api, caller(name, f"http://127.0.0.1:{port}/card.json", "k"))
-    assert r.status_code == 201, r.text
+    await save_caller(api, name, f"http://127.0.0.1:{port}/card.json", "k")
     script_caller(api, name, "anything")
-    thread = await api.thread(name)
-    await api.invoke(thread, "ask the helper")
-    found = await until_runs_end(api, thread)
-
-    (error,) = results(found, thread)
-    assert error["type"] == "tool.error", error
-    assert "'helper'" in error["data"]["error"] and "unreachable" in error["data"]["error"]
-    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+    error = await helper_error(api, name)
+    assert "unreachable" in error, error
 
 
 async def test_a_remote_task_that_fails_is_a_tool_error_naming_its_state(
@@ -159,19 +163,12 @@ async def test_a_remote_task_that_fails_is_a_tool_error_naming_its_state(
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     name = "failing" + new_id().lower()[-8:]
     card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
-    r = await save(api, caller(name, card_url, tenant.key))
-    assert r.status_code == 201, r.text
+    await save_caller(api, name, card_url, tenant.key)
     question = f"a question the worker cannot answer {name}"
     script_caller(api, name, question)
     api.llm.script(question, [ScriptStep(status=400, times=10)])
-    thread = await api.thread(name)
-    await api.invoke(thread, "ask the helper")
-    found = await until_runs_end(api, thread)
-
-    (error,) = results(found, thread)
-    assert error["type"] == "tool.error", error
-    assert "'helper'" in error["data"]["error"] and "failed" in error["data"]["error"]
-    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+    error = await helper_error(api, name)
+    assert "failed" in error, error
 
 
 async def test_a_remote_agent_slower_than_its_timeout_is_a_tool_error(
@@ -180,19 +177,12 @@ async def test_a_remote_agent_slower_than_its_timeout_is_a_tool_error(
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     name = "slow" + new_id().lower()[-8:]
     card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
-    r = await save(api, caller(name, card_url, tenant.key, timeout=1))
-    assert r.status_code == 201, r.text
+    await save_caller(api, name, card_url, tenant.key, timeout=1)
     question = f"a slow question {name}"
     script_caller(api, name, question)
     api.llm.script(question, [ScriptStep(content="too late", delay_ms=4000)])
-    thread = await api.thread(name)
-    await api.invoke(thread, "ask the helper")
-    found = await until_runs_end(api, thread)
-
-    (error,) = results(found, thread)
-    assert error["type"] == "tool.error", error
-    assert "'helper'" in error["data"]["error"] and "within 1 s" in error["data"]["error"]
-    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+    error = await helper_error(api, name)
+    assert "within 1 s" in error, error
 
 
 async def test_a_remote_task_asking_for_input_is_answered_by_the_next_call(
@@ -203,8 +193,7 @@ async def test_a_remote_task_asking_for_input_is_answered_by_the_next_call(
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     name = "approver" + new_id().lower()[-8:]
     card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
-    r = await save(api, caller(name, card_url, tenant.key))
-    assert r.status_code == 201, r.text
+    await save_caller(api, name, card_url, tenant.key)
     question = f"look up a guarded word {name}"
     ask = {"name": "helper", "arguments": {"message": question}}
     approve = {"name": "helper", "arguments": {"message": "approve"}}
@@ -250,14 +239,7 @@ async def test_a_remote_agent_refusing_the_key_is_a_tool_error_naming_the_status
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     name = "badkey" + new_id().lower()[-8:]
     card_url = f"{tenant.agent_url('worker')}/.well-known/agent-card.json"
-    r = await save(api, caller(name, card_url, "not-a-key"))
-    assert r.status_code == 201, r.text
+    await save_caller(api, name, card_url, "not-a-key")
     script_caller(api, name, "anything")
-    thread = await api.thread(name)
-    await api.invoke(thread, "ask the helper")
-    found = await until_runs_end(api, thread)
-
-    (error,) = results(found, thread)
-    assert error["type"] == "tool.error", error
-    assert "'helper'" in error["data"]["error"] and "HTTP 401" in error["data"]["error"]
-    assert [e["type"] for e in found if e["type"].startswith("run.")][-1] == "run.completed"
+    error = await helper_error(api, name)
+    assert "HTTP 401" in error, error
