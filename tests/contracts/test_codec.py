@@ -38,6 +38,18 @@ BRIEF_CATALOGUE = {
 }  # fmt: skip
 
 
+def invoke_command() -> CommandEnvelope:
+    """A `runtime.invoke` command as sent."""
+    return CommandEnvelope(
+        command_id="c1",
+        tenant_id="acme",
+        idempotency_key="k",
+        ts=utc_now(),
+        type="runtime.invoke",
+        payload=InvokeThread(agency_id="a", thread_id="t", run_id="r"),
+    )
+
+
 def envelope(payload: Any, version: int = 1) -> Envelope:
     return Envelope(
         event_id="e1",
@@ -148,14 +160,7 @@ def test_missing_upcaster_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_command_whose_type_does_not_match_its_payload_is_refused() -> None:
-    good = CommandEnvelope(
-        command_id="c1",
-        tenant_id="acme",
-        idempotency_key="k",
-        ts=utc_now(),
-        type="runtime.invoke",
-        payload=InvokeThread(agency_id="a", thread_id="t", run_id="r"),
-    )
+    good = invoke_command()
     assert decode_command(encode(good)) == good
     with pytest.raises(DecodeError, match="does not match"):
         decode_command(
@@ -177,14 +182,7 @@ def test_an_invoke_and_its_acceptance_stored_before_breakpoints_read_without_a_p
     accepted = decode_event(stored).payload
     assert accepted == RequestAccepted(run_id="r", idempotency_key="k", stream_modes=("values",))
     assert accepted.pause_before_tools is False  # type: ignore[attr-defined]
-    command = CommandEnvelope(
-        command_id="c1",
-        tenant_id="acme",
-        idempotency_key="k",
-        ts=utc_now(),
-        type="runtime.invoke",
-        payload=InvokeThread(agency_id="a", thread_id="t", run_id="r"),
-    )
+    command = invoke_command()
     old = encode(command)
     for field in (b"pause_before_tools", b"pause_before_model", b"pause_after_tools"):
         old = old.replace(b',"' + field + b'":false', b"")
