@@ -136,14 +136,19 @@ def _camel_keys(value: Any) -> Any:
     return value
 
 
-def test_a_blueprint_with_every_field_set_is_the_same_through_its_http_body() -> None:
-    side = SideConfig(
+def _every_side_field() -> SideConfig:
+    """A dual-AI side with every field set."""
+    return SideConfig(
         prompt="p", label="A", stop_on_response=False, stop_tool="done",
         stop_tool_response_property="r", max_steps=3, session_stop="stop",
         session_fail=SessionToolBinding(name="fail", message_property="why",
                                         attachments_property="files"),
         session_status="status",
     )  # fmt: skip
+
+
+def test_a_blueprint_with_every_field_set_is_the_same_through_its_http_body() -> None:
+    side = _every_side_field()
     entry = SubagentEntry(
         name="child", blocking=False, resumable=True, max_instances=2, optional="WITH_CHILD",
         init_user_message_property="m", init_attachments_property="a",
@@ -175,13 +180,7 @@ def test_a_blueprint_with_every_field_set_is_the_same_through_its_http_body() ->
 
 
 def _whole_spec() -> BlueprintSpec:
-    side = SideConfig(
-        prompt="p", label="A", stop_on_response=False, stop_tool="done",
-        stop_tool_response_property="r", max_steps=3, session_stop="stop",
-        session_fail=SessionToolBinding(name="fail", message_property="why",
-                                        attachments_property="files"),
-        session_status="status",
-    )  # fmt: skip
+    side = _every_side_field()
     return BlueprintSpec(
         name="whole", description="d", prompt="p", model="m", tags=("a", "b"),
         config=BlueprintConfig(max_steps=5, mcp_servers=(McpServer(name="m", url="https://mcp.example/"),)),
