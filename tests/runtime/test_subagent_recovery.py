@@ -16,6 +16,17 @@ from tests.runtime.conftest import Agents
 from tests.runtime.test_subagents import children, task, terminal
 
 
+async def manager_of_one_child(agents: Agents, key: str) -> str:
+    """A new manager thread whose model, asked `key`, spawns one child (which reports) and
+    then ends its turn."""
+    agents.llm.script(key, [
+        ScriptStep(tool_calls=[task(f"child {key}")]),
+        ScriptStep(content="the child reported"),
+    ])  # fmt: skip
+    agents.llm.script(f"child {key}", [ScriptStep(content="child report")])
+    return await agents.thread("manager")
+
+
 async def test_a_child_whose_invoke_was_lost_is_started_once_it_exists(
     agents: Agents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -33,12 +44,7 @@ async def test_a_child_whose_invoke_was_lost_is_started_once_it_exists(
 
     monkeypatch.setattr(Spawner, "_finish_spawn", crash_after_create)
     key = "lost-" + agents.tenant
-    agents.llm.script(key, [
-        ScriptStep(tool_calls=[task(f"child {key}")]),
-        ScriptStep(content="the child reported"),
-    ])  # fmt: skip
-    agents.llm.script(f"child {key}", [ScriptStep(content="child report")])
-    parent = await agents.thread("manager")
+    parent = await manager_of_one_child(agents, key)
     await agents.invoke(parent, key)
 
     events = await agents.wait_terminal(parent, timeout=30)
@@ -55,12 +61,7 @@ async def test_a_spawned_child_is_started_by_its_spawn_alone_with_no_warning(
     agents: Agents,
 ) -> None:
     key = "spawned-" + agents.tenant
-    agents.llm.script(key, [
-        ScriptStep(tool_calls=[task(f"child {key}")]),
-        ScriptStep(content="the child reported"),
-    ])  # fmt: skip
-    agents.llm.script(f"child {key}", [ScriptStep(content="child report")])
-    parent = await agents.thread("manager")
+    parent = await manager_of_one_child(agents, key)
     with capture_logs() as logs:
         await agents.invoke(parent, key)
         events = await agents.wait_terminal(parent, timeout=30)
