@@ -12,7 +12,7 @@ from agency.services.runtime.replay.recorded import split_record
 from agency.services.runtime.replay.reexecute import reexecute
 from tests.helpers import settled
 from tests.replay.apps import with_audit, with_broken_hook
-from tests.replay.conftest import call, child_thread, cli, todos
+from tests.replay.conftest import Ran, call, child_thread, cli, todos
 from tests.runtime.conftest import Agents, make_system
 
 
@@ -35,20 +35,20 @@ async def tool_run(agents: Agents) -> tuple[str, list[RecordedEvent]]:
     return thread, await agents.wait_terminal(thread)
 
 
+async def re_execute(thread: str, app: str, data_dir: Path, *flags: str) -> Ran:
+    """`agency replay <thread> --re-execute` with the app `tests.replay.apps:<app>`."""
+    return await cli(
+        "replay", thread, "--re-execute", "--app", f"tests.replay.apps:{app}", *flags,
+        "--data-dir", str(data_dir),
+    )  # fmt: skip
+
+
 async def test_unchanged_code_re_executes_to_the_same_events(
     agents: Agents, data_dir: Path
 ) -> None:
     thread, events = await tool_run(agents)
     produced = split_record(agents.tenant, thread, events).produced
-    ran = await cli(
-        "replay",
-        thread,
-        "--re-execute",
-        "--app",
-        "tests.replay.apps:recorded",
-        "--data-dir",
-        str(data_dir),
-    )
+    ran = await re_execute(thread, "recorded", data_dir)
     assert ran.status == 0, ran.out + ran.err
     assert ran.lines[-1] == f"same: {len(produced)} events compared"
     # The state tools ran again (their results are the runtime's); the external one did not.
@@ -70,15 +70,7 @@ async def test_an_added_middleware_is_reported_at_the_first_divergence(
     assert divergence.reexecuted.type == "middleware.before_model"
     assert divergence.reexecuted.seq == divergence.recorded.seq
 
-    ran = await cli(
-        "replay",
-        thread,
-        "--re-execute",
-        "--app",
-        "tests.replay.apps:with_audit",
-        "--data-dir",
-        str(data_dir),
-    )
+    ran = await re_execute(thread, "with_audit", data_dir)
     assert ran.status == 1
     text = ran.out
     assert "diverged at produced event" in text
@@ -95,16 +87,7 @@ async def test_a_changed_tool_result_is_reported_side_by_side(
     agents: Agents, data_dir: Path
 ) -> None:
     thread, _ = await tool_run(agents)
-    ran = await cli(
-        "replay",
-        thread,
-        "--re-execute",
-        "--app",
-        "tests.replay.apps:with_terse_todos",
-        "--json",
-        "--data-dir",
-        str(data_dir),
-    )
+    ran = await re_execute(thread, "with_terse_todos", data_dir, "--json")
     assert ran.status == 1
     report = json.loads(ran.out)
     assert report["same"] is False
@@ -161,16 +144,7 @@ async def test_a_tree_re_executes_parent_and_children_together(
     await agents.wait_terminal(parent)
     await agents.wait_terminal(child)
 
-    ran = await cli(
-        "replay",
-        parent,
-        "--tree",
-        "--re-execute",
-        "--app",
-        "tests.replay.apps:recorded",
-        "--data-dir",
-        str(data_dir),
-    )
+    ran = await re_execute(parent, "recorded", data_dir, "--tree")
     assert ran.status == 0, ran.out
     assert any(line.startswith(f"thread {parent}: same:") for line in ran.lines)
     assert any(line.startswith(f"thread {child}: same:") for line in ran.lines)
@@ -188,16 +162,7 @@ async def test_a_subagent_tree_spawned_by_task_re_executes(agents: Agents, data_
     await agents.invoke(parent, key)
     await agents.wait_terminal(parent, timeout=30)
 
-    ran = await cli(
-        "replay",
-        parent,
-        "--tree",
-        "--re-execute",
-        "--app",
-        "tests.replay.apps:recorded",
-        "--data-dir",
-        str(data_dir),
-    )
+    ran = await re_execute(parent, "recorded", data_dir, "--tree")
     assert ran.status == 0, ran.out
     assert ran.lines[-1].endswith("across 2 threads")
 
