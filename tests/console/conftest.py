@@ -139,6 +139,13 @@ class Tenant:
         headers = {"Authorization": f"Bearer {self.key}"}
         return httpx.AsyncClient(base_url=stack.url, timeout=20, headers=headers)
 
+    async def new_thread(self, stack: Stack, agency: str, agent_type: str = "worker") -> str:
+        """A new thread of `agent_type` in `agency`, made over the API; its id."""
+        async with self.http(stack) as http:
+            r = await http.post(f"/agency/{agency}/agents", json={"agentType": agent_type})
+            assert r.status_code == 201, r.text
+            return str(r.json()["id"])
+
 
 @pytest.fixture
 async def tenant(stack: Stack) -> Tenant:

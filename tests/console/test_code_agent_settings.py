@@ -15,10 +15,7 @@ async def test_the_settings_tab_shows_and_saves_a_code_agents_settings(
     page: Page, stack: Stack, tenant: Tenant
 ) -> None:
     agency = await agency_of(stack, tenant)
-    async with tenant.http(stack) as http:
-        r = await http.post(f"/agency/{agency}/agents", json={"agentType": TUNER})
-        assert r.status_code == 201, r.text
-        thread = r.json()["id"]
+    thread = await tenant.new_thread(stack, agency, TUNER)
     await page.goto(f"{stack.url}/#/a/{agency}/t/{thread}")
     transcript = page.locator("#transcript")
     await page.fill("#message", "first")

@@ -109,10 +109,7 @@ async def test_timeline_of_ten_thousand_events_pages_and_renders_only_what_is_se
     page: Page, stack: Stack, tenant: Tenant
 ) -> None:
     agency = await agency_of(stack, tenant)
-    async with tenant.http(stack) as http:
-        r = await http.post(f"/agency/{agency}/agents", json={"agentType": "worker"})
-        assert r.status_code == 201, r.text
-        thread = r.json()["id"]
+    thread = await tenant.new_thread(stack, agency)
     store = stack.bus.store
     context = EventContext(agency_id=agency, thread_id=thread, correlation_id=thread)
     position = await store.last_position(tenant.id, "thread", thread)
@@ -196,9 +193,7 @@ async def test_cancel_and_a_rejected_message_from_the_thread_view(
     slow = ScriptStep(content="too slow", delay_ms=20_000)
     stack.llm.script(key, [slow])
     stack.llm.script(key + "-again", [slow])
-    async with tenant.http(stack) as http:
-        r = await http.post(f"/agency/{agency}/agents", json={"agentType": "worker"})
-        thread = r.json()["id"]
+    thread = await tenant.new_thread(stack, agency)
     await page.goto(f"{stack.url}/#/a/{agency}/t/{thread}")
     status = page.locator(".thead .badge").first
     await page.fill("#message", key)

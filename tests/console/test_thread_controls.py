@@ -26,10 +26,7 @@ async def test_reject_a_held_call_interrupt_a_run_and_filter_the_timeline_by_run
     unused = ScriptStep(content="unused")
     stack.llm.script(slow, [unused, unused, ScriptStep(content="too slow", delay_ms=20_000)])
     stack.llm.script(fresh, [unused, unused, ScriptStep(content="The interrupting answer.")])
-    async with tenant.http(stack) as http:
-        r = await http.post(f"/agency/{agency}/agents", json={"agentType": "approver"})
-        assert r.status_code == 201, r.text
-        thread = r.json()["id"]
+    thread = await tenant.new_thread(stack, agency, "approver")
     await page.goto(f"{stack.url}/#/a/{agency}/t/{thread}")
     status = page.locator(".thead .badge").first
 
@@ -80,10 +77,7 @@ async def test_terminate_a_running_thread_from_its_page(
     agency = await agency_of(stack, tenant)
     key = "term-" + new_id()
     stack.llm.script(key, [ScriptStep(content="never shown", delay_ms=20_000)])
-    async with tenant.http(stack) as http:
-        r = await http.post(f"/agency/{agency}/agents", json={"agentType": "approver"})
-        assert r.status_code == 201, r.text
-        thread = r.json()["id"]
+    thread = await tenant.new_thread(stack, agency, "approver")
     await page.goto(f"{stack.url}/#/a/{agency}/t/{thread}")
     status = page.locator(".thead .badge").first
     await page.fill("#message", key)

@@ -25,10 +25,7 @@ async def test_a_tool_that_raised_shows_where_next_to_the_error_the_model_read(
         ScriptStep(tool_calls=[{"name": "divide", "arguments": {"a": 1, "b": 0}}]),
         ScriptStep(content="Division failed."),
     ])  # fmt: skip
-    async with tenant.http(stack) as http:
-        r = await http.post(f"/agency/{agency}/agents", json={"agentType": "worker"})
-        assert r.status_code == 201, r.text
-        thread = r.json()["id"]
+    thread = await tenant.new_thread(stack, agency)
     await page.goto(f"{stack.url}/#/a/{agency}/t/{thread}")
     await page.fill("#message", key)
     await page.click("#send")
