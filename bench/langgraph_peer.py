@@ -17,7 +17,6 @@ from __future__ import annotations
 import abc
 import asyncio
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
@@ -84,12 +83,7 @@ class PostgresPeer(abc.ABC):
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self) -> None:

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import Any, Self
 
 import httpx2
@@ -90,9 +89,7 @@ class McpSessions:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def list_tools(self, endpoint: Endpoint) -> list[ListedTool]:

@@ -9,7 +9,6 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from agency.services.llm.assembly import Assembly, ModelResponse
@@ -206,12 +205,7 @@ class ReplayServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         assert self._server is not None
         self._server.close()
         # A client's idle keep-alive connection holds wait_closed (Python 3.12 on) until it
