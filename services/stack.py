@@ -15,7 +15,7 @@ from agency.services.gateway.service import run_gateway
 from agency.services.llm.provider import Provider
 from agency.services.projector.service import run_projector
 from agency.services.registry.service import run_registry
-from agency.services.runtime.service import run_runtime
+from agency.services.runtime.process import run_runtime
 from agency.services.subagents.service import run_coordinator
 from agency.services.supervisor import ServiceRunner, Supervisor
 from agency.services.tools.service import run_tools_service

@@ -15,12 +15,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 from collections.abc import Sequence
 
 import structlog
-from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
 from agency.contracts.commands import (
@@ -36,15 +33,15 @@ from agency.contracts.commands import (
 from agency.contracts.envelope import utc_now
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
-from agency.contracts.ids import new_id, validate_token
-from agency.contracts.subjects import EVENTS_STREAM, notes_filter, tenant_of
+from agency.contracts.ids import validate_token
+from agency.contracts.subjects import EVENTS_STREAM, tenant_of
 from agency.domain.thread_state import ThreadState
-from agency.infra.jetstream.commandbus import CommandWorker, Defer, Delivery
+from agency.infra.jetstream.commandbus import Defer, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import RUNTIME_TRIGGERS
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
-from agency.infra.jetstream.leases import Leases, LeaseSettings
+from agency.infra.jetstream.leases import Leases
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.decide import CONFLICT_ATTEMPTS, conflict_pause
@@ -57,15 +54,12 @@ from agency.services.runtime.decision import Decision
 from agency.services.runtime.drives import BUSY_WAIT, Drives, StartState
 from agency.services.runtime.local_tools import is_own_result
 from agency.services.runtime.loop import McpTools, RemoteAgentTools, ThreadDriver, UnknownThread
-from agency.services.runtime.replay.responder import Reexecutions
 from agency.services.runtime.spend_guard import SpendGuard
 from agency.services.runtime.tree_stops import stop_tree
 from agency.services.runtime.watches import RunWatches
 from agency.services.tenancy import fairness
 from agency.services.tenancy.admission import AdmissionSettings, RunShares
 from agency.services.tenancy.door_limits import DoorLimits
-from agency.services.tenancy.env import TenantEnvSettings
-from agency.services.tenancy.held_shares import COMMANDS_HELD, HeldShares
 from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import BlueprintCache, ThreadCache
 
@@ -413,78 +407,3 @@ class RuntimeService:
             await self.drives.when_free(env.tenant_id, env.aggregate_id, event.stream_seq)
         except UnknownThread as e:
             raise PermanentFailure("unknown_thread", str(e)) from e
-
-    # --- cancel of in-flight model calls ---------------------------------------------
-
-    async def run_cancel_listener(self, stop: asyncio.Event) -> None:
-        async def on_cancel(msg: Msg) -> None:
-            tenant = tenant_of(msg.subject)
-            thread = commands.canceled_thread(tenant, msg.data)
-            if thread is None:
-                return  # a queued request's: the active run's call goes on
-            if self.driver.abort_model_call(tenant, thread):
-                log.info("model call aborted by cancel", tenant_id=tenant, thread_id=thread)
-
-        sub = await self._bus.nc.subscribe(notes_filter("run.canceled"), cb=on_cancel)
-        try:
-            await stop.wait()
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-
-
-async def run_runtime(
-    nats_url: str,
-    database_url: str,
-    stop: asyncio.Event,
-    system: AgentSystem,
-    provider: Provider,
-    *,
-    ack_wait: float = 30.0,
-    lease_ttl: float | None = None,
-    reexecution_system: AgentSystem | None = None,
-) -> None:
-    """The runtime until `stop`. Re-execution runs `system`, the code the runtime runs,
-    unless `reexecution_system` is given (code other than the live one, as in tests)."""
-    # Here, not at the top: the MCP SDK takes a second to import, which the CLI never needs.
-    from agency.services.mcpclient import McpCatalog, McpSessions
-
-    TenantEnvSettings.current()  # a malformed AGENCY_TENANT_ENV stops the start, named
-    async with (
-        Bus(nats_url, name="agency-runtime") as bus,
-        # For listing MCP servers' tools (calls run in tools), never reaching our own ports.
-        McpSessions(own_urls=(nats_url, database_url)) as mcp_sessions,
-    ):
-        settings = LeaseSettings(
-            ttl=lease_ttl or float(os.environ.get("AGENCY_LEASE_TTL", "10")),
-            replicas=int(os.environ.get("AGENCY_STREAM_REPLICAS", "1")),
-        )
-        leases = await Leases(bus.js, owner=f"runtime-{new_id()}", settings=settings).open()
-        service = RuntimeService(
-            bus,
-            system,
-            provider,
-            ack_wait=ack_wait,
-            leases=leases,
-            mcp=McpCatalog.from_env(mcp_sessions),
-            remote_agents=_remote_agents(nats_url, database_url),
-        )
-        await service.blueprints.watch(bus.nc)
-        worker = CommandWorker(
-            bus.js, "runtime", service.handle_command, dead_letters=bus.dead_letters,
-            held=COMMANDS_HELD, shares=HeldShares.from_env(),
-        )  # fmt: skip
-        async with service.load.watching(bus.nc), asyncio.TaskGroup() as tg:
-            service.attach(tg)
-            tg.create_task(worker.run(stop))
-            tg.create_task(service.run_triggers(stop))
-            tg.create_task(service.run_cancel_listener(stop))
-            tg.create_task(Reexecutions(bus, reexecution_system or system).run(stop))
-
-
-def _remote_agents(nats_url: str, database_url: str) -> RemoteAgentTools | None:
-    """Remote A2A agents' tools. The A2A SDK is imported here, where a runtime starts, so
-    processes that never drive a run (the CLI, the API) do not pay for its import."""
-    from agency.services.a2aclient import RemoteAgentCatalog, RemoteCards
-
-    return RemoteAgentCatalog(RemoteCards(own_urls=(nats_url, database_url)))

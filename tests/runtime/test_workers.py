@@ -9,7 +9,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.llm.provider import OpenAIProvider
-from agency.services.runtime.service import run_runtime
+from agency.services.runtime.process import run_runtime
 from tests.runtime.conftest import make_system, running_agents
 
 
