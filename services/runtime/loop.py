@@ -21,13 +21,8 @@ from agency.contracts.events import (
     AnyEvent,
     BlueprintSpec,
     McpServer,
-    MessageAppended,
     RemoteAgent,
     RunError,
-    RunResumed,
-    ToolError,
-    ToolRequested,
-    ToolStarted,
 )
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.ports import AggregateStore
@@ -47,7 +42,6 @@ from agency.services.runtime.failures import (
     MiddlewareFailed,
     describe,
     failure_kind,
-    hook,
     is_retried,
     run_failed,
 )
@@ -62,6 +56,7 @@ from agency.services.runtime.model_call import (
 from agency.services.runtime.model_step import Resolved
 from agency.services.runtime.pending import simulate, still_ours
 from agency.services.runtime.reports import child_report_hooks
+from agency.services.runtime.tool_hooks import tool_event_hooks
 from agency.services.runtime.toolset import tools_now
 from agency.services.runtime.tree_admission import admit_spawns
 from agency.services.runtime.view import StepContext
@@ -335,33 +330,7 @@ class ThreadDriver:
         if not resolved.middleware or run is None:
             return list(events)
         ctx = self._context(state, resolved, run.run_id, run.step)
-        calls = {c.id: c for m in state.messages for c in m.tool_calls}
-        failed_now = {e.tool_call_id for e in events if isinstance(e, ToolError)}
-        for event in events:
-            for middleware in resolved.middleware:
-                match event:
-                    case ToolRequested(call=call):
-                        with hook(middleware, "on_tool_start"):
-                            await middleware.on_tool_start(ctx, call)
-                    case ToolStarted(tool_call_id=call_id) if call_id in calls:
-                        with hook(middleware, "on_tool_start"):
-                            await middleware.on_tool_start(ctx, calls[call_id])
-                    case MessageAppended(message=message) if message.role == "tool":
-                        answered = calls.get(message.tool_call_id or "")
-                        outcome = state.outcome(message.tool_call_id or "")
-                        failed = answered is not None and (
-                            answered.id in failed_now or (outcome is not None and outcome.error)
-                        )
-                        if answered is not None and failed:
-                            with hook(middleware, "on_tool_error"):
-                                await middleware.on_tool_error(ctx, answered, message.content)
-                        elif answered is not None:
-                            with hook(middleware, "on_tool_result"):
-                                await middleware.on_tool_result(ctx, answered, message.content)
-                    case RunResumed():
-                        with hook(middleware, "on_resume"):
-                            await middleware.on_resume(ctx, run.reason or "resume", None)
-        return [*events, *ctx.emitted]
+        return await tool_event_hooks(state, resolved.middleware, ctx, events)
 
     async def _model_step(
         self,
