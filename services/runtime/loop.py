@@ -10,8 +10,8 @@ thread's events stay one gap-free sequence.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Sequence
+from typing import Any
 
 import structlog
 from opentelemetry import trace
@@ -20,8 +20,6 @@ from agency.contracts.events import (
     AgentError,
     AnyEvent,
     BlueprintSpec,
-    McpServer,
-    RemoteAgent,
     RunError,
 )
 from agency.domain.thread_state import ThreadState
@@ -29,7 +27,6 @@ from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.keyed_locks import KeyedLocks
 from agency.services.agents.system import AgentSystem
-from agency.services.agents.tools import Tool
 from agency.services.decide import CONFLICT_ATTEMPTS
 from agency.services.llm.provider import ModelError, Provider
 from agency.services.runtime import model_step
@@ -57,6 +54,7 @@ from agency.services.runtime.model_step import Resolved
 from agency.services.runtime.pending import simulate, still_ours
 from agency.services.runtime.reports import child_report_hooks
 from agency.services.runtime.tool_hooks import tool_event_hooks
+from agency.services.runtime.tool_sources import McpTools, RemoteAgentTools
 from agency.services.runtime.toolset import tools_now
 from agency.services.runtime.tree_admission import admit_spawns
 from agency.services.runtime.view import StepContext
@@ -83,18 +81,6 @@ class UnknownThread(Exception):
 
     def __init__(self, tenant_id: str, thread_id: str) -> None:
         super().__init__(f"thread {thread_id} of tenant {tenant_id} is not registered (yet)")
-
-
-class McpTools(Protocol):
-    """Where the runtime gets MCP servers' tools (`services.mcpclient.McpCatalog`)."""
-
-    async def tools(self, servers: Iterable[McpServer]) -> dict[str, Tool]: ...
-
-
-class RemoteAgentTools(Protocol):
-    """Where the runtime gets remote A2A agents' tools (`services.a2aclient`)."""
-
-    async def tools(self, agents: Iterable[RemoteAgent]) -> dict[str, Tool]: ...
 
 
 class ThreadDriver:

@@ -13,9 +13,9 @@ from agency.infra.jetstream.leases import Leases, LeaseSettings
 from agency.services.agents.system import AgentSystem
 from agency.services.llm.provider import Provider
 from agency.services.runtime.cancel_listener import listen_for_cancels
-from agency.services.runtime.loop import RemoteAgentTools
 from agency.services.runtime.replay.responder import Reexecutions
 from agency.services.runtime.service import RuntimeService
+from agency.services.runtime.tool_sources import RemoteAgentTools
 from agency.services.tenancy.env import TenantEnvSettings
 from agency.services.tenancy.held_shares import COMMANDS_HELD, HeldShares
 

@@ -53,8 +53,9 @@ from agency.services.runtime.checkpoint import with_checkpoint
 from agency.services.runtime.decision import Decision
 from agency.services.runtime.drives import BUSY_WAIT, Drives, StartState
 from agency.services.runtime.local_tools import is_own_result
-from agency.services.runtime.loop import McpTools, RemoteAgentTools, ThreadDriver, UnknownThread
+from agency.services.runtime.loop import ThreadDriver, UnknownThread
 from agency.services.runtime.spend_guard import SpendGuard
+from agency.services.runtime.tool_sources import McpTools, RemoteAgentTools
 from agency.services.runtime.tree_stops import stop_tree
 from agency.services.runtime.watches import RunWatches
 from agency.services.tenancy import fairness
