@@ -4,7 +4,9 @@ test's own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
     from agency.infra.jetstream.records import RecordedEvent
 
 T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 async def assert_eventually(
@@ -64,6 +68,19 @@ class ThreadWaits:
         return await self.wait_for(
             thread, lambda es: sum(e.type in RUN_TERMINAL_TYPES for e in es) >= count, timeout
         )
+
+
+async def run_agency(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> tuple[int, str, str]:
+    """`agency <args>` run as a process of its own from the repository, as an operator runs
+    it, within `timeout` seconds: its exit status, what it printed and its errors."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agency.services.cli.main", *args,
+        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
+    return proc.returncode or 0, out.decode(), err.decode()
 
 
 def settled(events: list[Any]) -> list[Any]:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -31,6 +33,7 @@ from agency.contracts.events import (
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import COMMANDS_STREAM
 from agency.infra.db import create_pool, migrate
+from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.projections.catalog import ALL
@@ -67,6 +70,14 @@ class Api:
     @property
     def ws_url(self) -> str:
         return "ws" + self.url.removeprefix("http")
+
+    def write_endpoints(self, data_dir: Path) -> None:
+        """The endpoints file the CLI reads from `data_dir` (`--data-dir`), naming this API."""
+        endpoints = Endpoints(
+            pid=os.getpid(), nats_url="", database_url="", api_url=self.url,
+            admin_secret=self.settings.admin_secret,
+        )  # fmt: skip
+        write_endpoints(data_dir, endpoints)
 
 
 @dataclass(frozen=True)

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import nats
 
-from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.infra.nats_auth import CredentialIssuer
 from agency.services.api.keys import KeyCache
 from tests.api.conftest import Api, Tenant, running_api
-from tests.helpers import assert_eventually
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import assert_eventually, run_agency
 
 
 class _LateCommands:
@@ -174,21 +169,12 @@ async def test_keys_of_another_tenant_cannot_be_seen_or_revoked(
 async def test_the_cli_lists_creates_rotates_and_revokes_a_tenants_keys(
     client: httpx.AsyncClient, api: Api, tenant_a: Tenant, tmp_path: Path
 ) -> None:
-    endpoints = Endpoints(
-        pid=os.getpid(), nats_url="", database_url="", api_url=api.url,
-        admin_secret=api.settings.admin_secret,
-    )  # fmt: skip
-    write_endpoints(tmp_path, endpoints)
+    api.write_endpoints(tmp_path)
 
     async def agency(*args: str) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agency.services.cli.main", "tenants", "keys", *args,
-            "--data-dir", str(tmp_path),
-            cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-        assert proc.returncode == 0, err.decode()
-        return out.decode()
+        status, out, err = await run_agency("tenants", "keys", *args, "--data-dir", str(tmp_path))
+        assert status == 0, err
+        return out
 
     created = await agency("create", tenant_a.id, "--name", "ops")
     key_id = created.split()[2]

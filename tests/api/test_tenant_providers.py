@@ -4,9 +4,7 @@ is checked against both; `agency providers` over the admin routes."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +13,6 @@ import msgspec
 import pytest
 
 from agency.contracts.events import ChatMessage
-from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.services.egress import EgressPolicy, guarded_transport
 from agency.services.llm.catalog import ProviderCatalog
@@ -23,8 +20,8 @@ from agency.services.llm.errors import ModelConfigError
 from agency.services.llm.port import ModelRequest
 from agency.services.llm.provider import OpenAIProvider
 from tests.api.conftest import Api, Tenant, create_agency, running_api
+from tests.helpers import run_agency
 
-REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-tenant-own-never-shown"
 
 
@@ -125,23 +122,16 @@ async def test_the_admin_sets_keys_and_the_policy_and_the_blueprint_check_follow
 async def test_the_cli_sets_a_tenants_key_from_the_environment(
     client: httpx.AsyncClient, api: Api, tenant_a: Tenant, tmp_path: Path, bus: Bus
 ) -> None:
-    endpoints = Endpoints(
-        pid=os.getpid(), nats_url="", database_url="", api_url=api.url,
-        admin_secret=api.settings.admin_secret,
-    )  # fmt: skip
-    write_endpoints(tmp_path, endpoints)
+    api.write_endpoints(tmp_path)
 
     async def agency(*args: str) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agency.services.cli.main", "providers", *args,
-            "--data-dir", str(tmp_path),
-            cwd=REPO, env={**os.environ, "TENANT_KEY": SECRET},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-        assert proc.returncode == 0, err.decode()
-        assert SECRET not in out.decode() + err.decode()
-        return out.decode()
+        env = {**os.environ, "TENANT_KEY": SECRET}
+        status, out, err = await run_agency(
+            "providers", *args, "--data-dir", str(tmp_path), env=env
+        )
+        assert status == 0, err
+        assert SECRET not in out + err
+        return out
 
     said = await agency("set", tenant_a.id, "mistral", "--key-env", "TENANT_KEY")
     assert "stored sealed" in said

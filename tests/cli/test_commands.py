@@ -18,17 +18,7 @@ from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import Position
 from agency.services.agents.blueprint_file import BlueprintFileError, load_blueprint_file
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-async def agency(*args: str, timeout: float = 60) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agency.services.cli.main", *args,
-        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
-    return proc.returncode or 0, out.decode(), err.decode()
+from tests.helpers import REPO, run_agency as agency
 
 
 @pytest.fixture

@@ -3,9 +3,7 @@ clearly when wrong, invisible to other tenants."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
 from pathlib import Path
 
 import asyncpg
@@ -14,20 +12,14 @@ import pytest
 
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.services.llm.fake_scripts import ScriptStep
+from tests.helpers import run_agency
 from tests.langgraph.conftest import new_tenant
 from tests.protocols.webhooks.conftest import Agency, System
 from tests.protocols.webhooks.receiver import Receiver, receiving
 
-REPO = Path(__file__).resolve().parents[3]
 
-
-async def agency_cli(*args: str, timeout: float = 60) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agency.services.cli.main", "webhooks", *args,
-        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
-    return proc.returncode or 0, out.decode(), err.decode()
+async def agency_cli(*args: str) -> tuple[int, str, str]:
+    return await run_agency("webhooks", *args)
 
 
 async def a_run(agency: Agency, text: str) -> str:
