@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from agency.infra.db import create_pool, migrate
+from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.infra.nats_auth import SERVICE_ROLES
@@ -46,6 +49,15 @@ class Client:
 
     def path(self, thread: str) -> str:
         return f"/agency/{self.agency}/agent/{thread}"
+
+    def write_endpoints(self, data_dir: Path) -> None:
+        """The endpoints file the CLI reads from `data_dir`, naming this API and key."""
+        key = self.http.headers["Authorization"].removeprefix("Bearer ")
+        endpoints = Endpoints(
+            pid=os.getpid(), nats_url="nats://unused", database_url="postgresql://unused",
+            api_url=str(self.http.base_url), api_key=key,
+        )  # fmt: skip
+        write_endpoints(data_dir, endpoints)
 
     async def invoke(self, thread: str, text: str, **extra: Any) -> str:
         body = {"messages": [{"role": "user", "content": text}], **extra}

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.services.client import AgencyClient, ApiError, AsyncAgencyClient
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.e2e.conftest import Client
@@ -123,16 +122,7 @@ async def agency_cli(data_dir: Path, *args: str) -> tuple[int, str]:
 async def test_threads_commands_create_invoke_follow_approve_and_list(
     client: Client, tmp_path: Path
 ) -> None:
-    write_endpoints(
-        tmp_path,
-        Endpoints(
-            pid=os.getpid(),
-            nats_url="nats://unused",
-            database_url="postgresql://unused",
-            api_url=str(client.http.base_url),
-            api_key=key_of(client),
-        ),
-    )
+    client.write_endpoints(tmp_path)
     key = "cli-hitl-" + client.agency
     client.llm.script(key, [
         ScriptStep(content="Let me look.", tool_calls=[call("lookup", word="cli")]),
@@ -161,23 +151,10 @@ async def test_threads_commands_create_invoke_follow_approve_and_list(
     assert code == 0 and "terminate requested" in out, out
 
 
-def _endpoints_of(client: Client, data_dir: Path) -> None:
-    write_endpoints(
-        data_dir,
-        Endpoints(
-            pid=os.getpid(),
-            nats_url="nats://unused",
-            database_url="postgresql://unused",
-            api_url=str(client.http.base_url),
-            api_key=key_of(client),
-        ),
-    )
-
-
 async def test_follow_goes_on_through_a_pause_for_subagents_and_says_it_resumes_by_itself(
     client: Client, tmp_path: Path
 ) -> None:
-    _endpoints_of(client, tmp_path)
+    client.write_endpoints(tmp_path)
     key = "cli-subagent-" + client.agency
     child = "sub-" + client.agency  # shorter than the parent's key: each keeps its own script
     task = call("task", description=f"{child} look it up", subagentType="worker")
@@ -197,7 +174,7 @@ async def test_follow_goes_on_through_a_pause_for_subagents_and_says_it_resumes_
 async def test_a_run_out_of_steps_is_continued_by_the_invoke_its_pause_names(
     client: Client, tmp_path: Path
 ) -> None:
-    _endpoints_of(client, tmp_path)
+    client.write_endpoints(tmp_path)
     key = "cli-steps-" + client.agency
     ls = ScriptStep(tool_calls=[call("ls")])
     client.llm.script(key, [*[ls] * 8, ScriptStep(content="finished after all")])
@@ -219,7 +196,7 @@ async def test_a_run_out_of_steps_is_continued_by_the_invoke_its_pause_names(
 async def test_follow_waits_through_the_streams_keep_alives(client: Client, tmp_path: Path) -> None:
     """A model answering after more than a keep-alive's interval (15 s): the follow reads
     the keep-alives and goes on to the end."""
-    _endpoints_of(client, tmp_path)
+    client.write_endpoints(tmp_path)
     key = "cli-slow-" + client.agency
     client.llm.script(key, [ScriptStep(content="took a while", delay_ms=17_000)])
     code, created = await agency_cli(tmp_path, "create", "worker")

@@ -9,7 +9,6 @@ import re
 import sys
 from pathlib import Path
 
-from agency.infra.endpoints import Endpoints, write_endpoints
 from tests.e2e.conftest import Client
 
 
@@ -26,16 +25,7 @@ async def demo(data_dir: Path, *args: str) -> tuple[int, str]:
 
 
 async def test_each_demo_runs_in_the_one_agency_named_demo(client: Client, tmp_path: Path) -> None:
-    write_endpoints(
-        tmp_path,
-        Endpoints(
-            pid=os.getpid(),
-            nats_url="nats://unused",
-            database_url="postgresql://unused",
-            api_url=str(client.http.base_url),
-            api_key=client.http.headers["Authorization"].removeprefix("Bearer "),
-        ),
-    )
+    client.write_endpoints(tmp_path)
     used = []
     for task in ("plan a picnic", "plan a hike"):
         code, out = await demo(tmp_path, task, "--timeout", "90")
