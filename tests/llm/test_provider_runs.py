@@ -39,7 +39,7 @@ from agency.services.llm.catalog import ProviderCatalog
 from agency.services.llm.router import ProviderRouter
 from agency.services.llm.settings import ModelSettings
 from agency.services.llm.tenant_models import StoreTenantModels, seal_own
-from tests.helpers import assert_eventually
+from tests.helpers import ThreadWaits, assert_eventually
 from tests.llm.streams import SHAPES, ReplayServer, stream
 from tests.runtime.conftest import running_stack
 
@@ -61,7 +61,7 @@ RUNS = {
 
 
 @dataclass
-class Stack:
+class Stack(ThreadWaits):
     bus: Bus
     tenant: str
     agency: str
@@ -82,13 +82,10 @@ class Stack:
                 messages=(ChatMessage(role="user", content=text),),
             ),
         )
+        return thread, await self.wait_terminal(thread, timeout=30)
 
-        async def ended() -> list[RecordedEvent]:
-            events = await self.bus.store.read(self.tenant, "thread", thread)
-            assert any(e.type in RUN_TERMINAL_TYPES for e in events), [e.type for e in events]
-            return events
-
-        return thread, await assert_eventually(ended, timeout=30)
+    async def events(self, thread: str) -> list[RecordedEvent]:
+        return await self.bus.store.read(self.tenant, "thread", thread)
 
     async def tenant_of_its_own(self, *commands: Command) -> Stack:
         """The same system for a new tenant (created, with an agency), after `commands`
