@@ -45,22 +45,35 @@ async def run_projection(pool: asyncpg.Pool, bus: Bus) -> AsyncIterator[RunProje
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
 
 
-def counting_projection(name: str, tenant: str) -> Projection:
-    """Counts one tenant's events per type: small, deterministic, order-sensitive rows."""
+Apply = Callable[[asyncpg.Connection, Sequence[RecordedEvent]], Awaitable[None]]
 
-    async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
-        mine = [e for e in events if e.envelope.tenant_id == tenant]
-        for e in mine:
-            await conn.execute(
-                "INSERT INTO counts (type, n, last_seq) VALUES ($1, 1, $2) "
-                "ON CONFLICT (type) DO UPDATE SET n = counts.n + 1, last_seq = EXCLUDED.last_seq",
-                e.type,
-                e.stream_seq,
-            )
 
+async def count_event(conn: asyncpg.Connection, event: RecordedEvent) -> None:
+    """One more event of its type in `counts`, and its stream sequence the type's last."""
+    await conn.execute(
+        "INSERT INTO counts (type, n, last_seq) VALUES ($1, 1, $2) "
+        "ON CONFLICT (type) DO UPDATE SET n = counts.n + 1, last_seq = EXCLUDED.last_seq",
+        event.type,
+        event.stream_seq,
+    )
+
+
+def counts_projection(name: str, apply: Apply) -> Projection:
+    """A projection `name` writing the table `counts` (one row per event type) by `apply`."""
     return Projection(
         name=name,
         tables=("counts",),
         ddl="CREATE TABLE IF NOT EXISTS counts (type text PRIMARY KEY, n int NOT NULL, last_seq bigint NOT NULL)",
         apply=apply,
     )
+
+
+def counting_projection(name: str, tenant: str) -> Projection:
+    """Counts one tenant's events per type: small, deterministic, order-sensitive rows."""
+
+    async def apply(conn: asyncpg.Connection, events: Sequence[RecordedEvent]) -> None:
+        mine = [e for e in events if e.envelope.tenant_id == tenant]
+        for e in mine:
+            await count_event(conn, e)
+
+    return counts_projection(name, apply)

@@ -25,7 +25,12 @@ from agency.projections.status import projection_statuses
 from agency.projections.tenancy import PROJECTOR
 from tests.deadletters import dead_letters_for
 from tests.helpers import assert_eventually
-from tests.projections.conftest import RunProjection, counting_projection
+from tests.projections.conftest import (
+    RunProjection,
+    count_event,
+    counting_projection,
+    counts_projection,
+)
 
 
 async def write_thread(bus: Bus, tenant: str, turns: int) -> str:
@@ -307,19 +312,9 @@ def flaky_projection(name: str, tenant: str, failures: list[str]) -> Projection:
                 raise error
             if isinstance(e.payload, MessageAppended) and e.payload.message.content == "poison":
                 await conn.execute("SELECT 1 / 0")
-            await conn.execute(
-                "INSERT INTO counts (type, n, last_seq) VALUES ($1, 1, $2) "
-                "ON CONFLICT (type) DO UPDATE SET n = counts.n + 1",
-                e.type,
-                e.stream_seq,
-            )
+            await count_event(conn, e)
 
-    return Projection(
-        name=name,
-        tables=("counts",),
-        ddl="CREATE TABLE IF NOT EXISTS counts (type text PRIMARY KEY, n int NOT NULL, last_seq bigint NOT NULL)",
-        apply=apply,
-    )
+    return counts_projection(name, apply)
 
 
 async def test_transient_database_errors_are_retried_and_a_poison_event_still_dead_lettered(
