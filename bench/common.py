@@ -58,3 +58,11 @@ def print_load(moment: str) -> None:
     one, five, fifteen = os.getloadavg()
     print(f"  load average {moment}: {one:.2f} {five:.2f} {fifteen:.2f} "
           f"({os.cpu_count()} cores)", flush=True)  # fmt: skip
+
+
+def first_error(error: BaseException) -> BaseException:
+    """The first error inside `error`, through nested exception groups (what a run of the
+    benchmark failed with first)."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error

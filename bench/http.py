@@ -53,7 +53,7 @@ from agency.infra.launch import PostgresServer
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.observability.logging import configure_logging
-from bench.common import print_load
+from bench.common import first_error, print_load
 from bench.http_client import (
     ANSWER,
     ANSWER_KEY,
@@ -184,15 +184,9 @@ def main() -> None:
             python = ensure_aegra()
         lines = uvloop.run(bench(args, python))
     except* BenchError as group:
-        sys.exit(f"http benchmark failed: {_first(group)}")
+        sys.exit(f"http benchmark failed: {first_error(group)}")
     for text in lines:
         print(text, flush=True)
-
-
-def _first(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return error
 
 
 if __name__ == "__main__":

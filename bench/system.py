@@ -78,7 +78,7 @@ from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from agency.services.llm.fake_server import FakeLLMServer
 from agency.services.observability.logging import configure_logging
 from bench.agent import ensure_langgraph
-from bench.common import print_load
+from bench.common import first_error, print_load
 from bench.http_system import (
     Api,
     BenchError,
@@ -380,15 +380,9 @@ def main() -> None:
     try:
         results = uvloop.run(bench(args))
     except* BenchError as group:
-        sys.exit(f"system benchmark failed: {_first(group)}")
+        sys.exit(f"system benchmark failed: {first_error(group)}")
     print_load("after")
     report(results)
-
-
-def _first(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return error
 
 
 if __name__ == "__main__":
