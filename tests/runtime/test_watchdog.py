@@ -100,20 +100,30 @@ def test_a_queued_run_behind_an_active_one_is_left_to_that_run_s_watch() -> None
     assert verdict(state, "r2", utc_now(), False, SETTINGS) == Later(60)
 
 
+@pytest.fixture
+def quick_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watchdog that finds a run stalled after 0.5 s without progress, and ends it after 2 s."""
+    monkeypatch.setenv("AGENCY_WATCHDOG_STALL", "0.5")
+    monkeypatch.setenv("AGENCY_WATCHDOG_END", "2")
+
+
+def script_a_lookup(llm: FakeLLMServer, key: str) -> None:
+    """The model, asked `key`, calls `lookup` (answered, it would say "never")."""
+    llm.script(key, [
+        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}]),
+        ScriptStep(content="never"),
+    ])  # fmt: skip
+
+
 async def test_a_run_waiting_on_a_tool_nobody_runs_is_ended_as_stalled(
     bus: Bus,
     nats_url: str,
     tenant: str,
     llm: FakeLLMServer,
-    monkeypatch: pytest.MonkeyPatch,
+    quick_watchdog: None,
 ) -> None:
-    monkeypatch.setenv("AGENCY_WATCHDOG_STALL", "0.5")
-    monkeypatch.setenv("AGENCY_WATCHDOG_END", "2")
     key = "stalled-" + tenant
-    llm.script(key, [
-        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}]),
-        ScriptStep(content="never"),
-    ])  # fmt: skip
+    script_a_lookup(llm, key)
     # No tools service: the lookup is requested and never answered.
     async with running_agents(
         bus, nats_url, tenant, llm, services=("registry", "runtime")
@@ -138,17 +148,12 @@ async def test_a_run_parked_on_a_person_is_watched_again_once_approved(
     nats_url: str,
     tenant: str,
     llm: FakeLLMServer,
-    monkeypatch: pytest.MonkeyPatch,
+    quick_watchdog: None,
 ) -> None:
     """Parked, the run gives its watch up; the approval arms a new one, which ends the run
     when, approved, it waits on a tool nobody runs."""
-    monkeypatch.setenv("AGENCY_WATCHDOG_STALL", "0.5")
-    monkeypatch.setenv("AGENCY_WATCHDOG_END", "2")
     key = "parked-" + tenant
-    llm.script(key, [
-        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}]),
-        ScriptStep(content="never"),
-    ])  # fmt: skip
+    script_a_lookup(llm, key)
     async with running_agents(
         bus, nats_url, tenant, llm, services=("registry", "runtime")
     ) as agents:
@@ -181,12 +186,10 @@ async def test_a_drive_that_hangs_is_stopped_and_its_run_ends(
     nats_url: str,
     tenant: str,
     llm: FakeLLMServer,
-    monkeypatch: pytest.MonkeyPatch,
+    quick_watchdog: None,
 ) -> None:
     """The lease renews while the process lives; a drive stuck inside it must not keep the
     run open: it is stopped after `end_after` without an append, and the run ends."""
-    monkeypatch.setenv("AGENCY_WATCHDOG_STALL", "0.5")
-    monkeypatch.setenv("AGENCY_WATCHDOG_END", "2")
     system = make_system().use(Hangs(), ["hangs"])
     system.add_agent(BlueprintSpec(name="stuck", prompt="p", tags=("default", "hangs")))
     async with running_agents(bus, nats_url, tenant, llm, system=system) as agents:
