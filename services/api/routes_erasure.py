@@ -20,7 +20,7 @@ from litestar.params import PathParameter
 from agency.contracts.events import AgencyDeleted, AgencyDeletionRequested, EndUserForgetRequested
 from agency.contracts.events.thread import END_USER_ID_PATTERN
 from agency.contracts.http import AgencyDeletion, EndUserForgetting, ThreadDeletion
-from agency.projections import catalog, queries
+from agency.projections import agency_queries, catalog, queries
 from agency.services.api.auth import ADMIN_OPT, TenantId, path_id
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.routes_queries import AgencyId, ThreadId, path_token
@@ -177,7 +177,7 @@ async def delete_tenant_agencies(
     the request of `admin`; a repeat deletes what is left."""
     tenant = path_id("tenant id", tenant_id)
     async with deps.pool.acquire() as conn:
-        agencies = await queries.list_agencies(conn, tenant)
+        agencies = await agency_queries.list_agencies(conn, tenant)
     return Response([await erase_agency(deps, tenant, a.id, "admin") for a in agencies])
 
 
