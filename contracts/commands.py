@@ -84,6 +84,29 @@ class SetTenantBudget(Command, frozen=True, kw_only=True, tag="registry.set_tena
     usd: float | None = None
 
 
+class SetTenantRetention(
+    Command, frozen=True, kw_only=True, tag="registry.set_tenant_retention"
+):
+    """How long the tenant's threads are kept after their last activity, in seconds (None:
+    the operator's default; 0: kept), within the operator's maximum."""
+
+    service = "registry"
+    verb = "set_tenant_retention"
+    seconds: float | None = None
+
+
+class SetAgencyRetention(
+    Command, frozen=True, kw_only=True, tag="registry.set_agency_retention"
+):
+    """How long one agency's threads are kept after their last activity, in seconds (None:
+    the tenant's), within the tenant's."""
+
+    service = "registry"
+    verb = "set_agency_retention"
+    agency_id: str
+    seconds: float | None = None
+
+
 class SetAgencyBudget(Command, frozen=True, kw_only=True, tag="registry.set_agency_budget"):
     """The tenant's: one agency's spend budget per period (None: the default)."""
 
@@ -171,6 +194,19 @@ class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thre
     sealed_env: str = ""
     # The child's inline blueprint (`SubagentRequested.blueprint`).
     blueprint: BlueprintSpec | None = None
+
+
+class SetThreadRetention(
+    Command, frozen=True, kw_only=True, tag="registry.set_thread_retention"
+):
+    """How long the thread is kept after its last activity, in seconds (None: its
+    agency's), within its agency's (`thread.retention_set`; LangGraph's `ttl`)."""
+
+    service = "registry"
+    verb = "set_thread_retention"
+    agency_id: str
+    thread_id: str
+    seconds: float | None = None
 
 
 class SetThreadMetadata(Command, frozen=True, kw_only=True, tag="registry.set_thread_metadata"):
@@ -434,6 +470,8 @@ AnyCommand = (
     | SetTenantModelPolicy
     | SetTenantBudget
     | SetAgencyBudget
+    | SetTenantRetention
+    | SetAgencyRetention
     | CreateAgency
     | SaveBlueprint
     | DeleteBlueprint
@@ -443,6 +481,7 @@ AnyCommand = (
     | RemovePush
     | CreateThread
     | SetThreadMetadata
+    | SetThreadRetention
     | ForkThread
     | InvokeThread
     | DelayRun

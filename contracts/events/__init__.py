@@ -35,6 +35,7 @@ from agency.contracts.events.model import (
 from agency.contracts.events.registry import (
     AgencyBudgetSet,
     AgencyCreated,
+    AgencyRetentionSet,
     ApiKeyIssued,
     ApiKeyRevoked,
     BlueprintDeleted,
@@ -45,6 +46,7 @@ from agency.contracts.events.registry import (
     TenantModelPolicySet,
     TenantProviderRemoved,
     TenantProviderSet,
+    TenantRetentionSet,
 )
 from agency.contracts.events.reply import (
     AgentStateSet,
@@ -106,6 +108,7 @@ from agency.contracts.events.thread import (
     ThreadDeleted,
     ThreadEvent,
     ThreadMetadataSet,
+    ThreadRetentionSet,
     ThreadTerminated,
     TodosWritten,
 )
@@ -182,6 +185,7 @@ __all__ = [
     "AgencyCreated",
     "AgencyDeleted",
     "AgencyDeletionRequested",
+    "AgencyRetentionSet",
     "AgentCompleted",
     "AgentError",
     "AgentStarted",
@@ -280,10 +284,12 @@ __all__ = [
     "TenantModelPolicySet",
     "TenantProviderRemoved",
     "TenantProviderSet",
+    "TenantRetentionSet",
     "ThreadCreated",
     "ThreadDeleted",
     "ThreadEvent",
     "ThreadMetadataSet",
+    "ThreadRetentionSet",
     "ThreadTerminated",
     "Todo",
     "TodosWritten",

@@ -58,6 +58,21 @@ class AgencyBudgetSet(Event, frozen=True, kw_only=True, tag="agency.budget_set")
     usd: float | None = None
 
 
+class TenantRetentionSet(Event, frozen=True, kw_only=True, tag="tenant.retention_set"):
+    """How long the tenant's threads are kept after their last activity, in seconds
+    (`services/threads/retention.py`), within the operator's maximum. None leaves the
+    operator's default; 0 keeps them."""
+
+    seconds: float | None = None
+
+
+class AgencyRetentionSet(Event, frozen=True, kw_only=True, tag="agency.retention_set"):
+    """How long one agency's threads are kept after their last activity, in seconds,
+    within the tenant's. None leaves the tenant's; 0 keeps them as long as the tenant's."""
+
+    seconds: float | None = None
+
+
 class AgencyCreated(Event, frozen=True, kw_only=True, tag="agency.created"):
     name: str
     metadata: dict[str, str] = {}
@@ -84,8 +99,10 @@ RegistryEvent = (
     | TenantProviderRemoved
     | TenantModelPolicySet
     | TenantBudgetSet
+    | TenantRetentionSet
     | AgencyCreated
     | AgencyBudgetSet
+    | AgencyRetentionSet
     | BlueprintSaved
     | BlueprintDeleted
 )

@@ -179,6 +179,13 @@ class ThreadMetadataSet(Event, frozen=True, kw_only=True, tag="thread.metadata_s
     metadata: dict[str, str] = {}
 
 
+class ThreadRetentionSet(Event, frozen=True, kw_only=True, tag="thread.retention_set"):
+    """How long this thread is kept after its last activity, in seconds (LangGraph's
+    `ttl`), within its agency's retention; None leaves the agency's."""
+
+    seconds: float | None = None
+
+
 # The nodes of the agent loop's graph as LangGraph names them (`model` ⇄ `tools`).
 GraphNode = Literal["model", "tools"]
 
@@ -240,6 +247,7 @@ ThreadEvent = (
     | ThreadTerminated
     | ThreadDeleted
     | ThreadMetadataSet
+    | ThreadRetentionSet
     | StateUpdated
     | StateRestored
     | HistoryPruned

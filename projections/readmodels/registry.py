@@ -10,11 +10,13 @@ from agency.contracts.envelope import Envelope
 from agency.contracts.events import (
     AgencyCreated,
     AgencyDeleted,
+    AgencyRetentionSet,
     ApiKeyIssued,
     ApiKeyRevoked,
     BlueprintDeleted,
     BlueprintSaved,
     TenantCreated,
+    TenantRetentionSet,
 )
 from agency.projections.statements import Statement, statement_projection, upsert
 
@@ -36,6 +38,8 @@ CREATE TABLE IF NOT EXISTS api_keys (
     PRIMARY KEY (tenant_id, key_id)
 );
 ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS name text NOT NULL DEFAULT '';
+-- How long the tenant's threads are kept, in seconds (null: the operator's default).
+ALTER TABLE tenants ADD COLUMN IF NOT EXISTS retention_seconds double precision;
 -- Authentication knows the key, not yet the tenant.
 CREATE INDEX IF NOT EXISTS api_keys_by_key ON api_keys (key_id);
 """
@@ -49,6 +53,7 @@ _KEY_ISSUED = (
     "ON CONFLICT (tenant_id, key_id) DO UPDATE SET key_hash = EXCLUDED.key_hash, "
     "issued_at = EXCLUDED.issued_at, name = EXCLUDED.name, revoked_at = NULL"
 )
+_TENANT_RETENTION = "UPDATE tenants SET retention_seconds = $2 WHERE tenant_id = $1"
 _KEY_REVOKED = (
     "UPDATE api_keys SET revoked_at = $3 "
     "WHERE tenant_id = $1 AND key_id = $2 AND revoked_at IS NULL"
@@ -64,9 +69,16 @@ def _tenant_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
                 yield _KEY_ISSUED, (env.tenant_id, key_id, key_hash, env.ts, name)
             case ApiKeyRevoked(key_id=key_id):
                 yield _KEY_REVOKED, (env.tenant_id, key_id, env.ts)
+            case TenantRetentionSet(seconds=seconds):
+                yield _TENANT_RETENTION, (env.tenant_id, seconds)
 
 
-_TENANT_EVENTS = {"tenant.created", "tenant.api_key_issued", "tenant.api_key_revoked"}
+_TENANT_EVENTS = {
+    "tenant.created",
+    "tenant.api_key_issued",
+    "tenant.api_key_revoked",
+    "tenant.retention_set",
+}
 TENANTS = statement_projection(
     "tenants", TENANTS_DDL, _tenant_statements, _TENANT_EVENTS, tables=("tenants", "api_keys")
 )
@@ -83,6 +95,8 @@ CREATE TABLE IF NOT EXISTS agencies (
     PRIMARY KEY (tenant_id, agency_id)
 );
 CREATE INDEX IF NOT EXISTS agencies_by_created ON agencies (tenant_id, created_at, agency_id);
+-- How long the agency's threads are kept, in seconds (null: the tenant's).
+ALTER TABLE agencies ADD COLUMN IF NOT EXISTS retention_seconds double precision;
 """
 
 _AGENCY = upsert(
@@ -94,22 +108,28 @@ _AGENCY = upsert(
 
 
 _AGENCY_DELETED = "DELETE FROM agencies WHERE tenant_id = $1 AND agency_id = $2"
+_AGENCY_RETENTION = (
+    "UPDATE agencies SET retention_seconds = $3 WHERE tenant_id = $1 AND agency_id = $2"
+)
 
 
 def _agency_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
     for env in envelopes:
-        if isinstance(env.payload, AgencyCreated):
-            metadata = msgspec.json.encode(env.payload.metadata).decode()
-            yield _AGENCY, (env.tenant_id, env.aggregate_id, env.payload.name, metadata, env.ts)
-        elif isinstance(env.payload, AgencyDeleted):
-            yield _AGENCY_DELETED, (env.tenant_id, env.aggregate_id)
+        match env.payload:
+            case AgencyCreated(name=name, metadata=metadata):
+                encoded = msgspec.json.encode(metadata).decode()
+                yield _AGENCY, (env.tenant_id, env.aggregate_id, name, encoded, env.ts)
+            case AgencyRetentionSet(seconds=seconds):
+                yield _AGENCY_RETENTION, (env.tenant_id, env.aggregate_id, seconds)
+            case AgencyDeleted():
+                yield _AGENCY_DELETED, (env.tenant_id, env.aggregate_id)
 
 
 AGENCIES = statement_projection(
     "agencies",
     AGENCIES_DDL,
     _agency_statements,
-    {"agency.created", "agency.deleted"},
+    {"agency.created", "agency.retention_set", "agency.deleted"},
     aggregate="agency",
 )
 

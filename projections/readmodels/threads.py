@@ -38,6 +38,7 @@ from agency.contracts.events import (
     RunTick,
     ThreadCreated,
     ThreadMetadataSet,
+    ThreadRetentionSet,
     ThreadTerminated,
 )
 from agency.infra.jetstream.records import RecordedEvent
@@ -65,8 +66,11 @@ CREATE TABLE IF NOT EXISTS threads (
     run_count           integer     NOT NULL,
     last_seq            bigint      NOT NULL,
     updated_at          timestamptz NOT NULL,
+    retention_seconds   double precision,
     PRIMARY KEY (tenant_id, thread_id)
 );
+-- How long the thread is kept after its last activity (null: its agency's).
+ALTER TABLE threads ADD COLUMN IF NOT EXISTS retention_seconds double precision;
 CREATE INDEX IF NOT EXISTS threads_by_agency
     ON threads (tenant_id, agency_id, created_at, thread_id);
 CREATE TABLE IF NOT EXISTS runs (
@@ -120,6 +124,7 @@ class ThreadRow:
     latest_run_id: str | None = None
     message_count: int = 0
     run_count: int = 0
+    retention_seconds: float | None = None
 
 
 @dataclass(slots=True)
@@ -238,6 +243,8 @@ class _Fold:
                 thread.agent_type = agent_type
             case ThreadTerminated():
                 thread.status = TERMINATED
+            case ThreadRetentionSet(seconds=seconds):
+                thread.retention_seconds = seconds
             case ThreadMetadataSet(metadata=metadata):
                 merged = {**msgspec.json.decode(thread.request), **metadata}
                 thread.request = msgspec.json.encode(merged).decode()

@@ -59,6 +59,7 @@ from agency.services.api.routes_ops import OPS_ROUTES
 from agency.services.api.routes_providers import PROVIDER_ROUTES
 from agency.services.api.routes_push_deliveries import push_deliveries
 from agency.services.api.routes_queries import QUERY_ROUTES
+from agency.services.api.routes_retention import RETENTION_ROUTES
 from agency.services.api.routes_run import RUN_ROUTES
 from agency.services.api.routes_settings import SETTINGS_ROUTES
 from agency.services.api.routes_usage import USAGE_ROUTES
@@ -158,6 +159,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *ENCRYPTION_ROUTES,
         *PROVIDER_ROUTES,
         *BUDGET_ROUTES,
+        *RETENTION_ROUTES,
         *USAGE_ROUTES,
         *OPS_ROUTES,
         *STREAM_ROUTES,

@@ -31,6 +31,7 @@ from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.tenancy.fairness import ScheduleLimits
 from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import ThreadCache
+from agency.services.threads.retention_policy import RetentionSettings
 
 # Threads the API keeps folded (the least recently used go first).
 THREADS_KEPT = 2_000
@@ -68,6 +69,9 @@ class ApiSettings:
     # How often a schedule may fire, how many a tenant may have (`AGENCY_SCHEDULE_*`,
     # `AGENCY_TENANT_*SCHEDULE*`); refused at the door beyond them.
     schedules: ScheduleLimits = field(default_factory=ScheduleLimits.from_env)
+    # The operator's retention default and maximum (`AGENCY_RETENTION_*`,
+    # `services/threads/retention_policy.py`): tenants and agencies set theirs within them.
+    retention: RetentionSettings = field(default_factory=RetentionSettings.from_env)
 
 
 @dataclass(frozen=True, slots=True)

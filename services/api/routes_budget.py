@@ -95,7 +95,7 @@ async def _send(
     deps.spend.forget(tenant)
 
 
-async def _existing_tenant(deps: ApiDeps, tenant: str) -> None:
+async def existing_tenant(deps: ApiDeps, tenant: str) -> None:
     history = await deps.bus.store.read(tenant, "tenant", tenant)
     if not any(e.type == "tenant.created" for e in history):
         raise NotFoundException(f"tenant {tenant} not found")
@@ -118,7 +118,7 @@ async def own_budget(principal: Caller, deps: Deps) -> BudgetOut:
 )
 async def tenant_budget(tenant_id: TenantId, deps: Deps) -> BudgetOut:
     tenant = path_id("tenant id", tenant_id)
-    await _existing_tenant(deps, tenant)
+    await existing_tenant(deps, tenant)
     return await _standing(deps, tenant)
 
 
@@ -131,7 +131,7 @@ async def set_tenant_budget(
     tenant_id: TenantId, data: JSONBody[BudgetBody], deps: Deps
 ) -> BudgetOut:
     tenant = path_id("tenant id", tenant_id)
-    await _existing_tenant(deps, tenant)
+    await existing_tenant(deps, tenant)
     await _send(deps, tenant, "tenant", tenant, SetTenantBudget(tokens=data.tokens, usd=data.usd))
     return await _standing(deps, tenant)
 

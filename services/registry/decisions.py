@@ -22,10 +22,13 @@ from agency.contracts.commands import (
     RevokeApiKey,
     SaveBlueprint,
     SetAgencyBudget,
+    SetAgencyRetention,
     SetTenantBudget,
     SetTenantModelPolicy,
     SetTenantProvider,
+    SetTenantRetention,
     SetThreadMetadata,
+    SetThreadRetention,
     SubscribeWebhook,
     UnsubscribeWebhook,
 )
@@ -33,6 +36,7 @@ from agency.contracts.errors import CommandRejected
 from agency.contracts.events import (
     AgencyBudgetSet,
     AgencyCreated,
+    AgencyRetentionSet,
     AnyEvent,
     ApiKeyIssued,
     ApiKeyRevoked,
@@ -45,8 +49,10 @@ from agency.contracts.events import (
     TenantModelPolicySet,
     TenantProviderRemoved,
     TenantProviderSet,
+    TenantRetentionSet,
     ThreadCreated,
     ThreadMetadataSet,
+    ThreadRetentionSet,
     WebhookSubscribed,
     WebhookUnsubscribed,
 )
@@ -180,6 +186,31 @@ def set_tenant_budget(command: SetTenantBudget, history: list[RecordedEvent]) ->
     return (TenantBudgetSet(tokens=command.tokens, usd=command.usd),)
 
 
+def _retention_problem(seconds: float | None) -> None:
+    if seconds is not None and not seconds >= 0:
+        raise CommandRejected(
+            "invalid_retention", "a retention is 0 (no limit of its own) or more seconds, or null"
+        )
+
+
+@once_per_key
+def set_tenant_retention(
+    command: SetTenantRetention, history: list[RecordedEvent]
+) -> Sequence[AnyEvent]:
+    _existing_tenant(history)
+    _retention_problem(command.seconds)
+    return (TenantRetentionSet(seconds=command.seconds),)
+
+
+@once_per_agency_key
+def set_agency_retention(
+    command: SetAgencyRetention, state: AgencyState, key: str
+) -> Sequence[AnyEvent]:
+    _existing_agency(command.agency_id, state)
+    _retention_problem(command.seconds)
+    return (AgencyRetentionSet(seconds=command.seconds),)
+
+
 @once_per_agency_key
 def set_agency_budget(command: SetAgencyBudget, state: AgencyState, key: str) -> Sequence[AnyEvent]:
     _existing_agency(command.agency_id, state)
@@ -285,6 +316,18 @@ def set_thread_metadata(
     return (ThreadMetadataSet(metadata=command.metadata),)
 
 
+@once_per_key
+def set_thread_retention(
+    command: SetThreadRetention, history: list[RecordedEvent]
+) -> Sequence[AnyEvent]:
+    if not history or history[0].envelope.agency_id != command.agency_id:
+        raise CommandRejected(
+            "unknown_thread", f"thread {command.thread_id} is not in agency {command.agency_id}"
+        )
+    _retention_problem(command.seconds)
+    return (ThreadRetentionSet(seconds=command.seconds),)
+
+
 # The pure decision of each command decided on the tenant's own aggregate, and of each on
 # an agency's kept state (`agencies.py`), not on its whole history.
 TENANT_DECISIONS: dict[
@@ -297,12 +340,14 @@ TENANT_DECISIONS: dict[
     RemoveTenantProvider: change_tenant,
     SetTenantModelPolicy: change_tenant,
     SetTenantBudget: set_tenant_budget,
+    SetTenantRetention: set_tenant_retention,
 }
 AgencyCommand = (
     CreateAgency
     | SaveBlueprint
     | DeleteBlueprint
     | SetAgencyBudget
+    | SetAgencyRetention
     | SubscribeWebhook
     | UnsubscribeWebhook
     | ConfigurePush
@@ -313,6 +358,7 @@ AGENCY_DECISIONS: dict[type[Command], AgencyDecide[Any]] = {
     SaveBlueprint: save_blueprint,
     DeleteBlueprint: delete_blueprint,
     SetAgencyBudget: set_agency_budget,
+    SetAgencyRetention: set_agency_retention,
     SubscribeWebhook: subscribe_webhook,
     UnsubscribeWebhook: unsubscribe_webhook,
     ConfigurePush: configure_push,

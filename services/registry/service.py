@@ -13,7 +13,10 @@ from agency.contracts.commands import (
     CreateThread,
     ForkThread,
     SaveBlueprint,
+    SetAgencyRetention,
+    SetTenantRetention,
     SetThreadMetadata,
+    SetThreadRetention,
     SubscribeWebhook,
 )
 from agency.contracts.errors import CommandRejected
@@ -31,6 +34,11 @@ from agency.services.tenancy.blueprint_checks import save_refusal
 from agency.services.tenancy.door_limits import DoorLimits
 from agency.services.tenancy.held_shares import COMMANDS_HELD, HeldShares
 from agency.services.threads.fork import ForkError, fork_thread
+from agency.services.threads.retention_policy import (
+    RetentionSettings,
+    refusal,
+    tenant_refusal,
+)
 from agency.services.webhook_signing import url_problem
 
 log = structlog.get_logger(__name__)
@@ -42,6 +50,7 @@ class RegistryService:
         self._system = system
         self._agencies = Agencies(bus.store)
         self._door = DoorLimits.from_env()
+        self._retention = RetentionSettings.from_env()
 
     async def handle(self, envelope: CommandEnvelope, delivery: Delivery) -> None:
         """Decide and append; a command whose events would break their contract is
@@ -55,6 +64,7 @@ class RegistryService:
         tenant = envelope.tenant_id
         key = envelope.idempotency_key
         command = envelope.payload
+        self._refuse_beyond_operator(command)
         if (decide := decisions.TENANT_DECISIONS.get(type(command))) is not None:
             await self._append(
                 tenant, "tenant", tenant, key, None, lambda h: decide(command, h, key)
@@ -85,6 +95,8 @@ class RegistryService:
                 await self._create_thread(tenant, command, key)
             case SetThreadMetadata() as command:
                 await self._set_thread_metadata(tenant, command, key)
+            case SetThreadRetention() as command:
+                await self._set_thread_retention(tenant, command, key)
             case ForkThread() as fork:
                 await self._fork(tenant, fork)
             case other:
@@ -146,10 +158,33 @@ class RegistryService:
             correlation,
         )  # fmt: skip
 
+    async def _set_thread_retention(
+        self, tenant: str, command: SetThreadRetention, key: str
+    ) -> None:
+        first = await self._bus.store.first(tenant, "thread", command.thread_id)
+        correlation = (first.envelope.correlation_id if first else None) or command.thread_id
+        await self._append_to_thread(
+            tenant, command, key, lambda h: decisions.set_thread_retention(command, h, key),
+            correlation,
+        )  # fmt: skip
+
+    def _refuse_beyond_operator(self, command: object) -> None:
+        """However a retention arrives (HTTP, the tenant's own NATS subjects): within the
+        operator's maximum (`AGENCY_RETENTION_MAX_DAYS`)."""
+        match command:
+            case SetTenantRetention(seconds=seconds):
+                problem = tenant_refusal(seconds, self._retention)
+            case SetAgencyRetention(seconds=seconds) | SetThreadRetention(seconds=seconds):
+                problem = refusal(seconds, self._retention.max_seconds, "the operator's maximum")
+            case _:
+                return
+        if problem is not None:
+            raise CommandRejected("invalid_retention", problem)
+
     async def _append_to_thread(
         self,
         tenant: str,
-        command: CreateThread | SetThreadMetadata,
+        command: CreateThread | SetThreadMetadata | SetThreadRetention,
         key: str,
         decide: Decision,
         correlation: str,

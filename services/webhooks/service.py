@@ -52,6 +52,8 @@ from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.retry import RetryPolicy
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
+from agency.services.threads.retention import RetentionSweeper
+from agency.services.threads.retention_policy import RetentionSettings
 from agency.services.threads.run_end import DeleteOnRunEnd
 from agency.services.threads.scope_erasure import ErasureRequests
 from agency.services.webhook_signing import (
@@ -168,7 +170,9 @@ async def run_webhooks(
     schedule: RetryPolicy = SCHEDULE,
 ) -> None:
     """Runs' webhooks, and subscriptions' deliveries (read from the log, then attempted),
-    until `stop` is set."""
+    the deletions of threads whose run ended or whose retention passed, until `stop` is
+    set."""
+    retention = RetentionSettings.from_env()
     pool = await db.create_pool(database_url, max_size=4)
     try:
         async with pool.acquire() as conn:
@@ -196,6 +200,7 @@ async def run_webhooks(
             tasks.create_task(runs.run(stop))
             tasks.create_task(ends.run(stop))
             tasks.create_task(erasures.run(stop))
+            tasks.create_task(RetentionSweeper(bus, pool, retention).run(stop))
             tasks.create_task(subscribed.run(stop))
             tasks.create_task(pushed.run(stop))
             tasks.create_task(dispatcher.run(stop))
