@@ -56,11 +56,14 @@ class System:
 async def lg_system(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
 ) -> AsyncIterator[System]:
-    async with (
-        FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm,
-        running_apis(nats_url, database_url, nats_server, llm, SETTINGS, apis=2) as urls,
-    ):
-        yield System(url=urls[0], llm=llm, other_url=urls[1])
+    with pytest.MonkeyPatch.context() as env:
+        # Threads past their `ttl` are looked for every second (docs/data.md, "Retention").
+        env.setenv("AGENCY_RETENTION_SWEEP_SECONDS", "1")
+        async with (
+            FakeLLMServer(instant=True, latency_ms=(20, 80)) as llm,
+            running_apis(nats_url, database_url, nats_server, llm, SETTINGS, apis=2) as urls,
+        ):
+            yield System(url=urls[0], llm=llm, other_url=urls[1])
 
 
 async def new_tenant(url: str, name: str) -> tuple[str, str, str]:

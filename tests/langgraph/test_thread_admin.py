@@ -39,8 +39,10 @@ async def test_update_sets_metadata_as_an_event_on_the_log(lg: LangGraph) -> Non
         await lg.client.threads.update(thread_id, metadata={"graph_id": "approver"})
     with pytest.raises(BadRequestError, match="must be strings"):
         await lg.client.threads.update(thread_id, metadata={"n": 1})
-    with pytest.raises(BadRequestError, match="ttl"):
-        await lg.client.threads.update(thread_id, metadata={}, ttl=5)
+    with pytest.raises(BadRequestError, match="keep_latest"):
+        await lg.client.threads.update(
+            thread_id, metadata={}, ttl={"strategy": "keep_latest", "ttl": 5}
+        )
     with pytest.raises(NotFoundError):
         await lg.client.threads.update("01jnosuchthread0000000000", metadata={"a": "b"})
 

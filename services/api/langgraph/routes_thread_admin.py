@@ -38,6 +38,7 @@ from agency.services.api.langgraph.scope import (
     thread_id_of,
 )
 from agency.services.api.langgraph.snapshot import thread_out
+from agency.services.api.langgraph.ttl import set_ttl, ttl_seconds
 from agency.services.api.langgraph.wire import Body, Thread, ThreadStatus
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_erasure import erase_thread, requester
@@ -76,10 +77,7 @@ async def update_thread(
     request: Request[Any, Any, Any],
 ) -> Response[Thread | None]:
     tenant = tenant_of(principal)
-    if data.ttl:
-        raise ValidationException(
-            "`ttl` does not map: delete a thread with `threads.delete` when it is due"
-        )
+    ttl = ttl_seconds(data.ttl)
     view = await load_thread(deps, tenant, thread_id, deferred=True)
     current = view.metadata()
     metadata = data.metadata or {}
@@ -108,6 +106,9 @@ async def update_thread(
             agency_id=view.created.agency_id, thread_id=view.thread_id, metadata=wanted
         )
         await send_and_read(deps, tenant, "thread", view.thread_id, command, key)
+        view = await load_thread(deps, tenant, view.thread_id)
+    if ttl is not None:
+        await set_ttl(deps, tenant, view, ttl)
         view = await load_thread(deps, tenant, view.thread_id)
     if request.headers.get("prefer") == "return=minimal":
         return Response(None, status_code=204)

@@ -37,6 +37,7 @@ from agency.services.api.langgraph.scope import (
     thread_id_of,
 )
 from agency.services.api.langgraph.snapshot import state_out, thread_out
+from agency.services.api.langgraph.ttl import set_ttl, ttl_seconds
 from agency.services.api.langgraph.wire import (
     Assistant,
     AssistantSearch,
@@ -119,11 +120,12 @@ async def create_thread(
     data: JSONBody[ThreadCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> Thread:
     tenant = tenant_of(principal)
-    if data.ttl:
-        raise ValidationException("`ttl` does not map onto Agency threads")
+    ttl = ttl_seconds(data.ttl)
     view, fresh = await _created(data, tenant, deps, request)
     if data.supersteps and fresh:
         view = await apply_supersteps(deps, tenant, view, data.supersteps)
+    if ttl is not None and fresh:
+        await set_ttl(deps, tenant, view, ttl)
     return thread_out(view)
 
 
@@ -132,7 +134,7 @@ async def _created(
 ) -> tuple[GraphView, bool]:
     """The thread `data` asks for, and whether it was created now: else it existed
     (`if_exists="do_nothing"`), or (named by no assistant, no id and no metadata, and
-    without supersteps to write) it is bound by its first run."""
+    without supersteps or a ttl to write) it is bound by its first run."""
     metadata = _string_metadata(data.metadata or {})
     if data.thread_id is not None:
         thread_id = thread_id_of(data.thread_id)
@@ -144,9 +146,9 @@ async def _created(
             if data.if_exists == "do_nothing":
                 return existing, False
             raise ClientException(status_code=409, detail=f"thread {thread_id} already exists")
-    elif data.supersteps and not metadata:
-        thread_id = new_id()  # its supersteps are written now: it exists now
-    if data.thread_id is not None or (data.supersteps and not metadata):
+    elif (data.supersteps or data.ttl) and not metadata:
+        thread_id = new_id()  # its supersteps (or ttl) are written now: it exists now
+    if data.thread_id is not None or ((data.supersteps or data.ttl) and not metadata):
         if not any(metadata.get(k) for k in ASSISTANT_KEYS):
             # Named by the client, no assistant: created now, of the agency's only (else
             # first) assistant; a run of another switches it (`start.begin_run`).
