@@ -116,7 +116,8 @@ def tenant_refusal(seconds: float | None, settings: RetentionSettings) -> str | 
 
 def describe(seconds: float) -> str:
     if seconds >= DAY and seconds % DAY == 0:
-        return f"{seconds / DAY:g} days"
+        days = seconds / DAY
+        return f"{days:g} day" if days == 1 else f"{days:g} days"
     return f"{seconds:g} seconds"
 
 
