@@ -54,6 +54,19 @@ def register(groups: Any) -> None:
     erase.add_argument("tenant")
     add_data_dir(erase)
     erase.set_defaults(handler=tenants_delete_agencies)
+    retention = sub.add_parser(
+        "retention",
+        help="how long a tenant's threads are kept after their last activity; with --days or "
+        "--seconds, set it (0: no limit of its own), with --default go back to the "
+        "operator's (docs/data.md)",
+    )
+    retention.add_argument("tenant")
+    given = retention.add_mutually_exclusive_group()
+    given.add_argument("--days", type=float, default=None, help="days (fractions allowed)")
+    given.add_argument("--seconds", type=float, default=None, help="seconds")
+    given.add_argument("--default", action="store_true", help="the operator's default")
+    add_data_dir(retention)
+    retention.set_defaults(handler=tenants_retention)
 
     keys = sub.add_parser("keys", help="a tenant's API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
@@ -151,6 +164,34 @@ async def tenants_delete_agencies(args: argparse.Namespace) -> int:
         return "\n".join([*lines, f"deleted {len(deletions)} agenc(ies) of {args.tenant}"])
 
     return await admin_command(args, "DELETE", f"/tenants/{args.tenant}/agencies", said)
+
+
+async def tenants_retention(args: argparse.Namespace) -> int:
+    path = f"/tenants/{args.tenant}/retention"
+    if args.days is None and args.seconds is None and not args.default:
+        body = await admin_request(args, "GET", path)
+    else:
+        asked = {k: v for k, v in (("days", args.days), ("seconds", args.seconds)) if v is not None}
+        body = await admin_request(args, "PUT", path, asked)
+    if body is None:
+        return 1
+    own = body["retentionSeconds"]
+    print(
+        f"threads kept {_kept(body['effectiveSeconds'])} after their last activity "
+        f"({'set: ' + _kept(own) if own is not None else 'the operator default'}; "
+        f"operator default {_kept(body['operatorDefaultSeconds'])}, "
+        f"maximum {_kept(body['operatorMaxSeconds'])})"
+    )
+    return 0
+
+
+def _kept(seconds: float) -> str:
+    if not seconds:
+        return "without limit"
+    if seconds % 86400 == 0:
+        days = seconds / 86400
+        return f"{days:g} day" if days == 1 else f"{days:g} days"
+    return f"{seconds:g} s"
 
 
 async def keys_ls(args: argparse.Namespace) -> int:

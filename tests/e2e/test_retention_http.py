@@ -5,14 +5,18 @@ agency's idle threads but not one waiting for a person's approval."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
+from agency.services.cli.main import build_parser
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, Client, running_system
@@ -144,3 +148,35 @@ async def test_idle_threads_are_deleted_but_not_one_waiting_for_approval(client:
     await assert_eventually(lambda: gone(waiting), timeout=30, interval=0.25)
     listed = [t["id"] for t in (await client.http.get(f"/agency/{client.agency}/agents")).json()]
     assert waiting not in listed and idle not in listed
+
+
+async def test_the_operator_sets_and_reads_a_tenants_retention_with_the_cli(
+    client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_endpoints(
+        tmp_path,
+        Endpoints(
+            pid=os.getpid(), nats_url="nats://unused", database_url="postgresql://unused",
+            api_url=str(client.http.base_url), admin_secret=ADMIN,
+        ),
+    )  # fmt: skip
+    data_dir = ["--data-dir", str(tmp_path)]
+
+    async def cli(*argv: str) -> int:
+        args = build_parser().parse_args(["tenants", "retention", *argv, *data_dir])
+        code: int = await args.handler(args)
+        return code
+
+    assert await cli(client.tenant, "--days", "0.25") == 0
+    assert "threads kept 21600 s after their last activity (set: 21600 s;" in (
+        capsys.readouterr().out
+    )
+    assert (await client.http.get("/retention")).json()["retentionSeconds"] == DAY / 4
+    assert await cli(client.tenant) == 0
+    assert "(set: 21600 s; operator default 1 day, maximum 1 day)" in capsys.readouterr().out
+    assert await cli(client.tenant, "--default") == 0
+    assert "threads kept 1 day after their last activity (the operator default;" in (
+        capsys.readouterr().out
+    )
+    assert await cli(client.tenant, "--days", "3") == 1
+    assert "409" in capsys.readouterr().err
