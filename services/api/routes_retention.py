@@ -38,14 +38,16 @@ from agency.services.api.routes_budget import existing_tenant
 from agency.services.api.routes_commands import Body
 from agency.services.threads.retention_policy import DAY, refusal, standing, tenant_refusal
 
-Seconds = Annotated[float, msgspec.Meta(ge=0)]
+# A hundred years at most: any longer is "no limit" (0).
+Days = Annotated[float, msgspec.Meta(ge=0, le=36500)]
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=36500 * DAY)]
 
 
 class RetentionBody(Body, frozen=True, kw_only=True):
     """How long threads are kept after their last activity: `days` (fractions allowed) or
     `seconds`; 0 is no limit of this level's own, null (or neither) the level above's."""
 
-    days: Seconds | None = None
+    days: Days | None = None
     seconds: Seconds | None = None
 
     def in_seconds(self) -> float | None:

@@ -76,6 +76,8 @@ async def test_a_tenant_sets_its_retention_within_the_operators_maximum(client: 
     assert r.status_code == 400 and "not both" in r.text, r.text
     r = await _put(client, "/retention", {"seconds": -1})
     assert r.status_code == 400, r.text
+    r = await _put(client, "/retention", {"days": 1e300})
+    assert r.status_code == 400 and "days" in r.text, r.text
     r = await _put(client, "/retention", {"days": 0.5})
     assert r.status_code == 200, r.text
     assert r.json()["retentionSeconds"] == DAY / 2 and r.json()["effectiveSeconds"] == DAY / 2
