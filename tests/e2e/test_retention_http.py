@@ -17,7 +17,7 @@ from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.cli.main import build_parser
-from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, Client, running_system
 from tests.helpers import assert_eventually, created_tenant
@@ -125,7 +125,7 @@ async def test_idle_threads_are_deleted_but_not_one_waiting_for_approval(client:
     assert r.status_code == 200, r.text
     key = "retention-hitl-" + client.agency
     client.llm.script(key, [
-        ScriptStep(tool_calls=[{"name": "lookup", "arguments": {"word": "w"}}]),
+        ScriptStep(tool_calls=(ScriptToolCall(name="lookup", arguments={"word": "w"}),)),
         ScriptStep(content="approved and done"),
     ])  # fmt: skip
     waiting = await client.thread("approver")

@@ -32,7 +32,9 @@ async def test_threads_past_their_ttl_are_deleted_and_others_kept(lg: LangGraph)
     )
     await lg.client.runs.wait(created["thread_id"], "worker", input=ask(key))
     updated = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
-    await lg.client.threads.update(updated["thread_id"], metadata={}, ttl=SHORT)
+    await lg.client.threads.update(
+        updated["thread_id"], metadata={}, ttl={"strategy": "delete", "ttl": SHORT}
+    )
     kept = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
     expiring = [created["thread_id"], updated["thread_id"]]
 
