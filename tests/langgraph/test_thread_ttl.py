@@ -12,8 +12,8 @@ from tests.helpers import assert_eventually
 from tests.langgraph.conftest import LangGraph
 from tests.langgraph.helpers import ask
 
-# LangGraph's ttl is minutes; fractions are taken as they come: 0.05 is 3 seconds.
-SHORT = 0.05
+# LangGraph's ttl is minutes; fractions are taken as they come: 0.1 is 6 seconds.
+SHORT = 0.1
 
 
 async def _status(lg: LangGraph, thread_id: str) -> tuple[int, str]:
@@ -27,13 +27,14 @@ async def _status(lg: LangGraph, thread_id: str) -> tuple[int, str]:
 async def test_threads_past_their_ttl_are_deleted_and_others_kept(lg: LangGraph) -> None:
     key = "ttl-" + new_id()
     lg.llm.script(key, [ScriptStep(content="kept a little while")])
-    created = await lg.client.threads.create(
-        graph_id="worker", ttl={"strategy": "delete", "ttl": SHORT}
-    )
-    await lg.client.runs.wait(created["thread_id"], "worker", input=ask(key))
+    # Given after a run: the thread's retention counts from its last event, the ttl's.
     updated = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
+    await lg.client.runs.wait(updated["thread_id"], "worker", input=ask(key))
     await lg.client.threads.update(
         updated["thread_id"], metadata={}, ttl={"strategy": "delete", "ttl": SHORT}
+    )
+    created = await lg.client.threads.create(
+        graph_id="worker", ttl={"strategy": "delete", "ttl": SHORT}
     )
     kept = await lg.client.threads.create(graph_id="worker", metadata={"user": "ann"})
     expiring = [created["thread_id"], updated["thread_id"]]
