@@ -121,8 +121,6 @@ def done(state: dict[str, Any]) -> bool:
 async def test_idle_threads_are_deleted_but_not_one_waiting_for_approval(client: Client) -> None:
     """The agency keeps threads 3 s: an idle one goes; one paused for approval stays past
     that, and goes once its run has ended and it has been idle as long."""
-    r = await _put(client, f"/agency/{client.agency}/retention", {"seconds": SHORT})
-    assert r.status_code == 200, r.text
     key = "retention-hitl-" + client.agency
     client.llm.script(key, [
         ScriptStep(tool_calls=(ScriptToolCall(name="lookup", arguments={"word": "w"}),)),
@@ -132,6 +130,9 @@ async def test_idle_threads_are_deleted_but_not_one_waiting_for_approval(client:
     await client.invoke(waiting, key)
     await client.until(waiting, lambda s: s["run"] is not None and s["run"]["status"] == "paused")
     idle = await client.thread()
+    # Set once both are there: neither is deleted before the test has them as it wants.
+    r = await _put(client, f"/agency/{client.agency}/retention", {"seconds": SHORT})
+    assert r.status_code == 200, r.text
 
     async def gone(thread: str) -> None:
         r = await client.http.get(f"{client.path(thread)}/state")
