@@ -71,6 +71,8 @@ CREATE TABLE IF NOT EXISTS threads (
 );
 -- How long the thread is kept after its last activity (null: its agency's).
 ALTER TABLE threads ADD COLUMN IF NOT EXISTS retention_seconds double precision;
+CREATE INDEX IF NOT EXISTS threads_with_retention
+    ON threads (tenant_id) WHERE retention_seconds IS NOT NULL;
 CREATE INDEX IF NOT EXISTS threads_by_agency
     ON threads (tenant_id, agency_id, created_at, thread_id);
 CREATE TABLE IF NOT EXISTS runs (

@@ -39,12 +39,20 @@ BATCH = 200
 # A run in progress, waiting for approval (or at a breakpoint), or accepted and not begun.
 BUSY = ("running", "paused", "registered")
 
+# Without an operator's default or maximum, only tenants that set a retention somewhere
+# are looked at (`threads_with_retention` finds those that set one on a thread).
 _DUE = f"""
-WITH trees AS (
+WITH tenants_kept AS (
+    SELECT tenant_id FROM tenants
+    WHERE $1::double precision > 0 OR $2::double precision > 0 OR retention_seconds > 0
+    UNION SELECT tenant_id FROM agencies WHERE retention_seconds > 0
+    UNION SELECT DISTINCT tenant_id FROM threads WHERE retention_seconds IS NOT NULL
+), trees AS (
     SELECT tenant_id, correlation_id AS root_id, max(updated_at) AS last_activity,
            bool_or(status = ANY($4::text[]) OR active_run_id IS NOT NULL) AS busy,
            array_agg(thread_id) AS threads
-    FROM threads GROUP BY tenant_id, correlation_id
+    FROM threads WHERE tenant_id IN (SELECT tenant_id FROM tenants_kept)
+    GROUP BY tenant_id, correlation_id
 )
 SELECT r.tenant_id, r.thread_id, tr.threads, tr.last_activity, e.seconds
 FROM threads r
