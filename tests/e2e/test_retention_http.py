@@ -13,12 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
+from agency.contracts.commands import SetTenantRetention
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
 from agency.services.cli.main import build_parser
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from agency.services.llm.fake_server import FakeLLMServer
+from tests.deadletters import dead_letters_for
 from tests.e2e.conftest import ADMIN, Client, running_system
 from tests.helpers import assert_eventually, created_tenant
 
@@ -183,3 +185,20 @@ async def test_the_operator_sets_and_reads_a_tenants_retention_with_the_cli(
     )
     assert await cli(client.tenant, "--days", "3") == 1
     assert "409" in capsys.readouterr().err
+
+
+async def test_a_retention_sent_over_nats_beyond_the_maximum_is_refused(
+    client: Client, bus: Bus
+) -> None:
+    """However it arrives, the registry holds a retention to the operator's maximum."""
+    await bus.commands.send(client.tenant, SetTenantRetention(seconds=2 * DAY))
+
+    async def refused() -> None:
+        letters = await dead_letters_for(bus, client.tenant)
+        assert any(
+            reason == "invalid_retention" and "the operator's maximum, 1 day" in detail
+            for reason, detail, _ in letters
+        ), letters
+
+    await assert_eventually(refused, timeout=30, interval=0.25)
+    assert (await client.http.get("/retention")).json()["retentionSeconds"] is None
