@@ -84,9 +84,7 @@ class SetTenantBudget(Command, frozen=True, kw_only=True, tag="registry.set_tena
     usd: float | None = None
 
 
-class SetTenantRetention(
-    Command, frozen=True, kw_only=True, tag="registry.set_tenant_retention"
-):
+class SetTenantRetention(Command, frozen=True, kw_only=True, tag="registry.set_tenant_retention"):
     """How long the tenant's threads are kept after their last activity, in seconds (None:
     the operator's default; 0: kept), within the operator's maximum."""
 
@@ -95,9 +93,7 @@ class SetTenantRetention(
     seconds: float | None = None
 
 
-class SetAgencyRetention(
-    Command, frozen=True, kw_only=True, tag="registry.set_agency_retention"
-):
+class SetAgencyRetention(Command, frozen=True, kw_only=True, tag="registry.set_agency_retention"):
     """How long one agency's threads are kept after their last activity, in seconds (None:
     the tenant's), within the tenant's."""
 
@@ -196,9 +192,7 @@ class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thre
     blueprint: BlueprintSpec | None = None
 
 
-class SetThreadRetention(
-    Command, frozen=True, kw_only=True, tag="registry.set_thread_retention"
-):
+class SetThreadRetention(Command, frozen=True, kw_only=True, tag="registry.set_thread_retention"):
     """How long the thread is kept after its last activity, in seconds (None: its
     agency's), within its agency's (`thread.retention_set`; LangGraph's `ttl`)."""
 
