@@ -3,8 +3,11 @@
 `thread.deleted` names the threads of the deleted tree. Whatever projection sees it deletes
 their rows from each of its tables that has them: rows keyed by `thread_id` or
 `child_thread_id`, and rows of the thread aggregates (`aggregate`, `aggregate_id`). It also
-makes sure the tree's data key is destroyed: the API destroys it when it deletes, and this
-finishes the deletion of an API that stopped between the tombstone and the key.
+makes sure the tree's data keys are destroyed: the deleter destroys them when it deletes,
+and this finishes the deletion of a deleter that stopped between the tombstones and the
+keys. Only at the root's tombstone, the tree's last: the deleter writes the children's
+first and still reads the root's last event (sealed with the tree's key) to append after
+it, so the key must outlive the children's tombstones.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ async def erase_threads(
         assert isinstance(payload, ThreadDeleted)
         tenant, tree = event.envelope.tenant_id, tree_of(event)
         cipher = current_cipher()
-        if cipher is not None:
+        if cipher is not None and event.envelope.aggregate_id == payload.root_thread_id:
             for key_id in tree:
                 await cipher.destroy(tenant, key_id)
         for table in projection.tables:
