@@ -29,6 +29,8 @@ DAY = 86400.0
 SHORT = 3.0
 
 
+# A system of its own (the operator's retention is read as each service starts), in a
+# package of its own: no other package's system consumes its commands meanwhile.
 @pytest.fixture(scope="module")
 async def retention_api(
     nats_url: str, database_url: str, bus: Bus, nats_server: NatsServer | None
@@ -202,3 +204,30 @@ async def test_a_retention_sent_over_nats_beyond_the_maximum_is_refused(
 
     await assert_eventually(refused, timeout=30, interval=0.25)
     assert (await client.http.get("/retention")).json()["retentionSeconds"] is None
+
+
+async def test_a_subagent_tree_is_deleted_whole_once_idle(client: Client) -> None:
+    key = "retention-tree-" + client.agency
+    client.llm.script(key, [
+        ScriptStep(tool_calls=(
+            ScriptToolCall(name="task", arguments={"description": f"one {key}-c", "subagentType": "worker"}),
+            ScriptToolCall(name="task", arguments={"description": f"two {key}-c", "subagentType": "worker"}),
+        )),
+        ScriptStep(content="merged"),
+    ])  # fmt: skip
+    client.llm.script(f"{key}-c", [ScriptStep(content="child report")])
+    root = await client.thread("manager")
+    await client.invoke(root, key)
+    state = await client.until(root, done)
+    children = [link["childThreadId"] for link in state["state"]["subagents"]]
+    assert state["run"]["status"] == "completed" and len(children) == 2
+    r = await _put(client, f"/agency/{client.agency}/retention", {"seconds": SHORT})
+    assert r.status_code == 200, r.text
+
+    async def all_gone() -> None:
+        for thread in (root, *children):
+            r = await client.http.get(f"{client.path(thread)}/state")
+            assert r.status_code == 410, (thread, r.text)
+            assert r.json()["requestedBy"] == "retention"
+
+    await assert_eventually(all_gone, timeout=30, interval=0.25)
