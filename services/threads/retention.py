@@ -8,7 +8,8 @@ checked again on the log (the last event of each of its threads, so a run begun 
 read model looked keeps it) and deleted with `erasure.delete_tree`, at the request of
 `retention`. What is due is always read afresh, never held: a process that was down
 deletes on its first sweep, at its start, what fell due meanwhile. Several processes may
-sweep at once: a deletion repeated is harmless.
+sweep at once: a deletion repeated is harmless. A tree that cannot be deleted now (the
+store away) is tried again at the next sweep; the others go on.
 """
 
 from __future__ import annotations
@@ -120,18 +121,29 @@ class RetentionSweeper:
             due = await due_trees(conn, self._settings, now)
         deleted: list[str] = []
         for tree in due:
-            if await self._still_due(tree, now):
+            try:
+                if not await self._still_due(tree, now):
+                    continue
                 await delete_tree(
                     self._bus, tree.tenant_id, tree.root_thread_id, tree.threads, REQUESTED_BY
                 )
-                deleted.append(tree.root_thread_id)
-                log.info(
-                    "thread deleted by retention",
+            except (StoreError, NatsError) as e:
+                # This tree at the next sweep; the others now.
+                log.warning(
+                    "retention could not delete a thread; trying again at the next sweep",
                     tenant_id=tree.tenant_id,
                     thread_id=tree.root_thread_id,
-                    last_activity=tree.last_activity.isoformat(),
-                    retention_seconds=tree.seconds,
+                    error=str(e),
                 )
+                continue
+            deleted.append(tree.root_thread_id)
+            log.info(
+                "thread deleted by retention",
+                tenant_id=tree.tenant_id,
+                thread_id=tree.root_thread_id,
+                last_activity=tree.last_activity.isoformat(),
+                retention_seconds=tree.seconds,
+            )
         return deleted
 
     async def _still_due(self, tree: DueTree, now: datetime) -> bool:
