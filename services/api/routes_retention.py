@@ -4,8 +4,8 @@ deleted as `DELETE /threads/{threadId}` deletes them.
 
 A tenant sets its own (`PUT /retention`; the operator, `PUT /tenants/{tenantId}/retention`)
 within the operator's maximum, and one of its agencies' (`PUT /agency/{agencyId}/retention`)
-within its own; 409 beyond. A body gives `days` or `seconds` (one of them; null: the level
-above's). `GET` on each answers what is set and what holds."""
+within its own; 409 beyond. A body gives `days` and `seconds` (added up; both null: the
+level above's). `GET` on each answers what is set and what holds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import msgspec
 from litestar import get, put
-from litestar.exceptions import ClientException, ValidationException
+from litestar.exceptions import ClientException
 from litestar.params import JSONBody
 
 from agency.contracts.commands import SetAgencyRetention, SetTenantRetention
@@ -44,16 +44,17 @@ Seconds = Annotated[float, msgspec.Meta(ge=0, le=36500 * DAY)]
 
 
 class RetentionBody(Body, frozen=True, kw_only=True):
-    """How long threads are kept after their last activity: `days` (fractions allowed) or
-    `seconds`; 0 is no limit of this level's own, null (or neither) the level above's."""
+    """How long threads are kept after their last activity: `days` (fractions allowed)
+    and `seconds`, added up as a duration's; 0 is no limit of this level's own, both null
+    (or absent) the level above's."""
 
     days: Days | None = None
     seconds: Seconds | None = None
 
     def in_seconds(self) -> float | None:
-        if self.days is not None and self.seconds is not None:
-            raise ValidationException("give retention in `days` or in `seconds`, not both")
-        return self.days * DAY if self.days is not None else self.seconds
+        if self.days is None and self.seconds is None:
+            return None
+        return (self.days or 0.0) * DAY + (self.seconds or 0.0)
 
 
 class RetentionOut(Out, frozen=True, kw_only=True):

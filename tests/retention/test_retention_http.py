@@ -76,8 +76,8 @@ async def test_a_tenant_sets_its_retention_within_the_operators_maximum(client: 
     assert r.status_code == 409 and "the operator's maximum, 1 day" in r.text, r.text
     r = await _put(client, "/retention", {"seconds": 0})
     assert r.status_code == 409 and "maximum" in r.text, r.text
-    r = await _put(client, "/retention", {"days": 1, "seconds": 5})
-    assert r.status_code == 400 and "not both" in r.text, r.text
+    r = await _put(client, "/retention", {"days": 1, "seconds": 5})  # added up
+    assert r.status_code == 409 and "the operator's maximum, 1 day" in r.text, r.text
     r = await _put(client, "/retention", {"seconds": -1})
     assert r.status_code == 400, r.text
     r = await _put(client, "/retention", {"days": 1e300})
@@ -85,11 +85,13 @@ async def test_a_tenant_sets_its_retention_within_the_operators_maximum(client: 
     r = await _put(client, "/retention", {"days": 0.5})
     assert r.status_code == 200, r.text
     assert r.json()["retentionSeconds"] == DAY / 2 and r.json()["effectiveSeconds"] == DAY / 2
+    r = await _put(client, "/retention", {"days": 0.25, "seconds": 60})
+    assert r.status_code == 200 and r.json()["retentionSeconds"] == DAY / 4 + 60, r.text
 
     async with httpx.AsyncClient(base_url=str(client.http.base_url), timeout=20) as admin:
         auth = {"Authorization": f"Bearer {ADMIN}"}
         r = await admin.get(f"/tenants/{client.tenant}/retention", headers=auth)
-        assert r.status_code == 200 and r.json()["retentionSeconds"] == DAY / 2, r.text
+        assert r.status_code == 200 and r.json()["retentionSeconds"] == DAY / 4 + 60, r.text
         r = await admin.put(f"/tenants/{client.tenant}/retention", json={}, headers=auth)
         assert r.status_code == 200 and r.json()["retentionSeconds"] is None, r.text
         r = await admin.get("/tenants/no-such-tenant/retention", headers=auth)
