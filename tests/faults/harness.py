@@ -164,8 +164,6 @@ class Harness:
     cluster: NatsCluster | None = None
     postgres: PostgresServer | None = None
     database_url: str = ""
-    # The first API process's port, kept across its restarts (`api_url`).
-    api_port: int = 0
     _watch: asyncio.Task[None] | None = None
 
     @property
@@ -190,12 +188,6 @@ class Harness:
         else:
             servers.append("nats")
         return servers + [s.label for s in self.services]
-
-    @property
-    def api_url(self) -> str:
-        """The first API process's URL (its admin secret: `AGENCY_ADMIN_SECRET` in `env`)."""
-        assert self.api_port, "no API process"
-        return f"http://127.0.0.1:{self.api_port}"
 
     def service(self, label: str) -> ServiceProcess:
         return next(s for s in self.services if s.label == label)
@@ -261,9 +253,6 @@ class Harness:
                     "--data-dir", str(self.root), "--app", self.app,
                     "--ack-wait", str(self.ack_wait), "--metrics-port", str(metrics_port),
                 ]  # fmt: skip
-                if name == "api" and index == 0:
-                    self.api_port = free_port()
-                    argv += ["--port", str(self.api_port)]
                 log = self.root / "logs" / f"{name}-{index}.log"
                 self.services.append(
                     ServiceProcess(name, index, argv, env, log, metrics_port=metrics_port)

@@ -55,7 +55,8 @@ async def test_a_thread_past_its_retention_while_the_sweep_was_down_is_deleted_a
 ) -> None:
     env = {"AGENCY_ADMIN_SECRET": ADMIN, "AGENCY_RETENTION_SWEEP_SECONDS": "1"}
     async with Harness(tmp_path / "system", llm.base_url, workers=WORKERS, env=env) as system:
-        async with httpx.AsyncClient(base_url=system.api_url, timeout=30) as anyone:
+        url = await system.api_url()
+        async with httpx.AsyncClient(base_url=url, timeout=30) as anyone:
 
             async def api_up() -> None:
                 try:
@@ -70,8 +71,8 @@ async def test_a_thread_past_its_retention_while_the_sweep_was_down_is_deleted_a
         auth_a = {"Authorization": f"Bearer {key_a}"}
         auth_b = {"Authorization": f"Bearer {key_b}"}
         async with (
-            httpx.AsyncClient(base_url=system.api_url, timeout=30, headers=auth_a) as a,
-            httpx.AsyncClient(base_url=system.api_url, timeout=30, headers=auth_b) as b,
+            httpx.AsyncClient(base_url=url, timeout=30, headers=auth_a) as a,
+            httpx.AsyncClient(base_url=url, timeout=30, headers=auth_b) as b,
         ):
             r = await a.put("/retention", json={"seconds": RETENTION})
             assert r.status_code == 200, r.text
