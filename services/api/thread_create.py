@@ -94,6 +94,12 @@ class CreateDeps(Protocol):
     def listings(self) -> PendingListings: ...
 
 
+# Where the protocols' free-form fields name the end user a new thread is for (A2A's
+# `metadata`, AG-UI's `forwardedProps`); Agency's own routes take `endUserId` in the body,
+# LangGraph's `metadata.user_id` (docs/data.md, "End users").
+END_USER_FIELD = "endUserId"
+
+
 async def create_root_thread(
     deps: CreateDeps,
     tenant: str,

@@ -8,7 +8,8 @@
 // Each turn is one run of the same agent (so of one thread): `user` adds a user message,
 // `answer` answers every tool call the last run left pending with that content (a
 // frontend tool's result), `resume` answers the open interrupts (`"approve"`, `"reject"`,
-// or the resume entries themselves), `tools` are the run's frontend tools. Prints one JSON
+// or the resume entries themselves), `tools` are the run's frontend tools,
+// `forwardedProps` the run's forwarded properties. Prints one JSON
 // line: per turn, the events the client applied, its outcome, or the error it raised; and
 // the agent's messages and state at the end. A turn that takes longer than 60 s fails.
 import { HttpAgent } from "@ag-ui/client";
@@ -60,6 +61,7 @@ for (const turn of plan.turns) {
   };
   const parameters = { tools: turn.tools ?? [] };
   if (turn.resume) parameters.resume = resumeOf(turn, interrupts);
+  if (turn.forwardedProps) parameters.forwardedProps = turn.forwardedProps;
   let error = null;
   const timer = setTimeout(() => {
     console.error(`turn ${turns.length} took longer than 60 s`);

@@ -18,6 +18,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 
 from agency.contracts.commands import ApproveToolCalls, CancelRun
 from agency.contracts.events import ChatMessage, HitlResume, RunCanceled
+from agency.contracts.events.thread import end_user_problem
 from agency.contracts.ids import derived_id
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.a2a.tasks import RunTask, ThreadTasks, split_task_id
@@ -43,7 +44,7 @@ from agency.services.api.auth import require_agent_type, thread_created, thread_
 from agency.services.api.deps import ApiDeps
 from agency.services.api.routes_commands import run_id_for, start_run
 from agency.services.api.streaming import ThreadFeed
-from agency.services.api.thread_create import create_root_thread
+from agency.services.api.thread_create import END_USER_FIELD, create_root_thread
 
 # How long a blocking SendMessage waits for its task to end or ask for input; past it, the
 # task is answered as it is (the client follows it with GetTask or SubscribeToTask).
@@ -158,7 +159,9 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
             raise
         return _follow(feed, tasks, run.run_id)
     text = _text(message)  # refused before a thread is made for it
-    thread_id = await _thread_for(agent, message.context_id, message.message_id)
+    thread_id = await _thread_for(
+        agent, message.context_id, message.message_id, _end_user(request, message)
+    )
     if await thread_terminated(agent.deps, agent.tenant, thread_id) is not None:
         raise UnsupportedOperation(f"context {thread_id} is terminated: it takes no more tasks")
     await agent.deps.limiter.admit(agent.deps.pool, agent.tenant)
@@ -203,11 +206,26 @@ async def send_blocking(agent: Agent, request: SendMessageRequest) -> Task:
     return await get_task(agent, task_id, history)
 
 
-async def _thread_for(agent: Agent, context_id: str | None, message_id: str) -> str:
-    """The context's thread: the one named, or a new one of the blueprint. A context the
-    client names and the tenant has not used yet is the new thread's id; without one, the
-    id derives from the message's, so the same message sent again finds the same thread
-    (and its run, the same task)."""
+def _end_user(request: SendMessageRequest, message: Message) -> str | None:
+    """The end user a new context's thread is created for (docs/data.md, "End users"):
+    `metadata.endUserId` of the message, else of the request; invalid params if malformed."""
+    for metadata in (message.metadata, request.metadata):
+        given = (metadata or {}).get(END_USER_FIELD)
+        if given is None:
+            continue
+        if not isinstance(given, str) or (problem := end_user_problem(given)) is not None:
+            raise InvalidParams(f"metadata.{END_USER_FIELD} {problem or 'must be a string'}")
+        return given
+    return None
+
+
+async def _thread_for(
+    agent: Agent, context_id: str | None, message_id: str, end_user: str | None = None
+) -> str:
+    """The context's thread: the one named, or a new one of the blueprint (for `end_user`,
+    when given). A context the client names and the tenant has not used yet is the new
+    thread's id; without one, the id derives from the message's, so the same message sent
+    again finds the same thread (and its run, the same task)."""
     thread_id = context_id or derived_id(
         "a2a_", agent.tenant, agent.agency_id, agent.blueprint, message_id
     )
@@ -224,7 +242,7 @@ async def _thread_for(agent: Agent, context_id: str | None, message_id: str) -> 
     try:
         await create_root_thread(
             agent.deps, agent.tenant, agent.agency_id, thread_id, agent.blueprint,
-            {"via": "a2a"}, listed=False,
+            {"via": "a2a"}, listed=False, end_user_id=end_user,
         )  # fmt: skip
     except HTTPException as e:
         if e.status_code != 409:  # created by the same message, sent twice at once

@@ -16,12 +16,13 @@ import structlog
 from litestar import Request, Router, post
 from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
-from litestar.exceptions import ClientException, NotFoundException
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 from litestar.response import Stream
 from nats.errors import Error as NatsError
 
 from agency.contracts.commands import ApproveToolCalls
+from agency.contracts.events.thread import end_user_problem
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.records import RecordedEvent
@@ -40,7 +41,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.routes_commands import run_id_for, start_run
 from agency.services.api.runstatus import RunStatuses, Seen
 from agency.services.api.streaming import ThreadFeed, closing_event
-from agency.services.api.thread_create import create_root_thread
+from agency.services.api.thread_create import END_USER_FIELD, create_root_thread
 
 log = structlog.get_logger(__name__)
 
@@ -128,13 +129,28 @@ async def _thread(
             raise NotFoundException(f"thread {data.thread_id} not found")
         context = {"protocol": "ag-ui"}
         created = await create_root_thread(
-            deps, tenant, agency_id, data.thread_id, blueprint, context, listed=False
-        )
+            deps, tenant, agency_id, data.thread_id, blueprint, context, listed=False,
+            end_user_id=_end_user(data),
+        )  # fmt: skip
         return [created.event]
     first = history[0].payload
     if getattr(first, "agency_id", None) != agency_id:
         raise NotFoundException(f"thread {data.thread_id} not found in agency {agency_id}")
     return history
+
+
+def _end_user(data: RunAgentInput) -> str | None:
+    """The end user a new thread is created for (docs/data.md, "End users"):
+    `forwardedProps.endUserId`; 400 if malformed."""
+    props = data.forwarded_props
+    given = props.get(END_USER_FIELD) if isinstance(props, dict) else None
+    if given is None:
+        return None
+    if not isinstance(given, str) or (problem := end_user_problem(given)) is not None:
+        raise ValidationException(
+            f"forwardedProps.{END_USER_FIELD} {problem or 'must be a string'}"
+        )
+    return given
 
 
 def _runnable(state: ThreadState, blueprint: str) -> None:

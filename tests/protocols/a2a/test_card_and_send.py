@@ -13,7 +13,7 @@ from a2a.types import (
     SubscribeToTaskRequest,
     TaskState,
 )
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from agency.services.llm.fake_scripts import ScriptStep
 from tests.langgraph.conftest import new_tenant
@@ -190,3 +190,28 @@ async def test_a_subagent_works_inside_its_parents_task(tenant: Tenant) -> None:
         listed = await client.list_tasks(ListTasksRequest())
     # The child's thread is the run's own, not a context of the agent.
     assert [t.id for t in listed.tasks] == [events[0].task.id]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_context_made_for_an_end_user_is_forgotten_with_them(
+    tenant: Tenant, binding: str
+) -> None:
+    """`metadata.endUserId` on the message tags the thread a new context makes (docs/data.md,
+    "End users"): forgetting that user deletes it; a malformed one is invalid params."""
+    key = f"a2a-user-{binding}-{tenant.agency}"
+    user = f"yann-{binding.lower().replace('+', '')}@example.com"
+    tenant.llm.script(key, [ScriptStep(content="noted")])
+    async with tenant.client("worker", binding, streaming=False) as client:
+        request = ask(f"remember {key}")
+        request.message.metadata.update({"endUserId": user})
+        (event,) = await send(client, request)
+        context = event.task.context_id
+        bad = ask("hi")
+        bad.message.metadata.update({"endUserId": "not an id"})
+        with pytest.raises(InvalidParamsError, match=r"metadata\.endUserId"):
+            await send(client, bad)
+    r = await tenant.http.post(f"{tenant.url}/users/{user}/forget")
+    assert r.status_code == 200, r.text
+    assert r.json()["threads"] == [context]
+    gone = await tenant.http.get(f"{tenant.url}/agency/{tenant.agency}/agent/{context}/state")
+    assert gone.status_code == 410, gone.text

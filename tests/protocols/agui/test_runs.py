@@ -210,3 +210,29 @@ async def test_a_run_out_of_steps_is_a_run_error_and_the_next_input_goes_on(
     assert first["events"][-1]["code"] == "paused_exhausted"
     assert types(second["events"])[-1] == "RUN_FINISHED", second
     assert text_of(second["events"]) == "found it"
+
+
+async def test_a_thread_made_for_an_end_user_is_forgotten_with_them(tenant: Tenant) -> None:
+    """`forwardedProps.endUserId` tags the thread the run creates (docs/data.md, "End
+    users"): forgetting that user deletes it; a malformed one is refused, nothing made."""
+    key = f"agui-user-{tenant.agency}"
+    tenant.llm.script(key, [ScriptStep(content="noted")])
+    thread = str(uuid.uuid4())
+    props = {"endUserId": "zoe@example.com"}
+    got = await tenant.client(
+        "worker", [{"user": f"{key}: hi", "forwardedProps": props}], thread=thread
+    )
+    assert got["turns"][0]["error"] is None, got["turns"][0]
+    bad = await tenant.post(
+        "worker",
+        {"threadId": str(uuid.uuid4()), "runId": "r", "messages": [],
+         "forwardedProps": {"endUserId": "not an id"}},
+    )  # fmt: skip
+    assert bad.status_code == 400 and "forwardedProps.endUserId" in bad.json()["error"], bad.text
+    auth = {"Authorization": f"Bearer {tenant.key}"}
+    async with httpx.AsyncClient(base_url=tenant.url, timeout=30, headers=auth) as http:
+        r = await http.post("/users/zoe@example.com/forget")
+        assert r.status_code == 200, r.text
+        assert r.json()["threads"] == [thread]
+        gone = await http.get(f"/agency/{tenant.agency}/agent/{thread}/state")
+        assert gone.status_code == 410, gone.text
