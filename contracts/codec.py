@@ -20,7 +20,8 @@ from agency.contracts.errors import (
     UnknownEventType,
     UpcastError,
 )
-from agency.contracts.events import AnyEvent, Event
+from agency.contracts.events import AnyEvent, Event, ThreadDeleted
+from agency.contracts.opened import OPENED
 from agency.contracts.sealed import (
     SealedCommandEnvelope,
     SealedEnvelope,
@@ -98,18 +99,23 @@ def encode_event(envelope: Envelope) -> bytes:
 
 def decode_event(data: bytes) -> Envelope:
     """Decode a stored event, upcasting its payload to the current schema if it is older,
-    opening its sealed content (`encode_event`) with the process's cipher."""
+    opening its sealed content (`encode_event`) with the process's cipher, once per process
+    while it is held (`contracts.opened`)."""
     if _SEALED_MARK in data:
-        return _decode_sealed(data)
+        opened = OPENED.get(data if isinstance(data, bytes) else bytes(data))
+        return opened if opened is not None else _decode_sealed(data)
     try:
         envelope = _envelope_decoder.decode(data)
     except msgspec.DecodeError:
         envelope = None
-    if envelope is not None and envelope.version == type(envelope.payload).schema_version:
-        if envelope.type != event_type_of(envelope.payload):
-            raise DecodeError("event", f"type {envelope.type!r} does not match its payload")
-        return envelope
-    return _decode_with_upcast(data)
+    if envelope is None or envelope.version != type(envelope.payload).schema_version:
+        envelope = _decode_with_upcast(data)
+    elif envelope.type != event_type_of(envelope.payload):
+        raise DecodeError("event", f"type {envelope.type!r} does not match its payload")
+    if isinstance(envelope.payload, ThreadDeleted):
+        # The tree's key is destroyed: what this process opened of it goes too.
+        OPENED.forget(envelope.tenant_id, envelope.payload.root_thread_id)
+    return envelope
 
 
 def is_sealed(data: bytes) -> bool:
@@ -159,13 +165,16 @@ def _decode_sealed(data: bytes) -> Envelope:
         if event_type_of(payload) != wire.type:
             raise DecodeError("event", f"type {wire.type!r} does not match its payload")
         plain["payload"] = payload
-        return Envelope(**plain)
-    try:
-        fields = _raw_decoder.decode(merged)
-    except msgspec.DecodeError as e:
-        raise DecodeError(f"{wire.type} payload", str(e)) from e
-    plain["payload"] = msgspec.Raw(b"{}")
-    return _upcast_fields(WireEnvelope(**plain), fields)
+        envelope = Envelope(**plain)
+    else:
+        try:
+            fields = _raw_decoder.decode(merged)
+        except msgspec.DecodeError as e:
+            raise DecodeError(f"{wire.type} payload", str(e)) from e
+        plain["payload"] = msgspec.Raw(b"{}")
+        envelope = _upcast_fields(WireEnvelope(**plain), fields)
+    OPENED.put(data, envelope, wire.tenant_id, wire.sealed.key)
+    return envelope
 
 
 def _merged_objects(clear: bytes, opened: bytes) -> bytes:

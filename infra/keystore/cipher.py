@@ -22,6 +22,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from agency.contracts.errors import DecodeError
+from agency.contracts.opened import OPENED
 from agency.contracts.sealed import PayloadErased
 from agency.infra.jetstream.natsclient import connect as nats_connect
 from agency.infra.keystore.operator import NONCE_BYTES, KeyWrapper
@@ -141,8 +142,10 @@ class ThreadCipher:
             raise DecodeError("sealed payload", "it does not open with its thread's key") from None
 
     def forget(self, tenant_id: str, key_id: str) -> None:
-        """Drop the key from memory (after destroying it)."""
+        """Drop the key from memory (after destroying it), and the tree's events opened
+        with it (`contracts.opened`)."""
         self._cache.pop((tenant_id, key_id), None)
+        OPENED.forget(tenant_id, key_id)
 
     async def destroy(self, tenant_id: str, key_id: str) -> bool:
         """Destroy the tree's data key in the store, and here."""

@@ -62,6 +62,7 @@ async def test_a_destroyed_key_erases_the_thread_and_is_never_made_again(
     await bus.store.append(tenant, "thread", thread, [said("x")], expected=Position())
     cipher = current_cipher()
     assert cipher is not None
+    assert len(await bus.store.read(tenant, "thread", thread)) == 1  # opened, and held
 
     assert await cipher.destroy(tenant, thread)
     assert not await cipher.destroy(tenant, thread)  # a repeat is harmless
