@@ -16,6 +16,7 @@ from agency.contracts.codec import encode, encode_event, event_type_of
 from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.events import AnyEvent
 from agency.contracts.ids import new_id
+from agency.contracts.opened import OPENED
 from agency.contracts.sealed import installed_cipher, key_id_for
 from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.errors import InvalidEvent
@@ -68,17 +69,20 @@ def new_envelopes(
 
 def encode_checked(envelopes: Sequence[Envelope]) -> list[bytes]:
     """Each envelope's bytes as stored (a thread's content sealed: `codec.encode_event`);
-    `InvalidEvent` names the first event that would not read back."""
+    `InvalidEvent` names the first event that would not read back. A sealed event is held
+    as read back (`contracts.opened`): this process never opens what it wrote."""
     sealing = installed_cipher() is not None
     bodies: list[bytes] = []
     for envelope in envelopes:
         try:
             body = encode(envelope)
-            _strict_decoder.decode(body)
+            read_back = _strict_decoder.decode(body)
         except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
             raise _invalid(envelope.type, str(e)) from None
-        if sealing and key_id_for(envelope) is not None:
+        key_id = key_id_for(envelope) if sealing else None
+        if key_id is not None:
             body = encode_event(envelope)
+            OPENED.put(body, read_back, envelope.tenant_id, key_id)
         bodies.append(body)
     return bodies
 

@@ -12,6 +12,7 @@ from agency.contracts.envelope import Envelope, utc_now
 from agency.contracts.events import ThreadDeleted
 from agency.contracts.opened import OPENED, OpenedEvents
 from agency.contracts.sealed import PayloadErased, install_cipher, installed_cipher
+from agency.infra.jetstream.envelopes import encode_checked
 from tests.contracts.test_sealed import LocalCipher, completed, envelope
 
 
@@ -55,6 +56,16 @@ def test_a_sealed_event_read_again_is_not_opened_again(counting: CountingCipher)
     data = encode_event(original)
     assert decode_event(data) == original
     assert decode_event(bytes(bytearray(data))) == original  # equal bytes, another object
+    assert counting.opened == 1
+
+
+def test_an_event_sealed_for_an_append_reads_back_unopened(counting: CountingCipher) -> None:
+    original = envelope(completed())
+    [data] = encode_checked([original])
+    assert decode_event(data) == original
+    assert counting.opened == 0
+    OPENED.clear()
+    assert decode_event(data) == original  # as a reader that did not write it opens it
     assert counting.opened == 1
 
 
