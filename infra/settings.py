@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from agency.contracts.partitions import MAX_PARTITIONS
+
 SyncInterval = str  # "always", "default" (the server's 2 min) or a duration like "1s"
 
 
@@ -31,6 +33,11 @@ class InfraSettings:
     (`/debug/pprof/…`, nats-server's `prof_port`) on that port of the loopback interface:
     where its memory goes (`docs/performance.md`, "Parked threads"). For measuring only.
 
+    `AGENCY_EVENT_PARTITIONS` (default `1`) is how many streams the events log is spread
+    over, chosen when the store is provisioned (docs/scaling.md): each aggregate's events
+    stay in the partition of its id's hash. A start asking for another count than the store
+    was provisioned with is refused.
+
     `AGENCY_POSTGRES_SHARED_BUFFERS` (default `32MB`) is the embedded PostgreSQL's
     `shared_buffers`: its cache of table pages, held for good once touched (the kernel's
     page cache keeps what it does not, and gives it back under pressure). At 128MB, 10,000
@@ -48,6 +55,7 @@ class InfraSettings:
     nats_gc_percent: int | None = 50
     pg_shared_buffers: str = "32MB"
     nats_profile_port: int | None = None
+    event_partitions: int = 1
 
     @classmethod
     def from_env(cls) -> InfraSettings:
@@ -63,6 +71,7 @@ class InfraSettings:
             nats_gc_percent=_gc_percent(os.environ.get("AGENCY_NATS_GOGC", "50")),
             pg_shared_buffers=_pg_size(os.environ.get("AGENCY_POSTGRES_SHARED_BUFFERS", "32MB")),
             nats_profile_port=_port(os.environ.get("AGENCY_NATS_PROFILE_PORT", "")),
+            event_partitions=_partitions(os.environ.get("AGENCY_EVENT_PARTITIONS", "1")),
         )
 
 
@@ -97,6 +106,15 @@ def _port(value: str) -> int | None:
         return None
     if not value.strip().isdigit() or not 0 < int(value) < 65536:
         raise ValueError(f"AGENCY_NATS_PROFILE_PORT={value!r}: give a port, such as 65432, or off")
+    return int(value)
+
+
+def _partitions(value: str) -> int:
+    if not value.strip().isdigit() or not 1 <= int(value) <= MAX_PARTITIONS:
+        raise ValueError(
+            f"AGENCY_EVENT_PARTITIONS={value!r}: give a count of partitions from 1 to "
+            f"{MAX_PARTITIONS}, such as 3 on a 3-node cluster"
+        )
     return int(value)
 
 

@@ -83,7 +83,8 @@ class Infrastructure:
             )
             database_url = pg.url
         async with Bus(nats_url, name="agency-provision") as bus:
-            await provision(bus.js, StreamSettings(replicas=s.stream_replicas), nc=bus.nc)
+            streams = StreamSettings(replicas=s.stream_replicas, partitions=s.event_partitions)
+            await provision(bus.js, streams, nc=bus.nc)
         await migrate_database(database_url)
         self.urls = InfraUrls(
             nats_url=nats_url,

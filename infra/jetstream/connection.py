@@ -9,11 +9,13 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
+from agency.contracts.partitions import EventLayout
 from agency.infra.jetstream.commandbus import CommandBus
 from agency.infra.jetstream.deadletter import DeadLetters
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.headerparse import install as install_header_parser
 from agency.infra.jetstream.natsclient import connect as nats_connect
+from agency.infra.jetstream.partitions import discover_layout
 from agency.infra.keystore import ensure_cipher, release_cipher
 from agency.infra.keystore.cipher import ThreadCipher
 
@@ -38,8 +40,12 @@ class Bus:
         name: str = "agency",
         drain_timeout: float = 5.0,
         connect_timeout: float = 5.0,
+        layout: EventLayout | None = None,
     ) -> None:
+        """`layout`: the events log's partitions; found on the provisioned streams when
+        not given (`partitions.py`)."""
         self._url = url
+        self._layout = layout
         self._name = name
         self._connect_timeout = connect_timeout
         self._drain_timeout = drain_timeout
@@ -76,10 +82,16 @@ class Bus:
         self._js = self._nc.jetstream(timeout=6.0)
         # A thread's content is sealed and opened with keys from the key store (docs/data.md).
         self._cipher = ensure_cipher(self._url)
-        self.store = EventStore(self._nc, self._js)
+        layout = self._layout or await _discover(self._js, self._name)
+        self.store = EventStore(self._nc, self._js, layout=layout)
         self.commands = CommandBus(self._nc, self._js)
         self.dead_letters = DeadLetters(self._js)
         return self
+
+    @property
+    def layout(self) -> EventLayout:
+        """The events log's partitions (`contracts/partitions.py`)."""
+        return self.store.layout
 
     # The client's own callbacks log every failed reconnect attempt with a traceback: one
     # line each instead, an outage's lost connection and refused attempts as warnings.
@@ -117,3 +129,18 @@ class Bus:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await asyncio.shield(self.close())
+
+
+async def _discover(js: JetStreamContext, name: str) -> EventLayout:
+    """The provisioned log's layout; one partition when the server cannot say (a user
+    without the stream API, JetStream away): appends to a log of several would then find
+    no stream and fail, never land in the wrong one."""
+    try:
+        return await discover_layout(js)
+    except (nats.errors.Error, TimeoutError) as e:
+        log.warning(
+            "events log layout not found; taking one partition",
+            connection=name,
+            error=f"{type(e).__name__}: {e}",
+        )
+        return EventLayout()

@@ -14,7 +14,8 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
-from agency.contracts.subjects import EVENTS_STREAM, Aggregate, aggregate_events_filter
+from agency.contracts.partitions import EventLayout
+from agency.contracts.subjects import EVENTS_STREAM, Aggregate
 
 STREAM_NOT_FOUND = 10059
 
@@ -32,15 +33,27 @@ class DurableSpec:
 
     @property
     def subjects(self) -> list[str]:
-        return [aggregate_events_filter(a) for a in self.aggregates]
+        return self.subjects_in(EventLayout(), 0)
+
+    def subjects_in(self, layout: EventLayout, partition: int) -> list[str]:
+        """Its filters on the stream of one partition of `layout`."""
+        return [layout.aggregate_filter(a, partition=partition) for a in self.aggregates]
 
     def wants(self, event_type: str) -> bool:
         return event_type in self.event_types
 
     def config(
-        self, *, ack_wait: float = 30.0, max_deliver: int = 10, max_ack_pending: int = 1024
+        self,
+        *,
+        ack_wait: float = 30.0,
+        max_deliver: int = 10,
+        max_ack_pending: int = 1024,
+        layout: EventLayout | None = None,
+        partition: int = 0,
     ) -> ConsumerConfig:
-        subjects = self.subjects
+        """Its definition; on a log of partitions, the one on `partition`'s stream (a durable
+        of the same name on each)."""
+        subjects = self.subjects_in(layout or EventLayout(), partition)
         return ConsumerConfig(
             durable_name=self.name,
             ack_policy=AckPolicy.EXPLICIT,
@@ -147,15 +160,18 @@ async def ensure_consumer(
     return await js.pull_subscribe_bind(durable=name, stream=stream)
 
 
-async def provision_consumers(js: JetStreamContext) -> None:
-    """Create the shared durables that do not exist; an existing one is left as it is (its
-    workers set their own timing)."""
-    existing = {c.name for c in await js.consumers_info(EVENTS_STREAM)}
-    for spec in ALL_DURABLES:
-        if spec.name in existing:
-            continue
-        try:
-            await js.add_consumer(EVENTS_STREAM, config=spec.config())
-        except BadRequestError as e:
-            if e.err_code not in CONSUMER_EXISTS:
-                raise
+async def provision_consumers(js: JetStreamContext, layout: EventLayout | None = None) -> None:
+    """Create the shared durables that do not exist, on every partition's stream; an
+    existing one is left as it is (its workers set their own timing)."""
+    layout = layout or EventLayout()
+    for partition, stream in enumerate(layout.streams):
+        existing = {c.name for c in await js.consumers_info(stream)}
+        for spec in ALL_DURABLES:
+            if spec.name in existing:
+                continue
+            config = spec.config(layout=layout, partition=partition)
+            try:
+                await js.add_consumer(stream, config=config)
+            except BadRequestError as e:
+                if e.err_code not in CONSUMER_EXISTS:
+                    raise

@@ -7,6 +7,7 @@ from nats.aio.msg import Msg
 
 from agency.contracts.codec import decode_event
 from agency.contracts.errors import ContractError
+from agency.contracts.partitions import aggregate_of
 from agency.contracts.sealed import PayloadErased
 from agency.contracts.subjects import EVENT_TYPE_HEADER
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
@@ -23,8 +24,14 @@ def decode_recorded(data: bytes, stream_seq: int, subject: str) -> RecordedEvent
         return UndecodableEvent(stream_seq=stream_seq, subject=subject, data=data, reason=str(e))
     # The subject is what the broker's permissions confine to a tenant; an envelope that
     # names another tenant or aggregate than its subject is forged and never believed.
+    # (On a log of partitions the partition's token follows `evt`; the stream it is in takes
+    # that partition's subjects only.)
     expected = f"tenant.{envelope.tenant_id}.evt.{envelope.aggregate}.{envelope.aggregate_id}"
-    if subject != expected:
+    if subject != expected and aggregate_of(subject) != (
+        envelope.tenant_id,
+        envelope.aggregate,
+        envelope.aggregate_id,
+    ):
         return UndecodableEvent(
             stream_seq=stream_seq,
             subject=subject,

@@ -1,7 +1,9 @@
-"""The event store: append-only aggregates on one JetStream stream.
+"""The event store: append-only aggregates on the events log (one JetStream stream per
+partition, `contracts/partitions.py`).
 
 An aggregate instance (a thread, an agency, a tenant) is one subject,
-`tenant.<t>.evt.<aggregate>.<id>`; every event carries its type in the `Agency-Event-Type`
+`tenant.<t>.evt.<aggregate>.<id>` (with its partition's token after `evt` on a log of
+several), in the stream of its partition; every event carries its type in the `Agency-Event-Type`
 header (and in its envelope). Appends carry `Nats-Expected-Last-Subject-Sequence` on that
 subject, so exactly one writer wins each position; a decision of several events is
 one atomic batch (a single event is a plain publish: the server handles atomic batches
@@ -30,12 +32,12 @@ from nats.js import JetStreamContext
 from agency.contracts.envelope import Envelope
 from agency.contracts.events import AnyEvent
 from agency.contracts.ids import new_id
+from agency.contracts.partitions import EventLayout
 from agency.contracts.subjects import (
     EVENT_TYPE_HEADER,
     EVENTS_STREAM,
     NOTED_TYPES,
     Aggregate,
-    event_subject,
     note_subject,
 )
 from agency.infra.jetstream.aggregate_reads import AggregateReads
@@ -84,12 +86,19 @@ class EventStore:
         stream: str = EVENTS_STREAM,
         timeout: float = 2.0,
         retry_budget: float = 8.0,
+        layout: EventLayout | None = None,
     ) -> None:
+        """`stream`: the one events stream of an unpartitioned log; `layout` (of several
+        partitions) names the streams itself."""
         self._nc = nc
         self._js = js
-        self._stream = stream
+        self._layout = layout or EventLayout()
+        self._stream = stream if not self._layout.partitioned else self._layout.stream(0)
         self._timeout = timeout
-        self._reads = AggregateReads(nc, stream, timeout)
+        self._reads_by_stream = {
+            name: AggregateReads(nc, name, timeout)
+            for name in (self._layout.streams if self._layout.partitioned else (stream,))
+        }
         # A stream leader election stalls writes for about 5 s; a retry with the same message
         # ids inside this budget is stored once.
         self._retry_budget = retry_budget
@@ -99,7 +108,23 @@ class EventStore:
 
     @property
     def stream(self) -> str:
+        """The events stream of an unpartitioned log (partition 0's otherwise)."""
         return self._stream
+
+    @property
+    def layout(self) -> EventLayout:
+        return self._layout
+
+    def stream_of(self, aggregate_id: str) -> str:
+        """The stream holding an aggregate's events."""
+        return self._layout.stream_of(aggregate_id) if self._layout.partitioned else self._stream
+
+    def subject(self, tenant_id: str, aggregate: str, aggregate_id: str) -> str:
+        """An aggregate's subject."""
+        return self._layout.subject(tenant_id, aggregate, aggregate_id)
+
+    def _reads_of(self, aggregate_id: str) -> AggregateReads:
+        return self._reads_by_stream[self.stream_of(aggregate_id)]
 
     async def append(
         self,
@@ -126,7 +151,7 @@ class EventStore:
             return AppendResult(position=expected, events=())
         if len(payloads) > ATOMIC_BATCH_LIMIT:
             raise BatchTooLarge(len(payloads), ATOMIC_BATCH_LIMIT)
-        family = event_subject(tenant_id, aggregate, aggregate_id)
+        family = self.subject(tenant_id, aggregate, aggregate_id)
         envelopes = self._stamp(
             new_envelopes(
                 tenant_id,
@@ -338,19 +363,20 @@ class EventStore:
         read-your-writes. A decision that must not rest on a stale read, such as refusing a
         command for good, is checked again with this slower read first.
         """
-        family = event_subject(tenant_id, aggregate, aggregate_id)
+        family = self.subject(tenant_id, aggregate, aggregate_id)
         if from_leader:
-            return await self._read_from_leader(family, after or Position())
-        return await self._reads.after(family, after or Position())
+            stream = self.stream_of(aggregate_id)
+            return await self._read_from_leader(stream, family, after or Position())
+        return await self._reads_of(aggregate_id).after(family, after or Position())
 
     async def _read_from_leader(
-        self, family: str, position: Position
+        self, stream: str, family: str, position: Position
     ) -> tuple[list[RecordedEvent], Position]:
         events: list[RecordedEvent] = []
         while True:
             try:
                 msg = await self._js.get_msg(
-                    self._stream, seq=position.stream_seq + 1, subject=family, next=True
+                    stream, seq=position.stream_seq + 1, subject=family, next=True
                 )
             except nats.js.errors.NotFoundError:
                 return events, position
@@ -366,17 +392,18 @@ class EventStore:
     ) -> RecordedEvent | None:
         """The aggregate's first event (None when it has none, or its first message is
         no event), without reading the rest."""
-        return await self._reads.first(event_subject(tenant_id, aggregate, aggregate_id))
+        family = self.subject(tenant_id, aggregate, aggregate_id)
+        return await self._reads_of(aggregate_id).first(family)
 
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
     ) -> Position:
         """The aggregate's current position, without reading its history."""
-        family = event_subject(tenant_id, aggregate, aggregate_id)
+        family = self.subject(tenant_id, aggregate, aggregate_id)
         # One subject per aggregate: its last message is the aggregate's last event.
         request = {"multi_last": [family], "batch": 1}
         best = Position()
-        async for msg in self._reads.batch(request):
+        async for msg in self._reads_of(aggregate_id).batch(request):
             recorded = record_from_direct_get(msg)
             if isinstance(recorded, RecordedEvent) and recorded.stream_seq > best.stream_seq:
                 best = recorded.position

@@ -11,6 +11,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 
+from agency.contracts.partitions import PARTITIONS_KEY, EventLayout
 from agency.contracts.subjects import (
     ALL_COMMANDS,
     ALL_DEAD_LETTERS,
@@ -21,6 +22,7 @@ from agency.contracts.subjects import (
 )
 from agency.infra.jetstream.consumers import provision_consumers
 from agency.infra.jetstream.errors import is_transient
+from agency.infra.jetstream.partitions import check_partitions
 from agency.infra.jetstream.upgrade import (
     LAYOUT,
     LAYOUT_KEY,
@@ -44,6 +46,12 @@ STREAM_NAME_IN_USE = 10058
 class StreamSettings:
     replicas: int = 1
     duplicate_window: float = DUPLICATE_WINDOW_SECONDS
+    # Streams the events are spread over (`contracts/partitions.py`, docs/scaling.md).
+    partitions: int = 1
+
+    @property
+    def layout(self) -> EventLayout:
+        return EventLayout(self.partitions)
 
 
 def _file_stream(
@@ -86,6 +94,26 @@ def event_stream(settings: StreamSettings) -> StreamConfig:
     return _deduplicated(facts, settings)
 
 
+def event_streams(settings: StreamSettings) -> list[StreamConfig]:
+    """The events streams: `event_stream` alone for one partition; otherwise one per
+    partition, each taking its partition's subjects and carrying the count."""
+    layout = settings.layout
+    if not layout.partitioned:
+        return [event_stream(settings)]
+    one = event_stream(settings)
+    marker = {LAYOUT_KEY: LAYOUT, PARTITIONS_KEY: str(layout.partitions)}
+    return [
+        replace(
+            one,
+            name=layout.stream(p),
+            description=(f"Events of partition {p} of {layout.partitions}; the source of truth."),
+            subjects=[layout.all_events(p)],
+            metadata=marker,
+        )
+        for p in range(layout.partitions)
+    ]
+
+
 def command_stream(settings: StreamSettings) -> StreamConfig:
     description = "Commands to services; each is removed once a worker acknowledges it."
     stream = _file_stream(
@@ -123,21 +151,27 @@ async def provision(
     durable consumers. Safe to run from any number of processes at once.
 
     An events stream of the previous layout is upgraded first when `nc` is given
-    (`upgrade.py`); without it, such a stream is refused rather than marked upgraded."""
+    (`upgrade.py`); without it, such a stream is refused rather than marked upgraded. A log
+    provisioned with another count of partitions than `settings.partitions` is refused
+    (`PartitionsMismatch`) before anything is changed."""
     settings = settings or StreamSettings()
-    if nc is not None:
+    layout = settings.layout
+    await retry.call(is_transient, check_partitions, js, layout)
+    if layout.partitioned:
+        log.info("events log in partitions", partitions=layout.partitions)
+    elif nc is not None:
         await upgrade_events(nc, js, event_stream(settings))
     else:
         await _refuse_previous_layout(js)
     keys = keys_stream(replicas=settings.replicas)
     for config in (
-        event_stream(settings),
+        *event_streams(settings),
         command_stream(settings),
         dead_letter_stream(settings),
         keys,
     ):
         await retry.call(is_transient, _ensure_stream, js, config, settings.replicas)
-    await retry.call(is_transient, provision_consumers, js)
+    await retry.call(is_transient, provision_consumers, js, layout)
 
 
 async def _refuse_previous_layout(js: JetStreamContext) -> None:

@@ -201,7 +201,7 @@ class _ImportStore(EventStore):
     """The event store writing archived envelopes as they were, but for the tenant."""
 
     def __init__(self, bus: Bus) -> None:
-        super().__init__(bus.nc, bus.js, stream=bus.store.stream)
+        super().__init__(bus.nc, bus.js, stream=bus.store.stream, layout=bus.store.layout)
         self._originals: Sequence[Envelope] = ()
 
     async def append_as(

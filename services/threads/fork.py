@@ -95,7 +95,7 @@ class _CopyStore(EventStore):
     """The event store with envelope fields per event: each copy names its original."""
 
     def __init__(self, bus: Bus) -> None:
-        super().__init__(bus.nc, bus.js, stream=bus.store.stream)
+        super().__init__(bus.nc, bus.js, stream=bus.store.stream, layout=bus.store.layout)
         self._copies: Sequence[_Copy] = ()
 
     async def append_copies(

@@ -1,0 +1,136 @@
+"""The events log in N partitions: which stream and subject hold an aggregate's events.
+
+With one partition (the default) the log is one stream, `AGENCY_EVENTS`, and an aggregate's
+subject is `tenant.<t>.evt.<aggregate>.<id>`. With N > 1 it is N streams,
+`AGENCY_EVENTS_0` … `AGENCY_EVENTS_<N-1>`, and the partition is a token of the subject:
+`tenant.<t>.evt.<p>.<aggregate>.<id>`, stream `AGENCY_EVENTS_<p>` taking
+`tenant.*.evt.<p>.>`. An aggregate's partition is fixed by its id:
+
+    p = fnv1a_32(aggregate_id) % N
+
+the hash NATS's own subject mapping `{{partition(N, …)}}` computes over the id token, so
+`tenant.*.evt.*.*` mapped to `tenant.{{wildcard(1)}}.evt.{{partition(N,3)}}.{{wildcard(2)}}.`
+`{{wildcard(3)}}` on a server lands each event where this module puts it. Every event of
+one aggregate is on one subject of one stream: its order and the expected-sequence check
+on that subject are those of one stream. `tenant.<t>.evt.>` still spans a tenant's events
+in every partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agency.contracts.ids import validate_token
+from agency.contracts.subjects import (
+    AGGREGATES,
+    ALL_EVENTS,
+    EVENTS_STREAM,
+    aggregate_events_filter,
+    event_subject,
+)
+
+# The events stream's metadata key holding the count of partitions (N > 1 only: a log of one
+# partition carries none, as before partitions existed).
+PARTITIONS_KEY = "agency_event_partitions"
+MAX_PARTITIONS = 64
+
+_FNV_OFFSET = 0x811C9DC5
+_FNV_PRIME = 0x01000193
+
+
+def fnv1a_32(data: bytes) -> int:
+    value = _FNV_OFFSET
+    for byte in data:
+        value = ((value ^ byte) * _FNV_PRIME) & 0xFFFFFFFF
+    return value
+
+
+def partition_of(aggregate_id: str, partitions: int) -> int:
+    """The partition of an aggregate: the same as NATS's `{{partition(n, …)}}` of its id."""
+    if partitions <= 1:
+        return 0
+    return fnv1a_32(aggregate_id.encode()) % partitions
+
+
+def partitioned_stream(partition: int) -> str:
+    return f"{EVENTS_STREAM}_{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class EventLayout:
+    """Where the events live for a log of `partitions` partitions."""
+
+    partitions: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ValueError(
+                f"{self.partitions} event partitions: give between 1 and {MAX_PARTITIONS}"
+            )
+
+    @property
+    def partitioned(self) -> bool:
+        return self.partitions > 1
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """Every events stream, partition 0 first."""
+        return tuple(self.stream(p) for p in range(self.partitions))
+
+    def stream(self, partition: int) -> str:
+        if not self.partitioned:
+            return EVENTS_STREAM
+        return partitioned_stream(partition)
+
+    def partition(self, aggregate_id: str) -> int:
+        return partition_of(aggregate_id, self.partitions)
+
+    def stream_of(self, aggregate_id: str) -> str:
+        """The stream holding an aggregate's events."""
+        return self.stream(self.partition(aggregate_id))
+
+    def subject(self, tenant_id: str, aggregate: str, aggregate_id: str) -> str:
+        """The one subject of an aggregate instance (see `event_subject`)."""
+        subject = event_subject(tenant_id, aggregate, aggregate_id)
+        if not self.partitioned:
+            return subject
+        tenant, _, rest = subject.removeprefix("tenant.").partition(".evt.")
+        return f"tenant.{tenant}.evt.{self.partition(aggregate_id)}.{rest}"
+
+    def all_events(self, partition: int) -> str:
+        """Every event of one partition: its stream's subjects."""
+        if not self.partitioned:
+            return ALL_EVENTS
+        return f"tenant.*.evt.{partition}.>"
+
+    def aggregate_filter(self, aggregate: str, tenant_id: str = "*", partition: int = 0) -> str:
+        """Every instance of one aggregate in one partition (of one tenant or of all)."""
+        subject = aggregate_events_filter(aggregate, tenant_id)
+        if not self.partitioned:
+            return subject
+        return subject.replace(".evt.", f".evt.{partition}.", 1)
+
+    def live_filter(self, aggregate: str, tenant_id: str = "*") -> str:
+        """Every instance of one aggregate in any partition: a core NATS subscription's
+        subject (a stream's consumer reads one partition: `aggregate_filter`)."""
+        subject = aggregate_events_filter(aggregate, tenant_id)
+        if not self.partitioned:
+            return subject
+        return subject.replace(".evt.", ".evt.*.", 1)
+
+    def tenant_filter(self, tenant_id: str, partition: int = 0) -> str:
+        """Every event of one tenant in one partition."""
+        tenant = validate_token("tenant id", tenant_id)
+        if not self.partitioned:
+            return f"tenant.{tenant}.evt.>"
+        return f"tenant.{tenant}.evt.{partition}.>"
+
+
+def aggregate_of(subject: str) -> tuple[str, str, str] | None:
+    """(tenant, aggregate, id) of an event subject of any layout, None for another subject."""
+    tokens = subject.split(".")
+    if len(tokens) == 6 and tokens[4] in AGGREGATES and tokens[3].isdigit():
+        tokens = [*tokens[:3], *tokens[4:]]
+    if len(tokens) != 5 or tokens[0] != "tenant" or tokens[2] != "evt":
+        return None
+    return tokens[1], tokens[3], tokens[4]
