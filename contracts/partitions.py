@@ -126,6 +126,20 @@ class EventLayout:
         return f"tenant.{tenant}.evt.{partition}.>"
 
 
+def live_filters(aggregate: str, tenant_id: str = "*") -> tuple[str, str]:
+    """Every instance of one aggregate in a log of any layout: a process-long core NATS
+    subscription takes both (the one that does not match the log's layout hears nothing)."""
+    return EventLayout(1).live_filter(aggregate, tenant_id), EventLayout(2).live_filter(
+        aggregate, tenant_id
+    )
+
+
+def any_tenant_subject(layout: EventLayout, aggregate: str, aggregate_id: str) -> str:
+    """An aggregate's subject with `*` for its tenant: who holds an id, whoever they are."""
+    subject = layout.subject("_", aggregate, aggregate_id)
+    return "tenant.*." + subject.removeprefix("tenant._.")
+
+
 def aggregate_of(subject: str) -> tuple[str, str, str] | None:
     """(tenant, aggregate, id) of an event subject of any layout, None for another subject."""
     tokens = subject.split(".")

@@ -11,7 +11,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from agency.contracts.subjects import aggregate_events_filter
+from agency.contracts.partitions import live_filters
 from agency.infra.jetstream.decoding import event_type_of
 
 
@@ -27,7 +27,7 @@ async def thread_events_live(
         if event_type_of(msg) in wanted:
             observe(msg.data)
 
-    subs = [await nc.subscribe(aggregate_events_filter("thread"), cb=on_message)]
+    subs = [await nc.subscribe(s, cb=on_message) for s in live_filters("thread")]
     try:
         yield
     finally:

@@ -54,7 +54,7 @@ from agency.contracts.events import (
     ThreadTerminated,
 )
 from agency.contracts.ids import new_id, validate_token
-from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, event_subject
+from agency.contracts.subjects import EVENT_TYPE_HEADER
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.agency_queries import tenant_for_key
 from agency.services.api.deps import ApiDeps, Principal
@@ -261,9 +261,10 @@ async def agency_owned(deps: ApiDeps, tenant: str, agency_id: str) -> None:
     path_id("agency id", agency_id)
     if deps.known.has_agency(tenant, agency_id):
         return
-    subject = event_subject(tenant, "agency", agency_id)
+    subject = deps.bus.store.subject(tenant, "agency", agency_id)
+    stream = deps.bus.store.stream_of(agency_id)
     try:
-        msg = await deps.bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+        msg = await deps.bus.js.get_last_msg(stream, subject, direct=True)
     except NotFoundError:
         raise NotFoundException(f"agency {agency_id} not found") from None
     if (msg.headers or {}).get(EVENT_TYPE_HEADER) == "agency.deleted":
@@ -318,12 +319,12 @@ async def thread_created(
     if agency_id is not None:
         path_id("agency id", agency_id)
     path_id("thread id", thread_id)
-    subject = event_subject(tenant, "thread", thread_id)
+    subject = deps.bus.store.subject(tenant, "thread", thread_id)
     where = f" in agency {agency_id}" if agency_id is not None else ""
     not_found = NotFoundException(f"thread {thread_id} not found{where}")
     try:
         msg = await deps.bus.js.get_msg(
-            EVENTS_STREAM, seq=1, subject=subject, next=True, direct=True
+            deps.bus.store.stream_of(thread_id), seq=1, subject=subject, next=True, direct=True
         )
     except NotFoundError:
         raise not_found from None
@@ -341,9 +342,10 @@ async def thread_created(
 async def thread_terminated(deps: ApiDeps, tenant: str, thread_id: str) -> ThreadTerminated | None:
     """The thread's `thread.terminated`, if it was terminated (at most once). One direct get
     when it is the thread's last event; otherwise the thread is read."""
-    subject = event_subject(tenant, "thread", thread_id)
+    subject = deps.bus.store.subject(tenant, "thread", thread_id)
+    stream = deps.bus.store.stream_of(thread_id)
     try:
-        msg = await deps.bus.js.get_msg(EVENTS_STREAM, subject=subject, direct=True)
+        msg = await deps.bus.js.get_msg(stream, subject=subject, direct=True)
     except NotFoundError:
         return None
     envelope = readable_event(msg.data or b"")

@@ -41,13 +41,13 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.codec import readable_event
 from agency.contracts.events import ApiKeyRevoked
-from agency.contracts.subjects import aggregate_events_filter
+from agency.contracts.partitions import live_filters
 from agency.infra.jetstream.decoding import event_type_of
 
 log = structlog.get_logger(__name__)
 
 # Every tenant's tenant events; only key revocations are read (told by their type header).
-REVOCATIONS = aggregate_events_filter("tenant")
+REVOCATIONS = live_filters("tenant")
 _REVOKED = "tenant.api_key_revoked"
 
 _MAX_PENDING = 10_000
@@ -186,15 +186,16 @@ class KeyCache:
     async def watching(self, nc: NATS, pool: asyncpg.Pool) -> AsyncIterator[None]:
         """Follow revocations, flush last-used times and recheck watched keys while the
         app runs."""
-        sub: Subscription = await nc.subscribe(REVOCATIONS, cb=self._on_revoked)
+        subs: list[Subscription] = [await nc.subscribe(s, cb=self._on_revoked) for s in REVOCATIONS]
         flusher = asyncio.create_task(self._flush_every(pool), name="api-key-usage")
         try:
             yield
         finally:
             flusher.cancel()
             await asyncio.gather(flusher, return_exceptions=True)
-            with contextlib.suppress(NatsError):
-                await sub.unsubscribe()
+            for sub in subs:
+                with contextlib.suppress(NatsError):
+                    await sub.unsubscribe()
             await asyncio.shield(self.flush(pool))
 
     async def _flush_every(self, pool: asyncpg.Pool) -> None:

@@ -32,12 +32,12 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.codec import readable_event
 from agency.contracts.events import BlueprintDeleted
-from agency.contracts.subjects import aggregate_events_filter
+from agency.contracts.partitions import live_filters
 from agency.infra.jetstream.decoding import event_type_of
 
 # Every tenant's blueprint deletions, and nothing else.
 # Every tenant's agency events; only blueprint deletions are read (told by their header).
-BLUEPRINT_DELETIONS = aggregate_events_filter("agency")
+BLUEPRINT_DELETIONS = live_filters("agency")
 _DELETED = "blueprint.deleted"
 AGENCIES_KEPT = 10_000
 BLUEPRINTS_KEPT = 10_000
@@ -124,9 +124,12 @@ class KnownResources:
     @contextlib.asynccontextmanager
     async def watching(self, nc: NATS) -> AsyncIterator[None]:
         """Hear blueprint deletions while the app runs."""
-        sub: Subscription = await nc.subscribe(BLUEPRINT_DELETIONS, cb=self._on_deleted)
+        subs: list[Subscription] = [
+            await nc.subscribe(s, cb=self._on_deleted) for s in BLUEPRINT_DELETIONS
+        ]
         try:
             yield
         finally:
-            with contextlib.suppress(NatsError):
-                await sub.unsubscribe()
+            for sub in subs:
+                with contextlib.suppress(NatsError):
+                    await sub.unsubscribe()

@@ -33,6 +33,7 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
 from agency.contracts.subjects import Aggregate, event_subject
+from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.ports import AggregateStore
 from agency.infra.jetstream.records import Position, RecordedEvent
 
@@ -113,7 +114,12 @@ async def watch_log(
 
     # The server takes a connection's messages in order: the subscription is in place
     # before the first read (sent after it on the same connection) asks for the log.
-    sub = await nc.subscribe(event_subject(tenant, aggregate, aggregate_id), cb=on_event)
+    subject = (
+        store.subject(tenant, aggregate, aggregate_id)
+        if isinstance(store, EventStore)
+        else event_subject(tenant, aggregate, aggregate_id)
+    )
+    sub = await nc.subscribe(subject, cb=on_event)
     try:
         yield watch
     finally:

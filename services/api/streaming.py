@@ -25,7 +25,6 @@ from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import Stream
 from nats.errors import Error as NatsError
 
-from agency.contracts.subjects import EVENTS_STREAM, event_subject
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.reader import Delivered, OrderedReader
 from agency.infra.jetstream.records import Position, RecordedEvent
@@ -102,7 +101,8 @@ class ThreadFeed:
         feed like this before sending a command whose events `until` waits for."""
         if self._ahead is not None:
             return
-        stream = await self._deps.bus.js.stream_info(EVENTS_STREAM)
+        store = self._deps.bus.store
+        stream = await self._deps.bus.js.stream_info(store.stream_of(self._thread_id))
         events = await self._deps.bus.store.read(
             self._tenant, "thread", self._thread_id, after=self._position
         )
@@ -149,9 +149,10 @@ class ThreadFeed:
         if self._reader is None:
             reader = OrderedReader(
                 self._deps.bus.js,
-                event_subject(self._tenant, "thread", self._thread_id),
+                self._deps.bus.store.subject(self._tenant, "thread", self._thread_id),
                 start_seq=self._live_from,
                 batch=200,
+                stream=self._deps.bus.store.stream_of(self._thread_id),
             )
             self._reader = reader
             await reader.open()

@@ -34,7 +34,8 @@ from agency.contracts.envelope import utc_now
 from agency.contracts.errors import CommandRejected
 from agency.contracts.events import AnyEvent, HitlResume, RequestAccepted
 from agency.contracts.ids import validate_token
-from agency.contracts.subjects import EVENTS_STREAM, tenant_of
+from agency.contracts.partitions import any_tenant_subject
+from agency.contracts.subjects import tenant_of
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.commandbus import Defer, Delivery
 from agency.infra.jetstream.connection import Bus
@@ -388,9 +389,13 @@ class RuntimeService:
     async def _refuse_if_elsewhere(self, tenant: str, thread_id: str) -> None:
         """A command naming a thread another tenant created is refused at once (its create
         cannot be in flight for this tenant: thread ids are unique), never retried."""
-        subject = f"tenant.*.evt.thread.{validate_token('thread id', thread_id)}"
+        validate_token("thread id", thread_id)
+        store = self._bus.store
+        subject = any_tenant_subject(store.layout, "thread", thread_id)
         try:
-            found = await self._bus.js.get_msg(EVENTS_STREAM, seq=1, subject=subject, next=True)
+            found = await self._bus.js.get_msg(
+                store.stream_of(thread_id), seq=1, subject=subject, next=True
+            )
         except NotFoundError:
             return
         if found.subject and tenant_of(found.subject) != tenant:

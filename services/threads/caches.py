@@ -17,7 +17,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from agency.contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
-from agency.contracts.subjects import aggregate_events_filter
+from agency.contracts.partitions import aggregate_of, live_filters
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.decoding import event_type_of
 from agency.infra.jetstream.ports import AggregateStore
@@ -125,11 +125,12 @@ class BlueprintCache:
     async def watch(self, nc: NATS) -> None:
         async def forget(msg: Msg) -> None:
             if event_type_of(msg) in _BLUEPRINT_CHANGES:
-                parts = msg.subject.split(".")
-                self._agencies.pop((parts[1], parts[4]), None)
+                found = aggregate_of(msg.subject)
+                if found is not None:
+                    self._agencies.pop((found[0], found[2]), None)
 
-        subject = aggregate_events_filter("agency")
-        self._subscriptions.append(await nc.subscribe(subject, cb=forget))
+        for subject in live_filters("agency"):
+            self._subscriptions.append(await nc.subscribe(subject, cb=forget))
         self._watching = True
 
     async def close(self) -> None:

@@ -20,7 +20,7 @@ import structlog
 
 from agency.contracts.codec import decode_event
 from agency.contracts.events import ThreadDeleted
-from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, event_subject
+from agency.contracts.subjects import EVENT_TYPE_HEADER
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.records import EventContext, RecordedEvent
@@ -60,9 +60,9 @@ async def deletion_of(bus: Bus, tenant_id: str, thread_id: str) -> Deletion | No
     subject. A tombstone is a thread's last event: it is appended after the thread's last
     position, and nothing is appended after it (a writer that finds it has nothing to do,
     and the tree's keys are destroyed next)."""
-    subject = event_subject(tenant_id, "thread", thread_id)
+    subject = bus.store.subject(tenant_id, "thread", thread_id)
     try:
-        msg = await bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+        msg = await bus.js.get_last_msg(bus.store.stream_of(thread_id), subject, direct=True)
     except nats.js.errors.NotFoundError:
         return None
     if (msg.headers or {}).get(EVENT_TYPE_HEADER) != DELETED:

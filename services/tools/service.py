@@ -42,6 +42,7 @@ from agency.contracts.events import (
     ToolOutput,
     ToolRequested,
 )
+from agency.contracts.partitions import aggregate_of
 from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
@@ -290,8 +291,8 @@ def _misfit(recorded: RecordedEvent) -> str | None:
         return f"expected a tool.requested event, got {env.type!r}"
     # The subject is what the broker authorises per tenant; an envelope naming another
     # tenant or thread than its subject must not make us write into that one.
-    parts = recorded.subject.split(".")
-    if len(parts) != 5 or (parts[1], parts[4]) != (env.tenant_id, env.aggregate_id):
+    found = aggregate_of(recorded.subject)
+    if found is None or (found[0], found[2]) != (env.tenant_id, env.aggregate_id):
         return (
             f"envelope of tenant {env.tenant_id!r}, thread {env.aggregate_id!r} "
             f"does not match its subject {recorded.subject!r}"
