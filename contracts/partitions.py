@@ -126,6 +126,20 @@ class EventLayout:
         return f"tenant.{tenant}.evt.{partition}.>"
 
 
+def checkpoint_name(projection: str, partition: int) -> str:
+    """The name of a projection's checkpoint on one partition: the projection's own name on
+    partition 0 (the only one of an unpartitioned log), `<name>@<p>` on the others."""
+    return projection if partition == 0 else f"{projection}@{partition}"
+
+
+def partition_of_subject(subject: str) -> int:
+    """The partition an event subject names (0 for one of an unpartitioned log)."""
+    tokens = subject.split(".")
+    if len(tokens) == 6 and tokens[3].isdigit():
+        return int(tokens[3])
+    return 0
+
+
 def live_filters(aggregate: str, tenant_id: str = "*") -> tuple[str, str]:
     """Every instance of one aggregate in a log of any layout: a process-long core NATS
     subscription takes both (the one that does not match the log's layout hears nothing)."""

@@ -18,7 +18,7 @@ import asyncpg
 import structlog
 from nats.js import JetStreamContext
 
-from agency.contracts.subjects import EVENTS_STREAM
+from agency.contracts.partitions import EventLayout, checkpoint_name
 from agency.infra import db
 from agency.infra.db import lock_schema
 from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
@@ -136,18 +136,31 @@ class ProjectionRunner(LogFollower):
         *,
         dead_letters: DeadLetters,
         batch: int = 1000,
+        layout: EventLayout | None = None,
+        partition: int = 0,
     ) -> None:
-        super().__init__(pool, js, projection.name, batch=batch)
+        """`layout`, `partition`: on a log of several partitions, the one it follows, with
+        a checkpoint of its own (`checkpoint_name`)."""
+        layout = layout or EventLayout()
+        self.checkpoint = checkpoint_name(projection.name, partition)
+        super().__init__(
+            pool,
+            js,
+            self.checkpoint,
+            batch=batch,
+            stream=layout.stream(partition),
+            filter_subject=layout.all_events(partition),
+        )
         self.projection = projection
         self._dead_letters = dead_letters
 
     async def _prepare(self) -> None:
         async with self._pool.acquire() as conn:
             await ensure_tables(conn, self.projection, LIVE_SCHEMA)
-            self.position = await ensure_checkpoint(conn, self.projection.name)
+            self.position = await ensure_checkpoint(conn, self.checkpoint)
 
     def _committed(self) -> dict[str, int]:
-        return {self.projection.name: self.position}
+        return {self.checkpoint: self.position}
 
     async def _commit_resilient(self, batch: Sequence[Delivered], stop: asyncio.Event) -> bool:
         """Commit a batch; an event its handler cannot apply is dead-lettered and passed.
@@ -167,10 +180,10 @@ class ProjectionRunner(LogFollower):
             return await self._skip_poison(batch[0], e, stop)
 
     async def _skip_poison(self, item: Delivered, error: Exception, stop: asyncio.Event) -> bool:
-        name = self.projection.name
+        name = self.checkpoint
         assert isinstance(item, RecordedEvent)
         letter = DeadLetter(
-            source_stream=EVENTS_STREAM,
+            source_stream=self._stream,
             subject=item.subject,
             stream_seq=item.stream_seq,
             reason="projection_failed",
@@ -201,7 +214,7 @@ class ProjectionRunner(LogFollower):
 
     async def commit(self, batch: Sequence[Delivered]) -> None:
         """Apply one delivered batch and move the checkpoint, in one transaction."""
-        name = self.projection.name
+        name = self.checkpoint
         await self.letter_undecodable(batch)
         async with self._pool.acquire() as conn:
             async with conn.transaction():
@@ -222,7 +235,7 @@ class ProjectionRunner(LogFollower):
             if isinstance(item, UndecodableEvent) and not item.erased:
                 await self._dead_letters.put(
                     DeadLetter(
-                        source_stream=EVENTS_STREAM,
+                        source_stream=self._stream,
                         subject=item.subject,
                         stream_seq=item.stream_seq,
                         reason="undecodable",
@@ -246,13 +259,13 @@ class ProjectionRunner(LogFollower):
         """Raises `CommitsLost` when the checkpoint (its row locked by the caller) is behind
         what this runner committed."""
         if checkpoint < self.position:
-            raise CommitsLost(self.projection.name, checkpoint, self.position)
+            raise CommitsLost(self.checkpoint, checkpoint, self.position)
 
     def moved(
         self, checkpoint: int, batch: Sequence[Delivered], gaps: Sequence[ProjectionGap]
     ) -> Moved:
         """Where the checkpoint goes once the batch is applied; the gaps found are logged."""
-        name = self.projection.name
+        name = self.checkpoint
         for gap in gaps:
             log.error("projection gap", projection=name, error=str(gap))
         return Moved(

@@ -49,7 +49,11 @@ class LogFollower(ABC):
         batch: int = 1000,
         filter_subject: str = ALL_EVENTS,
         retry: RetryPolicy = PROJECTION_RETRY,
+        stream: str = EVENTS_STREAM,
     ) -> None:
+        """`stream`/`filter_subject`: the partition of the log it follows (the one stream
+        of an unpartitioned log by default)."""
+        self._stream = stream
         self._pool = pool
         self._js = js
         self.name = name
@@ -103,7 +107,11 @@ class LogFollower(ABC):
         for `STALL_CHECK` seconds while the stream holds events past `position` (an ordered
         consumer the client failed to recreate after a broker restart)."""
         reader = OrderedReader(
-            self._js, self._filter, start_seq=self.position + 1, batch=self._batch
+            self._js,
+            self._filter,
+            start_seq=self.position + 1,
+            batch=self._batch,
+            stream=self._stream,
         )
         if not await self._until(stop, reader.open):
             return
@@ -161,7 +169,7 @@ class LogFollower(ABC):
     async def _behind(self) -> bool:
         """Whether the events stream holds events past `position` (False if unknown)."""
         try:
-            info = await self._js.stream_info(EVENTS_STREAM)
+            info = await self._js.stream_info(self._stream)
         except Exception as e:
             if not bus_errors.is_transient(e):
                 raise

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import asyncpg
 from nats.js import JetStreamContext
 
+from agency.contracts.partitions import EventLayout, checkpoint_name
 from agency.infra.jetstream.deadletter import DeadLetters
 from agency.infra.jetstream.reader import Delivered
 from agency.projections.engine import (
@@ -49,14 +50,35 @@ class ProjectionGroup(LogFollower):
         *,
         dead_letters: DeadLetters,
         batch: int = 1000,
+        layout: EventLayout | None = None,
+        partition: int = 0,
     ) -> None:
-        super().__init__(pool, js, "+".join(p.name for p in projections), batch=batch)
+        """`layout`, `partition`: on a log of several partitions, the one the group follows
+        (a group per partition, each projection with a checkpoint per partition)."""
+        layout = layout or EventLayout()
+        name = checkpoint_name("+".join(p.name for p in projections), partition)
+        super().__init__(
+            pool,
+            js,
+            name,
+            batch=batch,
+            stream=layout.stream(partition),
+            filter_subject=layout.all_events(partition),
+        )
         self.runners = [
-            ProjectionRunner(pool, js, p, dead_letters=dead_letters, batch=batch)
+            ProjectionRunner(
+                pool,
+                js,
+                p,
+                dead_letters=dead_letters,
+                batch=batch,
+                layout=layout,
+                partition=partition,
+            )
             for p in projections
         ]
         # Locked in one order by every group: two projector processes never deadlock.
-        self.runners.sort(key=lambda r: r.projection.name)
+        self.runners.sort(key=lambda r: r.checkpoint)
 
     def _lowest(self) -> int:
         return min(r.position for r in self.runners)
@@ -67,11 +89,11 @@ class ProjectionGroup(LogFollower):
         self.position = self._lowest()
 
     def _committed(self) -> dict[str, int]:
-        return {r.projection.name: r.position for r in self.runners}
+        return {r.checkpoint: r.position for r in self.runners}
 
     def _restart_after(self, lost: CommitsLost) -> None:
         for runner in self.runners:
-            if runner.projection.name == lost.projection:
+            if runner.checkpoint == lost.projection:
                 runner.position = lost.checkpoint
         self.position = self._lowest()
 
@@ -92,7 +114,7 @@ class ProjectionGroup(LogFollower):
         transaction."""
         for runner in self.runners:
             await runner.letter_undecodable(batch)
-        names = [r.projection.name for r in self.runners]
+        names = [r.checkpoint for r in self.runners]
         async with self._pool.acquire() as conn:
             async with conn.transaction():
                 await conn.execute(f"{AS_PROJECTOR}; {schema_path(LIVE_SCHEMA)}")
@@ -116,7 +138,7 @@ class ProjectionGroup(LogFollower):
         statement."""
         at: dict[int, list[ProjectionRunner]] = {}
         for runner in self.runners:
-            at.setdefault(checkpoints[runner.projection.name], []).append(runner)
+            at.setdefault(checkpoints[runner.checkpoint], []).append(runner)
         moves: dict[str, Moved] = {}
         for checkpoint, runners in at.items():
             for runner in runners:

@@ -156,7 +156,7 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         self._service = service
         self._handler = handler
 
-    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+    async def _subscribe(self, partition: int = 0) -> JetStreamContext.PullSubscription:
         config = ConsumerConfig(
             durable_name=self.durable,
             ack_policy=AckPolicy.EXPLICIT,

@@ -16,7 +16,6 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry import trace
 
-from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import DurableSpec, ensure_consumer
 from agency.infra.jetstream.decoding import event_type_of, record_from_js_msg
@@ -52,6 +51,25 @@ class EventConsumer(ConsumerWorker[RecordedEvent]):
     type header (or, for a message without one, by its decoded envelope)."""
 
     _spec: DurableSpec
+    _bus: Bus
+
+    def _partitions(self) -> int:
+        return self._bus.layout.partitions
+
+    async def _subscribe(self, partition: int = 0) -> JetStreamContext.PullSubscription:
+        config = self._spec.config(
+            ack_wait=self._ack_wait,
+            # One more than ours so the worker, not the server, dead-letters the last attempt.
+            max_deliver=self._max_deliver + 1,
+            max_ack_pending=self._max_ack_pending(),
+            layout=self._bus.layout,
+            partition=partition,
+        )
+        config.durable_name = self.durable
+        return await ensure_consumer(self._bus.js, config, self._bus.layout.stream(partition))
+
+    def _max_ack_pending(self) -> int:
+        return 1024
 
     def _wants(self, msg: Msg) -> bool:
         event_type = event_type_of(msg)
@@ -94,7 +112,7 @@ class EventWorker(EventConsumer):
     ) -> None:
         super().__init__(
             dead_letters=bus.dead_letters,
-            source_stream=EVENTS_STREAM,
+            source_stream=bus.layout.stream(0),
             durable=durable or spec.name,
             concurrency=concurrency,
             ack_wait=ack_wait,
@@ -108,15 +126,8 @@ class EventWorker(EventConsumer):
         self._spec = spec
         self._handler = handler
 
-    async def _subscribe(self) -> JetStreamContext.PullSubscription:
-        config = self._spec.config(
-            ack_wait=self._ack_wait,
-            # One more than ours so the worker, not the server, dead-letters the last attempt.
-            max_deliver=self._max_deliver + 1,
-            max_ack_pending=max(self._concurrency * 4, self._held),
-        )
-        config.durable_name = self.durable
-        return await ensure_consumer(self._bus.js, config)
+    def _max_ack_pending(self) -> int:
+        return max(self._concurrency * 4, self._held)
 
     def _lane(self, item: RecordedEvent, msg: Msg) -> Hashable | None:
         return None if self._lane_of is None else self._lane_of(item)

@@ -143,8 +143,13 @@ class ConsumerWorker(abc.ABC, Generic[T]):
     # --- what a subclass provides -------------------------------------------------------
 
     @abc.abstractmethod
-    async def _subscribe(self) -> JetStreamContext.PullSubscription:
-        """Create or update the durable and bind to it."""
+    async def _subscribe(self, partition: int = 0) -> JetStreamContext.PullSubscription:
+        """Create or update the durable (on `partition`'s stream, for a consumer of a log
+        of several partitions) and bind to it."""
+
+    def _partitions(self) -> int:
+        """How many streams the worker consumes from, one durable on each (a loop each)."""
+        return 1
 
     @abc.abstractmethod
     def _decode(self, msg: Msg) -> T:
@@ -171,8 +176,23 @@ class ConsumerWorker(abc.ABC, Generic[T]):
 
     async def run(self, stop: asyncio.Event) -> None:
         """Process messages until `stop` is set, then let those in flight finish within
-        `shutdown_grace` seconds; the rest are cancelled and handed back to the broker."""
-        sub = await self._subscribe_until_stopped(stop)
+        `shutdown_grace` seconds; the rest are cancelled and handed back to the broker.
+
+        On a log of several partitions, one loop per partition's durable; the bounds
+        (`concurrency`, `held`, a tenant's share) hold for all of them together."""
+        in_flight: set[asyncio.Task[None]] = set()
+        partitions = self._partitions()
+        if partitions == 1:
+            await self._run_partition(stop, 0, in_flight)
+            return
+        async with asyncio.TaskGroup() as tg:
+            for partition in range(partitions):
+                tg.create_task(self._run_partition(stop, partition, in_flight))
+
+    async def _run_partition(
+        self, stop: asyncio.Event, partition: int, in_flight: set[asyncio.Task[None]]
+    ) -> None:
+        sub = await self._subscribe_until_stopped(stop, partition)
         if sub is None:
             return
         log.info(
@@ -180,8 +200,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             durable=self.durable,
             concurrency=self._concurrency,
             held=self._held,
+            **({"partition": partition} if self._partitions() > 1 else {}),
         )
-        in_flight: set[asyncio.Task[None]] = set()
         failures = 0
         backlog = False
         try:
@@ -214,7 +234,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                             await until_stopped(
                                 stop, asyncio.sleep(self._retry.subscribe.delay(failures))
                             )
-                            renewed = await self._subscribe_until_stopped(stop)
+                            renewed = await self._subscribe_until_stopped(stop, partition)
                             if renewed is None:
                                 return
                             sub = renewed
@@ -234,14 +254,15 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             log.info("consumer stopped", durable=self.durable)
 
     async def _subscribe_until_stopped(
-        self, stop: asyncio.Event
+        self, stop: asyncio.Event, partition: int = 0
     ) -> JetStreamContext.PullSubscription | None:
         """A subscription, or None once `stop` is set. Each round of the retry policy that
         fails is logged, and another begins."""
         while not stop.is_set():
             try:
                 return await until_stopped(
-                    stop, self._retry.subscribe.call(_subscribe_failure, self._subscribe)
+                    stop,
+                    self._retry.subscribe.call(_subscribe_failure, self._subscribe, partition),
                 )
             except (nats.errors.Error, OSError, TimeoutError) as e:
                 log.error(
@@ -359,7 +380,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             await self._run_hook(reject.item, reject.reason, reject.detail)
         meta = msg.metadata
         letter = DeadLetter(
-            source_stream=self._source_stream,
+            source_stream=self._source_stream if self._partitions() == 1 else meta.stream,
             subject=msg.subject,
             stream_seq=meta.sequence.stream,
             reason=reject.reason,

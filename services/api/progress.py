@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
+from agency.contracts.partitions import checkpoint_name
 from agency.infra import db
 from agency.infra.retry import RetryPolicy, sleep_until_stopped, until_stopped
 from agency.projections.engine import CHECKPOINTS, PROGRESS_CHANNEL
@@ -77,9 +78,12 @@ class ProjectionProgress:
     def applied(self, name: str) -> int:
         return self._applied.get(name, 0)
 
-    async def wait_passed(self, names: Iterable[str], stream_seq: int, timeout: float) -> bool:
-        """Whether every projection in `names` has applied `stream_seq` within `timeout`."""
-        names = tuple(names)
+    async def wait_passed(
+        self, names: Iterable[str], stream_seq: int, timeout: float, *, partition: int = 0
+    ) -> bool:
+        """Whether every projection in `names` has applied `stream_seq` (of `partition`'s
+        stream, on a log of several) within `timeout`."""
+        names = tuple(checkpoint_name(n, partition) for n in names)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout, 0.0)
         while True:

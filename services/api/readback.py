@@ -18,6 +18,7 @@ from litestar.exceptions import ValidationException
 from agency.contracts.commands import AnyCommand, SaveBlueprint
 from agency.contracts.events import BlueprintSaved, BlueprintSpec
 from agency.contracts.ids import new_id
+from agency.contracts.partitions import partition_of_subject
 from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections import catalog
@@ -80,7 +81,12 @@ async def read_your_write(
     # the projector may take in a later batch than the first. The append is stored whole,
     # so the read that found the event read the rest of it too.
     names = [p.name for p in catalog.ALL if p.wants(event.type)]
-    readable = await deps.progress.wait_passed(names, log[-1].stream_seq, deadline - loop.time())
+    readable = await deps.progress.wait_passed(
+        names,
+        log[-1].stream_seq,
+        deadline - loop.time(),
+        partition=partition_of_subject(log[-1].subject),
+    )
     return Written(event, readable, log)
 
 
@@ -114,7 +120,10 @@ async def caught_up(deps: ApiDeps, tenant: str, thread_id: str) -> bool:
     if not position.stream_seq:
         return True
     return await deps.progress.wait_passed(
-        catalog.NAMES, position.stream_seq, deps.settings.read_lag_timeout
+        catalog.NAMES,
+        position.stream_seq,
+        deps.settings.read_lag_timeout,
+        partition=deps.bus.layout.partition(thread_id),
     )
 
 

@@ -73,7 +73,10 @@ async def delete_thread(
     thread_id = path_token("thread id", thread_id)
     deletion = await erase_thread(deps, principal.tenant_id, thread_id, requester(principal))
     caught_up = await deps.progress.wait_passed(
-        catalog.NAMES, deletion.stream_seq, deps.settings.read_lag_timeout
+        catalog.NAMES,
+        deletion.stream_seq,
+        deps.settings.read_lag_timeout,
+        partition=deps.bus.layout.partition(thread_id),
     )
     return Response(
         ThreadDeletion(

@@ -54,6 +54,10 @@ class RunWatch:
         self.interrupted_at = 0  # stream sequence of the run's last approval request
         self.position: Position | None = None
 
+    @property
+    def thread_id(self) -> str:
+        return self._thread.thread_id
+
     async def read(self, deps: ApiDeps) -> None:
         """Fold what the thread's log holds past what was read before."""
         events, self.position = await deps.bus.store.read_positioned(
@@ -144,7 +148,10 @@ async def _readable(deps: ApiDeps, watch: RunWatch, timeout: float) -> None:
     """Wait (within `timeout`) for every read model to have applied what the outcome was
     read from, so a read of the thread's state right after it (`get_state`) shows it too."""
     if watch.position is not None:
-        await deps.progress.wait_passed(catalog.NAMES, watch.position.stream_seq, timeout)
+        partition = deps.bus.layout.partition(watch.thread_id)
+        await deps.progress.wait_passed(
+            catalog.NAMES, watch.position.stream_seq, timeout, partition=partition
+        )
 
 
 async def log_position(deps: ApiDeps, tenant: str, thread_id: str) -> int:

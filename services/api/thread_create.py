@@ -17,6 +17,7 @@ after its create still shows the thread.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
@@ -24,6 +25,7 @@ from typing import Protocol
 from litestar.exceptions import ClientException, ValidationException
 
 from agency.contracts.events.thread import ThreadCreated
+from agency.contracts.partitions import partition_of_subject
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import ConcurrencyError, EventTooLarge, InvalidEvent
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
@@ -46,16 +48,18 @@ class Created:
 
 
 class PendingListings:
-    """Per tenant, the stream sequence of the last thread this process created and answered
-    before the read models listed it; a list waits (bounded) for them to pass it."""
+    """Per tenant (and partition of the log), the stream sequence of the last thread this
+    process created and answered before the read models listed it; a list waits (bounded)
+    for them to pass it."""
 
     def __init__(self, progress: ProjectionProgress, capacity: int = TENANTS_KEPT) -> None:
         self._progress = progress
         self._capacity = capacity
-        self._last: OrderedDict[str, int] = OrderedDict()
+        self._last: OrderedDict[str, dict[int, int]] = OrderedDict()
 
-    def mark(self, tenant: str, stream_seq: int) -> None:
-        self._last[tenant] = max(stream_seq, self._last.get(tenant, 0))
+    def mark(self, tenant: str, stream_seq: int, partition: int = 0) -> None:
+        last = self._last.setdefault(tenant, {})
+        last[partition] = max(stream_seq, last.get(partition, 0))
         self._last.move_to_end(tenant)
         while len(self._last) > self._capacity:
             self._last.popitem(last=False)
@@ -63,14 +67,20 @@ class PendingListings:
     async def listed(self, tenant: str, timeout: float) -> bool:
         """Wait until the read models list every thread this process created for `tenant`;
         whether they did within `timeout` (if not, the list goes on with what they hold)."""
-        seq = self._last.get(tenant)
-        if seq is None:
+        last = self._last.get(tenant)
+        if last is None:
             return True
-        if await self._progress.wait_passed(LISTING, seq, timeout):
-            if self._last.get(tenant) == seq:
-                del self._last[tenant]
-            return True
-        return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        for partition, seq in sorted(last.items()):
+            remaining = deadline - loop.time()
+            if not await self._progress.wait_passed(LISTING, seq, remaining, partition=partition):
+                return False
+            if last.get(partition) == seq:
+                del last[partition]
+        if not last and self._last.get(tenant) is last:
+            del self._last[tenant]
+        return True
 
 
 class CreateSettings(Protocol):
@@ -132,8 +142,10 @@ async def create_root_thread(
         raise ValidationException(f"the thread cannot be created: {e}") from e
     event = result.events[0]
     if not listed:
-        deps.listings.mark(tenant, event.stream_seq)
+        deps.listings.mark(tenant, event.stream_seq, partition_of_subject(event.subject))
         return Created(event, listed=False)
     timeout = deps.settings.read_your_writes_timeout
-    passed = await deps.progress.wait_passed(LISTING, event.stream_seq, timeout)
+    passed = await deps.progress.wait_passed(
+        LISTING, event.stream_seq, timeout, partition=partition_of_subject(event.subject)
+    )
     return Created(event, listed=passed)

@@ -17,7 +17,7 @@ from agency.contracts.codec import in_clear
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import ThreadCreated
 from agency.contracts.ids import validate_token
-from agency.contracts.subjects import EVENTS_STREAM, Aggregate, tenant_events_filter
+from agency.contracts.subjects import EVENTS_STREAM, Aggregate
 from agency.contracts.version import package_version
 from agency.domain.thread_state import fold
 from agency.infra.jetstream.aggregate_reads import scan_from
@@ -111,16 +111,21 @@ async def export_agency(bus: Bus, tenant_id: str, agency_id: str) -> Exported:
 
 
 async def export_tenant(bus: Bus, tenant_id: str) -> Exported:
-    """Every event of the tenant."""
+    """Every event of the tenant (partition by partition, on a log of several: each
+    aggregate's events are in one of them, in order)."""
     found: dict[Key, list[RecordedEvent]] = {}
-    pattern = tenant_events_filter(tenant_id)
-    async for event in scan_from(bus.nc, bus.store.stream or EVENTS_STREAM, pattern, 1, 5.0):
-        if isinstance(event, UndecodableEvent):
-            raise MalformedArchive(
-                f"event {event.stream_seq} on {event.subject} cannot be read: {event.reason}"
-            )
-        envelope = event.envelope
-        found.setdefault((envelope.aggregate, envelope.aggregate_id), []).append(event)
+    layout = bus.store.layout
+    for partition in range(layout.partitions):
+        pattern = layout.tenant_filter(tenant_id, partition)
+        stream = layout.stream(partition) if layout.partitioned else bus.store.stream
+        async for event in scan_from(bus.nc, stream or EVENTS_STREAM, pattern, 1, 5.0):
+            if isinstance(event, UndecodableEvent):
+                raise MalformedArchive(
+                    f"event {event.stream_seq} on {event.subject} cannot be read: "
+                    f"{event.reason}"
+                )
+            envelope = event.envelope
+            found.setdefault((envelope.aggregate, envelope.aggregate_id), []).append(event)
     if not found:
         raise NothingToExport("tenant", tenant_id, tenant_id)
     return _archive("tenant", tenant_id, tenant_id, found)

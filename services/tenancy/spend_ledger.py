@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from agency.contracts.events import AgencyBudgetSet, ModelCompleted, TenantBudgetSet
 from agency.contracts.records import Position, RecordedEvent
-from agency.contracts.subjects import EVENTS_STREAM, aggregate_events_filter
+from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.aggregate_reads import direct_batch
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.decoding import event_type_of, record_from_direct_get
@@ -41,7 +41,8 @@ REFRESH_SECONDS = 1.0
 @dataclass(slots=True)
 class _Usage:
     since: datetime
-    stream_seq: int = 0
+    # Where the reading stopped, per partition of the log.
+    stream_seqs: dict[int, int] = field(default_factory=dict)
     # When the log was last read to its end (monotonic seconds).
     read_at: float = -1e9
     total: Spent = field(default_factory=Spent)
@@ -142,28 +143,40 @@ class SpendLedger:
         elif usage.read_at >= asked:
             return usage
         started = time.monotonic()
-        subject = aggregate_events_filter("thread", tenant)
+        layout = self._bus.layout
+        for partition in range(layout.partitions):
+            stream = self._stream if not layout.partitioned else layout.stream(partition)
+            subject = layout.aggregate_filter("thread", tenant, partition)
+            await self._read_usage(usage, partition, stream, subject, since)
+        usage.read_at = started
+        return usage
+
+    async def _read_usage(
+        self, usage: _Usage, partition: int, stream: str, subject: str, since: datetime
+    ) -> None:
+        """Count the usage one partition's stream holds past where it was read to."""
         request: dict[str, object] = {"next_by_subj": subject, "batch": _PAGE}
-        if usage.stream_seq:
-            request["seq"] = usage.stream_seq + 1
+        done = usage.stream_seqs.get(partition, 0)
+        if done:
+            request["seq"] = done + 1
         else:
             request["start_time"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         while True:
             count = 0
-            async for msg in direct_batch(self._bus.nc, self._stream, request, self._timeout):
+            async for msg in direct_batch(self._bus.nc, stream, request, self._timeout):
                 count += 1
                 if event_type_of(msg) not in (_USAGE, None):
                     seq = int((msg.headers or {}).get("Nats-Sequence", "0"))
-                    usage.stream_seq = max(usage.stream_seq, seq)
+                    done = max(done, seq)
                     continue
                 recorded = record_from_direct_get(msg)
-                usage.stream_seq = max(usage.stream_seq, recorded.stream_seq)
+                done = max(done, recorded.stream_seq)
                 if isinstance(recorded, RecordedEvent):
                     _count(usage, recorded)
+            usage.stream_seqs[partition] = done
             if count < _PAGE:
-                usage.read_at = started
-                return usage
-            request = {"seq": usage.stream_seq + 1, "next_by_subj": subject, "batch": _PAGE}
+                return
+            request = {"seq": done + 1, "next_by_subj": subject, "batch": _PAGE}
 
     async def _set_of(self, tenant: str, aggregate: str, aggregate_id: str) -> _Set:
         kept = self._sets.setdefault((aggregate, f"{tenant}.{aggregate_id}"), _Set())

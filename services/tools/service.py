@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Unpack
 import msgspec
 import structlog
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from opentelemetry import trace
 
 from agency.contracts.events import (
@@ -43,9 +42,8 @@ from agency.contracts.events import (
     ToolRequested,
 )
 from agency.contracts.partitions import aggregate_of
-from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.consumers import TOOL_REQUESTS, ensure_consumer
+from agency.infra.jetstream.consumers import TOOL_REQUESTS
 from agency.infra.jetstream.eventworker import EventConsumer
 from agency.infra.jetstream.outcomes import Ack, Outcome, Reject
 from agency.infra.jetstream.records import RecordedEvent
@@ -93,7 +91,7 @@ class ToolsService(EventConsumer):
     ) -> None:
         super().__init__(
             dead_letters=bus.dead_letters,
-            source_stream=EVENTS_STREAM,
+            source_stream=bus.layout.stream(0),
             durable=DURABLE,
             concurrency=concurrency,
             ack_wait=ack_wait,
@@ -126,13 +124,8 @@ class ToolsService(EventConsumer):
             if self._mcp is not None:
                 await self._mcp.aclose()  # stops stdio servers' processes too
 
-    async def _subscribe(self) -> JetStreamContext.PullSubscription:
-        config = TOOL_REQUESTS.config(
-            ack_wait=self._ack_wait,
-            # One more than ours so the service, not the server, dead-letters the last attempt.
-            max_deliver=self._max_deliver + 1,
-        )
-        return await ensure_consumer(self._bus.js, config)
+    def _max_ack_pending(self) -> int:
+        return 1024  # the durable's own default
 
     # --- one message ------------------------------------------------------------------
 

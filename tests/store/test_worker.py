@@ -460,7 +460,7 @@ class _RecordingCommands(CommandWorker):
 
     fetches: list[tuple[int, int | None]]
 
-    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+    async def _subscribe(self, partition: int = 0) -> JetStreamContext.PullSubscription:
         sub = await super()._subscribe()
         real_fetch = sub.fetch
         self.fetches = []

@@ -22,6 +22,7 @@ from litestar.exceptions import ValidationException
 from litestar.params import JSONBody, QueryParameter
 
 from agency.contracts.events import StoreItemDeleted, StoreItemPut, store_item_id
+from agency.contracts.partitions import partition_of_subject
 from agency.infra.jetstream.errors import EventTooLarge, InvalidEvent
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.auth import Caller, Deps, tenant_of
@@ -144,6 +145,7 @@ async def _append(
             (STORE_PROJECTION,),
             result.events[-1].stream_seq,
             deps.settings.read_your_writes_timeout,
+            partition=partition_of_subject(result.events[-1].subject),
         )
 
 

@@ -128,12 +128,16 @@ async def erase_ours(deps: ApiDeps, tenant: str, thread_ids: list[str], requeste
     for thread_id in thread_ids:
         with contextlib.suppress(ThreadGone):  # deleted already: a repeat answers the same
             await load_thread(deps, tenant, thread_id, deferred=True)  # 404 if not ours
-    last = 0
+    last: dict[int, int] = {}  # by partition of the log
     for thread_id in thread_ids:
         deletion = await erase_thread(deps, tenant, thread_id, requested_by, may_be_empty=True)
-        last = max(last, deletion.stream_seq)
-    if last:
-        await deps.progress.wait_passed(catalog.NAMES, last, deps.settings.read_lag_timeout)
+        partition = deps.bus.layout.partition(thread_id)
+        last[partition] = max(last.get(partition, 0), deletion.stream_seq)
+    for partition, seq in last.items():
+        if seq:
+            await deps.progress.wait_passed(
+                catalog.NAMES, seq, deps.settings.read_lag_timeout, partition=partition
+            )
 
 
 @delete(

@@ -22,6 +22,7 @@ schedule's next tick fires as usual.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -121,11 +122,25 @@ class Scheduler:
                     self._entries[key] = replace(entry, since=tick)
 
     async def run(self, stop: asyncio.Event) -> None:
-        async with OrderedReader(self._bus.js, ALL_SCHEDULES) as reader:
+        layout = self._bus.layout
+        async with contextlib.AsyncExitStack() as readers:
+            # A reader per partition of the log (a schedule's events are in one of them).
+            opened = [
+                await readers.enter_async_context(
+                    OrderedReader(
+                        self._bus.js,
+                        ALL_SCHEDULES if not layout.partitioned else f"tenant.*.evt.{p}.schedule.>",
+                        stream=layout.stream(p),
+                    )
+                )
+                for p in range(layout.partitions)
+            ]
             while not stop.is_set():
-                for delivered in await reader.next_batch(timeout=self._interval):
-                    if isinstance(delivered, RecordedEvent):
-                        self.apply(delivered)
+                for reader in opened:
+                    timeout = self._interval / len(opened)
+                    for delivered in await reader.next_batch(timeout=timeout):
+                        if isinstance(delivered, RecordedEvent):
+                            self.apply(delivered)
                 await self.fire_due(utc_now())
 
     async def fire_due(self, now: datetime) -> None:

@@ -142,7 +142,10 @@ async def create_workflow(
     if state is not None:
         # Readable too: the read models have applied the workflow's events so far (bounded).
         last = await deps.bus.store.last_position(tenant, "workflow", wf)
-        await deps.progress.wait_passed(catalog.NAMES, last.stream_seq, CREATE_WAIT)
+        partition = deps.bus.layout.partition(wf)
+        await deps.progress.wait_passed(
+            catalog.NAMES, last.stream_seq, CREATE_WAIT, partition=partition
+        )
     return wf, state
 
 
