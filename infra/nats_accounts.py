@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from agency.contracts.ids import validate_token
+from agency.contracts.partitions import EventLayout
 from agency.contracts.subjects import ALL_NOTES, DEAD_LETTER_STREAM, EVENTS_STREAM, REEXECUTIONS
 from agency.infra.jetstream.leases import LEASES_BUCKET
 from agency.infra.keystore.vault import KEYS_BUCKET
@@ -78,12 +79,25 @@ def tenant_account(tenant: str) -> str:
     return f"tenant_{validate_token('tenant id', tenant)}"
 
 
+def event_streams(partitions: int) -> tuple[str, ...]:
+    """The events streams of a log of `partitions` partitions (`contracts/partitions.py`)."""
+    return EventLayout(partitions).streams
+
+
+def consumer_kind(stream: str) -> str:
+    """The gateway's kind of request creating a consumer on `stream`: `consumer` on the
+    one events stream of an unpartitioned log, `consumer_<p>` on partition p's."""
+    if stream == EVENTS_STREAM:
+        return "consumer"
+    return "consumer_" + stream.removeprefix(f"{EVENTS_STREAM}_")
+
+
 def gateway_subject(tenant: str, kind: str) -> str:
     """What the gateway receives from a tenant's account: `gw.<t>.<kind>.>`."""
     return f"gw.{validate_token('tenant id', tenant)}.{kind}.>"
 
 
-def service_permissions(role: str) -> Permissions:
+def service_permissions(role: str, partitions: int = 1) -> Permissions:
     """A service's user in `AGENCY`: only the subjects and API calls its work needs."""
     if role == "projector":
         # Reads the log and writes PostgreSQL; what it cannot project is dead-lettered.
@@ -94,14 +108,20 @@ def service_permissions(role: str) -> Permissions:
     if role == GATEWAY_ROLE:
         # Stores tenants' commands, creates their consumers once checked, dead-letters
         # what it refuses; hears nothing but what tenants' accounts send it.
-        stream = EVENTS_STREAM
+        consumers = [
+            subject
+            for stream in event_streams(partitions)
+            for subject in (
+                f"$JS.API.CONSUMER.CREATE.{stream}.>",
+                f"$JS.API.CONSUMER.INFO.{stream}.*",
+            )
+        ]
         return Permissions(
             publish=Permission(
                 allow=(
                     "tenant.*.cmd.>",
                     "dlq.>",
-                    f"$JS.API.CONSUMER.CREATE.{stream}.>",
-                    f"$JS.API.CONSUMER.INFO.{stream}.*",
+                    *consumers,
                     *_READ_API,
                     *_KEYS,
                 )
@@ -129,24 +149,27 @@ def service_permissions(role: str) -> Permissions:
     )
 
 
-def tenant_permissions(tenant: str) -> Permissions:
+def tenant_permissions(tenant: str, partitions: int = 1) -> Permissions:
     """A tenant's user inside its own account: what its imports give, nothing more. The
     account is the wall; these turn a mistake into a permissions violation the client is
-    told of, instead of a request no one answers."""
+    told of, instead of a request no one answers. On a log of several partitions, the
+    same on every partition's stream."""
     t = validate_token("tenant id", tenant)
+    streams = [
+        subject
+        for stream in event_streams(partitions)
+        for subject in (
+            f"{JS_API_PREFIX}.CONSUMER.CREATE.{stream}.>",
+            f"{JS_API_PREFIX}.DIRECT.GET.{stream}.tenant.{t}.evt.>",
+        )
+    ]
     return Permissions(
-        publish=Permission(
-            allow=(
-                f"tenant.{t}.cmd.>",
-                f"{JS_API_PREFIX}.CONSUMER.CREATE.{EVENTS_STREAM}.>",
-                f"{JS_API_PREFIX}.DIRECT.GET.{EVENTS_STREAM}.tenant.{t}.evt.>",
-            )
-        ),
+        publish=Permission(allow=(f"tenant.{t}.cmd.>", *streams)),
         subscribe=Permission(allow=(f"tenant.{t}.evt.>", f"{inbox_prefix(t)}.>")),
     )
 
 
-def tenant_exports(tenant: str) -> list[dict[str, Any]]:
+def tenant_exports(tenant: str, partitions: int = 1) -> list[dict[str, Any]]:
     """What `AGENCY` exports to one tenant's account, and to no other."""
     t = validate_token("tenant id", tenant)
     to = [tenant_account(t)]
@@ -154,31 +177,46 @@ def tenant_exports(tenant: str) -> list[dict[str, Any]]:
         {"stream": f"tenant.{t}.evt.>", "accounts": to},
         {"stream": f"{inbox_prefix(t)}.>", "accounts": to},
         {"service": f"gw.{t}.>", "accounts": to},
-        {"service": f"$JS.API.DIRECT.GET.{EVENTS_STREAM}.tenant.{t}.evt.>", "accounts": to},
+        *(
+            {"service": f"$JS.API.DIRECT.GET.{stream}.tenant.{t}.evt.>", "accounts": to}
+            for stream in event_streams(partitions)
+        ),
     ]
 
 
-def tenant_imports(tenant: str) -> list[dict[str, Any]]:
-    """What a tenant's account imports from `AGENCY`, under the subjects its client uses."""
+def tenant_imports(tenant: str, partitions: int = 1) -> list[dict[str, Any]]:
+    """What a tenant's account imports from `AGENCY`, under the subjects its client uses:
+    consumers and direct gets on each events stream (one per partition)."""
     t = validate_token("tenant id", tenant)
     source = SERVICES_ACCOUNT
-    direct = f"DIRECT.GET.{EVENTS_STREAM}.tenant.{t}.evt.>"
-    return [
+    imports: list[dict[str, Any]] = [
         {"stream": {"account": source, "subject": f"tenant.{t}.evt.>"}},
         {"stream": {"account": source, "subject": f"{inbox_prefix(t)}.>"}},
         {
             "service": {"account": source, "subject": gateway_subject(t, "cmd")},
             "to": f"tenant.{t}.cmd.>",
         },
-        {
-            "service": {"account": source, "subject": gateway_subject(t, "consumer")},
-            "to": f"{JS_API_PREFIX}.CONSUMER.CREATE.{EVENTS_STREAM}.>",
-        },
-        {
-            "service": {"account": source, "subject": f"$JS.API.{direct}"},
-            "to": f"{JS_API_PREFIX}.{direct}",
-        },
     ]
+    streams = event_streams(partitions)
+    for stream in streams:
+        imports.append(
+            {
+                "service": {
+                    "account": source,
+                    "subject": gateway_subject(t, consumer_kind(stream)),
+                },
+                "to": f"{JS_API_PREFIX}.CONSUMER.CREATE.{stream}.>",
+            }
+        )
+    for stream in streams:
+        direct = f"DIRECT.GET.{stream}.tenant.{t}.evt.>"
+        imports.append(
+            {
+                "service": {"account": source, "subject": f"$JS.API.{direct}"},
+                "to": f"{JS_API_PREFIX}.{direct}",
+            }
+        )
+    return imports
 
 
 class AccountUser(msgspec.Struct, frozen=True, kw_only=True):
@@ -189,15 +227,18 @@ class AccountUser(msgspec.Struct, frozen=True, kw_only=True):
     permissions: Permissions | None = None
 
 
-def render(services: Iterable[AccountUser], tenants: dict[str, AccountUser]) -> str:
-    """`accounts { … }` for nats-server: `AGENCY` with the services, one account a tenant."""
+def render(
+    services: Iterable[AccountUser], tenants: dict[str, AccountUser], partitions: int = 1
+) -> str:
+    """`accounts { … }` for nats-server: `AGENCY` with the services, one account a tenant
+    (its rules on each of the `partitions` events streams)."""
     exports: list[dict[str, Any]] = []
     accounts: dict[str, Any] = {}
     for tenant, user in sorted(tenants.items()):
-        exports += tenant_exports(tenant)
+        exports += tenant_exports(tenant, partitions)
         accounts[tenant_account(tenant)] = {
             "users": [_user(user)],
-            "imports": tenant_imports(tenant),
+            "imports": tenant_imports(tenant, partitions),
         }
     agency: dict[str, Any] = {
         "jetstream": "enabled",

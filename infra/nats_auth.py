@@ -43,6 +43,7 @@ from agency.infra.jetstream.natsclient import connect as nats_connect
 from agency.infra.nats_accounts import (
     JS_API_PREFIX,
     AccountUser,
+    event_streams,
     inbox_prefix,
     render,
     service_permissions,
@@ -63,8 +64,10 @@ class NatsUser(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     tenant: str | None = None
 
 
-class AuthState(msgspec.Struct, kw_only=True):
+class AuthState(msgspec.Struct, kw_only=True, omit_defaults=True):
     users: dict[str, NatsUser] = {}
+    # The events log's partitions: tenants' and the gateway's rules name each stream.
+    event_partitions: int = 1
 
 
 class TenantCredentials(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,13 +122,20 @@ class NatsAuth:
     def pid_path(self) -> Path:
         return self.directory / PID_FILE
 
-    def ensure(self) -> AuthState:
-        """The admin and service users exist (created on first use); auth.conf is current."""
+    def ensure(self, event_partitions: int | None = None) -> AuthState:
+        """The admin and service users exist (created on first use); auth.conf is current
+        (for a log of `event_partitions` partitions, when given)."""
         with self._locked() as state:
+            if event_partitions is not None:
+                state.event_partitions = event_partitions
             for role in (ADMIN, *SERVICE_ROLES):
                 if role not in state.users:
                     state.users[role] = NatsUser(user=role, password=_password(), role=role)
             return state
+
+    def event_partitions(self) -> int:
+        """The events log's partitions the users' rules name."""
+        return self._read().event_partitions
 
     def user(self, role: str) -> NatsUser:
         state = self._read()
@@ -174,16 +184,16 @@ class NatsAuth:
                 tenants[user.tenant] = AccountUser(
                     user=user.user,
                     password=user.password,
-                    permissions=tenant_permissions(user.tenant),
+                    permissions=tenant_permissions(user.tenant, state.event_partitions),
                 )
             elif user.role in SERVICE_ROLES:
-                permissions = service_permissions(user.role)
+                permissions = service_permissions(user.role, state.event_partitions)
                 services.append(
                     AccountUser(user=user.user, password=user.password, permissions=permissions)
                 )
             else:
                 services.append(AccountUser(user=user.user, password=user.password))
-        return render(services, tenants)
+        return render(services, tenants, state.event_partitions)
 
     def _read(self) -> AuthState:
         try:
@@ -248,8 +258,9 @@ class CredentialIssuer:
         next reload: an account that connects but whose imports no one answers is given
         one more."""
         loop = asyncio.get_running_loop()
+        stream = event_streams(self.auth.event_partitions())[0]
         while True:
-            wired = await _imports_answer(server, credentials)
+            wired = await _imports_answer(server, credentials, stream)
             if wired:
                 return
             if loop.time() > deadline:
@@ -262,7 +273,9 @@ class CredentialIssuer:
             await asyncio.sleep(0.1)
 
 
-async def _imports_answer(server: str, credentials: TenantCredentials) -> bool | None:
+async def _imports_answer(
+    server: str, credentials: TenantCredentials, stream: str = EVENTS_STREAM
+) -> bool | None:
     """None: the server refuses the user (not reloaded yet); False: it accepts it but its
     account's imports do not answer yet; True: they do (a direct get of an event subject
     that does not exist is answered by JetStream, through the import)."""
@@ -283,7 +296,7 @@ async def _imports_answer(server: str, credentials: TenantCredentials) -> bool |
     except (NatsError, OSError, TimeoutError):
         return None
     probe = (
-        f"{credentials.js_api_prefix}.DIRECT.GET.{EVENTS_STREAM}."
+        f"{credentials.js_api_prefix}.DIRECT.GET.{stream}."
         f"tenant.{credentials.tenant_id}.evt.credentials.probe"
     )
     try:

@@ -69,6 +69,7 @@ class Infrastructure:
                     memory_limit=s.nats_memory_limit,
                     gc_percent=s.nats_gc_percent,
                     profile_port=s.nats_profile_port,
+                    event_partitions=s.event_partitions,
                 )
             )
             nats_url, nats_auth = nats.admin_url, nats.auth

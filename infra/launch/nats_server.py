@@ -80,7 +80,11 @@ class NatsServer(ProcessServer):
         memory_limit: str | None = None,
         gc_percent: int | None = None,
         profile_port: int | None = None,
+        event_partitions: int | None = None,
     ) -> None:
+        """`event_partitions`: the events log's partitions the users' rules name (kept
+        with the users; `infra/nats_auth.py`)."""
+        self.event_partitions = event_partitions
         if cluster is not None and cluster.port == 0:
             raise ValueError("a cluster node needs a fixed cluster port: its peers dial it")
         self.store_dir = store_dir.absolute()
@@ -198,7 +202,7 @@ class NatsServer(ProcessServer):
         if self.profile_port is not None:
             lines.append(f"prof_port: {int(self.profile_port)}")
         if self.auth is not None:
-            self.auth.ensure()
+            self.auth.ensure(self.event_partitions)
             self._adopt_global_account()
             # An include is relative to the including file (a cluster's nodes share one).
             include = os.path.relpath(self.auth.conf_path, self.store_dir)

@@ -96,14 +96,20 @@ def _own_filter(tenant: str, value: object) -> bool:
     return all(t in ("*", ">") or is_valid_token(t) for t in rest)
 
 
-def checked_create(tenant: str, name: str, data: bytes) -> CreateRequest:
-    """The request as it may be forwarded (its metadata naming the tenant), or `Refused`."""
+def checked_create(
+    tenant: str, name: str, data: bytes, stream: str = EVENTS_STREAM, partition: int = 0
+) -> CreateRequest:
+    """The request as it may be forwarded (its metadata naming the tenant), or `Refused`.
+
+    `stream`: the events stream the request came in for (partition `partition`'s, on a
+    log of several: its filters then name that partition after `evt`)."""
     try:
         request = _decoder.decode(data)
     except msgspec.DecodeError as e:
         raise Refused(f"not a consumer create request: {e}") from None
-    if request.stream_name != EVENTS_STREAM:
-        raise Refused(f"consumers are created on {EVENTS_STREAM} only")
+    if request.stream_name != stream:
+        raise Refused(f"consumers are created on {stream} only")
+    partitioned = stream != EVENTS_STREAM
     config = request.config
     if unknown := sorted(set(config) - _FIELDS):
         raise Refused(f"consumer fields not allowed: {', '.join(unknown)}")
@@ -112,9 +118,13 @@ def checked_create(tenant: str, name: str, data: bytes) -> CreateRequest:
     if config.get("durable_name", name) != name:
         raise Refused("durable_name must equal name")
     filters = config.get("filter_subjects") or [config.get("filter_subject")]
-    if not isinstance(filters, list) or not all(_own_filter(tenant, f) for f in filters):
-        raise Refused(f"every filter must lie under tenant.{tenant}.evt.")
-    if deeper := [f for f in filters if len(f.split(".")) > _AGGREGATE_TOKENS]:
+    under = f"tenant.{tenant}.evt." + (f"{partition}." if partitioned else "")
+    if not isinstance(filters, list) or not all(
+        _own_filter(tenant, f) and f.startswith(under) for f in filters
+    ):
+        raise Refused(f"every filter must lie under {under}")
+    tokens = _AGGREGATE_TOKENS + (1 if partitioned else 0)
+    if deeper := [f for f in filters if len(f.split(".")) > tokens]:
         raise Refused(
             f"filter {deeper[0]} names more than an aggregate: events are on one subject per "
             f"aggregate instance, tenant.{tenant}.evt.<aggregate>.<id>; the event type is in "

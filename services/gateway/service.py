@@ -34,7 +34,7 @@ import structlog
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from agency.contracts.subjects import EVENTS_STREAM, VIA_GATEWAY_HEADER
+from agency.contracts.subjects import VIA_GATEWAY_HEADER
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.responders import Requests
 from agency.infra.nats_accounts import GATEWAY_SUBJECTS
@@ -125,8 +125,8 @@ class Gateway:
                 raise Refused(f"request larger than {MAX_REQUEST_BYTES} bytes", code=413)
             if kind == "cmd":
                 answer = await self._command(msg, tenant, rest)
-            elif kind == "consumer":
-                answer = await self._create_consumer(msg, tenant, rest)
+            elif kind == "consumer" or kind.startswith("consumer_"):
+                answer = await self._create_consumer(msg, tenant, kind, rest)
             else:
                 raise Refused(f"unknown gateway request {kind!r}", code=404)
         except Refused as e:
@@ -161,22 +161,29 @@ class Gateway:
         self.backlog.stored(tenant)
         return reply.data
 
-    async def _create_consumer(self, msg: Msg, tenant: str, rest: str) -> bytes:
+    async def _create_consumer(self, msg: Msg, tenant: str, kind: str, rest: str) -> bytes:
+        layout = self._bus.layout
+        partition = kind.removeprefix("consumer_") if kind != "consumer" else "0"
+        if not partition.isdigit() or int(partition) >= layout.partitions:
+            raise Refused(f"unknown gateway request {kind!r}", code=404)
+        stream = layout.stream(int(partition))
+        if (kind == "consumer") == layout.partitioned:
+            raise Refused(f"the events log has {layout.partitions} partition(s)", code=404)
         name = rest.split(".", 1)[0]
-        request = checked_create(tenant, name, msg.data)
-        info = await self._info(name)
+        request = checked_create(tenant, name, msg.data, stream, int(partition))
+        info = await self._info(stream, name)
         if info is not None and owner(info) != tenant:
             raise Refused(f"consumer name {name!r} is in use; choose another")
         action = "create" if info is None else "update"
         body = msgspec.json.encode(msgspec.structs.replace(request, action=action))
         reply = await self._bus.nc.request(
-            f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}.{rest}", body, timeout=_FORWARD_TIMEOUT
+            f"$JS.API.CONSUMER.CREATE.{stream}.{rest}", body, timeout=_FORWARD_TIMEOUT
         )
         return reply.data
 
-    async def _info(self, name: str) -> dict[str, Any] | None:
+    async def _info(self, stream: str, name: str) -> dict[str, Any] | None:
         reply = await self._bus.nc.request(
-            f"$JS.API.CONSUMER.INFO.{EVENTS_STREAM}.{name}", b"", timeout=_FORWARD_TIMEOUT
+            f"$JS.API.CONSUMER.INFO.{stream}.{name}", b"", timeout=_FORWARD_TIMEOUT
         )
         info: dict[str, Any] = json.loads(reply.data)
         error = info.get("error")
