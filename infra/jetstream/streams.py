@@ -22,6 +22,7 @@ from agency.contracts.subjects import (
 )
 from agency.infra.jetstream.consumers import provision_consumers
 from agency.infra.jetstream.errors import is_transient
+from agency.infra.jetstream.leaders import spread_leaders
 from agency.infra.jetstream.partitions import check_partitions
 from agency.infra.jetstream.upgrade import (
     LAYOUT,
@@ -153,7 +154,8 @@ async def provision(
     An events stream of the previous layout is upgraded first when `nc` is given
     (`upgrade.py`); without it, such a stream is refused rather than marked upgraded. A log
     provisioned with another count of partitions than `settings.partitions` is refused
-    (`PartitionsMismatch`) before anything is changed."""
+    (`PartitionsMismatch`) before anything is changed. On a cluster, the partitions'
+    leaders are then spread over the nodes (`leaders.py`, with `nc`)."""
     settings = settings or StreamSettings()
     layout = settings.layout
     await retry.call(is_transient, check_partitions, js, layout)
@@ -172,6 +174,8 @@ async def provision(
     ):
         await retry.call(is_transient, _ensure_stream, js, config, settings.replicas)
     await retry.call(is_transient, provision_consumers, js, layout)
+    if nc is not None and layout.partitioned and settings.replicas > 1:
+        await retry.call(is_transient, spread_leaders, nc, js, layout)
 
 
 async def _refuse_previous_layout(js: JetStreamContext) -> None:
