@@ -63,6 +63,12 @@ ordering promise between aggregates. Delivery to consumers is at least once: ded
 `event_id`, or on (`aggregate`, `aggregate_id`, `seq`). `version` is the payload's schema
 version at the time it was written; stored events are never rewritten.
 
+A deployment may spread its events over N streams (`AGENCY_EVENT_PARTITIONS`, docs/scaling.md).
+With N > 1, an aggregate's partition is p = FNV-1a-32(aggregateId) mod N (the hash of NATS's
+`{{{{partition(N, ...)}}}}` subject mapping), its subject
+`tenant.<tenantId>.evt.<p>.<aggregate>.<aggregateId>` and its stream `{EVENTS_STREAM}_<p>`;
+`tenant.<tenantId>.evt.>` still matches every event of the tenant.
+
 Commands (stream `{COMMANDS_STREAM}`, work-queue retention) are intents that the owning service
 may reject. `Nats-Msg-Id` carries `<tenantId>:<type>:<idempotency_key>`, so the broker stores
 a repeated command once within its duplicate window (2 minutes by default); beyond the window

@@ -12,7 +12,9 @@ What it does, as docs/nats.md explains:
 1. creates a consumer on the events stream whose filter is the thread's own subject
    (`tenant.<t>.evt.thread.<id>`: every event of the thread, the type in the envelope and
    in the `Agency-Event-Type` header), pushing to an inbox under the tenant's private
-   prefix, through the JetStream API prefix of the tenant's account (`agency.api`);
+   prefix, through the JetStream API prefix of the tenant's account (`agency.api`); on a
+   log of several partitions (`--partitions N`), the stream and subject of the thread's
+   partition (`AGENCY_EVENTS_<p>`, `tenant.<t>.evt.<p>.thread.<id>`; docs/scaling.md);
 2. publishes a `runtime.invoke` command on `tenant.<t>.cmd.runtime.invoke` through
    JetStream, with `Nats-Msg-Id` as the idempotency key (a repeat is stored once);
 3. prints every event of the thread as one JSON line until its run ends (a run's end is
@@ -64,6 +66,24 @@ def invoke_command(
     }
 
 
+def partition(aggregate_id: str, partitions: int) -> int:
+    """The partition of an aggregate on a log of `partitions` streams: FNV-1a (32 bits) of
+    its id, modulo the count (what NATS's `{{partition(n, …)}}` mapping computes)."""
+    h = 0x811C9DC5
+    for byte in aggregate_id.encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h % partitions
+
+
+def thread_stream_and_subject(tenant: str, thread: str, partitions: int) -> tuple[str, str]:
+    """Where a thread's events are: `AGENCY_EVENTS` and `tenant.<t>.evt.thread.<id>` on a
+    log of one partition; `AGENCY_EVENTS_<p>` and `tenant.<t>.evt.<p>.thread.<id>` else."""
+    if partitions <= 1:
+        return EVENTS_STREAM, f"tenant.{tenant}.evt.thread.{thread}"
+    p = partition(thread, partitions)
+    return f"{EVENTS_STREAM}_{p}", f"tenant.{tenant}.evt.{p}.thread.{thread}"
+
+
 def check_against_schema(command: dict[str, Any], schemas: Path) -> None:
     """The fields the published schema requires are there (envelope and payload)."""
     schema = json.loads((schemas / "commands" / "runtime.invoke.json").read_text())
@@ -110,11 +130,12 @@ async def run(args: argparse.Namespace) -> int:
                 await events.put((kind, json.loads(msg.data)))
 
         await nc.subscribe(deliver, cb=on_event)
+        stream, subject = thread_stream_and_subject(args.tenant, args.thread, args.partitions)
         await js.add_consumer(
-            EVENTS_STREAM,
+            stream,
             ConsumerConfig(
                 name=f"follow-{secrets.token_hex(8)}",
-                filter_subject=f"tenant.{args.tenant}.evt.thread.{args.thread}",
+                filter_subject=subject,
                 deliver_subject=deliver,
                 deliver_policy=DeliverPolicy.NEW,
                 ack_policy=AckPolicy.NONE,
@@ -161,6 +182,12 @@ def main() -> int:
     parser.add_argument("--thread", required=True)
     parser.add_argument("--message", required=True)
     parser.add_argument("--idempotency-key", default=None)
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="the deployment's AGENCY_EVENT_PARTITIONS (docs/scaling.md)",
+    )
     parser.add_argument(
         "--schemas", default=None, help="a directory from `agency contracts schema`"
     )
