@@ -4,17 +4,21 @@ The rebuild writes a shadow copy of the projection's tables in a schema of its o
 holding the live checkpoint row (which pauses the live runner's commits), catches the
 shadow up to the live checkpoint and swaps the tables in. Readers see the old rows until
 the swap commits and the rebuilt rows after it, never a half-built read model.
+
+On a log of several partitions, the shadow is filled from every partition's stream, and
+the swap holds every partition's checkpoint row of the projection (`checkpoint_name`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 from nats.js import JetStreamContext
 
+from agency.contracts.partitions import EventLayout, checkpoint_name
 from agency.contracts.subjects import ALL_EVENTS, EVENTS_STREAM
 from agency.infra.jetstream.reader import OrderedReader
 from agency.infra.jetstream.records import RecordedEvent
@@ -54,9 +58,14 @@ class RebuildResult:
     swapped: bool
 
 
-async def last_stream_seq(js: JetStreamContext) -> int:
-    info = await js.stream_info(EVENTS_STREAM)
+async def last_stream_seq(js: JetStreamContext, stream: str = EVENTS_STREAM) -> int:
+    info = await js.stream_info(stream)
     return int(info.state.last_seq)
+
+
+async def last_stream_seqs(js: JetStreamContext, layout: EventLayout) -> dict[int, int]:
+    """Each partition's last stream sequence."""
+    return {p: await last_stream_seq(js, layout.stream(p)) for p in range(layout.partitions)}
 
 
 async def _fill(
@@ -70,13 +79,24 @@ async def _fill(
     until_time: datetime | None = None,
     progress: Progress | None = None,
     batch: int = 1000,
+    layout: EventLayout | None = None,
+    partition: int = 0,
 ) -> int:
-    """Apply events start_seq..until_seq into `schema`; returns the last sequence covered."""
+    """Apply events start_seq..until_seq (of `partition`'s stream) into `schema`; returns
+    the last sequence covered."""
+    layout = layout or EventLayout()
     position = start_seq - 1
     if position >= until_seq:
         return position
     idle = 0
-    async with OrderedReader(js, ALL_EVENTS, start_seq=start_seq, batch=batch) as reader:
+    reader = OrderedReader(
+        js,
+        layout.all_events(partition) if layout.partitioned else ALL_EVENTS,
+        start_seq=start_seq,
+        batch=batch,
+        stream=layout.stream(partition),
+    )
+    async with reader:
         while position < until_seq:
             delivered = await reader.next_batch(timeout=1.0)
             if not delivered:
@@ -108,26 +128,37 @@ async def rebuild(
     projection: Projection,
     *,
     progress: Progress | None = None,
+    layout: EventLayout | None = None,
 ) -> RebuildResult:
     """Drop and rebuild the live tables of `projection` from the start of the log."""
+    layout = layout or EventLayout()
+    partitions = range(layout.partitions)
+    names = {p: checkpoint_name(projection.name, p) for p in partitions}
     shadow = f"agency_rebuild_{projection.name}"
     async with pool.acquire() as conn:
         await conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(shadow)} CASCADE")
         await ensure_tables(conn, projection, shadow)
-        await ensure_checkpoint(conn, projection.name)
-        target = await last_stream_seq(js)
-        built = await _fill(
-            conn, js, projection, shadow, start_seq=1, until_seq=target, progress=progress
-        )
+        built: dict[int, int] = {}
+        for p in partitions:
+            await ensure_checkpoint(conn, names[p])
+            target = await last_stream_seq(js, layout.stream(p))
+            built[p] = await _fill(
+                conn, js, projection, shadow, start_seq=1, until_seq=target,
+                progress=progress, layout=layout, partition=p,
+            )  # fmt: skip
         async with conn.transaction():
-            live = await conn.fetchval(
-                f"SELECT stream_seq FROM {CHECKPOINTS} WHERE name = $1 FOR UPDATE",
-                projection.name,
+            rows = await conn.fetch(
+                f"SELECT name, stream_seq FROM {CHECKPOINTS} WHERE name = ANY($1) "
+                "ORDER BY name FOR UPDATE",
+                list(names.values()),
             )
-            # The live runner is paused on the row lock; bring the shadow level with it.
-            built = await _fill(
-                conn, js, projection, shadow, start_seq=built + 1, until_seq=max(live, built)
-            )
+            live = {r["name"]: int(r["stream_seq"]) for r in rows}
+            # The live runners are paused on the row locks; bring the shadow level with them.
+            for p in partitions:
+                built[p] = await _fill(
+                    conn, js, projection, shadow, start_seq=built[p] + 1,
+                    until_seq=max(live[names[p]], built[p]), layout=layout, partition=p,
+                )  # fmt: skip
             for table in projection.all_tables:
                 await conn.execute(
                     f"DROP TABLE IF EXISTS {quote_ident(LIVE_SCHEMA)}.{quote_ident(table)} CASCADE"
@@ -137,14 +168,15 @@ async def rebuild(
                     f"SET SCHEMA {quote_ident(LIVE_SCHEMA)}"
                 )
             await conn.execute(f"DROP SCHEMA {quote_ident(shadow)} CASCADE")
-            await conn.execute(
-                f"UPDATE {CHECKPOINTS} SET stream_seq = $2, updated_at = now(), "
-                "status = 'running', error = NULL WHERE name = $1",
-                projection.name,
-                built,
-            )
-        await announce_progress(conn, [(projection.name, built)])
-    return RebuildResult(projection.name, LIVE_SCHEMA, built, swapped=True)
+            for p in partitions:
+                await conn.execute(
+                    f"UPDATE {CHECKPOINTS} SET stream_seq = $2, updated_at = now(), "
+                    "status = 'running', error = NULL WHERE name = $1",
+                    names[p],
+                    built[p],
+                )
+        await announce_progress(conn, [(names[p], built[p]) for p in partitions])
+    return RebuildResult(projection.name, LIVE_SCHEMA, built[0], swapped=True)
 
 
 async def build_scratch(
@@ -153,23 +185,36 @@ async def build_scratch(
     projection: Projection,
     schema: str,
     *,
-    until_seq: int | None = None,
+    until_seq: int | Mapping[int, int] | None = None,
     until_time: datetime | None = None,
     progress: Progress | None = None,
+    layout: EventLayout | None = None,
 ) -> RebuildResult:
-    """Build `projection` into `schema` as the log stood at a sequence or a time."""
+    """Build `projection` into `schema` as the log stood at a sequence (per partition,
+    on a log of several) or a time."""
+    layout = layout or EventLayout()
+    if isinstance(until_seq, int):
+        until_seq = {0: until_seq}
+    built: dict[int, int] = {}
     async with pool.acquire() as conn:
         await conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(schema)} CASCADE")
         await ensure_tables(conn, projection, schema)
-        target = until_seq if until_seq is not None else await last_stream_seq(js)
-        built = await _fill(
-            conn,
-            js,
-            projection,
-            schema,
-            start_seq=1,
-            until_seq=target,
-            until_time=until_time,
-            progress=progress,
-        )
-    return RebuildResult(projection.name, schema, built, swapped=False)
+        for p in range(layout.partitions):
+            target = (
+                until_seq[p]
+                if until_seq is not None
+                else await last_stream_seq(js, layout.stream(p))
+            )
+            built[p] = await _fill(
+                conn,
+                js,
+                projection,
+                schema,
+                start_seq=1,
+                until_seq=target,
+                until_time=until_time,
+                progress=progress,
+                layout=layout,
+                partition=p,
+            )
+    return RebuildResult(projection.name, schema, built[0], swapped=False)

@@ -89,13 +89,24 @@ async def projections_rebuild(args: argparse.Namespace) -> int:
     pool = await create_pool(endpoints.database_url)
     try:
         async with Bus(endpoints.nats_url, name="agency-rebuild") as bus:
+            if args.until_seq is not None and bus.layout.partitioned:
+                print(
+                    f"agency: --until-seq names one stream's sequence; the events log has "
+                    f"{bus.layout.partitions} partitions: use --until-time",
+                    file=sys.stderr,
+                )
+                return 2
             if args.until_seq is not None or args.until_time is not None:
                 await _rebuild_as_of(pool, bus, chosen, args.until_seq, args.until_time)
                 return 0
             for projection in chosen:
                 started = time.monotonic()
                 result = await rebuild(
-                    pool, bus.js, projection, progress=ProgressBar(projection.name)
+                    pool,
+                    bus.js,
+                    projection,
+                    progress=ProgressBar(projection.name),
+                    layout=bus.layout,
                 )
                 print(
                     f"{projection.name}: rebuilt up to stream seq {result.applied_upto} "
@@ -151,6 +162,7 @@ async def _rebuild_as_of(
             until_seq=until_seq,
             until_time=until_time,
             progress=ProgressBar(projection.name),
+            layout=bus.layout,
         )
         async with pool.acquire() as conn, conn.transaction():
             for table in projection.all_tables:
