@@ -54,6 +54,7 @@ from agency.services.workflows.http.watch import (
     Chunk,
     Done,
     Item,
+    LogPosition,
     Posted,
     ToolCallSeen,
     log_position,
@@ -143,7 +144,7 @@ async def _target(
     return state, () if named else tuple(sorted(agents))
 
 
-async def _start(deps: ApiDeps, tenant: str, data: RunBody) -> tuple[str, str, int]:
+async def _start(deps: ApiDeps, tenant: str, data: RunBody) -> tuple[str, str, LogPosition]:
     state, to = await _target(deps, tenant, data)
     await refuse_over_budget(deps, tenant, state.agency_id)
     position = await log_position(deps.bus)

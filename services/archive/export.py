@@ -56,7 +56,9 @@ async def export_thread(bus: Bus, tenant_id: str, thread_id: str) -> Exported:
         raise NotQuiet(
             thread_id, f"it is a subagent of {created.parent.thread_id}; export its root thread"
         )
-    creations = await thread_creations(bus.nc, tenant_id, start_seq=root[0].stream_seq)
+    creations = await thread_creations(
+        bus.nc, tenant_id, start_seq=root[0].stream_seq, layout=bus.layout
+    )
     found: dict[Key, list[RecordedEvent]] = {("thread", thread_id): root}
     for child, _, _ in descendants(creations, thread_id):
         found[("thread", child)] = await bus.store.read(tenant_id, "thread", child)
@@ -71,7 +73,7 @@ async def export_end_user(bus: Bus, tenant_id: str, end_user_id: str) -> Exporte
     """Every root thread created for the end user (with its subagents and its tree's log)
     and the events of their agencies: what the tenant holds of that person's threads."""
     found: dict[Key, list[RecordedEvent]] = {}
-    creations = await thread_creations(bus.nc, tenant_id)
+    creations = await thread_creations(bus.nc, tenant_id, layout=bus.layout)
     roots = [
         c
         for c in creations
@@ -121,8 +123,7 @@ async def export_tenant(bus: Bus, tenant_id: str) -> Exported:
         async for event in scan_from(bus.nc, stream or EVENTS_STREAM, pattern, 1, 5.0):
             if isinstance(event, UndecodableEvent):
                 raise MalformedArchive(
-                    f"event {event.stream_seq} on {event.subject} cannot be read: "
-                    f"{event.reason}"
+                    f"event {event.stream_seq} on {event.subject} cannot be read: {event.reason}"
                 )
             envelope = event.envelope
             found.setdefault((envelope.aggregate, envelope.aggregate_id), []).append(event)

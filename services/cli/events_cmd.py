@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from contextlib import AsyncExitStack
 from typing import Any
 
 from agency.services.cli.arguments import add_data_dir, command_group, running_endpoints
@@ -39,11 +41,33 @@ async def events_tail(args: argparse.Namespace) -> int:
     endpoints = running_endpoints(args)
     stop = stop_on_signals()
     printed = 0
-    async with Bus(endpoints.nats_url, name="agency-events-tail") as bus:
-        start = args.from_seq if args.from_seq is not None else await last_stream_seq(bus.js) + 1
-        async with OrderedReader(bus.js, tenant_events_filter(tenant), start_seq=start) as reader:
-            while not stop.is_set():
-                for item in await reader.next_batch(timeout=0.5):
+    async with Bus(endpoints.nats_url, name="agency-events-tail") as bus, AsyncExitStack() as on:
+        layout = bus.layout
+        if args.from_seq is not None and layout.partitioned:
+            print(
+                f"agency: --from-seq names one stream's sequence; the events log has "
+                f"{layout.partitions} partitions (docs/scaling.md)",
+                file=sys.stderr,
+            )
+            return 2
+        readers = []
+        for partition in range(layout.partitions):
+            stream = layout.stream(partition)
+            start = (
+                args.from_seq
+                if args.from_seq is not None
+                else await last_stream_seq(bus.js, stream) + 1
+            )
+            subjects = (
+                layout.tenant_filter(tenant, partition)
+                if layout.partitioned
+                else tenant_events_filter(tenant)
+            )
+            reader = OrderedReader(bus.js, subjects, start_seq=start, stream=stream)
+            readers.append(await on.enter_async_context(reader))
+        while not stop.is_set():
+            for reader in readers:
+                for item in await reader.next_batch(timeout=0.5 / len(readers)):
                     if isinstance(item, RecordedEvent):
                         print(format_line(item), flush=True)
                     else:

@@ -188,11 +188,20 @@ async def plan_fork(
             f"unknown agentType {agent_type!r}; the agency has "
             f"{', '.join(sorted(known)) or 'no blueprints'}"
         )
-    cut = next(e.stream_seq for e in source if e.seq == at_seq)
+    cut_event = next(e for e in source if e.seq == at_seq)
+    cut = cut_event.stream_seq
+    partitioned = bus.layout.partitioned
     creations = await thread_creations(
-        bus.nc, tenant_id, start_seq=source[0].stream_seq, until_seq=cut
+        bus.nc,
+        tenant_id,
+        start_seq=source[0].stream_seq,
+        until_seq=cut,
+        layout=bus.layout,
+        until_time=cut_event.envelope.ts,
     )
-    subtree = descendants(creations, thread_id, created_until=cut)
+    # On a log of partitions, the creations are cut by time (their sequences are not one
+    # stream's).
+    subtree = descendants(creations, thread_id, created_until=None if partitioned else cut)
     ids = _fork_ids(
         tenant_id, thread_id, subtree, {c.thread_id: c for c in creations}, fork_id or new_id()
     )

@@ -8,10 +8,12 @@ tenant's `thread_created` subjects, answered from the server's subject index.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from nats.aio.client import Client as NATS
 
 from agency.contracts.events import ThreadCreated
+from agency.contracts.partitions import EventLayout
 from agency.contracts.subjects import EVENTS_STREAM, aggregate_events_filter
 from agency.infra.jetstream.aggregate_reads import scan_from
 from agency.infra.jetstream.eventstore import EventStore
@@ -55,8 +57,16 @@ async def thread_creations(
     until_seq: int | None = None,
     stream: str = EVENTS_STREAM,
     timeout: float = 5.0,
+    layout: EventLayout | None = None,
+    until_time: datetime | None = None,
 ) -> list[Creation]:
-    """Every `thread.created` of the tenant from `start_seq` (to `until_seq`), in order."""
+    """Every `thread.created` of the tenant from `start_seq` (to `until_seq`), in order.
+
+    On a log of several partitions (`layout`), a tree's threads lie in any of them and
+    one stream's sequences say nothing of another's: every partition is read from its
+    start, the creations kept up to `until_time` and put in the order of their times."""
+    if layout is not None and layout.partitioned:
+        return await _partitioned_creations(nc, tenant_id, layout, timeout, until_time)
     pattern = aggregate_events_filter("thread", tenant_id)
     found: list[Creation] = []
     async for event in scan_from(nc, stream, pattern, start_seq, timeout, types=_CREATED):
@@ -65,6 +75,27 @@ async def thread_creations(
         creation = _creation(tenant_id, event)
         if creation is not None:
             found.append(creation)
+    return found
+
+
+async def _partitioned_creations(
+    nc: NATS,
+    tenant_id: str,
+    layout: EventLayout,
+    timeout: float,
+    until_time: datetime | None,
+) -> list[Creation]:
+    found: list[Creation] = []
+    for partition in range(layout.partitions):
+        pattern = layout.aggregate_filter("thread", tenant_id, partition)
+        stream = layout.stream(partition)
+        async for event in scan_from(nc, stream, pattern, 1, timeout, types=_CREATED):
+            creation = _creation(tenant_id, event)
+            if creation is None:
+                continue
+            if until_time is None or creation.event.envelope.ts <= until_time:
+                found.append(creation)
+    found.sort(key=lambda c: c.event.envelope.ts)
     return found
 
 

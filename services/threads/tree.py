@@ -68,7 +68,9 @@ def descendants(
 async def load_tree(store: EventStore, nc: NATS, tenant_id: str, root: str) -> ThreadTree:
     root_events = await read_thread(store, tenant_id, root)
     # Children are created after their parent: the scan starts at the root's creation.
-    creations = await thread_creations(nc, tenant_id, start_seq=root_events[0].stream_seq)
+    creations = await thread_creations(
+        nc, tenant_id, start_seq=root_events[0].stream_seq, layout=store.layout
+    )
     nodes = [TreeNode(root, None, 0, tuple(root_events))]
     for thread_id, parent, depth in descendants(creations, root):
         events = await store.read(tenant_id, "thread", thread_id)

@@ -124,7 +124,9 @@ async def agent_tree(call: ThreadCall, params: dict[str, Any]) -> dict[str, Any]
     root = await load_thread(deps, tenant, call.thread_id)
     events = await read_thread(deps.bus.store, tenant, root.thread_id)
     # Children are created after their parent: the scan starts at the root's creation.
-    creations = await thread_creations(deps.bus.nc, tenant, start_seq=events[0].stream_seq)
+    creations = await thread_creations(
+        deps.bus.nc, tenant, start_seq=events[0].stream_seq, layout=deps.bus.layout
+    )
     children_of: dict[str, list[str]] = {}
     for child, parent, _ in descendants(creations, root.thread_id):
         children_of.setdefault(parent, []).append(child)

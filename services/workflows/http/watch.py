@@ -9,6 +9,7 @@ the message caused can be missed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,6 @@ from agency.contracts.events import (
     ToolStarted,
     Usage,
 )
-from agency.contracts.subjects import EVENTS_STREAM, tenant_events_filter
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.reader import OrderedReader
@@ -61,10 +61,18 @@ class Done:
 Item = Chunk | ToolCallSeen | Posted | Done
 
 
-async def log_position(bus: Bus) -> int:
-    """The events stream's last sequence: a watch started from here misses nothing after."""
-    info = await bus.js.stream_info(EVENTS_STREAM)
-    return int(info.state.last_seq)
+# Each partition's last stream sequence (the one stream's, partition 0, on a log of one).
+LogPosition = dict[int, int]
+
+
+async def log_position(bus: Bus) -> LogPosition:
+    """Each events stream's last sequence: a watch started from here misses nothing after."""
+    layout = bus.layout
+    position: LogPosition = {}
+    for partition in range(layout.partitions):
+        info = await bus.js.stream_info(layout.stream(partition))
+        position[partition] = int(info.state.last_seq)
+    return position
 
 
 def _args(arguments: str) -> Any:
@@ -82,7 +90,7 @@ async def watch(
     workflow_id: str,
     message_id: str,
     *,
-    after_stream_seq: int,
+    after_stream_seq: LogPosition,
     timeout: float,
 ) -> AsyncIterator[Item]:
     """Items caused by the message `message_id`, ending with one `Done` (status `settled`,
@@ -93,16 +101,30 @@ async def watch(
     streamed: set[tuple[str, str, int]] = set()
     state = fold(await bus.store.read(tenant_id, "workflow", workflow_id), workflow_id)
     threads = {m.thread_id: m.name for m in state.members.values()}
-    async with OrderedReader(
-        bus.js, tenant_events_filter(tenant_id), start_seq=after_stream_seq + 1
-    ) as reader:
+    layout = bus.layout
+    async with contextlib.AsyncExitStack() as stack:
+        # A reader per partition: the workflow's and its members' events lie in any.
+        readers = [
+            await stack.enter_async_context(
+                OrderedReader(
+                    bus.js,
+                    layout.tenant_filter(tenant_id, partition),
+                    start_seq=after_stream_seq.get(partition, 0) + 1,
+                    stream=layout.stream(partition),
+                )
+            )
+            for partition in range(layout.partitions)
+        ]
+        turn = 0
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 done.status = "timeout"
                 yield done
                 return
-            batch = await reader.next_batch(timeout=min(remaining, 1.0))
+            reader = readers[turn % len(readers)]
+            turn += 1
+            batch = await reader.next_batch(timeout=min(remaining, 1.0 / len(readers)))
             touched = False
             for delivered in batch:
                 if not isinstance(delivered, RecordedEvent):
