@@ -136,6 +136,7 @@ schema OUT="schema":
 
 # random SIGKILLs of services, nats-server and PostgreSQL under load, then every promise
 # checked: just chaos --threads 50 --kills 30 --latency 500-2000 --workers runtime=3 [--cluster]
-# (--down 3-6: killed parts stay down that long; --busy: a busy process on every core)
+# (--down 3-6: killed parts stay down that long; --busy: a busy process on every core;
+# --partitions 3: the events log in 3 partitions)
 chaos *ARGS:
     python -m tests.faults.chaos {{ARGS}}

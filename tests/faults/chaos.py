@@ -5,6 +5,7 @@ models equal a rebuild from the log.
 
     python -m tests.faults.chaos --threads 50 --kills 30 --latency 500-2000 --workers runtime=3
     python -m tests.faults.chaos --cluster --kills 4        # a 3-node R3 cluster
+    python -m tests.faults.chaos --cluster --partitions 3   # its log in 3 partitions
     python -m tests.faults.chaos --targets nats --down 3-6 --busy   # long broker outages
 
 prints one summary line (`chaos: …`) and exits 1 if a promise was broken.
@@ -28,12 +29,13 @@ from pathlib import Path
 import asyncpg
 
 from agency.contracts.ids import new_id
+from agency.contracts.partitions import checkpoint_name
 from agency.infra.jetstream.connection import Bus
 from agency.projections.catalog import ALL
 from agency.projections.checksum import projection_checksum
 from agency.projections.engine import CHECKPOINTS
 from agency.projections.errors import ProjectionError
-from agency.projections.rebuild import build_scratch, last_stream_seq
+from agency.projections.rebuild import build_scratch, last_stream_seqs
 from agency.services.cli.signals import dump_tasks
 from agency.services.llm.fake_server import FakeLLMServer
 from tests.faults.cpu_load import busy_cores
@@ -48,6 +50,8 @@ class ChaosParams:
     latency_ms: tuple[int, int] = (200, 800)
     workers: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WORKERS))
     cluster: bool = False
+    # The events log's partitions (`docs/scaling.md`).
+    partitions: int = 1
     # What may be killed: "all", "servers" (NATS and PostgreSQL) or "nats" (nodes only).
     targets: str = "all"
     # Killed once each in any case (in a random place of the schedule); with a cluster,
@@ -89,7 +93,7 @@ class ChaosReport:
             f"({', '.join(f'{k}x{n}' for k, n in sorted(kills.items()))}) "
             f"latency={p.latency_ms[0]}-{p.latency_ms[1]}ms workers={workers} "
             f"down={p.down[0]:g}-{p.down[1]:g}s busy={'yes' if p.busy else 'no'} "
-            f"nats={'cluster-3-R3' if p.cluster else 'single'} "
+            f"nats={'cluster-3-R3' if p.cluster else 'single'} partitions={p.partitions} "
             f"runs={sum(self.outcomes.values())} completed={self.outcomes['run.completed']} "
             f"errors={errors} violations={len(self.violations)} "
             f"open={'yes' if self.open_runs else 'no'} crashes={'yes' if self.crashes else 'no'} "
@@ -118,20 +122,28 @@ async def read_models_differ(system: Harness, timeout: float = 60.0) -> list[str
     """Once the projector has caught up with the log, each projection's rows against a
     rebuild from sequence 1 into a scratch schema; the projections that differ."""
     async with Bus(system.nats_url, name="chaos-check") as bus:
-        target = await across_outages(lambda: last_stream_seq(bus.js))
+        layout = bus.layout
+        targets = await across_outages(lambda: last_stream_seqs(bus.js, layout))
         pool = await asyncpg.create_pool(system.database_url, min_size=1, max_size=2)
         assert pool is not None
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout
+            # Each projection's checkpoint on each partition against that partition's end.
+            names = [checkpoint_name(p.name, k) for p in ALL for k in targets]
+            ends = [targets[k] for _ in ALL for k in targets]
             while True:
                 behind = await pool.fetch(
-                    f"SELECT name, stream_seq FROM {CHECKPOINTS} WHERE stream_seq < $1", target
+                    f"SELECT c.name, c.stream_seq, w.seq FROM {CHECKPOINTS} c "
+                    "JOIN unnest($1::text[], $2::bigint[]) AS w(name, seq) ON w.name = c.name "
+                    "WHERE c.stream_seq < w.seq",
+                    names,
+                    ends,
                 )
                 if not behind:
                     break
                 if loop.time() >= deadline:
-                    return [f"projection {r['name']} stuck at {r['stream_seq']} of {target}"
+                    return [f"projection {r['name']} stuck at {r['stream_seq']} of {r['seq']}"
                             for r in behind]  # fmt: skip
                 await asyncio.sleep(0.5)
             differ = []
@@ -139,7 +151,9 @@ async def read_models_differ(system: Harness, timeout: float = 60.0) -> list[str
                 for projection in ALL:
                     scratch = f"chaos_{projection.name}"
                     try:
-                        await build_scratch(pool, bus.js, projection, scratch, until_seq=target)
+                        await build_scratch(
+                            pool, bus.js, projection, scratch, until_seq=targets, layout=layout
+                        )
                     except (asyncpg.PostgresError, ProjectionError) as e:
                         differ.append(
                             f"rebuild of {projection.name} failed: {type(e).__name__}: {e}"
@@ -177,7 +191,11 @@ async def run_chaos(root: Path, params: ChaosParams) -> ChaosReport:
         busy_cores() if params.busy else contextlib.nullcontext(0),
         FakeLLMServer(instant=True, latency_ms=params.latency_ms) as llm,
         Harness(
-            root, llm.base_url, workers=params.workers, cluster_size=3 if params.cluster else 0
+            root,
+            llm.base_url,
+            workers=params.workers,
+            cluster_size=3 if params.cluster else 0,
+            partitions=params.partitions,
         ) as system,
         Bus(system.nats_url, name="chaos-workload") as bus,
     ):
@@ -246,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=_workers, default=dict(DEFAULT_WORKERS),
                         help="per service, e.g. runtime=3,tools=2")  # fmt: skip
     parser.add_argument("--cluster", action="store_true", help="a 3-node cluster, R3 streams")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="the events log's partitions (AGENCY_EVENT_PARTITIONS)")  # fmt: skip
     parser.add_argument("--targets", choices=("all", "servers", "nats"), default="all")
     parser.add_argument("--down", type=_seconds, default=(0.1, 1.5),
                         help="seconds a killed part stays down, e.g. 3-6")  # fmt: skip
@@ -256,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     params = ChaosParams(
         threads=args.threads, kills=args.kills, latency_ms=args.latency, workers=args.workers,
-        cluster=args.cluster, targets=args.targets, seed=args.seed, settle_timeout=args.settle,
+        cluster=args.cluster, partitions=args.partitions, targets=args.targets, seed=args.seed,
+        settle_timeout=args.settle,
         down=args.down, busy=args.busy,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="agency-chaos-") as root:

@@ -153,6 +153,7 @@ class Harness:
     app: str = APP
     ack_wait: float = 5.0
     cluster_size: int = 0  # 0: one NATS node; 3: a cluster with R3 streams
+    partitions: int = 1  # the events log's (`docs/scaling.md`)
     model_timeout: float = 30.0
     ready_timeout: float = 120.0
     slow_starters: list[str] = field(default_factory=list)
@@ -224,7 +225,8 @@ class Harness:
         await ensure_database(self.postgres.url, "agency")
         self.database_url = self.postgres.database_url("agency")
         async with Bus(self.nats_url, name="harness-setup") as bus:
-            await provision(bus.js, StreamSettings(replicas=replicas))
+            streams = StreamSettings(replicas=replicas, partitions=self.partitions)
+            await provision(bus.js, streams, nc=bus.nc)
         conn = await asyncpg.connect(self.database_url, timeout=10)
         try:
             await migrate(conn)

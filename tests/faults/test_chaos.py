@@ -25,9 +25,11 @@ async def test_random_kills_of_services_and_servers_keep_every_promise(tmp_path:
 async def test_a_cluster_node_killed_and_restarted_under_load_loses_nothing(
     tmp_path: Path,
 ) -> None:
-    """A 3-node cluster with R3 streams, a node SIGKILLed twice: every service stays up and
-    every run ends."""
-    params = ChaosParams(threads=15, kills=2, cluster=True, targets="nats", always=("nats",))
+    """A 3-node cluster with R3 streams, the events log in 3 partitions (their leaders on
+    the 3 nodes), a node SIGKILLed twice: every service stays up and every run ends."""
+    params = ChaosParams(
+        threads=15, kills=2, cluster=True, partitions=3, targets="nats", always=("nats",)
+    )
 
     report = await run_chaos(tmp_path / "chaos", params)
 
