@@ -109,6 +109,11 @@ def _port(value: str) -> int | None:
     return int(value)
 
 
+def event_partitions_from_env() -> int:
+    """`AGENCY_EVENT_PARTITIONS` (1 when unset)."""
+    return _partitions(os.environ.get("AGENCY_EVENT_PARTITIONS", "1"))
+
+
 def _partitions(value: str) -> int:
     if not value.strip().isdigit() or not 1 <= int(value) <= MAX_PARTITIONS:
         raise ValueError(

@@ -18,6 +18,7 @@ from agency.infra.jetstream.natsclient import connect as nats_connect
 from agency.infra.jetstream.partitions import discover_layout
 from agency.infra.keystore import ensure_cipher, release_cipher
 from agency.infra.keystore.cipher import ThreadCipher
+from agency.infra.settings import event_partitions_from_env
 
 log = structlog.get_logger(__name__)
 
@@ -132,15 +133,18 @@ class Bus:
 
 
 async def _discover(js: JetStreamContext, name: str) -> EventLayout:
-    """The provisioned log's layout; one partition when the server cannot say (a user
-    without the stream API, JetStream away): appends to a log of several would then find
-    no stream and fail, never land in the wrong one."""
+    """The provisioned log's layout. Before the store is provisioned, or when the server
+    cannot say (a user without the stream API, JetStream away), the configured count
+    (`AGENCY_EVENT_PARTITIONS`): an append to a stream that is not there fails, it never
+    lands in another."""
+    configured = event_partitions_from_env()
     try:
-        return await discover_layout(js)
+        return await discover_layout(js, configured)
     except (nats.errors.Error, TimeoutError) as e:
         log.warning(
-            "events log layout not found; taking one partition",
+            "events log layout not found; taking the configured partitions",
             connection=name,
+            partitions=configured,
             error=f"{type(e).__name__}: {e}",
         )
-        return EventLayout()
+        return EventLayout(configured)

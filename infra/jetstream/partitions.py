@@ -63,6 +63,7 @@ async def check_partitions(js: JetStreamContext, layout: EventLayout) -> None:
         raise PartitionsMismatch(stored, layout.partitions)
 
 
-async def discover_layout(js: JetStreamContext) -> EventLayout:
-    """The layout of the provisioned log (one partition when none is provisioned yet)."""
-    return EventLayout(await stored_partitions(js) or 1)
+async def discover_layout(js: JetStreamContext, default: int = 1) -> EventLayout:
+    """The layout of the provisioned log (`default` partitions when none is provisioned
+    yet: the count the deployment is configured with)."""
+    return EventLayout(await stored_partitions(js) or default)

@@ -46,9 +46,10 @@ from agency.contracts.events import (
     ToolOutput,
     ToolStarted,
 )
-from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, EVENTS_STREAM
+from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM
 from agency.infra import outage
 from agency.infra.jetstream.live import thread_events_live
+from agency.infra.jetstream.partitions import discover_layout
 from agency.projections.catalog import ALL
 from agency.projections.status import projection_statuses
 
@@ -225,7 +226,9 @@ class Metrics:
             self.cost.labels(r["tenant_id"]).set(float(r["c"]))
 
     async def _consumers(self, js: JetStreamContext) -> None:
-        for stream in (EVENTS_STREAM, COMMANDS_STREAM):
+        # Every events stream (one per partition of the log) and the commands stream.
+        layout = await discover_layout(js)
+        for stream in (*layout.streams, COMMANDS_STREAM):
             for info in await js.consumers_info(stream):
                 if not info.config.durable_name:
                     continue  # ordered readers of one client come and go

@@ -143,3 +143,16 @@ async def test_a_bus_finds_the_partitions_and_appends_each_thread_to_its_own(
         expected = {p: sum(1 for t in threads if partition_of(t, 3) == p) for p in range(3)}
         assert held == expected
         assert all(held.values())
+
+
+async def test_a_bus_before_provisioning_takes_the_configured_partitions(
+    fresh_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service started before the store is provisioned does not settle on one stream."""
+    monkeypatch.setenv("AGENCY_EVENT_PARTITIONS", "3")
+    async with Bus(fresh_server.url) as early:
+        assert early.layout == EventLayout(3)
+    async with Bus(fresh_server.url) as admin:
+        await provision(admin.js, StreamSettings(partitions=1))
+    async with Bus(fresh_server.url) as late:
+        assert late.layout == EventLayout(1)  # what the store holds wins
