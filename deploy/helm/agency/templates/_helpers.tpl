@@ -77,6 +77,8 @@ app.kubernetes.io/component: {{ .component }}
   valueFrom: {secretKeyRef: {name: {{ include "agency.secretName" . }}, key: operator-key}}
 - name: AGENCY_STREAM_REPLICAS
   value: {{ .Values.nats.streamReplicas | quote }}
+- name: AGENCY_EVENT_PARTITIONS
+  value: {{ .Values.nats.eventPartitions | default 1 | quote }}
 {{- if .Values.models.fakeModel }}
 - name: AGENCY_FAKE_LLM_URL
   value: {{ printf "http://%s-model:8000/v1" $full | quote }}
