@@ -14,11 +14,17 @@ class Progress:
     def __init__(self) -> None:
         self.applied = 0
         self.asked: list[int] = []
+        # By partition of the log, when one is asked about other than partition 0.
+        self.applied_in: dict[int, int] = {}
+        self.asked_in: list[tuple[int, int]] = []
 
-    async def wait_passed(self, names: Iterable[str], stream_seq: int, timeout: float) -> bool:
+    async def wait_passed(
+        self, names: Iterable[str], stream_seq: int, timeout: float, *, partition: int = 0
+    ) -> bool:
         assert tuple(names) == LISTING
         self.asked.append(stream_seq)
-        return self.applied >= stream_seq
+        self.asked_in.append((partition, stream_seq))
+        return self.applied_in.get(partition, self.applied) >= stream_seq
 
 
 def listings(progress: Progress, capacity: int = 10) -> PendingListings:
@@ -56,3 +62,19 @@ async def test_past_its_capacity_the_oldest_tenant_is_let_go() -> None:
     assert progress.asked == []
     assert not await pending.listed("b", 1.0)
     assert progress.asked == [2]
+
+
+async def test_on_a_partitioned_log_a_list_waits_for_each_partitions_last_creation() -> None:
+    progress = Progress()
+    pending = listings(progress)
+    pending.mark("acme", 7, partition=0)
+    pending.mark("acme", 3, partition=2)
+    progress.applied_in = {0: 7, 2: 2}
+    assert not await pending.listed("acme", 1.0)
+    assert progress.asked_in == [(0, 7), (2, 3)]
+    progress.applied_in[2] = 3
+    assert await pending.listed("acme", 1.0)
+    # Partition 0 was passed already: only partition 2 was asked about again.
+    assert progress.asked_in[2:] == [(2, 3)]
+    assert await pending.listed("acme", 1.0)
+    assert len(progress.asked_in) == 3
