@@ -177,9 +177,11 @@ async def test_a_new_tenant_is_answered_once_its_key_is_readable_not_only_the_te
     waited: list[int] = []
     wait_passed = api.deps.progress.wait_passed
 
-    async def recording(names: list[str], stream_seq: int, timeout: float) -> bool:
+    async def recording(
+        names: list[str], stream_seq: int, timeout: float, *, partition: int = 0
+    ) -> bool:
         waited.append(stream_seq)
-        return await wait_passed(names, stream_seq, timeout)
+        return await wait_passed(names, stream_seq, timeout, partition=partition)
 
     monkeypatch.setattr(api.deps.progress, "wait_passed", recording)
     r = await client.post("/tenants", json={"name": "two-events"}, headers=api.admin)
