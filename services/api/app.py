@@ -22,7 +22,6 @@ from litestar.openapi import OpenAPIConfig
 from nats.errors import Error as NatsError
 
 from agency.contracts.errors import InvalidToken
-from agency.contracts.subjects import EVENTS_STREAM
 from agency.contracts.version import package_version
 from agency.infra import db
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
@@ -107,7 +106,8 @@ async def readyz(deps: Deps) -> Response[Any]:
     else:
         try:  # answered by the stream's leader: none while a cluster elects one
             async with asyncio.timeout(2.0):
-                await deps.bus.js.stream_info(EVENTS_STREAM)
+                for stream in deps.bus.layout.streams:
+                    await deps.bus.js.stream_info(stream)
         except (TimeoutError, NatsError) as e:
             problems.append(f"the event stream does not answer: {type(e).__name__}: {e}")
     try:

@@ -107,9 +107,11 @@ async def forget_end_user(
     asked = EndUserForgetRequested(end_user_id=end_user_id, requested_by=requester(principal))
     request = await request_erasure(deps.bus, tenant, asked)
     done = await carry_out(deps.bus, request)
+    # The record is on the tenant's aggregate: its partition's read models are waited on.
     caught_up = await deps.progress.wait_passed(
-        catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout
-    )
+        catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout,
+        partition=deps.bus.layout.partition(tenant),
+    )  # fmt: skip
     return Response(
         EndUserForgetting(
             end_user_id=end_user_id,
@@ -155,8 +157,9 @@ async def erase_agency(
     done = await carry_out(deps.bus, request)
     deps.known.agency_deleted(tenant, agency_id)
     caught_up = await deps.progress.wait_passed(
-        catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout
-    )
+        catalog.NAMES, done.stream_seq, deps.settings.read_lag_timeout,
+        partition=deps.bus.layout.partition(agency_id),
+    )  # fmt: skip
     return AgencyDeletion(
         agency_id=agency_id,
         request_id=request.envelope.event_id,

@@ -102,7 +102,7 @@ async def export_agency(bus: Bus, tenant_id: str, agency_id: str) -> Exported:
     await _add(bus, tenant_id, found, ("agency", agency_id))
     if not found:
         raise NothingToExport("agency", agency_id, tenant_id)
-    for creation in await thread_creations(bus.nc, tenant_id):
+    for creation in await thread_creations(bus.nc, tenant_id, layout=bus.layout):
         payload = creation.event.payload
         if isinstance(payload, ThreadCreated) and payload.agency_id == agency_id:
             thread = creation.thread_id

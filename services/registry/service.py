@@ -21,7 +21,7 @@ from agency.contracts.commands import (
 )
 from agency.contracts.errors import CommandRejected
 from agency.contracts.ids import is_valid_token
-from agency.contracts.subjects import EVENT_TYPE_HEADER, EVENTS_STREAM, Aggregate, event_subject
+from agency.contracts.subjects import EVENT_TYPE_HEADER, Aggregate
 from agency.infra.jetstream.commandbus import CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import InvalidEvent
@@ -143,9 +143,10 @@ class RegistryService:
     async def _agency_deleted(self, tenant: str, agency_id: str) -> bool:
         """`agency.deleted` is an agency's last event (`services/threads/scope_erasure.py`):
         one direct get of it."""
-        subject = event_subject(tenant, "agency", agency_id)
+        store = self._bus.store
+        subject = store.subject(tenant, "agency", agency_id)
         try:
-            msg = await self._bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+            msg = await self._bus.js.get_last_msg(store.stream_of(agency_id), subject, direct=True)
         except nats.js.errors.NotFoundError:
             return False
         return (msg.headers or {}).get(EVENT_TYPE_HEADER) == "agency.deleted"

@@ -27,7 +27,6 @@ from nats.errors import Error as NatsError
 from agency.contracts.codec import decode_event
 from agency.contracts.envelope import utc_now
 from agency.contracts.sealed import PayloadErased
-from agency.contracts.subjects import EVENTS_STREAM, event_subject
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import StoreError
 from agency.services.threads.erasure import delete_tree
@@ -98,9 +97,9 @@ async def due_trees(
 async def _last_activity(bus: Bus, tenant: str, thread_id: str) -> datetime | None:
     """When the thread's last event was stored, as the log has it (None: none, or none
     readable: its key is gone already, and the deletion is finished)."""
-    subject = event_subject(tenant, "thread", thread_id)
+    subject = bus.store.subject(tenant, "thread", thread_id)
     try:
-        msg = await bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+        msg = await bus.js.get_last_msg(bus.store.stream_of(thread_id), subject, direct=True)
         return decode_event(msg.data or b"").ts
     except (nats.js.errors.NotFoundError, PayloadErased):
         return None

@@ -30,10 +30,7 @@ from agency.contracts.events import (
 from agency.contracts.events.erasure import ErasureEvent
 from agency.contracts.subjects import (
     EVENT_TYPE_HEADER,
-    EVENTS_STREAM,
     Aggregate,
-    aggregate_events_filter,
-    event_subject,
 )
 from agency.infra.jetstream.aggregate_reads import scan_from
 from agency.infra.jetstream.connection import Bus
@@ -105,7 +102,7 @@ async def _delete_in_scope(
     tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
     payload = request.payload
     assert isinstance(payload, EndUserForgetRequested | AgencyDeletionRequested)
-    creations = await thread_creations(bus.nc, tenant_id)
+    creations = await thread_creations(bus.nc, tenant_id, layout=bus.layout)
     readable = [c.thread_id for c in creations if c.parent_id is None and in_scope(c)]
     for root in readable:
         tree = [root, *(child for child, _, _ in descendants(creations, root))]
@@ -126,14 +123,19 @@ async def _deleted_for(bus: Bus, request: RecordedEvent) -> list[str]:
     """The root threads whose tombstones name the request, in the order written (all are
     after it on the log)."""
     tenant_id, request_id = request.envelope.tenant_id, request.envelope.event_id
-    pattern = aggregate_events_filter("thread", tenant_id)
+    layout = bus.layout
+    # The request's own stream is read from its position; another partition's sequences
+    # are its own, so it is read from its start.
+    own = layout.stream_of(tenant_id)
     roots: list[str] = []
-    async for event in scan_from(
-        bus.nc, EVENTS_STREAM, pattern, request.stream_seq, _SCAN_TIMEOUT, types=_DELETED
-    ):
-        payload = event.payload if isinstance(event, RecordedEvent) else None
-        if isinstance(payload, ThreadDeleted) and payload.request_id == request_id:
-            roots.append(payload.root_thread_id)
+    for partition in range(layout.partitions):
+        stream = layout.stream(partition)
+        start = request.stream_seq if stream == own else 1
+        pattern = layout.aggregate_filter("thread", tenant_id, partition)
+        async for event in scan_from(bus.nc, stream, pattern, start, _SCAN_TIMEOUT, types=_DELETED):
+            payload = event.payload if isinstance(event, RecordedEvent) else None
+            if isinstance(payload, ThreadDeleted) and payload.request_id == request_id:
+                roots.append(payload.root_thread_id)
     return roots
 
 
@@ -149,9 +151,11 @@ async def _recorded_done(bus: Bus, request: RecordedEvent) -> Erased | None:
                 if isinstance(done, EndUserForgotten) and done.request_id == request_id:
                     return Erased(request, done.threads, event.stream_seq)
         case AgencyDeletionRequested(agency_id=agency_id):
-            subject = event_subject(tenant_id, "agency", agency_id)
+            subject = bus.store.subject(tenant_id, "agency", agency_id)
             try:
-                msg = await bus.js.get_last_msg(EVENTS_STREAM, subject, direct=True)
+                msg = await bus.js.get_last_msg(
+                    bus.store.stream_of(agency_id), subject, direct=True
+                )
             except nats.js.errors.NotFoundError:
                 return None
             if (msg.headers or {}).get(EVENT_TYPE_HEADER) != AGENCY_DELETED:

@@ -172,8 +172,8 @@ async def test_a_thread_made_while_its_agency_is_deleted_is_deleted_too(
     late = await user_thread(client, doomed, "gina")
     real = scope_erasure.thread_creations
 
-    async def before_the_late_thread(nc: Any, tenant: str) -> list[Creation]:
-        found = await real(nc, tenant)
+    async def before_the_late_thread(nc: Any, tenant: str, **options: Any) -> list[Creation]:
+        found = await real(nc, tenant, **options)
         events = await bus.store.read(client.tenant, "agency", doomed)
         if isinstance(events[-1].payload, AgencyDeleted):
             return found
