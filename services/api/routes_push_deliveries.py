@@ -23,7 +23,7 @@ from agency.services.api.auth import (
     tenant_and_agency,
 )
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, int_param
-from agency.services.api.routes_webhooks import DEFAULT_DELIVERIES
+from agency.services.api.routes_webhooks import DEFAULT_DELIVERIES, delivery_fields
 
 # `subscription_id` of a push delivery is `<task id>/<config id>` (`push_key`).
 _PUSH_DELIVERIES = """
@@ -80,17 +80,9 @@ async def push_deliveries(
     return PushDeliveriesOut(
         deliveries=[
             PushDeliveryOut(
-                id=r["delivery_id"],
                 task_id=r["subscription_id"].partition("/")[0],
                 config_id=r["subscription_id"].partition("/")[2],
-                event_id=r["event_id"],
-                status=r["status"],
-                attempts=r["attempts"],
-                last_status=r["last_status"],
-                last_error=r["last_error"],
-                next_attempt_at=r["next_attempt_at"] if r["status"] == "pending" else None,
-                created_at=r["created_at"],
-                delivered_at=r["delivered_at"],
+                **delivery_fields(r),
             )
             for r in rows
         ]

@@ -10,9 +10,10 @@ Deliveries are made by the webhooks service (`services/webhooks/`, docs/protocol
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
+from asyncpg import Record
 from litestar import Response, delete, get, post
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter, QueryParameter
@@ -211,22 +212,23 @@ async def webhook_deliveries(
     await _subscription(deps, tenant, agency_id, webhook_id)
     rows = await deps.pool.fetch(_DELIVERIES, tenant, agency_id, webhook_id, size)
     return DeliveriesOut(
-        deliveries=[
-            DeliveryOut(
-                id=r["delivery_id"],
-                event_id=r["event_id"],
-                event=r["kind"],
-                status=r["status"],
-                attempts=r["attempts"],
-                last_status=r["last_status"],
-                last_error=r["last_error"],
-                next_attempt_at=r["next_attempt_at"] if r["status"] == "pending" else None,
-                created_at=r["created_at"],
-                delivered_at=r["delivered_at"],
-            )
-            for r in rows
-        ]
+        deliveries=[DeliveryOut(event=r["kind"], **delivery_fields(r)) for r in rows]
     )
+
+
+def delivery_fields(r: Record) -> dict[str, Any]:
+    """A `webhook_deliveries` row's fields as every delivery's answer names them."""
+    return {
+        "id": r["delivery_id"],
+        "event_id": r["event_id"],
+        "status": r["status"],
+        "attempts": r["attempts"],
+        "last_status": r["last_status"],
+        "last_error": r["last_error"],
+        "next_attempt_at": r["next_attempt_at"] if r["status"] == "pending" else None,
+        "created_at": r["created_at"],
+        "delivered_at": r["delivered_at"],
+    }
 
 
 WEBHOOK_ROUTES = [subscribe_webhook, list_webhooks, remove_webhook, webhook_deliveries]
