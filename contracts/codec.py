@@ -113,8 +113,11 @@ def decode_event(data: bytes) -> Envelope:
     elif envelope.type != event_type_of(envelope.payload):
         raise DecodeError("event", f"type {envelope.type!r} does not match its payload")
     if isinstance(envelope.payload, ThreadDeleted):
-        # The tree's key is destroyed: what this process opened of it goes too.
+        # The tree's key is destroyed: what this process opened of it goes too, and the
+        # key it held (another process may have destroyed it in the store).
         OPENED.forget(envelope.tenant_id, envelope.payload.root_thread_id)
+        if (cipher := installed_cipher()) is not None:
+            cipher.forget(envelope.tenant_id, envelope.payload.root_thread_id)
     return envelope
 
 

@@ -100,7 +100,8 @@ class PayloadCipher(Protocol):
 
     `prepare` makes sure the key exists (a write may create it); `seal` and `open` are
     synchronous (they run inside decoding) and may block briefly to fetch a key. `open`
-    raises `PayloadErased` when the key was destroyed.
+    raises `PayloadErased` when the key was destroyed; `forget` drops a key held in memory
+    once its tree's `thread.deleted` is read.
     """
 
     async def prepare(self, tenant_id: str, key_id: str) -> None: ...
@@ -108,6 +109,9 @@ class PayloadCipher(Protocol):
     def seal(self, tenant_id: str, key_id: str, plaintext: bytes, aad: bytes) -> bytes: ...
 
     def open(self, tenant_id: str, key_id: str, ciphertext: bytes, aad: bytes) -> bytes: ...
+
+    def forget(self, tenant_id: str, key_id: str) -> None:
+        """Drop the key from memory: its tree was deleted (by this process or another)."""
 
 
 class _Installed:

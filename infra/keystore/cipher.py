@@ -14,6 +14,7 @@ import asyncio
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import Any
 
@@ -111,15 +112,24 @@ async def _close(nc: Any) -> None:
 
 
 class ThreadCipher:
-    """AES-GCM with a thread tree's data key; keys held `ttl` seconds once opened."""
+    """AES-GCM with a thread tree's data key; keys held `ttl` seconds once opened, at most
+    `max_keys` of them (the least recently used dropped first), and dropped at once when a
+    tree's `thread.deleted` is read (`forget`)."""
 
     def __init__(
-        self, url: str, wrapper: KeyWrapper, *, ttl: float = 300.0, fetch_timeout: float = 5.0
+        self,
+        url: str,
+        wrapper: KeyWrapper,
+        *,
+        ttl: float = 300.0,
+        fetch_timeout: float = 5.0,
+        max_keys: int = 10_000,
     ) -> None:
         self.url = url
         self._keys = _KeyThread(url, wrapper, fetch_timeout)
         self._ttl = ttl
-        self._cache: dict[tuple[str, str], tuple[AESGCM, float]] = {}
+        self._max_keys = max_keys
+        self._cache: OrderedDict[tuple[str, str], tuple[AESGCM, float]] = OrderedDict()
 
     async def prepare(self, tenant_id: str, key_id: str) -> None:
         if self._cached(tenant_id, key_id) is not None:
@@ -173,6 +183,7 @@ class ThreadCipher:
         found = self._cache.get((tenant_id, key_id))
         if found is None or found[1] < time.monotonic():
             return None
+        self._cache.move_to_end((tenant_id, key_id))
         return found[0]
 
     def _remember(self, tenant_id: str, key_id: str, key: bytes | None) -> AESGCM:
@@ -180,4 +191,7 @@ class ThreadCipher:
             raise PayloadErased(tenant_id, key_id)
         aes = AESGCM(key)
         self._cache[(tenant_id, key_id)] = (aes, time.monotonic() + self._ttl)
+        self._cache.move_to_end((tenant_id, key_id))
+        while len(self._cache) > self._max_keys:
+            self._cache.popitem(last=False)
         return aes

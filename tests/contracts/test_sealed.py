@@ -49,6 +49,9 @@ class LocalCipher:
             raise PayloadErased(tenant_id, key_id)
         return AESGCM(key).decrypt(ciphertext[:12], ciphertext[12:], aad)
 
+    def forget(self, tenant_id: str, key_id: str) -> None:
+        """Its keys are its store: none is held apart from it."""
+
 
 @pytest.fixture
 def cipher() -> Iterator[LocalCipher]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agency.contracts.events import MessageAppended
+from agency.contracts.events import MessageAppended, ThreadDeleted
 from agency.contracts.events.base import ChatMessage
 from agency.contracts.ids import new_id
+from agency.contracts.opened import OPENED
 from agency.contracts.sealed import PayloadErased
 from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
@@ -92,3 +93,28 @@ async def test_rotating_a_tenant_key_rewraps_data_keys_without_touching_the_log(
     assert rotation.rewrapped == 1
     assert await stored_bytes(bus, done.position.stream_seq) == raw
     assert (await bus.store.read(tenant, "thread", thread))[0].payload == said("kept")
+
+
+async def test_a_key_destroyed_elsewhere_is_dropped_here_once_its_tombstone_is_read(
+    bus: Bus, tenant: str
+) -> None:
+    """Another process's deletion destroys the key in the store; this process, which holds
+    it in memory, stops opening the tree as soon as it reads the tree's `thread.deleted`."""
+    thread = new_id()
+    done = await bus.store.append(tenant, "thread", thread, [said("kept")], expected=Position())
+    cipher = current_cipher()
+    assert cipher is not None
+    assert await cipher.vault_call(lambda vault: vault.destroy(tenant, thread))
+    OPENED.clear()
+    (held,) = await bus.store.read(tenant, "thread", thread)
+    assert held.payload == said("kept")  # the key held here still opens it
+    tombstone = ThreadDeleted(requested_by="elsewhere", root_thread_id=thread, tree=(thread,))
+    await bus.store.append(tenant, "thread", thread, [tombstone], expected=done.position)
+    OPENED.clear()
+    events = await bus.store.read(tenant, "thread", thread)  # reads the tombstone first
+    assert isinstance(events[-1].payload, ThreadDeleted)
+    raw = await stored_bytes(bus, done.position.stream_seq)
+    recorded = decode_recorded(
+        raw, done.position.stream_seq, f"tenant.{tenant}.evt.thread.{thread}"
+    )
+    assert isinstance(recorded, UndecodableEvent) and "erased" in recorded.reason
