@@ -114,6 +114,20 @@ class AgencyDeletion(Out, frozen=True, kw_only=True):
     read_models_caught_up: bool = True
 
 
+class TenantDeletion(Out, frozen=True, kw_only=True):
+    """A tenant deleted (`DELETE /tenants/{tenantId}`, docs/data.md): the request as
+    recorded, the agencies deleted with it and the API keys revoked."""
+
+    tenant_id: str
+    request_id: str
+    requested_at: datetime
+    requested_by: str
+    deleted_at: datetime
+    agencies: list[str]
+    api_keys_revoked: list[str]
+    read_models_caught_up: bool = True
+
+
 class RunCommandAccepted(Out, frozen=True, kw_only=True):
     run_id: str
     status: str = "accepted"

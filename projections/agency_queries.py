@@ -30,6 +30,12 @@ class AgencyView(View, frozen=True, kw_only=True):
     created_at: datetime
 
 
+class TenantView(View, frozen=True, kw_only=True):
+    id: str
+    name: str
+    created_at: datetime
+
+
 class StoredBlueprint(View, frozen=True, kw_only=True):
     spec: BlueprintSpec
     revision: int
@@ -89,6 +95,14 @@ def _agency(r: asyncpg.Record) -> AgencyView:
 
 
 _AGENCY_COLUMNS = "agency_id, name, metadata::text AS metadata, created_at"
+
+
+async def list_tenants(conn: asyncpg.Connection) -> list[TenantView]:
+    """Every tenant, for the admin (a deleted tenant's row is gone)."""
+    rows = await conn.fetch(
+        "SELECT tenant_id, name, created_at FROM tenants ORDER BY created_at, tenant_id"
+    )
+    return [TenantView(id=r["tenant_id"], name=r["name"], created_at=r["created_at"]) for r in rows]
 
 
 async def list_agencies(conn: asyncpg.Connection, tenant: str) -> list[AgencyView]:

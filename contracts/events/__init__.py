@@ -22,6 +22,8 @@ from agency.contracts.events.erasure import (
     EndUserForgetRequested,
     EndUserForgotten,
     ErasureEvent,
+    TenantDeleted,
+    TenantDeletionRequested,
 )
 from agency.contracts.events.hitl import HitlEvent, HitlInterrupt, HitlResume
 from agency.contracts.events.model import (
@@ -281,6 +283,8 @@ __all__ = [
     "SubagentVariablesProvided",
     "TenantBudgetSet",
     "TenantCreated",
+    "TenantDeleted",
+    "TenantDeletionRequested",
     "TenantModelPolicySet",
     "TenantProviderRemoved",
     "TenantProviderSet",

@@ -1,8 +1,8 @@
 """Erasures asked for by scope, recorded on the tenant's aggregate
 (`tenant.<t>.evt.tenant.<t>`): every thread of an end user, an agency with every thread of
-it (docs/data.md). The request is recorded first, who asked and (in the envelope) when; the
-threads are then deleted, each tree as `DELETE /threads/{threadId}` does, and the request
-recorded done. A request stopped half-way is finished from the log.
+it, a whole tenant (docs/data.md). The request is recorded first, who asked and (in the
+envelope) when; the threads are then deleted, each tree as `DELETE /threads/{threadId}`
+does, and the request recorded done. A request stopped half-way is finished from the log.
 """
 
 from __future__ import annotations
@@ -44,4 +44,29 @@ class AgencyDeleted(Event, frozen=True, kw_only=True, tag="agency.deleted"):
     threads: tuple[str, ...] = ()
 
 
-ErasureEvent = EndUserForgetRequested | EndUserForgotten | AgencyDeletionRequested | AgencyDeleted
+class TenantDeletionRequested(Event, frozen=True, kw_only=True, tag="tenant.deletion_requested"):
+    """The tenant is to be deleted: every agency of it first (each as
+    `agency.deletion_requested` deletes it), then its API keys revoked and its key
+    destroyed."""
+
+    requested_by: str
+
+
+class TenantDeleted(Event, frozen=True, kw_only=True, tag="tenant.deleted"):
+    """The tenant's last event: it is gone, its `agencies` deleted, its live `api_keys`
+    revoked (just before it), its key destroyed, at the request `request_id`."""
+
+    request_id: str
+    requested_by: str
+    agencies: tuple[str, ...] = ()
+    api_keys: tuple[str, ...] = ()
+
+
+ErasureEvent = (
+    EndUserForgetRequested
+    | EndUserForgotten
+    | AgencyDeletionRequested
+    | AgencyDeleted
+    | TenantDeletionRequested
+    | TenantDeleted
+)

@@ -107,7 +107,9 @@ RUN_END_DELETIONS = DurableSpec(
 # Requests to forget an end user or delete an agency, on the tenant's aggregate
 # (`services/threads/scope_erasure.py`).
 ERASURE_REQUESTS = DurableSpec(
-    "erasures", ("end_user.forget_requested", "agency.deletion_requested"), ("tenant",)
+    "erasures",
+    ("end_user.forget_requested", "agency.deletion_requested", "tenant.deletion_requested"),
+    ("tenant",),
 )
 ALL_DURABLES = (
     RUNTIME_TRIGGERS,

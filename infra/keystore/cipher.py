@@ -163,6 +163,14 @@ class ThreadCipher:
         destroyed: bool = await self._keys.run_async(lambda vault: vault.destroy(tenant_id, key_id))
         return destroyed
 
+    async def destroy_tenant(self, tenant_id: str) -> bool:
+        """Destroy the tenant's key in the store (the tenant is deleted), and its data keys
+        here: none of its data keys opens again."""
+        for held in [k for k in self._cache if k[0] == tenant_id]:
+            self._cache.pop(held, None)
+        destroyed: bool = await self._keys.run_async(lambda vault: vault.destroy_tenant(tenant_id))
+        return destroyed
+
     def vault_call(self, make: Any) -> Coroutine[Any, Any, Any]:
         """Run `make(vault)` on the key store's connection (rotation, tools)."""
         return self._keys.run_async(make)

@@ -19,7 +19,13 @@ import msgspec
 import structlog
 
 from agency.infra.keystore.operator import KeyRing, KeyWrapper
-from agency.infra.keystore.vault import KEY_BYTES, KeyVault, WrappedKey, tenant_entry
+from agency.infra.keystore.vault import (
+    KEY_BYTES,
+    KeyVault,
+    TenantKeyDestroyed,
+    WrappedKey,
+    tenant_entry,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -141,7 +147,10 @@ async def rotate_operator(
         tenant_id = name.removeprefix("tenant.")
         entry = name.encode()
         while True:
-            stored, revision = await vault.tenant_record(tenant_id)
+            try:
+                stored, revision = await vault.tenant_record(tenant_id)
+            except TenantKeyDestroyed:
+                break  # a deleted tenant's: nothing to rewrap
             if stored is None or all(
                 held.wrapped_by == ring.key_id for held in (stored, *stored.previous)
             ):

@@ -71,6 +71,14 @@ class TenantKeyMissing(Exception):
         super().__init__(f"{entry} is wrapped by tenant key version {version!r}, which is gone")
 
 
+class TenantKeyDestroyed(PayloadErased):
+    """The tenant was deleted: its key is destroyed, and nothing sealed for it opens."""
+
+    def __init__(self, tenant_id: str) -> None:
+        super().__init__(tenant_id, "")
+        self.args = (f"tenant {tenant_id!r} was deleted: its key is destroyed",)
+
+
 _decoder = msgspec.json.Decoder(WrappedKey)
 
 
@@ -165,13 +173,18 @@ class KeyVault:
             return "", key
 
     async def tenant_record(self, tenant_id: str) -> tuple[WrappedKey | None, int]:
-        """The tenant's stored entry and its revision (0 when it has none)."""
+        """The tenant's stored entry and its revision (0 when it has none);
+        `TenantKeyDestroyed` once the tenant was deleted."""
         try:
             found = await self.kv.get(tenant_entry(tenant_id))
         except KeyNotFoundError:
             return None, 0
+        except KeyDeletedError:
+            raise TenantKeyDestroyed(tenant_id) from None
         if found.value is None:
             return None, 0
+        if found.value == DESTROYED:
+            raise TenantKeyDestroyed(tenant_id)
         return _decoder.decode(found.value), found.revision or 0
 
     def _opened(self, tenant_id: str, stored: WrappedKey) -> dict[str, bytes]:
@@ -269,10 +282,21 @@ class KeyVault:
                 continue
             return True
 
+    async def destroy_tenant(self, tenant_id: str) -> bool:
+        """Erase the tenant's key (the tenant is deleted): no data key wrapped by it opens
+        again, none is made again, here or in any process reading the store (one that
+        holds it in memory keeps it until it restarts). False when it was gone already."""
+        for held in [k for k in self._tenant_keys if k[0] == tenant_id]:
+            del self._tenant_keys[held]
+        self._current.pop(tenant_id, None)
+        return await self._erase(tenant_entry(tenant_id))
+
     async def destroy(self, tenant_id: str, key_id: str) -> bool:
         """Erase the tree's data key: its stored message overwritten, its history purged.
         False when it was already gone (a repeat is harmless)."""
-        entry = data_entry(tenant_id, key_id)
+        return await self._erase(data_entry(tenant_id, key_id))
+
+    async def _erase(self, entry: str) -> bool:
         try:
             found = await self.kv.get(entry)
         except (KeyDeletedError, KeyNotFoundError):

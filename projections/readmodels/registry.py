@@ -16,6 +16,7 @@ from agency.contracts.events import (
     BlueprintDeleted,
     BlueprintSaved,
     TenantCreated,
+    TenantDeleted,
     TenantRetentionSet,
 )
 from agency.projections.statements import Statement, statement_projection, upsert
@@ -54,6 +55,8 @@ _KEY_ISSUED = (
     "issued_at = EXCLUDED.issued_at, name = EXCLUDED.name, revoked_at = NULL"
 )
 _TENANT_RETENTION = "UPDATE tenants SET retention_seconds = $2 WHERE tenant_id = $1"
+# A deleted tenant's row goes, its settings with it; its keys' rows stay, revoked.
+_TENANT_DELETED = "DELETE FROM tenants WHERE tenant_id = $1"
 _KEY_REVOKED = (
     "UPDATE api_keys SET revoked_at = $3 "
     "WHERE tenant_id = $1 AND key_id = $2 AND revoked_at IS NULL"
@@ -71,6 +74,8 @@ def _tenant_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
                 yield _KEY_REVOKED, (env.tenant_id, key_id, env.ts)
             case TenantRetentionSet(seconds=seconds):
                 yield _TENANT_RETENTION, (env.tenant_id, seconds)
+            case TenantDeleted():
+                yield _TENANT_DELETED, (env.tenant_id,)
 
 
 _TENANT_EVENTS = {
@@ -78,6 +83,7 @@ _TENANT_EVENTS = {
     "tenant.api_key_issued",
     "tenant.api_key_revoked",
     "tenant.retention_set",
+    "tenant.deleted",
 }
 TENANTS = statement_projection(
     "tenants", TENANTS_DDL, _tenant_statements, _TENANT_EVENTS, tables=("tenants", "api_keys")

@@ -61,6 +61,7 @@ from agency.services.api.routes_queries import QUERY_ROUTES
 from agency.services.api.routes_retention import RETENTION_ROUTES
 from agency.services.api.routes_run import RUN_ROUTES
 from agency.services.api.routes_settings import SETTINGS_ROUTES
+from agency.services.api.routes_tenants import TENANT_ROUTES
 from agency.services.api.routes_usage import USAGE_ROUTES
 from agency.services.api.routes_variables import VARIABLE_ROUTES
 from agency.services.api.routes_webhooks import WEBHOOK_ROUTES
@@ -154,6 +155,7 @@ def create_app(deps: ApiDeps) -> Litestar:
         *SETTINGS_ROUTES,
         *FORK_ROUTES,
         *ERASURE_ROUTES,
+        *TENANT_ROUTES,
         *ARCHIVE_ROUTES,
         *KEY_ROUTES,
         *ENCRYPTION_ROUTES,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, Response, get, post
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.params import QueryParameter
 
 from agency.contracts.events.thread import END_USER_ID_PATTERN, end_user_problem
@@ -40,6 +40,7 @@ from agency.services.archive.export import (
 )
 from agency.services.archive.load import import_archive
 from agency.services.threads.reads import ThreadNotFound
+from agency.services.threads.tenant_erasure import deleted_tenant
 
 ARCHIVE_TYPE = "application/gzip"
 _BUSY = {409: error_response(409, "A thread to export has a run in progress or waiting.")}
@@ -144,8 +145,11 @@ async def export_own_tenant(
     responses=_BUSY,
 )
 async def export_tenant_route(tenant_id: TenantId, deps: Deps) -> Response[bytes]:
+    tenant = path_id("tenant id", tenant_id)
+    if await deleted_tenant(deps.bus, tenant) is not None:
+        raise NotFoundException(f"tenant {tenant} was deleted")
     try:
-        return _download(await export_tenant(deps.bus, path_id("tenant id", tenant_id)))
+        return _download(await export_tenant(deps.bus, tenant))
     except ArchiveError as e:
         raise _refusal(e) from e
 

@@ -18,6 +18,7 @@ from agency.contracts.commands import SetAgencyBudget, SetTenantBudget
 from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import Aggregate
+from agency.domain.tenant_life import is_live_tenant
 from agency.services.api.auth import (
     ADMIN_OPT,
     AgencyId,
@@ -97,7 +98,7 @@ async def _send(
 
 async def existing_tenant(deps: ApiDeps, tenant: str) -> None:
     history = await deps.bus.store.read(tenant, "tenant", tenant)
-    if not any(e.type == "tenant.created" for e in history):
+    if not is_live_tenant(history):
         raise NotFoundException(f"tenant {tenant} not found")
 
 

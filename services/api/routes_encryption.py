@@ -15,6 +15,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import HeaderParameter
 
 from agency.contracts.http import Out
+from agency.domain.tenant_life import is_live_tenant
 from agency.infra.keystore.operator import operator_keys
 from agency.infra.keystore.rotation import rotate_tenant
 from agency.infra.keystore.vault import KeyVault
@@ -61,7 +62,7 @@ async def rotate_encryption_key(
     tenant_id: TenantId, principal: Caller, deps: Deps, idempotency_key: RequestKey = None
 ) -> EncryptionKeyRotationOut:
     tenant = path_id("tenant id", tenant_id)
-    if await deps.bus.store.first(tenant, "tenant", tenant) is None:
+    if not is_live_tenant(await deps.bus.store.read(tenant, "tenant", tenant)):
         raise NotFoundException(f"tenant {tenant} not found")
     vault = await KeyVault(deps.bus.js, operator_keys()).open()
     request_key = header_key(idempotency_key) or ""

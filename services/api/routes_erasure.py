@@ -17,15 +17,21 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter
 
-from agency.contracts.events import AgencyDeleted, AgencyDeletionRequested, EndUserForgetRequested
+from agency.contracts.events import (
+    AgencyDeleted,
+    AgencyDeletionRequested,
+    EndUserForgetRequested,
+    TenantDeletionRequested,
+)
 from agency.contracts.events.thread import END_USER_ID_PATTERN
-from agency.contracts.http import AgencyDeletion, EndUserForgetting, ThreadDeletion
+from agency.contracts.http import AgencyDeletion, EndUserForgetting, TenantDeletion, ThreadDeletion
 from agency.projections import agency_queries, catalog, queries
 from agency.services.api.auth import ADMIN_OPT, TenantId, path_id
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.routes_queries import AgencyId, ThreadId, path_token
 from agency.services.threads.erasure import Deletion, delete_tree, deletion_of
 from agency.services.threads.scope_erasure import carry_out, request_erasure
+from agency.services.threads.tenant_erasure import TenantErased, carry_out_tenant
 
 
 def requester(principal: Principal) -> str:
@@ -187,9 +193,56 @@ async def delete_tenant_agencies(
     return Response([await erase_agency(deps, tenant, a.id, "admin") for a in agencies])
 
 
+@delete(
+    "/tenants/{tenantId:str}",
+    status_code=200,
+    opt={ADMIN_OPT: True},
+    summary="Delete a tenant: its agencies and threads, its API keys and its key (admin)",
+)
+async def delete_tenant(
+    tenant_id: TenantId, deps: NamedDependency[ApiDeps]
+) -> Response[TenantDeletion]:
+    """Each agency of the tenant deleted as `DELETE /agencies/{agencyId}` deletes it, then
+    every API key revoked, `tenant.deleted` recorded as its last event and its key
+    destroyed, at the request of `admin` (docs/data.md). A repeat answers the first
+    deletion; 404 for a tenant that never existed."""
+    tenant = path_id("tenant id", tenant_id)
+    history = await deps.bus.store.read(tenant, "tenant", tenant)
+    if not any(e.type == "tenant.created" for e in history):
+        raise NotFoundException(detail=f"tenant {tenant} not found")
+    request = next((e for e in history if isinstance(e.payload, TenantDeletionRequested)), None)
+    if request is None:
+        asked = TenantDeletionRequested(requested_by="admin")
+        request = await request_erasure(deps.bus, tenant, asked)
+    done = await carry_out_tenant(deps.bus, request)
+    for agency_id in done.payload.agencies:
+        deps.known.agency_deleted(tenant, agency_id)
+    for key_id in done.payload.api_keys:
+        deps.keys.revoke(tenant, key_id)
+    caught_up = await deps.progress.wait_passed(
+        catalog.NAMES, done.deleted.stream_seq, deps.settings.read_lag_timeout
+    )
+    return Response(_tenant_deletion(done, caught_up))
+
+
+def _tenant_deletion(done: TenantErased, caught_up: bool) -> TenantDeletion:
+    deleted = done.payload
+    return TenantDeletion(
+        tenant_id=done.request.envelope.tenant_id,
+        request_id=deleted.request_id,
+        requested_at=done.request.envelope.ts,
+        requested_by=deleted.requested_by,
+        deleted_at=done.deleted.envelope.ts,
+        agencies=list(deleted.agencies),
+        api_keys_revoked=list(deleted.api_keys),
+        read_models_caught_up=caught_up,
+    )
+
+
 ERASURE_ROUTES: list[HTTPRouteHandler] = [
     delete_thread,
     forget_end_user,
     delete_agency,
     delete_tenant_agencies,
+    delete_tenant,
 ]

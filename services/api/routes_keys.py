@@ -21,6 +21,7 @@ from agency.contracts.events import ApiKeyIssued
 from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.domain.key_liveness import live_keys
+from agency.domain.tenant_life import is_live_tenant
 from agency.projections.keys import KeyView, list_keys
 from agency.services.api.auth import (
     ADMIN_OPT,
@@ -61,7 +62,7 @@ class _Keys(msgspec.Struct, frozen=True):
 async def _keys(deps: ApiDeps, tenant: str) -> _Keys:
     """The tenant's live and revoked keys from the log; 404 when there is no such tenant."""
     history = await deps.bus.store.read(tenant, "tenant", tenant)
-    if not any(e.type == "tenant.created" for e in history):
+    if not is_live_tenant(history):
         raise NotFoundException(f"tenant {tenant} not found")
     live = live_keys(history)
     issued = {e.payload.key_id for e in history if isinstance(e.payload, ApiKeyIssued)}

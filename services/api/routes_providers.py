@@ -19,6 +19,7 @@ from litestar.params import JSONBody, PathParameter
 from agency.contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
 from agency.contracts.events.blueprint_fields import HTTPS_URL_OR_NONE
 from agency.contracts.http import Out
+from agency.domain.tenant_life import is_live_tenant
 from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.egress_door import refuse_unreachable
@@ -75,7 +76,7 @@ class ModelPolicyBody(Body, frozen=True, kw_only=True):
 async def _models(deps: ApiDeps, tenant: str) -> TenantModels:
     """The tenant's settings from its log; 404 when there is no such tenant."""
     history = await deps.bus.store.read(tenant, "tenant", tenant)
-    if not any(e.type == "tenant.created" for e in history):
+    if not is_live_tenant(history):
         raise NotFoundException(f"tenant {tenant} not found")
     return tenant_models(e.payload for e in history)
 

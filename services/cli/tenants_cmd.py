@@ -46,6 +46,15 @@ def register(groups: Any) -> None:
     add_data_dir(budget)
     budget.set_defaults(handler=tenants_budget)
 
+    gone = sub.add_parser(
+        "delete",
+        help="delete the tenant: every agency with its threads, its API keys revoked, its "
+        "key destroyed (docs/data.md)",
+    )
+    gone.add_argument("tenant")
+    add_data_dir(gone)
+    gone.set_defaults(handler=tenants_delete)
+
     erase = sub.add_parser(
         "delete-agencies",
         help="erase every agency of the tenant with its threads (the tenant, its keys and "
@@ -164,6 +173,17 @@ async def tenants_delete_agencies(args: argparse.Namespace) -> int:
         return "\n".join([*lines, f"deleted {len(deletions)} agenc(ies) of {args.tenant}"])
 
     return await admin_command(args, "DELETE", f"/tenants/{args.tenant}/agencies", said)
+
+
+async def tenants_delete(args: argparse.Namespace) -> int:
+    def said(deleted: dict[str, Any]) -> str:
+        return (
+            f"deleted tenant {deleted['tenantId']} at {deleted['deletedAt']}: "
+            f"{len(deleted['agencies'])} agenc(ies), "
+            f"{len(deleted['apiKeysRevoked'])} API key(s) revoked"
+        )
+
+    return await admin_command(args, "DELETE", f"/tenants/{args.tenant}", said)
 
 
 async def tenants_retention(args: argparse.Namespace) -> int:

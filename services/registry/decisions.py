@@ -131,6 +131,8 @@ def create_tenant(command: CreateTenant, history: list[RecordedEvent]) -> Sequen
 def issue_api_key(command: IssueApiKey, history: list[RecordedEvent]) -> Sequence[AnyEvent]:
     if not any(e.type == "tenant.created" for e in history):
         raise CommandRejected("unknown_tenant", "the tenant does not exist")
+    if any(e.type == "tenant.deleted" for e in history):
+        raise CommandRejected("unknown_tenant", "the tenant was deleted")
     live = live_keys(history)
     if command.key_id in live or any(
         isinstance(e.payload, ApiKeyIssued) and e.payload.key_id == command.key_id for e in history

@@ -24,6 +24,7 @@ from agency.contracts.events import (
     AgencyDeletionRequested,
     EndUserForgetRequested,
     EndUserForgotten,
+    TenantDeletionRequested,
     ThreadCreated,
     ThreadDeleted,
 )
@@ -58,7 +59,9 @@ class Erased:
 
 
 async def request_erasure(
-    bus: Bus, tenant_id: str, payload: EndUserForgetRequested | AgencyDeletionRequested
+    bus: Bus,
+    tenant_id: str,
+    payload: EndUserForgetRequested | AgencyDeletionRequested | TenantDeletionRequested,
 ) -> RecordedEvent:
     """Record the request on the tenant's aggregate; its event."""
     (event,) = await _append(bus, tenant_id, "tenant", tenant_id, payload)
@@ -211,14 +214,3 @@ async def _append(
             continue  # another writer of the aggregate went first
         return list(done.events)
     raise ConcurrencyError(f"{aggregate} {aggregate_id}", 0, None)
-
-
-class ErasureRequests:
-    """The handler of the durable `erasures`: carries out each request it reads."""
-
-    def __init__(self, bus: Bus) -> None:
-        self._bus = bus
-
-    async def handle(self, event: RecordedEvent) -> None:
-        if isinstance(event.payload, EndUserForgetRequested | AgencyDeletionRequested):
-            await carry_out(self._bus, event)

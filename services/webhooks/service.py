@@ -55,7 +55,7 @@ from agency.services.egress import EgressPolicy, EgressRefused, guarded_transpor
 from agency.services.threads.retention import RetentionSweeper
 from agency.services.threads.retention_policy import RetentionSettings
 from agency.services.threads.run_end import DeleteOnRunEnd
-from agency.services.threads.scope_erasure import ErasureRequests
+from agency.services.threads.tenant_erasure import ErasureRequests
 from agency.services.webhook_signing import (
     EVENT_HEADER,
     SECRET_VARIABLE,
