@@ -446,3 +446,17 @@ async def mcp_resource_problems(session: ClientSession, world: World, b: Tenant)
         if "unknown prompt" not in e.error.message:
             problems.append(f"mcp prompts/get {name} -> {e.error.message}")
     return problems
+
+
+async def test_tenant_b_can_neither_delete_nor_list_tenants(http: httpx.AsyncClient) -> None:
+    """The admin's tenant routes answer B 403, as the sweep expects of every admin route;
+    A stays whole and its key keeps working."""
+    a = await new_tenant(http, "a")
+    b = await new_tenant(http, "b")
+    assert ("DELETE", "/tenants/{tenantId}", False) in await routes(http)
+    for method, path in (("DELETE", f"/tenants/{a.id}"), ("GET", "/tenants")):
+        status, text = await answer(http, method, path, None, b.auth)
+        assert status == 403, (method, path, status, text)
+        assert a.id not in text
+    mine = await http.get("/agencies", headers=a.auth)
+    assert mine.status_code == 200 and a.agency in mine.text
