@@ -96,7 +96,20 @@ async def carry_out_tenant(bus: Bus, request: RecordedEvent) -> TenantErased:
     if cipher is not None:
         await cipher.destroy_tenant(tenant_id)
     log.info("tenant deleted", tenant_id=tenant_id, requested_by=payload.requested_by)
-    return TenantErased(request, deleted)
+    return TenantErased(await _request_of(bus, request, deleted), deleted)
+
+
+async def _request_of(bus: Bus, request: RecordedEvent, deleted: RecordedEvent) -> RecordedEvent:
+    """The request `tenant.deleted` names: `request`, or another recorded at once (two
+    deletions asked together), which the answer is then about."""
+    assert isinstance(deleted.payload, TenantDeleted)
+    if deleted.payload.request_id == request.envelope.event_id:
+        return request
+    tenant_id = request.envelope.tenant_id
+    for event in await bus.store.read(tenant_id, "tenant", tenant_id):
+        if event.envelope.event_id == deleted.payload.request_id:
+            return event
+    return request
 
 
 async def _agency_deleted(bus: Bus, tenant_id: str, agency_id: str) -> bool:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import io
 import os
@@ -156,6 +157,23 @@ async def test_a_tenant_deletion_recorded_but_not_carried_out_is_finished_from_t
         assert (await client.http.get("/agencies")).status_code == 401
 
     await assert_eventually(finished, timeout=30, interval=0.2)
+
+
+async def test_two_deletions_asked_at_once_delete_the_tenant_once_and_answer_alike(
+    client: Client, bus: Bus
+) -> None:
+    await user_thread(client, client.agency, "fay")
+    async with httpx.AsyncClient(base_url=client.http.base_url, timeout=20) as http:
+        path = f"/tenants/{client.tenant}"
+        first, second = await asyncio.gather(
+            http.delete(path, headers=ADMIN_AUTH), http.delete(path, headers=ADMIN_AUTH)
+        )
+    assert first.status_code == second.status_code == 200, (first.text, second.text)
+    for field in ("requestId", "requestedAt", "deletedAt", "agencies", "apiKeysRevoked"):
+        assert first.json()[field] == second.json()[field], field
+    history = await bus.store.read(client.tenant, "tenant", client.tenant)
+    assert sum(isinstance(e.payload, TenantDeleted) for e in history) == 1
+    assert isinstance(history[-1].payload, TenantDeleted)
 
 
 async def test_the_admin_cli_deletes_a_tenant(client: Client, tmp_path: Path) -> None:
