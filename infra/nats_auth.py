@@ -163,6 +163,13 @@ class NatsAuth:
             events=f"tenant.{t}.evt.>",
         )
 
+    def remove_tenant(self, tenant: str) -> bool:
+        """Remove the tenant's user (the tenant was deleted); False when it had none. Its
+        connections are closed at the server's reload."""
+        name = f"tenant_{validate_token('tenant id', tenant)}"
+        with self._locked() as state:
+            return state.users.pop(name, None) is not None
+
     def reload_server(self) -> None:
         """Tell every running server of these users to read auth.conf again (SIGHUP): the
         one whose store is this directory, or each node of a cluster kept below it."""
@@ -249,6 +256,14 @@ class CredentialIssuer:
         for server in self.servers.split(","):
             await self._until_wired(server, credentials, deadline)
         return IssuedCredentials(servers=self.servers, credentials=credentials)
+
+    def remove(self, tenant: str) -> bool:
+        """Remove the tenant's user, if it has one, and have every server reload: its
+        password stops working and its connections are closed."""
+        removed = self.auth.remove_tenant(tenant)
+        if removed:
+            self.auth.reload_server()
+        return removed
 
     async def _until_wired(
         self, server: str, credentials: TenantCredentials, deadline: float

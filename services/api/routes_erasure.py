@@ -219,6 +219,8 @@ async def delete_tenant(
         deps.known.agency_deleted(tenant, agency_id)
     for key_id in done.payload.api_keys:
         deps.keys.revoke(tenant, key_id)
+    if deps.nats_credentials is not None:
+        deps.nats_credentials.remove(tenant)  # its NATS user, on a server Agency manages
     caught_up = await deps.progress.wait_passed(
         catalog.NAMES, done.deleted.stream_seq, deps.settings.read_lag_timeout
     )

@@ -213,3 +213,47 @@ async def test_the_admin_issues_nats_credentials_for_a_tenant_that_connect_at_on
         inbox_prefix=body["inboxPrefix"], connect_timeout=5,
     )  # fmt: skip
     await nc.close()
+
+
+async def test_deleting_a_tenant_removes_its_nats_user_and_closes_its_connections(
+    api: Api, tenant_a: Tenant, tenant_b: Tenant, nats_server: NatsServer | None
+) -> None:
+    if nats_server is None or nats_server.auth is None:
+        return  # an external server's users are its operator's
+    issuer = CredentialIssuer(nats_server.auth, nats_server.url)
+    deps = replace(api.deps, nats_credentials=issuer)
+    async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        issued = {}
+        for tenant in (tenant_a, tenant_b):
+            r = await http.post(f"/tenants/{tenant.id}/nats-credentials", headers=api.admin)
+            assert r.status_code == 201, r.text
+            issued[tenant.id] = r.json()
+
+        async def connect(body: dict[str, str]) -> nats.NATS:
+            return await nats.connect(
+                servers=body["servers"].split(","), user=body["user"],
+                password=body["password"], inbox_prefix=body["inboxPrefix"],
+                connect_timeout=5, allow_reconnect=False, error_cb=_quiet,
+            )  # fmt: skip
+
+        doomed, kept = await connect(issued[tenant_a.id]), await connect(issued[tenant_b.id])
+        try:
+            r = await http.delete(f"/tenants/{tenant_a.id}", headers=api.admin)
+            assert r.status_code == 200, r.text
+
+            async def closed() -> None:
+                assert doomed.is_closed
+
+            await assert_eventually(closed, timeout=15, interval=0.1)
+            # Its user is gone from the server's users: its password opens nothing.
+            assert f"tenant_{tenant_a.id}" not in nats_server.auth.conf_path.read_text()
+            assert f"tenant_{tenant_b.id}" in nats_server.auth.conf_path.read_text()
+            assert kept.is_connected  # another tenant's user is untouched
+        finally:
+            for nc in (doomed, kept):
+                if not nc.is_closed:
+                    await nc.close()
+
+
+async def _quiet(_: Exception) -> None:
+    return None
