@@ -141,6 +141,30 @@ async def test_a_thread_the_deletion_missed_does_not_open_once_the_tenant_key_is
         await vault.data_key(client.tenant, "a-new-thread", create=True)
 
 
+async def test_an_agency_the_first_look_missed_is_deleted_too(
+    client: Client, bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agency created while the others were being deleted (here: one the first look at
+    the log did not show) is deleted before the tenant is recorded deleted."""
+    late = await second_agency(client)
+    thread = await user_thread(client, late, "gus")
+    real = tenant_erasure.agencies_of
+    looks: list[int] = []
+
+    async def late_on_first_look(bus: Bus, tenant_id: str) -> list[str]:
+        found = await real(bus, tenant_id)
+        looks.append(len(found))
+        return [a for a in found if a != late] if len(looks) == 1 else found
+
+    monkeypatch.setattr(tenant_erasure, "agencies_of", late_on_first_look)
+    async with httpx.AsyncClient(base_url=client.http.base_url, timeout=20) as http:
+        r = await http.delete(f"/tenants/{client.tenant}", headers=ADMIN_AUTH)
+    assert r.status_code == 200, r.text
+    assert sorted(r.json()["agencies"]) == sorted([client.agency, late])
+    events = await bus.store.read(client.tenant, "agency", late)
+    assert isinstance(events[-1].payload, AgencyDeleted) and events[-1].payload.threads == (thread,)
+
+
 async def test_a_tenant_deletion_recorded_but_not_carried_out_is_finished_from_the_log(
     client: Client, bus: Bus
 ) -> None:
