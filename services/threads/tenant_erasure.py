@@ -32,7 +32,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.records import RecordedEvent
 from agency.infra.keystore import current_cipher
-from agency.services.threads.scope_erasure import carry_out, request_erasure
+from agency.services.threads.scope_erasure import carry_out
 
 log = structlog.get_logger(__name__)
 
@@ -120,9 +120,33 @@ async def _delete_agencies(bus: Bus, tenant_id: str, requested_by: str) -> tuple
         if not left:
             break
         for agency_id in left:
-            asked = AgencyDeletionRequested(agency_id=agency_id, requested_by=requested_by)
-            await carry_out(bus, await request_erasure(bus, tenant_id, asked))
+            await carry_out(bus, await _agency_request(bus, tenant_id, agency_id, requested_by))
     return tuple(agencies)
+
+
+async def _agency_request(
+    bus: Bus, tenant_id: str, agency_id: str, requested_by: str
+) -> RecordedEvent:
+    """The agency's deletion request: the first one recorded, or one recorded now. Every
+    carrier of the tenant's deletion carries out that one request, appended only where
+    the tenant's log has none, so each tree it deletes (before a stop included) is named
+    by it and counted in its record."""
+    for _ in range(_APPEND_ATTEMPTS):
+        history = await bus.store.read(tenant_id, "tenant", tenant_id)
+        for event in history:
+            payload = event.payload
+            if isinstance(payload, AgencyDeletionRequested) and payload.agency_id == agency_id:
+                return event
+        asked = AgencyDeletionRequested(agency_id=agency_id, requested_by=requested_by)
+        position = history[-1].position if history else Position()
+        try:
+            done = await bus.store.append(
+                tenant_id, "tenant", tenant_id, [asked], expected=position
+            )
+        except ConcurrencyError:
+            continue  # another writer of the tenant went first: look again
+        return done.events[0]
+    raise ConcurrencyError(f"tenant {tenant_id}", 0, None)
 
 
 async def _agency_deleted(bus: Bus, tenant_id: str, agency_id: str) -> bool:

@@ -1,4 +1,4 @@
-"""A deletion by scope (an agency, an end user) whose carriers are SIGKILLed mid-way is
+"""A deletion by scope (an agency, an end user, a tenant) whose carriers are SIGKILLed mid-way is
 finished when they come back: every thread answers 410, each tombstone and the record of
 the deletion are written once (docs/data.md)."""
 
@@ -14,7 +14,12 @@ import httpx
 import pytest
 from nats.aio.msg import Msg
 
-from agency.contracts.events import AgencyDeleted, EndUserForgetRequested, EndUserForgotten
+from agency.contracts.events import (
+    AgencyDeleted,
+    EndUserForgetRequested,
+    EndUserForgotten,
+    TenantDeleted,
+)
 from agency.contracts.subjects import EVENT_TYPE_HEADER, aggregate_events_filter
 from agency.infra.jetstream.connection import Bus
 from agency.services.llm.fake_server import FakeLLMServer
@@ -30,7 +35,7 @@ END_USER = "ann@example.com"
 CARRIERS = ("api-0", "webhooks-0")
 WORKERS = {"registry": 1, "projector": 1, "api": 1, "webhooks": 1}
 ADMIN = "admin-" + secrets.token_urlsafe(12)
-Scope = Literal["agency", "end_user"]
+Scope = Literal["agency", "end_user", "tenant"]
 
 
 async def api_up(http: httpx.AsyncClient) -> None:
@@ -58,7 +63,7 @@ async def tombstones(bus: Bus, tenant: str, threads: list[str]) -> Counter[str]:
     return counts
 
 
-@pytest.mark.parametrize("scope", ["agency", "end_user"])
+@pytest.mark.parametrize("scope", ["agency", "end_user", "tenant"])
 async def test_a_deletion_killed_mid_way_is_finished_on_restart(
     tmp_path: Path, scope: Scope
 ) -> None:
@@ -89,6 +94,9 @@ async def test_a_deletion_killed_mid_way_is_finished_on_restart(
         await bus.nc.flush(timeout=10)
         if scope == "agency":
             asked = http.delete(f"/agencies/{agency}")
+        elif scope == "tenant":
+            admin = {"Authorization": f"Bearer {ADMIN}"}
+            asked = http.delete(f"/tenants/{tenant}", headers=admin)
         else:
             asked = http.post(f"/users/{END_USER}/forget")
         answer = asyncio.create_task(asked)
@@ -105,6 +113,13 @@ async def test_a_deletion_killed_mid_way_is_finished_on_restart(
         await assert_eventually(lambda: api_up(http), timeout=60, interval=0.25)
 
         async def all_gone() -> None:
+            if scope == "tenant":  # its key is refused: the log shows the deletion
+                events = await bus.store.read(tenant, "tenant", tenant)
+                assert [type(e.payload) for e in events].count(TenantDeleted) == 1
+                assert isinstance(events[-1].payload, TenantDeleted)
+                assert (await http.get("/agencies")).status_code == 401
+                assert set((await tombstones(bus, tenant, threads)).values()) == {1}
+                return
             for thread in threads:
                 r = await http.get(f"/langgraph/threads/{thread}")
                 assert r.status_code == 410, (thread, r.status_code, r.text)
@@ -112,7 +127,7 @@ async def test_a_deletion_killed_mid_way_is_finished_on_restart(
         await assert_eventually(all_gone, timeout=120, interval=0.5)
 
         async def recorded_done() -> list[tuple[str, ...]]:
-            if scope == "agency":
+            if scope in ("agency", "tenant"):
                 events = await bus.store.read(tenant, "agency", agency)
                 done = [e.payload.threads for e in events if isinstance(e.payload, AgencyDeleted)]
             else:
