@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import nats
+from nats.aio.client import Client as NATS
 
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
@@ -229,7 +230,7 @@ async def test_deleting_a_tenant_removes_its_nats_user_and_closes_its_connection
             assert r.status_code == 201, r.text
             issued[tenant.id] = r.json()
 
-        async def connect(body: dict[str, str]) -> nats.NATS:
+        async def connect(body: dict[str, str]) -> NATS:
             return await nats.connect(
                 servers=body["servers"].split(","), user=body["user"],
                 password=body["password"], inbox_prefix=body["inboxPrefix"],
