@@ -14,7 +14,7 @@ from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
 from agency.infra.keystore.operator import KeyRing, KeyUnwrapError, LocalKeyWrapper, open_key
 from agency.infra.keystore.rotation import _begin, rotate_operator, rotate_tenant
-from agency.infra.keystore.vault import KeyVault, WrappedKey, data_entry
+from agency.infra.keystore.vault import KeyVault, TenantKeyDestroyed, WrappedKey, data_entry
 
 
 @pytest.fixture
@@ -159,3 +159,30 @@ async def test_an_operator_rotation_stopped_midway_reads_on_with_both_keys_and_f
     assert (finished.rewrapped, finished.unchanged) == (1, 1)
     after = await vault_of(bus, bucket, new).open()
     assert {t: await after.data_key(t, "th1", create=False) for t in keys} == keys
+
+
+async def test_a_destroyed_tenant_key_opens_no_data_key_and_rotations_pass_it_by(
+    bus: Bus, bucket: str
+) -> None:
+    """A deleted tenant's key is gone: its data keys open nowhere (a process that never
+    held it included), none is made, and an operator rotation passes the entry by."""
+    old, new = LocalKeyWrapper("old-" + new_id()), LocalKeyWrapper("new-" + new_id())
+    vault = await vault_of(bus, bucket, old).open()
+    await vault.data_key("ta", "th1", create=True)
+    kept = await vault.data_key("tb", "th1", create=True)
+
+    assert await vault.destroy_tenant("ta") is True
+    assert await vault.destroy_tenant("ta") is False  # a repeat is harmless
+
+    for process in (vault, await vault_of(bus, bucket, old).open()):
+        with pytest.raises(TenantKeyDestroyed):
+            await process.data_key("ta", "th1", create=False)
+        with pytest.raises(TenantKeyDestroyed):
+            await process.data_key("ta", "th2", create=True)
+    rotation = await rotate_operator(await vault_of(bus, bucket, new, old).open(), "operator")
+    assert (rotation.rewrapped, rotation.unchanged) == (1, 0)
+    assert (
+        await (await vault_of(bus, bucket, new).open()).data_key("tb", "th1", create=False) == kept
+    )
+    with pytest.raises(TenantKeyDestroyed):
+        await rotate_tenant(vault, "ta", "admin")
