@@ -6,7 +6,7 @@ import pytest
 
 from agency.contracts.commands import IssueApiKey
 from agency.contracts.errors import CommandRejected
-from agency.contracts.events import ApiKeyIssued, TenantCreated, TenantDeleted
+from agency.contracts.events import AnyEvent, ApiKeyIssued, TenantCreated, TenantDeleted
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import Position
@@ -14,7 +14,7 @@ from agency.services.registry import decisions
 
 
 async def test_a_deleted_tenant_is_issued_no_key(bus: Bus, tenant: str) -> None:
-    created = [TenantCreated(name="gone"), ApiKeyIssued(key_id="k1", key_hash="h1")]
+    created: list[AnyEvent] = [TenantCreated(name="gone"), ApiKeyIssued(key_id="k1", key_hash="h1")]
     await bus.store.append(tenant, "tenant", tenant, created, expected=Position())
     command = IssueApiKey(key_id="k2", key_hash="h2", name="late")
     history = await bus.store.read(tenant, "tenant", tenant)
