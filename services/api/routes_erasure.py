@@ -221,9 +221,11 @@ async def delete_tenant(
         deps.keys.revoke(tenant, key_id)
     if deps.nats_credentials is not None:
         deps.nats_credentials.remove(tenant)  # its NATS user, on a server Agency manages
+    # The record is on the tenant's aggregate: its partition's read models are waited on.
     caught_up = await deps.progress.wait_passed(
-        catalog.NAMES, done.deleted.stream_seq, deps.settings.read_lag_timeout
-    )
+        catalog.NAMES, done.deleted.stream_seq, deps.settings.read_lag_timeout,
+        partition=deps.bus.layout.partition(tenant),
+    )  # fmt: skip
     return Response(_tenant_deletion(done, caught_up))
 
 

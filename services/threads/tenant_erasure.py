@@ -25,7 +25,6 @@ from agency.contracts.events import (
     TenantDeletionRequested,
 )
 from agency.contracts.records import Position
-from agency.contracts.subjects import EVENTS_STREAM, aggregate_events_filter
 from agency.domain.key_liveness import live_keys
 from agency.infra.jetstream.aggregate_reads import scan_from
 from agency.infra.jetstream.connection import Bus
@@ -71,11 +70,14 @@ def _deleted_in(history: list[RecordedEvent]) -> RecordedEvent | None:
 
 async def agencies_of(bus: Bus, tenant_id: str) -> list[str]:
     """Every agency the tenant ever created, from the log (a deleted one included)."""
-    pattern = aggregate_events_filter("agency", tenant_id)
+    layout = bus.layout
     found: dict[str, None] = {}
-    async for event in scan_from(bus.nc, EVENTS_STREAM, pattern, 1, _SCAN_TIMEOUT, types=_CREATED):
-        if isinstance(event, RecordedEvent):
-            found[event.envelope.aggregate_id] = None
+    for partition in range(layout.partitions):
+        pattern = layout.aggregate_filter("agency", tenant_id, partition)
+        stream = layout.stream(partition)
+        async for event in scan_from(bus.nc, stream, pattern, 1, _SCAN_TIMEOUT, types=_CREATED):
+            if isinstance(event, RecordedEvent):
+                found[event.envelope.aggregate_id] = None
     return list(found)
 
 
