@@ -110,7 +110,8 @@ image *ARGS:
 # HTTP against LangGraph: just bench system --parked 10000; http: one langgraph-sdk script
 # against our /langgraph routes and against Aegra: just bench http; blueprints: the
 # 10,000th blueprint save against the first; encryption: agent sequential and system resume
-# sealed against AGENCY_ENCRYPTION=off)
+# sealed against AGENCY_ENCRYPTION=off; partitions: appends on 3 partitions of the 3-node
+# cluster against 1)
 bench NAME *ARGS:
     python -m bench.{{NAME}} {{ARGS}}
 

@@ -61,6 +61,8 @@ class Cluster:
     by_stream: Counter[str] = field(default_factory=Counter)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds by node, measured
     decisions: int = 0
+    elapsed: float = 0.0  # seconds measured
+    writers_cpu: float = 0.0  # CPU seconds of the writers' process while measured
 
     @property
     def layout(self) -> EventLayout:
@@ -157,10 +159,13 @@ async def run_round(target: Cluster, decisions: int, writers: int) -> None:
             await append_thread(target.bus, tenant, thread)
             target.by_stream[layout.stream_of(thread)] += len(PARKED_APPENDS)
 
-    before = cpu_seconds(target.cluster)
+    before, own = cpu_seconds(target.cluster), psutil.Process().cpu_times()
     clock = Stopwatch()
     await asyncio.gather(*(writer() for _ in range(min(writers, threads))))
     elapsed = clock.elapsed
+    after = psutil.Process().cpu_times()
+    target.writers_cpu += after.user + after.system - own.user - own.system
+    target.elapsed += elapsed
     for node, spent in cpu_seconds(target.cluster).items():
         target.cpu[node] = target.cpu.get(node, 0.0) + spent - before[node]
     stored = threads * len(PARKED_APPENDS)
@@ -175,6 +180,9 @@ def describe(name: str, target: Cluster) -> tuple[float, float]:
           f"(rounds: {', '.join(f'{r:,.0f}' for r in target.rates)})", flush=True)  # fmt: skip
     for stream, node in target.placed.items():
         print(f"    {stream}: leader {node}, {target.by_stream[stream]:,} decisions", flush=True)
+    nodes_cpu = sum(target.cpu.values())
+    print(f"    cores busy: nodes {nodes_cpu / target.elapsed:.2f}, writers' process "
+          f"{target.writers_cpu / target.elapsed:.2f}", flush=True)  # fmt: skip
     leader_ms: list[float] = []
     follower_ms: list[float] = []
     for node, spent in sorted(target.cpu.items()):
