@@ -10,6 +10,9 @@ the machine's hiccups hit both alike; the medians are reported:
   store's `append` after the thread's expected sequence, a thread's appends of 1, 6 and 7
   events of a run's ordinary size), by `--writers` concurrent writers, each on threads of
   its own. Ours: three partitions; baseline: one; ratio ours/baseline.
+- `partitions-runs` (with `--runs N`, N > 0): runs/s through the real services, each a
+  process (`bench/partitions_runs.py`), N runs a side. Ours: three partitions and three
+  runtime workers; baseline: one and one; one side after the other.
 
 Each stream's leader is printed from the server's stream info, with the decisions the
 stream took and the CPU seconds every node spent, leader and followers apart: what a node
@@ -204,6 +207,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--decisions", type=int, default=6_000, help="decisions a side (6,000)")
     parser.add_argument("--writers", type=int, default=24, help="concurrent writers (24)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (3)")
+    parser.add_argument(
+        "--runs", type=int, default=0, help="runs a side through the services (0: none)"
+    )
     args = parser.parse_args(argv)
     configure_logging("json", level=40)
     sync = os.environ.get("AGENCY_NATS_SYNC", "always")
@@ -232,7 +238,22 @@ async def main(argv: Sequence[str] | None = None) -> None:
               f"{follower_one:.3f} CPU ms: on {NODES} machines, {NODES} partitions would "
               f"take up to {gain:.2f}x the appends of one", flush=True)  # fmt: skip
     report("partitions-appends", statistics.median(three.rates), statistics.median(one.rates))
+    if args.runs > 0:
+        await bench_runs(args.runs)
     print_load("after")
+
+
+async def bench_runs(runs: int) -> None:
+    # Imported here: the services' harness is loaded only when runs are asked for.
+    from bench.partitions_runs import measure
+
+    sides = [await measure(p, p, runs) for p in (1, NODES)]
+    for side in sides:
+        leading = ", ".join(f"{s} {n}" for s, n in side.placed.items())
+        print(f"  {side.partitions} partition(s), {side.runtime_workers} runtime worker(s): "
+              f"{side.rate:,.1f} runs/s, {side.completed} completed; leaders {leading}",
+              flush=True)  # fmt: skip
+    report("partitions-runs", sides[1].rate, sides[0].rate)
 
 
 if __name__ == "__main__":
