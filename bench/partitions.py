@@ -38,7 +38,7 @@ import psutil
 from agency.contracts.ids import new_id
 from agency.contracts.partitions import EventLayout
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.errors import is_transient
+from agency.infra.jetstream.errors import ConcurrencyError, is_transient
 from agency.infra.jetstream.leaders import leaders
 from agency.infra.jetstream.records import Position
 from agency.infra.jetstream.streams import StreamSettings, provision
@@ -64,6 +64,7 @@ class Cluster:
     by_stream: Counter[str] = field(default_factory=Counter)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds by node, measured
     decisions: int = 0
+    refused: int = 0  # appends refused as concurrent and taken again
     elapsed: float = 0.0  # seconds measured
     writers_cpu: float = 0.0  # CPU seconds of the writers' process while measured
 
@@ -106,15 +107,28 @@ async def settled_leaders(bus: Bus) -> dict[str, str]:
     return found
 
 
-async def append_thread(bus: Bus, tenant: str, thread: str) -> None:
-    """A thread's decisions: its appends of `PARKED_APPENDS` events after its sequence."""
-    position, at = Position(), 0
+async def append_thread(bus: Bus, tenant: str, thread: str) -> int:
+    """A thread's decisions: its appends of `PARKED_APPENDS` events after its sequence; how
+    many were refused as concurrent and taken again from the stored position, as the
+    runtime reloads and decides again (a commit retried after a timeout under load meets
+    its own first attempt still in flight)."""
+    position, at, refused = Position(), 0, 0
     for size in PARKED_APPENDS:
         batch = [message(i) for i in range(at, at + size)]
-        position = (
-            await bus.store.append(tenant, "thread", thread, batch, expected=position)
-        ).position
+        while True:
+            try:
+                result = await bus.store.append(tenant, "thread", thread, batch, expected=position)
+            except ConcurrencyError:
+                refused += 1
+                stored = await bus.store.last_position(tenant, "thread", thread)
+                if stored.stream_seq == position.stream_seq:
+                    continue  # not stored: the same decision again
+                position = stored  # stored by the first attempt
+                break
+            position = result.position
+            break
         at += size
+    return refused
 
 
 async def warm(bus: Bus, tenant: str) -> None:
@@ -159,7 +173,7 @@ async def run_round(target: Cluster, decisions: int, writers: int) -> None:
     async def writer() -> None:
         for _ in queue:
             thread = new_id()
-            await append_thread(target.bus, tenant, thread)
+            target.refused += await append_thread(target.bus, tenant, thread)
             target.by_stream[layout.stream_of(thread)] += len(PARKED_APPENDS)
 
     before, own = cpu_seconds(target.cluster), psutil.Process().cpu_times()
@@ -185,7 +199,8 @@ def describe(name: str, target: Cluster) -> tuple[float, float]:
         print(f"    {stream}: leader {node}, {target.by_stream[stream]:,} decisions", flush=True)
     nodes_cpu = sum(target.cpu.values())
     print(f"    cores busy: nodes {nodes_cpu / target.elapsed:.2f}, writers' process "
-          f"{target.writers_cpu / target.elapsed:.2f}", flush=True)  # fmt: skip
+          f"{target.writers_cpu / target.elapsed:.2f}; {target.refused} appends refused "
+          "as concurrent and taken again", flush=True)  # fmt: skip
     leader_ms: list[float] = []
     follower_ms: list[float] = []
     for node, spent in sorted(target.cpu.items()):

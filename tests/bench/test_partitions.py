@@ -37,3 +37,22 @@ def test_a_tiny_run_prints_each_leader_and_its_bench_line() -> None:
     ours, baseline, ratio = map(float, found.groups())
     assert ours > 0 and baseline > 0
     assert ratio == pytest.approx(ours / baseline, abs=0.01)
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_runs_through_the_services_print_their_bench_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.partitions", "--decisions", "30", "--writers", "2",
+         "--rounds", "1", "--runs", "6"],
+        cwd=REPO, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "1 partition(s), 1 runtime worker(s):" in out and ", 6 completed;" in out
+    sides = re.findall(r"^  (\d) partition\(s\), (\d) runtime worker\(s\): ", out, re.MULTILINE)
+    assert sides == [("1", "1"), ("3", "3")]
+    assert re.search(
+        r"^bench: partitions-runs ours=[\d.]+ baseline=[\d.]+ ratio=", out, re.MULTILINE
+    )
