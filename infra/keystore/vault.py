@@ -27,7 +27,6 @@ from nats.js.errors import (
     KeyDeletedError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
-    NoKeysError,
     NotFoundError,
 )
 from nats.js.kv import KeyValue
@@ -325,11 +324,12 @@ class KeyVault:
         return True
 
     async def entries(self, prefix: str) -> list[str]:
-        """The names of the bucket's entries starting with `prefix`."""
-        try:
-            return [k for k in await self.kv.keys() if k.startswith(prefix)]
-        except NoKeysError:
-            return []
+        """The names of the bucket's entries starting with `prefix` (which ends with a
+        `.`), as the server counts its subjects: every one, however loaded the server (a
+        KV watch of the keys may end before it has delivered them all)."""
+        head = f"$KV.{self._bucket}."
+        info = await self._js.stream_info(f"KV_{self._bucket}", subjects_filter=f"{head}{prefix}>")
+        return sorted(subject.removeprefix(head) for subject in info.state.subjects or {})
 
     async def _get(self, entry: str) -> WrappedKey | None:
         """The entry, None when it never existed; `KeyDeletedError` when it was destroyed."""
