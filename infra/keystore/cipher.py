@@ -27,7 +27,7 @@ from agency.contracts.opened import OPENED
 from agency.contracts.sealed import PayloadErased
 from agency.infra.jetstream.natsclient import connect as nats_connect
 from agency.infra.keystore.operator import NONCE_BYTES, KeyWrapper
-from agency.infra.keystore.vault import KeyVault
+from agency.infra.keystore.vault import KeyVault, TenantKeyMissing
 
 log = structlog.get_logger(__name__)
 
@@ -182,7 +182,12 @@ class ThreadCipher:
         aes = self._cached(tenant_id, key_id)
         if aes is not None:
             return aes
-        key = self._keys.run(lambda vault: vault.data_key(tenant_id, key_id, create=create))
+        try:
+            key = self._keys.run(lambda vault: vault.data_key(tenant_id, key_id, create=create))
+        except TenantKeyMissing as e:
+            # The store lost the key that wraps this one: the event cannot be opened, and
+            # a reader takes it as undecodable, with this reason, rather than stop.
+            raise DecodeError("sealed payload", str(e)) from None
         if key is None:
             raise PayloadErased(tenant_id, key_id)
         return self._remember(tenant_id, key_id, key)
