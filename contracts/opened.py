@@ -103,6 +103,13 @@ class OpenedEvents:
             self._trees.clear()
             self._size = 0
 
+    def shed(self) -> int:
+        """Drop every event held (after an overload, with the other caches); how many."""
+        with self._lock:
+            count = len(self._entries)
+        self.clear()
+        return count
+
     def _drop(self, data: bytes) -> None:
         entry = self._entries.pop(data)
         self._size -= len(data)

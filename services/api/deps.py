@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from agency.contracts.opened import OPENED
 from agency.infra.jetstream.connection import Bus
 from agency.infra.nats_auth import CredentialIssuer
 from agency.services.agents.system import AgentSystem
@@ -121,5 +122,5 @@ class ApiDeps:
         object.__setattr__(self, "threads", ThreadCache(self.bus.store, capacity=THREADS_KEPT))
         object.__setattr__(self, "spend", SpendLedger(self.bus))
         # After an overload, what the flood left folded goes with the garbage.
-        shed = (self.threads.shed_resting, self.graph_views.shed)
+        shed = (self.threads.shed_resting, self.graph_views.shed, OPENED.shed)
         object.__setattr__(self, "relief", MemoryRelief(self.admission, shed=shed))
