@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
 import sys
 from collections.abc import AsyncIterator
@@ -181,9 +182,13 @@ async def test_rotated_keys_open_every_thread_after_a_restart_and_the_old_ones_n
     async with deployment.running(data) as http:
         code, out, err = await agency("keys", "rotate", "--data-dir", str(data))
         assert code == 0, err
-        assert "2 tenant keys rewrapped" in out, out
+        # A's and B's keys at least: the deployment's own tenant has one too once it has
+        # sealed something, which depends on what its start got to do.
+        rewrapped = re.search(r"(\d+) tenant keys rewrapped, 0 already under it", out)
+        assert rewrapped is not None and int(rewrapped[1]) >= 2, out
         code, out, err = await agency("keys", "rotate", "--data-dir", str(data))
-        assert code == 0 and "0 tenant keys rewrapped, 2 already under it" in out, out
+        assert code == 0, err
+        assert f"0 tenant keys rewrapped, {rewrapped[1]} already under it" in out, out
 
     # Restarted on the new key alone: every thread reads, in the API and a fresh process.
     monkeypatch.delenv(PREVIOUS_KEY_VARIABLE)
