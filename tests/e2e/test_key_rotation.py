@@ -188,7 +188,8 @@ async def test_rotated_keys_open_every_thread_after_a_restart_and_the_old_ones_n
         assert rewrapped is not None and int(rewrapped[1]) >= 2, out
         code, out, err = await agency("keys", "rotate", "--data-dir", str(data))
         assert code == 0, err
-        assert f"0 tenant keys rewrapped, {rewrapped[1]} already under it" in out, out
+        again = re.search(r"0 tenant keys rewrapped, (\d+) already under it", out)
+        assert again is not None and int(again[1]) >= int(rewrapped[1]), out
 
     # Restarted on the new key alone: every thread reads, in the API and a fresh process.
     monkeypatch.delenv(PREVIOUS_KEY_VARIABLE)
