@@ -72,25 +72,27 @@ test-python VERSION *ARGS:
     export PATH="$PWD/$venv/bin:$PATH"
     exec python -m pytest {{core_tests}} {{ARGS}}
 
-# The A2A TCK's checkout and its environment (PyPI packages only) live in .tck/; AGENCY_A2A_TCK
-# names another checkout to use instead.
-tck_commit := "410ba92e1b264df895e1fe6eccfe22db7aeaab06"
-
-# the A2A TCK (github.com/a2aproject/a2a-tck): its mandatory and capability tests against the
-# test system over JSON-RPC, failing on any failure docs/protocols.md does not explain (minutes)
+# The A2A TCK is vendored at a pinned commit in tests/protocols/a2a/vendor/a2a-tck (ORIGIN.md names
+# it); its environment (PyPI packages only) is .tck/venv, its reports go to .tck/reports.
+# AGENCY_A2A_TCK names another copy of the TCK to run instead. It fails on any failure
+# docs/protocols.md does not explain.
+# the A2A TCK's mandatory and capability tests against the test system (minutes)
 tck *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
-    tck=${AGENCY_A2A_TCK:-$PWD/.tck/a2a-tck}
-    if [ ! -d "$tck" ]; then
-      git clone --quiet https://github.com/a2aproject/a2a-tck "$tck"
-      git -C "$tck" checkout --quiet {{tck_commit}}
+    tck=${AGENCY_A2A_TCK:-$PWD/tests/protocols/a2a/vendor/a2a-tck}
+    venv=.tck/venv
+    want=$(sha256sum "$tck/pyproject.toml" | cut -d' ' -f1)
+    if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.installed" 2>/dev/null)" != "$want" ]; then
+      echo "installing the TCK's dependencies into $venv..." >&2
+      python -m venv --clear "$venv"
+      python -c 'import sys, tomllib; print(*tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"], sep="\n")' \
+        "$tck/pyproject.toml" > "$venv/requirements.txt"
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$venv/requirements.txt"
+      echo "$want" > "$venv/.installed"
     fi
-    if [ ! -x "$tck/.venv/bin/python" ]; then
-      python -m venv "$tck/.venv"
-      "$tck/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$tck"
-    fi
-    AGENCY_A2A_TCK=$tck timeout 3000 python -m pytest -p no:cacheprovider -s tests/protocols/a2a/tck.py {{ARGS}}
+    AGENCY_A2A_TCK=$tck AGENCY_A2A_TCK_PYTHON=$PWD/$venv/bin/python AGENCY_A2A_TCK_REPORTS=$PWD/.tck/reports \
+      timeout 3000 python -m pytest -p no:cacheprovider -s tests/protocols/a2a/tck.py {{ARGS}}
 
 # the deployment's tests: the image built and run with podman, the compose file brought up
 # with podman-compose, the Helm chart rendered and validated (slow: not part of `just test`)

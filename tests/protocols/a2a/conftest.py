@@ -24,6 +24,9 @@ from agency.services.llm.fake_server import FakeLLMServer
 from tests.e2e.conftest import ADMIN, System, system_with_llm
 from tests.langgraph.conftest import new_tenant
 
+# The vendored TCK's own tests run only under `just tck` (tck.py), against the system.
+collect_ignore = ["vendor"]
+
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
 BINDINGS = [JSONRPC, HTTP_JSON]
