@@ -37,6 +37,20 @@ def sh(*argv: str, timeout: float = 120, check: bool = True, **kw: object) -> st
     return done.stdout
 
 
+def container_logs(name: str, tail: int = 400) -> str:
+    """The last `tail` lines a container wrote, stdout and stderr interleaved (`podman
+    logs` replays the container's stderr on its own)."""
+    done = subprocess.run(
+        ["podman", "logs", "--tail", str(tail), name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+        env=podman_env(),
+    )
+    return done.stdout
+
+
 def eventually(check: Callable[[], T], timeout: float, every: float = 0.5) -> T:
     """`check()`'s value once it stops raising, or its last error after `timeout` s."""
     deadline = time.monotonic() + timeout

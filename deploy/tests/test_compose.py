@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deploy.tests.conftest import ROOT, eventually, podman_env, sh
+from deploy.tests.conftest import ROOT, container_logs, eventually, podman_env, sh
 
 pytestmark = pytest.mark.timeout(2700)
 COMPOSE = ROOT / "deploy" / "compose.yaml"
@@ -82,7 +82,7 @@ def system(image: str) -> Iterator[tuple[str, str, str]]:
             for line in sh("podman", "ps", "-a", "--format", "{{.Names}}", check=False).split():
                 if line.startswith(project):
                     out.write(f"=== {line}\n")
-                    out.write(sh("podman", "logs", "--tail", "200", line, check=False, timeout=60))
+                    out.write(container_logs(line))
                     # with its anonymous volume (the image's data directory)
                     sh("podman", "rm", "--force", "--volumes", "--time", "10", line, check=False)
         subprocess_run([*compose_cmd(project), "down", "-v", "-t", "10"], env, timeout=600)
@@ -164,10 +164,22 @@ def test_runs_with_tools_subagents_and_approvals_end_once_through_node_and_worke
             assert r.status_code == 200, r.text
             return str(r.json()["run"]["status"])
 
+        def story(thread: str) -> str:
+            """The events of a thread's tree, a line each: what a failure shows."""
+            r = http.get(
+                f"/agency/{agency}/agent/{thread}/events",
+                params={"correlationId": thread, "limit": 1000},
+                headers=auth,
+            )
+            return "\n".join(
+                f"{e['threadId']} {e['type']} {e['ts']}" for e in r.json().get("events", [])
+            )
+
         for thread, expected in threads.items():
 
             def reached(thread: str = thread, expected: str = expected) -> None:
-                assert status(thread) == expected
+                now = status(thread)
+                assert now == expected, f"{thread} is {now}, not {expected}:\n{story(thread)}"
 
             eventually(reached, timeout=240, every=1)
             if expected == "paused":

@@ -13,6 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from agency.services.threads.retention_policy import DAY, RetentionSettings
+
 CHART = Path(__file__).resolve().parents[1] / "helm" / "agency"
 KUBE = "1.30.0"
 SERVICES = (
@@ -136,6 +138,31 @@ def test_the_migration_job_runs_after_every_install_and_upgrade() -> None:
     assert container["args"] == ["migrate"]
     env = {e["name"]: e for e in container["env"]}
     assert env["AGENCY_STREAM_REPLICAS"]["value"] == "3"
+
+
+def test_retention_reaches_every_service_in_a_form_the_services_read() -> None:
+    default = retention_env(render({}))
+    assert RetentionSettings.from_env_values(default) == RetentionSettings()
+    chosen = retention_env(
+        render({"retention": {"days": "30", "maxDays": "90", "sweepSeconds": 60}})
+    )
+    settings = RetentionSettings.from_env_values(chosen)
+    assert (settings.default_seconds, settings.max_seconds, settings.sweep_seconds) == (
+        30 * DAY, 90 * DAY, 60.0,
+    )  # fmt: skip
+
+
+def retention_env(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The retention variables, the same on every service's container."""
+    seen: list[dict[str, str]] = []
+    for name, deployment in by_kind(docs, "Deployment").items():
+        if name.removeprefix("agency-") not in SERVICES:
+            continue  # the offline model
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+            seen.append({k: v for k, v in env.items() if k.startswith("AGENCY_RETENTION_")})
+    assert len(seen) == len(SERVICES) and all(s == seen[0] for s in seen), seen
+    return seen[0]
 
 
 def test_external_services_without_their_secret_are_refused() -> None:

@@ -79,6 +79,12 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.nats.streamReplicas | quote }}
 - name: AGENCY_EVENT_PARTITIONS
   value: {{ .Values.nats.eventPartitions | default 1 | quote }}
+- name: AGENCY_RETENTION_DAYS
+  value: {{ .Values.retention.days | default "off" | quote }}
+- name: AGENCY_RETENTION_MAX_DAYS
+  value: {{ .Values.retention.maxDays | default "off" | quote }}
+- name: AGENCY_RETENTION_SWEEP_SECONDS
+  value: {{ .Values.retention.sweepSeconds | default 300 | quote }}
 {{- if .Values.models.fakeModel }}
 - name: AGENCY_FAKE_LLM_URL
   value: {{ printf "http://%s-model:8000/v1" $full | quote }}
