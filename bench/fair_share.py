@@ -20,6 +20,8 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import time
+from collections import Counter
 
 import httpx
 import psutil
@@ -45,7 +47,8 @@ async def _tenant(url: str, admin: str, name: str) -> str:
 
 def _checked(label: str, summary: CalmSummary, runs: int) -> None:
     print(
-        f"  A {label}: {len(summary.latencies_ms)} runs, p95 {summary.p95():,.0f} ms; "
+        f"  A {label}: {len(summary.latencies_ms)} runs, p95 {summary.p95():,.0f} ms "
+        f"(the invoke's answer {summary.p95(summary.answers_ms):,.0f} ms); "
         f"answers {summary.statuses}",
         flush=True,
     )
@@ -69,7 +72,9 @@ async def bench(args: argparse.Namespace) -> None:
             agency_a, agency_b = await prepare(a), await prepare(b)
             await calm(a, agency_a, args.at_once, args.at_once)  # warm up
             print_load("before the idle run")
+            cpu = CpuWatch(system.pid)
             idle = await calm(a, agency_a, args.runs, args.at_once)
+            cpu.phase("idle")
             _checked("idle", idle, args.runs)
             before = api_rss(system.pid)
             peak = before
@@ -78,7 +83,9 @@ async def bench(args: argparse.Namespace) -> None:
                 url, key_b, agency_b, args.flood_seconds, args.workers, args.streams
             ) as flood_done:
                 sampling = asyncio.create_task(_peak(system.pid, flood_done))
+                cpu.phase("between")
                 flooded = await calm(a, agency_a, args.runs, args.at_once)
+                cpu.phase("flooded")
                 if flood_done.done():
                     raise BenchError("the flood ended before A's load did: flood for longer")
                 flood = await flood_done
@@ -91,6 +98,48 @@ async def bench(args: argparse.Namespace) -> None:
         print(f"  API RSS: before {before:,.0f} MB, peak {peak:,.0f} MB, after {after:,.0f} MB")
         report("fair-share", flooded.p95(), idle.p95(), " ms")
         report("fair-share-rss", after, before, " MB")
+
+
+class CpuWatch:
+    """Cores used in each phase by the system's processes (by kind: python, the NATS
+    server, PostgreSQL), this process (tenant A and the fake model) and B's flood."""
+
+    def __init__(self, system_pid: int) -> None:
+        self._system = system_pid
+        self._last = self._seconds()
+        self._at = time.monotonic()
+
+    def _seconds(self) -> Counter[str]:
+        seconds: Counter[str] = Counter()
+        me = psutil.Process()
+        system = {p.pid for p in _tree(self._system)}
+        for process in (me, *me.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                if process.pid == me.pid:
+                    kind = "A and the model"
+                elif process.pid not in system:
+                    kind = "B"
+                else:
+                    name = process.name()
+                    kind = "system" if name.startswith("python") or name == "agency" else name
+                seconds[kind] += times.user + times.system
+        return seconds
+
+    def phase(self, label: str) -> None:
+        now, seconds = time.monotonic(), self._seconds()
+        wall = max(now - self._at, 1e-3)
+        used = {kind: (seconds[kind] - self._last[kind]) / wall for kind in seconds}
+        self._last, self._at = seconds, now
+        cores = ", ".join(f"{kind} {value:.2f}" for kind, value in sorted(used.items()))
+        print(f"  cores used {label} ({wall:.1f} s): {cores}", flush=True)
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    return []
 
 
 async def _peak(pid: int, done: asyncio.Future[FloodSummary]) -> float:

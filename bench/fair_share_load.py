@@ -37,14 +37,16 @@ _RETRY_IN = re.compile(r"retry in (\d+) s")
 
 class CalmSummary(msgspec.Struct, kw_only=True):
     """A's load: `statuses` of every request by `METHOD kind status`; `failed`: runs that
-    did not complete (how they ended); `latencies_ms`: invoke to run end, per run."""
+    did not complete (how they ended); `latencies_ms`: invoke to run end, per run;
+    `answers_ms`: invoke to its answer (202), per run."""
 
     statuses: dict[str, int]
     failed: list[str]
     latencies_ms: list[float]
+    answers_ms: list[float] = msgspec.field(default_factory=list)
 
-    def p95(self) -> float:
-        ordered = sorted(self.latencies_ms)
+    def p95(self, latencies: list[float] | None = None) -> float:
+        ordered = sorted(self.latencies_ms if latencies is None else latencies)
         return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else 0.0
 
     def count(self, status: int) -> int:
@@ -90,12 +92,13 @@ async def calm(http: httpx.AsyncClient, agency: str, runs: int, concurrency: int
     statuses: Counter[str] = Counter()
     failed: list[str] = []
     latencies: list[float] = []
+    answers: list[float] = []
     gate = asyncio.Semaphore(concurrency)
 
     async def one(index: int) -> None:
         async with gate:
             try:
-                ended, ms = await _calm_run(http, agency, index, statuses)
+                ended, ms = await _calm_run(http, agency, index, statuses, answers)
             except (httpx.HTTPError, TimeoutError) as e:
                 failed.append(f"run {index}: {type(e).__name__}: {e}")
                 return
@@ -105,11 +108,17 @@ async def calm(http: httpx.AsyncClient, agency: str, runs: int, concurrency: int
                 failed.append(f"run {index}: {ended}")
 
     await asyncio.gather(*(one(i) for i in range(runs)))
-    return CalmSummary(statuses=dict(statuses), failed=failed, latencies_ms=latencies)
+    return CalmSummary(
+        statuses=dict(statuses), failed=failed, latencies_ms=latencies, answers_ms=answers
+    )
 
 
 async def _calm_run(
-    http: httpx.AsyncClient, agency: str, index: int, statuses: Counter[str]
+    http: httpx.AsyncClient,
+    agency: str,
+    index: int,
+    statuses: Counter[str],
+    answers: list[float] | None = None,
 ) -> tuple[str, float]:
     r = await http.post(f"/agency/{agency}/agents", json={"agentType": AGENT})
     statuses[f"POST thread {r.status_code}"] += 1
@@ -127,6 +136,8 @@ async def _calm_run(
         started = time.perf_counter()
         body = {"messages": [{"role": "user", "content": f"calm run {index}"}]}
         r = await http.post(f"{path}/invoke", json=body)
+        if answers is not None:
+            answers.append((time.perf_counter() - started) * 1000)
         statuses[f"POST invoke {r.status_code}"] += 1
         if r.status_code != 202:
             return f"invoke answered {r.status_code}: {r.text[:200]}", 0.0

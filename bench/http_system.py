@@ -230,6 +230,12 @@ class Api:
         body = {"agentType": agent_type}
         return str((await self.post(f"/agency/{agency}/agents", body, (201, 202)))["id"])
 
+    async def started(self, agency: str, agent_type: str, text: str) -> tuple[str, str]:
+        """A thread created and its first run started in one request: (thread, run id)."""
+        body = {"agentType": agent_type, "messages": [{"role": "user", "content": text}]}
+        answer = await self.post(f"/agency/{agency}/agents", body, 202)
+        return str(answer["id"]), str(answer["runId"])
+
     async def invoke(self, agency: str, thread: str, text: str) -> str:
         body = {"messages": [{"role": "user", "content": text}]}
         answer = await self.post(f"/agency/{agency}/agent/{thread}/invoke", body, 202)

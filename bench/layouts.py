@@ -46,6 +46,7 @@ from agency.contracts.events import ChatMessage, MessageAppended
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import legacy_event_subject
 from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
+from agency.infra.jetstream.ports import Append
 from agency.infra.jetstream.records import Position
 from agency.infra.jetstream.streams import StreamSettings, event_stream
 from agency.infra.launch import NatsServer
@@ -90,7 +91,7 @@ def bodies(count: int) -> list[bytes]:
         MessageAppended(run_id="run-1", message=ChatMessage(role="assistant", content=text))
         for _ in range(count)
     ]
-    envelopes = new_envelopes(TENANT, "thread", new_id(), payloads, Position(), None, None)
+    envelopes = new_envelopes(Append(TENANT, "thread", new_id(), payloads, Position()))
     return encode_checked(envelopes)
 
 

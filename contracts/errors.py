@@ -1,60 +1,84 @@
-"""Errors raised while building or reading wire messages."""
+"""Errors raised while building or reading wire messages, and the base of every error that
+carries what it is about (`StructuredError`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+from typing import Any, ClassVar, dataclass_transform
 
-class ContractError(Exception):
+
+@dataclass_transform(eq_default=False)
+class StructuredError(Exception):
+    """An error that carries what it is about as fields and says it in its message.
+
+    A subclass declares its fields (annotated, in the order its constructor takes them) and
+    its `message`, a template formatted with them (`"{size} bytes exceeds {limit}"`), or a
+    `describe()` for a message that needs code: `BatchTooLarge(size, limit)` then holds
+    `size` and `limit`, and `str()` of it is the message. A base declared with `init=False`
+    is raised with a message of its own, as any exception (`StoreError("...")`)."""
+
+    message: ClassVar[str] = ""
+
+    def __init_subclass__(cls, *, init: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if init and inspect.get_annotations(cls):
+            dataclasses.dataclass(eq=False, repr=False)(cls)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        """The message: `message` formatted with the fields."""
+        return self.message.format(**vars(self))
+
+
+class ContractError(StructuredError, init=False):
     """Base of every error in `contracts`."""
 
 
 class InvalidToken(ContractError):
     """A value cannot be used as a subject token."""
 
-    def __init__(self, kind: str, value: str, problem: str) -> None:
-        self.kind = kind
-        self.value = value
-        self.problem = problem
-        shown = value if len(value) <= 40 else value[:40] + "…"
-        super().__init__(f"invalid {kind} {shown!r}: {problem}")
+    kind: str
+    value: str
+    problem: str
+
+    def describe(self) -> str:
+        shown = self.value if len(self.value) <= 40 else self.value[:40] + "…"
+        return f"invalid {self.kind} {shown!r}: {self.problem}"
 
 
 class UnknownEventType(ContractError):
-    def __init__(self, event_type: str) -> None:
-        self.event_type = event_type
-        super().__init__(f"unknown event type {event_type!r}: no contract is registered for it")
+    event_type: str
+    message = "unknown event type {event_type!r}: no contract is registered for it"
 
 
 class UnknownCommandType(ContractError):
-    def __init__(self, command_type: str) -> None:
-        self.command_type = command_type
-        super().__init__(f"unknown command type {command_type!r}: no contract is registered for it")
+    command_type: str
+    message = "unknown command type {command_type!r}: no contract is registered for it"
 
 
 class DecodeError(ContractError):
     """Bytes on the wire do not match the contract."""
 
-    def __init__(self, what: str, reason: str) -> None:
-        self.what = what
-        self.reason = reason
-        super().__init__(f"cannot decode {what}: {reason}")
+    what: str
+    reason: str
+    message = "cannot decode {what}: {reason}"
 
 
 class UpcastError(ContractError):
-    def __init__(self, event_type: str, from_version: int, to_version: int) -> None:
-        self.event_type = event_type
-        self.from_version = from_version
-        self.to_version = to_version
-        super().__init__(
-            f"no upcaster for {event_type!r} from version {from_version} to {to_version}"
-        )
+    event_type: str
+    from_version: int
+    to_version: int
+    message = "no upcaster for {event_type!r} from version {from_version} to {to_version}"
 
 
-class CommandRejected(Exception):
+class CommandRejected(StructuredError):
     """The command can never succeed (unknown thread, invalid state); do not retry it.
     Raised by the decisions (`domain`, the services' handlers) and answered by the command
     worker (`infra/jetstream/commandbus.py`)."""
 
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
+    reason: str
+    detail: str
+    message = "{reason}: {detail}"

@@ -36,12 +36,17 @@ class ForkOut(Out, frozen=True, kw_only=True):
     canceled_runs: list[str]
 
 
-class ThreadOut(Out, frozen=True, kw_only=True):
+class ThreadOut(Out, frozen=True, kw_only=True, omit_defaults=True):
+    """A thread created; with the run its first messages started (`POST …/agents` with
+    `messages` or `files`), that run's id and its status when the answer was given."""
+
     id: str
     agent_type: str
     agency_id: str
     created_at: datetime
     metadata: dict[str, str]
+    run_id: str | None = None
+    run_status: RunStatus | None = None
 
 
 class ArchiveImported(Out, frozen=True, kw_only=True):

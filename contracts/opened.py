@@ -11,7 +11,9 @@ What it holds is plaintext, so it is bounded and dropped as the keys are:
 - each for `ttl` seconds from its opening, no longer than the cipher holds a data key, so
   a key destroyed in another process stops answering here within that time too;
 - a tree's events at once when its key is destroyed here (`ThreadCipher.forget`) or a
-  `thread.deleted` naming the tree is read (`codec.decode_event`).
+  `thread.deleted` naming the tree is read (`codec.decode_event`);
+- a tenant's events at once when its key is destroyed, here or in another process (the
+  cipher follows the key store's tenant entries: `ThreadCipher`).
 """
 
 from __future__ import annotations
@@ -96,6 +98,14 @@ class OpenedEvents:
                 entry = self._entries.pop(data, None)
                 if entry is not None:
                     self._size -= len(data)
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        """Drop every tree's events of the tenant (its key destroyed: it was deleted)."""
+        with self._lock:
+            for tree in [t for t in self._trees if t[0] == tenant_id]:
+                for data in self._trees.pop(tree):
+                    if self._entries.pop(data, None) is not None:
+                        self._size -= len(data)
 
     def clear(self) -> None:
         with self._lock:

@@ -18,11 +18,11 @@ projections, replay, fork and export see plaintext.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Protocol
 
 import msgspec
 
+from agency.contracts.commands.base import CommandEnvelopeFields
 from agency.contracts.envelope import EnvelopeFields
 from agency.contracts.errors import ContractError
 
@@ -69,19 +69,10 @@ class SealedEnvelope(EnvelopeFields, frozen=True, kw_only=True):
     payload: msgspec.Raw
 
 
-class SealedCommandEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+class SealedCommandEnvelope(CommandEnvelopeFields, frozen=True, kw_only=True):
     """A command to a thread as stored sealed (`CommandEnvelope`'s fields, the payload's
     content under the thread's own data key, destroyed with its tree's)."""
 
-    command_id: str
-    tenant_id: str
-    idempotency_key: str
-    ts: datetime
-    type: str
-    version: int = 1
-    causation_id: str | None = None
-    correlation_id: str | None = None
-    trace: dict[str, str] = {}
     sealed: SealedPart
     payload: msgspec.Raw
 
@@ -89,10 +80,9 @@ class SealedCommandEnvelope(msgspec.Struct, frozen=True, kw_only=True):
 class PayloadErased(ContractError):
     """The event's data key was destroyed: its content is gone for good."""
 
-    def __init__(self, tenant_id: str, key_id: str) -> None:
-        self.tenant_id = tenant_id
-        self.key_id = key_id
-        super().__init__(f"payload erased: the data key of thread {key_id!r} was destroyed")
+    tenant_id: str
+    key_id: str
+    message = "payload erased: the data key of thread {key_id!r} was destroyed"
 
 
 class PayloadCipher(Protocol):
@@ -144,7 +134,9 @@ def split_fields(
     payload: dict[str, Any], also_clear: frozenset[str] = frozenset()
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The payload's clear fields and its sealed ones."""
-    keep = CLEAR_FIELDS | also_clear
-    clear = {k: v for k, v in payload.items() if k in keep}
-    hidden = {k: v for k, v in payload.items() if k not in keep}
+    keep = CLEAR_FIELDS | also_clear if also_clear else CLEAR_FIELDS
+    clear: dict[str, Any] = {}
+    hidden: dict[str, Any] = {}
+    for name, value in payload.items():
+        (clear if name in keep else hidden)[name] = value
     return clear, hidden

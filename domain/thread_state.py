@@ -130,10 +130,7 @@ class ThreadState:
         return self.runs[-1] if self.runs else None
 
     def run(self, run_id: str) -> RunView | None:
-        for view in reversed(self.runs):
-            if view.run_id == run_id:
-                return view
-        return None
+        return next((view for view in reversed(self.runs) if view.run_id == run_id), None)
 
     def run_for_key(self, key: str) -> str | None:
         return next((run_id for k, run_id in self.keys if k == key), None)
@@ -146,10 +143,7 @@ class ThreadState:
         return dict(self.files)
 
     def outcome(self, call_id: str) -> ToolOutcome | None:
-        for cid, outcome in self.outcomes:
-            if cid == call_id:
-                return outcome
-        return None
+        return next((outcome for cid, outcome in self.outcomes if cid == call_id), None)
 
     def answered_call_ids(self) -> frozenset[str]:
         return frozenset(

@@ -191,14 +191,20 @@ def dispatch(state: WorkflowState) -> list[AnyEvent]:
     return events
 
 
+MEMBER_GONE = "its thread was deleted"
+
+
 def answer(
     state: WorkflowState,
     *,
     run_id: str,
     outcome: MemberOutcome,
     text: str,
+    mention: bool = True,
 ) -> list[AnyEvent]:
-    """A member's run ended: post its answer (or, when retries are used up, its failure)."""
+    """A member's run ended: post its answer (or, when retries are used up, its failure).
+    Without `mention` a failure names the member without `@`, so it is not asked again
+    (its thread was deleted: `MEMBER_GONE`)."""
     invocation = state.invocations.get(run_id)
     if invocation is None or run_id in state.answered:
         return []
@@ -211,7 +217,8 @@ def answer(
     if outcome == "completed":
         content, sender = text, name
     else:
-        content, sender = f"@{name} failed ({outcome}): {text}".rstrip(": "), SYSTEM
+        at = "@" if mention else ""
+        content, sender = f"{at}{name} failed ({outcome}): {text}".rstrip(": "), SYSTEM
     events: list[AnyEvent] = [
         MemberAnswered(
             member=name,

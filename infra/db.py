@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import structlog
 
+from agency.contracts.errors import StructuredError
 from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
@@ -118,14 +119,14 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
 MIGRATE_RETRY = RetryPolicy(attempts=10, timeout=60.0, wait_initial=0.2, wait_max=5.0)
 
 
-class DatabaseRefused(Exception):
-    """PostgreSQL refused us for a reason no retry fixes: who we are or what we may do."""
+class DatabaseRefused(StructuredError):
+    """PostgreSQL refused us for a reason no retry fixes: who we are or what we may do.
+    `url` is the database's URL as it may be shown (`shown_url`)."""
 
-    def __init__(self, shown_url: str, problem: str, hint: str) -> None:
-        self.url = shown_url
-        self.problem = problem
-        self.hint = hint
-        super().__init__(f"PostgreSQL at {shown_url} refused: {problem}; {hint}")
+    url: str
+    problem: str
+    hint: str
+    message = "PostgreSQL at {url} refused: {problem}; {hint}"
 
 
 def shown_url(url: str) -> str:

@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 
+from agency.contracts.errors import StructuredError
+
 ENDPOINTS_FILE = "endpoints.json"
 DEFAULT_DATA_DIR = ".agency"
 
@@ -29,14 +31,13 @@ class Endpoints(msgspec.Struct, kw_only=True, omit_defaults=True):
     extra: dict[str, Any] = {}
 
 
-class EndpointsNotFound(Exception):
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        super().__init__(
-            f"no running system found: {path} does not exist; start one with "
-            f"`agency up --data-dir {path.parent}` (NATS and PostgreSQL alone: "
-            f"`agency infra up --data-dir {path.parent}`), or pass the --data-dir of one"
-        )
+class EndpointsNotFound(StructuredError):
+    path: Path
+    message = (
+        "no running system found: {path} does not exist; start one with "
+        "`agency up --data-dir {path.parent}` (NATS and PostgreSQL alone: "
+        "`agency infra up --data-dir {path.parent}`), or pass the --data-dir of one"
+    )
 
 
 def resolve_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:

@@ -42,16 +42,25 @@ def _fernet(secret: str) -> Fernet:
 
 
 def _key() -> Fernet:
-    secret = os.environ.get(KEY_VARIABLE, "")
-    if not secret:
-        _warn_once()
-        secret = _DEVELOPMENT_SECRET
-    return _fernet(secret)
+    return _fernet(
+        secret_or_development(KEY_VARIABLE, _DEVELOPMENT_SECRET, "scoped variables are sealed")
+    )
+
+
+def secret_or_development(variable: str, development: str, guarded: str) -> str:
+    """The secret in the environment's `variable`, else the built-in `development` one,
+    with a warning, once per variable, that what it guards (`guarded`: "tenant keys are
+    wrapped") is then only obscured."""
+    secret = os.environ.get(variable, "")
+    if secret:
+        return secret
+    _warn_once(variable, guarded)
+    return development
 
 
 @cache
-def _warn_once() -> None:
-    log.warning(f"{KEY_VARIABLE} is not set: scoped variables are sealed with a development key")
+def _warn_once(variable: str, guarded: str) -> None:
+    log.warning(f"{variable} is not set: {guarded} with a development key")
 
 
 def use_key_of(directory: Path) -> None:

@@ -43,11 +43,13 @@ _MAX_IDLE_FETCHES = 15
 
 
 class RebuildStalled(ProjectionError):
-    def __init__(self, projection: str, position: int, target: int) -> None:
-        super().__init__(
-            f"rebuild of {projection} stalled at stream seq {position} of {target}: "
-            "no events arrived for 15 s; is NATS reachable?"
-        )
+    projection: str
+    position: int
+    target: int
+    message = (
+        "rebuild of {projection} stalled at stream seq {position} of {target}: "
+        "no events arrived for 15 s; is NATS reachable?"
+    )
 
 
 @dataclass(frozen=True, slots=True)

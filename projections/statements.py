@@ -3,7 +3,8 @@ run in stream order, consecutive statements of the same SQL sent as one `execute
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -28,6 +29,39 @@ def upsert(
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({params}) "
         f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
     )
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A read model's table, described once: its `columns` in order, each with its SQL type
+    and constraints, its primary `key`, the columns an upsert leaves as first written
+    (`kept`), and the DDL that follows its creation (`then`: indexes, columns added since,
+    which no upsert writes). It makes the table's DDL and the SQL that upserts or deletes
+    its rows."""
+
+    name: str
+    columns: Mapping[str, str]
+    key: tuple[str, ...]
+    kept: tuple[str, ...] = ()
+    then: str = ""
+
+    @property
+    def ddl(self) -> str:
+        width = max(map(len, self.columns))
+        lines = [f"    {column.ljust(width)} {sql}" for column, sql in self.columns.items()]
+        lines.append(f"    PRIMARY KEY ({', '.join(self.key)})")
+        body = ",\n".join(lines)
+        return f"\nCREATE TABLE IF NOT EXISTS {self.name} (\n{body}\n);\n{self.then}"
+
+    @property
+    def upsert(self) -> str:
+        """Every column, $1, $2, … in their order (`upsert`)."""
+        return upsert(self.name, tuple(self.columns), self.key, kept=self.kept)
+
+    def delete(self, *where: str) -> str:
+        """SQL deleting the rows whose `where` columns (by default the key's) equal $1, $2, …"""
+        match = " AND ".join(f"{c} = ${i}" for i, c in enumerate(where or self.key, 1))
+        return f"DELETE FROM {self.name} WHERE {match}"
 
 
 async def execute_in_order(conn: asyncpg.Connection, statements: Iterable[Statement]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from agency.infra.nats_auth import SERVICE_ROLES
+from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer
 from agency.services.agents.system import AgentSystem
 from agency.services.gateway.service import run_gateway
 from agency.services.llm.provider import Provider
@@ -41,6 +41,9 @@ class StackConfig:
     nats_urls: dict[str, str] = field(default_factory=dict)
     # The code re-execution runs, when not `system` (the console's tests: newer code).
     reexecution_system: AgentSystem | None = None
+    # The tenants' NATS users, where Agency manages the server's (a deleted tenant's is
+    # removed by whichever process finishes the deletion).
+    nats_credentials: CredentialIssuer | None = None
 
     def nats_for(self, service: str) -> str:
         return self.nats_urls.get(service, self.nats_url)
@@ -76,7 +79,11 @@ def service_runners(config: StackConfig) -> dict[str, ServiceRunner]:
         "projector": lambda stop: run_projector(c.nats_for("projector"), c.database_url, stop),
         "gateway": lambda stop: run_gateway(c.nats_for("gateway"), stop),
         "webhooks": lambda stop: run_webhooks(
-            c.nats_for("webhooks"), c.database_url, stop, ack_wait=c.webhooks_ack_wait
+            c.nats_for("webhooks"),
+            c.database_url,
+            stop,
+            ack_wait=c.webhooks_ack_wait,
+            nats_users=c.nats_credentials,
         ),
     }
     runners.update(c.extra)

@@ -24,8 +24,8 @@ import hmac
 import os
 import secrets
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
+from agency.services import url_form
 from agency.services.egress import refusal
 
 SECRET_VARIABLE = "AGENCY_WEBHOOK_SECRET"
@@ -87,15 +87,6 @@ def url_problem(url: str) -> str | None:
 
 
 def url_form_problem(url: str) -> str | None:
-    """What is wrong with a webhook URL's form (its length, its scheme, no host, a port
-    that does not read), or None."""
-    if len(url) > MAX_URL:
-        return f"the URL is longer than {MAX_URL} characters"
-    try:
-        parts = urlsplit(url)
-        hostname, _ = parts.hostname, parts.port
-    except ValueError as e:
-        return f"the URL cannot be read: {e}"
-    if parts.scheme not in ("http", "https") or not hostname:
-        return "only http(s) URLs with a host are allowed"
-    return None
+    """What is wrong with a webhook URL's form (its length, a control character, its
+    scheme, no host, a port that does not read), or None."""
+    return url_form.url_form_problem(url, ("http", "https"), MAX_URL)

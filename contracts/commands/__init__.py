@@ -1,16 +1,12 @@
 """Commands: intents sent to one service, which may reject them.
 
-Each command names the service and verb that form its subject
+Each command's tag, `<service>.<verb>`, names the service and verb that form its subject
 (`tenant.<t>.cmd.<service>.<verb>`); the idempotency key becomes `Nats-Msg-Id`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-
-import msgspec
-
-from agency.contracts.commands.base import Command
+from agency.contracts.commands.base import Command, CommandEnvelopeFields
 from agency.contracts.commands.registry import (
     ConfigurePush,
     CreateAgency,
@@ -95,16 +91,7 @@ AnyCommand = (
 )
 
 
-class CommandEnvelope(msgspec.Struct, frozen=True, kw_only=True):
-    command_id: str
-    tenant_id: str
-    idempotency_key: str
-    ts: datetime
-    type: str
-    version: int = 1
-    causation_id: str | None = None
-    correlation_id: str | None = None
-    trace: dict[str, str] = {}
+class CommandEnvelope(CommandEnvelopeFields, frozen=True, kw_only=True):
     payload: AnyCommand
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from agency.contracts.commands.base import Command
 from agency.contracts.events.base import ParentRef
 from agency.contracts.events.blueprint import BlueprintSpec
-from agency.contracts.events.webhook import WebhookKind
+from agency.contracts.events.webhook import PushConfig, WebhookSubscription
 
 
 class CreateTenant(Command, frozen=True, kw_only=True, tag="registry.create_tenant"):
-    service = "registry"
-    verb = "create_tenant"
     name: str
     key_id: str
     key_hash: str
@@ -20,8 +18,6 @@ class IssueApiKey(Command, frozen=True, kw_only=True, tag="registry.issue_api_ke
     """A new key of the tenant; with `replaces`, the old key is revoked in the same append
     (a rotation: there is no moment with neither or, after it, both)."""
 
-    service = "registry"
-    verb = "issue_api_key"
     key_id: str
     key_hash: str
     name: str = ""
@@ -29,16 +25,12 @@ class IssueApiKey(Command, frozen=True, kw_only=True, tag="registry.issue_api_ke
 
 
 class RevokeApiKey(Command, frozen=True, kw_only=True, tag="registry.revoke_api_key"):
-    service = "registry"
-    verb = "revoke_api_key"
     key_id: str
 
 
 class SetTenantProvider(Command, frozen=True, kw_only=True, tag="registry.set_tenant_provider"):
     """The tenant's own key and base URL of a provider, sealed by the API."""
 
-    service = "registry"
-    verb = "set_tenant_provider"
     name: str
     sealed: str
 
@@ -46,24 +38,18 @@ class SetTenantProvider(Command, frozen=True, kw_only=True, tag="registry.set_te
 class RemoveTenantProvider(
     Command, frozen=True, kw_only=True, tag="registry.remove_tenant_provider"
 ):
-    service = "registry"
-    verb = "remove_tenant_provider"
     name: str
 
 
 class SetTenantModelPolicy(
     Command, frozen=True, kw_only=True, tag="registry.set_tenant_model_policy"
 ):
-    service = "registry"
-    verb = "set_tenant_model_policy"
     operator_fallback: bool
 
 
 class SetTenantBudget(Command, frozen=True, kw_only=True, tag="registry.set_tenant_budget"):
     """The operator's: the tenant's spend budget per period (None: the default)."""
 
-    service = "registry"
-    verb = "set_tenant_budget"
     tokens: int | None = None
     usd: float | None = None
 
@@ -72,8 +58,6 @@ class SetTenantRetention(Command, frozen=True, kw_only=True, tag="registry.set_t
     """How long the tenant's threads are kept after their last activity, in seconds (None:
     the operator's default; 0: kept), within the operator's maximum."""
 
-    service = "registry"
-    verb = "set_tenant_retention"
     seconds: float | None = None
 
 
@@ -81,8 +65,6 @@ class SetAgencyRetention(Command, frozen=True, kw_only=True, tag="registry.set_a
     """How long one agency's threads are kept after their last activity, in seconds (None:
     the tenant's), within the tenant's."""
 
-    service = "registry"
-    verb = "set_agency_retention"
     agency_id: str
     seconds: float | None = None
 
@@ -90,24 +72,18 @@ class SetAgencyRetention(Command, frozen=True, kw_only=True, tag="registry.set_a
 class SetAgencyBudget(Command, frozen=True, kw_only=True, tag="registry.set_agency_budget"):
     """The tenant's: one agency's spend budget per period (None: the default)."""
 
-    service = "registry"
-    verb = "set_agency_budget"
     agency_id: str
     tokens: int | None = None
     usd: float | None = None
 
 
 class CreateAgency(Command, frozen=True, kw_only=True, tag="registry.create_agency"):
-    service = "registry"
-    verb = "create_agency"
     agency_id: str
     name: str
     metadata: dict[str, str] = {}
 
 
 class SaveBlueprint(Command, frozen=True, kw_only=True, tag="registry.save_blueprint"):
-    service = "registry"
-    verb = "save_blueprint"
     agency_id: str
     blueprint: BlueprintSpec
 
@@ -115,56 +91,37 @@ class SaveBlueprint(Command, frozen=True, kw_only=True, tag="registry.save_bluep
 class DeleteBlueprint(Command, frozen=True, kw_only=True, tag="registry.delete_blueprint"):
     """Delete the agency's own blueprint `name` (a static one of that name comes back)."""
 
-    service = "registry"
-    verb = "delete_blueprint"
     agency_id: str
     name: str
 
 
-class SubscribeWebhook(Command, frozen=True, kw_only=True, tag="registry.subscribe_webhook"):
+class SubscribeWebhook(
+    Command, WebhookSubscription, frozen=True, kw_only=True, tag="registry.subscribe_webhook"
+):
     """Subscribe `url` to the agency's events of `kinds`; the secret is sealed by the API."""
 
-    service = "registry"
-    verb = "subscribe_webhook"
     agency_id: str
-    subscription_id: str
-    url: str
-    kinds: tuple[WebhookKind, ...]
-    sealed_secret: str
-    description: str = ""
 
 
 class UnsubscribeWebhook(Command, frozen=True, kw_only=True, tag="registry.unsubscribe_webhook"):
-    service = "registry"
-    verb = "unsubscribe_webhook"
     agency_id: str
     subscription_id: str
 
 
-class ConfigurePush(Command, frozen=True, kw_only=True, tag="registry.configure_push"):
+class ConfigurePush(Command, PushConfig, frozen=True, kw_only=True, tag="registry.configure_push"):
     """Configure (or replace) an A2A push notification of a task of the agency; what
     authenticates its POSTs is sealed by the API."""
 
-    service = "registry"
-    verb = "configure_push"
     agency_id: str
-    task_id: str
-    config_id: str
-    url: str
-    sealed_auth: str
 
 
 class RemovePush(Command, frozen=True, kw_only=True, tag="registry.remove_push"):
-    service = "registry"
-    verb = "remove_push"
     agency_id: str
     task_id: str
     config_id: str
 
 
 class CreateThread(Command, frozen=True, kw_only=True, tag="registry.create_thread"):
-    service = "registry"
-    verb = "create_thread"
     agency_id: str
     thread_id: str
     agent_type: str
@@ -180,8 +137,6 @@ class SetThreadRetention(Command, frozen=True, kw_only=True, tag="registry.set_t
     """How long the thread is kept after its last activity, in seconds (None: its
     agency's), within its agency's (`thread.retention_set`; LangGraph's `ttl`)."""
 
-    service = "registry"
-    verb = "set_thread_retention"
     agency_id: str
     thread_id: str
     seconds: float | None = None
@@ -190,8 +145,6 @@ class SetThreadRetention(Command, frozen=True, kw_only=True, tag="registry.set_t
 class SetThreadMetadata(Command, frozen=True, kw_only=True, tag="registry.set_thread_metadata"):
     """Set keys of the thread's metadata (`thread.metadata_set`)."""
 
-    service = "registry"
-    verb = "set_thread_metadata"
     agency_id: str
     thread_id: str
     metadata: dict[str, str]
@@ -202,8 +155,6 @@ class ForkThread(Command, frozen=True, kw_only=True, tag="registry.fork_thread")
     by the sender, so a redelivery finishes the same fork); `agent_type` switches its
     blueprint. Children of the thread running at the cut are forked along."""
 
-    service = "registry"
-    verb = "fork_thread"
     agency_id: str
     thread_id: str
     at_seq: int

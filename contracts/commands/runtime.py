@@ -10,8 +10,6 @@ from agency.contracts.events.thread import ConcurrencyStrategy, GraphNode, State
 
 
 class InvokeThread(Command, frozen=True, kw_only=True, tag="runtime.invoke"):
-    service = "runtime"
-    verb = "invoke"
     agency_id: str
     thread_id: str
     run_id: str
@@ -54,8 +52,6 @@ class DelayRun(Command, frozen=True, kw_only=True, tag="runtime.delay"):
     pending from now (`run.delayed`): listed, and canceled like a queued run. Nothing once
     the run is there (accepted, or delayed already)."""
 
-    service = "runtime"
-    verb = "delay"
     agency_id: str
     thread_id: str
     run_id: str
@@ -66,8 +62,6 @@ class ApproveToolCalls(Command, frozen=True, kw_only=True, tag="runtime.approve"
     """Decide on the calls a run paused for. With `run_id`, it applies to that run only:
     once another run is active (or none), it does nothing."""
 
-    service = "runtime"
-    verb = "approve"
     agency_id: str
     thread_id: str
     approved: bool
@@ -87,8 +81,6 @@ class CancelRun(Command, frozen=True, kw_only=True, tag="runtime.cancel"):
     again after it ended never cancels the next run. A command whose idempotency key the
     thread has already decided does nothing, however late it comes."""
 
-    service = "runtime"
-    verb = "cancel"
     agency_id: str
     thread_id: str
     reason: str = ""
@@ -100,8 +92,6 @@ class TerminateThread(Command, frozen=True, kw_only=True, tag="runtime.terminate
     `terminated`), its queued requests with it, and it refuses every later invoke. A
     thread terminated already is left as it is."""
 
-    service = "runtime"
-    verb = "terminate"
     agency_id: str
     thread_id: str
     reason: str = ""
@@ -111,8 +101,6 @@ class UpdateThreadState(Command, frozen=True, kw_only=True, tag="runtime.update_
     """Add to an idle thread's state, as a person would: `messages` appended, `files`
     written, the todos replaced (when given). Refused while a run is active."""
 
-    service = "runtime"
-    verb = "update_state"
     agency_id: str
     thread_id: str
     messages: tuple[ChatMessage, ...] = ()
@@ -132,8 +120,6 @@ class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
     names what armed it again after it was given up (a run parked on a person's approval
     gives its watch up; the approval arms a new one)."""
 
-    service = "runtime"
-    verb = "watch"
     agency_id: str
     thread_id: str
     run_id: str
@@ -144,8 +130,6 @@ class WatchRun(Command, frozen=True, kw_only=True, tag="runtime.watch"):
 class SubagentDeadline(Command, frozen=True, kw_only=True, tag="subagents.deadline"):
     """A subagent call's timeout, kept by the broker: delivered again until `deadline`."""
 
-    service = "subagents"
-    verb = "deadline"
     agency_id: str
     parent_thread_id: str
     run_id: str
@@ -159,8 +143,6 @@ class ProvideVariables(Command, frozen=True, kw_only=True, tag="subagents.provid
     """Values for a parent's `subagent.env_required` request, sealed by the sender: the
     coordinator records them and spawns the deferred child."""
 
-    service = "subagents"
-    verb = "provide_variables"
     agency_id: str
     parent_thread_id: str
     request_id: str

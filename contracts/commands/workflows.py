@@ -22,8 +22,6 @@ class WorkflowMemberSpec(msgspec.Struct, frozen=True, kw_only=True):
 class CreateWorkflow(Command, frozen=True, kw_only=True, tag="workflows.create"):
     """Create the workflow if it does not exist, and add the members it lacks."""
 
-    service = "workflows"
-    verb = "create"
     agency_id: str
     workflow_id: str
     name: str
@@ -37,8 +35,6 @@ class PostChannelMessage(Command, frozen=True, kw_only=True, tag="workflows.post
     """A message from outside (a person, a schedule) onto the channel; it starts a run of
     the workflow when none is going."""
 
-    service = "workflows"
-    verb = "post"
     agency_id: str
     workflow_id: str
     message_id: str
@@ -48,8 +44,6 @@ class PostChannelMessage(Command, frozen=True, kw_only=True, tag="workflows.post
 
 
 class StopWorkflow(Command, frozen=True, kw_only=True, tag="workflows.stop"):
-    service = "workflows"
-    verb = "stop"
     agency_id: str
     workflow_id: str
     reason: str = ""
@@ -58,8 +52,6 @@ class StopWorkflow(Command, frozen=True, kw_only=True, tag="workflows.stop"):
 class RetryMember(Command, frozen=True, kw_only=True, tag="workflows.retry"):
     """A failed member run tried again once `not_before` has passed (kept by the broker)."""
 
-    service = "workflows"
-    verb = "retry"
     agency_id: str
     workflow_id: str
     member: str
@@ -68,13 +60,9 @@ class RetryMember(Command, frozen=True, kw_only=True, tag="workflows.retry"):
 
 
 class SetSchedule(Command, Schedule, frozen=True, kw_only=True, tag="workflows.set_schedule"):
-    service = "workflows"
-    verb = "set_schedule"
     schedule_id: str
 
 
 class RemoveSchedule(Command, frozen=True, kw_only=True, tag="workflows.remove_schedule"):
-    service = "workflows"
-    verb = "remove_schedule"
     agency_id: str
     schedule_id: str

@@ -75,7 +75,32 @@ class ImmediateConfig(Config, frozen=True, kw_only=True):
     scoped_env: tuple[EnvName, ...] = ()
 
 
-class SubagentEntry(Config, frozen=True, kw_only=True):
+class BlueprintFields(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields a blueprint shares with an inline subagent entry, with the same
+    defaults: all but its name, its config and what only a saved blueprint has
+    (`BlueprintSpec` describes each)."""
+
+    description: str = ""
+    prompt: str = ""
+    model: ModelName = ""
+    tags: tuple[str, ...] = ()
+    type: AgentKind = "ai_human"
+    side_a: SideConfig | None = None
+    side_b: SideConfig | None = None
+    max_session_turns: CheckedPositive | None = None
+    expose_as_tool: bool = False
+    tool_description: str = ""
+    title: Label = ""
+    icon: Icon = ""
+    env: Env = {}
+    hooks: Hooks = ()
+    package_name: PackageName = ""
+    version: SemVer = ""
+    author: Label = ""
+    license: Label = ""
+
+
+class SubagentEntry(Config, BlueprintFields, frozen=True, kw_only=True):
     """A blueprint this agent may spawn. `blocking` defaults to the opposite of `resumable`
     (a resumable child answers later unless the blueprint says to wait). With `optional`,
     the branch exists only while that environment variable of the runtime is `true`, `1`
@@ -124,26 +149,8 @@ class SubagentEntry(Config, frozen=True, kw_only=True):
         return self.immediate.scoped_env if isinstance(self.immediate, ImmediateConfig) else ()
 
     parent_communication: Literal["implicit", "explicit"] = "implicit"
-    # An inline blueprint's fields (`BlueprintSpec`'s, with the same defaults).
-    description: str = ""
-    prompt: str = ""
-    model: ModelName = ""
-    tags: tuple[str, ...] = ()
+    # An inline blueprint's config (None: not set); its other fields are `BlueprintFields`.
     config: BlueprintConfig | None = None
-    type: AgentKind = "ai_human"
-    side_a: SideConfig | None = None
-    side_b: SideConfig | None = None
-    max_session_turns: CheckedPositive | None = None
-    expose_as_tool: bool = False
-    tool_description: str = ""
-    title: Label = ""
-    icon: Icon = ""
-    env: Env = {}
-    hooks: Hooks = ()
-    package_name: PackageName = ""
-    version: SemVer = ""
-    author: Label = ""
-    license: Label = ""
 
     @property
     def inline(self) -> bool:
@@ -260,7 +267,7 @@ class BlueprintConfig(Config, frozen=True, kw_only=True):
     extra: dict[str, Any] = {}
 
 
-class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class BlueprintSpec(BlueprintFields, frozen=True, kw_only=True, omit_defaults=True):
     """An agent definition: prompt, model and the tags that pick tools and middleware.
 
     `config` holds runtime and middleware settings (budgets, hitl tool lists, subagent
@@ -283,25 +290,7 @@ class BlueprintSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     """
 
     name: Token
-    description: str = ""
-    prompt: str = ""
-    model: ModelName = ""
-    tags: tuple[str, ...] = ()
     config: BlueprintConfig = msgspec.field(default_factory=BlueprintConfig)
-    type: AgentKind = "ai_human"
-    side_a: SideConfig | None = None
-    side_b: SideConfig | None = None
-    max_session_turns: CheckedPositive | None = None
-    expose_as_tool: bool = False
-    tool_description: str = ""
-    title: Label = ""
-    icon: Icon = ""
-    env: Env = {}
-    hooks: Hooks = ()
-    package_name: PackageName = ""
-    version: SemVer = ""
-    author: Label = ""
-    license: Label = ""
     init_user_message_property: PropertyName | None = None
     init_attachments_property: PropertyName | None = None
     limits: TreeLimits | None = None

@@ -87,7 +87,8 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 # A blueprint from a client names streamable HTTP servers only; a header value naming the
 # environment (`${ENV:NAME}`) is the operator's.
 # An http(s) URL with a host (no user part), an optional port from 0 to 65535, then
-# anything: what the API reads as a URL.
+# anything but an ASCII control character: what the API reads as a URL
+# (`services/url_form.py`).
 _PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
 _H = "[0-9A-Fa-f]{1,4}"
 # An IPv6 address as Python's `ipaddress` reads it (the full and the compressed forms).
@@ -98,9 +99,10 @@ _IPV6 = (
 )
 # A name (RFC 3986's reg-name characters), an IPv4 address, or a bracketed IPv6 one.
 _HOST = rf"(\[{_IPV6}\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)"
-URL_WITH_HOST = rf"^https?://{_HOST}(:{_PORT})?([/?#][\s\S]*)?$"
+_REST = r"[^\x00-\x1f\x7f]*"
+URL_WITH_HOST = rf"^https?://{_HOST}(:{_PORT})?([/?#]{_REST})?$"
 # The same, https only, or nothing (a tenant's model provider's base URL).
-HTTPS_URL_OR_NONE = rf"^(https://{_HOST}(:{_PORT})?([/?#][\s\S]*)?)?$"
+HTTPS_URL_OR_NONE = rf"^(https://{_HOST}(:{_PORT})?([/?#]{_REST})?)?$"
 HttpUrl = Annotated[
     str, Checked(msgspec.Meta(pattern=URL_WITH_HOST, max_length=2000), required=True)
 ]

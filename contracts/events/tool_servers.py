@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
 from agency.contracts.events.blueprint_fields import (
@@ -76,13 +77,7 @@ class McpServer(Config, frozen=True, kw_only=True):
         """Why a tenant may not name this server in a blueprint of its own, or None."""
         if self.command:
             return f"MCP server {self.name!r}: stdio servers (`command`) are the operator's"
-        for key, value in self.headers.items():
-            if "${ENV:" in value:
-                return (
-                    f"MCP server {self.name!r}: header {key!r} references the environment "
-                    "(`${ENV:NAME}`), which only the operator's servers may"
-                )
-        return None
+        return _environment_header(f"MCP server {self.name!r}", self.headers, "servers")
 
 
 DEFAULT_REMOTE_AGENT_TIMEOUT = 120.0
@@ -108,10 +103,16 @@ class RemoteAgent(Config, frozen=True, kw_only=True):
 
     def operator_only(self) -> str | None:
         """Why a tenant may not name this agent in a blueprint of its own, or None."""
-        for key, value in self.headers.items():
-            if "${ENV:" in value:
-                return (
-                    f"remote agent {self.name!r}: header {key!r} references the environment "
-                    "(`${ENV:NAME}`), which only the operator's agents may"
-                )
-        return None
+        return _environment_header(f"remote agent {self.name!r}", self.headers, "agents")
+
+
+def _environment_header(owner: str, headers: Mapping[str, str], whose: str) -> str | None:
+    """Why `headers` are only the operator's to give (one references the environment,
+    which only the operator's `whose` may), or None."""
+    for key, value in headers.items():
+        if "${ENV:" in value:
+            return (
+                f"{owner}: header {key!r} references the environment "
+                f"(`${{ENV:NAME}}`), which only the operator's {whose} may"
+            )
+    return None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
+
 from agency.contracts.events.base import Event
 
 # What an integrator subscribes to, each made of events of the log
@@ -25,8 +27,9 @@ WEBHOOK_KINDS: tuple[WebhookKind, ...] = (
 )
 
 
-class WebhookSubscribed(Event, frozen=True, kw_only=True, tag="webhook.subscribed"):
-    """`sealed_secret`: the Standard Webhooks secret (`whsec_…`), sealed."""
+class WebhookSubscription(msgspec.Struct, frozen=True, kw_only=True):
+    """A subscription as asked for (`registry.subscribe_webhook`) and recorded
+    (`webhook.subscribed`)."""
 
     subscription_id: str
     url: str
@@ -35,20 +38,31 @@ class WebhookSubscribed(Event, frozen=True, kw_only=True, tag="webhook.subscribe
     description: str = ""
 
 
+class WebhookSubscribed(
+    Event, WebhookSubscription, frozen=True, kw_only=True, tag="webhook.subscribed"
+):
+    """`sealed_secret`: the Standard Webhooks secret (`whsec_…`), sealed."""
+
+
 class WebhookUnsubscribed(Event, frozen=True, kw_only=True, tag="webhook.unsubscribed"):
     subscription_id: str
 
 
-class PushConfigured(Event, frozen=True, kw_only=True, tag="push.configured"):
-    """An A2A push-notification config of a task (`task_id`: `<thread id>.<run id>`): the
-    task's updates are POSTed to `url`. `sealed_auth` holds what the POST carries to
-    authenticate it (the config's token, its scheme and credentials), sealed. The same
-    `config_id` configured again replaces it."""
+class PushConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A task's push-notification config as asked for (`registry.configure_push`) and
+    recorded (`push.configured`)."""
 
     task_id: str
     config_id: str
     url: str
     sealed_auth: str
+
+
+class PushConfigured(Event, PushConfig, frozen=True, kw_only=True, tag="push.configured"):
+    """An A2A push-notification config of a task (`task_id`: `<thread id>.<run id>`): the
+    task's updates are POSTed to `url`. `sealed_auth` holds what the POST carries to
+    authenticate it (the config's token, its scheme and credentials), sealed. The same
+    `config_id` configured again replaces it."""
 
 
 class PushRemoved(Event, frozen=True, kw_only=True, tag="push.removed"):

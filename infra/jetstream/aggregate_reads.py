@@ -21,14 +21,21 @@ the last one. Nothing new costs one request; one event new (an approval) costs o
 A message on the family that is no event (garbage, a forgery) breaks the count; a read
 that meets one, or whose pieces do not join up, falls back to the plain scan, which skips
 such messages and moves the position past them.
+
+The newest event of some types before a given one (`newest`: a run's request, read at the
+run's end) is looked for back from that event, in spans of the stream that double, each
+read with the count of the aggregate's events it holds: what is read is the aggregate's
+events since the one found (at most about as many again), not its history, and only events
+of those types are decoded.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import msgspec
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -43,8 +50,19 @@ log = structlog.get_logger(__name__)
 _PAGE = 1000
 # How far back from the family's last message the newest events are looked for first.
 _NEAR = 1000
+# The first span of the stream `newest` reads back from an event (then twice as far, …).
+_BACK = 16
 
 Recorded = RecordedEvent | UndecodableEvent
+
+
+class _Sequenced(msgspec.Struct):
+    """An envelope's own sequence, read without its payload (in clear on a sealed one)."""
+
+    seq: int = 0
+
+
+_sequenced = msgspec.json.Decoder(_Sequenced)
 
 
 class AggregateReads:
@@ -109,6 +127,57 @@ class AggregateReads:
             events.append(recorded)
             position = recorded.position
         return events, position
+
+    async def newest(
+        self,
+        family: str,
+        before: RecordedEvent,
+        types: frozenset[str],
+        match: Callable[[RecordedEvent], bool],
+    ) -> RecordedEvent | None:
+        """The family's newest event before `before` of one of `types` that `match`es, or
+        None: looked for back from `before` in spans of the stream of 16 messages, then
+        twice as many, and so on, until a span holds one or the family's first event is
+        passed. An event of another type is passed over undecoded."""
+        end, end_seq, width = before.stream_seq, before.seq, _BACK
+        while end > 1 and end_seq > 1:
+            start = max(1, end - width)
+            span = await self._span(family, start, end, end_seq)
+            found: RecordedEvent | None = None
+            for msg in span:
+                if not _typed(msg, types):
+                    continue
+                recorded = record_from_direct_get(msg)
+                if isinstance(recorded, RecordedEvent) and match(recorded):
+                    found = recorded
+            if found is not None or start == 1:
+                return found
+            if span:
+                end = _stream_seq(span[0])
+                end_seq = _aggregate_seq(span[0]) or end_seq
+            width *= 2
+        return None
+
+    async def _span(self, family: str, start: int, end: int, end_seq: int) -> list[Msg]:
+        """The family's messages from stream sequence `start` to before `end`, where its
+        event `end_seq` is: the first asked for alone, the rest by the count its own
+        sequence leaves before `end_seq`."""
+        span: list[Msg] = []
+        want = 1
+        while want > 0:
+            last: Msg | None = None
+            async for msg in self.batch(
+                {"seq": start, "next_by_subj": family, "batch": min(want, _PAGE)}
+            ):
+                last = msg
+                if _stream_seq(msg) < end:
+                    span.append(msg)
+            if last is None or _stream_seq(last) >= end - 1:
+                return span
+            start = _stream_seq(last) + 1
+            seq = _aggregate_seq(last)
+            want = end_seq - seq - 1 if seq is not None else 1
+        return span
 
     def batch(self, request: dict[str, Any]) -> AsyncIterator[Msg]:
         """The messages of one batch direct get, until the server's end-of-batch."""
@@ -201,6 +270,19 @@ async def scan_from(
             yield recorded
         if count < _PAGE:
             return
+
+
+def _stream_seq(msg: Msg) -> int:
+    return int((msg.headers or {}).get("Nats-Sequence", "0"))
+
+
+def _aggregate_seq(msg: Msg) -> int | None:
+    """The aggregate's own sequence of the event in `msg`, None for a message that is no
+    envelope."""
+    try:
+        return _sequenced.decode(msg.data).seq or None
+    except msgspec.DecodeError:
+        return None
 
 
 def _typed(msg: Msg, types: frozenset[str]) -> bool:

@@ -23,7 +23,7 @@ from opentelemetry import trace
 from agency.contracts.codec import command_key_id, command_type_of, decode_command, encode_command
 from agency.contracts.commands import AnyCommand, CommandEnvelope
 from agency.contracts.envelope import utc_now
-from agency.contracts.errors import CommandRejected, ContractError
+from agency.contracts.errors import CommandRejected, ContractError, StructuredError
 from agency.contracts.ids import new_id, validate_token
 from agency.contracts.sealed import PayloadErased, installed_cipher
 from agency.contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
@@ -39,12 +39,11 @@ log = structlog.get_logger(__name__)
 tracer = trace.get_tracer(__name__)
 
 
-class Defer(Exception):
+class Defer(StructuredError):
     """Not yet: deliver the command again in `seconds` (a durable timer on the broker)."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        super().__init__(f"deferred by {seconds:.3f} s")
+    seconds: float
+    message = "deferred by {seconds:.3f} s"
 
 
 @dataclass(frozen=True, slots=True)

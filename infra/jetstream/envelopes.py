@@ -14,56 +14,47 @@ import msgspec
 
 from agency.contracts.codec import encode, encode_event, event_type_of
 from agency.contracts.envelope import Envelope, utc_now
-from agency.contracts.events import AnyEvent
 from agency.contracts.ids import new_id
 from agency.contracts.opened import OPENED
 from agency.contracts.sealed import installed_cipher, key_id_for
-from agency.contracts.subjects import Aggregate
 from agency.infra.jetstream.errors import InvalidEvent
-from agency.infra.jetstream.records import EventContext, Position
+from agency.infra.jetstream.ports import Append
+from agency.infra.jetstream.records import EventContext
 
 _strict_decoder = msgspec.json.Decoder(Envelope)
 _AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?:\.payload)?\.?(?P<field>[^`]*)`)?$", re.S)
 
 
-def new_envelopes(
-    tenant_id: str,
-    aggregate: Aggregate,
-    aggregate_id: str,
-    payloads: Sequence[AnyEvent],
-    after: Position,
-    context: EventContext | None = None,
-    idempotency_key: str | None = None,
-    keyed: int | None = None,
-    trace: dict[str, str] | None = None,
-) -> list[Envelope]:
-    """Envelopes numbered on from `after`, sharing one time, context and trace; the
-    context's causation and the idempotency key only for the first `keyed` (None: all)."""
-    ctx = context or EventContext()
+def new_envelopes(append: Append, trace: dict[str, str] | None = None) -> list[Envelope]:
+    """The envelopes of an append, numbered on from its `expected` position, sharing one time,
+    context and trace; the context's causation and the idempotency key only for the first
+    `keyed` (None: all)."""
+    ctx = append.context or EventContext()
     ts = utc_now()
+    keyed = len(append.payloads) if append.keyed is None else append.keyed
     thread_id = ctx.thread_id
-    if thread_id is None and aggregate == "thread":
-        thread_id = aggregate_id
+    if thread_id is None and append.aggregate == "thread":
+        thread_id = append.aggregate_id
     return [
         Envelope(
             event_id=new_id(),
-            tenant_id=tenant_id,
-            aggregate=aggregate,
-            aggregate_id=aggregate_id,
-            seq=after.seq + i + 1,
+            tenant_id=append.tenant_id,
+            aggregate=append.aggregate,
+            aggregate_id=append.aggregate_id,
+            seq=append.expected.seq + i + 1,
             ts=ts,
             type=event_type_of(payload),
             version=type(payload).schema_version,
             agency_id=ctx.agency_id,
             thread_id=thread_id,
             run_id=getattr(payload, "run_id", None) or ctx.run_id,
-            causation_id=ctx.causation_id if keyed is None or i < keyed else None,
+            causation_id=ctx.causation_id if i < keyed else None,
             correlation_id=ctx.correlation_id,
-            idempotency_key=idempotency_key if keyed is None or i < keyed else None,
+            idempotency_key=append.idempotency_key if i < keyed else None,
             trace=trace or {},
             payload=payload,
         )
-        for i, payload in enumerate(payloads)
+        for i, payload in enumerate(append.payloads)
     ]
 
 

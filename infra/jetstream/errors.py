@@ -5,82 +5,79 @@ from __future__ import annotations
 import nats.errors
 import nats.js.errors
 
+from agency.contracts.errors import StructuredError
 
-class StoreError(Exception):
+
+class StoreError(StructuredError, init=False):
     """Base of every event store and command bus error."""
 
 
 class ConcurrencyError(StoreError):
     """Another writer appended to the aggregate first; reload it and decide again."""
 
-    def __init__(
-        self, aggregate_subject: str, expected_stream_seq: int, actual_stream_seq: int | None
-    ) -> None:
-        self.aggregate_subject = aggregate_subject
-        self.expected_stream_seq = expected_stream_seq
-        self.actual_stream_seq = actual_stream_seq
-        actual = (
-            "unknown (another append in flight)"
-            if actual_stream_seq is None
-            else (str(actual_stream_seq))
-        )
-        super().__init__(
-            f"concurrent append to {aggregate_subject}: expected last stream sequence "
-            f"{expected_stream_seq}, actual {actual}; reload the aggregate and retry"
+    aggregate_subject: str
+    expected_stream_seq: int
+    actual_stream_seq: int | None
+
+    def describe(self) -> str:
+        actual = self.actual_stream_seq
+        return (
+            f"concurrent append to {self.aggregate_subject}: expected last stream sequence "
+            f"{self.expected_stream_seq}, actual "
+            f"{'unknown (another append in flight)' if actual is None else actual}; "
+            "reload the aggregate and retry"
         )
 
 
 class AppendError(StoreError):
     """The server refused an append for a reason other than concurrency."""
 
-    def __init__(self, subject: str, code: int | None, description: str) -> None:
-        self.subject = subject
-        self.code = code
-        self.description = description
-        super().__init__(f"append to {subject} refused (error {code}): {description}")
+    subject: str
+    code: int | None
+    description: str
+    message = "append to {subject} refused (error {code}): {description}"
 
 
 class InvalidEvent(StoreError):
     """An event breaks its contract (a reader could not decode it); it was not appended."""
 
-    def __init__(self, event_type: str, field: str, problem: str) -> None:
-        self.event_type = event_type
-        self.field = field
-        self.problem = problem
-        where = f" at {field}" if field else ""
-        super().__init__(
-            f"event {event_type!r} breaks its contract{where}: {problem}; nothing was appended"
+    event_type: str
+    field: str
+    problem: str
+
+    def describe(self) -> str:
+        where = f" at {self.field}" if self.field else ""
+        return (
+            f"event {self.event_type!r} breaks its contract{where}: {self.problem}; "
+            "nothing was appended"
         )
 
 
 class BatchTooLarge(StoreError):
-    def __init__(self, size: int, limit: int) -> None:
-        self.size = size
-        self.limit = limit
-        super().__init__(
-            f"a batch of {size} events exceeds the atomic batch limit of {limit}; "
-            "split the decision into smaller ones"
-        )
+    size: int
+    limit: int
+    message = (
+        "a batch of {size} events exceeds the atomic batch limit of {limit}; "
+        "split the decision into smaller ones"
+    )
 
 
 class StoreTimeout(StoreError):
-    def __init__(self, operation: str, seconds: float) -> None:
-        self.operation = operation
-        self.seconds = seconds
-        super().__init__(f"{operation} did not complete within {seconds:g} s")
+    operation: str
+    seconds: float
+    message = "{operation} did not complete within {seconds:g} s"
 
 
 class EventTooLarge(StoreError):
     """An event would not fit in one message of the stream; nothing was appended."""
 
-    def __init__(self, event_type: str, size: int, limit: int) -> None:
-        self.event_type = event_type
-        self.size = size
-        self.limit = limit
-        super().__init__(
-            f"a {event_type} event of {size} bytes exceeds the {limit} bytes one event can "
-            "hold; truncate or split what it carries"
-        )
+    event_type: str
+    size: int
+    limit: int
+    message = (
+        "a {event_type} event of {size} bytes exceeds the {limit} bytes one event can hold; "
+        "truncate or split what it carries"
+    )
 
 
 # Errors that say nothing about the request, only that the server or the connection could

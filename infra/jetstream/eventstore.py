@@ -16,44 +16,30 @@ it expects (`aggregate_reads`).
 
 from __future__ import annotations
 
-import asyncio
-import json
-import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import nats.errors
 import nats.js.errors
 import structlog
 from nats.aio.client import Client as NATS
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 
 from agency.contracts.envelope import Envelope
-from agency.contracts.events import AnyEvent
-from agency.contracts.ids import new_id
 from agency.contracts.partitions import EventLayout
-from agency.contracts.subjects import (
-    EVENT_TYPE_HEADER,
-    EVENTS_STREAM,
-    NOTED_TYPES,
-    Aggregate,
-    note_subject,
-)
+from agency.contracts.subjects import EVENTS_STREAM, NOTED_TYPES, Aggregate, note_subject
 from agency.infra.jetstream.aggregate_reads import AggregateReads
+from agency.infra.jetstream.appends import AppendPublisher
 from agency.infra.jetstream.decoding import decode_recorded, record_from_direct_get
 from agency.infra.jetstream.envelopes import encode_checked, new_envelopes, prepare_keys
 from agency.infra.jetstream.errors import (
-    AppendError,
     BatchTooLarge,
     ConcurrencyError,
     EventTooLarge,
-    StoreError,
     StoreTimeout,
 )
+from agency.infra.jetstream.ports import AggregateRead, AggregateStore, Append
 from agency.infra.jetstream.records import (
     AppendResult,
-    EventContext,
     Position,
     RecordedEvent,
     UndecodableEvent,
@@ -61,13 +47,9 @@ from agency.infra.jetstream.records import (
 from agency.infra.jetstream.streams import ATOMIC_BATCH_LIMIT, MAX_EVENT_BYTES
 from agency.infra.jetstream.tracing import current_carrier
 from agency.infra.keyed_locks import KeyedLocks
+from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
-
-WRONG_LAST_SEQUENCE = 10071
-BATCH_INFLIGHT_CONFLICT = 10164
-BATCH_DUPLICATE_MSG_ID = 10201
-_ACTUAL_SEQ = re.compile(r"wrong last sequence: (\d+)")
 
 # Room left in a message for the headers an append sends (expected sequence, message id,
 # batch ids, trace context).
@@ -75,7 +57,7 @@ _HEADER_ROOM = 4096
 MAX_EVENT_BODY = MAX_EVENT_BYTES - _HEADER_ROOM
 
 
-class EventStore:
+class EventStore(AggregateStore):
     """Appends to and reads aggregates. One instance per connection; safe for many tasks."""
 
     def __init__(
@@ -94,14 +76,16 @@ class EventStore:
         self._js = js
         self._layout = layout or EventLayout()
         self._stream = stream if not self._layout.partitioned else self._layout.stream(0)
-        self._timeout = timeout
         self._reads_by_stream = {
             name: AggregateReads(nc, name, timeout)
             for name in (self._layout.streams if self._layout.partitioned else (stream,))
         }
         # A stream leader election stalls writes for about 5 s; a retry with the same message
         # ids inside this budget is stored once.
-        self._retry_budget = retry_budget
+        self._publish = AppendPublisher(nc, timeout=timeout, retry_budget=retry_budget)
+        # A read is asked again when the server did not answer in time (a stall of the
+        # server, or of this process), within the same budget: reading twice is harmless.
+        self._read_retry = RetryPolicy(attempts=4, timeout=retry_budget, wait_initial=0.1)
         # One append in flight per aggregate: a second expected-sequence append racing the
         # first is refused by a replicated stream even when it would have been valid.
         self._locks: KeyedLocks[str] = KeyedLocks()
@@ -126,54 +110,27 @@ class EventStore:
     def _reads_of(self, aggregate_id: str) -> AggregateReads:
         return self._reads_by_stream[self.stream_of(aggregate_id)]
 
-    async def append(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        payloads: Sequence[AnyEvent],
-        *,
-        expected: Position,
-        context: EventContext | None = None,
-        idempotency_key: str | None = None,
-        keyed: int | None = None,
-    ) -> AppendResult:
+    async def write(self, append: Append) -> AppendResult:
         """Append the events of one decision after `expected`, atomically.
 
         Raises `InvalidEvent` (nothing appended) when an event would not decode back under
         its contract, `ConcurrencyError` when the aggregate has moved past `expected`. With an
         `idempotency_key`, a repeat of the same append is stored once and answered with
-        `duplicate=True`. `keyed`: how many of the first events the key and the context's
-        causation belong to (a command's decision, stored with what follows from it); all
-        of them when None.
+        `duplicate=True`.
         """
-        if not payloads:
+        expected, key, keyed = append.expected, append.idempotency_key, append.keyed
+        if not append.payloads:
             return AppendResult(position=expected, events=())
-        if len(payloads) > ATOMIC_BATCH_LIMIT:
-            raise BatchTooLarge(len(payloads), ATOMIC_BATCH_LIMIT)
-        family = self.subject(tenant_id, aggregate, aggregate_id)
-        envelopes = self._stamp(
-            new_envelopes(
-                tenant_id,
-                aggregate,
-                aggregate_id,
-                payloads,
-                expected,
-                context,
-                idempotency_key,
-                keyed,
-                trace=current_carrier(),
-            )
-        )
-        subjects = [family] * len(envelopes)
+        if len(append.payloads) > ATOMIC_BATCH_LIMIT:
+            raise BatchTooLarge(len(append.payloads), ATOMIC_BATCH_LIMIT)
+        family = self.subject(append.tenant_id, append.aggregate, append.aggregate_id)
+        envelopes = self._stamp(new_envelopes(append, trace=current_carrier()))
         types = [e.type for e in envelopes]
         # Without a key no message id is stored: a retried publish that had landed is
         # recognised by its event ids when it conflicts (`_settle_conflict`), and every
         # consumer is spared parsing one more header per event.
         msg_ids = [
-            f"{aggregate_id}:{idempotency_key}:{i}"
-            if idempotency_key and (keyed is None or i < keyed)
-            else None
+            f"{append.aggregate_id}:{key}:{i}" if key and (keyed is None or i < keyed) else None
             for i in range(len(envelopes))
         ]
         await prepare_keys(envelopes)
@@ -181,21 +138,18 @@ class EventStore:
         for envelope, body in zip(envelopes, bodies, strict=True):
             if len(body) > MAX_EVENT_BODY:
                 raise EventTooLarge(envelope.type, len(body), MAX_EVENT_BODY)
-        lock = self._locks.lock(family)
-        async with lock:
+        async with self._locks.lock(family):
             try:
                 if len(envelopes) == 1:
-                    last_seq, duplicate = await self._publish_single(
+                    last_seq, duplicate = await self._publish.single(
                         family, types[0], bodies[0], msg_ids[0], expected
                     )
                 else:
-                    last_seq, duplicate = await self._publish_batch(
+                    last_seq, duplicate = await self._publish.batch(
                         family, types, bodies, msg_ids, expected
                     )
             except ConcurrencyError:
-                settled = await self._settle_conflict(
-                    tenant_id, aggregate, aggregate_id, envelopes, expected, idempotency_key
-                )
+                settled = await self._settle_conflict(append, envelopes)
                 if settled is None:
                     raise
                 return settled
@@ -203,10 +157,10 @@ class EventStore:
             return AppendResult(position=expected, events=(), duplicate=True)
         first = last_seq - len(envelopes) + 1
         recorded = tuple(
-            RecordedEvent(envelope=e, stream_seq=first + i, subject=s, raw=b)
-            for i, (e, s, b) in enumerate(zip(envelopes, subjects, bodies, strict=True))
+            RecordedEvent(envelope=e, stream_seq=first + i, subject=family, raw=b)
+            for i, (e, b) in enumerate(zip(envelopes, bodies, strict=True))
         )
-        await self._announce(tenant_id, recorded)
+        await self._announce(append.tenant_id, recorded)
         return AppendResult(position=recorded[-1].position, events=recorded)
 
     async def _announce(self, tenant_id: str, recorded: Sequence[RecordedEvent]) -> None:
@@ -223,43 +177,15 @@ class EventStore:
         """The envelopes of one append as stored; a subclass may set fields per event."""
         return envelopes
 
-    async def _publish_single(
-        self, subject: str, event_type: str, body: bytes, msg_id: str | None, expected: Position
-    ) -> tuple[int, bool]:
-        family = subject
-        headers = {
-            EVENT_TYPE_HEADER: event_type,
-            "Nats-Expected-Last-Subject-Sequence": str(expected.stream_seq),
-        }
-        if msg_id is not None:
-            headers["Nats-Msg-Id"] = msg_id
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._retry_budget
-        while True:
-            try:
-                reply = await self._nc.request(
-                    subject, body, headers=headers, timeout=self._timeout
-                )
-            except (TimeoutError, NatsTimeoutError, NoRespondersError):
-                # The same message id and bytes make the retry safe: stored once at most.
-                if loop.time() >= deadline:
-                    raise StoreTimeout(f"append to {family}", self._retry_budget) from None
-                await asyncio.sleep(0.25)
-                continue
-            return self._accept(_json(reply.data), subject, family, expected)
-
     async def _settle_conflict(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        envelopes: list[Envelope],
-        expected: Position,
-        idempotency_key: str | None,
+        self, append: Append, envelopes: list[Envelope]
     ) -> AppendResult | None:
         """After a conflict: was the winner this very append (a retried publish) or a repeat
         of it (same idempotency key)? Then the append is done; otherwise it is a conflict."""
-        newer = await self.read(tenant_id, aggregate, aggregate_id, after=expected)
+        expected, idempotency_key = append.expected, append.idempotency_key
+        newer = await self.read(
+            append.tenant_id, append.aggregate, append.aggregate_id, after=expected
+        )
         ours = [e for e in newer if e.envelope.event_id == envelopes[0].event_id]
         if ours:
             mine = newer[newer.index(ours[0]) : newer.index(ours[0]) + len(envelopes)]
@@ -268,89 +194,7 @@ class EventStore:
             return AppendResult(position=expected, events=(), duplicate=True)
         return None
 
-    async def _publish_batch(
-        self,
-        family: str,
-        types: list[str],
-        bodies: list[bytes],
-        msg_ids: list[str | None],
-        expected: Position,
-    ) -> tuple[int, bool]:
-        subject = family
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._retry_budget
-        while True:
-            batch_id = new_id()
-            last = len(bodies)
-            for i, (event_type, body, msg_id) in enumerate(
-                zip(types, bodies, msg_ids, strict=True), start=1
-            ):
-                headers = {
-                    EVENT_TYPE_HEADER: event_type,
-                    "Nats-Batch-Id": batch_id,
-                    "Nats-Batch-Sequence": str(i),
-                }
-                if msg_id is not None:
-                    headers["Nats-Msg-Id"] = msg_id
-                if i == 1:
-                    # One expectation per aggregate per batch: a second one is refused.
-                    headers["Nats-Expected-Last-Subject-Sequence"] = str(expected.stream_seq)
-                if i < last:
-                    await self._nc.publish(subject, body, headers=headers)
-                    continue
-                headers["Nats-Batch-Commit"] = "1"
-                try:
-                    reply = await self._nc.request(
-                        subject, body, headers=headers, timeout=self._timeout
-                    )
-                except (TimeoutError, NatsTimeoutError, NoRespondersError):
-                    if loop.time() >= deadline:
-                        raise StoreTimeout(
-                            f"atomic append to {family}", self._retry_budget
-                        ) from None
-                    await asyncio.sleep(0.25)
-                    break
-                return self._accept(_json(reply.data), subject, family, expected)
-
-    def _accept(
-        self, reply: dict[str, Any], subject: str, family: str, expected: Position
-    ) -> tuple[int, bool]:
-        error = reply.get("error")
-        if error is None:
-            return int(reply["seq"]), bool(reply.get("duplicate", False))
-        code = error.get("err_code")
-        description = str(error.get("description", ""))
-        if code == WRONG_LAST_SEQUENCE:
-            match = _ACTUAL_SEQ.search(description)
-            actual = int(match.group(1)) if match else None
-            raise ConcurrencyError(family, expected.stream_seq, actual)
-        if code == BATCH_INFLIGHT_CONFLICT:
-            raise ConcurrencyError(family, expected.stream_seq, None)
-        if code == BATCH_DUPLICATE_MSG_ID:
-            return 0, True
-        raise AppendError(subject, code, description)
-
-    async def read(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-    ) -> list[RecordedEvent]:
-        """Every event of one aggregate after `after` (default: from the start), in order."""
-        events, _ = await self.read_positioned(tenant_id, aggregate, aggregate_id, after=after)
-        return events
-
-    async def read_positioned(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-        from_leader: bool = False,
-    ) -> tuple[list[RecordedEvent], Position]:
+    async def fetch(self, read: AggregateRead) -> tuple[list[RecordedEvent], Position]:
         """The events after `after`, and the position to append at next.
 
         A message on the aggregate's subjects that is no event (garbage, or a forged
@@ -362,12 +206,18 @@ class EventStore:
         catching up (after a restart) answers with what it has: reads are not
         read-your-writes. A decision that must not rest on a stale read, such as refusing a
         command for good, is checked again with this slower read first.
+
+        A read the server does not answer in time is asked again, within the appends'
+        retry budget; `StoreTimeout` once it is spent.
         """
-        family = self.subject(tenant_id, aggregate, aggregate_id)
-        if from_leader:
-            stream = self.stream_of(aggregate_id)
-            return await self._read_from_leader(stream, family, after or Position())
-        return await self._reads_of(aggregate_id).after(family, after or Position())
+        return await self._read_retry.call(_timed_out, self._fetch_once, read)
+
+    async def _fetch_once(self, read: AggregateRead) -> tuple[list[RecordedEvent], Position]:
+        family = self.subject(read.tenant_id, read.aggregate, read.aggregate_id)
+        after = read.after or Position()
+        if read.from_leader:
+            return await self._read_from_leader(self.stream_of(read.aggregate_id), family, after)
+        return await self._reads_of(read.aggregate_id).after(family, after)
 
     async def _read_from_leader(
         self, stream: str, family: str, position: Position
@@ -395,6 +245,22 @@ class EventStore:
         family = self.subject(tenant_id, aggregate, aggregate_id)
         return await self._reads_of(aggregate_id).first(family)
 
+    async def newest(
+        self,
+        tenant_id: str,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        *,
+        before: RecordedEvent,
+        types: frozenset[str],
+        match: Callable[[RecordedEvent], bool] = lambda _: True,
+    ) -> RecordedEvent | None:
+        """The aggregate's newest event before its event `before` of one of `types` that
+        `match`es (None when none does), read back from `before`: the events since the one
+        found are read, not the aggregate's history (`AggregateReads.newest`)."""
+        family = self.subject(tenant_id, aggregate, aggregate_id)
+        return await self._reads_of(aggregate_id).newest(family, before, types, match)
+
     async def last_position(
         self, tenant_id: str, aggregate: Aggregate, aggregate_id: str
     ) -> Position:
@@ -410,11 +276,5 @@ class EventStore:
         return best
 
 
-def _json(data: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError as e:
-        raise StoreError(f"unreadable answer from the server: {data[:200]!r}") from e
-    if not isinstance(value, dict):
-        raise StoreError(f"unexpected answer from the server: {data[:200]!r}")
-    return value
+def _timed_out(error: Exception) -> bool:
+    return isinstance(error, StoreTimeout | nats.errors.TimeoutError)

@@ -16,13 +16,15 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry import trace
 
+from agency.contracts.errors import StructuredError
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import DurableSpec, ensure_consumer
 from agency.infra.jetstream.decoding import event_type_of, record_from_js_msg
 from agency.infra.jetstream.outcomes import Ack, Erased, Outcome, Reject, Undecodable
 from agency.infra.jetstream.records import RecordedEvent, UndecodableEvent
+from agency.infra.jetstream.settling import DeadLetterHook
 from agency.infra.jetstream.tracing import context_from
-from agency.infra.jetstream.worker import ConsumerWorker, DeadLetterHook
+from agency.infra.jetstream.worker import ConsumerWorker
 from agency.infra.jetstream.worker_tuning import WorkerTuning
 
 log = structlog.get_logger(__name__)
@@ -36,13 +38,12 @@ LaneOf = Callable[[RecordedEvent], Hashable | None]
 EVENT_BACKOFF = (0.4, 0.8, 1.6, 3.2, 6.4, 10.0)
 
 
-class PermanentFailure(Exception):
+class PermanentFailure(StructuredError):
     """The event can never be handled (e.g. its thread does not exist): dead-letter it now."""
 
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
+    reason: str
+    detail: str
+    message = "{reason}: {detail}"
 
 
 class EventConsumer(ConsumerWorker[RecordedEvent]):

@@ -47,6 +47,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue
 
+from agency.contracts.errors import StructuredError
 from agency.infra.tasks import cancel_and_wait, cancel_requested
 
 log = structlog.get_logger(__name__)
@@ -82,12 +83,11 @@ def _bucket_gone(error: Exception) -> bool:
     )
 
 
-class LeaseLost(Exception):
+class LeaseLost(StructuredError):
     """The lease could not be renewed in time: another owner may take over."""
 
-    def __init__(self, key: str) -> None:
-        self.key = key
-        super().__init__(f"lease {key!r} was lost (not renewed within its time to live)")
+    key: str
+    message = "lease {key!r} was lost (not renewed within its time to live)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ log: a message missed while nothing listens stays missed."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -13,6 +13,20 @@ from nats.errors import Error as NatsError
 
 from agency.contracts.partitions import live_filters
 from agency.infra.jetstream.decoding import event_type_of
+
+
+@contextlib.asynccontextmanager
+async def subscribed(
+    nc: NATS, subjects: Iterable[str], on_message: Callable[[Msg], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """While inside, hand `on_message` each message published on `subjects`."""
+    subs = [await nc.subscribe(s, cb=on_message) for s in subjects]
+    try:
+        yield
+    finally:
+        for sub in subs:
+            with contextlib.suppress(NatsError):
+                await sub.unsubscribe()
 
 
 @contextlib.asynccontextmanager
@@ -27,10 +41,5 @@ async def thread_events_live(
         if event_type_of(msg) in wanted:
             observe(msg.data)
 
-    subs = [await nc.subscribe(s, cb=on_message) for s in live_filters("thread")]
-    try:
+    async with subscribed(nc, live_filters("thread"), on_message):
         yield
-    finally:
-        for sub in subs:
-            with contextlib.suppress(NatsError):
-                await sub.unsubscribe()

@@ -7,15 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
+from agency.contracts.errors import StructuredError
+
 T = TypeVar("T")
 
 
-class Undecodable(Exception):
+class Undecodable(StructuredError):
     """The message is not what this consumer reads: dead-letter it at once."""
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
+    reason: str
+    message = "{reason}"
 
 
 class Erased(Exception):

@@ -22,15 +22,14 @@ from agency.infra.jetstream.errors import StoreError
 class PartitionsMismatch(StoreError):
     """The events log was provisioned with another count of partitions than asked for."""
 
-    def __init__(self, stored: int, asked: int) -> None:
-        self.stored = stored
-        self.asked = asked
-        super().__init__(
-            f"the events log was provisioned with {stored} partition(s) and this start asks "
-            f"for {asked} (AGENCY_EVENT_PARTITIONS={asked}): start with "
-            f"AGENCY_EVENT_PARTITIONS={stored}, or move the tenants to a new deployment "
-            f'provisioned with {asked} (docs/scaling.md, "Changing N")'
-        )
+    stored: int
+    asked: int
+    message = (
+        "the events log was provisioned with {stored} partition(s) and this start asks "
+        "for {asked} (AGENCY_EVENT_PARTITIONS={asked}): start with "
+        "AGENCY_EVENT_PARTITIONS={stored}, or move the tenants to a new deployment "
+        'provisioned with {asked} (docs/scaling.md, "Changing N")'
+    )
 
 
 async def _info(js: JetStreamContext, stream: str) -> StreamInfo | None:

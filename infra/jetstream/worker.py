@@ -37,7 +37,7 @@ import abc
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Generic, TypeVar, Unpack
 
 import nats.errors
@@ -46,8 +46,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from agency.contracts.subjects import VIA_GATEWAY_HEADER
-from agency.infra.jetstream.deadletter import DeadLetter, DeadLetters
-from agency.infra.jetstream.errors import is_transient
+from agency.infra.jetstream.deadletter import DeadLetters
 from agency.infra.jetstream.lanes import (
     TENANT_BACKLOG,
     TENANT_SHARE,
@@ -64,14 +63,11 @@ from agency.infra.jetstream.outcomes import (
     Undecodable,
     describe,
 )
+from agency.infra.jetstream.settling import DeadLetterHook, Settling
 from agency.infra.jetstream.worker_tuning import WorkerRetry, WorkerTuning
 from agency.infra.retry import until_stopped
 
-log = structlog.get_logger(__name__)
-
 T = TypeVar("T")
-
-DeadLetterHook = Callable[[T, str, str], Awaitable[None]]
 
 _SETTLE_TIMEOUT = 2.0
 
@@ -90,14 +86,6 @@ def _subscribe_failure(exc: Exception) -> bool:
     """Creating or binding a durable is worth retrying on any broker error: right after a
     node is lost, even "stream not found" can be the cluster still electing a leader."""
     return isinstance(exc, nats.errors.Error | OSError | TimeoutError)
-
-
-def _settle_failure(exc: Exception) -> bool:
-    return is_transient(exc)
-
-
-def _any_failure(exc: Exception) -> bool:
-    return True
 
 
 class ConsumerWorker(abc.ABC, Generic[T]):
@@ -123,17 +111,24 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             raise ValueError(f"held ({held}) must be at least concurrency ({concurrency})")
         if not backoff:
             raise ValueError("backoff needs at least one delay")
-        self._dead_letters = dead_letters
         self._source_stream = source_stream
         self.durable = durable
+        self._log = structlog.get_logger(__name__, durable=durable)
         self._concurrency = concurrency
         self._ack_wait = ack_wait
         self._max_deliver = max_deliver
         self._backoff = backoff
-        self._on_dead_letter = on_dead_letter
         self._shutdown_grace = tuning.get("shutdown_grace", 5.0)
         self._poll_interval = tuning.get("poll_interval", 1.0)
         self._retry = tuning.get("retry") or WorkerRetry()
+        self._settling = Settling[T](
+            durable=durable,
+            dead_letters=dead_letters,
+            ack_wait=ack_wait,
+            backoff=backoff,
+            retry=self._retry,
+            on_dead_letter=on_dead_letter,
+        )
         self._held = held or concurrency
         self._shares = tuning.get("shares")
         self._lanes = Lanes(
@@ -195,9 +190,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         sub = await self._subscribe_until_stopped(stop, partition)
         if sub is None:
             return
-        log.info(
+        self._log.info(
             "consumer started",
-            durable=self.durable,
             concurrency=self._concurrency,
             held=self._held,
             **({"partition": partition} if self._partitions() > 1 else {}),
@@ -224,9 +218,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                             continue
                         except (nats.errors.Error, OSError) as e:
                             failures += 1
-                            log.warning(
+                            self._log.warning(
                                 "fetch failed, resubscribing",
-                                durable=self.durable,
                                 error=describe(e),
                                 failures=failures,
                             )
@@ -242,7 +235,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                         failures, backlog = 0, len(msgs) >= wanted
                         for msg in msgs:
                             if not self._wants(msg):
-                                await self._signal("ack", msg.ack)
+                                await self._settling.signal("ack", msg.ack)
                                 continue
                             task = tg.create_task(self._process(msg, subject_tenant(msg.subject)))
                             in_flight.add(task)
@@ -251,7 +244,7 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                     await self._wind_down(in_flight)
         finally:
             await self._unsubscribe(sub)
-            log.info("consumer stopped", durable=self.durable)
+            self._log.info("consumer stopped")
 
     async def _subscribe_until_stopped(
         self, stop: asyncio.Event, partition: int = 0
@@ -265,9 +258,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                     self._retry.subscribe.call(_subscribe_failure, self._subscribe, partition),
                 )
             except (nats.errors.Error, OSError, TimeoutError) as e:
-                log.error(
+                self._log.error(
                     "consumer unavailable, still retrying",
-                    durable=self.durable,
                     error=describe(e),
                 )
         return None
@@ -283,9 +275,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         for task in pending:
             task.cancel()
         if pending:
-            log.info(
+            self._log.info(
                 "work cancelled at shutdown, handed back for redelivery",
-                durable=self.durable,
                 count=len(pending),
             )
 
@@ -310,23 +301,30 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         """Never raises but `CancelledError`: no message and no failure stops the worker."""
         refused = self._hold(msg, tenant)
         try:
-            async with self._heartbeat(msg):
-                await self._settle(msg, await self._outcome(msg, tenant, refused))
+            async with self._settling.heartbeat(msg):
+                outcome = await self._outcome(msg, tenant, refused)
+                source = self._source_stream if self._partitions() == 1 else None
+                await self._settling.settle(msg, outcome, source)
         except asyncio.CancelledError:
             with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
                 await asyncio.wait_for(msg.nak(), timeout=_SETTLE_TIMEOUT)
             raise
         except Exception:  # a bug of ours: unsettled, the message comes back after ack_wait
-            log.exception("message processing failed", durable=self.durable)
+            self._log.exception("message processing failed")
         finally:
             if refused is None:
                 self._lanes.release(tenant)
                 if self._shares is not None:
                     self._shares.release(tenant, time.monotonic())
 
+    async def _decoded(self, msg: Msg) -> T:
+        return self._decode(msg)
+
     async def _outcome(self, msg: Msg, tenant: str, refused: tuple[str, str] | None) -> Outcome[T]:
         try:
-            item = self._decode(msg)
+            # A sealed message opens only with its key: the key store away is an outage,
+            # waited out in place (the message held by heartbeats), not a failure.
+            item = await self._retry.outage.wait_out(self.durable, self._decoded, msg)
         except Erased:
             return Ack()
         except Undecodable as e:
@@ -335,9 +333,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             return Ack()
         if refused is not None:
             reason, detail = refused
-            log.warning(
+            self._log.warning(
                 "tenant over its bound or share, dead-lettered",
-                durable=self.durable,
                 tenant_id=tenant,
                 reason=reason,
                 detail=detail,
@@ -352,94 +349,13 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             # broker's own bound on deliveries leaves no way to hand it back for free.
             detail = describe(e)
             if attempt >= self._max_deliver:
-                log.error(
-                    "handler failed for good", durable=self.durable, attempt=attempt, exc_info=e
-                )
+                self._log.error("handler failed for good", attempt=attempt, exc_info=e)
                 return Reject("exhausted", detail, item)
             delay = self._backoff[min(attempt - 1, len(self._backoff) - 1)]
-            log.warning(
+            self._log.warning(
                 "handler failed, will retry",
-                durable=self.durable,
                 attempt=attempt,
                 delay=delay,
                 exc_info=e,
             )
             return Retry(delay)
-
-    async def _settle(self, msg: Msg, outcome: Outcome[T]) -> None:
-        match outcome:
-            case Ack():
-                await self._signal("ack", msg.ack)
-            case Retry(delay=delay):
-                await self._signal("nak", lambda: msg.nak(delay=max(delay, 0.01)))
-            case Reject() as reject:
-                await self._reject(msg, reject)
-
-    async def _reject(self, msg: Msg, reject: Reject[T]) -> None:
-        if reject.item is not None and self._on_dead_letter is not None:
-            await self._run_hook(reject.item, reject.reason, reject.detail)
-        meta = msg.metadata
-        letter = DeadLetter(
-            source_stream=self._source_stream if self._partitions() == 1 else meta.stream,
-            subject=msg.subject,
-            stream_seq=meta.sequence.stream,
-            reason=reject.reason,
-            detail=reject.detail,
-            data=msg.data,
-            consumer=self.durable,
-            deliveries=meta.num_delivered,
-        )
-        try:
-            await self._retry.settle.call(_settle_failure, self._dead_letters.put, letter)
-        except Exception as e:
-            # Not stored: the message must not be settled. Handed back, it is dead-lettered
-            # on its next delivery (the broker allows one more than `max_deliver`).
-            log.error(
-                "could not dead-letter, handing the message back",
-                durable=self.durable,
-                reason=reject.reason,
-                error=describe(e),
-            )
-            await self._signal("nak", lambda: msg.nak(delay=self._backoff[-1]))
-            return
-        await self._signal(reject.settle, msg.term if reject.settle == "term" else msg.ack)
-
-    async def _run_hook(self, item: T, reason: str, detail: str) -> None:
-        hook = self._on_dead_letter
-        assert hook is not None
-        try:
-            await self._retry.hook.call(_any_failure, hook, item, reason, detail)
-        except Exception as e:  # the message is dead-lettered anyway: it says what failed
-            log.error(
-                "dead-letter hook failed",
-                durable=self.durable,
-                reason=reason,
-                error=describe(e),
-            )
-
-    async def _signal(self, what: str, operation: Callable[[], Awaitable[None]]) -> None:
-        """Ack, nak, term or in_progress, retried; a failure is logged and left to the
-        broker, which redelivers an unsettled message after the ack wait."""
-        try:
-            await self._retry.settle.call(_settle_failure, operation)
-        except Exception as e:
-            error = describe(e)
-            log.error(f"could not {what} a message", durable=self.durable, error=error)
-
-    @contextlib.asynccontextmanager
-    async def _heartbeat(self, msg: Msg) -> AsyncIterator[None]:
-        """Tell the broker the message is being worked on, so a long handler is not
-        redelivered meanwhile."""
-
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(self._ack_wait / 3)
-                await self._signal("heartbeat", msg.in_progress)
-
-        task = asyncio.create_task(beat(), name=f"{self.durable}-heartbeat")
-        try:
-            yield
-        finally:
-            task.cancel()
-            # `wait`, not `await task`: a cancellation of our own caller must still propagate.
-            await asyncio.wait([task])

@@ -18,17 +18,14 @@ import contextlib
 import hashlib
 import os
 import secrets
-from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-import structlog
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from agency.infra.sealing import key_in
-
-log = structlog.get_logger(__name__)
+from agency.contracts.errors import StructuredError
+from agency.infra.sealing import key_in, secret_or_development
 
 OPERATOR_KEY_VARIABLE = "AGENCY_OPERATOR_KEY"
 OPERATOR_KEY_FILE = "operator-key"
@@ -38,16 +35,15 @@ _DEVELOPMENT_SECRET = "agency-development-operator-key"
 NONCE_BYTES = 12
 
 
-class KeyUnwrapError(Exception):
+class KeyUnwrapError(StructuredError):
     """A wrapped key that this wrapper cannot open (another operator key, or garbage)."""
 
-    def __init__(self, what: str, wrapper_id: str) -> None:
-        self.what = what
-        self.wrapper_id = wrapper_id
-        super().__init__(
-            f"cannot unwrap {what} with operator key {wrapper_id!r}: "
-            f"set {OPERATOR_KEY_VARIABLE} to the key it was wrapped with"
-        )
+    what: str
+    wrapper_id: str
+    message = (
+        "cannot unwrap {what} with operator key {wrapper_id!r}: "
+        f"set {OPERATOR_KEY_VARIABLE} to the key it was wrapped with"
+    )
 
 
 class KeyWrapper(Protocol):
@@ -133,11 +129,9 @@ class KeyRing:
 
 def operator_wrapper() -> LocalKeyWrapper:
     """The process's operator key: `AGENCY_OPERATOR_KEY`, else the development key."""
-    secret = os.environ.get(OPERATOR_KEY_VARIABLE, "")
-    if not secret:
-        _warn_once()
-        secret = _DEVELOPMENT_SECRET
-    return LocalKeyWrapper(secret)
+    return LocalKeyWrapper(
+        secret_or_development(OPERATOR_KEY_VARIABLE, _DEVELOPMENT_SECRET, "tenant keys are wrapped")
+    )
 
 
 def operator_keys() -> KeyRing:
@@ -145,13 +139,6 @@ def operator_keys() -> KeyRing:
     (`AGENCY_OPERATOR_KEY_PREVIOUS`)."""
     previous = os.environ.get(PREVIOUS_KEY_VARIABLE, "").strip()
     return KeyRing(operator_wrapper(), (LocalKeyWrapper(previous),) if previous else ())
-
-
-@cache
-def _warn_once() -> None:
-    log.warning(
-        f"{OPERATOR_KEY_VARIABLE} is not set: tenant keys are wrapped with a development key"
-    )
 
 
 def use_operator_key_of(directory: Path) -> None:

@@ -3,11 +3,12 @@
 - A tenant key: a new key is stored beside the old one (the tenant entry's `previous`),
   each data key of the tenant is rewrapped under it, and only then is the old one dropped.
   A rotation stopped midway loses nothing: every data key still opens with the key it
-  names, and the next rotation of that tenant finishes this one before starting anew.
+  names, and the next rotation of that tenant finishes this one before starting anew,
+  erasing any replaced revision it left stored (`revisions.py`).
 - The operator key: every tenant entry (its current key and any kept by a rotation under
   way) is rewrapped under the vault's current operator key, from the one that wrapped it,
   which the vault's `KeyRing` must hold until this has finished. A repeat finds nothing
-  left to do.
+  left to do but the replaced revisions a stopped one left stored, which it erases.
 """
 
 from __future__ import annotations
@@ -110,8 +111,10 @@ async def rotate_tenant(
         if await vault.rewrap_data(tenant_id, entry, version, key):
             rewrapped += 1
     await _finish(vault, tenant_id, version)
-    log.info(
-        "tenant key rotated",
+    # Each write erased the revision it replaced; what a rotation stopped between the two
+    # left is erased here.
+    await vault.revisions.sweep(f"data.{tenant_id}.")
+    rotation = TenantRotation(
         tenant_id=tenant_id,
         version=version,
         rewrapped=rewrapped,
@@ -119,14 +122,8 @@ async def rotate_tenant(
         rotated_by=begun.rotated_by,
         resumed=resumed,
     )
-    return TenantRotation(
-        tenant_id=tenant_id,
-        version=version,
-        rewrapped=rewrapped,
-        rotated_at=begun.rotated_at,
-        rotated_by=begun.rotated_by,
-        resumed=resumed,
-    )
+    log.info("tenant key rotated", **msgspec.structs.asdict(rotation))
+    return rotation
 
 
 def _rewrapped(ring: KeyRing, entry: bytes, held: WrappedKey) -> WrappedKey:
@@ -163,6 +160,7 @@ async def rotate_operator(
             if await vault.update_tenant(tenant_id, record, revision):
                 rewrapped += 1
                 break
+    await vault.revisions.sweep("tenant.")
     log.info(
         "operator key rotated",
         key_id=ring.key_id,

@@ -5,22 +5,27 @@ Two kinds of entries, each a `WrappedKey`:
 - `tenant.<tenant>`: the tenant's key, wrapped by the operator's key (`KeyWrapper`);
 - `data.<tenant>.<root thread>`: a thread tree's data key, wrapped by the tenant's key.
 
-A data key is destroyed by erasing its entry (the server overwrites the stored message)
-and putting `destroyed` in its place: a later create of the same key is refused, so a
-deleted thread's tree can never be written to again. Rotating the operator
+A data key is destroyed by putting `destroyed` in its entry and erasing every earlier
+revision (the server overwrites the stored messages): a later create of the same key is
+refused, so a deleted thread's tree can never be written to again. Rotating the operator
 key or a tenant's key rewraps the entries below it (`rotation.py`); the log is never
-rewritten.
+rewritten. Every write erases the revision it replaced (`revisions.py`): no replaced or
+destroyed key stays in the store's files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
+import time
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import structlog
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, StorageType, StreamConfig
+from nats.js.api import DeliverPolicy, DiscardPolicy, StorageType, StreamConfig
 from nats.js.errors import (
     BadRequestError,
     BucketNotFoundError,
@@ -31,8 +36,10 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue
 
+from agency.contracts.errors import StructuredError
 from agency.contracts.sealed import PayloadErased
 from agency.infra.keystore.operator import KeyRing, KeyWrapper, open_key, seal_key
+from agency.infra.keystore.revisions import HISTORY, Revisions
 
 log = structlog.get_logger(__name__)
 
@@ -40,8 +47,11 @@ KEYS_BUCKET = "agency_keys"
 KEY_BYTES = 32
 # What a destroyed key's entry holds from then on: no key is ever made there again.
 DESTROYED = b"destroyed"
-# JetStream's "sequence not found": the message was deleted already.
-SEQUENCE_NOT_FOUND = 10043
+# Seconds a tenant key held in memory is used before the store is asked again whether
+# the tenant was deleted (the bound, for a process that missed the destroyed entry).
+TENANT_RECHECK = 30.0
+# The header a key-value delete or purge carries (what a put of `DESTROYED` replaces).
+_KV_OPERATION = "KV-Operation"
 
 
 class WrappedKey(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,13 +71,12 @@ class WrappedKey(msgspec.Struct, frozen=True, kw_only=True):
     request_key: str = ""
 
 
-class TenantKeyMissing(Exception):
+class TenantKeyMissing(StructuredError):
     """A data key wrapped by a tenant key the store no longer holds."""
 
-    def __init__(self, entry: str, version: str) -> None:
-        self.entry = entry
-        self.version = version
-        super().__init__(f"{entry} is wrapped by tenant key version {version!r}, which is gone")
+    entry: str
+    version: str
+    message = "{entry} is wrapped by tenant key version {version!r}, which is gone"
 
 
 class TenantKeyDestroyed(PayloadErased):
@@ -90,9 +99,11 @@ def data_entry(tenant_id: str, key_id: str) -> str:
 
 
 def keys_stream(bucket: str = KEYS_BUCKET, replicas: int = 1) -> StreamConfig:
-    """The key-value bucket's stream, as the client makes one but for `deny_delete`: a
-    destroyed key's message is deleted, which erases its bytes where it is stored.
-    Provisioned with the other streams (their replicas); made here if it is missing."""
+    """The key-value bucket's stream, as the client makes one but for `deny_delete` (a
+    replaced or destroyed revision is deleted, which erases its bytes where it is stored)
+    and for its history: two revisions per entry, a third refused rather than the oldest
+    dropped unerased (`revisions.py`). Provisioned with the other streams (their
+    replicas); made here if it is missing."""
     return StreamConfig(
         name=f"KV_{bucket}",
         description="Wrapped tenant and thread data keys (docs/data.md).",
@@ -100,10 +111,11 @@ def keys_stream(bucket: str = KEYS_BUCKET, replicas: int = 1) -> StreamConfig:
         allow_rollup_hdrs=True,
         deny_delete=False,
         discard=DiscardPolicy.NEW,
+        discard_new_per_subject=True,
         duplicate_window=120.0,
         max_consumers=-1,
         max_msgs=-1,
-        max_msgs_per_subject=1,
+        max_msgs_per_subject=HISTORY,
         num_replicas=replicas,
         storage=StorageType.FILE,
     )
@@ -125,9 +137,11 @@ class KeyVault:
         self._bucket = bucket
         self._replicas = replicas
         self._kv: KeyValue | None = None
+        self._revisions: Revisions | None = None
         # (tenant, version) → the tenant key; a version's key never changes.
         self._tenant_keys: dict[tuple[str, str], bytes] = {}
         self._current: dict[str, str] = {}  # tenant → the version last read current
+        self._confirmed: dict[str, float] = {}  # tenant → when its entry was last read live
 
     @property
     def ring(self) -> KeyRing:
@@ -140,7 +154,13 @@ class KeyVault:
             with contextlib.suppress(BadRequestError):
                 await self._js.add_stream(keys_stream(self._bucket, self._replicas))
             self._kv = await self._js.key_value(self._bucket)
+        self._revisions = Revisions(self._js, self._kv, self._bucket)
         return self
+
+    @property
+    def revisions(self) -> Revisions:
+        assert self._revisions is not None, "KeyVault is not open"
+        return self._revisions
 
     @property
     def kv(self) -> KeyValue:
@@ -164,7 +184,7 @@ class KeyVault:
                 wrapped_by=self._ring.key_id, data=self._ring.wrap(key, entry.encode())
             )
             try:
-                await self.kv.update(entry, msgspec.json.encode(made), last=0)
+                await self.revisions.store(entry, msgspec.json.encode(made), last=0)
             except KeyWrongLastSequenceError:
                 continue  # made by another process meanwhile: read theirs
             self._tenant_keys[(tenant_id, "")] = key
@@ -184,6 +204,7 @@ class KeyVault:
             return None, 0
         if found.value == DESTROYED:
             raise TenantKeyDestroyed(tenant_id)
+        self._confirmed[tenant_id] = time.monotonic()
         return _decoder.decode(found.value), found.revision or 0
 
     def _opened(self, tenant_id: str, stored: WrappedKey) -> dict[str, bytes]:
@@ -200,9 +221,13 @@ class KeyVault:
         return keys
 
     async def tenant_key_version(self, tenant_id: str, version: str) -> bytes:
-        """The tenant key of that version: remembered, or read from the store."""
+        """The tenant key of that version: remembered, or read from the store. One
+        remembered longer than `TENANT_RECHECK` is used only once the store shows the
+        tenant still there (`TenantKeyDestroyed` once it was deleted)."""
         key = self._tenant_keys.get((tenant_id, version))
         if key is not None:
+            if time.monotonic() - self._confirmed.get(tenant_id, 0.0) > TENANT_RECHECK:
+                await self.tenant_record(tenant_id)
             return key
         stored, _ = await self.tenant_record(tenant_id)
         if stored is None:
@@ -245,7 +270,7 @@ class KeyVault:
             wrapped_by="tenant", version=version, data=seal_key(tenant_key, key, context)
         )
         try:
-            await self.kv.update(entry, msgspec.json.encode(made), last=0)
+            await self.revisions.store(entry, msgspec.json.encode(made), last=0)
         except KeyWrongLastSequenceError:
             # Made by another process meanwhile, or destroyed: read what won.
             return await self.data_key(tenant_id, key_id, create=False)
@@ -276,23 +301,55 @@ class KeyVault:
                 wrapped_by="tenant", version=version, data=seal_key(key, plain, context)
             )
             try:
-                await self.kv.update(entry, msgspec.json.encode(rewrapped), last=found.revision)
+                await self.revisions.store(
+                    entry, msgspec.json.encode(rewrapped), found.revision or 0
+                )
             except KeyWrongLastSequenceError:
                 continue
             return True
 
     async def destroy_tenant(self, tenant_id: str) -> bool:
         """Erase the tenant's key (the tenant is deleted): no data key wrapped by it opens
-        again, none is made again, here or in any process reading the store (one that
-        holds it in memory keeps it until it restarts). False when it was gone already."""
+        again, none is made again, here or in any process reading the store (one holding
+        it in memory drops it as it sees the entry destroyed: `follow_destroyed`). False
+        when it was gone already."""
+        self.drop_tenant(tenant_id)
+        return await self._erase(tenant_entry(tenant_id))
+
+    def drop_tenant(self, tenant_id: str) -> None:
+        """Drop every key of the tenant held in memory (its key was destroyed)."""
         for held in [k for k in self._tenant_keys if k[0] == tenant_id]:
             del self._tenant_keys[held]
         self._current.pop(tenant_id, None)
-        return await self._erase(tenant_entry(tenant_id))
+        self._confirmed.pop(tenant_id, None)
+
+    async def follow_destroyed(self, destroyed: Callable[[str], None]) -> Any:
+        """Follow the tenant entries from now on: each tenant whose key is destroyed (by
+        any process) has its keys dropped here, then `destroyed(tenant)` is called. An
+        ordered consumer: it takes up again where it was after a reconnect. The
+        subscription is returned (it ends with the connection)."""
+        head = f"$KV.{self._bucket}.{tenant_entry('')}"
+
+        async def seen(msg: Msg) -> None:
+            operation = (msg.headers or {}).get(_KV_OPERATION)
+            if msg.data != DESTROYED and operation not in ("DEL", "PURGE"):
+                return  # made, or rewrapped by a rotation
+            tenant_id = msg.subject.removeprefix(head)
+            self.drop_tenant(tenant_id)
+            destroyed(tenant_id)
+
+        return await self._js.subscribe(
+            f"{head}*",
+            stream=self.revisions.stream,
+            cb=seen,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+        )
 
     async def destroy(self, tenant_id: str, key_id: str) -> bool:
-        """Erase the tree's data key: its stored message overwritten, its history purged.
-        False when it was already gone (a repeat is harmless)."""
+        """Erase the tree's data key: `destroyed` stored in its entry, every earlier
+        revision's message overwritten. False when it was already gone (a repeat is
+        harmless, and erases what a destroy stopped midway left)."""
         return await self._erase(data_entry(tenant_id, key_id))
 
     async def _erase(self, entry: str) -> bool:
@@ -300,25 +357,24 @@ class KeyVault:
             found = await self.kv.get(entry)
         except (KeyDeletedError, KeyNotFoundError):
             found = None
-        if found is not None and found.value == DESTROYED:
-            return False
-        if found is not None and found.revision is not None:
-            # The stream's delete erases the message's bytes where it is stored.
-            try:
-                await self._js.delete_msg(f"KV_{self._bucket}", found.revision)
-            except BadRequestError as e:
-                if e.err_code != SEQUENCE_NOT_FOUND:
-                    raise
-                # Another process destroying the same key (two carriers of one deletion)
-                # erased it first; `destroyed` is put again, which changes nothing.
-        await self.kv.put(entry, DESTROYED)
-        return found is not None
+        if found is not None and found.value == DESTROYED and found.revision:
+            destroyed = found.revision
+        else:
+            # `destroyed` first, then what it replaced: a key made meanwhile (with no
+            # entry seen) is erased too, and none is made after it.
+            destroyed = await self.revisions.put_over(entry, DESTROYED)
+            if found is not None and found.revision:
+                await self.revisions.erase(found.revision)  # the one read, without a look
+        # Another process destroying the same key (two carriers of one deletion) may erase
+        # some of these first, which changes nothing.
+        await self.revisions.erase_before(entry, destroyed)
+        return found is not None and found.value != DESTROYED
 
     async def update_tenant(self, tenant_id: str, record: WrappedKey, last: int) -> bool:
         """Store the tenant's entry if it is still at revision `last`; False when another
         writer came first."""
         try:
-            await self.kv.update(tenant_entry(tenant_id), msgspec.json.encode(record), last=last)
+            await self.revisions.store(tenant_entry(tenant_id), msgspec.json.encode(record), last)
         except KeyWrongLastSequenceError:
             return False
         return True
@@ -327,9 +383,7 @@ class KeyVault:
         """The names of the bucket's entries starting with `prefix` (which ends with a
         `.`), as the server counts its subjects: every one, however loaded the server (a
         KV watch of the keys may end before it has delivered them all)."""
-        head = f"$KV.{self._bucket}."
-        info = await self._js.stream_info(f"KV_{self._bucket}", subjects_filter=f"{head}{prefix}>")
-        return sorted(subject.removeprefix(head) for subject in info.state.subjects or {})
+        return sorted(await self.revisions.held(prefix))
 
     async def _get(self, entry: str) -> WrappedKey | None:
         """The entry, None when it never existed; `KeyDeletedError` when it was destroyed."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agency.contracts.errors import StructuredError
+
 
 def _with_log(message: str, log_tail: str) -> str:
     if not log_tail.strip():
@@ -11,46 +13,44 @@ def _with_log(message: str, log_tail: str) -> str:
     return f"{message}\n--- last lines of the log ---\n{log_tail.rstrip()}"
 
 
-class LaunchError(Exception):
+class LaunchError(StructuredError, init=False):
     """Base class of every error raised by `infra.launch`."""
 
 
 class BinaryNotFound(LaunchError):
     """A server binary is missing where we looked for it."""
 
-    def __init__(self, component: str, path: str, hint: str) -> None:
-        self.component = component
-        self.path = path
-        self.hint = hint
-        super().__init__(f"{component}: no executable at {path}; {hint}")
+    component: str
+    path: str
+    hint: str
+    message = "{component}: no executable at {path}; {hint}"
 
 
 class StartTimeout(LaunchError):
     """The server process runs but did not become ready in time."""
 
-    def __init__(self, component: str, seconds: float, log_tail: str) -> None:
-        self.component = component
-        self.seconds = seconds
-        self.log_tail = log_tail
-        super().__init__(
-            _with_log(
-                f"{component} did not become ready within {seconds:g} s; "
-                "read its log below, or raise the start timeout on a slow machine",
-                log_tail,
-            )
-        )
+    component: str
+    seconds: float
+    log_tail: str
+    message = (
+        "{component} did not become ready within {seconds:g} s; "
+        "read its log below, or raise the start timeout on a slow machine"
+    )
+
+    def describe(self) -> str:
+        return _with_log(super().describe(), self.log_tail)
 
 
 class ProcessExited(LaunchError):
     """The server process exited while we were waiting for it to become ready."""
 
-    def __init__(self, component: str, returncode: int, log_tail: str) -> None:
-        self.component = component
-        self.returncode = returncode
-        self.log_tail = log_tail
-        super().__init__(
-            _with_log(f"{component} exited with code {returncode} during start", log_tail)
-        )
+    component: str
+    returncode: int
+    log_tail: str
+    message = "{component} exited with code {returncode} during start"
+
+    def describe(self) -> str:
+        return _with_log(super().describe(), self.log_tail)
 
 
 class PortInUse(ProcessExited):
@@ -60,34 +60,36 @@ class PortInUse(ProcessExited):
 class CommandFailed(LaunchError):
     """A one-shot helper command (such as initdb) failed or hung."""
 
-    def __init__(
-        self, component: str, argv: Sequence[str], returncode: int | None, log_tail: str
-    ) -> None:
-        self.component = component
-        self.argv = tuple(argv)
-        self.returncode = returncode
-        self.log_tail = log_tail
-        outcome = "timed out" if returncode is None else f"exited with code {returncode}"
-        super().__init__(_with_log(f"{component}: `{' '.join(argv)}` {outcome}", log_tail))
+    component: str
+    argv: Sequence[str]
+    returncode: int | None
+    log_tail: str
+
+    def __post_init__(self) -> None:
+        self.argv = tuple(self.argv)
+        super().__post_init__()
+
+    def describe(self) -> str:
+        code = self.returncode
+        outcome = "timed out" if code is None else f"exited with code {code}"
+        return _with_log(f"{self.component}: `{' '.join(self.argv)}` {outcome}", self.log_tail)
 
 
 class StopTimeout(LaunchError):
     """The process outlived SIGKILL by more than the bounded wait (likely stuck in D state)."""
 
-    def __init__(self, component: str, pid: int, seconds: float) -> None:
-        self.component = component
-        self.pid = pid
-        self.seconds = seconds
-        super().__init__(
-            f"{component} (pid {pid}) was still running {seconds:g} s after SIGKILL; "
-            f"check the process state with `ps -o stat -p {pid}`"
-        )
+    component: str
+    pid: int
+    seconds: float
+    message = (
+        "{component} (pid {pid}) was still running {seconds:g} s after SIGKILL; "
+        "check the process state with `ps -o stat -p {pid}`"
+    )
 
 
 class BackendUnavailable(LaunchError):
     """The requested backend (testcontainers / Docker) cannot be used here."""
 
-    def __init__(self, backend: str, reason: str) -> None:
-        self.backend = backend
-        self.reason = reason
-        super().__init__(f"{backend} backend unavailable: {reason}")
+    backend: str
+    reason: str
+    message = "{backend} backend unavailable: {reason}"

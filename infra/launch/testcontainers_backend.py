@@ -11,7 +11,7 @@ import asyncio
 import os
 import stat
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 C = TypeVar("C", bound="DockerContainer")
+S = TypeVar("S")
+E = TypeVar("E")
 
 BACKEND_ENV = "AGENCY_TEST_BACKEND"
 _DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
@@ -156,9 +158,12 @@ def postgres_container(*, image: str = "postgres:18", fsync: bool = True) -> Ite
 class _ContainerServer(Server, Generic[C]):
     """A server in a container (`_container` once started), stopped with the container."""
 
-    _container: C | None = None
     _url = ""
-    start_timeout: float
+
+    def __init__(self, image: str, start_timeout: float) -> None:
+        self.image = image
+        self.start_timeout = start_timeout
+        self._container: C | None = None
 
     @property
     def url(self) -> str:
@@ -198,10 +203,8 @@ class NatsContainerServer(_ContainerServer["NatsContainer"]):
         sync_interval: str = "always",
         start_timeout: float = 120.0,
     ) -> None:
-        self.image = image
+        super().__init__(image, start_timeout)
         self.sync_interval = sync_interval
-        self.start_timeout = start_timeout
-        self._container: NatsContainer | None = None
         self._monitor_url = ""
 
     @property
@@ -228,10 +231,8 @@ class PostgresContainerServer(_ContainerServer["PostgresContainer"]):
         fsync: bool = True,
         start_timeout: float = 120.0,
     ) -> None:
-        self.image = image
+        super().__init__(image, start_timeout)
         self.fsync = fsync
-        self.start_timeout = start_timeout
-        self._container: PostgresContainer | None = None
 
     def database_url(self, name: str) -> str:
         parts = urlsplit(self._url)
@@ -254,19 +255,27 @@ def choose_nats(
     store_dir: Path, *, sync_interval: str = "always"
 ) -> NatsServer | NatsContainerServer:
     """A container when testcontainers is requested and Docker answers, else the embedded binary."""
-    if use_testcontainers():
-        return NatsContainerServer(sync_interval=sync_interval)
-    if testcontainers_requested():
-        log.warning("testcontainers_requested_without_docker", fallback="embedded nats-server")
-    return NatsServer(store_dir, sync_interval=sync_interval)
+    return _choose(
+        lambda: NatsContainerServer(sync_interval=sync_interval),
+        lambda: NatsServer(store_dir, sync_interval=sync_interval),
+        "embedded nats-server",
+    )
 
 
 def choose_postgres(
     data_dir: Path, *, fsync: bool = True
 ) -> PostgresServer | PostgresContainerServer:
     """A container when testcontainers is requested and Docker answers, else embedded binaries."""
+    return _choose(
+        lambda: PostgresContainerServer(fsync=fsync),
+        lambda: PostgresServer(data_dir, fsync=fsync),
+        "embedded postgres",
+    )
+
+
+def _choose(container: Callable[[], S], embedded: Callable[[], E], fallback: str) -> S | E:
     if use_testcontainers():
-        return PostgresContainerServer(fsync=fsync)
+        return container()
     if testcontainers_requested():
-        log.warning("testcontainers_requested_without_docker", fallback="embedded postgres")
-    return PostgresServer(data_dir, fsync=fsync)
+        log.warning("testcontainers_requested_without_docker", fallback=fallback)
+    return embedded()

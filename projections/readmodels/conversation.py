@@ -33,7 +33,7 @@ from agency.contracts.events import (
     Todo,
     TodosWritten,
 )
-from agency.projections.statements import Statement, statement_projection, upsert
+from agency.projections.statements import Statement, Table, statement_projection
 from agency.projections.storable import storable_key
 
 # Every read model here is of threads' events.
@@ -158,25 +158,19 @@ TODOS = _thread_projection(
 
 # --- files -----------------------------------------------------------------------------
 
-FILES_DDL = """
-CREATE TABLE IF NOT EXISTS files (
-    tenant_id  text        NOT NULL,
-    thread_id  text        NOT NULL,
-    path       text        NOT NULL,
-    content    text        NOT NULL,
-    updated_at timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, thread_id, path)
-);
-"""
-
-_FILE = upsert(
+FILE_TABLE = Table(
     "files",
-    ("tenant_id", "thread_id", "path", "content", "updated_at"),
+    {
+        "tenant_id": "text NOT NULL",
+        "thread_id": "text NOT NULL",
+        "path": "text NOT NULL",
+        "content": "text NOT NULL",
+        "updated_at": "timestamptz NOT NULL",
+    },
     ("tenant_id", "thread_id", "path"),
 )
-
-
-_FILES_CLEAR = "DELETE FROM files WHERE tenant_id = $1 AND thread_id = $2"
+_FILE = FILE_TABLE.upsert
+_FILES_CLEAR = FILE_TABLE.delete("tenant_id", "thread_id")
 
 
 def _file_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
@@ -200,7 +194,7 @@ def _file_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
 
 
 FILES = _thread_projection(
-    "files", FILES_DDL, _file_statements, {"file.written", "thread.state_restored"}
+    "files", FILE_TABLE.ddl, _file_statements, {"file.written", "thread.state_restored"}
 )
 
 # --- tool calls awaiting a person ------------------------------------------------------

@@ -19,7 +19,7 @@ from agency.contracts.events import (
     TenantDeleted,
     TenantRetentionSet,
 )
-from agency.projections.statements import Statement, statement_projection, upsert
+from agency.projections.statements import Statement, Table, statement_projection, upsert
 
 # --- tenants ---------------------------------------------------------------------------
 
@@ -91,29 +91,25 @@ TENANTS = statement_projection(
 
 # --- agencies --------------------------------------------------------------------------
 
-AGENCIES_DDL = """
-CREATE TABLE IF NOT EXISTS agencies (
-    tenant_id  text        NOT NULL,
-    agency_id  text        NOT NULL,
-    name       text        NOT NULL,
-    metadata   jsonb       NOT NULL,
-    created_at timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, agency_id)
-);
+AGENCY_TABLE = Table(
+    "agencies",
+    {
+        "tenant_id": "text NOT NULL",
+        "agency_id": "text NOT NULL",
+        "name": "text NOT NULL",
+        "metadata": "jsonb NOT NULL",
+        "created_at": "timestamptz NOT NULL",
+    },
+    ("tenant_id", "agency_id"),
+    kept=("created_at",),
+    then="""
 CREATE INDEX IF NOT EXISTS agencies_by_created ON agencies (tenant_id, created_at, agency_id);
 -- How long the agency's threads are kept, in seconds (null: the tenant's).
 ALTER TABLE agencies ADD COLUMN IF NOT EXISTS retention_seconds double precision;
-"""
-
-_AGENCY = upsert(
-    "agencies",
-    ("tenant_id", "agency_id", "name", "metadata", "created_at"),
-    ("tenant_id", "agency_id"),
-    kept=("created_at",),
+""",
 )
-
-
-_AGENCY_DELETED = "DELETE FROM agencies WHERE tenant_id = $1 AND agency_id = $2"
+_AGENCY = AGENCY_TABLE.upsert
+_AGENCY_DELETED = AGENCY_TABLE.delete()
 _AGENCY_RETENTION = (
     "UPDATE agencies SET retention_seconds = $3 WHERE tenant_id = $1 AND agency_id = $2"
 )
@@ -133,7 +129,7 @@ def _agency_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
 
 AGENCIES = statement_projection(
     "agencies",
-    AGENCIES_DDL,
+    AGENCY_TABLE.ddl,
     _agency_statements,
     {"agency.created", "agency.retention_set", "agency.deleted"},
     aggregate="agency",
@@ -141,24 +137,20 @@ AGENCIES = statement_projection(
 
 # --- blueprints ------------------------------------------------------------------------
 
-BLUEPRINTS_DDL = """
-CREATE TABLE IF NOT EXISTS blueprints (
-    tenant_id  text        NOT NULL,
-    agency_id  text        NOT NULL,
-    name       text        NOT NULL,
-    spec       jsonb       NOT NULL,
-    revision   integer     NOT NULL,
-    updated_at timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, agency_id, name)
-);
-"""
-
-_BLUEPRINT_SAVED = upsert(
+BLUEPRINT_TABLE = Table(
     "blueprints",
-    ("tenant_id", "agency_id", "name", "spec", "revision", "updated_at"),
+    {
+        "tenant_id": "text NOT NULL",
+        "agency_id": "text NOT NULL",
+        "name": "text NOT NULL",
+        "spec": "jsonb NOT NULL",
+        "revision": "integer NOT NULL",
+        "updated_at": "timestamptz NOT NULL",
+    },
     ("tenant_id", "agency_id", "name"),
 )
-_BLUEPRINT_DELETED = "DELETE FROM blueprints WHERE tenant_id = $1 AND agency_id = $2 AND name = $3"
+_BLUEPRINT_SAVED = BLUEPRINT_TABLE.upsert
+_BLUEPRINT_DELETED = BLUEPRINT_TABLE.delete()
 
 
 def _blueprint_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
@@ -174,7 +166,7 @@ def _blueprint_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
 
 BLUEPRINTS = statement_projection(
     "blueprints",
-    BLUEPRINTS_DDL,
+    BLUEPRINT_TABLE.ddl,
     _blueprint_statements,
     {"blueprint.saved", "blueprint.deleted"},
     aggregate="agency",

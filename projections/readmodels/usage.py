@@ -13,34 +13,35 @@ from decimal import Decimal
 
 from agency.contracts.envelope import Envelope
 from agency.contracts.events import BlueprintSwitched, ModelCompleted, ThreadCreated
-from agency.projections.statements import Statement, statement_projection, upsert
+from agency.projections.statements import Statement, Table, statement_projection
 
-DDL = """
-CREATE TABLE IF NOT EXISTS usage_threads (
-    tenant_id  text NOT NULL,
-    thread_id  text NOT NULL,
-    agency_id  text NOT NULL,
-    agent_type text NOT NULL,
-    PRIMARY KEY (tenant_id, thread_id)
-);
-CREATE TABLE IF NOT EXISTS usage_totals (
-    tenant_id     text    NOT NULL,
-    agency_id     text    NOT NULL,
-    blueprint     text    NOT NULL,
-    model         text    NOT NULL,
-    calls         bigint  NOT NULL,
-    input_tokens  bigint  NOT NULL,
-    output_tokens bigint  NOT NULL,
-    cost_usd      numeric NOT NULL,
-    PRIMARY KEY (tenant_id, agency_id, blueprint, model)
-);
-"""
-
-_THREAD = upsert(
+THREAD_TABLE = Table(
     "usage_threads",
-    ("tenant_id", "thread_id", "agency_id", "agent_type"),
+    {
+        "tenant_id": "text NOT NULL",
+        "thread_id": "text NOT NULL",
+        "agency_id": "text NOT NULL",
+        "agent_type": "text NOT NULL",
+    },
     ("tenant_id", "thread_id"),
 )
+TOTAL_TABLE = Table(
+    "usage_totals",
+    {
+        "tenant_id": "text NOT NULL",
+        "agency_id": "text NOT NULL",
+        "blueprint": "text NOT NULL",
+        "model": "text NOT NULL",
+        "calls": "bigint NOT NULL",
+        "input_tokens": "bigint NOT NULL",
+        "output_tokens": "bigint NOT NULL",
+        "cost_usd": "numeric NOT NULL",
+    },
+    ("tenant_id", "agency_id", "blueprint", "model"),
+)
+DDL = THREAD_TABLE.ddl + TOTAL_TABLE.ddl.lstrip("\n")
+
+_THREAD = THREAD_TABLE.upsert
 _SWITCHED = "UPDATE usage_threads SET agent_type = $3 WHERE tenant_id = $1 AND thread_id = $2"
 # A call on a thread never seen is still counted: under the envelope's agency, no blueprint.
 _CALL = """

@@ -14,41 +14,25 @@ from agency.contracts.events import (
     WebhookSubscribed,
     WebhookUnsubscribed,
 )
-from agency.projections.statements import Statement, statement_projection, upsert
+from agency.projections.statements import Statement, Table, statement_projection
 
-DDL = """
-CREATE TABLE IF NOT EXISTS webhook_subscriptions (
-    tenant_id       text        NOT NULL,
-    agency_id       text        NOT NULL,
-    subscription_id text        NOT NULL,
-    url             text        NOT NULL,
-    kinds           text[]      NOT NULL,
-    sealed_secret   text        NOT NULL,
-    description     text        NOT NULL,
-    created_at      timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, agency_id, subscription_id)
-);
-"""
-
-_SUBSCRIBED = upsert(
+SUBSCRIPTIONS = Table(
     "webhook_subscriptions",
-    (
-        "tenant_id",
-        "agency_id",
-        "subscription_id",
-        "url",
-        "kinds",
-        "sealed_secret",
-        "description",
-        "created_at",
-    ),
+    {
+        "tenant_id": "text NOT NULL",
+        "agency_id": "text NOT NULL",
+        "subscription_id": "text NOT NULL",
+        "url": "text NOT NULL",
+        "kinds": "text[] NOT NULL",
+        "sealed_secret": "text NOT NULL",
+        "description": "text NOT NULL",
+        "created_at": "timestamptz NOT NULL",
+    },
     ("tenant_id", "agency_id", "subscription_id"),
     kept=("created_at",),
 )
-_UNSUBSCRIBED = (
-    "DELETE FROM webhook_subscriptions "
-    "WHERE tenant_id = $1 AND agency_id = $2 AND subscription_id = $3"
-)
+_SUBSCRIBED = SUBSCRIPTIONS.upsert
+_UNSUBSCRIBED = SUBSCRIPTIONS.delete()
 
 
 def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
@@ -65,34 +49,28 @@ def _statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
 
 PROJECTION = statement_projection(
     "webhook_subscriptions",
-    DDL,
+    SUBSCRIPTIONS.ddl,
     _statements,
     {"webhook.subscribed", "webhook.unsubscribed"},
     aggregate="agency",
 )
 
-PUSH_DDL = """
-CREATE TABLE IF NOT EXISTS push_configs (
-    tenant_id   text        NOT NULL,
-    agency_id   text        NOT NULL,
-    task_id     text        NOT NULL,
-    config_id   text        NOT NULL,
-    url         text        NOT NULL,
-    sealed_auth text        NOT NULL,
-    created_at  timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, agency_id, task_id, config_id)
-);
-"""
-# A config configured again is replaced, and matches from then on.
-_CONFIGURED = upsert(
+PUSH_CONFIG_TABLE = Table(
     "push_configs",
-    ("tenant_id", "agency_id", "task_id", "config_id", "url", "sealed_auth", "created_at"),
+    {
+        "tenant_id": "text NOT NULL",
+        "agency_id": "text NOT NULL",
+        "task_id": "text NOT NULL",
+        "config_id": "text NOT NULL",
+        "url": "text NOT NULL",
+        "sealed_auth": "text NOT NULL",
+        "created_at": "timestamptz NOT NULL",
+    },
     ("tenant_id", "agency_id", "task_id", "config_id"),
 )
-_REMOVED = (
-    "DELETE FROM push_configs "
-    "WHERE tenant_id = $1 AND agency_id = $2 AND task_id = $3 AND config_id = $4"
-)
+# A config configured again is replaced, and matches from then on.
+_CONFIGURED = PUSH_CONFIG_TABLE.upsert
+_REMOVED = PUSH_CONFIG_TABLE.delete()
 
 
 def _push_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
@@ -109,7 +87,7 @@ def _push_statements(envelopes: Sequence[Envelope]) -> Iterable[Statement]:
 
 PUSH_CONFIGS = statement_projection(
     "push_configs",
-    PUSH_DDL,
+    PUSH_CONFIG_TABLE.ddl,
     _push_statements,
     {"push.configured", "push.removed"},
     aggregate="agency",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 
@@ -24,10 +23,10 @@ from google.protobuf.json_format import ParseError
 
 from agency.contracts.events import RemoteAgent
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_httpx_transport
+from agency.services.env_references import UnsetReference, resolved
 
 CARD_TTL = 300.0
 CARD_TIMEOUT = 10.0
-_REFERENCE = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class RemoteAgentError(Exception):
@@ -42,22 +41,10 @@ class RemoteAgentError(Exception):
 
 def headers_of(agent: RemoteAgent, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The agent's headers with `${ENV:NAME}` references resolved."""
-    environ = os.environ if environ is None else environ
-
-    def value_of(key: str, template: str) -> str:
-        def substitute(match: re.Match[str]) -> str:
-            variable = match.group(1)
-            if variable not in environ:
-                raise RemoteAgentError(
-                    agent.name,
-                    f"header {key!r} references ${{ENV:{variable}}}, which is not set in "
-                    "this service's environment",
-                )
-            return environ[variable]
-
-        return _REFERENCE.sub(substitute, template)
-
-    return {key: value_of(key, template) for key, template in agent.headers.items()}
+    try:
+        return resolved(agent.headers, "header", os.environ if environ is None else environ)
+    except UnsetReference as e:
+        raise RemoteAgentError(agent.name, str(e)) from e
 
 
 def http_client(agent: RemoteAgent, egress: EgressPolicy, timeout: float) -> httpx.AsyncClient:

@@ -6,7 +6,9 @@ that changes something (any method but GET and HEAD) holds places in the process
 starts, and its latency to that moment is what the limit is measured
 from; a read, a stream or a WebSocket holds a place among the open ones until it ends.
 Beyond its share of a saturated process a tenant is answered 429 with `Retry-After` (the
-same seconds as the message). The admin's requests and public routes are not counted.
+same seconds as the message), sent from here: the route, its body and the key's revocation
+watch (`RevocationMiddleware`, after this one) cost a refused request nothing. The admin's
+requests and public routes are not counted.
 
 A route whose answer waits for a run to end (LangGraph's `runs/wait`, MCP's tool calls)
 marks itself with `ANSWER_WAITS_OPT`: it holds its place, but its latency is the run's, not
@@ -18,8 +20,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
 from litestar.enums import ScopeType
-from litestar.exceptions import HTTPException
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,6 +30,7 @@ from agency.services.api.revocation import deny_websocket
 from agency.services.tenancy.admission import Admission, Refused, Ticket
 
 ANSWER_WAITS_OPT = "answer_waits"
+_REFUSAL = msgspec.json.Encoder()
 _READS = frozenset({"GET", "HEAD"})
 
 
@@ -55,12 +58,9 @@ class AdmissionMiddleware(ASGIMiddleware):
         except Refused as refused:
             if websocket:
                 await deny_websocket(scope, send, 429, str(refused))
-                return
-            raise HTTPException(
-                status_code=429,
-                detail=str(refused),
-                headers={"Retry-After": str(refused.retry_after)},
-            ) from None
+            else:
+                await refuse(send, refused)
+            return
         if opening:
             try:
                 await next_app(scope, receive, send)
@@ -73,6 +73,20 @@ class AdmissionMiddleware(ASGIMiddleware):
             await next_app(scope, receive, _answered(ticket, send))
         finally:
             ticket.done(time.monotonic(), sample=False)
+
+
+async def refuse(send: Send, refused: Refused) -> None:
+    """The 429 itself, as the app's error handler would write it (`{error, status}`), sent
+    here: a refusal raised would cost the exception's way through every middleware and the
+    handler's lookup, for each of a flood's refused requests. The body is not read."""
+    body = _REFUSAL.encode({"error": str(refused), "status": 429})
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(body)),
+        (b"retry-after", b"%d" % refused.retry_after),
+    ]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def _body_bytes(scope: Scope) -> int:

@@ -45,6 +45,7 @@ from agency.services.api.openapi import (
     tell_the_truth,
 )
 from agency.services.api.options import AllowMiddleware
+from agency.services.api.revocation import RevocationMiddleware
 from agency.services.api.routes_archive import ARCHIVE_ROUTES
 from agency.services.api.routes_budget import BUDGET_ROUTES
 from agency.services.api.routes_commands import COMMAND_ROUTES
@@ -199,6 +200,7 @@ def create_app(deps: ApiDeps) -> Litestar:
             AllowMiddleware(),
             AuthMiddleware(deps),
             AdmissionMiddleware(deps.admission),
+            RevocationMiddleware(deps.keys),
         ],
         before_request=strict_body,
         before_send=[cors_headers(deps.settings.cors)] if deps.settings.cors.enabled else [],

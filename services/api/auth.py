@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Annotated, Any
+from typing import Any
 
 import asyncpg
 from litestar.connection import ASGIConnection
@@ -39,7 +39,6 @@ from litestar.exceptions import (
     ValidationException,
 )
 from litestar.middleware import ASGIMiddleware
-from litestar.params import PathParameter
 from litestar.types import ASGIApp, Receive, Scope, Send
 from nats.js.errors import NotFoundError
 
@@ -58,7 +57,7 @@ from agency.contracts.subjects import EVENT_TYPE_HEADER
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections.agency_queries import tenant_for_key
 from agency.services.api.deps import ApiDeps, Principal
-from agency.services.api.revocation import deny_websocket, serve_until_revoked
+from agency.services.api.revocation import deny_websocket
 from agency.services.api.tenant_scope import current_tenant
 from agency.services.threads.erasure import refuse_if_deleted
 
@@ -82,12 +81,10 @@ PUBLIC_OPT = "public"
 # Route handlers with this opt key are for the admin; every other route refuses the admin.
 ADMIN_OPT = "admin"
 
-# How handlers declare the two dependencies `create_app` registers, and the path ids.
+# How handlers declare the two dependencies `create_app` registers (the path ids are
+# `services/api/path_params.py`).
 Caller = NamedDependency[Principal]
 Deps = NamedDependency[ApiDeps]
-AgencyId = Annotated[str, PathParameter(name="agencyId", description="The agency's id.")]
-ThreadId = Annotated[str, PathParameter(name="threadId", description="The thread's id.")]
-TenantId = Annotated[str, PathParameter(name="tenantId", description="The tenant's id.")]
 
 
 def mint_api_key() -> tuple[str, str, str]:
@@ -195,12 +192,9 @@ class AuthMiddleware(ASGIMiddleware):
             # The request's database sessions read as its tenant (row-level security).
             scoped = current_tenant.set(None if principal.admin else principal.tenant_id)
             try:
-                if principal.key_id is None:
-                    await next_app(scope, receive, send)
-                else:
-                    # A stream of the key ends when the key is revoked.
-                    with self._deps.keys.watch(principal.tenant_id, principal.key_id) as revoked:
-                        await serve_until_revoked(revoked, scope, receive, send, next_app)
+                # Admitted (`admission_door.py`), a key's request is then served until the
+                # key is revoked (`RevocationMiddleware`).
+                await next_app(scope, receive, send)
             finally:
                 current_tenant.reset(scoped)
         elif scope["type"] == ScopeType.WEBSOCKET:

@@ -126,7 +126,7 @@ def camel_body(source: type[msgspec.Struct], name: str | None = None) -> type[Ca
     """The HTTP body of a contract struct, named as in `BODY_NAMES` unless told (see the
     module's docstring)."""
     fields: list[tuple[str, Any, Any]] = []
-    for field in msgspec.structs.fields(source):
+    for field in name_first(msgspec.structs.fields(source)):
         checked = _checked(field.type)
         if checked.operator:
             continue
@@ -160,6 +160,12 @@ def camel_body(source: type[msgspec.Struct], name: str | None = None) -> type[Ca
         kw_only=True,
     )
     return body
+
+
+def name_first(fields: tuple[msgspec.structs.FieldInfo, ...]) -> list[msgspec.structs.FieldInfo]:
+    """The fields with `name` first, where a reader looks for it (a contract struct's shared
+    fields come before its own)."""
+    return sorted(fields, key=lambda field: field.name != "name")
 
 
 def _lazy(name: str) -> Any:
@@ -241,7 +247,8 @@ class SaveBlueprintBody(_SaveBlueprintFields, frozen=True, kw_only=True):
 def _answer_fields() -> list[Any]:
     """Every field of `BlueprintSpec` as answered: present (required), without rules."""
     return [
-        (f.name, at_boundary(f.type, rules=False)) for f in msgspec.structs.fields(BlueprintSpec)
+        (f.name, at_boundary(f.type, rules=False))
+        for f in name_first(msgspec.structs.fields(BlueprintSpec))
     ]
 
 

@@ -36,13 +36,12 @@ import asyncpg
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-from nats.errors import Error as NatsError
 
 from agency.contracts.codec import readable_event
 from agency.contracts.events import ApiKeyRevoked
 from agency.contracts.partitions import live_filters
 from agency.infra.jetstream.decoding import event_type_of
+from agency.infra.jetstream.live import subscribed
 
 log = structlog.get_logger(__name__)
 
@@ -186,17 +185,14 @@ class KeyCache:
     async def watching(self, nc: NATS, pool: asyncpg.Pool) -> AsyncIterator[None]:
         """Follow revocations, flush last-used times and recheck watched keys while the
         app runs."""
-        subs: list[Subscription] = [await nc.subscribe(s, cb=self._on_revoked) for s in REVOCATIONS]
-        flusher = asyncio.create_task(self._flush_every(pool), name="api-key-usage")
-        try:
-            yield
-        finally:
-            flusher.cancel()
-            await asyncio.gather(flusher, return_exceptions=True)
-            for sub in subs:
-                with contextlib.suppress(NatsError):
-                    await sub.unsubscribe()
-            await asyncio.shield(self.flush(pool))
+        async with subscribed(nc, REVOCATIONS, self._on_revoked):
+            flusher = asyncio.create_task(self._flush_every(pool), name="api-key-usage")
+            try:
+                yield
+            finally:
+                flusher.cancel()
+                await asyncio.gather(flusher, return_exceptions=True)
+                await asyncio.shield(self.flush(pool))
 
     async def _flush_every(self, pool: asyncpg.Pool) -> None:
         while True:

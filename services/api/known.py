@@ -27,13 +27,12 @@ from typing import TypeVar
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-from nats.errors import Error as NatsError
 
 from agency.contracts.codec import readable_event
 from agency.contracts.events import BlueprintDeleted
 from agency.contracts.partitions import live_filters
 from agency.infra.jetstream.decoding import event_type_of
+from agency.infra.jetstream.live import subscribed
 
 # Every tenant's blueprint deletions, and nothing else.
 # Every tenant's agency events; only blueprint deletions are read (told by their header).
@@ -124,12 +123,5 @@ class KnownResources:
     @contextlib.asynccontextmanager
     async def watching(self, nc: NATS) -> AsyncIterator[None]:
         """Hear blueprint deletions while the app runs."""
-        subs: list[Subscription] = [
-            await nc.subscribe(s, cb=self._on_deleted) for s in BLUEPRINT_DELETIONS
-        ]
-        try:
+        async with subscribed(nc, BLUEPRINT_DELETIONS, self._on_deleted):
             yield
-        finally:
-            for sub in subs:
-                with contextlib.suppress(NatsError):
-                    await sub.unsubscribe()

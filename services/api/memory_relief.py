@@ -29,6 +29,7 @@ import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import structlog
 
@@ -37,16 +38,24 @@ from agency.services.tenancy.admission import Admission
 log = structlog.get_logger(__name__)
 
 
-def _malloc_trim() -> Callable[[], None] | None:
-    """glibc's `malloc_trim(0)`, or None where the C library has none."""
+def _libc(function: str, argtypes: list[Any]) -> Any | None:
+    """The C library's `function`, its arguments typed, or None where it has none."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        found = getattr(ctypes.CDLL(name), function)
     except (OSError, AttributeError):
         return None
-    trim.argtypes = [ctypes.c_size_t]
+    found.argtypes = argtypes
+    return found
+
+
+def _malloc_trim() -> Callable[[], None] | None:
+    """glibc's `malloc_trim(0)`, or None where the C library has none."""
+    trim = _libc("malloc_trim", [ctypes.c_size_t])
+    if trim is None:
+        return None
 
     def trimmed() -> None:
         trim(0)
@@ -60,15 +69,8 @@ MMAP_THRESHOLD = 128 * 1024
 
 def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
     """Keep glibc's mmap threshold at `size` (its dynamic growth off); False elsewhere."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(_M_MMAP_THRESHOLD, size))
+    mallopt = _libc("mallopt", [ctypes.c_int, ctypes.c_int])
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, size))
 
 
 def rss_mb() -> float:

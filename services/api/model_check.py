@@ -14,4 +14,6 @@ async def model_problem(deps: ApiDeps, tenant: str, model: str) -> str | None:
     if not model:
         return None
     history = await deps.bus.store.read(tenant, "tenant", tenant)
-    return tenant_model_problem(deps.models, tenant_models(e.payload for e in history), model)
+    return tenant_model_problem(
+        deps.models, tenant_models(tenant, (e.payload for e in history)), model
+    )

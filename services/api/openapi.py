@@ -204,7 +204,7 @@ _PARAMETERS: dict[tuple[str, str], Schema] = {
     ("query", "fromSeq"): _count(0, MAX_SEQ),
     ("query", "limit"): _count(1, MAX_EVENTS_PAGE),
     ("header", "Last-Event-ID"): Schema(type=OpenAPIType.STRING, pattern=r"^[0-9]{1,18}$"),
-    # `routes_commands._header_key`: printable ASCII, no spaces.
+    # `idempotency.header_key`: printable ASCII, no spaces.
     ("header", "Idempotency-Key"): Schema(
         type=OpenAPIType.STRING,
         pattern=r"^[\x21-\x7e]{1,200}$",

@@ -1,6 +1,7 @@
 """A request made with an API key ends when the key is revoked, streams above all.
 
-`AuthMiddleware` serves every request made with a key through `serve_until_revoked`, with a
+`RevocationMiddleware` (after authentication and admission, so a request refused there costs
+no watch) serves every request made with a key through `serve_until_revoked`, with a
 future `KeyCache.watch` completes when the key is revoked (deleted or rotated), by this
 process or any other: every API process hears the key's `tenant.api_key_revoked` event on
 NATS the moment it is appended. From then on the request is cut as soon as it is a stream:
@@ -27,7 +28,11 @@ from typing import Any
 import msgspec
 import structlog
 from litestar.enums import ScopeType
+from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from agency.services.api.deps import Principal
+from agency.services.api.keys import KeyCache
 
 log = structlog.get_logger(__name__)
 
@@ -112,6 +117,21 @@ class _Exchange:
                 await self._send({"type": "http.response.body", "body": body, "more_body": False})
             else:
                 await _unauthorized(self._send)
+
+
+class RevocationMiddleware(ASGIMiddleware):
+    """Serves a request made with an API key until the key is revoked (see the module)."""
+
+    def __init__(self, keys: KeyCache) -> None:
+        self._keys = keys
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        principal = scope.get("user")
+        if not isinstance(principal, Principal) or principal.key_id is None:
+            await next_app(scope, receive, send)
+            return
+        with self._keys.watch(principal.tenant_id, principal.key_id) as revoked:
+            await serve_until_revoked(revoked, scope, receive, send, next_app)
 
 
 async def serve_until_revoked(

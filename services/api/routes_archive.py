@@ -17,11 +17,8 @@ from agency.contracts.events.thread import END_USER_ID_PATTERN, end_user_problem
 from agency.contracts.http import ArchiveImported
 from agency.services.api.auth import (
     ADMIN_OPT,
-    AgencyId,
     Caller,
     Deps,
-    TenantId,
-    ThreadId,
     agency_owned,
     path_id,
     tenant_and_agency,
@@ -30,6 +27,7 @@ from agency.services.api.auth import (
 )
 from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import error_response
+from agency.services.api.path_params import AgencyId, TenantId, ThreadId
 from agency.services.archive.errors import ArchiveError
 from agency.services.archive.export import (
     Exported,

@@ -10,30 +10,14 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import msgspec
-from litestar import get, put
-from litestar.exceptions import ClientException, NotFoundException
-from litestar.params import JSONBody
+from litestar.exceptions import ClientException
 
 from agency.contracts.commands import SetAgencyBudget, SetTenantBudget
 from agency.contracts.http import Out
-from agency.contracts.ids import new_id
-from agency.contracts.subjects import Aggregate
-from agency.domain.tenant_life import is_live_tenant
-from agency.services.api.auth import (
-    ADMIN_OPT,
-    AgencyId,
-    Caller,
-    Deps,
-    TenantId,
-    agency_events,
-    path_id,
-    tenant_and_agency,
-    tenant_of,
-)
 from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import error_response
-from agency.services.api.readback import read_your_write
 from agency.services.api.routes_commands import Body
+from agency.services.api.scoped_setting import Doc, ScopedSetting, send_setting, setting_routes
 from agency.services.tenancy.spend import period_end, period_start
 
 
@@ -81,25 +65,11 @@ async def _standing(deps: ApiDeps, tenant: str, agency: str = "") -> BudgetOut:
     )
 
 
-async def _send(
-    deps: ApiDeps,
-    tenant: str,
-    aggregate: Aggregate,
-    aggregate_id: str,
-    command: SetTenantBudget | SetAgencyBudget,
-) -> None:
-    key = new_id()
-    await read_your_write(
-        deps, tenant, aggregate, aggregate_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
+async def _set_tenant(deps: ApiDeps, tenant: str, data: BudgetBody) -> BudgetOut:
+    command = SetTenantBudget(tokens=data.tokens, usd=data.usd)
+    await send_setting(deps, tenant, "tenant", tenant, command)
     deps.spend.forget(tenant)
-
-
-async def existing_tenant(deps: ApiDeps, tenant: str) -> None:
-    history = await deps.bus.store.read(tenant, "tenant", tenant)
-    if not is_live_tenant(history):
-        raise NotFoundException(f"tenant {tenant} not found")
+    return await _standing(deps, tenant)
 
 
 def _beyond(asked: float | None, outer: float) -> bool:
@@ -107,58 +77,7 @@ def _beyond(asked: float | None, outer: float) -> bool:
     return bool(outer) and asked is not None and (asked == 0 or asked > outer)
 
 
-@get("/budget", summary="The caller's tenant's spend budget and what it spent this period")
-async def own_budget(principal: Caller, deps: Deps) -> BudgetOut:
-    return await _standing(deps, tenant_of(principal))
-
-
-@get(
-    "/tenants/{tenantId:str}/budget",
-    opt={ADMIN_OPT: True},
-    summary="A tenant's spend budget and what it spent this period (admin)",
-)
-async def tenant_budget(tenant_id: TenantId, deps: Deps) -> BudgetOut:
-    tenant = path_id("tenant id", tenant_id)
-    await existing_tenant(deps, tenant)
-    return await _standing(deps, tenant)
-
-
-@put(
-    "/tenants/{tenantId:str}/budget",
-    opt={ADMIN_OPT: True},
-    summary="Set a tenant's spend budget per period (admin)",
-)
-async def set_tenant_budget(
-    tenant_id: TenantId, data: JSONBody[BudgetBody], deps: Deps
-) -> BudgetOut:
-    tenant = path_id("tenant id", tenant_id)
-    await existing_tenant(deps, tenant)
-    await _send(deps, tenant, "tenant", tenant, SetTenantBudget(tokens=data.tokens, usd=data.usd))
-    return await _standing(deps, tenant)
-
-
-@get(
-    "/agency/{agencyId:str}/budget",
-    summary="An agency's spend budget and what it spent this period",
-)
-async def agency_budget(agency_id: AgencyId, principal: Caller, deps: Deps) -> BudgetOut:
-    tenant, agency_id = tenant_and_agency(principal, agency_id)
-    await agency_events(deps, tenant, agency_id)
-    return await _standing(deps, tenant, agency_id)
-
-
-@put(
-    "/agency/{agencyId:str}/budget",
-    summary="Set an agency's spend budget per period, within the tenant's",
-    responses={
-        409: error_response(409, "Beyond the tenant's budget: the answer says the tenant's.")
-    },
-)
-async def set_agency_budget(
-    agency_id: AgencyId, data: JSONBody[BudgetBody], principal: Caller, deps: Deps
-) -> BudgetOut:
-    tenant, agency_id = tenant_and_agency(principal, agency_id)
-    await agency_events(deps, tenant, agency_id)
+async def _set_agency(deps: ApiDeps, tenant: str, agency_id: str, data: BudgetBody) -> BudgetOut:
     outer = (await deps.spend.standing(tenant, agency_id)).tenant
     period = deps.spend.settings.period
     # The tenant's budget is state the request conflicts with, not a rule of its body.
@@ -175,8 +94,32 @@ async def set_agency_budget(
             f"${outer.usd:g} a {period}",
         )
     command = SetAgencyBudget(agency_id=agency_id, tokens=data.tokens, usd=data.usd)
-    await _send(deps, tenant, "agency", agency_id, command)
+    await send_setting(deps, tenant, "agency", agency_id, command)
+    deps.spend.forget(tenant)
     return await _standing(deps, tenant, agency_id)
 
 
-BUDGET_ROUTES = [own_budget, tenant_budget, set_tenant_budget, agency_budget, set_agency_budget]
+BUDGET_ROUTES = setting_routes(
+    ScopedSetting(
+        "budget",
+        BudgetBody,
+        BudgetOut,
+        _standing,
+        _set_tenant,
+        _set_agency,
+        get_own=Doc(
+            "own_budget", "The caller's tenant's spend budget and what it spent this period"
+        ),
+        put_own=None,
+        get_tenant=Doc(
+            "tenant_budget", "A tenant's spend budget and what it spent this period (admin)"
+        ),
+        put_tenant=Doc("set_tenant_budget", "Set a tenant's spend budget per period (admin)"),
+        get_agency=Doc("agency_budget", "An agency's spend budget and what it spent this period"),
+        put_agency=Doc(
+            "set_agency_budget",
+            "Set an agency's spend budget per period, within the tenant's",
+            {409: error_response(409, "Beyond the tenant's budget: the answer says the tenant's.")},
+        ),
+    )
+)

@@ -8,26 +8,16 @@ else answers 202 as soon as the command is stored.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, post
 from litestar.exceptions import ClientException, ValidationException
-from litestar.params import HeaderParameter, JSONBody
-from opentelemetry import context as otel_context, trace
+from litestar.params import JSONBody
 
-from agency.contracts.commands import (
-    CreateAgency,
-    CreateTenant,
-    DelayRun,
-    InvokeThread,
-)
+from agency.contracts.commands import CreateAgency, CreateTenant
 from agency.contracts.envelope import utc_now
-from agency.contracts.events import ChatMessage, ClientTool
+from agency.contracts.events import ChatMessage
 from agency.contracts.events.thread import ConcurrencyStrategy, EndUserId
 from agency.contracts.http import Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
@@ -37,10 +27,8 @@ from agency.services.agents.checks import naming_problems, problems_with_inline,
 from agency.services.agents.code import SettingsError
 from agency.services.api.auth import (
     ADMIN_OPT,
-    AgencyId,
     Caller,
     Deps,
-    ThreadId,
     agency_owned,
     mint_api_key,
     require_admin,
@@ -51,25 +39,23 @@ from agency.services.api.auth import (
     thread_terminated,
 )
 from agency.services.api.blueprint_body import BlueprintOut, SaveBlueprintBody, blueprint_out
-from agency.services.api.budget_door import refuse_over_budget
-from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.idempotency import IdempotencyKey, KeyHeader, header_key
 from agency.services.api.model_check import model_problem
 from agency.services.api.openapi import error_response
+from agency.services.api.path_params import AgencyId, ThreadId
 from agency.services.api.readback import send_and_read, send_blueprint
-from agency.services.api.runstatus import Feed, Seen, on_the_log, taken_up, wait_for_status
+from agency.services.api.run_start import start_run
+from agency.services.api.runstatus import RunStatuses, Seen
 from agency.services.api.text import refuse_nul
 from agency.services.api.thread_create import create_root_thread
 from agency.services.tenancy.door_limits import messages_problem
 
-_tracer = trace.get_tracer(__name__)
-
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-IdempotencyKey = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
-]
 # A file path: not blank, within the default limit (`AGENCY_MAX_PATH_CHARS` may lower it).
-FilePath = Annotated[str, msgspec.Meta(min_length=1, max_length=512, pattern=r"\S")]
-_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+# Whitespace spelt out: Python's `\s` and JSON Schema's (ECMA's) differ on a few characters
+# (\x1c to \x1f, \x85, \ufeff), and the documented pattern must refuse what the route does.
+_SPACE = r"\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+FilePath = Annotated[str, msgspec.Meta(min_length=1, max_length=512, pattern=f"[^{_SPACE}]")]
 
 
 class Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -94,28 +80,17 @@ class CreateAgencyBody(Body, frozen=True, kw_only=True):
     metadata: dict[str, str] = {}
 
 
-class CreateThreadBody(Body, frozen=True, kw_only=True):
-    agent_type: NonEmpty
-    metadata: dict[str, str] = {}
-    # The end user the thread serves (`agency users export` gathers their threads).
-    end_user_id: EndUserId | None = None
-
-
 class MessageIn(Body, frozen=True, kw_only=True):
     content: str
     role: Literal["user", "system", "assistant"] = "user"
 
 
-class InvokeBody(Body, frozen=True, kw_only=True):
-    """Seed 000's InvokeBody: `threadId` and `agentType`, when given, must name this thread
-    and its agent type."""
+class RunInput(Body, frozen=True, kw_only=True):
+    """What a run starts with: messages and files, within one request's limits."""
 
-    thread_id: str | None = None
-    agent_type: str | None = None
     messages: list[MessageIn] = []
     files: dict[FilePath, str] = {}
     idempotency_key: IdempotencyKey | None = None
-    strategy: ConcurrencyStrategy = "queue"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -132,16 +107,34 @@ class InvokeBody(Body, frozen=True, kw_only=True):
                 "bytes one request can carry; write large content in parts"
             )
 
+    @property
+    def starts_run(self) -> bool:
+        return bool(self.messages or self.files)
+
+    def chat(self) -> tuple[ChatMessage, ...]:
+        return tuple(ChatMessage(role=m.role, content=m.content) for m in self.messages)
+
+
+class CreateThreadBody(RunInput, frozen=True, kw_only=True):
+    """With `messages` or `files`, the thread's first run starts in the same request."""
+
+    agent_type: NonEmpty
+    metadata: dict[str, str] = {}
+    # The end user the thread serves (`agency users export` gathers their threads).
+    end_user_id: EndUserId | None = None
+
+
+class InvokeBody(RunInput, frozen=True, kw_only=True):
+    """Seed 000's InvokeBody: `threadId` and `agentType`, when given, must name this thread
+    and its agent type."""
+
+    thread_id: str | None = None
+    agent_type: str | None = None
+    strategy: ConcurrencyStrategy = "queue"
+
 
 class Accepted(Out, frozen=True, kw_only=True):
     status: Literal["accepted"] = "accepted"
-
-
-def run_id_for(tenant: str, thread_id: str, key: str) -> str:
-    """The run an idempotency key starts: the same key always names the same run, so a
-    repeat is answered without looking anything up."""
-    digest = hashlib.sha256(f"{tenant}\x00{thread_id}\x00{key}".encode()).digest()
-    return "run_" + base64.b32encode(digest).decode()[:26]
 
 
 @post(
@@ -205,22 +198,43 @@ async def save_blueprint(
     return Response(blueprint_out(spec, revision, warnings), status_code=201 if readable else 202)
 
 
-@post("/agency/{agencyId:str}/agents", status_code=201, summary="Create a thread")
+@post(
+    "/agency/{agencyId:str}/agents",
+    status_code=201,
+    summary="Create a thread",
+    description=(
+        "Without `messages` or `files`: 201 once the thread is listed (202 if the read "
+        "models have not listed it within the read-your-writes wait). With them: the thread "
+        "is created and its first run started in one request, as an invoke would start it "
+        "(`runId`, and `runStatus` once the runtime took the run up, `pending` if it had "
+        "not yet); 202, without waiting for the thread to be listed (a list from this "
+        "process still shows it)."
+    ),
+    responses={429: error_response(429)},
+)
 async def create_thread(
     agency_id: AgencyId,
     data: JSONBody[CreateThreadBody],
     principal: Caller,
     deps: Deps,
     request: Request[Any, Any, Any],
+    idempotency_header: KeyHeader = None,
 ) -> Response[ThreadOut]:
     tenant, agency_id = tenant_and_agency(principal, agency_id)
     await require_agent_type(deps, tenant, agency_id, data.agent_type)
+    messages = data.chat()
+    if data.starts_run:
+        # Refused before the thread exists: a request that cannot start its run creates
+        # nothing.
+        if (problem := messages_problem(messages, deps.door)) is not None:
+            raise ValidationException(problem)
+        await deps.limiter.admit(deps.pool, tenant)
     thread_id = new_id()
     # The event has no metadata field of its own; the request context carries it.
     context = {**data.metadata, **_request_context(request)}
     created = await create_root_thread(
-        deps, tenant, agency_id, thread_id, data.agent_type, context, listed=True,
-        end_user_id=data.end_user_id,
+        deps, tenant, agency_id, thread_id, data.agent_type, context,
+        listed=not data.starts_run, end_user_id=data.end_user_id,
     )  # fmt: skip
     body = ThreadOut(
         id=thread_id,
@@ -229,7 +243,16 @@ async def create_thread(
         created_at=created.event.envelope.ts,
         metadata=data.metadata,
     )
-    return Response(body, status_code=201 if created.listed else 202)
+    if not data.starts_run:
+        return Response(body, status_code=201 if created.listed else 202)
+    key = data.idempotency_key or header_key(idempotency_header) or new_id()
+    # The new thread's log holds its creation alone: the wait for the run reads on from it.
+    seen = Seen(runs=RunStatuses(), position=created.event.position)
+    run = await start_run(
+        deps, tenant, agency_id, thread_id, key, messages, data.files, "queue", seen=seen
+    )
+    started = msgspec.structs.replace(body, run_id=run.run_id, run_status=run.status)
+    return Response(started, status_code=202)
 
 
 @post(
@@ -258,14 +281,7 @@ async def invoke(
     principal: Caller,
     deps: Deps,
     data: JSONBody[InvokeBody | None] = None,
-    idempotency_header: Annotated[
-        str | None,
-        HeaderParameter(
-            name="Idempotency-Key",
-            required=False,
-            description="The request's idempotency key, when the body has none.",
-        ),
-    ] = None,
+    idempotency_header: KeyHeader = None,
 ) -> RunAccepted:
     tenant = tenant_of(principal)
     created = await thread_created(deps, tenant, agency_id, thread_id)
@@ -289,94 +305,10 @@ async def invoke(
             detail=f"body agentType {data.agent_type[:64]!r} is not the thread's agent type "
             f"{created.agent_type!r}",
         )
-    key = data.idempotency_key or _header_key(idempotency_header) or new_id()
-    messages = tuple(ChatMessage(role=m.role, content=m.content) for m in data.messages)
+    key = data.idempotency_key or header_key(idempotency_header) or new_id()
     return await start_run(
-        deps, tenant, agency_id, thread_id, key, messages, data.files, data.strategy
+        deps, tenant, agency_id, thread_id, key, data.chat(), data.files, data.strategy
     )
-
-
-async def start_run(
-    deps: ApiDeps,
-    tenant: str,
-    agency_id: str,
-    thread_id: str,
-    key: str,
-    messages: tuple[ChatMessage, ...],
-    files: dict[str, str],
-    strategy: ConcurrencyStrategy,
-    seen: Seen | None = None,
-    feed: Feed | None = None,
-    stream_modes: tuple[str, ...] = (),
-    agent_type: str | None = None,
-    webhook: str | None = None,
-    pause_before_tools: bool = False,
-    pause_before_model: bool = False,
-    pause_after_tools: bool = False,
-    client_tools: tuple[ClientTool, ...] = (),
-    not_before: datetime | None = None,
-    delete_thread_on_end: bool = False,
-) -> RunAccepted:
-    """Send the invoke and answer the run's status once the runtime took it up (bounded).
-    The thread is the caller's and the limiter admitted the request. `seen`: the thread's
-    runs as already read from its log, which the wait reads on from; `feed`: the thread's
-    events from there on, which the caller follows on after the status. `not_before`: the
-    invoke is decided then (the broker holds it), and the run is on the log as pending
-    from now (`runtime.delay`): the answer is `queued` once it is."""
-    if (problem := messages_problem(messages, deps.door)) is not None:
-        raise ValidationException(problem)
-    await refuse_over_budget(deps, tenant, agency_id)
-    run_id = run_id_for(tenant, thread_id, key)
-    command = InvokeThread(
-        agency_id=agency_id,
-        thread_id=thread_id,
-        run_id=run_id,
-        messages=messages,
-        files=files,
-        strategy=strategy,
-        stream_modes=stream_modes,
-        agent_type=agent_type,
-        webhook=webhook,
-        delete_thread_on_end=delete_thread_on_end,
-        pause_before_tools=pause_before_tools,
-        pause_before_model=pause_before_model,
-        pause_after_tools=pause_after_tools,
-        client_tools=client_tools,
-        not_before=not_before,
-    )
-    delay = (
-        DelayRun(agency_id=agency_id, thread_id=thread_id, run_id=run_id, not_before=not_before)
-        if not_before is not None
-        else None
-    )
-
-    async def send() -> None:
-        await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
-        if delay is not None:
-            await deps.bus.commands.send(tenant, delay, idempotency_key=f"{thread_id}:{key}:delay")
-
-    # One root span per run: the run's work in every service continues its trace (the
-    # command carries it). A span current here (an instrumented server's) is linked.
-    current = trace.get_current_span().get_span_context()
-    with _tracer.start_as_current_span(
-        f"run {run_id}",
-        context=otel_context.Context(),
-        kind=trace.SpanKind.SERVER,
-        links=[trace.Link(current)] if current.is_valid else None,
-        attributes={"agency.tenant_id": tenant, "agency.thread_id": thread_id,
-                    "agency.run_id": run_id},
-    ):  # fmt: skip
-        # The broker dedupes command ids per tenant, not per thread: the same key sent to
-        # two threads is two requests, so the thread is part of the key on the bus. Sent
-        # once the thread is watched (see `watch_log`).
-        status = await wait_for_status(
-            deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout,
-            taken_up(run_id) if delay is None else on_the_log,
-            send=send,
-            seen=seen,
-            feed=feed,
-        )  # fmt: skip
-    return RunAccepted(run_id=run_id, status=status)
 
 
 COMMAND_ROUTES = [
@@ -388,16 +320,6 @@ COMMAND_ROUTES = [
 ]
 
 
-def _header_key(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not _KEY.match(value):
-        raise ValidationException(
-            "Idempotency-Key must be 1 to 200 printable ASCII characters without spaces"
-        )
-    return value
-
-
 def _request_context(request: Request[Any, Any, Any]) -> dict[str, str]:
     headers = request.headers
     context = {
@@ -407,12 +329,3 @@ def _request_context(request: Request[Any, Any, Any]) -> dict[str, str]:
         "ip": request.client.host if request.client else "",
     }
     return {k: v[:500] for k, v in context.items() if v}
-
-
-async def _thread(
-    principal: Principal, deps: ApiDeps, agency_id: str, thread_id: str
-) -> tuple[str, str, str]:
-    """(tenant, agency id, thread id) of a thread the caller owns; 400 / 403 / 404 otherwise."""
-    tenant = tenant_of(principal)
-    await thread_created(deps, tenant, agency_id, thread_id)
-    return tenant, agency_id, thread_id

@@ -41,16 +41,15 @@ from agency.projections.thread_pages import (
     thread_page,
 )
 from agency.services.api.auth import (
-    AgencyId,
     Caller,
     Deps,
-    ThreadId,
     path_id,
     tenant_and_agency,
     tenant_of,
     thread_created,
 )
 from agency.services.api.eventview import event_view
+from agency.services.api.path_params import AgencyId, ThreadId
 from agency.services.api.readback import caught_up
 from agency.services.api.routes_queries import int_param
 from agency.services.threads.erasure import refuse_if_deleted

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import post
 from litestar.exceptions import HTTPException
-from litestar.params import HeaderParameter, JSONBody
+from litestar.params import JSONBody
 
 from agency.contracts.commands import ApproveToolCalls, CancelRun, TerminateThread
 from agency.contracts.events import ToolCall
@@ -30,33 +30,20 @@ from agency.contracts.http import CancelAccepted, RunCommandAccepted, TerminateA
 from agency.contracts.ids import new_id
 from agency.domain import tree_bounds
 from agency.domain.thread_state import RunView, ThreadState
+from agency.services.api.approval import Approval
 from agency.services.api.auth import (
-    AgencyId,
     Caller,
     Deps,
-    ThreadId,
     path_id,
     tenant_of,
+    thread_created,
     thread_terminated,
 )
 from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.idempotency import IdempotencyKey, KeyHeader, header_key
 from agency.services.api.openapi import error_response
-from agency.services.api.routes_commands import (
-    Body,
-    IdempotencyKey,
-    NonEmpty,
-    _header_key,
-    _thread,
-)
-
-KeyHeader = Annotated[
-    str | None,
-    HeaderParameter(
-        name="Idempotency-Key",
-        required=False,
-        description="The request's idempotency key, when the body has none.",
-    ),
-]
+from agency.services.api.path_params import AgencyId, ThreadId
+from agency.services.api.routes_commands import Body, NonEmpty
 
 
 class ToolCallIn(Body, frozen=True, kw_only=True):
@@ -113,15 +100,13 @@ async def approve(
     if not run.at_breakpoint and (run.status != "paused" or not run.hitl_pending):
         raise RunNotActive(detail=f"run {run.run_id} is {run.status} and awaits no approval")
     calls = data.modified_tool_calls
-    command = ApproveToolCalls(
-        agency_id=agency_id,
-        thread_id=thread_id,
-        approved=data.approved,
-        modified_tool_calls=None
+    modified = (
+        None
         if calls is None
-        else tuple(ToolCall(id=c.id, name=c.name, arguments=json.dumps(c.args)) for c in calls),
-        reason=data.reason,
-        run_id=run.run_id,
+        else tuple(ToolCall(id=c.id, name=c.name, arguments=json.dumps(c.args)) for c in calls)
+    )
+    command = Approval(data.approved, modified, data.reason).command(
+        agency_id, thread_id, run.run_id
     )
     await _send(deps, tenant, "approve", command, data.idempotency_key, idempotency_header)
     return RunCommandAccepted(run_id=run.run_id)
@@ -196,6 +181,15 @@ async def terminate(
 CONTROL_ROUTES = [approve, cancel, terminate]
 
 
+async def _thread(
+    principal: Principal, deps: ApiDeps, agency_id: str, thread_id: str
+) -> tuple[str, str, str]:
+    """(tenant, agency id, thread id) of a thread the caller owns; 400 / 403 / 404 otherwise."""
+    tenant = tenant_of(principal)
+    await thread_created(deps, tenant, agency_id, thread_id)
+    return tenant, agency_id, thread_id
+
+
 async def _thread_and_run(
     principal: Principal,
     deps: ApiDeps,
@@ -266,6 +260,6 @@ async def _send(
     """Sends `command` keyed on the bus by its thread, `verb` and the request's idempotency
     key (the body's, else the header's; the broker dedupes per tenant, so the thread is in
     it); no key, a fresh one."""
-    key = body_key or _header_key(header)
+    key = body_key or header_key(header)
     bus_key = f"{command.thread_id}:{verb}:{key}" if key else new_id()
     await deps.bus.commands.send(tenant, command, idempotency_key=bus_key)

@@ -10,26 +10,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from litestar import post
 from litestar.exceptions import NotFoundException
-from litestar.params import HeaderParameter
 
 from agency.contracts.http import Out
 from agency.domain.tenant_life import is_live_tenant
 from agency.infra.keystore.operator import operator_keys
 from agency.infra.keystore.rotation import rotate_tenant
 from agency.infra.keystore.vault import KeyVault
-from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id
-from agency.services.api.routes_commands import _header_key as header_key
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, path_id
+from agency.services.api.idempotency import header_key, key_header
+from agency.services.api.path_params import TenantId
 from agency.services.api.routes_erasure import requester
 
 RequestKey = Annotated[
-    str | None,
-    HeaderParameter(
-        name="Idempotency-Key",
-        required=False,
-        description="A repeat with the same key answers the rotation it made, none more.",
-    ),
+    str | None, key_header("A repeat with the same key answers the rotation it made, none more.")
 ]
 
 
@@ -39,7 +35,8 @@ class EncryptionKeyRotationOut(Out, frozen=True, kw_only=True):
     finished a rotation stopped earlier."""
 
     tenant_id: str
-    key_version: str
+    # The rotation's `version`, named for what it is a version of.
+    version: str = msgspec.field(name="keyVersion")
     rewrapped: int
     rotated_at: str
     rotated_by: str
@@ -67,14 +64,7 @@ async def rotate_encryption_key(
     vault = await KeyVault(deps.bus.js, operator_keys()).open()
     request_key = header_key(idempotency_key) or ""
     rotation = await rotate_tenant(vault, tenant, requester(principal), request_key)
-    return EncryptionKeyRotationOut(
-        tenant_id=tenant,
-        key_version=rotation.version,
-        rewrapped=rotation.rewrapped,
-        rotated_at=rotation.rotated_at,
-        rotated_by=rotation.rotated_by,
-        resumed=rotation.resumed,
-    )
+    return msgspec.convert(rotation, EncryptionKeyRotationOut, from_attributes=True)
 
 
 ENCRYPTION_ROUTES = [rotate_encryption_key]

@@ -12,7 +12,6 @@ import re
 from typing import Annotated
 
 from litestar import Response, delete, post
-from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter
@@ -26,8 +25,9 @@ from agency.contracts.events import (
 from agency.contracts.events.thread import END_USER_ID_PATTERN
 from agency.contracts.http import AgencyDeletion, EndUserForgetting, TenantDeletion, ThreadDeletion
 from agency.projections import agency_queries, catalog, queries
-from agency.services.api.auth import ADMIN_OPT, TenantId, path_id
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, path_id
 from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.path_params import TenantId
 from agency.services.api.routes_queries import AgencyId, ThreadId, path_token
 from agency.services.threads.erasure import Deletion, delete_tree, deletion_of
 from agency.services.threads.scope_erasure import carry_out, request_erasure
@@ -72,7 +72,7 @@ async def erase_thread(
 
 @delete("/threads/{threadId:str}", status_code=200, summary="Delete a thread and its tree")
 async def delete_thread(
-    thread_id: ThreadId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+    thread_id: ThreadId, principal: Caller, deps: Deps
 ) -> Response[ThreadDeletion]:
     """Erase the thread's content and its subagent tree's: their data key is destroyed, so
     the log keeps only what stays in clear (docs/data.md); reads answer 410 from now on."""
@@ -99,8 +99,8 @@ async def delete_thread(
 @post("/users/{endUserId:str}/forget", status_code=200, summary="Delete an end user's threads")
 async def forget_end_user(
     end_user_id: Annotated[str, PathParameter(name="endUserId")],
-    principal: NamedDependency[Principal],
-    deps: NamedDependency[ApiDeps],
+    principal: Caller,
+    deps: Deps,
 ) -> Response[EndUserForgetting]:
     """Delete every thread created for the end user (`endUserId` at creation, LangGraph's
     `metadata.user_id`) across the tenant's agencies, each with its subagent tree. The
@@ -132,7 +132,7 @@ async def forget_end_user(
 
 @delete("/agencies/{agencyId:str}", status_code=200, summary="Delete an agency and its threads")
 async def delete_agency(
-    agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+    agency_id: AgencyId, principal: Caller, deps: Deps
 ) -> Response[AgencyDeletion]:
     """Delete every thread of the agency, each with its subagent tree, then the agency
     (`agency.deleted`, its last event): it is no longer listed, and its routes answer 404.
@@ -182,9 +182,7 @@ async def erase_agency(
     opt={ADMIN_OPT: True},
     summary="Delete every agency of a tenant, with their threads (admin)",
 )
-async def delete_tenant_agencies(
-    tenant_id: TenantId, deps: NamedDependency[ApiDeps]
-) -> Response[list[AgencyDeletion]]:
+async def delete_tenant_agencies(tenant_id: TenantId, deps: Deps) -> Response[list[AgencyDeletion]]:
     """Each agency of the tenant deleted as `DELETE /agencies/{agencyId}` deletes it, at
     the request of `admin`; a repeat deletes what is left."""
     tenant = path_id("tenant id", tenant_id)
@@ -199,9 +197,7 @@ async def delete_tenant_agencies(
     opt={ADMIN_OPT: True},
     summary="Delete a tenant: its agencies and threads, its API keys and its key (admin)",
 )
-async def delete_tenant(
-    tenant_id: TenantId, deps: NamedDependency[ApiDeps]
-) -> Response[TenantDeletion]:
+async def delete_tenant(tenant_id: TenantId, deps: Deps) -> Response[TenantDeletion]:
     """Each agency of the tenant deleted as `DELETE /agencies/{agencyId}` deletes it, then
     every API key revoked, `tenant.deleted` recorded as its last event and its key
     destroyed, at the request of `admin` (docs/data.md). A repeat answers the first
@@ -214,13 +210,12 @@ async def delete_tenant(
     if request is None:
         asked = TenantDeletionRequested(requested_by="admin")
         request = await request_erasure(deps.bus, tenant, asked)
-    done = await carry_out_tenant(deps.bus, request)
+    # Its NATS user goes too, on a server Agency manages.
+    done = await carry_out_tenant(deps.bus, request, deps.nats_credentials)
     for agency_id in done.payload.agencies:
         deps.known.agency_deleted(tenant, agency_id)
     for key_id in done.payload.api_keys:
         deps.keys.revoke(tenant, key_id)
-    if deps.nats_credentials is not None:
-        deps.nats_credentials.remove(tenant)  # its NATS user, on a server Agency manages
     # The record is on the tenant's aggregate: its partition's read models are waited on.
     caught_up = await deps.progress.wait_passed(
         catalog.NAMES, done.deleted.stream_seq, deps.settings.read_lag_timeout,

@@ -20,10 +20,8 @@ from agency.contracts.commands import ForkThread
 from agency.contracts.http import ForkOut
 from agency.contracts.ids import new_id
 from agency.services.api.auth import (
-    AgencyId,
     Caller,
     Deps,
-    ThreadId,
     agency_events,
     agent_types,
     path_id,
@@ -32,6 +30,7 @@ from agency.services.api.auth import (
 )
 from agency.services.api.deps import ApiDeps
 from agency.services.api.logwait import watch_log
+from agency.services.api.path_params import AgencyId, ThreadId
 from agency.services.threads.fork import ForkError, ForkPlan, plan_fork
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]

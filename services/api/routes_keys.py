@@ -14,7 +14,7 @@ from typing import Annotated
 import msgspec
 from litestar import Response, delete, get, post
 from litestar.exceptions import HTTPException, NotFoundException
-from litestar.params import JSONBody, PathParameter
+from litestar.params import JSONBody
 
 from agency.contracts.commands import IssueApiKey, RevokeApiKey
 from agency.contracts.events import ApiKeyIssued
@@ -23,21 +23,13 @@ from agency.contracts.ids import new_id
 from agency.domain.key_liveness import live_keys
 from agency.domain.tenant_life import is_live_tenant
 from agency.projections.keys import KeyView, list_keys
-from agency.services.api.auth import (
-    ADMIN_OPT,
-    Caller,
-    Deps,
-    TenantId,
-    mint_api_key,
-    path_id,
-    tenant_of,
-)
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, mint_api_key, path_id, tenant_of
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.openapi import empty_response, error_response
+from agency.services.api.path_params import KeyId, TenantId
 from agency.services.api.readback import read_your_write, send_and_read
 from agency.services.api.routes_commands import Body
 
-KeyId = Annotated[str, PathParameter(name="keyId", description="The key's id.")]
 KeyName = Annotated[str, msgspec.Meta(max_length=200)]
 
 

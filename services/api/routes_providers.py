@@ -14,27 +14,25 @@ from typing import Annotated, Any, ClassVar
 import msgspec
 from litestar import Response, delete, get, put
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.params import JSONBody, PathParameter
+from litestar.params import JSONBody
 
 from agency.contracts.commands import RemoveTenantProvider, SetTenantModelPolicy, SetTenantProvider
 from agency.contracts.events.blueprint_fields import HTTPS_URL_OR_NONE
 from agency.contracts.http import Out
 from agency.domain.tenant_life import is_live_tenant
-from agency.services.api.auth import ADMIN_OPT, Caller, Deps, TenantId, path_id, tenant_of
+from agency.services.api.auth import ADMIN_OPT, Caller, Deps, path_id, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.egress_door import refuse_unreachable
+from agency.services.api.path_params import ProviderName, TenantId
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Body
 from agency.services.llm.tenant_models import (
+    MAX_BASE_URL,
     TenantModels,
     base_url_form_problem,
     seal_own,
     tenant_models,
 )
-
-ProviderName = Annotated[
-    str, PathParameter(name="name", description="A model provider's name, e.g. `openai`.")
-]
 
 
 class ProviderBody(Body, frozen=True, kw_only=True):
@@ -43,7 +41,7 @@ class ProviderBody(Body, frozen=True, kw_only=True):
 
     api_key: Annotated[str, msgspec.Meta(max_length=4096)] = ""
     base_url: Annotated[
-        str, msgspec.Meta(max_length=2048, extra_json_schema={"pattern": HTTPS_URL_OR_NONE})
+        str, msgspec.Meta(max_length=MAX_BASE_URL, extra_json_schema={"pattern": HTTPS_URL_OR_NONE})
     ] = ""
 
     # One of the two, not empty (`_set` says so otherwise).
@@ -78,7 +76,7 @@ async def _models(deps: ApiDeps, tenant: str) -> TenantModels:
     history = await deps.bus.store.read(tenant, "tenant", tenant)
     if not is_live_tenant(history):
         raise NotFoundException(f"tenant {tenant} not found")
-    return tenant_models(e.payload for e in history)
+    return tenant_models(tenant, (e.payload for e in history))
 
 
 def _out(models: TenantModels) -> ProvidersOut:
@@ -108,7 +106,8 @@ async def _set(deps: ApiDeps, tenant: str, name: str, data: ProviderBody) -> Res
         if (problem := base_url_form_problem(data.base_url)) is not None:
             raise ValidationException(f"field 'baseUrl': {problem}")
         refuse_unreachable("baseUrl", data.base_url)
-    command = SetTenantProvider(name=name, sealed=seal_own(data.api_key, data.base_url))
+    sealed = await seal_own(tenant, name, data.api_key, data.base_url)
+    command = SetTenantProvider(name=name, sealed=sealed)
     written = await send_and_read(deps, tenant, "tenant", tenant, command)
     body = ProviderOut(name=name, has_key=bool(data.api_key), base_url_set=bool(data.base_url))
     return Response(body, status_code=200 if written.event is not None else 202)

@@ -6,7 +6,6 @@ kind `a2a.push` (`services/webhooks/push.py`); another tenant's are never read."
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from litestar import get
@@ -15,15 +14,10 @@ from litestar.params import QueryParameter
 
 from agency.contracts.http import Out
 from agency.services.a2a.push import PUSH_KIND
-from agency.services.api.auth import (
-    AgencyId,
-    Caller,
-    Deps,
-    agency_owned,
-    tenant_and_agency,
-)
+from agency.services.api.auth import Caller, Deps, agency_owned, tenant_and_agency
+from agency.services.api.path_params import AgencyId
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, int_param
-from agency.services.api.routes_webhooks import DEFAULT_DELIVERIES, delivery_fields
+from agency.services.api.routes_webhooks import DEFAULT_DELIVERIES, Delivery, delivery_fields
 
 # `subscription_id` of a push delivery is `<task id>/<config id>` (`push_key`).
 _PUSH_DELIVERIES = """
@@ -36,21 +30,12 @@ ORDER BY created_at DESC, delivery_id LIMIT $5
 """
 
 
-class PushDeliveryOut(Out, frozen=True, kw_only=True):
+class PushDeliveryOut(Delivery, frozen=True, kw_only=True):
     """`status`: `pending` (`nextAttemptAt` says when), `delivered` or `failed`;
     `eventId`: the event whose change of state was pushed."""
 
-    id: str
     task_id: str
     config_id: str
-    event_id: str
-    status: str
-    attempts: int
-    last_status: int | None
-    last_error: str | None
-    next_attempt_at: datetime | None
-    created_at: datetime
-    delivered_at: datetime | None
 
 
 class PushDeliveriesOut(Out, frozen=True, kw_only=True):

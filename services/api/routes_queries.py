@@ -12,7 +12,6 @@ from typing import Annotated, Literal
 import asyncpg
 import msgspec
 from litestar import Response, get
-from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter, QueryParameter
@@ -24,8 +23,9 @@ from agency.contracts.http import EventsPage
 from agency.contracts.ids import validate_token
 from agency.projections import agency_queries, queries, state_queries
 from agency.services.agents.middleware import has_state, state_parts
+from agency.services.api.auth import Caller, Deps
 from agency.services.api.blueprint_body import BlueprintListItem
-from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.deps import ApiDeps
 from agency.services.api.eventview import (
     EventFormat,
     StoredEnvelope,
@@ -147,16 +147,14 @@ def tool_metas(deps: ApiDeps, blueprint: BlueprintSpec | None) -> list[state_que
 
 
 @get("/agencies")
-async def list_agencies(
-    principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
-) -> list[agency_queries.AgencyView]:
+async def list_agencies(principal: Caller, deps: Deps) -> list[agency_queries.AgencyView]:
     async with deps.pool.acquire() as conn:
         return await agency_queries.list_agencies(conn, principal.tenant_id)
 
 
 @get("/agency/{agencyId:str}/blueprints")
 async def list_blueprints(
-    agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+    agency_id: AgencyId, principal: Caller, deps: Deps
 ) -> list[BlueprintListItem]:
     """Static blueprints, overridden by the agency's dynamic ones of the same name."""
     agency_id = path_token("agency id", agency_id)
@@ -171,8 +169,8 @@ async def list_blueprints(
 async def get_blueprint(
     agency_id: AgencyId,
     name: Annotated[str, PathParameter(name="name")],
-    principal: NamedDependency[Principal],
-    deps: NamedDependency[ApiDeps],
+    principal: Caller,
+    deps: Deps,
 ) -> BlueprintListItem:
     """One blueprint, as listed: the agency's dynamic one of that name, else the static one."""
     agency_id = path_token("agency id", agency_id)
@@ -195,7 +193,7 @@ def _list_item(deps: ApiDeps, view: agency_queries.BlueprintView) -> BlueprintLi
 
 @get("/agency/{agencyId:str}/agents")
 async def list_agents(
-    agency_id: AgencyId, principal: NamedDependency[Principal], deps: NamedDependency[ApiDeps]
+    agency_id: AgencyId, principal: Caller, deps: Deps
 ) -> list[queries.ThreadView]:
     agency_id = path_token("agency id", agency_id)
     await deps.listings.listed(principal.tenant_id, deps.settings.read_lag_timeout)
@@ -208,8 +206,8 @@ async def list_agents(
 async def agent_state(
     agency_id: AgencyId,
     thread_id: ThreadId,
-    principal: NamedDependency[Principal],
-    deps: NamedDependency[ApiDeps],
+    principal: Caller,
+    deps: Deps,
 ) -> Response[state_queries.ThreadStateView]:
     """The thread's state; each middleware with a `state` part adds it under its name."""
     agency_id = path_token("agency id", agency_id)
@@ -254,8 +252,8 @@ async def agent_state(
 async def agent_events(
     agency_id: AgencyId,
     thread_id: ThreadId,
-    principal: NamedDependency[Principal],
-    deps: NamedDependency[ApiDeps],
+    principal: Caller,
+    deps: Deps,
     from_seq: Annotated[
         str | None,
         QueryParameter(
@@ -299,8 +297,8 @@ async def agent_events(
 async def agent_tree(
     agency_id: AgencyId,
     thread_id: ThreadId,
-    principal: NamedDependency[Principal],
-    deps: NamedDependency[ApiDeps],
+    principal: Caller,
+    deps: Deps,
 ) -> queries.TreeNode:
     """The thread's subagent tree: every descendant thread with its status."""
     agency_id = path_token("agency id", agency_id)
@@ -316,8 +314,8 @@ async def agent_tree(
 
 @get("/usage")
 async def usage(
-    principal: NamedDependency[Principal],
-    deps: NamedDependency[ApiDeps],
+    principal: Caller,
+    deps: Deps,
     group_by: Annotated[queries.UsageGroup, QueryParameter(name="groupBy")] = "tenant",
 ) -> UsageResponse:
     """Model calls, tokens and cost of the caller's tenant, grouped."""

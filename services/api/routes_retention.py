@@ -12,30 +12,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from litestar import get, put
 from litestar.exceptions import ClientException
-from litestar.params import JSONBody
 
 from agency.contracts.commands import SetAgencyRetention, SetTenantRetention
 from agency.contracts.http import Out
-from agency.contracts.ids import new_id
-from agency.contracts.subjects import Aggregate
-from agency.services.api.auth import (
-    ADMIN_OPT,
-    AgencyId,
-    Caller,
-    Deps,
-    TenantId,
-    agency_events,
-    path_id,
-    tenant_and_agency,
-    tenant_of,
-)
 from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import error_response
-from agency.services.api.readback import read_your_write
-from agency.services.api.routes_budget import existing_tenant
 from agency.services.api.routes_commands import Body
+from agency.services.api.scoped_setting import Doc, ScopedSetting, send_setting, setting_routes
 from agency.services.threads.retention_policy import DAY, refusal, standing, tenant_refusal
 
 # A hundred years at most: any longer is "no limit" (0).
@@ -82,20 +66,6 @@ async def _out(deps: ApiDeps, tenant: str, agency: str = "") -> RetentionOut:
     )
 
 
-async def _send(
-    deps: ApiDeps,
-    tenant: str,
-    aggregate: Aggregate,
-    aggregate_id: str,
-    command: SetTenantRetention | SetAgencyRetention,
-) -> None:
-    key = new_id()
-    await read_your_write(
-        deps, tenant, aggregate, aggregate_id, key,
-        send=lambda: deps.bus.commands.send(tenant, command, idempotency_key=key),
-    )  # fmt: skip
-
-
 def _conflict(problem: str | None) -> None:
     # The level above is state the request conflicts with, not a rule of its body.
     if problem is not None:
@@ -105,86 +75,50 @@ def _conflict(problem: str | None) -> None:
 async def _set_tenant(deps: ApiDeps, tenant: str, data: RetentionBody) -> RetentionOut:
     seconds = data.in_seconds()
     _conflict(tenant_refusal(seconds, deps.settings.retention))
-    await _send(deps, tenant, "tenant", tenant, SetTenantRetention(seconds=seconds))
+    await send_setting(deps, tenant, "tenant", tenant, SetTenantRetention(seconds=seconds))
     return await _out(deps, tenant)
 
 
 _CONFLICT = {409: error_response(409, "Beyond the level above: the answer says its retention.")}
 
 
-@get("/retention", summary="How long the caller's tenant keeps its threads")
-async def own_retention(principal: Caller, deps: Deps) -> RetentionOut:
-    return await _out(deps, tenant_of(principal))
-
-
-@put(
-    "/retention",
-    summary="Set how long the caller's tenant keeps its threads, within the operator's maximum",
-    responses=_CONFLICT,
-)
-async def set_own_retention(
-    data: JSONBody[RetentionBody], principal: Caller, deps: Deps
+async def _set_agency(
+    deps: ApiDeps, tenant: str, agency_id: str, data: RetentionBody
 ) -> RetentionOut:
-    return await _set_tenant(deps, tenant_of(principal), data)
-
-
-@get(
-    "/tenants/{tenantId:str}/retention",
-    opt={ADMIN_OPT: True},
-    summary="How long a tenant keeps its threads (admin)",
-)
-async def tenant_retention(tenant_id: TenantId, deps: Deps) -> RetentionOut:
-    tenant = path_id("tenant id", tenant_id)
-    await existing_tenant(deps, tenant)
-    return await _out(deps, tenant)
-
-
-@put(
-    "/tenants/{tenantId:str}/retention",
-    opt={ADMIN_OPT: True},
-    summary="Set how long a tenant keeps its threads (admin)",
-    responses=_CONFLICT,
-)
-async def set_tenant_retention(
-    tenant_id: TenantId, data: JSONBody[RetentionBody], deps: Deps
-) -> RetentionOut:
-    tenant = path_id("tenant id", tenant_id)
-    await existing_tenant(deps, tenant)
-    return await _set_tenant(deps, tenant, data)
-
-
-@get("/agency/{agencyId:str}/retention", summary="How long an agency keeps its threads")
-async def agency_retention(agency_id: AgencyId, principal: Caller, deps: Deps) -> RetentionOut:
-    tenant, agency_id = tenant_and_agency(principal, agency_id)
-    await agency_events(deps, tenant, agency_id)
-    return await _out(deps, tenant, agency_id)
-
-
-@put(
-    "/agency/{agencyId:str}/retention",
-    summary="Set how long an agency keeps its threads, within the tenant's",
-    responses=_CONFLICT,
-)
-async def set_agency_retention(
-    agency_id: AgencyId, data: JSONBody[RetentionBody], principal: Caller, deps: Deps
-) -> RetentionOut:
-    tenant, agency_id = tenant_and_agency(principal, agency_id)
-    await agency_events(deps, tenant, agency_id)
     seconds = data.in_seconds()
     async with deps.pool.acquire() as conn:
         held = await standing(conn, deps.settings.retention, tenant)
     _conflict(refusal(seconds, held.tenant_seconds, "the tenant's"))
-    await _send(
-        deps, tenant, "agency", agency_id, SetAgencyRetention(agency_id=agency_id, seconds=seconds)
-    )
+    command = SetAgencyRetention(agency_id=agency_id, seconds=seconds)
+    await send_setting(deps, tenant, "agency", agency_id, command)
     return await _out(deps, tenant, agency_id)
 
 
-RETENTION_ROUTES = [
-    own_retention,
-    set_own_retention,
-    tenant_retention,
-    set_tenant_retention,
-    agency_retention,
-    set_agency_retention,
-]
+RETENTION_ROUTES = setting_routes(
+    ScopedSetting(
+        "retention",
+        RetentionBody,
+        RetentionOut,
+        _out,
+        _set_tenant,
+        _set_agency,
+        get_own=Doc("own_retention", "How long the caller's tenant keeps its threads"),
+        put_own=Doc(
+            "set_own_retention",
+            "Set how long the caller's tenant keeps its threads, within the operator's maximum",
+            _CONFLICT,
+        ),
+        get_tenant=Doc("tenant_retention", "How long a tenant keeps its threads (admin)"),
+        put_tenant=Doc(
+            "set_tenant_retention",
+            "Set how long a tenant keeps its threads (admin)",
+            _CONFLICT,
+        ),
+        get_agency=Doc("agency_retention", "How long an agency keeps its threads"),
+        put_agency=Doc(
+            "set_agency_retention",
+            "Set how long an agency keeps its threads, within the tenant's",
+            _CONFLICT,
+        ),
+    )
+)

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 import msgspec
-from litestar import Request, post
+from litestar import post
+from litestar.datastructures import State
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import Schema
@@ -214,11 +215,11 @@ _RUN_ERRORS = {
     },
 )
 async def run(
-    data: JSONBody[RunBody], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+    data: JSONBody[RunBody], principal: Caller, deps: Deps, state: State
 ) -> ServerSentEvent:
     tenant = tenant_of(principal)
     workflow_id, message_id, position = await _start(deps, tenant, data)
-    closing = closing_event(request.app.state)
+    closing = closing_event(state)
 
     async def events() -> AsyncIterator[ServerSentEventMessage]:
         async for item in watch(

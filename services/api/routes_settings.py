@@ -10,34 +10,25 @@ into an agency blueprint when there is none yet), which the runtime reads for th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 from litestar import Response, get, put
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import JSONBody, PathParameter
+from litestar.params import JSONBody
 
 from agency.contracts.events import BlueprintSpec
 from agency.contracts.http import Out
 from agency.services.agents.code import SettingsError
 from agency.services.agents.code_settings import SettingsView, describe, with_overrides
 from agency.services.agents.system import CodeAgentSpec
-from agency.services.api.auth import (
-    AgencyId,
-    Caller,
-    Deps,
-    agency_events,
-    agent_types,
-    path_id,
-    tenant_of,
-)
+from agency.services.api.auth import Caller, Deps, agency_events, agent_types, path_id, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import error_response
+from agency.services.api.path_params import AgencyId, BlueprintName
 from agency.services.api.readback import send_blueprint
 from agency.services.api.routes_commands import Body
-
-BlueprintName = Annotated[str, PathParameter(name="name", description="The code agent's name.")]
 
 
 class SettingsFieldOut(Out, frozen=True, kw_only=True):

@@ -6,14 +6,8 @@ from litestar import get
 from litestar.exceptions import NotFoundException
 
 from agency.projections.costs import ThreadCost, thread_cost
-from agency.services.api.auth import (
-    AgencyId,
-    Caller,
-    Deps,
-    ThreadId,
-    path_id,
-    tenant_and_agency,
-)
+from agency.services.api.auth import Caller, Deps, path_id, tenant_and_agency
+from agency.services.api.path_params import AgencyId, ThreadId
 
 
 @get(

@@ -18,7 +18,7 @@ from typing import Annotated
 import msgspec
 from litestar import get, post
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
-from litestar.params import JSONBody, PathParameter
+from litestar.params import JSONBody
 
 from agency.contracts.commands import ProvideVariables
 from agency.contracts.events.blueprint_fields import EnvName
@@ -26,15 +26,12 @@ from agency.contracts.http import Out
 from agency.domain.child_naming import child_thread_id
 from agency.domain.subagent_variables import env_request, provided
 from agency.infra.sealing import seal
-from agency.services.api.auth import Caller, Deps, ThreadId, path_id, tenant_of, thread_created
+from agency.services.api.auth import Caller, Deps, path_id, tenant_of, thread_created
 from agency.services.api.deps import ApiDeps
 from agency.services.api.openapi import error_response
+from agency.services.api.path_params import RequestId, ThreadId
 from agency.services.api.routes_commands import Body
 
-RequestId = Annotated[
-    str,
-    PathParameter(name="requestId", description="The request id of `subagent_env_required`."),
-]
 Value = Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
 
 

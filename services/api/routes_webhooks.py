@@ -16,7 +16,7 @@ import msgspec
 from asyncpg import Record
 from litestar import Response, delete, get, post
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.params import JSONBody, PathParameter, QueryParameter
+from litestar.params import JSONBody, QueryParameter
 
 from agency.contracts.commands import SubscribeWebhook, UnsubscribeWebhook
 from agency.contracts.events import WebhookKind
@@ -24,25 +24,16 @@ from agency.contracts.events.blueprint_fields import URL_WITH_HOST
 from agency.contracts.http import Out
 from agency.contracts.ids import new_id
 from agency.infra.sealing import seal
-from agency.services.api.auth import (
-    AgencyId,
-    Caller,
-    Deps,
-    agency_owned,
-    path_id,
-    tenant_and_agency,
-)
+from agency.services.api.auth import Caller, Deps, agency_owned, path_id, tenant_and_agency
 from agency.services.api.deps import ApiDeps
 from agency.services.api.egress_door import refuse_unreachable
 from agency.services.api.openapi import empty_response
+from agency.services.api.path_params import AgencyId, WebhookId
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Body
 from agency.services.api.routes_queries import MAX_EVENTS_PAGE, int_param
 from agency.services.webhook_signing import MAX_URL, new_secret, url_form_problem
 
-WebhookId = Annotated[
-    str, PathParameter(name="webhookId", description="The webhook subscription's id.")
-]
 DEFAULT_DELIVERIES = 50
 
 
@@ -79,12 +70,11 @@ class WebhooksOut(Out, frozen=True, kw_only=True):
     webhooks: list[WebhookOut]
 
 
-class DeliveryOut(Out, frozen=True, kw_only=True):
-    """`status`: `pending` (`nextAttemptAt` says when), `delivered` or `failed`."""
+class Delivery(Out, frozen=True, kw_only=True):
+    """The fields of every delivery's answer, as `delivery_fields` reads them from its row."""
 
     id: str
     event_id: str
-    event: str
     status: str
     attempts: int
     last_status: int | None
@@ -92,6 +82,12 @@ class DeliveryOut(Out, frozen=True, kw_only=True):
     next_attempt_at: datetime | None
     created_at: datetime
     delivered_at: datetime | None
+
+
+class DeliveryOut(Delivery, frozen=True, kw_only=True):
+    """`status`: `pending` (`nextAttemptAt` says when), `delivered` or `failed`."""
+
+    event: str
 
 
 class DeliveriesOut(Out, frozen=True, kw_only=True):

@@ -17,8 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 import structlog
-from litestar import Request, WebSocket, get, websocket
-from litestar.background_tasks import BackgroundTask
+from litestar import WebSocket, get, websocket
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, WebSocketDisconnect
 from litestar.params import HeaderParameter, QueryParameter
@@ -28,19 +27,13 @@ from nats.errors import Error as NatsError
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.reader import Delivered, OrderedReader
 from agency.infra.jetstream.records import Position, RecordedEvent
-from agency.services.api.auth import (
-    QUERY_TOKEN_OPT,
-    AgencyId,
-    Caller,
-    Deps,
-    ThreadId,
-    tenant_of,
-    thread_created,
-)
+from agency.services.api.auth import QUERY_TOKEN_OPT, Caller, Deps, tenant_of, thread_created
 from agency.services.api.deps import ApiDeps
 from agency.services.api.eventview import EventFormat, encode_envelope, encode_view
+from agency.services.api.path_params import AgencyId, ThreadId
 from agency.services.api.revocation import deny_websocket
 from agency.services.api.routes_queries import MAX_SEQ, int_param
+from agency.services.api.sse import KEEPALIVE, sse_answer, stored_then_live
 
 log = structlog.get_logger(__name__)
 
@@ -240,7 +233,7 @@ async def stream(
     thread_id: ThreadId,
     principal: Caller,
     deps: Deps,
-    request: Request[Any, Any, State],
+    state: State,
     from_seq: FromSeq = None,
     last_event_id: Annotated[
         str | None,
@@ -273,31 +266,18 @@ async def stream(
     after = _after_seq(from_seq, last_event_id)
     tenant = tenant_of(principal)
     await thread_created(deps, tenant, agency_id, thread_id)
-    feed = ThreadFeed(deps, tenant, thread_id, after, closing_event(request.app.state))
+    feed = ThreadFeed(deps, tenant, thread_id, after, closing_event(state))
     backlog = await feed.backfill()
     # The response does not close its iterator when the client goes away; this does.
-    return Stream(
-        _sse(feed, backlog, event_format, named=named),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(feed.aclose),
-    )
-
-
-_KEEPALIVE_FRAME = b": keep-alive\n\n"
+    return sse_answer(_sse(feed, backlog, event_format, named=named), feed.aclose)
 
 
 async def _sse(
     feed: ThreadFeed, backlog: list[RecordedEvent], event_format: EventFormat, *, named: bool
 ) -> AsyncIterator[bytes]:
     try:
-        for event in backlog:
-            yield sse_frame(event, event_format, named=named)
-        async for batch in feed.live():
-            if not batch:
-                yield _KEEPALIVE_FRAME
-            for event in batch:
-                yield sse_frame(event, event_format, named=named)
+        async for event in stored_then_live(backlog, feed.live()):
+            yield KEEPALIVE if event is None else sse_frame(event, event_format, named=named)
     except (NatsError, StoreError, TimeoutError) as e:
         # The response has started: end the stream; the client resumes with Last-Event-ID.
         log.warning("event stream ended by a NATS error", error=str(e))

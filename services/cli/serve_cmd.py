@@ -108,6 +108,7 @@ async def serve_service(args: argparse.Namespace) -> int:
             runtime_ack_wait=args.ack_wait,
             tools_ack_wait=args.ack_wait,
             webhooks_ack_wait=args.ack_wait,
+            nats_credentials=_issuer(endpoints),
         )
         runner = service_runners(config)[args.service]
     with _metrics_served(args.host, args.metrics_port):

@@ -25,78 +25,75 @@ def register(groups: Any) -> None:
     sub = command_group(groups, "tenants", "tenants and their API keys (admin)")
     create = sub.add_parser("create", help="create a tenant; prints its id and first key")
     create.add_argument("name")
-    add_data_dir(create)
     create.set_defaults(handler=tenants_create)
 
-    creds = sub.add_parser(
-        "credentials", help="NATS credentials for a tenant's own services (shown once)"
+    creds = _on_tenant(
+        sub,
+        "credentials",
+        tenants_credentials,
+        "NATS credentials for a tenant's own services (shown once)",
     )
-    creds.add_argument("tenant")
-    add_data_dir(creds)
-    creds.set_defaults(handler=tenants_credentials)
-
-    budget = sub.add_parser(
+    budget = _on_tenant(
+        sub,
         "budget",
-        help="a tenant's spend budget per period and what it spent; with --tokens or --usd, "
+        tenants_budget,
+        "a tenant's spend budget per period and what it spent; with --tokens or --usd, "
         "set it (0: none; the one not given goes back to the default; docs/operations.md)",
     )
-    budget.add_argument("tenant")
     budget.add_argument("--tokens", type=int, default=None, help="tokens a period")
     budget.add_argument("--usd", type=float, default=None, help="USD a period")
-    add_data_dir(budget)
-    budget.set_defaults(handler=tenants_budget)
-
-    gone = sub.add_parser(
+    gone = _on_tenant(
+        sub,
         "delete",
-        help="delete the tenant: every agency with its threads, its API keys revoked, its "
+        tenants_delete,
+        "delete the tenant: every agency with its threads, its API keys revoked, its "
         "key destroyed (docs/data.md)",
     )
-    gone.add_argument("tenant")
-    add_data_dir(gone)
-    gone.set_defaults(handler=tenants_delete)
-
-    erase = sub.add_parser(
+    erase = _on_tenant(
+        sub,
         "delete-agencies",
-        help="erase every agency of the tenant with its threads (the tenant, its keys and "
+        tenants_delete_agencies,
+        "erase every agency of the tenant with its threads (the tenant, its keys and "
         "settings stay; docs/data.md)",
     )
-    erase.add_argument("tenant")
-    add_data_dir(erase)
-    erase.set_defaults(handler=tenants_delete_agencies)
-    retention = sub.add_parser(
+    retention = _on_tenant(
+        sub,
         "retention",
-        help="how long a tenant's threads are kept after their last activity; with --days or "
+        tenants_retention,
+        "how long a tenant's threads are kept after their last activity; with --days or "
         "--seconds, set it (0: no limit of its own), with --default go back to the "
         "operator's (docs/data.md)",
     )
-    retention.add_argument("tenant")
     given = retention.add_mutually_exclusive_group()
     given.add_argument("--days", type=float, default=None, help="days (fractions allowed)")
     given.add_argument("--seconds", type=float, default=None, help="seconds")
     given.add_argument("--default", action="store_true", help="the operator's default")
-    add_data_dir(retention)
-    retention.set_defaults(handler=tenants_retention)
 
     keys = sub.add_parser("keys", help="a tenant's API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="COMMAND")
-    ls = keys_sub.add_parser("ls", help="list keys: id, name, issued, last used, revoked")
-    ls.add_argument("tenant")
+    ls = _on_tenant(keys_sub, "ls", keys_ls, "list keys: id, name, issued, last used, revoked")
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(handler=keys_ls)
-    new = keys_sub.add_parser("create", help="a new key (shown once)")
-    new.add_argument("tenant")
+    new = _on_tenant(keys_sub, "create", keys_create, "a new key (shown once)")
     new.add_argument("--name", default="")
-    new.set_defaults(handler=keys_create)
-    revoke = keys_sub.add_parser("revoke", help="revoke a key: refused at once everywhere")
-    revoke.add_argument("tenant")
+    revoke = _on_tenant(keys_sub, "revoke", keys_revoke, "revoke a key: refused at once everywhere")
     revoke.add_argument("key_id")
-    revoke.set_defaults(handler=keys_revoke)
-    rotate = keys_sub.add_parser("rotate", help="a new key replacing an old one (shown once)")
-    rotate.add_argument("tenant")
+    rotate = _on_tenant(
+        keys_sub, "rotate", keys_rotate, "a new key replacing an old one (shown once)"
+    )
     rotate.add_argument("key_id")
-    rotate.set_defaults(handler=keys_rotate)
-    for parser in (ls, new, revoke, rotate):
+    # Last, so that `--help` lists each command's own arguments first.
+    for parser in (create, creds, budget, gone, erase, retention, ls, new, revoke, rotate):
         add_data_dir(parser)
+
+
+def _on_tenant(
+    sub: Any, name: str, handler: Callable[[argparse.Namespace], Any], help_text: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose first argument names the tenant it acts on."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+    parser.add_argument("tenant")
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 class AdminError(Exception):
@@ -150,12 +147,8 @@ async def tenants_credentials(args: argparse.Namespace) -> int:
 
 
 async def tenants_budget(args: argparse.Namespace) -> int:
-    path = f"/tenants/{args.tenant}/budget"
-    if args.tokens is None and args.usd is None:
-        body = await admin_request(args, "GET", path)
-    else:
-        asked = {k: v for k, v in (("tokens", args.tokens), ("usd", args.usd)) if v is not None}
-        body = await admin_request(args, "PUT", path, asked)
+    given = {"tokens": args.tokens, "usd": args.usd}
+    body = await _read_or_set(args, f"/tenants/{args.tenant}/budget", given)
     if body is None:
         return 1
     tokens = body["tokenBudget"] or "no limit"
@@ -165,6 +158,17 @@ async def tenants_budget(args: argparse.Namespace) -> int:
         f"${body['usdSpent']:.4f}; resets at {body['resetsAt']}"
     )
     return 0
+
+
+async def _read_or_set(
+    args: argparse.Namespace, path: str, given: dict[str, Any], *, reset: bool = False
+) -> Any:
+    """A tenant's setting at `path`: set to the values `given` (those not None), or back to
+    the default with `reset` (a PUT of none), else read; None when the request failed."""
+    asked = {k: v for k, v in given.items() if v is not None}
+    if not asked and not reset:
+        return await admin_request(args, "GET", path)
+    return await admin_request(args, "PUT", path, asked)
 
 
 async def tenants_delete_agencies(args: argparse.Namespace) -> int:
@@ -187,12 +191,9 @@ async def tenants_delete(args: argparse.Namespace) -> int:
 
 
 async def tenants_retention(args: argparse.Namespace) -> int:
+    given = {"days": args.days, "seconds": args.seconds}
     path = f"/tenants/{args.tenant}/retention"
-    if args.days is None and args.seconds is None and not args.default:
-        body = await admin_request(args, "GET", path)
-    else:
-        asked = {k: v for k, v in (("days", args.days), ("seconds", args.seconds)) if v is not None}
-        body = await admin_request(args, "PUT", path, asked)
+    body = await _read_or_set(args, path, given, reset=args.default)
     if body is None:
         return 1
     own = body["retentionSeconds"]

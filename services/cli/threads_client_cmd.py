@@ -6,15 +6,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agency.services.cli.agencies import DEFAULT_AGENCY, ensure_default_agency
 from agency.services.cli.arguments import add_data_dir, running_endpoints
 
 if TYPE_CHECKING:
-    from agency.contracts.http import EventView
+    from agency.contracts.http import AgencyDeletion, EndUserForgetting, EventView, ThreadDeletion
     from agency.services.client import AsyncAgencyClient
+
+# An erasure's answer (`ThreadDeletion`, `AgencyDeletion`, `EndUserForgetting`).
+Erased = TypeVar("Erased")
 
 # Exit codes of `invoke --follow` by how the run ended: done or waiting for a person is a
 # success; an error, a cancel or a refusal is not.
@@ -219,36 +223,48 @@ async def threads_terminate(args: argparse.Namespace) -> int:
 
 
 async def threads_delete(args: argparse.Namespace) -> int:
-    async def body(client: AsyncAgencyClient) -> int:
-        answer = await client.delete_thread(args.thread)
-        _print(args, answer, f"deleted {len(answer.threads)} thread(s) at "
-               f"{answer.deleted_at.isoformat()} (requested by {answer.requested_by})")  # fmt: skip
-        return 0
-
-    return await _run(args, body)
+    return await _erase(args, lambda client: client.delete_thread(args.thread), _thread_deleted)
 
 
 async def agencies_delete(args: argparse.Namespace) -> int:
-    async def body(client: AsyncAgencyClient) -> int:
-        answer = await client.delete_agency(args.id)
-        text = (
-            f"deleted agency {answer.agency_id} and {len(answer.threads)} thread(s) "
-            f"(request {answer.request_id} by {answer.requested_by})"
-        )
-        _print(args, answer, text)
-        return 0
-
-    return await _run(args, body)
+    return await _erase(args, lambda client: client.delete_agency(args.id), _agency_deleted)
 
 
 async def users_forget(args: argparse.Namespace) -> int:
+    return await _erase(args, lambda client: client.forget_end_user(args.id), _user_forgotten)
+
+
+def _thread_deleted(answer: ThreadDeletion) -> str:
+    return (
+        f"deleted {len(answer.threads)} thread(s) at "
+        f"{answer.deleted_at.isoformat()} (requested by {answer.requested_by})"
+    )
+
+
+def _agency_deleted(answer: AgencyDeletion) -> str:
+    return (
+        f"deleted agency {answer.agency_id} and {len(answer.threads)} thread(s) "
+        f"(request {answer.request_id} by {answer.requested_by})"
+    )
+
+
+def _user_forgotten(answer: EndUserForgetting) -> str:
+    return (
+        f"deleted {len(answer.threads)} thread(s) of end user {answer.end_user_id} "
+        f"(request {answer.request_id} by {answer.requested_by})"
+    )
+
+
+async def _erase(
+    args: argparse.Namespace,
+    erase: Callable[[AsyncAgencyClient], Awaitable[Erased]],
+    said: Callable[[Erased], str],
+) -> int:
+    """One erasure asked of the API; its answer printed (as JSON with --json)."""
+
     async def body(client: AsyncAgencyClient) -> int:
-        answer = await client.forget_end_user(args.id)
-        text = (
-            f"deleted {len(answer.threads)} thread(s) of end user {answer.end_user_id} "
-            f"(request {answer.request_id} by {answer.requested_by})"
-        )
-        _print(args, answer, text)
+        answer = await erase(client)
+        _print(args, answer, said(answer))
         return 0
 
     return await _run(args, body)

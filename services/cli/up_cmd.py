@@ -92,6 +92,9 @@ async def agency_up(args: argparse.Namespace) -> int:
             system=system,
             provider=provider,
             nats_urls={name: urls.nats_url_for(name) for name in SERVICE_ROLES},
+            nats_credentials=(
+                CredentialIssuer(urls.nats_auth, urls.nats_url) if urls.nats_auth else None
+            ),
         )
         runners = service_runners(config)
         if children := in_processes(args.processes):
@@ -130,9 +133,7 @@ async def agency_up(args: argparse.Namespace) -> int:
             ),
             services=supervisor.states,
             models=models,
-            nats_credentials=(
-                CredentialIssuer(urls.nats_auth, urls.nats_url) if urls.nats_auth else None
-            ),
+            nats_credentials=config.nats_credentials,
         )
         async with asyncio.TaskGroup() as tg:
             tg.create_task(supervisor.run(stop))

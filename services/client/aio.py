@@ -1,50 +1,31 @@
 """The async client of the HTTP API: typed answers, errors as `ApiError`, runs followed live
-over Server-Sent Events."""
+over Server-Sent Events. Its calls are `endpoints.Endpoints`, shared with the sync client."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Self, TypeVar, Unpack
+from typing import Self, TypeVar
 
-import httpx
 from httpx_sse import aconnect_sse
 
 from agency.contracts import http
-from agency.projections import agency_queries, queries, state_queries
-from agency.services.client import calls
-from agency.services.client.calls import (
-    Call,
-    decode_event,
-    ends_follow,
-    followed,
-    thread_path,
+from agency.projections import queries
+from agency.services.client.calls import RUN_STATUS_OF, Call
+from agency.services.client.endpoints import (
+    AsyncSender,
+    Follow,
+    event_of,
+    stream_call,
+    stream_timeout,
 )
 
 T = TypeVar("T")
-STREAM_READ_TIMEOUT = 60.0
 
 
-class AsyncAgencyClient:
+class AsyncAgencyClient(AsyncSender):
     """`async with AsyncAgencyClient(url, api_key) as client: ...`"""
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float = 30.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        """`headers` are sent with every request besides the key (`X-Secret`, `User-Agent`)."""
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
-            headers={**(headers or {}), "Authorization": f"Bearer {api_key}"},
-            timeout=timeout,
-            transport=transport,
-        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -55,136 +36,37 @@ class AsyncAgencyClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _send(self, call: Call[T]) -> T:
+    async def send(self, call: Call[T]) -> T:
+        """Send one request as `call` describes it; its answer decoded, or `ApiError`."""
         response = await self._http.request(
-            call.method,
-            call.path,
-            params=call.params,
-            json=call.json,
-            headers=call.headers,
-            content=call.content,
-        )
+            call.method, call.path,
+            params=call.params, json=call.json, headers=call.headers, content=call.content,
+        )  # fmt: skip
         return call.decode(response.status_code, response.content)
-
-    async def export_thread(self, agency_id: str, thread_id: str) -> bytes:
-        """An archive (`.tar.gz`) of a root thread, its subagents and its agency's events."""
-        return await self._send(calls.export_thread(agency_id, thread_id))
-
-    async def export_agency(self, agency_id: str) -> bytes:
-        """An archive of the agency and every thread in it."""
-        return await self._send(calls.export_agency(agency_id))
-
-    async def export_tenant(self, end_user_id: str | None = None) -> bytes:
-        """An archive of the caller's whole tenant, or of one end user's threads."""
-        return await self._send(calls.export_tenant(end_user_id))
-
-    async def import_archive(self, archive: bytes) -> http.ArchiveImported:
-        """Write a thread's, an agency's or an end user's archive into the caller's tenant."""
-        return await self._send(calls.import_archive(archive))
-
-    async def list_agencies(self) -> list[agency_queries.AgencyView]:
-        return await self._send(calls.list_agencies())
-
-    async def create_agency(
-        self, name: str, metadata: dict[str, str] | None = None
-    ) -> agency_queries.AgencyView:
-        return await self._send(calls.create_agency(name, metadata))
-
-    async def list_blueprints(self, agency_id: str) -> list[calls.BlueprintInfo]:
-        return await self._send(calls.list_blueprints(agency_id))
-
-    async def list_threads(self, agency_id: str) -> list[queries.ThreadView]:
-        return await self._send(calls.list_threads(agency_id))
-
-    async def create_thread(
-        self, agency_id: str, agent_type: str, metadata: dict[str, str] | None = None
-    ) -> http.ThreadOut:
-        return await self._send(calls.create_thread(agency_id, agent_type, metadata))
 
     async def find_thread(self, thread_id: str) -> queries.ThreadView | None:
         """The thread with this id in any of the caller's agencies."""
         for agency in await self.list_agencies():
-            for thread in await self.list_threads(agency.id):
-                if thread.id == thread_id:
-                    return thread
+            threads = await self.list_threads(agency.id)
+            if found := next((t for t in threads if t.id == thread_id), None):
+                return found
         return None
-
-    async def invoke(
-        self,
-        agency_id: str,
-        thread_id: str,
-        text: str | None = None,
-        **options: Unpack[calls.InvokeOptions],
-    ) -> http.RunAccepted:
-        return await self._send(calls.invoke(agency_id, thread_id, text, **options))
-
-    async def approve(
-        self,
-        agency_id: str,
-        thread_id: str,
-        approved: bool = True,
-        **options: Unpack[calls.ApproveOptions],
-    ) -> http.RunCommandAccepted:
-        return await self._send(calls.approve(agency_id, thread_id, approved, **options))
-
-    async def cancel(
-        self, agency_id: str, thread_id: str, reason: str = "", run_id: str | None = None
-    ) -> http.CancelAccepted:
-        return await self._send(calls.cancel(agency_id, thread_id, reason, run_id))
-
-    async def terminate(
-        self, agency_id: str, thread_id: str, reason: str = ""
-    ) -> http.TerminateAccepted:
-        """Shut the thread down for good: its run ends canceled, later invokes are refused."""
-        return await self._send(calls.terminate(agency_id, thread_id, reason))
-
-    async def delete_thread(self, thread_id: str) -> http.ThreadDeletion:
-        """Erase the thread and its subagent tree for good (docs/data.md); reads of it
-        answer 410 afterwards. A repeat answers the first deletion."""
-        return await self._send(calls.delete_thread(thread_id))
-
-    async def delete_agency(self, agency_id: str) -> http.AgencyDeletion:
-        """Erase every thread of the agency, then the agency (docs/data.md): its threads
-        answer 410 afterwards, its routes 404. A repeat answers the first deletion."""
-        return await self._send(calls.delete_agency(agency_id))
-
-    async def forget_end_user(self, end_user_id: str) -> http.EndUserForgetting:
-        """Erase every thread created for the end user, across the tenant's agencies
-        (docs/data.md); the request is recorded, and a repeat erases what is left."""
-        return await self._send(calls.forget_end_user(end_user_id))
-
-    async def state(self, agency_id: str, thread_id: str) -> state_queries.ThreadStateView:
-        return await self._send(calls.state(agency_id, thread_id))
-
-    async def events(
-        self,
-        agency_id: str,
-        thread_id: str,
-        from_seq: int = 0,
-        limit: int = 100,
-        types: list[str] | None = None,
-    ) -> http.EventsPage:
-        return await self._send(calls.events(agency_id, thread_id, from_seq, limit, types))
 
     async def stream(
         self, agency_id: str, thread_id: str, from_seq: int = 0
     ) -> AsyncGenerator[http.EventView, None]:
         """The thread's events from `from_seq` (0: the start), stored then live, until the
         caller stops iterating or the server ends the stream."""
-        path = thread_path(agency_id, thread_id) + "/stream"
-        # Keep-alives come every 15 s: a minute without a byte is a dead connection.
-        timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)
+        call = stream_call(agency_id, thread_id, from_seq)
+        timeout = stream_timeout(self._http.timeout)
         async with aconnect_sse(
-            self._http, "GET", path, params={"fromSeq": from_seq}, timeout=timeout
+            self._http, call.method, call.path, params=call.params, timeout=timeout
         ) as source:
             if source.response.status_code >= 400:
-                await source.response.aread()
-                Call("GET", path, dict).decode(source.response.status_code, source.response.content)
+                call.decode(source.response.status_code, await source.response.aread())
             async for message in source.aiter_sse():
-                # One unnamed frame an event; a keep-alive after an `id:` comes through as
-                # one with no data (httpx-sse keeps the last id, as the SSE spec says).
-                if message.event == "message" and message.data:
-                    yield decode_event(message.data)
+                if (event := event_of(message)) is not None:
+                    yield event
 
     async def follow(
         self, agency_id: str, thread_id: str, run_id: str, from_seq: int = 0
@@ -192,13 +74,12 @@ class AsyncAgencyClient:
         """The run's events, live, ending with the one that ends it or pauses it for a person
         (it goes on through a pause for subagents, which resumes by itself). A request that
         joins another run is followed in that run."""
-        runs = {run_id}
+        run = Follow(run_id)
         async with aclosing(self.stream(agency_id, thread_id, from_seq)) as events:
             async for event in events:
-                if not followed(event, runs):
-                    continue
-                yield event
-                if ends_follow(event, runs):
+                if run.shows(event):
+                    yield event
+                if run.ended:
                     return
 
     async def wait(
@@ -212,5 +93,5 @@ class AsyncAgencyClient:
             aclosing(self.follow(agency_id, thread_id, run_id, from_seq)) as events,
         ):
             async for event in events:
-                status = calls.RUN_STATUS_OF.get(event.type, status)
+                status = RUN_STATUS_OF.get(event.type, status)
         return status

@@ -168,19 +168,26 @@ def cancel(
 
 
 def terminate(agency_id: str, thread_id: str, reason: str = "") -> Call[TerminateAccepted]:
+    """Shut the thread down for good: its run ends canceled, later invokes are refused."""
     path = thread_path(agency_id, thread_id) + "/terminate"
     return Call("POST", path, TerminateAccepted, json={"reason": reason})
 
 
 def delete_thread(thread_id: str) -> Call[ThreadDeletion]:
+    """Erase the thread and its subagent tree for good (docs/data.md); reads of it
+    answer 410 afterwards. A repeat answers the first deletion."""
     return Call("DELETE", f"/threads/{thread_id}", ThreadDeletion)
 
 
 def delete_agency(agency_id: str) -> Call[AgencyDeletion]:
+    """Erase every thread of the agency, then the agency (docs/data.md): its threads
+    answer 410 afterwards, its routes 404. A repeat answers the first deletion."""
     return Call("DELETE", f"/agencies/{agency_id}", AgencyDeletion)
 
 
 def forget_end_user(end_user_id: str) -> Call[EndUserForgetting]:
+    """Erase every thread created for the end user, across the tenant's agencies
+    (docs/data.md); the request is recorded, and a repeat erases what is left."""
     return Call("POST", f"/users/{end_user_id}/forget", EndUserForgetting)
 
 
@@ -246,18 +253,22 @@ ARCHIVE = "application/gzip"
 
 
 def export_thread(agency_id: str, thread_id: str) -> Call[bytes]:
+    """An archive (`.tar.gz`) of a root thread, its subagents and its agency's events."""
     return Call("GET", f"{thread_path(agency_id, thread_id)}/export", bytes)
 
 
 def export_agency(agency_id: str) -> Call[bytes]:
+    """An archive of the agency and every thread in it."""
     return Call("GET", f"/agency/{agency_id}/export", bytes)
 
 
 def export_tenant(end_user_id: str | None = None) -> Call[bytes]:
+    """An archive of the caller's whole tenant, or of one end user's threads."""
     params = {"endUserId": end_user_id} if end_user_id is not None else {}
     return Call("GET", "/export", bytes, params=params)
 
 
 def import_archive(archive: bytes) -> Call[ArchiveImported]:
+    """Write a thread's, an agency's or an end user's archive into the caller's tenant."""
     headers = {"Content-Type": ARCHIVE}
     return Call("POST", "/import", ArchiveImported, headers=headers, content=archive)

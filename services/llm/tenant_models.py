@@ -1,5 +1,6 @@
 """A tenant's own model provider settings: the key and base URL it brought for a
-provider (sealed in its log, `tenant.provider_set`), and whether the operator lets its
+provider (sealed in its log with the tenant's key, `tenant.provider_set`;
+`infra/keystore/tenant_sealed.py`), and whether the operator lets its
 runs fall back to the operator's settings (`tenant.model_policy_set`, on by default).
 
 `tenant_models` folds them from the tenant's events (sealed: the API needs only the
@@ -13,7 +14,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from agency.contracts.events import (
     Event,
@@ -23,12 +23,15 @@ from agency.contracts.events import (
 )
 from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import Position
-from agency.infra.sealing import UnsealError, seal, unseal
+from agency.infra.keystore.tenant_sealed import open_for_tenant, seal_for_tenant
+from agency.infra.sealing import UnsealError
 from agency.services.llm.catalog import ProviderCatalog
 from agency.services.llm.errors import ModelConfigError, ModelRequestError
+from agency.services.url_form import url_form_problem
 
 # Seconds a tenant's settings are used before its log is looked at again.
 REFRESH_SECONDS = 1.0
+MAX_BASE_URL = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,29 +45,34 @@ class OwnProvider:
 
 @dataclass(frozen=True, slots=True)
 class TenantModels:
-    """Provider name → sealed settings, and whether the operator's settings may serve
-    the tenant's runs for providers it has none of its own for."""
+    """The tenant's provider name → sealed settings, and whether the operator's settings
+    may serve the tenant's runs for providers it has none of its own for."""
 
+    tenant: str
     sealed: Mapping[str, str] = field(default_factory=dict)
     operator_fallback: bool = True
 
     def own(self, provider: str) -> OwnProvider | None:
         """The tenant's settings of `provider`, opened; None when it has none. Settings
-        this process cannot open (another `AGENCY_VARIABLES_KEY`) raise `ModelConfigError`."""
+        this process cannot open (its key destroyed with the tenant, no key store here, or,
+        sealed by an older version, another `AGENCY_VARIABLES_KEY`) raise
+        `ModelConfigError`."""
         token = self.sealed.get(provider)
         if token is None:
             return None
         try:
-            values = unseal(token)
-        except UnsealError:
+            values = open_for_tenant(self.tenant, _context(provider), token)
+        except UnsealError as e:
             raise ModelConfigError(
                 f"the tenant's own settings of model provider {provider!r} cannot be opened "
-                "here (AGENCY_VARIABLES_KEY differs from the API's)"
+                f"here: {e}"
             ) from None
         return OwnProvider(api_key=values.get("api_key", ""), base_url=values.get("base_url", ""))
 
 
-def tenant_models(events: Iterable[Event], start: TenantModels | None = None) -> TenantModels:
+def tenant_models(
+    tenant: str, events: Iterable[Event], start: TenantModels | None = None
+) -> TenantModels:
     sealed = dict(start.sealed) if start else {}
     fallback = start.operator_fallback if start else True
     for event in events:
@@ -75,25 +83,24 @@ def tenant_models(events: Iterable[Event], start: TenantModels | None = None) ->
                 sealed.pop(name, None)
             case TenantModelPolicySet(operator_fallback=allowed):
                 fallback = allowed
-    return TenantModels(sealed=sealed, operator_fallback=fallback)
+    return TenantModels(tenant=tenant, sealed=sealed, operator_fallback=fallback)
 
 
-def seal_own(api_key: str, base_url: str) -> str:
-    return seal({"api_key": api_key, "base_url": base_url})
+def _context(provider: str) -> str:
+    return f"provider|{provider}"
+
+
+async def seal_own(tenant: str, provider: str, api_key: str, base_url: str) -> str:
+    """The tenant's settings of `provider`, sealed with the tenant's key."""
+    values = {"api_key": api_key, "base_url": base_url}
+    return await seal_for_tenant(tenant, _context(provider), values)
 
 
 def base_url_form_problem(base_url: str) -> str | None:
     """What is wrong with a tenant's base URL as written: it must be `https://host[...]`
     (the runtime would otherwise be a tenant's way into the operator's network); the
     address it names meets the egress rule too (`services/api/egress_door.py`)."""
-    try:
-        parts = urlsplit(base_url)
-        hostname, _ = parts.hostname, parts.port
-    except ValueError as e:
-        return f"the URL cannot be read: {e}"
-    if parts.scheme != "https" or not hostname:
-        return "must be an https:// URL with a host"
-    return None
+    return url_form_problem(base_url, ("https",), MAX_BASE_URL)
 
 
 class TenantModelSource(Protocol):
@@ -129,7 +136,8 @@ class StoreTenantModels:
             events, position = await self._store.read_positioned(
                 tenant, "tenant", tenant, after=after
             )
-            models = tenant_models((e.payload for e in events), entry.models if entry else None)
+            start = entry.models if entry else None
+            models = tenant_models(tenant, (e.payload for e in events), start)
             self._kept[tenant] = _Entry(models, position, time.monotonic())
             return models
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agency.contracts.events import McpServer
+from agency.services.env_references import UnsetReference, resolved
 
 SEPARATOR = "__"
 _MAX_TOOL_NAME = 64
-_REFERENCE = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -66,17 +66,7 @@ def exposed_name(server: str, tool: str) -> str:
 def _resolved(
     server: McpServer, what: str, values: Mapping[str, str], environ: Mapping[str, str]
 ) -> tuple[tuple[str, str], ...]:
-    def value_of(key: str, template: str) -> str:
-        def substitute(match: re.Match[str]) -> str:
-            variable = match.group(1)
-            if variable not in environ:
-                raise McpConfigError(
-                    server.name,
-                    f"{what} {key!r} references ${{ENV:{variable}}}, which is not set in this "
-                    "service's environment",
-                )
-            return environ[variable]
-
-        return _REFERENCE.sub(substitute, template)
-
-    return tuple(sorted((key, value_of(key, template)) for key, template in values.items()))
+    try:
+        return tuple(sorted(resolved(values, what, environ).items()))
+    except UnsetReference as e:
+        raise McpConfigError(server.name, str(e)) from e

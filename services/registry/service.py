@@ -152,22 +152,28 @@ class RegistryService:
         return (msg.headers or {}).get(EVENT_TYPE_HEADER) == "agency.deleted"
 
     async def _set_thread_metadata(self, tenant: str, command: SetThreadMetadata, key: str) -> None:
-        first = await self._bus.store.first(tenant, "thread", command.thread_id)
-        correlation = (first.envelope.correlation_id if first else None) or command.thread_id
-        await self._append_to_thread(
-            tenant, command, key, lambda h: decisions.set_thread_metadata(command, h, key),
-            correlation,
-        )  # fmt: skip
+        await self._update_thread(
+            tenant, command, key, lambda h: decisions.set_thread_metadata(command, h, key)
+        )
 
     async def _set_thread_retention(
         self, tenant: str, command: SetThreadRetention, key: str
     ) -> None:
+        await self._update_thread(
+            tenant, command, key, lambda h: decisions.set_thread_retention(command, h, key)
+        )
+
+    async def _update_thread(
+        self,
+        tenant: str,
+        command: SetThreadMetadata | SetThreadRetention,
+        key: str,
+        decide: Decision,
+    ) -> None:
+        """A decision on a thread appended in its conversation (its first event's)."""
         first = await self._bus.store.first(tenant, "thread", command.thread_id)
         correlation = (first.envelope.correlation_id if first else None) or command.thread_id
-        await self._append_to_thread(
-            tenant, command, key, lambda h: decisions.set_thread_retention(command, h, key),
-            correlation,
-        )  # fmt: skip
+        await self._append_to_thread(tenant, command, key, decide, correlation)
 
     def _refuse_beyond_operator(self, command: object) -> None:
         """However a retention arrives (HTTP, the tenant's own NATS subjects): within the

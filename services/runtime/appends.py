@@ -21,6 +21,17 @@ from agency.services.runtime.decision import Decision
 from agency.services.threads.caches import ThreadCache
 
 
+def thread_context(state: ThreadState, causation_id: str | None) -> EventContext:
+    """The context of the events appended to the thread of `state`: caused by a command
+    (`causation_id`) or by nothing outside the thread."""
+    return EventContext(
+        agency_id=state.agency_id,
+        thread_id=state.thread_id,
+        correlation_id=state.correlation_id,
+        causation_id=causation_id,
+    )
+
+
 class ThreadAppends:
     """Appends to threads, counted per thread while a drive is `watched`."""
 
@@ -65,11 +76,8 @@ class ThreadAppends:
                 state.thread_id,
                 with_checkpoint(state, events),
                 expected=state.position,
-                context=EventContext(
-                    agency_id=state.agency_id,
-                    thread_id=state.thread_id,
-                    correlation_id=state.correlation_id,
-                    causation_id=decision.causation_id if decision is not None else None,
+                context=thread_context(
+                    state, decision.causation_id if decision is not None else None
                 ),
                 idempotency_key=decision.idempotency_key if decision is not None else None,
                 keyed=len(decision.events) if decision is not None else None,

@@ -29,6 +29,7 @@ from agency.contracts.events import (
 )
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.ports import Append
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 
 log = structlog.get_logger(__name__)
@@ -96,9 +97,8 @@ def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
     """The state as it will be once `events` are appended after its position (which it
     then has: the last of them)."""
     context = EventContext(correlation_id=state.correlation_id)
-    for envelope in new_envelopes(
-        state.tenant_id, "thread", state.thread_id, events, state.position, context
-    ):
+    append = Append(state.tenant_id, "thread", state.thread_id, events, state.position, context)
+    for envelope in new_envelopes(append):
         state = state.apply(RecordedEvent(envelope=envelope, stream_seq=0, subject=""))
     return state
 

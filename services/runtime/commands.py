@@ -1,4 +1,4 @@
-"""Pure decisions on runtime commands: invoke, approve, cancel, terminate."""
+"""Pure decisions on runtime commands: invoke, delay, approve, cancel, terminate, update."""
 
 from __future__ import annotations
 
@@ -29,11 +29,17 @@ from agency.contracts.events import (
     StateUpdated,
     ThreadTerminated,
     TodosWritten,
+    ToolCall,
 )
 from agency.domain.run_cancel import canceled
 from agency.domain.thread_state import ThreadState
 from agency.services.tenancy import fairness
 from agency.services.tenancy.door_limits import DoorLimits, messages_problem
+
+# The commands decided on one thread's state.
+ThreadCommand = (
+    InvokeThread | DelayRun | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState
+)
 
 # A request's fields, each an invoke's of the same name (the key comes from its envelope).
 _ACCEPTED_FROM_COMMAND = tuple(
@@ -142,24 +148,30 @@ def approve(
                 "unknown_tool_call",
                 f"modified tool calls {unknown} are not among the pending calls {sorted(pending)}",
             )
+    return _resumed(run.run_id, command, command.approved, command.modified_tool_calls)
+
+
+def _resumed(
+    run_id: str,
+    command: ApproveToolCalls,
+    approved: bool,
+    modified_tool_calls: tuple[ToolCall, ...] | None = None,
+) -> tuple[AnyEvent, ...]:
+    """What an approval appends: the files its update writes (before the calls it decides
+    on run), then the run's resumption."""
     return (
-        *_written(run.run_id, command),
+        *(
+            FileWritten(run_id=run_id, path=path, content=content, origin="attachment")
+            for path, content in command.files.items()
+        ),
         HitlResume(
-            run_id=run.run_id,
-            approved=command.approved,
-            modified_tool_calls=command.modified_tool_calls,
+            run_id=run_id,
+            approved=approved,
+            modified_tool_calls=modified_tool_calls,
             reason=command.reason,
             stream_modes=command.stream_modes,
             messages=command.messages,
         ),
-    )
-
-
-def _written(run_id: str, command: ApproveToolCalls) -> tuple[FileWritten, ...]:
-    """The files an approval's update writes: before the calls it decides on run."""
-    return tuple(
-        FileWritten(run_id=run_id, path=path, content=content, origin="attachment")
-        for path, content in command.files.items()
     )
 
 
@@ -180,16 +192,7 @@ def at_breakpoint(run_id: str, command: ApproveToolCalls) -> tuple[AnyEvent, ...
             f"run {run_id} paused at a breakpoint before its model call, with no tool calls "
             "to reject or edit: approve it to go on, or cancel it",
         )
-    return (
-        *_written(run_id, command),
-        HitlResume(
-            run_id=run_id,
-            approved=True,
-            reason=command.reason,
-            stream_modes=command.stream_modes,
-            messages=command.messages,
-        ),
-    )
+    return _resumed(run_id, command, approved=True)
 
 
 def cancel(state: ThreadState, command: CancelRun, key: str | None = None) -> Sequence[AnyEvent]:
@@ -289,3 +292,38 @@ def update_state(
     if command.todos is not None:
         events.append(TodosWritten(todos=command.todos))
     return events
+
+
+def decide(
+    state: ThreadState,
+    payload: ThreadCommand,
+    key: str,
+    *,
+    load: fairness.TenantLoad,
+    limits: fairness.FairnessLimits,
+    door: DoorLimits,
+) -> Sequence[AnyEvent]:
+    """The events a thread command (sent with idempotency `key`) decides on the thread's
+    state (none: nothing to do); an invoke is weighed against its tenant's `load`, fairness
+    `limits` and `door`."""
+    match payload:
+        case InvokeThread():
+            return invoke(
+                state,
+                payload,
+                key,
+                active_runs=load.active(state.tenant_id),
+                limits=limits,
+                door=door,
+                over_share=load.over_share(state.tenant_id),
+            )
+        case DelayRun():
+            return delay(state, payload)
+        case ApproveToolCalls():
+            return approve(state, payload, key)
+        case CancelRun():
+            return cancel(state, payload, key)
+        case TerminateThread():
+            return terminate(state, payload, key)
+        case UpdateThreadState():
+            return update_state(state, payload, key)

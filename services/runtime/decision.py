@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agency.contracts.events import AnyEvent
+from agency.contracts.records import Position
 from agency.domain.thread_state import ThreadState
 
 
@@ -35,14 +36,28 @@ class Decision:
     causation_id: str
     idempotency_key: str | None
     stored: asyncio.Future[ThreadState | None] = field(default_factory=_future)
+    # Where the thread stood when `events` were decided: a drive that finds the log past
+    # it does not store them (None: no check).
+    decided_at: Position | None = None
     # Another worker held the thread's lease: it is driving the thread, perhaps storing
     # this very command delivered twice (or a twin sent under another key).
     leased_elsewhere: bool = False
+    # Decided on a held state the log had moved past: the command decides again.
+    stale: bool = False
 
     def landed(self, state: ThreadState) -> None:
         """The append that carried the decision is in the log; `state` is after it."""
         if not self.stored.done():
             self.stored.set_result(state)
+
+    def behind(self, state: ThreadState) -> bool:
+        """Whether `state`, the log's, has moved past where the decision was made; if so
+        it is marked stale and missed."""
+        if self.decided_at is None or state.position == self.decided_at:
+            return False
+        self.stale = True
+        self.missed()
+        return True
 
     def missed(self) -> None:
         """The decision was not stored by the drive (whatever stopped it): the command

@@ -98,10 +98,18 @@ class Drives:
         `start`: the state to drive from once it is known (None in it: load the thread)."""
         self._spawn(self._eager_drive(tenant, thread_id, start))
 
-    def store_decision(self, tenant: str, state: ThreadState, decision: Decision) -> None:
+    def store_decision(
+        self,
+        tenant: str,
+        state: ThreadState,
+        decision: Decision,
+        checked: asyncio.Future[ThreadState] | None = None,
+    ) -> None:
         """Start the drive whose first append stores `decision`; `decision.stored` says
-        whether it did."""
-        self._spawn(self._drive_decision(tenant, state, decision))
+        whether it did. `checked`: the log's state, being read while the drive takes the
+        thread's lease; the drive starts from it, and stores the decision only if the log
+        is where the decision was made (`Decision.decided_at`). None: start from `state`."""
+        self._spawn(self._drive_decision(tenant, state, decision, checked))
 
     async def owned(
         self,
@@ -184,10 +192,19 @@ class Drives:
         except Exception:  # the trigger's delivery retries and dead-letters properly
             log.warning("eager drive failed; the trigger will retry", exc_info=True)
 
-    async def _drive_decision(self, tenant: str, state: ThreadState, decision: Decision) -> None:
+    async def _drive_decision(
+        self,
+        tenant: str,
+        state: ThreadState,
+        decision: Decision,
+        checked: asyncio.Future[ThreadState] | None,
+    ) -> None:
         thread_id = state.thread_id
-        start: StartState = asyncio.get_running_loop().create_future()
-        start.set_result(state)
+        start: asyncio.Future[ThreadState | None] = asyncio.get_running_loop().create_future()
+        if checked is None:
+            start.set_result(state)
+        else:
+            _chain(checked, start)
         try:
             with structlog.contextvars.bound_contextvars(tenant_id=tenant, thread_id=thread_id):
                 owned = await self.owned(tenant, thread_id, start=start, decision=decision)
@@ -196,6 +213,10 @@ class Drives:
             log.warning("drive of a command's decision failed", exc_info=True)
         finally:
             decision.missed()  # a no-op once it landed
+            if checked is not None:
+                await cancel_and_wait([checked])  # not awaited when the lease was not had
+                if start.done() and not start.cancelled():
+                    start.exception()  # read, so a failure the drive never saw is not reported
 
     async def _bounded(
         self,
@@ -227,3 +248,19 @@ class Drives:
                         raise DriveStalled(thread_id, self._end_after)
             finally:
                 await cancel_and_wait([task])
+
+
+def _chain(source: asyncio.Future[ThreadState], into: asyncio.Future[ThreadState | None]) -> None:
+    """`into` gets `source`'s result or exception when it has one."""
+
+    def done(future: asyncio.Future[ThreadState]) -> None:
+        if into.done():
+            return
+        if future.cancelled():
+            into.cancel()
+        elif (error := future.exception()) is not None:
+            into.set_exception(error)
+        else:
+            into.set_result(future.result())
+
+    source.add_done_callback(done)

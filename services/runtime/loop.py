@@ -53,12 +53,13 @@ from agency.services.runtime.model_call import (
 from agency.services.runtime.model_step import Resolved
 from agency.services.runtime.pending import simulate, still_ours
 from agency.services.runtime.reports import child_report_hooks
+from agency.services.runtime.resolution import BlueprintResolver
 from agency.services.runtime.tool_hooks import tool_event_hooks
 from agency.services.runtime.tool_sources import McpTools, RemoteAgentTools
 from agency.services.runtime.toolset import tools_now
 from agency.services.runtime.tree_admission import admit_spawns
 from agency.services.runtime.view import StepContext
-from agency.services.tenancy.env import TenantEnvSettings, with_visible_env
+from agency.services.tenancy.env import TenantEnvSettings
 from agency.services.threads.agent_trees import AgentTrees
 from agency.services.threads.caches import BlueprintCache, ThreadCache
 from agency.services.threads.view import thread_view
@@ -98,20 +99,17 @@ class ThreadDriver:
         tenant_env: TenantEnvSettings | None = None,
         opening_hold: float = OPENING_HOLD,
     ) -> None:
-        self._mcp = mcp
-        self._remote_agents = remote_agents
         # Re-execution turns this off: it finds a model call's run from its stored opening.
         self._opening_hold = opening_hold
-        # The process variables the operator exposes to tenants' own blueprints: these, or
-        # read from the environment at each decision (like the variables themselves).
-        self._tenant_env = tenant_env
+        self._resolver = BlueprintResolver(
+            system, blueprints, mcp=mcp, remote_agents=remote_agents, tenant_env=tenant_env
+        )
         # Re-execution turns this off: there, code that raises is a finding to report.
         self._end_runs_on_failure = end_runs_on_failure
         self._store = store
         self._system = system
         self._provider = provider
         self._threads = threads
-        self._blueprints = blueprints
         self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
         # The model call in flight per thread, so a cancel can abort it.
         self.appends = ThreadAppends(store, threads)
@@ -126,7 +124,7 @@ class ThreadDriver:
         return self._system
 
     async def dynamic_blueprints(self, state: ThreadState) -> dict[str, BlueprintSpec]:
-        return await self._blueprints.dynamic(state.tenant_id, state.agency_id)
+        return await self._resolver.dynamic(state)
 
     async def read_events(self, state: ThreadState) -> list[RecordedEvent]:
         return await self._store.read(state.tenant_id, "thread", state.thread_id)
@@ -140,29 +138,6 @@ class ThreadDriver:
     def driving(self, tenant_id: str, thread_id: str) -> bool:
         """Whether a drive of the thread holds its lock in this process right now."""
         return self._locks.held((tenant_id, thread_id))
-
-    async def resolve(self, state: ThreadState) -> Resolved:
-        dynamic = await self._blueprints.dynamic(state.tenant_id, state.agency_id)
-        static = self._system.blueprints
-        merged = {**static, **dynamic}
-        inline = state.inline_blueprint
-        blueprint = inline or merged.get(state.agent_type) or BlueprintSpec(name=state.agent_type)
-        # Where the runtime found it says whose it is: one saved in the agency's log, or one
-        # a subagent entry defined inline (carried by the child's `thread.created`, whoever
-        # wrote the entry), is a tenant's, and reads only the process variables exposed to
-        # that tenant.
-        operators = (
-            inline is None and state.agent_type in static and state.agent_type not in dynamic
-        )
-        exposed = self._tenant_env or TenantEnvSettings.current()
-        visible = None if operators else exposed.exposed(state.tenant_id)
-        blueprint = with_visible_env(blueprint, visible)
-        servers = self._system.mcp_servers_for(blueprint)
-        mcp_tools = await self._mcp.tools(servers) if servers and self._mcp is not None else {}
-        agents = blueprint.config.remote_agents
-        if agents and self._remote_agents is not None:
-            mcp_tools = {**mcp_tools, **await self._remote_agents.tools(agents)}
-        return Resolved(blueprint, self._system.middleware_for(blueprint), merged, mcp_tools)
 
     async def drive(self, tenant_id: str, thread_id: str) -> ThreadState:
         """Act on the thread until it waits (`drive_locked`), one task per thread here."""
@@ -194,6 +169,8 @@ class ThreadDriver:
             state = await self._threads.load(tenant_id, thread_id, from_leader=True)
         if not state.exists:
             raise UnknownThread(tenant_id, thread_id)
+        if decision is not None and decision.behind(state):
+            decision = None  # decided on a state the log moved past: the command decides again
         try:
             for _ in range(_HANDOVERS):
                 code = self._system.code_agent_for(state.agent_type)
@@ -240,7 +217,7 @@ class ThreadDriver:
             # Switched to a code agent (a queued run of it starts): what is decided is
             # stored, and its runner goes on from there (`drive_locked`).
             if self._system.code_agent_for(virtual.agent_type) is None:
-                resolved = await self.resolve(virtual)
+                resolved = await self._resolver.resolve(virtual)
                 tools = tools_now(
                     self._system,
                     resolved.blueprint,

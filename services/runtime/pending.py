@@ -8,8 +8,7 @@ from dataclasses import replace
 
 from agency.contracts.events import AnyEvent
 from agency.domain.thread_state import ThreadState
-from agency.infra.jetstream.envelopes import new_envelopes
-from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.services.runtime.checkpoint import simulate as simulate_appended
 
 
 def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
@@ -17,13 +16,7 @@ def simulate(state: ThreadState, events: Sequence[AnyEvent]) -> ThreadState:
     decides ahead on it. Its position stays the stored one, where the append goes."""
     if not events:
         return state
-    context = EventContext(correlation_id=state.correlation_id)
-    virtual = state
-    for envelope in new_envelopes(
-        state.tenant_id, "thread", state.thread_id, events, state.position, context
-    ):
-        virtual = virtual.apply(RecordedEvent(envelope=envelope, stream_seq=0, subject=""))
-    return replace(virtual, position=state.position)
+    return replace(simulate_appended(state, events), position=state.position)
 
 
 def still_ours(before: ThreadState, after: ThreadState, pending: list[AnyEvent]) -> list[AnyEvent]:

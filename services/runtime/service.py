@@ -43,13 +43,14 @@ from agency.infra.jetstream.consumers import RUNTIME_TRIGGERS
 from agency.infra.jetstream.errors import ConcurrencyError
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
 from agency.infra.jetstream.leases import Leases
-from agency.infra.jetstream.records import EventContext, RecordedEvent
+from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.decide import CONFLICT_ATTEMPTS, conflict_pause
 from agency.services.llm.provider import Provider
 from agency.services.llm.router import ProviderRouter
 from agency.services.llm.tenant_models import StoreTenantModels
 from agency.services.runtime import commands, watchdog
+from agency.services.runtime.appends import thread_context
 from agency.services.runtime.checkpoint import with_checkpoint
 from agency.services.runtime.decision import Decision
 from agency.services.runtime.drives import BUSY_WAIT, Drives, StartState
@@ -66,11 +67,6 @@ from agency.services.tenancy.spend_ledger import SpendLedger
 from agency.services.threads.caches import BlueprintCache, ThreadCache
 
 log = structlog.get_logger(__name__)
-
-# The commands decided on one thread's state.
-ThreadCommand = (
-    InvokeThread | DelayRun | ApproveToolCalls | CancelRun | TerminateThread | UpdateThreadState
-)
 
 TRIGGER_CONSUMER = RUNTIME_TRIGGERS.name
 # A command for a thread not created yet: the deliveries handed back without a word, each
@@ -189,7 +185,14 @@ class RuntimeService:
                     "unknown_thread", f"thread {thread_id} is not in agency {payload.agency_id}"
                 )
             try:
-                events = self._decide(state, envelope, payload)
+                events = commands.decide(
+                    state,
+                    payload,
+                    envelope.idempotency_key,
+                    load=self.load,
+                    limits=self.fairness,
+                    door=self.door,
+                )
             except CommandRejected:
                 if held is not None:
                     held = None
@@ -204,18 +207,27 @@ class RuntimeService:
                 held = None
                 continue
             if not driven and self._drives_decision(tenant, state, payload, events):
-                if held is not None:
-                    # The drive asks the model before its append lands: decided on the log's
-                    # state (one direct get when nothing is new), not on a held one that may
-                    # be behind, which would cost a model call for nothing.
-                    held = None
-                    continue
                 driven = True
                 # Stored by the drive it starts, with what follows from it (`decision.py`).
-                decision = Decision(events, envelope.command_id, envelope.idempotency_key)
-                if await self._store_by_driving(tenant, state, envelope, payload, decision):
+                decision = Decision(
+                    events, envelope.command_id, envelope.idempotency_key, decided_at=state.position
+                )
+                checked: asyncio.Future[ThreadState] | None = None
+                if held is not None:
+                    # The drive asks the model before its append lands: it goes on from the
+                    # log's state (one direct get when nothing is new), read while it takes
+                    # the thread's lease, and stores the decision only if the held state was
+                    # not behind, which would cost a model call for nothing.
+                    held = None
+                    checked = asyncio.ensure_future(self._threads.load(tenant, thread_id))
+                stored = await self._store_by_driving(
+                    tenant, state, envelope, payload, decision, checked
+                )
+                if stored:
                     return
-                if decision.leased_elsewhere:
+                if decision.stale:
+                    driven = False  # the log moved past the held state: decided again on it
+                elif decision.leased_elsewhere:
                     await self.drives.until_moved_or_free(tenant, state)
                 continue  # not stored: decided again on the log's state, and stored alone
             # Counted for the tenant's fairness in the step that decided it (no await since):
@@ -244,12 +256,7 @@ class RuntimeService:
                             thread_id,
                             with_checkpoint(state, events),
                             expected=state.position,
-                            context=EventContext(
-                                agency_id=state.agency_id,
-                                thread_id=thread_id,
-                                correlation_id=state.correlation_id,
-                                causation_id=envelope.command_id,
-                            ),
+                            context=thread_context(state, envelope.command_id),
                             idempotency_key=envelope.idempotency_key,
                         )
                         stored = True
@@ -284,39 +291,11 @@ class RuntimeService:
             else:
                 self.load.release(tenant, run_id)
 
-    def _decide(
-        self,
-        state: ThreadState,
-        envelope: CommandEnvelope,
-        payload: ThreadCommand,
-    ) -> Sequence[AnyEvent]:
-        match payload:
-            case InvokeThread():
-                return commands.invoke(
-                    state,
-                    payload,
-                    envelope.idempotency_key,
-                    active_runs=self.load.active(envelope.tenant_id),
-                    limits=self.fairness,
-                    door=self.door,
-                    over_share=self.load.over_share(envelope.tenant_id),
-                )
-            case DelayRun():
-                return commands.delay(state, payload)
-            case ApproveToolCalls():
-                return commands.approve(state, payload, envelope.idempotency_key)
-            case CancelRun():
-                return commands.cancel(state, payload, envelope.idempotency_key)
-            case TerminateThread():
-                return commands.terminate(state, payload, envelope.idempotency_key)
-            case UpdateThreadState():
-                return commands.update_state(state, payload, envelope.idempotency_key)
-
     def _drives_decision(
         self,
         tenant: str,
         state: ThreadState,
-        payload: ThreadCommand,
+        payload: commands.ThreadCommand,
         events: Sequence[AnyEvent],
     ) -> bool:
         """Whether the decision is stored by the drive it starts: an approval, or a request
@@ -336,12 +315,15 @@ class RuntimeService:
         tenant: str,
         state: ThreadState,
         envelope: CommandEnvelope,
-        payload: ThreadCommand,
+        payload: commands.ThreadCommand,
         decision: Decision,
+        checked: asyncio.Future[ThreadState] | None = None,
     ) -> bool:
         """Start the drive that stores the decision with its first append; True once it is
         stored, False when it was not (the caller stores it alone). Watches are sent
-        alongside, and runs counted for fairness, as for any decision."""
+        alongside, and runs counted for fairness, as for any decision. `checked`: the log's
+        state being read, which the drive checks the decision against
+        (`Drives.store_decision`)."""
         accepted = [e.run_id for e in decision.events if isinstance(e, RequestAccepted)]
         for run_id in accepted:
             self.load.reserve(tenant, run_id)
@@ -350,7 +332,7 @@ class RuntimeService:
         )
         stored = False
         try:
-            self.drives.store_decision(tenant, state, decision)
+            self.drives.store_decision(tenant, state, decision, checked)
             stored = await decision.stored is not None
             return stored
         finally:

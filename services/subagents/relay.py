@@ -23,8 +23,13 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.decide import decide_and_append
 from agency.services.subagents.history import was_terminated
+from agency.services.subagents.reads import read_finding
 
 _PARENTS_KEPT = 100_000
+
+
+def _created(history: list[RecordedEvent]) -> ThreadCreated | None:
+    return next((e.payload for e in history if isinstance(e.payload, ThreadCreated)), None)
 
 
 class Relay:
@@ -42,11 +47,8 @@ class Relay:
         first = await self._bus.store.first(tenant, "thread", thread)
         if first is not None and isinstance(first.payload, ThreadCreated):
             created: ThreadCreated | None = first.payload
-        else:  # the first message is no event: look further
-            history = await self._bus.store.read(tenant, "thread", thread)
-            created = next(
-                (e.payload for e in history if isinstance(e.payload, ThreadCreated)), None
-            )
+        else:  # the first message is no event, or a lagging replica has none yet
+            _, created = await read_finding(self._bus.store, tenant, thread, _created)
         self._parents[key] = created.parent if created else None
         while len(self._parents) > _PARENTS_KEPT:
             self._parents.popitem(last=False)

@@ -4,6 +4,8 @@ call of a parent that hears its children, the report queued to the parent as a m
 
 from __future__ import annotations
 
+import structlog
+
 from agency.contracts.commands import InvokeThread
 from agency.contracts.events import (
     AnyEvent,
@@ -22,8 +24,11 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext, RecordedEvent
 from agency.services.decide import decide_and_append
 from agency.services.subagents.history import Origin, call_of, files_of, has_report
+from agency.services.subagents.reads import read_finding, read_through
 from agency.services.subagents.relay import Relay
 from agency.services.threads.agent_trees import stopped_by_sweep
+
+log = structlog.get_logger(__name__)
 
 
 def returned_files(
@@ -66,11 +71,17 @@ class Reports:
                 outcome, report = "error", reason
             case _:
                 return
-        history = await self._bus.store.read(tenant, "thread", parent.thread_id)
-        origin = call_of(history, child, child_run)
+        history, origin = await read_finding(
+            self._bus.store, tenant, parent.thread_id, lambda h: call_of(h, child, child_run)
+        )
         if origin is None:
+            # A run of the child someone else asked for (a user's own message to it).
+            log.info(
+                "child's run ended, but no call of its parent started it; not reported",
+                child_thread_id=child, parent_thread_id=parent.thread_id, run_id=child_run,
+            )  # fmt: skip
             return
-        child_history = await self._bus.store.read(tenant, "thread", child)
+        child_history = await read_through(self._bus.store, tenant, child, event)
         returned = {
             returned_path(child, p): c for p, c in returned_files(child_history, child_run, named)
         }

@@ -43,6 +43,7 @@ from agency.services.subagents.history import (
     spawn_moot,
     with_attachments,
 )
+from agency.services.subagents.reads import read_finding
 from agency.services.subagents.reports import Reports
 from agency.services.subagents.spawns import Spawns
 from agency.services.subagents.tree_gate import TreeGate
@@ -52,6 +53,14 @@ log = structlog.get_logger(__name__)
 
 # How long a child's `thread.created` waits for its spawn under way here to be over.
 SPAWN_WAIT = 30.0
+
+
+def _requested(history: list[RecordedEvent], call_id: str) -> RecordedEvent | None:
+    """The parent's request for the child of its call `call_id`."""
+    for e in history:
+        if isinstance(e.payload, SubagentRequested) and e.payload.tool_call_id == call_id:
+            return e
+    return None
 
 
 def event_context(event: RecordedEvent) -> EventContext:
@@ -156,14 +165,8 @@ class Spawner:
             return  # its tree was stopped while it was being spawned: ended as it appears
         if await self.spawns.invoked(child, SPAWN_WAIT):
             return  # the usual case: its spawn here, under way as it was created, invoked it
-        history = await self._bus.store.read(tenant, "thread", parent)
-        requested = next(
-            (
-                e
-                for e in history
-                if isinstance(e.payload, SubagentRequested) and e.payload.tool_call_id == call_id
-            ),
-            None,
+        history, requested = await read_finding(
+            self._bus.store, tenant, parent, lambda h: _requested(h, call_id)
         )
         if requested is None or not isinstance(requested.payload, SubagentRequested):
             return

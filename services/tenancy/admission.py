@@ -37,18 +37,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from agency.services.tenancy.measured_limit import RECENT, MeasuredLimit
 from agency.services.tenancy.settings_env import from_environ
 
 ADMISSION_LIMIT = "tenant_share_exceeded"
-# How fast the recent latency follows its samples; how fast the usual one follows a sample
-# of a quiet process (under half its limit in flight), and of a busy one.
-_RECENT = 0.2
-_USUAL_QUIET = 0.05
-_USUAL_BUSY = 0.0002
 # Seconds after a refusal during which the system is not taken as quiet.
 _QUIET_AFTER = 5.0
-# How much of each new estimate the limit takes.
-_SMOOTHING = 0.2
 # A request's body takes one more place per this many bytes, up to `MOST_PLACES` in all.
 BODY_UNIT = 65_536
 MOST_PLACES = 16
@@ -166,45 +160,6 @@ class Ticket:
         self.pool.leave(self, now, self.sample if sample is None else sample)
 
 
-@dataclass
-class MeasuredLimit:
-    """How much may be in progress at once, from how long each took (a gradient): the limit
-    follows the ratio of the usual time (learnt while quiet) to the recent one, plus room
-    to grow, between `low` and `high`.
-
-    The usual time is learnt from a quiet system (under half its limit in use and nothing
-    refused of late); a busy one moves it only slowly (a different mix may be slower for
-    good), so an overload that lasts does not become the usual and keeps the limit down."""
-
-    low: int
-    high: int
-    tolerance: float
-    limit: float
-    recent: float = 0.0
-    usual: float = 0.0
-
-    def observe(self, took: float, *, quiet: bool, in_use: int) -> None:
-        if not self.recent:
-            self.recent = self.usual = took
-            return
-        self.recent += _RECENT * (took - self.recent)
-        learn = _USUAL_QUIET if quiet or took < self.usual else _USUAL_BUSY
-        self.usual += learn * (took - self.usual)
-        gradient = max(0.5, min(1.0, self.tolerance * self.usual / self.recent))
-        estimate = self.limit * gradient + math.sqrt(self.limit)
-        if estimate > self.limit and in_use < self.limit / 2:
-            return  # not using what it has: no evidence that more would be served
-        limit = self.limit + _SMOOTHING * (estimate - self.limit)
-        self.limit = max(float(self.low), min(float(self.high), limit))
-
-    def retry_after(self, held: int, share: float) -> int:
-        """Seconds until a tenant holding `held` is likely back under `share`: what it
-        holds beyond the share done, at the recent time, its share at a time."""
-        whole = max(1, math.floor(share))
-        rounds = math.ceil((held - whole + 1) / whole)
-        return max(1, math.ceil(rounds * (self.recent or 1.0)))
-
-
 def share_of(capacity: float, weights: dict[str, float], held: Counter[str], tenant: str) -> float:
     """The tenant's part of the capacity, among the tenants holding some of it."""
     mine = weights.get(tenant, 1.0)
@@ -301,7 +256,7 @@ class OpenPool(_Pool):
     def leave(self, ticket: Ticket, now: float, sample: bool) -> None:
         super().leave(ticket, now, sample)
         held = max(now - ticket.started, 1e-4)
-        self.recent = held if not self.recent else self.recent + _RECENT * (held - self.recent)
+        self.recent = held if not self.recent else self.recent + RECENT * (held - self.recent)
 
     def retry_after(self, tenant: str, share: float) -> int:
         whole = max(1, math.floor(share))
@@ -320,8 +275,11 @@ class RunShares:
     settings: AdmissionSettings = field(default_factory=AdmissionSettings)
     held: Counter[str] = field(default_factory=Counter)
     last_refused: float = -math.inf
-    # run id -> (tenant, when it was accepted, whether the system was quiet then)
-    _runs: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    # run id -> when it was accepted; the tenant is the caller's to give at its end.
+    _runs: dict[str, float] = field(default_factory=dict)
+    # The runs accepted while the system was quiet, still in progress: fewer than half the
+    # limit each time one is added, so a small set.
+    _quiet: set[str] = field(default_factory=set)
     weights: dict[str, float] = field(init=False)
     measured: MeasuredLimit = field(init=False)
 
@@ -340,15 +298,19 @@ class RunShares:
         if run_id in self._runs:
             return
         limit = math.floor(self.measured.limit)
-        quiet = len(self._runs) < limit / 2 and now - self.last_refused > _QUIET_AFTER
-        self._runs[run_id] = (tenant, now, quiet)
+        if len(self._runs) < limit / 2 and now - self.last_refused > _QUIET_AFTER:
+            self._quiet.add(run_id)
+        self._runs[run_id] = now
         self.held[tenant] += 1
 
-    def ended(self, run_id: str, now: float) -> None:
-        found = self._runs.pop(run_id, None)
-        if found is None:
+    def ended(self, tenant: str, run_id: str, now: float) -> None:
+        """The tenant's run ended (or parked); one never accepted, or ended already, is
+        nothing."""
+        accepted = self._runs.pop(run_id, None)
+        if accepted is None:
             return
-        tenant, accepted, quiet = found
+        quiet = run_id in self._quiet
+        self._quiet.discard(run_id)
         self.held[tenant] -= 1
         if self.held[tenant] <= 0:
             del self.held[tenant]

@@ -29,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import msgspec
@@ -42,6 +44,8 @@ from agency.contracts.events import (
     RunCanceled,
     RunCompleted,
     RunError,
+    RunPaused,
+    RunResumed,
 )
 from agency.domain.cron import cron_problem, interval_problem
 from agency.infra.jetstream.live import thread_events_live
@@ -49,7 +53,15 @@ from agency.services.tenancy.admission import RunShares
 from agency.services.tenancy.settings_env import from_environ
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
-_WATCHED = ("request.accepted", "request.injected", "run.completed", "run.error", "run.canceled")
+_WATCHED = (
+    "request.accepted",
+    "request.injected",
+    "run.paused",
+    "run.resumed",
+    "run.completed",
+    "run.error",
+    "run.canceled",
+)
 
 
 class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,11 +80,17 @@ class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 def refuse_invoke(active_runs: int, limits: FairnessLimits) -> str | None:
     """Why a tenant with `active_runs` admitted runs may not start another, or None."""
-    if limits.max_active_runs and active_runs >= limits.max_active_runs:
-        return (
-            f"{ACTIVE_RUN_LIMIT}: the tenant has {active_runs} active runs, the limit is "
-            f"{limits.max_active_runs}; invoke again when one has ended"
-        )
+    return _at_limit(
+        ACTIVE_RUN_LIMIT, active_runs, "active runs", limits.max_active_runs,
+        "invoke again when one has ended",
+    )  # fmt: skip
+
+
+def _at_limit(reason: str, count: int, what: str, limit: int, then: str) -> str | None:
+    """The refusal of one more of `what` where the tenant has `count` and `limit` (0: no
+    limit) is allowed, or None."""
+    if limit and count >= limit:
+        return f"{reason}: the tenant has {count} {what}, the limit is {limit}; {then}"
     return None
 
 
@@ -103,37 +121,69 @@ def retry_after_header(seconds: float) -> str:
 
 @dataclass
 class TenantLoad:
-    """Admitted, not yet ended runs per tenant, as the log tells them."""
+    """Admitted, not yet ended runs per tenant, as the log tells them.
 
-    _runs: dict[str, set[str]] = field(default_factory=dict)
-    # Accepted by this process, not yet stored (or not yet seen back from the log).
-    _reserved: dict[str, set[str]] = field(default_factory=dict)
+    Each run is kept once, as its id and its tenant (one string per tenant, shared by its
+    runs): a run seen twice (from the step that decided it and again from the log, or in a
+    replay) counts once, and the end of a run never seen (accepted before this process
+    started) counts nothing."""
+
+    # run id -> tenant: stored (admitted), and accepted by this process but not yet stored
+    # (or not yet seen back from the log).
+    _runs: dict[str, str] = field(default_factory=dict)
+    _reserved: dict[str, str] = field(default_factory=dict)
+    # Per tenant: its runs in either.
+    _active: Counter[str] = field(default_factory=Counter)
     # Each tenant's share of the runs in progress (`services/tenancy/admission.py`).
     shares: RunShares | None = None
 
     def active(self, tenant: str) -> int:
-        runs, reserved = self._runs.get(tenant, set()), self._reserved.get(tenant, set())
-        return len(runs | reserved)
+        return self._active[tenant]
 
     def reserve(self, tenant: str, run_id: str) -> None:
         """Count a run this process has just decided to accept, before it is stored."""
-        self._reserved.setdefault(tenant, set()).add(run_id)
+        if run_id not in self._runs and run_id not in self._reserved:
+            self._reserved[run_id] = self._count(tenant)
 
     def release(self, tenant: str, run_id: str) -> None:
         """A reservation whose append did not happen (or is now counted as admitted)."""
-        _discard(self._reserved, tenant, run_id)
+        reserved = self._reserved.pop(run_id, None)
+        if reserved is not None:
+            self._uncount(reserved)
 
     def admitted(self, tenant: str, run_id: str) -> None:
-        self._runs.setdefault(tenant, set()).add(run_id)
-        self.release(tenant, run_id)
+        if run_id not in self._runs:
+            reserved = self._reserved.pop(run_id, None)
+            self._runs[run_id] = self._count(tenant) if reserved is None else reserved
         if self.shares is not None:
             self.shares.accepted(tenant, run_id, time.monotonic())
 
     def ended(self, tenant: str, run_id: str) -> None:
-        _discard(self._runs, tenant, run_id)
+        admitted = self._runs.pop(run_id, None)
+        if admitted is not None:
+            self._uncount(admitted)
         self.release(tenant, run_id)
         if self.shares is not None:
-            self.shares.ended(run_id, time.monotonic())
+            self.shares.ended(tenant, run_id, time.monotonic())
+
+    def paused(self, tenant: str, run_id: str) -> None:
+        """A run waiting on someone (an approval) takes none of the process's capacity: it
+        leaves the runs in progress (`RunShares`) until it resumes, and stays admitted."""
+        if self.shares is not None:
+            self.shares.ended(tenant, run_id, time.monotonic())
+
+    def resumed(self, tenant: str, run_id: str) -> None:
+        if self.shares is not None and run_id in self._runs:
+            self.shares.accepted(tenant, run_id, time.monotonic())
+
+    def _count(self, tenant: str) -> str:
+        self._active[tenant] += 1
+        return sys.intern(tenant)
+
+    def _uncount(self, tenant: str) -> None:
+        self._active[tenant] -= 1
+        if self._active[tenant] <= 0:
+            del self._active[tenant]
 
     def over_share(self, tenant: str) -> str | None:
         """Why the tenant may not start another run: at its share of the runs in progress."""
@@ -149,6 +199,10 @@ class TenantLoad:
         match env.payload:
             case RequestAccepted(run_id=run_id):
                 self.admitted(env.tenant_id, run_id)
+            case RunPaused(run_id=run_id):
+                self.paused(env.tenant_id, run_id)
+            case RunResumed(run_id=run_id):
+                self.resumed(env.tenant_id, run_id)
             case RunCompleted(run_id=run_id) | RunError(run_id=run_id) | RunCanceled(run_id=run_id):
                 self.ended(env.tenant_id, run_id)
             case RequestInjected(request_run_id=run_id):
@@ -158,14 +212,6 @@ class TenantLoad:
     def watching(self, nc: NATS) -> contextlib.AbstractAsyncContextManager[None]:
         """Observe the live thread events while the app runs."""
         return thread_events_live(nc, _WATCHED, self.observe)
-
-
-def _discard(runs: dict[str, set[str]], tenant: str, run_id: str) -> None:
-    found = runs.get(tenant)
-    if found is not None:
-        found.discard(run_id)
-        if not found:
-            del runs[tenant]
 
 
 SCHEDULE_LIMIT = "tenant_schedule_limit"
@@ -206,12 +252,10 @@ class ScheduleLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 def refuse_schedule(active_schedules: int, limits: ScheduleLimits) -> str | None:
     """Why a tenant with `active_schedules` may not add another, or None."""
-    if limits.max_per_tenant and active_schedules >= limits.max_per_tenant:
-        return (
-            f"{SCHEDULE_LIMIT}: the tenant has {active_schedules} active schedules, the limit "
-            f"is {limits.max_per_tenant}; remove one first"
-        )
-    return None
+    return _at_limit(
+        SCHEDULE_LIMIT, active_schedules, "active schedules", limits.max_per_tenant,
+        "remove one first",
+    )  # fmt: skip
 
 
 def schedule_problem(cron: str, limits: ScheduleLimits) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncpg
@@ -52,11 +53,14 @@ class RetentionSettings:
 
     @classmethod
     def from_env(cls) -> RetentionSettings:
-        default = parse_days(os.environ.get("AGENCY_RETENTION_DAYS", ""), "AGENCY_RETENTION_DAYS")
-        maximum = parse_days(
-            os.environ.get("AGENCY_RETENTION_MAX_DAYS", ""), "AGENCY_RETENTION_MAX_DAYS"
-        )
-        sweep_text = os.environ.get("AGENCY_RETENTION_SWEEP_SECONDS", "")
+        return cls.from_env_values(os.environ)
+
+    @classmethod
+    def from_env_values(cls, env: Mapping[str, str]) -> RetentionSettings:
+        """The settings from `AGENCY_RETENTION_*` in `env`; ValueError for a bad one."""
+        default = parse_days(env.get("AGENCY_RETENTION_DAYS", ""), "AGENCY_RETENTION_DAYS")
+        maximum = parse_days(env.get("AGENCY_RETENTION_MAX_DAYS", ""), "AGENCY_RETENTION_MAX_DAYS")
+        sweep_text = env.get("AGENCY_RETENTION_SWEEP_SECONDS", "")
         try:
             sweep = float(sweep_text) if sweep_text.strip() else DEFAULT_SWEEP_SECONDS
         except ValueError:

@@ -6,6 +6,9 @@ thread's tree as `DELETE /threads/{threadId}` does (`erasure.delete_tree`), at t
 `run:<run id>`. Driven from the log: a run that ended while no worker was up is deleted
 when one is, and a deletion stopped half-way is finished by the redelivery (a repeat is
 harmless).
+
+The run's request is looked for back from its end (`request_of`): a run's end reads the
+thread's events since its request, not the thread's history.
 """
 
 from __future__ import annotations
@@ -15,11 +18,38 @@ import structlog
 
 from agency.contracts.events import RequestAccepted, RunCanceled, RunCompleted, RunError, RunPaused
 from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import RecordedEvent
 from agency.projections import queries
 from agency.services.threads.erasure import delete_tree, deletion_of
 
 log = structlog.get_logger(__name__)
+
+
+REQUESTS = frozenset({"request.accepted"})
+
+
+async def run_request(store: EventStore, event: RecordedEvent, run_id: str) -> RecordedEvent | None:
+    """The `request.accepted` of `run_id` newest up to `event` (an event of the run's
+    thread, the request itself perhaps), found back from `event` without reading the
+    thread's older events."""
+
+    def of_the_run(e: RecordedEvent) -> bool:
+        return isinstance(e.payload, RequestAccepted) and e.payload.run_id == run_id
+
+    if of_the_run(event):
+        return event
+    env = event.envelope
+    return await store.newest(
+        env.tenant_id, "thread", env.aggregate_id, before=event, types=REQUESTS, match=of_the_run
+    )
+
+
+async def request_of(bus: Bus, end: RecordedEvent, run_id: str) -> RequestAccepted | None:
+    """What the run `run_id`, ended at `end`, was asked with (`run_request`)."""
+    found = await run_request(bus.store, end, run_id)
+    payload = found.payload if found is not None else None
+    return payload if isinstance(payload, RequestAccepted) else None
 
 
 def requested_by(run_id: str) -> str:
@@ -48,13 +78,8 @@ class DeleteOnRunEnd:
         tenant, thread_id = env.tenant_id, env.aggregate_id
         if await deletion_of(self._bus, tenant, thread_id) is not None:
             return
-        history = await self._bus.store.read(tenant, "thread", thread_id)
-        if not any(
-            isinstance(e.payload, RequestAccepted)
-            and e.payload.run_id == run_id
-            and e.payload.delete_thread_on_end
-            for e in history
-        ):
+        request = await request_of(self._bus, event, run_id)
+        if request is None or not request.delete_thread_on_end:
             return
         async with self._pool.acquire() as conn:
             tree = await queries.tree_threads(conn, tenant, thread_id)

@@ -5,14 +5,17 @@ asked; when, in the envelope). `carry_out_tenant` does it: each agency of the te
 deleted as `DELETE /agencies/{agencyId}` deletes it (`scope_erasure.carry_out`); then every
 live API key is revoked and `tenant.deleted` written, in one append, as the tenant's last
 events; then the tenant's key is destroyed in the key store, so no data key it wraps (a
-thread the deletion missed included) opens again. The API carries out the request it
+thread the deletion missed included) opens again; then its NATS user is removed, on a
+server whose users Agency manages. The API carries out the request it
 records at once; the durable `erasures` consumer carries out every request too, so one
 stopped half-way is finished from the log. Each step is harmless to repeat.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
@@ -43,6 +46,15 @@ _REVOKED_PER_APPEND = 500
 # Looks at the tenant's agencies until none is left undeleted, at most this many times
 # (an agency created meanwhile is found by the next; the tenant key covers one later still).
 _AGENCY_PASSES = 3
+
+
+class TenantUsers(Protocol):
+    """The tenants' users of a NATS server whose users Agency manages
+    (`infra/nats_auth.py` `CredentialIssuer`)."""
+
+    def remove(self, tenant: str) -> bool:
+        """Remove the tenant's user, if it has one; its connections are closed."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +93,12 @@ async def agencies_of(bus: Bus, tenant_id: str) -> list[str]:
     return list(found)
 
 
-async def carry_out_tenant(bus: Bus, request: RecordedEvent) -> TenantErased:
+async def carry_out_tenant(
+    bus: Bus, request: RecordedEvent, users: TenantUsers | None = None
+) -> TenantErased:
     """Delete every agency of the tenant, revoke its keys and record it deleted (once),
-    then destroy its key."""
+    then destroy its key and remove its NATS user (from `users`, where Agency manages
+    them), whichever process carries the deletion out."""
     payload = request.payload
     assert isinstance(payload, TenantDeletionRequested)
     tenant_id = request.envelope.tenant_id
@@ -94,6 +109,9 @@ async def carry_out_tenant(bus: Bus, request: RecordedEvent) -> TenantErased:
     cipher = current_cipher()
     if cipher is not None:
         await cipher.destroy_tenant(tenant_id)
+    if users is not None:
+        # Its password stops working and its connections close at the servers' reload.
+        await asyncio.to_thread(users.remove, tenant_id)
     log.info("tenant deleted", tenant_id=tenant_id, requested_by=payload.requested_by)
     return TenantErased(await _request_of(bus, request, deleted), deleted)
 
@@ -206,12 +224,13 @@ def _revoked_since(history: list[RecordedEvent], stream_seq: int) -> list[str]:
 class ErasureRequests:
     """The handler of the durable `erasures`: carries out each request it reads."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, users: TenantUsers | None = None) -> None:
         self._bus = bus
+        self._users = users
 
     async def handle(self, event: RecordedEvent) -> None:
         match event.payload:
             case EndUserForgetRequested() | AgencyDeletionRequested():
                 await carry_out(self._bus, event)
             case TenantDeletionRequested():
-                await carry_out_tenant(self._bus, event)
+                await carry_out_tenant(self._bus, event, self._users)

@@ -112,6 +112,8 @@ class Dispatcher:
                 await self._post(http, due)
             except (*_TRANSIENT, UnsealError) as e:
                 log.warning("webhook attempt not recorded", error=str(e))
+            except Exception:  # an attempt never takes the dispatcher down; its lease ends
+                log.exception("webhook attempt failed unexpectedly")
 
     async def _post(self, http: httpx2.AsyncClient, due: Due) -> None:
         if due.sealed_secret is None:
@@ -121,6 +123,9 @@ class Dispatcher:
         status: int | None = None
         try:
             response = await http.post(due.url, content=due.body, headers=headers)
+        except httpx2.InvalidURL as e:  # saved before its form was checked: never deliverable
+            await self._deliveries.failed(due, f"the URL is refused: {e}", None, final=True)
+            return
         except EgressRefused as e:
             error = str(e)
         except httpx2.HTTPError as e:

@@ -5,10 +5,12 @@ gives it its artifact) becomes one delivery per push config of the task, durable
 A task is a run of a thread (`services/a2a/tasks.py`); a config matches the events of its
 task written since it was configured (`push_configs`, the agency's read model). The body is
 what a stream of the task carries for the event, a `StreamResponse` (`statusUpdate`, or
-`artifactUpdate` then `statusUpdate` as a run completes), folded from the thread's log up
-to the event. As for subscriptions (`fanout.py`), the event is acknowledged only once its
-deliveries are stored, and the same event read again makes the same deliveries; they are
-attempted by the same dispatcher, on the same schedule (`dispatch.py`).
+`artifactUpdate` then `statusUpdate` as a run completes), folded from the run's events up
+to the event: from its `request.accepted`, found back from the event
+(`run_end.run_request`), not from the start of the thread. As for subscriptions
+(`fanout.py`), the event is acknowledged only once its deliveries are stored, and the
+same event read again makes the same deliveries; they are attempted by the same
+dispatcher, on the same schedule (`dispatch.py`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from collections.abc import Callable
 import structlog
 
 from agency.infra.jetstream.consumers import DurableSpec
-from agency.infra.jetstream.ports import AggregateStore
+from agency.infra.jetstream.eventstore import EventStore
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.a2a.tasks import ThreadTasks, task_id
 from agency.services.a2a.wire import ENCODER
+from agency.services.threads.run_end import run_request
 from agency.services.webhooks.deliveries import Deliveries
 
 log = structlog.get_logger(__name__)
@@ -42,9 +45,7 @@ PUSHED_EVENTS = DurableSpec("push-notifications", STATUS_TYPES)
 
 
 class PushFanout:
-    def __init__(
-        self, deliveries: Deliveries, store: AggregateStore, made: Callable[[], None]
-    ) -> None:
+    def __init__(self, deliveries: Deliveries, store: EventStore, made: Callable[[], None]) -> None:
         self._deliveries = deliveries
         self._store = store
         self._made = made
@@ -68,10 +69,17 @@ class PushFanout:
             self._made()
 
     async def _bodies(self, event: RecordedEvent, run_id: str) -> list[bytes]:
-        """What a stream of the task carries for `event`, folded from its thread's log."""
+        """What a stream of the task carries for `event`, folded from its run's request on
+        (a task is made of its run's events only)."""
         env = event.envelope
+        request = await run_request(self._store, event, run_id)
+        if request is None:
+            return []
         tasks = ThreadTasks(env.aggregate_id)
-        for recorded in await self._store.read(env.tenant_id, "thread", env.aggregate_id):
+        since = await self._store.read(
+            env.tenant_id, "thread", env.aggregate_id, after=request.position
+        )
+        for recorded in [request, *since]:
             changes = tasks.apply(recorded)
             if recorded.envelope.event_id != env.event_id:
                 continue

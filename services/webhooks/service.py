@@ -10,7 +10,8 @@ Runs' webhooks: POST a run's end to the URL its request named.
 Reacts to run terminals (`run.completed`, `run.error`, `run.canceled`) and to a run
 stopping at an interrupt (`run.paused`, reason `hitl`: LangGraph's run is over there,
 `success`; the run's resumed rest POSTs again when it ends), durable `webhooks`. When
-the `request.accepted` of the run named a `webhook`, the run's end is POSTed there as
+the `request.accepted` of the run (found back from its end, `run_end.request_of`: the
+thread's older events are not read) named a `webhook`, the run's end is POSTed there as
 JSON (`run_id`, `thread_id`, `assistant_id`, `agency_id`, `status` in LangGraph's words,
 `error`, `ended_at`), signed (`services/webhook_signing.py`), through the egress guard
 every tenant connection goes through. A failed POST (a connection error, a timeout, 408,
@@ -35,7 +36,6 @@ import stamina
 import structlog
 
 from agency.contracts.events import (
-    RequestAccepted,
     RunCanceled,
     RunCompleted,
     RunError,
@@ -54,8 +54,8 @@ from agency.infra.retry import RetryPolicy
 from agency.services.egress import EgressPolicy, EgressRefused, guarded_transport
 from agency.services.threads.retention import RetentionSweeper
 from agency.services.threads.retention_policy import RetentionSettings
-from agency.services.threads.run_end import DeleteOnRunEnd
-from agency.services.threads.tenant_erasure import ErasureRequests
+from agency.services.threads.run_end import DeleteOnRunEnd, request_of
+from agency.services.threads.tenant_erasure import ErasureRequests, TenantUsers
 from agency.services.webhook_signing import (
     EVENT_HEADER,
     SECRET_VARIABLE,
@@ -103,7 +103,10 @@ async def _post(url: str, body: bytes, event_id: str, key: str) -> None:
                     SIGNATURE_HEADER: signature(body, key, int(time.time())),
                     EVENT_HEADER: event_id,
                 }
-                response = await http.post(url, content=body, headers=headers)
+                try:
+                    response = await http.post(url, content=body, headers=headers)
+                except httpx2.InvalidURL as e:
+                    raise PermanentFailure("webhook_refused", f"the URL is refused: {e}") from e
                 if response.status_code in (408, 429) or response.status_code >= 500:
                     raise Retryable(f"{url[:200]} answered {response.status_code}")
                 if response.status_code >= 400:
@@ -125,21 +128,15 @@ class Webhooks:
         if status is None or not isinstance(run_id, str):
             return
         env = event.envelope
-        history = await self._bus.store.read(env.tenant_id, "thread", env.aggregate_id)
-        url = next(
-            (
-                e.payload.webhook
-                for e in history
-                if isinstance(e.payload, RequestAccepted) and e.payload.run_id == run_id
-            ),
-            None,
-        )
+        request = await request_of(self._bus, event, run_id)
+        url = request.webhook if request is not None else None
         if url is None:
             return
         key = secret()
         if key is None:
             raise PermanentFailure("webhook_unsigned", f"{SECRET_VARIABLE} is not set")
-        created = history[0].payload if history else None
+        first = await self._bus.store.first(env.tenant_id, "thread", env.aggregate_id)
+        created = first.payload if first is not None else None
         delivery = Delivery(
             run_id=run_id,
             thread_id=env.aggregate_id,
@@ -168,10 +165,12 @@ async def run_webhooks(
     ack_wait: float = 120.0,
     dispatch: DispatchSettings | None = None,
     schedule: RetryPolicy = SCHEDULE,
+    nats_users: TenantUsers | None = None,
 ) -> None:
     """Runs' webhooks, and subscriptions' deliveries (read from the log, then attempted),
-    the deletions of threads whose run ended or whose retention passed, until `stop` is
-    set."""
+    the deletions of threads whose run ended or whose retention passed, and those asked
+    (`erasures`; a deleted tenant's NATS user removed from `nats_users`), until `stop`
+    is set."""
     retention = RetentionSettings.from_env()
     pool = await db.create_pool(database_url, max_size=4)
     try:
@@ -194,9 +193,8 @@ async def run_webhooks(
             ends = EventWorker(
                 bus, RUN_END_DELETIONS, DeleteOnRunEnd(bus, pool).handle, ack_wait=ack_wait
             )
-            erasures = EventWorker(
-                bus, ERASURE_REQUESTS, ErasureRequests(bus).handle, ack_wait=ack_wait
-            )
+            erasing = ErasureRequests(bus, nats_users)
+            erasures = EventWorker(bus, ERASURE_REQUESTS, erasing.handle, ack_wait=ack_wait)
             tasks.create_task(runs.run(stop))
             tasks.create_task(ends.run(stop))
             tasks.create_task(erasures.run(stop))

@@ -4,7 +4,9 @@ share is admitted whatever the others hold."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import re
 from collections.abc import AsyncIterator
 
@@ -79,3 +81,36 @@ async def test_a_stream_past_the_tenants_share_is_refused_and_another_tenant_rea
         await assert_eventually(closed, timeout=30)  # the server saw the stream closed
         r = await http.get(thread.path, headers=b.auth)
         assert r.status_code == 200, r.text
+
+
+async def test_a_write_past_the_tenants_share_is_refused_before_its_body_is_sent(
+    client: httpx.AsyncClient, api: Api, door: Door
+) -> None:
+    """The 429 comes on the headers alone: a 200 KB body announced is never waited for."""
+    b = await create_tenant(client, api, "b")
+    held = door.admission.enter(b.id, 0.0)
+    url = httpx.URL(door.url)
+    assert url.host and url.port
+    head = ["POST /agencies HTTP/1.1", f"Host: {url.host}", "Content-Type: application/json"]
+    head += [f"{name}: {value}" for name, value in b.auth.items()]
+    head += ["Content-Length: 200000", "", ""]
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    try:
+        writer.write("\r\n".join(head).encode())
+        await writer.drain()
+        async with asyncio.timeout(10):
+            status = await reader.readline()
+            lines = []
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                lines.append(line.decode().strip())
+            headers = dict(line.lower().split(": ", 1) for line in lines)
+            body = await reader.readexactly(int(headers["content-length"]))
+    finally:
+        writer.close()
+        held.done(1.0)
+    assert status.split()[1] == b"429", status
+    error = json.loads(body)
+    assert error["status"] == 429
+    assert error["error"].startswith(ADMISSION_LIMIT)
+    assert re.search(rf"retry in {headers['retry-after']} s$", error["error"]), (headers, error)
+    assert headers["content-type"] == "application/json"

@@ -334,6 +334,68 @@ async def test_the_same_key_on_another_thread_is_another_run(
     assert await commands_stored(bus, thread_a.tenant.id, "invoke") == 2
 
 
+async def test_a_thread_created_with_messages_starts_its_run_in_the_same_request(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    auth, agency = thread_a.tenant.auth, thread_a.agency_id
+    body = {
+        "agentType": STATIC_AGENT,
+        "messages": [{"role": "user", "content": "hello"}],
+        "files": {"notes.md": "# Notes"},
+        "idempotencyKey": "first",
+    }
+    r = await client.post(f"/agency/{agency}/agents", json=body, headers=auth)
+    assert r.status_code == 202, r.text
+    answer = r.json()
+    # No runtime runs in this package: nothing takes the run up.
+    assert answer["runStatus"] == "pending" and answer["runId"].startswith("run_")
+    assert answer["agentType"] == STATIC_AGENT and answer["agencyId"] == agency
+    command = (await last_command(bus, thread_a.tenant.id, "invoke")).payload
+    assert isinstance(command, InvokeThread)
+    assert (command.thread_id, command.run_id) == (answer["id"], answer["runId"])
+    assert command.messages[0].content == "hello" and command.files == {"notes.md": "# Notes"}
+    # Its key names the run as an invoke's would: the same key on the thread is that run.
+    again = {"messages": [{"role": "user", "content": "hello"}], "idempotencyKey": "first"}
+    path = f"/agency/{agency}/agent/{answer['id']}/invoke"
+    r = await client.post(path, json=again, headers=auth)
+    assert r.status_code == 202 and r.json()["runId"] == answer["runId"]
+    # Listed from this process at once, though the create did not wait for the listing.
+    listed = await client.get(f"/agency/{agency}/agents", headers=auth)
+    assert answer["id"] in {t["id"] for t in listed.json()}
+
+
+async def test_a_thread_created_without_messages_names_no_run(
+    client: httpx.AsyncClient, bus: Bus, thread_a: Thread
+) -> None:
+    agency, auth = thread_a.agency_id, thread_a.tenant.auth
+    body = {"agentType": STATIC_AGENT, "messages": []}
+    r = await client.post(f"/agency/{agency}/agents", json=body, headers=auth)
+    assert r.status_code == 201, r.text
+    assert "runId" not in r.json() and "runStatus" not in r.json()
+    assert await commands_stored(bus, thread_a.tenant.id, "invoke") == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param({"messages": [{"role": "robot", "content": "x"}]}, "role", id="bad-role"),
+        pytest.param({"files": {"a.txt": 1}}, "Expected `str`", id="bad-file"),
+        pytest.param({"idempotencyKey": "has space"}, "idempotencyKey", id="bad-key"),
+        pytest.param({"strategy": "reject"}, "unknown field `strategy`", id="strategy"),
+    ],
+)
+async def test_a_create_with_a_bad_first_run_gets_400_and_creates_nothing(
+    client: httpx.AsyncClient, thread_a: Thread, extra: dict[str, object], expected: str
+) -> None:
+    agency, auth = thread_a.agency_id, thread_a.tenant.auth
+    body = {"agentType": STATIC_AGENT, **extra}
+    r = await client.post(f"/agency/{agency}/agents", json=body, headers=auth)
+    assert r.status_code == 400, r.text
+    assert expected in r.json()["error"]
+    listed = await client.get(f"/agency/{agency}/agents", headers=auth)
+    assert [t["id"] for t in listed.json()] == [thread_a.thread_id]
+
+
 async def test_approve_sends_modified_calls_with_their_arguments_as_json(
     client: httpx.AsyncClient, bus: Bus, thread_a: Thread
 ) -> None:

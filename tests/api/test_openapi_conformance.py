@@ -76,11 +76,14 @@ async def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
     data = tmp_path / "agency"
     # The offline fake model, as on a machine without a model provider's key.
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    up = await asyncio.create_subprocess_exec(
-        str(BIN / "agency"), "up", "--data-dir", str(data), "--port", "0",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        env=environment, cwd=ROOT,
-    )  # fmt: skip
+    # What the system logged (its warnings and errors are shown with a failure).
+    log_path = tmp_path / "agency-up.log"
+    with log_path.open("wb") as log:
+        up = await asyncio.create_subprocess_exec(
+            str(BIN / "agency"), "up", "--data-dir", str(data), "--port", "0",
+            stdout=asyncio.subprocess.DEVNULL, stderr=log,
+            env=environment, cwd=ROOT,
+        )  # fmt: skip
     try:
 
         async def ready() -> Endpoints:
@@ -106,8 +109,26 @@ async def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
             except TimeoutError:
                 up.kill()
                 await up.wait()
-    assert code == 0, text
+    assert code == 0, f"{text}\n{_troubles(log_path)}"
     assert "No issues found" in text or "passed" in text, text
+    # No input, however malformed, took a service down (each restarts, but it is a bug).
+    crashes = [
+        line for line in _troubles(log_path).splitlines() if "service failed, restarting" in line
+    ]
+    assert crashes == [], "\n".join(crashes)
+
+
+def _troubles(log_path: Path) -> str:
+    """The system's warnings and errors, from its log (undecodable events of deleted
+    threads, which the run makes, left out)."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    troubles = [
+        line[:2000]
+        for line in lines
+        if ('"level": "warning"' in line or '"level": "error"' in line)
+        and "undecodable event skipped" not in line
+    ]
+    return "the system's warnings and errors:\n" + "\n".join(troubles[-100:])
 
 
 async def _schemathesis(

@@ -62,6 +62,7 @@ async def test_a_tenant_sets_its_own_key_which_is_stored_sealed_and_never_answer
     ("path", "body", "status", "says"),
     [
         pytest.param("/providers/openai", {"baseUrl": "http://10.0.0.1/v1"}, 400, "field 'baseUrl'", id="plain-http"),
+        pytest.param("/providers/openai", {"baseUrl": "https://example.com/v1\x7f"}, 400, "control character", id="control"),
         pytest.param("/providers/openai", {"apiKey": "k", "baseUrl": "https://127.0.0.1:5432/v1"}, 403, "loopback", id="loopback"),
         pytest.param("/providers/openai", {"apiKey": "k", "baseUrl": "https://169.254.169.254/v1"}, 403, "link-local", id="metadata"),
         pytest.param("/providers/openai", {"apiKey": "k", "baseUrl": "https://localhost/v1"}, 403, "loopback", id="localhost"),

@@ -1,5 +1,5 @@
 """Sealed events opened once per process (`contracts.opened`): bounded, timed, and dropped
-with their tree's key or on its `thread.deleted`."""
+with their tree's key or on its `thread.deleted`, and with their tenant's key."""
 
 from __future__ import annotations
 
@@ -124,3 +124,15 @@ def test_forgetting_a_tree_drops_its_events_only() -> None:
     assert cache.get(b"a") is None
     assert cache.get(b"b") is not None and cache.get(b"c") is not None
     assert cache.size == 2
+
+
+def test_forgetting_a_tenant_drops_every_tree_of_it_only() -> None:
+    event = envelope(completed())
+    cache = OpenedEvents()
+    cache.put(b"a", event, "acme", "th1")
+    cache.put(b"b", event, "acme", "th2")
+    cache.put(b"c", event, "other", "th1")
+    cache.forget_tenant("acme")
+    assert cache.get(b"a") is None and cache.get(b"b") is None
+    assert cache.get(b"c") is not None
+    assert len(cache) == 1 and cache.size == 1

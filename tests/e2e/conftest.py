@@ -20,7 +20,7 @@ from agency.infra.db import create_pool, migrate
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
 from agency.infra.launch import NatsServer
-from agency.infra.nats_auth import SERVICE_ROLES
+from agency.infra.nats_auth import SERVICE_ROLES, CredentialIssuer
 from agency.projections.setup import prepare_read_models
 from agency.services.api.deps import ApiDeps, ApiSettings
 from agency.services.api.server import run_api
@@ -161,6 +161,8 @@ async def running_apis(
         system=system,
         provider=provider,
         nats_urls=urls,
+        # A tenant's deletion finished by the `erasures` consumer removes its NATS user.
+        nats_credentials=CredentialIssuer(auth, nats_server.url) if auth and nats_server else None,
     )
     if workers > 1:
         runners = service_runners(config)

@@ -75,6 +75,31 @@ async def test_hitl_over_http_shows_pending_calls_then_runs_the_modified_call(
     assert tool[0]["content"] == "definition of edited"
 
 
+async def test_a_thread_created_with_its_first_message_runs_it_as_an_invoke_would(
+    client: Client,
+) -> None:
+    key = "http-create-run-" + client.agency
+    client.llm.script(key, [
+        ScriptStep(tool_calls=[call("lookup", word="first")]),
+        ScriptStep(content="created, approved and done"),
+    ])  # fmt: skip
+    body = {"agentType": "approver", "messages": [{"role": "user", "content": key}]}
+    r = await client.http.post(f"/agency/{client.agency}/agents", json=body)
+    assert r.status_code == 202, r.text
+    answer = r.json()
+    assert answer["runStatus"] in ("running", "paused"), answer
+    thread, run_id = answer["id"], answer["runId"]
+    paused = await client.until(thread, lambda s: s["run"]["status"] == "paused")
+    assert paused["run"]["runId"] == run_id and paused["run"]["reason"] == "hitl"
+    r = await client.http.post(f"{client.path(thread)}/approve", json={"approved": True})
+    assert r.status_code == 202, r.text
+    state = await client.until(thread, done)
+    assert state["run"]["runId"] == run_id and state["run"]["status"] == "completed"
+    first = state["state"]["messages"][0]
+    assert (first["role"], first["content"]) == ("user", key)
+    assert state["state"]["messages"][-1]["content"] == "created, approved and done"
+
+
 async def test_hitl_reject_over_http(client: Client) -> None:
     key = "http-reject-" + client.agency
     client.llm.script(

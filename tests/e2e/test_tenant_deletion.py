@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from nats.errors import Error as NatsError
 from structlog.testing import capture_logs
 
 from agency.contracts.events import (
@@ -23,8 +24,11 @@ from agency.contracts.events import (
 from agency.contracts.sealed import PayloadErased
 from agency.infra.endpoints import Endpoints, write_endpoints
 from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.natsclient import connect as nats_connect
 from agency.infra.keystore.operator import operator_keys
 from agency.infra.keystore.vault import KeyVault, TenantKeyDestroyed
+from agency.infra.launch import NatsServer
+from agency.infra.nats_auth import CredentialIssuer, IssuedCredentials
 from agency.services.cli import tenants_cmd
 from agency.services.threads import tenant_erasure
 from tests.e2e.conftest import ADMIN, Client
@@ -181,6 +185,47 @@ async def test_a_tenant_deletion_recorded_but_not_carried_out_is_finished_from_t
         assert (await client.http.get("/agencies")).status_code == 401
 
     await assert_eventually(finished, timeout=30, interval=0.2)
+
+
+async def nats_user_accepted(issued: IssuedCredentials) -> bool:
+    """Whether the server lets the tenant's NATS user connect."""
+    c = issued.credentials
+    try:
+        nc = await nats_connect(
+            servers=issued.servers.split(","), user=c.user, password=c.password,
+            inbox_prefix=c.inbox_prefix, allow_reconnect=False, connect_timeout=2,
+            max_reconnect_attempts=0, error_cb=_quiet,
+        )  # fmt: skip
+    except (NatsError, OSError, TimeoutError):
+        return False
+    await nc.close()
+    return True
+
+
+async def _quiet(_: Exception) -> None:
+    return None
+
+
+async def test_a_tenant_deletion_finished_from_the_log_removes_its_nats_user(
+    client: Client, bus: Bus, nats_server: NatsServer | None
+) -> None:
+    """The `erasures` consumer, not the API, carries the deletion out (as when the API was
+    stopped once it recorded it): the tenant's NATS credentials stop working all the same."""
+    if nats_server is None or nats_server.auth is None:
+        pytest.skip("the tenants' NATS users are managed on the embedded server only")
+    issued = await CredentialIssuer(nats_server.auth, nats_server.url).issue(client.tenant)
+    assert await nats_user_accepted(issued)
+    position = await bus.store.last_position(client.tenant, "tenant", client.tenant)
+    request = TenantDeletionRequested(requested_by="admin")
+    await bus.store.append(client.tenant, "tenant", client.tenant, [request], expected=position)
+
+    async def refused() -> None:
+        history = await bus.store.read(client.tenant, "tenant", client.tenant)
+        assert isinstance(history[-1].payload, TenantDeleted)
+        assert not await nats_user_accepted(issued)
+
+    await assert_eventually(refused, timeout=30, interval=0.2)
+    assert f"tenant_{client.tenant}" not in nats_server.auth.conf_path.read_text()
 
 
 async def test_two_deletions_asked_at_once_delete_the_tenant_once_and_answer_alike(

@@ -1,6 +1,6 @@
 """A deletion by scope (an agency, an end user, a tenant) whose carriers are SIGKILLed mid-way is
 finished when they come back: every thread answers 410, each tombstone and the record of
-the deletion are written once (docs/data.md)."""
+the deletion are written once, and a tenant's NATS user is removed (docs/data.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from agency.contracts.events import (
 )
 from agency.contracts.subjects import EVENT_TYPE_HEADER, aggregate_events_filter
 from agency.infra.jetstream.connection import Bus
+from agency.infra.nats_auth import CredentialIssuer, NatsAuth
 from agency.services.llm.fake_server import FakeLLMServer
+from tests.e2e.test_tenant_deletion import nats_user_accepted
 from tests.faults.harness import Harness
 from tests.helpers import assert_eventually, created_tenant
 
@@ -83,6 +85,8 @@ async def test_a_deletion_killed_mid_way_is_finished_on_restart(
         assert agency is not None
         http.headers["Authorization"] = f"Bearer {key}"
         threads = [await user_thread(http, agency) for _ in range(THREADS)]
+        users = CredentialIssuer(NatsAuth(Path(system.nats_auth_dir)), system.nats_url)
+        issued = await users.issue(tenant) if scope == "tenant" else None
 
         first_tombstone = asyncio.Event()
 
@@ -119,6 +123,8 @@ async def test_a_deletion_killed_mid_way_is_finished_on_restart(
                 assert isinstance(events[-1].payload, TenantDeleted)
                 assert (await http.get("/agencies")).status_code == 401
                 assert set((await tombstones(bus, tenant, threads)).values()) == {1}
+                # Finished by the `erasures` consumer: its NATS user is gone all the same.
+                assert issued is not None and not await nats_user_accepted(issued)
                 return
             for thread in threads:
                 r = await http.get(f"/langgraph/threads/{thread}")

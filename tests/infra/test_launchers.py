@@ -21,6 +21,7 @@ import nats
 import nats.errors
 import nats.js.errors
 import pytest
+import structlog
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StorageType, StreamConfig
 
@@ -35,6 +36,7 @@ from agency.infra.launch import (
     ProcessExited,
     child_pids,
     choose_nats,
+    choose_postgres,
     docker_available,
     pid_alive,
     poll_until,
@@ -380,6 +382,21 @@ async def test_docker_available_answers_false_quickly_without_an_engine(
     assert isinstance(choose_nats(tmp_path / "nats"), NatsServer)
     with pytest.raises(BackendUnavailable, match="no Docker engine"):
         await NatsContainerServer().start()
+
+
+def test_without_docker_a_requested_container_falls_back_to_the_embedded_server_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AGENCY_TEST_BACKEND", "testcontainers")
+    with structlog.testing.capture_logs() as logs:
+        nats_server = choose_nats(tmp_path / "nats", sync_interval="1s")
+        postgres = choose_postgres(tmp_path / "pg", fsync=False)
+    assert isinstance(nats_server, NatsServer)
+    assert isinstance(postgres, PostgresServer)
+    assert [(e["event"], e["fallback"]) for e in logs] == [
+        ("testcontainers_requested_without_docker", "embedded nats-server"),
+        ("testcontainers_requested_without_docker", "embedded postgres"),
+    ]
 
 
 # --- Cluster ----------------------------------------------------------------------------------

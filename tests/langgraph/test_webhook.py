@@ -121,6 +121,10 @@ async def test_a_webhook_to_a_private_address_or_without_a_secret_is_refused(
         await lg.client.runs.create(
             thread["thread_id"], "worker", input=ask("x"), webhook="ftp://example.com/x"
         )
+    with pytest.raises(BadRequestError, match="control character"):
+        await lg.client.runs.create(
+            thread["thread_id"], "worker", input=ask("x"), webhook="https://example.com/\x05"
+        )
     monkeypatch.delenv("AGENCY_WEBHOOK_SECRET")
     with pytest.raises(BadRequestError, match="AGENCY_WEBHOOK_SECRET"):
         await lg.client.runs.create(

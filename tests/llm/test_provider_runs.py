@@ -30,15 +30,23 @@ from agency.contracts.events import (
     ModelCompleted,
     RunCompleted,
     RunError,
+    TenantDeletionRequested,
+    TenantProviderSet,
 )
 from agency.contracts.events.run import RUN_TERMINAL_TYPES
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
+from agency.infra.keystore.operator import operator_keys
+from agency.infra.keystore.tenant_sealed import PREFIX, SETTINGS_KEY, sealed_with_tenant_key
+from agency.infra.keystore.vault import DESTROYED, KeyVault, TenantKeyDestroyed, data_entry
+from agency.infra.sealing import UnsealError, seal, unseal
 from agency.services.llm.catalog import ProviderCatalog
+from agency.services.llm.errors import ModelConfigError
 from agency.services.llm.router import ProviderRouter
 from agency.services.llm.settings import ModelSettings
-from agency.services.llm.tenant_models import StoreTenantModels, seal_own
+from agency.services.llm.tenant_models import StoreTenantModels, seal_own, tenant_models
+from agency.services.threads.tenant_erasure import carry_out_tenant
 from tests.helpers import ThreadWaits, assert_eventually
 from tests.llm.streams import SHAPES, ReplayServer, stream
 from tests.runtime.conftest import running_stack
@@ -58,6 +66,10 @@ RUNS = {
     "repeated_ids": ("repeated_ids", "noindex_text"),
     "repeated_index": ("repeated_index", "noindex_text"),
 }
+
+
+def new_tenant() -> str:
+    return "t" + new_id().lower()
 
 
 @dataclass
@@ -87,10 +99,10 @@ class Stack(ThreadWaits):
     async def events(self, thread: str) -> list[RecordedEvent]:
         return await self.bus.store.read(self.tenant, "thread", thread)
 
-    async def tenant_of_its_own(self, *commands: Command) -> Stack:
-        """The same system for a new tenant (created, with an agency), after `commands`
-        of its registry."""
-        tenant, agency = "t" + new_id().lower(), new_id()
+    async def tenant_of_its_own(self, *commands: Command, tenant: str = "") -> Stack:
+        """The same system for a new tenant (created, with an agency; `tenant`, or a new
+        id), after `commands` of its registry."""
+        tenant, agency = tenant or new_tenant(), new_id()
         send = self.bus.commands.send
         await send(tenant, CreateTenant(name="own", key_id=new_id(), key_hash="0" * 64))
 
@@ -206,9 +218,12 @@ async def test_a_tenants_own_key_serves_its_runs_instead_of_the_operators(
     # The tenant's own server is on loopback here: the operator allows it.
     monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
     own_key = "sk-tenant-own-never-in-events"
+    tenant = new_tenant()
     async with ReplayServer([], otherwise=stream("text_usage_only")) as own:
-        sealed = seal_own(own_key, own.base_url)
-        mine = await stack.tenant_of_its_own(SetTenantProvider(name="openai", sealed=sealed))
+        sealed = await seal_own(tenant, "openai", own_key, own.base_url)
+        mine = await stack.tenant_of_its_own(
+            SetTenantProvider(name="openai", sealed=sealed), tenant=tenant
+        )
         stack.server.requests.clear()
         _, events = await mine.run("answer on my own account")
     ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
@@ -218,6 +233,51 @@ async def test_a_tenants_own_key_serves_its_runs_instead_of_the_operators(
     assert own.requests[0]["model"] == "gpt-4.1-mini"
     assert stack.server.requests == []  # the operator's provider was not called
     assert all(own_key.encode() not in msgspec.json.encode(e.payload) for e in events)
+
+
+async def test_a_deleted_tenants_own_key_opens_with_nothing_the_deployment_holds(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tenant's key seals its provider key: once a run used it and the tenant was
+    deleted, neither the key store (with the operator key) nor the variables key opens
+    the sealed value its log still holds."""
+    monkeypatch.setenv("AGENCY_ALLOW_HOSTS", "127.0.0.1")
+    own_key = "sk-tenant-own-shredded"
+    tenant = new_tenant()
+    async with ReplayServer([], otherwise=stream("text_usage_only")) as own:
+        sealed = await seal_own(tenant, "openai", own_key, own.base_url)
+        mine = await stack.tenant_of_its_own(
+            SetTenantProvider(name="openai", sealed=sealed), tenant=tenant
+        )
+        _, events = await mine.run("answer on my own account, once")
+    ends = [e.payload for e in events if e.type in RUN_TERMINAL_TYPES]
+    assert isinstance(ends[-1], RunCompleted), ends
+    assert own.keys == [f"Bearer {own_key}"]
+    history = await stack.bus.store.read(tenant, "tenant", tenant)
+    stored = [e.payload.sealed for e in history if isinstance(e.payload, TenantProviderSet)]
+    assert stored == [sealed] and sealed_with_tenant_key(sealed)
+    assert own_key.encode() not in msgspec.json.encode([e.payload for e in history])
+
+    position = history[-1].position
+    asked = TenantDeletionRequested(requested_by="admin")
+    done = await stack.bus.store.append(tenant, "tenant", tenant, [asked], expected=position)
+    await carry_out_tenant(stack.bus, done.events[0])
+
+    # This process, which sealed it and ran with it, no longer opens it.
+    with pytest.raises(ModelConfigError, match="was deleted"):
+        tenant_models(tenant, (e.payload for e in history)).own("openai")
+    # Nor does a fresh read of the key store with the operator key: the data key is still
+    # there, wrapped by the tenant key, which is destroyed.
+    vault = await KeyVault(stack.bus.js, operator_keys()).open()
+    wrapped = await vault.kv.get(data_entry(tenant, SETTINGS_KEY))
+    assert wrapped.value is not None and wrapped.value != DESTROYED
+    with pytest.raises(TenantKeyDestroyed):
+        await vault.data_key(tenant, SETTINGS_KEY, create=False)
+    # Nor the deployment's variables key.
+    with pytest.raises(UnsealError):
+        unseal(sealed)
+    with pytest.raises(UnsealError):
+        unseal(sealed.removeprefix(PREFIX))
 
 
 async def test_a_tenant_kept_off_the_operators_settings_gets_a_run_error_with_the_reason(
@@ -234,7 +294,8 @@ async def test_a_tenant_kept_off_the_operators_settings_gets_a_run_error_with_th
 
 
 async def test_a_tenants_settings_are_read_again_from_where_they_were_left(stack: Stack) -> None:
-    sealed = seal_own("sk-own", "")
+    """Settings an older version sealed with the variables key still open."""
+    sealed = seal({"api_key": "sk-own", "base_url": ""})
     mine = await stack.tenant_of_its_own(SetTenantProvider(name="groq", sealed=sealed))
     source = StoreTenantModels(stack.bus.store, refresh=0.0)
     first = await source.models(mine.tenant)

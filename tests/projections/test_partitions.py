@@ -37,6 +37,8 @@ async def test_a_group_per_partition_applies_its_partition_and_a_rebuild_equals_
 ) -> None:
     bus = partitioned_bus
     threads = [await write_thread(bus, tenant, 2) for _ in range(12)]
+    while {LAYOUT.partition(t) for t in threads} != {0, 1, 2} and len(threads) < 60:
+        threads.append(await write_thread(bus, tenant, 2))  # ids are random: every partition
     assert {LAYOUT.partition(t) for t in threads} == {0, 1, 2}
     events = by_name("events")
     stop = asyncio.Event()

@@ -34,7 +34,8 @@ from agency.services.api.deps import ApiDeps, ApiSettings
 from agency.services.api.routes_fork import FORK_ROUTES
 from agency.services.cli.replay_cmd import fork_over_http
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
-from agency.services.threads.fork import FORKED_MID_RUN, fork_thread
+from agency.services.threads.fork import fork_thread
+from agency.services.threads.fork_copies import FORKED_MID_RUN
 from tests.helpers import settled
 from tests.replay.conftest import call, child_thread, cli
 from tests.runtime.conftest import Agents, make_system

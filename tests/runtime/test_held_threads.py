@@ -1,6 +1,7 @@
 """A command for a thread this worker holds is decided on the state it holds: without a
-read first, or, when its drive stores it, after checking the log's last position only;
-the append's expected position catches a thread that moved meanwhile."""
+read first, or, when its drive stores it, checked against the log's last position (read
+while the drive takes the thread's lease) before the model is asked; the append's expected
+position catches a thread that moved meanwhile."""
 
 from __future__ import annotations
 
@@ -114,3 +115,6 @@ async def test_a_held_thread_that_moved_meanwhile_is_read_and_decided_again(
     kinds = [e.type for e in events]
     assert "hitl.resume" not in kinds and "run.resumed" not in kinds
     assert [k for k in kinds if k in RUN_TERMINAL_TYPES] == ["run.canceled"]
+    # The drive found the log past what was held before it asked the model: one call, the
+    # run's first.
+    assert len([r for r in llm.requests if key in str(r["messages"])]) == 1

@@ -16,11 +16,14 @@ from agency.contracts.events import (
 from agency.contracts.records import EventContext, Position, RecordedEvent
 from agency.domain.thread_state import fold
 from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.ports import Append
 from agency.services.threads.view import thread_view
 
 
 def thread(*payloads: AnyEvent) -> list[RecordedEvent]:
-    envelopes = new_envelopes("t1", "thread", "th1", list(payloads), Position(), EventContext())
+    envelopes = new_envelopes(
+        Append("t1", "thread", "th1", list(payloads), Position(), EventContext())
+    )
     return [
         RecordedEvent(envelope=e, stream_seq=i + 1, subject="") for i, e in enumerate(envelopes)
     ]

@@ -14,6 +14,7 @@ from agency.contracts.events import AnyEvent, SubagentVariablesProvided, ThreadC
 from agency.contracts.events.blueprint import ImmediateConfig, SubagentEntry
 from agency.domain.thread_state import fold
 from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.ports import Append
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.infra.sealing import (
     KEY_FILE,
@@ -44,12 +45,7 @@ def test_values_are_sealed_not_in_clear_and_open_only_with_the_same_key(
 
 def thread(*payloads: AnyEvent) -> list[RecordedEvent]:
     envelopes = new_envelopes(
-        "t1",
-        "thread",
-        "th1",
-        list(payloads),
-        Position(),
-        EventContext(),
+        Append("t1", "thread", "th1", list(payloads), Position(), EventContext())
     )
     return [
         RecordedEvent(envelope=e, stream_seq=i + 1, subject="") for i, e in enumerate(envelopes)

@@ -20,6 +20,7 @@ from agency.contracts.events import (
 )
 from agency.domain.thread_state import ThreadState, _evolve, fold
 from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.ports import Append
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 
 CANCEL_KEY = "cancel-key"
@@ -31,8 +32,8 @@ def recorded(events: list[AnyEvent], key_of: dict[int, str]) -> list[RecordedEve
     position = Position()
     for i, event in enumerate(events):
         (envelope,) = new_envelopes(
-            "t1", "thread", "th1", [event], position, EventContext(agency_id="a1"),
-            idempotency_key=key_of.get(i),
+            Append("t1", "thread", "th1", [event], position, EventContext(agency_id="a1"),
+                   idempotency_key=key_of.get(i))
         )  # fmt: skip
         record = RecordedEvent(envelope=envelope, stream_seq=(i + 1) * 10, subject="")
         out.append(record)

@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 from agency.contracts.events import RequestAccepted
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.subagents import spawns
 from agency.services.subagents.spawner import Spawner
 from tests.runtime.conftest import Agents
 from tests.runtime.test_subagents import children, task, terminal
@@ -55,6 +56,36 @@ async def test_a_child_whose_invoke_was_lost_is_started_once_it_exists(
     child_events = await agents.events(child)
     assert terminal(child_events) == ["run.completed"]
     assert sum(isinstance(e.payload, RequestAccepted) for e in child_events) == 1
+
+
+async def test_a_child_created_long_after_its_first_invoke_is_started(
+    agents: Agents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage held up the child's creation past the runtime's retries of its first
+    invoke, which was dead-lettered although the spawn had sent it: the invoke is lost
+    here as it went out, and the child appears later than the spawns trust a sent invoke
+    (`TRUSTED_FOR`, none here). The child's `thread.created` starts it all the same."""
+    finish = Spawner._finish_spawn
+    lost: list[str] = []
+
+    async def invoke_lost_once_sent(self: Spawner, *args: Any, invoke_key: str) -> bool:
+        if invoke_key.startswith("spawn-invoke:"):
+            lost.append(invoke_key)
+            return True  # sent, as far as the spawn knows
+        return bool(await finish(self, *args, invoke_key=invoke_key))
+
+    monkeypatch.setattr(Spawner, "_finish_spawn", invoke_lost_once_sent)
+    monkeypatch.setattr(spawns, "TRUSTED_FOR", 0.0)
+    key = "late-create-" + agents.tenant
+    parent = await manager_of_one_child(agents, key)
+    await agents.invoke(parent, key)
+
+    events = await agents.wait_terminal(parent, timeout=30)
+
+    assert lost, "the spawn never sent its invoke"
+    assert terminal(events) == ["run.completed"]
+    (child,) = children(events)
+    assert terminal(await agents.events(child)) == ["run.completed"]
 
 
 async def test_a_spawned_child_is_started_by_its_spawn_alone_with_no_warning(

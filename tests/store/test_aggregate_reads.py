@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import pytest
 from nats.aio.msg import Msg
 
 from agency.contracts.events import MessageAppended
@@ -14,11 +15,14 @@ from agency.contracts.ids import new_id
 from agency.contracts.subjects import event_subject
 from agency.infra.jetstream.aggregate_reads import AggregateReads
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.records import Position
+from agency.infra.jetstream.errors import StoreTimeout
+from agency.infra.jetstream.eventstore import EventStore
+from agency.infra.jetstream.records import Position, RecordedEvent
 
 # How far back from an aggregate's last message its newest events are looked for first; a
 # gap longer than this is one the reads must not walk.
 NEAR = 20
+MESSAGES = frozenset({"message.appended"})
 
 
 def user(text: str) -> MessageAppended:
@@ -145,3 +149,83 @@ async def test_the_first_event_is_read_alone(bus: Bus, tenant: str) -> None:
         first = await bus.store.first(tenant, "thread", thread)
     assert first is not None and first.position == created.events[0].position
     assert batch_sizes(seen) == [1]
+
+
+async def test_the_newest_event_of_a_kind_is_found_back_across_long_gaps_and_garbage(
+    bus: Bus, tenant: str
+) -> None:
+    """Spans that double reach an event far back in the stream, asking only for the
+    aggregate's own events in each; what matches nothing is looked for back to its start."""
+    thread = new_id()
+    wanted = await bus.store.append(
+        tenant, "thread", thread, [user("wanted"), user("x")], expected=Position()
+    )
+    await other_traffic(bus, tenant)
+    await bus.js.publish(bus.store.subject(tenant, "thread", thread), b"garbage")
+    await other_traffic(bus, tenant, count=300)
+    _, past_garbage = await bus.store.read_positioned(
+        tenant, "thread", thread, after=wanted.position
+    )
+    late = await bus.store.append(
+        tenant, "thread", thread, [user("y"), user("wanted"), user("z")], expected=past_garbage
+    )
+    end = late.events[-1]
+
+    def saying(text: str) -> Callable[[RecordedEvent], bool]:
+        return lambda e: (
+            isinstance(e.payload, MessageAppended) and e.payload.message.content == text
+        )
+
+    async def newest(text: str, types: frozenset[str] = MESSAGES) -> RecordedEvent | None:
+        return await bus.store.newest(
+            tenant, "thread", thread, before=end, types=types, match=saying(text)
+        )
+
+    async with direct_gets(bus) as seen:
+        found = await newest("wanted")
+    assert found is not None and found.position == late.events[1].position
+    assert sum(batch_sizes(seen)) <= 3
+    async with direct_gets(bus) as seen:
+        found = await newest("x")
+    assert found is not None and found.position == wanted.events[1].position
+    # The thread's own 5 messages and the garbage, each span's first asked for alone.
+    assert sum(batch_sizes(seen)) <= 2 * 10
+    assert await newest("never said") is None
+    assert await newest("z") is None  # not before `end`: `end` itself
+    assert await newest("x", frozenset({"thread.created"})) is None
+
+
+async def test_a_read_the_server_left_unanswered_is_asked_again(
+    bus: Bus, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that timed out (the server, or this process, stalled) is asked again within
+    the store's budget; one that never gets an answer ends with `StoreTimeout`."""
+    thread = new_id()
+    await bus.store.append(tenant, "thread", thread, [user("hello")], expected=Position())
+    answered = AggregateReads.after
+    asked: list[str] = []
+
+    async def stalled_once(
+        self: AggregateReads, family: str, position: Position
+    ) -> tuple[list[RecordedEvent], Position]:
+        asked.append(family)
+        if len(asked) == 1:
+            raise StoreTimeout(f"read of {family}", 2.0)
+        return await answered(self, family, position)
+
+    monkeypatch.setattr(AggregateReads, "after", stalled_once)
+    (event,) = await bus.store.read(tenant, "thread", thread)
+    assert isinstance(event.payload, MessageAppended) and len(asked) == 2
+
+    async def never(
+        self: AggregateReads, family: str, position: Position
+    ) -> tuple[list[RecordedEvent], Position]:
+        asked.append(family)
+        raise StoreTimeout(f"read of {family}", 2.0)
+
+    monkeypatch.setattr(AggregateReads, "after", never)
+    store = EventStore(bus.nc, bus.js, retry_budget=1.0, layout=bus.layout)
+    asked.clear()
+    with pytest.raises(StoreTimeout):
+        await store.read(tenant, "thread", thread)
+    assert 2 <= len(asked) <= 4, asked

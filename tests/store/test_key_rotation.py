@@ -4,17 +4,31 @@ next, and a data key made while a rotation runs is not left under the old key.""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import msgspec
 import pytest
 from cryptography.exceptions import InvalidTag
 
 from agency.contracts.ids import new_id
+from agency.contracts.sealed import PayloadErased
 from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.natsclient import connect as nats_connect
+from agency.infra.jetstream.streams import provision
 from agency.infra.keystore.operator import KeyRing, KeyUnwrapError, LocalKeyWrapper, open_key
 from agency.infra.keystore.rotation import _begin, rotate_operator, rotate_tenant
-from agency.infra.keystore.vault import KeyVault, TenantKeyDestroyed, WrappedKey, data_entry
+from agency.infra.keystore.vault import (
+    KeyVault,
+    TenantKeyDestroyed,
+    WrappedKey,
+    data_entry,
+    keys_stream,
+    tenant_entry,
+)
+from agency.infra.launch import NatsServer
 
 
 @pytest.fixture
@@ -32,6 +46,12 @@ async def stored(vault: KeyVault, entry: str) -> WrappedKey:
     found = await vault.kv.get(entry)
     assert found.value is not None
     return msgspec.json.decode(found.value, type=WrappedKey)
+
+
+async def stored_bytes(vault: KeyVault, entry: str) -> bytes:
+    found = await vault.kv.get(entry)
+    assert found.value is not None
+    return found.value
 
 
 async def test_a_tenant_rotation_rewraps_its_data_keys_and_drops_the_old_key(
@@ -186,3 +206,158 @@ async def test_a_destroyed_tenant_key_opens_no_data_key_and_rotations_pass_it_by
     )
     with pytest.raises(TenantKeyDestroyed):
         await rotate_tenant(vault, "ta", "admin")
+
+
+def store_files(directory: Path) -> bytes:
+    """Every file of a NATS store directory, as it is on disk (no compaction waited for)."""
+    return b"".join(p.read_bytes() for p in directory.rglob("*") if p.is_file())
+
+
+async def test_a_rotation_then_a_deletion_leave_no_replaced_key_in_the_nats_store_files(
+    tmp_path: Path,
+) -> None:
+    """docs/data.md, "What a rotation and a deletion leave on disk": every revision a tenant
+    rotation replaces is erased where it is stored, and the deletion erases the tenant entry
+    with its every revision; only the data entry wrapped by the destroyed key is left."""
+    async with NatsServer(tmp_path / "nats") as server:
+        nc = await nats_connect([server.url])
+        try:
+            vault = await KeyVault(nc.jetstream(), LocalKeyWrapper("op")).open()
+            data_key = await vault.data_key("t1", "root1", create=True)
+            assert data_key is not None
+            first_tenant_key = await vault.tenant_key("t1")
+            data_before = await stored_bytes(vault, data_entry("t1", "root1"))
+            tenant_before = await stored_bytes(vault, tenant_entry("t1"))
+            begun, _ = await _begin(vault, "t1", "admin")  # both keys held, then stopped
+            tenant_midway = await stored_bytes(vault, tenant_entry("t1"))
+            rotated = await rotate_tenant(vault, "t1", "admin")
+            assert rotated.resumed and rotated.rewrapped == 1
+            tenant_now = await stored_bytes(vault, tenant_entry("t1"))
+            data_now = await stored_bytes(vault, data_entry("t1", "root1"))
+            assert await vault.revisions.held("") == {
+                data_entry("t1", "root1"): 1,
+                tenant_entry("t1"): 1,
+            }
+            now = msgspec.json.decode(tenant_now, type=WrappedKey)
+            before = msgspec.json.decode(data_before, type=WrappedKey)
+            assert now.previous == () and before.version != now.version == begun.version
+            assert await vault.destroy_tenant("t1")
+            await nc.flush()
+        finally:
+            await nc.close()
+    files = store_files(tmp_path / "nats")
+    assert data_now in files  # the data entry left, wrapped by the destroyed tenant key
+    wrapped = [data_before, tenant_before, tenant_midway, tenant_now]
+    plain = [data_key, first_tenant_key]
+    found = [i for i, leftover in enumerate([*wrapped, *plain]) if leftover in files]
+    assert found == []
+
+
+async def test_a_write_stopped_before_its_erase_is_erased_by_the_next_rotation(
+    tmp_path: Path,
+) -> None:
+    """A replaced revision left stored beside the current one (a process stopped between
+    its write and its erase) refuses no write, and the next rotation erases it."""
+    async with NatsServer(tmp_path / "nats") as server:
+        nc = await nats_connect([server.url])
+        try:
+            vault = await KeyVault(nc.jetstream(), LocalKeyWrapper("op")).open()
+            keys = {t: await vault.data_key("t1", t, create=True) for t in ("th1", "th2")}
+            left = {t: await stored_bytes(vault, data_entry("t1", t)) for t in keys}
+            for thread, value in left.items():  # written as the rewrap does, not erased
+                entry = data_entry("t1", thread)
+                await vault.kv.update(entry, value, last=(await vault.kv.get(entry)).revision)
+            assert set((await vault.revisions.held("data.")).values()) == {2}
+
+            rotated = await rotate_tenant(vault, "t1", "admin")
+
+            assert rotated.rewrapped == 2
+            assert set((await vault.revisions.held("")).values()) == {1}
+            fresh = await KeyVault(nc.jetstream(), LocalKeyWrapper("op")).open()
+            assert {t: await fresh.data_key("t1", t, create=False) for t in keys} == keys
+            await nc.flush()
+        finally:
+            await nc.close()
+    files = store_files(tmp_path / "nats")
+    assert [t for t, value in left.items() if value in files] == []
+
+
+async def test_concurrent_rotations_and_new_data_keys_lose_no_key_and_leave_one_revision(
+    bus: Bus, bucket: str
+) -> None:
+    """Rotations and key makers at once: every data key still opens, and every entry
+    holds its current revision alone."""
+    operator = LocalKeyWrapper("op-" + new_id())
+    vaults = [await vault_of(bus, bucket, operator).open() for _ in range(3)]
+    first = {t: await vaults[0].data_key("ta", t, create=True) for t in ("th1", "th2")}
+
+    made = await asyncio.gather(
+        rotate_tenant(vaults[0], "ta", "admin"),
+        *(vaults[1].data_key("ta", f"new{i}", create=True) for i in range(4)),
+        rotate_tenant(vaults[2], "ta", "admin"),
+        *(vaults[2].data_key("ta", f"new{i}", create=True) for i in range(4)),
+    )
+    keys = {**first, **{f"new{i}": made[1 + i] for i in range(4)}}
+    assert made[6:] == list(keys.values())[2:]  # both makers of a key got the one stored
+    await rotate_tenant(vaults[1], "ta", "admin")  # finishes any left midway
+
+    fresh = await vault_of(bus, bucket, operator).open()
+    assert {t: await fresh.data_key("ta", t, create=False) for t in keys} == keys
+    assert set((await fresh.revisions.held("")).values()) == {1}
+
+
+async def test_provisioning_brings_a_bucket_of_one_revision_to_two_and_its_writes_erase(
+    tmp_path: Path,
+) -> None:
+    """A store provisioned when the bucket kept one revision per key is brought to two at
+    the next provisioning, the third refused; a rotation then erases what it replaced."""
+    async with NatsServer(tmp_path / "nats") as server:
+        nc = await nats_connect([server.url])
+        try:
+            js = nc.jetstream()
+            earlier = dataclasses.replace(
+                keys_stream(), max_msgs_per_subject=1, discard_new_per_subject=False
+            )
+            await js.add_stream(earlier)
+            vault = await KeyVault(js, LocalKeyWrapper("op")).open()
+            await vault.data_key("t1", "root1", create=True)
+            data_before = await stored_bytes(vault, data_entry("t1", "root1"))
+
+            await provision(js)
+
+            config = (await js.stream_info(str(earlier.name))).config
+            assert (config.max_msgs_per_subject, config.discard_new_per_subject) == (2, True)
+            await rotate_tenant(vault, "t1", "admin")
+            assert set((await vault.revisions.held("")).values()) == {1}
+            await nc.flush()
+        finally:
+            await nc.close()
+    assert data_before not in store_files(tmp_path / "nats")
+
+
+async def test_a_destroy_erases_every_revision_a_stopped_write_left(tmp_path: Path) -> None:
+    """A data key whose entry holds a replaced revision beside the current one is destroyed
+    with both: neither is left in the store's files, and no key is made there again."""
+    async with NatsServer(tmp_path / "nats") as server:
+        nc = await nats_connect([server.url])
+        try:
+            vault = await KeyVault(nc.jetstream(), LocalKeyWrapper("op")).open()
+            entry = data_entry("t1", "root1")
+            await vault.data_key("t1", "root1", create=True)
+            first = await stored_bytes(vault, entry)
+            later = msgspec.json.encode(
+                msgspec.structs.replace(msgspec.json.decode(first, type=WrappedKey), version="x")
+            )
+            await vault.kv.update(entry, later, last=(await vault.kv.get(entry)).revision)
+
+            assert await vault.destroy("t1", "root1")
+            assert not await vault.destroy("t1", "root1")  # a repeat
+
+            assert await vault.revisions.held("data.") == {entry: 1}
+            with pytest.raises(PayloadErased):
+                await vault.data_key("t1", "root1", create=True)
+            await nc.flush()
+        finally:
+            await nc.close()
+    files = store_files(tmp_path / "nats")
+    assert first not in files and later not in files

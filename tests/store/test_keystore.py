@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
 import pytest
 
 from agency.contracts.events import MessageAppended, ThreadDeleted
@@ -13,8 +19,11 @@ from agency.contracts.subjects import EVENTS_STREAM
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.decoding import decode_recorded
 from agency.infra.jetstream.records import EventContext, Position, UndecodableEvent
-from agency.infra.keystore import current_cipher
+from agency.infra.keystore import current_cipher, vault
+from agency.infra.keystore.operator import operator_keys
 from agency.infra.keystore.rotation import rotate_tenant
+from agency.infra.keystore.vault import KeyVault, TenantKeyDestroyed
+from tests.helpers import assert_eventually
 
 
 def said(text: str) -> MessageAppended:
@@ -118,3 +127,71 @@ async def test_a_key_destroyed_elsewhere_is_dropped_here_once_its_tombstone_is_r
         raw, done.position.stream_seq, f"tenant.{tenant}.evt.thread.{thread}"
     )
     assert isinstance(recorded, UndecodableEvent) and "erased" in recorded.reason
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@asynccontextmanager
+async def key_holder(nats_url: str, stream_seq: int) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Another process, opening the event at `stream_seq` each time it is asked."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.store.key_holder", nats_url, str(stream_seq),
+        cwd=REPO, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            assert process.stdin is not None
+            process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), timeout=10)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def ask(process: asyncio.subprocess.Process) -> str:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"open\n")
+    await process.stdin.drain()
+    return (await asyncio.wait_for(process.stdout.readline(), timeout=30)).decode().strip()
+
+
+async def test_a_deleted_tenants_keys_held_by_another_process_are_dropped_there(
+    bus: Bus, tenant: str, nats_url: str
+) -> None:
+    """The tenant's key destroyed here (its deletion) is dropped at once by another process
+    that had opened the tenant's thread: it no longer opens its events, though it read no
+    `thread.deleted` and its keys' `ttl` is far off."""
+    thread = new_id()
+    done = await bus.store.append(tenant, "thread", thread, [said("held")], expected=Position())
+    cipher = current_cipher()
+    assert cipher is not None
+    async with key_holder(nats_url, done.position.stream_seq) as other:
+        assert await ask(other) == "opened message.appended"
+        assert await cipher.destroy_tenant(tenant)
+
+        async def refused() -> None:
+            answer = await ask(other)
+            assert answer.startswith("refused") and "was deleted" in answer, answer
+
+        await assert_eventually(refused, timeout=10, interval=0.1)
+
+
+async def test_a_tenant_key_held_by_a_vault_not_following_the_store_is_checked_again(
+    bus: Bus, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that missed the destroyed entry uses the tenant key it holds no longer
+    than `TENANT_RECHECK` before asking the store again, which refuses it."""
+    thread = new_id()
+    await bus.store.append(tenant, "thread", thread, [said("held")], expected=Position())
+    holder = await KeyVault(bus.js, operator_keys()).open()
+    assert await holder.data_key(tenant, thread, create=False) is not None
+    cipher = current_cipher()
+    assert cipher is not None
+    assert await cipher.destroy_tenant(tenant)
+    monkeypatch.setattr(vault, "TENANT_RECHECK", -1.0)  # the time has passed
+    with pytest.raises(TenantKeyDestroyed):
+        await holder.data_key(tenant, thread, create=False)

@@ -29,13 +29,14 @@ from agency.contracts.subjects import (
     command_subject,
     event_subject,
 )
+from agency.infra.jetstream import eventworker
 from agency.infra.jetstream.commandbus import CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.consumers import DurableSpec
 from agency.infra.jetstream.dlq_admin import LetterInfo
 from agency.infra.jetstream.errors import is_transient
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
-from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.infra.jetstream.records import Position, RecordedEvent, UndecodableEvent
 from agency.infra.jetstream.streams import StreamSettings, provision
 from agency.infra.jetstream.worker_tuning import WorkerRetry
 from agency.infra.launch import NatsCluster, NatsServer
@@ -336,6 +337,43 @@ async def test_a_handler_failing_while_the_broker_is_away_waits_it_out_in_place(
     assert waits("over") == 1 and waits("outlasted") == 0
     said = [(e["event"], e.get("what")) for e in logs if "outage" in e["event"]]
     assert said == [("waiting out an outage", durable), ("outage over", durable)]
+
+
+async def test_a_message_that_cannot_be_opened_while_the_key_store_is_away_waits_it_out(
+    bus: Bus,
+    tenant: str,
+    run_event_worker: Callable[[Handler, Hook | None], Awaitable[None]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sealed event whose key cannot be fetched (the key store's connection timing out)
+    is an outage, waited out in place: handled once the key comes, on its first delivery,
+    with no error logged."""
+    opened = eventworker.record_from_js_msg
+    away = [TimeoutError("the key store did not connect within 5.0 s")] * 2
+
+    def opening(msg: Msg) -> RecordedEvent | UndecodableEvent:
+        if away:
+            raise away.pop()
+        return opened(msg)
+
+    monkeypatch.setattr(eventworker, "record_from_js_msg", opening)
+    done: list[tuple[str, int]] = []
+
+    async def handler(event: RecordedEvent) -> None:
+        done.append((event.envelope.aggregate_id, 1))
+
+    with structlog.testing.capture_logs() as logs:
+        await run_event_worker(handler, None)
+        thread = await create_thread(bus, tenant)
+
+        async def handled() -> None:
+            assert done == [(thread, 1)] and away == []
+
+        await assert_eventually(handled, timeout=30)
+    assert await dead_letters_for(bus, tenant) == []
+    errors = [e["event"] for e in logs if e["log_level"] == "error"]
+    assert errors == [], errors
+    assert any(e["event"] == "waiting out an outage" for e in logs)
 
 
 async def test_an_outage_that_outlasts_its_wait_costs_one_delivery_and_is_logged(

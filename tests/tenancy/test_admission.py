@@ -175,8 +175,8 @@ def test_runs_in_progress_past_the_limit_refuse_the_tenant_at_its_share_only() -
     assert shares.refusal("a", 0.0) is None  # a holds 1 of its 2
     shares.accepted("a", "a0", 0.0)  # seen again (the log and the step that decided it)
     assert shares.in_progress == 4
-    shares.ended("b0", 1.0)
-    shares.ended("b0", 1.0)
+    shares.ended("b", "b0", 1.0)
+    shares.ended("b", "b0", 1.0)
     assert shares.in_progress == 3
     assert shares.refusal("b", 1.0) is None
 
@@ -185,7 +185,7 @@ def test_a_tenant_past_its_share_waits_about_as_long_as_its_runs_take() -> None:
     shares = RunShares(RUNS)
     for n in range(40):  # runs of 3 s each, one at a time
         shares.accepted("b", f"r{n}", n * 3.0)
-        shares.ended(f"r{n}", n * 3.0 + 3.0)
+        shares.ended("b", f"r{n}", n * 3.0 + 3.0)
     for n in range(4):
         shares.accepted("b", f"b{n}", 200.0)
     refused = shares.refusal("b", 200.0)

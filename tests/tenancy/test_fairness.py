@@ -19,6 +19,7 @@ from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.llm.fake_scripts import ScriptStep
 from agency.services.llm.fake_server import FakeLLMServer
+from agency.services.tenancy.admission import AdmissionSettings, RunShares
 from agency.services.tenancy.fairness import ACTIVE_RUN_LIMIT, TenantLoad
 from tests.helpers import assert_eventually
 from tests.runtime.conftest import Agents, running_agents
@@ -115,3 +116,40 @@ async def _agents(bus: Bus, tenant: str, llm: FakeLLMServer) -> Agents:
 
     await assert_eventually(exists)
     return Agents(bus=bus, tenant=tenant, agency=agency, llm=llm)
+
+
+def test_a_parked_run_leaves_the_runs_in_progress_and_stays_active_until_it_ends() -> None:
+    shares = RunShares(AdmissionSettings(runs_initial_limit=2, runs_min_limit=2, runs_max_limit=2))
+    load = TenantLoad(shares=shares)
+    for run in ("r1", "r2"):
+        load.admitted("t1", run)
+    assert load.over_share("t1") is not None  # 2 of 2 runs in progress
+    load.paused("t1", "r1")
+    load.paused("t1", "r2")
+    assert shares.in_progress == 0 and load.over_share("t1") is None
+    assert load.active("t1") == 2  # still admitted: the active-run limit counts them
+    load.resumed("t1", "r1")
+    assert shares.in_progress == 1
+    load.ended("t1", "r1")
+    load.resumed("t1", "r1")  # a late resume of an ended run is not counted again
+    assert shares.in_progress == 0 and load.active("t1") == 1
+
+
+def test_a_tenants_load_survives_a_replay_and_ends_of_runs_it_never_saw() -> None:
+    """Events seen twice (the deciding step and the log, or a replay) count once; the end
+    of a run accepted before the process started counts nothing; parked runs stay admitted."""
+    shares = RunShares(AdmissionSettings())
+    load = TenantLoad(shares=shares)
+    load.ended("t1", "before-start")  # accepted before this process started
+    for _ in range(2):  # the log read twice
+        for n in range(3):
+            load.admitted("t1", f"r{n}")
+        load.paused("t1", "r0")
+    assert load.active("t1") == 3 and shares.in_progress == 2
+    load.reserve("t1", "r1")  # a repeated command for a stored run
+    assert load.active("t1") == 3
+    for n in range(3):
+        load.ended("t1", f"r{n}")
+        load.ended("t1", f"r{n}")
+    assert load.active("t1") == 0 and shares.in_progress == 0
+    assert shares.held == {} and load.over_share("t1") is None

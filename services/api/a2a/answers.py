@@ -8,7 +8,6 @@ from typing import Any
 
 import structlog
 from litestar import Request
-from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
 from litestar.response import Stream
 from nats.errors import Error as NatsError
@@ -20,12 +19,12 @@ from agency.services.api.a2a.errors import InvalidParams, VersionNotSupported
 from agency.services.api.a2a.service import agent_for
 from agency.services.api.auth import path_id, tenant_of
 from agency.services.api.deps import ApiDeps, Principal
+from agency.services.api.sse import EVENT_STREAM, sse_answer
 from agency.services.api.streaming import closing_event
 
 log = structlog.get_logger(__name__)
 
 VERSION_HEADER = "a2a-version"
-EVENT_STREAM = "text/event-stream"
 _VERSIONS = frozenset({"1.0", "1"})
 
 
@@ -78,12 +77,7 @@ def sse(
 ) -> Stream:
     """The events as Server-Sent Events, each `data: <frame>`; the stream (and its feed)
     closes when the client goes away."""
-    return EventStream(
-        _frames(events, frame),
-        media_type=EVENT_STREAM,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(events.aclose),
-    )
+    return sse_answer(_frames(events, frame), events.aclose, response=EventStream)
 
 
 async def _frames(

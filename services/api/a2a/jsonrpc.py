@@ -32,7 +32,6 @@ from agency.services.a2a.wire import (
 from agency.services.api.a2a import listing, push, service
 from agency.services.api.a2a.agent import Agent
 from agency.services.api.a2a.answers import (
-    EVENT_STREAM,
     EventStream,
     agent_named,
     agent_of_tenant_param,
@@ -52,6 +51,7 @@ from agency.services.api.a2a.service import a2a_error
 from agency.services.api.auth import Caller, Deps
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.guards import json_body
+from agency.services.api.sse import EVENT_STREAM
 
 AgencyPath = Annotated[str, PathParameter(name="agencyId")]
 BlueprintPath = Annotated[str, PathParameter(name="blueprint")]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from litestar.exceptions import HTTPException, NotFoundException
 
@@ -29,6 +29,7 @@ from agency.services.a2a.wire import (
     SendMessageRequest,
     StreamResponse,
     Task,
+    TaskPushNotificationConfig,
 )
 from agency.services.api.a2a import push
 from agency.services.api.a2a.agent import Agent
@@ -40,9 +41,11 @@ from agency.services.api.a2a.errors import (
     TaskNotFound,
     UnsupportedOperation,
 )
+from agency.services.api.approval import Approval
 from agency.services.api.auth import require_agent_type, thread_created, thread_terminated
 from agency.services.api.deps import ApiDeps
-from agency.services.api.routes_commands import run_id_for, start_run
+from agency.services.api.idempotency import run_id_for
+from agency.services.api.run_start import start_run
 from agency.services.api.streaming import ThreadFeed
 from agency.services.api.thread_create import END_USER_FIELD, create_root_thread
 
@@ -144,20 +147,7 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
     push_config = config.task_push_notification_config if config is not None else None
     if message.task_id:
         feed, tasks, run = await _read_task(agent, message.task_id)
-        try:
-            if message.context_id and message.context_id != run.thread_id:
-                raise InvalidParams(
-                    f"task {run.id} is of context {run.thread_id}, not {message.context_id[:80]}"
-                )
-            if push_config is not None:
-                await push.configure(agent, run, push_config)
-            await _answer(agent, feed, run, message)
-            for event in await feed.backfill():
-                tasks.apply(event)
-        except BaseException:
-            await feed.aclose()
-            raise
-        return _follow(feed, tasks, run.run_id)
+        return await _streamed(feed, tasks, _continued(agent, feed, run, message, push_config))
     text = _text(message)  # refused before a thread is made for it
     thread_id = await _thread_for(
         agent, message.context_id, message.message_id, _end_user(request, message)
@@ -169,18 +159,53 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
         run_id = run_id_for(agent.tenant, thread_id, message.message_id)
         await push.configure(agent, RunTask(thread_id, run_id), push_config)
     feed = agent.feed(thread_id)
+    return await _streamed(
+        feed, ThreadTasks(thread_id), _started(agent, feed, thread_id, message, text)
+    )
+
+
+async def _continued(
+    agent: Agent,
+    feed: ThreadFeed,
+    run: RunTask,
+    message: Message,
+    push_config: TaskPushNotificationConfig | None,
+) -> str:
+    """A message on the task `run`: its decision sent; the run id."""
+    if message.context_id and message.context_id != run.thread_id:
+        raise InvalidParams(
+            f"task {run.id} is of context {run.thread_id}, not {message.context_id[:80]}"
+        )
+    if push_config is not None:
+        await push.configure(agent, run, push_config)
+    await _answer(agent, feed, run, message)
+    return run.run_id
+
+
+async def _started(
+    agent: Agent, feed: ThreadFeed, thread_id: str, message: Message, text: str
+) -> str:
+    """The task's run asked for; its id."""
+    started = await start_run(
+        agent.deps, agent.tenant, agent.agency_id, thread_id, message.message_id,
+        (ChatMessage(role="user", content=text),), {}, "queue", feed=feed,
+    )  # fmt: skip
+    return started.run_id
+
+
+async def _streamed(
+    feed: ThreadFeed, tasks: ThreadTasks, begun: Awaitable[str]
+) -> AsyncGenerator[StreamResponse, None]:
+    """The task's changes, once `begun` gave its run id and the log is read so far; the
+    feed is closed if either fails."""
     try:
-        started = await start_run(
-            agent.deps, agent.tenant, agent.agency_id, thread_id, message.message_id,
-            (ChatMessage(role="user", content=text),), {}, "queue", feed=feed,
-        )  # fmt: skip
-        tasks = ThreadTasks(thread_id)
+        run_id = await begun
         for event in await feed.backfill():
             tasks.apply(event)
     except BaseException:
         await feed.aclose()
         raise
-    return _follow(feed, tasks, started.run_id)
+    return _follow(feed, tasks, run_id)
 
 
 async def send_blocking(agent: Agent, request: SendMessageRequest) -> Task:
@@ -260,10 +285,7 @@ async def _answer(agent: Agent, feed: ThreadFeed, run: RunTask, message: Message
             "send one without taskId (with this contextId) to start another task"
         )
     approved, reason = _decision(message)
-    command = ApproveToolCalls(
-        agency_id=agent.agency_id, thread_id=run.thread_id, approved=approved,
-        reason=reason, run_id=run.run_id,
-    )  # fmt: skip
+    command = Approval(approved, reason=reason).command(agent.agency_id, run.thread_id, run.run_id)
     key = f"a2a:{message.message_id}"
     await _send_and_see(agent, feed, command, key, lambda e: isinstance(e.payload, HitlResume))
 

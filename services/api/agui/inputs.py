@@ -18,6 +18,7 @@ from agency.contracts.events import ChatMessage, ClientTool, ToolCall
 from agency.domain.thread_state import ThreadState
 from agency.services.api.agui.translate import interrupt_id
 from agency.services.api.agui.wire import MessageIn, ResumeEntry, RunAgentInput, ToolIn
+from agency.services.api.approval import Approval
 from agency.services.api.client_tools import answers, offered
 
 
@@ -27,14 +28,11 @@ class NewInput:
     tools: tuple[ClientTool, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Resume:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resume(Approval):
     """A decision on every call the paused run `run_id` holds."""
 
     run_id: str
-    approved: bool
-    modified: tuple[ToolCall, ...] | None
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +94,10 @@ def _decide(run_id: str, held: tuple[ToolCall, ...], resume: list[ResumeEntry]) 
     verdicts = [d for d in decisions if not isinstance(d, Refusal)]
     if all(approved for approved, _, _ in verdicts):
         edits = tuple(edit for _, edit, _ in verdicts if edit is not None)
-        return Resume(run_id, True, edits or None, "")
+        return Resume(True, edits or None, run_id=run_id)
     if not any(approved for approved, _, _ in verdicts):
         reason = "; ".join(r for _, _, r in verdicts if r)
-        return Resume(run_id, False, None, reason)
+        return Resume(False, None, reason, run_id=run_id)
     return Refusal(
         "resume approves some held tool calls and rejects others: Agency approves or rejects "
         "the calls of one step together",

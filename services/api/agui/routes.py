@@ -10,18 +10,16 @@ last. An input the interrupt rules refuse is answered `RUN_STARTED`, `RUN_ERROR`
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 import structlog
-from litestar import Request, Router, post
-from litestar.background_tasks import BackgroundTask
+from litestar import Router, post
 from litestar.datastructures import State
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 from litestar.response import Stream
 from nats.errors import Error as NatsError
 
-from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.events.thread import end_user_problem
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.errors import StoreError
@@ -29,24 +27,19 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.agui.inputs import NewInput, Refusal, Resume, check, plan
 from agency.services.api.agui.translate import RunTranslator
 from agency.services.api.agui.wire import PROTOCOL_VERSION, Event, RunAgentInput, RunStarted, sse
-from agency.services.api.auth import (
-    AgencyId,
-    Caller,
-    Deps,
-    path_id,
-    require_agent_type,
-    tenant_and_agency,
-)
+from agency.services.api.auth import Caller, Deps, path_id, require_agent_type, tenant_and_agency
 from agency.services.api.deps import ApiDeps
-from agency.services.api.routes_commands import run_id_for, start_run
+from agency.services.api.idempotency import run_id_for
+from agency.services.api.path_params import AgencyId
+from agency.services.api.run_start import start_run
 from agency.services.api.runstatus import RunStatuses, Seen
+from agency.services.api.sse import KEEPALIVE, sse_answer, stored_then_live
 from agency.services.api.streaming import ThreadFeed, closing_event
 from agency.services.api.thread_create import END_USER_FIELD, create_root_thread
 
 log = structlog.get_logger(__name__)
 
 PREFIX = "/agui"
-_KEEPALIVE = b": keep-alive\n\n"
 
 Blueprint = Annotated[
     str, PathParameter(name="blueprint", description="The blueprint (agent type) that runs.")
@@ -65,7 +58,7 @@ async def run_agent(
     data: JSONBody[RunAgentInput],
     principal: Caller,
     deps: Deps,
-    request: Request[Any, Any, State],
+    state: State,
 ) -> Stream:
     tenant, agency_id = tenant_and_agency(principal, agency_id)
     thread_id = path_id("threadId", data.thread_id)
@@ -78,7 +71,7 @@ async def run_agent(
     _runnable(translator.state, blueprint)
     last = history[-1]
     feed = ThreadFeed(
-        deps, tenant, thread_id, last.seq, closing_event(request.app.state), position=last.position
+        deps, tenant, thread_id, last.seq, closing_event(state), position=last.position
     )
     started = RunStarted(
         thread_id=data.thread_id, run_id=data.run_id, protocol_version=PROTOCOL_VERSION
@@ -110,12 +103,7 @@ async def run_agent(
     except BaseException:
         await feed.aclose()
         raise
-    return Stream(
-        _frames(feed, translator, head),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(feed.aclose),
-    )
+    return sse_answer(_frames(feed, translator, head), feed.aclose)
 
 
 async def _thread(
@@ -177,14 +165,7 @@ async def _resume(
     feed: ThreadFeed,
 ) -> bool:
     """Send the decision; whether the runtime recorded it in time (bounded)."""
-    command = ApproveToolCalls(
-        agency_id=agency_id,
-        thread_id=thread_id,
-        approved=decided.approved,
-        modified_tool_calls=decided.modified,
-        reason=decided.reason,
-        run_id=decided.run_id,
-    )
+    command = decided.command(agency_id, thread_id, decided.run_id)
     await feed.catch_up()
     key = f"{thread_id}:{key}"
     await deps.bus.commands.send(tenant, command, idempotency_key=key)
@@ -203,19 +184,14 @@ async def _frames(
             yield sse(event)
         if translator.done:
             return
-        for recorded in await feed.backfill():
+        async for recorded in stored_then_live(await feed.backfill(), feed.live()):
+            if recorded is None:
+                yield KEEPALIVE
+                continue
             for event in translator.apply(recorded):
                 yield sse(event)
             if translator.done:
                 return
-        async for batch in feed.live():
-            if not batch:
-                yield _KEEPALIVE
-            for recorded in batch:
-                for event in translator.apply(recorded):
-                    yield sse(event)
-                if translator.done:
-                    return
         for event in translator.error("the server is shutting down; the run goes on", "closing"):
             yield sse(event)
     except (NatsError, StoreError, TimeoutError) as e:

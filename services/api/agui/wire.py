@@ -128,15 +128,40 @@ class Event(Out, frozen=True, kw_only=True, tag_field="type"):
     pass
 
 
-class RunStarted(Event, frozen=True, kw_only=True, tag="RUN_STARTED"):
+class RunEvent(Event, frozen=True, kw_only=True):
+    """An event of one run of one thread."""
+
     thread_id: str
     run_id: str
+
+
+class MessageEvent(Event, frozen=True, kw_only=True):
+    """An event of one message, text or reasoning."""
+
+    message_id: str
+
+
+class MessageDelta(MessageEvent, frozen=True, kw_only=True):
+    """The next piece of a message's text."""
+
+    delta: str
+
+
+class ToolCallEvent(Event, frozen=True, kw_only=True):
+    """An event of one tool call."""
+
+    tool_call_id: str
+
+
+class StepEvent(Event, frozen=True, kw_only=True):
+    step_name: str
+
+
+class RunStarted(RunEvent, frozen=True, kw_only=True, tag="RUN_STARTED"):
     protocol_version: str | None = None
 
 
-class RunFinished(Event, frozen=True, kw_only=True, tag="RUN_FINISHED"):
-    thread_id: str
-    run_id: str
+class RunFinished(RunEvent, frozen=True, kw_only=True, tag="RUN_FINISHED"):
     outcome: Success | Interrupted | Cancelled
     result: str | None = None
 
@@ -146,37 +171,32 @@ class RunErrorEvent(Event, frozen=True, kw_only=True, tag="RUN_ERROR"):
     code: str | None = None
 
 
-class TextMessageStart(Event, frozen=True, kw_only=True, tag="TEXT_MESSAGE_START"):
-    message_id: str
+class TextMessageStart(MessageEvent, frozen=True, kw_only=True, tag="TEXT_MESSAGE_START"):
     role: str = "assistant"
 
 
-class TextMessageContent(Event, frozen=True, kw_only=True, tag="TEXT_MESSAGE_CONTENT"):
-    message_id: str
-    delta: str
+class TextMessageContent(MessageDelta, frozen=True, kw_only=True, tag="TEXT_MESSAGE_CONTENT"):
+    pass
 
 
-class TextMessageEnd(Event, frozen=True, kw_only=True, tag="TEXT_MESSAGE_END"):
-    message_id: str
+class TextMessageEnd(MessageEvent, frozen=True, kw_only=True, tag="TEXT_MESSAGE_END"):
+    pass
 
 
-class ToolCallStart(Event, frozen=True, kw_only=True, tag="TOOL_CALL_START"):
-    tool_call_id: str
+class ToolCallStart(ToolCallEvent, frozen=True, kw_only=True, tag="TOOL_CALL_START"):
     tool_call_name: str
     parent_message_id: str | None = None
 
 
-class ToolCallArgs(Event, frozen=True, kw_only=True, tag="TOOL_CALL_ARGS"):
-    tool_call_id: str
+class ToolCallArgs(ToolCallEvent, frozen=True, kw_only=True, tag="TOOL_CALL_ARGS"):
     delta: str
 
 
-class ToolCallEnd(Event, frozen=True, kw_only=True, tag="TOOL_CALL_END"):
-    tool_call_id: str
+class ToolCallEnd(ToolCallEvent, frozen=True, kw_only=True, tag="TOOL_CALL_END"):
+    pass
 
 
-class ToolCallResult(Event, frozen=True, kw_only=True, tag="TOOL_CALL_RESULT"):
-    message_id: str
+class ToolCallResult(MessageEvent, frozen=True, kw_only=True, tag="TOOL_CALL_RESULT"):
     tool_call_id: str
     content: str
     role: str = "tool"
@@ -190,34 +210,34 @@ class MessagesSnapshot(Event, frozen=True, kw_only=True, tag="MESSAGES_SNAPSHOT"
     messages: tuple[MessageOut, ...]
 
 
-class StepStarted(Event, frozen=True, kw_only=True, tag="STEP_STARTED"):
-    step_name: str
+class StepStarted(StepEvent, frozen=True, kw_only=True, tag="STEP_STARTED"):
+    pass
 
 
-class StepFinished(Event, frozen=True, kw_only=True, tag="STEP_FINISHED"):
-    step_name: str
+class StepFinished(StepEvent, frozen=True, kw_only=True, tag="STEP_FINISHED"):
+    pass
 
 
-class ReasoningStart(Event, frozen=True, kw_only=True, tag="REASONING_START"):
-    message_id: str
+class ReasoningStart(MessageEvent, frozen=True, kw_only=True, tag="REASONING_START"):
+    pass
 
 
-class ReasoningMessageStart(Event, frozen=True, kw_only=True, tag="REASONING_MESSAGE_START"):
-    message_id: str
+class ReasoningMessageStart(MessageEvent, frozen=True, kw_only=True, tag="REASONING_MESSAGE_START"):
     role: Literal["reasoning"]
 
 
-class ReasoningMessageContent(Event, frozen=True, kw_only=True, tag="REASONING_MESSAGE_CONTENT"):
-    message_id: str
-    delta: str
+class ReasoningMessageContent(
+    MessageDelta, frozen=True, kw_only=True, tag="REASONING_MESSAGE_CONTENT"
+):
+    pass
 
 
-class ReasoningMessageEnd(Event, frozen=True, kw_only=True, tag="REASONING_MESSAGE_END"):
-    message_id: str
+class ReasoningMessageEnd(MessageEvent, frozen=True, kw_only=True, tag="REASONING_MESSAGE_END"):
+    pass
 
 
-class ReasoningEnd(Event, frozen=True, kw_only=True, tag="REASONING_END"):
-    message_id: str
+class ReasoningEnd(MessageEvent, frozen=True, kw_only=True, tag="REASONING_END"):
+    pass
 
 
 _encoder = msgspec.json.Encoder()

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from agency.contracts.events import ChatMessage, ToolCall
+from agency.services.api.approval import Approval
 from agency.services.api.text import refuse_nul
 
 ChatId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -118,13 +119,7 @@ def approval_id(run_id: str, call_id: str) -> str:
     return f"{run_id}.{call_id}"
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    approved: bool
-    reason: str
-
-
-def decision(decide: Decide, run_id: str, pending: tuple[ToolCall, ...]) -> Decision:
+def decision(decide: Decide, run_id: str, pending: tuple[ToolCall, ...]) -> Approval:
     """One decision on every call `run_id` awaits, from the answers; `NotMapped` when an
     answer is missing, names another call, or approvals and rejections are mixed (Agency
     approves or rejects a step's calls together)."""
@@ -148,4 +143,4 @@ def decision(decide: Decide, run_id: str, pending: tuple[ToolCall, ...]) -> Deci
             "or rejects a step's calls together"
         )
     reasons = [reason for _, reason in decide.answers.values() if reason]
-    return Decision(verdicts.pop(), "; ".join(dict.fromkeys(reasons)))
+    return Approval(verdicts.pop(), reason="; ".join(dict.fromkeys(reasons)))

@@ -20,14 +20,12 @@ from typing import Annotated, Any
 
 import structlog
 from litestar import Request, Response, get, post
-from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 from litestar.response import Stream
 from nats.errors import Error as NatsError
 
-from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.events import HitlResume, RunResumed
 from agency.domain.thread_state import ThreadState
 from agency.infra.jetstream.errors import StoreError
@@ -42,7 +40,6 @@ from agency.services.api.aisdk.body import (
 )
 from agency.services.api.aisdk.chunks import DONE, MessageChunks, run_of, sse
 from agency.services.api.auth import (
-    AgencyId,
     Caller,
     Deps,
     path_id,
@@ -51,20 +48,18 @@ from agency.services.api.auth import (
     thread_created,
 )
 from agency.services.api.deps import ApiDeps
-from agency.services.api.routes_commands import run_id_for, start_run
+from agency.services.api.idempotency import run_id_for
+from agency.services.api.path_params import AgencyId
+from agency.services.api.run_start import start_run
 from agency.services.api.runstatus import RunStatuses, Seen
+from agency.services.api.sse import KEEPALIVE, sse_answer, stored_then_live
 from agency.services.api.streaming import ThreadFeed, closing_event
 from agency.services.api.thread_create import create_root_thread
 
 log = structlog.get_logger(__name__)
 
 PREFIX = "/aisdk"
-HEADERS = {
-    "x-vercel-ai-ui-message-stream": "v1",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
-_KEEPALIVE = b": keep-alive\n\n"
+HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
 
 Blueprint = Annotated[str, PathParameter(description="The blueprint the chat's thread runs.")]
 ChatPathId = Annotated[
@@ -172,13 +167,7 @@ async def _decide(
         decided = decision(asked, run.run_id, run.hitl_pending)
     except NotMapped as e:
         raise ValidationException(str(e)) from e
-    command = ApproveToolCalls(
-        agency_id=agency_id,
-        thread_id=state.thread_id,
-        approved=decided.approved,
-        reason=decided.reason,
-        run_id=run.run_id,
-    )
+    command = decided.command(agency_id, state.thread_id, run.run_id)
     feed = ThreadFeed(
         deps, tenant, state.thread_id, state.position.seq, closing, position=state.position
     )
@@ -218,12 +207,7 @@ def _stream(
     feed: ThreadFeed, chunks: MessageChunks, backlog: list[RecordedEvent], resumes: Sequence[int]
 ) -> Stream:
     # The response does not close its iterator when the client goes away; this does.
-    return Stream(
-        _frames(feed, chunks, backlog, resumes),
-        media_type="text/event-stream",
-        headers=HEADERS,
-        background=BackgroundTask(feed.aclose),
-    )
+    return sse_answer(_frames(feed, chunks, backlog, resumes), feed.aclose, HEADERS)
 
 
 async def _frames(
@@ -232,23 +216,18 @@ async def _frames(
     last_resume = max(resumes, default=-1)
     try:
         yield b"".join(sse(c) for c in chunks.start())
-        for i, event in enumerate(backlog):
+        i = -1  # the event's place: a pause ends the message unless a later one resumes it
+        async for event in stored_then_live(backlog, feed.live()):
+            if event is None:
+                yield KEEPALIVE
+                continue
+            i += 1
             out = chunks.after(event, pause_ends=i > last_resume)
             if out:
                 yield b"".join(sse(c) for c in out)
             if chunks.ended:
                 yield DONE
                 return
-        async for batch in feed.live():
-            if not batch:
-                yield _KEEPALIVE
-            for event in batch:
-                out = chunks.after(event)
-                if out:
-                    yield b"".join(sse(c) for c in out)
-                if chunks.ended:
-                    yield DONE
-                    return
     except (NatsError, StoreError, TimeoutError) as e:
         # The response has started: end it; the client resumes with the resume route.
         log.warning("chat stream ended by a NATS error", error=str(e))

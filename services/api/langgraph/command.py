@@ -25,7 +25,8 @@ import msgspec
 from litestar.exceptions import ValidationException
 
 from agency.contracts.events import ToolCall
-from agency.services.api.langgraph.inputs import NODES, Approval, Invocation, approval, invocation
+from agency.services.api.approval import Approval
+from agency.services.api.langgraph.inputs import NODES, Invocation, approval, invocation
 from agency.services.api.langgraph.wire import RunCreate
 
 Node = Literal["model", "tools"]

@@ -25,12 +25,8 @@ from agency.contracts.events import (
     ToolStarted,
 )
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.api.langgraph.graphstate import (
-    GraphView,
-    ai_message_id,
-    is_checkpoint,
-    message_dict,
-)
+from agency.services.api.langgraph.graphstate import GraphView, is_checkpoint
+from agency.services.api.langgraph.messages import ai_message_id, message_dict
 from agency.services.api.langgraph.snapshot import state_out
 
 DEBUG_MODES = ("tasks", "checkpoints", "debug")

@@ -19,11 +19,19 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
 from agency.services.api.langgraph.parts import Parts, frame
+from agency.services.api.sse import KEEPALIVE, stored_then_live
 from agency.services.api.streaming import ThreadFeed
 
 log = structlog.get_logger(__name__)
 
-KEEPALIVE = b": keep-alive\n\n"
+
+async def folded(feed: ThreadFeed, view: GraphView) -> AsyncIterator[RecordedEvent | None]:
+    """The feed's events, stored then live, each folded into `view` before it is handed
+    on; None for a quiet spell (a keep-alive)."""
+    async for event in stored_then_live(await feed.backfill(), feed.live()):
+        if event is not None:
+            view.apply(event)
+        yield event
 
 
 def _belongs(event: RecordedEvent, ref: RunRef) -> bool:
@@ -81,21 +89,14 @@ async def sse(
         # Inside the `try`: a client gone after this frame still closes the feed, which
         # may hold a live reader already (opened for the run's status).
         yield frame("metadata", {"run_id": ref.id, "attempt": 1}, None)
-        for event in await feed.backfill():
-            view.apply(event)
+        async for event in folded(feed, view):
+            if event is None:
+                yield KEEPALIVE
+                continue
             if _belongs(event, ref) and event.seq > after_seq:
                 yield parts.after(event, view)
             if ends_stretch(event, ref):
                 return
-        async for batch in feed.live():
-            if not batch:
-                yield KEEPALIVE
-            for event in batch:
-                view.apply(event)
-                if _belongs(event, ref) and event.seq > after_seq:
-                    yield parts.after(event, view)
-                if ends_stretch(event, ref):
-                    return
     except (NatsError, StoreError, TimeoutError) as e:
         # The response has started: end it; the client resumes with Last-Event-ID.
         log.warning("langgraph run stream ended by a NATS error", error=str(e))

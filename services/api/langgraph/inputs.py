@@ -15,6 +15,7 @@ from litestar.exceptions import ValidationException
 from agency.contracts.envelope import utc_now
 from agency.contracts.events import ChatMessage, ClientTool, ContentPart, ToolCall
 from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.services.api.approval import Approval
 from agency.services.api.client_tools import answers, offered
 from agency.services.api.langgraph.content import (
     check_inline_size,
@@ -243,13 +244,6 @@ def invocation(data: dict[str, Any] | None) -> Invocation:
     messages = tuple(_message(m) for m in raw)
     check_inline_size(sum(inline_chars(m.parts) for m in messages))
     return Invocation(messages=messages, files=dict(files), tools=_tools(data.get("tools")))
-
-
-@dataclass(frozen=True, slots=True)
-class Approval:
-    approved: bool
-    modified: tuple[ToolCall, ...] | None
-    reason: str
 
 
 def _decision(value: Any) -> str:

@@ -35,7 +35,8 @@ from agency.contracts.events import (
 )
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.langgraph.debug_parts import DEBUG_MODES, debug_parts
-from agency.services.api.langgraph.graphstate import GraphView, ai_message_id, message_dict
+from agency.services.api.langgraph.graphstate import GraphView
+from agency.services.api.langgraph.messages import ai_message_id, message_dict
 
 MODES = ("values", "updates", "messages-tuple", "messages", "events", "custom", *DEBUG_MODES)
 # `custom` frames are what a graph's own code writes; an Agency run has none to send.

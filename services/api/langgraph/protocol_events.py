@@ -30,15 +30,8 @@ from typing import Any
 from agency.contracts import events as ev
 from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.langgraph.debug_parts import task_parts
-from agency.services.api.langgraph.graphstate import (
-    GraphView,
-    RunRef,
-    ai_message_id,
-    ends_stretch,
-    interrupt_value,
-    is_checkpoint,
-    message_dict,
-)
+from agency.services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch, is_checkpoint
+from agency.services.api.langgraph.messages import ai_message_id, interrupt_value, message_dict
 
 # The channels a client may name, and the channel of each method.
 CHANNELS = frozenset(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from litestar import Router
+from litestar.di import Provide
 
 from agency.services.api.auth import API_KEY_HEADER_OPT
 from agency.services.api.langgraph.protocol_ws import PROTOCOL_SOCKET_ROUTES
@@ -19,6 +20,7 @@ from agency.services.api.langgraph.routes_store import STORE_ROUTES
 from agency.services.api.langgraph.routes_thread_admin import THREAD_ADMIN_ROUTES
 from agency.services.api.langgraph.routes_thread_state import THREAD_STATE_ROUTES
 from agency.services.api.langgraph.routes_threads import THREAD_ROUTES
+from agency.services.api.langgraph.scope import provide_agency_caller
 from agency.services.api.langgraph.thread_stream import THREAD_STREAM_ROUTES
 
 
@@ -42,6 +44,7 @@ def langgraph_router() -> Router:
             *PROTOCOL_ROUTES,
             *PROTOCOL_SOCKET_ROUTES,
         ],
+        dependencies={"caller": Provide(provide_agency_caller, sync_to_thread=False)},
         opt={API_KEY_HEADER_OPT: True},
         # Documented by LangGraph's own API reference and docs/langgraph.md, not our OpenAPI.
         include_in_schema=False,

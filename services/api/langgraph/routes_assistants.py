@@ -13,29 +13,27 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Request, delete, patch
+from litestar import delete, patch
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import JSONBody, QueryParameter
 
 from agency.contracts.commands import DeleteBlueprint, SaveBlueprint
 from agency.contracts.events import BlueprintDeleted, BlueprintSaved, BlueprintSpec
 from agency.contracts.ids import is_valid_token, new_id
-from agency.services.api.auth import Caller, Deps, agency_events, agent_types, tenant_of
+from agency.services.api.auth import Deps, agency_events, agent_types
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.routes_thread_admin import erase_ours
 from agency.services.api.langgraph.scope import (
     AssistantIdPath,
-    agency_for,
+    LgCaller,
     assistant_named,
     assistants,
     client_fields,
 )
-from agency.services.api.langgraph.wire import Assistant, Body
+from agency.services.api.langgraph.wire import Assistant, Body, Page
 from agency.services.api.readback import refuse_prompt, send_and_read
 from agency.services.api.routes_erasure import requester
-
-MAX_PAGE = 1000
 
 
 class AssistantUpdate(Body, frozen=True, kw_only=True):
@@ -60,9 +58,7 @@ class AssistantCount(Body, frozen=True, kw_only=True):
     name: str | None = None
 
 
-class VersionsBody(Body, frozen=True, kw_only=True):
-    limit: int = 10
-    offset: int = 0
+class VersionsBody(Page, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
 
 
@@ -120,15 +116,15 @@ async def _save(deps: ApiDeps, tenant: str, agency_id: str, spec: BlueprintSpec)
 
 @post_ok("/assistants", summary="LangGraph: create an assistant (save a blueprint)")
 async def create_assistant(
-    data: JSONBody[AssistantCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+    data: JSONBody[AssistantCreate], caller: LgCaller, deps: Deps
 ) -> Assistant:
     """A new blueprint of the agency, a copy of the blueprint `graph_id` named
     `assistant_id` (else `name`, when it is a blueprint name; else `<graph_id>-<id>`);
     `name` is its title and `description` its description."""
-    tenant = tenant_of(principal)
+    tenant = caller.tenant
     if not data.graph_id:
         raise ValidationException("graph_id is required: the blueprint the assistant copies")
-    agency_id = await agency_for(deps, tenant, request)
+    agency_id = await caller.agency()
     known, _ = await _blueprints(deps, tenant, agency_id)
     base = known.get(data.graph_id)
     if base is None:
@@ -158,16 +154,12 @@ async def create_assistant(
 
 @patch("/assistants/{assistant_id:str}", summary="LangGraph: update an assistant")
 async def update_assistant(
-    assistant_id: AssistantIdPath,
-    data: JSONBody[AssistantUpdate],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, Any],
+    assistant_id: AssistantIdPath, data: JSONBody[AssistantUpdate], caller: LgCaller, deps: Deps
 ) -> Assistant:
     """Save a new revision of the blueprint: its title (`name`) and `description`, or a
     copy of the blueprint `graph_id` under this name."""
-    tenant = tenant_of(principal)
-    agency_id = await agency_for(deps, tenant, request)
+    tenant = caller.tenant
+    agency_id = await caller.agency()
     known, _ = await _blueprints(deps, tenant, agency_id)
     current = known.get(assistant_id)
     if current is None:
@@ -190,15 +182,14 @@ async def update_assistant(
 @delete("/assistants/{assistant_id:str}", status_code=204, summary="LangGraph: delete an assistant")
 async def delete_assistant(
     assistant_id: AssistantIdPath,
-    principal: Caller,
+    caller: LgCaller,
     deps: Deps,
-    request: Request[Any, Any, Any],
     delete_threads: Annotated[bool, QueryParameter(name="delete_threads", required=False)] = False,
 ) -> None:
     """Delete the agency's own blueprint (a static one of that name comes back); with
     `delete_threads`, its threads are erased first, as `threads.delete` erases them."""
-    tenant = tenant_of(principal)
-    agency_id = await agency_for(deps, tenant, request)
+    tenant = caller.tenant
+    agency_id = await caller.agency()
     events = await agency_events(deps, tenant, agency_id)
     if _saved_now(events, assistant_id) is None:
         if assistant_id in deps.system.blueprints:
@@ -211,7 +202,7 @@ async def delete_assistant(
         raise AssertionError
     if delete_threads:
         threads = await _threads_of(deps, tenant, agency_id, assistant_id)
-        await erase_ours(deps, tenant, threads, requester(principal))
+        await erase_ours(deps, tenant, threads, requester(caller.principal))
     command = DeleteBlueprint(agency_id=agency_id, name=assistant_id)
     await send_and_read(deps, tenant, "agency", agency_id, command)
 
@@ -243,15 +234,13 @@ def _saved_now(events: list[Any], name: str) -> BlueprintSaved | None:
 
 
 @post_ok("/assistants/count", summary="LangGraph: count assistants")
-async def count_assistants(
-    data: JSONBody[AssistantCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> int:
-    tenant = tenant_of(principal)
+async def count_assistants(data: JSONBody[AssistantCount], caller: LgCaller, deps: Deps) -> int:
+    tenant = caller.tenant
     wanted = data.metadata or {}
     needle = (data.name or "").lower()
     return sum(
         1
-        for a in await assistants(deps, tenant, await agency_for(deps, tenant, request))
+        for a in await assistants(deps, tenant, await caller.agency())
         if (data.graph_id is None or a.graph_id == data.graph_id)
         and needle in a.name.lower()
         and all(a.metadata.get(k) == v for k, v in wanted.items())
@@ -279,17 +268,12 @@ def _version(latest: Assistant, revision: int, saved: datetime, spec: BlueprintS
     summary="LangGraph: an assistant's versions (the blueprint's saved revisions)",
 )
 async def assistant_versions(
-    assistant_id: AssistantIdPath,
-    data: JSONBody[VersionsBody],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, Any],
+    assistant_id: AssistantIdPath, data: JSONBody[VersionsBody], caller: LgCaller, deps: Deps
 ) -> list[Assistant]:
     """Newest first; a static blueprint never saved by the agency has one, version 1."""
-    tenant = tenant_of(principal)
-    if not 1 <= data.limit <= MAX_PAGE or data.offset < 0:
-        raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
-    agency_id = await agency_for(deps, tenant, request)
+    tenant = caller.tenant
+    data.checked()
+    agency_id = await caller.agency()
     latest = await assistant_named(deps, tenant, agency_id, assistant_id)
     events = await agency_events(deps, tenant, agency_id)
     versions = [
@@ -311,16 +295,12 @@ async def assistant_versions(
     summary="LangGraph: make a version the latest (save that revision again)",
 )
 async def set_latest(
-    assistant_id: AssistantIdPath,
-    data: JSONBody[SetLatest],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, Any],
+    assistant_id: AssistantIdPath, data: JSONBody[SetLatest], caller: LgCaller, deps: Deps
 ) -> Assistant:
     """The log is append-only: the blueprint as saved at revision `version` is saved again,
     as its newest revision."""
-    tenant = tenant_of(principal)
-    agency_id = await agency_for(deps, tenant, request)
+    tenant = caller.tenant
+    agency_id = await caller.agency()
     latest = await assistant_named(deps, tenant, agency_id, assistant_id)
     events = await agency_events(deps, tenant, agency_id)
     if latest.version == data.version:

@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import Request
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.params import JSONBody
 
-from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.auth import Deps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import (
     invocation,
@@ -23,7 +22,7 @@ from agency.services.api.langgraph.inputs import (
 )
 from agency.services.api.langgraph.routes_runs import run_in_background
 from agency.services.api.langgraph.scope import (
-    agency_for,
+    LgCaller,
     assistant_named,
     load_thread,
     new_thread,
@@ -50,10 +49,8 @@ def _item(index: int, raw: Any) -> tuple[str | None, RunCreate]:
 
 
 @post_ok("/runs/batch", summary="LangGraph: start several background runs")
-async def create_batch(
-    data: JSONBody[list[Any]], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> list[Run]:
-    tenant = tenant_of(principal)
+async def create_batch(data: JSONBody[list[Any]], caller: LgCaller, deps: Deps) -> list[Run]:
+    tenant = caller.tenant
     if not 1 <= len(data) <= MAX_BATCH:
         raise ValidationException(f"a batch holds 1 to {MAX_BATCH} runs, not {len(data)}")
     items = [_item(i, raw) for i, raw in enumerate(data)]
@@ -66,7 +63,7 @@ async def create_batch(
             if run.command is not None:
                 raise ValidationException("a batch starts runs: it resumes none (`command`)")
             if thread_id is None:
-                agency_id = agency_id or await agency_for(deps, tenant, request)
+                agency_id = agency_id or await caller.agency()
                 await assistant_named(deps, tenant, agency_id, run.assistant_id)
             else:
                 refuse_thread_deletion(run)
@@ -80,7 +77,7 @@ async def create_batch(
         if thread_id is None:
             assert agency_id is not None
             thread_id = (await new_thread(deps, tenant, agency_id, run.assistant_id, {})).thread_id
-        started.append((await run_in_background(deps, tenant, thread_id, run, request)).content)
+        started.append((await run_in_background(caller, thread_id, run)).content)
     return started
 
 

@@ -8,18 +8,18 @@ named `run_ids` are canceled whichever they are.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from litestar import Request, post
+from litestar import post
 from litestar.exceptions import ValidationException
 from litestar.params import JSONBody, QueryParameter
 
 from agency.contracts.commands import CancelRun
 from agency.contracts.ids import new_id
-from agency.services.api.auth import Caller, Deps, tenant_of
+from agency.services.api.auth import Deps
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView
-from agency.services.api.langgraph.scope import agency_for, load_thread
+from agency.services.api.langgraph.scope import LgCaller, load_thread
 from agency.services.api.langgraph.wire import Body
 
 # Threads of the agency looked at, at most, when no thread is named.
@@ -91,12 +91,11 @@ async def send_cancel(deps: ApiDeps, tenant: str, view: GraphView, run_id: str) 
 @post("/runs/cancel", status_code=204, summary="LangGraph: cancel the active runs")
 async def cancel_many(
     data: JSONBody[CancelMany],
-    principal: Caller,
+    caller: LgCaller,
     deps: Deps,
-    request: Request[Any, Any, Any],
     action: Annotated[str, QueryParameter(name="action", required=False)] = "interrupt",
 ) -> None:
-    tenant = tenant_of(principal)
+    tenant = caller.tenant
     if action == "rollback":
         raise ValidationException("cancel action 'rollback' does not map: the log is append-only")
     if data.thread_id is None and data.status is None:
@@ -105,7 +104,7 @@ async def cancel_many(
         view = await load_thread(deps, tenant, data.thread_id)
         await _cancel(deps, tenant, view, data.run_ids, data.status)
         return
-    agency_id = await agency_for(deps, tenant, request)
+    agency_id = await caller.agency()
     async with deps.pool.acquire() as conn:
         rows = await conn.fetch(_CANDIDATES, tenant, agency_id, MAX_THREADS)
     for row in rows:

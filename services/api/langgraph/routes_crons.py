@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from litestar import Request, delete, patch
+from litestar import delete, patch
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody, PathParameter
 
@@ -36,15 +36,14 @@ from agency.services.api.langgraph.inputs import (
     refuse_options,
     unknown_nodes,
 )
-from agency.services.api.langgraph.scope import ThreadIdPath, agency_for, load_thread
+from agency.services.api.langgraph.scope import LgCaller, ThreadIdPath, load_thread
 from agency.services.api.langgraph.webhook import webhook_of
-from agency.services.api.langgraph.wire import Body, Out
+from agency.services.api.langgraph.wire import Body, Out, Search
 from agency.services.api.openapi import error_response
 from agency.services.api.readback import send_and_read
 from agency.services.api.schedule_door import checked_cron, room_for_schedule
 from agency.services.workflows.http.ops import ensure_global_member, find_schedule, read_state
 
-MAX_PAGE = 1000
 CronIdPath = Annotated[str, PathParameter(name="cron_id")]
 CRON_PREFIX = "sch_"
 
@@ -80,16 +79,12 @@ class CronUpdate(CronOptions, frozen=True, kw_only=True):
     schedule: str | None = None
 
 
-class CronSearch(Body, frozen=True, kw_only=True):
+class CronSearch(Search, frozen=True, kw_only=True):
     assistant_id: str | None = None
     thread_id: str | None = None
     enabled: bool | None = None
     metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
     sort_by: str | None = None
-    sort_order: Literal["asc", "desc"] | None = None
-    select: list[str] | None = None
 
 
 class Cron(Out, frozen=True, kw_only=True):
@@ -219,14 +214,12 @@ async def _set(deps: ApiDeps, tenant: str, command: SetSchedule) -> None:
         )
     },
 )
-async def create_cron(
-    data: JSONBody[CronCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> Cron:
-    tenant = tenant_of(principal)
+async def create_cron(data: JSONBody[CronCreate], caller: LgCaller, deps: Deps) -> Cron:
+    tenant = caller.tenant
     _refuse_unmapped(data)
     cron, message = checked_cron(deps, data.schedule), _message(data.input)
     options = _options(data, ScheduleOptions())
-    agency_id = await agency_for(deps, tenant, request)
+    agency_id = await caller.agency()
     await room_for_schedule(deps, tenant)
     state = await ensure_global_member(deps, tenant, agency_id, data.assistant_id)
     schedule_id = CRON_PREFIX + new_id()
@@ -257,15 +250,11 @@ async def create_thread_cron(
 
 @patch("/runs/crons/{cron_id:str}", summary="LangGraph: update a cron")
 async def update_cron(
-    cron_id: CronIdPath,
-    data: JSONBody[CronUpdate],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, Any],
+    cron_id: CronIdPath, data: JSONBody[CronUpdate], caller: LgCaller, deps: Deps
 ) -> Cron:
-    tenant = tenant_of(principal)
+    tenant = caller.tenant
     _refuse_unmapped(data)
-    agency_id = await agency_for(deps, tenant, request)
+    agency_id = await caller.agency()
     current = await _cron_named(deps, tenant, agency_id, cron_id)
     message = _message(data.input) if data.input is not None else None
     async with deps.pool.acquire() as conn:
@@ -286,11 +275,9 @@ async def update_cron(
 
 
 @delete("/runs/crons/{cron_id:str}", status_code=204, summary="LangGraph: delete a cron")
-async def delete_cron(
-    cron_id: CronIdPath, principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> None:
-    tenant = tenant_of(principal)
-    agency_id = await agency_for(deps, tenant, request)
+async def delete_cron(cron_id: CronIdPath, caller: LgCaller, deps: Deps) -> None:
+    tenant = caller.tenant
+    agency_id = await caller.agency()
     await _cron_named(deps, tenant, agency_id, cron_id)
     await find_schedule(deps, tenant, agency_id, cron_id)
     command = RemoveSchedule(agency_id=agency_id, schedule_id=cron_id)
@@ -308,13 +295,10 @@ def _found(crons: list[Cron], data: CronSearch | CronCount) -> list[Cron]:
 
 
 @post_ok("/runs/crons/search", summary="LangGraph: search crons")
-async def search_crons(
-    data: JSONBody[CronSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> list[Cron]:
-    tenant = tenant_of(principal)
-    if not 1 <= data.limit <= MAX_PAGE or data.offset < 0:
-        raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
-    crons = await _crons(deps, tenant, await agency_for(deps, tenant, request))
+async def search_crons(data: JSONBody[CronSearch], caller: LgCaller, deps: Deps) -> list[Cron]:
+    tenant = caller.tenant
+    data.checked()
+    crons = await _crons(deps, tenant, await caller.agency())
     found = [c for c in _found(crons, data) if data.enabled in (None, c.enabled)]
     key = data.sort_by if data.sort_by in ("cron_id", "assistant_id", "thread_id") else "cron_id"
     found.sort(key=lambda c: str(getattr(c, key)), reverse=data.sort_order == "desc")
@@ -328,11 +312,9 @@ class CronCount(Body, frozen=True, kw_only=True):
 
 
 @post_ok("/runs/crons/count", summary="LangGraph: count crons")
-async def count_crons(
-    data: JSONBody[CronCount], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> int:
-    tenant = tenant_of(principal)
-    return len(_found(await _crons(deps, tenant, await agency_for(deps, tenant, request)), data))
+async def count_crons(data: JSONBody[CronCount], caller: LgCaller, deps: Deps) -> int:
+    tenant = caller.tenant
+    return len(_found(await _crons(deps, tenant, await caller.agency()), data))
 
 
 CRON_ROUTES = [

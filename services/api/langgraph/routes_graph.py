@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, get
+from litestar import get
 from litestar.params import QueryParameter
 
-from agency.services.api.auth import Caller, Deps, tenant_of
-from agency.services.api.deps import ApiDeps, Principal
-from agency.services.api.langgraph.scope import AssistantIdPath, agency_for, assistant_named
-from agency.services.api.langgraph.wire import Assistant, Connection
+from agency.services.api.langgraph.scope import (
+    AgencyCaller,
+    AssistantIdPath,
+    LgCaller,
+    assistant_named,
+)
+from agency.services.api.langgraph.wire import Assistant
 
 GRAPH: dict[str, list[dict[str, Any]]] = {
     "nodes": [
@@ -48,33 +51,25 @@ _STATE = {
 }
 
 
-async def _assistant(
-    principal: Principal, deps: ApiDeps, request: Connection, assistant_id: str
-) -> Assistant:
+async def _assistant(caller: AgencyCaller, assistant_id: str) -> Assistant:
     """The assistant `assistant_id` of the caller's agency, or 404."""
-    tenant = tenant_of(principal)
-    return await assistant_named(
-        deps, tenant, await agency_for(deps, tenant, request), assistant_id
-    )
+    tenant = caller.tenant
+    return await assistant_named(caller.deps, tenant, await caller.agency(), assistant_id)
 
 
 @get("/assistants/{assistant_id:str}/graph", summary="LangGraph: an assistant's graph")
 async def assistant_graph(
     assistant_id: AssistantIdPath,
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, Any],
+    caller: LgCaller,
     xray: Annotated[str | None, QueryParameter(name="xray", required=False)] = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    await _assistant(principal, deps, request, assistant_id)
+    await _assistant(caller, assistant_id)
     return GRAPH
 
 
 @get("/assistants/{assistant_id:str}/schemas", summary="LangGraph: an assistant's schemas")
-async def assistant_schemas(
-    assistant_id: AssistantIdPath, principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> dict[str, Any]:
-    found = await _assistant(principal, deps, request, assistant_id)
+async def assistant_schemas(assistant_id: AssistantIdPath, caller: LgCaller) -> dict[str, Any]:
+    found = await _assistant(caller, assistant_id)
     return {
         "graph_id": found.graph_id,
         "input_schema": _INPUT,
@@ -94,12 +89,10 @@ async def assistant_schemas(
 )
 async def assistant_subgraphs(
     assistant_id: AssistantIdPath,
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, Any],
+    caller: LgCaller,
     recurse: Annotated[bool, QueryParameter(name="recurse", required=False)] = False,
 ) -> dict[str, Any]:
-    await _assistant(principal, deps, request, assistant_id)
+    await _assistant(caller, assistant_id)
     return {}
 
 

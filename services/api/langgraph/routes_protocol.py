@@ -20,23 +20,21 @@ from typing import Any
 
 import msgspec
 import structlog
-from litestar import Request, Response
-from litestar.datastructures import State
+from litestar import Response
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import JSONBody
 from litestar.response import Stream
 from nats.errors import Error as NatsError
 
 from agency.infra.jetstream.errors import StoreError
-from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph import protocol_state as ps
 from agency.services.api.langgraph.answer import post_ok
-from agency.services.api.langgraph.follow import KEEPALIVE
+from agency.services.api.langgraph.follow import folded
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.parts import frame
 from agency.services.api.langgraph.protocol_events import CHANNELS, ProtocolEvents, channel_of
-from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
+from agency.services.api.langgraph.scope import LgCaller, ThreadIdPath, load_thread
 from agency.services.api.langgraph.start import awaits_approval, begin_run
 from agency.services.api.langgraph.thread_stream import folded_stream
 from agency.services.api.langgraph.wire import (
@@ -46,6 +44,7 @@ from agency.services.api.langgraph.wire import (
     MultitaskStrategy,
     RunCreate,
 )
+from agency.services.api.sse import KEEPALIVE
 from agency.services.api.streaming import ThreadFeed
 
 log = structlog.get_logger(__name__)
@@ -175,13 +174,10 @@ COMMANDS: dict[str, Callable[[ps.ThreadCall, dict[str, Any]], Awaitable[dict[str
     summary="LangGraph protocol: a command on a thread (runs, input, state, agent tree)",
 )
 async def thread_command(
-    thread_id: ThreadIdPath,
-    data: JSONBody[ProtocolCommand],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
+    thread_id: ThreadIdPath, data: JSONBody[ProtocolCommand], caller: LgCaller
 ) -> Response[dict[str, Any]]:
-    return Response(await run_command(deps, tenant_of(principal), thread_id, data, request))
+    tenant = caller.tenant
+    return Response(await run_command(caller.deps, tenant, thread_id, data, caller.request))
 
 
 async def run_command(
@@ -225,15 +221,8 @@ async def protocol_sse(
         )
 
     try:
-        for event in await feed.backfill():
-            view.apply(event)
-            yield framed(events.after(event))
-        async for batch in feed.live():
-            if not batch:
-                yield KEEPALIVE
-            for event in batch:
-                view.apply(event)
-                yield framed(events.after(event))
+        async for event in folded(feed, view):
+            yield KEEPALIVE if event is None else framed(events.after(event))
     except (NatsError, StoreError, TimeoutError) as e:
         log.warning("langgraph protocol stream ended by a NATS error", error=str(e))
     finally:
@@ -246,22 +235,17 @@ async def protocol_sse(
     media_type="text/event-stream",
 )
 async def thread_events(
-    thread_id: ThreadIdPath,
-    data: JSONBody[EventStreamRequest],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
+    thread_id: ThreadIdPath, data: JSONBody[EventStreamRequest], caller: LgCaller
 ) -> Stream:
-    tenant = tenant_of(principal)
+    tenant = caller.tenant
     channels, root = wanted_channels(data)
-    view = await load_thread(deps, tenant, thread_id)
+    view = await load_thread(caller.deps, tenant, thread_id)
     if not root:  # Agency's events are all in the root namespace
         channels = set()
     since = data.since if data.since is not None and data.since >= 0 else -1
     return folded_stream(
-        deps, tenant, view, request,
-        lambda feed, folding: protocol_sse(feed, folding, channels, since),
-    )  # fmt: skip
+        caller, view, lambda feed, folding: protocol_sse(feed, folding, channels, since)
+    )
 
 
 PROTOCOL_ROUTES = [thread_command, thread_events]

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from litestar import Request, Response, get, post
-from litestar.background_tasks import BackgroundTask
-from litestar.datastructures import State
+from litestar import Response, get, post
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from agency.services.api.admission_door import admission_opt
 from agency.services.api.auth import Caller, Deps, tenant_of
-from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.follow import sse, wait_for_end
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
@@ -29,6 +26,8 @@ from agency.services.api.langgraph.inputs import (
 from agency.services.api.langgraph.parts import stream_modes
 from agency.services.api.langgraph.routes_cancel_many import send_cancel
 from agency.services.api.langgraph.scope import (
+    AgencyCaller,
+    LgCaller,
     RunIdPath,
     ThreadIdPath,
     load_thread,
@@ -36,6 +35,7 @@ from agency.services.api.langgraph.scope import (
 from agency.services.api.langgraph.start import begin_run
 from agency.services.api.langgraph.wire import Run, RunCreate
 from agency.services.api.routes_queries import MAX_SEQ, int_param
+from agency.services.api.sse import sse_answer
 from agency.services.api.streaming import ThreadFeed, closing_event
 
 PREFIX = "/langgraph"
@@ -79,20 +79,15 @@ def locations(thread_id: str, ref: RunRef) -> dict[str, str]:
 
 @post_ok("/threads/{thread_id:str}/runs", summary="LangGraph: start a run")
 async def create_run(
-    thread_id: ThreadIdPath,
-    data: JSONBody[RunCreate],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, Any],
+    thread_id: ThreadIdPath, data: JSONBody[RunCreate], caller: LgCaller
 ) -> Response[Run]:
     refuse_thread_deletion(data)
-    return await run_in_background(deps, tenant_of(principal), thread_id, data, request)
+    return await run_in_background(caller, thread_id, data)
 
 
-async def run_in_background(
-    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, Any]
-) -> Response[Run]:
-    ref = (await begin_run(deps, tenant, thread_id, data, request)).ref
+async def run_in_background(caller: AgencyCaller, thread_id: str, data: RunCreate) -> Response[Run]:
+    deps, tenant = caller.deps, caller.tenant
+    ref = (await begin_run(deps, tenant, thread_id, data, caller.request)).ref
     view = await load_thread(deps, tenant, thread_id)
     headers = locations(view.thread_id, ref)
     headers.pop("Location")
@@ -102,18 +97,17 @@ async def run_in_background(
 
 
 async def _final(
-    deps: ApiDeps,
-    tenant: str,
+    caller: AgencyCaller,
     thread_id: str,
     ref: RunRef,
-    request: Request[Any, Any, State],
     folded: GraphView | None = None,
     feed: ThreadFeed | None = None,
 ) -> dict[str, Any]:
     """The run's final state; `folded`: the thread folded before the run's stretch began,
     `feed`: its events from there on."""
+    closing = closing_event(caller.request.app.state)
     view = await wait_for_end(
-        deps, tenant, thread_id, ref, closing_event(request.app.state), WAIT_SECONDS, folded, feed
+        caller.deps, caller.tenant, thread_id, ref, closing, WAIT_SECONDS, folded, feed
     )
     if view is None:
         raise ClientException(
@@ -132,24 +126,22 @@ async def _final(
     opt=admission_opt(),
 )
 async def wait_run(
-    thread_id: ThreadIdPath,
-    data: JSONBody[RunCreate],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
+    thread_id: ThreadIdPath, data: JSONBody[RunCreate], caller: LgCaller
 ) -> Response[dict[str, Any]]:
     refuse_thread_deletion(data)
-    return await run_and_wait(deps, tenant_of(principal), thread_id, data, request)
+    return await run_and_wait(caller, thread_id, data)
 
 
 async def run_and_wait(
-    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, State]
+    caller: AgencyCaller, thread_id: str, data: RunCreate
 ) -> Response[dict[str, Any]]:
-    begun = await begin_run(deps, tenant, thread_id, data, request, follow=True)
+    begun = await begin_run(
+        caller.deps, caller.tenant, thread_id, data, caller.request, follow=True
+    )
     view, ref = begun.view, begun.ref
     headers = locations(view.thread_id, ref)
     headers.pop("Location")
-    body = await _final(deps, tenant, view.thread_id, ref, request, view, begun.feed)
+    body = await _final(caller, view.thread_id, ref, view, begun.feed)
     return Response(body, headers=headers)
 
 
@@ -157,53 +149,35 @@ async def run_and_wait(
     "/threads/{thread_id:str}/runs/{run_id:str}/join",
     summary="LangGraph: wait for a run to end; its final state",
 )
-async def join_run(
-    thread_id: ThreadIdPath,
-    run_id: RunIdPath,
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
-) -> dict[str, Any]:
-    tenant = tenant_of(principal)
+async def join_run(thread_id: ThreadIdPath, run_id: RunIdPath, caller: LgCaller) -> dict[str, Any]:
     ref = _ref(run_id)
-    view = await load_thread(deps, tenant, thread_id)
+    view = await load_thread(caller.deps, caller.tenant, thread_id)
     run_out(view, ref)  # 404 for an unknown run
     # A stretch still going is followed on from the thread as read; one that ended is
     # folded from the log's start up to its end (the thread may have moved on since).
-    return await _final(
-        deps, tenant, thread_id, ref, request, None if view.stretch_ended(ref) else view
-    )
+    return await _final(caller, thread_id, ref, None if view.stretch_ended(ref) else view)
 
 
 def _stream(
-    deps: ApiDeps,
-    tenant: str,
+    caller: AgencyCaller,
     view: GraphView,
     ref: RunRef,
     modes: tuple[str, ...],
     after_seq: int,
-    request: Request[Any, Any, State],
     *,
     before_stretch: ThreadFeed | None = None,
 ) -> Stream:
     """The stretch's SSE response. `before_stretch`: `view` was folded before the stretch
     began, and is folded on from where it stands with these events; otherwise the thread
     is read again."""
-    closing = closing_event(request.app.state)
+    closing = closing_event(caller.request.app.state)
     if before_stretch is not None:
         feed, folding = before_stretch, view
     else:
-        feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing)
-        folding = GraphView(tenant_id=tenant, thread_id=view.thread_id)
-    return Stream(
-        sse(feed, folding, ref, modes, after_seq),
-        media_type="text/event-stream",
-        headers={
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            **locations(view.thread_id, ref),
-        },
-        background=BackgroundTask(feed.aclose),
+        feed = ThreadFeed(caller.deps, caller.tenant, view.thread_id, 0, closing)
+        folding = GraphView(tenant_id=caller.tenant, thread_id=view.thread_id)
+    return sse_answer(
+        sse(feed, folding, ref, modes, after_seq), feed.aclose, locations(view.thread_id, ref)
     )
 
 
@@ -213,25 +187,19 @@ def _stream(
     media_type="text/event-stream",
 )
 async def stream_run(
-    thread_id: ThreadIdPath,
-    data: JSONBody[RunCreate],
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
+    thread_id: ThreadIdPath, data: JSONBody[RunCreate], caller: LgCaller
 ) -> Stream:
     refuse_thread_deletion(data)
-    return await run_and_stream(deps, tenant_of(principal), thread_id, data, request)
+    return await run_and_stream(caller, thread_id, data)
 
 
-async def run_and_stream(
-    deps: ApiDeps, tenant: str, thread_id: str, data: RunCreate, request: Request[Any, Any, State]
-) -> Stream:
+async def run_and_stream(caller: AgencyCaller, thread_id: str, data: RunCreate) -> Stream:
     modes = stream_modes(data.stream_mode)
-    begun = await begin_run(deps, tenant, thread_id, data, request, follow=True)
-    assert begun.feed is not None
-    return _stream(
-        deps, tenant, begun.view, begun.ref, modes, 0, request, before_stretch=begun.feed
+    begun = await begin_run(
+        caller.deps, caller.tenant, thread_id, data, caller.request, follow=True
     )
+    assert begun.feed is not None
+    return _stream(caller, begun.view, begun.ref, modes, 0, before_stretch=begun.feed)
 
 
 LastEventId = Annotated[
@@ -265,16 +233,13 @@ def after_last_event(last_event_id: str | None, default: int) -> int:
 async def join_stream(
     thread_id: ThreadIdPath,
     run_id: RunIdPath,
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
+    caller: LgCaller,
     stream_mode: Annotated[list[str] | None, QueryParameter(name="stream_mode")] = None,
     last_event_id: LastEventId = None,
     cancel_on_disconnect: Annotated[str | None, QueryParameter(name="cancel_on_disconnect")] = None,
 ) -> Stream:
-    tenant = tenant_of(principal)
     ref = _ref(run_id)
-    view = await load_thread(deps, tenant, thread_id)
+    view = await load_thread(caller.deps, caller.tenant, thread_id)
     run_out(view, ref)
     if cancel_on_disconnect in ("true", "1"):
         raise ValidationException("cancel_on_disconnect does not map: a run outlives its streams")
@@ -286,7 +251,7 @@ async def join_stream(
         if named
         else view.stream_modes.get(ref.id) or view.stream_modes.get(ref.run_id)
     )
-    return _stream(deps, tenant, view, ref, modes or ("values",), after, request)
+    return _stream(caller, view, ref, modes or ("values",), after)
 
 
 @get("/threads/{thread_id:str}/runs/{run_id:str}", summary="LangGraph: a run")
@@ -317,13 +282,11 @@ async def list_runs(
 async def cancel_run(
     thread_id: ThreadIdPath,
     run_id: RunIdPath,
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
+    caller: LgCaller,
     wait: Annotated[str | None, QueryParameter(name="wait")] = None,
     action: Annotated[CancelAction, QueryParameter(name="action")] = "interrupt",
 ) -> Response[None]:
-    tenant = tenant_of(principal)
+    deps, tenant = caller.deps, caller.tenant
     if action == "rollback":
         raise ValidationException("cancel action 'rollback' does not map: the log is append-only")
     ref = _ref(run_id)
@@ -345,7 +308,7 @@ async def cancel_run(
             tenant,
             view.thread_id,
             RunRef(ref.run_id, view.last_seq),
-            closing_event(request.app.state),
+            closing_event(caller.request.app.state),
             WAIT_SECONDS,
             view,
         )

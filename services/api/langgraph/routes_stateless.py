@@ -7,15 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, Response
-from litestar.datastructures import State
+from litestar import Response
 from litestar.exceptions import ValidationException
 from litestar.params import JSONBody
 from litestar.response import Stream
 
 from agency.services.api.admission_door import admission_opt
-from agency.services.api.auth import Caller, Deps, tenant_of
-from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.inputs import invocation, refuse_unmapped
 from agency.services.api.langgraph.parts import stream_modes
@@ -24,34 +21,35 @@ from agency.services.api.langgraph.routes_runs import (
     run_and_wait,
     run_in_background,
 )
-from agency.services.api.langgraph.scope import agency_for, assistant_named, new_thread
+from agency.services.api.langgraph.scope import (
+    AgencyCaller,
+    LgCaller,
+    assistant_named,
+    new_thread,
+)
 from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Run, RunCreate
 
 
-async def _thread_for(
-    deps: ApiDeps, tenant: str, data: RunCreate, request: Request[Any, Any, Any]
-) -> str:
-    """A new thread of the run's assistant, once the request is known to be one we run."""
+async def _thread_for(caller: AgencyCaller, data: RunCreate) -> str:
+    """A new thread of the run's assistant in the caller's agency, once the request is
+    known to be one we run."""
+    deps, tenant = caller.deps, caller.tenant
     refuse_unmapped(data)
     webhook_of(data.webhook)
     if data.command is not None:
         raise ValidationException("a stateless run has no interrupt to resume: name the thread")
     invocation(data.input)
     stream_modes(data.stream_mode)
-    agency_id = await agency_for(deps, tenant, request)
+    agency_id = await caller.agency()
     assistant = await assistant_named(deps, tenant, agency_id, data.assistant_id)
     view = await new_thread(deps, tenant, agency_id, assistant.assistant_id, {})
     return view.thread_id
 
 
 @post_ok("/runs", summary="LangGraph: start a run on a new thread")
-async def create_stateless(
-    data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
-) -> Response[Run]:
-    tenant = tenant_of(principal)
-    thread_id = await _thread_for(deps, tenant, data, request)
-    return await run_in_background(deps, tenant, thread_id, data, request)
+async def create_stateless(data: JSONBody[RunCreate], caller: LgCaller) -> Response[Run]:
+    return await run_in_background(caller, await _thread_for(caller, data), data)
 
 
 @post_ok(
@@ -59,12 +57,8 @@ async def create_stateless(
     summary="LangGraph: run on a new thread; its final state",
     opt=admission_opt(),
 )
-async def wait_stateless(
-    data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, State]
-) -> Response[dict[str, Any]]:
-    tenant = tenant_of(principal)
-    thread_id = await _thread_for(deps, tenant, data, request)
-    return await run_and_wait(deps, tenant, thread_id, data, request)
+async def wait_stateless(data: JSONBody[RunCreate], caller: LgCaller) -> Response[dict[str, Any]]:
+    return await run_and_wait(caller, await _thread_for(caller, data), data)
 
 
 @post_ok(
@@ -72,12 +66,8 @@ async def wait_stateless(
     summary="LangGraph: run on a new thread, streamed (SSE)",
     media_type="text/event-stream",
 )
-async def stream_stateless(
-    data: JSONBody[RunCreate], principal: Caller, deps: Deps, request: Request[Any, Any, State]
-) -> Stream:
-    tenant = tenant_of(principal)
-    thread_id = await _thread_for(deps, tenant, data, request)
-    return await run_and_stream(deps, tenant, thread_id, data, request)
+async def stream_stateless(data: JSONBody[RunCreate], caller: LgCaller) -> Stream:
+    return await run_and_stream(caller, await _thread_for(caller, data), data)
 
 
 STATELESS_ROUTES = [create_stateless, wait_stateless, stream_stateless]

@@ -30,13 +30,12 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph import embeddings
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.scope import AGENCY_HEADER, agency_for
-from agency.services.api.langgraph.wire import Body, Out
+from agency.services.api.langgraph.wire import Body, Out, Page
 from agency.services.decide import decide_and_append
 
 STORE_PROJECTION = "store_items"
 MAX_LABELS = 20
 MAX_TEXT = 1000
-MAX_PAGE = 1000
 # Items a semantic search scores, at most (newest first).
 MAX_CANDIDATES = 5000
 _OPERATORS = {"$eq": "=", "$ne": "IS DISTINCT FROM", "$gt": ">", "$gte": ">=", "$lt": "<",
@@ -57,21 +56,18 @@ class DeleteItem(Body, frozen=True, kw_only=True):
     key: str
 
 
-class SearchItems(Body, frozen=True, kw_only=True):
+class SearchItems(Page, frozen=True, kw_only=True):
     namespace_prefix: list[str] = msgspec.field(default_factory=list)
     filter: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
     query: str | None = None
     refresh_ttl: bool | None = None
 
 
-class ListNamespaces(Body, frozen=True, kw_only=True):
+class ListNamespaces(Page, frozen=True, kw_only=True):
     prefix: list[str] | None = None
     suffix: list[str] | None = None
     max_depth: int | None = None
     limit: int = 100
-    offset: int = 0
 
 
 class Item(Out, frozen=True, kw_only=True, omit_defaults=True):
@@ -108,11 +104,6 @@ def _key(key: str) -> str:
     if not key or len(key) > MAX_TEXT:
         raise ValidationException(f"key must be 1 to {MAX_TEXT} characters")
     return key
-
-
-def _page(limit: int, offset: int) -> None:
-    if not 1 <= limit <= MAX_PAGE or offset < 0:
-        raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
 
 
 def _item(row: asyncpg.Record, score: float | None = None) -> Item:
@@ -244,7 +235,7 @@ async def search_items(
 ) -> SearchOut:
     """Items under `namespace_prefix` whose value matches `filter`, latest put first."""
     tenant = await _tenant(principal, deps, request)
-    _page(data.limit, data.offset)
+    data.checked()
     query = (await embeddings.embed([data.query]))[0] if data.query else None
     prefix = _namespace(data.namespace_prefix, empty=True)
     args: list[Any] = [tenant, list(prefix)]
@@ -286,7 +277,7 @@ async def list_namespaces(
     """Namespaces holding items, matching `prefix` and `suffix` (`*` matches any label),
     cut to `max_depth` labels, sorted."""
     tenant = await _tenant(principal, deps, request)
-    _page(data.limit, data.offset)
+    data.checked()
     if data.max_depth is not None and data.max_depth < 1:
         raise ValidationException("max_depth must be 1 or more")
     async with deps.pool.acquire() as conn:

@@ -21,13 +21,12 @@ from litestar.params import JSONBody
 from agency.contracts.commands import UpdateThreadState
 from agency.contracts.events import StateRestored, Todo
 from agency.contracts.events.thread import GraphNode
-from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
 from agency.services.api.langgraph.branch import checkpoint_seq, restore_of
 from agency.services.api.langgraph.graphstate import GraphView
 from agency.services.api.langgraph.inputs import invocation
-from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
+from agency.services.api.langgraph.scope import LgCaller, ThreadIdPath, load_thread
 from agency.services.api.langgraph.wire import Body, Checkpoint, Out
 from agency.services.api.readback import send_and_read
 
@@ -73,9 +72,9 @@ def _as_node(node: str | None) -> GraphNode | None:
     summary="LangGraph: add messages, files or todos to an idle thread",
 )
 async def update_state(
-    thread_id: ThreadIdPath, data: JSONBody[UpdateState], principal: Caller, deps: Deps
+    thread_id: ThreadIdPath, data: JSONBody[UpdateState], caller: LgCaller
 ) -> UpdateStateOut:
-    tenant = tenant_of(principal)
+    deps, tenant = caller.deps, caller.tenant
     view = await load_thread(deps, tenant, thread_id)
     if not isinstance(data.values, dict):
         raise ValidationException(

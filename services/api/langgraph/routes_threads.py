@@ -23,8 +23,10 @@ from agency.services.api.langgraph.prune import pruned_before
 from agency.services.api.langgraph.routes_thread_state import apply_supersteps
 from agency.services.api.langgraph.scope import (
     AGENCY_HEADER,
+    AgencyCaller,
     AssistantIdPath,
     CheckpointIdPath,
+    LgCaller,
     ThreadIdPath,
     agency_for,
     agent_type_named,
@@ -39,6 +41,7 @@ from agency.services.api.langgraph.scope import (
 from agency.services.api.langgraph.snapshot import state_out, thread_out
 from agency.services.api.langgraph.ttl import set_ttl, ttl_seconds
 from agency.services.api.langgraph.wire import (
+    MAX_PAGE,
     Assistant,
     AssistantSearch,
     HistoryBody,
@@ -49,15 +52,8 @@ from agency.services.api.langgraph.wire import (
 )
 from agency.services.threads.erasure import ThreadGone, refuse_if_deleted
 
-MAX_PAGE = 1000
 # Keys of thread metadata that name the assistant a new thread is bound to.
 ASSISTANT_KEYS = ("graph_id", "assistant_id")
-
-
-def _page(limit: int, offset: int) -> tuple[int, int]:
-    if not 1 <= limit <= MAX_PAGE or offset < 0:
-        raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
-    return limit, offset
 
 
 def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
@@ -69,7 +65,7 @@ async def search_assistants(
     data: JSONBody[AssistantSearch], principal: Caller, deps: Deps, request: Request[Any, Any, Any]
 ) -> list[Assistant]:
     tenant = tenant_of(principal)
-    limit, offset = _page(data.limit, data.offset)
+    limit, offset = data.checked()
     found = [
         a
         for a in await assistants(deps, tenant, await agency_for(deps, tenant, request))
@@ -185,7 +181,7 @@ async def search_threads(
     """Root threads of the agency (subagents' child threads are not listed), newest first;
     `metadata`, `status` and `values` (top-level keys equal) filter; `select` picks fields."""
     tenant = tenant_of(principal)
-    limit, offset = _page(data.limit, data.offset)
+    limit, offset = data.checked()
     unknown = sorted(set(data.select or ()) - set(Thread.__struct_fields__))
     if unknown:
         raise ValidationException(
@@ -242,9 +238,8 @@ async def search_threads(
 
 
 @get("/threads/{thread_id:str}/state", summary="LangGraph: a thread's current state")
-async def get_state(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> ThreadState:
-    tenant = tenant_of(principal)
-    return await _state_at(deps, tenant, thread_id, None)
+async def get_state(thread_id: ThreadIdPath, caller: LgCaller) -> ThreadState:
+    return await _state_at(caller, thread_id, None)
 
 
 @get(
@@ -252,9 +247,9 @@ async def get_state(thread_id: ThreadIdPath, principal: Caller, deps: Deps) -> T
     summary="LangGraph: a thread's state at a checkpoint (an event seq)",
 )
 async def get_state_at(
-    thread_id: ThreadIdPath, checkpoint_id: CheckpointIdPath, principal: Caller, deps: Deps
+    thread_id: ThreadIdPath, checkpoint_id: CheckpointIdPath, caller: LgCaller
 ) -> ThreadState:
-    return await _state_at(deps, tenant_of(principal), thread_id, _seq(checkpoint_id))
+    return await _state_at(caller, thread_id, _seq(checkpoint_id))
 
 
 class CheckpointBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -268,11 +263,11 @@ class CheckpointBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     summary="LangGraph: a thread's state at a checkpoint",
 )
 async def post_state_at(
-    thread_id: ThreadIdPath, data: JSONBody[CheckpointBody], principal: Caller, deps: Deps
+    thread_id: ThreadIdPath, data: JSONBody[CheckpointBody], caller: LgCaller
 ) -> ThreadState:
     seq = data.checkpoint.get("checkpoint_id")
     upto = _seq(seq) if isinstance(seq, str) else None
-    return await _state_at(deps, tenant_of(principal), thread_id, upto)
+    return await _state_at(caller, thread_id, upto)
 
 
 def _seq(checkpoint_id: str) -> int:
@@ -283,8 +278,9 @@ def _seq(checkpoint_id: str) -> int:
     return int(checkpoint_id)
 
 
-async def _state_at(deps: ApiDeps, tenant: str, thread_id: str, upto: int | None) -> ThreadState:
-    return state_out(await load_thread(deps, tenant, thread_id, upto, deferred=True))
+async def _state_at(caller: AgencyCaller, thread_id: str, upto: int | None) -> ThreadState:
+    tenant = caller.tenant
+    return state_out(await load_thread(caller.deps, tenant, thread_id, upto, deferred=True))
 
 
 @post_ok(

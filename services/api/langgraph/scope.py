@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+from litestar import Request
+from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
 from ulid import ULID
@@ -21,8 +24,8 @@ from agency.contracts.errors import InvalidToken
 from agency.contracts.events.thread import end_user_problem
 from agency.contracts.ids import new_id, validate_token
 from agency.projections import agency_queries
-from agency.services.api.auth import agency_owned, path_id
-from agency.services.api.deps import ApiDeps
+from agency.services.api.auth import Caller, Deps, agency_owned, path_id, tenant_of
+from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.langgraph.graphstate import GraphView, fold_view
 from agency.services.api.langgraph.prune import pruned_before, refuse_pruned
 from agency.services.api.langgraph.wire import Assistant, Connection
@@ -64,6 +67,33 @@ async def agency_for(deps: ApiDeps, tenant: str, request: Connection) -> str:
         f"this tenant has {len(agencies)} agencies and none named {DEFAULT_AGENCY!r}: "
         f"send the `{AGENCY_HEADER}` header to name one"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AgencyCaller:
+    """Who calls a route, and the agency their request is about (`agency_for`), read when
+    asked for: a route checks its body first."""
+
+    principal: Principal
+    deps: ApiDeps
+    request: Connection
+
+    @property
+    def tenant(self) -> str:
+        return tenant_of(self.principal)
+
+    async def agency(self) -> str:
+        return await agency_for(self.deps, self.tenant, self.request)
+
+
+def provide_agency_caller(
+    principal: Caller, deps: Deps, request: Request[Any, Any, Any]
+) -> AgencyCaller:
+    return AgencyCaller(principal, deps, request)
+
+
+# How a route declares the dependency the LangGraph router registers as `caller`.
+LgCaller = NamedDependency[AgencyCaller]
 
 
 def thread_id_of(value: str) -> str:

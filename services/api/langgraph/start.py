@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 from litestar.exceptions import ClientException, NotFoundException, ValidationException
 
-from agency.contracts.commands import ApproveToolCalls
 from agency.contracts.ids import new_id
 from agency.domain.thread_parts import RunView
+from agency.services.api.approval import Approval
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.branch import branched
 from agency.services.api.langgraph.command import (
@@ -28,7 +28,6 @@ from agency.services.api.langgraph.command import (
 from agency.services.api.langgraph.follow import following
 from agency.services.api.langgraph.graphstate import GraphView, RunRef
 from agency.services.api.langgraph.inputs import (
-    Approval,
     Invocation,
     approval,
     breakpoints,
@@ -49,7 +48,7 @@ from agency.services.api.langgraph.scope import (
 from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Connection, RunCreate
 from agency.services.api.logwait import watch_log
-from agency.services.api.routes_commands import start_run
+from agency.services.api.run_start import start_run
 from agency.services.api.runstatus import Seen
 from agency.services.api.streaming import ThreadFeed, closing_event
 
@@ -237,13 +236,8 @@ async def resume_run(
         )
     decided = _decided(view, run, resume, goto)
     assert view.created is not None
-    command = ApproveToolCalls(
-        agency_id=view.created.agency_id,
-        thread_id=view.thread_id,
-        approved=decided.approved,
-        modified_tool_calls=decided.modified,
-        reason=decided.reason,
-        run_id=run.run_id,
+    command = msgspec.structs.replace(
+        decided.command(view.created.agency_id, view.thread_id, run.run_id),
         stream_modes=modes,
         messages=update.messages if update is not None else (),
         files=update.files if update is not None else {},

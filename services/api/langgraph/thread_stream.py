@@ -11,12 +11,10 @@ it the stream starts now.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 import structlog
-from litestar import Request, get
-from litestar.background_tasks import BackgroundTask
-from litestar.datastructures import State
+from litestar import get
 from litestar.exceptions import ValidationException
 from litestar.params import QueryParameter
 from litestar.response import Stream
@@ -25,13 +23,12 @@ from nats.errors import Error as NatsError
 from agency.contracts.events import HitlResume, RequestAccepted
 from agency.infra.jetstream.errors import StoreError
 from agency.infra.jetstream.records import RecordedEvent
-from agency.services.api.auth import Caller, Deps, tenant_of
-from agency.services.api.deps import ApiDeps
-from agency.services.api.langgraph.follow import KEEPALIVE
+from agency.services.api.langgraph.follow import folded
 from agency.services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
 from agency.services.api.langgraph.parts import Parts, frame
 from agency.services.api.langgraph.routes_runs import LastEventId, after_last_event
-from agency.services.api.langgraph.scope import ThreadIdPath, load_thread
+from agency.services.api.langgraph.scope import AgencyCaller, LgCaller, ThreadIdPath, load_thread
+from agency.services.api.sse import KEEPALIVE, sse_answer
 from agency.services.api.streaming import ThreadFeed, closing_event
 
 log = structlog.get_logger(__name__)
@@ -85,19 +82,13 @@ async def thread_sse(
     """The thread's frames after `after_seq`; `view` is folded from the log's start."""
     frames = ThreadFrames(view, modes)
     try:
-        for event in await feed.backfill():
-            view.apply(event)
+        async for event in folded(feed, view):
+            if event is None:
+                yield KEEPALIVE
+                continue
             framed = frames.after(event)  # runs going on at `after_seq` are followed on
             if event.seq > after_seq:
                 yield framed
-        async for batch in feed.live():
-            if not batch:
-                yield KEEPALIVE
-            for event in batch:
-                view.apply(event)
-                framed = frames.after(event)
-                if event.seq > after_seq:
-                    yield framed
     except (NatsError, StoreError, TimeoutError) as e:
         log.warning("langgraph thread stream ended by a NATS error", error=str(e))
     finally:
@@ -124,38 +115,31 @@ def thread_modes(raw: list[str] | None) -> tuple[str, ...]:
 )
 async def join_thread_stream(
     thread_id: ThreadIdPath,
-    principal: Caller,
-    deps: Deps,
-    request: Request[Any, Any, State],
+    caller: LgCaller,
     stream_mode: Annotated[list[str] | None, QueryParameter(name="stream_mode")] = None,
     stream_modes: Annotated[list[str] | None, QueryParameter(name="stream_modes")] = None,
     last_event_id: LastEventId = None,
 ) -> Stream:
-    tenant = tenant_of(principal)
+    tenant = caller.tenant
     modes = thread_modes([*(stream_mode or []), *(stream_modes or [])])
-    view = await load_thread(deps, tenant, thread_id)
+    view = await load_thread(caller.deps, tenant, thread_id)
     after = after_last_event(last_event_id, view.last_seq)
     return folded_stream(
-        deps, tenant, view, request, lambda feed, folding: thread_sse(feed, folding, modes, after)
+        caller, view, lambda feed, folding: thread_sse(feed, folding, modes, after)
     )
 
 
 def folded_stream(
-    deps: ApiDeps,
-    tenant: str,
+    caller: AgencyCaller,
     view: GraphView,
-    request: Request[Any, Any, State],
     frames: Callable[[ThreadFeed, GraphView], AsyncIterator[bytes]],
 ) -> Stream:
     """An SSE answer of `frames` over the thread's events from its start, each folded into
     a view of its own as it comes; the feed closes with the answer."""
-    feed = ThreadFeed(deps, tenant, view.thread_id, 0, closing_event(request.app.state))
-    return Stream(
-        frames(feed, GraphView(tenant_id=tenant, thread_id=view.thread_id)),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(feed.aclose),
-    )
+    closing = closing_event(caller.request.app.state)
+    feed = ThreadFeed(caller.deps, caller.tenant, view.thread_id, 0, closing)
+    folding = GraphView(tenant_id=caller.tenant, thread_id=view.thread_id)
+    return sse_answer(frames(feed, folding), feed.aclose)
 
 
 THREAD_STREAM_ROUTES = [join_thread_stream]

@@ -4,23 +4,18 @@ malformed URL or webhooks switched off is a 400; an address the egress rule refu
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from litestar.exceptions import PermissionDeniedException, ValidationException
 
 from agency.services.egress import VARIABLE as ALLOW_HOSTS, refusal
-from agency.services.webhook_signing import MAX_URL, SECRET_VARIABLE, secret
+from agency.services.webhook_signing import SECRET_VARIABLE, secret, url_form_problem
 
 
 def webhook_of(url: str | None) -> str | None:
     """The URL, or a 400 or 403 saying why no run may name it."""
     if url is None:
         return None
-    parts = urlsplit(url)
-    if len(url) > MAX_URL or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationException(
-            f"webhook {url[:80]!r} must be an http(s) URL with a host, {MAX_URL} characters at most"
-        )
+    if (form := url_form_problem(url)) is not None:
+        raise ValidationException(f"webhook {url[:80]!r} is refused: {form}")
     problem = refusal(url)
     if problem is not None:
         raise PermissionDeniedException(

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 from litestar.connection import ASGIConnection
+from litestar.exceptions import ValidationException
 
 from agency.services.api.text import refuse_nul
 
@@ -23,6 +24,8 @@ ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
 MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 SortOrder = Literal["asc", "desc"]
+# The most items a page of a listing or a search holds.
+MAX_PAGE = 1000
 
 
 class Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -34,18 +37,35 @@ class Out(msgspec.Struct, frozen=True, kw_only=True):
     pass
 
 
+class Page(Body, frozen=True, kw_only=True):
+    """A listing's page: at most `limit` items, after the first `offset`."""
+
+    limit: int = 10
+    offset: int = 0
+
+    def checked(self) -> tuple[int, int]:
+        """`(limit, offset)`; 400 past `MAX_PAGE` items or before the first."""
+        if not 1 <= self.limit <= MAX_PAGE or self.offset < 0:
+            raise ValidationException(f"limit must be 1 to {MAX_PAGE} and offset 0 or more")
+        return self.limit, self.offset
+
+
+class Search(Page, frozen=True, kw_only=True):
+    """A search's page, in the order asked (each search sorts by keys of its own), with
+    only the `select`ed fields of each item."""
+
+    sort_order: SortOrder | None = None
+    select: list[str] | None = None
+
+
 # --- assistants ------------------------------------------------------------------------
 
 
-class AssistantSearch(Body, frozen=True, kw_only=True):
-    limit: int = msgspec.field(default=10)
-    offset: int = 0
+class AssistantSearch(Search, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
     graph_id: str | None = None
     name: str | None = None
     sort_by: str | None = None
-    sort_order: SortOrder | None = None
-    select: list[str] | None = None
 
 
 class Assistant(Out, frozen=True, kw_only=True):
@@ -72,16 +92,12 @@ class ThreadCreate(Body, frozen=True, kw_only=True):
     ttl: dict[str, Any] | None = None
 
 
-class ThreadSearch(Body, frozen=True, kw_only=True):
-    limit: int = 10
-    offset: int = 0
+class ThreadSearch(Search, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: ThreadStatus | None = None
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
-    sort_order: SortOrder | None = None
-    select: list[str] | None = None
     extract: dict[str, str] | None = None
 
 

@@ -53,6 +53,8 @@ log = structlog.get_logger(__name__)
 
 # What a handler is given: `request` is the HTTP request that carried the message.
 Context = ServerRequestContext[Any, Any]
+# What a listing is given: the cursor of the page asked for, if any.
+Paging = types.PaginatedRequestParams | None
 
 MCP_PATH = "/mcp"
 # The in-process client's base: requests never leave the process, the host is a name only.
@@ -195,9 +197,7 @@ class AgencyMcp:
 
         return mcp_endpoint
 
-    async def _list_tools(
-        self, ctx: Context, params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
+    async def _list_tools(self, ctx: Context, params: Paging) -> types.ListToolsResult:
         return self._listing
 
     async def _call_tool(
@@ -254,15 +254,13 @@ class AgencyMcp:
         self._levels.set(credential_of(_caller(ctx).headers), params.level)
         return types.EmptyResult()
 
-    async def _list_resources(
-        self, ctx: Context, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
+    async def _list_resources(self, ctx: Context, params: Paging) -> types.ListResourcesResult:
         cursor = params.cursor if params is not None else None
         async with self._client(_caller(ctx)) as client:
             return await _answered(resources.list_files(client, cursor))
 
     async def _list_resource_templates(
-        self, ctx: Context, params: types.PaginatedRequestParams | None
+        self, ctx: Context, params: Paging
     ) -> types.ListResourceTemplatesResult:
         return resources.TEMPLATES
 
@@ -274,9 +272,7 @@ class AgencyMcp:
                 resources.read_file(client, str(params.uri), ctx.protocol_version)
             )
 
-    async def _list_prompts(
-        self, ctx: Context, params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
+    async def _list_prompts(self, ctx: Context, params: Paging) -> types.ListPromptsResult:
         async with self._client(_caller(ctx)) as client:
             return await _answered(prompts.list_prompts(client))
 

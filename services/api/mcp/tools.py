@@ -21,7 +21,7 @@ from agency.contracts.http import TerminateAccepted, ThreadOut
 from agency.contracts.ids import validate_token
 from agency.projections import agency_queries, state_queries
 from agency.services.api.deps import ApiDeps
-from agency.services.api.routes_commands import IdempotencyKey
+from agency.services.api.idempotency import IdempotencyKey
 from agency.services.api.run_outcome import Progress, RunOutcome, log_position, wait_for_outcome
 from agency.services.client import AsyncAgencyClient
 from agency.services.client.calls import BlueprintInfo

@@ -18,34 +18,26 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.services.agents.tools import Tool, ToolContext, ToolFailed, ToolSpec
 
 
-class RecordedMcpTools:
-    """The MCP tools a thread's record shows it requested, by the name the model called."""
+class RecordedTools:
+    """The tools a thread's record shows it requested `where` (of MCP servers, of remote
+    agents), by the name the model called; offered for the servers or agents a blueprint
+    names (as `McpTools` and `RemoteAgentTools` offer them)."""
 
-    def __init__(self, events: Iterable[RecordedEvent]) -> None:
-        self._tools = _recorded(events, "mcp")
+    def __init__(
+        self, events: Iterable[RecordedEvent], where: Literal["mcp", "remote_agent"]
+    ) -> None:
+        self._tools = _recorded(events, where)
 
-    async def tools(self, servers: Iterable[McpServer]) -> dict[str, Tool]:
-        names = {server.name for server in servers}
-        return {
-            name: tool
-            for name, tool in self._tools.items()
-            if tool.mcp is not None and tool.mcp.server.name in names
-        }
+    async def tools(self, named: Iterable[McpServer | RemoteAgent]) -> dict[str, Tool]:
+        names = {source.name for source in named}
+        return {name: tool for name, tool in self._tools.items() if _source(tool) in names}
 
 
-class RecordedRemoteAgentTools:
-    """The remote agents' tools a thread's record shows it requested, by name."""
-
-    def __init__(self, events: Iterable[RecordedEvent]) -> None:
-        self._tools = _recorded(events, "remote_agent")
-
-    async def tools(self, agents: Iterable[RemoteAgent]) -> dict[str, Tool]:
-        names = {agent.name for agent in agents}
-        return {
-            name: tool
-            for name, tool in self._tools.items()
-            if tool.remote_agent is not None and tool.remote_agent.name in names
-        }
+def _source(tool: Tool) -> str | None:
+    """The name of the MCP server or remote agent a recorded tool was called on."""
+    if tool.mcp is not None:
+        return tool.mcp.server.name
+    return tool.remote_agent.name if tool.remote_agent is not None else None
 
 
 def _recorded(

@@ -2,7 +2,8 @@
 
 `ThreadDriver`, `ThreadCache` and `BlueprintCache` use `append` (with an expected
 `Position`, raising `ConcurrencyError` when the aggregate moved), `read(after=)` and
-`last_position`; this store answers those with the same semantics, in memory, so a
+`last_position`; this store (an `AggregateStore`: `write`, `fetch` and `last_position`)
+answers those with the same semantics, in memory, so a
 re-execution never writes to the live log. Recorded events are brought in with `copy`,
 which keeps their envelopes (ids, causation, idempotency key) and marks them as copies,
 so what the runtime produced during a re-execution is told apart from what was given.
@@ -16,17 +17,17 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from agency.contracts.envelope import Envelope
-from agency.contracts.events import AnyEvent
 from agency.contracts.subjects import Aggregate, event_subject
 from agency.infra.jetstream.envelopes import encode_checked, new_envelopes
 from agency.infra.jetstream.errors import ConcurrencyError
-from agency.infra.jetstream.records import AppendResult, EventContext, Position, RecordedEvent
+from agency.infra.jetstream.ports import AggregateRead, AggregateStore, Append
+from agency.infra.jetstream.records import AppendResult, Position, RecordedEvent
 
 Key = tuple[str, str, str]
 BeforeAppend = Callable[[str, str, str], None]
 
 
-class MemoryEventStore:
+class MemoryEventStore(AggregateStore):
     """Aggregates in memory with one stream sequence across all of them, as on the broker.
 
     `before_append(tenant, aggregate, id)` runs before every `append` is checked: a
@@ -45,37 +46,23 @@ class MemoryEventStore:
     def last_stream_seq(self) -> int:
         return self._last_stream_seq
 
-    async def append(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        payloads: Sequence[AnyEvent],
-        *,
-        expected: Position,
-        context: EventContext | None = None,
-        idempotency_key: str | None = None,
-        keyed: int | None = None,
-    ) -> AppendResult:
-        if not payloads:
-            return AppendResult(position=expected, events=())
+    async def write(self, append: Append) -> AppendResult:
+        if not append.payloads:
+            return AppendResult(position=append.expected, events=())
+        key = (append.tenant_id, append.aggregate, append.aggregate_id)
         if self.before_append is not None:
-            self.before_append(tenant_id, aggregate, aggregate_id)
-        key = (tenant_id, aggregate, aggregate_id)
+            self.before_append(*key)
         events = self._aggregates.get(key, [])
-        if idempotency_key is not None and any(
-            e.envelope.idempotency_key == idempotency_key for e in events
+        if append.idempotency_key is not None and any(
+            e.envelope.idempotency_key == append.idempotency_key for e in events
         ):
-            return AppendResult(position=expected, events=(), duplicate=True)
+            return AppendResult(position=append.expected, events=(), duplicate=True)
         current = events[-1].position if events else Position()
-        if current.stream_seq != expected.stream_seq:
-            family = event_subject(tenant_id, aggregate, aggregate_id)
-            raise ConcurrencyError(family, expected.stream_seq, current.stream_seq)
-        envelopes = new_envelopes(
-            tenant_id, aggregate, aggregate_id, payloads, current, context, idempotency_key, keyed
-        )
-        bodies = encode_checked(envelopes)
-        recorded = self._store(key, envelopes, bodies)
+        if current.stream_seq != append.expected.stream_seq:
+            family = event_subject(*key)
+            raise ConcurrencyError(family, append.expected.stream_seq, current.stream_seq)
+        envelopes = new_envelopes(append)
+        recorded = self._store(key, envelopes, encode_checked(envelopes))
         return AppendResult(position=recorded[-1].position, events=recorded)
 
     def copy(self, envelopes: Sequence[Envelope]) -> tuple[RecordedEvent, ...]:
@@ -109,28 +96,11 @@ class MemoryEventStore:
             recorded.append(event)
         return tuple(recorded)
 
-    async def read(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-    ) -> list[RecordedEvent]:
-        return self.since(tenant_id, aggregate, aggregate_id, after or Position())
-
-    async def read_positioned(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-        from_leader: bool = False,
-    ) -> tuple[list[RecordedEvent], Position]:
+    async def fetch(self, read: AggregateRead) -> tuple[list[RecordedEvent], Position]:
         # One process, one copy: every read is the leader's.
-        events = self.since(tenant_id, aggregate, aggregate_id, after or Position())
-        return events, events[-1].position if events else (after or Position())
+        after = read.after or Position()
+        events = self.since(read.tenant_id, read.aggregate, read.aggregate_id, after)
+        return events, events[-1].position if events else after
 
     def since(
         self, tenant_id: str, aggregate: str, aggregate_id: str, after: Position

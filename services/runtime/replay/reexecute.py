@@ -22,7 +22,7 @@ from agency.domain.comparison import Comparison, compare
 from agency.infra.jetstream.records import Position, RecordedEvent
 from agency.services.agents.system import AgentSystem
 from agency.services.runtime.loop import ThreadDriver, UnknownThread
-from agency.services.runtime.replay.mcp_tools import RecordedMcpTools, RecordedRemoteAgentTools
+from agency.services.runtime.replay.mcp_tools import RecordedTools
 from agency.services.runtime.replay.memstore import MemoryEventStore
 from agency.services.runtime.replay.recorded import (
     STREAMED,
@@ -72,8 +72,8 @@ class _ThreadRun:
             ThreadCache(store),
             BlueprintCache(store),
             end_runs_on_failure=False,
-            mcp=RecordedMcpTools(record.events),
-            remote_agents=RecordedRemoteAgentTools(record.events),
+            mcp=RecordedTools(record.events, "mcp"),
+            remote_agents=RecordedTools(record.events, "remote_agent"),
             # The recorded provider finds each call's run from its stored `model.started`.
             opening_hold=0.0,
         )

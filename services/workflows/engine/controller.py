@@ -55,6 +55,7 @@ from agency.contracts.events import (
 )
 from agency.contracts.events.workflow import MemberOutcome
 from agency.contracts.ids import derived_id, new_id
+from agency.contracts.sealed import PayloadErased
 from agency.domain import workflow_decisions as decisions
 from agency.domain.workflow_state import WorkflowState, fold
 from agency.infra.jetstream.connection import Bus
@@ -179,24 +180,42 @@ class WorkflowController:
                 continue
             member = state.members[invocation.member]
             run = invocation.run or RunOptions()
-            await self._bus.commands.send(
-                tenant,
-                InvokeThread(
-                    agency_id=state.agency_id,
-                    thread_id=member.thread_id,
-                    run_id=invocation.run_id,
-                    messages=(ChatMessage(role="user", content=invocation.prompt),),
-                    webhook=run.webhook,
-                    pause_before_tools=run.pause_before_tools,
-                    pause_before_model=run.pause_before_model,
-                    pause_after_tools=run.pause_after_tools,
-                ),
-                idempotency_key=f"wf-invoke:{invocation.run_id}",
-            )
+            try:
+                await self._bus.commands.send(
+                    tenant,
+                    InvokeThread(
+                        agency_id=state.agency_id,
+                        thread_id=member.thread_id,
+                        run_id=invocation.run_id,
+                        messages=(ChatMessage(role="user", content=invocation.prompt),),
+                        webhook=run.webhook,
+                        pause_before_tools=run.pause_before_tools,
+                        pause_before_model=run.pause_before_model,
+                        pause_after_tools=run.pause_after_tools,
+                    ),
+                    idempotency_key=f"wf-invoke:{invocation.run_id}",
+                )
+            except PayloadErased:
+                # The member's thread was deleted: its invocation is answered, not retried.
+                await self._member_gone(tenant, workflow_id, invocation.run_id)
         self._remember_pump(tenant, workflow_id, state.last_seq)
         return state
 
     # --- answers ------------------------------------------------------------------------
+
+    async def _member_gone(self, tenant: str, workflow_id: str, run_id: str) -> None:
+        """A member's run cannot start, its thread deleted: it is answered `canceled`, said
+        so on the channel, and the workflow goes on."""
+        await decide_and_append(
+            self._store, tenant, "workflow", workflow_id,
+            lambda history: decisions.answer(
+                fold(history, workflow_id), run_id=run_id, outcome="canceled",
+                text=decisions.MEMBER_GONE, mention=False,
+            ),
+            context=EventContext(),
+            idempotency_key=f"answer:{run_id}",
+        )  # fmt: skip
+        log.info("member thread deleted, its run not started", run_id=run_id)
 
     async def _link(self, tenant: str, thread_id: str) -> MemberLink | None:
         key = (tenant, thread_id)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from agency.contracts.subjects import Aggregate
-from agency.infra.jetstream.ports import AggregateStore, DelegatingStore
+from agency.infra.jetstream.ports import AggregateRead, AggregateStore, DelegatingStore
 from agency.infra.jetstream.records import Position, RecordedEvent
 
 # Workflows whose history is kept; each is as long as its log.
@@ -29,24 +28,12 @@ class WorkflowHistories(DelegatingStore):
             OrderedDict()
         )
 
-    async def read_positioned(
-        self,
-        tenant_id: str,
-        aggregate: Aggregate,
-        aggregate_id: str,
-        *,
-        after: Position | None = None,
-        from_leader: bool = False,
-    ) -> tuple[list[RecordedEvent], Position]:
-        if aggregate != "workflow" or after is not None or from_leader:
-            return await self.inner.read_positioned(
-                tenant_id, aggregate, aggregate_id, after=after, from_leader=from_leader
-            )
-        key = (tenant_id, aggregate_id)
+    async def fetch(self, read: AggregateRead) -> tuple[list[RecordedEvent], Position]:
+        if read.aggregate != "workflow" or read.after is not None or read.from_leader:
+            return await self.inner.fetch(read)
+        key = (read.tenant_id, read.aggregate_id)
         kept, position = self._kept.pop(key, ([], Position()))
-        more, position = await self.inner.read_positioned(
-            tenant_id, aggregate, aggregate_id, after=position
-        )
+        more, position = await self.inner.fetch(read.continued_after(position))
         history = kept + more
         self._kept[key] = (history, position)
         while len(self._kept) > self._capacity:

@@ -21,7 +21,6 @@ from agency.domain.workflow_members import GLOBAL, parse_target
 from agency.domain.workflow_state import WorkflowState
 from agency.projections import workflow_queries as q
 from agency.services.api.auth import (
-    AgencyId,
     Caller,
     Deps,
     agency_events,
@@ -32,6 +31,7 @@ from agency.services.api.auth import (
 )
 from agency.services.api.deps import ApiDeps, Principal
 from agency.services.api.model_check import model_problem
+from agency.services.api.path_params import AgencyId, WorkflowRef
 from agency.services.api.readback import send_and_read
 from agency.services.api.routes_commands import Accepted
 from agency.services.api.schedule_door import checked_cron, room_for_schedule
@@ -55,10 +55,6 @@ from agency.services.workflows.http.route_bodies import (
     StopBody,
     WorkflowCreatedOut,
 )
-
-WorkflowRef = Annotated[
-    str, PathParameter(name="workflow", description="A workflow id, or name / name:tag.")
-]
 
 T = TypeVar("T")
 

@@ -168,10 +168,16 @@ async def test_a_tasks_configs_are_read_listed_and_deleted(
         # Created again under its id, a config is replaced.
         named.url = receiver.url + "/moved"
         await client.create_task_push_notification_config(named)
-        got = await client.get_task_push_notification_config(
-            GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
-        )
-        assert got.url == receiver.url + "/moved"
+
+        async def moved() -> None:
+            # The answer waits for the read models up to their lag bound; past it (a loaded
+            # machine) the replacement is on the log and is read once they catch up.
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
+            )
+            assert got.url == receiver.url + "/moved"
+
+        await assert_eventually(moved, timeout=WAIT)
         delete = DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="mine")
         await client.delete_task_push_notification_config(delete)
         await client.delete_task_push_notification_config(delete)  # idempotent

@@ -8,12 +8,13 @@ import ipaddress
 import socket
 from typing import Any
 
+import asyncpg
 import pytest
 
 from agency.infra.jetstream.connection import Bus
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
 from tests.helpers import assert_eventually
-from tests.protocols.webhooks.conftest import Agency
+from tests.protocols.webhooks.conftest import Agency, System
 from tests.protocols.webhooks.receiver import Receiver, receiving
 
 
@@ -224,3 +225,33 @@ async def test_delivery_checks_the_address_a_name_resolves_to(
         agency.hooks.start()
         (delivery,) = (await receiver.until(1)).values()
         assert delivery.body["data"]["runId"] == run
+
+
+async def test_a_url_no_client_can_send_to_fails_its_delivery_and_the_others_go_on(
+    agency: Agency, receiver: Receiver, webhook_system: System
+) -> None:
+    """A subscription whose saved URL holds a control character (saved before the form
+    check refused them) ends its delivery `failed`, saying why; the dispatcher goes on
+    delivering the others."""
+    good = await run_ended(agency, receiver)
+    bad = (await agency.subscribe(receiver.url, ["run.ended"]))["id"]
+    conn = await asyncpg.connect(webhook_system.database_url)
+    try:
+        await conn.execute(
+            "UPDATE webhook_subscriptions SET url = $1 WHERE subscription_id = $2",
+            "https://example.com/a\x05b", bad,
+        )  # fmt: skip
+    finally:
+        await conn.close()
+    _, run = await a_run(agency, "control")
+
+    async def failed() -> dict[str, Any]:
+        row = await one_delivery(agency, bad)
+        assert row["status"] == "failed", row
+        return row
+
+    row = await assert_eventually(failed, timeout=30)
+    assert "URL is refused" in row["lastError"] and row["attempts"] == 1, row
+    (delivery,) = (await receiver.until(1)).values()
+    assert delivery.body["data"]["runId"] == run
+    assert (await one_delivery(agency, good))["status"] == "delivered"

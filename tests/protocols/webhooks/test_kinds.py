@@ -15,6 +15,7 @@ from agency.contracts.events import (
 )
 from agency.contracts.subjects import Aggregate, aggregate_events_filter
 from agency.infra.jetstream.envelopes import new_envelopes
+from agency.infra.jetstream.ports import Append
 from agency.infra.jetstream.records import EventContext, Position, RecordedEvent
 from agency.services.webhooks.deliveries import SCHEDULE, delivery_id
 from agency.services.webhooks.kinds import KIND_OF_TYPE, message_of
@@ -23,9 +24,8 @@ from agency.services.webhooks.kinds import KIND_OF_TYPE, message_of
 def recorded(
     event: AnyEvent, aggregate: Aggregate = "thread", agency: str | None = "a1"
 ) -> RecordedEvent:
-    (envelope,) = new_envelopes(
-        "t1", aggregate, "x1", [event], Position(), EventContext(agency_id=agency, run_id="r1")
-    )
+    context = EventContext(agency_id=agency, run_id="r1")
+    (envelope,) = new_envelopes(Append("t1", aggregate, "x1", [event], Position(), context))
     return RecordedEvent(envelope=envelope, stream_seq=1, subject="")
 
 

@@ -64,12 +64,22 @@ async def test_the_cli_adds_lists_shows_deliveries_and_removes(
         ({"url": "http://10.0.0.7/hook", "events": ["run.ended"]}, 403, "AGENCY_ALLOW_HOSTS"),
         ({"url": "http://localhost:9/hook", "events": ["run.ended"]}, 403, "AGENCY_ALLOW_HOSTS"),
         ({"url": "ftp://example.com/x", "events": ["run.ended"]}, 400, "only http(s) URLs"),
+        ({"url": "https://example.com/a\x05b", "events": ["run.ended"]}, 400, "control character"),
         ({"url": "https://example.com/x", "events": ["run.over"]}, 400, "events"),
         ({"url": "https://example.com/x", "events": []}, 400, "events"),
         ({"url": "https://example.com/x", "events": ["run.ended"], "secret": "x"}, 400, "secret"),
         ({"events": ["run.ended"]}, 400, "url"),
     ],
-    ids=["private", "loopback", "scheme", "unknown-kind", "no-kind", "unknown-field", "no-url"],
+    ids=[
+        "private",
+        "loopback",
+        "scheme",
+        "control",
+        "unknown-kind",
+        "no-kind",
+        "unknown-field",
+        "no-url",
+    ],
 )
 async def test_a_bad_subscription_is_refused_with_what_is_wrong(
     agency: Agency,

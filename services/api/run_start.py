@@ -1,0 +1,105 @@
+"""Starting a run: the invoke command sent onto the bus under the run's own trace, and the
+run's status once the runtime took it up (bounded). Every surface that starts runs (the
+API, LangGraph, AI SDK, AG-UI, A2A) starts them here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from litestar.exceptions import ValidationException
+from opentelemetry import context as otel_context, trace
+
+from agency.contracts.commands import DelayRun, InvokeThread
+from agency.contracts.events import ChatMessage, ClientTool
+from agency.contracts.events.thread import ConcurrencyStrategy
+from agency.contracts.http import RunAccepted
+from agency.services.api.budget_door import refuse_over_budget
+from agency.services.api.deps import ApiDeps
+from agency.services.api.idempotency import run_id_for
+from agency.services.api.runstatus import Feed, Seen, on_the_log, taken_up, wait_for_status
+from agency.services.tenancy.door_limits import messages_problem
+
+_tracer = trace.get_tracer(__name__)
+
+
+async def start_run(
+    deps: ApiDeps,
+    tenant: str,
+    agency_id: str,
+    thread_id: str,
+    key: str,
+    messages: tuple[ChatMessage, ...],
+    files: dict[str, str],
+    strategy: ConcurrencyStrategy,
+    seen: Seen | None = None,
+    feed: Feed | None = None,
+    stream_modes: tuple[str, ...] = (),
+    agent_type: str | None = None,
+    webhook: str | None = None,
+    pause_before_tools: bool = False,
+    pause_before_model: bool = False,
+    pause_after_tools: bool = False,
+    client_tools: tuple[ClientTool, ...] = (),
+    not_before: datetime | None = None,
+    delete_thread_on_end: bool = False,
+) -> RunAccepted:
+    """Send the invoke and answer the run's status once the runtime took it up (bounded).
+    The thread is the caller's and the limiter admitted the request. `seen`: the thread's
+    runs as already read from its log, which the wait reads on from; `feed`: the thread's
+    events from there on, which the caller follows on after the status. `not_before`: the
+    invoke is decided then (the broker holds it), and the run is on the log as pending
+    from now (`runtime.delay`): the answer is `queued` once it is."""
+    if (problem := messages_problem(messages, deps.door)) is not None:
+        raise ValidationException(problem)
+    await refuse_over_budget(deps, tenant, agency_id)
+    run_id = run_id_for(tenant, thread_id, key)
+    command = InvokeThread(
+        agency_id=agency_id,
+        thread_id=thread_id,
+        run_id=run_id,
+        messages=messages,
+        files=files,
+        strategy=strategy,
+        stream_modes=stream_modes,
+        agent_type=agent_type,
+        webhook=webhook,
+        delete_thread_on_end=delete_thread_on_end,
+        pause_before_tools=pause_before_tools,
+        pause_before_model=pause_before_model,
+        pause_after_tools=pause_after_tools,
+        client_tools=client_tools,
+        not_before=not_before,
+    )
+    delay = (
+        DelayRun(agency_id=agency_id, thread_id=thread_id, run_id=run_id, not_before=not_before)
+        if not_before is not None
+        else None
+    )
+
+    async def send() -> None:
+        await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
+        if delay is not None:
+            await deps.bus.commands.send(tenant, delay, idempotency_key=f"{thread_id}:{key}:delay")
+
+    # One root span per run: the run's work in every service continues its trace (the
+    # command carries it). A span current here (an instrumented server's) is linked.
+    current = trace.get_current_span().get_span_context()
+    with _tracer.start_as_current_span(
+        f"run {run_id}",
+        context=otel_context.Context(),
+        kind=trace.SpanKind.SERVER,
+        links=[trace.Link(current)] if current.is_valid else None,
+        attributes={"agency.tenant_id": tenant, "agency.thread_id": thread_id,
+                    "agency.run_id": run_id},
+    ):  # fmt: skip
+        # The broker dedupes command ids per tenant, not per thread: the same key sent to
+        # two threads is two requests, so the thread is part of the key on the bus. Sent
+        # once the thread is watched (see `watch_log`).
+        status = await wait_for_status(
+            deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout,
+            taken_up(run_id) if delay is None else on_the_log,
+            send=send,
+            seen=seen,
+            feed=feed,
+        )  # fmt: skip
+    return RunAccepted(run_id=run_id, status=status)
