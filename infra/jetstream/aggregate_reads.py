@@ -31,6 +31,7 @@ of those types are decoded.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -44,6 +45,7 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeoutError
 from agency.infra.jetstream.decoding import event_type_of, record_from_direct_get
 from agency.infra.jetstream.errors import StoreError, StoreTimeout
 from agency.infra.jetstream.records import Position, RecordedEvent, UndecodableEvent
+from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +54,11 @@ _PAGE = 1000
 _NEAR = 1000
 # The first span of the stream `newest` reads back from an event (then twice as far, …).
 _BACK = 16
+
+# A page of a scan the server left unanswered is asked again from where the scan stands,
+# as an aggregate's read is (`EventStore.fetch`): a stalled server or process is waited out
+# within the appends' retry budget before the scan ends in `StoreTimeout`.
+SCAN_RETRY = RetryPolicy(attempts=4, timeout=8.0, wait_initial=0.1)
 
 Recorded = RecordedEvent | UndecodableEvent
 
@@ -114,7 +121,8 @@ class AggregateReads:
         logged and skipped, and the position passes them."""
         events: list[RecordedEvent] = []
         start = position.stream_seq + 1
-        async for recorded in scan_from(self._nc, self._stream, family, start, self._timeout):
+        scanned = scan_from(self._nc, self._stream, family, start, self._timeout, retry=None)
+        async for recorded in scanned:
             if isinstance(recorded, UndecodableEvent):
                 log.warning(
                     "undecodable event skipped",
@@ -253,23 +261,51 @@ async def scan_from(
     timeout: float,
     *,
     types: frozenset[str] | None = None,
+    retry: RetryPolicy | None = SCAN_RETRY,
 ) -> AsyncIterator[Recorded]:
     """Every message on `subjects` (a subject or wildcard) from stream sequence `start` to
     the stream's end, page by page, as what it is: an event or not. With `types`, an event
-    whose type header names another type is passed over without being decoded."""
+    whose type header names another type is passed over without being decoded.
+
+    A page the server leaves unanswered for `timeout` is asked again from the first
+    message not yet passed, as `retry` allows (None: not at all; for a caller that retries
+    the whole read); then `StoreTimeout`."""
+    loop = asyncio.get_running_loop()
+    failures, failing_since = 0, 0.0
     while True:
         request = {"seq": start, "next_by_subj": subjects, "batch": _PAGE}
         count = 0
-        async for msg in direct_batch(nc, stream, request, timeout):
-            count += 1
-            if types is not None and not _typed(msg, types):
-                start = int((msg.headers or {}).get("Nats-Sequence", start)) + 1
-                continue
-            recorded = record_from_direct_get(msg)
-            start = recorded.stream_seq + 1
-            yield recorded
+        try:
+            async for msg in direct_batch(nc, stream, request, timeout):
+                count += 1
+                if types is not None and not _typed(msg, types):
+                    start = int((msg.headers or {}).get("Nats-Sequence", start)) + 1
+                    continue
+                recorded = record_from_direct_get(msg)
+                start = recorded.stream_seq + 1
+                yield recorded
+        except StoreTimeout:
+            failures, failing_since = failures + 1, failing_since or loop.time()
+            wait = _page_wait(retry, failures, loop.time() - failing_since)
+            if wait is None:
+                raise
+            log.warning("scan page unanswered; asked again", stream=stream, start=start)
+            await asyncio.sleep(wait)
+            continue
+        failures, failing_since = 0, 0.0
         if count < _PAGE:
             return
+
+
+def _page_wait(retry: RetryPolicy | None, failures: int, spent: float) -> float | None:
+    """The wait before asking a page again after `failures` in a row that took `spent`
+    seconds, or None once `retry` allows no more."""
+    if retry is None or (retry.attempts is not None and failures >= retry.attempts):
+        return None
+    wait = retry.delay(failures)
+    if retry.timeout is not None and spent + wait >= retry.timeout:
+        return None
+    return wait
 
 
 def _stream_seq(msg: Msg) -> int:

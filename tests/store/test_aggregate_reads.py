@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from agency.contracts.events import MessageAppended
 from agency.contracts.events.base import ChatMessage
 from agency.contracts.ids import new_id
 from agency.contracts.subjects import event_subject
-from agency.infra.jetstream.aggregate_reads import AggregateReads
+from agency.infra.jetstream import aggregate_reads
+from agency.infra.jetstream.aggregate_reads import AggregateReads, scan_from
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.errors import StoreTimeout
 from agency.infra.jetstream.eventstore import EventStore
@@ -229,3 +232,50 @@ async def test_a_read_the_server_left_unanswered_is_asked_again(
     with pytest.raises(StoreTimeout):
         await store.read(tenant, "thread", thread)
     assert 2 <= len(asked) <= 4, asked
+
+
+async def test_a_scan_whose_page_stalls_goes_on_from_where_it_stood(
+    bus: Bus, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan's page the server stops answering part-way is asked again from the first
+    message not yet passed: every message comes once, in order; a page never answered
+    ends the scan with `StoreTimeout`, at once where the caller retries the whole read."""
+    thread = new_id()
+    texts = [str(i) for i in range(5)]
+    await bus.store.append(tenant, "thread", thread, [user(t) for t in texts], expected=Position())
+    family = event_subject(tenant, "thread", thread)
+    answered = aggregate_reads.direct_batch
+    pages: list[int] = []
+
+    async def stalls_after_two(
+        nc: NATS, stream: str, request: dict[str, Any], timeout: float
+    ) -> AsyncIterator[Msg]:
+        pages.append(int(request["seq"]))
+        count = 0
+        async for msg in answered(nc, stream, request, timeout):
+            if len(pages) == 1 and count == 2:
+                raise StoreTimeout(f"read of {request}", timeout)
+            count += 1
+            yield msg
+
+    monkeypatch.setattr(aggregate_reads, "direct_batch", stalls_after_two)
+    scanned = [r async for r in scan_from(bus.nc, bus.store.stream, family, 1, 2.0)]
+    assert [r.payload.message.content for r in scanned if isinstance(r, RecordedEvent)] == texts  # type: ignore[union-attr]
+    assert len(pages) == 2 and pages[1] == scanned[2].stream_seq
+
+    async def never(
+        nc: NATS, stream: str, request: dict[str, Any], timeout: float
+    ) -> AsyncIterator[Msg]:
+        pages.append(int(request["seq"]))
+        raise StoreTimeout(f"read of {request}", timeout)
+        yield  # an async generator, as the server's pages are
+
+    monkeypatch.setattr(aggregate_reads, "direct_batch", never)
+    pages.clear()
+    with pytest.raises(StoreTimeout):
+        _ = [r async for r in scan_from(bus.nc, bus.store.stream, family, 1, 2.0)]
+    assert 2 <= len(pages) <= 4, pages
+    pages.clear()
+    with pytest.raises(StoreTimeout):
+        _ = [r async for r in scan_from(bus.nc, bus.store.stream, family, 1, 2.0, retry=None)]
+    assert len(pages) == 1
