@@ -31,9 +31,12 @@ def register(threads: Any) -> None:
     ls.add_argument("--agency", default=None, help="only this agency's threads")
     ls.set_defaults(handler=threads_ls)
 
-    create = threads.add_parser("create", help="create a thread")
+    create = threads.add_parser("create", help="create a thread (and start a run with --message)")
     create.add_argument("agent_type", help="the blueprint the thread runs")
     create.add_argument("--agency", default=None, help=f"agency id (default: {DEFAULT_AGENCY!r})")
+    create.add_argument("--message", default=None, help="start its first run with this message")
+    create.add_argument("--follow", action="store_true", help="show that run live until it ends")
+    create.add_argument("--key", default=None, help="idempotency key of that run")
     create.set_defaults(handler=threads_create)
 
     invoke = threads.add_parser("invoke", help="start a run with a message")
@@ -133,11 +136,27 @@ async def threads_ls(args: argparse.Namespace) -> int:
 
 
 async def threads_create(args: argparse.Namespace) -> int:
+    if args.message is None and (args.follow or args.key is not None):
+        print("agency: --follow and --key go with --message, the run it starts", file=sys.stderr)
+        return 2
+
     async def body(client: AsyncAgencyClient) -> int:
         agency = args.agency or await ensure_default_agency(client)
-        thread = await client.create_thread(agency, args.agent_type)
-        _print(args, thread, thread.id)
-        return 0
+        if args.message is None:
+            thread = await client.create_thread(agency, args.agent_type)
+            _print(args, thread, thread.id)
+            return 0
+        thread = await client.create_thread(
+            agency, args.agent_type, text=args.message, idempotency_key=args.key
+        )
+        if thread.run_id is None or not args.follow:
+            _print(args, thread, f"{thread.id} {thread.run_id} {thread.run_status}")
+            return 0
+        print(thread.id, flush=True)
+        args.thread = thread.id
+        return await _follow(
+            client, args, agency, thread.run_id, from_seq=0, status=thread.run_status or "running"
+        )
 
     return await _run(args, body)
 

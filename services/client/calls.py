@@ -107,33 +107,50 @@ def list_threads(agency_id: str) -> Call[list[queries.ThreadView]]:
     return Call("GET", f"/agency/{agency_id}/agents", list[queries.ThreadView])
 
 
-def create_thread(
-    agency_id: str, agent_type: str, metadata: dict[str, str] | None = None
-) -> Call[ThreadOut]:
-    body = {"agentType": agent_type, "metadata": metadata or {}}
-    return Call("POST", f"/agency/{agency_id}/agents", ThreadOut, json=body)
-
-
-class InvokeOptions(TypedDict, total=False):
-    """An invoke's options: the files it adds to the thread, the key that makes a repeat
-    of it one run, and what it does beside a run in progress (default `"queue"`)."""
+class StartOptions(TypedDict, total=False):
+    """What a run is started with beside its message: the files it adds to the thread and
+    the key that makes a repeat of it one run."""
 
     files: dict[str, str] | None
     idempotency_key: str | None
+
+
+def create_thread(
+    agency_id: str,
+    agent_type: str,
+    metadata: dict[str, str] | None = None,
+    text: str | None = None,
+    **options: Unpack[StartOptions],
+) -> Call[ThreadOut]:
+    """A thread; with `text` (or `files`), its first run started by the same request: the
+    answer's `run_id` and `run_status` name it, as an invoke's would."""
+    body = _started({"agentType": agent_type, "metadata": metadata or {}}, text, options)
+    return Call("POST", f"/agency/{agency_id}/agents", ThreadOut, json=body)
+
+
+class InvokeOptions(StartOptions, total=False):
+    """An invoke's options: those of any start, and what it does beside a run in progress
+    (default `"queue"`)."""
+
     strategy: Strategy
 
 
 def invoke(
     agency_id: str, thread_id: str, text: str | None = None, **options: Unpack[InvokeOptions]
 ) -> Call[RunAccepted]:
-    body: dict[str, Any] = {"strategy": options.get("strategy", "queue")}
+    body = _started({"strategy": options.get("strategy", "queue")}, text, options)
+    return Call("POST", thread_path(agency_id, thread_id) + "/invoke", RunAccepted, json=body)
+
+
+def _started(body: dict[str, Any], text: str | None, options: StartOptions) -> dict[str, Any]:
+    """`body` with a run's start: the user's message, the files, the idempotency key."""
     if text is not None:
         body["messages"] = [{"role": "user", "content": text}]
     if files := options.get("files"):
         body["files"] = files
     if (key := options.get("idempotency_key")) is not None:
         body["idempotencyKey"] = key
-    return Call("POST", thread_path(agency_id, thread_id) + "/invoke", RunAccepted, json=body)
+    return body
 
 
 class ApproveOptions(TypedDict, total=False):

@@ -151,6 +151,36 @@ async def test_threads_commands_create_invoke_follow_approve_and_list(
     assert code == 0 and "terminate requested" in out, out
 
 
+async def test_a_thread_created_with_a_message_starts_its_first_run(
+    client: Client, tmp_path: Path
+) -> None:
+    """The client's and the command's create with a message: one request makes the thread
+    and starts its run, which the answer names and a follow shows to its end."""
+    key = "client-create-run-" + client.agency
+    client.llm.script(key, [ScriptStep(content="answered at creation", delay_ms=500)])
+    async with AsyncAgencyClient(str(client.http.base_url), key_of(client)) as api:
+        thread = await api.create_thread(client.agency, "worker", text=key)
+        assert thread.run_id is not None and thread.run_status in ("queued", "running")
+        ended = await api.wait(client.agency, thread.id, thread.run_id, WAIT)
+        assert ended == "completed"
+        state = await api.state(client.agency, thread.id)
+        assert [m.content for m in state.state.messages] == [key, "answered at creation"]
+        plain = await api.create_thread(client.agency, "worker")
+        assert plain.run_id is None and plain.run_status is None
+
+    client.write_endpoints(tmp_path)
+    cli_key = "cli-create-run-" + client.agency
+    client.llm.script(cli_key, [ScriptStep(content="made and answered", delay_ms=500)])
+    code, out = await agency_cli(tmp_path, "create", "worker", "--message", cli_key, "--follow")
+    assert code == 0, out
+    created = out.strip().splitlines()[0]
+    assert out.rstrip().endswith("■ completed: made and answered"), out
+    code, out = await agency_cli(tmp_path, "ls")
+    assert code == 0 and created in out, out
+    code, out = await agency_cli(tmp_path, "create", "worker", "--follow")
+    assert code == 2 and "--follow and --key go with --message" in out, out
+
+
 async def test_follow_goes_on_through_a_pause_for_subagents_and_says_it_resumes_by_itself(
     client: Client, tmp_path: Path
 ) -> None:
