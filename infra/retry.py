@@ -83,6 +83,17 @@ class RetryPolicy:
         base = min(self.wait_initial * self.wait_exp_base**exponent, self.wait_max)
         return base + random.uniform(0, self.wait_jitter)
 
+    def wait_after(self, failures: int, spent: float) -> float | None:
+        """The wait before trying again after `failures` in a row that took `spent`
+        seconds, for a loop that retries by itself (`call` cannot wrap it); None once the
+        attempts or the time budget are spent."""
+        if self.attempts is not None and failures >= self.attempts:
+            return None
+        wait = self.delay(failures)
+        if self.timeout is not None and spent + wait >= self.timeout:
+            return None
+        return wait
+
 
 def _retryable(transient: Transient) -> Transient:
     # stamina hands a predicate every BaseException, cancellation included: a cancelled

@@ -274,7 +274,7 @@ async def scan_from(
     failures, failing_since = 0, 0.0
     while True:
         request = {"seq": start, "next_by_subj": subjects, "batch": _PAGE}
-        count = 0
+        count, asked_at = 0, loop.time()
         try:
             async for msg in direct_batch(nc, stream, request, timeout):
                 count += 1
@@ -285,8 +285,10 @@ async def scan_from(
                 start = recorded.stream_seq + 1
                 yield recorded
         except StoreTimeout:
-            failures, failing_since = failures + 1, failing_since or loop.time()
-            wait = _page_wait(retry, failures, loop.time() - failing_since)
+            failures, failing_since = failures + 1, failing_since or asked_at
+            wait = (
+                None if retry is None else retry.wait_after(failures, loop.time() - failing_since)
+            )
             if wait is None:
                 raise
             log.warning("scan page unanswered; asked again", stream=stream, start=start)
@@ -295,17 +297,6 @@ async def scan_from(
         failures, failing_since = 0, 0.0
         if count < _PAGE:
             return
-
-
-def _page_wait(retry: RetryPolicy | None, failures: int, spent: float) -> float | None:
-    """The wait before asking a page again after `failures` in a row that took `spent`
-    seconds, or None once `retry` allows no more."""
-    if retry is None or (retry.attempts is not None and failures >= retry.attempts):
-        return None
-    wait = retry.delay(failures)
-    if retry.timeout is not None and spent + wait >= retry.timeout:
-        return None
-    return wait
 
 
 def _stream_seq(msg: Msg) -> int:
