@@ -27,11 +27,17 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from agency.contracts.errors import DecodeError
 from agency.contracts.opened import OPENED
 from agency.contracts.sealed import PayloadErased
+from agency.infra.jetstream.errors import is_transient
 from agency.infra.keystore.key_thread import KeyThread
 from agency.infra.keystore.operator import NONCE_BYTES, KeyWrapper
 from agency.infra.keystore.vault import TenantKeyDestroyed, TenantKeyMissing
+from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
+
+# A key's destruction (a thread's or a tenant's deletion) asked again while the key store
+# does not answer (each ask bounded by `fetch_timeout`): a repeat is harmless.
+DESTROY_RETRY = RetryPolicy(attempts=4, timeout=30.0, wait_initial=0.2, wait_max=2.0)
 
 
 class ThreadCipher:
@@ -100,17 +106,22 @@ class ThreadCipher:
             log.info("deleted tenant's keys dropped", tenant_id=tenant_id)
 
     async def destroy(self, tenant_id: str, key_id: str) -> bool:
-        """Destroy the tree's data key in the store, and here."""
+        """Destroy the tree's data key in the store, and here. False when it was gone
+        already (or an ask that timed out had destroyed it: `DESTROY_RETRY`)."""
         self.forget(tenant_id, key_id)
-        destroyed: bool = await self._keys.run_async(lambda vault: vault.destroy(tenant_id, key_id))
+        destroyed: bool = await DESTROY_RETRY.call(
+            is_transient, self._keys.run_async, lambda vault: vault.destroy(tenant_id, key_id)
+        )
         return destroyed
 
     async def destroy_tenant(self, tenant_id: str) -> bool:
         """Destroy the tenant's key in the store (the tenant is deleted), and its data keys
         here: none of its data keys opens again (in another process, once its key thread
-        sees the entry destroyed)."""
+        sees the entry destroyed). False as `destroy` says."""
         self.tenant_destroyed(tenant_id)
-        destroyed: bool = await self._keys.run_async(lambda vault: vault.destroy_tenant(tenant_id))
+        destroyed: bool = await DESTROY_RETRY.call(
+            is_transient, self._keys.run_async, lambda vault: vault.destroy_tenant(tenant_id)
+        )
         return destroyed
 
     def vault_call(self, make: Any) -> Coroutine[Any, Any, Any]:

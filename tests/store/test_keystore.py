@@ -7,6 +7,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,5 +194,37 @@ async def test_a_tenant_key_held_by_a_vault_not_following_the_store_is_checked_a
     assert cipher is not None
     assert await cipher.destroy_tenant(tenant)
     monkeypatch.setattr(vault, "TENANT_RECHECK", -1.0)  # the time has passed
+    with pytest.raises(TenantKeyDestroyed):
+        await holder.data_key(tenant, thread, create=False)
+
+
+async def test_a_tenant_key_is_destroyed_though_the_key_store_left_the_first_ask_unanswered(
+    bus: Bus, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key store does not answer the first ask of a tenant's deletion in time: the
+    destruction is asked again (`DESTROY_RETRY`), not given up, and the key is gone."""
+    thread = new_id()
+    await bus.store.append(tenant, "thread", thread, [said("held")], expected=Position())
+    cipher = current_cipher()
+    assert cipher is not None
+    keys = cipher._keys
+    monkeypatch.setattr(keys, "timeout", 0.5)
+    run_async, asks = keys.run_async, []
+
+    async def first_unanswered(make: Any) -> Any:
+        asks.append(make)
+
+        async def late(vault: KeyVault) -> Any:
+            await asyncio.sleep(5.0)  # past the ask's bound: the caller times out
+            return await make(vault)
+
+        return await run_async(late if len(asks) == 1 else make)
+
+    monkeypatch.setattr(keys, "run_async", first_unanswered)
+
+    assert await cipher.destroy_tenant(tenant)
+
+    assert len(asks) == 2
+    holder = await KeyVault(bus.js, operator_keys()).open()
     with pytest.raises(TenantKeyDestroyed):
         await holder.data_key(tenant, thread, create=False)
