@@ -215,6 +215,7 @@ async def our_side(nats_url: str, database_url: str, model_url: str) -> AsyncIte
     stop = asyncio.Event()
     # One tenant runs every thread of the benchmark: no per-tenant limit on active runs.
     os.environ.setdefault("AGENCY_TENANT_MAX_ACTIVE_RUNS", "0")
+    os.environ.setdefault("AGENCY_TENANT_MAX_PARKED_RUNS", "0")
     config = StackConfig(
         nats_url=nats_url,
         database_url=database_url,

@@ -71,7 +71,11 @@ from bench.http_system import Api, BenchError, RunningSystem
 from bench.system_ours import AGENT, BLUEPRINT
 
 TOKEN_MS = 20
-LIMITS_OFF = {"AGENCY_TENANT_MAX_ACTIVE_RUNS": "0", "AGENCY_TENANT_INVOKES_PER_SECOND": "0"}
+LIMITS_OFF = {
+    "AGENCY_TENANT_MAX_ACTIVE_RUNS": "0",
+    "AGENCY_TENANT_MAX_PARKED_RUNS": "0",
+    "AGENCY_TENANT_INVOKES_PER_SECOND": "0",
+}
 METRICS = (
     ("sequential", "time"),
     ("concurrent", "rate"),

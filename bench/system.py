@@ -7,7 +7,8 @@ tag) and approvals (`hitl`), with `config.hitl.tools = ["write_file"]`. The mode
 calls `write_file`; the run parks until a person approves; the tool runs; the model answers
 with text and the run completes. `agency up --data-dir <tmp> --port 0` runs every service,
 NATS and PostgreSQL with their durable defaults, its model pointed at the fake
-(`OPENAI_BASE_URL`), with the per-tenant invoke limits off (`AGENCY_TENANT_MAX_ACTIVE_RUNS=0`,
+(`OPENAI_BASE_URL`), with the per-tenant invoke limits off
+(`AGENCY_TENANT_MAX_ACTIVE_RUNS=0`, `AGENCY_TENANT_MAX_PARKED_RUNS=0`,
 `AGENCY_TENANT_INVOKES_PER_SECOND=0`, and its share of a saturated process,
 `AGENCY_ADMISSION_ENABLED=false`: one tenant holds every thread of the benchmark). The
 clients are httpx (one pool) and httpx-sse in this process.
@@ -111,6 +112,7 @@ PARKED_RESUMES = 40
 # One tenant holds every thread: its limits and its share of a saturated process are off.
 LIMITS_OFF = {
     "AGENCY_TENANT_MAX_ACTIVE_RUNS": "0",
+    "AGENCY_TENANT_MAX_PARKED_RUNS": "0",
     "AGENCY_TENANT_INVOKES_PER_SECOND": "0",
     "AGENCY_ADMISSION_ENABLED": "false",
 }

@@ -14,14 +14,20 @@ from nats.aio.client import Client as NATS
 
 from agency.services.tenancy.admission import AdmissionSettings, RunShares
 from agency.services.tenancy.fairness import (
+    PARKED_RETRY_AFTER,
     FairnessLimits,
     TenantLoad,
     TokenBuckets,
     retry_after_header,
 )
 
-# The read model's active runs; `request.accepted` runs queued behind them are not rows yet.
-_ACTIVE_RUNS = "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status IN ('running', 'paused')"
+# The read model's runs at work and parked on someone (`request.accepted` runs queued
+# behind them are not rows yet).
+_RUNS = (
+    "SELECT count(*) FILTER (WHERE status = 'running') AS active, "
+    "count(*) FILTER (WHERE status = 'paused') AS parked "
+    "FROM runs WHERE tenant_id = $1 AND status IN ('running', 'paused')"
+)
 
 
 class InvokeLimiter:
@@ -54,18 +60,27 @@ class InvokeLimiter:
                 detail=str(refused),
                 headers={"Retry-After": str(refused.retry_after)},
             )
-        limit = self.limits.max_active_runs
-        if not limit:
+        limits = self.limits
+        if not limits.max_active_runs and not limits.max_parked_runs:
             return
         try:
             async with pool.acquire() as conn:
-                active = int(await conn.fetchval(_ACTIVE_RUNS, tenant))
+                row = await conn.fetchrow(_RUNS, tenant)
         except asyncpg.UndefinedTableError:
             return  # no runs read model yet: the runtime's own limit still holds
-        if active >= limit:
+        active, parked = int(row["active"]), int(row["parked"])
+        if limits.max_active_runs and active >= limits.max_active_runs:
             raise HTTPException(
                 status_code=429,
-                detail=f"the tenant has {active} active runs, the limit is {limit}; "
-                "invoke again when one has ended",
+                detail=f"the tenant has {active} active runs, the limit is "
+                f"{limits.max_active_runs}; invoke again when one has ended",
                 headers={"Retry-After": "1"},
+            )
+        if limits.max_parked_runs and parked >= limits.max_parked_runs:
+            raise HTTPException(
+                status_code=429,
+                detail=f"the tenant has {parked} runs waiting on an answer (an approval), the "
+                f"limit is {limits.max_parked_runs}; answer or cancel one first, or retry in "
+                f"{PARKED_RETRY_AFTER} s",
+                headers={"Retry-After": str(PARKED_RETRY_AFTER)},
             )

@@ -53,14 +53,16 @@ def invoke(
     key: str,
     *,
     active_runs: int = 0,
+    parked_runs: int = 0,
     limits: fairness.FairnessLimits | None = None,
     door: DoorLimits | None = None,
     over_share: str | None = None,
 ) -> Sequence[AnyEvent]:
     """Accept the request; the loop starts it now, joins it to the active run, or starts it
-    after that run (see `actions.injectable`). `active_runs` is the tenant's admitted runs,
-    for its fairness `limits`; `door` bounds the request's messages; `over_share` says why
-    the tenant is at its share of the runs in progress (`services/tenancy/admission.py`)."""
+    after that run (see `actions.injectable`). `active_runs` and `parked_runs` are the
+    tenant's admitted runs at work and parked on someone, for its fairness `limits`; `door`
+    bounds the request's messages; `over_share` says why the tenant is at its share of the
+    runs in progress (`services/tenancy/admission.py`)."""
     if state.run_for_key(key) is not None:
         return ()  # the same key never starts a second run
     existing = state.run(command.run_id)
@@ -72,8 +74,14 @@ def invoke(
     # A run inside an admitted tree (a subagent's, a report to its parent) is never
     # refused: its root holds the tenant's slot, and a refused child would strand it.
     in_tree = state.parent is not None or command.reported_by is not None
+    # A request to a thread whose run is parked goes to that run (or ends it): it parks
+    # nothing more.
+    if state.active_run is not None and state.active_run.status == "paused":
+        parked_runs = 0
     refusal = (
-        fairness.refuse_invoke(active_runs, limits) if limits is not None and not in_tree else None
+        fairness.refuse_invoke(active_runs, limits, parked_runs)
+        if limits is not None and not in_tree
+        else None
     )
     if refusal is None and not in_tree:
         refusal = over_share
@@ -313,6 +321,7 @@ def decide(
                 payload,
                 key,
                 active_runs=load.active(state.tenant_id),
+                parked_runs=load.parked(state.tenant_id),
                 limits=limits,
                 door=door,
                 over_share=load.over_share(state.tenant_id),

@@ -8,7 +8,11 @@ One tenant's flood must not starve another's runs. Two limits, per tenant:
   as 429 with `Retry-After`. Runs inside an admitted tree (a subagent's run, a child's
   report to its parent) count but are never refused: the tree's root holds the slot. A
   refused invoke costs one small event, never a run, so a flood drains in moments and the
-  runtime's capacity stays free for everyone else.
+  runtime's capacity stays free for everyone else. A run parked on someone (an approval,
+  a run out of steps: `run.paused`) is not active: it takes none of the runtime's
+  capacity, and a tenant whose users are slow to answer is not stopped by it. Parked runs
+  have a limit of their own (`max_parked_runs`, far higher: what they hold is memory and
+  storage), refused the same way; a resumed run is active again and is never refused.
 - invokes per second (`invokes_per_second`, `invoke_burst`): a token bucket per tenant
   in each API process; beyond it, 429 with the seconds until a token is free.
 
@@ -53,6 +57,10 @@ from agency.services.tenancy.admission import RunShares
 from agency.services.tenancy.settings_env import from_environ
 
 ACTIVE_RUN_LIMIT = "tenant_active_run_limit"
+PARKED_RUN_LIMIT = "tenant_parked_run_limit"
+# A tenant at its parked-run limit is told to try again after this many seconds (its runs
+# wait on people: no time can be known).
+PARKED_RETRY_AFTER = 30
 _WATCHED = (
     "request.accepted",
     "request.injected",
@@ -68,21 +76,27 @@ class FairnessLimits(msgspec.Struct, frozen=True, kw_only=True):
     """0 switches a limit off."""
 
     max_active_runs: int = 100
+    max_parked_runs: int = 10_000
     invokes_per_second: float = 50.0
     invoke_burst: int = 100
 
     @classmethod
     def from_env(cls) -> FairnessLimits:
-        """`AGENCY_TENANT_MAX_ACTIVE_RUNS`, `AGENCY_TENANT_INVOKES_PER_SECOND`,
-        `AGENCY_TENANT_INVOKE_BURST`."""
+        """`AGENCY_TENANT_MAX_ACTIVE_RUNS`, `AGENCY_TENANT_MAX_PARKED_RUNS`,
+        `AGENCY_TENANT_INVOKES_PER_SECOND`, `AGENCY_TENANT_INVOKE_BURST`."""
         return from_environ(cls, "AGENCY_TENANT_")
 
 
-def refuse_invoke(active_runs: int, limits: FairnessLimits) -> str | None:
-    """Why a tenant with `active_runs` admitted runs may not start another, or None."""
+def refuse_invoke(active_runs: int, limits: FairnessLimits, parked_runs: int = 0) -> str | None:
+    """Why a tenant with `active_runs` admitted runs at work and `parked_runs` waiting on
+    someone may not start another, or None."""
     return _at_limit(
         ACTIVE_RUN_LIMIT, active_runs, "active runs", limits.max_active_runs,
         "invoke again when one has ended",
+    ) or _at_limit(
+        PARKED_RUN_LIMIT, parked_runs, "runs waiting on an answer (an approval)",
+        limits.max_parked_runs,
+        f"answer or cancel one first, or retry in {PARKED_RETRY_AFTER} s",
     )  # fmt: skip
 
 
@@ -121,24 +135,33 @@ def retry_after_header(seconds: float) -> str:
 
 @dataclass
 class TenantLoad:
-    """Admitted, not yet ended runs per tenant, as the log tells them.
+    """Admitted, not yet ended runs per tenant, as the log tells them: at work (`active`)
+    and parked on someone (`parked`).
 
     Each run is kept once, as its id and its tenant (one string per tenant, shared by its
     runs): a run seen twice (from the step that decided it and again from the log, or in a
     replay) counts once, and the end of a run never seen (accepted before this process
-    started) counts nothing."""
+    started) counts nothing; nor does its pause or resume."""
 
     # run id -> tenant: stored (admitted), and accepted by this process but not yet stored
     # (or not yet seen back from the log).
     _runs: dict[str, str] = field(default_factory=dict)
     _reserved: dict[str, str] = field(default_factory=dict)
     # Per tenant: its runs in either.
-    _active: Counter[str] = field(default_factory=Counter)
+    _admitted: Counter[str] = field(default_factory=Counter)
+    # The admitted runs parked on someone (`run.paused` and not resumed), and per tenant.
+    _parked: set[str] = field(default_factory=set)
+    _parked_count: Counter[str] = field(default_factory=Counter)
     # Each tenant's share of the runs in progress (`services/tenancy/admission.py`).
     shares: RunShares | None = None
 
     def active(self, tenant: str) -> int:
-        return self._active[tenant]
+        """The tenant's admitted runs not parked on someone."""
+        return self._admitted[tenant] - self._parked_count[tenant]
+
+    def parked(self, tenant: str) -> int:
+        """The tenant's admitted runs parked on someone."""
+        return self._parked_count[tenant]
 
     def reserve(self, tenant: str, run_id: str) -> None:
         """Count a run this process has just decided to accept, before it is stored."""
@@ -159,6 +182,7 @@ class TenantLoad:
             self.shares.accepted(tenant, run_id, time.monotonic())
 
     def ended(self, tenant: str, run_id: str) -> None:
+        self._unpark(run_id)
         admitted = self._runs.pop(run_id, None)
         if admitted is not None:
             self._uncount(admitted)
@@ -168,22 +192,36 @@ class TenantLoad:
 
     def paused(self, tenant: str, run_id: str) -> None:
         """A run waiting on someone (an approval) takes none of the process's capacity: it
-        leaves the runs in progress (`RunShares`) until it resumes, and stays admitted."""
+        leaves the runs in progress (`RunShares`) and the active runs until it resumes,
+        and counts as parked."""
+        owner = self._runs.get(run_id)
+        if owner is not None and run_id not in self._parked:
+            self._parked.add(run_id)
+            self._parked_count[owner] += 1
         if self.shares is not None:
             self.shares.ended(tenant, run_id, time.monotonic())
 
     def resumed(self, tenant: str, run_id: str) -> None:
+        self._unpark(run_id)
         if self.shares is not None and run_id in self._runs:
             self.shares.accepted(tenant, run_id, time.monotonic())
 
+    def _unpark(self, run_id: str) -> None:
+        if run_id in self._parked:
+            self._parked.discard(run_id)
+            owner = self._runs[run_id]
+            self._parked_count[owner] -= 1
+            if self._parked_count[owner] <= 0:
+                del self._parked_count[owner]
+
     def _count(self, tenant: str) -> str:
-        self._active[tenant] += 1
+        self._admitted[tenant] += 1
         return sys.intern(tenant)
 
     def _uncount(self, tenant: str) -> None:
-        self._active[tenant] -= 1
-        if self._active[tenant] <= 0:
-            del self._active[tenant]
+        self._admitted[tenant] -= 1
+        if self._admitted[tenant] <= 0:
+            del self._admitted[tenant]
 
     def over_share(self, tenant: str) -> str | None:
         """Why the tenant may not start another run: at its share of the runs in progress."""

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import httpx
 
-from agency.contracts.events import RunStarted
+from agency.contracts.events import RunPaused, RunStarted
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext
 from agency.services.api.limits import InvokeLimiter
@@ -57,3 +57,36 @@ async def test_an_invoke_beyond_the_active_run_limit_answers_429(
 
         r = await assert_eventually(refused, timeout=10)
     assert r.headers["Retry-After"] == "1" and "1 active runs" in r.json()["error"]
+
+
+async def test_a_run_parked_on_an_approval_counts_against_the_parked_limit_not_the_active_one(
+    client: httpx.AsyncClient, api: Api, bus: Bus, thread_a: Thread
+) -> None:
+    tenant = thread_a.tenant.id
+    position = await bus.store.last_position(tenant, "thread", thread_a.thread_id)
+    await bus.store.append(
+        tenant, "thread", thread_a.thread_id,
+        [RunStarted(run_id="run_parked1", agent_type="assistant", max_steps=5),
+         RunPaused(run_id="run_parked1", reason="hitl")],
+        expected=position,
+        context=EventContext(agency_id=thread_a.agency_id, thread_id=thread_a.thread_id),
+    )  # fmt: skip
+    at_parked_limit = FairnessLimits(invokes_per_second=0, max_active_runs=1, max_parked_runs=1)
+    deps = replace(api.deps, limiter=InvokeLimiter(at_parked_limit))
+    async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as other:
+
+        async def refused() -> httpx.Response:
+            r = await other.post(f"{thread_a.path}/invoke", json={}, headers=thread_a.tenant.auth)
+            assert r.status_code == 429, r.text
+            return r
+
+        r = await assert_eventually(refused, timeout=10)
+    said = r.json()["error"]
+    assert "1 runs waiting on an answer" in said and "retry in 30 s" in said, said
+    assert r.headers["Retry-After"] == "30"
+
+    under = FairnessLimits(invokes_per_second=0, max_active_runs=1, max_parked_runs=2)
+    deps = replace(api.deps, limiter=InvokeLimiter(under))
+    async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as other:
+        r = await other.post(f"{thread_a.path}/invoke", json={}, headers=thread_a.tenant.auth)
+    assert r.status_code == 202, r.text
