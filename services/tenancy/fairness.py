@@ -143,14 +143,14 @@ class TenantLoad:
     replay) counts once, and the end of a run never seen (accepted before this process
     started) counts nothing; nor does its pause or resume."""
 
-    # run id -> tenant: stored (admitted), and accepted by this process but not yet stored
-    # (or not yet seen back from the log).
+    # run id -> tenant: stored (admitted) and at work, stored and parked on someone, and
+    # accepted by this process but not yet stored (or not yet seen back from the log). A
+    # run is in one of them at a time: a pause moves it, so it costs one entry all along.
     _runs: dict[str, str] = field(default_factory=dict)
+    _parked: dict[str, str] = field(default_factory=dict)
     _reserved: dict[str, str] = field(default_factory=dict)
-    # Per tenant: its runs in either.
+    # Per tenant: its runs in any of them, and its parked ones.
     _admitted: Counter[str] = field(default_factory=Counter)
-    # The admitted runs parked on someone (`run.paused` and not resumed), and per tenant.
-    _parked: set[str] = field(default_factory=set)
     _parked_count: Counter[str] = field(default_factory=Counter)
     # Each tenant's share of the runs in progress (`services/tenancy/admission.py`).
     shares: RunShares | None = None
@@ -165,7 +165,7 @@ class TenantLoad:
 
     def reserve(self, tenant: str, run_id: str) -> None:
         """Count a run this process has just decided to accept, before it is stored."""
-        if run_id not in self._runs and run_id not in self._reserved:
+        if not self._known(run_id) and run_id not in self._reserved:
             self._reserved[run_id] = self._count(tenant)
 
     def release(self, tenant: str, run_id: str) -> None:
@@ -175,15 +175,18 @@ class TenantLoad:
             self._uncount(reserved)
 
     def admitted(self, tenant: str, run_id: str) -> None:
-        if run_id not in self._runs:
+        if not self._known(run_id):
             reserved = self._reserved.pop(run_id, None)
             self._runs[run_id] = self._count(tenant) if reserved is None else reserved
         if self.shares is not None:
             self.shares.accepted(tenant, run_id, time.monotonic())
 
     def ended(self, tenant: str, run_id: str) -> None:
-        self._unpark(run_id)
         admitted = self._runs.pop(run_id, None)
+        if admitted is None:
+            admitted = self._parked.pop(run_id, None)
+            if admitted is not None:
+                self._unpark(admitted)
         if admitted is not None:
             self._uncount(admitted)
         self.release(tenant, run_id)
@@ -194,25 +197,28 @@ class TenantLoad:
         """A run waiting on someone (an approval) takes none of the process's capacity: it
         leaves the runs in progress (`RunShares`) and the active runs until it resumes,
         and counts as parked."""
-        owner = self._runs.get(run_id)
-        if owner is not None and run_id not in self._parked:
-            self._parked.add(run_id)
+        owner = self._runs.pop(run_id, None)
+        if owner is not None:
+            self._parked[run_id] = owner
             self._parked_count[owner] += 1
         if self.shares is not None:
             self.shares.ended(tenant, run_id, time.monotonic())
 
     def resumed(self, tenant: str, run_id: str) -> None:
-        self._unpark(run_id)
+        owner = self._parked.pop(run_id, None)
+        if owner is not None:
+            self._unpark(owner)
+            self._runs[run_id] = owner
         if self.shares is not None and run_id in self._runs:
             self.shares.accepted(tenant, run_id, time.monotonic())
 
-    def _unpark(self, run_id: str) -> None:
-        if run_id in self._parked:
-            self._parked.discard(run_id)
-            owner = self._runs[run_id]
-            self._parked_count[owner] -= 1
-            if self._parked_count[owner] <= 0:
-                del self._parked_count[owner]
+    def _known(self, run_id: str) -> bool:
+        return run_id in self._runs or run_id in self._parked
+
+    def _unpark(self, owner: str) -> None:
+        self._parked_count[owner] -= 1
+        if self._parked_count[owner] <= 0:
+            del self._parked_count[owner]
 
     def _count(self, tenant: str) -> str:
         self._admitted[tenant] += 1
