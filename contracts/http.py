@@ -65,11 +65,13 @@ class ArchiveImported(Out, frozen=True, kw_only=True):
     kept: list[str]
 
 
-class RunAccepted(Out, frozen=True, kw_only=True):
-    """The run the invoke starts and its status when the answer was given."""
+class RunAccepted(Out, frozen=True, kw_only=True, omit_defaults=True):
+    """The run the invoke starts and its status when the answer was given; `reason`: why
+    it was refused, when its status is `rejected`."""
 
     run_id: str
     status: RunStatus
+    reason: str | None = None
 
 
 class TerminateAccepted(Out, frozen=True, kw_only=True):

@@ -4,9 +4,10 @@ API, LangGraph, AI SDK, AG-UI, A2A) starts them here."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
-from litestar.exceptions import ValidationException
+from litestar.exceptions import HTTPException, ValidationException
 from opentelemetry import context as otel_context, trace
 
 from agency.contracts.commands import DelayRun, InvokeThread
@@ -17,9 +18,14 @@ from agency.services.api.budget_door import refuse_over_budget
 from agency.services.api.deps import ApiDeps
 from agency.services.api.idempotency import run_id_for
 from agency.services.api.runstatus import Feed, Seen, on_the_log, taken_up, wait_for_status
+from agency.services.tenancy.admission import ADMISSION_LIMIT
 from agency.services.tenancy.door_limits import messages_problem
+from agency.services.tenancy.fairness import ACTIVE_RUN_LIMIT, PARKED_RUN_LIMIT
 
 _tracer = trace.get_tracer(__name__)
+# The runtime's refusals of a run for its tenant's limits or share (`request.rejected`).
+_LIMIT_REASONS = (ACTIVE_RUN_LIMIT, PARKED_RUN_LIMIT, ADMISSION_LIMIT)
+_RETRY_IN = re.compile(r"retry in (\d+) s")
 
 
 async def start_run(
@@ -95,11 +101,23 @@ async def start_run(
         # The broker dedupes command ids per tenant, not per thread: the same key sent to
         # two threads is two requests, so the thread is part of the key on the bus. Sent
         # once the thread is watched (see `watch_log`).
-        status = await wait_for_status(
+        status, reason = await wait_for_status(
             deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout,
             taken_up(run_id) if delay is None else on_the_log,
             send=send,
             seen=seen,
             feed=feed,
         )  # fmt: skip
-    return RunAccepted(run_id=run_id, status=status)
+    refused = reason if status == "rejected" else None
+    return RunAccepted(run_id=run_id, status=status, reason=refused)
+
+
+def refuse_if_limited(started: RunAccepted) -> None:
+    """429 with the runtime's reason when it refused the run for its tenant's limits or
+    share (a door whose count lagged let it through), `Retry-After` the seconds the reason
+    says (1 when it says none)."""
+    reason = started.reason or ""
+    if started.status == "rejected" and reason.startswith(_LIMIT_REASONS):
+        said = _RETRY_IN.search(reason)
+        retry_after = said.group(1) if said is not None else "1"
+        raise HTTPException(status_code=429, detail=reason, headers={"Retry-After": retry_after})

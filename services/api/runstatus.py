@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from agency.contracts.events import RequestInjected
+from agency.contracts.events import RequestInjected, RequestRejected
 from agency.contracts.http import RunStatus
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import Position, RecordedEvent
@@ -39,9 +39,13 @@ class RunStatuses:
         self.of: dict[str, RunStatus] = {}
         # A request injected into the active run follows that run from then on.
         self.joined: dict[str, str] = {}
+        # Why each refused run was refused (`request.rejected`).
+        self.reasons: dict[str, str] = {}
 
     def fold(self, events: Iterable[RecordedEvent]) -> None:
         for event in events:
+            if isinstance(event.payload, RequestRejected):
+                self.reasons.setdefault(event.payload.run_id, event.payload.reason)
             if isinstance(event.payload, RequestInjected):
                 host, request = event.payload.run_id, event.payload.request_run_id
                 self.joined[request] = host
@@ -64,6 +68,7 @@ class RunStatuses:
     def copy(self) -> RunStatuses:
         copied = RunStatuses()
         copied.of, copied.joined = dict(self.of), dict(self.joined)
+        copied.reasons = dict(self.reasons)
         return copied
 
     def waits_behind(self, run_id: str) -> bool:
@@ -134,8 +139,9 @@ async def wait_for_status(
     send: Callable[[], Awaitable[object]] | None = None,
     seen: Seen | None = None,
     feed: Feed | None = None,
-) -> RunStatus:
-    """The run's status once `done` holds, or as it is when `timeout` runs out; woken by
+) -> tuple[RunStatus, str | None]:
+    """The run's status once `done` holds, or as it is when `timeout` runs out, and why it
+    was refused if it was (`request.rejected`); woken by
     the thread's events as they are stored. `send` (the command the run's events answer)
     is sent once the thread is watched: see `watch_log`. `seen`: the statuses already
     folded from the log up to a position, which the wait reads on from (by default, where
@@ -167,7 +173,7 @@ async def wait_for_status(
     if position is not None:
         deps.run_statuses.keep(tenant, thread_id, Seen(runs, position))
     status = answer[0] if answer is not None else runs.of.get(run_id)
-    return status or "pending"
+    return status or "pending", runs.reasons.get(run_id)
 
 
 def taken_up(run_id: str) -> Callable[[RunStatus | None, RunStatuses], bool]:

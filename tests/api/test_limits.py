@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import httpx
+import pytest
+from litestar.exceptions import HTTPException
 
 from agency.contracts.events import RunPaused, RunStarted
+from agency.contracts.http import RunAccepted
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext
 from agency.services.api.limits import InvokeLimiter
+from agency.services.api.run_start import refuse_if_limited
 from agency.services.tenancy.fairness import FairnessLimits
 from tests.api.conftest import Api, Thread, create_tenant, create_thread, running_api
 from tests.helpers import assert_eventually
@@ -90,3 +94,17 @@ async def test_a_run_parked_on_an_approval_counts_against_the_parked_limit_not_t
     async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as other:
         r = await other.post(f"{thread_a.path}/invoke", json={}, headers=thread_a.tenant.auth)
     assert r.status_code == 202, r.text
+
+
+def test_a_run_the_runtime_refused_for_the_tenants_limits_answers_429_with_its_reason() -> None:
+    """A door whose count lagged let the invoke through and the runtime refused it
+    (`request.rejected`): the protocol routes answer as the door would, 429 with the
+    runtime's reason and the seconds it says; any other refusal is theirs to word."""
+    share = "tenant_share_exceeded: the server is at capacity …; retry in 4 s"
+    for reason, retry_after in ((share, "4"), ("tenant_active_run_limit: …", "1")):
+        with pytest.raises(HTTPException) as refused:
+            refuse_if_limited(RunAccepted(run_id="r1", status="rejected", reason=reason))
+        assert refused.value.status_code == 429 and refused.value.detail == reason
+        assert refused.value.headers == {"Retry-After": retry_after}
+    refuse_if_limited(RunAccepted(run_id="r2", status="rejected", reason="run r0 is active …"))
+    refuse_if_limited(RunAccepted(run_id="r3", status="running"))

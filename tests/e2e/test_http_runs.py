@@ -212,16 +212,23 @@ async def test_invoke_answers_the_runs_status(client: Client) -> None:
     url = f"{client.path(thread)}/invoke"
     message = {"messages": [{"role": "user", "content": key}]}
 
-    async def status(body: dict[str, object]) -> tuple[str, str]:
+    async def answer(body: dict[str, object]) -> dict[str, str]:
         r = await client.http.post(url, json=body)
         assert r.status_code == 202, r.text
-        return str(r.json()["runId"]), str(r.json()["status"])
+        return dict(r.json())
+
+    async def status(body: dict[str, object]) -> tuple[str, str]:
+        answered = await answer(body)
+        assert "reason" not in answered or answered["status"] == "rejected", answered
+        return str(answered["runId"]), str(answered["status"])
 
     first, started = await status({**message, "idempotencyKey": "first"})
     assert started == "running"
     second, queued = await status({**message, "idempotencyKey": "second"})
     assert queued == "queued" and second != first
-    assert (await status({**message, "strategy": "reject"}))[1] == "rejected"
+    refused = await answer({**message, "strategy": "reject"})
+    assert refused["status"] == "rejected"
+    assert refused["reason"].startswith(f"run {first} is active"), refused
     assert await status({**message, "idempotencyKey": "first"}) == (first, "running")
     r = await client.http.post(f"{client.path(thread)}/cancel", json={})
     assert r.status_code == 202

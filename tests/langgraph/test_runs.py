@@ -172,10 +172,12 @@ async def test_multitask_reject_is_the_default(lg: LangGraph) -> None:
     thread, first, second = await _busy(lg, "reject", 20_000)
     with pytest.raises(ConflictError, match="busy"):
         await lg.client.runs.create(thread, "worker", input=ask(second))
-    with pytest.raises(ConflictError, match="busy"):
+    with pytest.raises(ConflictError, match="busy") as refused:
         await lg.client.runs.create(
             thread, "worker", input=ask(second), multitask_strategy="reject"
         )
+    # The runtime's own reason, as the log holds it.
+    assert f"run {first} is active" in str(refused.value), str(refused.value)
     assert (await lg.client.runs.get(thread, first))["status"] == "running"
     await lg.client.runs.cancel(thread, first, wait=True)
 

@@ -50,7 +50,7 @@ from agency.services.api.auth import (
 from agency.services.api.deps import ApiDeps
 from agency.services.api.idempotency import run_id_for
 from agency.services.api.path_params import AgencyId
-from agency.services.api.run_start import start_run
+from agency.services.api.run_start import refuse_if_limited, start_run
 from agency.services.api.runstatus import RunStatuses, Seen
 from agency.services.api.sse import KEEPALIVE, sse_answer, stored_then_live
 from agency.services.api.streaming import ThreadFeed, closing_event
@@ -114,6 +114,7 @@ async def chat(
         raise
     if started.status == "rejected":
         await feed.aclose()
+        refuse_if_limited(started)
         raise ClientException(
             status_code=409,
             detail=f"chat {thread_id} has a run under way: resume its stream "

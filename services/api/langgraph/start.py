@@ -48,7 +48,7 @@ from agency.services.api.langgraph.scope import (
 from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Connection, RunCreate
 from agency.services.api.logwait import watch_log
-from agency.services.api.run_start import start_run
+from agency.services.api.run_start import refuse_if_limited, start_run
 from agency.services.api.runstatus import Seen
 from agency.services.api.streaming import ThreadFeed, closing_event
 
@@ -170,8 +170,11 @@ async def begin_run(
             client_tools=asked.tools,
             not_before=due,
         )
+        refuse_if_limited(started)
         if started.status == "rejected":
-            raise ClientException(status_code=409, detail=_rejected(view, data, switch_to))
+            raise ClientException(
+                status_code=409, detail=_rejected(view, data, switch_to, started.reason)
+            )
     except BaseException:
         if feed is not None:
             await feed.aclose()
@@ -179,7 +182,7 @@ async def begin_run(
     return Begun(view, RunRef(started.run_id), feed)
 
 
-def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
+def _rejected(view: GraphView, data: RunCreate, switch_to: str | None, reason: str | None) -> str:
     if switch_to is not None:
         return (
             f"thread {view.thread_id} is busy with assistant {view.state.agent_type!r}: a run "
@@ -188,7 +191,7 @@ def _rejected(view: GraphView, data: RunCreate, switch_to: str | None) -> str:
         )
     return (
         f"thread {view.thread_id} is busy and multitask_strategy is "
-        f"{data.multitask_strategy or 'reject'!r}: the run was rejected"
+        f"{data.multitask_strategy or 'reject'!r}: the run was rejected ({reason})"
     )
 
 
