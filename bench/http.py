@@ -5,7 +5,8 @@ The same script (`bench.http_client`) drives both, with the same fake model
 (`FakeLLMServer(instant=True)` in this process, scripted by a key in the user's message):
 
 - ours: `agency up --data-dir <tmp> --port 0` in a subprocess (`bench.http_system`), the
-  per-tenant invoke limits off, an agency with the blueprint of `bench.system_ours` (the
+  per-tenant invoke limits and the admission door's shares off (one tenant runs every
+  thread, as on Aegra), an agency with the blueprint of `bench.system_ours` (the
   built-in tools and approvals, `write_file` held for a person), reached at
   `<api>/langgraph` with the tenant's key;
 - Aegra: `aegra-api` in a virtualenv of its own (`bench.http_aegra`, installed on first
@@ -71,10 +72,13 @@ from bench.http_system import Api, BenchError, RunningSystem
 from bench.system_ours import AGENT, BLUEPRINT
 
 TOKEN_MS = 20
+# One tenant runs every thread, as against Aegra: its limits and its share of a saturated
+# process are off (as in `bench system`).
 LIMITS_OFF = {
     "AGENCY_TENANT_MAX_ACTIVE_RUNS": "0",
     "AGENCY_TENANT_MAX_PARKED_RUNS": "0",
     "AGENCY_TENANT_INVOKES_PER_SECOND": "0",
+    "AGENCY_ADMISSION_ENABLED": "false",
 }
 METRICS = (
     ("sequential", "time"),
