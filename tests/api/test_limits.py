@@ -8,7 +8,7 @@ import httpx
 import pytest
 from litestar.exceptions import HTTPException
 
-from agency.contracts.events import RunPaused, RunStarted
+from agency.contracts.events import AnyEvent, RunPaused, RunStarted
 from agency.contracts.http import RunAccepted
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.records import EventContext
@@ -39,52 +39,53 @@ async def test_invokes_beyond_the_rate_answer_429_with_retry_after_for_that_tena
         assert r.status_code == 202
 
 
-async def test_an_invoke_beyond_the_active_run_limit_answers_429(
-    client: httpx.AsyncClient, api: Api, bus: Bus, thread_a: Thread
-) -> None:
-    tenant = thread_a.tenant.id
-    position = await bus.store.last_position(tenant, "thread", thread_a.thread_id)
+async def _stored(bus: Bus, thread: Thread, events: list[AnyEvent]) -> None:
+    """`events` appended to the thread's log, as the runtime would have."""
+    tenant = thread.tenant.id
+    position = await bus.store.last_position(tenant, "thread", thread.thread_id)
     await bus.store.append(
-        tenant, "thread", thread_a.thread_id,
-        [RunStarted(run_id="run_active1", agent_type="assistant", max_steps=5)],
-        expected=position,
-        context=EventContext(agency_id=thread_a.agency_id, thread_id=thread_a.thread_id),
+        tenant, "thread", thread.thread_id, events, expected=position,
+        context=EventContext(agency_id=thread.agency_id, thread_id=thread.thread_id),
     )  # fmt: skip
-    limits = FairnessLimits(invokes_per_second=0, max_active_runs=1)
+
+
+async def _refused_invoke(api: Api, thread: Thread, limits: FairnessLimits) -> httpx.Response:
+    """The thread's invoke on an API with `limits`, once its door answers 429."""
     deps = replace(api.deps, limiter=InvokeLimiter(limits))
     async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as other:
 
         async def refused() -> httpx.Response:
-            r = await other.post(f"{thread_a.path}/invoke", json={}, headers=thread_a.tenant.auth)
+            r = await other.post(f"{thread.path}/invoke", json={}, headers=thread.tenant.auth)
             assert r.status_code == 429, r.text
             return r
 
-        r = await assert_eventually(refused, timeout=10)
+        return await assert_eventually(refused, timeout=10)
+
+
+async def test_an_invoke_beyond_the_active_run_limit_answers_429(
+    api: Api, bus: Bus, thread_a: Thread
+) -> None:
+    await _stored(
+        bus, thread_a, [RunStarted(run_id="run_active1", agent_type="assistant", max_steps=5)]
+    )
+    limits = FairnessLimits(invokes_per_second=0, max_active_runs=1)
+    r = await _refused_invoke(api, thread_a, limits)
     assert r.headers["Retry-After"] == "1" and "1 active runs" in r.json()["error"]
 
 
 async def test_a_run_parked_on_an_approval_counts_against_the_parked_limit_not_the_active_one(
-    client: httpx.AsyncClient, api: Api, bus: Bus, thread_a: Thread
+    api: Api, bus: Bus, thread_a: Thread
 ) -> None:
-    tenant = thread_a.tenant.id
-    position = await bus.store.last_position(tenant, "thread", thread_a.thread_id)
-    await bus.store.append(
-        tenant, "thread", thread_a.thread_id,
-        [RunStarted(run_id="run_parked1", agent_type="assistant", max_steps=5),
-         RunPaused(run_id="run_parked1", reason="hitl")],
-        expected=position,
-        context=EventContext(agency_id=thread_a.agency_id, thread_id=thread_a.thread_id),
-    )  # fmt: skip
+    await _stored(
+        bus,
+        thread_a,
+        [
+            RunStarted(run_id="run_parked1", agent_type="assistant", max_steps=5),
+            RunPaused(run_id="run_parked1", reason="hitl"),
+        ],
+    )
     at_parked_limit = FairnessLimits(invokes_per_second=0, max_active_runs=1, max_parked_runs=1)
-    deps = replace(api.deps, limiter=InvokeLimiter(at_parked_limit))
-    async with running_api(deps) as url, httpx.AsyncClient(base_url=url, timeout=15) as other:
-
-        async def refused() -> httpx.Response:
-            r = await other.post(f"{thread_a.path}/invoke", json={}, headers=thread_a.tenant.auth)
-            assert r.status_code == 429, r.text
-            return r
-
-        r = await assert_eventually(refused, timeout=10)
+    r = await _refused_invoke(api, thread_a, at_parked_limit)
     said = r.json()["error"]
     assert "1 runs waiting on an answer" in said and "retry in 30 s" in said, said
     assert r.headers["Retry-After"] == "30"
