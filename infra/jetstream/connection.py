@@ -83,7 +83,13 @@ class Bus:
         self._js = self._nc.jetstream(timeout=6.0)
         # A thread's content is sealed and opened with keys from the key store (docs/data.md).
         self._cipher = ensure_cipher(self._url)
-        layout = self._layout or await _discover(self._js, self._name)
+        try:
+            layout = self._layout or await _discover(self._js, self._name)
+        except BaseException:
+            # A start cut short (cancelled, or the store unreadable) lets go of what it
+            # opened: no connection left reconnecting, no cipher left installed.
+            await asyncio.shield(self.close())
+            raise
         self.store = EventStore(self._nc, self._js, layout=layout)
         self.commands = CommandBus(self._nc, self._js)
         self.dead_letters = DeadLetters(self._js)

@@ -16,9 +16,11 @@ import pytest
 import structlog
 
 from agency.contracts.subjects import EVENTS_STREAM
+from agency.infra.jetstream import connection
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.natsclient import connect
 from agency.infra.jetstream.streams import provision
+from agency.infra.keystore import current_cipher
 from agency.infra.launch import NatsServer
 from tests.helpers import assert_eventually, pipe
 
@@ -170,3 +172,29 @@ async def test_a_first_connect_the_broker_never_answers_leaves_nothing_open(
             await asyncio.wait_for(broker.held[0].wait(), timeout=5)
         gc.collect()
     assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+
+
+async def test_a_connect_cut_short_leaves_no_connection_nor_cipher_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service's start cancelled after its connection opened (reading the store's
+    layout): the connection is closed and its cipher no longer installed, so the process
+    goes on with the cipher it had, not one of a server that may be gone."""
+    before = current_cipher()
+    reading = asyncio.Event()
+
+    async def stalled(*_: object) -> object:
+        reading.set()
+        await asyncio.Event().wait()  # never answers
+
+    monkeypatch.setattr(connection, "_discover", stalled)
+    async with NatsServer(tmp_path / "nats") as server:
+        bus = Bus(server.url, name="cut")
+        start = asyncio.create_task(bus.connect())
+        await asyncio.wait_for(reading.wait(), timeout=10)
+        assert current_cipher() is not before  # the new server's cipher, while it starts
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        assert current_cipher() is before
+        assert bus._nc is None
