@@ -70,11 +70,15 @@ With N > 1, an aggregate's partition is p = FNV-1a-32(aggregateId) mod N (the ha
 `tenant.<tenantId>.evt.>` still matches every event of the tenant.
 
 Commands (stream `{COMMANDS_STREAM}`, work-queue retention) are intents that the owning service
-may reject. `Nats-Msg-Id` carries `<tenantId>:<type>:<idempotency_key>`, so the broker stores
-a repeated command once within its duplicate window (2 minutes by default); beyond the window
-the service recognises the repeat from the `idempotency_key` recorded on the events it
-produced. A command is delivered at least once and applied once; one that is rejected, or
-still fails after its retries, goes to the dead-letter stream with its reason.
+may reject. A tenant publishes them on `tenant.<tenantId>.cmd.<service>.<verb>` in any layout:
+with N partitions the system stores each in `{COMMANDS_STREAM}_<p>` on
+`tenant.<tenantId>.cmd.<p>.<service>.<verb>`, p the partition of its thread (else its agency,
+else its tenant), as for events. `Nats-Msg-Id` carries `<tenantId>:<type>:<idempotency_key>`,
+so the broker stores a repeated command once within its duplicate window (2 minutes by
+default); beyond the window the service recognises the repeat from the `idempotency_key`
+recorded on the events it produced. A command is delivered at least once and applied once;
+one that is rejected, or still fails after its retries, goes to the dead-letter stream with
+its reason.
 """
 
 
@@ -138,8 +142,11 @@ def _parameters() -> JsonObject:
         },
         "aggregateId": token("The aggregate instance (for a thread, its thread id)"),
         "stream": {
-            "enum": sorted([COMMANDS_STREAM, EVENTS_STREAM]),
-            "description": "The stream the dead-lettered message came from.",
+            "description": (
+                f"The stream the dead-lettered message came from: `{COMMANDS_STREAM}` or "
+                f"`{EVENTS_STREAM}`, with N partitions the partition's (`_<p>` after it)."
+            ),
+            "x-pattern": f"^({COMMANDS_STREAM}|{EVENTS_STREAM})(_[0-9]+)?$",
         },
         "reason": token(
             "Why it was dead-lettered: `exhausted` (retries used up), `undecodable`, "

@@ -4,7 +4,10 @@ With one partition (the default) the log is one stream, `AGENCY_EVENTS`, and an 
 subject is `tenant.<t>.evt.<aggregate>.<id>`. With N > 1 it is N streams,
 `AGENCY_EVENTS_0` … `AGENCY_EVENTS_<N-1>`, and the partition is a token of the subject:
 `tenant.<t>.evt.<p>.<aggregate>.<id>`, stream `AGENCY_EVENTS_<p>` taking
-`tenant.*.evt.<p>.>`. An aggregate's partition is fixed by its id:
+`tenant.*.evt.<p>.>`. The commands follow: `AGENCY_COMMANDS` and
+`tenant.<t>.cmd.<service>.<verb>` with one partition; otherwise `AGENCY_COMMANDS_<p>` taking
+`tenant.*.cmd.<p>.>`, a command in the partition of the aggregate it is for (its thread, or
+else its agency, or else its tenant). An aggregate's partition is fixed by its id:
 
     p = fnv1a_32(aggregate_id) % N
 
@@ -23,10 +26,14 @@ from dataclasses import dataclass
 from agency.contracts.ids import validate_token
 from agency.contracts.subjects import (
     AGGREGATES,
+    ALL_COMMANDS,
     ALL_EVENTS,
+    COMMANDS_STREAM,
     EVENTS_STREAM,
     aggregate_events_filter,
+    command_subject,
     event_subject,
+    service_commands_filter,
 )
 
 # The events stream's metadata key holding the count of partitions (N > 1 only: a log of one
@@ -54,6 +61,25 @@ def partition_of(aggregate_id: str, partitions: int) -> int:
 
 def partitioned_stream(partition: int) -> str:
     return f"{EVENTS_STREAM}_{partition}"
+
+
+def partitioned_command_stream(partition: int) -> str:
+    return f"{COMMANDS_STREAM}_{partition}"
+
+
+def is_command_stream(stream: str) -> bool:
+    """Whether `stream` is a commands stream of any layout."""
+    suffix = stream.removeprefix(f"{COMMANDS_STREAM}_")
+    return stream == COMMANDS_STREAM or (suffix != stream and suffix.isdigit())
+
+
+def command_aggregate(tenant_id: str, thread_id: object, agency_id: object) -> str:
+    """The id a command's partition is hashed from: its thread's, else its agency's, else
+    its tenant's (a thread's commands lie in the partition of its events)."""
+    for value in (thread_id, agency_id):
+        if isinstance(value, str) and value:
+            return value
+    return tenant_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +144,38 @@ class EventLayout:
             return subject
         return subject.replace(".evt.", ".evt.*.", 1)
 
+    # --- the commands ------------------------------------------------------------------
+
+    @property
+    def command_streams(self) -> tuple[str, ...]:
+        """Every commands stream, partition 0 first."""
+        return tuple(self.command_stream(p) for p in range(self.partitions))
+
+    def command_stream(self, partition: int) -> str:
+        if not self.partitioned:
+            return COMMANDS_STREAM
+        return partitioned_command_stream(partition)
+
+    def all_commands(self, partition: int) -> str:
+        """Every command of one partition: its stream's subjects."""
+        if not self.partitioned:
+            return ALL_COMMANDS
+        return f"tenant.*.cmd.{partition}.>"
+
+    def command_subject(self, tenant_id: str, service: str, verb: str, aggregate_id: str) -> str:
+        """Where a command for `aggregate_id` (`command_aggregate`) is stored."""
+        subject = command_subject(tenant_id, service, verb)
+        if not self.partitioned:
+            return subject
+        return subject.replace(".cmd.", f".cmd.{self.partition(aggregate_id)}.", 1)
+
+    def service_commands(self, service: str, partition: int = 0) -> str:
+        """One service's commands in one partition: its durable's filter."""
+        subject = service_commands_filter(service)
+        if not self.partitioned:
+            return subject
+        return subject.replace(".cmd.", f".cmd.{partition}.", 1)
+
     def tenant_filter(self, tenant_id: str, partition: int = 0) -> str:
         """Every event of one tenant in one partition."""
         tenant = validate_token("tenant id", tenant_id)
@@ -130,6 +188,16 @@ def checkpoint_name(projection: str, partition: int) -> str:
     """The name of a projection's checkpoint on one partition: the projection's own name on
     partition 0 (the only one of an unpartitioned log), `<name>@<p>` on the others."""
     return projection if partition == 0 else f"{projection}@{partition}"
+
+
+def command_of_subject(subject: str) -> tuple[str, str] | None:
+    """(service, verb) of a command subject of any layout, None for another subject."""
+    tokens = subject.split(".")
+    if len(tokens) == 6 and tokens[3].isdigit():
+        tokens = [*tokens[:3], *tokens[4:]]
+    if len(tokens) != 5 or tokens[0] != "tenant" or tokens[2] != "cmd":
+        return None
+    return tokens[3], tokens[4]
 
 
 def partition_of_subject(subject: str) -> int:

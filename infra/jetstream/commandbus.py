@@ -25,8 +25,8 @@ from agency.contracts.commands import AnyCommand, CommandEnvelope
 from agency.contracts.envelope import utc_now
 from agency.contracts.errors import CommandRejected, ContractError, StructuredError
 from agency.contracts.ids import new_id, validate_token
+from agency.contracts.partitions import EventLayout, command_aggregate
 from agency.contracts.sealed import PayloadErased, installed_cipher
-from agency.contracts.subjects import COMMANDS_STREAM, command_subject, service_commands_filter
 from agency.infra.jetstream.consumers import ensure_consumer
 from agency.infra.jetstream.deadletter import DeadLetters
 from agency.infra.jetstream.errors import StoreTimeout
@@ -66,9 +66,19 @@ CommandHandler = Callable[[CommandEnvelope, Delivery], Awaitable[None]]
 
 
 class CommandBus:
-    def __init__(self, nc: NATS, js: JetStreamContext, *, timeout: float = 6.0) -> None:
+    """Sends commands, each to its aggregate's partition of the commands (`layout`)."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        js: JetStreamContext,
+        *,
+        layout: EventLayout | None = None,
+        timeout: float = 6.0,
+    ) -> None:
         self._nc = nc
         self._js = js
+        self._layout = layout or EventLayout()
         self._timeout = timeout
 
     async def send(
@@ -94,7 +104,10 @@ class CommandBus:
             trace=current_carrier(),
             payload=command,
         )
-        subject = command_subject(tenant_id, command.service, command.verb)
+        aggregate = command_aggregate(
+            tenant_id, getattr(command, "thread_id", None), getattr(command, "agency_id", None)
+        )
+        subject = self._layout.command_subject(tenant_id, command.service, command.verb, aggregate)
         key_id = command_key_id(envelope)
         cipher = installed_cipher()
         if cipher is not None and key_id is not None:
@@ -125,7 +138,8 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
     `batch` handlers run at once; up to `held` commands (fetched, not yet settled) may
     wait for them; one tenant's running handlers and held commands may be bounded
     (`tenant_running`, `tenant_held`; 0: no bound), a command beyond its tenant's held
-    bound dead-lettered at once with the reason `tenant_backlog`."""
+    bound dead-lettered at once with the reason `tenant_backlog`. With commands in several
+    partitions (`layout`), the durable is on each partition's stream, a loop each."""
 
     def __init__(
         self,
@@ -133,6 +147,7 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         service: str,
         handler: CommandHandler,
         *,
+        layout: EventLayout,
         dead_letters: DeadLetters,
         max_deliver: int = 5,
         ack_wait: float = 30.0,
@@ -143,7 +158,7 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
         service = validate_token("service", service)
         super().__init__(
             dead_letters=dead_letters,
-            source_stream=COMMANDS_STREAM,
+            source_stream=layout.command_stream(0),
             durable=f"{service}-commands",
             concurrency=batch,
             ack_wait=ack_wait,
@@ -152,15 +167,19 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
             **tuning,
         )
         self._js = js
+        self._layout = layout
         self._service = service
         self._handler = handler
+
+    def _partitions(self) -> int:
+        return self._layout.partitions
 
     async def _subscribe(self, partition: int = 0) -> JetStreamContext.PullSubscription:
         config = ConsumerConfig(
             durable_name=self.durable,
             ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=DeliverPolicy.ALL,
-            filter_subject=service_commands_filter(self._service),
+            filter_subject=self._layout.service_commands(self._service, partition),
             # One more than ours so the worker, not the server, dead-letters the last attempt.
             max_deliver=self._max_deliver + 1,
             ack_wait=self._ack_wait,
@@ -169,7 +188,9 @@ class CommandWorker(ConsumerWorker[CommandEnvelope]):
             # every other command once that many wait. The worker's slots bound the work.
             max_ack_pending=-1,
         )
-        return await ensure_consumer(self._js, config, stream=COMMANDS_STREAM)
+        return await ensure_consumer(
+            self._js, config, stream=self._layout.command_stream(partition)
+        )
 
     def _decode(self, msg: Msg) -> CommandEnvelope:
         try:

@@ -91,7 +91,7 @@ class Bus:
             await asyncio.shield(self.close())
             raise
         self.store = EventStore(self._nc, self._js, layout=layout)
-        self.commands = CommandBus(self._nc, self._js)
+        self.commands = CommandBus(self._nc, self._js, layout=layout)
         self.dead_letters = DeadLetters(self._js)
         return self
 

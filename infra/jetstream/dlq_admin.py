@@ -24,6 +24,7 @@ from nats.js.api import RawStreamMsg
 from nats.js.errors import NotFoundError
 
 from agency.contracts.errors import InvalidToken
+from agency.contracts.partitions import is_command_stream
 from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM, tenant_of
 from agency.infra.jetstream.deadletter import (
     CONSUMER_HEADER,
@@ -64,7 +65,7 @@ class LetterInfo(LetterFields, frozen=True, kw_only=True):
 
     @property
     def replayable(self) -> bool:
-        return self.source_stream == COMMANDS_STREAM
+        return is_command_stream(self.source_stream)
 
 
 def _letter(msg: RawStreamMsg) -> LetterInfo:
@@ -124,7 +125,8 @@ async def get_letter(js: JetStreamContext, seq: int) -> LetterInfo:
 
 
 async def replay(js: JetStreamContext, seq: int) -> int:
-    """Publish the letter's command again on its subject; returns the command's new seq."""
+    """Publish the letter's command again on its subject (in its stream: a partition's, on
+    a log in partitions); returns the command's new seq."""
     letter = await get_letter(js, seq)
     if not letter.replayable:
         raise DeadLetterError(
@@ -135,7 +137,7 @@ async def replay(js: JetStreamContext, seq: int) -> int:
     ack = await js.publish(
         letter.source_subject,
         letter.data,
-        stream=COMMANDS_STREAM,
+        stream=letter.source_stream,
         headers={"Nats-Msg-Id": f"dlq-replay:{seq}"},
     )
     await drop(js, seq)

@@ -1,4 +1,5 @@
-"""Spreading the events streams' leaders over a cluster's nodes.
+"""Spreading the partitions' leaders (of the events streams, of the commands streams)
+over a cluster's nodes.
 
 NATS places each stream's leader itself, and usually spreads a handful of streams over the
 nodes; nothing promises it. A log of several partitions gains nothing from two partitions
@@ -22,24 +23,33 @@ log = structlog.get_logger(__name__)
 _TIMEOUT = 10.0
 
 
-async def leaders(js: JetStreamContext, layout: EventLayout) -> dict[str, str | None]:
-    """Each events stream's leader (None when it has none, or runs on one server)."""
+async def leaders(
+    js: JetStreamContext, layout: EventLayout, *, commands: bool = False
+) -> dict[str, str | None]:
+    """Each events stream's leader, or each commands stream's with `commands` (None when
+    it has none, or runs on one server)."""
     found: dict[str, str | None] = {}
-    for stream in layout.streams:
+    for stream in layout.command_streams if commands else layout.streams:
         info = await js.stream_info(stream)
         found[stream] = info.cluster.leader if info.cluster is not None else None
     return found
 
 
 async def spread_leaders(nc: NATS, js: JetStreamContext, layout: EventLayout) -> int:
-    """Move leaders so that no node leads two partitions while a replica node leads none;
-    how many step-downs were asked for. Best effort: a refused step-down is logged."""
+    """Move leaders so that no node leads two partitions while a replica node leads none,
+    for the events streams and for the commands streams; how many step-downs were asked
+    for. Best effort: a refused step-down is logged."""
     if not layout.partitioned:
         return 0
+    moved = await _spread(nc, js, layout.streams)
+    return moved + await _spread(nc, js, layout.command_streams)
+
+
+async def _spread(nc: NATS, js: JetStreamContext, partitions: tuple[str, ...]) -> int:
     moved = 0
     led: dict[str, list[str]] = {}
     nodes: set[str] = set()
-    for stream in layout.streams:
+    for stream in partitions:
         info = await js.stream_info(stream)
         cluster = info.cluster
         if cluster is None or cluster.leader is None:
@@ -60,13 +70,13 @@ async def spread_leaders(nc: NATS, js: JetStreamContext, layout: EventLayout) ->
             answer = json.loads(reply.data)
             if "error" in answer:
                 log.warning(
-                    "events stream leader not moved",
+                    "stream leader not moved",
                     stream=stream,
                     leader=leader,
                     preferred=preferred,
                     error=answer["error"],
                 )
                 continue
-            log.info("events stream leader moved", stream=stream, leader=leader, to=preferred)
+            log.info("stream leader moved", stream=stream, leader=leader, to=preferred)
             moved += 1
     return moved

@@ -123,6 +123,28 @@ def command_stream(settings: StreamSettings) -> StreamConfig:
     return _deduplicated(stream, settings)
 
 
+def command_streams(settings: StreamSettings) -> list[StreamConfig]:
+    """The commands streams: `command_stream` alone for one partition; otherwise one per
+    partition, each taking its partition's subjects (a command lies in the partition of
+    the aggregate it is for, as its events do)."""
+    layout = settings.layout
+    one = command_stream(settings)
+    if not layout.partitioned:
+        return [one]
+    return [
+        replace(
+            one,
+            name=layout.command_stream(p),
+            description=(
+                f"Commands of partition {p} of {layout.partitions}; each is removed once a "
+                "worker acknowledges it."
+            ),
+            subjects=[layout.all_commands(p)],
+        )
+        for p in range(layout.partitions)
+    ]
+
+
 def dead_letter_stream(settings: StreamSettings) -> StreamConfig:
     description = "Messages that could not be processed, with the reason in headers."
     stream = _file_stream(
@@ -165,10 +187,12 @@ async def provision(
         await upgrade_events(nc, js, event_stream(settings))
     else:
         await _refuse_previous_layout(js)
+    if layout.partitioned:
+        await retry.call(is_transient, _retire_single_commands, js)
     keys = keys_stream(replicas=settings.replicas)
     for config in (
         *event_streams(settings),
-        command_stream(settings),
+        *command_streams(settings),
         dead_letter_stream(settings),
         keys,
     ):
@@ -188,6 +212,28 @@ async def _refuse_previous_layout(js: JetStreamContext) -> None:
             f"{EVENTS_STREAM} holds events of the previous subject layout; upgrade it with "
             "`agency migrate` (or start the system, which upgrades it) before using it"
         )
+
+
+async def _retire_single_commands(js: JetStreamContext) -> None:
+    """A log in partitions keeps its commands in partitions too: a single commands stream
+    left from a store that had one (its subjects overlap the partitions') is removed while
+    it holds no command, and refused while it does."""
+    try:
+        info = await js.stream_info(COMMANDS_STREAM)
+    except NotFoundError:
+        return
+    if info.state.messages > 0:
+        raise UpgradeError(
+            f"{COMMANDS_STREAM} holds {info.state.messages} command(s) and the log is in "
+            "partitions, whose commands are in one stream each; a store whose events were "
+            f"in partitions and its commands in {COMMANDS_STREAM} is an earlier build's: let "
+            "that build's services handle the commands before starting this one"
+        )
+    try:
+        await js.delete_stream(COMMANDS_STREAM)
+    except NotFoundError:
+        return  # removed by a concurrent start
+    log.info("single commands stream removed for the partitions'", stream=COMMANDS_STREAM)
 
 
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig, replicas: int) -> None:

@@ -3,7 +3,8 @@
 The gateway stores a command as fast as the broker takes it, far faster than the services
 handle one; a tenant flooding its command subjects would otherwise pile a backlog into
 `AGENCY_COMMANDS` that every other tenant's commands wait behind. So the gateway reads, a
-few times a second, how many commands of each tenant the stream holds (the stream is a work
+few times a second, how many commands of each tenant the stream holds (each partition's, on
+a log in partitions; the stream is a work
 queue: a command leaves it once a service has handled it), and admits by the admission's
 rule (`services/tenancy/admission.py`): while fewer than `commands_waiting` wait, nobody is
 refused; beyond, a tenant with its share or more waiting (its weight's part among the
@@ -27,7 +28,7 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 
-from agency.contracts.subjects import ALL_COMMANDS, COMMANDS_STREAM
+from agency.contracts.partitions import EventLayout, command_of_subject
 from agency.services.tenancy.admission import AdmissionSettings, Refused, parse_weights, share_of
 
 log = structlog.get_logger(__name__)
@@ -42,7 +43,14 @@ _PACE = 0.3
 class CommandBacklog:
     """Each tenant's waiting commands, read every `every` seconds (`watching`)."""
 
-    def __init__(self, settings: AdmissionSettings, *, every: float = 0.25) -> None:
+    def __init__(
+        self,
+        settings: AdmissionSettings,
+        *,
+        layout: EventLayout | None = None,
+        every: float = 0.25,
+    ) -> None:
+        self._layout = layout or EventLayout()
         self.enabled = settings.enabled
         self.capacity = settings.commands_waiting
         self._weights = parse_weights(settings.weights)
@@ -70,20 +78,16 @@ class CommandBacklog:
         return Refused(tenant, held, share, _WHAT, retry_after)
 
     async def read(self, nc: NATS) -> None:
-        """How many commands of each tenant the stream holds now."""
-        request = json.dumps({"subjects_filter": ALL_COMMANDS}).encode()
-        reply = await nc.request(
-            f"$JS.API.STREAM.INFO.{COMMANDS_STREAM}", request, timeout=_READ_TIMEOUT
-        )
-        info = json.loads(reply.data)
-        if "error" in info:
-            raise NatsError(str(info["error"].get("description", "stream info failed")))
-        subjects: dict[str, int] = info.get("state", {}).get("subjects") or {}
+        """How many commands of each tenant the streams hold now."""
         waiting: Counter[str] = Counter()
-        for subject, count in subjects.items():
-            parts = subject.split(".")  # tenant.<t>.cmd.<service>.<verb>
-            if len(parts) == 5 and f"{parts[3]}.{parts[4]}" not in DEFERRED:
-                waiting[parts[1]] += count
+        for partition in range(self._layout.partitions):
+            subjects = await _subjects(
+                nc, self._layout.command_stream(partition), self._layout.all_commands(partition)
+            )
+            for subject, count in subjects.items():
+                command = command_of_subject(subject)
+                if command is not None and ".".join(command) not in DEFERRED:
+                    waiting[subject.split(".", 2)[1]] += count
         now = time.monotonic()
         if self._read_at:
             # What waited at the last reading and was stored since, less what waits now.
@@ -106,3 +110,14 @@ class CommandBacklog:
                 failing = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self._every)  # a period
+
+
+async def _subjects(nc: NATS, stream: str, subjects: str) -> dict[str, int]:
+    """The count of messages on each of a stream's subjects matching `subjects`."""
+    request = json.dumps({"subjects_filter": subjects}).encode()
+    reply = await nc.request(f"$JS.API.STREAM.INFO.{stream}", request, timeout=_READ_TIMEOUT)
+    info = json.loads(reply.data)
+    if "error" in info:
+        raise NatsError(str(info["error"].get("description", "stream info failed")))
+    found: dict[str, int] = info.get("state", {}).get("subjects") or {}
+    return found

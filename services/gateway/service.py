@@ -3,7 +3,8 @@
 It answers what tenants' accounts send on `gw.<tenant>.<kind>.<rest>` (the broker puts the
 tenant in the subject from the account the request came from; a tenant cannot choose it):
 
-- `cmd`: a command for `tenant.<t>.cmd.<rest>`, stored in the commands stream with its
+- `cmd`: a command for `tenant.<t>.cmd.<rest>`, stored in the commands stream (on a log in
+  partitions, the stream of the partition of the aggregate it is for) with its
   `Nats-Msg-Id` in the tenant's own namespace (`<t>:` put in front unless it is there),
   so no tenant can take another's duplicate id; of its headers only the id and
   non-`Nats-` headers pass (no rollup, TTL, batch or expectation headers on a stream it
@@ -34,6 +35,7 @@ import structlog
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
+from agency.contracts.partitions import command_aggregate
 from agency.contracts.subjects import VIA_GATEWAY_HEADER
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.responders import Requests
@@ -49,6 +51,21 @@ MAX_REQUEST_BYTES = 1 << 20
 _FORWARD_TIMEOUT = 10.0
 _CREATE_RESPONSE = "io.nats.jetstream.api.v1.consumer_create_response"
 _PUB_RESPONSE = "io.nats.jetstream.api.v1.pub_ack_response"
+
+
+class _Aggregates(msgspec.Struct):
+    """The ids a command's partition is hashed from: clear in every command, sealed or not."""
+
+    thread_id: object = None
+    agency_id: object = None
+
+
+class _Routed(msgspec.Struct):
+    payload: _Aggregates = msgspec.field(default_factory=_Aggregates)
+
+
+_routed = msgspec.json.Decoder(_Routed)
+
 # Commands only the operator sends (over the admin's HTTP routes): a tenant's own
 # credentials may not raise its budget.
 OPERATOR_COMMANDS = frozenset({"registry.set_tenant_budget"})
@@ -69,7 +86,7 @@ class Gateway:
         self._admission = admission or Admission()
         self._in_flight: Counter[str] = Counter()
         self._requests = Requests(GATEWAY_SUBJECTS, queue=QUEUE)
-        self.backlog = CommandBacklog(self._admission.settings)
+        self.backlog = CommandBacklog(self._admission.settings, layout=bus.layout)
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 10.0) -> None:
         log.info("gateway running", subjects=GATEWAY_SUBJECTS)
@@ -154,12 +171,26 @@ class Gateway:
         if msg_id:
             own = f"{tenant}:"
             headers["Nats-Msg-Id"] = msg_id if msg_id.startswith(own) else own + msg_id
-        subject = f"tenant.{tenant}.cmd.{rest}"
+        subject = self._command_subject(tenant, rest, msg.data)
         reply = await self._bus.nc.request(
             subject, msg.data, timeout=_FORWARD_TIMEOUT, headers=headers
         )
         self.backlog.stored(tenant)
         return reply.data
+
+    def _command_subject(self, tenant: str, rest: str, data: bytes) -> str:
+        """Where the command is stored: `tenant.<t>.cmd.<rest>`, with the partition of the
+        aggregate it is for on a log in partitions (a command that is not one is stored as
+        sent, for the service to dead-letter with its reason)."""
+        layout = self._bus.layout
+        if not layout.partitioned:
+            return f"tenant.{tenant}.cmd.{rest}"
+        try:
+            ids = _routed.decode(data).payload
+        except msgspec.DecodeError:
+            ids = _Aggregates()
+        aggregate = command_aggregate(tenant, ids.thread_id, ids.agency_id)
+        return f"tenant.{tenant}.cmd.{layout.partition(aggregate)}.{rest}"
 
     async def _create_consumer(self, msg: Msg, tenant: str, kind: str, rest: str) -> bytes:
         layout = self._bus.layout

@@ -46,7 +46,7 @@ from agency.contracts.events import (
     ToolOutput,
     ToolStarted,
 )
-from agency.contracts.subjects import COMMANDS_STREAM, DEAD_LETTER_STREAM
+from agency.contracts.subjects import DEAD_LETTER_STREAM
 from agency.infra import outage
 from agency.infra.jetstream.live import thread_events_live
 from agency.infra.jetstream.partitions import discover_layout
@@ -226,9 +226,9 @@ class Metrics:
             self.cost.labels(r["tenant_id"]).set(float(r["c"]))
 
     async def _consumers(self, js: JetStreamContext) -> None:
-        # Every events stream (one per partition of the log) and the commands stream.
+        # Every events stream and every commands stream (one per partition of the log).
         layout = await discover_layout(js)
-        for stream in (*layout.streams, COMMANDS_STREAM):
+        for stream in (*layout.streams, *layout.command_streams):
             for info in await js.consumers_info(stream):
                 if not info.config.durable_name:
                     continue  # ordered readers of one client come and go

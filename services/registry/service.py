@@ -241,7 +241,8 @@ async def run_registry(
     async with Bus(nats_url, name="agency-registry") as bus:
         service = RegistryService(bus, system)
         worker = CommandWorker(
-            bus.js, "registry", service.handle, dead_letters=bus.dead_letters,
+            bus.js, "registry", service.handle, layout=bus.layout,
+            dead_letters=bus.dead_letters,
             held=COMMANDS_HELD, shares=HeldShares.from_env(),
         )  # fmt: skip
         await worker.run(stop)

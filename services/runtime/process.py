@@ -58,7 +58,8 @@ async def run_runtime(
         )
         await service.blueprints.watch(bus.nc)
         worker = CommandWorker(
-            bus.js, "runtime", service.handle_command, dead_letters=bus.dead_letters,
+            bus.js, "runtime", service.handle_command, layout=bus.layout,
+            dead_letters=bus.dead_letters,
             held=COMMANDS_HELD, shares=HeldShares.from_env(),
         )  # fmt: skip
         async with service.load.watching(bus.nc), asyncio.TaskGroup() as tg:

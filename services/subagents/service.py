@@ -210,7 +210,11 @@ async def run_coordinator(
         await coordinator.blueprints.watch(bus.nc)
         events = EventWorker(bus, SUBAGENT_EVENTS, coordinator.handle, ack_wait=ack_wait)
         deadlines = CommandWorker(
-            bus.js, "subagents", coordinator.handle_command, dead_letters=bus.dead_letters
+            bus.js,
+            "subagents",
+            coordinator.handle_command,
+            layout=bus.layout,
+            dead_letters=bus.dead_letters,
         )
         async with asyncio.TaskGroup() as tg:
             tg.create_task(events.run(stop))

@@ -1,5 +1,5 @@
 """A log of three partitions on the project's 3-node cluster: three leaders, one a node,
-as the server's own stream info tells (provisioning moves a leader that NATS put beside
+for the events and for the commands, as the server's own stream info tells (provisioning moves a leader that NATS put beside
 another, `infra/jetstream/leaders.py`)."""
 
 from __future__ import annotations
@@ -30,15 +30,19 @@ async def test_three_partitions_have_their_leaders_on_three_nodes(tmp_path: Path
             settings = StreamSettings(replicas=3, partitions=3)
             await provision(admin.js, settings, nc=admin.nc)
 
-            async def spread() -> dict[str, str | None]:
+            async def spread(commands: bool) -> dict[str, str | None]:
                 # A leader moved by provisioning is elected again within a few seconds.
-                placed = await retry_transient(lambda: leaders(admin.js, LAYOUT), budget=20)
+                placed = await retry_transient(
+                    lambda: leaders(admin.js, LAYOUT, commands=commands), budget=20
+                )
                 assert None not in placed.values(), placed
                 assert len(set(placed.values())) == 3, placed
                 return placed
 
-            placed = await assert_eventually(spread, timeout=30, interval=0.5)
+            placed = await assert_eventually(lambda: spread(False), timeout=30, interval=0.5)
+            commanding = await assert_eventually(lambda: spread(True), timeout=30, interval=0.5)
         assert set(placed) == set(LAYOUT.streams)
+        assert set(commanding) == set(LAYOUT.command_streams)
 
         async with Bus(cluster.url, name="writer") as bus:
             assert bus.layout == LAYOUT

@@ -50,7 +50,7 @@ async def test_a_tenants_commands_beyond_its_backlog_bound_are_dead_lettered_oth
         await _send(bus, flooding, service, f"k{n}")
     stop = asyncio.Event()
     worker = CommandWorker(
-        bus.js, service, handler, dead_letters=bus.dead_letters,
+        bus.js, service, handler, layout=bus.layout, dead_letters=bus.dead_letters,
         batch=8, held=32, tenant_running=2, tenant_held=TENANT_HELD,
     )  # fmt: skip
     task = asyncio.create_task(worker.run(stop))

@@ -31,6 +31,7 @@ async def run_worker(bus: Bus) -> AsyncIterator[Callable[[str, Handler], Awaitab
             bus.js,
             service,
             handler,
+            layout=bus.layout,
             dead_letters=bus.dead_letters,
             max_deliver=3,
             backoff=(0.05,),
@@ -157,7 +158,9 @@ async def test_commands_deferred_by_the_thousand_do_not_hold_up_the_others(
         )
 
     stop = asyncio.Event()
-    worker = CommandWorker(bus.js, service, handler, dead_letters=bus.dead_letters, batch=256)
+    worker = CommandWorker(
+        bus.js, service, handler, layout=bus.layout, dead_letters=bus.dead_letters, batch=256
+    )
     task = asyncio.create_task(worker.run(stop))
     try:
         for start in range(0, deferred, 100):

@@ -4,7 +4,6 @@ refused, and each aggregate's events in the stream of its id's hash."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -37,13 +36,6 @@ class _MappingServer(NatsServer):
         )
         with self.config_path.open("a") as f:
             f.write(f"mappings = {{ {mapping} }}\n")
-
-
-@pytest.fixture
-async def fresh_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
-    """A server of its own: the shared one's log is provisioned with one partition."""
-    async with NatsServer(tmp_path / "nats", sync_interval="default") as server:
-        yield server
 
 
 def test_fnv1a_matches_the_reference_vectors() -> None:

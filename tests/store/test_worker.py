@@ -237,7 +237,8 @@ async def test_workers_outlive_a_broker_that_is_missing_then_killed_and_restarte
             ),
             asyncio.create_task(
                 CommandWorker(
-                    bus.js, "registry", on_command, dead_letters=bus.dead_letters,
+                    bus.js, "registry", on_command, layout=bus.layout,
+                    dead_letters=bus.dead_letters,
                     retry=FAST_RETRY, poll_interval=0.2,
                 ).run(stop)
             ),
@@ -451,7 +452,8 @@ async def test_workers_on_a_cluster_outlive_the_loss_of_their_consumers_leader(
             ),
             asyncio.create_task(
                 CommandWorker(
-                    bus.js, "registry", on_command, dead_letters=bus.dead_letters,
+                    bus.js, "registry", on_command, layout=bus.layout,
+                    dead_letters=bus.dead_letters,
                     retry=FAST_RETRY, poll_interval=0.2,
                 ).run(stop)
             ),
@@ -542,8 +544,9 @@ async def test_an_idle_worker_asks_for_one_message_and_a_backlog_for_its_free_sl
     for i in range(backlog):
         await send(f"early-{i}")
     worker = _RecordingCommands(
-        bus.js, service, handler, dead_letters=bus.dead_letters, batch=8, poll_interval=0.2
-    )
+        bus.js, service, handler, layout=bus.layout, dead_letters=bus.dead_letters,
+        batch=8, poll_interval=0.2,
+    )  # fmt: skip
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
     try:

@@ -281,6 +281,7 @@ async def run_workflows(
         )  # fmt: skip
         worker = CommandWorker(
             bus.js, "workflows", commands.handle,
+            layout=bus.layout,
             dead_letters=bus.dead_letters,
             batch=settings.command_concurrency,
             held=settings.command_held,
