@@ -22,10 +22,11 @@ from agency.services.tenancy.fairness import (
 )
 
 # The read model's runs at work and parked on someone (`request.accepted` runs queued
-# behind them are not rows yet).
+# behind them are not rows yet), and whether the invoked thread's own run is parked.
 _RUNS = (
     "SELECT count(*) FILTER (WHERE status = 'running') AS active, "
-    "count(*) FILTER (WHERE status = 'paused') AS parked "
+    "count(*) FILTER (WHERE status = 'paused') AS parked, "
+    "count(*) FILTER (WHERE status = 'paused' AND thread_id = $2) AS parked_here "
     "FROM runs WHERE tenant_id = $1 AND status IN ('running', 'paused')"
 )
 
@@ -43,8 +44,11 @@ class InvokeLimiter:
         """Count each tenant's runs in progress from the live log while the app runs."""
         return self._load.watching(nc)
 
-    async def admit(self, pool: asyncpg.Pool, tenant: str) -> None:
-        """Return if the tenant may invoke now; else raise 429 saying when to retry."""
+    async def admit(self, pool: asyncpg.Pool, tenant: str, thread_id: str | None = None) -> None:
+        """Return if the tenant may invoke now (on `thread_id`; None for a new thread); else
+        raise 429 saying when to retry. An invoke to a thread whose run is parked goes to
+        that run (it parks nothing more), so the parked limit does not refuse it, as the
+        runtime's does not."""
         wait = self._buckets.take(tenant, time.monotonic())
         if wait is not None:
             raise HTTPException(
@@ -65,7 +69,7 @@ class InvokeLimiter:
             return
         try:
             async with pool.acquire() as conn:
-                row = await conn.fetchrow(_RUNS, tenant)
+                row = await conn.fetchrow(_RUNS, tenant, thread_id)
         except asyncpg.UndefinedTableError:
             return  # no runs read model yet: the runtime's own limit still holds
         active, parked = int(row["active"]), int(row["parked"])
@@ -76,7 +80,8 @@ class InvokeLimiter:
                 f"{limits.max_active_runs}; invoke again when one has ended",
                 headers={"Retry-After": "1"},
             )
-        if limits.max_parked_runs and parked >= limits.max_parked_runs:
+        joins_parked = int(row["parked_here"]) > 0
+        if limits.max_parked_runs and parked >= limits.max_parked_runs and not joins_parked:
             raise HTTPException(
                 status_code=429,
                 detail=f"the tenant has {parked} runs waiting on an answer (an approval), the "

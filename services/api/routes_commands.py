@@ -44,7 +44,7 @@ from agency.services.api.model_check import model_problem
 from agency.services.api.openapi import error_response
 from agency.services.api.path_params import AgencyId, ThreadId
 from agency.services.api.readback import send_and_read, send_blueprint
-from agency.services.api.run_start import start_run
+from agency.services.api.run_start import refuse_if_limited, start_run
 from agency.services.api.runstatus import RunStatuses, Seen
 from agency.services.api.text import refuse_nul
 from agency.services.api.thread_create import create_root_thread
@@ -266,7 +266,8 @@ async def create_thread(
         "its status: `running`, `queued` (behind the thread's active run), `rejected` "
         "(strategy `reject` while a run is active), `paused`, `completed`, `canceled`, "
         "`error`; `pending` when the runtime has not answered yet. A terminated thread "
-        "answers 409."
+        "answers 409. A run refused for the tenant's limits or share answers 429 with "
+        "`Retry-After`, and binds no key: the same key sent again later may start it."
     ),
     responses={
         409: error_response(
@@ -291,7 +292,7 @@ async def invoke(
             status_code=409,
             detail=f"thread {thread_id} is terminated{why}: it takes no new runs or messages",
         )
-    await deps.limiter.admit(deps.pool, tenant)
+    await deps.limiter.admit(deps.pool, tenant, thread_id)
     data = data or InvokeBody()
     if data.thread_id is not None and data.thread_id != thread_id:
         raise ClientException(
@@ -306,9 +307,11 @@ async def invoke(
             f"{created.agent_type!r}",
         )
     key = data.idempotency_key or header_key(idempotency_header) or new_id()
-    return await start_run(
+    started = await start_run(
         deps, tenant, agency_id, thread_id, key, data.chat(), data.files, data.strategy
     )
+    refuse_if_limited(started)
+    return started
 
 
 COMMAND_ROUTES = [

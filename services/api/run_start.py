@@ -1,12 +1,19 @@
 """Starting a run: the invoke command sent onto the bus under the run's own trace, and the
 run's status once the runtime took it up (bounded). Every surface that starts runs (the
-API, LangGraph, AI SDK, AG-UI, A2A) starts them here."""
+API, LangGraph, AI SDK, AG-UI, A2A) starts them here.
+
+A refusal for the tenant's limits or share binds no idempotency key: the client was told
+to come back later, and it comes back with the same key. The runtime binds every key it
+decided, so the key's next attempt (`<key>#<n>`, a run of its own) is sent instead, once
+the wait finds the key's run refused for a limit by an earlier request."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 
+import msgspec
 from litestar.exceptions import HTTPException, ValidationException
 from opentelemetry import context as otel_context, trace
 
@@ -17,7 +24,15 @@ from agency.contracts.http import RunAccepted
 from agency.services.api.budget_door import refuse_over_budget
 from agency.services.api.deps import ApiDeps
 from agency.services.api.idempotency import run_id_for
-from agency.services.api.runstatus import Feed, Seen, on_the_log, taken_up, wait_for_status
+from agency.services.api.runstatus import (
+    Feed,
+    Refusal,
+    RunStatuses,
+    Seen,
+    on_the_log,
+    taken_up,
+    wait_for_status,
+)
 from agency.services.tenancy.admission import ADMISSION_LIMIT
 from agency.services.tenancy.door_limits import messages_problem
 from agency.services.tenancy.fairness import ACTIVE_RUN_LIMIT, PARKED_RUN_LIMIT
@@ -26,6 +41,8 @@ _tracer = trace.get_tracer(__name__)
 # The runtime's refusals of a run for its tenant's limits or share (`request.rejected`).
 _LIMIT_REASONS = (ACTIVE_RUN_LIMIT, PARKED_RUN_LIMIT, ADMISSION_LIMIT)
 _RETRY_IN = re.compile(r"retry in (\d+) s")
+# A key's attempts past a refusal for a limit; past them the key is spent.
+MAX_ATTEMPTS = 1_000
 
 
 async def start_run(
@@ -58,11 +75,10 @@ async def start_run(
     if (problem := messages_problem(messages, deps.door)) is not None:
         raise ValidationException(problem)
     await refuse_over_budget(deps, tenant, agency_id)
-    run_id = run_id_for(tenant, thread_id, key)
     command = InvokeThread(
         agency_id=agency_id,
         thread_id=thread_id,
-        run_id=run_id,
+        run_id=run_id_for(tenant, thread_id, key),
         messages=messages,
         files=files,
         strategy=strategy,
@@ -76,14 +92,40 @@ async def start_run(
         client_tools=client_tools,
         not_before=not_before,
     )
+    started, refusal, sent, left = await _attempt(deps, tenant, key, command, seen, feed)
+    if refusal is not None and _for_a_limit(refusal) and refusal.command_id != sent:
+        # Refused for a limit before this request was sent: not this request's answer.
+        key = _next_attempt(tenant, thread_id, key, left.runs if left else RunStatuses())
+        command = msgspec.structs.replace(command, run_id=run_id_for(tenant, thread_id, key))
+        started, _, _, _ = await _attempt(deps, tenant, key, command, left, feed)
+    return started
+
+
+async def _attempt(
+    deps: ApiDeps,
+    tenant: str,
+    key: str,
+    command: InvokeThread,
+    seen: Seen | None,
+    feed: Feed | None,
+) -> tuple[RunAccepted, Refusal | None, str | None, Seen | None]:
+    """Send the invoke under `key` and wait for its run's status: the answer, why the run
+    was refused if it was, the id of the command sent (None if it was not stored: the
+    broker had it already), and the thread's statuses as the wait left them."""
+    thread_id, run_id, not_before = command.thread_id, command.run_id, command.not_before
     delay = (
-        DelayRun(agency_id=agency_id, thread_id=thread_id, run_id=run_id, not_before=not_before)
+        DelayRun(
+            agency_id=command.agency_id, thread_id=thread_id, run_id=run_id, not_before=not_before
+        )
         if not_before is not None
         else None
     )
+    sent: str | None = None
 
     async def send() -> None:
-        await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
+        nonlocal sent
+        result = await deps.bus.commands.send(tenant, command, idempotency_key=f"{thread_id}:{key}")
+        sent = None if result.duplicate else result.command_id
         if delay is not None:
             await deps.bus.commands.send(tenant, delay, idempotency_key=f"{thread_id}:{key}:delay")
 
@@ -101,15 +143,45 @@ async def start_run(
         # The broker dedupes command ids per tenant, not per thread: the same key sent to
         # two threads is two requests, so the thread is part of the key on the bus. Sent
         # once the thread is watched (see `watch_log`).
-        status, reason = await wait_for_status(
+        status, refusal, left = await wait_for_status(
             deps, tenant, thread_id, run_id, deps.settings.invoke_status_timeout,
             taken_up(run_id) if delay is None else on_the_log,
             send=send,
             seen=seen,
             feed=feed,
         )  # fmt: skip
-    refused = reason if status == "rejected" else None
-    return RunAccepted(run_id=run_id, status=status, reason=refused)
+    refused = refusal.reason if status == "rejected" and refusal is not None else None
+    return RunAccepted(run_id=run_id, status=status, reason=refused), refusal, sent, left
+
+
+def for_a_limit(reason: str | None) -> bool:
+    """Whether a run was refused for its tenant's limits or share (`request.rejected`)."""
+    return reason is not None and reason.startswith(_LIMIT_REASONS)
+
+
+def _for_a_limit(refusal: Refusal) -> bool:
+    return for_a_limit(refusal.reason)
+
+
+def current_attempt(
+    tenant: str, thread_id: str, key: str, refused_for_a_limit: Callable[[str], bool]
+) -> str:
+    """The key itself, or its first attempt (`<key>#<n>`) whose run (by its id) was not
+    refused for a limit (`MAX_ATTEMPTS` at most): the run a request under `key` is about."""
+    attempt = key
+    for n in range(1, MAX_ATTEMPTS + 1):
+        if not refused_for_a_limit(run_id_for(tenant, thread_id, attempt)):
+            return attempt
+        attempt = f"{key}#{n}"
+    return attempt
+
+
+def _next_attempt(tenant: str, thread_id: str, key: str, runs: RunStatuses) -> str:
+    def refused(run_id: str) -> bool:
+        refusal = runs.refusals.get(run_id)
+        return refusal is not None and _for_a_limit(refusal)
+
+    return current_attempt(tenant, thread_id, key, refused)
 
 
 def refuse_if_limited(started: RunAccepted) -> None:

@@ -32,6 +32,14 @@ _STATUS_OF: dict[str, RunStatus] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a run was refused (`request.rejected`), and the command whose decision it was."""
+
+    reason: str
+    command_id: str | None
+
+
 class RunStatuses:
     """Every run's status in one thread, folded from its events."""
 
@@ -39,13 +47,14 @@ class RunStatuses:
         self.of: dict[str, RunStatus] = {}
         # A request injected into the active run follows that run from then on.
         self.joined: dict[str, str] = {}
-        # Why each refused run was refused (`request.rejected`).
-        self.reasons: dict[str, str] = {}
+        # Why each refused run was refused.
+        self.refusals: dict[str, Refusal] = {}
 
     def fold(self, events: Iterable[RecordedEvent]) -> None:
         for event in events:
             if isinstance(event.payload, RequestRejected):
-                self.reasons.setdefault(event.payload.run_id, event.payload.reason)
+                refusal = Refusal(event.payload.reason, event.envelope.causation_id)
+                self.refusals.setdefault(event.payload.run_id, refusal)
             if isinstance(event.payload, RequestInjected):
                 host, request = event.payload.run_id, event.payload.request_run_id
                 self.joined[request] = host
@@ -68,7 +77,7 @@ class RunStatuses:
     def copy(self) -> RunStatuses:
         copied = RunStatuses()
         copied.of, copied.joined = dict(self.of), dict(self.joined)
-        copied.reasons = dict(self.reasons)
+        copied.refusals = dict(self.refusals)
         return copied
 
     def waits_behind(self, run_id: str) -> bool:
@@ -139,7 +148,7 @@ async def wait_for_status(
     send: Callable[[], Awaitable[object]] | None = None,
     seen: Seen | None = None,
     feed: Feed | None = None,
-) -> tuple[RunStatus, str | None]:
+) -> tuple[RunStatus, Refusal | None, Seen | None]:
     """The run's status once `done` holds, or as it is when `timeout` runs out, and why it
     was refused if it was (`request.rejected`); woken by
     the thread's events as they are stored. `send` (the command the run's events answer)
@@ -147,7 +156,8 @@ async def wait_for_status(
     folded from the log up to a position, which the wait reads on from (by default, where
     the thread's last wait stopped; else from the start). `feed`: the thread's events
     followed from `seen` on (a caller that follows the run on after its status): each is
-    read as the log stores it, where a watch's wake-up may come before the store has it."""
+    read as the log stores it, where a watch's wake-up may come before the store has it.
+    Also answers the thread's statuses as this wait left them (None if it read nothing)."""
     seen = seen or deps.run_statuses.seen(tenant, thread_id)
     runs = seen.runs.copy() if seen is not None else RunStatuses()
 
@@ -170,10 +180,11 @@ async def wait_for_status(
                 await send()
             answer = await log.until(reached, timeout)
             position = log.position
-    if position is not None:
-        deps.run_statuses.keep(tenant, thread_id, Seen(runs, position))
+    left = Seen(runs, position) if position is not None else None
+    if left is not None:
+        deps.run_statuses.keep(tenant, thread_id, left)
     status = answer[0] if answer is not None else runs.of.get(run_id)
-    return status or "pending", runs.reasons.get(run_id)
+    return status or "pending", runs.refusals.get(run_id), left
 
 
 def taken_up(run_id: str) -> Callable[[RunStatus | None, RunStatuses], bool]:

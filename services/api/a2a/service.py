@@ -154,7 +154,7 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
     )
     if await thread_terminated(agent.deps, agent.tenant, thread_id) is not None:
         raise UnsupportedOperation(f"context {thread_id} is terminated: it takes no more tasks")
-    await agent.deps.limiter.admit(agent.deps.pool, agent.tenant)
+    await agent.deps.limiter.admit(agent.deps.pool, agent.tenant, thread_id)
     if push_config is not None:  # configured first, so its task's every change is POSTed
         run_id = run_id_for(agent.tenant, thread_id, message.message_id)
         await push.configure(agent, RunTask(thread_id, run_id), push_config)

@@ -88,7 +88,7 @@ async def run_agent(
         if isinstance(decided, Refusal):
             head.extend(translator.error(decided.message, decided.code))
         elif isinstance(decided, NewInput):
-            await deps.limiter.admit(deps.pool, tenant)
+            await deps.limiter.admit(deps.pool, tenant, thread_id)
             runs = RunStatuses()
             runs.fold(history)
             accepted = await start_run(

@@ -25,6 +25,7 @@ from agency.contracts.events import (
     ModelCompleted,
     ModelDelta,
     ModelStarted,
+    RequestRejected,
     RunCanceled,
     RunCompleted,
     RunError,
@@ -122,6 +123,9 @@ class MessageChunks:
                 return self._end({"type": "error", "errorText": f"{kind}: {error}"})
             case RunCanceled(reason=reason):
                 return self._end({"type": "abort", "reason": reason or "canceled"})
+            case RequestRejected(reason=reason):
+                # A message sent again whose run was refused: the refusal is its answer.
+                return self._end({"type": "error", "errorText": reason})
         return []
 
     def _text_id(self, step: int) -> str:

@@ -136,7 +136,7 @@ async def begin_run(
         # LangGraph resumes a static breakpoint with a run without input: it goes on (the
         # calls it paused before approved).
         return Begun(view, await resume_breakpoint(deps, tenant, view, data), feed)
-    await deps.limiter.admit(deps.pool, tenant)
+    await deps.limiter.admit(deps.pool, tenant, view.thread_id)
     asked = invocation(data.input)
     idle = view.state.active_run is None
     messages = asked.answering(view.state.open_tool_calls() if idle else ())

@@ -39,6 +39,7 @@ class Tenant:
     key: str
     agency: str
     http: httpx.AsyncClient
+    id: str = ""
 
     def chat_url(self, blueprint: str = "worker", base: str | None = None) -> str:
         return f"{base or self.url}/aisdk/{self.agency}/{blueprint}/chat"
@@ -53,7 +54,7 @@ class Tenant:
 
 @pytest.fixture
 async def tenant(aisdk_system: System) -> AsyncIterator[Tenant]:
-    key, _, agency = await new_tenant(aisdk_system.url, "aisdk")
+    key, tenant_id, agency = await new_tenant(aisdk_system.url, "aisdk")
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=aisdk_system.url, headers=headers, timeout=30) as http:
-        yield Tenant(aisdk_system.url, aisdk_system.llm, key, agency, http)
+        yield Tenant(aisdk_system.url, aisdk_system.llm, key, agency, http, tenant_id)

@@ -4,10 +4,16 @@ what is refused."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
+from agency.contracts.events import RequestRejected
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext
+from agency.services.api.idempotency import run_id_for
 from agency.services.llm.fake_scripts import ScriptStep, ScriptToolCall
+from agency.services.tenancy.fairness import ACTIVE_RUN_LIMIT
 from tests.cutting_proxy import Proxy
 from tests.langgraph.conftest import new_tenant
 from tests.protocols.aisdk.conftest import Tenant
@@ -237,3 +243,75 @@ async def test_a_new_message_withdraws_the_approval_the_chat_awaits(tenant: Tena
     # Nothing under way any more.
     r = await tenant.http.get(f"{path}/{chat}/stream")
     assert r.status_code == 204 and r.content == b""
+
+
+async def _refused(tenant: Tenant, bus: Bus, chat: str, message_id: str, reason: str) -> str:
+    """What the runtime stores when it refuses a message's run; the run's id."""
+    run_id = run_id_for(tenant.id, chat, hashlib.sha256(message_id.encode()).hexdigest()[:40])
+    position = await bus.store.last_position(tenant.id, "thread", chat)
+    await bus.store.append(
+        tenant.id, "thread", chat,
+        [RequestRejected(run_id=run_id, idempotency_key=f"{chat}:{message_id}", reason=reason)],
+        expected=position, context=EventContext(agency_id=tenant.agency, thread_id=chat),
+    )  # fmt: skip
+    return run_id
+
+
+async def test_a_message_the_runtime_refused_for_a_limit_runs_when_sent_again(
+    tenant: Tenant, bus: Bus
+) -> None:
+    """The door's count lagged and the runtime refused a message's run for the tenant's
+    limits (the chat was answered 429). The chat sends the same message again, its id
+    unchanged, as a client told to retry does: it runs, where the refused run was
+    replayed before."""
+    first, then = f"aisdk-first-{tenant.agency}", f"aisdk-retried-{tenant.agency}"
+    # The second run's model call sees the whole thread, the first message's key too.
+    tenant.llm.script(
+        first, [ScriptStep(content="first answer"), ScriptStep(content="ran at last")]
+    )
+    chat = f"retried-{tenant.agency}"
+    path = f"/aisdk/{tenant.agency}/worker/chat"
+
+    def user(mid: str, text: str) -> dict[str, Any]:
+        return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+    r = await tenant.http.post(path, json={"id": chat, "messages": [user("u1", first)]})
+    assert r.status_code == 200 and '"finish"' in r.text, r.text
+    reason = f"{ACTIVE_RUN_LIMIT}: the tenant has 1 active runs, its limit is 1; retry in 1 s"
+    refused = await _refused(tenant, bus, chat, "u2", reason)
+
+    body = {"id": chat, "messages": [user("u1", first), user("u2", then)]}
+    again = await tenant.http.post(path, json=body)
+    assert again.status_code == 200, again.text
+    chunks = [json.loads(line[6:]) for line in again.text.splitlines() if line[6:7] == "{"]
+    assert chunks[0]["type"] == "start" and chunks[0]["messageId"] != refused, chunks
+    said = "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
+    assert said == "ran at last", chunks
+
+
+async def test_a_message_sent_again_after_its_run_was_refused_ends_with_the_refusal(
+    tenant: Tenant, bus: Bus
+) -> None:
+    """A refusal that binds its message (here the thread's run was busy and the message
+    asked to be refused): the same message again is answered the refusal, and its stream
+    ends."""
+    first = f"aisdk-busy-{tenant.agency}"
+    tenant.llm.script(first, [ScriptStep(content="first answer")])
+    chat = f"busy-{tenant.agency}"
+    path = f"/aisdk/{tenant.agency}/worker/chat"
+
+    def user(mid: str, text: str) -> dict[str, Any]:
+        return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+    r = await tenant.http.post(path, json={"id": chat, "messages": [user("u1", first)]})
+    assert r.status_code == 200 and '"finish"' in r.text, r.text
+    reason = "run run_X is active and the request asked to be rejected"
+    refused = await _refused(tenant, bus, chat, "u2", reason)
+
+    body = {"id": chat, "messages": [user("u1", first), user("u2", "again")]}
+    again = await tenant.http.post(path, json=body)
+    assert again.status_code == 200, again.text
+    chunks = [json.loads(line[6:]) for line in again.text.splitlines() if line[6:7] == "{"]
+    assert chunks[0] == {"type": "start", "messageId": refused}, chunks
+    assert chunks[-1] == {"type": "error", "errorText": reason}, chunks
+    assert again.text.rstrip().endswith("data: [DONE]")
