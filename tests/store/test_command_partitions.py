@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -21,7 +22,7 @@ from agency.contracts.ids import new_id
 from agency.contracts.partitions import EventLayout, partition_of
 from agency.contracts.sealed import installed_cipher
 from agency.contracts.subjects import COMMANDS_STREAM
-from agency.infra.jetstream.commandbus import CommandWorker, Delivery
+from agency.infra.jetstream.commandbus import CommandHandler, CommandWorker, Delivery
 from agency.infra.jetstream.connection import Bus
 from agency.infra.jetstream.dlq_admin import list_letters, replay
 from agency.infra.jetstream.streams import StreamSettings, command_stream, provision
@@ -42,6 +43,24 @@ async def partitioned(fresh_server: NatsServer) -> AsyncIterator[Bus]:
     async with Bus(fresh_server.url) as bus:
         assert bus.layout == EventLayout(N)
         yield bus
+
+
+@asynccontextmanager
+async def _running(work: Callable[[asyncio.Event], Awaitable[None]]) -> AsyncIterator[None]:
+    """`work` (a worker's or the gateway's `run`) until the block is left."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(work(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=15)
+
+
+def _runtime_worker(bus: Bus, handler: CommandHandler) -> CommandWorker:
+    return CommandWorker(
+        bus.js, "runtime", handler, layout=bus.layout, dead_letters=bus.dead_letters
+    )
 
 
 async def _held(bus: Bus) -> dict[int, int]:
@@ -102,34 +121,23 @@ async def test_each_command_lies_in_its_aggregates_partition_and_one_worker_take
         )
         handled.append(envelope.payload.thread_id)
 
-    stop = asyncio.Event()
-    worker = CommandWorker(
-        bus.js, "runtime", handler, layout=bus.layout, dead_letters=bus.dead_letters
-    )
-    task = asyncio.create_task(worker.run(stop))
-    try:
+    async def all_handled() -> None:
+        assert sorted(handled) == sorted(threads)
+        held = await _held(bus)
+        assert held == {p: int(p == partition_of(agency, N)) for p in range(N)}
 
-        async def all_handled() -> None:
-            assert sorted(handled) == sorted(threads)
-            held = await _held(bus)
-            assert held == {p: int(p == partition_of(agency, N)) for p in range(N)}
-
+    async with _running(_runtime_worker(bus, handler).run):
         await assert_eventually(all_handled, timeout=20)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=15)
 
 
 async def test_a_tenants_command_through_the_gateway_lies_in_its_threads_partition(
     partitioned: Bus, tenant: str
 ) -> None:
     bus = partitioned
-    stop = asyncio.Event()
-    task = asyncio.create_task(Gateway(bus).run(stop))
-    await bus.nc.flush(timeout=5)
     cipher = installed_cipher()
     assert cipher is not None
-    try:
+    async with _running(Gateway(bus).run):
+        await bus.nc.flush(timeout=5)
         for sealed in (False, True):
             thread_id = new_id()
             envelope = _cancel(tenant, thread_id)
@@ -145,9 +153,6 @@ async def test_a_tenants_command_through_the_gateway_lies_in_its_threads_partiti
         # to dead-letter with its reason.
         reply = await bus.nc.request(f"gw.{tenant}.cmd.runtime.cancel", b"[1", timeout=10)
         assert json.loads(reply.data)["stream"] == f"{COMMANDS_STREAM}_{partition_of(tenant, N)}"
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=15)
 
 
 async def test_a_dead_lettered_command_is_redriven_into_its_own_partition(
@@ -163,12 +168,7 @@ async def test_a_dead_lettered_command_is_redriven_into_its_own_partition(
         if len(attempts) == 1:
             raise CommandRejected(reason="probe_refused", detail="the first time")
 
-    stop = asyncio.Event()
-    worker = CommandWorker(
-        bus.js, "runtime", handler, layout=bus.layout, dead_letters=bus.dead_letters
-    )
-    task = asyncio.create_task(worker.run(stop))
-    try:
+    async with _running(_runtime_worker(bus, handler).run):
         await bus.commands.send(tenant, CancelRun(agency_id="a1", thread_id=thread_id))
 
         async def lettered() -> int:
@@ -187,9 +187,6 @@ async def test_a_dead_lettered_command_is_redriven_into_its_own_partition(
             assert await list_letters(bus.js, tenant=tenant) == []
 
         await assert_eventually(handled_again, timeout=20)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=15)
 
 
 async def test_a_single_commands_stream_left_over_is_refused_while_it_holds_commands(

@@ -245,6 +245,18 @@ async def test_a_new_message_withdraws_the_approval_the_chat_awaits(tenant: Tena
     assert r.status_code == 204 and r.content == b""
 
 
+def _user(mid: str, text: str) -> dict[str, Any]:
+    return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+async def _answered_once(tenant: Tenant, chat: str, key: str) -> str:
+    """The chat, its first message `u1` (the script's `key`) answered; its route."""
+    path = f"/aisdk/{tenant.agency}/worker/chat"
+    r = await tenant.http.post(path, json={"id": chat, "messages": [_user("u1", key)]})
+    assert r.status_code == 200 and '"finish"' in r.text, r.text
+    return path
+
+
 async def _refused(tenant: Tenant, bus: Bus, chat: str, message_id: str, reason: str) -> str:
     """What the runtime stores when it refuses a message's run; the run's id."""
     run_id = run_id_for(tenant.id, chat, hashlib.sha256(message_id.encode()).hexdigest()[:40])
@@ -270,17 +282,11 @@ async def test_a_message_the_runtime_refused_for_a_limit_runs_when_sent_again(
         first, [ScriptStep(content="first answer"), ScriptStep(content="ran at last")]
     )
     chat = f"retried-{tenant.agency}"
-    path = f"/aisdk/{tenant.agency}/worker/chat"
-
-    def user(mid: str, text: str) -> dict[str, Any]:
-        return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-    r = await tenant.http.post(path, json={"id": chat, "messages": [user("u1", first)]})
-    assert r.status_code == 200 and '"finish"' in r.text, r.text
+    path = await _answered_once(tenant, chat, first)
     reason = f"{ACTIVE_RUN_LIMIT}: the tenant has 1 active runs, its limit is 1; retry in 1 s"
     refused = await _refused(tenant, bus, chat, "u2", reason)
 
-    body = {"id": chat, "messages": [user("u1", first), user("u2", then)]}
+    body = {"id": chat, "messages": [_user("u1", first), _user("u2", then)]}
     again = await tenant.http.post(path, json=body)
     assert again.status_code == 200, again.text
     chunks = [json.loads(line[6:]) for line in again.text.splitlines() if line[6:7] == "{"]
@@ -298,17 +304,11 @@ async def test_a_message_sent_again_after_its_run_was_refused_ends_with_the_refu
     first = f"aisdk-busy-{tenant.agency}"
     tenant.llm.script(first, [ScriptStep(content="first answer")])
     chat = f"busy-{tenant.agency}"
-    path = f"/aisdk/{tenant.agency}/worker/chat"
-
-    def user(mid: str, text: str) -> dict[str, Any]:
-        return {"id": mid, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-    r = await tenant.http.post(path, json={"id": chat, "messages": [user("u1", first)]})
-    assert r.status_code == 200 and '"finish"' in r.text, r.text
+    path = await _answered_once(tenant, chat, first)
     reason = "run run_X is active and the request asked to be rejected"
     refused = await _refused(tenant, bus, chat, "u2", reason)
 
-    body = {"id": chat, "messages": [user("u1", first), user("u2", "again")]}
+    body = {"id": chat, "messages": [_user("u1", first), _user("u2", "again")]}
     again = await tenant.http.post(path, json=body)
     assert again.status_code == 200, again.text
     chunks = [json.loads(line[6:]) for line in again.text.splitlines() if line[6:7] == "{"]
