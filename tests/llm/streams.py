@@ -150,10 +150,14 @@ class ReplayServer:
     request with the next of `answers` (SSE bytes; once they are used up, `otherwise`),
     and keeps every request body and its `authorization` header. An answer of None drops
     the connection after the headers and half a stream. `delay` holds every answer that
-    long; `most_at_once` counts the requests it held at once."""
+    long; `most_at_once` counts the requests it held at once. With `only`, a request whose
+    messages do not hold that text (a run of another test's, left on the shared broker and
+    taken up by this server's runtime) is neither kept nor answered from `answers`: it gets
+    `otherwise`."""
 
     answers: list[bytes | None]
     otherwise: bytes | None = None
+    only: str | None = None
     delay: float = 0.0
     requests: list[dict[str, object]] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
@@ -167,15 +171,21 @@ class ReplayServer:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
+                length, key = 0, None
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                     if line.lower().startswith(b"authorization:"):
-                        self.keys.append(line.split(b":", 1)[1].strip().decode())
+                        key = line.split(b":", 1)[1].strip().decode()
                 body = await reader.readexactly(length)
-                self.requests.append(json.loads(body))
-                answer = self.answers.pop(0) if self.answers else self.otherwise
+                request = json.loads(body)
+                if self._ours(request):
+                    if key is not None:
+                        self.keys.append(key)
+                    self.requests.append(request)
+                    answer = self.answers.pop(0) if self.answers else self.otherwise
+                else:
+                    answer = self.otherwise
                 self._held += 1
                 self.most_at_once = max(self.most_at_once, self._held)
                 try:
@@ -194,6 +204,11 @@ class ReplayServer:
         finally:
             self._open.discard(writer)
             writer.close()
+
+    def _ours(self, request: dict[str, object]) -> bool:
+        if self.only is None:
+            return True
+        return json.dumps(self.only)[1:-1] in json.dumps(request.get("messages", []))
 
     @property
     def base_url(self) -> str:

@@ -80,6 +80,9 @@ class Stack(ThreadWaits):
     server: ReplayServer
 
     async def run(self, text: str, agent: str = "worker") -> tuple[str, list[RecordedEvent]]:
+        # The answers set for this run are this run's: a run another module left on the
+        # shared broker, taken up by this runtime, does not take them.
+        self.server.only = text
         thread = new_id()
         await self.bus.commands.send(
             self.tenant, CreateThread(agency_id=self.agency, thread_id=thread, agent_type=agent)
