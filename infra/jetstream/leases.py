@@ -103,17 +103,27 @@ class LeaseSettings:
         return self.ttl / 4
 
     @property
+    def renewal_bound(self) -> float:
+        """The longest a renewal takes: its write, the bucket bound again, the write again."""
+        return self.op_timeout * 4
+
+    @property
     def margin(self) -> float:
         return max(self.ttl / 5, self.op_timeout)
 
 
 class Lease:
-    """A held lease. `keep()` renews it until cancelled, raising `LeaseLost` if it fails."""
+    """A held lease. `keep()` renews it until cancelled, raising `LeaseLost` if it fails.
+
+    A renewal runs to its end even when `keep()` is cancelled meanwhile: the server may have
+    written it already, and only its answer tells the revision the release must name. So
+    `release()` first waits (bounded) for a renewal still in flight."""
 
     def __init__(self, leases: Leases, key: str, revision: int) -> None:
         self._leases = leases
         self.key = key
         self.revision = revision
+        self._renewal: asyncio.Future[None] | None = None
 
     async def keep(self) -> None:
         settings = self._leases.settings
@@ -124,8 +134,10 @@ class Lease:
             while True:
                 if cancel_requested():
                     raise asyncio.CancelledError  # a cancellation a request swallowed
+                self._renewal = asyncio.ensure_future(self._renew())
+                self._renewal.add_done_callback(_retrieved)
                 try:
-                    self.revision = await self._leases.renew(self.key, self.revision)
+                    await asyncio.shield(self._renewal)
                 except KeyWrongLastSequenceError as e:
                     raise LeaseLost(self.key) from e
                 except _TRANSIENT:
@@ -136,8 +148,25 @@ class Lease:
                 last_success = loop.time()
                 break
 
+    async def _renew(self) -> None:
+        self.revision = await self._leases.renew(self.key, self.revision)
+
     async def release(self) -> None:
+        renewal = self._renewal
+        if renewal is not None and not renewal.done():
+            # Its outcome was `keep()`'s to act on; here only the revision it leaves matters
+            # (a lost lease's release simply fails). A renewal is bounded (`Leases.renew`).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    asyncio.shield(renewal), timeout=self._leases.settings.renewal_bound
+                )
         await self._leases.release(self.key, self.revision)
+
+
+def _retrieved(renewal: asyncio.Future[None]) -> None:
+    """A renewal's failure is retrieved, so one that outlived its `keep()` is not reported."""
+    if not renewal.cancelled():
+        renewal.exception()
 
 
 class Leases:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import nats.errors
@@ -9,7 +10,7 @@ import pytest
 
 from agency.contracts.ids import new_id
 from agency.infra.jetstream.connection import Bus
-from agency.infra.jetstream.leases import Lease, LeaseLost, Leases
+from agency.infra.jetstream.leases import Lease, LeaseLost, Leases, LeaseSettings
 from agency.infra.launch import NatsServer
 from agency.infra.nats_auth import role_url
 from tests.helpers import assert_eventually
@@ -53,6 +54,42 @@ async def test_a_release_remembered_here_never_takes_a_lease_another_owner_took_
     assert await here.holder(key) == b"there"
     await theirs.release()
     assert await here.try_acquire(key) is not None
+
+
+class LateAnswers(Leases):
+    """Leases whose renewals the server has written before their answer comes back, as on a
+    busy machine; `written` is set once one has been."""
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus.js, owner="late", settings=LeaseSettings(ttl=1.0))
+        self.written = asyncio.Event()
+
+    async def renew(self, key: str, revision: int) -> int:
+        renewed = await super().renew(key, revision)
+        self.written.set()
+        await asyncio.sleep(0.2)  # the answer on its way back
+        return renewed
+
+
+async def test_work_that_ends_while_a_renewal_is_answered_lets_the_lease_go_at_once(
+    bus: Bus,
+) -> None:
+    """The keeper is cancelled with its renewal written but not yet answered: the release
+    must name the renewal's revision, or it is refused and the key stays held until it
+    expires (another worker's drive of the thread waits out the time to live)."""
+    late = await LateAnswers(bus).open()
+    there = await Leases(bus.js, owner="there").open()
+    key = "lease-" + new_id()
+
+    async def work() -> str:
+        await asyncio.wait_for(late.written.wait(), timeout=10)
+        return "done"
+
+    assert await late.run_owned(key, work) == "done"
+    assert await late.holder(key) is None
+    taken = await there.try_acquire(key)
+    assert taken is not None
+    await taken.release()
 
 
 async def test_the_bucket_a_restarted_server_lost_is_made_again_and_leases_go_on(
