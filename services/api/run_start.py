@@ -21,6 +21,7 @@ from agency.contracts.commands import DelayRun, InvokeThread
 from agency.contracts.events import ChatMessage, ClientTool
 from agency.contracts.events.thread import ConcurrencyStrategy
 from agency.contracts.http import RunAccepted
+from agency.domain.thread_state import ThreadState
 from agency.services.api.budget_door import refuse_over_budget
 from agency.services.api.deps import ApiDeps
 from agency.services.api.idempotency import run_id_for
@@ -93,7 +94,7 @@ async def start_run(
         not_before=not_before,
     )
     started, refusal, sent, left = await _attempt(deps, tenant, key, command, seen, feed)
-    if refusal is not None and _for_a_limit(refusal) and refusal.command_id != sent:
+    if refusal is not None and for_a_limit(refusal.reason) and refusal.command_id != sent:
         # Refused for a limit before this request was sent: not this request's answer.
         key = _next_attempt(tenant, thread_id, key, left.runs if left else RunStatuses())
         command = msgspec.structs.replace(command, run_id=run_id_for(tenant, thread_id, key))
@@ -159,10 +160,6 @@ def for_a_limit(reason: str | None) -> bool:
     return reason is not None and reason.startswith(_LIMIT_REASONS)
 
 
-def _for_a_limit(refusal: Refusal) -> bool:
-    return for_a_limit(refusal.reason)
-
-
 def current_attempt(
     tenant: str, thread_id: str, key: str, refused_for_a_limit: Callable[[str], bool]
 ) -> str:
@@ -176,10 +173,21 @@ def current_attempt(
     return attempt
 
 
+def attempt_on(state: ThreadState, key: str) -> str:
+    """The attempt of `key` (`current_attempt`) a request under it is about, as the
+    thread's log tells which of its runs were refused for a limit."""
+
+    def refused_for_a_limit(run_id: str) -> bool:
+        run = state.run(run_id)
+        return run is not None and run.status == "error" and for_a_limit(run.error)
+
+    return current_attempt(state.tenant_id, state.thread_id, key, refused_for_a_limit)
+
+
 def _next_attempt(tenant: str, thread_id: str, key: str, runs: RunStatuses) -> str:
     def refused(run_id: str) -> bool:
         refusal = runs.refusals.get(run_id)
-        return refusal is not None and _for_a_limit(refusal)
+        return refusal is not None and for_a_limit(refusal.reason)
 
     return current_attempt(tenant, thread_id, key, refused)
 

@@ -45,7 +45,7 @@ from agency.services.api.approval import Approval
 from agency.services.api.auth import require_agent_type, thread_created, thread_terminated
 from agency.services.api.deps import ApiDeps
 from agency.services.api.idempotency import run_id_for
-from agency.services.api.run_start import start_run
+from agency.services.api.run_start import attempt_on, start_run
 from agency.services.api.streaming import ThreadFeed
 from agency.services.api.thread_create import END_USER_FIELD, create_root_thread
 
@@ -155,12 +155,14 @@ async def send(agent: Agent, request: SendMessageRequest) -> AsyncGenerator[Stre
     if await thread_terminated(agent.deps, agent.tenant, thread_id) is not None:
         raise UnsupportedOperation(f"context {thread_id} is terminated: it takes no more tasks")
     await agent.deps.limiter.admit(agent.deps.pool, agent.tenant, thread_id)
+    # A message refused for a limit is sent again as its id's next attempt (`run_start`).
+    key = attempt_on(await agent.deps.threads.load(agent.tenant, thread_id), message.message_id)
     if push_config is not None:  # configured first, so its task's every change is POSTed
-        run_id = run_id_for(agent.tenant, thread_id, message.message_id)
+        run_id = run_id_for(agent.tenant, thread_id, key)
         await push.configure(agent, RunTask(thread_id, run_id), push_config)
     feed = agent.feed(thread_id)
     return await _streamed(
-        feed, ThreadTasks(thread_id), _started(agent, feed, thread_id, message, text)
+        feed, ThreadTasks(thread_id), _started(agent, feed, thread_id, key, text)
     )
 
 
@@ -182,12 +184,10 @@ async def _continued(
     return run.run_id
 
 
-async def _started(
-    agent: Agent, feed: ThreadFeed, thread_id: str, message: Message, text: str
-) -> str:
-    """The task's run asked for; its id."""
+async def _started(agent: Agent, feed: ThreadFeed, thread_id: str, key: str, text: str) -> str:
+    """The task's run asked for under `key` (the message's id, or its attempt); its id."""
     started = await start_run(
-        agent.deps, agent.tenant, agent.agency_id, thread_id, message.message_id,
+        agent.deps, agent.tenant, agent.agency_id, thread_id, key,
         (ChatMessage(role="user", content=text),), {}, "queue", feed=feed,
     )  # fmt: skip
     return started.run_id

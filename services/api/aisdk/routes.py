@@ -51,8 +51,7 @@ from agency.services.api.deps import ApiDeps
 from agency.services.api.idempotency import run_id_for
 from agency.services.api.path_params import AgencyId
 from agency.services.api.run_start import (
-    current_attempt,
-    for_a_limit,
+    attempt_on,
     refuse_if_limited,
     start_run,
 )
@@ -99,13 +98,8 @@ async def chat(
     if isinstance(asked, Decide):
         return await _decide(deps, tenant, agency_id, state, asked, closing)
     key = hashlib.sha256(asked.key.encode()).hexdigest()[:40]
-
-    def refused_for_a_limit(run_id: str) -> bool:
-        run = state.run(run_id)
-        return run is not None and run.status == "error" and for_a_limit(run.error)
-
     # A message refused for a limit is sent again as its key's next attempt (`run_start`).
-    key = current_attempt(tenant, thread_id, key, refused_for_a_limit)
+    key = attempt_on(state, key)
     run_id = run_id_for(tenant, thread_id, key)
     if state.run(run_id) is not None:
         # The same message again (a client's retry): its run's message, as it went.

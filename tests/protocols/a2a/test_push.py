@@ -19,7 +19,13 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
+from agency.contracts.events import RequestRejected
+from agency.infra.jetstream.connection import Bus
+from agency.infra.jetstream.records import EventContext
+from agency.services.a2a.tasks import task_id as task_id_of
+from agency.services.api.idempotency import run_id_for
 from agency.services.llm.fake_scripts import ScriptStep
+from agency.services.tenancy.fairness import ACTIVE_RUN_LIMIT
 from tests.e2e.conftest import System
 from tests.helpers import assert_eventually
 from tests.langgraph.conftest import new_tenant
@@ -120,6 +126,43 @@ async def test_a_config_sent_with_the_message_pushes_the_task_from_its_start(
     assert {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING} <= set(states), states
     assert {p.headers["x-a2a-notification-token"] for p in pushed} == {"from-send"}
     await _listed_as_delivered(tenant, task_id, len(pushed))
+
+
+async def test_a_config_sent_again_with_a_message_refused_for_a_limit_is_the_run_that_ran(
+    tenant: Tenant, receiver: Receiver, bus: Bus
+) -> None:
+    """The runtime refused a message's run for the tenant's limits (the door's count
+    lagged, the client was answered 429). The client sends the message again, its id and
+    push config unchanged: the run is the message's next attempt, and the config is that
+    task's, so its changes are pushed (not the refused run's, which has none)."""
+    key = f"a2a-push-retried-{tenant.agency}"
+    # The second run's model call sees the whole context, the first message's key too.
+    tenant.llm.script(key, [ScriptStep(content="first answer"), ScriptStep(content="ran at last")])
+    async with tenant.client("worker", JSONRPC) as client:
+        context = (await send(client, ask(key)))[0].task.context_id
+    retried = ask("again", context=context)
+    message_id = retried.message.message_id
+    refused = run_id_for(tenant.id, context, message_id)
+    position = await bus.store.last_position(tenant.id, "thread", context)
+    reason = f"{ACTIVE_RUN_LIMIT}: the tenant has 1 active runs, its limit is 1; retry in 1 s"
+    await bus.store.append(
+        tenant.id, "thread", context,
+        [RequestRejected(run_id=refused, idempotency_key=f"{context}:{message_id}", reason=reason)],
+        expected=position, context=EventContext(agency_id=tenant.agency, thread_id=context),
+    )  # fmt: skip
+
+    config = _bearer("retried", "secret-retried", receiver.url)
+    async with tenant.client("worker", JSONRPC, push=config) as client:
+        events = await send(client, retried)
+    task_id = events[0].task.id
+    assert task_id != task_id_of(context, refused)
+    artifacts = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    assert [p.text for a in artifacts for p in a.artifact.parts] == ["ran at last"], events
+    pushed = await receiver.until(
+        lambda got: TaskState.TASK_STATE_COMPLETED in _states(got, task_id)
+    )
+    updated = {p.event.status_update.task_id for p in pushed if p.event.HasField("status_update")}
+    assert updated == {task_id}
 
 
 async def _listed_as_delivered(tenant: Tenant, task_id: str, received: int) -> None:
