@@ -12,7 +12,9 @@ the machine's hiccups hit both alike; the medians are reported:
   its own. Ours: three partitions; baseline: one; ratio ours/baseline.
 - `partitions-runs` (with `--runs N`, N > 0): runs/s through the real services, each a
   process (`bench/partitions_runs.py`), N runs a side. Ours: three partitions and three
-  runtime workers; baseline: one and one; one side after the other.
+  runtime workers; baseline: one and one; one side after the other. With `--mixed`, three
+  partitions with one runtime worker and one partition with three are measured between
+  them and printed (not in the ratio).
 
 Each stream's leader is printed from the server's stream info, with the decisions the
 stream took and the CPU seconds every node spent, leader and followers apart: what a node
@@ -225,6 +227,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--runs", type=int, default=0, help="runs a side through the services (0: none)"
     )
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="with --runs, also 3 partitions with 1 runtime worker and 1 with 3",
+    )
     args = parser.parse_args(argv)
     configure_logging("json", level=40)
     sync = os.environ.get("AGENCY_NATS_SYNC", "always")
@@ -254,21 +261,24 @@ async def main(argv: Sequence[str] | None = None) -> None:
               f"take up to {gain:.2f}x the appends of one", flush=True)  # fmt: skip
     report("partitions-appends", statistics.median(three.rates), statistics.median(one.rates))
     if args.runs > 0:
-        await bench_runs(args.runs)
+        await bench_runs(args.runs, args.mixed)
     print_load("after")
 
 
-async def bench_runs(runs: int) -> None:
+async def bench_runs(runs: int, mixed: bool) -> None:
     # Imported here: the services' harness is loaded only when runs are asked for.
     from bench.partitions_runs import measure
 
-    sides = [await measure(p, p, runs) for p in (1, NODES)]
+    shapes = [(1, 1), (NODES, NODES)]
+    if mixed:
+        shapes[1:1] = [(NODES, 1), (1, NODES)]
+    sides = [await measure(p, w, runs) for p, w in shapes]
     for side in sides:
         leading = ", ".join(f"{s} {n}" for s, n in side.placed.items())
         print(f"  {side.partitions} partition(s), {side.runtime_workers} runtime worker(s): "
               f"{side.rate:,.1f} runs/s, {side.completed} completed; leaders {leading}",
               flush=True)  # fmt: skip
-    report("partitions-runs", sides[1].rate, sides[0].rate)
+    report("partitions-runs", sides[-1].rate, sides[0].rate)
 
 
 if __name__ == "__main__":

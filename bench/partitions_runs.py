@@ -5,7 +5,8 @@ runtime worker, then with three partitions and three runtime workers.
 
 Each side: `threads` threads of the harness's workload (a tool call, then the answer),
 created beforehand; the clock runs from the first invoke to the last run's end, as the
-threads' events tell (read until every run has ended).
+threads' events tell (read until every run has ended). Admission is off: the workload is
+one tenant's burst, which admission would answer with refusals once the system is full.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from tests.faults.harness import DEFAULT_WORKERS, Harness
 from tests.faults.workload import Workload, outcomes
 
 SETTLE_SECONDS = 600.0
+# What is measured is how fast the log takes runs, not whom admission lets in: one tenant's
+# burst of runs above the measured limit would be refused (`tenant_share_exceeded`).
+NO_ADMISSION = {"AGENCY_ADMISSION_ENABLED": "false"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,12 @@ async def measure(partitions: int, runtime_workers: int, threads: int) -> Runs:
         async with (
             FakeLLMServer(instant=True) as llm,
             Harness(
-                Path(tmp), llm.base_url, workers=workers, cluster_size=3, partitions=partitions
+                Path(tmp),
+                llm.base_url,
+                workers=workers,
+                cluster_size=3,
+                partitions=partitions,
+                env=NO_ADMISSION,
             ) as system,
             Bus(system.nats_url, name="bench-runs") as bus,
         ):
