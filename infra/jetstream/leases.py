@@ -185,6 +185,8 @@ class Leases:
         self._kv: KeyValue | None = None
         # Keys released here lately: their delete marker's revision, and when.
         self._released: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        # Releases of leases taken for callers cancelled meanwhile (`_taken`).
+        self._letting_go: set[asyncio.Future[None]] = set()
 
     async def open(self) -> Leases:
         """Bind the bucket, creating it on first use (races with other processes are fine:
@@ -287,11 +289,31 @@ class Leases:
             return None
         return entry.value
 
+    async def _taken(self, key: str) -> Lease | None:
+        """`try_acquire`, run to its end even when the caller is cancelled meanwhile: the
+        broker may have written the key already, and a lease nobody keeps would hold the
+        key until it expired. A lease taken for a caller gone is let go at once."""
+        taking = asyncio.ensure_future(self.try_acquire(key))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(self._let_go)
+            raise
+
+    def _let_go(self, taking: asyncio.Future[Lease | None]) -> None:
+        if taking.cancelled() or taking.exception() is not None:
+            return
+        lease = taking.result()
+        if lease is not None:
+            release = asyncio.ensure_future(lease.release())
+            self._letting_go.add(release)
+            release.add_done_callback(self._letting_go.discard)
+
     async def run_owned(self, key: str, work: Callable[[], Awaitable[T]]) -> T | None:
         """Run `work` while holding the lease of `key`; None (without running it) if another
         owner holds it. If the lease is lost meanwhile, `work` is cancelled and `LeaseLost`
         raised: another owner may already be doing the same work."""
-        lease = await self.try_acquire(key)
+        lease = await self._taken(key)
         if lease is None:
             return None
         task = asyncio.ensure_future(work())

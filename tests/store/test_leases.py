@@ -92,6 +92,46 @@ async def test_work_that_ends_while_a_renewal_is_answered_lets_the_lease_go_at_o
     await taken.release()
 
 
+class LateTakes(Leases):
+    """Leases whose taking the server has written before its answer comes back."""
+
+    def __init__(self, bus: Bus) -> None:
+        super().__init__(bus.js, owner="late-take")
+        self.written = asyncio.Event()
+
+    async def try_acquire(self, key: str) -> Lease | None:
+        lease = await super().try_acquire(key)
+        self.written.set()
+        await asyncio.sleep(0.2)  # the answer on its way back
+        return lease
+
+
+async def test_work_cancelled_while_its_lease_is_being_taken_lets_the_lease_go(bus: Bus) -> None:
+    """A drive cancelled (its worker stopping) after the server wrote its lease but before
+    the answer came: nobody keeps that lease, so it is let go at once, not left to expire
+    (10 s) while another worker's drive of the thread waits."""
+    late = await LateTakes(bus).open()
+    there = await Leases(bus.js, owner="there").open()
+    key = "lease-" + new_id()
+
+    async def work() -> str:
+        raise AssertionError("work ran for a caller that was cancelled")
+
+    owning = asyncio.create_task(late.run_owned(key, work))
+    await asyncio.wait_for(late.written.wait(), timeout=10)
+    owning.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await owning
+
+    async def taken() -> Lease:
+        lease = await there.try_acquire(key)
+        assert lease is not None, "still held by a lease nobody keeps"
+        return lease
+
+    lease = await assert_eventually(taken, timeout=3)
+    await lease.release()
+
+
 async def test_the_bucket_a_restarted_server_lost_is_made_again_and_leases_go_on(
     tmp_path: Path,
 ) -> None:
