@@ -4,11 +4,15 @@ gets a view of its own."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
-from agency.contracts.events import ChatMessage, MessageAppended, ThreadCreated
-from agency.infra.jetstream.records import Position
-from agency.services.api.langgraph.graphstate import GraphView, fold_view
+from agency.contracts.events import ChatMessage, MessageAppended, RunCompleted, ThreadCreated
+from agency.infra.jetstream.ports import AggregateRead
+from agency.infra.jetstream.records import Position, RecordedEvent
+from agency.services.api.langgraph.follow import wait_for_end
+from agency.services.api.langgraph.graphstate import GraphView, RunRef, fold_view
 from agency.services.api.langgraph.views import GraphViews
 from agency.services.runtime.replay.memstore import MemoryEventStore
 
@@ -74,3 +78,66 @@ async def test_another_tenant_naming_a_kept_thread_reads_nothing_of_it() -> None
     intruder = await views.load("intruder", "th")
     assert intruder.created is None and intruder.messages == []
     assert intruder.tenant_id == "intruder"
+
+
+class CountingStore(MemoryEventStore):
+    """Counts the events each read hands out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed_out = 0
+
+    async def fetch(self, read: AggregateRead) -> tuple[list[RecordedEvent], Position]:
+        events, position = await super().fetch(read)
+        self.handed_out += len(events)
+        return events, position
+
+
+class StoredFeed:
+    """The events a wait follows, as a thread's feed hands them out."""
+
+    def __init__(self, events: list[RecordedEvent]) -> None:
+        self._events = events
+
+    async def backfill(self) -> list[RecordedEvent]:
+        return self._events
+
+    async def live(self) -> AsyncIterator[list[RecordedEvent]]:
+        return
+        yield []
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_thread_a_wait_folded_to_its_runs_end_is_read_on_from_there() -> None:
+    """A client that waits for a run and then resumes it (or asks for its state) has the
+    thread read on from where the wait left it, not from where the run began."""
+    store = CountingStore()
+    views = GraphViews(store)
+    created = ThreadCreated(agency_id="ag", agent_type="worker")
+    before = await store.append("t", "thread", "th", [created, said("one")], expected=Position())
+    start = await views.load("t", "th")
+    run = await store.append(
+        "t", "thread", "th", [said("two"), RunCompleted(run_id="r1")], expected=before.position
+    )
+    deps = SimpleNamespace(graph_views=views)
+    ended = await wait_for_end(
+        deps,  # type: ignore[arg-type]
+        "t",
+        "th",
+        RunRef("r1"),
+        asyncio.Event(),
+        5.0,
+        start,
+        StoredFeed(list(run.events)),  # type: ignore[arg-type]
+    )
+    assert ended is not None and contents(ended) == ["one", "two"]
+
+    store.handed_out = 0
+    again = await views.load("t", "th")
+    assert store.handed_out == 0  # nothing is read twice
+    assert again.position == run.position and contents(again) == ["one", "two"]
+    await store.append("t", "thread", "th", [said("three")], expected=run.position)
+    assert contents(await views.load("t", "th")) == ["one", "two", "three"]
+    assert store.handed_out == 1

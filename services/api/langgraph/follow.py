@@ -59,17 +59,25 @@ async def wait_for_end(
             for event in await feed.backfill():
                 view.apply(event)
                 if ends_stretch(event, ref):
-                    return view
+                    return _kept(deps, view)
             async for batch in feed.live():
                 for event in batch:
                     view.apply(event)
                     if ends_stretch(event, ref):
-                        return view
+                        return _kept(deps, view)
     except TimeoutError:
         return None
     finally:
         await feed.aclose()
     return None  # the server is closing
+
+
+def _kept(deps: ApiDeps, view: GraphView) -> GraphView:
+    """`view`, folded on from the log as far as the feed went, kept for the thread's next
+    load: a client that waits for a run and then resumes it (or asks its state) has the
+    thread read on from here, not from where the run began."""
+    deps.graph_views.keep(view)
+    return view
 
 
 def following(deps: ApiDeps, view: GraphView, closing: asyncio.Event) -> ThreadFeed:

@@ -14,6 +14,7 @@ from litestar.exceptions import ClientException, NotFoundException, ValidationEx
 
 from agency.contracts.ids import new_id
 from agency.domain.thread_parts import RunView
+from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.approval import Approval
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.branch import branched
@@ -129,13 +130,13 @@ async def begin_run(
         modes = stream_modes(data.stream_mode)
         update = update_with_resume(data)
         resumed = await resume_run(
-            deps, tenant, view, data.command.resume, modes, update=update, goto=goto
+            deps, tenant, view, data.command.resume, modes, update=update, goto=goto, feed=feed
         )
         return Begun(view, resumed, feed)
     if data.input is None and data.command is None and awaits_approval(view):
         # LangGraph resumes a static breakpoint with a run without input: it goes on (the
         # calls it paused before approved).
-        return Begun(view, await resume_breakpoint(deps, tenant, view, data), feed)
+        return Begun(view, await resume_breakpoint(deps, tenant, view, data, feed), feed)
     await deps.limiter.admit(deps.pool, tenant, view.thread_id)
     asked = invocation(data.input)
     idle = view.state.active_run is None
@@ -204,7 +205,9 @@ def awaits_approval(view: GraphView) -> bool:
     )
 
 
-async def resume_breakpoint(deps: ApiDeps, tenant: str, view: GraphView, data: RunCreate) -> RunRef:
+async def resume_breakpoint(
+    deps: ApiDeps, tenant: str, view: GraphView, data: RunCreate, feed: ThreadFeed | None = None
+) -> RunRef:
     """A run without input on a thread paused at a static breakpoint: before tool calls (a
     run started with `interrupt_before=["tools"]` or `interrupt_after=["model"]`), the calls
     it awaits are approved; before a model call, the run goes on. A pause the blueprint's
@@ -217,7 +220,7 @@ async def resume_breakpoint(deps: ApiDeps, tenant: str, view: GraphView, data: R
             detail=f"thread {view.thread_id} awaits a decision on the tool calls its "
             "blueprint's hitl.tools hold: resume it with command={'resume': ...}",
         )
-    return await resume_run(deps, tenant, view, True, stream_modes(data.stream_mode))
+    return await resume_run(deps, tenant, view, True, stream_modes(data.stream_mode), feed=feed)
 
 
 async def resume_run(
@@ -229,9 +232,11 @@ async def resume_run(
     *,
     update: Invocation | None = None,
     goto: Goto | None = None,
+    feed: ThreadFeed | None = None,
 ) -> RunRef:
     """The decision a resume stands for, with the update it carries (`command.update`)
-    and where it goes on (`command.goto`)."""
+    and where it goes on (`command.goto`). `feed`: the thread's events after `view`, which
+    the caller follows the run on from."""
     run = view.state.active_run
     if run is None or not awaits_approval(view):
         raise ClientException(
@@ -246,14 +251,23 @@ async def resume_run(
         files=update.files if update is not None else {},
     )
     key = new_id()
+
+    def recorded(events: list[RecordedEvent]) -> RecordedEvent | None:
+        return next((e for e in events if e.envelope.idempotency_key == key), None)
+
     # Answered once the runtime recorded the resume (bounded): a client joining the stretch
-    # right after finds it, in the modes it was asked in.
-    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", view.thread_id) as log:
+    # right after finds it, in the modes it was asked in. A caller's feed hands each event
+    # over as the log stores it (and keeps it for the caller); a watch reads on from `view`.
+    timeout = deps.settings.read_your_writes_timeout
+    if feed is not None:
+        await feed.catch_up()
         await deps.bus.commands.send(tenant, command, idempotency_key=key)
-        await log.until(
-            lambda events: next((e for e in events if e.envelope.idempotency_key == key), None),
-            deps.settings.read_your_writes_timeout,
-        )
+        await feed.until(recorded, timeout)
+    else:
+        async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", view.thread_id) as log:
+            log.position = view.position
+            await deps.bus.commands.send(tenant, command, idempotency_key=key)
+            await log.until(recorded, timeout)
     # The stretch after the pause: the id `runs.list` names it by once it began.
     pauses = view.pauses.get(run.run_id)
     return RunRef(run.run_id, pauses[-1] if pauses else view.last_seq)
