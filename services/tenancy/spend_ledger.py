@@ -2,11 +2,17 @@
 them, read from the log (`services/tenancy/spend.py` has the rules).
 
 Spend is the `model.completed` events of the tenant's threads since the period began
-(their usage and recorded cost): the first look at a tenant reads them from the period's
-start (a direct get by start time, on the event type's own subject), later looks only
-what was appended since. Every process reading the log agrees, and a restarted one
-counts what was spent before it started. The budgets are the tenant's `tenant.budget_set`
-and the agency's `agency.budget_set`, refreshed at most every `refresh` seconds.
+(their usage and recorded cost): the first look at a tenant reads its threads' events
+from the period's start (direct gets by start time on the tenant's thread subjects, the
+type told by each message's header), later looks only what was appended since. Every
+process reading the log agrees, and a restarted one counts what was spent before it
+started. The budgets are the tenant's `tenant.budget_set` and the agency's
+`agency.budget_set`, refreshed at most every `refresh` seconds. A check finds the budgets
+in force first and reads the spend only if one is: a tenant with none pays no read. The
+runtime's check before each model call reads the spend to the log's end; the HTTP door's
+check of an invoke takes it as read within `REFRESH_SECONDS` (a read of the tenant's
+events on every invoke would cost more than the run's own appends; a run admitted in
+that second is still refused at its model call).
 """
 
 from __future__ import annotations
@@ -89,34 +95,60 @@ class SpendLedger:
         self._sets: dict[tuple[str, str], _Set] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def standing(self, tenant: str, agency: str, now: datetime | None = None) -> Standing:
+    async def standing(
+        self,
+        tenant: str,
+        agency: str,
+        now: datetime | None = None,
+        *,
+        counted: bool = True,
+        fresh_within: float = 0.0,
+    ) -> Standing:
+        """The budgets in force and what was spent against them, the spend read to the
+        log's end, or as read at most `fresh_within` seconds ago. Without `counted`, the
+        spend is read only where a budget is in force (Spent() where none is)."""
         now = now or datetime.now(UTC)
-        asked = time.monotonic()
+        asked = time.monotonic() - fresh_within
         async with self._locks.setdefault(tenant, asyncio.Lock()):
-            usage = await self._usage_of(tenant, now, asked)
             tenant_set = await self._set_of(tenant, "tenant", tenant)
             agency_set = await self._set_of(tenant, "agency", agency) if agency else _Set()
-        overrides = Overrides(
-            tenant_tokens=tenant_set.tokens,
-            tenant_usd=tenant_set.usd,
-            agency_tokens=agency_set.tokens,
-            agency_usd=agency_set.usd,
-        )
-        tenant_budget, agency_budget = budgets(self.settings, overrides)
+            overrides = Overrides(
+                tenant_tokens=tenant_set.tokens,
+                tenant_usd=tenant_set.usd,
+                agency_tokens=agency_set.tokens,
+                agency_usd=agency_set.usd,
+            )
+            tenant_budget, agency_budget = budgets(self.settings, overrides)
+            usage = (
+                await self._usage_of(tenant, now, asked)
+                if counted or _in_force(tenant_budget) or _in_force(agency_budget)
+                else None
+            )
         return Standing(
             tenant=tenant_budget,
             agency=agency_budget,
-            tenant_spent=usage.total,
-            agency_spent=usage.agencies.get(agency, Spent()),
+            tenant_spent=usage.total if usage is not None else Spent(),
+            agency_spent=usage.agencies.get(agency, Spent()) if usage is not None else Spent(),
         )
 
     async def refusal(
-        self, tenant: str, agency: str, estimate: Spent, now: datetime | None = None
+        self,
+        tenant: str,
+        agency: str,
+        estimate: Spent,
+        now: datetime | None = None,
+        *,
+        fresh_within: float = 0.0,
     ) -> str | None:
         """Why a call of the tenant's `agency` estimated at `estimate` may not be made
-        (the tenant's budget first, then the agency's), or None."""
+        (the tenant's budget first, then the agency's), or None; the spend as read at most
+        `fresh_within` seconds ago."""
         now = now or datetime.now(UTC)
-        standing = await self.standing(tenant, agency, now)
+        # With no budget in force nothing is refused, and the log's spend is not read: a
+        # tenant without budgets pays no read of its events for each invoke and model call.
+        standing = await self.standing(
+            tenant, agency, now, counted=False, fresh_within=fresh_within
+        )
         period = self.settings.period
         return refusal(
             "tenant", tenant, standing.tenant, standing.tenant_spent, estimate, period, now
@@ -197,6 +229,10 @@ class SpendLedger:
                     kept.tokens, kept.usd = tokens, usd
         kept.checked = time.monotonic()
         return kept
+
+
+def _in_force(budget: Budget) -> bool:
+    return bool(budget.tokens or budget.usd)
 
 
 def _count(usage: _Usage, recorded: RecordedEvent) -> None:
