@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from agency.contracts.events import ChatMessage, MessageAppended, RunCompleted, ThreadCreated
 from agency.infra.jetstream.ports import AggregateRead
 from agency.infra.jetstream.records import Position, RecordedEvent
-from agency.services.api.langgraph.follow import wait_for_end
+from agency.services.api.langgraph.follow import sse, wait_for_end
 from agency.services.api.langgraph.graphstate import GraphView, RunRef, fold_view
 from agency.services.api.langgraph.views import GraphViews
 from agency.services.runtime.replay.memstore import MemoryEventStore
@@ -141,3 +141,23 @@ async def test_a_thread_a_wait_folded_to_its_runs_end_is_read_on_from_there() ->
     await store.append("t", "thread", "th", [said("three")], expected=run.position)
     assert contents(await views.load("t", "th")) == ["one", "two", "three"]
     assert store.handed_out == 1
+
+
+async def test_a_thread_a_stream_folded_to_its_runs_end_is_read_on_from_there() -> None:
+    store = CountingStore()
+    views = GraphViews(store)
+    created = ThreadCreated(agency_id="ag", agent_type="worker")
+    before = await store.append("t", "thread", "th", [created, said("one")], expected=Position())
+    run = await store.append(
+        "t", "thread", "th", [said("two"), RunCompleted(run_id="r1")], expected=before.position
+    )
+    # Joined from the log's start, as a stream joined later is.
+    feed = StoredFeed([*before.events, *run.events])
+    view = GraphView(tenant_id="t", thread_id="th")
+    frames = [f async for f in sse(feed, view, RunRef("r1"), ("values",), 0, views)]  # type: ignore[arg-type]
+    assert frames
+
+    store.handed_out = 0
+    again = await views.load("t", "th")
+    assert store.handed_out == 0
+    assert again.position == run.position and contents(again) == ["one", "two"]

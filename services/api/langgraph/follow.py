@@ -19,6 +19,7 @@ from agency.infra.jetstream.records import RecordedEvent
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.graphstate import GraphView, RunRef, ends_stretch
 from agency.services.api.langgraph.parts import Parts, frame
+from agency.services.api.langgraph.views import GraphViews
 from agency.services.api.sse import KEEPALIVE, stored_then_live
 from agency.services.api.streaming import ThreadFeed
 
@@ -88,10 +89,16 @@ def following(deps: ApiDeps, view: GraphView, closing: asyncio.Event) -> ThreadF
 
 
 async def sse(
-    feed: ThreadFeed, view: GraphView, ref: RunRef, modes: tuple[str, ...], after_seq: int
+    feed: ThreadFeed,
+    view: GraphView,
+    ref: RunRef,
+    modes: tuple[str, ...],
+    after_seq: int,
+    kept: GraphViews | None = None,
 ) -> AsyncIterator[bytes]:
     """The run's stretch as LangGraph SSE frames: `metadata` first, then the frames of each
-    of its events after `after_seq`, until the stretch ends."""
+    of its events after `after_seq`, until the stretch ends. `kept`: where `view` (folded
+    from the log's start, or on from a view that was) is kept once the stretch ended."""
     parts = Parts(modes, ref.id)
     try:
         # Inside the `try`: a client gone after this frame still closes the feed, which
@@ -104,6 +111,8 @@ async def sse(
             if _belongs(event, ref) and event.seq > after_seq:
                 yield parts.after(event, view)
             if ends_stretch(event, ref):
+                if kept is not None:
+                    kept.keep(view)
                 return
     except (NatsError, StoreError, TimeoutError) as e:
         # The response has started: end it; the client resumes with Last-Event-ID.

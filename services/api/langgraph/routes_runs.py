@@ -177,7 +177,9 @@ def _stream(
         feed = ThreadFeed(caller.deps, caller.tenant, view.thread_id, 0, closing)
         folding = GraphView(tenant_id=caller.tenant, thread_id=view.thread_id)
     return sse_answer(
-        sse(feed, folding, ref, modes, after_seq), feed.aclose, locations(view.thread_id, ref)
+        sse(feed, folding, ref, modes, after_seq, caller.deps.graph_views),
+        feed.aclose,
+        locations(view.thread_id, ref),
     )
 
 
