@@ -334,8 +334,12 @@ async def thread_created(
 
 
 async def thread_terminated(deps: ApiDeps, tenant: str, thread_id: str) -> ThreadTerminated | None:
-    """The thread's `thread.terminated`, if it was terminated (at most once). One direct get
-    when it is the thread's last event; otherwise the thread is read."""
+    """The thread's `thread.terminated`, if it was terminated (at most once). The thread as
+    the process keeps it folded tells, read on from where it stood; a deleted thread (which
+    folds as terminated, whether it was or not) is looked up in its log."""
+    state = await deps.threads.load(tenant, thread_id)
+    if not state.deleted:
+        return ThreadTerminated(reason=state.terminated_reason) if state.terminated else None
     subject = deps.bus.store.subject(tenant, "thread", thread_id)
     stream = deps.bus.store.stream_of(thread_id)
     try:
