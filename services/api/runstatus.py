@@ -166,25 +166,43 @@ async def wait_for_status(
         status = runs.of.get(run_id)
         return (status,) if done(status, runs) else None
 
-    if feed is not None:
-        await feed.catch_up()
-        if send is not None:
-            await send()
-        answer = await feed.until(reached, timeout)
-        position = feed.position
-    else:
-        async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", thread_id) as log:
-            if seen is not None:
-                log.position = seen.position
-            if send is not None:
-                await send()
-            answer = await log.until(reached, timeout)
-            position = log.position
+    answer, position = await sent_and_seen(
+        deps, tenant, thread_id, reached, timeout,
+        send=send, feed=feed, position=seen.position if seen is not None else None,
+    )  # fmt: skip
     left = Seen(runs, position) if position is not None else None
     if left is not None:
         deps.run_statuses.keep(tenant, thread_id, left)
     status = answer[0] if answer is not None else runs.of.get(run_id)
     return status or "pending", runs.refusals.get(run_id), left
+
+
+async def sent_and_seen(
+    deps: StatusDeps,
+    tenant: str,
+    thread_id: str,
+    found: Callable[[list[RecordedEvent]], T | None],
+    timeout: float,
+    *,
+    send: Callable[[], Awaitable[object]] | None = None,
+    feed: Feed | None = None,
+    position: Position | None = None,
+) -> tuple[T | None, Position | None]:
+    """Send (`send`) once the thread is followed, then read its events until `found`
+    answers something other than None (None after `timeout`), and where the reading
+    stopped. On `feed` when the caller follows the thread on (each event handed over as
+    the log stores it, and kept for the caller); otherwise on a watch (`watch_log`) that
+    reads on from `position` (None: from the thread's start)."""
+    if feed is not None:
+        await feed.catch_up()
+        if send is not None:
+            await send()
+        return await feed.until(found, timeout), feed.position
+    async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", thread_id) as log:
+        log.position = position
+        if send is not None:
+            await send()
+        return await log.until(found, timeout), log.position
 
 
 def taken_up(run_id: str) -> Callable[[RunStatus | None, RunStatuses], bool]:

@@ -48,9 +48,8 @@ from agency.services.api.langgraph.scope import (
 )
 from agency.services.api.langgraph.webhook import webhook_of
 from agency.services.api.langgraph.wire import Connection, RunCreate
-from agency.services.api.logwait import watch_log
 from agency.services.api.run_start import refuse_if_limited, start_run
-from agency.services.api.runstatus import Seen
+from agency.services.api.runstatus import Seen, sent_and_seen
 from agency.services.api.streaming import ThreadFeed, closing_event
 
 
@@ -255,19 +254,15 @@ async def resume_run(
     def recorded(events: list[RecordedEvent]) -> RecordedEvent | None:
         return next((e for e in events if e.envelope.idempotency_key == key), None)
 
-    # Answered once the runtime recorded the resume (bounded): a client joining the stretch
-    # right after finds it, in the modes it was asked in. A caller's feed hands each event
-    # over as the log stores it (and keeps it for the caller); a watch reads on from `view`.
-    timeout = deps.settings.read_your_writes_timeout
-    if feed is not None:
-        await feed.catch_up()
+    async def send() -> None:
         await deps.bus.commands.send(tenant, command, idempotency_key=key)
-        await feed.until(recorded, timeout)
-    else:
-        async with watch_log(deps.bus.nc, deps.bus.store, tenant, "thread", view.thread_id) as log:
-            log.position = view.position
-            await deps.bus.commands.send(tenant, command, idempotency_key=key)
-            await log.until(recorded, timeout)
+
+    # Answered once the runtime recorded the resume (bounded): a client joining the stretch
+    # right after finds it, in the modes it was asked in.
+    await sent_and_seen(
+        deps, tenant, view.thread_id, recorded, deps.settings.read_your_writes_timeout,
+        send=send, feed=feed, position=view.position,
+    )  # fmt: skip
     # The stretch after the pause: the id `runs.list` names it by once it began.
     pauses = view.pauses.get(run.run_id)
     return RunRef(run.run_id, pauses[-1] if pauses else view.last_seq)
