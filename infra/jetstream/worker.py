@@ -1,11 +1,9 @@
 """The one consumer loop of every durable pull consumer: events, commands, tool requests.
 
-- It fetches only as many messages as it has free slots, so nothing waits unheeded in the
-  client while its ack wait runs out, and a fetch is never cancelled (an abandoned pull
-  request would take messages nobody reads): `poll_interval` bounds how soon `stop` is seen.
-- It asks for one message at a time unless the last fetch came back full (a backlog): a
-  batch fetch of nats-py that waits for the log held a message that came into an idle
-  consumer for up to the rest of `poll_interval` about once in twenty (`_batch_size`).
+- It takes messages through one open pull request (`pullfeed.py`) for no more than its free
+  slots, so nothing waits unheeded in the client while its ack wait runs out, and the
+  broker hands each message over as it comes, with no request of its own: `poll_interval`
+  is how long a request stays open, and bounds how soon `stop` is seen.
 - A message being worked on is heartbeated (`in_progress`), so a long handler is not
   redelivered.
 - `_process` never raises but `CancelledError`: a handler's failure is retried through
@@ -63,6 +61,7 @@ from agency.infra.jetstream.outcomes import (
     Undecodable,
     describe,
 )
+from agency.infra.jetstream.pullfeed import PullFeed
 from agency.infra.jetstream.settling import DeadLetterHook, Settling
 from agency.infra.jetstream.worker_tuning import WorkerRetry, WorkerTuning
 from agency.infra.retry import until_stopped
@@ -70,16 +69,6 @@ from agency.infra.retry import until_stopped
 T = TypeVar("T")
 
 _SETTLE_TIMEOUT = 2.0
-
-
-def _batch_size(free: int, *, backlog: bool) -> int:
-    """How many messages to fetch with `free` slots: all of them while the last fetch came
-    back full, else one. nats-py's fetch of several messages that finds none waiting can
-    leave a pull request behind on the server; its expiry, arriving during a later fetch,
-    sends that fetch to a second request after which the first message waits for the rest
-    of the batch until the fetch's timeout. A fetch of one returns with its message. With
-    messages waiting, a batch is answered at once with what there is."""
-    return free if backlog else 1
 
 
 def _subscribe_failure(exc: Exception) -> bool:
@@ -196,8 +185,8 @@ class ConsumerWorker(abc.ABC, Generic[T]):
             held=self._held,
             **({"partition": partition} if self._partitions() > 1 else {}),
         )
+        feed = self._feed(sub)
         failures = 0
-        backlog = False
         try:
             async with asyncio.TaskGroup() as tg:
                 try:
@@ -210,12 +199,10 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                                 return_when=asyncio.FIRST_COMPLETED,
                             )
                             continue
-                        wanted = _batch_size(free, backlog=backlog)
                         try:
-                            msgs = await sub.fetch(wanted, timeout=self._poll_interval)
-                        except TimeoutError:  # nothing to fetch (nats.errors.TimeoutError too)
-                            failures, backlog = 0, False
-                            continue
+                            msgs = await feed.take(free, timeout=self._poll_interval)
+                        except TimeoutError:  # nats.errors.TimeoutError, a broker's timeout
+                            msgs = []
                         except (nats.errors.Error, OSError) as e:
                             failures += 1
                             self._log.warning(
@@ -230,9 +217,9 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                             renewed = await self._subscribe_until_stopped(stop, partition)
                             if renewed is None:
                                 return
-                            sub = renewed
+                            sub, feed = renewed, self._feed(renewed)
                             continue
-                        failures, backlog = 0, len(msgs) >= wanted
+                        failures = 0
                         for msg in msgs:
                             if not self._wants(msg):
                                 await self._settling.signal("ack", msg.ack)
@@ -245,6 +232,10 @@ class ConsumerWorker(abc.ABC, Generic[T]):
         finally:
             await self._unsubscribe(sub)
             self._log.info("consumer stopped")
+
+    def _feed(self, sub: JetStreamContext.PullSubscription) -> PullFeed:
+        """What takes the subscription's messages: a pull request open `poll_interval`."""
+        return PullFeed(sub, self._poll_interval)
 
     async def _subscribe_until_stopped(
         self, stop: asyncio.Event, partition: int = 0

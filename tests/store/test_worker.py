@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from agency.infra.jetstream.consumers import DurableSpec
 from agency.infra.jetstream.dlq_admin import LetterInfo
 from agency.infra.jetstream.errors import is_transient
 from agency.infra.jetstream.eventworker import EventWorker, PermanentFailure
+from agency.infra.jetstream.pullfeed import PullFeed
 from agency.infra.jetstream.records import Position, RecordedEvent, UndecodableEvent
 from agency.infra.jetstream.streams import StreamSettings, provision
 from agency.infra.jetstream.worker_tuning import WorkerRetry
@@ -494,41 +494,38 @@ async def test_workers_on_a_cluster_outlive_the_loss_of_their_consumers_leader(
             await asyncio.wait_for(asyncio.gather(*workers), timeout=20)
 
 
+class _RecordingFeed(PullFeed):
+    """A feed recording the batch of each pull request it makes."""
+
+    def __init__(self, sub: JetStreamContext.PullSubscription, expires: float) -> None:
+        super().__init__(sub, expires)
+        self.requests: list[int] = []
+
+    async def _request(self, batch: int) -> None:
+        self.requests.append(batch)
+        await super()._request(batch)
+
+
 class _RecordingCommands(CommandWorker):
-    """A command worker recording each fetch: how many messages it asked for, and how many
-    it got (None: the fetch timed out)."""
+    """A command worker whose feeds record their pull requests."""
 
-    fetches: list[tuple[int, int | None]]
+    feeds: list[_RecordingFeed]
 
-    async def _subscribe(self, partition: int = 0) -> JetStreamContext.PullSubscription:
-        sub = await super()._subscribe()
-        real_fetch = sub.fetch
-        self.fetches = []
-
-        async def fetch(batch: int = 1, timeout: float | None = 5, **kw: object) -> list[Msg]:
-            try:
-                msgs = await real_fetch(batch, timeout)
-            except TimeoutError:
-                self.fetches.append((batch, None))
-                raise
-            self.fetches.append((batch, len(msgs)))
-            return msgs
-
-        sub.fetch = fetch  # type: ignore[method-assign,assignment]
-        return sub
+    def _feed(self, sub: JetStreamContext.PullSubscription) -> PullFeed:
+        feed = _RecordingFeed(sub, self._poll_interval)
+        self.feeds = [*getattr(self, "feeds", []), feed]
+        return feed
 
 
-async def test_an_idle_worker_asks_for_one_message_and_a_backlog_for_its_free_slots(
+async def test_a_worker_takes_messages_from_one_open_request_for_no_more_than_its_slots(
     bus: Bus, tenant: str
 ) -> None:
-    """A batch fetch that finds nothing can leave a pull request on the server whose expiry
-    makes a later batch fetch hold its first message for the rest of its timeout (a command
-    to an idle runtime waited up to a second, about once in fifteen). So after a fetch that
-    timed out or came back short the worker asks for one message; after a full one (a
-    backlog), for as many as it has free slots."""
+    """A pull request stays open while messages trickle in, and the broker hands each over
+    as it comes: an idle worker makes no request per message. No request asks for more
+    than the worker's free slots, so what it holds stays within its bound."""
     service = "fetch" + tenant[-8:]
     handled: list[str] = []
-    backlog = 12
+    backlog, late, slots = 12, 5, 8
 
     async def handler(envelope: CommandEnvelope, delivery: Delivery) -> None:
         handled.append(envelope.idempotency_key or "")
@@ -543,35 +540,32 @@ async def test_an_idle_worker_asks_for_one_message_and_a_backlog_for_its_free_sl
 
     for i in range(backlog):
         await send(f"early-{i}")
+    # A request stays open 10 s (`poll_interval`), far longer than a message takes to be
+    # handled here: the late messages come through requests made before them.
     worker = _RecordingCommands(
         bus.js, service, handler, layout=bus.layout, dead_letters=bus.dead_letters,
-        batch=8, poll_interval=0.2,
+        batch=slots, poll_interval=10.0,
     )  # fmt: skip
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
+
+    def handled_count(count: int) -> Callable[[], Awaitable[None]]:
+        async def check() -> None:
+            assert len(handled) == count, handled
+
+        return check
+
     try:
-
-        async def backlog_handled() -> None:
-            assert len(handled) == backlog
-
-        await assert_eventually(backlog_handled, timeout=10)
-
-        async def timed_out_twice() -> None:
-            assert sum(1 for _, got in worker.fetches if got is None) >= 2
-
-        await assert_eventually(timed_out_twice, timeout=10)
-        await send("late")
-
-        async def late_handled() -> None:
-            assert "late" in handled
-
-        await assert_eventually(late_handled, timeout=10)
+        await assert_eventually(handled_count(backlog), timeout=10)
+        before = sum(len(feed.requests) for feed in worker.feeds)
+        for i in range(late):
+            await send(f"late-{i}")
+            await assert_eventually(handled_count(backlog + i + 1), timeout=10)
+        after = sum(len(feed.requests) for feed in worker.feeds)
     finally:
         stop.set()
-        await asyncio.wait_for(task, timeout=10)
-    asked = [wanted for wanted, _ in worker.fetches]
-    assert asked[0] == 1  # nothing known to be waiting yet
-    assert max(asked) > 1  # the backlog was fetched by the batch
-    for (wanted, got), (after, _) in itertools.pairwise(worker.fetches):
-        if got is None or got < wanted:
-            assert after == 1, worker.fetches
+        await asyncio.wait_for(task, timeout=20)
+    requests = [batch for feed in worker.feeds for batch in feed.requests]
+    assert requests and all(1 <= batch <= slots for batch in requests), requests
+    assert requests[0] == slots  # an idle worker asks for all its free slots
+    assert after - before < late, requests  # not a request per message
