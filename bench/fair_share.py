@@ -12,6 +12,10 @@ and the API's resident memory before the flood, at its peak during it and once i
 ended (`bench: fair-share-rss ours=<after MB> baseline=<before MB>`, the peak printed
 beside it). A's runs must all complete and none of its requests may be refused or answered
 503: otherwise the benchmark fails (a `BenchError`), it never reports such a run.
+
+Each phase prints the cores each part used: A's process (with the fake model), B's, and the
+system's by process (`agency up`, each `agency serve` child by its service, nats-server,
+PostgreSQL). `--processes` chooses `agency up`'s layout (`single`, `services`, ...).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def _checked(label: str, summary: CalmSummary, runs: int) -> None:
 async def bench(args: argparse.Namespace) -> None:
     async with (
         FakeLLMServer(instant=True, latency_ms=(20, 80)) as fake,
-        RunningSystem(fake.base_url) as system,
+        RunningSystem(fake.base_url, _layout(args.processes)) as system,
     ):
         endpoints = system.endpoints
         assert endpoints is not None and endpoints.api_url and endpoints.admin_secret
@@ -121,8 +125,7 @@ class CpuWatch:
                 elif process.pid not in system:
                     kind = "B"
                 else:
-                    name = process.name()
-                    kind = "system" if name.startswith("python") or name == "agency" else name
+                    kind = _system_kind(process)
                 seconds[kind] += times.user + times.system
         return seconds
 
@@ -133,6 +136,22 @@ class CpuWatch:
         self._last, self._at = seconds, now
         cores = ", ".join(f"{kind} {value:.2f}" for kind, value in sorted(used.items()))
         print(f"  cores used {label} ({wall:.1f} s): {cores}", flush=True)
+
+
+def _layout(processes: str) -> dict[str, str]:
+    """The environment that gives `agency up` the layout asked for, or none."""
+    return {"AGENCY_PROCESSES": processes} if processes else {}
+
+
+def _system_kind(process: psutil.Process) -> str:
+    """`agency up` for its own process (the API, and every service it runs in it), the
+    service's name for an `agency serve` child, or the program's name (nats-server,
+    postgres)."""
+    name = process.name()
+    if not (name.startswith("python") or name == "agency"):
+        return name
+    argv = process.cmdline()
+    return argv[argv.index("serve") + 1] if "serve" in argv[:-1] else "agency up"
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -180,6 +199,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flood-seconds", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=48, help="B's requests at once")
     parser.add_argument("--streams", type=int, default=24, help="B's streams held open")
+    parser.add_argument(
+        "--processes",
+        default="",
+        help="`agency up --processes` (auto, single, services, or services by name); "
+        "by default what $AGENCY_PROCESSES or auto chooses",
+    )
     try:
         asyncio.run(bench(parser.parse_args(argv)))
     except BenchError as e:
