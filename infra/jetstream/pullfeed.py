@@ -1,8 +1,9 @@
 """A pull consumer's messages as the broker hands them over, one pull request at a time.
 
 nats-py's `fetch` makes a pull request per call: a worker fetching one message at a time
-(as it must while messages trickle in, `worker._batch_size`) sends a request, and a write
-to the socket, for every message it takes. A `PullFeed` keeps one request open instead,
+(as it must while messages trickle in: a batch fetch that finds none waiting holds the
+first message that comes for the rest of its timeout) sends a request, and a write to the
+socket, for every message it takes. A `PullFeed` keeps one request open instead,
 for as many messages as the worker has free slots, until the broker has delivered them all
 or the request expires; the broker delivers each message as it comes, so nothing waits for
 the batch to fill. Messages delivered while the worker has no free slot wait in the

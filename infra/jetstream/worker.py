@@ -201,8 +201,6 @@ class ConsumerWorker(abc.ABC, Generic[T]):
                             continue
                         try:
                             msgs = await feed.take(free, timeout=self._poll_interval)
-                        except TimeoutError:  # nats.errors.TimeoutError, a broker's timeout
-                            msgs = []
                         except (nats.errors.Error, OSError) as e:
                             failures += 1
                             self._log.warning(
