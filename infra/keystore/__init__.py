@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
+from agency.contracts.ids import new_id
 from agency.contracts.sealed import install_cipher, installed_cipher
 from agency.infra.keystore.operator import operator_keys
 
@@ -67,3 +68,10 @@ def current_cipher() -> ThreadCipher | None:
 
     cipher = installed_cipher()
     return cipher if isinstance(cipher, ThreadCipher) else None
+
+
+def new_root_id(tenant_id: str) -> str:
+    """A new root thread's id: the process's cipher may hold one whose data key is made
+    already (`key_pool.py`); else, or with no cipher, a new ULID."""
+    cipher = current_cipher()
+    return cipher.new_root_id(tenant_id) if cipher is not None else new_id()

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from typing import Any
 
 import structlog
@@ -28,9 +29,10 @@ from agency.contracts.errors import DecodeError
 from agency.contracts.opened import OPENED
 from agency.contracts.sealed import PayloadErased
 from agency.infra.jetstream.errors import is_transient
+from agency.infra.keystore.key_pool import KeyPool
 from agency.infra.keystore.key_thread import KeyThread
 from agency.infra.keystore.operator import NONCE_BYTES, KeyWrapper
-from agency.infra.keystore.vault import TenantKeyDestroyed, TenantKeyMissing
+from agency.infra.keystore.vault import KeyVault, TenantKeyDestroyed, TenantKeyMissing
 from agency.infra.retry import RetryPolicy
 
 log = structlog.get_logger(__name__)
@@ -65,6 +67,16 @@ class ThreadCipher:
         # Tenants whose key was destroyed since this process started: nothing of theirs
         # is held or opened here again (a tenant id is never used again).
         self._destroyed: set[str] = set()
+        self._pool = KeyPool(self._make_ahead, self._erase_unused)
+
+    @property
+    def pool(self) -> KeyPool:
+        return self._pool
+
+    def new_root_id(self, tenant_id: str) -> str:
+        """A new root thread's id, its data key made already where one is ready for the
+        tenant (`key_pool.py`)."""
+        return self._pool.take(tenant_id)
 
     async def prepare(self, tenant_id: str, key_id: str) -> None:
         if self._cached(tenant_id, key_id) is not None:
@@ -101,6 +113,7 @@ class ThreadCipher:
             self._destroyed.add(tenant_id)
             for held in [k for k in self._cache if k[0] == tenant_id]:
                 del self._cache[held]
+        self._pool.drop_tenant(tenant_id)
         OPENED.forget_tenant(tenant_id)
         if first:
             log.info("deleted tenant's keys dropped", tenant_id=tenant_id)
@@ -129,7 +142,22 @@ class ThreadCipher:
         return self._keys.run_async(make)
 
     def close(self) -> None:
+        self._pool.close(timeout=1.0)
         self._keys.close()
+
+    def _make_ahead(self, tenant_id: str, thread_ids: list[str]) -> Future[list[str]] | None:
+        async def made(vault: KeyVault) -> list[str]:
+            keys = await vault.new_data_keys(tenant_id, thread_ids)
+            for thread_id, key in keys.items():
+                self._remember(tenant_id, thread_id, key)
+            return list(keys)
+
+        return self._keys.submit(made)
+
+    def _erase_unused(self, tenant_id: str, thread_id: str) -> Future[int] | None:
+        with self._lock:
+            self._cache.pop((tenant_id, thread_id), None)
+        return self._keys.submit(lambda vault: vault.erase_unused(tenant_id, thread_id))
 
     def _aes(self, tenant_id: str, key_id: str, *, create: bool) -> AESGCM:
         aes = self._cached(tenant_id, key_id)

@@ -11,6 +11,7 @@ fetch fell in an outage opens keys again once the outage is over, not never.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import time
@@ -127,6 +128,14 @@ class KeyThread:
         loop, vault = self._started()
         future = asyncio.run_coroutine_threadsafe(make(vault), loop)
         return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+
+    def submit(self, make: Any) -> concurrent.futures.Future[Any] | None:
+        """`make(vault)`'s coroutine started on the key thread without waiting for it: its
+        future, or None while the connection is not ready (one is then begun)."""
+        attempt = self._current()
+        if not attempt.ready.is_set() or attempt.loop is None or attempt.vault is None:
+            return None
+        return asyncio.run_coroutine_threadsafe(make(attempt.vault), attempt.loop)
 
     def _current(self) -> _Attempt:
         """The attempt to wait on: the one under way or connected, else a new one."""

@@ -15,10 +15,11 @@ destroyed key stays in the store's files.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -258,28 +259,56 @@ class KeyVault:
             return open_key(tenant_key, stored.data, context)
         if not create:
             return None
+        try:
+            return await self.new_data_key(tenant_id, key_id)
+        except KeyWrongLastSequenceError:
+            # Made by another process meanwhile, or destroyed: read what won.
+            return await self.data_key(tenant_id, key_id, create=False)
+
+    async def new_data_key(self, tenant_id: str, key_id: str) -> bytes:
+        """A data key made and stored for the tree, with no look at the store first (for an
+        id just minted, which no one else can have used); `KeyWrongLastSequenceError` when
+        the entry exists (made meanwhile, or destroyed)."""
+        return (await self.new_data_keys(tenant_id, [key_id]))[key_id]
+
+    async def new_data_keys(self, tenant_id: str, key_ids: Sequence[str]) -> dict[str, bytes]:
+        """`new_data_key` for several trees at once, their writes in flight together and
+        one look at the tenant's entry after them all: the keys stored, by id (the error
+        of the first that was not, when none was)."""
         # The tenant key this process last saw current (read from the store the first
-        # time); a rotation begun since is caught by the read after the key is stored.
+        # time); a rotation begun since is caught by the read after the keys are stored.
         version = self._current.get(tenant_id)
         if version is None or (tenant_id, version) not in self._tenant_keys:
             version, tenant_key = await self.current_tenant_key(tenant_id)
         else:
             tenant_key = self._tenant_keys[(tenant_id, version)]
-        key = secrets.token_bytes(KEY_BYTES)
-        made = WrappedKey(
-            wrapped_by="tenant", version=version, data=seal_key(tenant_key, key, context)
-        )
-        try:
-            await self.revisions.store(entry, msgspec.json.encode(made), last=0)
-        except KeyWrongLastSequenceError:
-            # Made by another process meanwhile, or destroyed: read what won.
-            return await self.data_key(tenant_id, key_id, create=False)
-        # A rotation that began before this key was stored may have listed the tenant's
-        # keys without it: the key is then rewrapped here, under the rotation's key.
+        keys = {key_id: secrets.token_bytes(KEY_BYTES) for key_id in key_ids}
+        writes = []
+        for key_id, key in keys.items():
+            entry = data_entry(tenant_id, key_id)
+            made = WrappedKey(
+                wrapped_by="tenant", version=version, data=seal_key(tenant_key, key, entry.encode())
+            )
+            writes.append(self.revisions.store(entry, msgspec.json.encode(made), last=0))
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        stored = {
+            k: key for (k, key), r in zip(keys.items(), results, strict=True) if isinstance(r, int)
+        }
+        if not stored:
+            failure = next(r for r in results if isinstance(r, BaseException))
+            raise failure
+        # A rotation that began before these keys were stored may have listed the tenant's
+        # keys without them: they are then rewrapped here, under the rotation's key.
         now, now_key = await self.current_tenant_key(tenant_id)
         if now != version:
-            await self.rewrap_data(tenant_id, entry, now, now_key)
-        return key
+            for key_id in stored:
+                await self.rewrap_data(tenant_id, data_entry(tenant_id, key_id), now, now_key)
+        return stored
+
+    async def erase_unused(self, tenant_id: str, key_id: str) -> int:
+        """Erase every revision of a data key no event was ever sealed with (one made ahead
+        and not taken): nothing of it is left, not even a destroyed entry. How many."""
+        return await self.revisions.erase_before(data_entry(tenant_id, key_id), 0)
 
     async def rewrap_data(self, tenant_id: str, entry: str, version: str, key: bytes) -> bool:
         """The data key at `entry` wrapped under the tenant key `version`; False when it was

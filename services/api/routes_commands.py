@@ -22,6 +22,7 @@ from agency.contracts.events.thread import ConcurrencyStrategy, EndUserId
 from agency.contracts.http import Out, RunAccepted, ThreadOut
 from agency.contracts.ids import new_id
 from agency.contracts.limits import limits, path_problem
+from agency.infra.keystore import new_root_id
 from agency.projections.agency_queries import AgencyView
 from agency.services.agents.checks import naming_problems, problems_with_inline, unguarded_names
 from agency.services.agents.code import SettingsError
@@ -229,7 +230,7 @@ async def create_thread(
         if (problem := messages_problem(messages, deps.door)) is not None:
             raise ValidationException(problem)
         await deps.limiter.admit(deps.pool, tenant)
-    thread_id = new_id()
+    thread_id = new_root_id(tenant)
     # The event has no metadata field of its own; the request context carries it.
     context = {**data.metadata, **_request_context(request)}
     created = await create_root_thread(

@@ -14,7 +14,7 @@ from litestar.exceptions import (
 )
 from litestar.params import JSONBody
 
-from agency.contracts.ids import new_id
+from agency.infra.keystore import new_root_id
 from agency.services.api.auth import Caller, Deps, tenant_of
 from agency.services.api.deps import ApiDeps
 from agency.services.api.langgraph.answer import post_ok
@@ -143,7 +143,7 @@ async def _created(
                 return existing, False
             raise ClientException(status_code=409, detail=f"thread {thread_id} already exists")
     elif (data.supersteps or data.ttl) and not metadata:
-        thread_id = new_id()  # its supersteps (or ttl) are written now: it exists now
+        thread_id = new_root_id(tenant)  # its supersteps (or ttl) are written now: it exists now
     if data.thread_id is not None or ((data.supersteps or data.ttl) and not metadata):
         if not any(metadata.get(k) for k in ASSISTANT_KEYS):
             # Named by the client, no assistant: created now, of the agency's only (else
@@ -161,7 +161,7 @@ async def _created(
         assert pending is not None
         return pending, False
     else:
-        thread_id = new_id()
+        thread_id = new_root_id(tenant)
     agency_id = await agency_for(deps, tenant, request)
     agent_type = await _agent_type(deps, tenant, agency_id, metadata)
     request_metadata = {k: v for k, v in metadata.items() if k not in ASSISTANT_KEYS}

@@ -23,6 +23,7 @@ from ulid import ULID
 from agency.contracts.errors import InvalidToken
 from agency.contracts.events.thread import end_user_problem
 from agency.contracts.ids import new_id, validate_token
+from agency.infra.keystore import new_root_id
 from agency.projections import agency_queries
 from agency.services.api.auth import Caller, Deps, agency_owned, path_id, tenant_of
 from agency.services.api.deps import ApiDeps, Principal
@@ -255,7 +256,7 @@ async def new_thread(
     """Create a thread of `agent_type`, answered once its log has it: every LangGraph
     thread route reads the log, and a search waits for the read models to list it
     (`services/api/thread_create.py`)."""
-    thread_id = thread_id or new_id()
+    thread_id = thread_id or new_root_id(tenant)
     user = metadata.get(END_USER_KEY)
     if user is not None and (problem := end_user_problem(user)) is not None:
         raise ValidationException(f"metadata.{END_USER_KEY} {problem}")
