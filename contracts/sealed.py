@@ -88,13 +88,15 @@ class PayloadErased(ContractError):
 class PayloadCipher(Protocol):
     """Seals and opens payload content with a thread tree's data key.
 
-    `prepare` makes sure the key exists (a write may create it); `seal` and `open` are
+    `prepare` makes sure the key exists (a write may create it; `fresh`: the key is most
+    likely new, the tree's root being created, so it is made without a look first); `seal`
+    and `open` are
     synchronous (they run inside decoding) and may block briefly to fetch a key. `open`
     raises `PayloadErased` when the key was destroyed; `forget` drops a key held in memory
     once its tree's `thread.deleted` is read.
     """
 
-    async def prepare(self, tenant_id: str, key_id: str) -> None: ...
+    async def prepare(self, tenant_id: str, key_id: str, *, fresh: bool = False) -> None: ...
 
     def seal(self, tenant_id: str, key_id: str, plaintext: bytes, aad: bytes) -> bytes: ...
 

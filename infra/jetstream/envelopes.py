@@ -84,9 +84,15 @@ async def prepare_keys(envelopes: Sequence[Envelope]) -> None:
     cipher = installed_cipher()
     if cipher is None:
         return
-    for tenant_id, key_id in {(e.tenant_id, key_id_for(e)) for e in envelopes}:
+    keys = {(e.tenant_id, key_id_for(e)): _creates_root(e) for e in envelopes}
+    for (tenant_id, key_id), fresh in keys.items():
         if key_id is not None:
-            await cipher.prepare(tenant_id, key_id)
+            await cipher.prepare(tenant_id, key_id, fresh=fresh)
+
+
+def _creates_root(envelope: Envelope) -> bool:
+    """The envelope creates a tree's root thread, whose data key is then most likely new."""
+    return envelope.type == "thread.created" and key_id_for(envelope) == envelope.aggregate_id
 
 
 def _invalid(event_type: str, message: str) -> InvalidEvent:

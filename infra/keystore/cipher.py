@@ -78,11 +78,11 @@ class ThreadCipher:
         tenant (`key_pool.py`)."""
         return self._pool.take(tenant_id)
 
-    async def prepare(self, tenant_id: str, key_id: str) -> None:
+    async def prepare(self, tenant_id: str, key_id: str, *, fresh: bool = False) -> None:
         if self._cached(tenant_id, key_id) is not None:
             return
         key = await self._keys.run_async(
-            lambda vault: vault.data_key(tenant_id, key_id, create=True)
+            lambda vault: vault.data_key(tenant_id, key_id, create=True, fresh=fresh)
         )
         self._remember(tenant_id, key_id, key)
 

@@ -245,9 +245,17 @@ class KeyVault:
         for held in [k for k in self._tenant_keys if k[0] == tenant_id and k[1] != keep]:
             del self._tenant_keys[held]
 
-    async def data_key(self, tenant_id: str, key_id: str, *, create: bool) -> bytes | None:
-        """The tree's data key; made when `create` and it never existed. None when it never
+    async def data_key(
+        self, tenant_id: str, key_id: str, *, create: bool, fresh: bool = False
+    ) -> bytes | None:
+        """The tree's data key; made when `create` and it never existed (with `fresh`, made
+        without a look first: the tree's root is being created). None when it never
         existed (and not `create`); `PayloadErased` when it was destroyed."""
+        if create and fresh:
+            try:
+                return await self.new_data_key(tenant_id, key_id)
+            except KeyWrongLastSequenceError:
+                pass  # it exists (or was destroyed): read it
         entry = data_entry(tenant_id, key_id)
         context = entry.encode()
         try:

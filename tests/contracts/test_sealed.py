@@ -35,7 +35,7 @@ class LocalCipher:
     def __init__(self) -> None:
         self.keys: dict[tuple[str, str], bytes] = {}
 
-    async def prepare(self, tenant_id: str, key_id: str) -> None:
+    async def prepare(self, tenant_id: str, key_id: str, *, fresh: bool = False) -> None:
         self.keys.setdefault((tenant_id, key_id), AESGCM.generate_key(bit_length=256))
 
     def seal(self, tenant_id: str, key_id: str, plaintext: bytes, aad: bytes) -> bytes:

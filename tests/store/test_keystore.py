@@ -228,3 +228,17 @@ async def test_a_tenant_key_is_destroyed_though_the_key_store_left_the_first_ask
     holder = await KeyVault(bus.js, operator_keys()).open()
     with pytest.raises(TenantKeyDestroyed):
         await holder.data_key(tenant, thread, create=False)
+
+
+async def test_a_key_made_without_a_look_first_is_the_stored_one_when_it_existed(
+    bus: Bus, tenant: str
+) -> None:
+    keys = await KeyVault(bus.js, operator_keys()).open()
+    made = await keys.data_key(tenant, "root", create=True, fresh=True)
+
+    again = await keys.data_key(tenant, "root", create=True, fresh=True)
+    assert await keys.destroy(tenant, "root")
+
+    assert made is not None and again == made
+    with pytest.raises(PayloadErased):
+        await keys.data_key(tenant, "root", create=True, fresh=True)
