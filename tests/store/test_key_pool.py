@@ -124,6 +124,18 @@ def test_a_key_store_not_connected_yet_costs_a_take_nothing(clock: _Clock) -> No
     assert len(ids) == 10 and pool.ready("te") == 0 and erased == []
 
 
+def test_a_key_store_that_fails_to_start_a_batch_costs_a_take_nothing(clock: _Clock) -> None:
+    def broken(tenant_id: str, ids: list[str]) -> Future[list[str]]:
+        raise ConnectionError("the key store cannot connect")
+
+    pool = KeyPool(broken, _Store().erase, size=8, low=2)
+
+    ids = {pool.take("tf") for _ in range(10)}
+    pool.close(timeout=0.0)  # nothing in flight is waited for
+
+    assert len(ids) == 10 and pool.ready("tf") == 0
+
+
 def said(text: str) -> MessageAppended:
     return MessageAppended(message=ChatMessage(role="user", content=text))
 
