@@ -154,12 +154,16 @@ async def test_rotated_keys_open_every_thread_after_a_restart_and_the_old_ones_n
         r = await http.post(path, headers=admin)
         assert r.status_code == 200, r.text
         first = r.json()
-        assert first["rewrapped"] == 2 and first["rotatedBy"] == "admin" and not first["resumed"]
+        # The two threads' keys, and any made ahead for the tenant's next root threads
+        # (`infra/keystore/key_pool.py`): data keys too, each rewrapped.
+        assert first["rewrapped"] >= 2 and first["rotatedBy"] == "admin" and not first["resumed"]
         code, out, err = await agency(
             "keys", "rotate", "--tenant", tenant_a, "--data-dir", str(data)
         )
         assert code == 0, err
-        assert f"tenant {tenant_a}" in out and "2 data keys rewrapped" in out
+        counted = re.search(r"(\d+) data keys rewrapped", out)
+        assert f"tenant {tenant_a}" in out and counted is not None, out
+        assert int(counted[1]) >= 2, out
         once = {**admin, "Idempotency-Key": "rotate-" + secrets.token_hex(4)}
         made, repeat = [(await http.post(path, headers=once)).json() for _ in range(2)]
         assert made["keyVersion"] == repeat["keyVersion"] != first["keyVersion"]
